@@ -1,0 +1,13 @@
+//! Bucket planning for `overlap`, shared by the `#[distributed_model]` macro (at compile time) and
+//! the runtime (printing, fingerprints, simulation).
+//!
+//! Pure and dependency-free on purpose: the macro links it into the compiler, so the plan a
+//! model runs with is exactly the plan this crate computes, with no second implementation.
+
+mod bucket;
+mod schedule;
+mod spec;
+
+pub use bucket::{plan_buckets, BucketConfig, PlanError, DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB};
+pub use schedule::{BucketInfo, LayerInfo, ParamInfo, ParamRef, Schedule};
+pub use spec::{LayerSpec, ParamSpec, Width, ELEM_BYTES, MIB};

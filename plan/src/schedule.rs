@@ -1,0 +1,191 @@
+//! The plan as data: which parameter gradient lives in which bucket at which offset, and after
+//! which layer's backward each bucket's all-reduce is launched.
+//!
+//! The same type is built owned by the planner (inside the macro) and emitted as a `const` with
+//! borrowed `'static` slices, so `Model::SCHEDULE` is exactly what the compiler planned.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::spec::{Width, ELEM_BYTES, MIB};
+
+/// A parameter, by layer index and parameter index within that layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ParamRef {
+    pub layer: usize,
+    pub param: usize,
+}
+
+/// Where one parameter's gradient lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamInfo {
+    pub name: Cow<'static, str>,
+    pub shape: Cow<'static, [usize]>,
+    /// Bucket index, in launch order.
+    pub bucket: usize,
+    /// Offset of the gradient inside its bucket's flat buffer, in elements.
+    pub offset: usize,
+}
+
+impl ParamInfo {
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// One layer of the model, in definition order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayerInfo {
+    pub name: Cow<'static, str>,
+    pub kind: Cow<'static, str>,
+    pub width: Width,
+    pub flops_per_sample: u64,
+    pub params: Cow<'static, [ParamInfo]>,
+}
+
+/// One gradient bucket: a flat `f32` buffer reduced by one all-reduce.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BucketInfo {
+    /// Members in buffer order (ascending offsets).
+    pub params: Cow<'static, [ParamRef]>,
+    /// Buffer length in elements.
+    pub numel: usize,
+    /// Index of the layer whose backward completes this bucket; its all-reduce is launched
+    /// right after that call.
+    pub launch_after: usize,
+}
+
+impl BucketInfo {
+    pub fn bytes(&self) -> usize {
+        self.numel * ELEM_BYTES
+    }
+}
+
+/// The complete communication plan of a model. Buckets are numbered in launch order: bucket 0
+/// holds the output layer's gradients and is reduced first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    pub model: Cow<'static, str>,
+    pub first_bucket_bytes: usize,
+    pub bucket_cap_bytes: usize,
+    pub layers: Cow<'static, [LayerInfo]>,
+    pub buckets: Cow<'static, [BucketInfo]>,
+}
+
+impl Schedule {
+    pub fn param(&self, r: ParamRef) -> &ParamInfo {
+        &self.layers[r.layer].params[r.param]
+    }
+
+    /// `layer.param`, the name PyTorch's `state_dict` would use (e.g. `fc1.weight`).
+    pub fn param_name(&self, r: ParamRef) -> String {
+        format!("{}.{}", self.layers[r.layer].name, self.param(r).name)
+    }
+
+    /// Every parameter in definition order.
+    pub fn params(&self) -> impl Iterator<Item = ParamRef> + '_ {
+        self.layers
+            .iter()
+            .enumerate()
+            .flat_map(|(layer, l)| (0..l.params.len()).map(move |param| ParamRef { layer, param }))
+    }
+
+    pub fn param_count(&self) -> usize {
+        self.buckets.iter().map(|b| b.numel).sum()
+    }
+
+    pub fn total_bytes(&self) -> usize {
+        self.param_count() * ELEM_BYTES
+    }
+
+    /// A stable 64-bit hash (FNV-1a) of everything that must agree between ranks: layers, shapes,
+    /// bucket layout and launch points. Ranks compare it before exchanging any gradient.
+    pub fn fingerprint(&self) -> u64 {
+        let mut h = Fnv::new();
+        h.str(&self.model);
+        h.usize(self.first_bucket_bytes);
+        h.usize(self.bucket_cap_bytes);
+        h.usize(self.layers.len());
+        for layer in self.layers.iter() {
+            h.str(&layer.name);
+            h.str(&layer.kind);
+            match layer.width {
+                Width::Fixed { input, output } => {
+                    h.usize(input);
+                    h.usize(output);
+                }
+                Width::Preserving => h.usize(usize::MAX),
+            }
+            h.usize(layer.params.len());
+            for p in layer.params.iter() {
+                h.str(&p.name);
+                h.usize(p.shape.len());
+                p.shape.iter().for_each(|&d| h.usize(d));
+                h.usize(p.bucket);
+                h.usize(p.offset);
+            }
+        }
+        h.usize(self.buckets.len());
+        for b in self.buckets.iter() {
+            h.usize(b.numel);
+            h.usize(b.launch_after);
+        }
+        h.0
+    }
+}
+
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    fn bytes(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn usize(&mut self, v: usize) {
+        self.bytes(&(v as u64).to_le_bytes());
+    }
+    fn str(&mut self, s: &str) {
+        self.usize(s.len());
+        self.bytes(s.as_bytes());
+    }
+}
+
+/// Human-readable size: `512 B`, `4.0 KiB`, `16.01 MiB`.
+pub(crate) fn human_bytes(bytes: usize) -> String {
+    if bytes >= MIB {
+        format!("{:.2} MiB", bytes as f64 / MIB as f64)
+    } else if bytes >= 1024 {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+/// The bucket table, one line per bucket in launch order; also the doc comment on the
+/// generated `backward`.
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "schedule of {}: {} buckets, {} parameters ({}), first bucket closes at {}, others at {}",
+            self.model,
+            self.buckets.len(),
+            self.param_count(),
+            human_bytes(self.total_bytes()),
+            human_bytes(self.first_bucket_bytes),
+            human_bytes(self.bucket_cap_bytes),
+        )?;
+        writeln!(f, "{:<7} {:<24} {:>11}  members (buffer order)", "bucket", "all-reduce launched after", "bytes")?;
+        for (k, b) in self.buckets.iter().enumerate() {
+            let members: Vec<String> = b.params.iter().map(|&r| self.param_name(r)).collect();
+            let after = format!("{}.backward", self.layers[b.launch_after].name);
+            writeln!(f, "{:<7} {:<25} {:>11}  {}", format!("b{k}"), after, human_bytes(b.bytes()), members.join(", "))?;
+        }
+        Ok(())
+    }
+}
