@@ -1,0 +1,1 @@
+//! Single-precision matrix multiply over strided views.

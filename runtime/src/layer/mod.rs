@@ -1,0 +1,105 @@
+//! The layer contract between the `#[distributed_model]` macro and the runtime.
+//!
+//! The macro plans buckets from the widths and parameter shapes it reads in the struct; it then
+//! asserts at compile time that they equal the constants below, so a layer can never run with a
+//! different layout from the one the schedule was planned for.
+
+mod activation;
+mod layer_norm;
+mod linear;
+
+pub use activation::{Gelu, Relu, Sigmoid, Tanh};
+pub use layer_norm::LayerNorm;
+pub use linear::Linear;
+pub use overlap_plan::Width;
+
+use crate::init::InitRng;
+use crate::tensor::Matrix;
+
+/// Name and shape of one parameter tensor, PyTorch's layout (`Linear` weight is `[out, in]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamDef {
+    pub name: &'static str,
+    pub shape: &'static [usize],
+}
+
+impl ParamDef {
+    pub const fn numel(&self) -> usize {
+        let mut n = 1;
+        let mut i = 0;
+        while i < self.shape.len() {
+            n *= self.shape[i];
+            i += 1;
+        }
+        n
+    }
+}
+
+/// A layer of a `#[distributed_model]` struct: owns its parameters; gradients are written into
+/// bucket views handed to `backward`.
+pub trait Layer: Sized + Send {
+    /// Parameters in definition order; checkpoint names are `field.name`.
+    const PARAMS: &'static [ParamDef];
+    /// Input and output width, or `Preserving` for element-wise layers.
+    const WIDTH: Width;
+    /// Whatever `forward` saves for `backward` besides input and output (e.g. LayerNorm's
+    /// per-row mean and reciprocal standard deviation).
+    type Saved: Default + Send;
+
+    /// Deterministic initialisation from `rng` (PyTorch's defaults for the built-in layers).
+    fn init(rng: &mut InitRng) -> Self;
+
+    /// Parameter `index` of `PARAMS`, flattened row-major.
+    fn param(&self, index: usize) -> &[f32];
+    fn param_mut(&mut self, index: usize) -> &mut [f32];
+
+    /// Computes `output` (resized here to `input.rows() x out`).
+    fn forward(&self, input: &Matrix, output: &mut Matrix, saved: &mut Self::Saved);
+
+    /// Writes parameter gradients into `grads` (one slice per entry of `PARAMS`), adding to them
+    /// when `accumulate` is set, and the input gradient into `grad_input` when asked (the first
+    /// layer of a model is not asked: nothing needs it).
+    #[allow(clippy::too_many_arguments)]
+    fn backward(
+        &self,
+        input: &Matrix,
+        output: &Matrix,
+        saved: &Self::Saved,
+        grad_output: &Matrix,
+        grads: &mut [&mut [f32]],
+        accumulate: bool,
+        grad_input: Option<&mut Matrix>,
+    );
+}
+
+/// Compile-time check used by the macro: does `L` have exactly the widths and parameter shapes
+/// the schedule was planned with?
+pub const fn layer_matches<L: Layer>(width: Width, shapes: &[&[usize]]) -> bool {
+    let same_width = match (L::WIDTH, width) {
+        (Width::Preserving, Width::Preserving) => true,
+        (Width::Fixed { input: a, output: b }, Width::Fixed { input: c, output: d }) => a == c && b == d,
+        _ => false,
+    };
+    if !same_width || L::PARAMS.len() != shapes.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < shapes.len() {
+        let (have, want) = (L::PARAMS[i].shape, shapes[i]);
+        if have.len() != want.len() {
+            return false;
+        }
+        let mut d = 0;
+        while d < have.len() {
+            if have[d] != want[d] {
+                return false;
+            }
+            d += 1;
+        }
+        i += 1;
+    }
+    true
+}
+
+#[cfg(test)]
+mod gradcheck;

@@ -1,0 +1,58 @@
+//! A row-major `f32` matrix: `rows` samples by `cols` features. Every activation and gradient in
+//! a model is one of these; buffers are reused across steps (resizing keeps the allocation).
+
+/// Row-major `rows x cols` matrix of `f32`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Matrix {
+    rows: usize,
+    cols: usize,
+    data: Vec<f32>,
+}
+
+impl Matrix {
+    pub fn zeros(rows: usize, cols: usize) -> Self {
+        Matrix { rows, cols, data: vec![0.0; rows * cols] }
+    }
+
+    /// Wraps `data` (row-major); panics if the length is not `rows * cols`, a caller bug.
+    pub fn from_vec(rows: usize, cols: usize, data: Vec<f32>) -> Self {
+        assert_eq!(data.len(), rows * cols, "Matrix::from_vec: {rows}x{cols} needs {} values", rows * cols);
+        Matrix { rows, cols, data }
+    }
+
+    /// Makes this a `rows x cols` matrix, reusing the allocation when it is large enough.
+    /// Contents are unspecified afterwards: callers overwrite every element.
+    pub fn resize(&mut self, rows: usize, cols: usize) {
+        self.rows = rows;
+        self.cols = cols;
+        self.data.resize(rows * cols, 0.0);
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    pub fn as_slice(&self) -> &[f32] {
+        &self.data
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [f32] {
+        &mut self.data
+    }
+
+    pub fn row(&self, r: usize) -> &[f32] {
+        &self.data[r * self.cols..(r + 1) * self.cols]
+    }
+
+    pub fn row_mut(&mut self, r: usize) -> &mut [f32] {
+        &mut self.data[r * self.cols..(r + 1) * self.cols]
+    }
+
+    pub fn into_vec(self) -> Vec<f32> {
+        self.data
+    }
+}
