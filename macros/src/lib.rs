@@ -1,1 +1,40 @@
+//! `#[distributed_model]`: reads a struct of layers, plans its reverse-order gradient buckets
+//! with `overlap-plan`, and emits straight-line forward / backward / step code in which every
+//! bucket's all-reduce is launched right after the backward call that completes it.
+//!
+//! Pipeline, one module each: `attr` (attribute syntax) → `ast` (the model, borrowing the user's
+//! tokens for spans) → `layers` (what each field type means) → `check` (cross-field rules) →
+//! `expand` (code) or `fallback` (on errors: the struct alone, plus every error at once).
 
+mod ast;
+mod attr;
+mod check;
+mod errors;
+mod expand;
+mod fallback;
+mod layers;
+mod schedule_tokens;
+
+use proc_macro::TokenStream;
+
+/// Turns a struct of layers into a data-parallel model with a compile-time communication schedule.
+///
+/// ```ignore
+/// #[distributed_model(bucket_cap_mb = 25, first_bucket_mb = 1)]
+/// pub struct Mlp {
+///     fc1: Linear<784, 2048>,
+///     act1: Relu,
+///     #[bucket_boundary] // optional: start a new bucket here
+///     fc2: Linear<2048, 10>,
+/// }
+/// ```
+///
+/// Built-in layers (`Linear<IN, OUT>`, `LayerNorm<D>`, `Relu`, `Gelu`, `Tanh`, `Sigmoid`) are
+/// read from the type; any other type needs
+/// `#[layer(input = N, output = M, params(weight = [M, N], bias = [M]))]` (omit `input` and
+/// `output` for width-preserving layers), which is checked at compile time against the type's
+/// `overlap::Layer` constants.
+#[proc_macro_attribute]
+pub fn distributed_model(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand::expand(attr.into(), item.into()).into()
+}

@@ -1,15 +1,27 @@
 //! Runtime of `overlap`: tensors, layers, losses, optimizers, communicators, and the contract
 //! (`DistributedModel`) that `#[distributed_model]` implements.
 
+pub mod args;
+pub mod comm;
+pub mod data;
+pub mod error;
 pub mod gemm;
 pub mod init;
 pub mod layer;
 pub mod loss;
+pub mod model;
 pub mod optim;
+pub mod params_file;
 pub mod tensor;
+pub mod train;
 
+pub use args::TrainArgs;
+pub use comm::{CommMode, Communicator, GradBucket, InFlight};
+pub use error::{Error, Result};
 pub use init::InitRng;
-pub use layer::{Gelu, Layer, LayerNorm, Linear, ParamDef, Relu, Sigmoid, Tanh, Width};
+pub use layer::{layer_matches, Gelu, Layer, LayerNorm, Linear, ParamDef, Relu, Sigmoid, Tanh, Width};
 pub use loss::{CrossEntropyLoss, MseLoss};
+pub use model::{grad_scale, DistributedModel, GradientBuckets};
 pub use optim::{AdamW, Optimizer, Sgd};
+pub use overlap_plan as plan;
 pub use tensor::Matrix;

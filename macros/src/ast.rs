@@ -1,0 +1,72 @@
+//! The model as the macro sees it. Fields borrow the user's tokens, so every later error and
+//! every generated line can point back at what the user wrote.
+
+use overlap_plan::{BucketConfig, LayerSpec};
+use syn::{Fields, Ident, ItemStruct, Type};
+
+use crate::attr;
+use crate::errors::Errors;
+use crate::layers;
+
+pub struct Model<'a> {
+    pub item: &'a ItemStruct,
+    pub config: BucketConfig,
+    pub fields: Vec<Field<'a>>,
+}
+
+pub struct Field<'a> {
+    pub ident: &'a Ident,
+    pub ty: &'a Type,
+    /// `None` when the field's type or attribute was invalid (already reported).
+    pub spec: Option<LayerSpec>,
+}
+
+impl<'a> Model<'a> {
+    /// Reads the struct; reports structural problems and per-field problems to `errors`.
+    pub fn from_struct(item: &'a ItemStruct, config: BucketConfig, errors: &mut Errors) -> Self {
+        if !item.generics.params.is_empty() || item.generics.where_clause.is_some() {
+            errors.spanned(&item.generics, "#[distributed_model] structs cannot be generic: the schedule is planned for concrete layer sizes");
+        }
+        let fields = match &item.fields {
+            Fields::Named(named) => named.named.iter().map(|f| Field::new(f, errors)).collect(),
+            Fields::Unnamed(_) | Fields::Unit => {
+                errors.spanned(&item.ident, "#[distributed_model] needs a struct with named fields, one per layer");
+                Vec::new()
+            }
+        };
+        Model { item, config, fields }
+    }
+
+    /// Specs of every field, in definition order (only meaningful once all fields are valid).
+    pub fn specs(&self) -> Vec<LayerSpec> {
+        self.fields.iter().filter_map(|f| f.spec.clone()).collect()
+    }
+}
+
+impl<'a> Field<'a> {
+    fn new(field: &'a syn::Field, errors: &mut Errors) -> Self {
+        let ident = field.ident.as_ref().expect("named fields have identifiers");
+        let name = ident.to_string();
+        let attrs = attr::field_attrs(&field.attrs, errors);
+        let spec = match &attrs.layer {
+            Some(custom) => Some(layers::custom(&name, &field.ty, custom)),
+            None => match layers::builtin(&name, &field.ty, errors) {
+                Ok(Some(spec)) => Some(spec),
+                Ok(None) => {
+                    errors.spanned(
+                        &field.ty,
+                        format!(
+                            "`{}` is not a built-in layer (Linear, LayerNorm, Relu, Gelu, Tanh, Sigmoid); describe it with \
+                             `#[layer(input = N, output = M, params(weight = [M, N], ...))]` (no input/output for width-preserving layers)",
+                            layers::type_text(&field.ty)
+                        ),
+                    );
+                    None
+                }
+                Err(()) => None,
+            },
+        };
+        let spec = spec.map(|s| if attrs.bucket_boundary { s.with_bucket_boundary() } else { s });
+        Field { ident, ty: &field.ty, spec }
+    }
+}

@@ -1,0 +1,199 @@
+//! Attribute syntax: `#[distributed_model(...)]` on the struct, `#[layer(...)]` and
+//! `#[bucket_boundary]` on fields. Every key is checked; unknown, duplicate and bad values are
+//! all reported.
+
+use overlap_plan::{BucketConfig, MIB};
+use syn::punctuated::Punctuated;
+use syn::{Attribute, Expr, ExprLit, Lit, LitInt, Meta, MetaNameValue, Token};
+
+use crate::errors::Errors;
+
+/// Parses `bucket_cap_mb = 25, first_bucket_mb = 1` (both optional; integers or decimals).
+pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> BucketConfig {
+    let mut config = BucketConfig::default();
+    let pairs = match syn::parse::Parser::parse2(Punctuated::<MetaNameValue, Token![,]>::parse_terminated, args) {
+        Ok(pairs) => pairs,
+        Err(e) => {
+            errors.push(syn::Error::new(e.span(), format!("{e}; expected `bucket_cap_mb = <MiB>, first_bucket_mb = <MiB>`")));
+            return config;
+        }
+    };
+    let mut seen: Vec<String> = Vec::new();
+    for pair in &pairs {
+        let key = pair.path.get_ident().map(ToString::to_string).unwrap_or_default();
+        if seen.contains(&key) {
+            errors.spanned(&pair.path, format!("duplicate key `{key}`"));
+            continue;
+        }
+        seen.push(key.clone());
+        let target = match key.as_str() {
+            "bucket_cap_mb" => &mut config.bucket_cap_bytes,
+            "first_bucket_mb" => &mut config.first_bucket_bytes,
+            _ => {
+                errors.spanned(&pair.path, "unknown key; expected `bucket_cap_mb` or `first_bucket_mb`");
+                continue;
+            }
+        };
+        if let Some(bytes) = mebibytes(&pair.value, &key, errors) {
+            *target = bytes;
+        }
+    }
+    config
+}
+
+/// A positive size in MiB as bytes.
+fn mebibytes(value: &Expr, key: &str, errors: &mut Errors) -> Option<usize> {
+    let mb = match value {
+        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => i.base10_parse::<f64>().ok(),
+        Expr::Lit(ExprLit { lit: Lit::Float(f), .. }) => f.base10_parse::<f64>().ok(),
+        _ => None,
+    };
+    match mb {
+        Some(mb) if mb.is_finite() && mb > 0.0 && (mb * MIB as f64).round() >= 1.0 && mb * (MIB as f64) < usize::MAX as f64 => {
+            Some((mb * MIB as f64).round() as usize)
+        }
+        _ => {
+            errors.spanned(value, format!("`{key}` must be a number of MiB greater than zero"));
+            None
+        }
+    }
+}
+
+/// What `#[layer(...)]` says about a custom layer.
+pub struct LayerAttr {
+    pub width: Option<(LitInt, LitInt)>,
+    pub params: Vec<(syn::Ident, Vec<LitInt>)>,
+    pub flops: Option<u64>,
+}
+
+/// The field attributes this macro consumes.
+#[derive(Default)]
+pub struct FieldAttrs {
+    pub layer: Option<LayerAttr>,
+    pub bucket_boundary: bool,
+}
+
+pub fn is_ours(attr: &Attribute) -> bool {
+    attr.path().is_ident("layer") || attr.path().is_ident("bucket_boundary")
+}
+
+pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
+    let mut out = FieldAttrs::default();
+    let mut seen_layer = false;
+    for attr in attrs {
+        if attr.path().is_ident("bucket_boundary") {
+            match &attr.meta {
+                Meta::Path(_) if !out.bucket_boundary => out.bucket_boundary = true,
+                Meta::Path(_) => errors.spanned(attr, "duplicate `#[bucket_boundary]`"),
+                _ => errors.spanned(attr, "`#[bucket_boundary]` takes no arguments"),
+            }
+        } else if attr.path().is_ident("layer") {
+            if seen_layer {
+                errors.spanned(attr, "duplicate `#[layer(...)]` attribute");
+                continue;
+            }
+            seen_layer = true;
+            out.layer = layer_attr(attr, errors);
+        }
+    }
+    out
+}
+
+fn layer_attr(attr: &Attribute, errors: &mut Errors) -> Option<LayerAttr> {
+    let items = match attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated) {
+        Ok(items) => items,
+        Err(e) => {
+            errors.push(e);
+            return None;
+        }
+    };
+    let (mut input, mut output, mut params, mut flops) = (None, None, None, None);
+    let before = errors.len();
+    for item in &items {
+        let key = item.path().get_ident().map(ToString::to_string).unwrap_or_default();
+        match (key.as_str(), item) {
+            ("input", Meta::NameValue(nv)) => set_once(&mut input, positive_int(&nv.value, "input", errors), nv, errors),
+            ("output", Meta::NameValue(nv)) => set_once(&mut output, positive_int(&nv.value, "output", errors), nv, errors),
+            ("flops", Meta::NameValue(nv)) => {
+                let value = int_literal(&nv.value).and_then(|l| l.base10_parse::<u64>().ok());
+                if value.is_none() {
+                    errors.spanned(&nv.value, "`flops` must be an integer literal (forward FLOPs per sample)");
+                }
+                set_once(&mut flops, value, nv, errors);
+            }
+            ("params", Meta::List(list)) => {
+                let parsed = param_shapes(list, errors);
+                set_once(&mut params, Some(parsed), list, errors);
+            }
+            ("input" | "output" | "flops", _) => errors.spanned(item, format!("expected `{key} = <integer>`")),
+            ("params", _) => errors.spanned(item, "expected `params(name = [dims..], ...)`"),
+            _ => errors.spanned(item.path(), "unknown key; expected `input`, `output`, `params` or `flops`"),
+        }
+    }
+    let width = match (input, output) {
+        (Some(i), Some(o)) => Some((i, o)),
+        (None, None) => None,
+        _ => {
+            errors.spanned(attr, "give both `input` and `output`, or neither for a width-preserving layer");
+            None
+        }
+    };
+    (errors.len() == before).then(|| LayerAttr { width, params: params.unwrap_or_default(), flops })
+}
+
+fn set_once<T>(slot: &mut Option<T>, value: Option<T>, at: impl quote::ToTokens, errors: &mut Errors) {
+    if slot.is_some() {
+        errors.spanned(at, "duplicate key");
+    } else if value.is_some() {
+        *slot = value;
+    }
+}
+
+/// `weight = [64, 128], bias = [64]`.
+fn param_shapes(list: &syn::MetaList, errors: &mut Errors) -> Vec<(syn::Ident, Vec<LitInt>)> {
+    let pairs = match list.parse_args_with(Punctuated::<MetaNameValue, Token![,]>::parse_terminated) {
+        Ok(pairs) => pairs,
+        Err(e) => {
+            errors.push(e);
+            return Vec::new();
+        }
+    };
+    let mut out: Vec<(syn::Ident, Vec<LitInt>)> = Vec::new();
+    for pair in pairs {
+        let Some(name) = pair.path.get_ident().cloned() else {
+            errors.spanned(&pair.path, "a parameter name must be a plain identifier");
+            continue;
+        };
+        if out.iter().any(|(n, _)| *n == name) {
+            errors.spanned(&name, format!("duplicate parameter `{name}`"));
+            continue;
+        }
+        let Expr::Array(array) = &pair.value else {
+            errors.spanned(&pair.value, "a parameter shape is a list of dimensions, e.g. `[64, 128]`");
+            continue;
+        };
+        let dims: Vec<LitInt> = array.elems.iter().filter_map(|e| positive_int(e, "a dimension", errors)).collect();
+        if dims.len() == array.elems.len() {
+            out.push((name, dims));
+        }
+    }
+    out
+}
+
+pub fn int_literal(expr: &Expr) -> Option<&LitInt> {
+    match expr {
+        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => Some(i),
+        _ => None,
+    }
+}
+
+/// An integer literal greater than zero (a width or a dimension).
+pub fn positive_int(expr: &Expr, what: &str, errors: &mut Errors) -> Option<LitInt> {
+    match int_literal(expr).map(|l| (l, l.base10_parse::<usize>())) {
+        Some((lit, Ok(v))) if v > 0 => Some(lit.clone()),
+        _ => {
+            errors.spanned(expr, format!("{what} must be an integer literal greater than zero"));
+            None
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! Rules across fields, one function each. Each reports to `errors` with the span of the field
+//! at fault.
+
+use overlap_plan::Width;
+
+use crate::ast::Model;
+use crate::errors::Errors;
+use crate::layers;
+
+pub fn all(model: &mut Model, errors: &mut Errors) {
+    not_empty(model, errors);
+    widths_chain(model, errors);
+    has_parameters(model, errors);
+}
+
+fn not_empty(model: &Model, errors: &mut Errors) {
+    if model.fields.is_empty() && matches!(model.item.fields, syn::Fields::Named(_)) {
+        errors.spanned(&model.item.ident, "a #[distributed_model] needs at least one layer");
+    }
+}
+
+/// Each fixed-width layer's input must equal the width flowing into it; element-wise layers
+/// take that width (which also gives them their FLOP count).
+fn widths_chain(model: &mut Model, errors: &mut Errors) {
+    let mut flowing: Option<(usize, String)> = None;
+    for field in &mut model.fields {
+        let Some(spec) = &mut field.spec else {
+            // Unknown width: do not report follow-on mismatches against it.
+            flowing = None;
+            continue;
+        };
+        match spec.width {
+            Width::Fixed { input, output } => {
+                if let Some((width, from)) = &flowing {
+                    if *width != input {
+                        errors.spanned(
+                            field.ty,
+                            format!("`{}` expects input width {input}, but the previous layer `{from}` outputs width {width}", field.ident),
+                        );
+                    }
+                }
+                flowing = Some((output, field.ident.to_string()));
+            }
+            Width::Preserving => {
+                if let Some((width, _)) = &flowing {
+                    if spec.flops_per_sample == 0 {
+                        spec.flops_per_sample = layers::elementwise_flops(last_segment(&spec.kind)) * *width as u64;
+                    }
+                    flowing = Some((*width, field.ident.to_string()));
+                }
+            }
+        }
+    }
+}
+
+fn has_parameters(model: &Model, errors: &mut Errors) {
+    let all_known = model.fields.iter().all(|f| f.spec.is_some());
+    let any_params = model.fields.iter().filter_map(|f| f.spec.as_ref()).any(|s| !s.params.is_empty());
+    if all_known && !model.fields.is_empty() && !any_params {
+        errors.spanned(&model.item.ident, "this model has no parameters, so there are no gradients to all-reduce");
+    }
+}
+
+fn last_segment(kind: &str) -> &str {
+    kind.rsplit("::").next().unwrap_or(kind).trim()
+}

@@ -1,0 +1,40 @@
+//! What to emit when the input is invalid: the user's struct (without this macro's field
+//! attributes, which would otherwise be "unknown attribute" errors) and a placeholder
+//! `DistributedModel` impl whose bodies are never run, because the errors stop the build. Users
+//! then see the real problems, not a cascade of "no function `new`" errors at every call site.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::ItemStruct;
+
+use crate::errors::Errors;
+use crate::expand::strip_field_attrs;
+
+pub fn emit(item: &ItemStruct, errors: &Errors) -> TokenStream {
+    let errors = errors.to_compile_errors();
+    let item = strip_field_attrs(item);
+    let ident = &item.ident;
+    // A generic struct cannot get a meaningful placeholder; its error says why.
+    if !item.generics.params.is_empty() {
+        return quote!(#item #errors);
+    }
+    let model = ident.to_string();
+    quote! {
+        #item
+        #errors
+        impl ::overlap::DistributedModel for #ident {
+            const SCHEDULE: ::overlap::plan::Schedule = ::overlap::__private::invalid_schedule(#model);
+            type Workspace = ();
+            type Grads = ::overlap::__private::InvalidModel;
+            type InFlight = ::overlap::__private::InvalidModel;
+            fn init(_: u64) -> Self { ::core::unreachable!() }
+            fn new_grads(&self) -> Self::Grads { ::core::unreachable!() }
+            fn forward<'w>(&self, _: &::overlap::Matrix, _: &'w mut ()) -> &'w ::overlap::Matrix { ::core::unreachable!() }
+            fn backward(&self, _: &mut (), _: &::overlap::Matrix, _: Self::Grads, _: &::overlap::Communicator) -> Self::InFlight { ::core::unreachable!() }
+            fn backward_no_sync(&self, _: &mut (), _: &::overlap::Matrix, _: &mut Self::Grads) { ::core::unreachable!() }
+            fn step<O: ::overlap::Optimizer>(&mut self, _: Self::InFlight, _: &mut O) -> ::overlap::Result<Self::Grads> { ::core::unreachable!() }
+            fn param(&self, _: ::overlap::plan::ParamRef) -> &[f32] { ::core::unreachable!() }
+            fn param_mut(&mut self, _: ::overlap::plan::ParamRef) -> &mut [f32] { ::core::unreachable!() }
+        }
+    }
+}

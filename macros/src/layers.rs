@@ -1,0 +1,123 @@
+//! What a field's type means to the planner. Built-in layers are recognised by name and their
+//! literal widths; any other type must say what it is with `#[layer(...)]`. Either way the
+//! emitted code asserts at compile time that the type's `overlap::Layer` constants agree, so a
+//! look-alike type (an alias, a shadowing import) cannot silently run with a wrong plan.
+
+use overlap_plan::{LayerSpec, Width};
+use quote::ToTokens;
+use syn::{GenericArgument, PathArguments, Type};
+
+use crate::attr::{positive_int, LayerAttr};
+use crate::errors::Errors;
+
+/// Approximate forward FLOPs per element of the element-wise built-ins (used by cost models).
+const RELU_FLOPS: u64 = 1;
+const SIGMOID_FLOPS: u64 = 4;
+const TANH_FLOPS: u64 = 5;
+const GELU_FLOPS: u64 = 10;
+const LAYER_NORM_FLOPS: u64 = 8;
+
+/// The spec of a field from its `#[layer(...)]` attribute.
+pub fn custom(name: &str, ty: &Type, attr: &LayerAttr) -> LayerSpec {
+    let width = match &attr.width {
+        Some((i, o)) => Width::Fixed { input: lit(i), output: lit(o) },
+        None => Width::Preserving,
+    };
+    let mut spec = LayerSpec::new(name.to_owned(), type_text(ty), width);
+    for (param, dims) in &attr.params {
+        let shape: Vec<usize> = dims.iter().map(lit).collect();
+        spec.params.push(overlap_plan::ParamSpec::new(param.to_string(), shape));
+    }
+    spec.flops_per_sample = attr.flops.unwrap_or_else(|| 2 * spec.params.iter().map(|p| p.numel() as u64).sum::<u64>());
+    spec
+}
+
+/// The spec of a built-in layer type, `Ok(None)` for a type that is not one, `Err(())` when it
+/// is one but malformed (reported to `errors`).
+pub fn builtin(name: &str, ty: &Type, errors: &mut Errors) -> Result<Option<LayerSpec>, ()> {
+    let Type::Path(path) = ty else { return Ok(None) };
+    let Some(last) = path.path.segments.last() else { return Ok(None) };
+    let kind = last.ident.to_string();
+    let arity = match kind.as_str() {
+        "Linear" => 2,
+        "LayerNorm" => 1,
+        "Relu" | "Gelu" | "Tanh" | "Sigmoid" => 0,
+        _ => return Ok(None),
+    };
+    let widths = const_args(&last.arguments, arity, &kind, ty, errors)?;
+    let text = type_text(ty);
+    let spec = match (kind.as_str(), widths.as_slice()) {
+        ("Linear", &[input, output]) => LayerSpec::new(name.to_owned(), text, Width::Fixed { input, output })
+            .with_param("weight", &[output, input])
+            .with_param("bias", &[output])
+            .with_flops(2 * (input as u64) * (output as u64)),
+        ("LayerNorm", &[d]) => LayerSpec::new(name.to_owned(), text, Width::Fixed { input: d, output: d })
+            .with_param("weight", &[d])
+            .with_param("bias", &[d])
+            .with_flops(LAYER_NORM_FLOPS * d as u64),
+        _ => LayerSpec::new(name.to_owned(), text, Width::Preserving),
+    };
+    Ok(Some(spec))
+}
+
+/// FLOPs per element of a width-preserving built-in, once its width is known.
+pub fn elementwise_flops(kind: &str) -> u64 {
+    match kind {
+        "Relu" => RELU_FLOPS,
+        "Sigmoid" => SIGMOID_FLOPS,
+        "Tanh" => TANH_FLOPS,
+        "Gelu" => GELU_FLOPS,
+        _ => 0,
+    }
+}
+
+/// The `arity` literal const-generic widths of a built-in layer type.
+fn const_args(args: &PathArguments, arity: usize, kind: &str, ty: &Type, errors: &mut Errors) -> Result<Vec<usize>, ()> {
+    let expected = match arity {
+        0 => format!("`{kind}` takes no generic arguments"),
+        1 => format!("expected `{kind}<WIDTH>` with an integer literal"),
+        _ => format!("expected `{kind}<IN, OUT>` with integer literals"),
+    };
+    let args: Vec<&GenericArgument> = match args {
+        PathArguments::None => Vec::new(),
+        PathArguments::AngleBracketed(a) => a.args.iter().collect(),
+        PathArguments::Parenthesized(_) => {
+            errors.spanned(ty, expected);
+            return Err(());
+        }
+    };
+    if args.len() != arity {
+        errors.spanned(ty, expected);
+        return Err(());
+    }
+    let mut widths = Vec::new();
+    let mut ok = true;
+    for arg in args {
+        let value = match arg {
+            GenericArgument::Const(expr) => positive_int(expr, "a layer width", errors),
+            // `Linear<N, M>` with named constants parses as types; the planner needs the values.
+            other => {
+                errors.spanned(other, "a layer width must be an integer literal greater than zero (the bucket plan is computed from it)");
+                None
+            }
+        };
+        match value {
+            Some(v) => widths.push(lit(&v)),
+            None => ok = false,
+        }
+    }
+    if ok {
+        Ok(widths)
+    } else {
+        Err(())
+    }
+}
+
+fn lit(l: &syn::LitInt) -> usize {
+    l.base10_parse().expect("validated by positive_int")
+}
+
+/// The type as the user wrote it, normalised (`Linear<784, 2048>`), for tables and fingerprints.
+pub fn type_text(ty: &Type) -> String {
+    ty.to_token_stream().to_string().replace(" < ", "<").replace(" >", ">").replace(" ,", ",")
+}

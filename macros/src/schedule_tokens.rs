@@ -1,0 +1,65 @@
+//! The planner's `Schedule` as a Rust constant expression (borrowed `'static` data), so
+//! `Model::SCHEDULE` is the very plan the code was generated from.
+
+use overlap_plan::{Schedule, Width};
+use proc_macro2::TokenStream;
+use quote::quote;
+
+pub fn schedule(s: &Schedule) -> TokenStream {
+    let model = s.model.as_ref();
+    let (first, cap) = (s.first_bucket_bytes, s.bucket_cap_bytes);
+    let layers = s.layers.iter().map(|l| {
+        let (name, kind, flops) = (l.name.as_ref(), l.kind.as_ref(), l.flops_per_sample);
+        let width = width(l.width);
+        let params = l.params.iter().map(|p| {
+            let (name, shape, bucket, offset) = (p.name.as_ref(), p.shape.as_ref(), p.bucket, p.offset);
+            quote! {
+                ::overlap::plan::ParamInfo {
+                    name: ::overlap::__private::Cow::Borrowed(#name),
+                    shape: ::overlap::__private::Cow::Borrowed(&[#(#shape),*]),
+                    bucket: #bucket,
+                    offset: #offset,
+                }
+            }
+        });
+        quote! {
+            ::overlap::plan::LayerInfo {
+                name: ::overlap::__private::Cow::Borrowed(#name),
+                kind: ::overlap::__private::Cow::Borrowed(#kind),
+                width: #width,
+                flops_per_sample: #flops,
+                params: ::overlap::__private::Cow::Borrowed(&[#(#params),*]),
+            }
+        }
+    });
+    let buckets = s.buckets.iter().map(|b| {
+        let (numel, launch_after) = (b.numel, b.launch_after);
+        let members = b.params.iter().map(|r| {
+            let (layer, param) = (r.layer, r.param);
+            quote!(::overlap::plan::ParamRef { layer: #layer, param: #param })
+        });
+        quote! {
+            ::overlap::plan::BucketInfo {
+                params: ::overlap::__private::Cow::Borrowed(&[#(#members),*]),
+                numel: #numel,
+                launch_after: #launch_after,
+            }
+        }
+    });
+    quote! {
+        ::overlap::plan::Schedule {
+            model: ::overlap::__private::Cow::Borrowed(#model),
+            first_bucket_bytes: #first,
+            bucket_cap_bytes: #cap,
+            layers: ::overlap::__private::Cow::Borrowed(&[#(#layers),*]),
+            buckets: ::overlap::__private::Cow::Borrowed(&[#(#buckets),*]),
+        }
+    }
+}
+
+pub fn width(w: Width) -> TokenStream {
+    match w {
+        Width::Fixed { input, output } => quote!(::overlap::plan::Width::Fixed { input: #input, output: #output }),
+        Width::Preserving => quote!(::overlap::plan::Width::Preserving),
+    }
+}

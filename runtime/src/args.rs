@@ -1,0 +1,96 @@
+//! Command-line flags shared by every training binary (`clap`): bad values are refused with a
+//! message before anything starts.
+
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OptimizerKind {
+    /// SGD with momentum (PyTorch's rule).
+    Sgd,
+    /// AdamW (PyTorch's rule and defaults).
+    Adamw,
+}
+
+/// Train a `#[distributed_model]` on a deterministic synthetic classification set. Run it with
+/// `mpirun -n N` for N data-parallel ranks; the global batch is batch x N x accumulate.
+#[derive(Clone, Debug, Parser)]
+#[command(version)]
+pub struct TrainArgs {
+    /// Optimizer steps to run.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    pub steps: u64,
+    /// Samples per rank per micro-step.
+    #[arg(long, default_value_t = 64, value_parser = positive_usize)]
+    pub batch: usize,
+    /// Learning rate [default: 0.05 for sgd, 0.001 for adamw].
+    #[arg(long, value_parser = positive_f32)]
+    pub lr: Option<f32>,
+    #[arg(long, value_enum, default_value_t = OptimizerKind::Sgd)]
+    pub optimizer: OptimizerKind,
+    /// SGD momentum.
+    #[arg(long, default_value_t = 0.9, value_parser = non_negative_f32)]
+    pub momentum: f32,
+    /// Weight decay [default: 0 for sgd, 0.01 for adamw].
+    #[arg(long, value_parser = non_negative_f32)]
+    pub weight_decay: Option<f32>,
+    /// Seed of the initial parameters and of the synthetic data.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Micro-steps per optimizer step (gradient accumulation; only the last one communicates).
+    #[arg(long, default_value_t = 1, value_parser = positive_usize)]
+    pub accumulate: usize,
+    /// Print the compiled bucket schedule and exit.
+    #[arg(long)]
+    pub print_schedule: bool,
+    /// Reduce every bucket only after the whole backward (the baseline the overlap beats).
+    #[arg(long)]
+    pub no_overlap: bool,
+    /// Log loss and throughput every N steps (rank 0).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub log_every: u64,
+    /// Write the final parameters to this safetensors file (rank 0), named like PyTorch's
+    /// state_dict (`fc1.weight`, `fc1.bias`, ...).
+    #[arg(long, value_name = "FILE")]
+    pub save_params: Option<PathBuf>,
+}
+
+fn positive_usize(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(v) => Ok(v),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn positive_f32(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(v) => Err(format!("must be a finite number greater than 0, got {v}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn non_negative_f32(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        Ok(v) => Err(format!("must be a finite number of at least 0, got {v}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_values_are_refused_with_a_message() {
+        for bad in [&["--batch", "0"][..], &["--lr", "-1"], &["--lr", "nan"], &["--steps", "0"], &["--optimizer", "lbfgs"]] {
+            let err = TrainArgs::try_parse_from(std::iter::once("mlp").chain(bad.iter().copied())).unwrap_err();
+            assert!(err.to_string().contains(bad[0]), "{err}");
+        }
+        let ok = TrainArgs::try_parse_from(["mlp", "--optimizer", "adamw", "--accumulate", "4"]).unwrap();
+        assert_eq!((ok.optimizer, ok.accumulate, ok.batch), (OptimizerKind::Adamw, 4, 64));
+    }
+}

@@ -1,0 +1,125 @@
+//! Gradient buckets and the handles that own them while they are being reduced.
+//!
+//! Ownership is the wait point: `Communicator::all_reduce_async` moves a `GradBucket` into an
+//! `InFlight` handle, which has no way to read the data; only `InFlight::wait` gives the bucket
+//! back. Touching a gradient that is still being reduced therefore does not compile.
+
+use std::sync::mpsc::Receiver;
+
+use crate::error::{Error, Result};
+
+/// One flat gradient buffer. Each parameter's gradient is a view at the offset the schedule
+/// fixed at compile time; nothing is ever copied into or out of the bucket.
+#[derive(Debug)]
+pub struct GradBucket {
+    index: usize,
+    data: Vec<f32>,
+}
+
+impl GradBucket {
+    /// A zeroed bucket of `numel` elements; `index` is its position in launch order.
+    pub fn zeros(index: usize, numel: usize) -> Self {
+        GradBucket { index, data: vec![0.0; numel] }
+    }
+
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    pub fn as_slice(&self) -> &[f32] {
+        &self.data
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [f32] {
+        &mut self.data
+    }
+
+    /// The gradient at `offset..offset + len`.
+    pub fn view(&self, offset: usize, len: usize) -> &[f32] {
+        &self.data[offset..offset + len]
+    }
+
+    /// Disjoint mutable views, one per `(offset, len)`, which must be in ascending, non-overlapping
+    /// order (the macro emits them from the schedule, which guarantees it).
+    pub fn views_mut<const N: usize>(&mut self, ranges: [(usize, usize); N]) -> [&mut [f32]; N] {
+        let mut rest: &mut [f32] = &mut self.data;
+        let mut consumed = 0;
+        ranges.map(|(offset, len)| {
+            assert!(offset >= consumed, "bucket views must be ascending and disjoint");
+            let tail = std::mem::take(&mut rest);
+            let (_, tail) = tail.split_at_mut(offset - consumed);
+            let (view, tail) = tail.split_at_mut(len);
+            rest = tail;
+            consumed = offset + len;
+            view
+        })
+    }
+}
+
+/// A bucket being all-reduced. The only way back to the data is `wait`.
+#[must_use = "an in-flight bucket must be waited on before its gradients can be used"]
+pub struct InFlight {
+    index: usize,
+    state: State,
+}
+
+enum State {
+    /// Nothing to reduce (world size 1): the bucket is already final.
+    Ready(GradBucket),
+    /// The communication thread owns the bucket and sends it back when the reduction is done.
+    Pending(Receiver<GradBucket>),
+}
+
+impl InFlight {
+    pub(crate) fn ready(bucket: GradBucket) -> Self {
+        InFlight { index: bucket.index, state: State::Ready(bucket) }
+    }
+
+    pub(crate) fn pending(index: usize, reply: Receiver<GradBucket>) -> Self {
+        InFlight { index, state: State::Pending(reply) }
+    }
+
+    /// Which bucket this is, in launch order.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Blocks until the all-reduce has finished and returns the bucket holding the sum over all
+    /// ranks.
+    pub fn wait(self) -> Result<GradBucket> {
+        match self.state {
+            State::Ready(bucket) => Ok(bucket),
+            State::Pending(reply) => reply.recv().map_err(|_| Error::CommThreadDied("reducing a gradient bucket")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_are_disjoint_slices_at_their_offsets() {
+        let mut b = GradBucket::zeros(0, 10);
+        let [a, c] = b.views_mut([(1, 2), (5, 3)]);
+        a.fill(1.0);
+        c.fill(2.0);
+        assert_eq!(b.as_slice(), &[0.0, 1.0, 1.0, 0.0, 0.0, 2.0, 2.0, 2.0, 0.0, 0.0]);
+        assert_eq!(b.view(5, 3), &[2.0; 3]);
+    }
+
+    #[test]
+    #[should_panic(expected = "ascending and disjoint")]
+    fn overlapping_views_are_refused() {
+        let mut b = GradBucket::zeros(0, 10);
+        let _ = b.views_mut([(2, 4), (3, 1)]);
+    }
+}

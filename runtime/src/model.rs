@@ -1,0 +1,76 @@
+//! `DistributedModel`: what `#[distributed_model]` implements for a struct of layers.
+//!
+//! The macro emits the straight-line parts (forward, the interleaved backward, the per-bucket
+//! step); the generic parts that need no knowledge of the layers live here as provided methods.
+
+use overlap_plan::{ParamRef, Schedule};
+
+use crate::comm::{Communicator, GradBucket};
+use crate::error::Result;
+use crate::optim::Optimizer;
+use crate::tensor::Matrix;
+
+/// A model whose backward pass and gradient communication were scheduled at compile time.
+///
+/// One training step is `forward` → loss → `backward` (which launches each bucket's all-reduce
+/// as soon as backward completes it and returns the in-flight buckets) → `step` (which waits for
+/// each bucket right before updating its parameters, and gives the buckets back).
+pub trait DistributedModel: Sized {
+    /// The compiled plan: buckets, offsets, launch points.
+    const SCHEDULE: Schedule;
+
+    /// Activations, saved state and input gradients of one step; reused across steps.
+    type Workspace: Default;
+    /// The gradient buckets, owned between steps.
+    type Grads: GradientBuckets;
+    /// The gradient buckets while they are being reduced.
+    type InFlight;
+
+    /// Deterministic initialisation of every layer from `seed`, on this rank only.
+    fn init(seed: u64) -> Self;
+
+    /// Zeroed gradient buckets laid out as `SCHEDULE` says.
+    fn new_grads(&self) -> Self::Grads;
+
+    /// Runs every layer, keeping what backward needs in `ws`; returns the model output.
+    fn forward<'w>(&self, input: &Matrix, ws: &'w mut Self::Workspace) -> &'w Matrix;
+
+    /// Backward from `grad_output` (the loss gradient with respect to the output), launching
+    /// each bucket's all-reduce right after the layer that completes it.
+    fn backward(&self, ws: &mut Self::Workspace, grad_output: &Matrix, grads: Self::Grads, comm: &Communicator) -> Self::InFlight;
+
+    /// Backward for a gradient-accumulation micro-step: adds to `grads`, communicates nothing.
+    /// The next `backward` adds its own gradients and reduces the total.
+    fn backward_no_sync(&self, ws: &mut Self::Workspace, grad_output: &Matrix, grads: &mut Self::Grads);
+
+    /// Waits for each bucket, in launch order, right before updating its parameters with
+    /// `optimizer`; averaging over ranks and micro-steps is folded into that update.
+    fn step<O: Optimizer>(&mut self, in_flight: Self::InFlight, optimizer: &mut O) -> Result<Self::Grads>;
+
+    fn param(&self, p: ParamRef) -> &[f32];
+    fn param_mut(&mut self, p: ParamRef) -> &mut [f32];
+
+    /// Builds the model on every rank: checks that all ranks compiled the same schedule (a clear
+    /// error otherwise, never a hang), initialises from `seed`, and broadcasts rank 0's values.
+    fn new(comm: &Communicator, seed: u64) -> Result<Self> {
+        comm.check_same_schedule(&Self::SCHEDULE)?;
+        let mut model = Self::init(seed);
+        for p in Self::SCHEDULE.params() {
+            comm.broadcast_from_root(model.param_mut(p))?;
+        }
+        Ok(model)
+    }
+}
+
+/// Read access to gradient buckets that are not in flight.
+pub trait GradientBuckets {
+    /// Buckets in launch order.
+    fn buckets(&self) -> Vec<&GradBucket>;
+    /// Backward passes accumulated since the last step.
+    fn micro_steps(&self) -> usize;
+}
+
+/// `1 / (world size x micro-steps)`: turns summed gradients into the global mean.
+pub fn grad_scale(world_size: usize, micro_steps: usize) -> f32 {
+    1.0 / (world_size * micro_steps) as f32
+}
