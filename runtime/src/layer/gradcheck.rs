@@ -1,1 +1,254 @@
-//! TODO
+//! Gradient checks: every layer's `backward` against central finite differences of its own
+//! `forward`, plus the layer-contract checks the macro relies on.
+//!
+//! The objective is `L = Σ output_i · r_i` for a fixed random `r`, so `grad_output = r`. Forward
+//! runs in f32, hence a large step (1e-2) and a tolerance of 1e-2 relative to max(1, |numeric|).
+
+use super::*;
+
+const STEP: f32 = 1e-2;
+const TOLERANCE: f64 = 1e-2;
+/// Elements per tensor checked numerically; larger tensors are sampled with a stride.
+const MAX_CHECKED: usize = 24;
+const ROWS: usize = 4;
+
+/// `Σ output_i · r_i`, accumulated in f64 so the difference quotient is not drowned in
+/// summation error.
+fn objective<L: Layer>(layer: &L, input: &Matrix, r: &[f32]) -> f64 {
+    let (mut output, mut saved) = (Matrix::default(), L::Saved::default());
+    layer.forward(input, &mut output, &mut saved);
+    output
+        .as_slice()
+        .iter()
+        .zip(r)
+        .map(|(&y, &r)| f64::from(y) * f64::from(r))
+        .sum()
+}
+
+/// Analytic parameter gradients (one Vec per `PARAMS` entry) and input gradient. Gradient
+/// buffers start as NaN so a layer that forgets to overwrite them fails.
+fn analytic<L: Layer>(layer: &L, input: &Matrix, r: &Matrix) -> (Vec<Vec<f32>>, Matrix) {
+    let mut grads: Vec<Vec<f32>> = L::PARAMS
+        .iter()
+        .map(|p| vec![f32::NAN; p.numel()])
+        .collect();
+    let grad_input = backward_into(layer, input, r, &mut grads, false);
+    (grads, grad_input)
+}
+
+fn backward_into<L: Layer>(
+    layer: &L,
+    input: &Matrix,
+    r: &Matrix,
+    grads: &mut [Vec<f32>],
+    accumulate: bool,
+) -> Matrix {
+    let (mut output, mut saved) = (Matrix::default(), L::Saved::default());
+    layer.forward(input, &mut output, &mut saved);
+    assert_eq!(
+        (output.rows(), output.cols()),
+        (r.rows(), r.cols()),
+        "output shape"
+    );
+    let mut views: Vec<&mut [f32]> = grads.iter_mut().map(Vec::as_mut_slice).collect();
+    let mut grad_input = Matrix::zeros(1, 1);
+    layer.backward(
+        input,
+        &output,
+        &saved,
+        r,
+        &mut views,
+        accumulate,
+        Some(&mut grad_input),
+    );
+    grad_input
+}
+
+/// Indices of at most `MAX_CHECKED` elements spread over `0..n`.
+fn sampled(n: usize) -> impl Iterator<Item = usize> {
+    (0..n).step_by(n.div_ceil(MAX_CHECKED).max(1))
+}
+
+fn assert_close(what: &str, analytic: f32, numeric: f64) {
+    let diff = (f64::from(analytic) - numeric).abs();
+    assert!(
+        diff <= TOLERANCE * numeric.abs().max(1.0),
+        "{what}: analytic {analytic} vs numeric {numeric}"
+    );
+}
+
+/// One scalar the finite difference perturbs.
+#[derive(Clone, Copy)]
+enum Target {
+    Input(usize),
+    Param(usize, usize),
+}
+
+fn element<'a, L: Layer>(layer: &'a mut L, input: &'a mut Matrix, target: Target) -> &'a mut f32 {
+    match target {
+        Target::Input(k) => &mut input.as_mut_slice()[k],
+        Target::Param(i, k) => &mut layer.param_mut(i)[k],
+    }
+}
+
+/// Central difference of the objective in `target`, which is restored exactly afterwards.
+fn central<L: Layer>(layer: &mut L, input: &mut Matrix, r: &[f32], target: Target) -> f64 {
+    let original = *element(layer, input, target);
+    *element(layer, input, target) = original + STEP;
+    let plus = objective(layer, input, r);
+    *element(layer, input, target) = original - STEP;
+    let minus = objective(layer, input, r);
+    *element(layer, input, target) = original;
+    (plus - minus) / (2.0 * f64::from(STEP))
+}
+
+/// Checks input and parameter gradients of `layer` (parameters re-drawn at random so that, e.g.,
+/// LayerNorm's unit weight does not hide errors) on `input`.
+fn check<L: Layer>(mut layer: L, mut input: Matrix, seed: u64) {
+    let mut rng = InitRng::new(seed);
+    for i in 0..L::PARAMS.len() {
+        let values = rng.uniform(L::PARAMS[i].numel(), 1.0);
+        layer.param_mut(i).copy_from_slice(&values);
+    }
+    let mut output = Matrix::default();
+    layer.forward(&input, &mut output, &mut L::Saved::default());
+    let r = Matrix::from_vec(
+        output.rows(),
+        output.cols(),
+        rng.uniform(output.as_slice().len(), 1.0),
+    );
+    let (grads, grad_input) = analytic(&layer, &input, &r);
+
+    assert_eq!(
+        (grad_input.rows(), grad_input.cols()),
+        (input.rows(), input.cols()),
+        "grad_input shape"
+    );
+    for k in sampled(input.as_slice().len()) {
+        let numeric = central(&mut layer, &mut input, r.as_slice(), Target::Input(k));
+        assert_close(&format!("input[{k}]"), grad_input.as_slice()[k], numeric);
+    }
+    for (i, def) in L::PARAMS.iter().enumerate() {
+        for k in sampled(def.numel()) {
+            let numeric = central(&mut layer, &mut input, r.as_slice(), Target::Param(i, k));
+            assert_close(&format!("{}[{k}]", def.name), grads[i][k], numeric);
+        }
+    }
+
+    // Accumulating adds the fresh gradient onto whatever is there.
+    let old: Vec<Vec<f32>> = L::PARAMS
+        .iter()
+        .map(|p| rng.uniform(p.numel(), 1.0))
+        .collect();
+    let mut accumulated = old.clone();
+    backward_into(&layer, &input, &r, &mut accumulated, true);
+    for (i, def) in L::PARAMS.iter().enumerate() {
+        for k in 0..def.numel() {
+            assert_eq!(
+                accumulated[i][k],
+                old[i][k] + grads[i][k],
+                "accumulated {}[{k}]",
+                def.name
+            );
+        }
+    }
+}
+
+fn random_input(cols: usize, seed: u64) -> Matrix {
+    Matrix::from_vec(ROWS, cols, InitRng::new(seed).uniform(ROWS * cols, 2.0))
+}
+
+#[test]
+fn linear() {
+    check(
+        Linear::<5, 3>::init(&mut InitRng::new(1)),
+        random_input(5, 2),
+        3,
+    );
+}
+
+#[test]
+fn layer_norm() {
+    check(
+        LayerNorm::<6>::init(&mut InitRng::new(1)),
+        random_input(6, 4),
+        5,
+    );
+}
+
+#[test]
+fn relu() {
+    // Keep inputs at least 0.1 from the kink, well beyond the finite-difference step.
+    let mut input = random_input(5, 6);
+    for x in input.as_mut_slice() {
+        *x = if *x >= 0.0 { *x + 0.1 } else { *x - 0.1 };
+    }
+    check(Relu, input, 7);
+}
+
+#[test]
+fn gelu() {
+    check(Gelu, random_input(5, 8), 9);
+}
+
+#[test]
+fn tanh() {
+    check(Tanh, random_input(5, 10), 11);
+}
+
+#[test]
+fn sigmoid() {
+    check(Sigmoid, random_input(5, 12), 13);
+}
+
+#[test]
+fn layer_matches_checks_width_and_shapes() {
+    let fixed = Width::Fixed {
+        input: 3,
+        output: 2,
+    };
+    assert!(layer_matches::<Linear<3, 2>>(fixed, &[&[2, 3], &[2]]));
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[&[3, 2], &[2]]));
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[&[2, 3]]));
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[&[2, 3], &[2, 1]]));
+    assert!(!layer_matches::<Linear<3, 2>>(
+        Width::Fixed {
+            input: 2,
+            output: 3
+        },
+        &[&[2, 3], &[2]]
+    ));
+    assert!(!layer_matches::<Linear<3, 2>>(
+        Width::Preserving,
+        &[&[2, 3], &[2]]
+    ));
+    assert!(layer_matches::<LayerNorm<4>>(
+        Width::Fixed {
+            input: 4,
+            output: 4
+        },
+        &[&[4], &[4]]
+    ));
+    assert!(layer_matches::<Relu>(Width::Preserving, &[]));
+    assert!(!layer_matches::<Gelu>(
+        Width::Fixed {
+            input: 3,
+            output: 3
+        },
+        &[]
+    ));
+}
+
+#[test]
+fn linear_init_is_deterministic_and_bounded() {
+    let a = Linear::<16, 8>::init(&mut InitRng::for_layer(42, 0));
+    assert_eq!(a, Linear::<16, 8>::init(&mut InitRng::for_layer(42, 0)));
+    assert_ne!(a, Linear::<16, 8>::init(&mut InitRng::for_layer(43, 0)));
+    assert_eq!((a.weight.len(), a.bias.len()), (128, 8));
+    let bound = 1.0 / 4.0;
+    assert!(a.weight.iter().chain(&a.bias).all(|v| v.abs() <= bound));
+    // Not degenerate: values spread over the interval.
+    assert!(
+        a.weight.iter().any(|&v| v > bound / 2.0) && a.weight.iter().any(|&v| v < -bound / 2.0)
+    );
+}

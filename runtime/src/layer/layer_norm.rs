@@ -1,1 +1,202 @@
-//! TODO
+//! Layer normalisation over the feature dimension, with PyTorch's defaults (eps 1e-5,
+//! elementwise affine, weight ones, bias zeros).
+
+use super::linear::column_sums;
+use crate::init::InitRng;
+use crate::layer::{Layer, ParamDef, Width};
+use crate::tensor::Matrix;
+
+/// Added to the variance before the square root, as PyTorch's default.
+const EPS: f32 = 1e-5;
+
+/// Normalises each row of `D` features to zero mean and unit variance, then scales by `weight`
+/// and shifts by `bias`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerNorm<const D: usize> {
+    /// `[D]`, initialised to ones.
+    pub weight: Vec<f32>,
+    /// `[D]`, initialised to zeros.
+    pub bias: Vec<f32>,
+}
+
+/// Per-row statistics from `forward`, kept so `backward` need not recompute them. The vectors
+/// are resized, not reallocated, from step to step.
+#[derive(Clone, Debug, Default)]
+pub struct LayerNormSaved {
+    mean: Vec<f32>,
+    rstd: Vec<f32>,
+}
+
+impl LayerNormSaved {
+    /// Mean of each input row.
+    pub fn mean(&self) -> &[f32] {
+        &self.mean
+    }
+
+    /// `1 / sqrt(var + eps)` of each input row (biased variance, as PyTorch).
+    pub fn rstd(&self) -> &[f32] {
+        &self.rstd
+    }
+}
+
+impl<const D: usize> Layer for LayerNorm<D> {
+    const PARAMS: &'static [ParamDef] = &[
+        ParamDef {
+            name: "weight",
+            shape: &[D],
+        },
+        ParamDef {
+            name: "bias",
+            shape: &[D],
+        },
+    ];
+    const WIDTH: Width = Width::Fixed {
+        input: D,
+        output: D,
+    };
+    type Saved = LayerNormSaved;
+
+    /// PyTorch's defaults; `rng` is unused since nothing is random.
+    fn init(_rng: &mut InitRng) -> Self {
+        LayerNorm {
+            weight: vec![1.0; D],
+            bias: vec![0.0; D],
+        }
+    }
+
+    fn param(&self, index: usize) -> &[f32] {
+        match index {
+            0 => &self.weight,
+            1 => &self.bias,
+            _ => panic!("LayerNorm has 2 parameters (weight, bias); index {index} is out of range"),
+        }
+    }
+
+    fn param_mut(&mut self, index: usize) -> &mut [f32] {
+        match index {
+            0 => &mut self.weight,
+            1 => &mut self.bias,
+            _ => panic!("LayerNorm has 2 parameters (weight, bias); index {index} is out of range"),
+        }
+    }
+
+    fn forward(&self, input: &Matrix, output: &mut Matrix, saved: &mut LayerNormSaved) {
+        assert_eq!(
+            input.cols(),
+            D,
+            "LayerNorm<{D}>: input has {} columns",
+            input.cols()
+        );
+        let rows = input.rows();
+        output.resize(rows, D);
+        saved.mean.resize(rows, 0.0);
+        saved.rstd.resize(rows, 0.0);
+        let n = D as f32;
+        for r in 0..rows {
+            let x = input.row(r);
+            // Two passes: subtracting the mean first avoids the cancellation of E[x²] - E[x]².
+            let mean = x.iter().sum::<f32>() / n;
+            let var = x.iter().map(|&v| (v - mean) * (v - mean)).sum::<f32>() / n;
+            let rstd = 1.0 / (var + EPS).sqrt();
+            saved.mean[r] = mean;
+            saved.rstd[r] = rstd;
+            let y = output.row_mut(r);
+            for (((y, &x), &w), &b) in y.iter_mut().zip(x).zip(&self.weight).zip(&self.bias) {
+                *y = (x - mean) * rstd * w + b;
+            }
+        }
+    }
+
+    fn backward(
+        &self,
+        input: &Matrix,
+        _output: &Matrix,
+        saved: &LayerNormSaved,
+        grad_output: &Matrix,
+        grads: &mut [&mut [f32]],
+        accumulate: bool,
+        grad_input: Option<&mut Matrix>,
+    ) {
+        let rows = input.rows();
+        assert!(
+            grad_output.rows() == rows && grad_output.cols() == D && saved.mean.len() == rows,
+            "LayerNorm<{D}>: grad_output ({}x{}) or saved statistics ({} rows) do not match the \
+             {rows}x{D} input",
+            grad_output.rows(),
+            grad_output.cols(),
+            saved.mean.len()
+        );
+        let [grad_weight, grad_bias] = grads else {
+            panic!(
+                "LayerNorm backward needs 2 gradient slices, got {}",
+                grads.len()
+            );
+        };
+        assert!(
+            grad_weight.len() == D && grad_bias.len() == D,
+            "LayerNorm<{D}>: gradient slices must have {D} values"
+        );
+        let (x, dy) = (input.as_slice(), grad_output.as_slice());
+        let xhat = |r: usize, d: usize| (x[r * D + d] - saved.mean[r]) * saved.rstd[r];
+        column_sums(grad_weight, rows, accumulate, |r, d| {
+            dy[r * D + d] * xhat(r, d)
+        });
+        column_sums(grad_bias, rows, accumulate, |r, d| dy[r * D + d]);
+
+        let Some(grad_input) = grad_input else { return };
+        grad_input.resize(rows, D);
+        let n = D as f32;
+        for r in 0..rows {
+            let dy = grad_output.row(r);
+            // With g = dy·w: dx = rstd·(g - mean(g) - x̂·mean(g·x̂)).
+            let (mut sum_g, mut sum_g_xhat) = (0.0f32, 0.0f32);
+            for (d, (&dy, &w)) in dy.iter().zip(&self.weight).enumerate() {
+                sum_g += dy * w;
+                sum_g_xhat += dy * w * xhat(r, d);
+            }
+            let (mean_g, mean_g_xhat, rstd) = (sum_g / n, sum_g_xhat / n, saved.rstd[r]);
+            for (d, dx) in grad_input.row_mut(r).iter_mut().enumerate() {
+                *dx = rstd * (dy[d] * self.weight[d] - mean_g - xhat(r, d) * mean_g_xhat);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forward_normalises_rows() {
+        let layer = LayerNorm::<4>::init(&mut InitRng::new(0));
+        let input = Matrix::from_vec(2, 4, vec![1.0, 2.0, 3.0, 4.0, -5.0, 0.0, 5.0, 10.0]);
+        let (mut output, mut saved) = (Matrix::default(), LayerNormSaved::default());
+        layer.forward(&input, &mut output, &mut saved);
+        assert_eq!(saved.mean(), [2.5, 2.5]);
+        // Row 0 has variance 1.25; rstd = 1/sqrt(1.25 + 1e-5).
+        assert!((saved.rstd()[0] - 0.894_423_6).abs() < 1e-6);
+        for r in 0..2 {
+            let row = output.row(r);
+            let mean: f32 = row.iter().sum::<f32>() / 4.0;
+            let var: f32 = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / 4.0;
+            assert!(
+                mean.abs() < 1e-6 && (var - 1.0).abs() < 1e-4,
+                "row {r}: mean {mean}, var {var}"
+            );
+        }
+    }
+
+    #[test]
+    fn forward_applies_affine() {
+        let layer = LayerNorm::<2> {
+            weight: vec![2.0, 3.0],
+            bias: vec![0.5, -0.5],
+        };
+        let input = Matrix::from_vec(1, 2, vec![-1.0, 1.0]);
+        let (mut output, mut saved) = (Matrix::default(), LayerNormSaved::default());
+        layer.forward(&input, &mut output, &mut saved);
+        // x̂ = ±1/sqrt(1 + 1e-5).
+        let xhat = 1.0 / (1.0f32 + 1e-5).sqrt();
+        assert_eq!(output.as_slice(), [-2.0 * xhat + 0.5, 3.0 * xhat - 0.5]);
+    }
+}

@@ -1,1 +1,230 @@
-//! TODO
+//! Fully connected layer, `y = x·Wᵀ + b`, with PyTorch's parameter layout and initialisation.
+
+use crate::gemm::{gemm, MatRef};
+use crate::init::InitRng;
+use crate::layer::{Layer, ParamDef, Width};
+use crate::tensor::Matrix;
+
+/// `IN -> OUT` affine map. Widths are const generics so the macro can check them at compile
+/// time against the planned schedule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Linear<const IN: usize, const OUT: usize> {
+    /// `[OUT, IN]`, row-major (PyTorch's layout, so checkpoints map one to one).
+    pub weight: Vec<f32>,
+    /// `[OUT]`.
+    pub bias: Vec<f32>,
+}
+
+impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
+    const PARAMS: &'static [ParamDef] = &[
+        ParamDef {
+            name: "weight",
+            shape: &[OUT, IN],
+        },
+        ParamDef {
+            name: "bias",
+            shape: &[OUT],
+        },
+    ];
+    const WIDTH: Width = Width::Fixed {
+        input: IN,
+        output: OUT,
+    };
+    type Saved = ();
+
+    /// PyTorch's `nn.Linear` default: both tensors from U(-1/sqrt(IN), 1/sqrt(IN)).
+    fn init(rng: &mut InitRng) -> Self {
+        let bound = 1.0 / (IN as f32).sqrt();
+        let weight = rng.uniform(OUT * IN, bound);
+        let bias = rng.uniform(OUT, bound);
+        Linear { weight, bias }
+    }
+
+    fn param(&self, index: usize) -> &[f32] {
+        match index {
+            0 => &self.weight,
+            1 => &self.bias,
+            _ => panic!("Linear has 2 parameters (weight, bias); index {index} is out of range"),
+        }
+    }
+
+    fn param_mut(&mut self, index: usize) -> &mut [f32] {
+        match index {
+            0 => &mut self.weight,
+            1 => &mut self.bias,
+            _ => panic!("Linear has 2 parameters (weight, bias); index {index} is out of range"),
+        }
+    }
+
+    fn forward(&self, input: &Matrix, output: &mut Matrix, _saved: &mut ()) {
+        assert_eq!(
+            input.cols(),
+            IN,
+            "Linear<{IN}, {OUT}>: input has {} columns",
+            input.cols()
+        );
+        let rows = input.rows();
+        output.resize(rows, OUT);
+        // Seed every row with the bias and let gemm accumulate onto it: one pass over `output`.
+        for r in 0..rows {
+            output.row_mut(r).copy_from_slice(&self.bias);
+        }
+        let x = MatRef::row_major(input.as_slice(), rows, IN);
+        let w_t = MatRef::row_major(&self.weight, OUT, IN).t();
+        gemm(1.0, x, w_t, 1.0, output.as_mut_slice(), rows, OUT);
+    }
+
+    fn backward(
+        &self,
+        input: &Matrix,
+        _output: &Matrix,
+        _saved: &(),
+        grad_output: &Matrix,
+        grads: &mut [&mut [f32]],
+        accumulate: bool,
+        grad_input: Option<&mut Matrix>,
+    ) {
+        let rows = input.rows();
+        assert!(
+            grad_output.rows() == rows && grad_output.cols() == OUT,
+            "Linear<{IN}, {OUT}>: grad_output is {}x{}, expected {rows}x{OUT}",
+            grad_output.rows(),
+            grad_output.cols()
+        );
+        let [grad_weight, grad_bias] = grads else {
+            panic!(
+                "Linear backward needs 2 gradient slices, got {}",
+                grads.len()
+            );
+        };
+        let x = MatRef::row_major(input.as_slice(), rows, IN);
+        let dy_view = MatRef::row_major(grad_output.as_slice(), rows, OUT);
+
+        // dW = dyᵀ·x; beta 0 overwrites, beta 1 accumulates across micro-steps.
+        gemm(
+            1.0,
+            dy_view.t(),
+            x,
+            if accumulate { 1.0 } else { 0.0 },
+            grad_weight,
+            OUT,
+            IN,
+        );
+
+        // db = column sums of dy.
+        assert_eq!(
+            grad_bias.len(),
+            OUT,
+            "Linear<{IN}, {OUT}>: bias gradient has {} values",
+            grad_bias.len()
+        );
+        let dy = grad_output.as_slice();
+        column_sums(grad_bias, rows, accumulate, |r, c| dy[r * OUT + c]);
+
+        if let Some(grad_input) = grad_input {
+            grad_input.resize(rows, IN);
+            let w = MatRef::row_major(&self.weight, OUT, IN);
+            gemm(1.0, dy_view, w, 0.0, grad_input.as_mut_slice(), rows, IN);
+        }
+    }
+}
+
+/// Columns reduced together: the block's partial sums live on the stack and the rows are read
+/// contiguously, so there is no scratch buffer and no strided access.
+const SUM_BLOCK: usize = 64;
+
+/// Writes (or, with `accumulate`, adds) `Σ_r f(r, c)` into `dst[c]` for `r < rows`. Each sum is
+/// formed before it touches `dst`, so accumulating adds exactly the fresh sum to the old value.
+pub(super) fn column_sums(
+    dst: &mut [f32],
+    rows: usize,
+    accumulate: bool,
+    f: impl Fn(usize, usize) -> f32,
+) {
+    for (b, block) in dst.chunks_mut(SUM_BLOCK).enumerate() {
+        let start = b * SUM_BLOCK;
+        let mut sums = [0.0f32; SUM_BLOCK];
+        for r in 0..rows {
+            for (c, sum) in sums[..block.len()].iter_mut().enumerate() {
+                *sum += f(r, start + c);
+            }
+        }
+        for (d, &sum) in block.iter_mut().zip(&sums) {
+            *d = if accumulate { *d + sum } else { sum };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forward_matches_hand_computation() {
+        let layer = Linear::<2, 3> {
+            weight: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            bias: vec![0.5, -1.0, 0.0],
+        };
+        let input = Matrix::from_vec(2, 2, vec![1.0, 0.0, -1.0, 2.0]);
+        let mut output = Matrix::default();
+        layer.forward(&input, &mut output, &mut ());
+        // Row 0: [1, 3, 5] + b; row 1: [-1+4, -3+8, -5+12] + b.
+        assert_eq!(
+            output,
+            Matrix::from_vec(2, 3, vec![1.5, 2.0, 5.0, 3.5, 4.0, 7.0])
+        );
+    }
+
+    #[test]
+    fn backward_matches_hand_computation() {
+        let layer = Linear::<2, 1> {
+            weight: vec![3.0, -2.0],
+            bias: vec![1.0],
+        };
+        let input = Matrix::from_vec(2, 2, vec![1.0, 2.0, 3.0, 4.0]);
+        let grad_output = Matrix::from_vec(2, 1, vec![1.0, -1.0]);
+        let (mut gw, mut gb) = (vec![f32::NAN; 2], vec![f32::NAN]);
+        let mut grad_input = Matrix::default();
+        let mut output = Matrix::default();
+        layer.forward(&input, &mut output, &mut ());
+        layer.backward(
+            &input,
+            &output,
+            &(),
+            &grad_output,
+            &mut [&mut gw, &mut gb],
+            false,
+            Some(&mut grad_input),
+        );
+        assert_eq!(gw, [-2.0, -2.0]);
+        assert_eq!(gb, [0.0]);
+        assert_eq!(
+            grad_input,
+            Matrix::from_vec(2, 2, vec![3.0, -2.0, -3.0, 2.0])
+        );
+    }
+
+    #[test]
+    fn column_sums_spans_blocks() {
+        // 130 columns cover two full blocks and a partial one.
+        let f = |r: usize, c: usize| (r * 1000 + c) as f32;
+        let mut sums = vec![f32::NAN; 130];
+        column_sums(&mut sums, 3, false, f);
+        assert!(sums
+            .iter()
+            .enumerate()
+            .all(|(c, &s)| s == (3000 + 3 * c) as f32));
+        let mut accumulated = vec![1.0; 130];
+        column_sums(&mut accumulated, 3, true, f);
+        assert!(accumulated
+            .iter()
+            .enumerate()
+            .all(|(c, &s)| s == (3001 + 3 * c) as f32));
+    }
+
+    #[test]
+    #[should_panic(expected = "Linear has 2 parameters (weight, bias); index 2 is out of range")]
+    fn param_index_out_of_range_panics() {
+        Linear::<2, 2>::init(&mut InitRng::new(0)).param(2);
+    }
+}

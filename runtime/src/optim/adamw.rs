@@ -1,1 +1,252 @@
-//! TODO
+//! Adam with decoupled weight decay, following PyTorch's `torch.optim.AdamW` update rule.
+
+use crate::optim::Optimizer;
+
+/// AdamW. Hyperparameters are not validated here (the CLI layer does): PyTorch's
+/// preconditions apply, i.e. `lr >= 0`, `eps >= 0`, `weight_decay >= 0`, betas in `[0, 1)`.
+#[derive(Clone, Debug)]
+pub struct AdamW {
+    lr: f32,
+    beta1: f32,
+    beta2: f32,
+    eps: f32,
+    weight_decay: f32,
+    /// Steps begun so far; the bias corrections use it, so it is shared by all parameters.
+    step: u64,
+    /// First and second moments per parameter index, allocated on that parameter's first
+    /// update so a steady-state step never allocates.
+    exp_avg: Vec<Vec<f32>>,
+    exp_avg_sq: Vec<Vec<f32>>,
+}
+
+impl AdamW {
+    /// PyTorch's defaults: betas (0.9, 0.999), eps 1e-8, weight decay 1e-2.
+    pub fn new(lr: f32) -> Self {
+        AdamW {
+            lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 1e-2,
+            step: 0,
+            exp_avg: Vec::new(),
+            exp_avg_sq: Vec::new(),
+        }
+    }
+
+    pub fn betas(mut self, beta1: f32, beta2: f32) -> Self {
+        self.beta1 = beta1;
+        self.beta2 = beta2;
+        self
+    }
+
+    pub fn eps(mut self, eps: f32) -> Self {
+        self.eps = eps;
+        self
+    }
+
+    /// Decoupled decay: parameters shrink by `lr·weight_decay` each step, apart from the
+    /// gradient.
+    pub fn weight_decay(mut self, weight_decay: f32) -> Self {
+        self.weight_decay = weight_decay;
+        self
+    }
+
+    pub fn lr(&self) -> f32 {
+        self.lr
+    }
+
+    /// Changes the learning rate from the next update on (for schedules).
+    pub fn set_lr(&mut self, lr: f32) {
+        self.lr = lr;
+    }
+
+    /// Number of steps begun (PyTorch's `state['step']`).
+    pub fn step_count(&self) -> u64 {
+        self.step
+    }
+
+    /// Restores the step counter from a checkpoint.
+    pub fn set_step_count(&mut self, step: u64) {
+        self.step = step;
+    }
+
+    /// First moment of parameter `index`, or `None` before its first update.
+    pub fn exp_avg(&self, index: usize) -> Option<&[f32]> {
+        self.exp_avg
+            .get(index)
+            .filter(|m| !m.is_empty())
+            .map(Vec::as_slice)
+    }
+
+    /// Second moment of parameter `index`, or `None` before its first update.
+    pub fn exp_avg_sq(&self, index: usize) -> Option<&[f32]> {
+        self.exp_avg_sq
+            .get(index)
+            .filter(|v| !v.is_empty())
+            .map(Vec::as_slice)
+    }
+
+    /// Restores both moments of parameter `index` from a checkpoint.
+    pub fn set_state(&mut self, index: usize, exp_avg: &[f32], exp_avg_sq: &[f32]) {
+        assert_eq!(
+            exp_avg.len(),
+            exp_avg_sq.len(),
+            "AdamW: moments of parameter {index} differ in length"
+        );
+        self.grow(index);
+        self.exp_avg[index].clear();
+        self.exp_avg[index].extend_from_slice(exp_avg);
+        self.exp_avg_sq[index].clear();
+        self.exp_avg_sq[index].extend_from_slice(exp_avg_sq);
+    }
+
+    fn grow(&mut self, index: usize) {
+        if index >= self.exp_avg.len() {
+            self.exp_avg.resize_with(index + 1, Vec::new);
+            self.exp_avg_sq.resize_with(index + 1, Vec::new);
+        }
+    }
+}
+
+impl Optimizer for AdamW {
+    fn begin_step(&mut self) {
+        self.step += 1;
+    }
+
+    fn update(&mut self, index: usize, value: &mut [f32], grad: &[f32], grad_scale: f32) {
+        assert!(
+            self.step > 0,
+            "AdamW: begin_step must be called before update"
+        );
+        assert_eq!(
+            value.len(),
+            grad.len(),
+            "AdamW: parameter {index} has {} values but {} gradients",
+            value.len(),
+            grad.len()
+        );
+        self.grow(index);
+        let (m, v) = (&mut self.exp_avg[index], &mut self.exp_avg_sq[index]);
+        if m.is_empty() {
+            m.resize(value.len(), 0.0);
+            v.resize(value.len(), 0.0);
+        }
+        assert_eq!(
+            m.len(),
+            value.len(),
+            "AdamW: state of parameter {index} has the wrong length"
+        );
+
+        let (lr, b1, b2, eps) = (self.lr, self.beta1, self.beta2, self.eps);
+        // Bias corrections in f64, like PyTorch's Python-float arithmetic; b^t underflows to 0
+        // gracefully for large t.
+        let t = self.step as f64;
+        let bias_correction1 = 1.0 - f64::from(b1).powf(t);
+        let bias_correction2 = 1.0 - f64::from(b2).powf(t);
+        let step_size = (f64::from(lr) / bias_correction1) as f32;
+        let bias_correction2_sqrt = bias_correction2.sqrt() as f32;
+        let decay = 1.0 - lr * self.weight_decay;
+
+        for (((p, &g), m), v) in value
+            .iter_mut()
+            .zip(grad)
+            .zip(m.iter_mut())
+            .zip(v.iter_mut())
+        {
+            let g = g * grad_scale;
+            *p *= decay;
+            *m = b1 * *m + (1.0 - b1) * g;
+            *v = b2 * *v + (1.0 - b2) * g * g;
+            let denom = v.sqrt() / bias_correction2_sqrt + eps;
+            *p -= step_size * *m / denom;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_close(got: f32, want: f64) {
+        assert!(
+            (f64::from(got) - want).abs() <= 1e-6 * want.abs().max(1.0),
+            "{got} vs {want}"
+        );
+    }
+
+    #[test]
+    fn defaults_with_bias_correction() {
+        // Reference: the PyTorch rule evaluated in f64 by hand (lr 0.1, defaults otherwise).
+        let mut opt = AdamW::new(0.1);
+        let mut p = [1.0f32];
+        let want = [
+            (0.899_000_002, 0.05, 0.000_25),
+            (0.934_711_354_238_565_3, -0.055, 0.001_249_75),
+            (0.947_445_708_982_737_5, -0.0245, 0.001_311_000_25),
+        ];
+        for (g, (p_want, m_want, v_want)) in [0.5, -1.0, 0.25].into_iter().zip(want) {
+            opt.begin_step();
+            opt.update(0, &mut p, &[g], 1.0);
+            assert_close(p[0], p_want);
+            assert_close(opt.exp_avg(0).unwrap()[0], m_want);
+            assert_close(opt.exp_avg_sq(0).unwrap()[0], v_want);
+        }
+        assert_eq!(opt.step_count(), 3);
+    }
+
+    #[test]
+    fn custom_betas_eps_without_decay() {
+        let mut opt = AdamW::new(0.01).betas(0.8, 0.9).eps(1e-3).weight_decay(0.0);
+        let mut p = [-0.5f32];
+        for (g, want) in [
+            (2.0, -0.509_995_002_498_750_6),
+            (1.0, -0.519_272_261_958_112_8),
+        ] {
+            opt.begin_step();
+            opt.update(0, &mut p, &[g], 1.0);
+            assert_close(p[0], want);
+        }
+    }
+
+    #[test]
+    fn grad_scale_folds_into_gradient() {
+        let (mut a, mut b) = (AdamW::new(0.01), AdamW::new(0.01));
+        let (mut pa, mut pb) = (vec![0.5, -1.5], vec![0.5, -1.5]);
+        for g in [[0.3, -0.7], [1.1, 0.2]] {
+            a.begin_step();
+            b.begin_step();
+            a.update(2, &mut pa, &[2.0 * g[0], 2.0 * g[1]], 0.5);
+            b.update(2, &mut pb, &g, 1.0);
+        }
+        assert_eq!(pa, pb);
+        assert_eq!(a.exp_avg_sq(2), b.exp_avg_sq(2));
+        assert_eq!(a.exp_avg(1), None);
+    }
+
+    #[test]
+    fn restored_state_continues_identically() {
+        let mut a = AdamW::new(0.01);
+        let mut pa = vec![1.0, 2.0];
+        for g in [[1.0, -1.0], [0.5, 0.25]] {
+            a.begin_step();
+            a.update(0, &mut pa, &g, 1.0);
+        }
+        let mut b = AdamW::new(0.01);
+        b.set_step_count(a.step_count());
+        b.set_state(0, a.exp_avg(0).unwrap(), a.exp_avg_sq(0).unwrap());
+        let mut pb = pa.clone();
+        for opt in [&mut a, &mut b] {
+            opt.begin_step();
+        }
+        a.update(0, &mut pa, &[0.3, 0.3], 1.0);
+        b.update(0, &mut pb, &[0.3, 0.3], 1.0);
+        assert_eq!(pa, pb);
+    }
+
+    #[test]
+    #[should_panic(expected = "AdamW: begin_step must be called before update")]
+    fn update_before_begin_step_panics() {
+        AdamW::new(0.1).update(0, &mut [1.0], &[1.0], 1.0);
+    }
+}

@@ -1,1 +1,250 @@
-//! TODO
+//! Stochastic gradient descent with PyTorch's `torch.optim.SGD` update rule.
+
+use crate::optim::Optimizer;
+
+/// SGD with optional momentum, dampening, Nesterov momentum and (coupled) weight decay.
+///
+/// Hyperparameters are not validated here (the CLI layer does): PyTorch's preconditions apply,
+/// i.e. non-negative `lr`, `momentum` and `weight_decay`, and Nesterov only with `momentum > 0`
+/// and `dampening == 0`.
+#[derive(Clone, Debug)]
+pub struct Sgd {
+    lr: f32,
+    momentum: f32,
+    dampening: f32,
+    weight_decay: f32,
+    nesterov: bool,
+    /// Momentum buffer per parameter index; empty until that parameter's first update, so a
+    /// steady-state step never allocates.
+    buffers: Vec<Vec<f32>>,
+}
+
+impl Sgd {
+    /// Plain SGD (no momentum, dampening or weight decay) with learning rate `lr`.
+    pub fn new(lr: f32) -> Self {
+        Sgd {
+            lr,
+            momentum: 0.0,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            nesterov: false,
+            buffers: Vec::new(),
+        }
+    }
+
+    pub fn momentum(mut self, momentum: f32) -> Self {
+        self.momentum = momentum;
+        self
+    }
+
+    /// Fraction of the gradient held back from the momentum buffer (not applied on the first
+    /// step, as PyTorch).
+    pub fn dampening(mut self, dampening: f32) -> Self {
+        self.dampening = dampening;
+        self
+    }
+
+    /// L2 penalty added to the gradient (coupled, unlike [`AdamW`](crate::optim::AdamW)).
+    pub fn weight_decay(mut self, weight_decay: f32) -> Self {
+        self.weight_decay = weight_decay;
+        self
+    }
+
+    pub fn nesterov(mut self, nesterov: bool) -> Self {
+        self.nesterov = nesterov;
+        self
+    }
+
+    pub fn lr(&self) -> f32 {
+        self.lr
+    }
+
+    /// Changes the learning rate from the next update on (for schedules).
+    pub fn set_lr(&mut self, lr: f32) {
+        self.lr = lr;
+    }
+
+    /// Momentum buffer of parameter `index`, or `None` before its first update (or when
+    /// momentum is 0); for checkpointing.
+    pub fn momentum_buffer(&self, index: usize) -> Option<&[f32]> {
+        self.buffers
+            .get(index)
+            .filter(|b| !b.is_empty())
+            .map(Vec::as_slice)
+    }
+
+    /// Restores the momentum buffer of parameter `index` from a checkpoint.
+    pub fn set_momentum_buffer(&mut self, index: usize, buffer: &[f32]) {
+        let slot = self.slot(index);
+        slot.clear();
+        slot.extend_from_slice(buffer);
+    }
+
+    fn slot(&mut self, index: usize) -> &mut Vec<f32> {
+        if index >= self.buffers.len() {
+            self.buffers.resize_with(index + 1, Vec::new);
+        }
+        &mut self.buffers[index]
+    }
+}
+
+impl Optimizer for Sgd {
+    /// SGD keeps no step counter: the first step is detected per parameter.
+    fn begin_step(&mut self) {}
+
+    fn update(&mut self, index: usize, value: &mut [f32], grad: &[f32], grad_scale: f32) {
+        assert_eq!(
+            value.len(),
+            grad.len(),
+            "Sgd: parameter {index} has {} values but {} gradients",
+            value.len(),
+            grad.len()
+        );
+        let (lr, momentum, dampening, weight_decay, nesterov) = (
+            self.lr,
+            self.momentum,
+            self.dampening,
+            self.weight_decay,
+            self.nesterov,
+        );
+        if momentum == 0.0 {
+            for (p, &g) in value.iter_mut().zip(grad) {
+                *p -= lr * (g * grad_scale + weight_decay * *p);
+            }
+            return;
+        }
+        let buffer = self.slot(index);
+        let first = buffer.is_empty();
+        if first {
+            buffer.resize(value.len(), 0.0);
+        }
+        assert_eq!(
+            buffer.len(),
+            value.len(),
+            "Sgd: momentum buffer of parameter {index} has the wrong length"
+        );
+        for ((p, &g), b) in value.iter_mut().zip(grad).zip(buffer.iter_mut()) {
+            let g = g * grad_scale + weight_decay * *p;
+            *b = if first {
+                g
+            } else {
+                momentum * *b + (1.0 - dampening) * g
+            };
+            let step = if nesterov { g + momentum * *b } else { *b };
+            *p -= lr * step;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs one single-parameter step per gradient and returns the value after each.
+    fn run(mut opt: Sgd, start: &[f32], grads: &[&[f32]]) -> Vec<Vec<f32>> {
+        let mut value = start.to_vec();
+        grads
+            .iter()
+            .map(|g| {
+                opt.begin_step();
+                opt.update(0, &mut value, g, 1.0);
+                value.clone()
+            })
+            .collect()
+    }
+
+    fn assert_close(got: &[Vec<f32>], want: &[&[f32]]) {
+        assert_eq!(got.len(), want.len());
+        for (step, (g, w)) in got.iter().zip(want).enumerate() {
+            for (a, b) in g.iter().zip(w.iter()) {
+                assert!((a - b).abs() <= 1e-6, "step {step}: {g:?} vs {w:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn plain() {
+        assert_close(
+            &run(Sgd::new(0.1), &[1.0, 2.0], &[&[0.5, -1.0]]),
+            &[&[0.95, 2.1]],
+        );
+    }
+
+    #[test]
+    fn momentum() {
+        // buf: 1, 0.9·1 + 2 = 2.9, 0.9·2.9 + 0 = 2.61; p -= 0.1·buf.
+        let got = run(
+            Sgd::new(0.1).momentum(0.9),
+            &[1.0],
+            &[&[1.0], &[2.0], &[0.0]],
+        );
+        assert_close(&got, &[&[0.9], &[0.61], &[0.349]]);
+    }
+
+    #[test]
+    fn nesterov() {
+        // Step 1: buf 1, g + 0.9·buf = 1.9. Step 2: buf 2.9, 2 + 0.9·2.9 = 4.61.
+        let got = run(
+            Sgd::new(0.1).momentum(0.9).nesterov(true),
+            &[1.0],
+            &[&[1.0], &[2.0]],
+        );
+        assert_close(&got, &[&[0.81], &[0.349]]);
+    }
+
+    #[test]
+    fn weight_decay_and_dampening() {
+        // Step 1: g = 1 + 0.1·2 = 1.2, buf = 1.2 (no dampening on the first step), p = 1.88.
+        // Step 2: g = 1 + 0.1·1.88 = 1.188, buf = 0.5·1.2 + 0.5·1.188 = 1.194, p = 1.7606.
+        let opt = Sgd::new(0.1).momentum(0.5).dampening(0.5).weight_decay(0.1);
+        assert_close(&run(opt, &[2.0], &[&[1.0], &[1.0]]), &[&[1.88], &[1.7606]]);
+    }
+
+    #[test]
+    fn grad_scale_folds_into_gradient() {
+        let make = || {
+            Sgd::new(0.05)
+                .momentum(0.9)
+                .dampening(0.1)
+                .weight_decay(0.01)
+                .nesterov(true)
+        };
+        let (mut a, mut b) = (make(), make());
+        let (mut pa, mut pb) = (vec![1.0, -2.0], vec![1.0, -2.0]);
+        for g in [[0.3, -0.7], [1.1, 0.2], [-0.4, 0.9]] {
+            a.begin_step();
+            b.begin_step();
+            a.update(3, &mut pa, &[2.0 * g[0], 2.0 * g[1]], 0.5);
+            b.update(3, &mut pb, &g, 1.0);
+        }
+        assert_eq!(pa, pb);
+        assert_eq!(a.momentum_buffer(3), b.momentum_buffer(3));
+        assert_eq!(a.momentum_buffer(0), None);
+    }
+
+    #[test]
+    fn restored_buffer_continues_identically() {
+        let mut a = Sgd::new(0.1).momentum(0.9);
+        let mut pa = vec![1.0, 2.0];
+        for g in [[1.0, -1.0], [0.5, 0.25]] {
+            a.begin_step();
+            a.update(1, &mut pa, &g, 1.0);
+        }
+        let mut b = Sgd::new(0.1).momentum(0.9);
+        b.set_momentum_buffer(1, a.momentum_buffer(1).unwrap());
+        let mut pb = pa.clone();
+        a.update(1, &mut pa, &[0.3, 0.3], 1.0);
+        b.update(1, &mut pb, &[0.3, 0.3], 1.0);
+        assert_eq!(pa, pb);
+    }
+
+    #[test]
+    fn lr_can_change() {
+        let mut opt = Sgd::new(0.1);
+        opt.set_lr(0.5);
+        assert_eq!(opt.lr(), 0.5);
+        let mut p = [1.0];
+        opt.update(0, &mut p, &[1.0], 1.0);
+        assert_eq!(p, [0.5]);
+    }
+}
