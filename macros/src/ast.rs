@@ -25,7 +25,10 @@ impl<'a> Model<'a> {
     /// Reads the struct; reports structural problems and per-field problems to `errors`.
     pub fn from_struct(item: &'a ItemStruct, config: BucketConfig, errors: &mut Errors) -> Self {
         if !item.generics.params.is_empty() || item.generics.where_clause.is_some() {
-            errors.spanned(&item.generics, "#[distributed_model] structs cannot be generic: the schedule is planned for concrete layer sizes");
+            errors.spanned(
+                &item.generics,
+                "#[distributed_model] structs cannot be generic: the schedule is planned for concrete layer sizes",
+            );
         }
         let fields = match &item.fields {
             Fields::Named(named) => named.named.iter().map(|f| Field::new(f, errors)).collect(),

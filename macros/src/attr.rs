@@ -14,7 +14,10 @@ pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Buck
     let pairs = match syn::parse::Parser::parse2(Punctuated::<MetaNameValue, Token![,]>::parse_terminated, args) {
         Ok(pairs) => pairs,
         Err(e) => {
-            errors.push(syn::Error::new(e.span(), format!("{e}; expected `bucket_cap_mb = <MiB>, first_bucket_mb = <MiB>`")));
+            errors.push(syn::Error::new(
+                e.span(),
+                format!("{e}; expected `bucket_cap_mb = <MiB>, first_bucket_mb = <MiB>`"),
+            ));
             return config;
         }
     };
@@ -49,7 +52,12 @@ fn mebibytes(value: &Expr, key: &str, errors: &mut Errors) -> Option<usize> {
         _ => None,
     };
     match mb {
-        Some(mb) if mb.is_finite() && mb > 0.0 && (mb * MIB as f64).round() >= 1.0 && mb * (MIB as f64) < usize::MAX as f64 => {
+        Some(mb)
+            if mb.is_finite()
+                && mb > 0.0
+                && (mb * MIB as f64).round() >= 1.0
+                && mb * (MIB as f64) < usize::MAX as f64 =>
+        {
             Some((mb * MIB as f64).round() as usize)
         }
         _ => {
@@ -112,8 +120,12 @@ fn layer_attr(attr: &Attribute, errors: &mut Errors) -> Option<LayerAttr> {
     for item in &items {
         let key = item.path().get_ident().map(ToString::to_string).unwrap_or_default();
         match (key.as_str(), item) {
-            ("input", Meta::NameValue(nv)) => set_once(&mut input, positive_int(&nv.value, "input", errors), nv, errors),
-            ("output", Meta::NameValue(nv)) => set_once(&mut output, positive_int(&nv.value, "output", errors), nv, errors),
+            ("input", Meta::NameValue(nv)) => {
+                set_once(&mut input, positive_int(&nv.value, "input", errors), nv, errors)
+            }
+            ("output", Meta::NameValue(nv)) => {
+                set_once(&mut output, positive_int(&nv.value, "output", errors), nv, errors)
+            }
             ("flops", Meta::NameValue(nv)) => {
                 let value = int_literal(&nv.value).and_then(|l| l.base10_parse::<u64>().ok());
                 if value.is_none() {

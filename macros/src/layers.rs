@@ -72,7 +72,13 @@ pub fn elementwise_flops(kind: &str) -> u64 {
 }
 
 /// The `arity` literal const-generic widths of a built-in layer type.
-fn const_args(args: &PathArguments, arity: usize, kind: &str, ty: &Type, errors: &mut Errors) -> Result<Vec<usize>, ()> {
+fn const_args(
+    args: &PathArguments,
+    arity: usize,
+    kind: &str,
+    ty: &Type,
+    errors: &mut Errors,
+) -> Result<Vec<usize>, ()> {
     let expected = match arity {
         0 => format!("`{kind}` takes no generic arguments"),
         1 => format!("expected `{kind}<WIDTH>` with an integer literal"),
@@ -97,7 +103,10 @@ fn const_args(args: &PathArguments, arity: usize, kind: &str, ty: &Type, errors:
             GenericArgument::Const(expr) => positive_int(expr, "a layer width", errors),
             // `Linear<N, M>` with named constants parses as types; the planner needs the values.
             other => {
-                errors.spanned(other, "a layer width must be an integer literal greater than zero (the bucket plan is computed from it)");
+                errors.spanned(
+                    other,
+                    "a layer width must be an integer literal greater than zero (the bucket plan is computed from it)",
+                );
                 None
             }
         };

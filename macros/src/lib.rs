@@ -13,6 +13,7 @@ mod errors;
 mod expand;
 mod fallback;
 mod layers;
+mod schedule_code;
 mod schedule_tokens;
 
 use proc_macro::TokenStream;

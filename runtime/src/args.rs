@@ -86,7 +86,9 @@ mod tests {
 
     #[test]
     fn bad_values_are_refused_with_a_message() {
-        for bad in [&["--batch", "0"][..], &["--lr", "-1"], &["--lr", "nan"], &["--steps", "0"], &["--optimizer", "lbfgs"]] {
+        for bad in
+            [&["--batch", "0"][..], &["--lr", "-1"], &["--lr", "nan"], &["--steps", "0"], &["--optimizer", "lbfgs"]]
+        {
             let err = TrainArgs::try_parse_from(std::iter::once("mlp").chain(bad.iter().copied())).unwrap_err();
             assert!(err.to_string().contains(bad[0]), "{err}");
         }

@@ -28,13 +28,7 @@ impl<'a> MatRef<'a> {
             data.len()
         );
         // Slices never exceed isize::MAX bytes, so these strides fit.
-        MatRef {
-            data,
-            rows,
-            cols,
-            row_stride: cols as isize,
-            col_stride: 1,
-        }
+        MatRef { data, rows, cols, row_stride: cols as isize, col_stride: 1 }
     }
 
     /// The transpose, as a view of the same data (strides swapped, nothing copied).
@@ -62,32 +56,10 @@ impl<'a> MatRef<'a> {
 /// When `beta == 0`, `C`'s previous contents are ignored (NaNs included), so callers may pass an
 /// uninitialised-in-spirit buffer. Panics on mismatched shapes or a wrong `c` length (caller
 /// bugs).
-pub fn gemm(
-    alpha: f32,
-    a: MatRef,
-    b: MatRef,
-    beta: f32,
-    c: &mut [f32],
-    c_rows: usize,
-    c_cols: usize,
-) {
-    assert_eq!(
-        a.cols, b.rows,
-        "gemm: A is {}x{} but B is {}x{}",
-        a.rows, a.cols, b.rows, b.cols
-    );
-    assert!(
-        a.rows == c_rows && b.cols == c_cols,
-        "gemm: A·B is {}x{} but C is {c_rows}x{c_cols}",
-        a.rows,
-        b.cols
-    );
-    assert_eq!(
-        c.len(),
-        c_rows * c_cols,
-        "gemm: C of {c_rows}x{c_cols} needs {} values",
-        c_rows * c_cols
-    );
+pub fn gemm(alpha: f32, a: MatRef, b: MatRef, beta: f32, c: &mut [f32], c_rows: usize, c_cols: usize) {
+    assert_eq!(a.cols, b.rows, "gemm: A is {}x{} but B is {}x{}", a.rows, a.cols, b.rows, b.cols);
+    assert!(a.rows == c_rows && b.cols == c_cols, "gemm: A·B is {}x{} but C is {c_rows}x{c_cols}", a.rows, b.cols);
+    assert_eq!(c.len(), c_rows * c_cols, "gemm: C of {c_rows}x{c_cols} needs {} values", c_rows * c_cols);
     // SAFETY: `MatRef` can only be built by `row_major` (which checks `data.len() == rows * cols`
     // with strides `(cols, 1)`) and `t` (which swaps dims and strides together), so every
     // element `(i, j)` of `a` and `b` lies inside its slice. The asserts above make the product
@@ -128,11 +100,8 @@ mod tests {
         let mut out = vec![0.0; a.rows * b.cols];
         for i in 0..a.rows {
             for j in 0..b.cols {
-                let ab: f64 = (0..a.cols)
-                    .map(|k| f64::from(at(&a, i, k)) * f64::from(at(&b, k, j)))
-                    .sum();
-                out[i * b.cols + j] =
-                    (f64::from(alpha) * ab + f64::from(beta * c[i * b.cols + j])) as f32;
+                let ab: f64 = (0..a.cols).map(|k| f64::from(at(&a, i, k)) * f64::from(at(&b, k, j))).sum();
+                out[i * b.cols + j] = (f64::from(alpha) * ab + f64::from(beta * c[i * b.cols + j])) as f32;
             }
         }
         out
@@ -141,10 +110,7 @@ mod tests {
     fn assert_close(got: &[f32], want: &[f32]) {
         assert_eq!(got.len(), want.len());
         for (i, (g, w)) in got.iter().zip(want).enumerate() {
-            assert!(
-                (g - w).abs() <= 1e-4 * w.abs().max(1.0),
-                "element {i}: {g} vs {w}"
-            );
+            assert!((g - w).abs() <= 1e-4 * w.abs().max(1.0), "element {i}: {g} vs {w}");
         }
     }
 
@@ -156,16 +122,8 @@ mod tests {
             let a_data = rng.uniform(m * k, 1.0);
             let b_data = rng.uniform(k * n, 1.0);
             // Store the transposed operands transposed, so the views are m x k and k x n.
-            let a = if ta {
-                MatRef::row_major(&a_data, k, m).t()
-            } else {
-                MatRef::row_major(&a_data, m, k)
-            };
-            let b = if tb {
-                MatRef::row_major(&b_data, n, k).t()
-            } else {
-                MatRef::row_major(&b_data, k, n)
-            };
+            let a = if ta { MatRef::row_major(&a_data, k, m).t() } else { MatRef::row_major(&a_data, m, k) };
+            let b = if tb { MatRef::row_major(&b_data, n, k).t() } else { MatRef::row_major(&b_data, k, n) };
             let c0 = rng.uniform(m * n, 1.0);
             let want = naive(0.5, a, b, 2.0, &c0);
             let mut c = c0.clone();
@@ -179,30 +137,14 @@ mod tests {
         let a = [1.0, 2.0, 3.0, 4.0];
         let b = [5.0, 6.0, 7.0, 8.0];
         let mut c = [f32::NAN; 4];
-        gemm(
-            1.0,
-            MatRef::row_major(&a, 2, 2),
-            MatRef::row_major(&b, 2, 2),
-            0.0,
-            &mut c,
-            2,
-            2,
-        );
+        gemm(1.0, MatRef::row_major(&a, 2, 2), MatRef::row_major(&b, 2, 2), 0.0, &mut c, 2, 2);
         assert_eq!(c, [19.0, 22.0, 43.0, 50.0]);
     }
 
     #[test]
     fn empty_inner_dimension_scales_c() {
         let mut c = [1.0, 2.0];
-        gemm(
-            1.0,
-            MatRef::row_major(&[], 2, 0),
-            MatRef::row_major(&[], 0, 1),
-            3.0,
-            &mut c,
-            2,
-            1,
-        );
+        gemm(1.0, MatRef::row_major(&[], 2, 0), MatRef::row_major(&[], 0, 1), 3.0, &mut c, 2, 1);
         assert_eq!(c, [3.0, 6.0]);
     }
 
@@ -217,30 +159,14 @@ mod tests {
     #[should_panic(expected = "gemm: A is 2x3 but B is 2x2")]
     fn rejects_mismatched_inner_dimension() {
         let mut c = [0.0; 4];
-        gemm(
-            1.0,
-            MatRef::row_major(&[0.0; 6], 2, 3),
-            MatRef::row_major(&[0.0; 4], 2, 2),
-            0.0,
-            &mut c,
-            2,
-            2,
-        );
+        gemm(1.0, MatRef::row_major(&[0.0; 6], 2, 3), MatRef::row_major(&[0.0; 4], 2, 2), 0.0, &mut c, 2, 2);
     }
 
     #[test]
     #[should_panic(expected = "gemm: C of 2x2 needs 4 values")]
     fn rejects_short_c() {
         let mut c = [0.0; 3];
-        gemm(
-            1.0,
-            MatRef::row_major(&[0.0; 4], 2, 2),
-            MatRef::row_major(&[0.0; 4], 2, 2),
-            0.0,
-            &mut c,
-            2,
-            2,
-        );
+        gemm(1.0, MatRef::row_major(&[0.0; 4], 2, 2), MatRef::row_major(&[0.0; 4], 2, 2), 0.0, &mut c, 2, 2);
     }
 
     #[test]

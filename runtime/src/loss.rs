@@ -16,20 +16,12 @@ impl CrossEntropyLoss {
     /// not a column index: the data pipeline validates labels, so either is a caller bug.
     pub fn forward_backward(&self, logits: &Matrix, labels: &[usize], grad: &mut Matrix) -> f32 {
         let (rows, cols) = (logits.rows(), logits.cols());
-        assert_eq!(
-            labels.len(),
-            rows,
-            "CrossEntropyLoss: {} labels for {rows} rows of logits",
-            labels.len()
-        );
+        assert_eq!(labels.len(), rows, "CrossEntropyLoss: {} labels for {rows} rows of logits", labels.len());
         grad.resize(rows, cols);
         let inv_rows = 1.0 / rows as f32;
         let mut total = 0.0f64;
         for (r, &label) in labels.iter().enumerate() {
-            assert!(
-                label < cols,
-                "CrossEntropyLoss: label {label} in row {r} is not below the {cols} classes"
-            );
+            assert!(label < cols, "CrossEntropyLoss: label {label} in row {r} is not below the {cols} classes");
             let z = logits.row(r);
             // Shifting by the row maximum keeps exp() from overflowing (log-sum-exp trick).
             let max = z.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -86,10 +78,7 @@ mod tests {
     use crate::init::InitRng;
 
     fn assert_close(got: f32, want: f32) {
-        assert!(
-            (got - want).abs() <= 1e-6 * want.abs().max(1.0),
-            "{got} vs {want}"
-        );
+        assert!((got - want).abs() <= 1e-6 * want.abs().max(1.0), "{got} vs {want}");
     }
 
     #[test]
@@ -100,11 +89,7 @@ mod tests {
         assert_close(loss, 0.407_605_96);
         let sum: f32 = [1.0f32, 2.0, 3.0].iter().map(|z| z.exp()).sum();
         let softmax: Vec<f32> = [1.0f32, 2.0, 3.0].iter().map(|z| z.exp() / sum).collect();
-        for (g, want) in grad
-            .as_slice()
-            .iter()
-            .zip([softmax[0], softmax[1], softmax[2] - 1.0])
-        {
+        for (g, want) in grad.as_slice().iter().zip([softmax[0], softmax[1], softmax[2] - 1.0]) {
             assert_close(*g, want);
         }
     }
@@ -114,14 +99,8 @@ mod tests {
         let logits = Matrix::from_vec(2, 2, vec![1000.0, 0.0, -1000.0, 1000.0]);
         let mut grad = Matrix::default();
         // Both rows confidently right: loss 0. Both wrong: losses 1000 and 2000, mean 1500.
-        assert_eq!(
-            CrossEntropyLoss.forward_backward(&logits, &[0, 1], &mut grad),
-            0.0
-        );
-        assert_eq!(
-            CrossEntropyLoss.forward_backward(&logits, &[1, 0], &mut grad),
-            1500.0
-        );
+        assert_eq!(CrossEntropyLoss.forward_backward(&logits, &[0, 1], &mut grad), 0.0);
+        assert_eq!(CrossEntropyLoss.forward_backward(&logits, &[1, 0], &mut grad), 1500.0);
         assert!(grad.as_slice().iter().all(|g| g.is_finite()));
     }
 
@@ -141,11 +120,7 @@ mod tests {
             let minus = CrossEntropyLoss.forward_backward(&logits, &labels, &mut scratch);
             logits.as_mut_slice()[k] = original;
             let numeric = (plus - minus) / 2e-2;
-            assert!(
-                (grad.as_slice()[k] - numeric).abs() < 1e-3,
-                "logit {k}: {} vs {numeric}",
-                grad.as_slice()[k]
-            );
+            assert!((grad.as_slice()[k] - numeric).abs() < 1e-3, "logit {k}: {} vs {numeric}", grad.as_slice()[k]);
         }
     }
 
@@ -186,21 +161,13 @@ mod tests {
             let minus = MseLoss.forward_backward(&output, &target, &mut scratch);
             output.as_mut_slice()[k] = original;
             let numeric = (plus - minus) / 2e-2;
-            assert!(
-                (grad.as_slice()[k] - numeric).abs() < 1e-3,
-                "element {k}: {} vs {numeric}",
-                grad.as_slice()[k]
-            );
+            assert!((grad.as_slice()[k] - numeric).abs() < 1e-3, "element {k}: {} vs {numeric}", grad.as_slice()[k]);
         }
     }
 
     #[test]
     #[should_panic(expected = "MseLoss: output is 1x2 but target is 2x1")]
     fn mse_rejects_shape_mismatch() {
-        MseLoss.forward_backward(
-            &Matrix::zeros(1, 2),
-            &Matrix::zeros(2, 1),
-            &mut Matrix::default(),
-        );
+        MseLoss.forward_backward(&Matrix::zeros(1, 2), &Matrix::zeros(2, 1), &mut Matrix::default());
     }
 }

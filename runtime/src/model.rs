@@ -37,7 +37,13 @@ pub trait DistributedModel: Sized {
 
     /// Backward from `grad_output` (the loss gradient with respect to the output), launching
     /// each bucket's all-reduce right after the layer that completes it.
-    fn backward(&self, ws: &mut Self::Workspace, grad_output: &Matrix, grads: Self::Grads, comm: &Communicator) -> Self::InFlight;
+    fn backward(
+        &self,
+        ws: &mut Self::Workspace,
+        grad_output: &Matrix,
+        grads: Self::Grads,
+        comm: &Communicator,
+    ) -> Self::InFlight;
 
     /// Backward for a gradient-accumulation micro-step: adds to `grads`, communicates nothing.
     /// The next `backward` adds its own gradients and reduces the total.

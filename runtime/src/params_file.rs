@@ -23,10 +23,13 @@ pub fn save_params<M: DistributedModel>(model: &M, path: &Path) -> Result<()> {
     let views = bytes
         .iter()
         .map(|(name, shape, data)| {
-            TensorView::new(Dtype::F32, shape.clone(), data).map(|v| (name.as_str(), v)).map_err(|e| Error::Safetensors(e.to_string()))
+            TensorView::new(Dtype::F32, shape.clone(), data)
+                .map(|v| (name.as_str(), v))
+                .map_err(|e| Error::Safetensors(e.to_string()))
         })
         .collect::<Result<Vec<_>>>()?;
-    safetensors::serialize_to_file(views, None::<HashMap<String, String>>, path).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))
+    safetensors::serialize_to_file(views, None::<HashMap<String, String>>, path)
+        .map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))
 }
 
 /// Reads a parameter file written by `save_params` into `(name, shape, values)`, in file order.
@@ -36,7 +39,11 @@ pub fn load_params(path: &Path) -> Result<Vec<(String, Vec<usize>, Vec<f32>)>> {
     let mut out = Vec::new();
     for (name, view) in file.iter() {
         if view.dtype() != Dtype::F32 {
-            return Err(Error::Safetensors(format!("{}: tensor {name} is {:?}, expected F32", path.display(), view.dtype())));
+            return Err(Error::Safetensors(format!(
+                "{}: tensor {name} is {:?}, expected F32",
+                path.display(),
+                view.dtype()
+            )));
         }
         let values = view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
         out.push((name.to_string(), view.shape().to_vec(), values));

@@ -71,8 +71,10 @@ pub fn run_cli<M: DistributedModel>() -> ExitCode {
 /// Trains `M` for `args.steps` optimizer steps on `comm`'s ranks.
 pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<TrainSummary> {
     let schedule = M::SCHEDULE;
-    let (features, classes) = io_widths(&schedule.layers.iter().map(|l| l.width).collect::<Vec<_>>())
-        .ok_or_else(|| Error::Config(format!("{} has no layer with fixed widths, so its input size is unknown", schedule.model)))?;
+    let (features, classes) =
+        io_widths(&schedule.layers.iter().map(|l| l.width).collect::<Vec<_>>()).ok_or_else(|| {
+            Error::Config(format!("{} has no layer with fixed widths, so its input size is unknown", schedule.model))
+        })?;
     let data = SyntheticClassification::new(args.seed.wrapping_add(0x5eed), features, classes);
     let (rank, world) = (comm.rank(), comm.world_size());
 
@@ -136,7 +138,9 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
 
 /// Input width of the first fixed-width layer and output width of the last one.
 fn io_widths(widths: &[Width]) -> Option<(usize, usize)> {
-    let fixed = || widths.iter().filter_map(|w| if let Width::Fixed { input, output } = *w { Some((input, output)) } else { None });
+    let fixed = || {
+        widths.iter().filter_map(|w| if let Width::Fixed { input, output } = *w { Some((input, output)) } else { None })
+    };
     Some((fixed().next()?.0, fixed().last()?.1))
 }
 
@@ -161,9 +165,13 @@ impl ChosenOptimizer {
     fn from_args(args: &TrainArgs) -> Self {
         match args.optimizer {
             OptimizerKind::Sgd => ChosenOptimizer::Sgd(
-                Sgd::new(args.lr.unwrap_or(0.05)).momentum(args.momentum).weight_decay(args.weight_decay.unwrap_or(0.0)),
+                Sgd::new(args.lr.unwrap_or(0.05))
+                    .momentum(args.momentum)
+                    .weight_decay(args.weight_decay.unwrap_or(0.0)),
             ),
-            OptimizerKind::Adamw => ChosenOptimizer::AdamW(AdamW::new(args.lr.unwrap_or(1e-3)).weight_decay(args.weight_decay.unwrap_or(0.01))),
+            OptimizerKind::Adamw => ChosenOptimizer::AdamW(
+                AdamW::new(args.lr.unwrap_or(1e-3)).weight_decay(args.weight_decay.unwrap_or(0.01)),
+            ),
         }
     }
 }

@@ -77,7 +77,8 @@ fn default_caps_put_small_model_in_one_bucket() {
 #[test]
 fn one_layer_bigger_than_the_cap_gets_its_own_bucket_and_overshoots() {
     // 4096x4096 weight = 64 MiB, far above a 25 MiB cap: never split.
-    let layers = vec![linear("small", 8, 8), linear("huge", 8, 4096), linear("big", 4096, 4096), linear("out", 4096, 2)];
+    let layers =
+        vec![linear("small", 8, 8), linear("huge", 8, 4096), linear("big", 4096, 4096), linear("out", 4096, 2)];
     let s = plan_buckets("M", &layers, &config(MIB, 25 * MIB)).unwrap();
     let names = member_names(&s);
     assert!(names.iter().any(|b| b.contains(&"big.weight".to_string())));
@@ -159,6 +160,10 @@ fn table_lists_buckets_in_launch_order() {
     let table = s.to_string();
     let lines: Vec<&str> = table.lines().collect();
     assert!(lines[0].starts_with("schedule of Mlp: 4 buckets"), "{table}");
-    assert!(lines[2].starts_with("b0") && lines[2].contains("fc3.backward") && lines[2].contains("fc3.bias, head.weight, head.bias"));
+    assert!(
+        lines[2].starts_with("b0")
+            && lines[2].contains("fc3.backward")
+            && lines[2].contains("fc3.bias, head.weight, head.bias")
+    );
     assert!(lines[5].starts_with("b3") && lines[5].contains("fc1.backward") && lines[5].ends_with("fc1.weight"));
 }

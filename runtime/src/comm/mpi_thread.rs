@@ -42,7 +42,8 @@ impl MpiThread {
             .name("overlap-mpi".into())
             .spawn(move || serve(inbox, ready_tx))
             .map_err(|e| Error::MpiInit(format!("cannot start the communication thread: {e}")))?;
-        let (rank, world_size) = ready.recv().map_err(|_| Error::CommThreadDied("initialising MPI"))?.map_err(Error::MpiInit)?;
+        let (rank, world_size) =
+            ready.recv().map_err(|_| Error::CommThreadDied("initialising MPI"))?.map_err(Error::MpiInit)?;
         Ok(MpiThread { requests: Some(requests), thread: Some(thread), rank, world_size })
     }
 

@@ -144,18 +144,9 @@ mod tests {
     fn values_match_reference() {
         // References evaluated in f64 from the defining formulas.
         assert_eq!(apply(Relu, &[-2.0, 0.0, 3.5]), [0.0, 0.0, 3.5]);
-        assert_close(
-            &apply(Gelu, &[-1.0, 0.0, 1.0, 2.0]),
-            &[-0.158_808, 0.0, 0.841_192, 1.954_598],
-        );
-        assert_close(
-            &apply(Tanh, &[-1.0, 0.0, 0.5]),
-            &[-0.761_594_2, 0.0, 0.462_117_2],
-        );
-        assert_close(
-            &apply(Sigmoid, &[-1.0, 0.0, 2.0]),
-            &[0.268_941_4, 0.5, 0.880_797_1],
-        );
+        assert_close(&apply(Gelu, &[-1.0, 0.0, 1.0, 2.0]), &[-0.158_808, 0.0, 0.841_192, 1.954_598]);
+        assert_close(&apply(Tanh, &[-1.0, 0.0, 0.5]), &[-0.761_594_2, 0.0, 0.462_117_2]);
+        assert_close(&apply(Sigmoid, &[-1.0, 0.0, 2.0]), &[0.268_941_4, 0.5, 0.880_797_1]);
         assert_eq!(apply(Sigmoid, &[-200.0, 200.0]), [0.0, 1.0]);
     }
 
@@ -174,10 +165,7 @@ mod tests {
             false,
             Some(&mut grad_input),
         );
-        assert_eq!(
-            grad_input,
-            Matrix::from_vec(2, 3, vec![1.0, 0.0, 1.0, 0.0, 1.0, 0.0])
-        );
+        assert_eq!(grad_input, Matrix::from_vec(2, 3, vec![1.0, 0.0, 1.0, 0.0, 1.0, 0.0]));
     }
 
     #[test]

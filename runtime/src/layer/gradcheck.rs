@@ -17,50 +17,24 @@ const ROWS: usize = 4;
 fn objective<L: Layer>(layer: &L, input: &Matrix, r: &[f32]) -> f64 {
     let (mut output, mut saved) = (Matrix::default(), L::Saved::default());
     layer.forward(input, &mut output, &mut saved);
-    output
-        .as_slice()
-        .iter()
-        .zip(r)
-        .map(|(&y, &r)| f64::from(y) * f64::from(r))
-        .sum()
+    output.as_slice().iter().zip(r).map(|(&y, &r)| f64::from(y) * f64::from(r)).sum()
 }
 
 /// Analytic parameter gradients (one Vec per `PARAMS` entry) and input gradient. Gradient
 /// buffers start as NaN so a layer that forgets to overwrite them fails.
 fn analytic<L: Layer>(layer: &L, input: &Matrix, r: &Matrix) -> (Vec<Vec<f32>>, Matrix) {
-    let mut grads: Vec<Vec<f32>> = L::PARAMS
-        .iter()
-        .map(|p| vec![f32::NAN; p.numel()])
-        .collect();
+    let mut grads: Vec<Vec<f32>> = L::PARAMS.iter().map(|p| vec![f32::NAN; p.numel()]).collect();
     let grad_input = backward_into(layer, input, r, &mut grads, false);
     (grads, grad_input)
 }
 
-fn backward_into<L: Layer>(
-    layer: &L,
-    input: &Matrix,
-    r: &Matrix,
-    grads: &mut [Vec<f32>],
-    accumulate: bool,
-) -> Matrix {
+fn backward_into<L: Layer>(layer: &L, input: &Matrix, r: &Matrix, grads: &mut [Vec<f32>], accumulate: bool) -> Matrix {
     let (mut output, mut saved) = (Matrix::default(), L::Saved::default());
     layer.forward(input, &mut output, &mut saved);
-    assert_eq!(
-        (output.rows(), output.cols()),
-        (r.rows(), r.cols()),
-        "output shape"
-    );
+    assert_eq!((output.rows(), output.cols()), (r.rows(), r.cols()), "output shape");
     let mut views: Vec<&mut [f32]> = grads.iter_mut().map(Vec::as_mut_slice).collect();
     let mut grad_input = Matrix::zeros(1, 1);
-    layer.backward(
-        input,
-        &output,
-        &saved,
-        r,
-        &mut views,
-        accumulate,
-        Some(&mut grad_input),
-    );
+    layer.backward(input, &output, &saved, r, &mut views, accumulate, Some(&mut grad_input));
     grad_input
 }
 
@@ -71,10 +45,7 @@ fn sampled(n: usize) -> impl Iterator<Item = usize> {
 
 fn assert_close(what: &str, analytic: f32, numeric: f64) {
     let diff = (f64::from(analytic) - numeric).abs();
-    assert!(
-        diff <= TOLERANCE * numeric.abs().max(1.0),
-        "{what}: analytic {analytic} vs numeric {numeric}"
-    );
+    assert!(diff <= TOLERANCE * numeric.abs().max(1.0), "{what}: analytic {analytic} vs numeric {numeric}");
 }
 
 /// One scalar the finite difference perturbs.
@@ -112,18 +83,10 @@ fn check<L: Layer>(mut layer: L, mut input: Matrix, seed: u64) {
     }
     let mut output = Matrix::default();
     layer.forward(&input, &mut output, &mut L::Saved::default());
-    let r = Matrix::from_vec(
-        output.rows(),
-        output.cols(),
-        rng.uniform(output.as_slice().len(), 1.0),
-    );
+    let r = Matrix::from_vec(output.rows(), output.cols(), rng.uniform(output.as_slice().len(), 1.0));
     let (grads, grad_input) = analytic(&layer, &input, &r);
 
-    assert_eq!(
-        (grad_input.rows(), grad_input.cols()),
-        (input.rows(), input.cols()),
-        "grad_input shape"
-    );
+    assert_eq!((grad_input.rows(), grad_input.cols()), (input.rows(), input.cols()), "grad_input shape");
     for k in sampled(input.as_slice().len()) {
         let numeric = central(&mut layer, &mut input, r.as_slice(), Target::Input(k));
         assert_close(&format!("input[{k}]"), grad_input.as_slice()[k], numeric);
@@ -136,20 +99,12 @@ fn check<L: Layer>(mut layer: L, mut input: Matrix, seed: u64) {
     }
 
     // Accumulating adds the fresh gradient onto whatever is there.
-    let old: Vec<Vec<f32>> = L::PARAMS
-        .iter()
-        .map(|p| rng.uniform(p.numel(), 1.0))
-        .collect();
+    let old: Vec<Vec<f32>> = L::PARAMS.iter().map(|p| rng.uniform(p.numel(), 1.0)).collect();
     let mut accumulated = old.clone();
     backward_into(&layer, &input, &r, &mut accumulated, true);
     for (i, def) in L::PARAMS.iter().enumerate() {
         for k in 0..def.numel() {
-            assert_eq!(
-                accumulated[i][k],
-                old[i][k] + grads[i][k],
-                "accumulated {}[{k}]",
-                def.name
-            );
+            assert_eq!(accumulated[i][k], old[i][k] + grads[i][k], "accumulated {}[{k}]", def.name);
         }
     }
 }
@@ -160,20 +115,12 @@ fn random_input(cols: usize, seed: u64) -> Matrix {
 
 #[test]
 fn linear() {
-    check(
-        Linear::<5, 3>::init(&mut InitRng::new(1)),
-        random_input(5, 2),
-        3,
-    );
+    check(Linear::<5, 3>::init(&mut InitRng::new(1)), random_input(5, 2), 3);
 }
 
 #[test]
 fn layer_norm() {
-    check(
-        LayerNorm::<6>::init(&mut InitRng::new(1)),
-        random_input(6, 4),
-        5,
-    );
+    check(LayerNorm::<6>::init(&mut InitRng::new(1)), random_input(6, 4), 5);
 }
 
 #[test]
@@ -203,40 +150,16 @@ fn sigmoid() {
 
 #[test]
 fn layer_matches_checks_width_and_shapes() {
-    let fixed = Width::Fixed {
-        input: 3,
-        output: 2,
-    };
+    let fixed = Width::Fixed { input: 3, output: 2 };
     assert!(layer_matches::<Linear<3, 2>>(fixed, &[&[2, 3], &[2]]));
     assert!(!layer_matches::<Linear<3, 2>>(fixed, &[&[3, 2], &[2]]));
     assert!(!layer_matches::<Linear<3, 2>>(fixed, &[&[2, 3]]));
     assert!(!layer_matches::<Linear<3, 2>>(fixed, &[&[2, 3], &[2, 1]]));
-    assert!(!layer_matches::<Linear<3, 2>>(
-        Width::Fixed {
-            input: 2,
-            output: 3
-        },
-        &[&[2, 3], &[2]]
-    ));
-    assert!(!layer_matches::<Linear<3, 2>>(
-        Width::Preserving,
-        &[&[2, 3], &[2]]
-    ));
-    assert!(layer_matches::<LayerNorm<4>>(
-        Width::Fixed {
-            input: 4,
-            output: 4
-        },
-        &[&[4], &[4]]
-    ));
+    assert!(!layer_matches::<Linear<3, 2>>(Width::Fixed { input: 2, output: 3 }, &[&[2, 3], &[2]]));
+    assert!(!layer_matches::<Linear<3, 2>>(Width::Preserving, &[&[2, 3], &[2]]));
+    assert!(layer_matches::<LayerNorm<4>>(Width::Fixed { input: 4, output: 4 }, &[&[4], &[4]]));
     assert!(layer_matches::<Relu>(Width::Preserving, &[]));
-    assert!(!layer_matches::<Gelu>(
-        Width::Fixed {
-            input: 3,
-            output: 3
-        },
-        &[]
-    ));
+    assert!(!layer_matches::<Gelu>(Width::Fixed { input: 3, output: 3 }, &[]));
 }
 
 #[test]
@@ -248,7 +171,5 @@ fn linear_init_is_deterministic_and_bounded() {
     let bound = 1.0 / 4.0;
     assert!(a.weight.iter().chain(&a.bias).all(|v| v.abs() <= bound));
     // Not degenerate: values spread over the interval.
-    assert!(
-        a.weight.iter().any(|&v| v > bound / 2.0) && a.weight.iter().any(|&v| v < -bound / 2.0)
-    );
+    assert!(a.weight.iter().any(|&v| v > bound / 2.0) && a.weight.iter().any(|&v| v < -bound / 2.0));
 }

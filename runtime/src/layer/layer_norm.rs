@@ -40,28 +40,14 @@ impl LayerNormSaved {
 }
 
 impl<const D: usize> Layer for LayerNorm<D> {
-    const PARAMS: &'static [ParamDef] = &[
-        ParamDef {
-            name: "weight",
-            shape: &[D],
-        },
-        ParamDef {
-            name: "bias",
-            shape: &[D],
-        },
-    ];
-    const WIDTH: Width = Width::Fixed {
-        input: D,
-        output: D,
-    };
+    const PARAMS: &'static [ParamDef] =
+        &[ParamDef { name: "weight", shape: &[D] }, ParamDef { name: "bias", shape: &[D] }];
+    const WIDTH: Width = Width::Fixed { input: D, output: D };
     type Saved = LayerNormSaved;
 
     /// PyTorch's defaults; `rng` is unused since nothing is random.
     fn init(_rng: &mut InitRng) -> Self {
-        LayerNorm {
-            weight: vec![1.0; D],
-            bias: vec![0.0; D],
-        }
+        LayerNorm { weight: vec![1.0; D], bias: vec![0.0; D] }
     }
 
     fn param(&self, index: usize) -> &[f32] {
@@ -81,12 +67,7 @@ impl<const D: usize> Layer for LayerNorm<D> {
     }
 
     fn forward(&self, input: &Matrix, output: &mut Matrix, saved: &mut LayerNormSaved) {
-        assert_eq!(
-            input.cols(),
-            D,
-            "LayerNorm<{D}>: input has {} columns",
-            input.cols()
-        );
+        assert_eq!(input.cols(), D, "LayerNorm<{D}>: input has {} columns", input.cols());
         let rows = input.rows();
         output.resize(rows, D);
         saved.mean.resize(rows, 0.0);
@@ -127,20 +108,12 @@ impl<const D: usize> Layer for LayerNorm<D> {
             saved.mean.len()
         );
         let [grad_weight, grad_bias] = grads else {
-            panic!(
-                "LayerNorm backward needs 2 gradient slices, got {}",
-                grads.len()
-            );
+            panic!("LayerNorm backward needs 2 gradient slices, got {}", grads.len());
         };
-        assert!(
-            grad_weight.len() == D && grad_bias.len() == D,
-            "LayerNorm<{D}>: gradient slices must have {D} values"
-        );
+        assert!(grad_weight.len() == D && grad_bias.len() == D, "LayerNorm<{D}>: gradient slices must have {D} values");
         let (x, dy) = (input.as_slice(), grad_output.as_slice());
         let xhat = |r: usize, d: usize| (x[r * D + d] - saved.mean[r]) * saved.rstd[r];
-        column_sums(grad_weight, rows, accumulate, |r, d| {
-            dy[r * D + d] * xhat(r, d)
-        });
+        column_sums(grad_weight, rows, accumulate, |r, d| dy[r * D + d] * xhat(r, d));
         column_sums(grad_bias, rows, accumulate, |r, d| dy[r * D + d]);
 
         let Some(grad_input) = grad_input else { return };
@@ -179,19 +152,13 @@ mod tests {
             let row = output.row(r);
             let mean: f32 = row.iter().sum::<f32>() / 4.0;
             let var: f32 = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / 4.0;
-            assert!(
-                mean.abs() < 1e-6 && (var - 1.0).abs() < 1e-4,
-                "row {r}: mean {mean}, var {var}"
-            );
+            assert!(mean.abs() < 1e-6 && (var - 1.0).abs() < 1e-4, "row {r}: mean {mean}, var {var}");
         }
     }
 
     #[test]
     fn forward_applies_affine() {
-        let layer = LayerNorm::<2> {
-            weight: vec![2.0, 3.0],
-            bias: vec![0.5, -0.5],
-        };
+        let layer = LayerNorm::<2> { weight: vec![2.0, 3.0], bias: vec![0.5, -0.5] };
         let input = Matrix::from_vec(1, 2, vec![-1.0, 1.0]);
         let (mut output, mut saved) = (Matrix::default(), LayerNormSaved::default());
         layer.forward(&input, &mut output, &mut saved);

@@ -16,20 +16,9 @@ pub struct Linear<const IN: usize, const OUT: usize> {
 }
 
 impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
-    const PARAMS: &'static [ParamDef] = &[
-        ParamDef {
-            name: "weight",
-            shape: &[OUT, IN],
-        },
-        ParamDef {
-            name: "bias",
-            shape: &[OUT],
-        },
-    ];
-    const WIDTH: Width = Width::Fixed {
-        input: IN,
-        output: OUT,
-    };
+    const PARAMS: &'static [ParamDef] =
+        &[ParamDef { name: "weight", shape: &[OUT, IN] }, ParamDef { name: "bias", shape: &[OUT] }];
+    const WIDTH: Width = Width::Fixed { input: IN, output: OUT };
     type Saved = ();
 
     /// PyTorch's `nn.Linear` default: both tensors from U(-1/sqrt(IN), 1/sqrt(IN)).
@@ -57,12 +46,7 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
     }
 
     fn forward(&self, input: &Matrix, output: &mut Matrix, _saved: &mut ()) {
-        assert_eq!(
-            input.cols(),
-            IN,
-            "Linear<{IN}, {OUT}>: input has {} columns",
-            input.cols()
-        );
+        assert_eq!(input.cols(), IN, "Linear<{IN}, {OUT}>: input has {} columns", input.cols());
         let rows = input.rows();
         output.resize(rows, OUT);
         // Seed every row with the bias and let gemm accumulate onto it: one pass over `output`.
@@ -92,32 +76,16 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
             grad_output.cols()
         );
         let [grad_weight, grad_bias] = grads else {
-            panic!(
-                "Linear backward needs 2 gradient slices, got {}",
-                grads.len()
-            );
+            panic!("Linear backward needs 2 gradient slices, got {}", grads.len());
         };
         let x = MatRef::row_major(input.as_slice(), rows, IN);
         let dy_view = MatRef::row_major(grad_output.as_slice(), rows, OUT);
 
         // dW = dyᵀ·x; beta 0 overwrites, beta 1 accumulates across micro-steps.
-        gemm(
-            1.0,
-            dy_view.t(),
-            x,
-            if accumulate { 1.0 } else { 0.0 },
-            grad_weight,
-            OUT,
-            IN,
-        );
+        gemm(1.0, dy_view.t(), x, if accumulate { 1.0 } else { 0.0 }, grad_weight, OUT, IN);
 
         // db = column sums of dy.
-        assert_eq!(
-            grad_bias.len(),
-            OUT,
-            "Linear<{IN}, {OUT}>: bias gradient has {} values",
-            grad_bias.len()
-        );
+        assert_eq!(grad_bias.len(), OUT, "Linear<{IN}, {OUT}>: bias gradient has {} values", grad_bias.len());
         let dy = grad_output.as_slice();
         column_sums(grad_bias, rows, accumulate, |r, c| dy[r * OUT + c]);
 
@@ -135,12 +103,7 @@ const SUM_BLOCK: usize = 64;
 
 /// Writes (or, with `accumulate`, adds) `Σ_r f(r, c)` into `dst[c]` for `r < rows`. Each sum is
 /// formed before it touches `dst`, so accumulating adds exactly the fresh sum to the old value.
-pub(super) fn column_sums(
-    dst: &mut [f32],
-    rows: usize,
-    accumulate: bool,
-    f: impl Fn(usize, usize) -> f32,
-) {
+pub(super) fn column_sums(dst: &mut [f32], rows: usize, accumulate: bool, f: impl Fn(usize, usize) -> f32) {
     for (b, block) in dst.chunks_mut(SUM_BLOCK).enumerate() {
         let start = b * SUM_BLOCK;
         let mut sums = [0.0f32; SUM_BLOCK];
@@ -161,47 +124,27 @@ mod tests {
 
     #[test]
     fn forward_matches_hand_computation() {
-        let layer = Linear::<2, 3> {
-            weight: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
-            bias: vec![0.5, -1.0, 0.0],
-        };
+        let layer = Linear::<2, 3> { weight: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], bias: vec![0.5, -1.0, 0.0] };
         let input = Matrix::from_vec(2, 2, vec![1.0, 0.0, -1.0, 2.0]);
         let mut output = Matrix::default();
         layer.forward(&input, &mut output, &mut ());
         // Row 0: [1, 3, 5] + b; row 1: [-1+4, -3+8, -5+12] + b.
-        assert_eq!(
-            output,
-            Matrix::from_vec(2, 3, vec![1.5, 2.0, 5.0, 3.5, 4.0, 7.0])
-        );
+        assert_eq!(output, Matrix::from_vec(2, 3, vec![1.5, 2.0, 5.0, 3.5, 4.0, 7.0]));
     }
 
     #[test]
     fn backward_matches_hand_computation() {
-        let layer = Linear::<2, 1> {
-            weight: vec![3.0, -2.0],
-            bias: vec![1.0],
-        };
+        let layer = Linear::<2, 1> { weight: vec![3.0, -2.0], bias: vec![1.0] };
         let input = Matrix::from_vec(2, 2, vec![1.0, 2.0, 3.0, 4.0]);
         let grad_output = Matrix::from_vec(2, 1, vec![1.0, -1.0]);
         let (mut gw, mut gb) = (vec![f32::NAN; 2], vec![f32::NAN]);
         let mut grad_input = Matrix::default();
         let mut output = Matrix::default();
         layer.forward(&input, &mut output, &mut ());
-        layer.backward(
-            &input,
-            &output,
-            &(),
-            &grad_output,
-            &mut [&mut gw, &mut gb],
-            false,
-            Some(&mut grad_input),
-        );
+        layer.backward(&input, &output, &(), &grad_output, &mut [&mut gw, &mut gb], false, Some(&mut grad_input));
         assert_eq!(gw, [-2.0, -2.0]);
         assert_eq!(gb, [0.0]);
-        assert_eq!(
-            grad_input,
-            Matrix::from_vec(2, 2, vec![3.0, -2.0, -3.0, 2.0])
-        );
+        assert_eq!(grad_input, Matrix::from_vec(2, 2, vec![3.0, -2.0, -3.0, 2.0]));
     }
 
     #[test]
@@ -210,16 +153,10 @@ mod tests {
         let f = |r: usize, c: usize| (r * 1000 + c) as f32;
         let mut sums = vec![f32::NAN; 130];
         column_sums(&mut sums, 3, false, f);
-        assert!(sums
-            .iter()
-            .enumerate()
-            .all(|(c, &s)| s == (3000 + 3 * c) as f32));
+        assert!(sums.iter().enumerate().all(|(c, &s)| s == (3000 + 3 * c) as f32));
         let mut accumulated = vec![1.0; 130];
         column_sums(&mut accumulated, 3, true, f);
-        assert!(accumulated
-            .iter()
-            .enumerate()
-            .all(|(c, &s)| s == (3001 + 3 * c) as f32));
+        assert!(accumulated.iter().enumerate().all(|(c, &s)| s == (3001 + 3 * c) as f32));
     }
 
     #[test]

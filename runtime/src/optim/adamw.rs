@@ -73,27 +73,17 @@ impl AdamW {
 
     /// First moment of parameter `index`, or `None` before its first update.
     pub fn exp_avg(&self, index: usize) -> Option<&[f32]> {
-        self.exp_avg
-            .get(index)
-            .filter(|m| !m.is_empty())
-            .map(Vec::as_slice)
+        self.exp_avg.get(index).filter(|m| !m.is_empty()).map(Vec::as_slice)
     }
 
     /// Second moment of parameter `index`, or `None` before its first update.
     pub fn exp_avg_sq(&self, index: usize) -> Option<&[f32]> {
-        self.exp_avg_sq
-            .get(index)
-            .filter(|v| !v.is_empty())
-            .map(Vec::as_slice)
+        self.exp_avg_sq.get(index).filter(|v| !v.is_empty()).map(Vec::as_slice)
     }
 
     /// Restores both moments of parameter `index` from a checkpoint.
     pub fn set_state(&mut self, index: usize, exp_avg: &[f32], exp_avg_sq: &[f32]) {
-        assert_eq!(
-            exp_avg.len(),
-            exp_avg_sq.len(),
-            "AdamW: moments of parameter {index} differ in length"
-        );
+        assert_eq!(exp_avg.len(), exp_avg_sq.len(), "AdamW: moments of parameter {index} differ in length");
         self.grow(index);
         self.exp_avg[index].clear();
         self.exp_avg[index].extend_from_slice(exp_avg);
@@ -115,10 +105,7 @@ impl Optimizer for AdamW {
     }
 
     fn update(&mut self, index: usize, value: &mut [f32], grad: &[f32], grad_scale: f32) {
-        assert!(
-            self.step > 0,
-            "AdamW: begin_step must be called before update"
-        );
+        assert!(self.step > 0, "AdamW: begin_step must be called before update");
         assert_eq!(
             value.len(),
             grad.len(),
@@ -132,11 +119,7 @@ impl Optimizer for AdamW {
             m.resize(value.len(), 0.0);
             v.resize(value.len(), 0.0);
         }
-        assert_eq!(
-            m.len(),
-            value.len(),
-            "AdamW: state of parameter {index} has the wrong length"
-        );
+        assert_eq!(m.len(), value.len(), "AdamW: state of parameter {index} has the wrong length");
 
         let (lr, b1, b2, eps) = (self.lr, self.beta1, self.beta2, self.eps);
         // Bias corrections in f64, like PyTorch's Python-float arithmetic; b^t underflows to 0
@@ -148,12 +131,7 @@ impl Optimizer for AdamW {
         let bias_correction2_sqrt = bias_correction2.sqrt() as f32;
         let decay = 1.0 - lr * self.weight_decay;
 
-        for (((p, &g), m), v) in value
-            .iter_mut()
-            .zip(grad)
-            .zip(m.iter_mut())
-            .zip(v.iter_mut())
-        {
+        for (((p, &g), m), v) in value.iter_mut().zip(grad).zip(m.iter_mut()).zip(v.iter_mut()) {
             let g = g * grad_scale;
             *p *= decay;
             *m = b1 * *m + (1.0 - b1) * g;
@@ -169,10 +147,7 @@ mod tests {
     use super::*;
 
     fn assert_close(got: f32, want: f64) {
-        assert!(
-            (f64::from(got) - want).abs() <= 1e-6 * want.abs().max(1.0),
-            "{got} vs {want}"
-        );
+        assert!((f64::from(got) - want).abs() <= 1e-6 * want.abs().max(1.0), "{got} vs {want}");
     }
 
     #[test]
@@ -199,10 +174,7 @@ mod tests {
     fn custom_betas_eps_without_decay() {
         let mut opt = AdamW::new(0.01).betas(0.8, 0.9).eps(1e-3).weight_decay(0.0);
         let mut p = [-0.5f32];
-        for (g, want) in [
-            (2.0, -0.509_995_002_498_750_6),
-            (1.0, -0.519_272_261_958_112_8),
-        ] {
+        for (g, want) in [(2.0, -0.509_995_002_498_750_6), (1.0, -0.519_272_261_958_112_8)] {
             opt.begin_step();
             opt.update(0, &mut p, &[g], 1.0);
             assert_close(p[0], want);

@@ -22,14 +22,7 @@ pub struct Sgd {
 impl Sgd {
     /// Plain SGD (no momentum, dampening or weight decay) with learning rate `lr`.
     pub fn new(lr: f32) -> Self {
-        Sgd {
-            lr,
-            momentum: 0.0,
-            dampening: 0.0,
-            weight_decay: 0.0,
-            nesterov: false,
-            buffers: Vec::new(),
-        }
+        Sgd { lr, momentum: 0.0, dampening: 0.0, weight_decay: 0.0, nesterov: false, buffers: Vec::new() }
     }
 
     pub fn momentum(mut self, momentum: f32) -> Self {
@@ -67,10 +60,7 @@ impl Sgd {
     /// Momentum buffer of parameter `index`, or `None` before its first update (or when
     /// momentum is 0); for checkpointing.
     pub fn momentum_buffer(&self, index: usize) -> Option<&[f32]> {
-        self.buffers
-            .get(index)
-            .filter(|b| !b.is_empty())
-            .map(Vec::as_slice)
+        self.buffers.get(index).filter(|b| !b.is_empty()).map(Vec::as_slice)
     }
 
     /// Restores the momentum buffer of parameter `index` from a checkpoint.
@@ -100,13 +90,8 @@ impl Optimizer for Sgd {
             value.len(),
             grad.len()
         );
-        let (lr, momentum, dampening, weight_decay, nesterov) = (
-            self.lr,
-            self.momentum,
-            self.dampening,
-            self.weight_decay,
-            self.nesterov,
-        );
+        let (lr, momentum, dampening, weight_decay, nesterov) =
+            (self.lr, self.momentum, self.dampening, self.weight_decay, self.nesterov);
         if momentum == 0.0 {
             for (p, &g) in value.iter_mut().zip(grad) {
                 *p -= lr * (g * grad_scale + weight_decay * *p);
@@ -118,18 +103,10 @@ impl Optimizer for Sgd {
         if first {
             buffer.resize(value.len(), 0.0);
         }
-        assert_eq!(
-            buffer.len(),
-            value.len(),
-            "Sgd: momentum buffer of parameter {index} has the wrong length"
-        );
+        assert_eq!(buffer.len(), value.len(), "Sgd: momentum buffer of parameter {index} has the wrong length");
         for ((p, &g), b) in value.iter_mut().zip(grad).zip(buffer.iter_mut()) {
             let g = g * grad_scale + weight_decay * *p;
-            *b = if first {
-                g
-            } else {
-                momentum * *b + (1.0 - dampening) * g
-            };
+            *b = if first { g } else { momentum * *b + (1.0 - dampening) * g };
             let step = if nesterov { g + momentum * *b } else { *b };
             *p -= lr * step;
         }
@@ -164,31 +141,20 @@ mod tests {
 
     #[test]
     fn plain() {
-        assert_close(
-            &run(Sgd::new(0.1), &[1.0, 2.0], &[&[0.5, -1.0]]),
-            &[&[0.95, 2.1]],
-        );
+        assert_close(&run(Sgd::new(0.1), &[1.0, 2.0], &[&[0.5, -1.0]]), &[&[0.95, 2.1]]);
     }
 
     #[test]
     fn momentum() {
         // buf: 1, 0.9·1 + 2 = 2.9, 0.9·2.9 + 0 = 2.61; p -= 0.1·buf.
-        let got = run(
-            Sgd::new(0.1).momentum(0.9),
-            &[1.0],
-            &[&[1.0], &[2.0], &[0.0]],
-        );
+        let got = run(Sgd::new(0.1).momentum(0.9), &[1.0], &[&[1.0], &[2.0], &[0.0]]);
         assert_close(&got, &[&[0.9], &[0.61], &[0.349]]);
     }
 
     #[test]
     fn nesterov() {
         // Step 1: buf 1, g + 0.9·buf = 1.9. Step 2: buf 2.9, 2 + 0.9·2.9 = 4.61.
-        let got = run(
-            Sgd::new(0.1).momentum(0.9).nesterov(true),
-            &[1.0],
-            &[&[1.0], &[2.0]],
-        );
+        let got = run(Sgd::new(0.1).momentum(0.9).nesterov(true), &[1.0], &[&[1.0], &[2.0]]);
         assert_close(&got, &[&[0.81], &[0.349]]);
     }
 
@@ -202,13 +168,7 @@ mod tests {
 
     #[test]
     fn grad_scale_folds_into_gradient() {
-        let make = || {
-            Sgd::new(0.05)
-                .momentum(0.9)
-                .dampening(0.1)
-                .weight_decay(0.01)
-                .nesterov(true)
-        };
+        let make = || Sgd::new(0.05).momentum(0.9).dampening(0.1).weight_decay(0.01).nesterov(true);
         let (mut a, mut b) = (make(), make());
         let (mut pa, mut pb) = (vec![1.0, -2.0], vec![1.0, -2.0]);
         for g in [[0.3, -0.7], [1.1, 0.2], [-0.4, 0.9]] {

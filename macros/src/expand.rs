@@ -1,0 +1,215 @@
+//! From a checked model and its schedule to code: the struct, its companion types (workspace,
+//! gradient buckets, in-flight buckets), the `DistributedModel` impl, and compile-time checks
+//! that every layer type has the layout the plan assumed.
+
+use overlap_plan::{plan_buckets, Schedule};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{Ident, ItemStruct};
+
+use crate::ast::Model;
+use crate::errors::Errors;
+use crate::schedule_code::{backward_body, step_body, Names};
+use crate::schedule_tokens;
+use crate::{attr, check, fallback};
+
+pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
+    let mut errors = Errors::default();
+    let config = attr::model_config(args, &mut errors);
+    let item: ItemStruct = match syn::parse2::<syn::Item>(item) {
+        Ok(syn::Item::Struct(s)) => s,
+        Ok(other) => {
+            let at: &dyn quote::ToTokens = match &other {
+                syn::Item::Enum(e) => &e.enum_token,
+                syn::Item::Union(u) => &u.union_token,
+                _ => &other,
+            };
+            errors.spanned(at, "#[distributed_model] applies to a struct with named fields, one per layer");
+            let errors = errors.to_compile_errors();
+            return quote!(#other #errors);
+        }
+        Err(e) => return e.to_compile_error(),
+    };
+    let mut model = Model::from_struct(&item, config, &mut errors);
+    check::all(&mut model, &mut errors);
+    if errors.is_empty() {
+        match plan_buckets(&item.ident.to_string(), &model.specs(), &model.config) {
+            Ok(schedule) => return emit(&model, &schedule),
+            Err(e) => errors.spanned(&item.ident, e),
+        }
+    }
+    fallback::emit(&item, &errors)
+}
+
+/// The struct as written, without this macro's field attributes.
+pub fn strip_field_attrs(item: &ItemStruct) -> ItemStruct {
+    let mut item = item.clone();
+    for field in item.fields.iter_mut() {
+        field.attrs.retain(|a| !attr::is_ours(a));
+    }
+    item
+}
+
+fn emit(model: &Model, schedule: &Schedule) -> TokenStream {
+    let item = strip_field_attrs(model.item);
+    let (vis, ident) = (&item.vis, &item.ident);
+    let names = Names::new(model, schedule);
+    let Names { workspace, grads, in_flight, buckets, .. } = &names;
+    let table: Vec<String> = schedule.to_string().lines().map(|l| format!(" {l}")).collect();
+    let (fields, types) = (&names.fields, &names.types);
+    let ws_fields = names.workspace_fields();
+    let bucket_docs = schedule.buckets.iter().enumerate().map(|(k, b)| {
+        let members: Vec<String> = b.params.iter().map(|&r| schedule.param_name(r)).collect();
+        format!(
+            " Bucket {k}: {} ({} elements), launched after `{}.backward`.",
+            members.join(", "),
+            b.numel,
+            schedule.layers[b.launch_after].name
+        )
+    });
+    let bucket_docs: Vec<String> = bucket_docs.collect();
+    let numels = schedule.buckets.iter().map(|b| b.numel);
+    let indices = 0..schedule.buckets.len();
+    let layer_indices = 0..fields.len();
+    let schedule_const = schedule_tokens::schedule(schedule);
+    let (backward, backward_no_sync) = (backward_body(&names, true), backward_body(&names, false));
+    let step = step_body(&names);
+    let forward = names.forward_body();
+    let (param_arms, param_mut_arms) = param_arms(&names, schedule);
+    let assertions = layout_assertions(model, schedule);
+    let model_name = ident.to_string();
+
+    quote! {
+        #(#[doc = #table])*
+        #item
+
+        #[doc = concat!(" Activations, saved state and input gradients of one `", #model_name, "` step; reused across steps.")]
+        #[derive(Default)]
+        #vis struct #workspace {
+            #ws_fields
+        }
+
+        #[doc = concat!(" The gradient buckets of `", #model_name, "`, in launch order. Each parameter's gradient is a view at a fixed offset.")]
+        #vis struct #grads {
+            #(#[doc = #bucket_docs] #buckets: ::overlap::GradBucket,)*
+            micro_steps: usize,
+        }
+
+        #[doc = concat!(" The gradient buckets of `", #model_name, "` while they are being all-reduced: only `step` can wait for them.")]
+        #[must_use = "in-flight gradients must be passed to `step`"]
+        #vis struct #in_flight {
+            #(#buckets: ::overlap::InFlight,)*
+            grad_scale: f32,
+        }
+
+        impl ::overlap::GradientBuckets for #grads {
+            fn buckets(&self) -> ::std::vec::Vec<&::overlap::GradBucket> {
+                ::std::vec![#(&self.#buckets),*]
+            }
+            fn micro_steps(&self) -> usize {
+                self.micro_steps
+            }
+        }
+
+        impl ::overlap::DistributedModel for #ident {
+            const SCHEDULE: ::overlap::plan::Schedule = #schedule_const;
+            type Workspace = #workspace;
+            type Grads = #grads;
+            type InFlight = #in_flight;
+
+            fn init(seed: u64) -> Self {
+                #ident {
+                    #(#fields: <#types as ::overlap::Layer>::init(&mut ::overlap::InitRng::for_layer(seed, #layer_indices)),)*
+                }
+            }
+
+            fn new_grads(&self) -> #grads {
+                #grads {
+                    #(#buckets: ::overlap::GradBucket::zeros(#indices, #numels),)*
+                    micro_steps: 0,
+                }
+            }
+
+            fn forward<'w>(&self, input: &::overlap::Matrix, ws: &'w mut #workspace) -> &'w ::overlap::Matrix {
+                #forward
+            }
+
+            #(#[doc = #table])*
+            fn backward(&self, ws: &mut #workspace, dy: &::overlap::Matrix, grads: #grads, comm: &::overlap::Communicator) -> #in_flight {
+                #backward
+            }
+
+            fn backward_no_sync(&self, ws: &mut #workspace, dy: &::overlap::Matrix, grads: &mut #grads) {
+                #backward_no_sync
+            }
+
+            fn step<O: ::overlap::Optimizer>(&mut self, in_flight: #in_flight, optimizer: &mut O) -> ::overlap::Result<#grads> {
+                #step
+            }
+
+            fn param(&self, p: ::overlap::plan::ParamRef) -> &[f32] {
+                use ::overlap::Layer as _;
+                match p.layer {
+                    #(#param_arms)*
+                    _ => ::core::panic!("{:?} is not a parameter of {}", p, #model_name),
+                }
+            }
+
+            fn param_mut(&mut self, p: ::overlap::plan::ParamRef) -> &mut [f32] {
+                use ::overlap::Layer as _;
+                match p.layer {
+                    #(#param_mut_arms)*
+                    _ => ::core::panic!("{:?} is not a parameter of {}", p, #model_name),
+                }
+            }
+        }
+
+        #(#assertions)*
+    }
+}
+
+fn param_arms(names: &Names, schedule: &Schedule) -> (Vec<TokenStream>, Vec<TokenStream>) {
+    schedule
+        .layers
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !l.params.is_empty())
+        .map(|(i, _)| {
+            let f = &names.fields[i];
+            (quote!(#i => self.#f.param(p.param),), quote!(#i => self.#f.param_mut(p.param),))
+        })
+        .unzip()
+}
+
+/// One `const` assertion per field: the type's `Layer` constants equal what the plan assumed.
+fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<TokenStream> {
+    model
+        .fields
+        .iter()
+        .zip(schedule.layers.iter())
+        .map(|(field, layer)| {
+            let ty = field.ty;
+            let width = schedule_tokens::width(layer.width);
+            let shapes = layer.params.iter().map(|p| {
+                let dims = p.shape.iter();
+                quote!(&[#(#dims),*])
+            });
+            let message = format!(
+                "layer `{}`: `{}` does not have the widths and parameter shapes the bucket schedule was planned with (see its `overlap::Layer` constants)",
+                field.ident,
+                layer.kind
+            );
+            quote_spanned! {ty.span()=>
+                const _: () = ::core::assert!(
+                    ::overlap::__private::layer_matches::<#ty>(#width, &[#(#shapes),*]),
+                    #message
+                );
+            }
+        })
+        .collect()
+}
+
+pub fn suffixed(base: &Ident, suffix: &str) -> Ident {
+    format_ident!("{}_{}", base, suffix)
+}

@@ -1,0 +1,190 @@
+//! The straight-line code of one step: forward layer by layer; backward in reverse with each
+//! bucket's `all_reduce_async` right after the backward call that completes it; and the step
+//! with each bucket's wait point right before the updates of its parameters.
+
+use overlap_plan::Schedule;
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+use syn::{Ident, Type};
+
+use crate::ast::Model;
+use crate::expand::suffixed;
+
+/// Every identifier the generated code uses, derived once from the model.
+pub struct Names<'s> {
+    pub schedule: &'s Schedule,
+    pub workspace: Ident,
+    pub grads: Ident,
+    pub in_flight: Ident,
+    pub fields: Vec<Ident>,
+    pub types: Vec<Type>,
+    /// `b0`, `b1`, ...: buckets in launch order.
+    pub buckets: Vec<Ident>,
+    /// Backward stops at the first layer with parameters: nothing before it has gradients.
+    pub first_param_layer: usize,
+}
+
+impl<'s> Names<'s> {
+    pub fn new(model: &Model, schedule: &'s Schedule) -> Self {
+        let ident = &model.item.ident;
+        Names {
+            schedule,
+            workspace: format_ident!("{}Workspace", ident),
+            grads: format_ident!("{}Grads", ident),
+            in_flight: format_ident!("{}InFlight", ident),
+            fields: model.fields.iter().map(|f| f.ident.clone()).collect(),
+            types: model.fields.iter().map(|f| f.ty.clone()).collect(),
+            buckets: (0..schedule.buckets.len()).map(|k| format_ident!("b{}", k)).collect(),
+            first_param_layer: schedule.layers.iter().position(|l| !l.params.is_empty()).unwrap_or(0),
+        }
+    }
+
+    fn last(&self) -> usize {
+        self.fields.len() - 1
+    }
+
+    /// `input`, then per layer `<name>_out` and `<name>_saved`, and `<name>_grad` (the loss
+    /// gradient with respect to that layer's output) where backward needs one.
+    pub fn workspace_fields(&self) -> TokenStream {
+        let mut out = quote!(pub input: ::overlap::Matrix,);
+        for (i, (f, ty)) in self.fields.iter().zip(&self.types).enumerate() {
+            let (o, s) = (suffixed(f, "out"), suffixed(f, "saved"));
+            out.extend(quote!(pub #o: ::overlap::Matrix, pub #s: <#ty as ::overlap::Layer>::Saved,));
+            if i >= self.first_param_layer && i < self.last() {
+                let g = suffixed(f, "grad");
+                out.extend(quote!(pub #g: ::overlap::Matrix,));
+            }
+        }
+        out
+    }
+
+    fn input_of(&self, i: usize) -> TokenStream {
+        if i == 0 {
+            quote!(ws.input)
+        } else {
+            let o = suffixed(&self.fields[i - 1], "out");
+            quote!(ws.#o)
+        }
+    }
+
+    pub fn forward_body(&self) -> TokenStream {
+        let mut out = quote! {
+            use ::overlap::Layer as _;
+            ws.input.clone_from(input);
+        };
+        for (i, f) in self.fields.iter().enumerate() {
+            let (input, o, s) = (self.input_of(i), suffixed(f, "out"), suffixed(f, "saved"));
+            out.extend(quote!(self.#f.forward(&#input, &mut ws.#o, &mut ws.#s);));
+        }
+        let last = suffixed(&self.fields[self.last()], "out");
+        out.extend(quote!(&ws.#last));
+        out
+    }
+
+    /// `let [fc1_weight, fc1_bias] = b2.views_mut([(0, 1605632), (1605632, 2048)]);` per bucket
+    /// the layer's parameters live in, and the `&mut [..]` list in parameter order.
+    fn gradient_views(&self, i: usize) -> (TokenStream, TokenStream) {
+        let layer = &self.schedule.layers[i];
+        let f = &self.fields[i];
+        let view = |p: usize| suffixed(f, &layer.params[p].name);
+        let mut lets = TokenStream::new();
+        let mut used: Vec<usize> = layer.params.iter().map(|p| p.bucket).collect();
+        used.dedup();
+        for k in used {
+            let members: Vec<usize> = (0..layer.params.len()).filter(|&p| layer.params[p].bucket == k).collect();
+            let names = members.iter().map(|&p| view(p));
+            let ranges = members.iter().map(|&p| {
+                let (off, len) = (layer.params[p].offset, layer.params[p].numel());
+                quote!((#off, #len))
+            });
+            let b = &self.buckets[k];
+            lets.extend(quote!(let [#(#names),*] = #b.views_mut([#(#ranges),*]);));
+        }
+        let all = (0..layer.params.len()).map(view);
+        (lets, quote!(&mut [#(#all),*]))
+    }
+}
+
+/// The backward pass; with `sync`, each bucket's all-reduce is launched right after the layer
+/// that completes it, without it (`backward_no_sync`) gradients only accumulate.
+pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
+    let (grads, buckets) = (&n.grads, &n.buckets);
+    let mut out = quote!(
+        use ::overlap::Layer as _;
+    );
+    out.extend(if sync {
+        quote! {
+            let #grads { #(mut #buckets,)* micro_steps } = grads;
+            let accumulate = micro_steps > 0;
+        }
+    } else {
+        quote! {
+            let #grads { #(#buckets,)* micro_steps } = grads;
+            let accumulate = *micro_steps > 0;
+        }
+    });
+    for i in (n.first_param_layer..n.fields.len()).rev() {
+        let f = &n.fields[i];
+        let (input, o, s) = (n.input_of(i), suffixed(f, "out"), suffixed(f, "saved"));
+        let dy = if i == n.last() {
+            quote!(dy)
+        } else {
+            let g = suffixed(f, "grad");
+            quote!(&ws.#g)
+        };
+        let dx = if i == n.first_param_layer {
+            quote!(::core::option::Option::None)
+        } else {
+            let g = suffixed(&n.fields[i - 1], "grad");
+            quote!(::core::option::Option::Some(&mut ws.#g))
+        };
+        let (lets, views) = n.gradient_views(i);
+        let call = quote!(self.#f.backward(&#input, &ws.#o, &ws.#s, #dy, #views, accumulate, #dx););
+        out.extend(if lets.is_empty() { call } else { quote!({ #lets #call }) });
+        if sync {
+            for k in (0..buckets.len()).filter(|&k| n.schedule.buckets[k].launch_after == i) {
+                let (b, pending) = (&buckets[k], format_ident!("b{}_in_flight", k));
+                out.extend(quote!(let #pending = comm.all_reduce_async(#b);));
+            }
+        }
+    }
+    if sync {
+        let in_flight = &n.in_flight;
+        let pending = (0..buckets.len()).map(|k| format_ident!("b{}_in_flight", k));
+        out.extend(quote! {
+            comm.backward_done();
+            #in_flight {
+                #(#buckets: #pending,)*
+                grad_scale: ::overlap::grad_scale(comm.world_size(), micro_steps + 1),
+            }
+        });
+    } else {
+        out.extend(quote!(*micro_steps += 1;));
+    }
+    out
+}
+
+/// The optimizer step: for each bucket in launch order, its wait point, then its updates.
+pub fn step_body(n: &Names) -> TokenStream {
+    let (grads, in_flight, buckets) = (&n.grads, &n.in_flight, &n.buckets);
+    let pending: Vec<Ident> = (0..buckets.len()).map(|k| format_ident!("b{}_in_flight", k)).collect();
+    let mut out = quote! {
+        use ::overlap::Layer as _;
+        let #in_flight { #(#buckets: #pending,)* grad_scale } = in_flight;
+        optimizer.begin_step();
+    };
+    let index_of: Vec<_> = n.schedule.params().collect();
+    for (k, bucket) in n.schedule.buckets.iter().enumerate() {
+        let (b, p) = (&buckets[k], &pending[k]);
+        out.extend(quote!(let #b = #p.wait()?;));
+        for r in bucket.params.iter() {
+            let info = n.schedule.param(*r);
+            let (f, j) = (&n.fields[r.layer], r.param);
+            let (off, len) = (info.offset, info.numel());
+            let index = index_of.iter().position(|q| q == r).expect("every bucket member is a parameter");
+            out.extend(quote!(optimizer.update(#index, self.#f.param_mut(#j), #b.view(#off, #len), grad_scale);));
+        }
+    }
+    out.extend(quote!(::core::result::Result::Ok(#grads { #(#buckets,)* micro_steps: 0 })));
+    out
+}
