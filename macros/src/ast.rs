@@ -24,14 +24,17 @@ pub struct Field<'a> {
 impl<'a> Model<'a> {
     /// Reads the struct; reports structural problems and per-field problems to `errors`.
     pub fn from_struct(item: &'a ItemStruct, config: BucketConfig, errors: &mut Errors) -> Self {
-        if !item.generics.params.is_empty() || item.generics.where_clause.is_some() {
-            errors.spanned(
-                &item.generics,
-                "#[distributed_model] structs cannot be generic: the schedule is planned for concrete layer sizes",
-            );
+        let message =
+            "#[distributed_model] structs cannot be generic: the schedule is planned for concrete layer sizes";
+        if !item.generics.params.is_empty() {
+            errors.spanned(&item.generics, message);
+        } else if let Some(clause) = &item.generics.where_clause {
+            errors.spanned(clause, message);
         }
+        // Fields typed by a type parameter are covered by the error above.
+        let type_params: Vec<&Ident> = item.generics.type_params().map(|p| &p.ident).collect();
         let fields = match &item.fields {
-            Fields::Named(named) => named.named.iter().map(|f| Field::new(f, errors)).collect(),
+            Fields::Named(named) => named.named.iter().map(|f| Field::new(f, &type_params, errors)).collect(),
             Fields::Unnamed(_) | Fields::Unit => {
                 errors.spanned(&item.ident, "#[distributed_model] needs a struct with named fields, one per layer");
                 Vec::new()
@@ -47,12 +50,15 @@ impl<'a> Model<'a> {
 }
 
 impl<'a> Field<'a> {
-    fn new(field: &'a syn::Field, errors: &mut Errors) -> Self {
+    fn new(field: &'a syn::Field, type_params: &[&Ident], errors: &mut Errors) -> Self {
         let ident = field.ident.as_ref().expect("named fields have identifiers");
         let name = ident.to_string();
         let attrs = attr::field_attrs(&field.attrs, errors);
+        let is_type_param =
+            matches!(&field.ty, Type::Path(p) if p.qself.is_none() && type_params.iter().any(|t| p.path.is_ident(*t)));
         let spec = match &attrs.layer {
             Some(custom) => Some(layers::custom(&name, &field.ty, custom)),
+            None if attrs.layer_invalid || is_type_param => None,
             None => match layers::builtin(&name, &field.ty, errors) {
                 Ok(Some(spec)) => Some(spec),
                 Ok(None) => {

@@ -78,6 +78,9 @@ pub struct LayerAttr {
 #[derive(Default)]
 pub struct FieldAttrs {
     pub layer: Option<LayerAttr>,
+    /// A `#[layer(...)]` was there but invalid (already reported): the field's type must not
+    /// then be judged as a built-in layer too.
+    pub layer_invalid: bool,
     pub bucket_boundary: bool,
 }
 
@@ -102,6 +105,7 @@ pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
             }
             seen_layer = true;
             out.layer = layer_attr(attr, errors);
+            out.layer_invalid = out.layer.is_none();
         }
     }
     out

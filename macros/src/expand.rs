@@ -10,7 +10,7 @@ use syn::{Ident, ItemStruct};
 
 use crate::ast::Model;
 use crate::errors::Errors;
-use crate::schedule_code::{backward_body, step_body, Names};
+use crate::schedule_code::{backward_body, lit, step_body, Names};
 use crate::schedule_tokens;
 use crate::{attr, check, fallback};
 
@@ -69,9 +69,9 @@ fn emit(model: &Model, schedule: &Schedule) -> TokenStream {
         )
     });
     let bucket_docs: Vec<String> = bucket_docs.collect();
-    let numels = schedule.buckets.iter().map(|b| b.numel);
-    let indices = 0..schedule.buckets.len();
-    let layer_indices = 0..fields.len();
+    let numels = schedule.buckets.iter().map(|b| lit(b.numel));
+    let indices = (0..schedule.buckets.len()).map(lit);
+    let layer_indices = (0..fields.len()).map(lit);
     let schedule_const = schedule_tokens::schedule(schedule);
     let (backward, backward_no_sync) = (backward_body(&names, true), backward_body(&names, false));
     let step = step_body(&names);
@@ -176,7 +176,7 @@ fn param_arms(names: &Names, schedule: &Schedule) -> (Vec<TokenStream>, Vec<Toke
         .enumerate()
         .filter(|(_, l)| !l.params.is_empty())
         .map(|(i, _)| {
-            let f = &names.fields[i];
+            let (f, i) = (&names.fields[i], lit(i));
             (quote!(#i => self.#f.param(p.param),), quote!(#i => self.#f.param_mut(p.param),))
         })
         .unzip()
@@ -192,7 +192,7 @@ fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<TokenStream> {
             let ty = field.ty;
             let width = schedule_tokens::width(layer.width);
             let shapes = layer.params.iter().map(|p| {
-                let dims = p.shape.iter();
+                let dims = p.shape.iter().map(|&d| lit(d));
                 quote!(&[#(#dims),*])
             });
             let message = format!(
@@ -213,3 +213,6 @@ fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<TokenStream> {
 pub fn suffixed(base: &Ident, suffix: &str) -> Ident {
     format_ident!("{}_{}", base, suffix)
 }
+
+#[cfg(test)]
+mod tests;

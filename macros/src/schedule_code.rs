@@ -3,7 +3,7 @@
 //! with each bucket's wait point right before the updates of its parameters.
 
 use overlap_plan::Schedule;
-use proc_macro2::TokenStream;
+use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 use syn::{Ident, Type};
 
@@ -94,7 +94,7 @@ impl<'s> Names<'s> {
             let members: Vec<usize> = (0..layer.params.len()).filter(|&p| layer.params[p].bucket == k).collect();
             let names = members.iter().map(|&p| view(p));
             let ranges = members.iter().map(|&p| {
-                let (off, len) = (layer.params[p].offset, layer.params[p].numel());
+                let (off, len) = (lit(layer.params[p].offset), lit(layer.params[p].numel()));
                 quote!((#off, #len))
             });
             let b = &self.buckets[k];
@@ -179,12 +179,17 @@ pub fn step_body(n: &Names) -> TokenStream {
         out.extend(quote!(let #b = #p.wait()?;));
         for r in bucket.params.iter() {
             let info = n.schedule.param(*r);
-            let (f, j) = (&n.fields[r.layer], r.param);
-            let (off, len) = (info.offset, info.numel());
-            let index = index_of.iter().position(|q| q == r).expect("every bucket member is a parameter");
+            let (f, j) = (&n.fields[r.layer], lit(r.param));
+            let (off, len) = (lit(info.offset), lit(info.numel()));
+            let index = lit(index_of.iter().position(|q| q == r).expect("every bucket member is a parameter"));
             out.extend(quote!(optimizer.update(#index, self.#f.param_mut(#j), #b.view(#off, #len), grad_scale);));
         }
     }
     out.extend(quote!(::core::result::Result::Ok(#grads { #(#buckets,)* micro_steps: 0 })));
     out
+}
+
+/// `2048`, not `2048usize`: the expansion is meant to be read.
+pub fn lit(n: usize) -> Literal {
+    Literal::usize_unsuffixed(n)
 }

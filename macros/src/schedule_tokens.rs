@@ -2,17 +2,20 @@
 //! `Model::SCHEDULE` is the very plan the code was generated from.
 
 use overlap_plan::{Schedule, Width};
-use proc_macro2::TokenStream;
+use proc_macro2::{Literal, TokenStream};
+
+use crate::schedule_code::lit;
 use quote::quote;
 
 pub fn schedule(s: &Schedule) -> TokenStream {
     let model = s.model.as_ref();
-    let (first, cap) = (s.first_bucket_bytes, s.bucket_cap_bytes);
+    let (first, cap) = (lit(s.first_bucket_bytes), lit(s.bucket_cap_bytes));
     let layers = s.layers.iter().map(|l| {
-        let (name, kind, flops) = (l.name.as_ref(), l.kind.as_ref(), l.flops_per_sample);
+        let (name, kind, flops) = (l.name.as_ref(), l.kind.as_ref(), Literal::u64_unsuffixed(l.flops_per_sample));
         let width = width(l.width);
         let params = l.params.iter().map(|p| {
-            let (name, shape, bucket, offset) = (p.name.as_ref(), p.shape.as_ref(), p.bucket, p.offset);
+            let (name, bucket, offset) = (p.name.as_ref(), lit(p.bucket), lit(p.offset));
+            let shape = p.shape.iter().map(|&d| lit(d));
             quote! {
                 ::overlap::plan::ParamInfo {
                     name: ::overlap::__private::Cow::Borrowed(#name),
@@ -33,9 +36,9 @@ pub fn schedule(s: &Schedule) -> TokenStream {
         }
     });
     let buckets = s.buckets.iter().map(|b| {
-        let (numel, launch_after) = (b.numel, b.launch_after);
+        let (numel, launch_after) = (lit(b.numel), lit(b.launch_after));
         let members = b.params.iter().map(|r| {
-            let (layer, param) = (r.layer, r.param);
+            let (layer, param) = (lit(r.layer), lit(r.param));
             quote!(::overlap::plan::ParamRef { layer: #layer, param: #param })
         });
         quote! {
@@ -59,7 +62,10 @@ pub fn schedule(s: &Schedule) -> TokenStream {
 
 pub fn width(w: Width) -> TokenStream {
     match w {
-        Width::Fixed { input, output } => quote!(::overlap::plan::Width::Fixed { input: #input, output: #output }),
+        Width::Fixed { input, output } => {
+            let (input, output) = (lit(input), lit(output));
+            quote!(::overlap::plan::Width::Fixed { input: #input, output: #output })
+        }
         Width::Preserving => quote!(::overlap::plan::Width::Preserving),
     }
 }

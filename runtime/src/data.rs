@@ -9,6 +9,9 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::tensor::Matrix;
 
+/// Class prototypes are small against the noise, so a run needs many steps to fit the data.
+const PROTOTYPE_SCALE: f32 = 0.2;
+
 pub struct SyntheticClassification {
     seed: u64,
     features: usize,
@@ -20,7 +23,7 @@ impl SyntheticClassification {
     pub fn new(seed: u64, features: usize, classes: usize) -> Self {
         assert!(features > 0 && classes > 0, "a classification set needs features and classes");
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let prototypes = (0..features * classes).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+        let prototypes = (0..features * classes).map(|_| rng.random_range(-PROTOTYPE_SCALE..PROTOTYPE_SCALE)).collect();
         SyntheticClassification { seed, features, classes, prototypes }
     }
 
@@ -45,7 +48,7 @@ impl SyntheticClassification {
             for (x, &p) in inputs.row_mut(r).iter_mut().zip(prototype) {
                 // Sum of two uniforms: cheap, bounded, roughly bell-shaped noise.
                 let noise: f32 = rng.random_range(-1.0f32..1.0) + rng.random_range(-1.0f32..1.0);
-                *x = p + 0.8 * noise;
+                *x = p + noise;
             }
             labels.push(label);
         }

@@ -32,8 +32,11 @@ pub fn save_params<M: DistributedModel>(model: &M, path: &Path) -> Result<()> {
         .map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))
 }
 
-/// Reads a parameter file written by `save_params` into `(name, shape, values)`, in file order.
-pub fn load_params(path: &Path) -> Result<Vec<(String, Vec<usize>, Vec<f32>)>> {
+/// One named tensor read back from a file: `(name, shape, values)`.
+pub type NamedTensor = (String, Vec<usize>, Vec<f32>);
+
+/// Reads a parameter file written by `save_params`, in file order.
+pub fn load_params(path: &Path) -> Result<Vec<NamedTensor>> {
     let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
     let file = SafeTensors::deserialize(&bytes).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
     let mut out = Vec::new();

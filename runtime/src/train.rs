@@ -141,7 +141,7 @@ fn io_widths(widths: &[Width]) -> Option<(usize, usize)> {
     let fixed = || {
         widths.iter().filter_map(|w| if let Width::Fixed { input, output } = *w { Some((input, output)) } else { None })
     };
-    Some((fixed().next()?.0, fixed().last()?.1))
+    Some((fixed().next()?.0, fixed().next_back()?.1))
 }
 
 fn progress_bar(visible: bool, steps: u64) -> ProgressBar {

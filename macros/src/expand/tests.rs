@@ -1,0 +1,132 @@
+//! Expansion snapshots: the exact code users read with `cargo expand`, and the order of its
+//! backward calls, all-reduce launches, wait points and updates.
+
+use quote::quote;
+
+use super::expand;
+
+fn pretty(tokens: proc_macro2::TokenStream) -> String {
+    prettyplease::unparse(&syn::parse2::<syn::File>(tokens).expect("the expansion parses as a file"))
+}
+
+fn mlp() -> String {
+    pretty(expand(
+        quote!(bucket_cap_mb = 8, first_bucket_mb = 1),
+        quote! {
+            pub struct Mlp {
+                fc1: Linear<784, 2048>,
+                act1: Relu,
+                fc2: Linear<2048, 2048>,
+                act2: Relu,
+                fc3: Linear<2048, 2048>,
+                act3: Relu,
+                head: Linear<2048, 10>,
+            }
+        },
+    ))
+}
+
+/// The body of the generated function `name`, up to the next function.
+fn function<'a>(code: &'a str, name: &str) -> &'a str {
+    let start = code.find(&format!("fn {name}")).unwrap_or_else(|| panic!("no fn {name}"));
+    let rest = &code[start + 3..];
+    &code[start..start + 3 + rest.find("\n    fn ").unwrap_or(rest.len())]
+}
+
+/// One event per statement that calls backward, launches, waits or updates.
+fn events(body: &str) -> Vec<String> {
+    let flat = body.split_whitespace().collect::<Vec<_>>().join(" ").replace(" .", ".").replace("( ", "(");
+    flat.split([';', '{', '}'])
+        .filter_map(|statement| {
+            let s = statement.trim();
+            if let Some((_, call)) = s.split_once("self.").filter(|_| s.contains(".backward(")) {
+                Some(format!("backward {}", call.split('.').next().unwrap_or_default()))
+            } else if let Some((_, bucket)) = s.split_once("comm.all_reduce_async(") {
+                Some(format!("all_reduce {}", bucket.trim_end_matches(')')))
+            } else if let Some((lhs, _)) = s.split_once(".wait()?") {
+                Some(format!("wait {}", lhs.trim_start_matches("let ").split(" = ").next().unwrap_or_default()))
+            } else {
+                s.strip_prefix("optimizer.update(").map(|rest| {
+                    let field = rest.split("self.").nth(1).and_then(|r| r.split('.').next()).unwrap_or_default();
+                    let param = rest.split("param_mut(").nth(1).and_then(|r| r.split(')').next()).unwrap_or_default();
+                    format!("update {field}[{param}]")
+                })
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn mlp_expansion_snapshot() {
+    expect_test::expect_file!["../../tests/expand/mlp.expanded.rs"].assert_eq(&mlp());
+}
+
+#[test]
+fn backward_launches_each_bucket_right_after_the_layer_that_completes_it() {
+    let code = mlp();
+    let backward = function(&code, "backward(");
+    assert_eq!(
+        events(backward),
+        [
+            "backward head",
+            "backward act3",
+            "backward fc3",
+            "all_reduce b0", // fc3.bias, head.weight, head.bias
+            "backward act2",
+            "backward fc2",
+            "all_reduce b1", // fc2.bias, fc3.weight
+            "backward act1",
+            "backward fc1",
+            "all_reduce b2", // fc1.bias, fc2.weight
+            "all_reduce b3", // fc1.weight
+        ]
+    );
+    let fc1 = &backward[backward.rfind("self.fc1").expect("fc1 backward")..];
+    assert!(fc1.contains("Option::None"), "the first layer computes no input gradient");
+    let no_sync = function(&code, "backward_no_sync");
+    assert!(!no_sync.contains("all_reduce_async"), "micro-steps communicate nothing");
+}
+
+#[test]
+fn step_waits_for_each_bucket_right_before_its_updates() {
+    let code = mlp();
+    assert_eq!(
+        events(function(&code, "step<")),
+        [
+            "wait b0",
+            "update fc3[1]",
+            "update head[0]",
+            "update head[1]",
+            "wait b1",
+            "update fc2[1]",
+            "update fc3[0]",
+            "wait b2",
+            "update fc1[1]",
+            "update fc2[0]",
+            "wait b3",
+            "update fc1[0]",
+        ]
+    );
+}
+
+#[test]
+fn bucket_table_is_in_the_doc_comments() {
+    let code = mlp();
+    assert!(code.contains("/// b1      fc2.backward"), "{code}");
+    assert!(code.contains("/// Bucket 3: fc1.weight (1605632 elements), launched after `fc1.backward`."));
+}
+
+#[test]
+fn leading_parameter_free_layers_get_no_backward() {
+    let code = pretty(expand(
+        quote!(),
+        quote!(
+            struct M {
+                pre: Tanh,
+                fc: Linear<4, 2>,
+                post: Sigmoid,
+            }
+        ),
+    ));
+    assert_eq!(events(function(&code, "backward(")), ["backward post", "backward fc", "all_reduce b0"]);
+}

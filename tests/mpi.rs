@@ -1,0 +1,132 @@
+//! Multi-rank behaviour under real `mpirun`, driving the example binaries that `cargo test`
+//! builds: world-size parity, overlap vs no-overlap, gradient accumulation, and the start-up
+//! schedule check.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+use overlap::params_file::load_params;
+
+type Params = Vec<(String, Vec<usize>, Vec<f32>)>;
+
+/// `target/<profile>/examples/<name>`, next to this test's own binary in `deps/`.
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let path = exe.parent().and_then(Path::parent).expect("target/<profile>").join("examples").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo test` (which builds the examples), not only `--test mpi`",
+        path.display()
+    );
+    path
+}
+
+/// One job at a time: each already runs more ranks than a small machine has cores.
+static ONE_JOB_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn mpirun(args: &[&str]) -> Output {
+    let _turn = ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let output = Command::new("mpirun")
+        // As root (CI containers) OpenMPI refuses to start without these; harmless otherwise.
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .arg("--oversubscribe")
+        .args(args)
+        .output()
+        .expect("mpirun is installed (make deps)");
+    output
+}
+
+/// Trains the `mlp` example on `ranks` ranks and returns its final parameters.
+fn train(ranks: usize, extra: &[&str], tag: &str) -> Params {
+    let dir = std::env::temp_dir().join(format!("overlap-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{tag}.safetensors"));
+    let (n, exe) = (ranks.to_string(), example("mlp"));
+    let mut args = vec!["-n", &n, exe.to_str().unwrap(), "--steps", "20", "--log-every", "20", "--save-params"];
+    args.push(file.to_str().unwrap());
+    args.extend_from_slice(extra);
+    let out = mpirun(&args);
+    assert!(
+        out.status.success(),
+        "{tag} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut params = load_params(&file).unwrap();
+    params.sort_by(|a, b| a.0.cmp(&b.0));
+    std::fs::remove_file(&file).unwrap();
+    params
+}
+
+/// Largest per-tensor relative difference `|a - b| / |b|` (Euclidean norms).
+fn max_relative_difference(a: &Params, b: &Params) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|((na, sa, va), (nb, sb, vb))| {
+            assert_eq!((na, sa), (nb, sb));
+            let diff: f64 = va.iter().zip(vb).map(|(x, y)| f64::from(x - y).powi(2)).sum::<f64>().sqrt();
+            let norm: f64 = vb.iter().map(|y| f64::from(*y).powi(2)).sum::<f64>().sqrt();
+            diff / norm.max(f64::MIN_POSITIVE)
+        })
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn two_and_three_ranks_match_one_rank_on_the_same_global_batch() {
+    let one = train(1, &["--batch", "6"], "one");
+    let two = train(2, &["--batch", "3"], "two");
+    let three = train(3, &["--batch", "2"], "three");
+    let (d2, d3) = (max_relative_difference(&two, &one), max_relative_difference(&three, &one));
+    assert!(d2 < 1e-5, "2 ranks differ from 1 by {d2:e}");
+    assert!(d3 < 1e-5, "3 ranks differ from 1 by {d3:e}");
+    assert!(
+        max_relative_difference(&one, &train(1, &["--batch", "6", "--seed", "1"], "other-seed")) > 1e-2,
+        "the comparison can fail"
+    );
+}
+
+#[test]
+fn overlap_and_no_overlap_give_bitwise_identical_parameters() {
+    let overlapped = train(2, &["--batch", "4"], "overlap");
+    let baseline = train(2, &["--batch", "4", "--no-overlap"], "no-overlap");
+    assert_eq!(overlapped, baseline);
+}
+
+#[test]
+fn four_micro_steps_equal_one_step_on_four_times_the_batch() {
+    for ranks in [1, 2] {
+        let accumulated = train(ranks, &["--batch", "2", "--accumulate", "4"], &format!("accumulate-{ranks}"));
+        let whole = train(ranks, &["--batch", "8"], &format!("whole-{ranks}"));
+        let d = max_relative_difference(&accumulated, &whole);
+        assert!(d < 1e-5, "{ranks} rank(s): accumulation differs by {d:e}");
+    }
+}
+
+#[test]
+fn ranks_with_different_models_stop_with_an_error_naming_them() {
+    let (mlp, other) = (example("mlp"), example("custom_layer"));
+    let started = std::time::Instant::now();
+    let out = mpirun(&[
+        "-n",
+        "1",
+        mlp.to_str().unwrap(),
+        "--steps",
+        "1",
+        ":",
+        "-n",
+        "1",
+        other.to_str().unwrap(),
+        "--steps",
+        "1",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(started.elapsed().as_secs() < 60, "the mismatch must not hang");
+    for rank in 0..2 {
+        assert!(stderr.contains(&format!("rank {rank}: error: ranks disagree on the compiled schedule")), "{stderr}");
+    }
+    assert!(stderr.contains("rank(s) [1] have a different model or bucket plan than rank 0"), "{stderr}");
+}

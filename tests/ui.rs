@@ -1,0 +1,9 @@
+//! Compile-fail tests for `#[distributed_model]`: each `tests/ui/*.rs` is a program the macro
+//! (or the ownership contract of the code it emits) must reject, and the matching `.stderr` is
+//! the exact diagnostic, spans included. Regenerate with `TRYBUILD=overwrite cargo test --test ui`.
+
+#[test]
+fn ui() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("tests/ui/*.rs");
+}

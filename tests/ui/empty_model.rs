@@ -1,0 +1,6 @@
+use overlap::prelude::*;
+
+#[distributed_model]
+struct Model {}
+
+fn main() {}
