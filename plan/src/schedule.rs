@@ -180,7 +180,7 @@ impl fmt::Display for Schedule {
             human_bytes(self.first_bucket_bytes),
             human_bytes(self.bucket_cap_bytes),
         )?;
-        writeln!(f, "{:<7} {:<24} {:>11}  members (buffer order)", "bucket", "all-reduce launched after", "bytes")?;
+        writeln!(f, "{:<7} {:<25} {:>11}  members (buffer order)", "bucket", "all-reduce launched after", "bytes")?;
         for (k, b) in self.buckets.iter().enumerate() {
             let members: Vec<String> = b.params.iter().map(|&r| self.param_name(r)).collect();
             let after = format!("{}.backward", self.layers[b.launch_after].name);

@@ -1,0 +1,32 @@
+# Two entry points, as the README documents:
+#   make example   trains the mlp example on 2 ranks under mpirun
+#   make test      formatting, lints and every test (CI runs this)
+# Both install the Debian packages they need when missing (as root, or with sudo).
+
+APT_PACKAGES := libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev
+RANKS ?= 2
+MPIRUN := mpirun --oversubscribe -n $(RANKS)
+
+# OpenMPI refuses to run as root (CI containers) unless told it is intended.
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
+
+.PHONY: deps example test
+
+deps:
+	@command -v cargo >/dev/null || { echo "cargo is required: install Rust (https://rustup.rs), then rerun"; exit 1; }
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+example: deps
+	cargo build --release --examples
+	$(MPIRUN) target/release/examples/mlp
+
+test: deps
+	cargo fmt --all --check
+	cargo clippy --all-targets -- -D warnings
+	cargo test
