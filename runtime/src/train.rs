@@ -34,38 +34,48 @@ pub struct TrainSummary {
 /// status on the rank that hit it.
 pub fn run_cli<M: DistributedModel>() -> ExitCode {
     let args = TrainArgs::parse();
-    let outcome = Communicator::from_env().and_then(|comm| {
-        let rank = comm.rank();
-        let comm = comm.with_mode(if args.no_overlap { CommMode::AfterBackward } else { CommMode::Overlap });
-        if args.print_schedule {
-            if rank == 0 {
-                print!("{}", M::SCHEDULE);
-            }
-            return Ok(());
-        }
-        let summary = train::<M>(&args, &comm)?;
-        if rank == 0 {
-            println!(
-                "done: {} steps on {} rank(s) ({}), loss {:.4} -> {:.4}, median step {:.1} ms, {:.0} samples/s",
-                summary.steps,
-                summary.world_size,
-                if args.no_overlap { "no overlap" } else { "overlap" },
-                summary.first_loss,
-                summary.final_loss,
-                summary.median_step.as_secs_f64() * 1e3,
-                summary.samples_per_sec,
-            );
-        }
-        Ok(())
-    });
-    match outcome {
+    let comm = match Communicator::from_env() {
+        Ok(comm) => comm.with_mode(if args.no_overlap { CommMode::AfterBackward } else { CommMode::Overlap }),
+        Err(e) => return report_error(&e),
+    };
+    // Errors are reported while the communicator is alive: finalising MPI synchronises the
+    // ranks, so every rank gets to say why it stops before mpirun ends the job.
+    match run::<M>(&args, &comm) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            let rank = std::env::var("OMPI_COMM_WORLD_RANK").unwrap_or_else(|_| "0".into());
-            eprintln!("rank {rank}: error: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => report_error(&e),
     }
+}
+
+fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
+    let rank = comm.rank();
+    if args.print_schedule {
+        if rank == 0 {
+            print!("{}", M::SCHEDULE);
+        }
+        return Ok(());
+    }
+    let summary = train::<M>(args, comm)?;
+    if rank == 0 {
+        println!(
+            "done: {} steps on {} rank(s) ({}), loss {:.4} -> {:.4}, median step {:.1} ms, {:.0} samples/s",
+            summary.steps,
+            summary.world_size,
+            if args.no_overlap { "no overlap" } else { "overlap" },
+            summary.first_loss,
+            summary.final_loss,
+            summary.median_step.as_secs_f64() * 1e3,
+            summary.samples_per_sec,
+        );
+    }
+    Ok(())
+}
+
+fn report_error(e: &Error) -> ExitCode {
+    let rank = std::env::var("OMPI_COMM_WORLD_RANK").unwrap_or_else(|_| "0".into());
+    // One write, so mpirun does not interleave it with other ranks' messages.
+    let message = format!("rank {rank}: error: {e}\n");
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), message.as_bytes());
+    ExitCode::FAILURE
 }
 
 /// Trains `M` for `args.steps` optimizer steps on `comm`'s ranks.
