@@ -1,6 +1,6 @@
 # Two entry points, as the README documents:
 #   make example   trains the mlp example on 2 ranks under mpirun
-#   make test      formatting, lints and every test (CI runs this)
+#   make test      formatting, lints and every test of every crate (CI runs this)
 # Both install the Debian packages they need when missing (as root, or with sudo).
 
 APT_PACKAGES := libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev
@@ -28,5 +28,6 @@ example: deps
 
 test: deps
 	cargo fmt --all --check
-	cargo clippy --all-targets -- -D warnings
-	cargo test
+	cargo clippy --workspace --all-targets -- -D warnings
+	cargo test --workspace --all-targets
+	cargo test --workspace --doc

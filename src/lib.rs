@@ -5,15 +5,25 @@
 //! emits straight-line code in which each bucket's asynchronous all-reduce is launched right
 //! after the backward call that completes it, and waited for right before its update.
 //!
-//! ```ignore
+//! ```
 //! use overlap::prelude::*;
 //!
-//! #[distributed_model(bucket_cap_mb = 25, first_bucket_mb = 1)]
+//! #[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1)]
 //! pub struct Mlp {
-//!     fc1: Linear<784, 2048>,
+//!     fc1: Linear<784, 512>,
 //!     act1: Relu,
-//!     head: Linear<2048, 10>,
+//!     fc2: Linear<512, 512>,
+//!     act2: Relu,
+//!     head: Linear<512, 10>,
 //! }
+//!
+//! // Filled in definition order: [fc1.weight], [fc1.bias, fc2.weight], [fc2.bias, head.*];
+//! // launched in reverse, the output side first, right after fc2's backward completes it.
+//! let schedule = Mlp::SCHEDULE;
+//! assert_eq!(schedule.buckets.len(), 3);
+//! assert_eq!(schedule.layers[schedule.buckets[0].launch_after].name, "fc2");
+//! assert_eq!(schedule.param_name(schedule.buckets[2].params[0]), "fc1.weight");
+//! println!("{schedule}");
 //! ```
 
 pub use overlap_macros::distributed_model;

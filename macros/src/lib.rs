@@ -20,7 +20,7 @@ use proc_macro::TokenStream;
 
 /// Turns a struct of layers into a data-parallel model with a compile-time communication schedule.
 ///
-/// ```ignore
+/// ```text
 /// #[distributed_model(bucket_cap_mb = 25, first_bucket_mb = 1)]
 /// pub struct Mlp {
 ///     fc1: Linear<784, 2048>,

@@ -25,15 +25,15 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 64, value_parser = positive_usize)]
     pub batch: usize,
     /// Learning rate [default: 0.05 for sgd, 0.001 for adamw].
-    #[arg(long, value_parser = positive_f32)]
+    #[arg(long, value_parser = positive_f32, allow_negative_numbers = true)]
     pub lr: Option<f32>,
     #[arg(long, value_enum, default_value_t = OptimizerKind::Sgd)]
     pub optimizer: OptimizerKind,
     /// SGD momentum.
-    #[arg(long, default_value_t = 0.9, value_parser = non_negative_f32)]
+    #[arg(long, default_value_t = 0.9, value_parser = non_negative_f32, allow_negative_numbers = true)]
     pub momentum: f32,
     /// Weight decay [default: 0 for sgd, 0.01 for adamw].
-    #[arg(long, value_parser = non_negative_f32)]
+    #[arg(long, value_parser = non_negative_f32, allow_negative_numbers = true)]
     pub weight_decay: Option<f32>,
     /// Seed of the initial parameters and of the synthetic data.
     #[arg(long, default_value_t = 0)]
@@ -86,9 +86,14 @@ mod tests {
 
     #[test]
     fn bad_values_are_refused_with_a_message() {
-        for bad in
-            [&["--batch", "0"][..], &["--lr", "-1"], &["--lr", "nan"], &["--steps", "0"], &["--optimizer", "lbfgs"]]
-        {
+        for bad in [
+            &["--batch", "0"][..],
+            &["--lr", "-1"],
+            &["--lr", "nan"],
+            &["--steps", "0"],
+            &["--optimizer", "lbfgs"],
+            &["--momentum", "-0.5"],
+        ] {
             let err = TrainArgs::try_parse_from(std::iter::once("mlp").chain(bad.iter().copied())).unwrap_err();
             assert!(err.to_string().contains(bad[0]), "{err}");
         }
