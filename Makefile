@@ -29,5 +29,6 @@ example: deps
 test: deps
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	cargo test --workspace --all-targets
+	cargo build --workspace --examples  # tests/mpi.rs runs these binaries under mpirun
 	cargo test --workspace --doc
+	cargo test --workspace --all-targets

@@ -1,5 +1,5 @@
-//! Multi-rank behaviour under real `mpirun`, driving the example binaries that `cargo test`
-//! builds: world-size parity, overlap vs no-overlap, gradient accumulation, and the start-up
+//! Multi-rank behaviour under real `mpirun`, driving the example binaries (`make test` builds
+//! them first): world-size parity, overlap vs no-overlap, gradient accumulation, and the start-up
 //! schedule check.
 
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ fn example(name: &str) -> PathBuf {
     let path = exe.parent().and_then(Path::parent).expect("target/<profile>").join("examples").join(name);
     assert!(
         path.exists(),
-        "{} is missing: run `cargo test` (which builds the examples), not only `--test mpi`",
+        "{} is missing: build the examples first (`cargo build --examples`; `make test` does)",
         path.display()
     );
     path
