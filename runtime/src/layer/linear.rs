@@ -30,19 +30,11 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
     }
 
     fn param(&self, index: usize) -> &[f32] {
-        match index {
-            0 => &self.weight,
-            1 => &self.bias,
-            _ => panic!("Linear has 2 parameters (weight, bias); index {index} is out of range"),
-        }
+        super::weight_or_bias("Linear", index, &self.weight, &self.bias)
     }
 
     fn param_mut(&mut self, index: usize) -> &mut [f32] {
-        match index {
-            0 => &mut self.weight,
-            1 => &mut self.bias,
-            _ => panic!("Linear has 2 parameters (weight, bias); index {index} is out of range"),
-        }
+        super::weight_or_bias("Linear", index, &mut self.weight, &mut self.bias)
     }
 
     fn forward(&self, input: &Matrix, output: &mut Matrix, _saved: &mut ()) {

@@ -72,6 +72,15 @@ pub trait Layer: Sized + Send {
     );
 }
 
+/// Parameter `index` of a layer whose parameters are `[weight, bias]` (Linear, LayerNorm).
+fn weight_or_bias<T>(layer: &str, index: usize, weight: T, bias: T) -> T {
+    match index {
+        0 => weight,
+        1 => bias,
+        _ => panic!("{layer} has 2 parameters (weight, bias); index {index} is out of range"),
+    }
+}
+
 /// Compile-time check used by the macro: does `L` have exactly the widths and parameter shapes
 /// the schedule was planned with?
 pub const fn layer_matches<L: Layer>(width: Width, shapes: &[&[usize]]) -> bool {
