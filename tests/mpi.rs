@@ -2,58 +2,21 @@
 //! them first): world-size parity, overlap vs no-overlap, gradient accumulation, and the start-up
 //! schedule check.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::Mutex;
+mod common;
 
+use common::{example, mpirun, mpirun_ok, scratch};
 use overlap::params_file::load_params;
 
 type Params = Vec<(String, Vec<usize>, Vec<f32>)>;
 
-/// `target/<profile>/examples/<name>`, next to this test's own binary in `deps/`.
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let path = exe.parent().and_then(Path::parent).expect("target/<profile>").join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: build the examples first (`cargo build --examples`; `make test` does)",
-        path.display()
-    );
-    path
-}
-
-/// One job at a time: each already runs more ranks than a small machine has cores.
-static ONE_JOB_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn mpirun(args: &[&str]) -> Output {
-    let _turn = ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let output = Command::new("mpirun")
-        // As root (CI containers) OpenMPI refuses to start without these; harmless otherwise.
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .arg("--oversubscribe")
-        .args(args)
-        .output()
-        .expect("mpirun is installed (make deps)");
-    output
-}
-
 /// Trains the `mlp` example on `ranks` ranks and returns its final parameters.
 fn train(ranks: usize, extra: &[&str], tag: &str) -> Params {
-    let dir = std::env::temp_dir().join(format!("overlap-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join(format!("{tag}.safetensors"));
+    let file = scratch("params").join(format!("{tag}.safetensors"));
     let (n, exe) = (ranks.to_string(), example("mlp"));
     let mut args = vec!["-n", &n, exe.to_str().unwrap(), "--steps", "20", "--log-every", "20", "--save-params"];
     args.push(file.to_str().unwrap());
     args.extend_from_slice(extra);
-    let out = mpirun(&args);
-    assert!(
-        out.status.success(),
-        "{tag} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    mpirun_ok(&args);
     let mut params = load_params(&file).unwrap();
     params.sort_by(|a, b| a.0.cmp(&b.0));
     std::fs::remove_file(&file).unwrap();

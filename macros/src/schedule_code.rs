@@ -73,8 +73,11 @@ impl<'s> Names<'s> {
             ws.input.clone_from(input);
         };
         for (i, f) in self.fields.iter().enumerate() {
-            let (input, o, s) = (self.input_of(i), suffixed(f, "out"), suffixed(f, "saved"));
-            out.extend(quote!(self.#f.forward(&#input, &mut ws.#o, &mut ws.#s);));
+            let (input, o, s, index) = (self.input_of(i), suffixed(f, "out"), suffixed(f, "saved"), lit(i));
+            out.extend(quote!({
+                let _span = ::overlap::trace::forward(#index);
+                self.#f.forward(&#input, &mut ws.#o, &mut ws.#s);
+            }));
         }
         let last = suffixed(&self.fields[self.last()], "out");
         out.extend(quote!(&ws.#last));
@@ -139,8 +142,12 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
             quote!(::core::option::Option::Some(&mut ws.#g))
         };
         let (lets, views) = n.gradient_views(i);
-        let call = quote!(self.#f.backward(&#input, &ws.#o, &ws.#s, #dy, #views, accumulate, #dx););
-        out.extend(if lets.is_empty() { call } else { quote!({ #lets #call }) });
+        let index = lit(i);
+        out.extend(quote!({
+            let _span = ::overlap::trace::backward(#index);
+            #lets
+            self.#f.backward(&#input, &ws.#o, &ws.#s, #dy, #views, accumulate, #dx);
+        }));
         if sync {
             for k in (0..buckets.len()).filter(|&k| n.schedule.buckets[k].launch_after == i) {
                 let (b, pending) = (&buckets[k], format_ident!("b{}_in_flight", k));
@@ -177,13 +184,18 @@ pub fn step_body(n: &Names) -> TokenStream {
     for (k, bucket) in n.schedule.buckets.iter().enumerate() {
         let (b, p) = (&buckets[k], &pending[k]);
         out.extend(quote!(let #b = #p.wait()?;));
-        for r in bucket.params.iter() {
+        let updates = bucket.params.iter().map(|r| {
             let info = n.schedule.param(*r);
             let (f, j) = (&n.fields[r.layer], lit(r.param));
             let (off, len) = (lit(info.offset), lit(info.numel()));
             let index = lit(index_of.iter().position(|q| q == r).expect("every bucket member is a parameter"));
-            out.extend(quote!(optimizer.update(#index, self.#f.param_mut(#j), #b.view(#off, #len), grad_scale);));
-        }
+            quote!(optimizer.update(#index, self.#f.param_mut(#j), #b.view(#off, #len), grad_scale);)
+        });
+        let k = lit(k);
+        out.extend(quote!({
+            let _span = ::overlap::trace::update(#k);
+            #(#updates)*
+        }));
     }
     out.extend(quote!(::core::result::Result::Ok(#grads { #(#buckets,)* micro_steps: 0 })));
     out

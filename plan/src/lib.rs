@@ -5,9 +5,11 @@
 //! model runs with is exactly the plan this crate computes, with no second implementation.
 
 mod bucket;
+mod link;
 mod schedule;
 mod spec;
 
 pub use bucket::{plan_buckets, BucketConfig, PlanError, DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB};
-pub use schedule::{BucketInfo, LayerInfo, ParamInfo, ParamRef, Schedule};
+pub use link::{Link, LinkPreset, LINK_PRESETS};
+pub use schedule::{human_bytes, BucketInfo, LayerInfo, ParamInfo, ParamRef, Schedule};
 pub use spec::{LayerSpec, ParamSpec, Width, ELEM_BYTES, MIB};

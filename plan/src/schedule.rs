@@ -156,7 +156,7 @@ impl Fnv {
 }
 
 /// Human-readable size: `512 B`, `4.0 KiB`, `16.01 MiB`.
-pub(crate) fn human_bytes(bytes: usize) -> String {
+pub fn human_bytes(bytes: usize) -> String {
     if bytes >= MIB {
         format!("{:.2} MiB", bytes as f64 / MIB as f64)
     } else if bytes >= 1024 {

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
+use overlap_plan::Link;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OptimizerKind {
@@ -11,6 +12,16 @@ pub enum OptimizerKind {
     Sgd,
     /// AdamW (PyTorch's rule and defaults).
     Adamw,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// A table for people.
+    Text,
+    /// One JSON document per report on stdout, for scripts (log lines then go to stderr).
+    Json,
+    /// No report (and no recording unless --trace or --timeline asks for it).
+    Off,
 }
 
 /// Train a `#[distributed_model]` on a deterministic synthetic classification set. Run it with
@@ -54,6 +65,28 @@ pub struct TrainArgs {
     /// state_dict (`fc1.weight`, `fc1.bias`, ...).
     #[arg(long, value_name = "FILE")]
     pub save_params: Option<PathBuf>,
+    /// The overlap report printed by rank 0 at the end: where the step's time went and how much
+    /// of the communication was hidden.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub report: ReportFormat,
+    /// Also print the report every N steps, over those N steps.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub report_every: Option<u64>,
+    /// Write every rank's spans as one Chrome trace-event file (open it in Perfetto or
+    /// chrome://tracing): one process per rank, compute and communication tracks.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Draw one representative step (the median one) as an SVG timeline.
+    #[arg(long, value_name = "FILE")]
+    pub timeline: Option<PathBuf>,
+    /// Emulate an interconnect by holding each all-reduce until the ring cost model says it would
+    /// finish: nvlink4, ib-ndr, ib-hdr, 100gbe, 10gbe, or e.g. latency=5us,bandwidth=25GB/s.
+    #[arg(long, value_name = "LINK", value_parser = parse_link)]
+    pub link: Option<Link>,
+}
+
+fn parse_link(s: &str) -> Result<Link, String> {
+    s.parse()
 }
 
 fn positive_usize(s: &str) -> Result<usize, String> {
@@ -93,11 +126,17 @@ mod tests {
             &["--steps", "0"],
             &["--optimizer", "lbfgs"],
             &["--momentum", "-0.5"],
+            &["--link", "latency=5"],
+            &["--link", "infiniband"],
+            &["--report", "xml"],
+            &["--report-every", "0"],
         ] {
             let err = TrainArgs::try_parse_from(std::iter::once("mlp").chain(bad.iter().copied())).unwrap_err();
             assert!(err.to_string().contains(bad[0]), "{err}");
         }
         let ok = TrainArgs::try_parse_from(["mlp", "--optimizer", "adamw", "--accumulate", "4"]).unwrap();
         assert_eq!((ok.optimizer, ok.accumulate, ok.batch), (OptimizerKind::Adamw, 4, 64));
+        let ok = TrainArgs::try_parse_from(["mlp", "--link", "ib-hdr", "--report", "json"]).unwrap();
+        assert_eq!((ok.link, ok.report), (Link::preset("ib-hdr"), ReportFormat::Json));
     }
 }

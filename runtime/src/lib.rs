@@ -10,9 +10,11 @@ pub mod init;
 pub mod layer;
 pub mod loss;
 pub mod model;
+pub mod observe;
 pub mod optim;
 pub mod params_file;
 pub mod tensor;
+pub mod trace;
 pub mod train;
 
 pub use args::TrainArgs;

@@ -14,9 +14,11 @@ use crate::data::{shard_start, SyntheticClassification};
 use crate::error::{Error, Result};
 use crate::loss::CrossEntropyLoss;
 use crate::model::DistributedModel;
+use crate::observe::Observer;
 use crate::optim::{AdamW, Optimizer, Sgd};
 use crate::params_file::save_params;
 use crate::tensor::Matrix;
+use crate::trace;
 
 /// What a run did, as rank 0 reports it.
 #[derive(Clone, Debug)]
@@ -34,10 +36,13 @@ pub struct TrainSummary {
 /// status on the rank that hit it.
 pub fn run_cli<M: DistributedModel>() -> ExitCode {
     let args = TrainArgs::parse();
-    let comm = match Communicator::from_env() {
+    let mut comm = match Communicator::from_env() {
         Ok(comm) => comm.with_mode(if args.no_overlap { CommMode::AfterBackward } else { CommMode::Overlap }),
         Err(e) => return report_error(&e),
     };
+    if let Err(e) = comm.emulate_link(args.link) {
+        return report_error(&e);
+    }
     // Errors are reported while the communicator is alive: finalising MPI synchronises the
     // ranks, so every rank gets to say why it stops before mpirun ends the job.
     match run::<M>(&args, &comm) {
@@ -54,19 +59,7 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
         }
         return Ok(());
     }
-    let summary = train::<M>(args, comm)?;
-    if rank == 0 {
-        println!(
-            "done: {} steps on {} rank(s) ({}), loss {:.4} -> {:.4}, median step {:.1} ms, {:.0} samples/s",
-            summary.steps,
-            summary.world_size,
-            if args.no_overlap { "no overlap" } else { "overlap" },
-            summary.first_loss,
-            summary.final_loss,
-            summary.median_step.as_secs_f64() * 1e3,
-            summary.samples_per_sec,
-        );
-    }
+    train::<M>(args, comm)?;
     Ok(())
 }
 
@@ -94,23 +87,32 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     let mut ws = M::Workspace::default();
     let (mut inputs, mut labels, mut grad_logits) = (Matrix::default(), Vec::new(), Matrix::default());
 
+    let mut observer = Observer::start(args, comm, schedule.clone())?;
+    if let (0, Some(link), 1) = (rank, args.link, world) {
+        eprintln!("note: --link {link} has no effect with one rank: there is nothing to all-reduce");
+    }
     let progress = progress_bar(rank == 0, args.steps);
     let mut step_times = Vec::with_capacity(args.steps as usize);
     let (mut first_loss, mut final_loss) = (f64::NAN, f64::NAN);
     for step in 0..args.steps {
+        trace::set_step(step);
         let started = Instant::now();
+        let step_span = trace::step();
         let mut loss = 0.0f64;
         for micro in 0..args.accumulate {
             let first = shard_start(step, micro, args.accumulate, world, rank, args.batch);
             data.fill(first, args.batch, &mut inputs, &mut labels);
             let logits = model.forward(&inputs, &mut ws);
+            let loss_span = trace::loss();
             loss += f64::from(CrossEntropyLoss.forward_backward(logits, &labels, &mut grad_logits));
+            drop(loss_span);
             if micro + 1 < args.accumulate {
                 model.backward_no_sync(&mut ws, &grad_logits, &mut grads);
             }
         }
         let in_flight = model.backward(&mut ws, &grad_logits, grads, comm);
         grads = model.step(in_flight, &mut optimizer)?;
+        drop(step_span);
         step_times.push(started.elapsed());
         progress.inc(1);
 
@@ -121,12 +123,12 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
             }
             final_loss = global;
             let rate = (args.batch * args.accumulate * world) as f64 / started.elapsed().as_secs_f64();
+            let note = observer.emulation_note();
             progress.suspend(|| {
-                if rank == 0 {
-                    println!("step {:>6}  loss {global:.4}  {rate:>8.0} samples/s", step + 1);
-                }
+                observer.say(&format!("step {:>6}  loss {global:.4}  {rate:>8.0} samples/s{note}", step + 1))
             });
         }
+        progress.suspend(|| observer.after_step(step, comm))?;
     }
     progress.finish_and_clear();
     if let (0, Some(path)) = (rank, &args.save_params) {
@@ -136,14 +138,27 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
 
     step_times.sort();
     let median_step = step_times[step_times.len() / 2];
-    Ok(TrainSummary {
+    let summary = TrainSummary {
         steps: args.steps,
         world_size: world,
         first_loss,
         final_loss,
         median_step,
         samples_per_sec: (args.batch * args.accumulate * world) as f64 / median_step.as_secs_f64(),
-    })
+    };
+    observer.say(&format!(
+        "done: {} steps on {} rank(s) ({}), loss {:.4} -> {:.4}, median step {:.1} ms, {:.0} samples/s{}",
+        summary.steps,
+        summary.world_size,
+        comm.mode().name(),
+        summary.first_loss,
+        summary.final_loss,
+        summary.median_step.as_secs_f64() * 1e3,
+        summary.samples_per_sec,
+        observer.emulation_note(),
+    ));
+    observer.finish(comm)?;
+    Ok(summary)
 }
 
 /// Input width of the first fixed-width layer and output width of the last one.

@@ -39,7 +39,9 @@ fn events(body: &str) -> Vec<String> {
     flat.split([';', '{', '}'])
         .filter_map(|statement| {
             let s = statement.trim();
-            if let Some((_, call)) = s.split_once("self.").filter(|_| s.contains(".backward(")) {
+            if let Some((_, span)) = s.split_once("::overlap::trace::") {
+                Some(format!("span {}", span.replace(['(', ')'], " ").trim()))
+            } else if let Some((_, call)) = s.split_once("self.").filter(|_| s.contains(".backward(")) {
                 Some(format!("backward {}", call.split('.').next().unwrap_or_default()))
             } else if let Some((_, bucket)) = s.split_once("comm.all_reduce_async(") {
                 Some(format!("all_reduce {}", bucket.trim_end_matches(')')))
@@ -68,14 +70,21 @@ fn backward_launches_each_bucket_right_after_the_layer_that_completes_it() {
     assert_eq!(
         events(backward),
         [
+            "span backward 6",
             "backward head",
+            "span backward 5",
             "backward act3",
+            "span backward 4",
             "backward fc3",
             "all_reduce b0", // fc3.bias, head.weight, head.bias
+            "span backward 3",
             "backward act2",
+            "span backward 2",
             "backward fc2",
             "all_reduce b1", // fc2.bias, fc3.weight
+            "span backward 1",
             "backward act1",
+            "span backward 0",
             "backward fc1",
             "all_reduce b2", // fc1.bias, fc2.weight
             "all_reduce b3", // fc1.weight
@@ -94,16 +103,20 @@ fn step_waits_for_each_bucket_right_before_its_updates() {
         events(function(&code, "step<")),
         [
             "wait b0",
+            "span update 0",
             "update fc3[1]",
             "update head[0]",
             "update head[1]",
             "wait b1",
+            "span update 1",
             "update fc2[1]",
             "update fc3[0]",
             "wait b2",
+            "span update 2",
             "update fc1[1]",
             "update fc2[0]",
             "wait b3",
+            "span update 3",
             "update fc1[0]",
         ]
     );
@@ -128,5 +141,8 @@ fn leading_parameter_free_layers_get_no_backward() {
             }
         ),
     ));
-    assert_eq!(events(function(&code, "backward(")), ["backward post", "backward fc", "all_reduce b0"]);
+    assert_eq!(
+        events(function(&code, "backward(")),
+        ["span backward 2", "backward post", "span backward 1", "backward fc", "all_reduce b0"]
+    );
 }

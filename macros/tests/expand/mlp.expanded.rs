@@ -323,13 +323,34 @@ impl ::overlap::DistributedModel for Mlp {
     ) -> &'w ::overlap::Matrix {
         use ::overlap::Layer as _;
         ws.input.clone_from(input);
-        self.fc1.forward(&ws.input, &mut ws.fc1_out, &mut ws.fc1_saved);
-        self.act1.forward(&ws.fc1_out, &mut ws.act1_out, &mut ws.act1_saved);
-        self.fc2.forward(&ws.act1_out, &mut ws.fc2_out, &mut ws.fc2_saved);
-        self.act2.forward(&ws.fc2_out, &mut ws.act2_out, &mut ws.act2_saved);
-        self.fc3.forward(&ws.act2_out, &mut ws.fc3_out, &mut ws.fc3_saved);
-        self.act3.forward(&ws.fc3_out, &mut ws.act3_out, &mut ws.act3_saved);
-        self.head.forward(&ws.act3_out, &mut ws.head_out, &mut ws.head_saved);
+        {
+            let _span = ::overlap::trace::forward(0);
+            self.fc1.forward(&ws.input, &mut ws.fc1_out, &mut ws.fc1_saved);
+        }
+        {
+            let _span = ::overlap::trace::forward(1);
+            self.act1.forward(&ws.fc1_out, &mut ws.act1_out, &mut ws.act1_saved);
+        }
+        {
+            let _span = ::overlap::trace::forward(2);
+            self.fc2.forward(&ws.act1_out, &mut ws.fc2_out, &mut ws.fc2_saved);
+        }
+        {
+            let _span = ::overlap::trace::forward(3);
+            self.act2.forward(&ws.fc2_out, &mut ws.act2_out, &mut ws.act2_saved);
+        }
+        {
+            let _span = ::overlap::trace::forward(4);
+            self.fc3.forward(&ws.act2_out, &mut ws.fc3_out, &mut ws.fc3_saved);
+        }
+        {
+            let _span = ::overlap::trace::forward(5);
+            self.act3.forward(&ws.fc3_out, &mut ws.act3_out, &mut ws.act3_saved);
+        }
+        {
+            let _span = ::overlap::trace::forward(6);
+            self.head.forward(&ws.act3_out, &mut ws.head_out, &mut ws.head_saved);
+        }
         &ws.head_out
     }
     /// schedule of Mlp: 4 buckets, 10020874 parameters (38.23 MiB), first bucket closes at 1.00 MiB, others at 8.00 MiB
@@ -349,6 +370,7 @@ impl ::overlap::DistributedModel for Mlp {
         let MlpGrads { mut b0, mut b1, mut b2, mut b3, micro_steps } = grads;
         let accumulate = micro_steps > 0;
         {
+            let _span = ::overlap::trace::backward(6);
             let [head_weight, head_bias] = b0.views_mut([(2048, 20480), (22528, 10)]);
             self.head
                 .backward(
@@ -361,17 +383,21 @@ impl ::overlap::DistributedModel for Mlp {
                     ::core::option::Option::Some(&mut ws.act3_grad),
                 );
         }
-        self.act3
-            .backward(
-                &ws.fc3_out,
-                &ws.act3_out,
-                &ws.act3_saved,
-                &ws.act3_grad,
-                &mut [],
-                accumulate,
-                ::core::option::Option::Some(&mut ws.fc3_grad),
-            );
         {
+            let _span = ::overlap::trace::backward(5);
+            self.act3
+                .backward(
+                    &ws.fc3_out,
+                    &ws.act3_out,
+                    &ws.act3_saved,
+                    &ws.act3_grad,
+                    &mut [],
+                    accumulate,
+                    ::core::option::Option::Some(&mut ws.fc3_grad),
+                );
+        }
+        {
+            let _span = ::overlap::trace::backward(4);
             let [fc3_weight] = b1.views_mut([(2048, 4194304)]);
             let [fc3_bias] = b0.views_mut([(0, 2048)]);
             self.fc3
@@ -386,17 +412,21 @@ impl ::overlap::DistributedModel for Mlp {
                 );
         }
         let b0_in_flight = comm.all_reduce_async(b0);
-        self.act2
-            .backward(
-                &ws.fc2_out,
-                &ws.act2_out,
-                &ws.act2_saved,
-                &ws.act2_grad,
-                &mut [],
-                accumulate,
-                ::core::option::Option::Some(&mut ws.fc2_grad),
-            );
         {
+            let _span = ::overlap::trace::backward(3);
+            self.act2
+                .backward(
+                    &ws.fc2_out,
+                    &ws.act2_out,
+                    &ws.act2_saved,
+                    &ws.act2_grad,
+                    &mut [],
+                    accumulate,
+                    ::core::option::Option::Some(&mut ws.fc2_grad),
+                );
+        }
+        {
+            let _span = ::overlap::trace::backward(2);
             let [fc2_weight] = b2.views_mut([(2048, 4194304)]);
             let [fc2_bias] = b1.views_mut([(0, 2048)]);
             self.fc2
@@ -411,17 +441,21 @@ impl ::overlap::DistributedModel for Mlp {
                 );
         }
         let b1_in_flight = comm.all_reduce_async(b1);
-        self.act1
-            .backward(
-                &ws.fc1_out,
-                &ws.act1_out,
-                &ws.act1_saved,
-                &ws.act1_grad,
-                &mut [],
-                accumulate,
-                ::core::option::Option::Some(&mut ws.fc1_grad),
-            );
         {
+            let _span = ::overlap::trace::backward(1);
+            self.act1
+                .backward(
+                    &ws.fc1_out,
+                    &ws.act1_out,
+                    &ws.act1_saved,
+                    &ws.act1_grad,
+                    &mut [],
+                    accumulate,
+                    ::core::option::Option::Some(&mut ws.fc1_grad),
+                );
+        }
+        {
+            let _span = ::overlap::trace::backward(0);
             let [fc1_weight] = b3.views_mut([(0, 1605632)]);
             let [fc1_bias] = b2.views_mut([(0, 2048)]);
             self.fc1
@@ -456,6 +490,7 @@ impl ::overlap::DistributedModel for Mlp {
         let MlpGrads { b0, b1, b2, b3, micro_steps } = grads;
         let accumulate = *micro_steps > 0;
         {
+            let _span = ::overlap::trace::backward(6);
             let [head_weight, head_bias] = b0.views_mut([(2048, 20480), (22528, 10)]);
             self.head
                 .backward(
@@ -468,17 +503,21 @@ impl ::overlap::DistributedModel for Mlp {
                     ::core::option::Option::Some(&mut ws.act3_grad),
                 );
         }
-        self.act3
-            .backward(
-                &ws.fc3_out,
-                &ws.act3_out,
-                &ws.act3_saved,
-                &ws.act3_grad,
-                &mut [],
-                accumulate,
-                ::core::option::Option::Some(&mut ws.fc3_grad),
-            );
         {
+            let _span = ::overlap::trace::backward(5);
+            self.act3
+                .backward(
+                    &ws.fc3_out,
+                    &ws.act3_out,
+                    &ws.act3_saved,
+                    &ws.act3_grad,
+                    &mut [],
+                    accumulate,
+                    ::core::option::Option::Some(&mut ws.fc3_grad),
+                );
+        }
+        {
+            let _span = ::overlap::trace::backward(4);
             let [fc3_weight] = b1.views_mut([(2048, 4194304)]);
             let [fc3_bias] = b0.views_mut([(0, 2048)]);
             self.fc3
@@ -492,17 +531,21 @@ impl ::overlap::DistributedModel for Mlp {
                     ::core::option::Option::Some(&mut ws.act2_grad),
                 );
         }
-        self.act2
-            .backward(
-                &ws.fc2_out,
-                &ws.act2_out,
-                &ws.act2_saved,
-                &ws.act2_grad,
-                &mut [],
-                accumulate,
-                ::core::option::Option::Some(&mut ws.fc2_grad),
-            );
         {
+            let _span = ::overlap::trace::backward(3);
+            self.act2
+                .backward(
+                    &ws.fc2_out,
+                    &ws.act2_out,
+                    &ws.act2_saved,
+                    &ws.act2_grad,
+                    &mut [],
+                    accumulate,
+                    ::core::option::Option::Some(&mut ws.fc2_grad),
+                );
+        }
+        {
+            let _span = ::overlap::trace::backward(2);
             let [fc2_weight] = b2.views_mut([(2048, 4194304)]);
             let [fc2_bias] = b1.views_mut([(0, 2048)]);
             self.fc2
@@ -516,17 +559,21 @@ impl ::overlap::DistributedModel for Mlp {
                     ::core::option::Option::Some(&mut ws.act1_grad),
                 );
         }
-        self.act1
-            .backward(
-                &ws.fc1_out,
-                &ws.act1_out,
-                &ws.act1_saved,
-                &ws.act1_grad,
-                &mut [],
-                accumulate,
-                ::core::option::Option::Some(&mut ws.fc1_grad),
-            );
         {
+            let _span = ::overlap::trace::backward(1);
+            self.act1
+                .backward(
+                    &ws.fc1_out,
+                    &ws.act1_out,
+                    &ws.act1_saved,
+                    &ws.act1_grad,
+                    &mut [],
+                    accumulate,
+                    ::core::option::Option::Some(&mut ws.fc1_grad),
+                );
+        }
+        {
+            let _span = ::overlap::trace::backward(0);
             let [fc1_weight] = b3.views_mut([(0, 1605632)]);
             let [fc1_bias] = b2.views_mut([(0, 2048)]);
             self.fc1
@@ -557,17 +604,32 @@ impl ::overlap::DistributedModel for Mlp {
         } = in_flight;
         optimizer.begin_step();
         let b0 = b0_in_flight.wait()?;
-        optimizer.update(5, self.fc3.param_mut(1), b0.view(0, 2048), grad_scale);
-        optimizer.update(6, self.head.param_mut(0), b0.view(2048, 20480), grad_scale);
-        optimizer.update(7, self.head.param_mut(1), b0.view(22528, 10), grad_scale);
+        {
+            let _span = ::overlap::trace::update(0);
+            optimizer.update(5, self.fc3.param_mut(1), b0.view(0, 2048), grad_scale);
+            optimizer
+                .update(6, self.head.param_mut(0), b0.view(2048, 20480), grad_scale);
+            optimizer.update(7, self.head.param_mut(1), b0.view(22528, 10), grad_scale);
+        }
         let b1 = b1_in_flight.wait()?;
-        optimizer.update(3, self.fc2.param_mut(1), b1.view(0, 2048), grad_scale);
-        optimizer.update(4, self.fc3.param_mut(0), b1.view(2048, 4194304), grad_scale);
+        {
+            let _span = ::overlap::trace::update(1);
+            optimizer.update(3, self.fc2.param_mut(1), b1.view(0, 2048), grad_scale);
+            optimizer
+                .update(4, self.fc3.param_mut(0), b1.view(2048, 4194304), grad_scale);
+        }
         let b2 = b2_in_flight.wait()?;
-        optimizer.update(1, self.fc1.param_mut(1), b2.view(0, 2048), grad_scale);
-        optimizer.update(2, self.fc2.param_mut(0), b2.view(2048, 4194304), grad_scale);
+        {
+            let _span = ::overlap::trace::update(2);
+            optimizer.update(1, self.fc1.param_mut(1), b2.view(0, 2048), grad_scale);
+            optimizer
+                .update(2, self.fc2.param_mut(0), b2.view(2048, 4194304), grad_scale);
+        }
         let b3 = b3_in_flight.wait()?;
-        optimizer.update(0, self.fc1.param_mut(0), b3.view(0, 1605632), grad_scale);
+        {
+            let _span = ::overlap::trace::update(3);
+            optimizer.update(0, self.fc1.param_mut(0), b3.view(0, 1605632), grad_scale);
+        }
         ::core::result::Result::Ok(MlpGrads {
             b0,
             b1,

@@ -5,8 +5,10 @@
 //! back. Touching a gradient that is still being reduced therefore does not compile.
 
 use std::sync::mpsc::Receiver;
+use std::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::trace::{self, Activity};
 
 /// One flat gradient buffer. Each parameter's gradient is a view at the offset the schedule
 /// fixed at compile time; nothing is ever copied into or out of the bucket.
@@ -64,6 +66,13 @@ impl GradBucket {
     }
 }
 
+/// A reduced bucket as the communication thread hands it back, with when it was on the wire.
+pub(crate) struct Reduced {
+    pub bucket: GradBucket,
+    pub started: Instant,
+    pub finished: Instant,
+}
+
 /// A bucket being all-reduced. The only way back to the data is `wait`.
 #[must_use = "an in-flight bucket must be waited on before its gradients can be used"]
 pub struct InFlight {
@@ -75,7 +84,7 @@ enum State {
     /// Nothing to reduce (world size 1): the bucket is already final.
     Ready(GradBucket),
     /// The communication thread owns the bucket and sends it back when the reduction is done.
-    Pending(Receiver<GradBucket>),
+    Pending { reply: Receiver<Reduced>, bytes: usize, queued: Instant },
 }
 
 impl InFlight {
@@ -83,8 +92,9 @@ impl InFlight {
         InFlight { index: bucket.index, state: State::Ready(bucket) }
     }
 
-    pub(crate) fn pending(index: usize, reply: Receiver<GradBucket>) -> Self {
-        InFlight { index, state: State::Pending(reply) }
+    /// A bucket of `bytes` handed to the communication thread at `queued`.
+    pub(crate) fn pending(index: usize, bytes: usize, queued: Instant, reply: Receiver<Reduced>) -> Self {
+        InFlight { index, state: State::Pending { reply, bytes, queued } }
     }
 
     /// Which bucket this is, in launch order.
@@ -93,11 +103,17 @@ impl InFlight {
     }
 
     /// Blocks until the all-reduce has finished and returns the bucket holding the sum over all
-    /// ranks.
+    /// ranks. The time blocked and the reduction itself go to the trace.
     pub fn wait(self) -> Result<GradBucket> {
         match self.state {
             State::Ready(bucket) => Ok(bucket),
-            State::Pending(reply) => reply.recv().map_err(|_| Error::CommThreadDied("reducing a gradient bucket")),
+            State::Pending { reply, bytes, queued } => {
+                let blocked = Instant::now();
+                let reduced = reply.recv().map_err(|_| Error::CommThreadDied("reducing a gradient bucket"))?;
+                trace::record(Activity::Wait { bucket: self.index as u32 }, blocked, Instant::now());
+                trace::record_all_reduce(self.index, bytes, queued, reduced.started, reduced.finished);
+                Ok(reduced.bucket)
+            }
         }
     }
 }

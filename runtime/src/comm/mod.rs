@@ -10,10 +10,13 @@ pub use bucket::{GradBucket, InFlight};
 
 use std::cell::RefCell;
 use std::sync::mpsc::{channel, Sender};
+use std::time::Instant;
 
-use overlap_plan::Schedule;
+use overlap_plan::{Link, Schedule};
 
 use crate::error::{Error, Result};
+use crate::trace::{self, Activity};
+use bucket::Reduced;
 use mpi_thread::MpiThread;
 
 /// When bucket all-reduces start.
@@ -27,12 +30,24 @@ pub enum CommMode {
     AfterBackward,
 }
 
+impl CommMode {
+    /// `overlap` or `no-overlap`, as reports and the command line say it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CommMode::Overlap => "overlap",
+            CommMode::AfterBackward => "no-overlap",
+        }
+    }
+}
+
 /// The ranks of one training job.
 pub struct Communicator {
     backend: Backend,
     mode: CommMode,
+    /// The interconnect being emulated, if any.
+    link: Option<Link>,
     /// In `AfterBackward` mode, reductions held back until `backward_done`.
-    held: RefCell<Vec<(GradBucket, Sender<GradBucket>)>>,
+    held: RefCell<Vec<(GradBucket, Sender<Reduced>)>>,
 }
 
 enum Backend {
@@ -56,7 +71,7 @@ impl Communicator {
     }
 
     fn with_backend(backend: Backend) -> Self {
-        Communicator { backend, mode: CommMode::Overlap, held: RefCell::default() }
+        Communicator { backend, mode: CommMode::Overlap, link: None, held: RefCell::default() }
     }
 
     pub fn with_mode(mut self, mode: CommMode) -> Self {
@@ -66,6 +81,21 @@ impl Communicator {
 
     pub fn mode(&self) -> CommMode {
         self.mode
+    }
+
+    /// Makes every later all-reduce take at least as long as it would on `link` (ring cost
+    /// model; the real transfer still happens). With one rank there is nothing to emulate.
+    pub fn emulate_link(&mut self, link: Option<Link>) -> Result<()> {
+        if let Backend::Mpi(t) = &self.backend {
+            t.emulate_link(link)?;
+        }
+        self.link = link;
+        Ok(())
+    }
+
+    /// The interconnect being emulated, if any.
+    pub fn emulated_link(&self) -> Option<Link> {
+        self.link
     }
 
     pub fn rank(&self) -> usize {
@@ -90,21 +120,32 @@ impl Communicator {
             Backend::Single => InFlight::ready(bucket),
             Backend::Mpi(t) => {
                 let (tx, rx) = channel();
-                let index = bucket.index();
+                let (index, bytes) = (bucket.index(), std::mem::size_of_val(bucket.as_slice()));
+                let queued = Instant::now();
                 match self.mode {
                     CommMode::Overlap => t.all_reduce(bucket, tx),
                     CommMode::AfterBackward => self.held.borrow_mut().push((bucket, tx)),
                 }
-                InFlight::pending(index, rx)
+                InFlight::pending(index, bytes, queued, rx)
             }
         }
     }
 
-    /// Marks the end of backward; in `AfterBackward` mode this is when the held reductions start.
+    /// Marks the end of backward. In `AfterBackward` mode this is when the held reductions start,
+    /// and it blocks until all of them are done, as a step without overlap does.
     pub fn backward_done(&self) {
         if let Backend::Mpi(t) = &self.backend {
-            for (bucket, reply) in self.held.take() {
+            let held = self.held.take();
+            if held.is_empty() {
+                return;
+            }
+            for (bucket, reply) in held {
                 t.all_reduce(bucket, reply);
+            }
+            let blocked = Instant::now();
+            // If the thread is gone, each bucket's wait reports it.
+            if t.flush().is_ok() {
+                trace::record(Activity::WaitAll, blocked, Instant::now());
             }
         }
     }
@@ -134,6 +175,14 @@ impl Communicator {
         match &self.backend {
             Backend::Single => Ok(vec![value]),
             Backend::Mpi(t) => t.all_gather_u64(value),
+        }
+    }
+
+    /// Every rank's `data` at rank 0, indexed by rank; `None` on the other ranks.
+    pub fn gather_u64_to_root(&self, data: Vec<u64>) -> Result<Option<Vec<Vec<u64>>>> {
+        match &self.backend {
+            Backend::Single => Ok(Some(vec![data])),
+            Backend::Mpi(t) => t.gather_u64(data),
         }
     }
 

@@ -9,21 +9,33 @@
 use std::ffi::{c_int, c_void};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use mpi::collective::SystemOperation;
+use mpi::datatype::PartitionMut;
 use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use mpi::Threading;
 
-use super::bucket::GradBucket;
+use overlap_plan::Link;
+
+use super::bucket::{GradBucket, Reduced};
 use crate::error::{Error, Result};
 
+/// Gathered at rank 0: one vector per rank; `None` on the other ranks.
+type Gathered = Option<Vec<Vec<u64>>>;
+
 enum Request {
-    AllReduce(GradBucket, Sender<GradBucket>),
+    AllReduce(GradBucket, Sender<Reduced>),
+    /// Emulate this link from now on (`None`: run at the machine's own speed).
+    EmulateLink(Option<Link>),
+    /// Replies once every earlier request has been served.
+    Flush(Sender<()>),
     Broadcast(Vec<f32>, Sender<Vec<f32>>),
     SumF64(f64, Sender<f64>),
     AllGatherU64(u64, Sender<Vec<u64>>),
+    GatherU64(Vec<u64>, Sender<Gathered>),
     Barrier(Sender<()>),
 }
 
@@ -57,9 +69,23 @@ impl MpiThread {
 
     /// Queues an in-place sum; the bucket comes back on `reply` when it is done. Requests are
     /// served in order, so every rank runs the collectives in the order its schedule launches them.
-    pub(super) fn all_reduce(&self, bucket: GradBucket, reply: Sender<GradBucket>) {
+    pub(super) fn all_reduce(&self, bucket: GradBucket, reply: Sender<Reduced>) {
         // A send error means the thread is gone; dropping `reply` makes the wait report it.
         let _ = self.send(Request::AllReduce(bucket, reply));
+    }
+
+    /// Holds each later all-reduce until `link`'s ring cost model says it would have finished.
+    pub(super) fn emulate_link(&self, link: Option<Link>) -> Result<()> {
+        self.send(Request::EmulateLink(link))
+    }
+
+    /// Blocks until every request queued so far has been served.
+    pub(super) fn flush(&self) -> Result<()> {
+        self.call(Request::Flush, "finishing the queued all-reduces")
+    }
+
+    pub(super) fn gather_u64(&self, data: Vec<u64>) -> Result<Gathered> {
+        self.call(|reply| Request::GatherU64(data, reply), "gathering trace spans")
     }
 
     pub(super) fn broadcast(&self, data: Vec<f32>) -> Result<Vec<f32>> {
@@ -109,15 +135,32 @@ fn serve(inbox: Receiver<Request>, ready: Sender<std::result::Result<(usize, usi
     };
     let world = universe.world();
     let (rank, size) = (world.rank() as usize, world.size() as usize);
+    // Sleeps between polls should last what they ask for, not the default 50 us of slack.
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and only changes this thread's
+    // timer slack; a failure leaves the default, which is merely coarser.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
     if ready.send(Ok((rank, size))).is_err() {
         return;
     }
+    let mut link: Option<Link> = None;
     // Replies may find their receiver gone (a handle dropped unwaited); that is not an error.
     for request in inbox {
         match request {
             Request::AllReduce(mut bucket, reply) => {
+                let started = Instant::now();
                 all_reduce_in_place(&world, bucket.as_mut_slice());
-                let _ = reply.send(bucket);
+                if let Some(link) = &link {
+                    let bytes = std::mem::size_of_val(bucket.as_slice());
+                    hold_until(started + Duration::from_secs_f64(link.ring_all_reduce_seconds(bytes, size)));
+                }
+                let _ = reply.send(Reduced { bucket, started, finished: Instant::now() });
+            }
+            Request::EmulateLink(emulated) => link = emulated,
+            Request::Flush(reply) => {
+                let _ = reply.send(());
+            }
+            Request::GatherU64(data, reply) => {
+                let _ = reply.send(gather_to_root(&world, &data));
             }
             Request::Broadcast(mut data, reply) => {
                 world.process_at_rank(0).broadcast_into(&mut data[..]);
@@ -141,6 +184,39 @@ fn serve(inbox: Receiver<Request>, ready: Sender<std::result::Result<(usize, usi
     }
 }
 
+/// Sleeps (rather than spins: the cores belong to the compute threads) until `deadline`.
+fn hold_until(deadline: Instant) {
+    let now = Instant::now();
+    if deadline > now {
+        std::thread::sleep(deadline - now);
+    }
+}
+
+/// Every rank's `data`, concatenated at rank 0 and split back by rank.
+fn gather_to_root(world: &SimpleCommunicator, data: &[u64]) -> Gathered {
+    let root = world.process_at_rank(0);
+    let count = mpi::Count::try_from(data.len()).expect("a rank's trace fits in an MPI count");
+    if world.rank() != 0 {
+        root.gather_into(&count);
+        root.gather_varcount_into(data);
+        return None;
+    }
+    let mut counts = vec![0 as mpi::Count; world.size() as usize];
+    root.gather_into_root(&count, &mut counts[..]);
+    let displs: Vec<mpi::Count> = counts
+        .iter()
+        .scan(0, |at, &c| {
+            let d = *at;
+            *at += c;
+            Some(d)
+        })
+        .collect();
+    let total = counts.iter().map(|&c| c as usize).sum();
+    let mut all = vec![0u64; total];
+    root.gather_varcount_into_root(data, &mut PartitionMut::new(&mut all[..], &counts[..], &displs[..]));
+    Some(displs.iter().zip(&counts).map(|(&d, &c)| all[d as usize..(d + c) as usize].to_vec()).collect())
+}
+
 extern "C" {
     /// From `in_place.c`: the implementation's `MPI_IN_PLACE` sentinel.
     fn overlap_mpi_in_place() -> *mut c_void;
@@ -150,24 +226,63 @@ extern "C" {
 const MAX_COUNT: usize = 1 << 30;
 
 /// Sums `data` over all ranks, in place, in chunks MPI's `int` counts can address.
+///
+/// Non-blocking collective polled with short sleeps rather than the blocking call: OpenMPI's
+/// blocking collectives busy-poll, and a communication thread spinning while it waits for a
+/// slower rank takes a core from the compute threads (measured: the compute thread stalled for
+/// milliseconds right after each launch on a 2-core machine running two ranks).
 fn all_reduce_in_place(world: &SimpleCommunicator, data: &mut [f32]) {
     for chunk in data.chunks_mut(MAX_COUNT) {
+        let mut request = std::mem::MaybeUninit::<mpi::ffi::MPI_Request>::uninit();
         // SAFETY: `chunk` is an exclusively borrowed, initialised buffer of `chunk.len()` f32
         // values (at most 2^30, so the count fits in an int) and MPI_FLOAT describes f32.
-        // MPI_IN_PLACE makes MPI read and write only `chunk`. `world` is alive for the call and
-        // this is the thread that initialised MPI, the only one that calls it.
+        // MPI_IN_PLACE makes MPI read and write only `chunk`, which stays borrowed, unmoved and
+        // untouched until the request completes below. `world` is alive for the whole operation
+        // and this is the thread that initialised MPI, the only one that calls it.
         let rc = unsafe {
-            mpi::ffi::MPI_Allreduce(
+            mpi::ffi::MPI_Iallreduce(
                 overlap_mpi_in_place(),
                 chunk.as_mut_ptr().cast::<c_void>(),
                 chunk.len() as c_int,
                 mpi::ffi::RSMPI_FLOAT,
                 mpi::ffi::RSMPI_SUM,
                 world.as_raw(),
+                request.as_mut_ptr(),
             )
         };
-        // MPI's default error handler aborts the job before returning an error; if one was
-        // installed that returns instead, stop here rather than train on partial sums.
-        assert_eq!(rc, mpi::ffi::MPI_SUCCESS as c_int, "MPI_Allreduce failed with code {rc}");
+        check(rc, "MPI_Iallreduce");
+        // SAFETY: MPI_Iallreduce returned MPI_SUCCESS, so it initialised the request.
+        let mut request = unsafe { request.assume_init() };
+        let mut polls = 0u32;
+        loop {
+            let mut done: c_int = 0;
+            // SAFETY: `request` is the live request created above (MPI_Test frees it and sets
+            // it to MPI_REQUEST_NULL once complete, after which the loop ends); the status is
+            // ignored through MPI's own sentinel.
+            let rc = unsafe { mpi::ffi::MPI_Test(&mut request, &mut done, mpi::ffi::RSMPI_STATUS_IGNORE) };
+            check(rc, "MPI_Test");
+            if done != 0 {
+                break;
+            }
+            polls += 1;
+            // The first polls run back to back (a small bucket finishes in microseconds); then
+            // the thread sleeps between polls, longer and longer, leaving the core to compute.
+            if polls > SPIN_POLLS {
+                let doublings = (polls - SPIN_POLLS).min(8);
+                std::thread::sleep((FIRST_SLEEP * (1 << doublings) / 2).min(LONGEST_SLEEP));
+            }
+        }
     }
+}
+
+/// Back-to-back polls before sleeping between them.
+const SPIN_POLLS: u32 = 64;
+/// The first and the longest sleep between polls of an unfinished all-reduce.
+const FIRST_SLEEP: Duration = Duration::from_micros(10);
+const LONGEST_SLEEP: Duration = Duration::from_micros(160);
+
+/// MPI's default error handler aborts the job before returning an error; if one was installed
+/// that returns instead, stop here rather than train on partial sums.
+fn check(rc: c_int, call: &str) {
+    assert_eq!(rc, mpi::ffi::MPI_SUCCESS as c_int, "{call} failed with code {rc}");
 }

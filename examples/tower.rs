@@ -1,0 +1,44 @@
+//! A narrow input feeding a deep tower of wide layers: almost every parameter sits in layers
+//! whose backward is followed by more backward, so almost all communication can hide behind
+//! compute. The overlap tests and the README's timeline use it.
+//!
+//! ```text
+//! mpirun -n 2 target/release/examples/tower --link latency=5us,bandwidth=1GB/s --timeline step.svg
+//! ```
+
+use overlap::prelude::*;
+
+/// 64 inputs, eight 1024-wide layers, 10 classes: 7.4 M parameters. A boundary at every tower
+/// layer gives each layer (weight and bias) a bucket of its own, launched right after that
+/// layer's backward; the small first layer's is the only one nothing can hide (260 KiB).
+#[distributed_model(bucket_cap_mb = 25, first_bucket_mb = 1)]
+pub struct Tower {
+    fc1: Linear<64, 1024>,
+    act1: Relu,
+    #[bucket_boundary]
+    fc2: Linear<1024, 1024>,
+    act2: Relu,
+    #[bucket_boundary]
+    fc3: Linear<1024, 1024>,
+    act3: Relu,
+    #[bucket_boundary]
+    fc4: Linear<1024, 1024>,
+    act4: Relu,
+    #[bucket_boundary]
+    fc5: Linear<1024, 1024>,
+    act5: Relu,
+    #[bucket_boundary]
+    fc6: Linear<1024, 1024>,
+    act6: Relu,
+    #[bucket_boundary]
+    fc7: Linear<1024, 1024>,
+    act7: Relu,
+    #[bucket_boundary]
+    fc8: Linear<1024, 1024>,
+    act8: Relu,
+    head: Linear<1024, 10>,
+}
+
+fn main() -> std::process::ExitCode {
+    overlap::train::run_cli::<Tower>()
+}

@@ -1,0 +1,211 @@
+//! Interconnects as an alpha-beta cost model: a per-message latency α and a bandwidth B.
+//!
+//! Ring all-reduce of `S` bytes on `n` ranks takes `2(n−1)` steps, each paying α and moving
+//! `S/n` bytes, so `t = 2(n−1)·α + 2(n−1)/n · S/B` (the model nccl-tests' bus bandwidth is
+//! defined against). The runtime uses it to emulate a link on one machine; planning and
+//! simulation use it to predict clusters.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// One link: latency in seconds and bandwidth in bytes per second (per direction).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Link {
+    pub latency_s: f64,
+    pub bandwidth_bytes_per_s: f64,
+}
+
+/// A named link with the figures it stands for.
+#[derive(Clone, Copy, Debug)]
+pub struct LinkPreset {
+    pub name: &'static str,
+    pub link: Link,
+    /// Where the figures come from.
+    pub source: &'static str,
+}
+
+/// Common links. Bandwidths are the per-direction signalling rate of the standard (GB = 10⁹ bytes);
+/// latencies are typical small-message one-way latencies reported for each.
+pub const LINK_PRESETS: &[LinkPreset] = &[
+    LinkPreset {
+        name: "nvlink4",
+        link: Link { latency_s: 2e-6, bandwidth_bytes_per_s: 450e9 },
+        source: "NVIDIA H100 datasheet: 4th-gen NVLink 900 GB/s per GPU, both directions together",
+    },
+    LinkPreset {
+        name: "ib-ndr",
+        link: Link { latency_s: 1e-6, bandwidth_bytes_per_s: 50e9 },
+        source: "InfiniBand NDR 400 Gb/s per port (NVIDIA ConnectX-7); ~1 us end-to-end latency",
+    },
+    LinkPreset {
+        name: "ib-hdr",
+        link: Link { latency_s: 1e-6, bandwidth_bytes_per_s: 25e9 },
+        source: "InfiniBand HDR 200 Gb/s per port (NVIDIA ConnectX-6); ~1 us end-to-end latency",
+    },
+    LinkPreset {
+        name: "100gbe",
+        link: Link { latency_s: 5e-6, bandwidth_bytes_per_s: 12.5e9 },
+        source: "IEEE 802.3 100 Gb/s Ethernet; ~5 us with RDMA over Converged Ethernet",
+    },
+    LinkPreset {
+        name: "10gbe",
+        link: Link { latency_s: 30e-6, bandwidth_bytes_per_s: 1.25e9 },
+        source: "IEEE 802.3 10 Gb/s Ethernet; ~30 us through a kernel TCP stack",
+    },
+];
+
+impl Link {
+    pub fn preset(name: &str) -> Option<Link> {
+        LINK_PRESETS.iter().find(|p| p.name.eq_ignore_ascii_case(name)).map(|p| p.link)
+    }
+
+    /// Seconds a ring all-reduce of `bytes` takes on `ranks` ranks; zero for one rank.
+    pub fn ring_all_reduce_seconds(&self, bytes: usize, ranks: usize) -> f64 {
+        if ranks <= 1 {
+            return 0.0;
+        }
+        let n = ranks as f64;
+        2.0 * (n - 1.0) * self.latency_s + 2.0 * (n - 1.0) / n * bytes as f64 / self.bandwidth_bytes_per_s
+    }
+}
+
+/// `nvlink4`, `ib-hdr`, ... or `latency=5us,bandwidth=25GB/s` (either key may be left out: a
+/// missing latency is 0, a missing bandwidth is infinite).
+impl FromStr for Link {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if let Some(link) = Link::preset(s) {
+            return Ok(link);
+        }
+        if !s.contains('=') {
+            let names: Vec<&str> = LINK_PRESETS.iter().map(|p| p.name).collect();
+            return Err(format!(
+                "unknown link `{s}`: use one of {} or `latency=<time>,bandwidth=<rate>` (e.g. latency=5us,bandwidth=25GB/s)",
+                names.join(", ")
+            ));
+        }
+        let mut link = Link { latency_s: 0.0, bandwidth_bytes_per_s: f64::INFINITY };
+        let mut seen = (false, false);
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part
+                .split_once('=')
+                .ok_or_else(|| format!("`{part}` is not `key=value` (keys: latency, bandwidth)"))?;
+            match key.trim() {
+                "latency" if !seen.0 => (link.latency_s, seen.0) = (parse_seconds(value.trim())?, true),
+                "bandwidth" if !seen.1 => (link.bandwidth_bytes_per_s, seen.1) = (parse_rate(value.trim())?, true),
+                "latency" | "bandwidth" => return Err(format!("`{}` is given twice", key.trim())),
+                other => return Err(format!("unknown key `{other}` (keys: latency, bandwidth)")),
+            }
+        }
+        Ok(link)
+    }
+}
+
+impl fmt::Display for Link {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "latency {:.3} us, bandwidth {:.3} GB/s", self.latency_s * 1e6, self.bandwidth_bytes_per_s / 1e9)
+    }
+}
+
+/// `5us`, `1.5ms`, `800ns`, `0.002s`.
+fn parse_seconds(value: &str) -> Result<f64, String> {
+    let (number, unit) = split_unit(value);
+    let scale = match unit {
+        "s" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "ns" => 1e-9,
+        _ => return Err(format!("latency `{value}` needs a unit: s, ms, us or ns")),
+    };
+    let v = parse_number(number, value)?;
+    Ok(v * scale)
+}
+
+/// `25GB/s`, `200Gb/s`, `1.25GB/s`, `900MB/s`, `1TB/s` (decimal prefixes; `b` is bits).
+fn parse_rate(value: &str) -> Result<f64, String> {
+    let (number, unit) = split_unit(value);
+    let bad = || format!("bandwidth `{value}` needs a unit such as GB/s, Gb/s, MB/s or TB/s");
+    let per_second = unit.strip_suffix("/s").ok_or_else(bad)?;
+    let (prefix, bits) = match per_second.strip_suffix('B') {
+        Some(p) => (p, false),
+        None => (per_second.strip_suffix('b').ok_or_else(bad)?, true),
+    };
+    let scale = match prefix {
+        "" => 1.0,
+        "K" | "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        _ => return Err(bad()),
+    };
+    let v = parse_number(number, value)?;
+    if v <= 0.0 {
+        return Err(format!("bandwidth `{value}` must be greater than 0"));
+    }
+    Ok(v * scale / if bits { 8.0 } else { 1.0 })
+}
+
+fn split_unit(value: &str) -> (&str, &str) {
+    let at = value
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e'))
+        .unwrap_or(value.len());
+    (&value[..at], value[at..].trim())
+}
+
+fn parse_number(number: &str, whole: &str) -> Result<f64, String> {
+    match number.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("`{whole}` does not start with a non-negative number")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_presets_and_explicit_figures() {
+        assert_eq!("ib-hdr".parse::<Link>().unwrap(), Link { latency_s: 1e-6, bandwidth_bytes_per_s: 25e9 });
+        let l: Link = "latency=5us,bandwidth=25GB/s".parse().unwrap();
+        assert!((l.latency_s - 5e-6).abs() < 1e-15 && (l.bandwidth_bytes_per_s - 25e9).abs() < 1.0);
+        let l: Link = "bandwidth=200Gb/s, latency=1.5ms".parse().unwrap();
+        assert!((l.latency_s - 1.5e-3).abs() < 1e-12 && (l.bandwidth_bytes_per_s - 25e9).abs() < 1.0);
+        let l: Link = "latency=2ms".parse().unwrap();
+        assert!(l.bandwidth_bytes_per_s.is_infinite());
+    }
+
+    #[test]
+    fn bad_specs_say_what_is_wrong() {
+        for (spec, expected) in [
+            ("infiniband", "unknown link"),
+            ("latency=5", "needs a unit"),
+            ("bandwidth=25GB", "needs a unit"),
+            ("bandwidth=0GB/s", "greater than 0"),
+            ("latency=-1us", "non-negative"),
+            ("speed=1GB/s", "unknown key"),
+            ("latency=1us,latency=2us", "given twice"),
+            ("latency", "unknown link"),
+            ("latency=1us,foo", "not `key=value`"),
+        ] {
+            let err = spec.parse::<Link>().unwrap_err();
+            assert!(err.contains(expected), "{spec}: {err}");
+        }
+    }
+
+    #[test]
+    fn ring_cost_follows_the_alpha_beta_model() {
+        let l = Link { latency_s: 1e-6, bandwidth_bytes_per_s: 1e9 };
+        assert_eq!(l.ring_all_reduce_seconds(1 << 20, 1), 0.0);
+        // n = 2: 2 latencies and the whole buffer once.
+        let t = l.ring_all_reduce_seconds(1_000_000, 2);
+        assert!((t - (2e-6 + 1e-3)).abs() < 1e-12, "{t}");
+        // n = 4: 6 latencies and 1.5x the buffer.
+        let t = l.ring_all_reduce_seconds(1_000_000, 4);
+        assert!((t - (6e-6 + 1.5e-3)).abs() < 1e-12, "{t}");
+        for p in LINK_PRESETS {
+            assert_eq!(Link::preset(p.name), Some(p.link));
+        }
+    }
+}

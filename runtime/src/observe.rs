@@ -1,0 +1,150 @@
+//! What a training run records and writes about itself: spans while it runs, then the overlap
+//! report, the Chrome trace and the timeline picture at rank 0.
+//!
+//! Spans are gathered to rank 0 in windows (every `--report-every` steps, or every
+//! `DEFAULT_WINDOW`), outside the timed steps, so no rank's buffer grows with the run's length;
+//! rank 0 keeps per-step breakdowns, and raw spans only when a trace file was asked for.
+
+use overlap_plan::{Link, Schedule};
+
+use crate::args::{ReportFormat, TrainArgs};
+use crate::comm::{CommMode, Communicator};
+use crate::error::Result;
+use crate::trace::{self, OverlapReport, Span, StepBreakdown, TimelineInfo, TraceInfo};
+
+/// Steps between gathers when no `--report-every` is given.
+const DEFAULT_WINDOW: u64 = 100;
+
+pub struct Observer<'a> {
+    args: &'a TrainArgs,
+    schedule: Schedule,
+    world_size: usize,
+    rank: usize,
+    mode: CommMode,
+    link: Option<Link>,
+    recording: bool,
+    window: u64,
+    /// At rank 0: every gathered step's breakdowns, by step then rank.
+    breakdowns: Vec<StepBreakdown>,
+    /// At rank 0, with `--trace`: every gathered span.
+    all_spans: Vec<Span>,
+    /// At rank 0: the last gathered window's spans, for the timeline.
+    last_window: Vec<Span>,
+}
+
+impl<'a> Observer<'a> {
+    /// Starts recording if any output needs it, with a common time zero on all ranks.
+    pub fn start(args: &'a TrainArgs, comm: &Communicator, schedule: Schedule) -> Result<Self> {
+        let recording = args.report != ReportFormat::Off || args.trace.is_some() || args.timeline.is_some();
+        let window = args.report_every.unwrap_or(DEFAULT_WINDOW);
+        if recording {
+            let per_step = 2 * schedule.layers.len() * args.accumulate + 3 * schedule.buckets.len() + 4;
+            comm.barrier()?;
+            trace::start(comm.rank(), per_step * window.min(args.steps) as usize);
+        }
+        Ok(Observer {
+            args,
+            schedule,
+            world_size: comm.world_size(),
+            rank: comm.rank(),
+            mode: comm.mode(),
+            link: comm.emulated_link().filter(|_| comm.world_size() > 1),
+            recording,
+            window,
+            breakdowns: Vec::new(),
+            all_spans: Vec::new(),
+            last_window: Vec::new(),
+        })
+    }
+
+    /// `[emulated link ...]` for every line printed under emulation.
+    pub fn emulation_note(&self) -> String {
+        self.link.map(|l| format!(" [EMULATED LINK: {l}]")).unwrap_or_default()
+    }
+
+    /// Log lines go to stderr when stdout carries JSON reports.
+    pub fn say(&self, line: &str) {
+        if self.rank != 0 {
+            return;
+        }
+        if self.args.report == ReportFormat::Json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    }
+
+    /// After step `step` (0-based) has finished on this rank: gathers a full window.
+    pub fn after_step(&mut self, step: u64, comm: &Communicator) -> Result<()> {
+        if !self.recording || !(step + 1).is_multiple_of(self.window) {
+            return Ok(());
+        }
+        let fresh = self.gather(comm)?;
+        if self.args.report_every.is_some() && step + 1 < self.args.steps {
+            self.print_report(&fresh);
+        }
+        Ok(())
+    }
+
+    /// After the last step: gathers what is left and writes every output asked for.
+    pub fn finish(&mut self, comm: &Communicator) -> Result<()> {
+        if !self.recording {
+            return Ok(());
+        }
+        // Every rank decides alike (a gather is collective): only a partial last window is left.
+        if !self.args.steps.is_multiple_of(self.window) {
+            self.gather(comm)?;
+        }
+        trace::stop();
+        if self.rank != 0 {
+            return Ok(());
+        }
+        let all = std::mem::take(&mut self.breakdowns);
+        self.print_report(&all);
+        if let Some(path) = &self.args.trace {
+            let info = TraceInfo {
+                schedule: &self.schedule,
+                world_size: self.world_size,
+                mode: self.mode.name(),
+                emulated_link: self.link.map(|l| l.to_string()),
+            };
+            trace::write_chrome_trace(path, &self.all_spans, &info)?;
+            self.say(&format!("trace: {} ({} spans){}", path.display(), self.all_spans.len(), self.emulation_note()));
+        }
+        if let Some(path) = &self.args.timeline {
+            let window = trace::breakdowns(&self.last_window, self.schedule.buckets.len());
+            if let Some(step) = trace::representative_step(&window) {
+                let info = TimelineInfo {
+                    schedule: &self.schedule,
+                    world_size: self.world_size,
+                    mode: self.mode.name(),
+                    emulated_link: self.link.map(|l| l.to_string()),
+                };
+                trace::write_timeline(path, &self.last_window, step, &info)?;
+                self.say(&format!("timeline: {} (step {}){}", path.display(), step + 1, self.emulation_note()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Gathers the spans recorded since the last gather; at rank 0 returns their breakdowns.
+    fn gather(&mut self, comm: &Communicator) -> Result<Vec<StepBreakdown>> {
+        let Some(spans) = trace::gather_spans(comm)? else { return Ok(Vec::new()) };
+        let fresh = trace::breakdowns(&spans, self.schedule.buckets.len());
+        self.breakdowns.extend_from_slice(&fresh);
+        if self.args.trace.is_some() {
+            self.all_spans.extend_from_slice(&spans);
+        }
+        self.last_window = spans;
+        Ok(fresh)
+    }
+
+    fn print_report(&self, breakdowns: &[StepBreakdown]) {
+        let report = OverlapReport::new(breakdowns, &self.schedule, self.world_size, self.mode, self.link);
+        match (report, self.args.report) {
+            (None, _) | (_, ReportFormat::Off) => {}
+            (Some(r), ReportFormat::Json) => println!("{}", r.to_json()),
+            (Some(r), ReportFormat::Text) => print!("{r}"),
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Where one rank's step went: its spans summed by kind, and the time blocked in wait points
+//! attributed to the buckets that were on the wire meanwhile.
+
+use super::span::{Activity, Span};
+
+/// One rank's step, in nanoseconds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepBreakdown {
+    pub step: u64,
+    pub rank: u32,
+    pub step_ns: u64,
+    pub forward_ns: u64,
+    pub loss_ns: u64,
+    pub backward_ns: u64,
+    pub update_ns: u64,
+    /// Sum of the buckets' all-reduce times on the communication thread.
+    pub all_reduce_ns: u64,
+    /// Time the compute thread was blocked in wait points.
+    pub exposed_ns: u64,
+    /// Per bucket, in launch order.
+    pub buckets: Vec<BucketTiming>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BucketTiming {
+    pub bytes: u64,
+    pub all_reduce_ns: u64,
+    /// The part of the wait points' blocked time during which this bucket was on the wire.
+    pub exposed_ns: u64,
+}
+
+impl StepBreakdown {
+    /// Forward, loss, backward and optimizer: everything the compute thread does but wait.
+    pub fn compute_ns(&self) -> u64 {
+        self.forward_ns + self.loss_ns + self.backward_ns + self.update_ns
+    }
+}
+
+/// One breakdown per (rank, step) found in `spans`, ordered by step then rank. Only steps with
+/// a complete `Step` span are kept; `buckets` is the schedule's bucket count.
+pub fn breakdowns(spans: &[Span], buckets: usize) -> Vec<StepBreakdown> {
+    let mut sorted: Vec<&Span> = spans.iter().collect();
+    sorted.sort_by_key(|s| (s.step, s.rank, s.start_ns));
+    let mut out = Vec::new();
+    for group in sorted.chunk_by(|a, b| (a.step, a.rank) == (b.step, b.rank)) {
+        let Some(step) = group.iter().find(|s| s.activity == Activity::Step) else { continue };
+        let mut b = StepBreakdown {
+            step: step.step,
+            rank: step.rank,
+            step_ns: step.duration_ns(),
+            buckets: vec![BucketTiming::default(); buckets],
+            ..StepBreakdown::default()
+        };
+        for s in group {
+            let d = s.duration_ns();
+            match s.activity {
+                Activity::Step => {}
+                Activity::Forward { .. } => b.forward_ns += d,
+                Activity::Loss => b.loss_ns += d,
+                Activity::Backward { .. } => b.backward_ns += d,
+                Activity::Update { .. } => b.update_ns += d,
+                Activity::Wait { .. } | Activity::WaitAll => b.exposed_ns += d,
+                Activity::AllReduce { bucket, bytes, .. } => {
+                    b.all_reduce_ns += d;
+                    if let Some(t) = b.buckets.get_mut(bucket as usize) {
+                        t.bytes = bytes;
+                        t.all_reduce_ns += d;
+                        t.exposed_ns +=
+                            group.iter().filter(|w| w.activity.is_wait()).map(|w| intersection(w, s)).sum::<u64>();
+                    }
+                }
+            }
+        }
+        out.push(b);
+    }
+    out
+}
+
+fn intersection(a: &Span, b: &Span) -> u64 {
+    a.end_ns.min(b.end_ns).saturating_sub(a.start_ns.max(b.start_ns))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(rank: u32, step: u64, activity: Activity, start_ns: u64, end_ns: u64) -> Span {
+        Span { rank, step, activity, start_ns, end_ns }
+    }
+
+    #[test]
+    fn sums_by_kind_and_attributes_waits_to_the_buckets_on_the_wire() {
+        let spans = [
+            span(0, 1, Activity::Step, 0, 100),
+            span(0, 1, Activity::Forward { layer: 0 }, 0, 20),
+            span(0, 1, Activity::Loss, 20, 22),
+            span(0, 1, Activity::Backward { layer: 0 }, 22, 60),
+            span(0, 1, Activity::AllReduce { bucket: 0, bytes: 400, queued_ns: 40 }, 40, 70),
+            span(0, 1, Activity::AllReduce { bucket: 1, bytes: 800, queued_ns: 60 }, 70, 90),
+            // Blocked from 60 to 75: bucket 0 was on the wire until 70, bucket 1 from 70.
+            span(0, 1, Activity::Wait { bucket: 0 }, 60, 75),
+            span(0, 1, Activity::Update { bucket: 0 }, 75, 80),
+            span(0, 1, Activity::Wait { bucket: 1 }, 80, 90),
+            span(0, 1, Activity::Update { bucket: 1 }, 90, 100),
+            // A step without its `Step` span (cut off by a window) is left out.
+            span(0, 2, Activity::Forward { layer: 0 }, 100, 120),
+        ];
+        let b = breakdowns(&spans, 2);
+        assert_eq!(b.len(), 1);
+        let b = &b[0];
+        assert_eq!((b.step_ns, b.forward_ns, b.loss_ns, b.backward_ns, b.update_ns), (100, 20, 2, 38, 15));
+        assert_eq!((b.all_reduce_ns, b.exposed_ns, b.compute_ns()), (50, 25, 75));
+        assert_eq!(b.buckets[0], BucketTiming { bytes: 400, all_reduce_ns: 30, exposed_ns: 10 });
+        assert_eq!(b.buckets[1], BucketTiming { bytes: 800, all_reduce_ns: 20, exposed_ns: 15 });
+    }
+}

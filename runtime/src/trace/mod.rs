@@ -1,0 +1,25 @@
+//! Observability: what each rank spent its step on, and whether communication was hidden.
+//!
+//! The compute thread records spans (`recorder`); the communication thread's timings come back
+//! with each reduced bucket. `collect` gathers every rank's spans at rank 0, where they become
+//! per-step breakdowns (`breakdown`), the overlap report (`report`), a Chrome trace (`chrome`)
+//! and a timeline picture (`timeline`).
+
+mod breakdown;
+mod chrome;
+mod collect;
+mod recorder;
+mod report;
+mod span;
+mod timeline;
+
+pub use breakdown::{breakdowns, BucketTiming, StepBreakdown};
+pub use chrome::{write_chrome_trace, TraceInfo};
+pub use collect::gather_spans;
+pub use recorder::{
+    backward, forward, is_enabled, loss, record, record_all_reduce, set_step, start, step, stop, take, update,
+    SpanGuard,
+};
+pub use report::{median, BucketReport, OverlapReport, RankReport};
+pub use span::{Activity, Span};
+pub use timeline::{render as render_timeline, representative_step, write_timeline, TimelineInfo};

@@ -1,0 +1,158 @@
+//! The per-thread span recorder the generated code and the runtime write to.
+//!
+//! Recording is always compiled in. When it is off, a span costs one thread-local flag read;
+//! when it is on, two clock reads and a push into a buffer reserved up front. The recorder is
+//! thread-local because everything a rank's compute thread does (the macro's straight-line code,
+//! the loss, the waits) runs on that thread; the communication thread reports its timings with
+//! each reduced bucket instead of writing here.
+
+use std::cell::{Cell, RefCell};
+use std::time::Instant;
+
+use super::span::{Activity, Span};
+
+thread_local! {
+    static ENABLED: Cell<bool> = const { Cell::new(false) };
+    static RECORDER: RefCell<Recorder> = RefCell::new(Recorder::new());
+}
+
+struct Recorder {
+    epoch: Instant,
+    rank: u32,
+    step: u64,
+    spans: Vec<Span>,
+}
+
+impl Recorder {
+    fn new() -> Self {
+        Recorder { epoch: Instant::now(), rank: 0, step: 0, spans: Vec::new() }
+    }
+
+    fn ns(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn push(&mut self, activity: Activity, start: Instant, end: Instant) {
+        let span = Span { rank: self.rank, step: self.step, activity, start_ns: self.ns(start), end_ns: self.ns(end) };
+        self.spans.push(span);
+    }
+}
+
+/// Starts recording on this thread for `rank`, with time zero now, and room for `capacity`
+/// spans before the buffer has to grow. Forgets anything recorded before.
+pub fn start(rank: usize, capacity: usize) {
+    RECORDER.with_borrow_mut(|r| {
+        *r = Recorder { epoch: Instant::now(), rank: rank as u32, step: 0, spans: Vec::with_capacity(capacity) };
+    });
+    ENABLED.set(true);
+}
+
+/// Stops recording on this thread (what was recorded stays until `take`).
+pub fn stop() {
+    ENABLED.set(false);
+}
+
+pub fn is_enabled() -> bool {
+    ENABLED.get()
+}
+
+/// The step that spans recorded from now on belong to.
+pub fn set_step(step: u64) {
+    if is_enabled() {
+        RECORDER.with_borrow_mut(|r| r.step = step);
+    }
+}
+
+/// Everything recorded so far, leaving the buffer empty (with its capacity kept).
+pub fn take() -> Vec<Span> {
+    RECORDER.with_borrow_mut(|r| {
+        let capacity = r.spans.capacity();
+        std::mem::replace(&mut r.spans, Vec::with_capacity(capacity))
+    })
+}
+
+/// Records an activity whose instants were measured elsewhere (the communication thread, a wait).
+pub fn record(activity: Activity, start: Instant, end: Instant) {
+    if is_enabled() {
+        RECORDER.with_borrow_mut(|r| r.push(activity, start, end));
+    }
+}
+
+/// Records one bucket's all-reduce: launched at `queued`, on the wire from `started` to `finished`.
+pub fn record_all_reduce(bucket: usize, bytes: usize, queued: Instant, started: Instant, finished: Instant) {
+    if is_enabled() {
+        RECORDER.with_borrow_mut(|r| {
+            let activity = Activity::AllReduce { bucket: bucket as u32, bytes: bytes as u64, queued_ns: r.ns(queued) };
+            r.push(activity, started, finished);
+        });
+    }
+}
+
+/// Measures from now until the guard is dropped.
+#[must_use = "the span ends when this guard is dropped"]
+pub struct SpanGuard {
+    open: Option<(Activity, Instant)>,
+}
+
+impl SpanGuard {
+    pub fn new(activity: Activity) -> Self {
+        SpanGuard { open: is_enabled().then(|| (activity, Instant::now())) }
+    }
+}
+
+impl Drop for SpanGuard {
+    fn drop(&mut self) {
+        if let Some((activity, start)) = self.open.take() {
+            record(activity, start, Instant::now());
+        }
+    }
+}
+
+/// Layer `layer`'s forward call (the index is the field's position in the model).
+pub fn forward(layer: usize) -> SpanGuard {
+    SpanGuard::new(Activity::Forward { layer: layer as u32 })
+}
+
+/// Layer `layer`'s backward call.
+pub fn backward(layer: usize) -> SpanGuard {
+    SpanGuard::new(Activity::Backward { layer: layer as u32 })
+}
+
+/// The optimizer updates of bucket `bucket`'s parameters.
+pub fn update(bucket: usize) -> SpanGuard {
+    SpanGuard::new(Activity::Update { bucket: bucket as u32 })
+}
+
+pub fn loss() -> SpanGuard {
+    SpanGuard::new(Activity::Loss)
+}
+
+pub fn step() -> SpanGuard {
+    SpanGuard::new(Activity::Step)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_only_while_enabled_and_tags_the_current_step() {
+        drop(forward(0));
+        assert!(take().is_empty());
+        start(3, 16);
+        set_step(7);
+        {
+            let _outer = step();
+            drop(backward(2));
+        }
+        stop();
+        drop(update(1));
+        let spans = take();
+        assert_eq!(spans.len(), 2);
+        assert_eq!(spans[0].activity, Activity::Backward { layer: 2 });
+        assert_eq!(spans[1].activity, Activity::Step);
+        assert!(spans.iter().all(|s| s.rank == 3 && s.step == 7 && s.start_ns <= s.end_ns));
+        assert!(spans[1].start_ns <= spans[0].start_ns && spans[0].end_ns <= spans[1].end_ns);
+        assert!(take().is_empty());
+    }
+}

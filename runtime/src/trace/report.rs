@@ -1,0 +1,351 @@
+//! The overlap report: is communication hidden, and if not, where does the step's time go.
+//! Built at rank 0 from every rank's step breakdowns; medians over steps.
+
+use std::fmt;
+
+use overlap_plan::{human_bytes, Link, Schedule};
+use serde::Serialize;
+
+use super::breakdown::StepBreakdown;
+use crate::comm::CommMode;
+
+/// Medians over steps of the per-step mean over ranks (the step time: of the slowest rank).
+#[derive(Clone, Debug, Serialize)]
+pub struct OverlapReport {
+    pub model: String,
+    pub world_size: usize,
+    /// `overlap` or `no-overlap`.
+    pub mode: &'static str,
+    /// The interconnect emulated by holding each all-reduce, if any.
+    pub emulated_link: Option<String>,
+    pub steps: usize,
+    pub first_step: u64,
+    pub last_step: u64,
+    pub step_ms: f64,
+    pub forward_ms: f64,
+    pub loss_ms: f64,
+    pub backward_ms: f64,
+    pub optimizer_ms: f64,
+    /// Forward + loss + backward + optimizer.
+    pub compute_ms: f64,
+    /// Sum over buckets of the all-reduce time on the communication thread.
+    pub all_reduce_ms: f64,
+    /// Time the compute thread spent blocked in wait points.
+    pub exposed_ms: f64,
+    /// The rest of the step: loading data, bookkeeping between layers.
+    pub other_ms: f64,
+    /// `all_reduce_ms - exposed_ms`.
+    pub hidden_ms: f64,
+    /// `1 - exposed / all-reduce`; absent when nothing was reduced (one rank).
+    pub hidden_fraction: Option<f64>,
+    /// `max(compute, communication)`: no schedule can beat it.
+    pub lower_bound_ms: f64,
+    /// `step / lower bound - 1`.
+    pub above_lower_bound: f64,
+    pub buckets: Vec<BucketReport>,
+    pub ranks: Vec<RankReport>,
+    /// Median over steps of the slowest rank's compute minus the fastest's.
+    pub straggler_gap_ms: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BucketReport {
+    pub bucket: usize,
+    pub bytes: usize,
+    pub launched_after: String,
+    pub all_reduce_ms: f64,
+    /// nccl-tests' bus bandwidth: `bytes / t * 2(n-1)/n`, in GB/s (10^9 bytes).
+    pub bus_bandwidth_gb_s: f64,
+    pub exposed_ms: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RankReport {
+    pub rank: usize,
+    /// Steps in which this rank had the most compute.
+    pub slowest_in_steps: usize,
+    pub compute_ms: f64,
+    pub exposed_ms: f64,
+}
+
+impl OverlapReport {
+    /// `None` when `breakdowns` holds no complete step.
+    pub fn new(
+        breakdowns: &[StepBreakdown],
+        schedule: &Schedule,
+        world_size: usize,
+        mode: CommMode,
+        link: Option<Link>,
+    ) -> Option<Self> {
+        let mut steps: Vec<&[StepBreakdown]> = breakdowns.chunk_by(|a, b| a.step == b.step).collect();
+        steps.retain(|s| !s.is_empty());
+        if steps.is_empty() {
+            return None;
+        }
+        let mean = |f: &dyn Fn(&StepBreakdown) -> u64| -> f64 {
+            median(steps.iter().map(|s| s.iter().map(f).sum::<u64>() as f64 / s.len() as f64 / 1e6))
+        };
+        let step_ms = median(steps.iter().map(|s| s.iter().map(|b| b.step_ns).max().unwrap_or(0) as f64 / 1e6));
+        let (forward_ms, loss_ms) = (mean(&|b| b.forward_ns), mean(&|b| b.loss_ns));
+        let (backward_ms, optimizer_ms) = (mean(&|b| b.backward_ns), mean(&|b| b.update_ns));
+        let compute_ms = mean(&|b| b.compute_ns());
+        let (all_reduce_ms, exposed_ms) = (mean(&|b| b.all_reduce_ns), mean(&|b| b.exposed_ns));
+        let other_ms = mean(&|b| b.step_ns.saturating_sub(b.compute_ns() + b.exposed_ns));
+        let lower_bound_ms = compute_ms.max(all_reduce_ms);
+
+        let n = world_size as f64;
+        let buckets = (0..schedule.buckets.len())
+            .map(|k| {
+                let all_reduce_ms = mean(&|b| b.buckets.get(k).map_or(0, |t| t.all_reduce_ns));
+                let bytes = schedule.buckets[k].bytes();
+                BucketReport {
+                    bucket: k,
+                    bytes,
+                    launched_after: format!("{}.backward", schedule.layers[schedule.buckets[k].launch_after].name),
+                    all_reduce_ms,
+                    bus_bandwidth_gb_s: if all_reduce_ms > 0.0 {
+                        bytes as f64 / (all_reduce_ms / 1e3) * 2.0 * (n - 1.0) / n / 1e9
+                    } else {
+                        0.0
+                    },
+                    exposed_ms: mean(&|b| b.buckets.get(k).map_or(0, |t| t.exposed_ns)),
+                }
+            })
+            .collect();
+
+        let slowest = |s: &[StepBreakdown]| s.iter().max_by_key(|b| b.compute_ns()).map(|b| b.rank as usize);
+        let ranks = (0..world_size)
+            .map(|rank| {
+                let mine = || steps.iter().filter_map(move |s| s.iter().find(|b| b.rank as usize == rank));
+                RankReport {
+                    rank,
+                    slowest_in_steps: steps.iter().filter(|s| slowest(s) == Some(rank)).count(),
+                    compute_ms: median(mine().map(|b| b.compute_ns() as f64 / 1e6)),
+                    exposed_ms: median(mine().map(|b| b.exposed_ns as f64 / 1e6)),
+                }
+            })
+            .collect();
+        let gap = |s: &[StepBreakdown]| {
+            let compute = s.iter().map(StepBreakdown::compute_ns);
+            (compute.clone().max().unwrap_or(0) - compute.min().unwrap_or(0)) as f64 / 1e6
+        };
+
+        Some(OverlapReport {
+            model: schedule.model.to_string(),
+            world_size,
+            mode: mode.name(),
+            emulated_link: link.filter(|_| world_size > 1).map(|l| l.to_string()),
+            steps: steps.len(),
+            first_step: steps[0][0].step,
+            last_step: steps[steps.len() - 1][0].step,
+            step_ms,
+            forward_ms,
+            loss_ms,
+            backward_ms,
+            optimizer_ms,
+            compute_ms,
+            all_reduce_ms,
+            exposed_ms,
+            other_ms,
+            hidden_ms: all_reduce_ms - exposed_ms,
+            hidden_fraction: (all_reduce_ms > 0.0).then(|| 1.0 - exposed_ms / all_reduce_ms),
+            lower_bound_ms,
+            above_lower_bound: if lower_bound_ms > 0.0 { step_ms / lower_bound_ms - 1.0 } else { 0.0 },
+            buckets,
+            ranks,
+            straggler_gap_ms: median(steps.iter().map(|s| gap(s))),
+        })
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("the report holds only numbers and strings")
+    }
+}
+
+/// The middle value (the mean of the two middle ones for an even count); 0 for none.
+pub fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.collect();
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    }
+}
+
+impl fmt::Display for OverlapReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "overlap report: {}, {} rank(s), {}, steps {}..={} ({} steps; medians over steps of the mean over ranks)",
+            self.model,
+            self.world_size,
+            self.mode,
+            self.first_step + 1,
+            self.last_step + 1,
+            self.steps
+        )?;
+        if let Some(link) = &self.emulated_link {
+            writeln!(
+                f,
+                "EMULATED LINK: {link} (ring cost model; each all-reduce is held until it would have finished)"
+            )?;
+        }
+        let line = |f: &mut fmt::Formatter<'_>, name: &str, ms: f64, note: &str| {
+            writeln!(f, "{}", format!("  {name:<12}{ms:>9.2} ms  {note}").trim_end())
+        };
+        line(
+            f,
+            "step",
+            self.step_ms,
+            &format!(
+                "lower bound max(compute, all-reduce) = {:.2} ms; step is {:.1}% above it",
+                self.lower_bound_ms,
+                self.above_lower_bound * 100.0
+            ),
+        )?;
+        line(f, "forward", self.forward_ms, "")?;
+        line(f, "loss", self.loss_ms, "")?;
+        line(f, "backward", self.backward_ms, "")?;
+        line(f, "optimizer", self.optimizer_ms, "")?;
+        line(f, "compute", self.compute_ms, "forward + loss + backward + optimizer")?;
+        line(f, "all-reduce", self.all_reduce_ms, "sum over buckets, on the communication thread")?;
+        line(f, "exposed", self.exposed_ms, "compute thread blocked in wait points")?;
+        line(f, "other", self.other_ms, "step - compute - exposed: data loading, bookkeeping")?;
+        match self.hidden_fraction {
+            Some(h) => line(
+                f,
+                "hidden",
+                self.hidden_ms,
+                &format!("{:.1}% of the all-reduce time (1 - exposed / all-reduce)", h * 100.0),
+            )?,
+            None => writeln!(f, "  one rank: nothing to all-reduce")?,
+        }
+        if self.world_size > 1 {
+            writeln!(f, "  bucket        bytes  launched after       all-reduce       busbw     exposed")?;
+            for b in &self.buckets {
+                writeln!(
+                    f,
+                    "  b{:<4}{:>12}  {:<18}{:>9.2} ms{:>8.2} GB/s{:>9.2} ms",
+                    b.bucket,
+                    human_bytes(b.bytes),
+                    b.launched_after,
+                    b.all_reduce_ms,
+                    b.bus_bandwidth_gb_s,
+                    b.exposed_ms
+                )?;
+            }
+            let slowest: Vec<String> = self
+                .ranks
+                .iter()
+                .filter(|r| r.slowest_in_steps > 0)
+                .map(|r| format!("rank {} in {} step(s) (compute {:.2} ms)", r.rank, r.slowest_in_steps, r.compute_ms))
+                .collect();
+            writeln!(
+                f,
+                "  slowest rank: {}; median gap to the fastest {:.2} ms, which the others spend waiting",
+                slowest.join(", "),
+                self.straggler_gap_ms
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::BucketTiming;
+    use overlap_plan::{BucketInfo, LayerInfo, ParamInfo, ParamRef, Width};
+    use std::borrow::Cow;
+
+    const LAYERS: &[LayerInfo] = &[LayerInfo {
+        name: Cow::Borrowed("fc"),
+        kind: Cow::Borrowed("Linear<2, 2>"),
+        width: Width::Fixed { input: 2, output: 2 },
+        flops_per_sample: 8,
+        params: Cow::Borrowed(&[ParamInfo {
+            name: Cow::Borrowed("weight"),
+            shape: Cow::Borrowed(&[500_000]),
+            bucket: 0,
+            offset: 0,
+        }]),
+    }];
+    const BUCKETS: &[BucketInfo] =
+        &[BucketInfo { params: Cow::Borrowed(&[ParamRef { layer: 0, param: 0 }]), numel: 500_000, launch_after: 0 }];
+    const SCHEDULE: Schedule = Schedule {
+        model: Cow::Borrowed("Tiny"),
+        first_bucket_bytes: 0,
+        bucket_cap_bytes: 0,
+        layers: Cow::Borrowed(LAYERS),
+        buckets: Cow::Borrowed(BUCKETS),
+    };
+
+    fn step(step: u64, rank: u32, compute_ms: u64, reduce_ms: u64, exposed_ms: u64) -> StepBreakdown {
+        let ms = 1_000_000;
+        StepBreakdown {
+            step,
+            rank,
+            step_ns: (compute_ms + exposed_ms) * ms,
+            forward_ns: compute_ms * ms / 2,
+            backward_ns: compute_ms * ms / 2,
+            all_reduce_ns: reduce_ms * ms,
+            exposed_ns: exposed_ms * ms,
+            buckets: vec![BucketTiming {
+                bytes: 2_000_000,
+                all_reduce_ns: reduce_ms * ms,
+                exposed_ns: exposed_ms * ms,
+            }],
+            ..StepBreakdown::default()
+        }
+    }
+
+    #[test]
+    fn medians_over_steps_of_rank_means_and_the_derived_figures() {
+        // Steps 0..3 on two ranks; rank 1 is the straggler in every step but the last.
+        let b = [
+            step(0, 0, 10, 4, 2),
+            step(0, 1, 12, 4, 0),
+            step(1, 0, 10, 4, 2),
+            step(1, 1, 12, 4, 0),
+            step(2, 0, 14, 8, 6),
+            step(2, 1, 10, 8, 6),
+        ];
+        let r = OverlapReport::new(&b, &SCHEDULE, 2, CommMode::Overlap, None).unwrap();
+        assert_eq!((r.steps, r.first_step, r.last_step), (3, 0, 2));
+        assert_eq!((r.compute_ms, r.all_reduce_ms, r.exposed_ms), (11.0, 4.0, 1.0));
+        assert_eq!(r.step_ms, 12.0, "the slowest rank's step, median over steps");
+        assert_eq!((r.hidden_ms, r.hidden_fraction), (3.0, Some(0.75)));
+        assert_eq!((r.lower_bound_ms, r.above_lower_bound), (11.0, 12.0 / 11.0 - 1.0));
+        // 2 MB in 4 ms on 2 ranks: algbw 0.5 GB/s, busbw x 2(n-1)/n = 1.
+        assert!((r.buckets[0].bus_bandwidth_gb_s - 0.5).abs() < 1e-12);
+        assert_eq!(r.buckets[0].launched_after, "fc.backward");
+        assert_eq!([r.ranks[0].slowest_in_steps, r.ranks[1].slowest_in_steps], [1, 2]);
+        assert_eq!(r.straggler_gap_ms, 2.0);
+        let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(json["hidden_fraction"], 0.75);
+        assert!(r.to_string().contains("75.0% of the all-reduce time"));
+        assert!(OverlapReport::new(&[], &SCHEDULE, 2, CommMode::Overlap, None).is_none());
+    }
+
+    #[test]
+    fn emulation_is_named_and_one_rank_has_nothing_to_hide() {
+        let link = Some(Link { latency_s: 5e-6, bandwidth_bytes_per_s: 25e9 });
+        let r = OverlapReport::new(
+            &[step(0, 0, 10, 4, 1), step(0, 1, 10, 4, 1)],
+            &SCHEDULE,
+            2,
+            CommMode::AfterBackward,
+            link,
+        );
+        let text = r.unwrap().to_string();
+        assert!(text.contains("no-overlap") && text.contains("EMULATED LINK: latency 5.000 us, bandwidth 25.000 GB/s"));
+        let single = OverlapReport::new(&[step(0, 0, 10, 0, 0)], &SCHEDULE, 1, CommMode::Overlap, link).unwrap();
+        assert_eq!((single.hidden_fraction, single.emulated_link.as_deref()), (None, None));
+        assert!(single.to_string().contains("one rank: nothing to all-reduce"));
+    }
+}

@@ -1,0 +1,128 @@
+//! What a rank records: spans of named activities on a monotonic clock.
+
+/// One kind of work, with what identifies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activity {
+    /// A whole training step, from loading its data to the last update.
+    Step,
+    Forward {
+        layer: u32,
+    },
+    Loss,
+    Backward {
+        layer: u32,
+    },
+    /// One bucket's all-reduce on the communication thread, from the moment it started to the
+    /// moment it finished; `queued_ns` is when backward launched it.
+    AllReduce {
+        bucket: u32,
+        bytes: u64,
+        queued_ns: u64,
+    },
+    /// The compute thread blocked until a bucket was reduced.
+    Wait {
+        bucket: u32,
+    },
+    /// The compute thread blocked until every bucket was reduced (`--no-overlap`: the reductions
+    /// start after backward and the step waits for all of them).
+    WaitAll,
+    /// The optimizer updates of one bucket's parameters.
+    Update {
+        bucket: u32,
+    },
+}
+
+impl Activity {
+    /// Work on the communication thread rather than the compute thread.
+    pub fn is_communication(&self) -> bool {
+        matches!(self, Activity::AllReduce { .. })
+    }
+
+    /// Time the compute thread spent blocked on communication.
+    pub fn is_wait(&self) -> bool {
+        matches!(self, Activity::Wait { .. } | Activity::WaitAll)
+    }
+}
+
+/// An activity between two instants, in nanoseconds since the rank's trace epoch (taken right
+/// after a barrier, so ranks on one machine share it to within microseconds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub rank: u32,
+    pub step: u64,
+    pub activity: Activity,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// `u64`s per span on the wire.
+pub(crate) const WORDS: usize = 6;
+
+impl Span {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+
+    /// Fixed-width encoding for gathering spans over MPI (the rank is implied by the sender).
+    pub(crate) fn encode(&self, out: &mut Vec<u64>) {
+        let (tag, index, a, b) = match self.activity {
+            Activity::Step => (0, 0, 0, 0),
+            Activity::Forward { layer } => (1, layer, 0, 0),
+            Activity::Loss => (2, 0, 0, 0),
+            Activity::Backward { layer } => (3, layer, 0, 0),
+            Activity::AllReduce { bucket, bytes, queued_ns } => (4, bucket, bytes, queued_ns),
+            Activity::Wait { bucket } => (5, bucket, 0, 0),
+            Activity::WaitAll => (6, 0, 0, 0),
+            Activity::Update { bucket } => (7, bucket, 0, 0),
+        };
+        out.extend_from_slice(&[self.step, (tag << 32) | u64::from(index), self.start_ns, self.end_ns, a, b]);
+    }
+
+    /// The inverse of `encode`; `None` for words no `encode` produced.
+    pub(crate) fn decode(rank: u32, w: &[u64]) -> Option<Span> {
+        let &[step, tagged, start_ns, end_ns, a, b] = w else { return None };
+        let index = (tagged & u64::from(u32::MAX)) as u32;
+        let activity = match tagged >> 32 {
+            0 => Activity::Step,
+            1 => Activity::Forward { layer: index },
+            2 => Activity::Loss,
+            3 => Activity::Backward { layer: index },
+            4 => Activity::AllReduce { bucket: index, bytes: a, queued_ns: b },
+            5 => Activity::Wait { bucket: index },
+            6 => Activity::WaitAll,
+            7 => Activity::Update { bucket: index },
+            _ => return None,
+        };
+        Some(Span { rank, step, activity, start_ns, end_ns })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_activity_survives_the_wire_format() {
+        let activities = [
+            Activity::Step,
+            Activity::Forward { layer: 3 },
+            Activity::Loss,
+            Activity::Backward { layer: 7 },
+            Activity::AllReduce { bucket: 2, bytes: 16 << 20, queued_ns: 12_345 },
+            Activity::Wait { bucket: 1 },
+            Activity::WaitAll,
+            Activity::Update { bucket: 4 },
+        ];
+        let mut words = Vec::new();
+        let spans: Vec<Span> = activities
+            .iter()
+            .enumerate()
+            .map(|(i, &activity)| Span { rank: 1, step: i as u64, activity, start_ns: 10 * i as u64, end_ns: 99 })
+            .collect();
+        spans.iter().for_each(|s| s.encode(&mut words));
+        assert_eq!(words.len(), spans.len() * WORDS);
+        let back: Vec<Span> = words.chunks(WORDS).map(|w| Span::decode(1, w).unwrap()).collect();
+        assert_eq!(back, spans);
+        assert_eq!(Span::decode(0, &[0, 9 << 32, 0, 0, 0, 0]), None);
+    }
+}

@@ -1,0 +1,296 @@
+//! A picture of one representative step: a row per rank with a compute lane and a communication
+//! lane, buckets coloured and labelled, exposed waits in red. Plain SVG, readable in a browser.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use overlap_plan::{human_bytes, Schedule};
+
+use super::breakdown::StepBreakdown;
+use super::report::median;
+use super::span::{Activity, Span};
+use crate::error::{Error, Result};
+
+const WIDTH: f64 = 1200.0;
+const LEFT: f64 = 120.0;
+const RIGHT: f64 = 24.0;
+const TOP: f64 = 92.0;
+const LANE: f64 = 26.0;
+const ROW_GAP: f64 = 22.0;
+/// Room under the all-reduce bars for the dashed queued-time lines.
+const QUEUE_BAND: f64 = 9.0;
+const LEGEND_LINE: f64 = 20.0;
+const FORWARD: &str = "#9ecae1";
+const BACKWARD: &str = "#3d7fc1";
+const LOSS: &str = "#fdae6b";
+const WAIT: &str = "#d62728";
+const BUCKETS: [&str; 8] = ["#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"];
+
+/// The step whose time (slowest rank) is the median of `breakdowns`' steps; the first step is
+/// skipped when there are others (it warms caches and allocators).
+pub fn representative_step(breakdowns: &[StepBreakdown]) -> Option<u64> {
+    let mut steps: Vec<(u64, u64)> = breakdowns
+        .chunk_by(|a, b| a.step == b.step)
+        .map(|s| (s[0].step, s.iter().map(|b| b.step_ns).max().unwrap_or(0)))
+        .collect();
+    if steps.len() > 1 {
+        steps.retain(|&(step, _)| step != 0);
+    }
+    let target = median(steps.iter().map(|&(_, ns)| ns as f64));
+    steps.iter().min_by(|a, b| (a.1 as f64 - target).abs().total_cmp(&(b.1 as f64 - target).abs())).map(|s| s.0)
+}
+
+/// What the picture is of, for its title.
+pub struct TimelineInfo<'a> {
+    pub schedule: &'a Schedule,
+    pub world_size: usize,
+    pub mode: &'static str,
+    pub emulated_link: Option<String>,
+}
+
+pub fn write_timeline(path: &Path, spans: &[Span], step: u64, info: &TimelineInfo) -> Result<()> {
+    std::fs::write(path, render(spans, step, info)).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+}
+
+/// The SVG document for `step`.
+pub fn render(spans: &[Span], step: u64, info: &TimelineInfo) -> String {
+    let spans: Vec<&Span> = spans.iter().filter(|s| s.step == step).collect();
+    let steps: Vec<&&Span> = spans.iter().filter(|s| s.activity == Activity::Step).collect();
+    let t0 = steps.iter().map(|s| s.start_ns).min().unwrap_or(0);
+    let t1 = steps.iter().map(|s| s.end_ns).max().unwrap_or(t0 + 1).max(t0 + 1);
+    let ms = |ns: u64| (ns as f64 - t0 as f64) / 1e6;
+    let scale = (WIDTH - LEFT - RIGHT) / ms(t1);
+    let x = |ns: u64| LEFT + ms(ns).max(0.0) * scale;
+    let rows = info.world_size.max(1);
+    let legend_y = TOP + rows as f64 * (2.0 * LANE + ROW_GAP) + 28.0;
+    let legend_lines = legend_lines(info.schedule);
+    let height = legend_y + (legend_lines as f64 + 1.0) * LEGEND_LINE + 8.0;
+
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="11">"#
+    );
+    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let exposed: u64 = spans.iter().filter(|s| s.activity.is_wait()).map(|s| s.duration_ns()).sum();
+    let reduced: u64 = spans.iter().filter(|s| s.activity.is_communication()).map(|s| s.duration_ns()).sum();
+    let _ = writeln!(
+        svg,
+        r#"<text x="{LEFT}" y="22" font-size="15" font-weight="bold">{} — step {}, {} rank(s), {}: {:.1} ms</text>"#,
+        escape(&info.schedule.model),
+        step + 1,
+        info.world_size,
+        info.mode,
+        ms(t1)
+    );
+    let per_rank = rows as f64;
+    let _ = writeln!(
+        svg,
+        r#"<text x="{LEFT}" y="40">per rank: all-reduce {:.1} ms, exposed (red: compute blocked in a wait point) {:.1} ms{}</text>"#,
+        reduced as f64 / 1e6 / per_rank,
+        exposed as f64 / 1e6 / per_rank,
+        if reduced > 0 {
+            format!(", hidden {:.0}%", 100.0 * (1.0 - exposed as f64 / reduced as f64))
+        } else {
+            String::new()
+        }
+    );
+    if let Some(link) = &info.emulated_link {
+        let _ = writeln!(
+            svg,
+            r#"<text x="{LEFT}" y="58" fill="{WAIT}" font-weight="bold">EMULATED LINK: {} — each all-reduce held until the ring cost model says it would finish</text>"#,
+            escape(link)
+        );
+    }
+    axis(&mut svg, ms(t1), scale, TOP - 8.0, legend_y - 30.0);
+
+    for rank in 0..rows {
+        let y = TOP + rank as f64 * (2.0 * LANE + ROW_GAP);
+        let _ = writeln!(svg, r#"<text x="8" y="{:.1}" font-weight="bold">rank {rank}</text>"#, y + LANE * 0.65);
+        let _ = writeln!(svg, r##"<text x="58" y="{:.1}" fill="#555">compute</text>"##, y + LANE * 0.65);
+        let _ = writeln!(svg, r##"<text x="58" y="{:.1}" fill="#555">comm</text>"##, y + LANE * 1.65);
+        for lane in 0..2 {
+            let _ = writeln!(
+                svg,
+                r##"<rect x="{LEFT}" y="{:.1}" width="{:.1}" height="{:.1}" fill="#f4f4f4"/>"##,
+                y + lane as f64 * LANE + 1.0,
+                WIDTH - LEFT - RIGHT,
+                LANE - 2.0
+            );
+        }
+        for s in spans.iter().filter(|s| s.rank as usize == rank) {
+            let Some((fill, label, lane)) = style(s, info.schedule) else { continue };
+            let (left, right) = (x(s.start_ns), x(s.end_ns));
+            let top = y + lane * LANE + 2.0;
+            let mut bar_height = LANE - 4.0;
+            if let Activity::AllReduce { bucket, queued_ns, .. } = s.activity {
+                // Launched but not yet started: a dashed line under the bars, launch to start.
+                bar_height = LANE - QUEUE_BAND;
+                if queued_ns < s.start_ns {
+                    let (color, line_y) = (BUCKETS[bucket as usize % BUCKETS.len()], top + LANE - QUEUE_BAND + 1.5);
+                    let _ = writeln!(
+                        svg,
+                        r#"<line x1="{:.1}" x2="{left:.1}" y1="{line_y:.1}" y2="{line_y:.1}" stroke="{color}" stroke-width="2" stroke-dasharray="3,2"/>"#,
+                        x(queued_ns)
+                    );
+                }
+            }
+            let w = (right - left).max(0.8);
+            let _ = writeln!(
+                svg,
+                r#"<rect x="{left:.1}" y="{top:.1}" width="{w:.1}" height="{bar_height:.1}" fill="{fill}" stroke="white" stroke-width="0.5"><title>{} — {:.2} ms</title></rect>"#,
+                escape(&label),
+                s.duration_ns() as f64 / 1e6
+            );
+            if w > label.len() as f64 * 6.3 + 4.0 {
+                let text_fill = if fill == FORWARD || fill == LOSS { "black" } else { "white" };
+                let _ = writeln!(
+                    svg,
+                    r#"<text x="{:.1}" y="{:.1}" fill="{text_fill}" text-anchor="middle">{}</text>"#,
+                    left + w / 2.0,
+                    top + bar_height / 2.0 + 4.0,
+                    escape(&label)
+                );
+            }
+        }
+    }
+    legend(&mut svg, info.schedule, legend_y);
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// Fill, label and lane (0 compute, 1 communication) of a span; `None` for the step itself.
+fn style(s: &Span, schedule: &Schedule) -> Option<(&'static str, String, f64)> {
+    let layer = |i: u32| schedule.layers.get(i as usize).map_or("?".to_string(), |l| l.name.to_string());
+    let bucket_color = |b: u32| BUCKETS[b as usize % BUCKETS.len()];
+    Some(match s.activity {
+        Activity::Step => return None,
+        Activity::Forward { layer: i } => (FORWARD, layer(i), 0.0),
+        Activity::Loss => (LOSS, "loss".into(), 0.0),
+        Activity::Backward { layer: i } => (BACKWARD, layer(i), 0.0),
+        Activity::Update { bucket } => (bucket_color(bucket), format!("upd b{bucket}"), 0.0),
+        Activity::Wait { bucket } => (WAIT, format!("wait b{bucket}"), 0.0),
+        Activity::WaitAll => (WAIT, "wait (all buckets)".into(), 0.0),
+        Activity::AllReduce { bucket, bytes, .. } => {
+            (bucket_color(bucket), format!("b{bucket} {}", human_bytes(bytes as usize)), 1.0)
+        }
+    })
+}
+
+/// Millisecond ticks at 1, 2 or 5 times a power of ten, about ten of them.
+fn axis(svg: &mut String, total_ms: f64, scale: f64, top: f64, bottom: f64) {
+    let raw = (total_ms / 10.0).max(1e-3);
+    let magnitude = 10f64.powf(raw.log10().floor());
+    let tick = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * magnitude).find(|t| *t >= raw).unwrap_or(10.0 * magnitude);
+    let mut t = 0.0;
+    while t <= total_ms + 1e-9 {
+        let x = LEFT + t * scale;
+        let _ = writeln!(svg, r##"<line x1="{x:.1}" x2="{x:.1}" y1="{top:.1}" y2="{bottom:.1}" stroke="#ddd"/>"##);
+        let decimals = if tick < 1.0 { 1 } else { 0 };
+        let _ = writeln!(
+            svg,
+            r##"<text x="{x:.1}" y="{:.1}" fill="#555" text-anchor="middle">{t:.decimals$} ms</text>"##,
+            top - 4.0
+        );
+        t += tick;
+    }
+}
+
+/// Legend entries: a colour and what it means.
+fn legend_items(schedule: &Schedule) -> Vec<(&'static str, String)> {
+    let mut items: Vec<(&str, String)> = vec![
+        (FORWARD, "forward".into()),
+        (BACKWARD, "backward".into()),
+        (LOSS, "loss".into()),
+        (WAIT, "exposed wait".into()),
+    ];
+    for (k, b) in schedule.buckets.iter().enumerate() {
+        items.push((BUCKETS[k % BUCKETS.len()], format!("b{k}: all-reduce / update ({})", human_bytes(b.bytes()))));
+    }
+    items
+}
+
+fn legend_width(label: &str) -> f64 {
+    16.0 + label.len() as f64 * 6.3 + 18.0
+}
+
+/// How many lines the legend's entries wrap onto.
+fn legend_lines(schedule: &Schedule) -> usize {
+    let (mut x, mut lines) = (LEFT, 1);
+    for (_, label) in legend_items(schedule) {
+        if x + legend_width(&label) > WIDTH - RIGHT {
+            (x, lines) = (LEFT, lines + 1);
+        }
+        x += legend_width(&label);
+    }
+    lines
+}
+
+fn legend(svg: &mut String, schedule: &Schedule, y: f64) {
+    let items = legend_items(schedule);
+    let (mut x, mut y) = (LEFT, y);
+    for (color, label) in items {
+        let w = legend_width(&label);
+        if x + w > WIDTH - RIGHT {
+            (x, y) = (LEFT, y + LEGEND_LINE);
+        }
+        let _ = writeln!(svg, r#"<rect x="{x:.1}" y="{:.1}" width="12" height="12" fill="{color}"/>"#, y - 10.0);
+        let _ = writeln!(svg, r#"<text x="{:.1}" y="{y:.1}">{}</text>"#, x + 16.0, escape(&label));
+        x += w;
+    }
+    let _ = writeln!(
+        svg,
+        r##"<text x="{LEFT}" y="{:.1}" fill="#555">dashed: bucket launched by backward, queued behind earlier all-reduces</text>"##,
+        y + LEGEND_LINE
+    );
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(rank: u32, step: u64, activity: Activity, start_ms: u64, end_ms: u64) -> Span {
+        Span { rank, step, activity, start_ns: start_ms * 1_000_000, end_ns: end_ms * 1_000_000 }
+    }
+
+    #[test]
+    fn picks_the_median_step_and_draws_every_lane() {
+        let mut spans = vec![];
+        for (step, length) in [(0, 90), (1, 40), (2, 50), (3, 60)] {
+            let t = step * 100;
+            for rank in 0..2 {
+                spans.push(span(rank, step, Activity::Step, t, t + length));
+                spans.push(span(rank, step, Activity::Backward { layer: 0 }, t, t + 20));
+                spans.push(span(
+                    rank,
+                    step,
+                    Activity::AllReduce { bucket: 0, bytes: 1024, queued_ns: t * 1_000_000 },
+                    t + 5,
+                    t + 30,
+                ));
+                spans.push(span(rank, step, Activity::Wait { bucket: 0 }, t + 20, t + 30));
+            }
+        }
+        let b = crate::trace::breakdowns(&spans, 1);
+        assert_eq!(representative_step(&b), Some(2), "median of 40, 50, 60; the warm-up step is skipped");
+        let schedule = overlap_plan::Schedule {
+            model: "M".into(),
+            first_bucket_bytes: 0,
+            bucket_cap_bytes: 0,
+            layers: std::borrow::Cow::Borrowed(&[]),
+            buckets: std::borrow::Cow::Borrowed(&[]),
+        };
+        let info = TimelineInfo { schedule: &schedule, world_size: 2, mode: "overlap", emulated_link: None };
+        let svg = render(&spans, 2, &info);
+        assert!(svg.contains("M — step 3, 2 rank(s), overlap: 50.0 ms"), "{svg}");
+        assert_eq!(svg.matches("<title>wait b0").count(), 2, "one exposed wait per rank");
+        assert_eq!(svg.matches("<title>b0 1.0 KiB").count(), 2, "one all-reduce per rank");
+        assert_eq!(svg.matches("stroke-dasharray").count(), 2, "queued time before each all-reduce");
+        assert!(!svg.contains("EMULATED"));
+        assert!(svg.contains("hidden 60%"), "10 of 25 ms exposed");
+    }
+}

@@ -1,0 +1,195 @@
+//! Observability under real `mpirun`: the Chrome trace, the overlap report and the timeline of a
+//! 2-rank run, and the overlap itself made visible by an emulated link.
+
+mod common;
+
+use common::{example, mpirun_ok, scratch};
+use overlap::plan::Link;
+use serde_json::Value;
+
+const MLP_BUCKET_BYTES: [u64; 4] = [22538 * 4, 4196352 * 4, 4196352 * 4, 1605632 * 4];
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    }
+}
+
+/// The JSON reports a `--report json` run printed, one per line.
+fn reports(stdout: &str) -> Vec<Value> {
+    stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))).collect()
+}
+
+fn close(a: f64, b: f64, tolerance: f64) -> bool {
+    (a - b).abs() <= tolerance * a.abs().max(b.abs()).max(1.0)
+}
+
+#[test]
+fn two_rank_trace_report_and_timeline_agree() {
+    let dir = scratch("trace");
+    let (trace, svg) = (dir.join("run.json"), dir.join("step.svg"));
+    let exe = example("mlp");
+    let stdout = mpirun_ok(&[
+        "-n",
+        "2",
+        exe.to_str().unwrap(),
+        "--steps",
+        "4",
+        "--batch",
+        "8",
+        "--link",
+        "latency=10us,bandwidth=20GB/s",
+        "--report",
+        "json",
+        "--report-every",
+        "2",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--timeline",
+        svg.to_str().unwrap(),
+    ]);
+    let reports = reports(&stdout);
+    assert_eq!(reports.len(), 2, "one report after 2 steps, one for the whole run:\n{stdout}");
+    assert_eq!((reports[0]["steps"].as_u64(), reports[1]["steps"].as_u64()), (Some(2), Some(4)));
+    let report = &reports[1];
+
+    // The trace: every rank, every step, every layer, bucket and wait point.
+    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).expect("trace is JSON");
+    assert!(trace["otherData"]["emulated_link"].as_str().is_some_and(|l| l.contains("20.000 GB/s")));
+    let events = trace["traceEvents"].as_array().unwrap();
+    let spans: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    let (mut exposed, mut reduced) = (vec![], vec![]);
+    for step in 1..=4u64 {
+        let (mut step_exposed, mut step_reduced) = (0.0, 0.0);
+        for rank in 0..2u64 {
+            let of = |cat: &str| -> Vec<&Value> {
+                spans
+                    .iter()
+                    .copied()
+                    .filter(|e| e["pid"] == rank && e["args"]["step"] == step && e["cat"] == cat)
+                    .collect()
+            };
+            let whole = of("step");
+            assert_eq!(whole.len(), 1, "rank {rank} step {step}");
+            let (start, end) = (
+                whole[0]["ts"].as_f64().unwrap(),
+                whole[0]["ts"].as_f64().unwrap() + whole[0]["dur"].as_f64().unwrap(),
+            );
+            for (cat, count) in
+                [("forward", 7), ("backward", 7), ("loss", 1), ("wait", 4), ("optimizer", 4), ("all-reduce", 4)]
+            {
+                let found = of(cat);
+                assert_eq!(found.len(), count, "rank {rank} step {step}: {cat}");
+                let track = if cat == "all-reduce" { 1 } else { 0 };
+                assert!(found.iter().all(|e| e["tid"] == track), "{cat} on the wrong track");
+                if cat != "all-reduce" {
+                    let inside = |e: &&Value| {
+                        let ts = e["ts"].as_f64().unwrap();
+                        ts >= start - 1e-3 && ts + e["dur"].as_f64().unwrap() <= end + 1e-3
+                    };
+                    assert!(found.iter().all(inside), "{cat} outside its step");
+                }
+            }
+            let mut bytes: Vec<(u64, u64)> = of("all-reduce")
+                .iter()
+                .map(|e| (e["args"]["bucket"].as_u64().unwrap(), e["args"]["bytes"].as_u64().unwrap()))
+                .collect();
+            bytes.sort();
+            assert_eq!(bytes, MLP_BUCKET_BYTES.iter().enumerate().map(|(k, &b)| (k as u64, b)).collect::<Vec<_>>());
+            let sum = |cat: &str| of(cat).iter().map(|e| e["dur"].as_f64().unwrap() / 1e3).sum::<f64>();
+            step_exposed += sum("wait") / 2.0;
+            step_reduced += sum("all-reduce") / 2.0;
+        }
+        exposed.push(step_exposed);
+        reduced.push(step_reduced);
+    }
+
+    // The report says what the trace says, and its numbers add up.
+    let num = |key: &str| report[key].as_f64().unwrap_or_else(|| panic!("{key} in {report}"));
+    assert!(close(num("exposed_ms"), median(exposed), 1e-3), "{report}");
+    assert!(close(num("all_reduce_ms"), median(reduced), 1e-3), "{report}");
+    assert!(close(num("hidden_ms") + num("exposed_ms"), num("all_reduce_ms"), 1e-9));
+    assert!(close(num("hidden_fraction"), 1.0 - num("exposed_ms") / num("all_reduce_ms"), 1e-9));
+    assert!(close(num("lower_bound_ms"), num("compute_ms").max(num("all_reduce_ms")), 1e-9));
+    assert!(close(num("above_lower_bound"), num("step_ms") / num("lower_bound_ms") - 1.0, 1e-9));
+    assert!(num("step_ms") >= num("lower_bound_ms") * 0.99, "no step beats its lower bound: {report}");
+    assert!(report["emulated_link"].as_str().is_some());
+    let buckets = report["buckets"].as_array().unwrap();
+    assert_eq!(buckets.iter().map(|b| b["bytes"].as_u64().unwrap()).collect::<Vec<_>>(), MLP_BUCKET_BYTES);
+    for b in buckets {
+        let (bytes, ms) = (b["bytes"].as_f64().unwrap(), b["all_reduce_ms"].as_f64().unwrap());
+        assert!(
+            close(b["bus_bandwidth_gb_s"].as_f64().unwrap(), bytes / (ms / 1e3) / 1e9, 1e-9),
+            "n = 2: busbw = algbw"
+        );
+        // The link holds every all-reduce for at least its modelled time.
+        let model = Link { latency_s: 10e-6, bandwidth_bytes_per_s: 20e9 }.ring_all_reduce_seconds(bytes as usize, 2);
+        assert!(ms >= model * 1e3 * 0.99, "bucket faster than the emulated link: {b}");
+    }
+    let slowest: u64 =
+        report["ranks"].as_array().unwrap().iter().map(|r| r["slowest_in_steps"].as_u64().unwrap()).sum();
+    assert_eq!(slowest, 4, "one slowest rank per step");
+
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    for text in ["rank 0", "rank 1", "EMULATED LINK", "b3: all-reduce / update (6.12 MiB)", "fc2"] {
+        assert!(svg.contains(text), "timeline lacks {text}");
+    }
+}
+
+/// Median step time, hidden fraction and backward time of one `--report json` run of `tower`.
+fn tower_run(extra: &[&str]) -> Value {
+    let exe = example("tower");
+    let mut args = vec!["-n", "2", exe.to_str().unwrap(), "--steps", "10", "--batch", "512", "--report", "json"];
+    args.extend_from_slice(extra);
+    reports(&mpirun_ok(&args)).pop().expect("a final report")
+}
+
+#[test]
+fn overlap_hides_communication_on_an_emulated_link() {
+    // Size the link so that the all-reduces take about 70% of backward, measured here and now.
+    let calibration = tower_run(&["--no-overlap"]);
+    let backward_s = calibration["backward_ms"].as_f64().unwrap() / 1e3;
+    let bytes: u64 = calibration["buckets"].as_array().unwrap().iter().map(|b| b["bytes"].as_u64().unwrap()).sum();
+    // Ring on 2 ranks: t = 2 * 1/2 * S/B = S/B (plus latencies, set to 0 here).
+    let bandwidth = bytes as f64 / (0.7 * backward_s);
+    let link = format!("latency=0us,bandwidth={:.6}GB/s", bandwidth / 1e9);
+
+    // Alternate the modes so that drifts in machine load hit both alike.
+    let (mut overlap, mut baseline) = (vec![], vec![]);
+    for _ in 0..3 {
+        overlap.push(tower_run(&["--link", &link]));
+        baseline.push(tower_run(&["--link", &link, "--no-overlap"]));
+    }
+    let med = |runs: &[Value], key: &str| median(runs.iter().map(|r| r[key].as_f64().unwrap()).collect());
+    let (hidden, hidden_baseline) = (med(&overlap, "hidden_fraction"), med(&baseline, "hidden_fraction"));
+    let (step, step_baseline) = (med(&overlap, "step_ms"), med(&baseline, "step_ms"));
+    let comm_share = med(&baseline, "all_reduce_ms") / med(&baseline, "backward_ms");
+    println!(
+        "link {link}: all-reduce / backward {comm_share:.2}; hidden {hidden:.3} (overlap) vs {hidden_baseline:.3} \
+         (no overlap); step {step:.1} ms vs {step_baseline:.1} ms, ratio {:.3}",
+        step / step_baseline
+    );
+    assert!((0.5..1.0).contains(&comm_share), "the link is sized to about 70% of backward, got {comm_share:.2}");
+    assert!(hidden >= 0.8, "overlap hides {hidden:.3} of the communication");
+    assert!(hidden_baseline <= 0.1, "without overlap nothing should hide, got {hidden_baseline:.3}");
+    assert!(step <= 0.75 * step_baseline, "overlap step {step:.1} ms vs no-overlap {step_baseline:.1} ms");
+}
+
+#[test]
+fn one_process_reports_no_communication() {
+    let out = std::process::Command::new(example("tower"))
+        .args(["--steps", "2", "--batch", "4", "--link", "ib-hdr"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("overlap report: Tower, 1 rank(s)"), "{stdout}");
+    assert!(stdout.contains("one rank: nothing to all-reduce"), "{stdout}");
+    assert!(stderr.contains("--link") && stderr.contains("no effect with one rank"), "{stderr}");
+    assert!(!stdout.contains("EMULATED"), "nothing was emulated: {stdout}");
+}
