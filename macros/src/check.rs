@@ -1,7 +1,7 @@
 //! Rules across fields, one function each. Each reports to `errors` with the span of the field
 //! at fault.
 
-use overlap_plan::Width;
+use overlap_plan::{Width, ELEM_BYTES};
 
 use crate::ast::Model;
 use crate::errors::Errors;
@@ -11,6 +11,40 @@ pub fn all(model: &mut Model, errors: &mut Errors) {
     not_empty(model, errors);
     widths_chain(model, errors);
     has_parameters(model, errors);
+    sizes_fit(model, errors);
+}
+
+/// Gradients of one model on one rank, at most: far above any real model, and far enough below
+/// `usize::MAX` that no size the planner computes can overflow.
+const MAX_MODEL_BYTES: u128 = 1 << 44;
+
+/// Every parameter's and the model's gradient size must be representable and plausible.
+fn sizes_fit(model: &Model, errors: &mut Errors) {
+    let mut total: u128 = 0;
+    for field in &model.fields {
+        let Some(spec) = &field.spec else { continue };
+        for param in &spec.params {
+            let bytes = param.shape.iter().fold(ELEM_BYTES as u128, |acc, &d| acc.saturating_mul(d as u128));
+            total = total.saturating_add(bytes);
+            if bytes > MAX_MODEL_BYTES {
+                errors.spanned(
+                    field.ty,
+                    format!(
+                        "`{}.{}` with shape {:?} would need {bytes} bytes of gradients, more than the {MAX_MODEL_BYTES} \
+                         one model may have on one rank",
+                        field.ident, param.name, param.shape
+                    ),
+                );
+                return;
+            }
+        }
+    }
+    if total > MAX_MODEL_BYTES {
+        errors.spanned(
+            &model.item.ident,
+            format!("the parameters need {total} bytes of gradients, more than the {MAX_MODEL_BYTES} one model may have on one rank"),
+        );
+    }
 }
 
 fn not_empty(model: &Model, errors: &mut Errors) {
@@ -44,7 +78,8 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
             Width::Preserving => {
                 if let Some((width, _)) = &flowing {
                     if spec.flops_per_sample == 0 {
-                        spec.flops_per_sample = layers::elementwise_flops(last_segment(&spec.kind)) * *width as u64;
+                        spec.flops_per_sample =
+                            layers::elementwise_flops(last_segment(&spec.kind)).saturating_mul(*width as u64);
                     }
                     flowing = Some((*width, field.ident.to_string()));
                 }

@@ -215,4 +215,6 @@ pub fn suffixed(base: &Ident, suffix: &str) -> Ident {
 }
 
 #[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
 mod tests;

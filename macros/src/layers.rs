@@ -28,7 +28,9 @@ pub fn custom(name: &str, ty: &Type, attr: &LayerAttr) -> LayerSpec {
         let shape: Vec<usize> = dims.iter().map(lit).collect();
         spec.params.push(overlap_plan::ParamSpec::new(param.to_string(), shape));
     }
-    spec.flops_per_sample = attr.flops.unwrap_or_else(|| 2 * spec.params.iter().map(|p| p.numel() as u64).sum::<u64>());
+    spec.flops_per_sample = attr.flops.unwrap_or_else(|| {
+        spec.params.iter().map(|p| p.numel() as u64).fold(0u64, u64::saturating_add).saturating_mul(2)
+    });
     spec
 }
 
@@ -50,11 +52,11 @@ pub fn builtin(name: &str, ty: &Type, errors: &mut Errors) -> Result<Option<Laye
         ("Linear", &[input, output]) => LayerSpec::new(name.to_owned(), text, Width::Fixed { input, output })
             .with_param("weight", &[output, input])
             .with_param("bias", &[output])
-            .with_flops(2 * (input as u64) * (output as u64)),
+            .with_flops((input as u64).saturating_mul(output as u64).saturating_mul(2)),
         ("LayerNorm", &[d]) => LayerSpec::new(name.to_owned(), text, Width::Fixed { input: d, output: d })
             .with_param("weight", &[d])
             .with_param("bias", &[d])
-            .with_flops(LAYER_NORM_FLOPS * d as u64),
+            .with_flops(LAYER_NORM_FLOPS.saturating_mul(d as u64)),
         _ => LayerSpec::new(name.to_owned(), text, Width::Preserving),
     };
     Ok(Some(spec))

@@ -29,7 +29,7 @@ pub struct ParamInfo {
 
 impl ParamInfo {
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        self.shape.iter().fold(1usize, |acc, &d| acc.saturating_mul(d))
     }
 }
 
@@ -91,11 +91,11 @@ impl Schedule {
     }
 
     pub fn param_count(&self) -> usize {
-        self.buckets.iter().map(|b| b.numel).sum()
+        self.buckets.iter().map(|b| b.numel).fold(0, usize::saturating_add)
     }
 
     pub fn total_bytes(&self) -> usize {
-        self.param_count() * ELEM_BYTES
+        self.param_count().saturating_mul(ELEM_BYTES)
     }
 
     /// A stable 64-bit hash (FNV-1a) of everything that must agree between ranks: layers, shapes,

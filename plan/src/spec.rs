@@ -29,8 +29,9 @@ impl ParamSpec {
     }
 
     /// Number of elements (the product of the shape; 1 for a scalar).
+    /// Elements; saturates rather than overflowing (the macro refuses such sizes first).
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        self.shape.iter().fold(1usize, |acc, &d| acc.saturating_mul(d))
     }
 }
 

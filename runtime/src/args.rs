@@ -2,6 +2,7 @@
 //! message before anything starts.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use overlap_plan::Link;
@@ -83,6 +84,46 @@ pub struct TrainArgs {
     /// finish: nvlink4, ib-ndr, ib-hdr, 100gbe, 10gbe, or e.g. latency=5us,bandwidth=25GB/s.
     #[arg(long, value_name = "LINK", value_parser = parse_link)]
     pub link: Option<Link>,
+    /// Write checkpoints (parameters, optimizer state, step, data position) into DIR: at the
+    /// end, and every --save-every steps. Rank 0 writes; a crash never leaves a torn one.
+    #[arg(long, value_name = "DIR")]
+    pub save: Option<PathBuf>,
+    /// Checkpoint every N steps (needs --save).
+    #[arg(long, value_name = "N", requires = "save", value_parser = clap::value_parser!(u64).range(1..))]
+    pub save_every: Option<u64>,
+    /// Continue from the newest checkpoint in DIR; --steps stays the total to reach.
+    #[arg(long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
+    /// Fail (naming the bucket and rank) when a wait point blocks longer than this, e.g. 60s,
+    /// 500ms, 2m; by default a wait point waits as long as the job lives.
+    #[arg(long, value_name = "TIME", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub comm_timeout: Option<Duration>,
+    /// Stop with an error naming the parameter and step when a reduced gradient is NaN or
+    /// infinite.
+    #[arg(long)]
+    pub check_finite: bool,
+    /// Train on MNIST-format (IDX) files in DIR (train-images-idx3-ubyte, train-labels-idx1-ubyte)
+    /// instead of the synthetic set.
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+}
+
+/// `60s`, `500ms`, `2m`, `1.5s`: a positive time.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let at = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (number, unit) = (&s[..at], s[at..].trim());
+    let value: f64 = number.parse().map_err(|_| format!("`{s}` does not start with a number"))?;
+    let seconds = match unit {
+        "ms" => value / 1e3,
+        "s" => value,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("`{s}` needs a unit: ms, s, m or h")),
+    };
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!("`{s}` must be a positive time")),
+    }
 }
 
 fn parse_link(s: &str) -> Result<Link, String> {
@@ -130,6 +171,10 @@ mod tests {
             &["--link", "infiniband"],
             &["--report", "xml"],
             &["--report-every", "0"],
+            &["--comm-timeout", "60"],
+            &["--comm-timeout", "0s"],
+            &["--comm-timeout", "-5s"],
+            &["--save-every", "0"],
         ] {
             let err = TrainArgs::try_parse_from(std::iter::once("mlp").chain(bad.iter().copied())).unwrap_err();
             assert!(err.to_string().contains(bad[0]), "{err}");
@@ -138,5 +183,10 @@ mod tests {
         assert_eq!((ok.optimizer, ok.accumulate, ok.batch), (OptimizerKind::Adamw, 4, 64));
         let ok = TrainArgs::try_parse_from(["mlp", "--link", "ib-hdr", "--report", "json"]).unwrap();
         assert_eq!((ok.link, ok.report), (Link::preset("ib-hdr"), ReportFormat::Json));
+        let ok =
+            TrainArgs::try_parse_from(["mlp", "--comm-timeout", "1.5s", "--save", "d", "--save-every", "5"]).unwrap();
+        assert_eq!((ok.comm_timeout, ok.save_every), (Some(Duration::from_millis(1500)), Some(5)));
+        let err = TrainArgs::try_parse_from(["mlp", "--save-every", "5"]).unwrap_err();
+        assert!(err.to_string().contains("--save"), "{err}");
     }
 }

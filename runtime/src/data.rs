@@ -7,7 +7,39 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::error::{Error, Result};
+use crate::idx::{IdxDataset, Split};
 use crate::tensor::Matrix;
+
+/// Where training samples come from.
+pub enum TrainingData {
+    Synthetic(SyntheticClassification),
+    /// MNIST-format files (`--data DIR`).
+    Idx(IdxDataset),
+}
+
+impl TrainingData {
+    /// The training split in `dir`, checked against the model's input and output widths.
+    pub fn from_idx_dir(dir: &std::path::Path, features: usize, classes: usize) -> Result<Self> {
+        let set = IdxDataset::load_dir(dir, Split::Train, classes).map_err(|e| Error::Config(e.to_string()))?;
+        if set.features() != features {
+            return Err(Error::Config(format!(
+                "{}: images have {} pixels, the model's first layer takes {features} inputs",
+                dir.display(),
+                set.features()
+            )));
+        }
+        Ok(TrainingData::Idx(set))
+    }
+
+    /// Fills `inputs` and `labels` with samples `first..first+len` (the IDX set wraps around).
+    pub fn fill(&self, first: u64, len: usize, inputs: &mut Matrix, labels: &mut Vec<usize>) {
+        match self {
+            TrainingData::Synthetic(d) => d.fill(first, len, inputs, labels),
+            TrainingData::Idx(d) => d.fill(first, len, inputs, labels),
+        }
+    }
+}
 
 /// Class prototypes are small against the noise, so a run needs many steps to fit the data.
 const PROTOTYPE_SCALE: f32 = 0.2;
@@ -58,7 +90,13 @@ impl SyntheticClassification {
 /// Index of the first sample of `rank`'s share of micro-batch `micro` of step `step`: every step
 /// consumes `accumulate x world x batch` consecutive samples, ranks take consecutive slices.
 pub fn shard_start(step: u64, micro: usize, accumulate: usize, world: usize, rank: usize, batch: usize) -> u64 {
-    ((step * accumulate as u64 + micro as u64) * world as u64 + rank as u64) * batch as u64
+    shard_start_after(step * (accumulate * world * batch) as u64, micro, world, rank, batch)
+}
+
+/// The same, for a step that starts after `samples_seen` samples (a resumed run may have changed
+/// the world size or batch since).
+pub fn shard_start_after(samples_seen: u64, micro: usize, world: usize, rank: usize, batch: usize) -> u64 {
+    samples_seen + ((micro * world + rank) * batch) as u64
 }
 
 #[cfg(test)]

@@ -19,6 +19,21 @@ pub enum Error {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{0}")]
     Safetensors(String),
+    #[error(
+        "gradient bucket b{bucket} was not reduced within {waited:?} on rank {rank} (--comm-timeout): \
+         another rank is stuck, slow or gone"
+    )]
+    CommTimeout { bucket: usize, rank: usize, waited: std::time::Duration },
+    #[error(
+        "non-finite gradient {value} in bucket b{bucket} at element {offset} after the all-reduce (--check-finite)"
+    )]
+    NonFiniteGradient { bucket: usize, offset: usize, value: f32 },
+    #[error("non-finite gradient {value} in `{param}` (element {element}) at step {step}, after the all-reduce (--check-finite)")]
+    NonFiniteParameter { param: String, element: usize, step: u64, value: f32 },
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
+    #[error("checkpoint {} does not fit this run:{}", path.display(), problems.iter().map(|p| format!("\n  - {p}")).collect::<String>())]
+    CheckpointMismatch { path: PathBuf, problems: Vec<String> },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -2,10 +2,13 @@
 //! (`DistributedModel`) that `#[distributed_model]` implements.
 
 pub mod args;
+pub mod checkpoint;
 pub mod comm;
 pub mod data;
 pub mod error;
+pub mod fault;
 pub mod gemm;
+pub mod idx;
 pub mod init;
 pub mod layer;
 pub mod loss;

@@ -4,21 +4,29 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use overlap_plan::Schedule;
+
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use overlap_plan::Width;
 
 use crate::args::{OptimizerKind, TrainArgs};
+use crate::checkpoint::{self, Position};
 use crate::comm::{CommMode, Communicator};
-use crate::data::{shard_start, SyntheticClassification};
+use crate::data::{shard_start_after, SyntheticClassification, TrainingData};
 use crate::error::{Error, Result};
+use crate::fault;
 use crate::loss::CrossEntropyLoss;
 use crate::model::DistributedModel;
 use crate::observe::Observer;
+use crate::optim::OptimizerState;
 use crate::optim::{AdamW, Optimizer, Sgd};
 use crate::params_file::save_params;
 use crate::tensor::Matrix;
 use crate::trace;
+
+/// How long a failing rank waits for the others to fail too before aborting the job.
+const ABORT_GRACE: Duration = Duration::from_secs(2);
 
 /// What a run did, as rank 0 reports it.
 #[derive(Clone, Debug)]
@@ -43,11 +51,18 @@ pub fn run_cli<M: DistributedModel>() -> ExitCode {
     if let Err(e) = comm.emulate_link(args.link) {
         return report_error(&e);
     }
-    // Errors are reported while the communicator is alive: finalising MPI synchronises the
-    // ranks, so every rank gets to say why it stops before mpirun ends the job.
+    comm.set_wait_timeout(args.comm_timeout);
+    comm.set_check_finite(args.check_finite);
+    // Errors are reported while the communicator is alive; then the job ends: if every rank
+    // failed alike they meet and exit, otherwise the others are waiting for this rank and
+    // would wait forever, so MPI_Abort ends them.
     match run::<M>(&args, &comm) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => report_error(&e),
+        Err(e) => {
+            let code = report_error(&e);
+            comm.abort_job(ABORT_GRACE);
+            code
+        }
     }
 }
 
@@ -78,11 +93,31 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         io_widths(&schedule.layers.iter().map(|l| l.width).collect::<Vec<_>>()).ok_or_else(|| {
             Error::Config(format!("{} has no layer with fixed widths, so its input size is unknown", schedule.model))
         })?;
-    let data = SyntheticClassification::new(args.seed.wrapping_add(0x5eed), features, classes);
+    let data = match &args.data {
+        None => {
+            TrainingData::Synthetic(SyntheticClassification::new(args.seed.wrapping_add(0x5eed), features, classes))
+        }
+        Some(dir) => TrainingData::from_idx_dir(dir, features, classes)?,
+    };
     let (rank, world) = (comm.rank(), comm.world_size());
 
     let mut model = M::new(comm, args.seed)?;
     let mut optimizer = ChosenOptimizer::from_args(args);
+    let mut position = Position { next_step: 0, samples_seen: 0 };
+    if let Some(dir) = &args.resume {
+        position = checkpoint::load(dir, &mut model, &mut optimizer)?;
+        if rank == 0 {
+            eprintln!("resumed from {} at step {}", dir.display(), position.next_step);
+        }
+    }
+    if position.next_step >= args.steps {
+        return Err(Error::Config(format!(
+            "the checkpoint is at step {}, and --steps {} is the total to reach: nothing to do",
+            position.next_step, args.steps
+        )));
+    }
+    let global_batch = (args.batch * args.accumulate * world) as u64;
+    let mut saves = 0u64;
     let mut grads = model.new_grads();
     let mut ws = M::Workspace::default();
     let (mut inputs, mut labels, mut grad_logits) = (Matrix::default(), Vec::new(), Matrix::default());
@@ -91,34 +126,41 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     if let (0, Some(link), 1) = (rank, args.link, world) {
         eprintln!("note: --link {link} has no effect with one rank: there is nothing to all-reduce");
     }
+    let first_step = position.next_step;
     let progress = progress_bar(rank == 0, args.steps);
+    progress.set_position(first_step);
     let mut step_times = Vec::with_capacity(args.steps as usize);
     let (mut first_loss, mut final_loss) = (f64::NAN, f64::NAN);
-    for step in 0..args.steps {
+    for step in position.next_step..args.steps {
+        fault::at_step(rank, step);
         trace::set_step(step);
         let started = Instant::now();
         let step_span = trace::step();
         let mut loss = 0.0f64;
         for micro in 0..args.accumulate {
-            let first = shard_start(step, micro, args.accumulate, world, rank, args.batch);
+            let first = shard_start_after(position.samples_seen, micro, world, rank, args.batch);
             data.fill(first, args.batch, &mut inputs, &mut labels);
             let logits = model.forward(&inputs, &mut ws);
             let loss_span = trace::loss();
             loss += f64::from(CrossEntropyLoss.forward_backward(logits, &labels, &mut grad_logits));
             drop(loss_span);
+            if fault::poison_gradient(rank, step) {
+                grad_logits.as_mut_slice()[0] = f32::NAN;
+            }
             if micro + 1 < args.accumulate {
                 model.backward_no_sync(&mut ws, &grad_logits, &mut grads);
             }
         }
         let in_flight = model.backward(&mut ws, &grad_logits, grads, comm);
-        grads = model.step(in_flight, &mut optimizer)?;
+        grads = model.step(in_flight, &mut optimizer).map_err(|e| name_parameter(e, &schedule, step))?;
         drop(step_span);
+        position = Position { next_step: step + 1, samples_seen: position.samples_seen + global_batch };
         step_times.push(started.elapsed());
         progress.inc(1);
 
-        if step == 0 || (step + 1) % args.log_every == 0 || step + 1 == args.steps {
+        if step == first_step || (step + 1).is_multiple_of(args.log_every) || step + 1 == args.steps {
             let global = comm.sum_f64(loss / args.accumulate as f64)? / world as f64;
-            if step == 0 {
+            if step == first_step {
                 first_loss = global;
             }
             final_loss = global;
@@ -129,6 +171,14 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
             });
         }
         progress.suspend(|| observer.after_step(step, comm))?;
+        let last = step + 1 == args.steps;
+        if let (0, Some(dir)) = (rank, &args.save) {
+            if last || args.save_every.is_some_and(|n| (step + 1).is_multiple_of(n)) {
+                saves += 1;
+                let written = checkpoint::save(dir, &model, &optimizer, position, saves)?;
+                progress.suspend(|| observer.say(&format!("checkpoint: {}", written.display())));
+            }
+        }
     }
     progress.finish_and_clear();
     if let (0, Some(path)) = (rank, &args.save_params) {
@@ -139,7 +189,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     step_times.sort();
     let median_step = step_times[step_times.len() / 2];
     let summary = TrainSummary {
-        steps: args.steps,
+        steps: args.steps - first_step,
         world_size: world,
         first_loss,
         final_loss,
@@ -180,6 +230,23 @@ fn progress_bar(visible: bool, steps: u64) -> ProgressBar {
     bar
 }
 
+/// A non-finite gradient found at a wait point, named by parameter and step.
+fn name_parameter(e: Error, schedule: &Schedule, step: u64) -> Error {
+    let Error::NonFiniteGradient { bucket, offset, value } = e else { return e };
+    let found = schedule.buckets.get(bucket).and_then(|b| {
+        b.params.iter().find_map(|&p| {
+            let info = schedule.param(p);
+            (info.offset..info.offset + info.numel())
+                .contains(&offset)
+                .then(|| (schedule.param_name(p), offset - info.offset))
+        })
+    });
+    match found {
+        Some((param, element)) => Error::NonFiniteParameter { param, element, step: step + 1, value },
+        None => Error::NonFiniteGradient { bucket, offset, value },
+    }
+}
+
 /// The optimizer the command line asked for.
 enum ChosenOptimizer {
     Sgd(Sgd),
@@ -213,6 +280,45 @@ impl Optimizer for ChosenOptimizer {
         match self {
             ChosenOptimizer::Sgd(o) => o.update(index, value, grad, grad_scale),
             ChosenOptimizer::AdamW(o) => o.update(index, value, grad, grad_scale),
+        }
+    }
+}
+
+impl OptimizerState for ChosenOptimizer {
+    fn kind(&self) -> &'static str {
+        match self {
+            ChosenOptimizer::Sgd(o) => o.kind(),
+            ChosenOptimizer::AdamW(o) => o.kind(),
+        }
+    }
+    fn buffer_names(&self) -> &'static [&'static str] {
+        match self {
+            ChosenOptimizer::Sgd(o) => o.buffer_names(),
+            ChosenOptimizer::AdamW(o) => o.buffer_names(),
+        }
+    }
+    fn buffers(&self, index: usize) -> Option<Vec<&[f32]>> {
+        match self {
+            ChosenOptimizer::Sgd(o) => o.buffers(index),
+            ChosenOptimizer::AdamW(o) => o.buffers(index),
+        }
+    }
+    fn set_buffers(&mut self, index: usize, buffers: &[&[f32]]) {
+        match self {
+            ChosenOptimizer::Sgd(o) => o.set_buffers(index, buffers),
+            ChosenOptimizer::AdamW(o) => o.set_buffers(index, buffers),
+        }
+    }
+    fn step_count(&self) -> Option<u64> {
+        match self {
+            ChosenOptimizer::Sgd(o) => OptimizerState::step_count(o),
+            ChosenOptimizer::AdamW(o) => OptimizerState::step_count(o),
+        }
+    }
+    fn set_step_count(&mut self, step: u64) {
+        match self {
+            ChosenOptimizer::Sgd(o) => OptimizerState::set_step_count(o, step),
+            ChosenOptimizer::AdamW(o) => OptimizerState::set_step_count(o, step),
         }
     }
 }

@@ -1,4 +1,6 @@
 //! Helpers shared by the tests that drive the example binaries under real `mpirun`.
+// Each test binary uses some of these helpers.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -20,8 +22,14 @@ pub fn example(name: &str) -> PathBuf {
 static ONE_JOB_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 pub fn mpirun(args: &[&str]) -> Output {
+    mpirun_with_env(&[], args)
+}
+
+/// `mpirun args` with extra environment variables for every rank.
+pub fn mpirun_with_env(env: &[(&str, &str)], args: &[&str]) -> Output {
     let _turn = ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     Command::new("mpirun")
+        .envs(env.iter().copied())
         // As root (CI containers) OpenMPI refuses to start without these; harmless otherwise.
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")

@@ -4,8 +4,8 @@
 //! `InFlight` handle, which has no way to read the data; only `InFlight::wait` gives the bucket
 //! back. Touching a gradient that is still being reduced therefore does not compile.
 
-use std::sync::mpsc::Receiver;
-use std::time::Instant;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::trace::{self, Activity};
@@ -82,19 +82,36 @@ pub struct InFlight {
 
 enum State {
     /// Nothing to reduce (world size 1): the bucket is already final.
-    Ready(GradBucket),
+    Ready(GradBucket, WaitChecks),
     /// The communication thread owns the bucket and sends it back when the reduction is done.
-    Pending { reply: Receiver<Reduced>, bytes: usize, queued: Instant },
+    Pending { reply: Receiver<Reduced>, bytes: usize, queued: Instant, checks: WaitChecks },
+}
+
+/// What `wait` checks besides waiting.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct WaitChecks {
+    /// Give up after this long (`--comm-timeout`).
+    pub timeout: Option<Duration>,
+    /// Fail on a NaN or infinity in the reduced gradients (`--check-finite`).
+    pub finite: bool,
+    /// This rank, for the messages.
+    pub rank: usize,
 }
 
 impl InFlight {
-    pub(crate) fn ready(bucket: GradBucket) -> Self {
-        InFlight { index: bucket.index, state: State::Ready(bucket) }
+    pub(crate) fn ready(bucket: GradBucket, checks: WaitChecks) -> Self {
+        InFlight { index: bucket.index, state: State::Ready(bucket, checks) }
     }
 
     /// A bucket of `bytes` handed to the communication thread at `queued`.
-    pub(crate) fn pending(index: usize, bytes: usize, queued: Instant, reply: Receiver<Reduced>) -> Self {
-        InFlight { index, state: State::Pending { reply, bytes, queued } }
+    pub(crate) fn pending(
+        index: usize,
+        bytes: usize,
+        queued: Instant,
+        reply: Receiver<Reduced>,
+        checks: WaitChecks,
+    ) -> Self {
+        InFlight { index, state: State::Pending { reply, bytes, queued, checks } }
     }
 
     /// Which bucket this is, in launch order.
@@ -105,16 +122,30 @@ impl InFlight {
     /// Blocks until the all-reduce has finished and returns the bucket holding the sum over all
     /// ranks. The time blocked and the reduction itself go to the trace.
     pub fn wait(self) -> Result<GradBucket> {
-        match self.state {
-            State::Ready(bucket) => Ok(bucket),
-            State::Pending { reply, bytes, queued } => {
+        let (bucket, checks) = match self.state {
+            State::Ready(bucket, checks) => (bucket, checks),
+            State::Pending { reply, bytes, queued, checks } => {
                 let blocked = Instant::now();
-                let reduced = reply.recv().map_err(|_| Error::CommThreadDied("reducing a gradient bucket"))?;
+                let reduced = match checks.timeout {
+                    None => reply.recv().map_err(|_| Error::CommThreadDied("reducing a gradient bucket"))?,
+                    Some(limit) => reply.recv_timeout(limit).map_err(|e| match e {
+                        RecvTimeoutError::Timeout => {
+                            Error::CommTimeout { bucket: self.index, rank: checks.rank, waited: limit }
+                        }
+                        RecvTimeoutError::Disconnected => Error::CommThreadDied("reducing a gradient bucket"),
+                    })?,
+                };
                 trace::record(Activity::Wait { bucket: self.index as u32 }, blocked, Instant::now());
                 trace::record_all_reduce(self.index, bytes, queued, reduced.started, reduced.finished);
-                Ok(reduced.bucket)
+                (reduced.bucket, checks)
+            }
+        };
+        if checks.finite {
+            if let Some(offset) = bucket.data.iter().position(|g| !g.is_finite()) {
+                return Err(Error::NonFiniteGradient { bucket: self.index, offset, value: bucket.data[offset] });
             }
         }
+        Ok(bucket)
     }
 }
 

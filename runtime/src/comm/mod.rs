@@ -10,13 +10,13 @@ pub use bucket::{GradBucket, InFlight};
 
 use std::cell::RefCell;
 use std::sync::mpsc::{channel, Sender};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use overlap_plan::{Link, Schedule};
 
 use crate::error::{Error, Result};
 use crate::trace::{self, Activity};
-use bucket::Reduced;
+use bucket::{Reduced, WaitChecks};
 use mpi_thread::MpiThread;
 
 /// When bucket all-reduces start.
@@ -46,6 +46,8 @@ pub struct Communicator {
     mode: CommMode,
     /// The interconnect being emulated, if any.
     link: Option<Link>,
+    /// What every wait point checks (timeout, finite gradients).
+    checks: WaitChecks,
     /// In `AfterBackward` mode, reductions held back until `backward_done`.
     held: RefCell<Vec<(GradBucket, Sender<Reduced>)>>,
 }
@@ -71,7 +73,31 @@ impl Communicator {
     }
 
     fn with_backend(backend: Backend) -> Self {
-        Communicator { backend, mode: CommMode::Overlap, link: None, held: RefCell::default() }
+        let rank = match &backend {
+            Backend::Single => 0,
+            Backend::Mpi(t) => t.rank(),
+        };
+        let checks = WaitChecks { rank, ..WaitChecks::default() };
+        Communicator { backend, mode: CommMode::Overlap, link: None, checks, held: RefCell::default() }
+    }
+
+    /// Makes every wait point fail after `timeout` instead of blocking forever.
+    pub fn set_wait_timeout(&mut self, timeout: Option<Duration>) {
+        self.checks.timeout = timeout;
+    }
+
+    /// Makes every wait point fail on a NaN or infinity in the reduced gradients.
+    pub fn set_check_finite(&mut self, check: bool) {
+        self.checks.finite = check;
+    }
+
+    /// Ends the whole job after this rank failed. Waits up to `grace` for the other ranks to
+    /// fail too (then every rank has printed its reason and all exit normally); if they do not
+    /// arrive, they are stuck waiting for this rank, and MPI_Abort ends them.
+    pub fn abort_job(&self, grace: Duration) {
+        if let Backend::Mpi(t) = &self.backend {
+            t.abort_job(grace);
+        }
     }
 
     pub fn with_mode(mut self, mode: CommMode) -> Self {
@@ -117,7 +143,7 @@ impl Communicator {
     /// compiled schedule guarantees it).
     pub fn all_reduce_async(&self, bucket: GradBucket) -> InFlight {
         match &self.backend {
-            Backend::Single => InFlight::ready(bucket),
+            Backend::Single => InFlight::ready(bucket, self.checks),
             Backend::Mpi(t) => {
                 let (tx, rx) = channel();
                 let (index, bytes) = (bucket.index(), std::mem::size_of_val(bucket.as_slice()));
@@ -126,7 +152,7 @@ impl Communicator {
                     CommMode::Overlap => t.all_reduce(bucket, tx),
                     CommMode::AfterBackward => self.held.borrow_mut().push((bucket, tx)),
                 }
-                InFlight::pending(index, bytes, queued, rx)
+                InFlight::pending(index, bytes, queued, rx, self.checks)
             }
         }
     }

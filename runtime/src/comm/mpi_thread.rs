@@ -7,7 +7,9 @@
 //! only sends it requests. MPI objects never leave the thread, so nothing needs to be `Send`.
 
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -37,10 +39,14 @@ enum Request {
     AllGatherU64(u64, Sender<Vec<u64>>),
     GatherU64(Vec<u64>, Sender<Gathered>),
     Barrier(Sender<()>),
+    /// This rank failed: wait up to the grace period for the others at a barrier, else abort.
+    AbortJob(Duration, Sender<()>),
 }
 
 pub(super) struct MpiThread {
     requests: Option<Sender<Request>>,
+    /// Set when this rank has failed: an all-reduce in progress stops waiting and aborts the job.
+    aborting: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     rank: usize,
     world_size: usize,
@@ -50,13 +56,15 @@ impl MpiThread {
     pub(super) fn start() -> Result<Self> {
         let (requests, inbox) = channel();
         let (ready_tx, ready) = channel();
+        let aborting = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&aborting);
         let thread = std::thread::Builder::new()
             .name("overlap-mpi".into())
-            .spawn(move || serve(inbox, ready_tx))
+            .spawn(move || serve(inbox, ready_tx, &flag))
             .map_err(|e| Error::MpiInit(format!("cannot start the communication thread: {e}")))?;
         let (rank, world_size) =
             ready.recv().map_err(|_| Error::CommThreadDied("initialising MPI"))?.map_err(Error::MpiInit)?;
-        Ok(MpiThread { requests: Some(requests), thread: Some(thread), rank, world_size })
+        Ok(MpiThread { requests: Some(requests), aborting, thread: Some(thread), rank, world_size })
     }
 
     pub(super) fn rank(&self) -> usize {
@@ -104,6 +112,20 @@ impl MpiThread {
         self.call(Request::Barrier, "waiting at a barrier")
     }
 
+    /// See `Communicator::abort_job`. Returns once the other ranks met this one at the barrier
+    /// (MPI_Abort does not return).
+    pub(super) fn abort_job(&self, grace: Duration) {
+        let (reply, done) = channel();
+        if self.send(Request::AbortJob(grace, reply)).is_ok() {
+            // The grace period starts once earlier requests are served; a stuck one is ended by
+            // the flag after the same grace period.
+            if done.recv_timeout(grace).is_err() {
+                self.aborting.store(true, Ordering::Relaxed);
+                let _ = done.recv();
+            }
+        }
+    }
+
     fn send(&self, request: Request) -> Result<()> {
         let requests = self.requests.as_ref().expect("requests is only taken in drop");
         requests.send(request).map_err(|_| Error::CommThreadDied("queueing a request"))
@@ -119,6 +141,11 @@ impl MpiThread {
 impl Drop for MpiThread {
     /// Closing the request channel ends the thread's loop; it then finalises MPI.
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // The compute thread panicked: the other ranks would wait for it forever.
+            self.aborting.store(true, Ordering::Relaxed);
+            self.abort_job(Duration::ZERO);
+        }
         drop(self.requests.take());
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
@@ -126,7 +153,7 @@ impl Drop for MpiThread {
     }
 }
 
-fn serve(inbox: Receiver<Request>, ready: Sender<std::result::Result<(usize, usize), String>>) {
+fn serve(inbox: Receiver<Request>, ready: Sender<std::result::Result<(usize, usize), String>>, aborting: &AtomicBool) {
     // Only this thread ever calls MPI, and it is the thread that initialises it: FUNNELED is
     // exactly the guarantee needed.
     let Some((universe, _level)) = mpi::initialize_with_threading(Threading::Funneled) else {
@@ -142,16 +169,34 @@ fn serve(inbox: Receiver<Request>, ready: Sender<std::result::Result<(usize, usi
     if ready.send(Ok((rank, size))).is_err() {
         return;
     }
+    // A panic below must not reach `universe`'s drop: MPI_Finalize would wait for the other
+    // ranks, which wait for this one. Left initialised, the process exits non-zero (its compute
+    // thread reports the dead thread) and mpirun ends the job.
+    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve_requests(&world, inbox, aborting)));
+    if served.is_err() {
+        std::mem::forget(universe);
+    }
+}
+
+/// Serves requests in order until the channel closes.
+fn serve_requests(world: &SimpleCommunicator, inbox: Receiver<Request>, aborting: &AtomicBool) {
+    let (rank, size) = (world.rank() as usize, world.size() as usize);
     let mut link: Option<Link> = None;
+    let mut all_reduces = 0u64;
     // Replies may find their receiver gone (a handle dropped unwaited); that is not an error.
     for request in inbox {
         match request {
             Request::AllReduce(mut bucket, reply) => {
+                all_reduces += 1;
+                crate::fault::at_all_reduce(rank, all_reduces);
                 let started = Instant::now();
-                all_reduce_in_place(&world, bucket.as_mut_slice());
+                all_reduce_in_place(world, bucket.as_mut_slice(), aborting);
                 if let Some(link) = &link {
                     let bytes = std::mem::size_of_val(bucket.as_slice());
-                    hold_until(started + Duration::from_secs_f64(link.ring_all_reduce_seconds(bytes, size)));
+                    let deadline = started + Duration::from_secs_f64(link.ring_all_reduce_seconds(bytes, size));
+                    if !hold_until(deadline, aborting) {
+                        abort(world);
+                    }
                 }
                 let _ = reply.send(Reduced { bucket, started, finished: Instant::now() });
             }
@@ -160,7 +205,7 @@ fn serve(inbox: Receiver<Request>, ready: Sender<std::result::Result<(usize, usi
                 let _ = reply.send(());
             }
             Request::GatherU64(data, reply) => {
-                let _ = reply.send(gather_to_root(&world, &data));
+                let _ = reply.send(gather_to_root(world, &data));
             }
             Request::Broadcast(mut data, reply) => {
                 world.process_at_rank(0).broadcast_into(&mut data[..]);
@@ -180,17 +225,43 @@ fn serve(inbox: Receiver<Request>, ready: Sender<std::result::Result<(usize, usi
                 world.barrier();
                 let _ = reply.send(());
             }
+            Request::AbortJob(grace, reply) => {
+                let deadline = Instant::now() + grace;
+                let met = poll(
+                    |request| {
+                        // SAFETY: `request` is a valid out-pointer for the new request; `world` is alive
+                        // and this is the MPI thread.
+                        unsafe { mpi::ffi::MPI_Ibarrier(world.as_raw(), request) }
+                    },
+                    "MPI_Ibarrier",
+                    || aborting.load(Ordering::Relaxed) || Instant::now() >= deadline,
+                );
+                if !met {
+                    abort(world);
+                }
+                let _ = reply.send(());
+            }
         }
     }
 }
 
-/// Sleeps (rather than spins: the cores belong to the compute threads) until `deadline`.
-fn hold_until(deadline: Instant) {
-    let now = Instant::now();
-    if deadline > now {
-        std::thread::sleep(deadline - now);
+/// Sleeps (rather than spins: the cores belong to the compute threads) until `deadline`;
+/// `false` if `aborting` was set meanwhile.
+fn hold_until(deadline: Instant, aborting: &AtomicBool) -> bool {
+    loop {
+        if aborting.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        std::thread::sleep((deadline - now).min(ABORT_CHECK));
     }
 }
+
+/// How often a held all-reduce checks whether this rank is aborting.
+const ABORT_CHECK: Duration = Duration::from_millis(10);
 
 /// Every rank's `data`, concatenated at rank 0 and split back by rank.
 fn gather_to_root(world: &SimpleCommunicator, data: &[u64]) -> Gathered {
@@ -225,59 +296,79 @@ extern "C" {
 /// Largest element count per call: MPI counts are `int`.
 const MAX_COUNT: usize = 1 << 30;
 
-/// Sums `data` over all ranks, in place, in chunks MPI's `int` counts can address.
+/// Sums `data` over all ranks, in place, in chunks MPI's `int` counts can address. Aborts the
+/// job if `aborting` is set while it waits.
 ///
 /// Non-blocking collective polled with short sleeps rather than the blocking call: OpenMPI's
 /// blocking collectives busy-poll, and a communication thread spinning while it waits for a
 /// slower rank takes a core from the compute threads (measured: the compute thread stalled for
 /// milliseconds right after each launch on a 2-core machine running two ranks).
-fn all_reduce_in_place(world: &SimpleCommunicator, data: &mut [f32]) {
+fn all_reduce_in_place(world: &SimpleCommunicator, data: &mut [f32], aborting: &AtomicBool) {
     for chunk in data.chunks_mut(MAX_COUNT) {
-        let mut request = std::mem::MaybeUninit::<mpi::ffi::MPI_Request>::uninit();
-        // SAFETY: `chunk` is an exclusively borrowed, initialised buffer of `chunk.len()` f32
-        // values (at most 2^30, so the count fits in an int) and MPI_FLOAT describes f32.
-        // MPI_IN_PLACE makes MPI read and write only `chunk`, which stays borrowed, unmoved and
-        // untouched until the request completes below. `world` is alive for the whole operation
-        // and this is the thread that initialised MPI, the only one that calls it.
-        let rc = unsafe {
-            mpi::ffi::MPI_Iallreduce(
-                overlap_mpi_in_place(),
-                chunk.as_mut_ptr().cast::<c_void>(),
-                chunk.len() as c_int,
-                mpi::ffi::RSMPI_FLOAT,
-                mpi::ffi::RSMPI_SUM,
-                world.as_raw(),
-                request.as_mut_ptr(),
-            )
+        let (ptr, len) = (chunk.as_mut_ptr().cast::<c_void>(), chunk.len() as c_int);
+        let start = |request: *mut mpi::ffi::MPI_Request| {
+            // SAFETY: `chunk` is an exclusively borrowed, initialised buffer of `len` f32 values
+            // (at most 2^30, so the count fits in an int) and MPI_FLOAT describes f32. MPI_IN_PLACE
+            // makes MPI read and write only `chunk`, which stays borrowed and untouched until
+            // `poll` has seen the request complete (or the job is aborted). `world` is alive and
+            // this is the thread that initialised MPI, the only one that calls it.
+            unsafe {
+                mpi::ffi::MPI_Iallreduce(
+                    overlap_mpi_in_place(),
+                    ptr,
+                    len,
+                    mpi::ffi::RSMPI_FLOAT,
+                    mpi::ffi::RSMPI_SUM,
+                    world.as_raw(),
+                    request,
+                )
+            }
         };
-        check(rc, "MPI_Iallreduce");
-        // SAFETY: MPI_Iallreduce returned MPI_SUCCESS, so it initialised the request.
-        let mut request = unsafe { request.assume_init() };
-        let mut polls = 0u32;
-        loop {
-            let mut done: c_int = 0;
-            // SAFETY: `request` is the live request created above (MPI_Test frees it and sets
-            // it to MPI_REQUEST_NULL once complete, after which the loop ends); the status is
-            // ignored through MPI's own sentinel.
-            let rc = unsafe { mpi::ffi::MPI_Test(&mut request, &mut done, mpi::ffi::RSMPI_STATUS_IGNORE) };
-            check(rc, "MPI_Test");
-            if done != 0 {
-                break;
-            }
-            polls += 1;
-            // The first polls run back to back (a small bucket finishes in microseconds); then
-            // the thread sleeps between polls, longer and longer, leaving the core to compute.
-            if polls > SPIN_POLLS {
-                let doublings = (polls - SPIN_POLLS).min(8);
-                std::thread::sleep((FIRST_SLEEP * (1 << doublings) / 2).min(LONGEST_SLEEP));
-            }
+        if !poll(start, "MPI_Iallreduce", || aborting.load(Ordering::Relaxed)) {
+            abort(world);
         }
     }
 }
 
+/// Starts a non-blocking operation and polls it until it completes (`true`) or `give_up` says
+/// so (`false`; the request is then left to MPI_Abort).
+fn poll(start: impl FnOnce(*mut mpi::ffi::MPI_Request) -> c_int, call: &str, give_up: impl Fn() -> bool) -> bool {
+    let mut request = std::mem::MaybeUninit::<mpi::ffi::MPI_Request>::uninit();
+    check(start(request.as_mut_ptr()), call);
+    // SAFETY: the call returned MPI_SUCCESS, so it initialised the request.
+    let mut request = unsafe { request.assume_init() };
+    let mut polls = 0u32;
+    loop {
+        let mut done: c_int = 0;
+        // SAFETY: `request` is the live request created above (MPI_Test frees it and sets it to
+        // MPI_REQUEST_NULL once complete, after which the loop ends); the status is ignored
+        // through MPI's own sentinel.
+        let rc = unsafe { mpi::ffi::MPI_Test(&mut request, &mut done, mpi::ffi::RSMPI_STATUS_IGNORE) };
+        check(rc, "MPI_Test");
+        if done != 0 {
+            return true;
+        }
+        if give_up() {
+            return false;
+        }
+        polls += 1;
+        // The first polls run back to back (a small bucket finishes in microseconds); then the
+        // thread sleeps between polls, longer and longer, leaving the core to compute.
+        if polls > SPIN_POLLS {
+            let doublings = (polls - SPIN_POLLS).min(8);
+            std::thread::sleep((FIRST_SLEEP * (1 << doublings) / 2).min(LONGEST_SLEEP));
+        }
+    }
+}
+
+/// Ends every rank of the job; does not return.
+fn abort(world: &SimpleCommunicator) -> ! {
+    world.abort(1)
+}
+
 /// Back-to-back polls before sleeping between them.
 const SPIN_POLLS: u32 = 64;
-/// The first and the longest sleep between polls of an unfinished all-reduce.
+/// The first and the longest sleep between polls of an unfinished operation.
 const FIRST_SLEEP: Duration = Duration::from_micros(10);
 const LONGEST_SLEEP: Duration = Duration::from_micros(160);
 

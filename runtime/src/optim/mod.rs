@@ -3,9 +3,11 @@
 
 mod adamw;
 mod sgd;
+mod state;
 
 pub use adamw::AdamW;
 pub use sgd::Sgd;
+pub use state::OptimizerState;
 
 /// An optimizer over the parameters of one model, addressed by their index in definition order.
 pub trait Optimizer {

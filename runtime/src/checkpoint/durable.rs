@@ -1,0 +1,51 @@
+//! Writes that survive a crash at any instant: data is synced before it is published, and it is
+//! published by an atomic rename of a small pointer file.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io { path: path.to_path_buf(), source }
+}
+
+/// Creates `path` with `bytes`, not yet synced.
+pub fn write_new(path: &Path, bytes: &[u8]) -> Result<File> {
+    let mut file = File::create(path).map_err(io(path))?;
+    file.write_all(bytes).map_err(io(path))?;
+    Ok(file)
+}
+
+/// Flushes a file's data and metadata to the device.
+pub fn sync(file: &File, path: &Path) -> Result<()> {
+    file.sync_all().map_err(io(path))
+}
+
+/// Makes the entries of `dir` (created, renamed files) durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
+}
+
+/// Replaces `path` with `contents` atomically: `path.tmp` is written and synced, then renamed
+/// over `path`. `between` runs after each of the two steps (fault injection).
+pub fn replace_atomically(path: &Path, contents: &[u8], mut between: impl FnMut(Step)) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    let file = write_new(&tmp, contents)?;
+    sync(&file, &tmp)?;
+    between(Step::TemporaryWritten);
+    std::fs::rename(&tmp, path).map_err(io(path))?;
+    between(Step::Renamed);
+    if let Some(dir) = path.parent() {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// Where `replace_atomically` is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    TemporaryWritten,
+    Renamed,
+}

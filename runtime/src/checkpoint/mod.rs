@@ -1,0 +1,286 @@
+//! Checkpoints that lose nothing: `--save DIR` / `--resume DIR`.
+//!
+//! Layout of `DIR`:
+//! - `step-00000010/model.safetensors`: the parameters under PyTorch's names and layouts
+//!   (`fc1.weight` `[out, in]`, `fc1.bias`), so `safetensors.torch.load_file` gives a
+//!   `state_dict` that `model.load_state_dict` takes directly;
+//! - `step-00000010/optimizer.safetensors`: per-parameter optimizer state under PyTorch's state
+//!   names, `momentum_buffer.fc1.weight` (SGD) or `exp_avg.fc1.weight` and
+//!   `exp_avg_sq.fc1.weight` (AdamW);
+//! - `step-00000010/state.json`: format version, model, optimizer kind and step count, the next
+//!   step, the data position (samples consumed), and each file's size and CRC-32;
+//! - `latest`: the name of the newest complete step directory.
+//!
+//! Rank 0 writes a new step directory, syncs it, then replaces `latest` atomically (write,
+//! sync, rename, sync the directory). A crash at any instant leaves `latest` naming either the
+//! previous checkpoint or the new one, both complete. The two newest are kept.
+
+mod durable;
+mod tensors;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::fault::{self, SaveStage};
+use crate::model::DistributedModel;
+use crate::optim::OptimizerState;
+use tensors::Tensor;
+
+const FORMAT: &str = "overlap-checkpoint/1";
+const LATEST: &str = "latest";
+const MODEL_FILE: &str = "model.safetensors";
+const OPTIMIZER_FILE: &str = "optimizer.safetensors";
+const STATE_FILE: &str = "state.json";
+/// Step directories kept: the newest and the one before it.
+const KEEP: usize = 2;
+
+/// Where training stands: what a resumed run needs besides tensors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    /// The next step to run (0-based), i.e. steps completed.
+    pub next_step: u64,
+    /// Samples consumed by all ranks together: where the data stream continues.
+    pub samples_seen: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct State {
+    format: String,
+    model: String,
+    optimizer: String,
+    optimizer_step: Option<u64>,
+    position: Position,
+    files: BTreeMap<String, FileCheck>,
+}
+
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct FileCheck {
+    bytes: u64,
+    crc32: u32,
+}
+
+impl FileCheck {
+    fn of(bytes: &[u8]) -> Self {
+        FileCheck { bytes: bytes.len() as u64, crc32: crc32fast::hash(bytes) }
+    }
+}
+
+/// Writes a checkpoint of `model` and `optimizer` at `position` into `dir` (rank 0 only).
+/// `nth` counts this run's saves (1-based) for fault injection. Returns the step directory.
+pub fn save<M: DistributedModel, O: OptimizerState>(
+    dir: &Path,
+    model: &M,
+    optimizer: &O,
+    position: Position,
+    nth: u64,
+) -> Result<PathBuf> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    let name = format!("step-{:08}", position.next_step);
+    let step_dir = dir.join(&name);
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    if latest_name(dir).ok().as_deref() == Some(name.as_str()) {
+        return Ok(step_dir); // This very state is already the published checkpoint.
+    }
+    if step_dir.exists() {
+        std::fs::remove_dir_all(&step_dir).map_err(io(&step_dir))?; // Left by an interrupted save.
+    }
+    std::fs::create_dir(&step_dir).map_err(io(&step_dir))?;
+
+    let model_bytes = tensors::serialize(&model_tensors(model)).map_err(Error::Checkpoint)?;
+    let optimizer_bytes = tensors::serialize(&optimizer_tensors::<M, O>(optimizer)).map_err(Error::Checkpoint)?;
+    let mut files = BTreeMap::new();
+    files.insert(MODEL_FILE.to_string(), FileCheck::of(&model_bytes));
+    files.insert(OPTIMIZER_FILE.to_string(), FileCheck::of(&optimizer_bytes));
+    let state = State {
+        format: FORMAT.into(),
+        model: M::SCHEDULE.model.to_string(),
+        optimizer: optimizer.kind().into(),
+        optimizer_step: optimizer.step_count(),
+        position,
+        files,
+    };
+    let state_bytes = serde_json::to_vec_pretty(&state).map_err(|e| Error::Checkpoint(e.to_string()))?;
+
+    let mut written = Vec::new();
+    for (file, bytes, stage) in [
+        (MODEL_FILE, &model_bytes, SaveStage::ModelWritten),
+        (OPTIMIZER_FILE, &optimizer_bytes, SaveStage::OptimizerWritten),
+        (STATE_FILE, &state_bytes, SaveStage::StateWritten),
+    ] {
+        let path = step_dir.join(file);
+        written.push((durable::write_new(&path, bytes)?, path));
+        fault::at_save_stage(stage, nth);
+    }
+    for (file, path) in &written {
+        durable::sync(file, path)?;
+    }
+    durable::sync_dir(&step_dir)?;
+    durable::sync_dir(dir)?;
+    fault::at_save_stage(SaveStage::Synced, nth);
+    durable::replace_atomically(&dir.join(LATEST), name.as_bytes(), |step| {
+        fault::at_save_stage(
+            match step {
+                durable::Step::TemporaryWritten => SaveStage::PointerWritten,
+                durable::Step::Renamed => SaveStage::Renamed,
+            },
+            nth,
+        )
+    })?;
+    remove_old(dir, &name);
+    Ok(step_dir)
+}
+
+/// Restores `model` and `optimizer` from the newest checkpoint in `dir` and says where training
+/// stands. Any difference between the checkpoint and this model or optimizer is an error that
+/// lists every difference.
+pub fn load<M: DistributedModel, O: OptimizerState>(dir: &Path, model: &mut M, optimizer: &mut O) -> Result<Position> {
+    let name = latest_name(dir)?;
+    let step_dir = dir.join(&name);
+    let state_path = step_dir.join(STATE_FILE);
+    let state_bytes = read(&state_path)?;
+    let state: State = serde_json::from_slice(&state_bytes)
+        .map_err(|e| Error::Checkpoint(format!("{}: not a valid checkpoint state file: {e}", state_path.display())))?;
+    if state.format != FORMAT {
+        return Err(Error::Checkpoint(format!(
+            "{}: format `{}`, this build reads `{FORMAT}`",
+            state_path.display(),
+            state.format
+        )));
+    }
+    let checked = |file: &str| -> Result<Vec<u8>> {
+        let path = step_dir.join(file);
+        let bytes = read(&path)?;
+        let expected = state
+            .files
+            .get(file)
+            .ok_or_else(|| Error::Checkpoint(format!("{}: not listed in {}", path.display(), state_path.display())))?;
+        let found = FileCheck::of(&bytes);
+        if found.bytes != expected.bytes {
+            return Err(Error::Checkpoint(format!(
+                "{}: truncated or overwritten: {} bytes, the checkpoint recorded {}",
+                path.display(),
+                found.bytes,
+                expected.bytes
+            )));
+        }
+        if found.crc32 != expected.crc32 {
+            return Err(Error::Checkpoint(format!(
+                "{}: corrupted: CRC-32 {:08x}, the checkpoint recorded {:08x}",
+                path.display(),
+                found.crc32,
+                expected.crc32
+            )));
+        }
+        Ok(bytes)
+    };
+    let (model_bytes, optimizer_bytes) = (checked(MODEL_FILE)?, checked(OPTIMIZER_FILE)?);
+
+    let mut problems = Vec::new();
+    if state.optimizer != optimizer.kind() {
+        problems.push(format!(
+            "{}: optimizer `{}`, this run uses `{}`",
+            state_path.display(),
+            state.optimizer,
+            optimizer.kind()
+        ));
+    }
+    let model_shapes: BTreeMap<String, Vec<usize>> =
+        M::SCHEDULE.params().map(|p| (M::SCHEDULE.param_name(p), M::SCHEDULE.param(p).shape.to_vec())).collect();
+    let params = tensors::read_checked(&model_bytes, &model_shapes, |_| true)
+        .map_err(|p| problems.extend(p.into_iter().map(|p| format!("{}: {p}", step_dir.join(MODEL_FILE).display()))))
+        .ok();
+    let state_shapes: BTreeMap<String, Vec<usize>> = optimizer
+        .buffer_names()
+        .iter()
+        .flat_map(|b| model_shapes.iter().map(move |(name, shape)| (format!("{b}.{name}"), shape.clone())))
+        .collect();
+    let buffers = tensors::read_checked(&optimizer_bytes, &state_shapes, |_| false)
+        .map_err(|p| {
+            problems.extend(p.into_iter().map(|p| format!("{}: {p}", step_dir.join(OPTIMIZER_FILE).display())))
+        })
+        .ok();
+    let (Some(params), Some(buffers), true) = (params, buffers, problems.is_empty()) else {
+        return Err(Error::CheckpointMismatch { path: step_dir, problems });
+    };
+
+    for (i, p) in M::SCHEDULE.params().enumerate() {
+        let name = M::SCHEDULE.param_name(p);
+        model.param_mut(p).copy_from_slice(&params[&name]);
+        let mine: Vec<&[f32]> = optimizer
+            .buffer_names()
+            .iter()
+            .filter_map(|b| buffers.get(&format!("{b}.{name}")).map(Vec::as_slice))
+            .collect();
+        if mine.len() == optimizer.buffer_names().len() {
+            optimizer.set_buffers(i, &mine);
+        } else if !mine.is_empty() {
+            problems.push(format!("optimizer state of `{name}` is incomplete"));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(Error::CheckpointMismatch { path: step_dir, problems });
+    }
+    if let Some(step) = state.optimizer_step {
+        optimizer.set_step_count(step);
+    }
+    Ok(state.position)
+}
+
+fn model_tensors<M: DistributedModel>(model: &M) -> Vec<Tensor> {
+    let s = M::SCHEDULE;
+    s.params().map(|p| (s.param_name(p), s.param(p).shape.to_vec(), tensors::to_bytes(model.param(p)))).collect()
+}
+
+fn optimizer_tensors<M: DistributedModel, O: OptimizerState>(optimizer: &O) -> Vec<Tensor> {
+    let s = M::SCHEDULE;
+    let mut out = Vec::new();
+    for (i, p) in s.params().enumerate() {
+        if let Some(buffers) = optimizer.buffers(i) {
+            for (b, values) in optimizer.buffer_names().iter().zip(buffers) {
+                out.push((format!("{b}.{}", s.param_name(p)), s.param(p).shape.to_vec(), tensors::to_bytes(values)));
+            }
+        }
+    }
+    out
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+}
+
+/// The step directory `latest` names, which must be a plain `step-N` name.
+fn latest_name(dir: &Path) -> Result<String> {
+    let path = dir.join(LATEST);
+    let name = std::fs::read_to_string(&path).map_err(|e| {
+        Error::Checkpoint(format!("no checkpoint in {}: cannot read {}: {e}", dir.display(), path.display()))
+    })?;
+    let name = name.trim();
+    if !name.starts_with("step-") || name.contains(['/', '\\']) || name.contains("..") {
+        return Err(Error::Checkpoint(format!("{}: `{name}` is not a checkpoint directory name", path.display())));
+    }
+    Ok(name.to_string())
+}
+
+/// Deletes step directories older than the `KEEP` newest (best effort: a leftover costs disk,
+/// not correctness).
+fn remove_old(dir: &Path, newest: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let number = |name: &str| name.strip_prefix("step-")?.parse::<u64>().ok();
+    let Some(newest) = number(newest) else { return };
+    let mut steps: Vec<(u64, String)> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|name| Some((number(&name)?, name)))
+        .filter(|(n, _)| *n <= newest)
+        .collect();
+    steps.sort();
+    let excess = steps.len().saturating_sub(KEEP);
+    for (_, old) in &steps[..excess] {
+        let _ = std::fs::remove_dir_all(dir.join(old));
+    }
+}

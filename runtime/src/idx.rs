@@ -1,0 +1,260 @@
+//! Loader for the IDX file format used by MNIST, Fashion-MNIST and their copies, so that examples
+//! can train on real data instead of `SyntheticClassification`.
+//!
+//! An IDX file is two zero bytes, a data type byte (only `0x08`, unsigned byte, is supported), a
+//! byte giving the number of dimensions, that many big-endian `u32` dimension sizes, then the data.
+//! Image files have 3 dimensions (count, rows, cols), label files 1 (count).
+//!
+//! Files come from outside the program, so parsing never panics: every header is checked against
+//! the actual byte length before anything is allocated, and every problem becomes an [`IdxError`]
+//! that names the file and says what is wrong with it. Whether the image size matches the model's
+//! input width is left to the caller.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::tensor::Matrix;
+
+/// Magic number of an image file: unsigned bytes, 3 dimensions.
+pub const IMAGES_MAGIC: u32 = 0x0000_0803;
+/// Magic number of a label file: unsigned bytes, 1 dimension.
+pub const LABELS_MAGIC: u32 = 0x0000_0801;
+/// The only data type supported: unsigned byte.
+const UNSIGNED_BYTE: u8 = 0x08;
+/// First two bytes of a gzip stream; the MNIST files are distributed gzip-compressed.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// What is wrong with the contents of one IDX file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdxProblem {
+    #[error(
+        "bad magic number 0x{found:08x}, expected 0x{expected:08x}{}",
+        if *gzip { " (the file looks gzip-compressed: decompress it first (gunzip))" } else { "" }
+    )]
+    BadMagic { found: u32, expected: u32, gzip: bool },
+    #[error("unsupported data type byte 0x{found:02x}: only 0x08 (unsigned byte) is supported")]
+    UnsupportedType { found: u8 },
+    #[error("the header declares {found} dimension(s), expected {expected} (magic 0x{magic:08x})")]
+    WrongDimensions { found: u8, expected: u8, magic: u32 },
+    #[error("dimension {index} of the header is zero")]
+    ZeroDimension { index: usize },
+    #[error("truncated header: expected {expected} bytes, found {found}")]
+    TruncatedHeader { expected: usize, found: usize },
+    #[error("truncated: expected {expected} bytes of data, found {found}")]
+    Truncated { expected: u128, found: usize },
+    #[error("{count} trailing byte(s) after the {expected} bytes of data the header declares")]
+    TrailingBytes { expected: usize, count: usize },
+    #[error("label {value} at index {index} is out of range for {classes} classes")]
+    LabelOutOfRange { index: usize, value: u8, classes: usize },
+}
+
+/// An IDX file that could not be loaded; every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum IdxError {
+    #[error("{path}: cannot read: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {problem}")]
+    Format { path: PathBuf, problem: IdxProblem },
+    #[error("{images_path} holds {images} images but {labels_path} holds {labels} labels")]
+    CountMismatch { images_path: PathBuf, images: usize, labels_path: PathBuf, labels: usize },
+    #[error("no {split} {what} file: none of {} exists", list(tried))]
+    NotFound { split: Split, what: &'static str, tried: Vec<PathBuf> },
+}
+
+fn list(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// Which half of an MNIST-style directory to load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// `train-images-idx3-ubyte` / `train-labels-idx1-ubyte`.
+    Train,
+    /// `t10k-images-idx3-ubyte` / `t10k-labels-idx1-ubyte`.
+    Test,
+}
+
+impl Split {
+    fn prefix(self) -> &'static str {
+        match self {
+            Split::Train => "train",
+            Split::Test => "t10k",
+        }
+    }
+}
+
+impl fmt::Display for Split {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Split::Train => "train",
+            Split::Test => "test",
+        })
+    }
+}
+
+/// Checks the header of an IDX file of unsigned bytes with `N` dimensions and returns the
+/// dimensions and the data, whose length is exactly their product.
+fn parse<const N: usize>(bytes: &[u8], magic: u32) -> Result<([usize; N], &[u8]), IdxProblem> {
+    let Some((&head, rest)) = bytes.split_first_chunk::<4>() else {
+        return Err(IdxProblem::TruncatedHeader { expected: 4, found: bytes.len() });
+    };
+    let found = u32::from_be_bytes(head);
+    if head[..2] != [0, 0] {
+        return Err(IdxProblem::BadMagic { found, expected: magic, gzip: head[..2] == GZIP_MAGIC });
+    }
+    if head[2] != UNSIGNED_BYTE {
+        return Err(IdxProblem::UnsupportedType { found: head[2] });
+    }
+    // N is 1 or 3 here, so the cast cannot truncate.
+    if usize::from(head[3]) != N {
+        return Err(IdxProblem::WrongDimensions { found: head[3], expected: N as u8, magic });
+    }
+    let mut dims = [0usize; N];
+    let mut rest = rest;
+    for (index, dim) in dims.iter_mut().enumerate() {
+        let Some((&size, tail)) = rest.split_first_chunk::<4>() else {
+            return Err(IdxProblem::TruncatedHeader { expected: 4 + 4 * N, found: bytes.len() });
+        };
+        let size = u32::from_be_bytes(size);
+        if size == 0 {
+            return Err(IdxProblem::ZeroDimension { index });
+        }
+        // Every u32 fits a usize on the platforms we build for; treat anything else as too large.
+        *dim = usize::try_from(size).unwrap_or(usize::MAX);
+        rest = tail;
+    }
+    // At most three u32 factors: the product fits a u128, and saturating keeps it panic-free anyway.
+    let expected = dims.iter().fold(1u128, |acc, &d| acc.saturating_mul(d as u128));
+    if expected > rest.len() as u128 {
+        return Err(IdxProblem::Truncated { expected, found: rest.len() });
+    }
+    // expected <= rest.len(), so it fits a usize and the split cannot fail.
+    let expected = expected as usize;
+    match rest.split_at_checked(expected) {
+        Some((data, [])) => Ok((dims, data)),
+        Some((_, trailing)) => Err(IdxProblem::TrailingBytes { expected, count: trailing.len() }),
+        None => Err(IdxProblem::Truncated { expected: expected as u128, found: rest.len() }),
+    }
+}
+
+/// Parses an image file: returns (count, rows, cols, pixels), `pixels.len() == count * rows * cols`.
+pub fn parse_images(bytes: &[u8]) -> Result<(usize, usize, usize, &[u8]), IdxProblem> {
+    let ([count, rows, cols], data) = parse::<3>(bytes, IMAGES_MAGIC)?;
+    Ok((count, rows, cols, data))
+}
+
+/// Parses a label file: returns one byte per label.
+pub fn parse_labels(bytes: &[u8]) -> Result<&[u8], IdxProblem> {
+    let ([_count], data) = parse::<1>(bytes, LABELS_MAGIC)?;
+    Ok(data)
+}
+
+/// Attaches `path` to a problem found in that file.
+fn problem_in(path: &Path) -> impl Fn(IdxProblem) -> IdxError + '_ {
+    move |problem| IdxError::Format { path: path.to_path_buf(), problem }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, IdxError> {
+    std::fs::read(path).map_err(|source| IdxError::Io { path: path.to_path_buf(), source })
+}
+
+/// The first of `names` that exists in `dir`, or an error listing every path tried.
+fn find(dir: &Path, names: [String; 2], split: Split, what: &'static str) -> Result<PathBuf, IdxError> {
+    let tried: Vec<PathBuf> = names.iter().map(|name| dir.join(name)).collect();
+    match tried.iter().find(|path| path.is_file()) {
+        Some(path) => Ok(path.clone()),
+        None => Err(IdxError::NotFound { split, what, tried }),
+    }
+}
+
+/// An in-memory image classification set loaded from a pair of IDX files.
+///
+/// Never empty: [`IdxDataset::load`] rejects zero-sized dimensions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdxDataset {
+    features: usize,
+    classes: usize,
+    /// `len() x features`, row-major, each pixel divided by 255.
+    images: Vec<f32>,
+    labels: Vec<u8>,
+}
+
+impl IdxDataset {
+    /// Loads an image file and a label file; every label must be below `classes`.
+    pub fn load(images: &Path, labels: &Path, classes: usize) -> Result<IdxDataset, IdxError> {
+        let image_bytes = read(images)?;
+        let label_bytes = read(labels)?;
+        let (count, rows, cols, pixels) = parse_images(&image_bytes).map_err(problem_in(images))?;
+        let label_data = parse_labels(&label_bytes).map_err(problem_in(labels))?;
+        if count != label_data.len() {
+            return Err(IdxError::CountMismatch {
+                images_path: images.to_path_buf(),
+                images: count,
+                labels_path: labels.to_path_buf(),
+                labels: label_data.len(),
+            });
+        }
+        if let Some((index, &value)) = label_data.iter().enumerate().find(|(_, &l)| usize::from(l) >= classes) {
+            return Err(problem_in(labels)(IdxProblem::LabelOutOfRange { index, value, classes }));
+        }
+        // parse_images checked count * rows * cols == pixels.len(), so this cannot overflow.
+        let features = rows * cols;
+        let images = pixels.iter().map(|&p| f32::from(p) / 255.0).collect();
+        Ok(IdxDataset { features, classes, images, labels: label_data.to_vec() })
+    }
+
+    /// Loads the `split` half of an MNIST-style directory, accepting both the original file names
+    /// (`train-images-idx3-ubyte`) and the dotted ones of Fashion-MNIST/Kaggle copies
+    /// (`train-images.idx3-ubyte`).
+    pub fn load_dir(dir: &Path, split: Split, classes: usize) -> Result<IdxDataset, IdxError> {
+        let prefix = split.prefix();
+        let images =
+            find(dir, [format!("{prefix}-images-idx3-ubyte"), format!("{prefix}-images.idx3-ubyte")], split, "images")?;
+        let labels =
+            find(dir, [format!("{prefix}-labels-idx1-ubyte"), format!("{prefix}-labels.idx1-ubyte")], split, "labels")?;
+        IdxDataset::load(&images, &labels, classes)
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// Always false for a loaded set; present for API symmetry with `len`.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+
+    /// Pixels per image (rows x cols).
+    pub fn features(&self) -> usize {
+        self.features
+    }
+
+    /// Number of classes the labels were checked against.
+    pub fn classes(&self) -> usize {
+        self.classes
+    }
+
+    /// Fills `inputs` (resized to `len x features`) and `labels` with samples `first..first+len`,
+    /// wrapping around modulo `self.len()` so that any step index maps onto the set.
+    pub fn fill(&self, first: u64, len: usize, inputs: &mut Matrix, labels: &mut Vec<usize>) {
+        inputs.resize(len, self.features);
+        labels.clear();
+        let n = self.len();
+        if n == 0 {
+            return; // unreachable for a loaded set; keeps `%` below panic-free
+        }
+        let f = self.features;
+        // The remainder is below n, so the cast back to usize is lossless.
+        let mut index = (first % n as u64) as usize;
+        for r in 0..len {
+            // In range: `images.len() == n * features` and `index < n` (invariants of `load`).
+            inputs.row_mut(r).copy_from_slice(&self.images[index * f..(index + 1) * f]);
+            labels.push(usize::from(self.labels[index]));
+            index = if index + 1 == n { 0 } else { index + 1 };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,158 @@
+//! Checkpoints: resuming is bitwise-identical to never stopping, a kill at any stage of a save
+//! leaves a loadable checkpoint, and damaged or foreign checkpoints are refused with every
+//! problem named.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{example, mpirun_ok, scratch};
+
+/// Runs `mlp` on `ranks` ranks (directly for 1, under mpirun otherwise).
+fn mlp(ranks: usize, args: &[&str], fault: Option<&str>) -> Output {
+    let exe = example("mlp");
+    let base = ["--batch", "4", "--report", "off", "--log-every", "1000"];
+    if ranks == 1 {
+        let mut cmd = Command::new(&exe);
+        cmd.args(base).args(args);
+        if let Some(f) = fault {
+            cmd.env("OVERLAP_FAULT", f);
+        }
+        return cmd.output().expect("the example runs");
+    }
+    assert!(fault.is_none(), "faults are injected into one-process runs here");
+    let n = ranks.to_string();
+    let mut all = vec!["-n", &n, exe.to_str().unwrap()];
+    all.extend(base);
+    all.extend_from_slice(args);
+    let stdout = mpirun_ok(&all);
+    Output { status: std::process::ExitStatus::default(), stdout: stdout.into_bytes(), stderr: vec![] }
+}
+
+fn ok(out: Output) -> String {
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "failed:\n{stdout}\n{stderr}");
+    format!("{stdout}{stderr}")
+}
+
+fn files(dir: &Path, step: u64) -> (Vec<u8>, Vec<u8>) {
+    let d = dir.join(format!("step-{step:08}"));
+    (std::fs::read(d.join("model.safetensors")).unwrap(), std::fs::read(d.join("optimizer.safetensors")).unwrap())
+}
+
+fn fresh(tag: &str) -> PathBuf {
+    let dir = scratch("checkpoint").join(tag);
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn resuming_is_bitwise_identical_to_not_stopping() {
+    for (ranks, optimizer) in [(1, "sgd"), (1, "adamw"), (2, "sgd")] {
+        let tag = format!("{ranks}-{optimizer}");
+        let (straight, split) = (fresh(&format!("straight-{tag}")), fresh(&format!("split-{tag}")));
+        let opt = ["--optimizer", optimizer];
+        ok(mlp(ranks, &[&opt[..], &["--steps", "10", "--save", straight.to_str().unwrap()]].concat(), None));
+        ok(mlp(ranks, &[&opt[..], &["--steps", "5", "--save", split.to_str().unwrap()]].concat(), None));
+        let s = split.to_str().unwrap();
+        ok(mlp(ranks, &[&opt[..], &["--steps", "10", "--resume", s, "--save", s]].concat(), None));
+        let (a, b) = (files(&straight, 10), files(&split, 10));
+        assert!(a.0 == b.0, "{tag}: parameters differ after resuming");
+        assert!(a.1 == b.1, "{tag}: optimizer state differs after resuming");
+        assert!(a.1.len() > 1000, "{tag}: the optimizer state was saved");
+    }
+}
+
+#[test]
+fn a_kill_at_any_stage_of_a_save_leaves_a_loadable_checkpoint() {
+    let reference = fresh("kill-reference");
+    ok(mlp(1, &["--steps", "6", "--save", reference.to_str().unwrap()], None));
+    let stages = ["model-written", "optimizer-written", "state-written", "synced", "pointer-written", "renamed"];
+    for stage in stages {
+        let dir = fresh(&format!("kill-{stage}"));
+        let d = dir.to_str().unwrap();
+        // Saves at steps 2 and 4; the second one is killed at `stage`.
+        let killed = mlp(1, &["--steps", "6", "--save", d, "--save-every", "2"], Some(&format!("save:{stage}:2")));
+        assert!(!killed.status.success(), "{stage}: the fault did not fire");
+        let resumed = ok(mlp(1, &["--steps", "6", "--resume", d, "--save", d], None));
+        let expected = if stage == "renamed" { 4 } else { 2 };
+        assert!(resumed.contains(&format!("at step {expected}")), "{stage}: {resumed}");
+        assert!(files(&dir, 6) == files(&reference, 6), "{stage}: resumed run differs from an uninterrupted one");
+    }
+    // Killed during the very first save: there is no checkpoint, and resuming says so.
+    let dir = fresh("kill-first");
+    let d = dir.to_str().unwrap();
+    assert!(!mlp(1, &["--steps", "2", "--save", d], Some("save:synced:1")).status.success());
+    let out = mlp(1, &["--steps", "4", "--resume", d], None);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no checkpoint in"), "{out:?}");
+}
+
+fn resume_error(dir: &Path, exe: &str) -> String {
+    let out = Command::new(example(exe))
+        .args(["--steps", "4", "--batch", "4", "--report", "off", "--resume", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a bad checkpoint was accepted");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn damaged_or_foreign_checkpoints_are_refused_clearly() {
+    let good = fresh("damage-source");
+    ok(mlp(1, &["--steps", "2", "--save", good.to_str().unwrap()], None));
+    let copy = |tag: &str| {
+        let dir = fresh(tag);
+        std::fs::create_dir_all(dir.join("step-00000002")).unwrap();
+        std::fs::copy(good.join("latest"), dir.join("latest")).unwrap();
+        for f in ["model.safetensors", "optimizer.safetensors", "state.json"] {
+            std::fs::copy(good.join("step-00000002").join(f), dir.join("step-00000002").join(f)).unwrap();
+        }
+        dir
+    };
+
+    let dir = copy("truncated");
+    let model = dir.join("step-00000002/model.safetensors");
+    let bytes = std::fs::read(&model).unwrap();
+    std::fs::write(&model, &bytes[..bytes.len() / 2]).unwrap();
+    let err = resume_error(&dir, "mlp");
+    assert!(err.contains("model.safetensors: truncated"), "{err}");
+
+    let dir = copy("corrupted");
+    let optimizer = dir.join("step-00000002/optimizer.safetensors");
+    let mut bytes = std::fs::read(&optimizer).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&optimizer, &bytes).unwrap();
+    let err = resume_error(&dir, "mlp");
+    assert!(err.contains("optimizer.safetensors: corrupted: CRC-32"), "{err}");
+
+    let dir = copy("bad-state");
+    std::fs::write(dir.join("step-00000002/state.json"), b"{\"format\": 3").unwrap();
+    assert!(resume_error(&dir, "mlp").contains("not a valid checkpoint state file"));
+
+    let dir = copy("bad-pointer");
+    std::fs::write(dir.join("latest"), b"../elsewhere").unwrap();
+    assert!(resume_error(&dir, "mlp").contains("is not a checkpoint directory name"));
+
+    // Another model: one error listing every missing, unexpected and misshapen tensor.
+    let err = resume_error(&good, "custom_layer");
+    for expected in [
+        "does not fit this run",
+        "missing tensor `embed.weight` [256, 784]",
+        "missing tensor `gain.gain` [256]",
+        "unexpected tensor `fc1.weight` [2048, 784]",
+        "`head.weight` has shape [10, 2048], the model expects [10, 256]",
+    ] {
+        assert!(err.contains(expected), "lacks {expected}:\n{err}");
+    }
+    assert_eq!(err.matches("error:").count(), 1, "one error, every problem in it:\n{err}");
+
+    // Another optimizer.
+    let out = Command::new(example("mlp"))
+        .args(["--steps", "4", "--batch", "4", "--optimizer", "adamw", "--resume", good.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("optimizer `sgd`, this run uses `adamw`"));
+}
