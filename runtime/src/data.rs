@@ -21,7 +21,7 @@ pub enum TrainingData {
 impl TrainingData {
     /// The training split in `dir`, checked against the model's input and output widths.
     pub fn from_idx_dir(dir: &std::path::Path, features: usize, classes: usize) -> Result<Self> {
-        let set = IdxDataset::load_dir(dir, Split::Train, classes).map_err(|e| Error::Config(e.to_string()))?;
+        let set = IdxDataset::load_dir(dir, Split::Train, classes)?;
         if set.features() != features {
             return Err(Error::Config(format!(
                 "{}: images have {} pixels, the model's first layer takes {features} inputs",

@@ -30,6 +30,8 @@ pub enum Error {
     NonFiniteGradient { bucket: usize, offset: usize, value: f32 },
     #[error("non-finite gradient {value} in `{param}` (element {element}) at step {step}, after the all-reduce (--check-finite)")]
     NonFiniteParameter { param: String, element: usize, step: u64, value: f32 },
+    #[error(transparent)]
+    Data(#[from] crate::idx::IdxError),
     #[error("checkpoint: {0}")]
     Checkpoint(String),
     #[error("checkpoint {} does not fit this run:{}", path.display(), problems.iter().map(|p| format!("\n  - {p}")).collect::<String>())]
