@@ -1,0 +1,204 @@
+//! Bucket boundaries chosen by the cost model instead of a size cap: the partition of the
+//! layers (in backward order) into buckets that minimises the simulated step.
+//!
+//! Exact by exhaustive search up to `EXHAUSTIVE_LAYERS` layers with parameters; beyond, by a
+//! dynamic program over the backward order inside a bisection on the step time (exact up to the
+//! bisection's tolerance).
+//! MG-WFBP's merge rule (Shi et al., INFOCOM 2019) is here as the reference heuristic.
+
+use crate::bucket::{plan_buckets, BucketConfig, PlanError};
+use crate::link::Link;
+use crate::schedule::Schedule;
+use crate::simulate::{simulate, Prediction, SimBucket, StepCosts};
+use crate::spec::{LayerSpec, ELEM_BYTES};
+
+/// Largest count of layers with parameters searched exhaustively (2^(n-1) partitions).
+pub const EXHAUSTIVE_LAYERS: usize = 16;
+
+/// What to optimise for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    pub costs: StepCosts,
+    pub link: Link,
+    pub world: usize,
+}
+
+/// The layers with parameters, in definition order, and their gradient bytes.
+struct ParamLayers {
+    index: Vec<usize>,
+    bytes: Vec<usize>,
+}
+
+impl ParamLayers {
+    fn of(layers: &[LayerSpec]) -> Self {
+        let with: Vec<(usize, usize)> = layers
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| !l.params.is_empty())
+            .map(|(i, l)| (i, l.params.iter().map(|p| p.numel().saturating_mul(ELEM_BYTES)).sum()))
+            .collect();
+        ParamLayers { index: with.iter().map(|w| w.0).collect(), bytes: with.iter().map(|w| w.1).collect() }
+    }
+
+    /// Buckets in launch order for buckets starting at the param-layer positions `starts`
+    /// (ascending, beginning with 0).
+    fn buckets(&self, starts: &[usize]) -> Vec<SimBucket> {
+        let mut out: Vec<SimBucket> = starts
+            .iter()
+            .enumerate()
+            .map(|(j, &s)| {
+                let end = starts.get(j + 1).copied().unwrap_or(self.index.len());
+                SimBucket { bytes: self.bytes[s..end].iter().sum(), launch_after: self.index[s] }
+            })
+            .collect();
+        out.reverse();
+        out
+    }
+}
+
+/// The boundaries (param-layer positions where a bucket starts) minimising the simulated step.
+fn optimal_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
+    if p.index.len() <= EXHAUSTIVE_LAYERS {
+        exhaustive_starts(p, t)
+    } else {
+        dynamic_program_starts(p, t)
+    }
+}
+
+fn exhaustive_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
+    let n = p.index.len();
+    {
+        let mut best: Option<(f64, Vec<usize>)> = None;
+        for mask in 0u32..(1 << (n - 1)) {
+            let starts: Vec<usize> = std::iter::once(0).chain((1..n).filter(|i| mask & (1 << (i - 1)) != 0)).collect();
+            let step = simulate(&p.buckets(&starts), &t.costs, &t.link, t.world, true).step_s;
+            // Ties go to fewer buckets (fewer messages, fewer wait points).
+            if best.as_ref().is_none_or(|(s, b)| step < *s - 1e-12 || (step <= *s + 1e-12 && starts.len() < b.len())) {
+                best = Some((step, starts));
+            }
+        }
+        best.map(|b| b.1).unwrap_or_else(|| vec![0])
+    }
+}
+
+fn dynamic_program_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
+    // The simulated step is max(backward end + all updates, max over buckets k of (end of k's
+    // all-reduce + the updates from k on)). For a bound T, the earliest possible end of the last
+    // all-reduce over each backward prefix, using only buckets whose term stays within T, is a
+    // dynamic program (an earlier end never hurts later buckets); the least feasible T is found
+    // by bisection.
+    let n = p.index.len();
+    let ready = ready_times(p, &t.costs);
+    let mut prefix = vec![0usize; n + 1]; // bytes of backward positions 0..i
+    for k in 0..n {
+        prefix[k + 1] = prefix[k] + p.bytes[n - 1 - k];
+    }
+    let rate = t.costs.update_s_per_byte;
+    let all_updates = prefix[n] as f64 * rate;
+    let floor = ready[n - 1] + all_updates;
+    let feasible = |bound: f64| -> Option<Vec<usize>> {
+        let (mut end, mut from) = (vec![f64::INFINITY; n], vec![0usize; n]);
+        for j in 0..n {
+            for i in 0..=j {
+                let before = if i == 0 { 0.0 } else { end[i - 1] };
+                let e = ready[j].max(before) + t.link.ring_all_reduce_seconds(prefix[j + 1] - prefix[i], t.world);
+                if e + all_updates - prefix[i] as f64 * rate <= bound && e < end[j] {
+                    (end[j], from[j]) = (e, i);
+                }
+            }
+        }
+        (end[n - 1].is_finite() && floor <= bound).then_some(from)
+    };
+    let one_bucket = simulate(&p.buckets(&[0]), &t.costs, &t.link, t.world, true).step_s;
+    let (mut lo, mut hi) = (floor, one_bucket.max(floor));
+    let mut best = feasible(hi * (1.0 + 1e-12));
+    for _ in 0..64 {
+        let mid = 0.5 * (lo + hi);
+        match feasible(mid) {
+            Some(from) => (best, hi) = (Some(from), mid),
+            None => lo = mid,
+        }
+    }
+    let Some(from) = best else { return vec![0] };
+    let mut cuts = Vec::new();
+    let mut j = n;
+    while j > 0 {
+        let i = from[j - 1];
+        cuts.push(n - j); // backward positions i..=j-1 are param layers n-j ..= n-1-i
+        j = i;
+    }
+    cuts.sort_unstable();
+    cuts
+}
+
+/// MG-WFBP's rule, walking backward: a layer's gradients join the open bucket when that bucket
+/// could not have started its all-reduce before they were ready anyway (merging then saves a
+/// message's latency and delays nothing).
+fn mg_wfbp_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
+    let n = p.index.len();
+    let ready = ready_times(p, &t.costs);
+    let mut comm_free = 0.0f64;
+    let (mut open_bytes, mut open_ready) = (p.bytes[n - 1], ready[0]);
+    let mut starts = Vec::new();
+    for k in 1..n {
+        let could_start = open_ready.max(comm_free);
+        if could_start < ready[k] {
+            comm_free = could_start + t.link.ring_all_reduce_seconds(open_bytes, t.world);
+            starts.push(n - k); // the open bucket began at param layer n-k
+            open_bytes = 0;
+        }
+        open_bytes += p.bytes[n - 1 - k];
+        open_ready = ready[k];
+    }
+    starts.push(0);
+    starts.sort_unstable();
+    starts
+}
+
+/// When each param layer's gradients are ready, in backward order.
+fn ready_times(p: &ParamLayers, costs: &StepCosts) -> Vec<f64> {
+    let buckets: Vec<SimBucket> = p.index.iter().rev().map(|&i| SimBucket { bytes: 0, launch_after: i }).collect();
+    let free = Link { latency_s: 0.0, bandwidth_bytes_per_s: f64::INFINITY };
+    simulate(&buckets, costs, &free, 1, true).buckets.iter().map(|b| b.ready_s).collect()
+}
+
+/// How to choose boundaries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// Minimise the simulated step (exact up to `EXHAUSTIVE_LAYERS`).
+    Optimal,
+    /// MG-WFBP's merge rule.
+    MgWfbp,
+}
+
+/// Plans `layers` with boundaries chosen by `strategy` for `target`; returns the schedule (the
+/// same shape as any other) and its predicted step.
+pub fn plan_auto(
+    model: &str,
+    layers: &[LayerSpec],
+    target: &Target,
+    strategy: Strategy,
+) -> Result<(Schedule, Prediction), PlanError> {
+    let p = ParamLayers::of(layers);
+    if p.index.is_empty() {
+        return Err(PlanError::NoParameters);
+    }
+    let starts = match strategy {
+        Strategy::Optimal => optimal_starts(&p, target),
+        Strategy::MgWfbp => mg_wfbp_starts(&p, target),
+    };
+    let mut marked = layers.to_vec();
+    for l in &mut marked {
+        l.bucket_boundary = false;
+    }
+    for &s in &starts {
+        marked[p.index[s]].bucket_boundary = true;
+    }
+    let unlimited = BucketConfig { first_bucket_bytes: usize::MAX, bucket_cap_bytes: usize::MAX };
+    let schedule = plan_buckets(model, &marked, &unlimited)?;
+    let prediction = simulate(&p.buckets(&starts), &target.costs, &target.link, target.world, true);
+    Ok((schedule, prediction))
+}
+
+#[cfg(test)]
+mod tests;

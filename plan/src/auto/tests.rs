@@ -1,0 +1,129 @@
+use super::*;
+use crate::simulate::sim_buckets;
+use crate::{BucketConfig, LINK_PRESETS};
+
+fn linear(name: &str, input: usize, output: usize) -> LayerSpec {
+    LayerSpec::new(name.to_string(), format!("Linear<{input}, {output}>"), crate::Width::Fixed { input, output })
+        .with_param("weight", &[output, input])
+        .with_param("bias", &[output])
+        .with_flops(2 * (input * output) as u64)
+}
+
+fn relu(name: &str) -> LayerSpec {
+    LayerSpec::new(name.to_string(), "Relu".to_string(), crate::Width::Preserving)
+}
+
+/// The models the planners are compared on.
+fn models() -> Vec<(&'static str, Vec<LayerSpec>)> {
+    let mlp = vec![
+        linear("fc1", 784, 2048),
+        relu("a1"),
+        linear("fc2", 2048, 2048),
+        relu("a2"),
+        linear("fc3", 2048, 2048),
+        relu("a3"),
+        linear("head", 2048, 10),
+    ];
+    // A wide first layer, then narrow deep layers: uneven sizes.
+    let mut uneven = vec![linear("embed", 4096, 1024)];
+    for i in 0..10 {
+        uneven.push(relu(&format!("a{i}")));
+        uneven.push(linear(&format!("fc{i}"), 1024, if i % 3 == 0 { 512 } else { 1024 }).with_flops(0));
+    }
+    let mut deep = vec![linear("in", 64, 256)];
+    for i in 0..24 {
+        deep.push(linear(&format!("l{i}"), 256, 256));
+    }
+    // Fix the chain widths of `uneven` (each layer takes what the previous gave).
+    let mut width = 1024;
+    for l in uneven.iter_mut().skip(1) {
+        if let crate::Width::Fixed { output, .. } = l.width {
+            *l = linear(&l.name.clone(), width, output);
+            width = output;
+        }
+    }
+    vec![("mlp", mlp), ("uneven", uneven), ("deep", deep)]
+}
+
+fn target(layers: &[LayerSpec], link: &str, world: usize) -> Target {
+    Target {
+        costs: StepCosts::from_flops(layers.iter().map(|l| l.flops_per_sample), 64, 100e9),
+        link: Link::preset(link).unwrap(),
+        world,
+    }
+}
+
+fn step_of(schedule: &Schedule, t: &Target) -> f64 {
+    simulate(&sim_buckets(schedule), &t.costs, &t.link, t.world, true).step_s
+}
+
+#[test]
+fn optimal_is_at_least_as_good_as_every_other_plan() {
+    for (name, layers) in models() {
+        for link in ["ib-hdr", "100gbe", "10gbe"] {
+            for world in [2, 8, 64, 1024] {
+                let t = target(&layers, link, world);
+                let (auto, predicted) = plan_auto(name, &layers, &t, Strategy::Optimal).unwrap();
+                let (mg, _) = plan_auto(name, &layers, &t, Strategy::MgWfbp).unwrap();
+                let ddp = plan_buckets(name, &layers, &BucketConfig::default()).unwrap();
+                let best = step_of(&auto, &t);
+                assert!((best - predicted.step_s).abs() < 1e-12, "the schedule is the plan that was simulated");
+                for (other, schedule) in [("mg-wfbp", &mg), ("ddp 25 MiB", &ddp)] {
+                    let s = step_of(schedule, &t);
+                    assert!(best <= s * (1.0 + 1e-9), "{name} {link} x{world}: auto {best} vs {other} {s}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_dynamic_program_finds_the_exhaustive_optimum() {
+    for (name, layers) in models() {
+        let p = ParamLayers::of(&layers);
+        if p.index.len() > EXHAUSTIVE_LAYERS {
+            continue;
+        }
+        for preset in LINK_PRESETS {
+            for world in [8, 64, 1024] {
+                let t = target(&layers, preset.name, world);
+                let sim = |starts: &[usize]| simulate(&p.buckets(starts), &t.costs, &t.link, t.world, true).step_s;
+                let (exact, dp) = (sim(&exhaustive_starts(&p, &t)), sim(&dynamic_program_starts(&p, &t)));
+                assert!(dp <= exact * (1.0 + 1e-9), "{name} {} x{world}: dp {dp} vs exact {exact}", preset.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn auto_beats_the_25_mib_cap_on_the_uneven_model() {
+    let (_, layers) = models().into_iter().find(|m| m.0 == "uneven").unwrap();
+    for link in ["ib-hdr", "100gbe"] {
+        for world in [8, 64, 1024] {
+            let t = target(&layers, link, world);
+            let (auto, _) = plan_auto("uneven", &layers, &t, Strategy::Optimal).unwrap();
+            let ddp = plan_buckets("uneven", &layers, &BucketConfig::default()).unwrap();
+            let (a, d) = (step_of(&auto, &t), step_of(&ddp, &t));
+            assert!(a < d, "{link} x{world}: auto {a} vs ddp {d}");
+        }
+    }
+}
+
+#[test]
+fn boundaries_become_buckets_of_whole_layers() {
+    let (_, layers) = models().into_iter().next().unwrap();
+    let t = target(&layers, "10gbe", 64);
+    let (schedule, _) = plan_auto("mlp", &layers, &t, Strategy::Optimal).unwrap();
+    for bucket in schedule.buckets.iter() {
+        // Each bucket holds every parameter of the layers it covers.
+        let layers_in: std::collections::BTreeSet<usize> = bucket.params.iter().map(|p| p.layer).collect();
+        for l in layers_in {
+            assert!(schedule.layers[l].params.iter().all(|p| schedule
+                .buckets
+                .iter()
+                .position(|b| std::ptr::eq(b, bucket))
+                == Some(p.bucket)));
+        }
+    }
+    assert_eq!(plan_auto("none", &[relu("a")], &t, Strategy::Optimal).unwrap_err(), PlanError::NoParameters);
+}

@@ -1,0 +1,172 @@
+//! A discrete-event simulation of one training step for a given bucket plan: when each bucket's
+//! gradients are ready, when its all-reduce starts (one collective at a time, in launch order)
+//! and ends, when each wait point returns; hence the predicted step time and exposed
+//! communication.
+
+use crate::link::Link;
+use crate::schedule::Schedule;
+use crate::spec::ELEM_BYTES;
+
+/// Seconds each layer takes (by layer index, definition order) and the optimizer's cost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepCosts {
+    pub forward_s: Vec<f64>,
+    pub backward_s: Vec<f64>,
+    /// Optimizer update time per byte of gradients (the update streams parameters, gradients
+    /// and state through memory, so it scales with size).
+    pub update_s_per_byte: f64,
+}
+
+/// Optimizer update throughput assumed when nothing was measured: SGD with momentum streams
+/// about five f32 values per parameter at roughly 10 GB/s on one core.
+pub const DEFAULT_UPDATE_S_PER_BYTE: f64 = 5.0 / 10e9;
+
+impl StepCosts {
+    /// Times from FLOPs: forward = FLOPs per sample × batch / rate; backward twice that (a
+    /// linear layer's backward is two products of the forward's size).
+    pub fn from_flops(flops_per_sample: impl Iterator<Item = u64>, batch: usize, flops_per_s: f64) -> Self {
+        let forward_s: Vec<f64> = flops_per_sample.map(|f| f as f64 * batch as f64 / flops_per_s).collect();
+        let backward_s = forward_s.iter().map(|f| 2.0 * f).collect();
+        StepCosts { forward_s, backward_s, update_s_per_byte: DEFAULT_UPDATE_S_PER_BYTE }
+    }
+}
+
+/// One bucket as the simulation sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimBucket {
+    pub bytes: usize,
+    /// Index of the layer whose backward completes it.
+    pub launch_after: usize,
+}
+
+/// The buckets of a compiled schedule, in launch order.
+pub fn sim_buckets(schedule: &Schedule) -> Vec<SimBucket> {
+    schedule.buckets.iter().map(|b| SimBucket { bytes: b.numel * ELEM_BYTES, launch_after: b.launch_after }).collect()
+}
+
+/// When one bucket's all-reduce ran, in seconds from the start of the step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BucketTimes {
+    pub ready_s: f64,
+    pub start_s: f64,
+    pub end_s: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prediction {
+    pub step_s: f64,
+    pub forward_s: f64,
+    pub backward_s: f64,
+    pub update_s: f64,
+    /// Sum of the all-reduce times.
+    pub comm_s: f64,
+    /// Time the compute thread waits in wait points.
+    pub exposed_s: f64,
+    pub buckets: Vec<BucketTimes>,
+}
+
+impl Prediction {
+    pub fn compute_s(&self) -> f64 {
+        self.forward_s + self.backward_s + self.update_s
+    }
+
+    /// Weak-scaling efficiency: the step without any communication over the predicted step.
+    pub fn efficiency(&self) -> f64 {
+        self.compute_s() / self.step_s
+    }
+}
+
+/// Simulates one step of `buckets` (launch order) on `world` ranks connected by `link`. With
+/// `overlap` false every all-reduce starts only after the whole backward (the baseline).
+pub fn simulate(buckets: &[SimBucket], costs: &StepCosts, link: &Link, world: usize, overlap: bool) -> Prediction {
+    let forward_s: f64 = costs.forward_s.iter().sum();
+    // Backward runs from the last layer down to the first one with parameters; the layers
+    // before it need no gradients, and the generated code skips them.
+    let first = buckets.iter().map(|b| b.launch_after).min().unwrap_or(0);
+    let layers = costs.backward_s.len();
+    let mut done = vec![forward_s; layers];
+    let mut t = forward_s;
+    for i in (first..layers).rev() {
+        t += costs.backward_s[i];
+        done[i] = t;
+    }
+    let backward_end = t;
+    let mut comm_free = 0.0f64;
+    let times: Vec<BucketTimes> = buckets
+        .iter()
+        .map(|b| {
+            let ready_s =
+                if overlap { done.get(b.launch_after).copied().unwrap_or(backward_end) } else { backward_end };
+            let start_s = ready_s.max(comm_free);
+            comm_free = start_s + link.ring_all_reduce_seconds(b.bytes, world);
+            BucketTimes { ready_s, start_s, end_s: comm_free }
+        })
+        .collect();
+    let (mut t, mut exposed_s, mut update_s) = (backward_end, 0.0, 0.0);
+    for (b, times) in buckets.iter().zip(&times) {
+        if times.end_s > t {
+            exposed_s += times.end_s - t;
+            t = times.end_s;
+        }
+        let u = b.bytes as f64 * costs.update_s_per_byte;
+        update_s += u;
+        t += u;
+    }
+    Prediction {
+        step_s: t,
+        forward_s,
+        backward_s: backward_end - forward_s,
+        update_s,
+        comm_s: times.iter().map(|b| b.end_s - b.start_s).sum(),
+        exposed_s,
+        buckets: times,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn costs() -> StepCosts {
+        // Three layers: forward 1 s each, backward 2 s each, free updates.
+        StepCosts { forward_s: vec![1.0; 3], backward_s: vec![2.0; 3], update_s_per_byte: 0.0 }
+    }
+
+    const LINK: Link = Link { latency_s: 0.0, bandwidth_bytes_per_s: 1.0 };
+
+    #[test]
+    fn a_bucket_per_layer_hides_all_but_the_last() {
+        // 2 ranks: t = S/B. Backward ends at 3 + 6 = 9; layer 2 done at 5, 1 at 7, 0 at 9.
+        let b = [
+            SimBucket { bytes: 1, launch_after: 2 },
+            SimBucket { bytes: 1, launch_after: 1 },
+            SimBucket { bytes: 1, launch_after: 0 },
+        ];
+        let p = simulate(&b, &costs(), &LINK, 2, true);
+        assert_eq!(p.buckets[0], BucketTimes { ready_s: 5.0, start_s: 5.0, end_s: 6.0 });
+        assert_eq!(p.buckets[2], BucketTimes { ready_s: 9.0, start_s: 9.0, end_s: 10.0 });
+        assert_eq!((p.step_s, p.exposed_s, p.comm_s), (10.0, 1.0, 3.0));
+        let baseline = simulate(&b, &costs(), &LINK, 2, false);
+        assert_eq!((baseline.step_s, baseline.exposed_s), (12.0, 3.0));
+        assert!((p.efficiency() - 0.9).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_busy_link_queues_buckets_and_updates_overlap_later_reductions() {
+        let costs = StepCosts { update_s_per_byte: 0.5, ..costs() };
+        // Bucket 0 (3 s on the wire) delays bucket 1, ready at 7 but started at 8.
+        let b = [SimBucket { bytes: 3, launch_after: 2 }, SimBucket { bytes: 2, launch_after: 1 }];
+        let p = simulate(&b, &costs, &LINK, 2, true);
+        assert_eq!(p.buckets[1], BucketTimes { ready_s: 7.0, start_s: 8.0, end_s: 10.0 });
+        // Layer 0 has no parameters here, so backward stops after layer 1, at 7. Wait for b0
+        // until 8, update it until 9.5, wait for b1 until 10, update it until 11.
+        assert_eq!((p.step_s, p.exposed_s, p.update_s), (11.0, 1.5, 2.5));
+        assert_eq!(simulate(&b, &costs, &LINK, 1, true).comm_s, 0.0, "one rank communicates nothing");
+    }
+
+    #[test]
+    fn flops_give_forward_and_twice_as_long_backward() {
+        let c = StepCosts::from_flops([100u64, 0, 50].into_iter(), 4, 100.0);
+        assert_eq!((c.forward_s, c.backward_s), (vec![4.0, 0.0, 2.0], vec![8.0, 0.0, 4.0]));
+    }
+}
