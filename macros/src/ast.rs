@@ -1,7 +1,7 @@
 //! The model as the macro sees it. Fields borrow the user's tokens, so every later error and
 //! every generated line can point back at what the user wrote.
 
-use overlap_plan::{BucketConfig, LayerSpec};
+use overlap_plan::LayerSpec;
 use syn::{Fields, Ident, ItemStruct, Type};
 
 use crate::attr;
@@ -10,7 +10,6 @@ use crate::layers;
 
 pub struct Model<'a> {
     pub item: &'a ItemStruct,
-    pub config: BucketConfig,
     pub fields: Vec<Field<'a>>,
 }
 
@@ -23,7 +22,7 @@ pub struct Field<'a> {
 
 impl<'a> Model<'a> {
     /// Reads the struct; reports structural problems and per-field problems to `errors`.
-    pub fn from_struct(item: &'a ItemStruct, config: BucketConfig, errors: &mut Errors) -> Self {
+    pub fn from_struct(item: &'a ItemStruct, errors: &mut Errors) -> Self {
         let message =
             "#[distributed_model] structs cannot be generic: the schedule is planned for concrete layer sizes";
         if !item.generics.params.is_empty() {
@@ -40,7 +39,7 @@ impl<'a> Model<'a> {
                 Vec::new()
             }
         };
-        Model { item, config, fields }
+        Model { item, fields }
     }
 
     /// Specs of every field, in definition order (only meaningful once all fields are valid).

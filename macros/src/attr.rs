@@ -7,10 +7,13 @@ use syn::punctuated::Punctuated;
 use syn::{Attribute, Expr, ExprLit, Lit, LitInt, Meta, MetaNameValue, Token};
 
 use crate::errors::Errors;
+use crate::planning::{self, Planning};
 
-/// Parses `bucket_cap_mb = 25, first_bucket_mb = 1` (both optional; integers or decimals).
-pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> BucketConfig {
+/// Parses `bucket_cap_mb = 25, first_bucket_mb = 1` (both optional; integers or decimals), or
+/// `buckets = auto(...)` / `buckets = profile(...)`.
+pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Planning {
     let mut config = BucketConfig::default();
+    let mut planner: Option<(Planning, proc_macro2::TokenStream)> = None;
     let pairs = match syn::parse::Parser::parse2(Punctuated::<MetaNameValue, Token![,]>::parse_terminated, args) {
         Ok(pairs) => pairs,
         Err(e) => {
@@ -18,7 +21,7 @@ pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Buck
                 e.span(),
                 format!("{e}; expected `bucket_cap_mb = <MiB>, first_bucket_mb = <MiB>`"),
             ));
-            return config;
+            return Planning::Caps(config);
         }
     };
     let mut seen: Vec<String> = Vec::new();
@@ -32,8 +35,14 @@ pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Buck
         let target = match key.as_str() {
             "bucket_cap_mb" => &mut config.bucket_cap_bytes,
             "first_bucket_mb" => &mut config.first_bucket_bytes,
+            "buckets" => {
+                if let Some(p) = planning::parse(&pair.value, errors) {
+                    planner = Some((p, quote::ToTokens::to_token_stream(pair)));
+                }
+                continue;
+            }
             _ => {
-                errors.spanned(&pair.path, "unknown key; expected `bucket_cap_mb` or `first_bucket_mb`");
+                errors.spanned(&pair.path, "unknown key; expected `bucket_cap_mb`, `first_bucket_mb` or `buckets`");
                 continue;
             }
         };
@@ -41,7 +50,15 @@ pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Buck
             *target = bytes;
         }
     }
-    config
+    match planner {
+        Some((planning, tokens)) => {
+            if seen.iter().any(|k| k != "buckets") {
+                errors.spanned(tokens, "`buckets = ...` chooses the bucket boundaries itself: remove `bucket_cap_mb` and `first_bucket_mb`");
+            }
+            planning
+        }
+        None => Planning::Caps(config),
+    }
 }
 
 /// A positive size in MiB as bytes.

@@ -2,7 +2,7 @@
 //! gradient buckets, in-flight buckets), the `DistributedModel` impl, and compile-time checks
 //! that every layer type has the layout the plan assumed.
 
-use overlap_plan::{plan_buckets, Schedule};
+use overlap_plan::Schedule;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
@@ -12,11 +12,12 @@ use crate::ast::Model;
 use crate::errors::Errors;
 use crate::schedule_code::{backward_body, lit, step_body, Names};
 use crate::schedule_tokens;
+use crate::planning::{self, Planned};
 use crate::{attr, check, fallback};
 
 pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
-    let config = attr::model_config(args, &mut errors);
+    let planning = attr::model_config(args, &mut errors);
     let item: ItemStruct = match syn::parse2::<syn::Item>(item) {
         Ok(syn::Item::Struct(s)) => s,
         Ok(other) => {
@@ -31,12 +32,11 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         }
         Err(e) => return e.to_compile_error(),
     };
-    let mut model = Model::from_struct(&item, config, &mut errors);
+    let mut model = Model::from_struct(&item, &mut errors);
     check::all(&mut model, &mut errors);
     if errors.is_empty() {
-        match plan_buckets(&item.ident.to_string(), &model.specs(), &model.config) {
-            Ok(schedule) => return emit(&model, &schedule),
-            Err(e) => errors.spanned(&item.ident, e),
+        if let Some(planned) = planning::plan(&planning, &model, &mut errors) {
+            return emit(&model, &planned);
         }
     }
     fallback::emit(&item, &errors)
@@ -51,12 +51,16 @@ pub fn strip_field_attrs(item: &ItemStruct) -> ItemStruct {
     item
 }
 
-fn emit(model: &Model, schedule: &Schedule) -> TokenStream {
+fn emit(model: &Model, planned: &Planned) -> TokenStream {
+    let schedule = &planned.schedule;
     let item = strip_field_attrs(model.item);
     let (vis, ident) = (&item.vis, &item.ident);
     let names = Names::new(model, schedule);
     let Names { workspace, grads, in_flight, buckets, .. } = &names;
-    let table: Vec<String> = schedule.to_string().lines().map(|l| format!(" {l}")).collect();
+    let table: Vec<String> =
+        schedule.to_string().lines().chain(planned.notes.iter().map(String::as_str)).map(|l| format!(" {l}")).collect();
+    // Cargo rebuilds when a file the plan was read from changes.
+    let input_file = planned.input_file.iter().map(|f| quote!(const _: &[u8] = ::core::include_bytes!(#f);));
     let (fields, types) = (&names.fields, &names.types);
     let ws_fields = names.workspace_fields();
     let bucket_docs = schedule.buckets.iter().enumerate().map(|(k, b)| {
@@ -166,6 +170,7 @@ fn emit(model: &Model, schedule: &Schedule) -> TokenStream {
         }
 
         #(#assertions)*
+        #(#input_file)*
     }
 }
 

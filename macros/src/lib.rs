@@ -4,7 +4,7 @@
 //!
 //! Pipeline, one module each: `attr` (attribute syntax) → `ast` (the model, borrowing the user's
 //! tokens for spans) → `layers` (what each field type means) → `check` (cross-field rules) →
-//! `expand` (code) or `fallback` (on errors: the struct alone, plus every error at once).
+//! `planning` (caps, `auto` or `profile`) → `expand` (code) or `fallback` (on errors: the struct alone, plus every error at once).
 
 mod ast;
 mod attr;
@@ -13,6 +13,8 @@ mod errors;
 mod expand;
 mod fallback;
 mod layers;
+mod planning;
+mod profile;
 mod schedule_code;
 mod schedule_tokens;
 
@@ -35,6 +37,11 @@ use proc_macro::TokenStream;
 /// `#[layer(input = N, output = M, params(weight = [M, N], bias = [M]))]` (omit `input` and
 /// `output` for width-preserving layers), which is checked at compile time against the type's
 /// `overlap::Layer` constants.
+///
+/// Instead of size caps, `buckets = auto(link = "ib-hdr", world = 64)` (optionally `batch`,
+/// `gflops`) chooses the bucket boundaries that minimise the simulated step on that cluster, and
+/// `buckets = profile("profile.json")` does the same from per-layer times measured by a run with
+/// `--write-profile profile.json` (optionally overriding `link` and `world`).
 #[proc_macro_attribute]
 pub fn distributed_model(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand(attr.into(), item.into()).into()

@@ -1,0 +1,173 @@
+//! How the buckets are chosen: PyTorch DDP's size caps (the default), `buckets = auto(...)`
+//! (boundaries minimising the simulated step for a device rate, link and world size), or
+//! `buckets = profile("path.json", ...)` (the same, fed by per-layer times a run measured with
+//! `--write-profile`). Whatever the mode, the result is an ordinary `Schedule`.
+
+use std::path::PathBuf;
+
+use overlap_plan::{
+    plan_auto, plan_buckets, sim_buckets, simulate, BucketConfig, Link, Prediction, Schedule, Strategy, StepCosts,
+    Target,
+};
+use syn::{Expr, ExprLit, Lit, LitStr};
+
+use crate::ast::Model;
+use crate::errors::Errors;
+
+pub enum Planning {
+    Caps(BucketConfig),
+    Auto { link: Link, world: usize, batch: usize, gflops: f64 },
+    Profile { path: LitStr, link: Option<Link>, world: Option<usize> },
+}
+
+/// The plan and what the docs should say about how it was chosen.
+pub struct Planned {
+    pub schedule: Schedule,
+    /// Doc lines on the choice and its predicted cost.
+    pub notes: Vec<String>,
+    /// A file the plan was read from: the expansion `include_bytes!`s it so that cargo
+    /// recompiles when it changes.
+    pub input_file: Option<String>,
+}
+
+const AUTO_HELP: &str = "expected `auto(link = \"ib-hdr\", world = 64)`, optionally with `batch = <samples per rank>` \
+                         and `gflops = <device GFLOP/s>`";
+const PROFILE_HELP: &str = "expected `profile(\"path/to/profile.json\")`, optionally with `link = \"...\"` and `world = <ranks>`";
+
+/// Parses the value of `buckets = ...`.
+pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
+    let Expr::Call(call) = value else {
+        errors.spanned(value, format!("{AUTO_HELP}, or {PROFILE_HELP}"));
+        return None;
+    };
+    let func = match &*call.func {
+        Expr::Path(p) => p.path.get_ident().map(ToString::to_string).unwrap_or_default(),
+        _ => String::new(),
+    };
+    let mut args = call.args.iter().peekable();
+    let path = if func == "profile" {
+        match args.next() {
+            Some(Expr::Lit(ExprLit { lit: Lit::Str(s), .. })) => Some(s.clone()),
+            _ => {
+                errors.spanned(call, PROFILE_HELP);
+                return None;
+            }
+        }
+    } else if func == "auto" {
+        None
+    } else {
+        errors.spanned(&call.func, format!("unknown planner; {AUTO_HELP}, or {PROFILE_HELP}"));
+        return None;
+    };
+    let help = if path.is_some() { PROFILE_HELP } else { AUTO_HELP };
+    let (mut link, mut world, mut batch, mut gflops) = (None, None, None, None);
+    let before = errors.len();
+    for arg in args {
+        let Expr::Assign(assign) = arg else {
+            errors.spanned(arg, help);
+            continue;
+        };
+        let key = match &*assign.left {
+            Expr::Path(p) => p.path.get_ident().map(ToString::to_string).unwrap_or_default(),
+            _ => String::new(),
+        };
+        let right = &*assign.right;
+        match (key.as_str(), right) {
+            ("link", Expr::Lit(ExprLit { lit: Lit::Str(s), .. })) => match s.value().parse::<Link>() {
+                Ok(l) => link = Some(l),
+                Err(e) => errors.spanned(s, e),
+            },
+            ("world" | "batch", Expr::Lit(ExprLit { lit: Lit::Int(i), .. })) if path.is_none() || key == "world" => {
+                match i.base10_parse::<usize>() {
+                    Ok(v) if v > 0 && v <= 1 << 24 => *(if key == "world" { &mut world } else { &mut batch }) = Some(v),
+                    _ => errors.spanned(i, format!("`{key}` must be between 1 and 16777216")),
+                }
+            }
+            ("gflops", Expr::Lit(ExprLit { lit: Lit::Int(_) | Lit::Float(_), .. })) if path.is_none() => {
+                let text = quote::ToTokens::to_token_stream(right).to_string();
+                match text.trim_end_matches("f64").trim_end_matches("f32").parse::<f64>() {
+                    Ok(v) if v.is_finite() && v > 0.0 => gflops = Some(v),
+                    _ => errors.spanned(right, "`gflops` must be a positive number"),
+                }
+            }
+            _ => errors.spanned(arg, format!("bad argument; {help}")),
+        }
+    }
+    if errors.len() > before {
+        return None;
+    }
+    if let Some(path) = path {
+        return Some(Planning::Profile { path, link, world });
+    }
+    let (Some(link), Some(world)) = (link, world) else {
+        errors.spanned(call, format!("`auto` needs a link and a world size; {AUTO_HELP}"));
+        return None;
+    };
+    Some(Planning::Auto { link, world, batch: batch.unwrap_or(64), gflops: gflops.unwrap_or(100.0) })
+}
+
+/// Plans `model` as `planning` says; reports problems (profile files) to `errors`.
+pub fn plan(planning: &Planning, model: &Model, errors: &mut Errors) -> Option<Planned> {
+    let name = model.item.ident.to_string();
+    let specs = model.specs();
+    let span = &model.item.ident;
+    let ddp = |errors: &mut Errors| match plan_buckets(&name, &specs, &BucketConfig::default()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            errors.spanned(span, e);
+            None
+        }
+    };
+    let (target, description, input_file) = match planning {
+        Planning::Caps(config) => {
+            return match plan_buckets(&name, &specs, config) {
+                Ok(schedule) => Some(Planned { schedule, notes: vec![], input_file: None }),
+                Err(e) => {
+                    errors.spanned(span, e);
+                    None
+                }
+            }
+        }
+        &Planning::Auto { link, world, batch, gflops } => {
+            let costs = StepCosts::from_flops(specs.iter().map(|l| l.flops_per_sample), batch, gflops * 1e9);
+            let description = format!("auto(link: {link}, world {world}, batch {batch} per rank, {gflops} GFLOP/s)");
+            (Target { costs, link, world }, description, None)
+        }
+        Planning::Profile { path, link, world } => {
+            let (target, file) = crate::profile::read(path, *link, *world, &specs, errors)?;
+            let description = format!(
+                "profile(\"{}\") (link: {}, world {})",
+                path.value(),
+                target.link,
+                target.world
+            );
+            (target, description, Some(file))
+        }
+    };
+    let (schedule, predicted) = match plan_auto(&name, &specs, &target, Strategy::Optimal) {
+        Ok(p) => p,
+        Err(e) => {
+            errors.spanned(span, e);
+            return None;
+        }
+    };
+    let baseline = ddp(errors)?;
+    let with_caps = simulate(&sim_buckets(&baseline), &target.costs, &target.link, target.world, true);
+    let notes = vec![
+        format!("buckets chosen by {description}:"),
+        prediction_line("predicted step", &predicted),
+        prediction_line("with DDP's 25 MiB cap", &with_caps),
+    ];
+    Some(Planned { schedule, notes, input_file: input_file.map(|f: PathBuf| f.display().to_string()) })
+}
+
+fn prediction_line(what: &str, p: &Prediction) -> String {
+    format!(
+        "{what}: {:.3} ms (compute {:.3} ms, all-reduce {:.3} ms, exposed {:.3} ms, efficiency {:.1}%)",
+        p.step_s * 1e3,
+        p.compute_s() * 1e3,
+        p.comm_s * 1e3,
+        p.exposed_s * 1e3,
+        p.efficiency() * 100.0
+    )
+}
