@@ -10,9 +10,9 @@ use syn::{Ident, ItemStruct};
 
 use crate::ast::Model;
 use crate::errors::Errors;
+use crate::planning::{self, Planned};
 use crate::schedule_code::{backward_body, lit, step_body, Names};
 use crate::schedule_tokens;
-use crate::planning::{self, Planned};
 use crate::{attr, check, fallback};
 
 pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -60,7 +60,11 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
     let table: Vec<String> =
         schedule.to_string().lines().chain(planned.notes.iter().map(String::as_str)).map(|l| format!(" {l}")).collect();
     // Cargo rebuilds when a file the plan was read from changes.
-    let input_file = planned.input_file.iter().map(|f| quote!(const _: &[u8] = ::core::include_bytes!(#f);));
+    let input_file = planned.input_file.iter().map(|f| {
+        quote!(
+            const _: &[u8] = ::core::include_bytes!(#f);
+        )
+    });
     let (fields, types) = (&names.fields, &names.types);
     let ws_fields = names.workspace_fields();
     let bucket_docs = schedule.buckets.iter().enumerate().map(|(k, b)| {

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use overlap_plan::{
-    plan_auto, plan_buckets, sim_buckets, simulate, BucketConfig, Link, Prediction, Schedule, Strategy, StepCosts,
+    plan_auto, plan_buckets, sim_buckets, simulate, BucketConfig, Link, Prediction, Schedule, StepCosts, Strategy,
     Target,
 };
 use syn::{Expr, ExprLit, Lit, LitStr};
@@ -32,7 +32,8 @@ pub struct Planned {
 
 const AUTO_HELP: &str = "expected `auto(link = \"ib-hdr\", world = 64)`, optionally with `batch = <samples per rank>` \
                          and `gflops = <device GFLOP/s>`";
-const PROFILE_HELP: &str = "expected `profile(\"path/to/profile.json\")`, optionally with `link = \"...\"` and `world = <ranks>`";
+const PROFILE_HELP: &str =
+    "expected `profile(\"path/to/profile.json\")`, optionally with `link = \"...\"` and `world = <ranks>`";
 
 /// Parses the value of `buckets = ...`.
 pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
@@ -135,12 +136,7 @@ pub fn plan(planning: &Planning, model: &Model, errors: &mut Errors) -> Option<P
         }
         Planning::Profile { path, link, world } => {
             let (target, file) = crate::profile::read(path, *link, *world, &specs, errors)?;
-            let description = format!(
-                "profile(\"{}\") (link: {}, world {})",
-                path.value(),
-                target.link,
-                target.world
-            );
+            let description = format!("profile(\"{}\") (link: {}, world {})", path.value(), target.link, target.world);
             (target, description, Some(file))
         }
     };

@@ -140,15 +140,15 @@ fn mg_wfbp_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
     let mut comm_free = 0.0f64;
     let (mut open_bytes, mut open_ready) = (p.bytes[n - 1], ready[0]);
     let mut starts = Vec::new();
-    for k in 1..n {
+    for (k, &next_ready) in ready.iter().enumerate().skip(1) {
         let could_start = open_ready.max(comm_free);
-        if could_start < ready[k] {
+        if could_start < next_ready {
             comm_free = could_start + t.link.ring_all_reduce_seconds(open_bytes, t.world);
             starts.push(n - k); // the open bucket began at param layer n-k
             open_bytes = 0;
         }
         open_bytes += p.bytes[n - 1 - k];
-        open_ready = ready[k];
+        open_ready = next_ready;
     }
     starts.push(0);
     starts.sort_unstable();

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::spec::{Width, ELEM_BYTES, MIB};
+use crate::spec::{LayerSpec, ParamSpec, Width, ELEM_BYTES, MIB};
 
 /// A parameter, by layer index and parameter index within that layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -94,6 +94,21 @@ impl Schedule {
         self.buckets.iter().map(|b| b.numel).fold(0, usize::saturating_add)
     }
 
+    /// The layers as the planner takes them (no boundaries), to plan the same model otherwise.
+    pub fn layer_specs(&self) -> Vec<LayerSpec> {
+        self.layers
+            .iter()
+            .map(|l| LayerSpec {
+                name: l.name.clone(),
+                kind: l.kind.clone(),
+                width: l.width,
+                params: l.params.iter().map(|p| ParamSpec::new(p.name.clone(), p.shape.clone())).collect(),
+                flops_per_sample: l.flops_per_sample,
+                bucket_boundary: false,
+            })
+            .collect()
+    }
+
     pub fn total_bytes(&self) -> usize {
         self.param_count().saturating_mul(ELEM_BYTES)
     }
@@ -170,15 +185,22 @@ pub fn human_bytes(bytes: usize) -> String {
 /// generated `backward`.
 impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let limits = if self.bucket_cap_bytes == usize::MAX {
+            "boundaries chosen by the cost model, no size caps".to_string()
+        } else {
+            format!(
+                "first bucket closes at {}, others at {}",
+                human_bytes(self.first_bucket_bytes),
+                human_bytes(self.bucket_cap_bytes)
+            )
+        };
         writeln!(
             f,
-            "schedule of {}: {} buckets, {} parameters ({}), first bucket closes at {}, others at {}",
+            "schedule of {}: {} buckets, {} parameters ({}), {limits}",
             self.model,
             self.buckets.len(),
             self.param_count(),
             human_bytes(self.total_bytes()),
-            human_bytes(self.first_bucket_bytes),
-            human_bytes(self.bucket_cap_bytes),
         )?;
         writeln!(f, "{:<7} {:<25} {:>11}  members (buffer order)", "bucket", "all-reduce launched after", "bytes")?;
         for (k, b) in self.buckets.iter().enumerate() {

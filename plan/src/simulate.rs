@@ -77,7 +77,8 @@ impl Prediction {
 }
 
 /// Simulates one step of `buckets` (launch order) on `world` ranks connected by `link`. With
-/// `overlap` false every all-reduce starts only after the whole backward (the baseline).
+/// `overlap` false every all-reduce starts only after the whole backward and the updates only
+/// after the last one (the baseline, as `--no-overlap` runs it).
 pub fn simulate(buckets: &[SimBucket], costs: &StepCosts, link: &Link, world: usize, overlap: bool) -> Prediction {
     let forward_s: f64 = costs.forward_s.iter().sum();
     // Backward runs from the last layer down to the first one with parameters; the layers
@@ -103,6 +104,11 @@ pub fn simulate(buckets: &[SimBucket], costs: &StepCosts, link: &Link, world: us
         })
         .collect();
     let (mut t, mut exposed_s, mut update_s) = (backward_end, 0.0, 0.0);
+    if !overlap {
+        // Without overlap the step waits for every reduction before the first update.
+        t = backward_end.max(comm_free);
+        exposed_s = t - backward_end;
+    }
     for (b, times) in buckets.iter().zip(&times) {
         if times.end_s > t {
             exposed_s += times.end_s - t;

@@ -7,6 +7,8 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use overlap_plan::Link;
 
+use crate::profile::Cluster;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OptimizerKind {
     /// SGD with momentum (PyTorch's rule).
@@ -106,6 +108,18 @@ pub struct TrainArgs {
     /// instead of the synthetic set.
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
+    /// Write this run's measured per-layer times as a profile for
+    /// `#[distributed_model(buckets = profile("FILE"))]` (rank 0, at the end).
+    #[arg(long, value_name = "FILE")]
+    pub write_profile: Option<PathBuf>,
+    /// Predict this model's step on another cluster from the per-layer times measured in this
+    /// run, for the compiled plan and the alternatives: world=64,link=ib-ndr (repeatable).
+    #[arg(long, value_name = "CLUSTER", value_parser = parse_cluster)]
+    pub simulate: Vec<Cluster>,
+}
+
+fn parse_cluster(s: &str) -> Result<Cluster, String> {
+    s.parse()
 }
 
 /// `60s`, `500ms`, `2m`, `1.5s`: a positive time.
@@ -175,6 +189,8 @@ mod tests {
             &["--comm-timeout", "0s"],
             &["--comm-timeout", "-5s"],
             &["--save-every", "0"],
+            &["--simulate", "world=0,link=ib-hdr"],
+            &["--simulate", "link=ib-hdr"],
         ] {
             let err = TrainArgs::try_parse_from(std::iter::once("mlp").chain(bad.iter().copied())).unwrap_err();
             assert!(err.to_string().contains(bad[0]), "{err}");

@@ -16,6 +16,7 @@ pub mod model;
 pub mod observe;
 pub mod optim;
 pub mod params_file;
+pub mod profile;
 pub mod tensor;
 pub mod trace;
 pub mod train;

@@ -5,12 +5,13 @@
 //! `DEFAULT_WINDOW`), outside the timed steps, so no rank's buffer grows with the run's length;
 //! rank 0 keeps per-step breakdowns, and raw spans only when a trace file was asked for.
 
-use overlap_plan::{Link, Schedule};
+use overlap_plan::{sim_buckets, simulate, Link, Schedule};
 
 use crate::args::{ReportFormat, TrainArgs};
 use crate::comm::{CommMode, Communicator};
 use crate::error::Result;
-use crate::trace::{self, OverlapReport, Span, StepBreakdown, TimelineInfo, TraceInfo};
+use crate::profile;
+use crate::trace::{self, OverlapReport, PredictedStep, Span, StepBreakdown, TimelineInfo, TraceInfo};
 
 /// Steps between gathers when no `--report-every` is given.
 const DEFAULT_WINDOW: u64 = 100;
@@ -35,7 +36,11 @@ pub struct Observer<'a> {
 impl<'a> Observer<'a> {
     /// Starts recording if any output needs it, with a common time zero on all ranks.
     pub fn start(args: &'a TrainArgs, comm: &Communicator, schedule: Schedule) -> Result<Self> {
-        let recording = args.report != ReportFormat::Off || args.trace.is_some() || args.timeline.is_some();
+        let recording = args.report != ReportFormat::Off
+            || args.trace.is_some()
+            || args.timeline.is_some()
+            || args.write_profile.is_some()
+            || !args.simulate.is_empty();
         let window = args.report_every.unwrap_or(DEFAULT_WINDOW);
         if recording {
             let per_step = 2 * schedule.layers.len() * args.accumulate + 3 * schedule.buckets.len() + 4;
@@ -101,6 +106,18 @@ impl<'a> Observer<'a> {
         }
         let all = std::mem::take(&mut self.breakdowns);
         self.print_report(&all);
+        let costs = profile::measured_costs(&all, &self.schedule);
+        if let (Some(path), Some(costs)) = (&self.args.write_profile, &costs) {
+            let batch = self.args.batch * self.args.accumulate;
+            profile::write_profile(path, &self.schedule, costs, self.world_size, batch, self.link)?;
+            self.say(&format!("profile: {}{}", path.display(), self.emulation_note()));
+        }
+        for &cluster in &self.args.simulate {
+            if let Some(costs) = &costs {
+                let rows = profile::predictions(&self.schedule, costs, cluster);
+                self.say(profile::prediction_table(&self.schedule.model, cluster, &rows).trim_end());
+            }
+        }
         if let Some(path) = &self.args.trace {
             let info = TraceInfo {
                 schedule: &self.schedule,
@@ -112,7 +129,7 @@ impl<'a> Observer<'a> {
             self.say(&format!("trace: {} ({} spans){}", path.display(), self.all_spans.len(), self.emulation_note()));
         }
         if let Some(path) = &self.args.timeline {
-            let window = trace::breakdowns(&self.last_window, self.schedule.buckets.len());
+            let window = trace::breakdowns(&self.last_window, self.schedule.layers.len(), self.schedule.buckets.len());
             if let Some(step) = trace::representative_step(&window) {
                 let info = TimelineInfo {
                     schedule: &self.schedule,
@@ -130,7 +147,7 @@ impl<'a> Observer<'a> {
     /// Gathers the spans recorded since the last gather; at rank 0 returns their breakdowns.
     fn gather(&mut self, comm: &Communicator) -> Result<Vec<StepBreakdown>> {
         let Some(spans) = trace::gather_spans(comm)? else { return Ok(Vec::new()) };
-        let fresh = trace::breakdowns(&spans, self.schedule.buckets.len());
+        let fresh = trace::breakdowns(&spans, self.schedule.layers.len(), self.schedule.buckets.len());
         self.breakdowns.extend_from_slice(&fresh);
         if self.args.trace.is_some() {
             self.all_spans.extend_from_slice(&spans);
@@ -140,7 +157,19 @@ impl<'a> Observer<'a> {
     }
 
     fn print_report(&self, breakdowns: &[StepBreakdown]) {
-        let report = OverlapReport::new(breakdowns, &self.schedule, self.world_size, self.mode, self.link);
+        let mut report = OverlapReport::new(breakdowns, &self.schedule, self.world_size, self.mode, self.link);
+        // Under an emulated link the simulator can be checked against this very run.
+        if let (Some(r), Some(link), Some(costs)) =
+            (&mut report, self.link, profile::measured_costs(breakdowns, &self.schedule))
+        {
+            let overlap = self.mode == CommMode::Overlap;
+            let p = simulate(&sim_buckets(&self.schedule), &costs, &link, self.world_size, overlap);
+            r.predicted = Some(PredictedStep {
+                step_ms: p.step_s * 1e3,
+                all_reduce_ms: p.comm_s * 1e3,
+                exposed_ms: p.exposed_s * 1e3,
+            });
+        }
         match (report, self.args.report) {
             (None, _) | (_, ReportFormat::Off) => {}
             (Some(r), ReportFormat::Json) => println!("{}", r.to_json()),

@@ -146,3 +146,37 @@ fn leading_parameter_free_layers_get_no_backward() {
         ["span backward 2", "backward post", "span backward 1", "backward fc", "all_reduce b0"]
     );
 }
+
+#[test]
+fn auto_buckets_are_whole_layers_and_the_docs_give_the_prediction() {
+    let code = pretty(expand(
+        quote!(buckets = auto(link = "10gbe", world = 64, batch = 32, gflops = 50)),
+        quote! {
+            pub struct Mlp {
+                fc1: Linear<784, 2048>,
+                act1: Relu,
+                fc2: Linear<2048, 2048>,
+                act2: Relu,
+                fc3: Linear<2048, 2048>,
+                act3: Relu,
+                head: Linear<2048, 10>,
+            }
+        },
+    ));
+    assert!(!code.contains("compile_error"), "{code}");
+    assert!(code.contains("boundaries chosen by the cost model, no size caps"), "{code}");
+    assert!(
+        code.contains("/// buckets chosen by auto(link: latency 30.000 us, bandwidth 1.250 GB/s, world 64"),
+        "{code}"
+    );
+    assert!(code.contains("/// predicted step: ") && code.contains("/// with DDP's 25 MiB cap: "), "{code}");
+    // Whole layers: every layer's weight and bias land in the same bucket.
+    let step = function(&code, "step<");
+    for layer in ["fc1", "fc2", "fc3", "head"] {
+        let waits_before = |param: &str| {
+            let at = step.find(&format!("self.{layer}.param_mut({param})")).expect("an update");
+            step[..at].matches(".wait()?").count()
+        };
+        assert_eq!(waits_before("0"), waits_before("1"), "{layer}'s weight and bias are in different buckets");
+    }
+}

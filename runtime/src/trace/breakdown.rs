@@ -19,6 +19,9 @@ pub struct StepBreakdown {
     pub exposed_ns: u64,
     /// Per bucket, in launch order.
     pub buckets: Vec<BucketTiming>,
+    /// Per layer (definition order): forward and backward time, summed over micro-steps.
+    pub layer_forward_ns: Vec<u64>,
+    pub layer_backward_ns: Vec<u64>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -37,8 +40,8 @@ impl StepBreakdown {
 }
 
 /// One breakdown per (rank, step) found in `spans`, ordered by step then rank. Only steps with
-/// a complete `Step` span are kept; `buckets` is the schedule's bucket count.
-pub fn breakdowns(spans: &[Span], buckets: usize) -> Vec<StepBreakdown> {
+/// a complete `Step` span are kept; `layers` and `buckets` are the schedule's counts.
+pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBreakdown> {
     let mut sorted: Vec<&Span> = spans.iter().collect();
     sorted.sort_by_key(|s| (s.step, s.rank, s.start_ns));
     let mut out = Vec::new();
@@ -49,15 +52,27 @@ pub fn breakdowns(spans: &[Span], buckets: usize) -> Vec<StepBreakdown> {
             rank: step.rank,
             step_ns: step.duration_ns(),
             buckets: vec![BucketTiming::default(); buckets],
+            layer_forward_ns: vec![0; layers],
+            layer_backward_ns: vec![0; layers],
             ..StepBreakdown::default()
         };
         for s in group {
             let d = s.duration_ns();
             match s.activity {
                 Activity::Step => {}
-                Activity::Forward { .. } => b.forward_ns += d,
+                Activity::Forward { layer } => {
+                    b.forward_ns += d;
+                    if let Some(t) = b.layer_forward_ns.get_mut(layer as usize) {
+                        *t += d;
+                    }
+                }
                 Activity::Loss => b.loss_ns += d,
-                Activity::Backward { .. } => b.backward_ns += d,
+                Activity::Backward { layer } => {
+                    b.backward_ns += d;
+                    if let Some(t) = b.layer_backward_ns.get_mut(layer as usize) {
+                        *t += d;
+                    }
+                }
                 Activity::Update { .. } => b.update_ns += d,
                 Activity::Wait { .. } | Activity::WaitAll => b.exposed_ns += d,
                 Activity::AllReduce { bucket, bytes, .. } => {
@@ -105,12 +120,13 @@ mod tests {
             // A step without its `Step` span (cut off by a window) is left out.
             span(0, 2, Activity::Forward { layer: 0 }, 100, 120),
         ];
-        let b = breakdowns(&spans, 2);
+        let b = breakdowns(&spans, 1, 2);
         assert_eq!(b.len(), 1);
         let b = &b[0];
         assert_eq!((b.step_ns, b.forward_ns, b.loss_ns, b.backward_ns, b.update_ns), (100, 20, 2, 38, 15));
         assert_eq!((b.all_reduce_ns, b.exposed_ns, b.compute_ns()), (50, 25, 75));
         assert_eq!(b.buckets[0], BucketTiming { bytes: 400, all_reduce_ns: 30, exposed_ns: 10 });
         assert_eq!(b.buckets[1], BucketTiming { bytes: 800, all_reduce_ns: 20, exposed_ns: 15 });
+        assert_eq!((b.layer_forward_ns.as_slice(), b.layer_backward_ns.as_slice()), (&[20][..], &[38][..]));
     }
 }

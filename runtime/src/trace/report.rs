@@ -46,6 +46,16 @@ pub struct OverlapReport {
     pub ranks: Vec<RankReport>,
     /// Median over steps of the slowest rank's compute minus the fastest's.
     pub straggler_gap_ms: f64,
+    /// The simulator's prediction for this very run (from its per-layer times and its emulated
+    /// link), when a link was emulated.
+    pub predicted: Option<PredictedStep>,
+}
+
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct PredictedStep {
+    pub step_ms: f64,
+    pub all_reduce_ms: f64,
+    pub exposed_ms: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -154,6 +164,7 @@ impl OverlapReport {
             buckets,
             ranks,
             straggler_gap_ms: median(steps.iter().map(|s| gap(s))),
+            predicted: None,
         })
     }
 
@@ -224,6 +235,16 @@ impl fmt::Display for OverlapReport {
                 &format!("{:.1}% of the all-reduce time (1 - exposed / all-reduce)", h * 100.0),
             )?,
             None => writeln!(f, "  one rank: nothing to all-reduce")?,
+        }
+        if let Some(p) = &self.predicted {
+            writeln!(
+                f,
+                "  simulator, from this run's layer times and link: step {:.2} ms ({:+.1}% off), all-reduce {:.2} ms, exposed {:.2} ms",
+                p.step_ms,
+                (p.step_ms / self.step_ms - 1.0) * 100.0,
+                p.all_reduce_ms,
+                p.exposed_ms
+            )?;
         }
         if self.world_size > 1 {
             writeln!(f, "  bucket        bytes  launched after       all-reduce       busbw     exposed")?;

@@ -1,0 +1,191 @@
+//! What a run measured about its own layers, turned into predictions: the profile file that
+//! `buckets = profile("...")` plans from (`--write-profile`), and the predicted step of this
+//! model on clusters we do not have, for the compiled plan and the alternatives (`--simulate`).
+//!
+//! Profile format `overlap-profile/1` (read back by the macro's `profile` module):
+//! `{"format", "model", "world_size", "batch", "link": {"latency_s", "bandwidth_bytes_per_s"} | null,
+//! "update_s_per_byte", "layers": [{"name", "forward_s", "backward_s"}]}`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::str::FromStr;
+
+use overlap_plan::{
+    plan_auto, plan_buckets, sim_buckets, simulate, BucketConfig, LayerSpec, Link, Prediction, Schedule, StepCosts,
+    Strategy, Target,
+};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::trace::{median, StepBreakdown};
+
+/// Per-layer times over the measured steps (the first one, a warm-up, left out when there are
+/// others): in each step the slowest rank's time, since every rank waits for it at the next
+/// collective; then the median over steps. `None` without a complete step.
+pub fn measured_costs(breakdowns: &[StepBreakdown], schedule: &Schedule) -> Option<StepCosts> {
+    let first = breakdowns.iter().map(|b| b.step).min()?;
+    let mut steps: Vec<&[StepBreakdown]> = breakdowns.chunk_by(|a, b| a.step == b.step).collect();
+    if steps.len() > 1 {
+        steps.retain(|s| s[0].step != first);
+    }
+    let slowest = |f: &dyn Fn(&StepBreakdown) -> u64| -> f64 {
+        median(steps.iter().map(|s| s.iter().map(f).max().unwrap_or(0) as f64 / 1e9))
+    };
+    let layers = schedule.layers.len();
+    let bytes = schedule.total_bytes().max(1) as f64;
+    Some(StepCosts {
+        forward_s: (0..layers).map(|i| slowest(&|b| b.layer_forward_ns.get(i).copied().unwrap_or(0))).collect(),
+        backward_s: (0..layers).map(|i| slowest(&|b| b.layer_backward_ns.get(i).copied().unwrap_or(0))).collect(),
+        update_s_per_byte: slowest(&|b| b.update_ns) / bytes,
+    })
+}
+
+#[derive(Serialize)]
+struct ProfileFile<'a> {
+    format: &'static str,
+    model: &'a str,
+    world_size: usize,
+    batch: usize,
+    link: Option<LinkFigures>,
+    update_s_per_byte: f64,
+    layers: Vec<LayerTimes<'a>>,
+}
+
+#[derive(Serialize)]
+struct LinkFigures {
+    latency_s: f64,
+    bandwidth_bytes_per_s: f64,
+}
+
+#[derive(Serialize)]
+struct LayerTimes<'a> {
+    name: &'a str,
+    forward_s: f64,
+    backward_s: f64,
+}
+
+/// Writes `costs` as a profile; `batch` is samples per rank per step.
+pub fn write_profile(
+    path: &Path,
+    schedule: &Schedule,
+    costs: &StepCosts,
+    world_size: usize,
+    batch: usize,
+    link: Option<Link>,
+) -> Result<()> {
+    let file = ProfileFile {
+        format: "overlap-profile/1",
+        model: &schedule.model,
+        world_size,
+        batch,
+        link: link.map(|l| LinkFigures { latency_s: l.latency_s, bandwidth_bytes_per_s: l.bandwidth_bytes_per_s }),
+        update_s_per_byte: costs.update_s_per_byte,
+        layers: schedule
+            .layers
+            .iter()
+            .zip(costs.forward_s.iter().zip(&costs.backward_s))
+            .map(|(l, (&forward_s, &backward_s))| LayerTimes { name: &l.name, forward_s, backward_s })
+            .collect(),
+    };
+    let json = serde_json::to_string_pretty(&file).map_err(|e| Error::Config(e.to_string()))?;
+    std::fs::write(path, json + "\n").map_err(|source| Error::Io { path: path.to_path_buf(), source })
+}
+
+/// A cluster to predict for: `world=64,link=ib-ndr` (the link takes the rest of the text, so
+/// `world=8,link=latency=5us,bandwidth=25GB/s` works too).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cluster {
+    pub world: usize,
+    pub link: Link,
+}
+
+impl FromStr for Cluster {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let help = "expected `world=<ranks>,link=<preset or latency=..,bandwidth=..>`, e.g. world=64,link=ib-ndr";
+        let rest = s.trim().strip_prefix("world=").ok_or_else(|| help.to_string())?;
+        let (world, link) = rest.split_once(",link=").ok_or_else(|| help.to_string())?;
+        let world = match world.trim().parse::<usize>() {
+            Ok(w) if (1..=1 << 24).contains(&w) => w,
+            _ => return Err(format!("world `{world}` must be a whole number from 1 to 16777216")),
+        };
+        Ok(Cluster { world, link: link.parse()? })
+    }
+}
+
+/// The compiled plan and the alternatives, each simulated on `cluster` with `costs`.
+pub fn predictions(schedule: &Schedule, costs: &StepCosts, cluster: Cluster) -> Vec<(String, usize, Prediction)> {
+    let target = Target { costs: costs.clone(), link: cluster.link, world: cluster.world };
+    let sim = |s: &Schedule| simulate(&sim_buckets(s), costs, &cluster.link, cluster.world, true);
+    let specs = schedule.layer_specs();
+    let mut out = vec![
+        ("compiled (this binary)".to_string(), schedule.buckets.len(), sim(schedule)),
+        (
+            "compiled, no overlap".to_string(),
+            schedule.buckets.len(),
+            simulate(&sim_buckets(schedule), costs, &cluster.link, cluster.world, false),
+        ),
+    ];
+    let unlimited = BucketConfig { first_bucket_bytes: usize::MAX, bucket_cap_bytes: usize::MAX };
+    let per_layer: Vec<LayerSpec> =
+        specs.iter().map(|l| LayerSpec { bucket_boundary: !l.params.is_empty(), ..l.clone() }).collect();
+    let alternatives = [
+        ("DDP caps (25 MiB, first 1 MiB)", plan_buckets(&schedule.model, &specs, &BucketConfig::default()).ok()),
+        (
+            "auto (optimal for this cluster)",
+            plan_auto(&schedule.model, &specs, &target, Strategy::Optimal).ok().map(|p| p.0),
+        ),
+        ("MG-WFBP merge rule", plan_auto(&schedule.model, &specs, &target, Strategy::MgWfbp).ok().map(|p| p.0)),
+        ("one bucket per layer", plan_buckets(&schedule.model, &per_layer, &unlimited).ok()),
+        ("one bucket", plan_buckets(&schedule.model, &specs, &unlimited).ok()),
+    ];
+    for (name, plan) in alternatives {
+        if let Some(plan) = plan {
+            out.push((name.to_string(), plan.buckets.len(), sim(&plan)));
+        }
+    }
+    out
+}
+
+/// The predictions as a table.
+pub fn prediction_table(model: &str, cluster: Cluster, rows: &[(String, usize, Prediction)]) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "simulated {model} on {} ranks, link {} (per-layer times measured in this run):",
+        cluster.world, cluster.link
+    );
+    let _ = writeln!(
+        t,
+        "  {:<34}{:>8}{:>12}{:>14}{:>12}{:>12}",
+        "plan", "buckets", "step ms", "all-reduce ms", "exposed ms", "efficiency"
+    );
+    for (name, buckets, p) in rows {
+        let _ = writeln!(
+            t,
+            "  {name:<34}{buckets:>8}{:>12.2}{:>14.2}{:>12.2}{:>11.1}%",
+            p.step_s * 1e3,
+            p.comm_s * 1e3,
+            p.exposed_s * 1e3,
+            p.efficiency() * 100.0
+        );
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clusters_parse_with_presets_and_explicit_links() {
+        let c: Cluster = "world=64,link=ib-ndr".parse().unwrap();
+        assert_eq!((c.world, c.link), (64, Link::preset("ib-ndr").unwrap()));
+        let c: Cluster = "world=8,link=latency=5us,bandwidth=25GB/s".parse().unwrap();
+        assert!((c.link.bandwidth_bytes_per_s - 25e9).abs() < 1.0);
+        for bad in ["world=0,link=ib-hdr", "link=ib-hdr", "world=8", "world=x,link=ib-hdr", "world=8,link=token-ring"] {
+            assert!(bad.parse::<Cluster>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! The step simulator against reality (runs on an emulated link, where the link's cost is
+//! known), and the profile-guided plan against DDP's caps in a measured run.
+
+mod common;
+
+use common::{example, mpirun_ok};
+use serde_json::Value;
+
+fn report(model: &str, ranks: usize, extra: &[&str]) -> Value {
+    let (exe, n) = (example(model), ranks.to_string());
+    let mut args = vec!["-n", &n, exe.to_str().unwrap(), "--steps", "12", "--report", "json"];
+    args.extend_from_slice(extra);
+    let out = mpirun_ok(&args);
+    serde_json::from_str(out.lines().last().expect("a report")).expect("the report is JSON")
+}
+
+#[test]
+fn predictions_match_emulated_runs_within_a_quarter() {
+    let cases: [(&str, usize, &[&str]); 4] = [
+        ("tower", 2, &["--batch", "128", "--link", "bandwidth=0.4GB/s"]),
+        ("mlp", 3, &["--batch", "16", "--link", "latency=20us,bandwidth=2GB/s"]),
+        ("uneven_ddp", 2, &["--batch", "256", "--link", "bandwidth=0.5GB/s"]),
+        ("tower", 3, &["--batch", "64", "--link", "latency=50us,bandwidth=1GB/s", "--no-overlap"]),
+    ];
+    for (model, ranks, extra) in cases {
+        let r = report(model, ranks, extra);
+        let (measured, predicted) = (r["step_ms"].as_f64().unwrap(), r["predicted"]["step_ms"].as_f64().unwrap());
+        let error = predicted / measured - 1.0;
+        println!(
+            "{model} on {ranks} ranks {extra:?}: measured {measured:.1} ms, predicted {predicted:.1} ms ({:+.1}%)",
+            error * 100.0
+        );
+        assert!(error.abs() < 0.25, "{model} x{ranks}: predicted {predicted:.1} ms, measured {measured:.1} ms");
+    }
+}
+
+#[test]
+fn the_profile_guided_plan_beats_ddp_caps_on_the_emulated_link() {
+    let args = ["--batch", "256", "--link", "bandwidth=0.5GB/s"];
+    let (mut planned, mut caps) = (vec![], vec![]);
+    for _ in 0..2 {
+        planned.push(report("uneven", 2, &args)["step_ms"].as_f64().unwrap());
+        caps.push(report("uneven_ddp", 2, &args)["step_ms"].as_f64().unwrap());
+    }
+    let (p, c) = (planned.iter().sum::<f64>() / 2.0, caps.iter().sum::<f64>() / 2.0);
+    println!(
+        "uneven on 2 ranks at 0.5 GB/s: profile-guided {planned:.1?} ms, DDP caps {caps:.1?} ms, ratio {:.3}",
+        p / c
+    );
+    assert!(p < 0.95 * c, "profile-guided {p:.1} ms vs DDP caps {c:.1} ms");
+}
