@@ -1,7 +1,8 @@
-# Two entry points, as the README documents:
+# Entry points, as the README documents:
 #   make example   trains the mlp example on 2 ranks under mpirun
 #   make test      formatting, lints and every test of every crate (CI runs this)
-# Both install the Debian packages they need when missing (as root, or with sudo).
+#   make bench     the performance benchmark (bench/run.py; PyTorch rows when torch is importable)
+# They install the Debian packages they need when missing (as root, or with sudo).
 
 APT_PACKAGES := libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev
 RANKS ?= 2
@@ -11,7 +12,7 @@ MPIRUN := mpirun --oversubscribe -n $(RANKS)
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 
-.PHONY: deps example test
+.PHONY: deps example test bench
 
 deps:
 	@command -v cargo >/dev/null || { echo "cargo is required: install Rust (https://rustup.rs), then rerun"; exit 1; }
@@ -32,3 +33,7 @@ test: deps
 	cargo build --workspace --examples  # tests/mpi.rs runs these binaries under mpirun
 	cargo test --workspace --doc
 	cargo test --workspace --all-targets
+
+bench: deps
+	cargo build --release --examples
+	python3 bench/run.py $(BENCH_ARGS)

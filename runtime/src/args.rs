@@ -59,8 +59,14 @@ pub struct TrainArgs {
     #[arg(long)]
     pub print_schedule: bool,
     /// Reduce every bucket only after the whole backward (the baseline the overlap beats).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["compute_only", "comm_only"])]
     pub no_overlap: bool,
+    /// Benchmark: skip every all-reduce (compute alone; the ranks' parameters drift apart).
+    #[arg(long, conflicts_with = "comm_only")]
+    pub compute_only: bool,
+    /// Benchmark: only the all-reduces of the model's buckets, back to back, no compute.
+    #[arg(long)]
+    pub comm_only: bool,
     /// Log loss and throughput every N steps (rank 0).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub log_every: u64,

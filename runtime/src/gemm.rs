@@ -3,6 +3,8 @@
 //! Layers need products with transposed operands (`x·Wᵀ`, `dyᵀ·x`); strided views express the
 //! transpose without copying, and `matrixmultiply` packs them into its kernels either way.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 /// Read-only `rows x cols` view into a slice with arbitrary non-negative strides.
 ///
 /// Fields are private so that every view in existence addresses only elements inside `data`;
@@ -51,6 +53,16 @@ impl<'a> MatRef<'a> {
     }
 }
 
+/// Calls of [`gemm`] that reached `matrixmultiply` so far, in this process. `matrixmultiply`
+/// allocates its packing buffers once per call, so this is the allocation count a step cannot
+/// avoid while it multiplies through that crate; the allocation test checks that nothing else
+/// allocates.
+pub fn gemm_calls() -> usize {
+    GEMM_CALLS.load(Ordering::Relaxed)
+}
+
+static GEMM_CALLS: AtomicUsize = AtomicUsize::new(0);
+
 /// `C = alpha·A·B + beta·C`, with `C` a row-major `c_rows x c_cols` matrix in `c`.
 ///
 /// When `beta == 0`, `C`'s previous contents are ignored (NaNs included), so callers may pass an
@@ -60,6 +72,9 @@ pub fn gemm(alpha: f32, a: MatRef, b: MatRef, beta: f32, c: &mut [f32], c_rows: 
     assert_eq!(a.cols, b.rows, "gemm: A is {}x{} but B is {}x{}", a.rows, a.cols, b.rows, b.cols);
     assert!(a.rows == c_rows && b.cols == c_cols, "gemm: A·B is {}x{} but C is {c_rows}x{c_cols}", a.rows, b.cols);
     assert_eq!(c.len(), c_rows * c_cols, "gemm: C of {c_rows}x{c_cols} needs {} values", c_rows * c_cols);
+    if c_rows > 0 && c_cols > 0 && a.cols > 0 {
+        GEMM_CALLS.fetch_add(1, Ordering::Relaxed);
+    }
     // SAFETY: `MatRef` can only be built by `row_major` (which checks `data.len() == rows * cols`
     // with strides `(cols, 1)`) and `t` (which swaps dims and strides together), so every
     // element `(i, j)` of `a` and `b` lies inside its slice. The asserts above make the product

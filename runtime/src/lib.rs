@@ -4,6 +4,7 @@
 pub mod args;
 pub mod checkpoint;
 pub mod comm;
+pub mod comm_bench;
 pub mod data;
 pub mod error;
 pub mod fault;

@@ -5,13 +5,13 @@
 //! `DEFAULT_WINDOW`), outside the timed steps, so no rank's buffer grows with the run's length;
 //! rank 0 keeps per-step breakdowns, and raw spans only when a trace file was asked for.
 
-use overlap_plan::{sim_buckets, simulate, Link, Schedule};
+use overlap_plan::{sim_buckets, simulate, Link, Schedule, Width, ELEM_BYTES};
 
-use crate::args::{ReportFormat, TrainArgs};
+use crate::args::{OptimizerKind, ReportFormat, TrainArgs};
 use crate::comm::{CommMode, Communicator};
 use crate::error::Result;
 use crate::profile;
-use crate::trace::{self, OverlapReport, PredictedStep, Span, StepBreakdown, TimelineInfo, TraceInfo};
+use crate::trace::{self, Memory, OverlapReport, PredictedStep, Span, StepBreakdown, TimelineInfo, TraceInfo};
 
 /// Steps between gathers when no `--report-every` is given.
 const DEFAULT_WINDOW: u64 = 100;
@@ -86,7 +86,7 @@ impl<'a> Observer<'a> {
         }
         let fresh = self.gather(comm)?;
         if self.args.report_every.is_some() && step + 1 < self.args.steps {
-            self.print_report(&fresh);
+            self.print_report(&fresh, None);
         }
         Ok(())
     }
@@ -101,11 +101,16 @@ impl<'a> Observer<'a> {
             self.gather(comm)?;
         }
         trace::stop();
+        let rss = comm.all_gather_u64(peak_rss_bytes().unwrap_or(0))?;
         if self.rank != 0 {
             return Ok(());
         }
+        let memory = Memory {
+            peak_rss_mib: rss.iter().map(|&b| b as f64 / MIB).collect(),
+            needed_mib: self.needed_bytes() as f64 / MIB,
+        };
         let all = std::mem::take(&mut self.breakdowns);
-        self.print_report(&all);
+        self.print_report(&all, Some(memory));
         let costs = profile::measured_costs(&all, &self.schedule);
         if let (Some(path), Some(costs)) = (&self.args.write_profile, &costs) {
             let batch = self.args.batch * self.args.accumulate;
@@ -156,8 +161,32 @@ impl<'a> Observer<'a> {
         Ok(fresh)
     }
 
-    fn print_report(&self, breakdowns: &[StepBreakdown]) {
+    /// Parameters, gradients, optimizer state and activations of one rank, in bytes.
+    fn needed_bytes(&self) -> usize {
+        let params = self.schedule.total_bytes();
+        let state = match self.args.optimizer {
+            OptimizerKind::Sgd if self.args.momentum > 0.0 => params,
+            OptimizerKind::Sgd => 0,
+            OptimizerKind::Adamw => 2 * params,
+        };
+        // Each layer keeps its output and the gradient with respect to it, per sample.
+        let mut width = 0;
+        let mut per_sample = 0;
+        for layer in self.schedule.layers.iter() {
+            if let Width::Fixed { input, output } = layer.width {
+                per_sample += if width == 0 { input } else { 0 };
+                width = output;
+            }
+            per_sample += 2 * width;
+        }
+        2 * params + state + self.args.batch * per_sample * ELEM_BYTES
+    }
+
+    fn print_report(&self, breakdowns: &[StepBreakdown], memory: Option<Memory>) {
         let mut report = OverlapReport::new(breakdowns, &self.schedule, self.world_size, self.mode, self.link);
+        if let Some(r) = &mut report {
+            r.memory = memory;
+        }
         // Under an emulated link the simulator can be checked against this very run.
         if let (Some(r), Some(link), Some(costs)) =
             (&mut report, self.link, profile::measured_costs(breakdowns, &self.schedule))
@@ -176,4 +205,14 @@ impl<'a> Observer<'a> {
             (Some(r), ReportFormat::Text) => print!("{r}"),
         }
     }
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// This process's peak resident set size (`VmHWM` in `/proc/self/status`; Linux only).
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }

@@ -2,11 +2,25 @@
 //! a model is one of these; buffers are reused across steps (resizing keeps the allocation).
 
 /// Row-major `rows x cols` matrix of `f32`.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Debug, Default, PartialEq)]
 pub struct Matrix {
     rows: usize,
     cols: usize,
     data: Vec<f32>,
+}
+
+impl Clone for Matrix {
+    fn clone(&self) -> Self {
+        Matrix { rows: self.rows, cols: self.cols, data: self.data.clone() }
+    }
+
+    /// Reuses this matrix's allocation (the derived one would allocate anew): the generated
+    /// forward copies each step's input this way.
+    fn clone_from(&mut self, source: &Self) {
+        self.rows = source.rows;
+        self.cols = source.cols;
+        self.data.clone_from(&source.data);
+    }
 }
 
 impl Matrix {

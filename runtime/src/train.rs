@@ -13,6 +13,7 @@ use overlap_plan::Width;
 use crate::args::{OptimizerKind, TrainArgs};
 use crate::checkpoint::{self, Position};
 use crate::comm::{CommMode, Communicator};
+use crate::comm_bench;
 use crate::data::{shard_start_after, SyntheticClassification, TrainingData};
 use crate::error::{Error, Result};
 use crate::fault;
@@ -45,7 +46,11 @@ pub struct TrainSummary {
 pub fn run_cli<M: DistributedModel>() -> ExitCode {
     let args = TrainArgs::parse();
     let mut comm = match Communicator::from_env() {
-        Ok(comm) => comm.with_mode(if args.no_overlap { CommMode::AfterBackward } else { CommMode::Overlap }),
+        Ok(comm) => comm.with_mode(match (args.no_overlap, args.compute_only) {
+            (true, _) => CommMode::AfterBackward,
+            (_, true) => CommMode::Skip,
+            _ => CommMode::Overlap,
+        }),
         Err(e) => return report_error(&e),
     };
     if let Err(e) = comm.emulate_link(args.link) {
@@ -73,6 +78,9 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
             print!("{}", M::SCHEDULE);
         }
         return Ok(());
+    }
+    if args.comm_only {
+        return comm_bench::run::<M>(args, comm);
     }
     train::<M>(args, comm)?;
     Ok(())

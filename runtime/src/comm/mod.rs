@@ -28,6 +28,9 @@ pub enum CommMode {
     /// Only once the whole backward has finished: the baseline the overlap is measured against.
     /// Everything else (the code, the reductions and their order) is the same.
     AfterBackward,
+    /// No reductions at all: every rank keeps its own gradients. Only for measuring compute
+    /// alone (`--compute-only`); the ranks' parameters drift apart.
+    Skip,
 }
 
 impl CommMode {
@@ -36,6 +39,7 @@ impl CommMode {
         match self {
             CommMode::Overlap => "overlap",
             CommMode::AfterBackward => "no-overlap",
+            CommMode::Skip => "compute-only",
         }
     }
 }
@@ -142,19 +146,19 @@ impl Communicator {
     /// until the sum is ready. Every rank must launch the same buckets in the same order (the
     /// compiled schedule guarantees it).
     pub fn all_reduce_async(&self, bucket: GradBucket) -> InFlight {
-        match &self.backend {
-            Backend::Single => InFlight::ready(bucket, self.checks),
-            Backend::Mpi(t) => {
-                let (tx, rx) = channel();
-                let (index, bytes) = (bucket.index(), std::mem::size_of_val(bucket.as_slice()));
-                let queued = Instant::now();
-                match self.mode {
-                    CommMode::Overlap => t.all_reduce(bucket, tx),
-                    CommMode::AfterBackward => self.held.borrow_mut().push((bucket, tx)),
-                }
-                InFlight::pending(index, bytes, queued, rx, self.checks)
-            }
+        let t = match &self.backend {
+            Backend::Mpi(t) if self.mode != CommMode::Skip => t,
+            _ => return InFlight::ready(bucket, self.checks),
+        };
+        let (tx, rx) = channel();
+        let (index, bytes) = (bucket.index(), std::mem::size_of_val(bucket.as_slice()));
+        let queued = Instant::now();
+        if self.mode == CommMode::AfterBackward {
+            self.held.borrow_mut().push((bucket, tx));
+        } else {
+            t.all_reduce(bucket, tx);
         }
+        InFlight::pending(index, bytes, queued, rx, self.checks)
     }
 
     /// Marks the end of backward. In `AfterBackward` mode this is when the held reductions start,

@@ -166,6 +166,11 @@ fn serve(inbox: Receiver<Request>, ready: Sender<std::result::Result<(usize, usi
     // SAFETY: PR_SET_TIMERSLACK takes one integer argument and only changes this thread's
     // timer slack; a failure leaves the default, which is merely coarser.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    // Lower priority than the compute thread: when this thread wakes to poll, the scheduler then
+    // lets the compute thread finish its time slice instead of switching to it at once.
+    // SAFETY: gettid and setpriority take plain integers and only change this thread's nice
+    // value; a failure (no permission) leaves the default.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, COMM_NICE) };
     if ready.send(Ok((rank, size))).is_err() {
         return;
     }
@@ -365,6 +370,9 @@ fn poll(start: impl FnOnce(*mut mpi::ffi::MPI_Request) -> c_int, call: &str, giv
 fn abort(world: &SimpleCommunicator) -> ! {
     world.abort(1)
 }
+
+/// Nice value of the communication thread (the compute thread keeps 0).
+const COMM_NICE: libc::c_int = 10;
 
 /// Back-to-back polls before sleeping between them.
 const SPIN_POLLS: u32 = 64;

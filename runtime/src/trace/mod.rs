@@ -20,6 +20,6 @@ pub use recorder::{
     backward, forward, is_enabled, loss, record, record_all_reduce, set_step, start, step, stop, take, update,
     SpanGuard,
 };
-pub use report::{median, BucketReport, OverlapReport, PredictedStep, RankReport};
+pub use report::{median, BucketReport, Memory, OverlapReport, PredictedStep, RankReport};
 pub use span::{Activity, Span};
 pub use timeline::{render as render_timeline, representative_step, write_timeline, TimelineInfo};

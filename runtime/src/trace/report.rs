@@ -49,6 +49,16 @@ pub struct OverlapReport {
     /// The simulator's prediction for this very run (from its per-layer times and its emulated
     /// link), when a link was emulated.
     pub predicted: Option<PredictedStep>,
+    /// Peak memory against what training needs, in the final report.
+    pub memory: Option<Memory>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Memory {
+    /// Peak resident set size of each rank (Linux `VmHWM`), MiB.
+    pub peak_rss_mib: Vec<f64>,
+    /// Parameters + gradients + optimizer state + activations of one rank, MiB.
+    pub needed_mib: f64,
 }
 
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -165,6 +175,7 @@ impl OverlapReport {
             ranks,
             straggler_gap_ms: median(steps.iter().map(|s| gap(s))),
             predicted: None,
+            memory: None,
         })
     }
 
@@ -244,6 +255,17 @@ impl fmt::Display for OverlapReport {
                 (p.step_ms / self.step_ms - 1.0) * 100.0,
                 p.all_reduce_ms,
                 p.exposed_ms
+            )?;
+        }
+        if let Some(m) = &self.memory {
+            let peak = m.peak_rss_mib.iter().copied().fold(0.0, f64::max);
+            writeln!(
+                f,
+                "  memory: peak RSS {:.1} MiB (largest rank) for {:.1} MiB of parameters, gradients, optimizer state \
+                 and activations: {:.2}x",
+                peak,
+                m.needed_mib,
+                peak / m.needed_mib.max(f64::MIN_POSITIVE)
             )?;
         }
         if self.world_size > 1 {

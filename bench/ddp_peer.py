@@ -1,0 +1,72 @@
+"""The PyTorch peer of `bench/run.py`: the same model, batch, optimizer and world size with
+DistributedDataParallel (gloo, CPU, one thread per rank), or one process for the compute-only
+comparison. Prints one JSON line with the median step time.
+
+    torchrun --nproc_per_node 2 bench/ddp_peer.py --steps 40 --batch 64     # DDP, 2 ranks
+    python3 bench/ddp_peer.py --single --steps 40 --batch 64                # one process
+"""
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+
+def model(widths):
+    layers = []
+    for i, (a, b) in enumerate(zip(widths, widths[1:])):
+        layers.append(nn.Linear(a, b))
+        if i + 2 < len(widths):
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--batch", type=int, default=64, help="samples per rank")
+    p.add_argument("--widths", default="784,2048,2048,2048,10")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--bucket-cap-mb", type=float, default=8.0)
+    p.add_argument("--single", action="store_true", help="one process, no DDP")
+    args = p.parse_args()
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    widths = [int(w) for w in args.widths.split(",")]
+    net = model(widths)
+    rank, world = 0, 1
+    if not args.single:
+        dist.init_process_group("gloo")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        net = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=args.bucket_cap_mb)
+    opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum)
+    loss_fn = nn.CrossEntropyLoss()
+    x = torch.randn(args.batch, widths[0])
+    y = torch.randint(0, widths[-1], (args.batch,))
+
+    times = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=False)
+        loss = loss_fn(net(x), y)
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - start)
+    if rank == 0:
+        mode = "single" if args.single else "ddp"
+        print(json.dumps({"mode": mode, "world_size": world, "torch": torch.__version__,
+                          "step_ms": statistics.median(times[1:]) * 1e3}))
+    if not args.single:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    main()

@@ -1,0 +1,119 @@
+"""Benchmark: the `mlp` example under `mpirun -n 2` in four modes (compute only, no overlap,
+overlap, communication only), one process against PyTorch with one thread, and PyTorch DDP
+(gloo, CPU) when `torch` is importable. Modes alternate within each round so that drifts in
+machine load hit all alike; the table shows medians over rounds of each run's median step.
+
+    make bench                                   # builds, then runs this
+    python3 bench/run.py --rounds 3 --json bench/results.json --torch-python .venv/bin/python
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MLP = os.path.join(ROOT, "target", "release", "examples", "mlp")
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+TARGETS = {
+    "overlap / PyTorch DDP": 0.5,
+    "overlap / compute only": 1.15,
+    "one process / PyTorch one thread": 0.9,
+    "peak RSS / needed": 1.3,
+}
+
+
+def run(cmd):
+    out = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{out.stdout}\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def ours(args, ranks, flags):
+    base = [MLP, "--steps", str(args.steps), "--batch", str(args.batch), "--report", "json", *flags]
+    cmd = ["mpirun", "--oversubscribe", "-n", str(ranks), *base] if ranks > 1 else base
+    return run(cmd)
+
+
+def torch_ok(python):
+    return python and subprocess.run([python, "-c", "import torch"], capture_output=True).returncode == 0
+
+
+def peer(args, single):
+    script = os.path.join(ROOT, "bench", "ddp_peer.py")
+    common = [script, "--steps", str(args.steps), "--batch", str(args.batch)]
+    if single:
+        return run([args.torch_python, *common, "--single"])
+    return run([args.torch_python, "-m", "torch.distributed.run", "--nproc_per_node", str(args.ranks), *common])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--batch", type=int, default=64, help="samples per rank (PyTorch DDP's too)")
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--json", default=os.path.join(ROOT, "bench", "results.json"))
+    p.add_argument("--torch-python", default=os.environ.get("TORCH_PYTHON", sys.executable),
+                   help="a Python with torch installed (pip install torch); skipped when absent")
+    args = p.parse_args()
+    if not os.path.exists(MLP):
+        sys.exit(f"{MLP} is missing: cargo build --release --examples (make bench does)")
+    if not shutil.which("mpirun"):
+        sys.exit("mpirun is missing: make deps")
+    with_torch = torch_ok(args.torch_python)
+    if not with_torch:
+        print(f"note: torch is not importable by {args.torch_python}; PyTorch rows are skipped "
+              "(pip install torch, or --torch-python PATH)", file=sys.stderr)
+
+    modes = {
+        "compute only": lambda: ours(args, args.ranks, ["--compute-only"]),
+        "no overlap": lambda: ours(args, args.ranks, ["--no-overlap"]),
+        "overlap": lambda: ours(args, args.ranks, []),
+        "communication only": lambda: ours(args, args.ranks, ["--comm-only"]),
+        "one process": lambda: ours(args, 1, []),
+    }
+    if with_torch:
+        modes["PyTorch DDP"] = lambda: peer(args, single=False)
+        modes["PyTorch one thread"] = lambda: peer(args, single=True)
+    runs = {m: [] for m in modes}
+    for r in range(args.rounds):
+        for mode, go in modes.items():
+            result = go()
+            runs[mode].append(result)
+            print(f"round {r + 1}/{args.rounds}  {mode:<20} {result['step_ms']:8.1f} ms", file=sys.stderr)
+
+    step = {m: statistics.median(x["step_ms"] for x in rs) for m, rs in runs.items()}
+    memory = runs["overlap"][-1].get("memory") or {}
+    ratios = {
+        "overlap / compute only": step["overlap"] / step["compute only"],
+        "overlap / no overlap": step["overlap"] / step["no overlap"],
+        "overlap / max(compute, communication)": step["overlap"] / max(step["compute only"], step["communication only"]),
+    }
+    if with_torch:
+        ratios["overlap / PyTorch DDP"] = step["overlap"] / step["PyTorch DDP"]
+        ratios["one process / PyTorch one thread"] = step["one process"] / step["PyTorch one thread"]
+    if memory:
+        ratios["peak RSS / needed"] = max(memory["peak_rss_mib"]) / memory["needed_mib"]
+
+    print(f"\nmlp 784-2048-2048-2048-10, {args.batch} samples per rank, SGD momentum, {args.ranks} ranks, "
+          f"{args.steps} steps x {args.rounds} rounds (medians)")
+    for mode, ms in step.items():
+        print(f"  {mode:<22}{ms:9.1f} ms")
+    for name, value in ratios.items():
+        target = TARGETS.get(name)
+        verdict = "" if target is None else f"   target <= {target}: {'met' if value <= target else 'NOT met'}"
+        print(f"  {name:<40}{value:7.3f}{verdict}")
+    if memory:
+        print(f"  peak RSS per rank {memory['peak_rss_mib']} MiB, needed {memory['needed_mib']:.1f} MiB")
+    with open(args.json, "w") as f:
+        json.dump({"config": vars(args), "step_ms": step, "ratios": ratios, "memory": memory, "runs": runs}, f, indent=2)
+    print(f"  written: {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+//! `--comm-only`: the communication of a training step without its compute. Each step launches
+//! the all-reduce of every bucket of the model's schedule, in launch order, then waits for each;
+//! the buckets have the model's sizes, so this is the `communication` term of the bound
+//! `max(compute, communication)`, measured under the same communicator, thread and link.
+
+use std::time::Instant;
+
+use crate::args::TrainArgs;
+use crate::comm::{Communicator, GradBucket, InFlight};
+use crate::error::Result;
+use crate::model::DistributedModel;
+use crate::observe::Observer;
+use crate::trace;
+
+/// Runs `args.steps` communication-only steps of `M`'s buckets; reports like a training run.
+pub fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
+    let schedule = M::SCHEDULE;
+    let mut buckets: Vec<GradBucket> =
+        schedule.buckets.iter().enumerate().map(|(k, b)| GradBucket::zeros(k, b.numel)).collect();
+    let mut in_flight: Vec<InFlight> = Vec::with_capacity(buckets.len());
+    let mut observer = Observer::start(args, comm, schedule.clone())?;
+    let mut times = Vec::with_capacity(args.steps as usize);
+    for step in 0..args.steps {
+        trace::set_step(step);
+        let started = Instant::now();
+        let span = trace::step();
+        in_flight.extend(buckets.drain(..).map(|b| comm.all_reduce_async(b)));
+        comm.backward_done();
+        for handle in in_flight.drain(..) {
+            buckets.push(handle.wait()?);
+        }
+        drop(span);
+        times.push(started.elapsed());
+        observer.after_step(step, comm)?;
+    }
+    comm.barrier()?;
+    times.sort();
+    observer.say(&format!(
+        "done: {} communication-only steps on {} rank(s), median step {:.1} ms{}",
+        args.steps,
+        comm.world_size(),
+        times[times.len() / 2].as_secs_f64() * 1e3,
+        observer.emulation_note()
+    ));
+    observer.finish(comm)
+}
