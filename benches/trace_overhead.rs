@@ -36,8 +36,8 @@ fn ns_per_span() -> f64 {
     ns
 }
 
-fn median_step_ms(extra: &[&str]) -> f64 {
-    let mut argv = vec!["bench", "--steps", "30", "--log-every", "1000"];
+fn median_step_ms(steps: &str, extra: &[&str]) -> f64 {
+    let mut argv = vec!["bench", "--steps", steps, "--log-every", "1000"];
     argv.extend_from_slice(extra);
     let args = TrainArgs::parse_from(argv);
     let summary = overlap::train::train::<Mlp>(&args, &Communicator::single()).expect("training runs");
@@ -50,6 +50,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this too, without it, and
+    // then a short smoke run is enough.
+    let full = std::env::args().any(|a| a == "--bench");
+    let (runs, steps) = if full { (5, "30") } else { (1, "3") };
     trace::stop();
     let off = ns_per_span();
     trace::start(0, SPANS as usize);
@@ -59,13 +63,15 @@ fn main() {
 
     let trace_file = std::env::temp_dir().join("overlap-trace-overhead.json");
     let (mut steps_off, mut steps_on) = (vec![], vec![]);
-    for _ in 0..5 {
-        steps_off.push(median_step_ms(&["--report", "off"]));
-        steps_on.push(median_step_ms(&["--report", "off", "--trace", trace_file.to_str().unwrap()]));
+    for _ in 0..runs {
+        steps_off.push(median_step_ms(steps, &["--report", "off"]));
+        steps_on.push(median_step_ms(steps, &["--report", "off", "--trace", trace_file.to_str().unwrap()]));
     }
     let _ = std::fs::remove_file(&trace_file);
     let (step_off, step_on) = (median(steps_off.clone()), median(steps_on.clone()));
-    println!("\ntrace overhead (Mlp 784-2048-2048-2048-10, batch 64, one process, 5 alternating runs of 30 steps)");
+    println!(
+        "\ntrace overhead (Mlp 784-2048-2048-2048-10, batch 64, one process, {runs} alternating runs of {steps} steps)"
+    );
     println!("  span, recording off: {off:8.1} ns   on: {on:8.1} ns   ({spans_per_step} spans per step)");
     println!(
         "  per step from span cost: off {:.4}% of a step, on {:.4}%",

@@ -34,7 +34,7 @@ pub enum CommMode {
 }
 
 impl CommMode {
-    /// `overlap` or `no-overlap`, as reports and the command line say it.
+    /// `overlap`, `no-overlap` or `compute-only`, as reports and the command line say it.
     pub fn name(self) -> &'static str {
         match self {
             CommMode::Overlap => "overlap",
