@@ -12,7 +12,12 @@ MPIRUN := mpirun --oversubscribe -n $(RANKS)
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 
-.PHONY: deps example test bench
+# libnvrtc, to compile the CUDA kernels in the tests (no GPU or CUDA toolkit needed).
+NVRTC_DIR := .tools/nvrtc
+NVRTC_LIB := $(abspath $(NVRTC_DIR))/nvidia/cuda_nvrtc/lib
+NVRTC_WHEEL := nvidia-cuda-nvrtc-cu12==12.9.86
+
+.PHONY: deps nvrtc example test bench
 
 deps:
 	@command -v cargo >/dev/null || { echo "cargo is required: install Rust (https://rustup.rs), then rerun"; exit 1; }
@@ -23,13 +28,22 @@ deps:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
+nvrtc:
+	@test -e $(NVRTC_LIB)/libnvrtc.so.12 || { \
+		python3 -m pip --version >/dev/null 2>&1 || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+			$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq python3-pip; }; \
+		PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --disable-pip-version-check \
+			--target $(NVRTC_DIR) $(NVRTC_WHEEL); }
+
 example: deps
 	cargo build --release --examples
 	$(MPIRUN) target/release/examples/mlp
 
-test: deps
+test: deps nvrtc
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy -p overlap-runtime --features cuda --all-targets -- -D warnings
+	LD_LIBRARY_PATH=$(NVRTC_LIB) cargo test -p overlap-runtime --features cuda --test nvrtc -- --include-ignored
 	cargo build --workspace --examples  # tests/mpi.rs runs these binaries under mpirun
 	cargo test --workspace --doc
 	cargo test --workspace --all-targets

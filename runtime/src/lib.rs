@@ -5,6 +5,8 @@ pub mod args;
 pub mod checkpoint;
 pub mod comm;
 pub mod comm_bench;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod data;
 pub mod error;
 pub mod fault;
