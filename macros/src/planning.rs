@@ -45,7 +45,7 @@ pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
         Expr::Path(p) => p.path.get_ident().map(ToString::to_string).unwrap_or_default(),
         _ => String::new(),
     };
-    let mut args = call.args.iter().peekable();
+    let mut args = call.args.iter();
     let path = if func == "profile" {
         match args.next() {
             Some(Expr::Lit(ExprLit { lit: Lit::Str(s), .. })) => Some(s.clone()),
