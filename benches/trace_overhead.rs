@@ -44,11 +44,6 @@ fn median_step_ms(steps: &str, extra: &[&str]) -> f64 {
     summary.median_step.as_secs_f64() * 1e3
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this too, without it, and
     // then a short smoke run is enough.
@@ -68,7 +63,7 @@ fn main() {
         steps_on.push(median_step_ms(steps, &["--report", "off", "--trace", trace_file.to_str().unwrap()]));
     }
     let _ = std::fs::remove_file(&trace_file);
-    let (step_off, step_on) = (median(steps_off.clone()), median(steps_on.clone()));
+    let (step_off, step_on) = (trace::median(steps_off.iter().copied()), trace::median(steps_on.iter().copied()));
     println!(
         "\ntrace overhead (Mlp 784-2048-2048-2048-10, batch 64, one process, {runs} alternating runs of {steps} steps)"
     );

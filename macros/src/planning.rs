@@ -112,22 +112,12 @@ pub fn plan(planning: &Planning, model: &Model, errors: &mut Errors) -> Option<P
     let name = model.item.ident.to_string();
     let specs = model.specs();
     let span = &model.item.ident;
-    let ddp = |errors: &mut Errors| match plan_buckets(&name, &specs, &BucketConfig::default()) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            errors.spanned(span, e);
-            None
-        }
+    let with_caps = |config: &BucketConfig, errors: &mut Errors| {
+        plan_buckets(&name, &specs, config).map_err(|e| errors.spanned(span, e)).ok()
     };
     let (target, description, input_file) = match planning {
         Planning::Caps(config) => {
-            return match plan_buckets(&name, &specs, config) {
-                Ok(schedule) => Some(Planned { schedule, notes: vec![], input_file: None }),
-                Err(e) => {
-                    errors.spanned(span, e);
-                    None
-                }
-            }
+            return with_caps(config, errors).map(|schedule| Planned { schedule, notes: vec![], input_file: None });
         }
         &Planning::Auto { link, world, batch, gflops } => {
             let costs = StepCosts::from_flops(specs.iter().map(|l| l.flops_per_sample), batch, gflops * 1e9);
@@ -147,7 +137,7 @@ pub fn plan(planning: &Planning, model: &Model, errors: &mut Errors) -> Option<P
             return None;
         }
     };
-    let baseline = ddp(errors)?;
+    let baseline = with_caps(&BucketConfig::default(), errors)?;
     let with_caps = simulate(&sim_buckets(&baseline), &target.costs, &target.link, target.world, true);
     let notes = vec![
         format!("buckets chosen by {description}:"),

@@ -194,8 +194,7 @@ pub fn plan_auto(
     for &s in &starts {
         marked[p.index[s]].bucket_boundary = true;
     }
-    let unlimited = BucketConfig { first_bucket_bytes: usize::MAX, bucket_cap_bytes: usize::MAX };
-    let schedule = plan_buckets(model, &marked, &unlimited)?;
+    let schedule = plan_buckets(model, &marked, &BucketConfig::UNLIMITED)?;
     let prediction = simulate(&p.buckets(&starts), &target.costs, &target.link, target.world, true);
     Ok((schedule, prediction))
 }

@@ -25,6 +25,12 @@ pub struct BucketConfig {
     pub bucket_cap_bytes: usize,
 }
 
+impl BucketConfig {
+    /// No size caps: buckets end only at `bucket_boundary` layers (the cost-model planner sets
+    /// those itself).
+    pub const UNLIMITED: BucketConfig = BucketConfig { first_bucket_bytes: usize::MAX, bucket_cap_bytes: usize::MAX };
+}
+
 impl Default for BucketConfig {
     fn default() -> Self {
         BucketConfig {

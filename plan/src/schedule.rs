@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use crate::bucket::BucketConfig;
 use crate::spec::{LayerSpec, ParamSpec, Width, ELEM_BYTES, MIB};
 
 /// A parameter, by layer index and parameter index within that layer.
@@ -185,7 +186,7 @@ pub fn human_bytes(bytes: usize) -> String {
 /// generated `backward`.
 impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let limits = if self.bucket_cap_bytes == usize::MAX {
+        let limits = if self.bucket_cap_bytes == BucketConfig::UNLIMITED.bucket_cap_bytes {
             "boundaries chosen by the cost model, no size caps".to_string()
         } else {
             format!(

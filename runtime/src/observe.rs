@@ -5,13 +5,13 @@
 //! `DEFAULT_WINDOW`), outside the timed steps, so no rank's buffer grows with the run's length;
 //! rank 0 keeps per-step breakdowns, and raw spans only when a trace file was asked for.
 
-use overlap_plan::{sim_buckets, simulate, Link, Schedule, Width, ELEM_BYTES};
+use overlap_plan::{sim_buckets, simulate, Link, Schedule, StepCosts, Width, ELEM_BYTES};
 
 use crate::args::{OptimizerKind, ReportFormat, TrainArgs};
 use crate::comm::{CommMode, Communicator};
 use crate::error::Result;
 use crate::profile;
-use crate::trace::{self, Memory, OverlapReport, PredictedStep, Span, StepBreakdown, TimelineInfo, TraceInfo};
+use crate::trace::{self, Memory, OverlapReport, PredictedStep, RunInfo, Span, StepBreakdown};
 
 /// Steps between gathers when no `--report-every` is given.
 const DEFAULT_WINDOW: u64 = 100;
@@ -86,7 +86,8 @@ impl<'a> Observer<'a> {
         }
         let fresh = self.gather(comm)?;
         if self.args.report_every.is_some() && step + 1 < self.args.steps {
-            self.print_report(&fresh, None);
+            let costs = self.link.and_then(|_| profile::measured_costs(&fresh, &self.schedule));
+            self.print_report(&fresh, costs.as_ref(), None);
         }
         Ok(())
     }
@@ -110,8 +111,8 @@ impl<'a> Observer<'a> {
             needed_mib: self.needed_bytes() as f64 / MIB,
         };
         let all = std::mem::take(&mut self.breakdowns);
-        self.print_report(&all, Some(memory));
         let costs = profile::measured_costs(&all, &self.schedule);
+        self.print_report(&all, costs.as_ref(), Some(memory));
         if let (Some(path), Some(costs)) = (&self.args.write_profile, &costs) {
             let batch = self.args.batch * self.args.accumulate;
             profile::write_profile(path, &self.schedule, costs, self.world_size, batch, self.link)?;
@@ -123,25 +124,19 @@ impl<'a> Observer<'a> {
                 self.say(profile::prediction_table(&self.schedule.model, cluster, &rows).trim_end());
             }
         }
+        let info = RunInfo {
+            schedule: &self.schedule,
+            world_size: self.world_size,
+            mode: self.mode.name(),
+            emulated_link: self.link.map(|l| l.to_string()),
+        };
         if let Some(path) = &self.args.trace {
-            let info = TraceInfo {
-                schedule: &self.schedule,
-                world_size: self.world_size,
-                mode: self.mode.name(),
-                emulated_link: self.link.map(|l| l.to_string()),
-            };
             trace::write_chrome_trace(path, &self.all_spans, &info)?;
             self.say(&format!("trace: {} ({} spans){}", path.display(), self.all_spans.len(), self.emulation_note()));
         }
         if let Some(path) = &self.args.timeline {
             let window = trace::breakdowns(&self.last_window, self.schedule.layers.len(), self.schedule.buckets.len());
             if let Some(step) = trace::representative_step(&window) {
-                let info = TimelineInfo {
-                    schedule: &self.schedule,
-                    world_size: self.world_size,
-                    mode: self.mode.name(),
-                    emulated_link: self.link.map(|l| l.to_string()),
-                };
                 trace::write_timeline(path, &self.last_window, step, &info)?;
                 self.say(&format!("timeline: {} (step {}){}", path.display(), step + 1, self.emulation_note()));
             }
@@ -182,17 +177,19 @@ impl<'a> Observer<'a> {
         2 * params + state + self.args.batch * per_sample * ELEM_BYTES
     }
 
-    fn print_report(&self, breakdowns: &[StepBreakdown], memory: Option<Memory>) {
+    /// `costs`: the per-layer times measured over `breakdowns`, for the simulator's prediction.
+    fn print_report(&self, breakdowns: &[StepBreakdown], costs: Option<&StepCosts>, memory: Option<Memory>) {
+        if self.args.report == ReportFormat::Off {
+            return;
+        }
         let mut report = OverlapReport::new(breakdowns, &self.schedule, self.world_size, self.mode, self.link);
         if let Some(r) = &mut report {
             r.memory = memory;
         }
         // Under an emulated link the simulator can be checked against this very run.
-        if let (Some(r), Some(link), Some(costs)) =
-            (&mut report, self.link, profile::measured_costs(breakdowns, &self.schedule))
-        {
+        if let (Some(r), Some(link), Some(costs)) = (&mut report, self.link, costs) {
             let overlap = self.mode == CommMode::Overlap;
-            let p = simulate(&sim_buckets(&self.schedule), &costs, &link, self.world_size, overlap);
+            let p = simulate(&sim_buckets(&self.schedule), costs, &link, self.world_size, overlap);
             r.predicted = Some(PredictedStep {
                 step_ms: p.step_s * 1e3,
                 all_reduce_ms: p.comm_s * 1e3,
@@ -200,9 +197,9 @@ impl<'a> Observer<'a> {
             });
         }
         match (report, self.args.report) {
-            (None, _) | (_, ReportFormat::Off) => {}
             (Some(r), ReportFormat::Json) => println!("{}", r.to_json()),
             (Some(r), ReportFormat::Text) => print!("{r}"),
+            (None, _) | (_, ReportFormat::Off) => {}
         }
     }
 }

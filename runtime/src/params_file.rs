@@ -1,7 +1,6 @@
 //! Parameters to and from safetensors files, with PyTorch's `state_dict` names and layouts, so
 //! `safetensors.torch.load_file` reads them directly.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use safetensors::tensor::{Dtype, TensorView};
@@ -10,26 +9,39 @@ use safetensors::SafeTensors;
 use crate::error::{Error, Result};
 use crate::model::DistributedModel;
 
-/// Writes every parameter of `model` to `path` as little-endian f32 tensors.
-pub fn save_params<M: DistributedModel>(model: &M, path: &Path) -> Result<()> {
-    let schedule = M::SCHEDULE;
-    let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = schedule
-        .params()
-        .map(|p| {
-            let data: Vec<u8> = model.param(p).iter().flat_map(|v| v.to_le_bytes()).collect();
-            (schedule.param_name(p), schedule.param(p).shape.to_vec(), data)
-        })
-        .collect();
-    let views = bytes
+/// `(name, shape, little-endian f32 bytes)`: a tensor ready to be written.
+pub(crate) type Tensor = (String, Vec<usize>, Vec<u8>);
+
+pub(crate) fn to_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// The inverse of `to_bytes`.
+pub(crate) fn f32_values(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
+/// Every parameter of `model`, under its PyTorch name and shape.
+pub(crate) fn model_tensors<M: DistributedModel>(model: &M) -> Vec<Tensor> {
+    let s = M::SCHEDULE;
+    s.params().map(|p| (s.param_name(p), s.param(p).shape.to_vec(), to_bytes(model.param(p)))).collect()
+}
+
+/// A safetensors file holding `tensors`, as bytes.
+pub(crate) fn serialize(tensors: &[Tensor]) -> std::result::Result<Vec<u8>, String> {
+    let views = tensors
         .iter()
         .map(|(name, shape, data)| {
-            TensorView::new(Dtype::F32, shape.clone(), data)
-                .map(|v| (name.as_str(), v))
-                .map_err(|e| Error::Safetensors(e.to_string()))
+            TensorView::new(Dtype::F32, shape.clone(), data).map(|v| (name.as_str(), v)).map_err(|e| e.to_string())
         })
-        .collect::<Result<Vec<_>>>()?;
-    safetensors::serialize_to_file(views, None::<HashMap<String, String>>, path)
-        .map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    safetensors::serialize(views, None).map_err(|e| e.to_string())
+}
+
+/// Writes every parameter of `model` to `path` as little-endian f32 tensors.
+pub fn save_params<M: DistributedModel>(model: &M, path: &Path) -> Result<()> {
+    let bytes = serialize(&model_tensors(model)).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
+    std::fs::write(path, bytes).map_err(|source| Error::Io { path: path.to_path_buf(), source })
 }
 
 /// One named tensor read back from a file: `(name, shape, values)`.
@@ -48,8 +60,7 @@ pub fn load_params(path: &Path) -> Result<Vec<NamedTensor>> {
                 view.dtype()
             )));
         }
-        let values = view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-        out.push((name.to_string(), view.shape().to_vec(), values));
+        out.push((name.to_string(), view.shape().to_vec(), f32_values(view.data())));
     }
     Ok(out)
 }

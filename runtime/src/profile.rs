@@ -127,7 +127,6 @@ pub fn predictions(schedule: &Schedule, costs: &StepCosts, cluster: Cluster) -> 
             simulate(&sim_buckets(schedule), costs, &cluster.link, cluster.world, false),
         ),
     ];
-    let unlimited = BucketConfig { first_bucket_bytes: usize::MAX, bucket_cap_bytes: usize::MAX };
     let per_layer: Vec<LayerSpec> =
         specs.iter().map(|l| LayerSpec { bucket_boundary: !l.params.is_empty(), ..l.clone() }).collect();
     let alternatives = [
@@ -137,8 +136,8 @@ pub fn predictions(schedule: &Schedule, costs: &StepCosts, cluster: Cluster) -> 
             plan_auto(&schedule.model, &specs, &target, Strategy::Optimal).ok().map(|p| p.0),
         ),
         ("MG-WFBP merge rule", plan_auto(&schedule.model, &specs, &target, Strategy::MgWfbp).ok().map(|p| p.0)),
-        ("one bucket per layer", plan_buckets(&schedule.model, &per_layer, &unlimited).ok()),
-        ("one bucket", plan_buckets(&schedule.model, &specs, &unlimited).ok()),
+        ("one bucket per layer", plan_buckets(&schedule.model, &per_layer, &BucketConfig::UNLIMITED).ok()),
+        ("one bucket", plan_buckets(&schedule.model, &specs, &BucketConfig::UNLIMITED).ok()),
     ];
     for (name, plan) in alternatives {
         if let Some(plan) = plan {

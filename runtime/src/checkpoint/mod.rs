@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::fault::{self, SaveStage};
 use crate::model::DistributedModel;
 use crate::optim::OptimizerState;
-use tensors::Tensor;
+use crate::params_file::{model_tensors, serialize, to_bytes, Tensor};
 
 const FORMAT: &str = "overlap-checkpoint/1";
 const LATEST: &str = "latest";
@@ -92,8 +92,8 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
     }
     std::fs::create_dir(&step_dir).map_err(io(&step_dir))?;
 
-    let model_bytes = tensors::serialize(&model_tensors(model)).map_err(Error::Checkpoint)?;
-    let optimizer_bytes = tensors::serialize(&optimizer_tensors::<M, O>(optimizer)).map_err(Error::Checkpoint)?;
+    let model_bytes = serialize(&model_tensors(model)).map_err(Error::Checkpoint)?;
+    let optimizer_bytes = serialize(&optimizer_tensors::<M, O>(optimizer)).map_err(Error::Checkpoint)?;
     let mut files = BTreeMap::new();
     files.insert(MODEL_FILE.to_string(), FileCheck::of(&model_bytes));
     files.insert(OPTIMIZER_FILE.to_string(), FileCheck::of(&optimizer_bytes));
@@ -232,18 +232,13 @@ pub fn load<M: DistributedModel, O: OptimizerState>(dir: &Path, model: &mut M, o
     Ok(state.position)
 }
 
-fn model_tensors<M: DistributedModel>(model: &M) -> Vec<Tensor> {
-    let s = M::SCHEDULE;
-    s.params().map(|p| (s.param_name(p), s.param(p).shape.to_vec(), tensors::to_bytes(model.param(p)))).collect()
-}
-
 fn optimizer_tensors<M: DistributedModel, O: OptimizerState>(optimizer: &O) -> Vec<Tensor> {
     let s = M::SCHEDULE;
     let mut out = Vec::new();
     for (i, p) in s.params().enumerate() {
         if let Some(buffers) = optimizer.buffers(i) {
             for (b, values) in optimizer.buffer_names().iter().zip(buffers) {
-                out.push((format!("{b}.{}", s.param_name(p)), s.param(p).shape.to_vec(), tensors::to_bytes(values)));
+                out.push((format!("{b}.{}", s.param_name(p)), s.param(p).shape.to_vec(), to_bytes(values)));
             }
         }
     }

@@ -1,27 +1,12 @@
-//! Named f32 tensors to and from safetensors bytes, and checks of a file against what a model
-//! expects, reporting every difference at once.
+//! Checks of a safetensors file against what a model expects, reporting every difference at
+//! once.
 
 use std::collections::BTreeMap;
 
-use safetensors::tensor::{Dtype, TensorView};
+use safetensors::tensor::Dtype;
 use safetensors::SafeTensors;
 
-/// `(name, shape, little-endian f32 bytes)`.
-pub type Tensor = (String, Vec<usize>, Vec<u8>);
-
-pub fn to_bytes(values: &[f32]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-pub fn serialize(tensors: &[Tensor]) -> Result<Vec<u8>, String> {
-    let views = tensors
-        .iter()
-        .map(|(name, shape, data)| {
-            TensorView::new(Dtype::F32, shape.clone(), data).map(|v| (name.as_str(), v)).map_err(|e| e.to_string())
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    safetensors::serialize(views, None).map_err(|e| e.to_string())
-}
+use crate::params_file::f32_values;
 
 /// The f32 values of each tensor of `bytes`, by name, if every tensor is in `expected` with the
 /// same shape and dtype; otherwise every problem found. `required` names must all be present.
@@ -46,9 +31,7 @@ pub fn read_checked(
                 problems.push(format!("`{name}` is {:?}, the model expects F32", view.dtype()))
             }
             Some(_) => {
-                let values =
-                    view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-                out.insert(name, values);
+                out.insert(name, f32_values(view.data()));
             }
         }
     }

@@ -8,29 +8,21 @@ use std::path::Path;
 use overlap_plan::Schedule;
 use serde_json::{json, Value};
 
-use super::span::{Activity, Span};
+use super::span::{Activity, RunInfo, Span};
 use crate::error::{Error, Result};
 
 const COMPUTE_TRACK: u32 = 0;
 const COMMUNICATION_TRACK: u32 = 1;
 
-/// What the trace is of, stored as `otherData`.
-pub struct TraceInfo<'a> {
-    pub schedule: &'a Schedule,
-    pub world_size: usize,
-    pub mode: &'static str,
-    pub emulated_link: Option<String>,
-}
-
 /// Writes `spans` (every rank's) to `path`, streaming one event at a time.
-pub fn write_chrome_trace(path: &Path, spans: &[Span], info: &TraceInfo) -> Result<()> {
+pub fn write_chrome_trace(path: &Path, spans: &[Span], info: &RunInfo) -> Result<()> {
     let io = |source| Error::Io { path: path.to_path_buf(), source };
     let mut out = BufWriter::new(File::create(path).map_err(io)?);
     write_events(&mut out, spans, info).map_err(io)?;
     out.flush().map_err(io)
 }
 
-fn write_events(out: &mut impl Write, spans: &[Span], info: &TraceInfo) -> std::io::Result<()> {
+fn write_events(out: &mut impl Write, spans: &[Span], info: &RunInfo) -> std::io::Result<()> {
     out.write_all(b"{\"traceEvents\":[\n")?;
     let mut first = true;
     let mut emit = |out: &mut dyn Write, event: Value| -> std::io::Result<()> {

@@ -14,12 +14,12 @@ mod span;
 mod timeline;
 
 pub use breakdown::{breakdowns, BucketTiming, StepBreakdown};
-pub use chrome::{write_chrome_trace, TraceInfo};
+pub use chrome::write_chrome_trace;
 pub use collect::gather_spans;
 pub use recorder::{
     backward, forward, is_enabled, loss, record, record_all_reduce, set_step, start, step, stop, take, update,
     SpanGuard,
 };
 pub use report::{median, BucketReport, Memory, OverlapReport, PredictedStep, RankReport};
-pub use span::{Activity, Span};
-pub use timeline::{render as render_timeline, representative_step, write_timeline, TimelineInfo};
+pub use span::{Activity, RunInfo, Span};
+pub use timeline::{render as render_timeline, representative_step, write_timeline};

@@ -55,6 +55,16 @@ pub struct Span {
     pub end_ns: u64,
 }
 
+/// What a run's spans are of, for the files written from them (trace, timeline).
+pub struct RunInfo<'a> {
+    pub schedule: &'a overlap_plan::Schedule,
+    pub world_size: usize,
+    /// `overlap`, `no-overlap` or `compute-only`.
+    pub mode: &'static str,
+    /// The interconnect emulated, as text, if any.
+    pub emulated_link: Option<String>,
+}
+
 /// `u64`s per span on the wire.
 pub(crate) const WORDS: usize = 6;
 

@@ -8,7 +8,7 @@ use overlap_plan::{human_bytes, Schedule};
 
 use super::breakdown::StepBreakdown;
 use super::report::median;
-use super::span::{Activity, Span};
+use super::span::{Activity, RunInfo, Span};
 use crate::error::{Error, Result};
 
 const WIDTH: f64 = 1200.0;
@@ -40,20 +40,12 @@ pub fn representative_step(breakdowns: &[StepBreakdown]) -> Option<u64> {
     steps.iter().min_by(|a, b| (a.1 as f64 - target).abs().total_cmp(&(b.1 as f64 - target).abs())).map(|s| s.0)
 }
 
-/// What the picture is of, for its title.
-pub struct TimelineInfo<'a> {
-    pub schedule: &'a Schedule,
-    pub world_size: usize,
-    pub mode: &'static str,
-    pub emulated_link: Option<String>,
-}
-
-pub fn write_timeline(path: &Path, spans: &[Span], step: u64, info: &TimelineInfo) -> Result<()> {
+pub fn write_timeline(path: &Path, spans: &[Span], step: u64, info: &RunInfo) -> Result<()> {
     std::fs::write(path, render(spans, step, info)).map_err(|source| Error::Io { path: path.to_path_buf(), source })
 }
 
 /// The SVG document for `step`.
-pub fn render(spans: &[Span], step: u64, info: &TimelineInfo) -> String {
+pub fn render(spans: &[Span], step: u64, info: &RunInfo) -> String {
     let spans: Vec<&Span> = spans.iter().filter(|s| s.step == step).collect();
     let steps: Vec<&&Span> = spans.iter().filter(|s| s.activity == Activity::Step).collect();
     let t0 = steps.iter().map(|s| s.start_ns).min().unwrap_or(0);
@@ -284,7 +276,7 @@ mod tests {
             layers: std::borrow::Cow::Borrowed(&[]),
             buckets: std::borrow::Cow::Borrowed(&[]),
         };
-        let info = TimelineInfo { schedule: &schedule, world_size: 2, mode: "overlap", emulated_link: None };
+        let info = RunInfo { schedule: &schedule, world_size: 2, mode: "overlap", emulated_link: None };
         let svg = render(&spans, 2, &info);
         assert!(svg.contains("M — step 3, 2 rank(s), overlap: 50.0 ms"), "{svg}");
         assert_eq!(svg.matches("<title>wait b0").count(), 2, "one exposed wait per rank");
