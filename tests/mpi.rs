@@ -1,6 +1,6 @@
 //! Multi-rank behaviour under real `mpirun`, driving the example binaries (`make test` builds
 //! them first): world-size parity, overlap vs no-overlap, gradient accumulation, and the start-up
-//! schedule check.
+//! schedule check, and the shared-memory all-reduce against OpenMPI's.
 
 mod common;
 
@@ -57,6 +57,22 @@ fn overlap_and_no_overlap_give_bitwise_identical_parameters() {
     let overlapped = train(2, &["--batch", "4"], "overlap");
     let baseline = train(2, &["--batch", "4", "--no-overlap"], "no-overlap");
     assert_eq!(overlapped, baseline);
+}
+
+#[test]
+fn shared_memory_and_mpi_all_reduces_agree() {
+    for ranks in [2, 3] {
+        let shared = train(ranks, &["--batch", "4", "--all-reduce", "shared-memory"], &format!("shm-{ranks}"));
+        let mpi = train(ranks, &["--batch", "4", "--all-reduce", "mpi"], &format!("mpi-{ranks}"));
+        if ranks == 2 {
+            // a + b is the same float whichever rank adds it.
+            assert_eq!(shared, mpi, "2 ranks: shared memory and MPI sums differ");
+        } else {
+            let d = max_relative_difference(&shared, &mpi);
+            println!("3 ranks: shared memory vs MPI differ by {d:e} (summation order)");
+            assert!(d < 1e-5, "3 ranks: shared memory and MPI differ by {d:e}");
+        }
+    }
 }
 
 #[test]

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use overlap_plan::Link;
 
+use crate::comm::Transport;
 use crate::profile::Cluster;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -92,6 +93,10 @@ pub struct TrainArgs {
     /// finish: nvlink4, ib-ndr, ib-hdr, 100gbe, 10gbe, or e.g. latency=5us,bandwidth=25GB/s.
     #[arg(long, value_name = "LINK", value_parser = parse_link)]
     pub link: Option<Link>,
+    /// What sums the gradients: shared memory when every rank is on one node (auto), or
+    /// OpenMPI's all-reduce.
+    #[arg(long, value_enum, default_value_t = Transport::Auto)]
+    pub all_reduce: Transport,
     /// Write checkpoints (parameters, optimizer state, step, data position) into DIR: at the
     /// end, and every --save-every steps. Rank 0 writes; a crash never leaves a torn one.
     #[arg(long, value_name = "DIR")]

@@ -25,7 +25,7 @@ pub mod trace;
 pub mod train;
 
 pub use args::TrainArgs;
-pub use comm::{CommMode, Communicator, GradBucket, InFlight};
+pub use comm::{CommMode, Communicator, GradBucket, InFlight, Transport};
 pub use error::{Error, Result};
 pub use init::InitRng;
 pub use layer::{layer_matches, Gelu, Layer, LayerNorm, Linear, ParamDef, Relu, Sigmoid, Tanh, Width};

@@ -8,7 +8,7 @@
 use overlap_plan::{sim_buckets, simulate, Link, Schedule, StepCosts, Width, ELEM_BYTES};
 
 use crate::args::{OptimizerKind, ReportFormat, TrainArgs};
-use crate::comm::{CommMode, Communicator};
+use crate::comm::{CommMode, Communicator, Transport};
 use crate::error::Result;
 use crate::profile;
 use crate::trace::{self, Memory, OverlapReport, PredictedStep, RunInfo, Span, StepBreakdown};
@@ -23,6 +23,8 @@ pub struct Observer<'a> {
     rank: usize,
     mode: CommMode,
     link: Option<Link>,
+    /// What sums the gradients (`None` for one rank).
+    transport: Option<Transport>,
     recording: bool,
     window: u64,
     /// At rank 0: every gathered step's breakdowns, by step then rank.
@@ -54,6 +56,7 @@ impl<'a> Observer<'a> {
             rank: comm.rank(),
             mode: comm.mode(),
             link: comm.emulated_link().filter(|_| comm.world_size() > 1),
+            transport: comm.transport(),
             recording,
             window,
             breakdowns: Vec::new(),
@@ -185,6 +188,7 @@ impl<'a> Observer<'a> {
         let mut report = OverlapReport::new(breakdowns, &self.schedule, self.world_size, self.mode, self.link);
         if let Some(r) = &mut report {
             r.memory = memory;
+            r.transport = self.transport.filter(|_| self.mode != CommMode::Skip).map(Transport::name);
         }
         // Under an emulated link the simulator can be checked against this very run.
         if let (Some(r), Some(link), Some(costs)) = (&mut report, self.link, costs) {

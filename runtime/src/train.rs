@@ -45,7 +45,7 @@ pub struct TrainSummary {
 /// status on the rank that hit it.
 pub fn run_cli<M: DistributedModel>() -> ExitCode {
     let args = TrainArgs::parse();
-    let mut comm = match Communicator::from_env() {
+    let mut comm = match Communicator::from_env_with(args.all_reduce) {
         Ok(comm) => comm.with_mode(match (args.no_overlap, args.compute_only) {
             (true, _) => CommMode::AfterBackward,
             (_, true) => CommMode::Skip,

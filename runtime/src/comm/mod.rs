@@ -3,8 +3,10 @@
 //! A private enum picks the implementation: a single process (no MPI at all), or OpenMPI driven
 //! from a dedicated thread (see `mpi_thread`). GPU communicators will join it as variants.
 
+mod backoff;
 mod bucket;
 mod mpi_thread;
+mod shared_memory;
 
 pub use bucket::{GradBucket, InFlight};
 
@@ -44,6 +46,29 @@ impl CommMode {
     }
 }
 
+/// What sums the gradient buckets across ranks (`--all-reduce`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Transport {
+    /// Shared memory when every rank is on this node, else MPI.
+    #[default]
+    Auto,
+    /// Each rank sums a part of every chunk in a shared-memory window (one node only).
+    SharedMemory,
+    /// OpenMPI's own all-reduce.
+    Mpi,
+}
+
+impl Transport {
+    /// `shared-memory` or `mpi` (or `auto`), as the command line and reports say it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Auto => "auto",
+            Transport::SharedMemory => "shared-memory",
+            Transport::Mpi => "mpi",
+        }
+    }
+}
+
 /// The ranks of one training job.
 pub struct Communicator {
     backend: Backend,
@@ -67,10 +92,16 @@ impl Communicator {
         Self::with_backend(Backend::Single)
     }
 
-    /// MPI when started by `mpirun`, a single process otherwise.
+    /// MPI when started by `mpirun`, a single process otherwise; gradients go through shared
+    /// memory when every rank is on this node.
     pub fn from_env() -> Result<Self> {
+        Self::from_env_with(Transport::Auto)
+    }
+
+    /// As `from_env`, with gradients summed by `transport`.
+    pub fn from_env_with(transport: Transport) -> Result<Self> {
         if launched_by_mpirun() {
-            Ok(Self::with_backend(Backend::Mpi(MpiThread::start()?)))
+            Ok(Self::with_backend(Backend::Mpi(MpiThread::start(transport)?)))
         } else {
             Ok(Self::single())
         }
@@ -126,6 +157,14 @@ impl Communicator {
     /// The interconnect being emulated, if any.
     pub fn emulated_link(&self) -> Option<Link> {
         self.link
+    }
+
+    /// What sums the gradients: `None` for a single process (nothing to sum).
+    pub fn transport(&self) -> Option<Transport> {
+        match &self.backend {
+            Backend::Single => None,
+            Backend::Mpi(t) => Some(t.transport()),
+        }
     }
 
     pub fn rank(&self) -> usize {

@@ -22,7 +22,10 @@ use mpi::Threading;
 
 use overlap_plan::Link;
 
+use super::backoff::wait_until;
 use super::bucket::{GradBucket, Reduced};
+use super::shared_memory::SharedMemory;
+use super::Transport;
 use crate::error::{Error, Result};
 
 /// Gathered at rank 0: one vector per rank; `None` on the other ranks.
@@ -50,21 +53,31 @@ pub(super) struct MpiThread {
     thread: Option<JoinHandle<()>>,
     rank: usize,
     world_size: usize,
+    /// What carries the gradient all-reduces: `SharedMemory` or `Mpi`, never `Auto`.
+    transport: Transport,
 }
 
+/// What the thread tells `start` once MPI is up: rank, world size and the transport in use.
+type Started = std::result::Result<(usize, usize, Transport), String>;
+
 impl MpiThread {
-    pub(super) fn start() -> Result<Self> {
+    /// Initialises MPI on a new thread; `transport` chooses how gradients are summed.
+    pub(super) fn start(transport: Transport) -> Result<Self> {
         let (requests, inbox) = channel();
         let (ready_tx, ready) = channel();
         let aborting = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&aborting);
         let thread = std::thread::Builder::new()
             .name("overlap-mpi".into())
-            .spawn(move || serve(inbox, ready_tx, &flag))
+            .spawn(move || serve(inbox, ready_tx, &flag, transport))
             .map_err(|e| Error::MpiInit(format!("cannot start the communication thread: {e}")))?;
-        let (rank, world_size) =
+        let (rank, world_size, transport) =
             ready.recv().map_err(|_| Error::CommThreadDied("initialising MPI"))?.map_err(Error::MpiInit)?;
-        Ok(MpiThread { requests: Some(requests), aborting, thread: Some(thread), rank, world_size })
+        Ok(MpiThread { requests: Some(requests), aborting, thread: Some(thread), rank, world_size, transport })
+    }
+
+    pub(super) fn transport(&self) -> Transport {
+        self.transport
     }
 
     pub(super) fn rank(&self) -> usize {
@@ -153,7 +166,7 @@ impl Drop for MpiThread {
     }
 }
 
-fn serve(inbox: Receiver<Request>, ready: Sender<std::result::Result<(usize, usize), String>>, aborting: &AtomicBool) {
+fn serve(inbox: Receiver<Request>, ready: Sender<Started>, aborting: &AtomicBool, transport: Transport) {
     // Only this thread ever calls MPI, and it is the thread that initialises it: FUNNELED is
     // exactly the guarantee needed.
     let Some((universe, _level)) = mpi::initialize_with_threading(Threading::Funneled) else {
@@ -171,20 +184,40 @@ fn serve(inbox: Receiver<Request>, ready: Sender<std::result::Result<(usize, usi
     // SAFETY: gettid and setpriority take plain integers and only change this thread's nice
     // value; a failure (no permission) leaves the default.
     unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, COMM_NICE) };
-    if ready.send(Ok((rank, size))).is_err() {
+    // Collective: every rank takes the same branch.
+    let shared = match transport {
+        Transport::Mpi => None,
+        Transport::Auto => SharedMemory::create(&world).ok(),
+        Transport::SharedMemory => match SharedMemory::create(&world) {
+            Ok(shared) => Some(shared),
+            Err(why) => {
+                let _ = ready.send(Err(format!("--all-reduce shared-memory is impossible: {why}")));
+                return;
+            }
+        },
+    };
+    let used = if shared.is_some() { Transport::SharedMemory } else { Transport::Mpi };
+    if ready.send(Ok((rank, size, used))).is_err() {
         return;
     }
     // A panic below must not reach `universe`'s drop: MPI_Finalize would wait for the other
     // ranks, which wait for this one. Left initialised, the process exits non-zero (its compute
     // thread reports the dead thread) and mpirun ends the job.
-    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve_requests(&world, inbox, aborting)));
+    let served =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve_requests(&world, shared, inbox, aborting)));
     if served.is_err() {
         std::mem::forget(universe);
     }
 }
 
-/// Serves requests in order until the channel closes.
-fn serve_requests(world: &SimpleCommunicator, inbox: Receiver<Request>, aborting: &AtomicBool) {
+/// Serves requests in order until the channel closes; gradients go through `shared` memory when
+/// there is one, else through MPI.
+fn serve_requests(
+    world: &SimpleCommunicator,
+    mut shared: Option<SharedMemory>,
+    inbox: Receiver<Request>,
+    aborting: &AtomicBool,
+) {
     let (rank, size) = (world.rank() as usize, world.size() as usize);
     let mut link: Option<Link> = None;
     let mut all_reduces = 0u64;
@@ -195,7 +228,13 @@ fn serve_requests(world: &SimpleCommunicator, inbox: Receiver<Request>, aborting
                 all_reduces += 1;
                 crate::fault::at_all_reduce(rank, all_reduces);
                 let started = Instant::now();
-                all_reduce_in_place(world, bucket.as_mut_slice(), aborting);
+                let reduced = match &mut shared {
+                    Some(shared) => shared.all_reduce(bucket.as_mut_slice(), aborting),
+                    None => all_reduce_in_place(world, bucket.as_mut_slice(), aborting),
+                };
+                if !reduced {
+                    abort(world);
+                }
                 if let Some(link) = &link {
                     let bytes = std::mem::size_of_val(bucket.as_slice());
                     let deadline = started + Duration::from_secs_f64(link.ring_all_reduce_seconds(bytes, size));
@@ -301,14 +340,14 @@ extern "C" {
 /// Largest element count per call: MPI counts are `int`.
 const MAX_COUNT: usize = 1 << 30;
 
-/// Sums `data` over all ranks, in place, in chunks MPI's `int` counts can address. Aborts the
-/// job if `aborting` is set while it waits.
+/// Sums `data` over all ranks, in place, in chunks MPI's `int` counts can address; `false` if
+/// `aborting` was set while it waited.
 ///
 /// Non-blocking collective polled with short sleeps rather than the blocking call: OpenMPI's
 /// blocking collectives busy-poll, and a communication thread spinning while it waits for a
 /// slower rank takes a core from the compute threads (measured: the compute thread stalled for
 /// milliseconds right after each launch on a 2-core machine running two ranks).
-fn all_reduce_in_place(world: &SimpleCommunicator, data: &mut [f32], aborting: &AtomicBool) {
+fn all_reduce_in_place(world: &SimpleCommunicator, data: &mut [f32], aborting: &AtomicBool) -> bool {
     for chunk in data.chunks_mut(MAX_COUNT) {
         let (ptr, len) = (chunk.as_mut_ptr().cast::<c_void>(), chunk.len() as c_int);
         let start = |request: *mut mpi::ffi::MPI_Request| {
@@ -330,9 +369,10 @@ fn all_reduce_in_place(world: &SimpleCommunicator, data: &mut [f32], aborting: &
             }
         };
         if !poll(start, "MPI_Iallreduce", || aborting.load(Ordering::Relaxed)) {
-            abort(world);
+            return false;
         }
     }
+    true
 }
 
 /// Starts a non-blocking operation and polls it until it completes (`true`) or `give_up` says
@@ -342,28 +382,16 @@ fn poll(start: impl FnOnce(*mut mpi::ffi::MPI_Request) -> c_int, call: &str, giv
     check(start(request.as_mut_ptr()), call);
     // SAFETY: the call returned MPI_SUCCESS, so it initialised the request.
     let mut request = unsafe { request.assume_init() };
-    let mut polls = 0u32;
-    loop {
+    let completed = || {
         let mut done: c_int = 0;
         // SAFETY: `request` is the live request created above (MPI_Test frees it and sets it to
-        // MPI_REQUEST_NULL once complete, after which the loop ends); the status is ignored
-        // through MPI's own sentinel.
+        // MPI_REQUEST_NULL once complete, after which `wait_until` stops calling this); the
+        // status is ignored through MPI's own sentinel.
         let rc = unsafe { mpi::ffi::MPI_Test(&mut request, &mut done, mpi::ffi::RSMPI_STATUS_IGNORE) };
         check(rc, "MPI_Test");
-        if done != 0 {
-            return true;
-        }
-        if give_up() {
-            return false;
-        }
-        polls += 1;
-        // The first polls run back to back (a small bucket finishes in microseconds); then the
-        // thread sleeps between polls, longer and longer, leaving the core to compute.
-        if polls > SPIN_POLLS {
-            let doublings = (polls - SPIN_POLLS).min(8);
-            std::thread::sleep((FIRST_SLEEP * (1 << doublings) / 2).min(LONGEST_SLEEP));
-        }
-    }
+        done != 0
+    };
+    wait_until(POLL_SPIN, completed, give_up)
 }
 
 /// Ends every rank of the job; does not return.
@@ -371,17 +399,15 @@ fn abort(world: &SimpleCommunicator) -> ! {
     world.abort(1)
 }
 
+/// How long to poll an MPI request back to back before sleeping between polls (a small bucket
+/// finishes in microseconds).
+const POLL_SPIN: Duration = Duration::from_micros(20);
+
 /// Nice value of the communication thread (the compute thread keeps 0).
 const COMM_NICE: libc::c_int = 10;
 
-/// Back-to-back polls before sleeping between them.
-const SPIN_POLLS: u32 = 64;
-/// The first and the longest sleep between polls of an unfinished operation.
-const FIRST_SLEEP: Duration = Duration::from_micros(10);
-const LONGEST_SLEEP: Duration = Duration::from_micros(160);
-
 /// MPI's default error handler aborts the job before returning an error; if one was installed
 /// that returns instead, stop here rather than train on partial sums.
-fn check(rc: c_int, call: &str) {
+pub(super) fn check(rc: c_int, call: &str) {
     assert_eq!(rc, mpi::ffi::MPI_SUCCESS as c_int, "{call} failed with code {rc}");
 }

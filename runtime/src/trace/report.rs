@@ -18,6 +18,8 @@ pub struct OverlapReport {
     pub mode: &'static str,
     /// The interconnect emulated by holding each all-reduce, if any.
     pub emulated_link: Option<String>,
+    /// What summed the gradients: `shared-memory` or `mpi` (absent for one rank or no reductions).
+    pub transport: Option<&'static str>,
     pub steps: usize,
     pub first_step: u64,
     pub last_step: u64,
@@ -155,6 +157,7 @@ impl OverlapReport {
             world_size,
             mode: mode.name(),
             emulated_link: link.filter(|_| world_size > 1).map(|l| l.to_string()),
+            transport: None,
             steps: steps.len(),
             first_step: steps[0][0].step,
             last_step: steps[steps.len() - 1][0].step,
@@ -203,10 +206,11 @@ impl fmt::Display for OverlapReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "overlap report: {}, {} rank(s), {}, steps {}..={} ({} steps; medians over steps of the mean over ranks)",
+            "overlap report: {}, {} rank(s), {}{}, steps {}..={} ({} steps; medians over steps of the mean over ranks)",
             self.model,
             self.world_size,
             self.mode,
+            self.transport.map(|t| format!(" over {t}")).unwrap_or_default(),
             self.first_step + 1,
             self.last_step + 1,
             self.steps
