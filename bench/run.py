@@ -1,5 +1,6 @@
 """Benchmark: the `mlp` example under `mpirun -n 2` in four modes (compute only, no overlap,
-overlap, communication only), one process against PyTorch with one thread, and PyTorch DDP
+overlap, communication only; the all-reduce through shared memory) plus overlap with OpenMPI's
+all-reduce, one process against PyTorch with one thread, and PyTorch DDP
 (gloo, CPU) when `torch` is importable. Modes alternate within each round so that drifts in
 machine load hit all alike; the table shows medians over rounds of each run's median step.
 
@@ -74,6 +75,7 @@ def main():
         "compute only": lambda: ours(args, args.ranks, ["--compute-only"]),
         "no overlap": lambda: ours(args, args.ranks, ["--no-overlap"]),
         "overlap": lambda: ours(args, args.ranks, []),
+        "overlap, OpenMPI": lambda: ours(args, args.ranks, ["--all-reduce", "mpi"]),
         "communication only": lambda: ours(args, args.ranks, ["--comm-only"]),
         "one process": lambda: ours(args, 1, []),
     }
@@ -92,6 +94,7 @@ def main():
     ratios = {
         "overlap / compute only": step["overlap"] / step["compute only"],
         "overlap / no overlap": step["overlap"] / step["no overlap"],
+        "overlap / overlap over OpenMPI": step["overlap"] / step["overlap, OpenMPI"],
         "overlap / max(compute, communication)": step["overlap"] / max(step["compute only"], step["communication only"]),
     }
     if with_torch:
