@@ -125,6 +125,7 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
             type Workspace = #workspace;
             type Grads = #grads;
             type InFlight = #in_flight;
+            const DEVICE_OPS: &'static [::overlap::DeviceOp] = &[#(<#types as ::overlap::Layer>::DEVICE_OP),*];
 
             fn init(seed: u64) -> Self {
                 #ident {

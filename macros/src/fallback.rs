@@ -27,6 +27,7 @@ pub fn emit(item: &ItemStruct, errors: &Errors) -> TokenStream {
             type Workspace = ();
             type Grads = ::overlap::__private::InvalidModel;
             type InFlight = ::overlap::__private::InvalidModel;
+            const DEVICE_OPS: &'static [::overlap::DeviceOp] = &[];
             fn init(_: u64) -> Self { ::core::unreachable!() }
             fn new_grads(&self) -> Self::Grads { ::core::unreachable!() }
             fn forward<'w>(&self, _: &::overlap::Matrix, _: &'w mut ()) -> &'w ::overlap::Matrix { ::core::unreachable!() }

@@ -8,6 +8,7 @@ use clap::{Parser, ValueEnum};
 use overlap_plan::Link;
 
 use crate::comm::Transport;
+use crate::device::Device;
 use crate::profile::Cluster;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -93,6 +94,12 @@ pub struct TrainArgs {
     /// finish: nvlink4, ib-ndr, ib-hdr, 100gbe, 10gbe, or e.g. latency=5us,bandwidth=25GB/s.
     #[arg(long, value_name = "LINK", value_parser = parse_link)]
     pub link: Option<Link>,
+    /// Where to train: cpu, or cuda (one GPU per process; needs a build with `--features cuda`).
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    pub device: Device,
+    /// The GPU to use with --device cuda [default: the MPI local rank].
+    #[arg(long, value_name = "N")]
+    pub gpu: Option<usize>,
     /// What sums the gradients: shared memory when every rank is on one node (auto), or
     /// OpenMPI's all-reduce.
     #[arg(long, value_enum, default_value_t = Transport::Auto)]

@@ -32,6 +32,13 @@ pub enum Error {
     NonFiniteParameter { param: String, element: usize, step: u64, value: f32 },
     #[error(transparent)]
     Data(#[from] crate::idx::IdxError),
+    #[error(
+        "--device cuda: this binary was built without CUDA support; rebuild with `--features cuda` \
+         (e.g. cargo build --release --examples --features cuda)"
+    )]
+    CudaNotBuilt,
+    #[error("CUDA: {0}")]
+    Cuda(String),
     #[error("checkpoint: {0}")]
     Checkpoint(String),
     #[error("checkpoint {} does not fit this run:{}", path.display(), problems.iter().map(|p| format!("\n  - {p}")).collect::<String>())]

@@ -8,6 +8,7 @@ pub mod comm_bench;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod data;
+pub mod device;
 pub mod error;
 pub mod fault;
 pub mod gemm;
@@ -28,7 +29,7 @@ pub use args::TrainArgs;
 pub use comm::{CommMode, Communicator, GradBucket, InFlight, Transport};
 pub use error::{Error, Result};
 pub use init::InitRng;
-pub use layer::{layer_matches, Gelu, Layer, LayerNorm, Linear, ParamDef, Relu, Sigmoid, Tanh, Width};
+pub use layer::{layer_matches, DeviceOp, Gelu, Layer, LayerNorm, Linear, ParamDef, Relu, Sigmoid, Tanh, Width};
 pub use loss::{CrossEntropyLoss, MseLoss};
 pub use model::{grad_scale, DistributedModel, GradientBuckets};
 pub use optim::{AdamW, Optimizer, Sgd};

@@ -7,6 +7,7 @@ use overlap_plan::{ParamRef, Schedule};
 
 use crate::comm::{Communicator, GradBucket};
 use crate::error::Result;
+use crate::layer::DeviceOp;
 use crate::optim::Optimizer;
 use crate::tensor::Matrix;
 
@@ -25,6 +26,8 @@ pub trait DistributedModel: Sized {
     type Grads: GradientBuckets;
     /// The gradient buckets while they are being reduced.
     type InFlight;
+    /// Each layer's `Layer::DEVICE_OP`, in definition order: what the device backends run.
+    const DEVICE_OPS: &'static [DeviceOp];
 
     /// Deterministic initialisation of every layer from `seed`, on this rank only.
     fn init(seed: u64) -> Self;

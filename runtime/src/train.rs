@@ -10,18 +10,18 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use overlap_plan::Width;
 
-use crate::args::{OptimizerKind, TrainArgs};
+use crate::args::TrainArgs;
 use crate::checkpoint::{self, Position};
 use crate::comm::{CommMode, Communicator};
 use crate::comm_bench;
 use crate::data::{shard_start_after, SyntheticClassification, TrainingData};
+use crate::device::{self, Device};
 use crate::error::{Error, Result};
 use crate::fault;
 use crate::loss::CrossEntropyLoss;
 use crate::model::DistributedModel;
 use crate::observe::Observer;
-use crate::optim::OptimizerState;
-use crate::optim::{AdamW, Optimizer, Sgd};
+use crate::optim::ChosenOptimizer;
 use crate::params_file::save_params;
 use crate::tensor::Matrix;
 use crate::trace;
@@ -39,6 +39,42 @@ pub struct TrainSummary {
     pub median_step: Duration,
     /// Samples per second over all ranks, from the median step time.
     pub samples_per_sec: f64,
+}
+
+impl TrainSummary {
+    /// From the per-step times of steps `first_step..args.steps` and the first and last logged
+    /// global losses.
+    pub(crate) fn new(
+        args: &TrainArgs,
+        world_size: usize,
+        (first_step, first_loss, final_loss): (u64, f64, f64),
+        mut step_times: Vec<Duration>,
+    ) -> Self {
+        step_times.sort();
+        let median_step = step_times[step_times.len() / 2];
+        TrainSummary {
+            steps: args.steps - first_step,
+            world_size,
+            first_loss,
+            final_loss,
+            median_step,
+            samples_per_sec: (args.batch * args.accumulate * world_size) as f64 / median_step.as_secs_f64(),
+        }
+    }
+
+    /// The closing line rank 0 prints.
+    pub(crate) fn describe(&self, mode: CommMode) -> String {
+        format!(
+            "done: {} steps on {} rank(s) ({}), loss {:.4} -> {:.4}, median step {:.1} ms, {:.0} samples/s",
+            self.steps,
+            self.world_size,
+            mode.name(),
+            self.first_loss,
+            self.final_loss,
+            self.median_step.as_secs_f64() * 1e3,
+            self.samples_per_sec,
+        )
+    }
 }
 
 /// Parses the command line, trains `M`, and turns any error into a message and a non-zero exit
@@ -82,7 +118,10 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
     if args.comm_only {
         return comm_bench::run::<M>(args, comm);
     }
-    train::<M>(args, comm)?;
+    match args.device {
+        Device::Cpu => train::<M>(args, comm)?,
+        Device::Cuda => device::train_on_gpu::<M>(args, comm)?,
+    };
     Ok(())
 }
 
@@ -97,16 +136,7 @@ fn report_error(e: &Error) -> ExitCode {
 /// Trains `M` for `args.steps` optimizer steps on `comm`'s ranks.
 pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<TrainSummary> {
     let schedule = M::SCHEDULE;
-    let (features, classes) =
-        io_widths(&schedule.layers.iter().map(|l| l.width).collect::<Vec<_>>()).ok_or_else(|| {
-            Error::Config(format!("{} has no layer with fixed widths, so its input size is unknown", schedule.model))
-        })?;
-    let data = match &args.data {
-        None => {
-            TrainingData::Synthetic(SyntheticClassification::new(args.seed.wrapping_add(0x5eed), features, classes))
-        }
-        Some(dir) => TrainingData::from_idx_dir(dir, features, classes)?,
-    };
+    let data = training_data(args, &schedule)?;
     let (rank, world) = (comm.rank(), comm.world_size());
 
     let mut model = M::new(comm, args.seed)?;
@@ -194,29 +224,24 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     }
     comm.barrier()?;
 
-    step_times.sort();
-    let median_step = step_times[step_times.len() / 2];
-    let summary = TrainSummary {
-        steps: args.steps - first_step,
-        world_size: world,
-        first_loss,
-        final_loss,
-        median_step,
-        samples_per_sec: (args.batch * args.accumulate * world) as f64 / median_step.as_secs_f64(),
-    };
-    observer.say(&format!(
-        "done: {} steps on {} rank(s) ({}), loss {:.4} -> {:.4}, median step {:.1} ms, {:.0} samples/s{}",
-        summary.steps,
-        summary.world_size,
-        comm.mode().name(),
-        summary.first_loss,
-        summary.final_loss,
-        summary.median_step.as_secs_f64() * 1e3,
-        summary.samples_per_sec,
-        observer.emulation_note(),
-    ));
+    let summary = TrainSummary::new(args, world, (first_step, first_loss, final_loss), step_times);
+    observer.say(&format!("{}{}", summary.describe(comm.mode()), observer.emulation_note()));
     observer.finish(comm)?;
     Ok(summary)
+}
+
+/// The synthetic set, or the IDX files of `--data`, shaped for the model's input and output.
+pub(crate) fn training_data(args: &TrainArgs, schedule: &Schedule) -> Result<TrainingData> {
+    let (features, classes) =
+        io_widths(&schedule.layers.iter().map(|l| l.width).collect::<Vec<_>>()).ok_or_else(|| {
+            Error::Config(format!("{} has no layer with fixed widths, so its input size is unknown", schedule.model))
+        })?;
+    Ok(match &args.data {
+        None => {
+            TrainingData::Synthetic(SyntheticClassification::new(args.seed.wrapping_add(0x5eed), features, classes))
+        }
+        Some(dir) => TrainingData::from_idx_dir(dir, features, classes)?,
+    })
 }
 
 /// Input width of the first fixed-width layer and output width of the last one.
@@ -227,7 +252,7 @@ fn io_widths(widths: &[Width]) -> Option<(usize, usize)> {
     Some((fixed().next()?.0, fixed().next_back()?.1))
 }
 
-fn progress_bar(visible: bool, steps: u64) -> ProgressBar {
+pub(crate) fn progress_bar(visible: bool, steps: u64) -> ProgressBar {
     if !visible {
         return ProgressBar::hidden();
     }
@@ -252,81 +277,5 @@ fn name_parameter(e: Error, schedule: &Schedule, step: u64) -> Error {
     match found {
         Some((param, element)) => Error::NonFiniteParameter { param, element, step: step + 1, value },
         None => Error::NonFiniteGradient { bucket, offset, value },
-    }
-}
-
-/// The optimizer the command line asked for.
-enum ChosenOptimizer {
-    Sgd(Sgd),
-    AdamW(AdamW),
-}
-
-impl ChosenOptimizer {
-    fn from_args(args: &TrainArgs) -> Self {
-        match args.optimizer {
-            OptimizerKind::Sgd => ChosenOptimizer::Sgd(
-                Sgd::new(args.lr.unwrap_or(0.05))
-                    .momentum(args.momentum)
-                    .weight_decay(args.weight_decay.unwrap_or(0.0)),
-            ),
-            OptimizerKind::Adamw => ChosenOptimizer::AdamW(
-                AdamW::new(args.lr.unwrap_or(1e-3)).weight_decay(args.weight_decay.unwrap_or(0.01)),
-            ),
-        }
-    }
-}
-
-impl Optimizer for ChosenOptimizer {
-    fn begin_step(&mut self) {
-        match self {
-            ChosenOptimizer::Sgd(o) => o.begin_step(),
-            ChosenOptimizer::AdamW(o) => o.begin_step(),
-        }
-    }
-
-    fn update(&mut self, index: usize, value: &mut [f32], grad: &[f32], grad_scale: f32) {
-        match self {
-            ChosenOptimizer::Sgd(o) => o.update(index, value, grad, grad_scale),
-            ChosenOptimizer::AdamW(o) => o.update(index, value, grad, grad_scale),
-        }
-    }
-}
-
-impl OptimizerState for ChosenOptimizer {
-    fn kind(&self) -> &'static str {
-        match self {
-            ChosenOptimizer::Sgd(o) => o.kind(),
-            ChosenOptimizer::AdamW(o) => o.kind(),
-        }
-    }
-    fn buffer_names(&self) -> &'static [&'static str] {
-        match self {
-            ChosenOptimizer::Sgd(o) => o.buffer_names(),
-            ChosenOptimizer::AdamW(o) => o.buffer_names(),
-        }
-    }
-    fn buffers(&self, index: usize) -> Option<Vec<&[f32]>> {
-        match self {
-            ChosenOptimizer::Sgd(o) => o.buffers(index),
-            ChosenOptimizer::AdamW(o) => o.buffers(index),
-        }
-    }
-    fn set_buffers(&mut self, index: usize, buffers: &[&[f32]]) {
-        match self {
-            ChosenOptimizer::Sgd(o) => o.set_buffers(index, buffers),
-            ChosenOptimizer::AdamW(o) => o.set_buffers(index, buffers),
-        }
-    }
-    fn step_count(&self) -> Option<u64> {
-        match self {
-            ChosenOptimizer::Sgd(o) => OptimizerState::step_count(o),
-            ChosenOptimizer::AdamW(o) => OptimizerState::step_count(o),
-        }
-    }
-    fn set_step_count(&mut self, step: u64) {
-        match self {
-            ChosenOptimizer::Sgd(o) => OptimizerState::set_step_count(o, step),
-            ChosenOptimizer::AdamW(o) => OptimizerState::set_step_count(o, step),
-        }
     }
 }

@@ -278,6 +278,15 @@ impl ::overlap::DistributedModel for Mlp {
     type Workspace = MlpWorkspace;
     type Grads = MlpGrads;
     type InFlight = MlpInFlight;
+    const DEVICE_OPS: &'static [::overlap::DeviceOp] = &[
+        <Linear<784, 2048> as ::overlap::Layer>::DEVICE_OP,
+        <Relu as ::overlap::Layer>::DEVICE_OP,
+        <Linear<2048, 2048> as ::overlap::Layer>::DEVICE_OP,
+        <Relu as ::overlap::Layer>::DEVICE_OP,
+        <Linear<2048, 2048> as ::overlap::Layer>::DEVICE_OP,
+        <Relu as ::overlap::Layer>::DEVICE_OP,
+        <Linear<2048, 10> as ::overlap::Layer>::DEVICE_OP,
+    ];
     fn init(seed: u64) -> Self {
         Mlp {
             fc1: <Linear<

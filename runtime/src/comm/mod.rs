@@ -231,6 +231,18 @@ impl Communicator {
         }
     }
 
+    /// Replaces `data` on every rank with rank 0's bytes (e.g. NCCL's unique id).
+    pub fn broadcast_bytes_from_root(&self, data: &mut [u8]) -> Result<()> {
+        match &self.backend {
+            Backend::Single => Ok(()),
+            Backend::Mpi(t) => {
+                let values = t.broadcast_bytes(data.to_vec())?;
+                data.copy_from_slice(&values);
+                Ok(())
+            }
+        }
+    }
+
     /// Sum of `value` over all ranks (blocking; for metrics such as the loss, not gradients).
     pub fn sum_f64(&self, value: f64) -> Result<f64> {
         match &self.backend {

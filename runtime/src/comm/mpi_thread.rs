@@ -38,6 +38,7 @@ enum Request {
     /// Replies once every earlier request has been served.
     Flush(Sender<()>),
     Broadcast(Vec<f32>, Sender<Vec<f32>>),
+    BroadcastBytes(Vec<u8>, Sender<Vec<u8>>),
     SumF64(f64, Sender<f64>),
     AllGatherU64(u64, Sender<Vec<u64>>),
     GatherU64(Vec<u64>, Sender<Gathered>),
@@ -111,6 +112,10 @@ impl MpiThread {
 
     pub(super) fn broadcast(&self, data: Vec<f32>) -> Result<Vec<f32>> {
         self.call(|reply| Request::Broadcast(data, reply), "broadcasting parameters")
+    }
+
+    pub(super) fn broadcast_bytes(&self, data: Vec<u8>) -> Result<Vec<u8>> {
+        self.call(|reply| Request::BroadcastBytes(data, reply), "broadcasting bytes")
     }
 
     pub(super) fn sum_f64(&self, value: f64) -> Result<f64> {
@@ -252,6 +257,10 @@ fn serve_requests(
                 let _ = reply.send(gather_to_root(world, &data));
             }
             Request::Broadcast(mut data, reply) => {
+                world.process_at_rank(0).broadcast_into(&mut data[..]);
+                let _ = reply.send(data);
+            }
+            Request::BroadcastBytes(mut data, reply) => {
                 world.process_at_rank(0).broadcast_into(&mut data[..]);
                 let _ = reply.send(data);
             }

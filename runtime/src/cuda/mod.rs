@@ -1,11 +1,30 @@
-//! CUDA support (feature `cuda`): the CUDA C kernels of the GPU backend and their compilation
-//! with NVRTC, at run time, once per process.
+//! The CUDA backend (feature `cuda`): one GPU per process, cuBLAS for the products, CUDA C
+//! kernels compiled by NVRTC once per process, NCCL on its own stream ordered by events.
 //!
-//! This part needs no GPU: NVRTC compiles for any architecture on a machine with only
-//! `libnvrtc` (the `nvidia-cuda-nvrtc-cu12` wheel carries it), which is how the kernels are
-//! checked in CI. Executing them (cuBLAS for the products, NCCL on its own stream) is the rest of
-//! the GPU backend and is not built yet.
+//! - `kernels`: the `.cu` sources and their NVRTC compilation (needs no GPU: CI compiles every
+//!   kernel with the `nvidia-cuda-nvrtc-cu12` wheel's libnvrtc);
+//! - `gpu`: context, compute and communication streams, cuBLAS, the loaded kernels;
+//! - `ops`: one layer operation at a time, queued on the compute stream;
+//! - `nccl`: bucket all-reduces on the communication stream, and their in-flight handles;
+//! - `optim`: optimizer state on the device and the fused updates;
+//! - `model`: a `#[distributed_model]` executed from its compiled schedule;
+//! - `timing`: trace spans from CUDA events; `train`: the training loop.
+//!
+//! cudarc loads every CUDA library at run time, so this builds without a toolkit or GPU.
 
+mod gpu;
 mod kernels;
+mod model;
+mod nccl;
+pub mod ops;
+mod optim;
+mod timing;
+mod train;
 
+pub use gpu::Gpu;
 pub use kernels::{compile, nvrtc_available, CompiledKernels, KernelSource, KERNEL_SOURCES};
+pub use model::GpuModel;
+pub use nccl::{EventPair, GpuComm, GpuInFlight};
+pub use optim::GpuOptimizer;
+pub use timing::Timeline;
+pub use train::train;

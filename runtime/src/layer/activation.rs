@@ -2,7 +2,7 @@
 //! the four `Layer` impls from a value function and a derivative.
 
 use crate::init::InitRng;
-use crate::layer::{Layer, ParamDef, Width};
+use crate::layer::{DeviceOp, Layer, ParamDef, Width};
 use crate::tensor::Matrix;
 
 /// `sqrt(2/π)`, the tanh-approximation GELU's scale.
@@ -44,6 +44,7 @@ macro_rules! activation {
             const PARAMS: &'static [ParamDef] = &[];
             const WIDTH: Width = Width::Preserving;
             type Saved = ();
+            const DEVICE_OP: DeviceOp = DeviceOp::$name;
 
             fn init(_rng: &mut InitRng) -> Self {
                 $name

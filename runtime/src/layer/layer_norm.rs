@@ -3,7 +3,7 @@
 
 use super::linear::column_sums;
 use crate::init::InitRng;
-use crate::layer::{Layer, ParamDef, Width};
+use crate::layer::{DeviceOp, Layer, ParamDef, Width};
 use crate::tensor::Matrix;
 
 /// Added to the variance before the square root, as PyTorch's default.
@@ -44,6 +44,7 @@ impl<const D: usize> Layer for LayerNorm<D> {
         &[ParamDef { name: "weight", shape: &[D] }, ParamDef { name: "bias", shape: &[D] }];
     const WIDTH: Width = Width::Fixed { input: D, output: D };
     type Saved = LayerNormSaved;
+    const DEVICE_OP: DeviceOp = DeviceOp::LayerNorm { width: D };
 
     /// PyTorch's defaults; `rng` is unused since nothing is random.
     fn init(_rng: &mut InitRng) -> Self {

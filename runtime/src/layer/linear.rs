@@ -2,7 +2,7 @@
 
 use crate::gemm::{gemm, MatRef};
 use crate::init::InitRng;
-use crate::layer::{Layer, ParamDef, Width};
+use crate::layer::{DeviceOp, Layer, ParamDef, Width};
 use crate::tensor::Matrix;
 
 /// `IN -> OUT` affine map. Widths are const generics so the macro can check them at compile
@@ -20,6 +20,7 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
         &[ParamDef { name: "weight", shape: &[OUT, IN] }, ParamDef { name: "bias", shape: &[OUT] }];
     const WIDTH: Width = Width::Fixed { input: IN, output: OUT };
     type Saved = ();
+    const DEVICE_OP: DeviceOp = DeviceOp::Linear { input: IN, output: OUT };
 
     /// PyTorch's `nn.Linear` default: both tensors from U(-1/sqrt(IN), 1/sqrt(IN)).
     fn init(rng: &mut InitRng) -> Self {

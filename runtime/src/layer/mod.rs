@@ -35,6 +35,28 @@ impl ParamDef {
     }
 }
 
+/// What a layer computes, for backends that run each layer by its kind rather than through its
+/// `forward`/`backward` methods (the CUDA backend). A user layer that has no device kernels keeps
+/// the default, `Unsupported`, and such a model is refused on the device with its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceOp {
+    /// `y = x·Wᵀ + b`, `W` of shape `[output, input]`.
+    Linear {
+        input: usize,
+        output: usize,
+    },
+    Relu,
+    /// The tanh approximation, as the CPU layer.
+    Gelu,
+    Tanh,
+    Sigmoid,
+    /// Over `width` features, eps 1e-5, elementwise affine.
+    LayerNorm {
+        width: usize,
+    },
+    Unsupported,
+}
+
 /// A layer of a `#[distributed_model]` struct: owns its parameters; gradients are written into
 /// bucket views handed to `backward`.
 pub trait Layer: Sized + Send {
@@ -45,6 +67,8 @@ pub trait Layer: Sized + Send {
     /// Whatever `forward` saves for `backward` besides input and output (e.g. LayerNorm's
     /// per-row mean and reciprocal standard deviation).
     type Saved: Default + Send;
+    /// What the layer computes, for the device backends.
+    const DEVICE_OP: DeviceOp = DeviceOp::Unsupported;
 
     /// Deterministic initialisation from `rng` (PyTorch's defaults for the built-in layers).
     fn init(rng: &mut InitRng) -> Self;

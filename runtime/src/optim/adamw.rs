@@ -99,6 +99,40 @@ impl AdamW {
     }
 }
 
+/// Everything one AdamW update needs, for the step begun last (also what the GPU kernel takes).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamWStep {
+    pub lr: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    pub weight_decay: f32,
+    /// `lr / (1 - beta1^t)`.
+    pub step_size: f32,
+    /// `sqrt(1 - beta2^t)`.
+    pub bias_correction2_sqrt: f32,
+}
+
+impl AdamW {
+    /// The coefficients of the step begun last.
+    pub fn current_step(&self) -> AdamWStep {
+        // Bias corrections in f64, like PyTorch's Python-float arithmetic; b^t underflows to 0
+        // gracefully for large t.
+        let t = self.step as f64;
+        let bias_correction1 = 1.0 - f64::from(self.beta1).powf(t);
+        let bias_correction2 = 1.0 - f64::from(self.beta2).powf(t);
+        AdamWStep {
+            lr: self.lr,
+            beta1: self.beta1,
+            beta2: self.beta2,
+            eps: self.eps,
+            weight_decay: self.weight_decay,
+            step_size: (f64::from(self.lr) / bias_correction1) as f32,
+            bias_correction2_sqrt: bias_correction2.sqrt() as f32,
+        }
+    }
+}
+
 impl Optimizer for AdamW {
     fn begin_step(&mut self) {
         self.step += 1;
@@ -113,6 +147,9 @@ impl Optimizer for AdamW {
             value.len(),
             grad.len()
         );
+        let AdamWStep { lr, beta1: b1, beta2: b2, eps, weight_decay, step_size, bias_correction2_sqrt } =
+            self.current_step();
+        let decay = 1.0 - lr * weight_decay;
         self.grow(index);
         let (m, v) = (&mut self.exp_avg[index], &mut self.exp_avg_sq[index]);
         if m.is_empty() {
@@ -120,16 +157,6 @@ impl Optimizer for AdamW {
             v.resize(value.len(), 0.0);
         }
         assert_eq!(m.len(), value.len(), "AdamW: state of parameter {index} has the wrong length");
-
-        let (lr, b1, b2, eps) = (self.lr, self.beta1, self.beta2, self.eps);
-        // Bias corrections in f64, like PyTorch's Python-float arithmetic; b^t underflows to 0
-        // gracefully for large t.
-        let t = self.step as f64;
-        let bias_correction1 = 1.0 - f64::from(b1).powf(t);
-        let bias_correction2 = 1.0 - f64::from(b2).powf(t);
-        let step_size = (f64::from(lr) / bias_correction1) as f32;
-        let bias_correction2_sqrt = bias_correction2.sqrt() as f32;
-        let decay = 1.0 - lr * self.weight_decay;
 
         for (((p, &g), m), v) in value.iter_mut().zip(grad).zip(m.iter_mut()).zip(v.iter_mut()) {
             let g = g * grad_scale;

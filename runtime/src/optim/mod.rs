@@ -2,11 +2,13 @@
 //! bucket by bucket, right after that bucket's wait point.
 
 mod adamw;
+mod chosen;
 mod sgd;
 mod state;
 
-pub use adamw::AdamW;
-pub use sgd::Sgd;
+pub use adamw::{AdamW, AdamWStep};
+pub use chosen::ChosenOptimizer;
+pub use sgd::{Sgd, SgdRule};
 pub use state::OptimizerState;
 
 /// An optimizer over the parameters of one model, addressed by their index in definition order.

@@ -78,6 +78,28 @@ impl Sgd {
     }
 }
 
+/// SGD's hyperparameters, as one update (and the GPU kernel) uses them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgdRule {
+    pub lr: f32,
+    pub momentum: f32,
+    pub dampening: f32,
+    pub weight_decay: f32,
+    pub nesterov: bool,
+}
+
+impl Sgd {
+    pub fn rule(&self) -> SgdRule {
+        SgdRule {
+            lr: self.lr,
+            momentum: self.momentum,
+            dampening: self.dampening,
+            weight_decay: self.weight_decay,
+            nesterov: self.nesterov,
+        }
+    }
+}
+
 impl Optimizer for Sgd {
     /// SGD keeps no step counter: the first step is detected per parameter.
     fn begin_step(&mut self) {}
@@ -90,8 +112,7 @@ impl Optimizer for Sgd {
             value.len(),
             grad.len()
         );
-        let (lr, momentum, dampening, weight_decay, nesterov) =
-            (self.lr, self.momentum, self.dampening, self.weight_decay, self.nesterov);
+        let SgdRule { lr, momentum, dampening, weight_decay, nesterov } = self.rule();
         if momentum == 0.0 {
             for (p, &g) in value.iter_mut().zip(grad) {
                 *p -= lr * (g * grad_scale + weight_decay * *p);

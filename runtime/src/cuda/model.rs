@@ -1,0 +1,360 @@
+//! A `#[distributed_model]` on the GPU. The struct's compiled schedule (`SCHEDULE`: which
+//! bucket holds each gradient and at which offset, after which layer each bucket's all-reduce
+//! starts) and its layers' kinds (`DEVICE_OPS`) are executed with cuBLAS and the NVRTC
+//! kernels: the same plan as the CPU code the macro emits, queued on streams instead of run.
+//! Parameters, gradient buckets, activations and optimizer state live on the device; a step
+//! copies its input batch in and nothing out.
+
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
+use overlap_plan::{ParamRef, Schedule, Width};
+
+use super::gpu::{cuda, Gpu};
+use super::nccl::{GpuComm, GpuInFlight};
+use super::ops::{self, RowStats};
+use super::optim::{GpuOptimizer, ParamState};
+use super::timing::Timeline;
+use crate::comm::CommMode;
+use crate::error::{Error, Result};
+use crate::layer::DeviceOp;
+use crate::model::{grad_scale, DistributedModel};
+use crate::trace::Activity;
+
+/// One layer's device tensors.
+struct DeviceLayer {
+    op: DeviceOp,
+    input: usize,
+    output: usize,
+    params: Vec<CudaSlice<f32>>,
+    /// `(bucket, offset, numel)` of each parameter's gradient.
+    grads: Vec<(usize, usize, usize)>,
+    state: Vec<ParamState>,
+    /// This layer's output, `[rows, output]`, kept for backward.
+    out: CudaSlice<f32>,
+    /// LayerNorm's per-row mean and 1/std.
+    stats: Option<(CudaSlice<f32>, CudaSlice<f32>)>,
+}
+
+pub struct GpuModel {
+    schedule: Schedule,
+    layers: Vec<DeviceLayer>,
+    /// Gradient buckets in launch order; `None` while one is in flight (its handle owns it).
+    buckets: Vec<Option<CudaSlice<f32>>>,
+    /// Buckets whose all-reduce starts after each layer's backward, by layer.
+    launches: Vec<Vec<usize>>,
+    rows: usize,
+    classes: usize,
+    input: CudaSlice<f32>,
+    labels: CudaSlice<u32>,
+    loss_rows: CudaSlice<f32>,
+    /// The gradient flowing backward: `dy` of one layer in one, its `dx` into the other.
+    flowing: [CudaSlice<f32>; 2],
+    optimizer: GpuOptimizer,
+}
+
+impl GpuModel {
+    /// Copies `model`'s parameters to the GPU and allocates everything a step of `rows` samples
+    /// per rank needs. Fails, naming them, on layers without device kernels.
+    pub fn new<M: DistributedModel>(gpu: &Gpu, model: &M, rows: usize, optimizer: GpuOptimizer) -> Result<Self> {
+        let schedule = M::SCHEDULE;
+        let unsupported: Vec<String> = (schedule.layers.iter().zip(M::DEVICE_OPS))
+            .filter(|(_, op)| **op == DeviceOp::Unsupported)
+            .map(|(l, _)| format!("`{}` ({})", l.name, l.kind))
+            .collect();
+        if !unsupported.is_empty() {
+            return Err(Error::Cuda(format!(
+                "{} cannot run on the GPU: layer(s) {} have no device kernels (their `Layer::DEVICE_OP` is \
+                 `Unsupported`); use --device cpu",
+                schedule.model,
+                unsupported.join(", ")
+            )));
+        }
+        let alloc = |n: usize| gpu.compute().alloc_zeros::<f32>(n.max(1)).map_err(cuda("allocating device memory"));
+        let mut layers = Vec::with_capacity(schedule.layers.len());
+        let mut width = schedule.layers.iter().find_map(|l| match l.width {
+            Width::Fixed { input, .. } => Some(input),
+            Width::Preserving => None,
+        });
+        let Some(features) = width else {
+            return Err(Error::Config(format!("{} has no layer with fixed widths", schedule.model)));
+        };
+        let mut widest = features;
+        for (index, (info, &op)) in schedule.layers.iter().zip(M::DEVICE_OPS).enumerate() {
+            let (input, output) = match info.width {
+                Width::Fixed { input, output } => (input, output),
+                Width::Preserving => (width.unwrap_or(features), width.unwrap_or(features)),
+            };
+            width = Some(output);
+            widest = widest.max(output);
+            if rows.checked_mul(input.max(output)).is_none_or(|n| n > i32::MAX as usize) {
+                return Err(Error::Config(format!("--batch {rows} is too large for layer `{}` on the GPU", info.name)));
+            }
+            let mut params = Vec::new();
+            let mut state = Vec::new();
+            let mut grads = Vec::new();
+            for (p, param) in info.params.iter().enumerate() {
+                let values = model.param(ParamRef { layer: index, param: p });
+                params.push(gpu.compute().clone_htod(values).map_err(cuda("copying parameters to the GPU"))?);
+                state.push(optimizer.new_state(gpu, values.len())?);
+                grads.push((param.bucket, param.offset, param.numel()));
+            }
+            let stats = match op {
+                DeviceOp::LayerNorm { .. } => Some((alloc(rows)?, alloc(rows)?)),
+                _ => None,
+            };
+            layers.push(DeviceLayer { op, input, output, params, grads, state, out: alloc(rows * output)?, stats });
+        }
+        let classes = width.unwrap_or(features);
+        let mut launches = vec![Vec::new(); layers.len()];
+        for (k, bucket) in schedule.buckets.iter().enumerate() {
+            launches[bucket.launch_after].push(k);
+        }
+        let buckets = schedule.buckets.iter().map(|b| alloc(b.numel).map(Some)).collect::<Result<_>>()?;
+        Ok(GpuModel {
+            launches,
+            buckets,
+            rows,
+            classes,
+            input: alloc(rows * features)?,
+            labels: gpu.compute().alloc_zeros::<u32>(rows.max(1)).map_err(cuda("allocating labels"))?,
+            loss_rows: alloc(rows)?,
+            flowing: [alloc(rows * widest)?, alloc(rows * widest)?],
+            layers,
+            schedule,
+            optimizer,
+        })
+    }
+
+    /// Copies a batch in and runs every layer and the loss, leaving the loss gradient flowing.
+    pub fn forward_loss(&mut self, gpu: &Gpu, inputs: &[f32], labels: &[u32], timeline: &mut Timeline) -> Result<()> {
+        assert_eq!(labels.len(), self.rows, "one label per row");
+        let stream = gpu.compute();
+        stream.memcpy_htod(inputs, &mut self.input).map_err(cuda("copying the batch in"))?;
+        stream.memcpy_htod(labels, &mut self.labels).map_err(cuda("copying the labels in"))?;
+        let rows = self.rows;
+        for i in 0..self.layers.len() {
+            let (before, rest) = self.layers.split_at_mut(i);
+            let x = before.last().map_or(self.input.as_view(), |l| l.out.as_view());
+            let layer = &mut rest[0];
+            timeline.span(gpu, Activity::Forward { layer: i as u32 }, |gpu| layer.forward(gpu, rows, x))?;
+        }
+        let last = self.layers.last().expect("a model has layers");
+        let (rows, classes) = (self.rows, self.classes);
+        timeline.span(gpu, Activity::Loss, |gpu| {
+            ops::cross_entropy(
+                gpu,
+                (rows, classes),
+                last.out.as_view(),
+                self.labels.as_view(),
+                &mut self.loss_rows.as_view_mut(),
+                &mut self.flowing[0].slice_mut(..rows * classes),
+            )
+        })
+    }
+
+    /// Mean loss of the last forward (copies `rows` floats out: call it only when logging).
+    pub fn loss(&self, gpu: &Gpu) -> Result<f64> {
+        let rows = gpu.compute().clone_dtoh(&self.loss_rows).map_err(cuda("copying the loss out"))?;
+        Ok(rows[..self.rows].iter().map(|&l| f64::from(l)).sum::<f64>() / self.rows as f64)
+    }
+
+    /// Backward through every layer, starting each bucket's all-reduce right after the layer
+    /// that completes it (`CommMode::Overlap`), after the whole backward (`AfterBackward`), or
+    /// never (`Skip`). Returns the in-flight buckets in launch order.
+    pub fn backward(
+        &mut self,
+        gpu: &Gpu,
+        comm: &GpuComm,
+        mode: CommMode,
+        timeline: &mut Timeline,
+    ) -> Result<Vec<GpuInFlight>> {
+        let mut in_flight = Vec::with_capacity(self.buckets.len());
+        let mut dy_in = 0;
+        for i in (0..self.layers.len()).rev() {
+            let (before, rest) = self.layers.split_at_mut(i);
+            let x = before.last().map_or(self.input.as_view(), |l| l.out.as_view());
+            let layer = &rest[0];
+            let [a, b] = &mut self.flowing;
+            let (dy, dx) = if dy_in == 0 { (&*a, b) } else { (&*b, a) };
+            let dy = dy.slice(..self.rows * layer.output);
+            let mut dx = (i > 0).then(|| dx.slice_mut(..self.rows * layer.input));
+            let (rows, buckets) = (self.rows, &mut self.buckets);
+            timeline.span(gpu, Activity::Backward { layer: i as u32 }, |gpu| {
+                with_gradient_views(buckets, &layer.grads, |grads| {
+                    layer.backward(gpu, rows, (x, dy), grads, dx.as_mut())
+                })
+            })?;
+            dy_in = 1 - dy_in;
+            for &k in &self.launches[i] {
+                let data = self.buckets[k].take().expect("a bucket is launched once per step");
+                in_flight.push(match mode {
+                    CommMode::Overlap => comm.all_reduce(k, data)?,
+                    CommMode::AfterBackward => GpuInFlight::unreduced(k, data), // launched below
+                    CommMode::Skip => GpuInFlight::unreduced(k, data),
+                });
+            }
+        }
+        in_flight.sort_by_key(|f| f.bucket);
+        if mode == CommMode::AfterBackward && comm.reduces() {
+            // As DDP without overlap: every reduction starts after backward, and the updates
+            // start after all of them.
+            let held = std::mem::take(&mut in_flight);
+            for f in held {
+                let k = f.bucket;
+                let (data, _) = f.wait(gpu.compute())?;
+                in_flight.push(comm.all_reduce(k, data)?);
+            }
+            timeline
+                .span(gpu, Activity::WaitAll, |gpu| in_flight.iter().try_for_each(|f| f.order_before(gpu.compute())))?;
+        }
+        Ok(in_flight)
+    }
+
+    /// For each bucket in launch order: the compute stream waits for its sum (the host does
+    /// not), then its parameters are updated; averaging over `world_size` is folded in.
+    pub fn step(
+        &mut self,
+        gpu: &Gpu,
+        in_flight: Vec<GpuInFlight>,
+        world_size: usize,
+        timeline: &mut Timeline,
+    ) -> Result<()> {
+        self.optimizer.begin_step();
+        let scale = grad_scale(world_size, 1);
+        for flight in in_flight {
+            let k = flight.bucket;
+            let (data, all_reduce) = timeline.wait(gpu, k, |gpu| flight.wait(gpu.compute()))?;
+            timeline.all_reduce(k, std::mem::size_of::<f32>() * data.len(), all_reduce);
+            let params = self.schedule.buckets[k].params.clone();
+            timeline.span(gpu, Activity::Update { bucket: k as u32 }, |gpu| {
+                for p in params.iter() {
+                    let info = self.schedule.param(*p);
+                    let grad = data.slice(info.offset..info.offset + info.numel());
+                    let layer = &mut self.layers[p.layer];
+                    let (value, state) = (&mut layer.params[p.param], &mut layer.state[p.param]);
+                    self.optimizer.update(gpu, value, state, grad, scale)?;
+                }
+                Ok(())
+            })?;
+            self.buckets[k] = Some(data);
+        }
+        Ok(())
+    }
+
+    /// Copies every parameter back into `model` (for saving, or comparing with the CPU).
+    pub fn download<M: DistributedModel>(&self, gpu: &Gpu, model: &mut M) -> Result<()> {
+        for (index, layer) in self.layers.iter().enumerate() {
+            for (p, values) in layer.params.iter().enumerate() {
+                let host = gpu.compute().clone_dtoh(values).map_err(cuda("copying parameters out"))?;
+                model.param_mut(ParamRef { layer: index, param: p }).copy_from_slice(&host);
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies every gradient bucket out, in launch order (for the gradient tests).
+    pub fn gradients(&self, gpu: &Gpu) -> Result<Vec<Vec<f32>>> {
+        let stream = gpu.compute();
+        self.buckets
+            .iter()
+            .map(|b| stream.clone_dtoh(b.as_ref().expect("no bucket is in flight between steps")))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(cuda("copying gradients out"))
+    }
+}
+
+/// Calls `work` with mutable views of one layer's parameter gradients (at most two), inside
+/// the buckets that are not in flight. The schedule puts each gradient inside its bucket,
+/// without overlaps, and launches a bucket only after the last layer that writes into it.
+fn with_gradient_views<T>(
+    buckets: &mut [Option<CudaSlice<f32>>],
+    grads: &[(usize, usize, usize)],
+    work: impl FnOnce(&mut [CudaViewMut<f32>]) -> T,
+) -> T {
+    fn open(bucket: Option<&mut Option<CudaSlice<f32>>>) -> &mut CudaSlice<f32> {
+        bucket.and_then(Option::as_mut).expect("a bucket is written only before its launch")
+    }
+    match *grads {
+        [] => work(&mut []),
+        [(b, o, n)] => work(&mut [open(buckets.get_mut(b)).slice_mut(o..o + n)]),
+        [(b1, o1, n1), (b2, o2, n2)] if b1 != b2 => {
+            let [first, second] = buckets.get_disjoint_mut([b1, b2]).expect("two distinct buckets");
+            let (first, second) = (open(Some(first)), open(Some(second)));
+            work(&mut [first.slice_mut(o1..o1 + n1), second.slice_mut(o2..o2 + n2)])
+        }
+        [(b, o1, n1), (_, o2, n2)] => {
+            // Both in one bucket: split it between them.
+            let (mut low, mut high) = open(buckets.get_mut(b)).split_at_mut(o1.max(o2));
+            if o1 < o2 {
+                work(&mut [low.slice_mut(o1..o1 + n1), high.slice_mut(..n2)])
+            } else {
+                work(&mut [high.slice_mut(..n1), low.slice_mut(o2..o2 + n2)])
+            }
+        }
+        _ => panic!("device layers have at most two parameters"),
+    }
+}
+
+impl DeviceLayer {
+    fn forward(&mut self, gpu: &Gpu, rows: usize, x: CudaView<f32>) -> Result<()> {
+        let (input, output) = (self.input, self.output);
+        let x = x.slice(..rows * input);
+        let mut y = self.out.slice_mut(..rows * output);
+        match self.op {
+            DeviceOp::Linear { .. } => ops::linear_forward(
+                gpu,
+                (input, output, rows),
+                x,
+                self.params[0].as_view(),
+                self.params[1].as_view(),
+                &mut y,
+            ),
+            DeviceOp::LayerNorm { .. } => {
+                let (mean, rstd) = self.stats.as_mut().expect("LayerNorm keeps row statistics");
+                let stats = RowStats { mean: &mut mean.as_view_mut(), rstd: &mut rstd.as_view_mut() };
+                ops::layer_norm_forward(
+                    gpu,
+                    (input, rows),
+                    x,
+                    (self.params[0].as_view(), self.params[1].as_view()),
+                    &mut y,
+                    stats,
+                )
+            }
+            op => ops::activation_forward(gpu, op, rows * input, x, &mut y),
+        }
+    }
+
+    fn backward(
+        &self,
+        gpu: &Gpu,
+        rows: usize,
+        (x, dy): (CudaView<f32>, CudaView<f32>),
+        grads: &mut [CudaViewMut<f32>],
+        dx: Option<&mut CudaViewMut<f32>>,
+    ) -> Result<()> {
+        let (input, output) = (self.input, self.output);
+        let x = x.slice(..rows * input);
+        match (self.op, grads) {
+            (DeviceOp::Linear { .. }, [dw, db]) => {
+                ops::linear_backward(gpu, (input, output, rows), (x, self.params[0].as_view(), dy), (dw, db), false, dx)
+            }
+            (DeviceOp::LayerNorm { .. }, [dgamma, dbeta]) => {
+                let (mean, rstd) = self.stats.as_ref().expect("LayerNorm keeps row statistics");
+                ops::layer_norm_backward(
+                    gpu,
+                    (input, rows),
+                    (x, dy, self.params[0].as_view()),
+                    (mean.as_view(), rstd.as_view()),
+                    (dgamma, dbeta),
+                    false,
+                    dx,
+                )
+            }
+            (op, []) => match dx {
+                Some(dx) => ops::activation_backward(gpu, op, rows * input, (x, self.out.as_view(), dy), dx),
+                None => Ok(()), // a first layer without parameters: nothing needs its gradient
+            },
+            (op, grads) => panic!("{op:?} got {} parameter gradients", grads.len()),
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Gradient all-reduces on the GPU: NCCL on its own stream, ordered against the compute stream
+//! by events only, so the host never blocks inside backward.
+//!
+//! Launching bucket k: record an event on the compute stream after the backward kernels that
+//! complete it, make the communication stream wait for it, queue NCCL's in-place sum there and
+//! record a "done" event. Waiting for bucket k: the compute stream waits for that event right
+//! before bucket k's update; the host does not wait at all. As on the CPU, an in-flight bucket
+//! is owned by its handle, so no kernel can be queued on it before its wait.
+//!
+//! `cudarc::nccl::Comm` is `!Send`: it stays on the thread that trains, which is also the only
+//! thread that queues GPU work.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
+use cudarc::nccl::{Comm, Id, ReduceOp};
+
+use super::gpu::{cuda, Gpu};
+use crate::comm::Communicator;
+use crate::error::{Error, Result};
+
+/// Start and end events of something timed on a stream.
+pub type EventPair = (CudaEvent, CudaEvent);
+
+/// The GPU ranks of one job; with one rank there is nothing to reduce and no NCCL at all.
+pub struct GpuComm {
+    nccl: Option<Comm>,
+    compute: Arc<CudaStream>,
+    comm: Arc<CudaStream>,
+    /// Record timing events around each all-reduce (for the trace and the report).
+    timed: bool,
+}
+
+/// A bucket being summed on the communication stream. `wait` is the only way back to it.
+#[must_use = "an in-flight bucket must be waited on before its gradients can be used"]
+pub struct GpuInFlight {
+    pub bucket: usize,
+    data: CudaSlice<f32>,
+    /// Recorded on the communication stream after the sum; `None` when nothing was reduced.
+    done: Option<CudaEvent>,
+    /// Timing events around the all-reduce on the communication stream, when timed.
+    pub timing: Option<EventPair>,
+}
+
+impl GpuComm {
+    /// Creates the NCCL communicator over `comm`'s ranks: rank 0 makes the unique id, MPI
+    /// broadcasts it, every rank joins with its GPU's communication stream.
+    pub fn new(gpu: &Gpu, comm: &Communicator, timed: bool) -> Result<Self> {
+        let (compute, stream) = (Arc::clone(gpu.compute()), Arc::clone(gpu.comm()));
+        if comm.world_size() == 1 {
+            return Ok(GpuComm { nccl: None, compute, comm: stream, timed });
+        }
+        // SAFETY: only tries to open the library; no symbol is called. cudarc panics on first
+        // use of a missing library, hence the check.
+        if !unsafe { cudarc::nccl::sys::is_culib_present() } {
+            return Err(Error::Cuda(
+                "libnccl could not be loaded: install NCCL 2 (e.g. pip install nvidia-nccl-cu12) and make libnccl.so \
+                 findable (cudarc looks for libnccl.so, so link it to libnccl.so.2 if only that exists)"
+                    .into(),
+            ));
+        }
+        let mut bytes = [0u8; 128];
+        if comm.rank() == 0 {
+            let id = Id::new().map_err(cuda("creating the NCCL unique id"))?;
+            for (b, c) in bytes.iter_mut().zip(id.internal()) {
+                *b = *c as u8;
+            }
+        }
+        comm.broadcast_bytes_from_root(&mut bytes)?;
+        let id = Id::uninit(bytes.map(|b| b as std::ffi::c_char));
+        let nccl = Comm::from_rank(Arc::clone(&stream), comm.rank(), comm.world_size(), id)
+            .map_err(cuda("joining the NCCL communicator"))?;
+        Ok(GpuComm { nccl: Some(nccl), compute, comm: stream, timed })
+    }
+
+    /// Whether buckets are really reduced (more than one rank).
+    pub fn reduces(&self) -> bool {
+        self.nccl.is_some()
+    }
+
+    /// Starts summing `data` (bucket `bucket`) over all ranks, after the kernels queued so far
+    /// on the compute stream, and returns the handle that owns it meanwhile.
+    pub fn all_reduce(&self, bucket: usize, mut data: CudaSlice<f32>) -> Result<GpuInFlight> {
+        let Some(nccl) = &self.nccl else {
+            return Ok(GpuInFlight::unreduced(bucket, data));
+        };
+        let ready = self.compute.record_event(None).map_err(cuda("recording a gradient-ready event"))?;
+        self.comm.wait(&ready).map_err(cuda("ordering the communication stream"))?;
+        let started = self.timed.then(|| self.comm.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))).transpose();
+        let started = started.map_err(cuda("recording a timing event"))?;
+        nccl.all_reduce_in_place(&mut data, &ReduceOp::Sum).map_err(cuda("NCCL all-reduce"))?;
+        let flags = if self.timed { CUevent_flags::CU_EVENT_DEFAULT } else { CUevent_flags::CU_EVENT_DISABLE_TIMING };
+        let done = self.comm.record_event(Some(flags)).map_err(cuda("recording a reduced event"))?;
+        let timing = match started {
+            Some(started) => Some((started, self.comm.record_event(Some(flags)).map_err(cuda("timing"))?)),
+            None => None,
+        };
+        Ok(GpuInFlight { bucket, data, done: Some(done), timing })
+    }
+}
+
+impl GpuInFlight {
+    /// A bucket that is not reduced (one rank, or `--compute-only`).
+    pub fn unreduced(bucket: usize, data: CudaSlice<f32>) -> Self {
+        GpuInFlight { bucket, data, done: None, timing: None }
+    }
+
+    /// Makes `stream` wait for the sum, keeping the bucket in flight.
+    pub fn order_before(&self, stream: &CudaStream) -> Result<()> {
+        match &self.done {
+            Some(done) => stream.wait(done).map_err(cuda("waiting for a reduced bucket")),
+            None => Ok(()),
+        }
+    }
+
+    /// Makes the compute stream wait for the sum (the host does not wait) and gives the bucket
+    /// back; every kernel queued on it afterwards runs after the reduction.
+    pub fn wait(self, compute: &CudaStream) -> Result<(CudaSlice<f32>, Option<EventPair>)> {
+        self.order_before(compute)?;
+        Ok((self.data, self.timing))
+    }
+}

@@ -1,0 +1,263 @@
+//! The device operations of one layer step, queued on the compute stream: cuBLAS products in
+//! row-major layout and the NVRTC kernels. Nothing here waits for the GPU.
+//!
+//! cuBLAS is column-major, and a row-major `r x c` matrix is the column-major `c x r` matrix of
+//! its transpose; so `Y = X·Wᵀ` (row-major) is computed as `Yᵀ = W·Xᵀ` (column-major), and so on
+//! for the two backward products.
+
+use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
+use cudarc::cublas::{Gemm, GemmConfig};
+use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+
+use super::gpu::{cuda, Gpu};
+use crate::error::{Error, Result};
+use crate::layer::DeviceOp;
+use crate::optim::{AdamWStep, SgdRule};
+
+/// Threads per block of the grid-stride kernels, and of the one-block-per-row reductions (a
+/// power of two, at most 1024, as those kernels require).
+const THREADS: u32 = 256;
+
+/// Enough blocks for `n` elements, one per thread, capped (the kernels loop over the rest).
+fn elementwise(n: usize) -> LaunchConfig {
+    let blocks = n.div_ceil(THREADS as usize).clamp(1, 65_535) as u32;
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// One block per row.
+fn per_row(rows: usize) -> LaunchConfig {
+    LaunchConfig { grid_dim: (rows.max(1) as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// A size as the kernels' `int`; the macro caps models far below 2^31 elements per tensor, and
+/// batches are checked when the model is placed on the GPU.
+fn int(n: usize) -> i32 {
+    i32::try_from(n).expect("tensor sizes were checked to fit an int")
+}
+
+fn launch(
+    what: &'static str,
+    result: std::result::Result<Option<impl Sized>, cudarc::driver::DriverError>,
+) -> Result<()> {
+    result.map(|_| ()).map_err(cuda(what))
+}
+
+/// `C (m x n) = op(A)·op(B) + beta·C`, column-major, on the compute stream.
+#[allow(clippy::too_many_arguments)]
+fn sgemm<A: DevicePtr<f32>, B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
+    gpu: &Gpu,
+    (transa, transb): (bool, bool),
+    (m, n, k): (usize, usize, usize),
+    (a, lda): (&A, usize),
+    (b, ldb): (&B, usize),
+    beta: f32,
+    (c, ldc): (&mut C, usize),
+) -> Result<()> {
+    let op = |t| if t { CUBLAS_OP_T } else { CUBLAS_OP_N };
+    let cfg = GemmConfig {
+        transa: op(transa),
+        transb: op(transb),
+        m: int(m),
+        n: int(n),
+        k: int(k),
+        alpha: 1.0f32,
+        lda: int(lda),
+        ldb: int(ldb),
+        beta,
+        ldc: int(ldc),
+    };
+    // SAFETY: every caller passes buffers holding at least the elements the shapes and leading
+    // dimensions address (checked by the asserts in `linear_*`), all on this GPU.
+    unsafe { gpu.blas().gemm(cfg, a, b, c) }.map_err(|e| Error::Cuda(format!("cuBLAS sgemm: {e:?}")))
+}
+
+/// Views of one layer's tensors on the device; every view holds at least the elements its
+/// shape needs (checked where the views are made, in `GpuModel`).
+type In<'a> = CudaView<'a, f32>;
+type Out<'a, 'b> = &'a mut CudaViewMut<'b, f32>;
+
+/// `y = x·Wᵀ + b`: `x` is `[rows, input]`, `w` is `[output, input]`, `y` is `[rows, output]`.
+pub fn linear_forward(
+    gpu: &Gpu,
+    (input, output, rows): (usize, usize, usize),
+    x: In,
+    w: In,
+    b: In,
+    y: Out,
+) -> Result<()> {
+    sgemm(gpu, (true, false), (output, rows, input), (&w, input), (&x, input), 0.0, (y, output))?;
+    let (rows_, cols) = (int(rows), int(output));
+    let mut args = gpu.compute().launch_builder(gpu.kernel("bias_add_rows"));
+    args.arg(y).arg(&b).arg(&rows_).arg(&cols);
+    // SAFETY: bias_add_rows(float* y, const float* bias, int rows, int cols) touches `rows * cols`
+    // elements of y and `cols` of bias, which exist (see `In`).
+    launch("bias_add_rows", unsafe { args.launch(elementwise(rows * output)) })
+}
+
+/// Gradients of `linear_forward`: `dW (+)= dyᵀ·x`, `db (+)= column sums of dy`, and, when asked,
+/// `dx = dy·W`.
+#[allow(clippy::too_many_arguments)]
+pub fn linear_backward(
+    gpu: &Gpu,
+    (input, output, rows): (usize, usize, usize),
+    (x, w, dy): (In, In, In),
+    (dw, db): (Out, Out),
+    accumulate: bool,
+    dx: Option<Out>,
+) -> Result<()> {
+    let beta = if accumulate { 1.0 } else { 0.0 };
+    sgemm(gpu, (false, true), (input, output, rows), (&x, input), (&dy, output), beta, (dw, input))?;
+    let (rows_, cols, add) = (int(rows), int(output), i32::from(accumulate));
+    let mut args = gpu.compute().launch_builder(gpu.kernel("bias_grad"));
+    args.arg(db).arg(&dy).arg(&rows_).arg(&cols).arg(&add);
+    // SAFETY: bias_grad(float* dbias, const float* dy, int rows, int cols, int accumulate) reads
+    // `rows * cols` elements of dy and writes `cols` of dbias, which exist.
+    launch("bias_grad", unsafe { args.launch(elementwise(output)) })?;
+    if let Some(dx) = dx {
+        sgemm(gpu, (false, false), (input, rows, output), (&w, input), (&dy, output), 0.0, (dx, input))?;
+    }
+    Ok(())
+}
+
+/// The forward and backward kernel names of an element-wise layer, and whether its backward
+/// reads the layer's output (tanh, sigmoid) rather than its input (ReLU, GELU).
+fn activation(op: DeviceOp) -> (&'static str, &'static str, bool) {
+    match op {
+        DeviceOp::Relu => ("relu_forward", "relu_backward", false),
+        DeviceOp::Gelu => ("gelu_forward", "gelu_backward", false),
+        DeviceOp::Tanh => ("tanh_forward", "tanh_backward", true),
+        DeviceOp::Sigmoid => ("sigmoid_forward", "sigmoid_backward", true),
+        other => panic!("{other:?} is not an element-wise layer"),
+    }
+}
+
+/// `y = f(x)` over `n` elements.
+pub fn activation_forward(gpu: &Gpu, op: DeviceOp, n: usize, x: In, y: Out) -> Result<()> {
+    let (forward, _, _) = activation(op);
+    let n_ = int(n);
+    let mut args = gpu.compute().launch_builder(gpu.kernel(forward));
+    args.arg(y).arg(&x).arg(&n_);
+    // SAFETY: the element-wise forward kernels (float* y, const float* x, int n) touch `n`
+    // elements of each, which exist.
+    launch(forward, unsafe { args.launch(elementwise(n)) })
+}
+
+/// `dx = f'(·) ∘ dy` over `n` elements, from the layer's input `x` and output `y`.
+pub fn activation_backward(gpu: &Gpu, op: DeviceOp, n: usize, (x, y, dy): (In, In, In), dx: Out) -> Result<()> {
+    let (_, backward, from_output) = activation(op);
+    let n_ = int(n);
+    let mut args = gpu.compute().launch_builder(gpu.kernel(backward));
+    args.arg(dx).arg(if from_output { &y } else { &x }).arg(&dy).arg(&n_);
+    // SAFETY: the element-wise backward kernels (float* dx, const float* x_or_y, const float* dy,
+    // int n) touch `n` elements of each, which exist.
+    launch(backward, unsafe { args.launch(elementwise(n)) })
+}
+
+/// Per-row statistics LayerNorm saves for backward.
+pub struct RowStats<'a, 'b> {
+    pub mean: Out<'a, 'b>,
+    pub rstd: Out<'a, 'b>,
+}
+
+/// LayerNorm over `d` features of `rows` rows, saving each row's mean and 1/std.
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_forward(
+    gpu: &Gpu,
+    (d, rows): (usize, usize),
+    x: In,
+    (gamma, beta): (In, In),
+    y: Out,
+    stats: RowStats,
+) -> Result<()> {
+    let (rows_, d_) = (int(rows), int(d));
+    let mut args = gpu.compute().launch_builder(gpu.kernel("layer_norm_forward"));
+    args.arg(y).arg(stats.mean).arg(stats.rstd).arg(&x).arg(&gamma).arg(&beta).arg(&rows_).arg(&d_);
+    // SAFETY: layer_norm_forward touches `rows * d` elements of y and x, `rows` of mean and rstd
+    // and `d` of gamma and beta, which exist; one block per row of THREADS (a power of two).
+    launch("layer_norm_forward", unsafe { args.launch(per_row(rows)) })
+}
+
+/// LayerNorm's gradients: `dgamma`, `dbeta` (added to when `accumulate`) and, when asked, `dx`.
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_backward(
+    gpu: &Gpu,
+    (d, rows): (usize, usize),
+    (x, dy, gamma): (In, In, In),
+    (mean, rstd): (In, In),
+    (dgamma, dbeta): (Out, Out),
+    accumulate: bool,
+    dx: Option<Out>,
+) -> Result<()> {
+    let (rows_, d_, add) = (int(rows), int(d), i32::from(accumulate));
+    let mut args = gpu.compute().launch_builder(gpu.kernel("layer_norm_backward_params"));
+    args.arg(dgamma).arg(dbeta).arg(&x).arg(&dy).arg(&mean).arg(&rstd).arg(&rows_).arg(&d_).arg(&add);
+    // SAFETY: reads `rows * d` elements of x and dy and `rows` of mean and rstd; writes `d` of
+    // dgamma and dbeta; all exist.
+    launch("layer_norm_backward_params", unsafe { args.launch(elementwise(d)) })?;
+    if let Some(dx) = dx {
+        let mut args = gpu.compute().launch_builder(gpu.kernel("layer_norm_backward_input"));
+        args.arg(dx).arg(&x).arg(&dy).arg(&gamma).arg(&mean).arg(&rstd).arg(&rows_).arg(&d_);
+        // SAFETY: as above, one block per row of THREADS (a power of two).
+        launch("layer_norm_backward_input", unsafe { args.launch(per_row(rows)) })?;
+    }
+    Ok(())
+}
+
+/// Softmax cross-entropy of `[rows, classes]` logits against `labels`: each row's loss into
+/// `loss_rows`, and the gradient of the mean loss into `dlogits`.
+pub fn cross_entropy(
+    gpu: &Gpu,
+    (rows, classes): (usize, usize),
+    logits: In,
+    labels: CudaView<u32>,
+    loss_rows: Out,
+    dlogits: Out,
+) -> Result<()> {
+    let (rows_, classes_) = (int(rows), int(classes));
+    let mut args = gpu.compute().launch_builder(gpu.kernel("softmax_cross_entropy"));
+    args.arg(loss_rows).arg(dlogits).arg(&logits).arg(&labels).arg(&rows_).arg(&classes_);
+    // SAFETY: reads `rows * classes` logits and `rows` labels (each below `classes`, checked by
+    // the data source), writes `rows` losses and `rows * classes` gradients; all exist. One block
+    // per row of THREADS (a power of two).
+    launch("softmax_cross_entropy", unsafe { args.launch(per_row(rows)) })
+}
+
+/// One SGD update of a parameter from its summed gradient, scaled by `grad_scale` as it is read.
+/// `first` marks the parameter's first update (PyTorch starts the momentum buffer there).
+pub fn sgd_update(
+    gpu: &Gpu,
+    rule: SgdRule,
+    value: Out,
+    momentum_buffer: Out,
+    grad: In,
+    first: bool,
+    grad_scale: f32,
+) -> Result<()> {
+    let n = value.len();
+    let (n_, nesterov, first) = (int(n), i32::from(rule.nesterov), i32::from(first));
+    let mut args = gpu.compute().launch_builder(gpu.kernel("sgd_update"));
+    args.arg(value).arg(momentum_buffer).arg(&grad).arg(&n_);
+    args.arg(&rule.lr).arg(&rule.momentum).arg(&rule.dampening).arg(&rule.weight_decay);
+    args.arg(&nesterov).arg(&first).arg(&grad_scale);
+    // SAFETY: value, momentum buffer and gradient all hold `n` elements (one parameter each).
+    launch("sgd_update", unsafe { args.launch(elementwise(n)) })
+}
+
+/// One AdamW update of a parameter, with the coefficients of the current step.
+pub fn adamw_update(
+    gpu: &Gpu,
+    step: AdamWStep,
+    value: Out,
+    (exp_avg, exp_avg_sq): (Out, Out),
+    grad: In,
+    grad_scale: f32,
+) -> Result<()> {
+    let n = value.len();
+    let n_ = int(n);
+    let mut args = gpu.compute().launch_builder(gpu.kernel("adamw_update"));
+    args.arg(value).arg(exp_avg).arg(exp_avg_sq).arg(&grad).arg(&n_);
+    args.arg(&step.lr).arg(&step.beta1).arg(&step.beta2).arg(&step.eps).arg(&step.weight_decay);
+    args.arg(&step.step_size).arg(&step.bias_correction2_sqrt).arg(&grad_scale);
+    // SAFETY: value, both moments and the gradient all hold `n` elements (one parameter each).
+    launch("adamw_update", unsafe { args.launch(elementwise(n)) })
+}

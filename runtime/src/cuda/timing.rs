@@ -1,0 +1,87 @@
+//! Trace spans from CUDA events, so the overlap report, the trace and the timeline work on the
+//! GPU as on the CPU. While recording, every span is a pair of timing events queued around its
+//! work; after the step (the one host synchronisation per step) their GPU times are turned into
+//! host instants, anchored at an event queued when the step began on an idle GPU.
+
+use std::time::{Duration, Instant};
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaStream};
+
+use super::gpu::{cuda, Gpu};
+use super::nccl::EventPair;
+use crate::error::Result;
+use crate::trace::{self, Activity};
+
+pub struct Timeline {
+    enabled: bool,
+    /// An event at the start of the step, and the host instant it stands for.
+    anchor: Option<(CudaEvent, Instant)>,
+    spans: Vec<(Activity, EventPair)>,
+    /// `(bucket, bytes, events)` of each all-reduce on the communication stream.
+    all_reduces: Vec<(usize, usize, EventPair)>,
+}
+
+impl Timeline {
+    /// Records only when `enabled` (the report, trace or timeline asked for spans).
+    pub fn new(enabled: bool) -> Self {
+        Timeline { enabled, anchor: None, spans: Vec::new(), all_reduces: Vec::new() }
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Marks the start of a step; the GPU is idle (the previous step was synchronised).
+    pub fn begin_step(&mut self, gpu: &Gpu) -> Result<()> {
+        if self.enabled {
+            self.anchor = Some((timed_event(gpu.compute())?, Instant::now()));
+        }
+        Ok(())
+    }
+
+    /// Queues `work` on the compute stream between two timing events recorded as `activity`.
+    pub fn span<T>(&mut self, gpu: &Gpu, activity: Activity, work: impl FnOnce(&Gpu) -> Result<T>) -> Result<T> {
+        if !self.enabled {
+            return work(gpu);
+        }
+        let start = timed_event(gpu.compute())?;
+        let value = work(gpu)?;
+        self.spans.push((activity, (start, timed_event(gpu.compute())?)));
+        Ok(value)
+    }
+
+    /// As `span`, for the compute stream's wait for bucket `bucket`: its length is the time the
+    /// compute stream sat idle until the sum arrived (the exposed communication).
+    pub fn wait<T>(&mut self, gpu: &Gpu, bucket: usize, work: impl FnOnce(&Gpu) -> Result<T>) -> Result<T> {
+        self.span(gpu, Activity::Wait { bucket: bucket as u32 }, work)
+    }
+
+    /// Keeps the timing events of bucket `bucket`'s all-reduce, if it was timed.
+    pub fn all_reduce(&mut self, bucket: usize, bytes: usize, events: Option<EventPair>) {
+        if let (true, Some(events)) = (self.enabled, events) {
+            self.all_reduces.push((bucket, bytes, events));
+        }
+    }
+
+    /// After the step's synchronisation: turns every event pair into a trace span.
+    pub fn end_step(&mut self) -> Result<()> {
+        let Some((anchor, at)) = self.anchor.take() else { return Ok(()) };
+        let instant = |event: &CudaEvent| -> Result<Instant> {
+            let ms = anchor.elapsed_ms(event).map_err(cuda("reading a timing event"))?;
+            Ok(at + Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+        };
+        for (activity, (start, end)) in self.spans.drain(..) {
+            trace::record(activity, instant(&start)?, instant(&end)?);
+        }
+        for (bucket, bytes, (start, end)) in self.all_reduces.drain(..) {
+            let (started, finished) = (instant(&start)?, instant(&end)?);
+            trace::record_all_reduce(bucket, bytes, started, started, finished);
+        }
+        Ok(())
+    }
+}
+
+fn timed_event(stream: &CudaStream) -> Result<CudaEvent> {
+    stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda("recording a timing event"))
+}

@@ -1,0 +1,110 @@
+//! The training loop on the GPU: the same data, sharding, logging, report and trace as the CPU
+//! loop, with the step queued on the GPU and one host synchronisation at its end.
+
+use std::time::Instant;
+
+use super::{Gpu, GpuComm, GpuModel, GpuOptimizer, Timeline};
+use crate::args::TrainArgs;
+use crate::comm::{CommMode, Communicator};
+use crate::data::shard_start_after;
+use crate::device::gpu_ordinal;
+use crate::error::{Error, Result};
+use crate::model::DistributedModel;
+use crate::observe::Observer;
+use crate::optim::ChosenOptimizer;
+use crate::params_file::save_params;
+use crate::tensor::Matrix;
+use crate::trace;
+use crate::train::{progress_bar, training_data, TrainSummary};
+
+/// Trains `M` on this rank's GPU for `args.steps` steps.
+pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<TrainSummary> {
+    refuse_cpu_only_flags(args)?;
+    let schedule = M::SCHEDULE;
+    let data = training_data(args, &schedule)?;
+    let (rank, world) = (comm.rank(), comm.world_size());
+    let gpu = Gpu::open(gpu_ordinal(args))?;
+    let mut model = M::new(comm, args.seed)?;
+    let optimizer = match ChosenOptimizer::from_args(args) {
+        ChosenOptimizer::Sgd(o) => GpuOptimizer::Sgd(o),
+        ChosenOptimizer::AdamW(o) => GpuOptimizer::AdamW(o),
+    };
+    let mut device = GpuModel::new(&gpu, &model, args.batch, optimizer)?;
+    let mut observer = Observer::start(args, comm, schedule.clone())?;
+    let mut timeline = Timeline::new(trace::is_enabled());
+    let gpu_comm = GpuComm::new(&gpu, comm, timeline.is_enabled())?;
+    if rank == 0 {
+        observer.say(&format!("training {} on {} per rank", schedule.model, gpu.describe()));
+    }
+
+    let progress = progress_bar(rank == 0, args.steps);
+    let (mut inputs, mut labels, mut labels32) = (Matrix::default(), Vec::new(), Vec::new());
+    let mut step_times = Vec::with_capacity(args.steps as usize);
+    let (mut first_loss, mut final_loss) = (f64::NAN, f64::NAN);
+    let global_batch = (args.batch * world) as u64;
+    for step in 0..args.steps {
+        trace::set_step(step);
+        let started = Instant::now();
+        timeline.begin_step(&gpu)?;
+        let step_span = trace::step();
+        data.fill(
+            shard_start_after(step * global_batch, 0, world, rank, args.batch),
+            args.batch,
+            &mut inputs,
+            &mut labels,
+        );
+        labels32.clear();
+        labels32.extend(labels.iter().map(|&l| l as u32));
+        device.forward_loss(&gpu, inputs.as_slice(), &labels32, &mut timeline)?;
+        let in_flight = device.backward(&gpu, &gpu_comm, comm.mode(), &mut timeline)?;
+        device.step(&gpu, in_flight, if comm.mode() == CommMode::Skip { 1 } else { world }, &mut timeline)?;
+        gpu.synchronize()?;
+        drop(step_span);
+        timeline.end_step()?;
+        step_times.push(started.elapsed());
+        progress.inc(1);
+        if step == 0 || (step + 1).is_multiple_of(args.log_every) || step + 1 == args.steps {
+            let global = comm.sum_f64(device.loss(&gpu)?)? / world as f64;
+            if step == 0 {
+                first_loss = global;
+            }
+            final_loss = global;
+            let rate = global_batch as f64 / started.elapsed().as_secs_f64();
+            progress
+                .suspend(|| observer.say(&format!("step {:>6}  loss {global:.4}  {rate:>8.0} samples/s", step + 1)));
+        }
+        progress.suspend(|| observer.after_step(step, comm))?;
+    }
+    progress.finish_and_clear();
+    if let (0, Some(path)) = (rank, &args.save_params) {
+        device.download(&gpu, &mut model)?;
+        save_params(&model, path)?;
+    }
+    comm.barrier()?;
+    let summary = TrainSummary::new(args, world, (0, first_loss, final_loss), step_times);
+    observer.say(&format!("{} on {}", summary.describe(comm.mode()), gpu.describe()));
+    observer.finish(comm)?;
+    Ok(summary)
+}
+
+/// Flags whose machinery exists only on the CPU so far, refused together with one message.
+fn refuse_cpu_only_flags(args: &TrainArgs) -> Result<()> {
+    let refused: Vec<&str> = [
+        (args.accumulate > 1, "--accumulate"),
+        (args.save.is_some(), "--save"),
+        (args.resume.is_some(), "--resume"),
+        (args.link.is_some(), "--link"),
+        (args.comm_timeout.is_some(), "--comm-timeout"),
+        (args.check_finite, "--check-finite"),
+        (args.write_profile.is_some(), "--write-profile"),
+        (!args.simulate.is_empty(), "--simulate"),
+    ]
+    .into_iter()
+    .filter_map(|(set, flag)| set.then_some(flag))
+    .collect();
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Config(format!("not supported with --device cuda yet: {}", refused.join(", "))))
+    }
+}

@@ -1,0 +1,81 @@
+//! The optimizer the command line asked for (`--optimizer`, `--lr`, `--momentum`,
+//! `--weight-decay`), behind one type that both backends and checkpoints use.
+
+use crate::args::{OptimizerKind, TrainArgs};
+use crate::optim::{AdamW, Optimizer, OptimizerState, Sgd};
+
+/// The optimizer the command line asked for.
+pub enum ChosenOptimizer {
+    Sgd(Sgd),
+    AdamW(AdamW),
+}
+
+impl ChosenOptimizer {
+    pub fn from_args(args: &TrainArgs) -> Self {
+        match args.optimizer {
+            OptimizerKind::Sgd => ChosenOptimizer::Sgd(
+                Sgd::new(args.lr.unwrap_or(0.05))
+                    .momentum(args.momentum)
+                    .weight_decay(args.weight_decay.unwrap_or(0.0)),
+            ),
+            OptimizerKind::Adamw => ChosenOptimizer::AdamW(
+                AdamW::new(args.lr.unwrap_or(1e-3)).weight_decay(args.weight_decay.unwrap_or(0.01)),
+            ),
+        }
+    }
+}
+
+impl Optimizer for ChosenOptimizer {
+    fn begin_step(&mut self) {
+        match self {
+            ChosenOptimizer::Sgd(o) => o.begin_step(),
+            ChosenOptimizer::AdamW(o) => o.begin_step(),
+        }
+    }
+
+    fn update(&mut self, index: usize, value: &mut [f32], grad: &[f32], grad_scale: f32) {
+        match self {
+            ChosenOptimizer::Sgd(o) => o.update(index, value, grad, grad_scale),
+            ChosenOptimizer::AdamW(o) => o.update(index, value, grad, grad_scale),
+        }
+    }
+}
+
+impl OptimizerState for ChosenOptimizer {
+    fn kind(&self) -> &'static str {
+        match self {
+            ChosenOptimizer::Sgd(o) => o.kind(),
+            ChosenOptimizer::AdamW(o) => o.kind(),
+        }
+    }
+    fn buffer_names(&self) -> &'static [&'static str] {
+        match self {
+            ChosenOptimizer::Sgd(o) => o.buffer_names(),
+            ChosenOptimizer::AdamW(o) => o.buffer_names(),
+        }
+    }
+    fn buffers(&self, index: usize) -> Option<Vec<&[f32]>> {
+        match self {
+            ChosenOptimizer::Sgd(o) => o.buffers(index),
+            ChosenOptimizer::AdamW(o) => o.buffers(index),
+        }
+    }
+    fn set_buffers(&mut self, index: usize, buffers: &[&[f32]]) {
+        match self {
+            ChosenOptimizer::Sgd(o) => o.set_buffers(index, buffers),
+            ChosenOptimizer::AdamW(o) => o.set_buffers(index, buffers),
+        }
+    }
+    fn step_count(&self) -> Option<u64> {
+        match self {
+            ChosenOptimizer::Sgd(o) => OptimizerState::step_count(o),
+            ChosenOptimizer::AdamW(o) => OptimizerState::step_count(o),
+        }
+    }
+    fn set_step_count(&mut self, step: u64) {
+        match self {
+            ChosenOptimizer::Sgd(o) => OptimizerState::set_step_count(o, step),
+            ChosenOptimizer::AdamW(o) => OptimizerState::set_step_count(o, step),
+        }
+    }
+}
