@@ -42,8 +42,9 @@ example: deps
 test: deps nvrtc
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	cargo clippy -p overlap-runtime --features cuda --all-targets -- -D warnings
+	cargo clippy --workspace --all-targets --features cuda -- -D warnings
 	LD_LIBRARY_PATH=$(NVRTC_LIB) cargo test -p overlap-runtime --features cuda --test nvrtc -- --include-ignored
+	cargo test --features cuda --test cuda  # without a GPU: the no-driver error; the GPU tests show as ignored
 	cargo build --workspace --examples  # tests/mpi.rs runs these binaries under mpirun
 	cargo test --workspace --doc
 	cargo test --workspace --all-targets

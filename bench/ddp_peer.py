@@ -4,6 +4,7 @@ comparison. Prints one JSON line with the median step time.
 
     torchrun --nproc_per_node 2 bench/ddp_peer.py --steps 40 --batch 64     # DDP, 2 ranks
     python3 bench/ddp_peer.py --single --steps 40 --batch 64                # one process
+    python3 bench/ddp_peer.py --single --device cuda --steps 100            # one GPU (gpu-check.sh)
 """
 
 import argparse
@@ -35,12 +36,14 @@ def main():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--bucket-cap-mb", type=float, default=8.0)
     p.add_argument("--single", action="store_true", help="one process, no DDP")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (one process, one GPU)")
     args = p.parse_args()
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
     widths = [int(w) for w in args.widths.split(",")]
-    net = model(widths)
+    device = torch.device(args.device)
+    net = model(widths).to(device)
     rank, world = 0, 1
     if not args.single:
         dist.init_process_group("gloo")
@@ -48,8 +51,9 @@ def main():
         net = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=args.bucket_cap_mb)
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum)
     loss_fn = nn.CrossEntropyLoss()
-    x = torch.randn(args.batch, widths[0])
-    y = torch.randint(0, widths[-1], (args.batch,))
+    x = torch.randn(args.batch, widths[0]).to(device)
+    y = torch.randint(0, widths[-1], (args.batch,)).to(device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     times = []
     for _ in range(args.steps):
@@ -58,10 +62,11 @@ def main():
         loss = loss_fn(net(x), y)
         loss.backward()
         opt.step()
+        sync()
         times.append(time.perf_counter() - start)
     if rank == 0:
         mode = "single" if args.single else "ddp"
-        print(json.dumps({"mode": mode, "world_size": world, "torch": torch.__version__,
+        print(json.dumps({"mode": mode, "device": args.device, "world_size": world, "torch": torch.__version__,
                           "step_ms": statistics.median(times[1:]) * 1e3}))
     if not args.single:
         dist.destroy_process_group()

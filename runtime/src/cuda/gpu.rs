@@ -12,6 +12,20 @@ use cudarc::nvrtc::Ptx;
 use super::kernels::{compile, nvrtc_available, KERNEL_SOURCES};
 use crate::error::{Error, Result};
 
+/// Whether libcuda (the driver) can be loaded here.
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to open the library by its usual names; no symbol is called.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// GPUs this process can see (0 without a driver).
+pub fn gpu_count() -> usize {
+    if !driver_present() {
+        return 0;
+    }
+    CudaContext::device_count().map_or(0, |n| n.max(0) as usize)
+}
+
 pub struct Gpu {
     ordinal: usize,
     name: String,
@@ -28,15 +42,15 @@ impl Gpu {
     /// Opens GPU `ordinal`, or says clearly why it cannot: no driver, no such GPU, no NVRTC or
     /// cuBLAS library, a kernel that does not compile.
     pub fn open(ordinal: usize) -> Result<Self> {
-        // SAFETY (the three checks): they only try to open the libraries by their usual names;
-        // no symbol is called. cudarc panics on first use of a missing library, hence the checks.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        // cudarc panics on first use of a missing library, hence these checks.
+        if !driver_present() {
             return Err(Error::Cuda(
                 "no CUDA driver found (libcuda.so could not be loaded): --device cuda needs an NVIDIA GPU and its \
                  driver; use --device cpu otherwise"
                     .into(),
             ));
         }
+        // SAFETY: only tries to open the library by its usual names; no symbol is called.
         if !unsafe { cudarc::cublas::sys::is_culib_present() } {
             return Err(Error::Cuda("libcublas could not be loaded: install the CUDA 12 runtime libraries".into()));
         }

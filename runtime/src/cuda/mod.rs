@@ -21,7 +21,7 @@ mod optim;
 mod timing;
 mod train;
 
-pub use gpu::Gpu;
+pub use gpu::{driver_present, gpu_count, Gpu};
 pub use kernels::{compile, nvrtc_available, CompiledKernels, KernelSource, KERNEL_SOURCES};
 pub use model::GpuModel;
 pub use nccl::{EventPair, GpuComm, GpuInFlight};

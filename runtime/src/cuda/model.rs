@@ -240,6 +240,16 @@ impl GpuModel {
         Ok(())
     }
 
+    /// Takes the buckets back without updating anything (after waiting for any reduction), so
+    /// that their gradients can be read.
+    pub fn keep_gradients(&mut self, gpu: &Gpu, in_flight: Vec<GpuInFlight>) -> Result<()> {
+        for flight in in_flight {
+            let k = flight.bucket;
+            self.buckets[k] = Some(flight.wait(gpu.compute())?.0);
+        }
+        Ok(())
+    }
+
     /// Copies every parameter back into `model` (for saving, or comparing with the CPU).
     pub fn download<M: DistributedModel>(&self, gpu: &Gpu, model: &mut M) -> Result<()> {
         for (index, layer) in self.layers.iter().enumerate() {

@@ -39,8 +39,8 @@ pub struct GpuInFlight {
     data: CudaSlice<f32>,
     /// Recorded on the communication stream after the sum; `None` when nothing was reduced.
     done: Option<CudaEvent>,
-    /// Timing events around the all-reduce on the communication stream, when timed.
-    pub timing: Option<EventPair>,
+    /// A timing event just before the all-reduce, when timed (`done` ends it).
+    started: Option<CudaEvent>,
 }
 
 impl GpuComm {
@@ -90,20 +90,18 @@ impl GpuComm {
         let started = self.timed.then(|| self.comm.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))).transpose();
         let started = started.map_err(cuda("recording a timing event"))?;
         nccl.all_reduce_in_place(&mut data, &ReduceOp::Sum).map_err(cuda("NCCL all-reduce"))?;
+        // When timed, the done event is also the end of the all-reduce's span: the compute stream
+        // waits for it, so it has completed once the step is synchronised.
         let flags = if self.timed { CUevent_flags::CU_EVENT_DEFAULT } else { CUevent_flags::CU_EVENT_DISABLE_TIMING };
         let done = self.comm.record_event(Some(flags)).map_err(cuda("recording a reduced event"))?;
-        let timing = match started {
-            Some(started) => Some((started, self.comm.record_event(Some(flags)).map_err(cuda("timing"))?)),
-            None => None,
-        };
-        Ok(GpuInFlight { bucket, data, done: Some(done), timing })
+        Ok(GpuInFlight { bucket, data, done: Some(done), started })
     }
 }
 
 impl GpuInFlight {
     /// A bucket that is not reduced (one rank, or `--compute-only`).
     pub fn unreduced(bucket: usize, data: CudaSlice<f32>) -> Self {
-        GpuInFlight { bucket, data, done: None, timing: None }
+        GpuInFlight { bucket, data, done: None, started: None }
     }
 
     /// Makes `stream` wait for the sum, keeping the bucket in flight.
@@ -116,8 +114,9 @@ impl GpuInFlight {
 
     /// Makes the compute stream wait for the sum (the host does not wait) and gives the bucket
     /// back; every kernel queued on it afterwards runs after the reduction.
+    /// Also returns the all-reduce's timing events, when it was timed.
     pub fn wait(self, compute: &CudaStream) -> Result<(CudaSlice<f32>, Option<EventPair>)> {
         self.order_before(compute)?;
-        Ok((self.data, self.timing))
+        Ok((self.data, self.started.zip(self.done)))
     }
 }

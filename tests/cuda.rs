@@ -1,0 +1,149 @@
+//! The CUDA backend against the CPU one. Built with `--features cuda`. Without a driver only the
+//! first test runs (it checks the error users get); the others need an NVIDIA GPU and are
+//! ignored unless asked for (`scripts/gpu-check.sh` runs them with `--include-ignored`).
+
+mod common;
+
+use overlap::cuda::{driver_present, gpu_count, Gpu, GpuComm, GpuModel, GpuOptimizer, Timeline};
+use overlap::params_file::load_params;
+use overlap::prelude::*;
+use overlap::{CommMode, CrossEntropyLoss, GradientBuckets, Matrix, TrainArgs};
+
+use clap::Parser;
+
+/// Every layer kind the GPU runs, at small odd widths.
+#[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1)]
+pub struct Probe {
+    fc1: Linear<16, 40>,
+    act1: Gelu,
+    norm: LayerNorm<40>,
+    fc2: Linear<40, 33>,
+    act2: Tanh,
+    fc3: Linear<33, 24>,
+    act3: Sigmoid,
+    fc4: Linear<24, 24>,
+    act4: Relu,
+    head: Linear<24, 5>,
+}
+
+/// A deterministic batch of `rows` samples for `Probe`.
+fn batch(rows: usize) -> (Matrix, Vec<usize>) {
+    let mut inputs = Matrix::default();
+    inputs.resize(rows, 16);
+    for (i, v) in inputs.as_mut_slice().iter_mut().enumerate() {
+        *v = ((i * 7919 % 113) as f32 / 113.0 - 0.5) * 2.0;
+    }
+    (inputs, (0..rows).map(|r| r * 3 % 5).collect())
+}
+
+/// `|a - b| / |b|`, Euclidean norms.
+fn relative(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let diff: f64 = a.iter().zip(b).map(|(x, y)| f64::from(x - y).powi(2)).sum::<f64>().sqrt();
+    let norm: f64 = b.iter().map(|y| f64::from(*y).powi(2)).sum::<f64>().sqrt();
+    diff / norm.max(f64::MIN_POSITIVE)
+}
+
+#[test]
+fn without_a_driver_the_error_says_so_and_with_one_the_gpu_opens() {
+    match Gpu::open(0) {
+        Err(e) if !driver_present() => {
+            let message = e.to_string();
+            assert!(message.contains("no CUDA driver found"), "{message}");
+            println!("no CUDA driver here: {message}");
+        }
+        Err(e) => panic!("a driver is present but GPU 0 does not open: {e}"),
+        Ok(gpu) => {
+            assert!(driver_present());
+            println!("opened {}", gpu.describe());
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn layer_gradients_match_the_cpu() {
+    let rows = 12;
+    let model = Probe::init(7);
+    let (inputs, labels) = batch(rows);
+    let mut ws = ProbeWorkspace::default();
+    let mut dlogits = Matrix::default();
+    let logits = model.forward(&inputs, &mut ws);
+    let cpu_loss = CrossEntropyLoss.forward_backward(logits, &labels, &mut dlogits);
+    let mut grads = model.new_grads();
+    model.backward_no_sync(&mut ws, &dlogits, &mut grads);
+
+    let gpu = Gpu::open(0).expect("a GPU");
+    let comm = GpuComm::new(&gpu, &Communicator::single(), false).unwrap();
+    let mut device = GpuModel::new(&gpu, &model, rows, GpuOptimizer::Sgd(Sgd::new(0.1))).unwrap();
+    let mut timeline = Timeline::new(false);
+    let labels32: Vec<u32> = labels.iter().map(|&l| l as u32).collect();
+    device.forward_loss(&gpu, inputs.as_slice(), &labels32, &mut timeline).unwrap();
+    let in_flight = device.backward(&gpu, &comm, CommMode::Skip, &mut timeline).unwrap();
+    device.keep_gradients(&gpu, in_flight).unwrap();
+    let gpu_loss = device.loss(&gpu).unwrap();
+    assert!(
+        (gpu_loss - f64::from(cpu_loss)).abs() <= 1e-4 * f64::from(cpu_loss).abs(),
+        "loss {gpu_loss} vs {cpu_loss}"
+    );
+    let on_gpu = device.gradients(&gpu).unwrap();
+    for (k, (cpu, gpu)) in grads.buckets().iter().zip(&on_gpu).enumerate() {
+        let d = relative(gpu, cpu.as_slice());
+        println!("bucket b{k}: {} gradients, relative difference {d:e}", gpu.len());
+        assert!(d <= 1e-4, "bucket b{k} differs from the CPU by {d:e}");
+    }
+}
+
+/// Trains `Probe` for 20 steps on `device` and returns its parameters.
+fn train_probe(device: &str, extra: &[&str]) -> Vec<(String, Vec<usize>, Vec<f32>)> {
+    let file = common::scratch("cuda").join(format!("{device}{}.safetensors", extra.join("")));
+    let mut argv = vec!["probe", "--steps", "20", "--batch", "16", "--log-every", "20", "--device", device];
+    argv.extend_from_slice(&["--save-params", file.to_str().unwrap()]);
+    argv.extend_from_slice(extra);
+    let args = TrainArgs::parse_from(argv);
+    let comm = Communicator::single();
+    let summary = match args.device {
+        overlap::device::Device::Cpu => overlap::train::train::<Probe>(&args, &comm),
+        overlap::device::Device::Cuda => overlap::cuda::train::<Probe>(&args, &comm),
+    };
+    let summary = summary.expect("training runs");
+    println!("{device}: loss {:.5} -> {:.5}", summary.first_loss, summary.final_loss);
+    let mut params = load_params(&file).unwrap();
+    params.sort_by(|a, b| a.0.cmp(&b.0));
+    params
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn one_rank_training_matches_the_cpu_after_20_steps() {
+    for optimizer in ["sgd", "adamw"] {
+        let cpu = train_probe("cpu", &["--optimizer", optimizer]);
+        let gpu = train_probe("cuda", &["--optimizer", optimizer]);
+        for ((name, _, c), (_, _, g)) in cpu.iter().zip(&gpu) {
+            let d = relative(g, c);
+            println!("{optimizer} {name}: relative difference {d:e}");
+            assert!(d <= 1e-3, "{optimizer}: {name} differs from the CPU by {d:e} after 20 steps");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn overlap_and_no_overlap_train_alike_on_the_gpu() {
+    let gpus = gpu_count().clamp(1, 2);
+    let exe = common::example("mlp");
+    let run = |extra: &[&str], tag: &str| {
+        let file = common::scratch("cuda-overlap").join(format!("{tag}.safetensors"));
+        let n = gpus.to_string();
+        let mut args = vec!["-n", &n, exe.to_str().unwrap(), "--device", "cuda", "--steps", "10", "--batch", "32"];
+        args.extend_from_slice(&["--save-params", file.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        println!("{}", common::mpirun_ok(&args));
+        let mut params = load_params(&file).unwrap();
+        params.sort_by(|a, b| a.0.cmp(&b.0));
+        params
+    };
+    println!("{gpus} rank(s), one GPU each");
+    let (overlapped, baseline) = (run(&[], "overlap"), run(&["--no-overlap"], "no-overlap"));
+    assert_eq!(overlapped, baseline, "the order of launches changed the sums");
+}
