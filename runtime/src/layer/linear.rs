@@ -1,6 +1,6 @@
 //! Fully connected layer, `y = x·Wᵀ + b`, with PyTorch's parameter layout and initialisation.
 
-use crate::gemm::{gemm, MatRef};
+use crate::gemm::{gemm, gemm_with, Kernel, MatRef};
 use crate::init::InitRng;
 use crate::layer::{DeviceOp, Layer, ParamDef, Width};
 use crate::tensor::Matrix;
@@ -74,8 +74,9 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
         let x = MatRef::row_major(input.as_slice(), rows, IN);
         let dy_view = MatRef::row_major(grad_output.as_slice(), rows, OUT);
 
-        // dW = dyᵀ·x; beta 0 overwrites, beta 1 accumulates across micro-steps.
-        gemm(1.0, dy_view.t(), x, if accumulate { 1.0 } else { 0.0 }, grad_weight, OUT, IN);
+        // dW = dyᵀ·x; beta 0 overwrites, beta 1 accumulates across micro-steps. Both backward
+        // products go through `gemm`, faster than matrixmultiply on them (see `Kernel`).
+        gemm_with(Kernel::Gemm, 1.0, dy_view.t(), x, if accumulate { 1.0 } else { 0.0 }, grad_weight, OUT, IN);
 
         // db = column sums of dy.
         assert_eq!(grad_bias.len(), OUT, "Linear<{IN}, {OUT}>: bias gradient has {} values", grad_bias.len());
@@ -85,7 +86,7 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
         if let Some(grad_input) = grad_input {
             grad_input.resize(rows, IN);
             let w = MatRef::row_major(&self.weight, OUT, IN);
-            gemm(1.0, dy_view, w, 0.0, grad_input.as_mut_slice(), rows, IN);
+            gemm_with(Kernel::Gemm, 1.0, dy_view, w, 0.0, grad_input.as_mut_slice(), rows, IN);
         }
     }
 }
