@@ -1,13 +1,18 @@
 //! Heap allocations of a training step after warm-up, counted by a global allocator: everything
 //! of ours (layers, buckets, loss, optimizer, the generated forward/backward/step) allocates
 //! nothing; the only allocations left are the GEMM libraries' packing buffers, made inside
-//! their calls (neither can be handed a buffer), which the test counts separately.
+//! their calls (neither can be handed a buffer), which the test counts separately. One process,
+//! and two ranks under mpirun with each gradient transport (this counts Rust's allocations; MPI's
+//! own C allocations are invisible to it).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use overlap::gemm::{gemm_calls, in_library_call};
 use overlap::prelude::*;
+use overlap::{CommMode, Transport};
+
+mod common;
 
 struct Counting;
 
@@ -52,43 +57,91 @@ pub struct Net {
     head: Linear<256, 10>,
 }
 
-#[test]
-fn a_step_after_warm_up_allocates_only_inside_the_gemm_libraries() {
-    let comm = Communicator::single();
-    let mut model = Net::new(&comm, 0).unwrap();
+/// Allocations outside the GEMM libraries, inside them, and GEMM calls, over 5 steps after 3
+/// warm-up steps of `Net` on `comm`'s ranks (two micro-steps each).
+fn count_step_allocations(comm: &Communicator) -> (usize, usize, usize) {
+    let mut model = Net::new(comm, 0).unwrap();
     let (mut grads, mut ws) = (model.new_grads(), NetWorkspace::default());
     let mut optimizer = AdamW::new(1e-3);
     let inputs = Matrix::from_vec(32, 64, (0..32 * 64).map(|i| (i % 13) as f32 / 13.0).collect());
     let labels: Vec<usize> = (0..32).map(|i| i % 10).collect();
     let mut dlogits = Matrix::default();
-    let mut step = |grads: NetGrads, micro: bool| {
+    let mut step = |grads: NetGrads| {
         let mut grads = grads;
         let logits = model.forward(&inputs, &mut ws);
         CrossEntropyLoss.forward_backward(logits, &labels, &mut dlogits);
-        if micro {
-            model.backward_no_sync(&mut ws, &dlogits, &mut grads);
-            let logits = model.forward(&inputs, &mut ws);
-            CrossEntropyLoss.forward_backward(logits, &labels, &mut dlogits);
-        }
-        let in_flight = model.backward(&mut ws, &dlogits, grads, &comm);
+        model.backward_no_sync(&mut ws, &dlogits, &mut grads);
+        let logits = model.forward(&inputs, &mut ws);
+        CrossEntropyLoss.forward_backward(logits, &labels, &mut dlogits);
+        let in_flight = model.backward(&mut ws, &dlogits, grads, comm);
+        comm.backward_done();
         model.step(in_flight, &mut optimizer).unwrap()
     };
     for _ in 0..3 {
-        grads = step(grads, true);
+        grads = step(grads);
     }
-    let (allocations, in_gemm, products) =
-        (ALLOCATIONS.load(Ordering::Relaxed), IN_GEMM.load(Ordering::Relaxed), gemm_calls());
+    let before = (ALLOCATIONS.load(Ordering::Relaxed), IN_GEMM.load(Ordering::Relaxed), gemm_calls());
     for _ in 0..5 {
-        grads = step(grads, true);
+        grads = step(grads);
     }
-    let allocations = ALLOCATIONS.load(Ordering::Relaxed) - allocations;
-    let in_gemm = IN_GEMM.load(Ordering::Relaxed) - in_gemm;
-    let products = gemm_calls() - products;
+    let counts = (
+        ALLOCATIONS.load(Ordering::Relaxed) - before.0,
+        IN_GEMM.load(Ordering::Relaxed) - before.1,
+        gemm_calls() - before.2,
+    );
+    drop(grads);
+    counts
+}
+
+/// The counters are process-wide: tests of this file run one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[test]
+fn a_step_after_warm_up_allocates_only_inside_the_gemm_libraries() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let (allocations, in_gemm, products) = count_step_allocations(&Communicator::single());
     println!("5 steps after warm-up: {allocations} allocations outside the GEMM libraries, {in_gemm} inside their {products} calls");
     // Per step, two micro-steps: 3 forward products each, and 5 backward products each (the
     // first layer computes no input gradient).
     assert_eq!(products, 5 * 2 * (3 + 5), "the product count this test assumes");
     assert_eq!(allocations, 0, "allocations outside the GEMM libraries");
     assert!(in_gemm > 0, "the libraries' packing buffers are counted (the counter works)");
-    drop(grads);
+}
+
+#[test]
+fn two_ranks_allocate_nothing_either_with_either_transport() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let exe = std::env::current_exe().expect("test binary path");
+    for (transport, mode) in [("shared-memory", "overlap"), ("mpi", "overlap"), ("shared-memory", "no-overlap")] {
+        let env = [("OVERLAP_TEST_TRANSPORT", transport), ("OVERLAP_TEST_MODE", mode)];
+        let args = ["-n", "2", exe.to_str().unwrap(), "--exact", "ranks_step_without_allocating"];
+        let out = common::mpirun_with_env(&env, &[&args[..], &["--include-ignored", "--nocapture"]].concat());
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        println!("{transport}, {mode}:\n{stdout}");
+        assert!(out.status.success(), "{transport}, {mode}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(stdout.matches("test result: ok. 1 passed").count(), 2, "both ranks ran it");
+    }
+}
+
+/// The body of `two_ranks_allocate_nothing_either_with_either_transport`, on each rank.
+#[test]
+#[ignore = "runs under mpirun, started by two_ranks_allocate_nothing_either_with_either_transport"]
+fn ranks_step_without_allocating() {
+    let transport = match std::env::var("OVERLAP_TEST_TRANSPORT").as_deref() {
+        Ok("mpi") => Transport::Mpi,
+        _ => Transport::SharedMemory,
+    };
+    let mode = match std::env::var("OVERLAP_TEST_MODE").as_deref() {
+        Ok("no-overlap") => CommMode::AfterBackward,
+        _ => CommMode::Overlap,
+    };
+    let comm = Communicator::from_env_with(transport).unwrap().with_mode(mode);
+    assert_eq!(comm.world_size(), 2, "run under mpirun -n 2");
+    assert_eq!(comm.transport(), Some(transport));
+    let (allocations, in_gemm, products) = count_step_allocations(&comm);
+    println!(
+        "rank {}: 5 steps after warm-up: {allocations} allocations outside the GEMM libraries, {in_gemm} inside their {products} calls",
+        comm.rank()
+    );
+    assert_eq!(allocations, 0, "allocations outside the GEMM libraries on rank {}", comm.rank());
 }

@@ -4,9 +4,9 @@
 //! `InFlight` handle, which has no way to read the data; only `InFlight::wait` gives the bucket
 //! back. Touching a gradient that is still being reduced therefore does not compile.
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use super::mailbox::{Pending, Undelivered};
 use crate::error::{Error, Result};
 use crate::trace::{self, Activity};
 
@@ -84,7 +84,7 @@ enum State {
     /// Nothing to reduce (world size 1): the bucket is already final.
     Ready(GradBucket, WaitChecks),
     /// The communication thread owns the bucket and sends it back when the reduction is done.
-    Pending { reply: Receiver<Reduced>, bytes: usize, queued: Instant, checks: WaitChecks },
+    Pending { reply: Pending<Reduced>, bytes: usize, queued: Instant, checks: WaitChecks },
 }
 
 /// What `wait` checks besides waiting.
@@ -108,7 +108,7 @@ impl InFlight {
         index: usize,
         bytes: usize,
         queued: Instant,
-        reply: Receiver<Reduced>,
+        reply: Pending<Reduced>,
         checks: WaitChecks,
     ) -> Self {
         InFlight { index, state: State::Pending { reply, bytes, queued, checks } }
@@ -126,15 +126,14 @@ impl InFlight {
             State::Ready(bucket, checks) => (bucket, checks),
             State::Pending { reply, bytes, queued, checks } => {
                 let blocked = Instant::now();
-                let reduced = match checks.timeout {
-                    None => reply.recv().map_err(|_| Error::CommThreadDied("reducing a gradient bucket"))?,
-                    Some(limit) => reply.recv_timeout(limit).map_err(|e| match e {
-                        RecvTimeoutError::Timeout => {
-                            Error::CommTimeout { bucket: self.index, rank: checks.rank, waited: limit }
-                        }
-                        RecvTimeoutError::Disconnected => Error::CommThreadDied("reducing a gradient bucket"),
-                    })?,
-                };
+                let reduced = reply.wait(checks.timeout).map_err(|e| match e {
+                    Undelivered::TimedOut => Error::CommTimeout {
+                        bucket: self.index,
+                        rank: checks.rank,
+                        waited: checks.timeout.unwrap_or_default(),
+                    },
+                    Undelivered::Abandoned => Error::CommThreadDied("reducing a gradient bucket"),
+                })?;
                 trace::record(Activity::Wait { bucket: self.index as u32 }, blocked, Instant::now());
                 trace::record_all_reduce(self.index, bytes, queued, reduced.started, reduced.finished);
                 (reduced.bucket, checks)

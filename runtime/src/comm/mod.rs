@@ -5,13 +5,14 @@
 
 mod backoff;
 mod bucket;
+mod mailbox;
 mod mpi_thread;
 mod shared_memory;
 
 pub use bucket::{GradBucket, InFlight};
 
 use std::cell::RefCell;
-use std::sync::mpsc::{channel, Sender};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use overlap_plan::{Link, Schedule};
@@ -19,6 +20,7 @@ use overlap_plan::{Link, Schedule};
 use crate::error::{Error, Result};
 use crate::trace::{self, Activity};
 use bucket::{Reduced, WaitChecks};
+use mailbox::{Mailbox, Reply};
 use mpi_thread::MpiThread;
 
 /// When bucket all-reduces start.
@@ -78,7 +80,9 @@ pub struct Communicator {
     /// What every wait point checks (timeout, finite gradients).
     checks: WaitChecks,
     /// In `AfterBackward` mode, reductions held back until `backward_done`.
-    held: RefCell<Vec<(GradBucket, Sender<Reduced>)>>,
+    held: RefCell<Vec<(GradBucket, Reply<Reduced>)>>,
+    /// One mailbox per bucket index, reused every step (see `mailbox`).
+    mailboxes: RefCell<Vec<Arc<Mailbox<Reduced>>>>,
 }
 
 enum Backend {
@@ -113,7 +117,14 @@ impl Communicator {
             Backend::Mpi(t) => t.rank(),
         };
         let checks = WaitChecks { rank, ..WaitChecks::default() };
-        Communicator { backend, mode: CommMode::Overlap, link: None, checks, held: RefCell::default() }
+        Communicator {
+            backend,
+            mode: CommMode::Overlap,
+            link: None,
+            checks,
+            held: RefCell::default(),
+            mailboxes: RefCell::default(),
+        }
     }
 
     /// Makes every wait point fail after `timeout` instead of blocking forever.
@@ -189,28 +200,43 @@ impl Communicator {
             Backend::Mpi(t) if self.mode != CommMode::Skip => t,
             _ => return InFlight::ready(bucket, self.checks),
         };
-        let (tx, rx) = channel();
         let (index, bytes) = (bucket.index(), std::mem::size_of_val(bucket.as_slice()));
+        let (reply, pending) = self.mailbox(index);
         let queued = Instant::now();
         if self.mode == CommMode::AfterBackward {
-            self.held.borrow_mut().push((bucket, tx));
+            self.held.borrow_mut().push((bucket, reply));
         } else {
-            t.all_reduce(bucket, tx);
+            t.all_reduce(bucket, reply);
         }
-        InFlight::pending(index, bytes, queued, rx, self.checks)
+        InFlight::pending(index, bytes, queued, pending, self.checks)
+    }
+
+    /// The ends of bucket `index`'s mailbox: the one of the previous steps when it is free (it
+    /// always is once that step's wait returned), else a new one.
+    fn mailbox(&self, index: usize) -> (Reply<Reduced>, mailbox::Pending<Reduced>) {
+        let mut boxes = self.mailboxes.borrow_mut();
+        if boxes.len() <= index {
+            boxes.resize_with(index + 1, Arc::default);
+        }
+        if !Mailbox::is_free(&boxes[index]) {
+            boxes[index] = Arc::default();
+        }
+        Mailbox::open(&boxes[index])
     }
 
     /// Marks the end of backward. In `AfterBackward` mode this is when the held reductions start,
     /// and it blocks until all of them are done, as a step without overlap does.
     pub fn backward_done(&self) {
         if let Backend::Mpi(t) = &self.backend {
-            let held = self.held.take();
+            let mut held = self.held.borrow_mut();
             if held.is_empty() {
                 return;
             }
-            for (bucket, reply) in held {
+            // Drained, not taken: the vector keeps its capacity for the next step.
+            for (bucket, reply) in held.drain(..) {
                 t.all_reduce(bucket, reply);
             }
+            drop(held);
             let blocked = Instant::now();
             // If the thread is gone, each bucket's wait reports it.
             if t.flush().is_ok() {

@@ -6,9 +6,10 @@
 //! So this thread initialises MPI, makes every MPI call, and finalises it; the compute thread
 //! only sends it requests. MPI objects never leave the thread, so nothing needs to be `Send`.
 
+use std::cell::RefCell;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -24,6 +25,7 @@ use overlap_plan::Link;
 
 use super::backoff::wait_until;
 use super::bucket::{GradBucket, Reduced};
+use super::mailbox::{Mailbox, Reply};
 use super::shared_memory::SharedMemory;
 use super::Transport;
 use crate::error::{Error, Result};
@@ -32,11 +34,11 @@ use crate::error::{Error, Result};
 type Gathered = Option<Vec<Vec<u64>>>;
 
 enum Request {
-    AllReduce(GradBucket, Sender<Reduced>),
+    AllReduce(GradBucket, Reply<Reduced>),
     /// Emulate this link from now on (`None`: run at the machine's own speed).
     EmulateLink(Option<Link>),
     /// Replies once every earlier request has been served.
-    Flush(Sender<()>),
+    Flush(Reply<()>),
     Broadcast(Vec<f32>, Sender<Vec<f32>>),
     BroadcastBytes(Vec<u8>, Sender<Vec<u8>>),
     SumF64(f64, Sender<f64>),
@@ -48,7 +50,9 @@ enum Request {
 }
 
 pub(super) struct MpiThread {
-    requests: Option<Sender<Request>>,
+    /// Bounded, so that sending allocates nothing (an unbounded channel allocates a block every
+    /// few dozen messages); a full queue makes the sender wait, which never happens in practice.
+    requests: Option<SyncSender<Request>>,
     /// Set when this rank has failed: an all-reduce in progress stops waiting and aborts the job.
     aborting: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -56,6 +60,7 @@ pub(super) struct MpiThread {
     world_size: usize,
     /// What carries the gradient all-reduces: `SharedMemory` or `Mpi`, never `Auto`.
     transport: Transport,
+    flushed: RefCell<Arc<Mailbox<()>>>,
 }
 
 /// What the thread tells `start` once MPI is up: rank, world size and the transport in use.
@@ -64,7 +69,7 @@ type Started = std::result::Result<(usize, usize, Transport), String>;
 impl MpiThread {
     /// Initialises MPI on a new thread; `transport` chooses how gradients are summed.
     pub(super) fn start(transport: Transport) -> Result<Self> {
-        let (requests, inbox) = channel();
+        let (requests, inbox) = sync_channel(REQUEST_QUEUE);
         let (ready_tx, ready) = channel();
         let aborting = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&aborting);
@@ -74,7 +79,15 @@ impl MpiThread {
             .map_err(|e| Error::MpiInit(format!("cannot start the communication thread: {e}")))?;
         let (rank, world_size, transport) =
             ready.recv().map_err(|_| Error::CommThreadDied("initialising MPI"))?.map_err(Error::MpiInit)?;
-        Ok(MpiThread { requests: Some(requests), aborting, thread: Some(thread), rank, world_size, transport })
+        Ok(MpiThread {
+            requests: Some(requests),
+            aborting,
+            thread: Some(thread),
+            rank,
+            world_size,
+            transport,
+            flushed: RefCell::default(),
+        })
     }
 
     pub(super) fn transport(&self) -> Transport {
@@ -91,7 +104,7 @@ impl MpiThread {
 
     /// Queues an in-place sum; the bucket comes back on `reply` when it is done. Requests are
     /// served in order, so every rank runs the collectives in the order its schedule launches them.
-    pub(super) fn all_reduce(&self, bucket: GradBucket, reply: Sender<Reduced>) {
+    pub(super) fn all_reduce(&self, bucket: GradBucket, reply: Reply<Reduced>) {
         // A send error means the thread is gone; dropping `reply` makes the wait report it.
         let _ = self.send(Request::AllReduce(bucket, reply));
     }
@@ -101,9 +114,16 @@ impl MpiThread {
         self.send(Request::EmulateLink(link))
     }
 
-    /// Blocks until every request queued so far has been served.
+    /// Blocks until every request queued so far has been served (every step without overlap:
+    /// through a reused mailbox, so it allocates nothing).
     pub(super) fn flush(&self) -> Result<()> {
-        self.call(Request::Flush, "finishing the queued all-reduces")
+        let mut boxed = self.flushed.borrow_mut();
+        if !Mailbox::is_free(&boxed) {
+            *boxed = Arc::default();
+        }
+        let (reply, pending) = Mailbox::open(&boxed);
+        self.send(Request::Flush(reply))?;
+        pending.wait(None).map_err(|_| Error::CommThreadDied("finishing the queued all-reduces"))
     }
 
     pub(super) fn gather_u64(&self, data: Vec<u64>) -> Result<Gathered> {
@@ -202,6 +222,10 @@ fn serve(inbox: Receiver<Request>, ready: Sender<Started>, aborting: &AtomicBool
         },
     };
     let used = if shared.is_some() { Transport::SharedMemory } else { Transport::Mpi };
+    // The first blocking receive on a channel allocates (a thread context and a waiter list,
+    // once per thread). Nobody can have sent a request yet, so this one blocks for a moment and
+    // does it now rather than inside some training step.
+    let _ = inbox.recv_timeout(Duration::from_millis(2));
     if ready.send(Ok((rank, size, used))).is_err() {
         return;
     }
@@ -247,12 +271,10 @@ fn serve_requests(
                         abort(world);
                     }
                 }
-                let _ = reply.send(Reduced { bucket, started, finished: Instant::now() });
+                reply.send(Reduced { bucket, started, finished: Instant::now() });
             }
             Request::EmulateLink(emulated) => link = emulated,
-            Request::Flush(reply) => {
-                let _ = reply.send(());
-            }
+            Request::Flush(reply) => reply.send(()),
             Request::GatherU64(data, reply) => {
                 let _ = reply.send(gather_to_root(world, &data));
             }
@@ -411,6 +433,9 @@ fn abort(world: &SimpleCommunicator) -> ! {
 /// How long to poll an MPI request back to back before sleeping between polls (a small bucket
 /// finishes in microseconds).
 const POLL_SPIN: Duration = Duration::from_micros(20);
+
+/// Requests that can be queued before a sender waits.
+const REQUEST_QUEUE: usize = 1024;
 
 /// Nice value of the communication thread (the compute thread keeps 0).
 const COMM_NICE: libc::c_int = 10;

@@ -1,0 +1,145 @@
+//! Where the communication thread hands a result back: one mailbox per bucket index (and one for
+//! flushes), made on first use and reused every step, so launching an all-reduce and waiting for
+//! it allocate nothing (a channel per launch would, every step).
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+pub(crate) struct Mailbox<T> {
+    slot: Mutex<Slot<T>>,
+    changed: Condvar,
+}
+
+struct Slot<T> {
+    state: State<T>,
+    /// A `Reply` that has neither sent nor been dropped exists: the box is not free.
+    outstanding: bool,
+}
+
+enum State<T> {
+    Empty,
+    Full(T),
+    /// The communication thread dropped its `Reply` without sending: it is gone.
+    Abandoned,
+}
+
+impl<T> Default for Mailbox<T> {
+    fn default() -> Self {
+        Mailbox { slot: Mutex::new(Slot { state: State::Empty, outstanding: false }), changed: Condvar::new() }
+    }
+}
+
+/// Why a wait ended without a bucket.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Undelivered {
+    TimedOut,
+    Abandoned,
+}
+
+/// The communication thread's end: `send` once; dropping it unsent tells the waiter the thread
+/// is gone (it was unwinding from a panic, or never served the request).
+pub(crate) struct Reply<T>(Option<Arc<Mailbox<T>>>);
+
+/// The waiting end, held by the `InFlight` handle.
+pub(crate) struct Pending<T>(Arc<Mailbox<T>>);
+
+impl<T> Mailbox<T> {
+    /// A reply/pending pair over `boxed`, which must be free.
+    pub(crate) fn open(boxed: &Arc<Mailbox<T>>) -> (Reply<T>, Pending<T>) {
+        *boxed.lock() = Slot { state: State::Empty, outstanding: true };
+        (Reply(Some(Arc::clone(boxed))), Pending(Arc::clone(boxed)))
+    }
+
+    /// Whether no unsent reply can still write into `boxed`, so that it can be reused. (Its
+    /// previous waiter is gone or will never look again: a wait consumes its `Pending`.)
+    pub(crate) fn is_free(boxed: &Arc<Mailbox<T>>) -> bool {
+        !boxed.lock().outstanding
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Slot<T>> {
+        // A panic while holding this lock cannot leave the slot half-written; use it as is.
+        self.slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn put(&self, state: State<T>) {
+        *self.lock() = Slot { state, outstanding: false };
+        self.changed.notify_all();
+    }
+}
+
+impl<T> Reply<T> {
+    pub(crate) fn send(mut self, value: T) {
+        if let Some(mailbox) = self.0.take() {
+            mailbox.put(State::Full(value));
+        }
+    }
+}
+
+impl<T> Drop for Reply<T> {
+    fn drop(&mut self) {
+        if let Some(mailbox) = self.0.take() {
+            mailbox.put(State::Abandoned);
+        }
+    }
+}
+
+impl<T> Pending<T> {
+    /// Blocks until the value arrives, at most `timeout` when given.
+    pub(crate) fn wait(self, timeout: Option<Duration>) -> Result<T, Undelivered> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut slot = self.0.lock();
+        loop {
+            match std::mem::replace(&mut slot.state, State::Empty) {
+                State::Full(value) => return Ok(value),
+                State::Abandoned => return Err(Undelivered::Abandoned),
+                State::Empty => {}
+            }
+            slot = match deadline {
+                None => self.0.changed.wait(slot).unwrap_or_else(|p| p.into_inner()),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(Undelivered::TimedOut);
+                    }
+                    self.0.changed.wait_timeout(slot, left).unwrap_or_else(|p| p.into_inner()).0
+                }
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::bucket::Reduced;
+    use crate::comm::GradBucket;
+
+    fn reduced(index: usize) -> Reduced {
+        let now = Instant::now();
+        Reduced { bucket: GradBucket::zeros(index, 3), started: now, finished: now }
+    }
+
+    #[test]
+    fn delivers_across_threads_and_is_reused() {
+        let boxed = Arc::new(Mailbox::<Reduced>::default());
+        for round in 0..3 {
+            assert!(Mailbox::is_free(&boxed));
+            let (reply, pending) = Mailbox::open(&boxed);
+            std::thread::spawn(move || reply.send(reduced(round))).join().unwrap();
+            assert_eq!(pending.wait(None).unwrap().bucket.index(), round);
+        }
+    }
+
+    #[test]
+    fn a_dropped_reply_is_reported_and_a_silent_one_times_out() {
+        let boxed = Arc::new(Mailbox::<()>::default());
+        let (reply, pending) = Mailbox::open(&boxed);
+        drop(reply);
+        assert_eq!(pending.wait(None).err(), Some(Undelivered::Abandoned));
+        let (reply, pending) = Mailbox::open(&boxed);
+        assert_eq!(pending.wait(Some(Duration::from_millis(20))).err(), Some(Undelivered::TimedOut));
+        assert!(!Mailbox::is_free(&boxed), "an unsent reply can still write into it");
+        drop(reply);
+        assert!(Mailbox::is_free(&boxed));
+    }
+}
