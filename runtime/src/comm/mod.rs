@@ -1,11 +1,14 @@
 //! Communicators: who the other ranks are and how gradients get summed across them.
 //!
 //! A private enum picks the implementation: a single process (no MPI at all), or OpenMPI driven
-//! from a dedicated thread (see `mpi_thread`). GPU communicators will join it as variants.
+//! from a dedicated thread (`mpi_thread`), which sums buckets through the node's shared memory
+//! (`shared_memory`) or OpenMPI's all-reduce (`mpi_calls`). Wait points get their buckets back
+//! through reused mailboxes (`mailbox`). The GPU's NCCL communicator is `cuda::GpuComm`.
 
 mod backoff;
 mod bucket;
 mod mailbox;
+mod mpi_calls;
 mod mpi_thread;
 mod shared_memory;
 

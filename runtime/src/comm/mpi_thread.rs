@@ -5,9 +5,10 @@
 //! in `wait`), while a thread sitting in the blocking `MPI_Allreduce` overlaps fully with compute.
 //! So this thread initialises MPI, makes every MPI call, and finalises it; the compute thread
 //! only sends it requests. MPI objects never leave the thread, so nothing needs to be `Send`.
+//! Gradient buckets go through the node's shared memory (`shared_memory`) when every rank is on
+//! this node, else through `MPI_Iallreduce` (`mpi_calls`).
 
 use std::cell::RefCell;
-use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
@@ -15,7 +16,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use mpi::collective::SystemOperation;
-use mpi::datatype::PartitionMut;
 use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -23,15 +23,12 @@ use mpi::Threading;
 
 use overlap_plan::Link;
 
-use super::backoff::wait_until;
 use super::bucket::{GradBucket, Reduced};
 use super::mailbox::{Mailbox, Reply};
+use super::mpi_calls::{all_reduce_in_place, gather_to_root, poll, Gathered};
 use super::shared_memory::SharedMemory;
 use super::Transport;
 use crate::error::{Error, Result};
-
-/// Gathered at rank 0: one vector per rank; `None` on the other ranks.
-type Gathered = Option<Vec<Vec<u64>>>;
 
 enum Request {
     AllReduce(GradBucket, Reply<Reduced>),
@@ -338,110 +335,13 @@ fn hold_until(deadline: Instant, aborting: &AtomicBool) -> bool {
 /// How often a held all-reduce checks whether this rank is aborting.
 const ABORT_CHECK: Duration = Duration::from_millis(10);
 
-/// Every rank's `data`, concatenated at rank 0 and split back by rank.
-fn gather_to_root(world: &SimpleCommunicator, data: &[u64]) -> Gathered {
-    let root = world.process_at_rank(0);
-    let count = mpi::Count::try_from(data.len()).expect("a rank's trace fits in an MPI count");
-    if world.rank() != 0 {
-        root.gather_into(&count);
-        root.gather_varcount_into(data);
-        return None;
-    }
-    let mut counts = vec![0 as mpi::Count; world.size() as usize];
-    root.gather_into_root(&count, &mut counts[..]);
-    let displs: Vec<mpi::Count> = counts
-        .iter()
-        .scan(0, |at, &c| {
-            let d = *at;
-            *at += c;
-            Some(d)
-        })
-        .collect();
-    let total = counts.iter().map(|&c| c as usize).sum();
-    let mut all = vec![0u64; total];
-    root.gather_varcount_into_root(data, &mut PartitionMut::new(&mut all[..], &counts[..], &displs[..]));
-    Some(displs.iter().zip(&counts).map(|(&d, &c)| all[d as usize..(d + c) as usize].to_vec()).collect())
-}
-
-extern "C" {
-    /// From `in_place.c`: the implementation's `MPI_IN_PLACE` sentinel.
-    fn overlap_mpi_in_place() -> *mut c_void;
-}
-
-/// Largest element count per call: MPI counts are `int`.
-const MAX_COUNT: usize = 1 << 30;
-
-/// Sums `data` over all ranks, in place, in chunks MPI's `int` counts can address; `false` if
-/// `aborting` was set while it waited.
-///
-/// Non-blocking collective polled with short sleeps rather than the blocking call: OpenMPI's
-/// blocking collectives busy-poll, and a communication thread spinning while it waits for a
-/// slower rank takes a core from the compute threads (measured: the compute thread stalled for
-/// milliseconds right after each launch on a 2-core machine running two ranks).
-fn all_reduce_in_place(world: &SimpleCommunicator, data: &mut [f32], aborting: &AtomicBool) -> bool {
-    for chunk in data.chunks_mut(MAX_COUNT) {
-        let (ptr, len) = (chunk.as_mut_ptr().cast::<c_void>(), chunk.len() as c_int);
-        let start = |request: *mut mpi::ffi::MPI_Request| {
-            // SAFETY: `chunk` is an exclusively borrowed, initialised buffer of `len` f32 values
-            // (at most 2^30, so the count fits in an int) and MPI_FLOAT describes f32. MPI_IN_PLACE
-            // makes MPI read and write only `chunk`, which stays borrowed and untouched until
-            // `poll` has seen the request complete (or the job is aborted). `world` is alive and
-            // this is the thread that initialised MPI, the only one that calls it.
-            unsafe {
-                mpi::ffi::MPI_Iallreduce(
-                    overlap_mpi_in_place(),
-                    ptr,
-                    len,
-                    mpi::ffi::RSMPI_FLOAT,
-                    mpi::ffi::RSMPI_SUM,
-                    world.as_raw(),
-                    request,
-                )
-            }
-        };
-        if !poll(start, "MPI_Iallreduce", || aborting.load(Ordering::Relaxed)) {
-            return false;
-        }
-    }
-    true
-}
-
-/// Starts a non-blocking operation and polls it until it completes (`true`) or `give_up` says
-/// so (`false`; the request is then left to MPI_Abort).
-fn poll(start: impl FnOnce(*mut mpi::ffi::MPI_Request) -> c_int, call: &str, give_up: impl Fn() -> bool) -> bool {
-    let mut request = std::mem::MaybeUninit::<mpi::ffi::MPI_Request>::uninit();
-    check(start(request.as_mut_ptr()), call);
-    // SAFETY: the call returned MPI_SUCCESS, so it initialised the request.
-    let mut request = unsafe { request.assume_init() };
-    let completed = || {
-        let mut done: c_int = 0;
-        // SAFETY: `request` is the live request created above (MPI_Test frees it and sets it to
-        // MPI_REQUEST_NULL once complete, after which `wait_until` stops calling this); the
-        // status is ignored through MPI's own sentinel.
-        let rc = unsafe { mpi::ffi::MPI_Test(&mut request, &mut done, mpi::ffi::RSMPI_STATUS_IGNORE) };
-        check(rc, "MPI_Test");
-        done != 0
-    };
-    wait_until(POLL_SPIN, completed, give_up)
-}
-
 /// Ends every rank of the job; does not return.
 fn abort(world: &SimpleCommunicator) -> ! {
     world.abort(1)
 }
-
-/// How long to poll an MPI request back to back before sleeping between polls (a small bucket
-/// finishes in microseconds).
-const POLL_SPIN: Duration = Duration::from_micros(20);
 
 /// Requests that can be queued before a sender waits.
 const REQUEST_QUEUE: usize = 1024;
 
 /// Nice value of the communication thread (the compute thread keeps 0).
 const COMM_NICE: libc::c_int = 10;
-
-/// MPI's default error handler aborts the job before returning an error; if one was installed
-/// that returns instead, stop here rather than train on partial sums.
-pub(super) fn check(rc: c_int, call: &str) {
-    assert_eq!(rc, mpi::ffi::MPI_SUCCESS as c_int, "{call} failed with code {rc}");
-}

@@ -124,7 +124,7 @@ impl SharedMemory {
                 window.as_mut_ptr(),
             )
         };
-        super::mpi_thread::check(rc, "MPI_Win_allocate_shared");
+        super::mpi_calls::check(rc, "MPI_Win_allocate_shared");
         // SAFETY: the call succeeded, so it initialised the window handle.
         let window = unsafe { window.assume_init() };
         let mut shared = SharedMemory { window, rank, segments: Vec::with_capacity(ranks), sequence: 0 };
@@ -140,7 +140,7 @@ impl SharedMemory {
                     (&mut at as *mut *mut c_void).cast(),
                 )
             };
-            super::mpi_thread::check(rc, "MPI_Win_shared_query");
+            super::mpi_calls::check(rc, "MPI_Win_shared_query");
             assert!(size as usize >= SEGMENT_BYTES + ALIGN, "rank {peer}'s shared segment has only {size} bytes");
             let at = at.cast::<u8>();
             shared.segments.push(Segment(at.wrapping_add(at.align_offset(ALIGN))));
@@ -243,7 +243,7 @@ impl Drop for SharedMemory {
         if !std::thread::panicking() {
             // SAFETY: the window is live and freed once; no slice into it outlives `all_reduce`.
             let rc = unsafe { mpi::ffi::MPI_Win_free(&mut self.window) };
-            super::mpi_thread::check(rc, "MPI_Win_free");
+            super::mpi_calls::check(rc, "MPI_Win_free");
         }
     }
 }

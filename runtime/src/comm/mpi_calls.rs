@@ -1,0 +1,118 @@
+//! The MPI calls the communication thread makes beyond the `mpi` crate's safe API: the in-place
+//! non-blocking all-reduce polled with sleeps, the variable-size gather of trace spans, and the
+//! check of MPI return codes. Called only from that thread.
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use mpi::datatype::PartitionMut;
+use mpi::raw::AsRaw;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+
+use super::backoff::wait_until;
+
+/// Gathered at rank 0: one vector per rank; `None` on the other ranks.
+pub(super) type Gathered = Option<Vec<Vec<u64>>>;
+
+/// Every rank's `data`, concatenated at rank 0 and split back by rank.
+pub(super) fn gather_to_root(world: &SimpleCommunicator, data: &[u64]) -> Gathered {
+    let root = world.process_at_rank(0);
+    let count = mpi::Count::try_from(data.len()).expect("a rank's trace fits in an MPI count");
+    if world.rank() != 0 {
+        root.gather_into(&count);
+        root.gather_varcount_into(data);
+        return None;
+    }
+    let mut counts = vec![0 as mpi::Count; world.size() as usize];
+    root.gather_into_root(&count, &mut counts[..]);
+    let displs: Vec<mpi::Count> = counts
+        .iter()
+        .scan(0, |at, &c| {
+            let d = *at;
+            *at += c;
+            Some(d)
+        })
+        .collect();
+    let total = counts.iter().map(|&c| c as usize).sum();
+    let mut all = vec![0u64; total];
+    root.gather_varcount_into_root(data, &mut PartitionMut::new(&mut all[..], &counts[..], &displs[..]));
+    Some(displs.iter().zip(&counts).map(|(&d, &c)| all[d as usize..(d + c) as usize].to_vec()).collect())
+}
+
+extern "C" {
+    /// From `in_place.c`: the implementation's `MPI_IN_PLACE` sentinel.
+    fn overlap_mpi_in_place() -> *mut c_void;
+}
+
+/// Largest element count per call: MPI counts are `int`.
+const MAX_COUNT: usize = 1 << 30;
+
+/// Sums `data` over all ranks, in place, in chunks MPI's `int` counts can address; `false` if
+/// `aborting` was set while it waited.
+///
+/// Non-blocking collective polled with short sleeps rather than the blocking call: OpenMPI's
+/// blocking collectives busy-poll, and a communication thread spinning while it waits for a
+/// slower rank takes a core from the compute threads (measured: the compute thread stalled for
+/// milliseconds right after each launch on a 2-core machine running two ranks).
+pub(super) fn all_reduce_in_place(world: &SimpleCommunicator, data: &mut [f32], aborting: &AtomicBool) -> bool {
+    for chunk in data.chunks_mut(MAX_COUNT) {
+        let (ptr, len) = (chunk.as_mut_ptr().cast::<c_void>(), chunk.len() as c_int);
+        let start = |request: *mut mpi::ffi::MPI_Request| {
+            // SAFETY: `chunk` is an exclusively borrowed, initialised buffer of `len` f32 values
+            // (at most 2^30, so the count fits in an int) and MPI_FLOAT describes f32. MPI_IN_PLACE
+            // makes MPI read and write only `chunk`, which stays borrowed and untouched until
+            // `poll` has seen the request complete (or the job is aborted). `world` is alive and
+            // this is the thread that initialised MPI, the only one that calls it.
+            unsafe {
+                mpi::ffi::MPI_Iallreduce(
+                    overlap_mpi_in_place(),
+                    ptr,
+                    len,
+                    mpi::ffi::RSMPI_FLOAT,
+                    mpi::ffi::RSMPI_SUM,
+                    world.as_raw(),
+                    request,
+                )
+            }
+        };
+        if !poll(start, "MPI_Iallreduce", || aborting.load(Ordering::Relaxed)) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Starts a non-blocking operation and polls it until it completes (`true`) or `give_up` says
+/// so (`false`; the request is then left to MPI_Abort).
+pub(super) fn poll(
+    start: impl FnOnce(*mut mpi::ffi::MPI_Request) -> c_int,
+    call: &str,
+    give_up: impl Fn() -> bool,
+) -> bool {
+    let mut request = std::mem::MaybeUninit::<mpi::ffi::MPI_Request>::uninit();
+    check(start(request.as_mut_ptr()), call);
+    // SAFETY: the call returned MPI_SUCCESS, so it initialised the request.
+    let mut request = unsafe { request.assume_init() };
+    let completed = || {
+        let mut done: c_int = 0;
+        // SAFETY: `request` is the live request created above (MPI_Test frees it and sets it to
+        // MPI_REQUEST_NULL once complete, after which `wait_until` stops calling this); the
+        // status is ignored through MPI's own sentinel.
+        let rc = unsafe { mpi::ffi::MPI_Test(&mut request, &mut done, mpi::ffi::RSMPI_STATUS_IGNORE) };
+        check(rc, "MPI_Test");
+        done != 0
+    };
+    wait_until(POLL_SPIN, completed, give_up)
+}
+
+/// How long to poll an MPI request back to back before sleeping between polls (a small bucket
+/// finishes in microseconds).
+const POLL_SPIN: Duration = Duration::from_micros(20);
+
+/// MPI's default error handler aborts the job before returning an error; if one was installed
+/// that returns instead, stop here rather than train on partial sums.
+pub(super) fn check(rc: c_int, call: &str) {
+    assert_eq!(rc, mpi::ffi::MPI_SUCCESS as c_int, "{call} failed with code {rc}");
+}
