@@ -115,12 +115,10 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
         }
         return Ok(());
     }
-    if args.comm_only {
-        return comm_bench::run::<M>(args, comm);
-    }
     match args.device {
-        Device::Cpu => train::<M>(args, comm)?,
-        Device::Cuda => device::train_on_gpu::<M>(args, comm)?,
+        Device::Cpu if args.comm_only => comm_bench::run::<M>(args, comm)?,
+        Device::Cpu => _ = train::<M>(args, comm)?,
+        Device::Cuda => _ = device::train_on_gpu::<M>(args, comm)?,
     };
     Ok(())
 }

@@ -91,6 +91,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
 fn refuse_cpu_only_flags(args: &TrainArgs) -> Result<()> {
     let refused: Vec<&str> = [
         (args.accumulate > 1, "--accumulate"),
+        (args.comm_only, "--comm-only"),
         (args.save.is_some(), "--save"),
         (args.resume.is_some(), "--resume"),
         (args.link.is_some(), "--link"),
