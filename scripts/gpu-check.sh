@@ -45,7 +45,7 @@ export LD_LIBRARY_PATH="$PWD/.tools/cuda/links:$LD_LIBRARY_PATH"
 
 echo "== build (--features cuda)"
 cargo build --release --examples --features cuda
-cargo build --tests --features cuda
+cargo build --examples --features cuda  # tests/cuda.rs runs target/debug/examples/mlp under mpirun
 
 echo "== GPU tests"
 cargo test --features cuda --test cuda -- --include-ignored --nocapture --test-threads 1
