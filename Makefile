@@ -16,6 +16,10 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 NVRTC_DIR := .tools/nvrtc
 NVRTC_LIB := $(abspath $(NVRTC_DIR))/nvidia/cuda_nvrtc/lib
 NVRTC_WHEEL := nvidia-cuda-nvrtc-cu12==12.9.86
+# ptxas, to assemble the kernels' PTX and report registers and spills.
+NVCC_DIR := .tools/nvcc
+PTXAS := $(abspath $(NVCC_DIR))/nvidia/cuda_nvcc/bin/ptxas
+NVCC_WHEEL := nvidia-cuda-nvcc-cu12==12.9.86
 
 .PHONY: deps nvrtc example test bench
 
@@ -29,11 +33,12 @@ deps:
 	fi
 
 nvrtc:
-	@test -e $(NVRTC_LIB)/libnvrtc.so.12 || { \
-		python3 -m pip --version >/dev/null 2>&1 || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-			$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq python3-pip; }; \
-		PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --disable-pip-version-check \
-			--target $(NVRTC_DIR) $(NVRTC_WHEEL); }
+	@python3 -m pip --version >/dev/null 2>&1 || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq python3-pip; }
+	@test -e $(NVRTC_LIB)/libnvrtc.so.12 || PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet \
+		--disable-pip-version-check --root-user-action=ignore --target $(NVRTC_DIR) $(NVRTC_WHEEL)
+	@test -e $(PTXAS) || { PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet \
+		--disable-pip-version-check --root-user-action=ignore --no-deps --target $(NVCC_DIR) $(NVCC_WHEEL) && chmod +x $(PTXAS); }
 
 example: deps
 	cargo build --release --examples
@@ -43,7 +48,7 @@ test: deps nvrtc
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy --workspace --all-targets --features cuda -- -D warnings
-	LD_LIBRARY_PATH=$(NVRTC_LIB) cargo test -p overlap-runtime --features cuda --test nvrtc -- --include-ignored
+	LD_LIBRARY_PATH=$(NVRTC_LIB) OVERLAP_PTXAS=$(PTXAS) cargo test -p overlap-runtime --features cuda --test nvrtc -- --include-ignored --nocapture
 	cargo test --features cuda --test cuda  # without a GPU: the no-driver error; the GPU tests show as ignored
 	cargo build --workspace --examples  # tests/mpi.rs runs these binaries under mpirun
 	cargo test --workspace --doc

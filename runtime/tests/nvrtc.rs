@@ -1,7 +1,8 @@
 //! Every kernel source compiles with NVRTC for Ampere (sm_80) and Hopper (sm_90) without an
-//! error or a warning. Needs `libnvrtc` but no GPU: `make test` installs the
-//! `nvidia-cuda-nvrtc-cu12` wheel into `.tools/` and runs these with `--include-ignored`; without
-//! the library they are reported as ignored, not passed.
+//! error or a warning, and `ptxas` assembles it for Hopper without spilling registers. Needs
+//! `libnvrtc` and `ptxas` but no GPU: `make test` installs the `nvidia-cuda-nvrtc-cu12` and
+//! `nvidia-cuda-nvcc-cu12` wheels into `.tools/` and runs these with `--include-ignored`; without
+//! them they are reported as ignored, not passed.
 #![cfg(feature = "cuda")]
 
 use overlap_runtime::cuda::{compile, nvrtc_available, KernelSource, KERNEL_SOURCES};
@@ -57,4 +58,77 @@ fn a_warning_is_kept_in_the_log() {
     };
     let compiled = compile(&noisy, "sm_90").unwrap();
     assert!(compiled.log.contains("unused"), "NVRTC's warning reaches the caller: {:?}", compiled.log);
+}
+
+/// `ptxas` from the `nvidia-cuda-nvcc-cu12` wheel, which `make test` installs and names in
+/// `OVERLAP_PTXAS`.
+fn ptxas() -> std::path::PathBuf {
+    let path = std::env::var_os("OVERLAP_PTXAS").expect("OVERLAP_PTXAS names the ptxas binary (make test sets it)");
+    std::path::PathBuf::from(path)
+}
+
+/// Registers, spill stores and spill loads per kernel, from `ptxas -v`'s report.
+fn resource_usage(report: &str) -> Vec<(String, u32, u32, u32)> {
+    let mut usage = Vec::new();
+    let mut current: Option<(String, u32, u32)> = None;
+    let number_before = |line: &str, word: &str| -> Option<u32> {
+        let at = line.find(word)?;
+        line[..at].split_whitespace().last()?.parse().ok()
+    };
+    for line in report.lines() {
+        if let Some(at) = line.find("Compiling entry function '") {
+            let name = line[at + 26..].split('\'').next().unwrap_or_default().to_string();
+            current = Some((name, 0, 0));
+        } else if line.contains("spill stores") {
+            if let Some((_, stores, loads)) = current.as_mut() {
+                *stores = number_before(line, "bytes spill stores").unwrap_or(0);
+                *loads = number_before(line, "bytes spill loads").unwrap_or(0);
+            }
+        } else if let Some(registers) = number_before(line, "registers") {
+            if let Some((name, stores, loads)) = current.take() {
+                usage.push((name, registers, stores, loads));
+            }
+        }
+    }
+    usage
+}
+
+#[test]
+#[ignore = "needs libnvrtc and ptxas: make test installs both and runs this test"]
+fn every_kernel_assembles_for_sm90_without_spills() {
+    assert!(nvrtc_available(), "{NEEDS_NVRTC}");
+    let dir = std::env::temp_dir().join(format!("overlap-ptxas-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for kernel in KERNEL_SOURCES {
+        let compiled = compile(kernel, "sm_90").unwrap_or_else(|e| panic!("{e}"));
+        let ptx = dir.join(kernel.file.replace(".cu", ".ptx"));
+        std::fs::write(&ptx, &compiled.ptx).unwrap();
+        let out = std::process::Command::new(ptxas())
+            .args(["-arch=sm_90", "-v", "-o", "/dev/null"])
+            .arg(&ptx)
+            .output()
+            .expect("ptxas runs");
+        let report = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "ptxas rejected {}:\n{report}", kernel.file);
+        let usage = resource_usage(&report);
+        assert_eq!(usage.len(), kernel.kernels.len(), "{}: one report line per kernel:\n{report}", kernel.file);
+        for (name, registers, stores, loads) in usage {
+            println!(
+                "{}: {name}: {registers} registers, {stores} bytes spill stores, {loads} bytes spill loads",
+                kernel.file
+            );
+            assert_eq!((stores, loads), (0, 0), "{name} spills registers");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_ptxas_report_is_read_per_kernel() {
+    let report = "ptxas info    : 0 bytes gmem\n\
+        ptxas info    : Compiling entry function 'relu_forward' for 'sm_90'\n\
+        ptxas info    : Function properties for relu_forward\n\
+        \x20   8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n\
+        ptxas info    : Used 10 registers, 372 bytes cmem[0]\n";
+    assert_eq!(resource_usage(report), vec![("relu_forward".to_string(), 10, 4, 12)]);
 }
