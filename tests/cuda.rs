@@ -79,7 +79,7 @@ fn layer_gradients_match_the_cpu() {
     let mut timeline = Timeline::new(false);
     let labels32: Vec<u32> = labels.iter().map(|&l| l as u32).collect();
     device.forward_loss(&gpu, inputs.as_slice(), &labels32, &mut timeline).unwrap();
-    let in_flight = device.backward(&gpu, &comm, CommMode::Skip, &mut timeline).unwrap();
+    let in_flight = device.backward(&gpu, &comm, (CommMode::Skip, false), &mut timeline).unwrap();
     device.keep_gradients(&gpu, in_flight).unwrap();
     let gpu_loss = device.loss(&gpu).unwrap();
     assert!(
@@ -97,7 +97,10 @@ fn layer_gradients_match_the_cpu() {
 /// Trains `Probe` for 20 steps on `device` and returns its parameters.
 fn train_probe(device: &str, extra: &[&str]) -> Vec<(String, Vec<usize>, Vec<f32>)> {
     let file = common::scratch("cuda").join(format!("{device}{}.safetensors", extra.join("")));
-    let mut argv = vec!["probe", "--steps", "20", "--batch", "16", "--log-every", "20", "--device", device];
+    let mut argv = vec!["probe", "--steps", "20", "--log-every", "20", "--device", device];
+    if !extra.contains(&"--batch") {
+        argv.extend_from_slice(&["--batch", "16"]);
+    }
     argv.extend_from_slice(&["--save-params", file.to_str().unwrap()]);
     argv.extend_from_slice(extra);
     let args = TrainArgs::parse_from(argv);
@@ -124,6 +127,18 @@ fn one_rank_training_matches_the_cpu_after_20_steps() {
             println!("{optimizer} {name}: relative difference {d:e}");
             assert!(d <= 1e-3, "{optimizer}: {name} differs from the CPU by {d:e} after 20 steps");
         }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn four_micro_steps_equal_one_step_on_four_times_the_batch_on_the_gpu() {
+    let accumulated = train_probe("cuda", &["--accumulate", "4", "--batch", "4"]);
+    let whole = train_probe("cuda", &["--batch", "16"]);
+    for ((name, _, a), (_, _, w)) in accumulated.iter().zip(&whole) {
+        let d = relative(a, w);
+        println!("{name}: accumulation vs whole batch differs by {d:e}");
+        assert!(d <= 1e-4, "{name}: accumulation differs by {d:e}");
     }
 }
 

@@ -16,7 +16,7 @@ use super::timing::Timeline;
 use crate::comm::CommMode;
 use crate::error::{Error, Result};
 use crate::layer::DeviceOp;
-use crate::model::{grad_scale, DistributedModel};
+use crate::model::DistributedModel;
 use crate::trace::Activity;
 
 /// One layer's device tensors.
@@ -159,12 +159,13 @@ impl GpuModel {
 
     /// Backward through every layer, starting each bucket's all-reduce right after the layer
     /// that completes it (`CommMode::Overlap`), after the whole backward (`AfterBackward`), or
-    /// never (`Skip`). Returns the in-flight buckets in launch order.
+    /// never (`Skip`, also for gradient-accumulation micro-steps). Parameter gradients are added
+    /// to the buckets when `accumulate` is set. Returns the in-flight buckets in launch order.
     pub fn backward(
         &mut self,
         gpu: &Gpu,
         comm: &GpuComm,
-        mode: CommMode,
+        (mode, accumulate): (CommMode, bool),
         timeline: &mut Timeline,
     ) -> Result<Vec<GpuInFlight>> {
         let mut in_flight = Vec::with_capacity(self.buckets.len());
@@ -180,7 +181,7 @@ impl GpuModel {
             let (rows, buckets) = (self.rows, &mut self.buckets);
             timeline.span(gpu, Activity::Backward { layer: i as u32 }, |gpu| {
                 with_gradient_views(buckets, &layer.grads, |grads| {
-                    layer.backward(gpu, rows, (x, dy), grads, dx.as_mut())
+                    layer.backward(gpu, rows, (x, dy), (grads, accumulate), dx.as_mut())
                 })
             })?;
             dy_in = 1 - dy_in;
@@ -210,16 +211,9 @@ impl GpuModel {
     }
 
     /// For each bucket in launch order: the compute stream waits for its sum (the host does
-    /// not), then its parameters are updated; averaging over `world_size` is folded in.
-    pub fn step(
-        &mut self,
-        gpu: &Gpu,
-        in_flight: Vec<GpuInFlight>,
-        world_size: usize,
-        timeline: &mut Timeline,
-    ) -> Result<()> {
+    /// not), then its parameters are updated; averaging (`scale`, see `grad_scale`) is folded in.
+    pub fn step(&mut self, gpu: &Gpu, in_flight: Vec<GpuInFlight>, scale: f32, timeline: &mut Timeline) -> Result<()> {
         self.optimizer.begin_step();
-        let scale = grad_scale(world_size, 1);
         for flight in in_flight {
             let k = flight.bucket;
             let (data, all_reduce) = timeline.wait(gpu, k, |gpu| flight.wait(gpu.compute()))?;
@@ -339,15 +333,20 @@ impl DeviceLayer {
         gpu: &Gpu,
         rows: usize,
         (x, dy): (CudaView<f32>, CudaView<f32>),
-        grads: &mut [CudaViewMut<f32>],
+        (grads, accumulate): (&mut [CudaViewMut<f32>], bool),
         dx: Option<&mut CudaViewMut<f32>>,
     ) -> Result<()> {
         let (input, output) = (self.input, self.output);
         let x = x.slice(..rows * input);
         match (self.op, grads) {
-            (DeviceOp::Linear { .. }, [dw, db]) => {
-                ops::linear_backward(gpu, (input, output, rows), (x, self.params[0].as_view(), dy), (dw, db), false, dx)
-            }
+            (DeviceOp::Linear { .. }, [dw, db]) => ops::linear_backward(
+                gpu,
+                (input, output, rows),
+                (x, self.params[0].as_view(), dy),
+                (dw, db),
+                accumulate,
+                dx,
+            ),
             (DeviceOp::LayerNorm { .. }, [dgamma, dbeta]) => {
                 let (mean, rstd) = self.stats.as_ref().expect("LayerNorm keeps row statistics");
                 ops::layer_norm_backward(
@@ -356,7 +355,7 @@ impl DeviceLayer {
                     (x, dy, self.params[0].as_view()),
                     (mean.as_view(), rstd.as_view()),
                     (dgamma, dbeta),
-                    false,
+                    accumulate,
                     dx,
                 )
             }

@@ -9,7 +9,7 @@ use crate::comm::{CommMode, Communicator};
 use crate::data::shard_start_after;
 use crate::device::gpu_ordinal;
 use crate::error::{Error, Result};
-use crate::model::DistributedModel;
+use crate::model::{grad_scale, DistributedModel};
 use crate::observe::Observer;
 use crate::optim::ChosenOptimizer;
 use crate::params_file::save_params;
@@ -41,30 +41,43 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     let (mut inputs, mut labels, mut labels32) = (Matrix::default(), Vec::new(), Vec::new());
     let mut step_times = Vec::with_capacity(args.steps as usize);
     let (mut first_loss, mut final_loss) = (f64::NAN, f64::NAN);
-    let global_batch = (args.batch * world) as u64;
+    let global_batch = (args.batch * args.accumulate * world) as u64;
     for step in 0..args.steps {
         trace::set_step(step);
         let started = Instant::now();
         timeline.begin_step(&gpu)?;
         let step_span = trace::step();
-        data.fill(
-            shard_start_after(step * global_batch, 0, world, rank, args.batch),
-            args.batch,
-            &mut inputs,
-            &mut labels,
-        );
-        labels32.clear();
-        labels32.extend(labels.iter().map(|&l| l as u32));
-        device.forward_loss(&gpu, inputs.as_slice(), &labels32, &mut timeline)?;
-        let in_flight = device.backward(&gpu, &gpu_comm, comm.mode(), &mut timeline)?;
-        device.step(&gpu, in_flight, if comm.mode() == CommMode::Skip { 1 } else { world }, &mut timeline)?;
+        let logging = step == 0 || (step + 1).is_multiple_of(args.log_every) || step + 1 == args.steps;
+        let mut loss = 0.0;
+        let mut in_flight = Vec::new();
+        for micro in 0..args.accumulate {
+            let first = shard_start_after(step * global_batch, micro, world, rank, args.batch);
+            data.fill(first, args.batch, &mut inputs, &mut labels);
+            labels32.clear();
+            labels32.extend(labels.iter().map(|&l| l as u32));
+            device.forward_loss(&gpu, inputs.as_slice(), &labels32, &mut timeline)?;
+            if logging {
+                // Copies the loss out, which waits for the GPU: only on the steps that log.
+                loss += device.loss(&gpu)?;
+            }
+            let last = micro + 1 == args.accumulate;
+            let mode = if last { comm.mode() } else { CommMode::Skip };
+            let buckets = device.backward(&gpu, &gpu_comm, (mode, micro > 0), &mut timeline)?;
+            if last {
+                in_flight = buckets;
+            } else {
+                device.keep_gradients(&gpu, buckets)?;
+            }
+        }
+        let reducing = if comm.mode() == CommMode::Skip { 1 } else { world };
+        device.step(&gpu, in_flight, grad_scale(reducing, args.accumulate), &mut timeline)?;
         gpu.synchronize()?;
         drop(step_span);
         timeline.end_step()?;
         step_times.push(started.elapsed());
         progress.inc(1);
-        if step == 0 || (step + 1).is_multiple_of(args.log_every) || step + 1 == args.steps {
-            let global = comm.sum_f64(device.loss(&gpu)?)? / world as f64;
+        if logging {
+            let global = comm.sum_f64(loss / args.accumulate as f64)? / world as f64;
             if step == 0 {
                 first_loss = global;
             }
@@ -90,7 +103,6 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
 /// Flags whose machinery exists only on the CPU so far, refused together with one message.
 fn refuse_cpu_only_flags(args: &TrainArgs) -> Result<()> {
     let refused: Vec<&str> = [
-        (args.accumulate > 1, "--accumulate"),
         (args.comm_only, "--comm-only"),
         (args.save.is_some(), "--save"),
         (args.resume.is_some(), "--resume"),
