@@ -2,7 +2,7 @@
 # The GPU check, for a machine with an NVIDIA GPU and its driver (under 5 minutes on one GPU):
 #   1. builds everything with the `cuda` feature;
 #   2. runs the GPU tests (layer gradients vs the CPU, 20-step training parity with SGD and AdamW,
-#      gradient accumulation, overlap vs no-overlap);
+#      gradient accumulation, bitwise resume, overlap vs no-overlap);
 #   3. trains the `mlp` example on one GPU with --trace and prints its step time and overlap report;
 #   4. when PyTorch with CUDA is importable, times the same model, batch and optimizer on the
 #      same GPU and prints the ratio.

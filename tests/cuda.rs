@@ -94,10 +94,12 @@ fn layer_gradients_match_the_cpu() {
     }
 }
 
-/// Trains `Probe` for 20 steps on `device` and returns its parameters.
-fn train_probe(device: &str, extra: &[&str]) -> Vec<(String, Vec<usize>, Vec<f32>)> {
-    let file = common::scratch("cuda").join(format!("{device}{}.safetensors", extra.join("")));
-    let mut argv = vec!["probe", "--steps", "20", "--log-every", "20", "--device", device];
+/// Trains `Probe` to step `steps` on `device` and returns its parameters.
+fn train_probe(device: &str, steps: u32, extra: &[&str]) -> Vec<(String, Vec<usize>, Vec<f32>)> {
+    let tag: String = extra.join("").chars().filter(char::is_ascii_alphanumeric).collect();
+    let file = common::scratch("cuda").join(format!("{device}{steps}{tag}.safetensors"));
+    let steps = steps.to_string();
+    let mut argv = vec!["probe", "--steps", &steps, "--log-every", "20", "--device", device];
     if !extra.contains(&"--batch") {
         argv.extend_from_slice(&["--batch", "16"]);
     }
@@ -120,8 +122,8 @@ fn train_probe(device: &str, extra: &[&str]) -> Vec<(String, Vec<usize>, Vec<f32
 #[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
 fn one_rank_training_matches_the_cpu_after_20_steps() {
     for optimizer in ["sgd", "adamw"] {
-        let cpu = train_probe("cpu", &["--optimizer", optimizer]);
-        let gpu = train_probe("cuda", &["--optimizer", optimizer]);
+        let cpu = train_probe("cpu", 20, &["--optimizer", optimizer]);
+        let gpu = train_probe("cuda", 20, &["--optimizer", optimizer]);
         for ((name, _, c), (_, _, g)) in cpu.iter().zip(&gpu) {
             let d = relative(g, c);
             println!("{optimizer} {name}: relative difference {d:e}");
@@ -133,12 +135,27 @@ fn one_rank_training_matches_the_cpu_after_20_steps() {
 #[test]
 #[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
 fn four_micro_steps_equal_one_step_on_four_times_the_batch_on_the_gpu() {
-    let accumulated = train_probe("cuda", &["--accumulate", "4", "--batch", "4"]);
-    let whole = train_probe("cuda", &["--batch", "16"]);
+    let accumulated = train_probe("cuda", 20, &["--accumulate", "4", "--batch", "4"]);
+    let whole = train_probe("cuda", 20, &["--batch", "16"]);
     for ((name, _, a), (_, _, w)) in accumulated.iter().zip(&whole) {
         let d = relative(a, w);
         println!("{name}: accumulation vs whole batch differs by {d:e}");
         assert!(d <= 1e-4, "{name}: accumulation differs by {d:e}");
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn resuming_on_the_gpu_is_bitwise_identical_to_not_stopping() {
+    for optimizer in ["sgd", "adamw"] {
+        let dir = common::scratch(&format!("cuda-resume-{optimizer}"));
+        let (whole, split) = (dir.join("whole"), dir.join("split"));
+        let (whole, split) = (whole.to_str().unwrap(), split.to_str().unwrap());
+        let uninterrupted = train_probe("cuda", 10, &["--optimizer", optimizer, "--save", whole]);
+        train_probe("cuda", 5, &["--optimizer", optimizer, "--save", split]);
+        let resumed = train_probe("cuda", 10, &["--optimizer", optimizer, "--resume", split, "--save", split]);
+        assert_eq!(uninterrupted, resumed, "{optimizer}: 5 + resume + 5 steps differ from 10");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
 

@@ -139,19 +139,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
 
     let mut model = M::new(comm, args.seed)?;
     let mut optimizer = ChosenOptimizer::from_args(args);
-    let mut position = Position { next_step: 0, samples_seen: 0 };
-    if let Some(dir) = &args.resume {
-        position = checkpoint::load(dir, &mut model, &mut optimizer)?;
-        if rank == 0 {
-            eprintln!("resumed from {} at step {}", dir.display(), position.next_step);
-        }
-    }
-    if position.next_step >= args.steps {
-        return Err(Error::Config(format!(
-            "the checkpoint is at step {}, and --steps {} is the total to reach: nothing to do",
-            position.next_step, args.steps
-        )));
-    }
+    let mut position = resume(args, &mut model, &mut optimizer, rank)?;
     let global_batch = (args.batch * args.accumulate * world) as u64;
     let mut saves = 0u64;
     let mut grads = model.new_grads();
@@ -207,13 +195,10 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
             });
         }
         progress.suspend(|| observer.after_step(step, comm))?;
-        let last = step + 1 == args.steps;
-        if let (0, Some(dir)) = (rank, &args.save) {
-            if last || args.save_every.is_some_and(|n| (step + 1).is_multiple_of(n)) {
-                saves += 1;
-                let written = checkpoint::save(dir, &model, &optimizer, position, saves)?;
-                progress.suspend(|| observer.say(&format!("checkpoint: {}", written.display())));
-            }
+        if let (0, Some(dir), true) = (rank, &args.save, saves_after(args, step)) {
+            saves += 1;
+            let written = checkpoint::save(dir, &model, &optimizer, position, saves)?;
+            progress.suspend(|| observer.say(&format!("checkpoint: {}", written.display())));
         }
     }
     progress.finish_and_clear();
@@ -226,6 +211,35 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     observer.say(&format!("{}{}", summary.describe(comm.mode()), observer.emulation_note()));
     observer.finish(comm)?;
     Ok(summary)
+}
+
+/// Where training starts: step 0, or the newest checkpoint of `--resume` (loaded into `model`
+/// and `optimizer`), which must be before `--steps`.
+pub(crate) fn resume<M: DistributedModel>(
+    args: &TrainArgs,
+    model: &mut M,
+    optimizer: &mut ChosenOptimizer,
+    rank: usize,
+) -> Result<Position> {
+    let mut position = Position { next_step: 0, samples_seen: 0 };
+    if let Some(dir) = &args.resume {
+        position = checkpoint::load(dir, model, optimizer)?;
+        if rank == 0 {
+            eprintln!("resumed from {} at step {}", dir.display(), position.next_step);
+        }
+    }
+    if position.next_step >= args.steps {
+        return Err(Error::Config(format!(
+            "the checkpoint is at step {}, and --steps {} is the total to reach: nothing to do",
+            position.next_step, args.steps
+        )));
+    }
+    Ok(position)
+}
+
+/// Whether step `step` (0-based) ends with a checkpoint: the last one, and every --save-every.
+pub(crate) fn saves_after(args: &TrainArgs, step: u64) -> bool {
+    args.save.is_some() && (step + 1 == args.steps || args.save_every.is_some_and(|n| (step + 1).is_multiple_of(n)))
 }
 
 /// The synthetic set, or the IDX files of `--data`, shaped for the model's input and output.

@@ -17,6 +17,7 @@ use crate::comm::CommMode;
 use crate::error::{Error, Result};
 use crate::layer::DeviceOp;
 use crate::model::DistributedModel;
+use crate::optim::{ChosenOptimizer, OptimizerState};
 use crate::trace::Activity;
 
 /// One layer's device tensors.
@@ -250,6 +251,32 @@ impl GpuModel {
             for (p, values) in layer.params.iter().enumerate() {
                 let host = gpu.compute().clone_dtoh(values).map_err(cuda("copying parameters out"))?;
                 model.param_mut(ParamRef { layer: index, param: p }).copy_from_slice(&host);
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies the parameters into `model` and the optimizer state into `into` (a fresh
+    /// optimizer of the same kind), for a checkpoint.
+    pub fn save_state<M: DistributedModel>(&self, gpu: &Gpu, model: &mut M, into: &mut ChosenOptimizer) -> Result<()> {
+        self.download(gpu, model)?;
+        if let Some(step) = self.optimizer.step_count() {
+            into.set_step_count(step);
+        }
+        for (index, state) in self.layers.iter().flat_map(|l| &l.state).enumerate() {
+            if let Some(buffers) = state.download(gpu, &self.optimizer)? {
+                into.set_buffers(index, &buffers.iter().map(Vec::as_slice).collect::<Vec<_>>());
+            }
+        }
+        Ok(())
+    }
+
+    /// Restores the optimizer state a checkpoint loaded into `from` (parameters are restored by
+    /// building the model from the loaded host model).
+    pub fn load_state(&mut self, gpu: &Gpu, from: &ChosenOptimizer) -> Result<()> {
+        for (index, state) in self.layers.iter_mut().flat_map(|l| &mut l.state).enumerate() {
+            if let Some(buffers) = from.buffers(index) {
+                state.upload(gpu, &buffers)?;
             }
         }
         Ok(())

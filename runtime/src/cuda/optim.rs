@@ -7,7 +7,7 @@ use cudarc::driver::CudaSlice;
 use super::gpu::{cuda, Gpu};
 use super::ops;
 use crate::error::Result;
-use crate::optim::{AdamW, Optimizer, Sgd};
+use crate::optim::{AdamW, ChosenOptimizer, Optimizer, OptimizerState, Sgd};
 
 pub enum GpuOptimizer {
     Sgd(Sgd),
@@ -32,6 +32,32 @@ impl GpuOptimizer {
             GpuOptimizer::AdamW(_) => 2,
         };
         zeros(gpu, &vec![numel; count])
+    }
+
+    /// The optimizer `chosen` describes, with its step count but none of its buffers (those go
+    /// to the device with `ParamState::upload`).
+    pub fn like(chosen: &ChosenOptimizer, args: &crate::args::TrainArgs) -> Self {
+        let mut fresh = ChosenOptimizer::from_args(args);
+        if let Some(step) = chosen.step_count() {
+            fresh.set_step_count(step);
+        }
+        match fresh {
+            ChosenOptimizer::Sgd(o) => GpuOptimizer::Sgd(o),
+            ChosenOptimizer::AdamW(o) => GpuOptimizer::AdamW(o),
+        }
+    }
+
+    /// Steps taken, where the rule depends on it (AdamW).
+    pub fn step_count(&self) -> Option<u64> {
+        match self {
+            GpuOptimizer::Sgd(o) => OptimizerState::step_count(o),
+            GpuOptimizer::AdamW(o) => OptimizerState::step_count(o),
+        }
+    }
+
+    /// Whether parameters carry buffers at all (SGD without momentum does not).
+    fn keeps_buffers(&self) -> bool {
+        !matches!(self, GpuOptimizer::Sgd(sgd) if sgd.rule().momentum == 0.0)
     }
 
     /// Called once per step before the first update (AdamW's step count).
@@ -73,6 +99,28 @@ impl GpuOptimizer {
             ),
             _ => unreachable!("the state was made by new_state for this optimizer"),
         }
+    }
+}
+
+impl ParamState {
+    /// This parameter's buffers copied out, or `None` before its first update (or without
+    /// buffers), as a checkpoint stores them.
+    pub fn download(&self, gpu: &Gpu, optimizer: &GpuOptimizer) -> Result<Option<Vec<Vec<f32>>>> {
+        if !self.updated || !optimizer.keeps_buffers() {
+            return Ok(None);
+        }
+        let stream = gpu.compute();
+        let host = self.buffers.iter().map(|b| stream.clone_dtoh(b)).collect::<std::result::Result<_, _>>();
+        Ok(Some(host.map_err(cuda("copying optimizer state out"))?))
+    }
+
+    /// Restores this parameter's buffers from a checkpoint (shapes already checked by the loader).
+    pub fn upload(&mut self, gpu: &Gpu, buffers: &[&[f32]]) -> Result<()> {
+        for (device, host) in self.buffers.iter_mut().zip(buffers) {
+            gpu.compute().memcpy_htod(*host, device).map_err(cuda("copying optimizer state in"))?;
+        }
+        self.updated = true;
+        Ok(())
     }
 }
 

@@ -5,17 +5,19 @@ use std::time::Instant;
 
 use super::{Gpu, GpuComm, GpuModel, GpuOptimizer, Timeline};
 use crate::args::TrainArgs;
+use crate::checkpoint::{self, Position};
 use crate::comm::{CommMode, Communicator};
 use crate::data::shard_start_after;
 use crate::device::gpu_ordinal;
 use crate::error::{Error, Result};
+use crate::fault;
 use crate::model::{grad_scale, DistributedModel};
 use crate::observe::Observer;
 use crate::optim::ChosenOptimizer;
 use crate::params_file::save_params;
 use crate::tensor::Matrix;
 use crate::trace;
-use crate::train::{progress_bar, training_data, TrainSummary};
+use crate::train::{progress_bar, resume, saves_after, training_data, TrainSummary};
 
 /// Trains `M` on this rank's GPU for `args.steps` steps.
 pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<TrainSummary> {
@@ -25,11 +27,12 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     let (rank, world) = (comm.rank(), comm.world_size());
     let gpu = Gpu::open(gpu_ordinal(args))?;
     let mut model = M::new(comm, args.seed)?;
-    let optimizer = match ChosenOptimizer::from_args(args) {
-        ChosenOptimizer::Sgd(o) => GpuOptimizer::Sgd(o),
-        ChosenOptimizer::AdamW(o) => GpuOptimizer::AdamW(o),
-    };
-    let mut device = GpuModel::new(&gpu, &model, args.batch, optimizer)?;
+    // A checkpoint loads into host structures first, then goes to the device with the model.
+    let mut restored = ChosenOptimizer::from_args(args);
+    let mut position = resume(args, &mut model, &mut restored, rank)?;
+    let mut device = GpuModel::new(&gpu, &model, args.batch, GpuOptimizer::like(&restored, args))?;
+    device.load_state(&gpu, &restored)?;
+    drop(restored);
     let mut observer = Observer::start(args, comm, schedule.clone())?;
     let mut timeline = Timeline::new(trace::is_enabled());
     let gpu_comm = GpuComm::new(&gpu, comm, timeline.is_enabled())?;
@@ -37,21 +40,25 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         observer.say(&format!("training {} on {} per rank", schedule.model, gpu.describe()));
     }
 
+    let first_step = position.next_step;
+    let mut saves = 0u64;
     let progress = progress_bar(rank == 0, args.steps);
+    progress.set_position(first_step);
     let (mut inputs, mut labels, mut labels32) = (Matrix::default(), Vec::new(), Vec::new());
     let mut step_times = Vec::with_capacity(args.steps as usize);
     let (mut first_loss, mut final_loss) = (f64::NAN, f64::NAN);
     let global_batch = (args.batch * args.accumulate * world) as u64;
-    for step in 0..args.steps {
+    for step in first_step..args.steps {
+        fault::at_step(rank, step);
         trace::set_step(step);
         let started = Instant::now();
         timeline.begin_step(&gpu)?;
         let step_span = trace::step();
-        let logging = step == 0 || (step + 1).is_multiple_of(args.log_every) || step + 1 == args.steps;
+        let logging = step == first_step || (step + 1).is_multiple_of(args.log_every) || step + 1 == args.steps;
         let mut loss = 0.0;
         let mut in_flight = Vec::new();
         for micro in 0..args.accumulate {
-            let first = shard_start_after(step * global_batch, micro, world, rank, args.batch);
+            let first = shard_start_after(position.samples_seen, micro, world, rank, args.batch);
             data.fill(first, args.batch, &mut inputs, &mut labels);
             labels32.clear();
             labels32.extend(labels.iter().map(|&l| l as u32));
@@ -74,11 +81,12 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         gpu.synchronize()?;
         drop(step_span);
         timeline.end_step()?;
+        position = Position { next_step: step + 1, samples_seen: position.samples_seen + global_batch };
         step_times.push(started.elapsed());
         progress.inc(1);
         if logging {
             let global = comm.sum_f64(loss / args.accumulate as f64)? / world as f64;
-            if step == 0 {
+            if step == first_step {
                 first_loss = global;
             }
             final_loss = global;
@@ -87,6 +95,13 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
                 .suspend(|| observer.say(&format!("step {:>6}  loss {global:.4}  {rate:>8.0} samples/s", step + 1)));
         }
         progress.suspend(|| observer.after_step(step, comm))?;
+        if let (0, Some(dir), true) = (rank, &args.save, saves_after(args, step)) {
+            saves += 1;
+            let mut snapshot = ChosenOptimizer::from_args(args);
+            device.save_state(&gpu, &mut model, &mut snapshot)?;
+            let written = checkpoint::save(dir, &model, &snapshot, position, saves)?;
+            progress.suspend(|| observer.say(&format!("checkpoint: {}", written.display())));
+        }
     }
     progress.finish_and_clear();
     if let (0, Some(path)) = (rank, &args.save_params) {
@@ -94,7 +109,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         save_params(&model, path)?;
     }
     comm.barrier()?;
-    let summary = TrainSummary::new(args, world, (0, first_loss, final_loss), step_times);
+    let summary = TrainSummary::new(args, world, (first_step, first_loss, final_loss), step_times);
     observer.say(&format!("{} on {}", summary.describe(comm.mode()), gpu.describe()));
     observer.finish(comm)?;
     Ok(summary)
@@ -104,8 +119,6 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
 fn refuse_cpu_only_flags(args: &TrainArgs) -> Result<()> {
     let refused: Vec<&str> = [
         (args.comm_only, "--comm-only"),
-        (args.save.is_some(), "--save"),
-        (args.resume.is_some(), "--resume"),
         (args.link.is_some(), "--link"),
         (args.comm_timeout.is_some(), "--comm-timeout"),
         (args.check_finite, "--check-finite"),
