@@ -60,6 +60,60 @@ fn without_a_driver_the_error_says_so_and_with_one_the_gpu_opens() {
     }
 }
 
+/// A user layer without device kernels (it keeps the default `DEVICE_OP`).
+pub struct Halve;
+
+impl Layer for Halve {
+    const PARAMS: &'static [overlap::ParamDef] = &[];
+    const WIDTH: overlap::Width = overlap::Width::Preserving;
+    type Saved = ();
+    fn init(_: &mut overlap::InitRng) -> Self {
+        Halve
+    }
+    fn param(&self, _: usize) -> &[f32] {
+        &[]
+    }
+    fn param_mut(&mut self, _: usize) -> &mut [f32] {
+        &mut []
+    }
+    fn forward(&self, input: &Matrix, output: &mut Matrix, _: &mut ()) {
+        output.clone_from(input);
+        output.as_mut_slice().iter_mut().for_each(|v| *v *= 0.5);
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn backward(
+        &self,
+        _: &Matrix,
+        _: &Matrix,
+        _: &(),
+        dy: &Matrix,
+        _: &mut [&mut [f32]],
+        _: bool,
+        dx: Option<&mut Matrix>,
+    ) {
+        if let Some(dx) = dx {
+            dx.clone_from(dy);
+            dx.as_mut_slice().iter_mut().for_each(|v| *v *= 0.5);
+        }
+    }
+}
+
+#[distributed_model]
+pub struct WithUserLayer {
+    fc: Linear<8, 8>,
+    #[layer(params())]
+    halve: Halve,
+    head: Linear<8, 2>,
+}
+
+#[test]
+fn a_layer_without_device_kernels_is_refused_by_name_without_a_gpu() {
+    overlap::cuda::check_supported::<Probe>().expect("every built-in layer runs on the GPU");
+    let message = overlap::cuda::check_supported::<WithUserLayer>().unwrap_err().to_string();
+    assert!(message.contains("`halve` (Halve)") && message.contains("--device cpu"), "{message}");
+    assert!(!message.contains("`fc`"), "{message}");
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
 fn layer_gradients_match_the_cpu() {

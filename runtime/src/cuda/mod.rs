@@ -23,7 +23,7 @@ mod train;
 
 pub use gpu::{driver_present, gpu_count, Gpu};
 pub use kernels::{compile, nvrtc_available, CompiledKernels, KernelSource, KERNEL_SOURCES};
-pub use model::GpuModel;
+pub use model::{check_supported, GpuModel};
 pub use nccl::{EventPair, GpuComm, GpuInFlight};
 pub use optim::GpuOptimizer;
 pub use timing::Timeline;

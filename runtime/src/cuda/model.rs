@@ -20,6 +20,25 @@ use crate::model::DistributedModel;
 use crate::optim::{ChosenOptimizer, OptimizerState};
 use crate::trace::Activity;
 
+/// Fails, naming them, when layers of `M` have no device kernels (their `Layer::DEVICE_OP` is
+/// `Unsupported`). Needs no GPU, so the training loop asks before opening one.
+pub fn check_supported<M: DistributedModel>() -> Result<()> {
+    let schedule = M::SCHEDULE;
+    let unsupported: Vec<String> = (schedule.layers.iter().zip(M::DEVICE_OPS))
+        .filter(|(_, op)| **op == DeviceOp::Unsupported)
+        .map(|(l, _)| format!("`{}` ({})", l.name, l.kind))
+        .collect();
+    if unsupported.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Cuda(format!(
+        "{} cannot run on the GPU: layer(s) {} have no device kernels (their `Layer::DEVICE_OP` is `Unsupported`); \
+         use --device cpu",
+        schedule.model,
+        unsupported.join(", ")
+    )))
+}
+
 /// One layer's device tensors.
 struct DeviceLayer {
     op: DeviceOp,
@@ -57,18 +76,7 @@ impl GpuModel {
     /// per rank needs. Fails, naming them, on layers without device kernels.
     pub fn new<M: DistributedModel>(gpu: &Gpu, model: &M, rows: usize, optimizer: GpuOptimizer) -> Result<Self> {
         let schedule = M::SCHEDULE;
-        let unsupported: Vec<String> = (schedule.layers.iter().zip(M::DEVICE_OPS))
-            .filter(|(_, op)| **op == DeviceOp::Unsupported)
-            .map(|(l, _)| format!("`{}` ({})", l.name, l.kind))
-            .collect();
-        if !unsupported.is_empty() {
-            return Err(Error::Cuda(format!(
-                "{} cannot run on the GPU: layer(s) {} have no device kernels (their `Layer::DEVICE_OP` is \
-                 `Unsupported`); use --device cpu",
-                schedule.model,
-                unsupported.join(", ")
-            )));
-        }
+        check_supported::<M>()?;
         let alloc = |n: usize| gpu.compute().alloc_zeros::<f32>(n.max(1)).map_err(cuda("allocating device memory"));
         let mut layers = Vec::with_capacity(schedule.layers.len());
         let mut width = schedule.layers.iter().find_map(|l| match l.width {

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use super::{Gpu, GpuComm, GpuModel, GpuOptimizer, Timeline};
+use super::{check_supported, Gpu, GpuComm, GpuModel, GpuOptimizer, Timeline};
 use crate::args::TrainArgs;
 use crate::checkpoint::{self, Position};
 use crate::comm::{CommMode, Communicator};
@@ -22,6 +22,7 @@ use crate::train::{progress_bar, resume, saves_after, training_data, TrainSummar
 /// Trains `M` on this rank's GPU for `args.steps` steps.
 pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<TrainSummary> {
     refuse_cpu_only_flags(args)?;
+    check_supported::<M>()?;
     let schedule = M::SCHEDULE;
     let data = training_data(args, &schedule)?;
     let (rank, world) = (comm.rank(), comm.world_size());
