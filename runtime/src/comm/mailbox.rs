@@ -44,15 +44,19 @@ pub(crate) struct Reply<T>(Option<Arc<Mailbox<T>>>);
 pub(crate) struct Pending<T>(Arc<Mailbox<T>>);
 
 impl<T> Mailbox<T> {
-    /// A reply/pending pair over `boxed`, which must be free.
-    pub(crate) fn open(boxed: &Arc<Mailbox<T>>) -> (Reply<T>, Pending<T>) {
+    /// A reply/pending pair over `boxed`, reused when it is free (it always is once the previous
+    /// wait returned), else first replaced by a new mailbox.
+    pub(crate) fn open(boxed: &mut Arc<Mailbox<T>>) -> (Reply<T>, Pending<T>) {
+        if !Mailbox::is_free(boxed) {
+            *boxed = Arc::default();
+        }
         *boxed.lock() = Slot { state: State::Empty, outstanding: true };
         (Reply(Some(Arc::clone(boxed))), Pending(Arc::clone(boxed)))
     }
 
     /// Whether no unsent reply can still write into `boxed`, so that it can be reused. (Its
     /// previous waiter is gone or will never look again: a wait consumes its `Pending`.)
-    pub(crate) fn is_free(boxed: &Arc<Mailbox<T>>) -> bool {
+    fn is_free(boxed: &Arc<Mailbox<T>>) -> bool {
         !boxed.lock().outstanding
     }
 
@@ -121,10 +125,12 @@ mod tests {
 
     #[test]
     fn delivers_across_threads_and_is_reused() {
-        let boxed = Arc::new(Mailbox::<Reduced>::default());
+        let mut boxed = Arc::new(Mailbox::<Reduced>::default());
+        let first = Arc::as_ptr(&boxed);
         for round in 0..3 {
             assert!(Mailbox::is_free(&boxed));
-            let (reply, pending) = Mailbox::open(&boxed);
+            let (reply, pending) = Mailbox::open(&mut boxed);
+            assert_eq!(Arc::as_ptr(&boxed), first, "a free mailbox is reused");
             std::thread::spawn(move || reply.send(reduced(round))).join().unwrap();
             assert_eq!(pending.wait(None).unwrap().bucket.index(), round);
         }
@@ -132,14 +138,17 @@ mod tests {
 
     #[test]
     fn a_dropped_reply_is_reported_and_a_silent_one_times_out() {
-        let boxed = Arc::new(Mailbox::<()>::default());
-        let (reply, pending) = Mailbox::open(&boxed);
+        let mut boxed = Arc::new(Mailbox::<()>::default());
+        let (reply, pending) = Mailbox::open(&mut boxed);
         drop(reply);
         assert_eq!(pending.wait(None).err(), Some(Undelivered::Abandoned));
-        let (reply, pending) = Mailbox::open(&boxed);
+        let (reply, pending) = Mailbox::open(&mut boxed);
         assert_eq!(pending.wait(Some(Duration::from_millis(20))).err(), Some(Undelivered::TimedOut));
         assert!(!Mailbox::is_free(&boxed), "an unsent reply can still write into it");
+        let busy = Arc::clone(&boxed);
+        let (_, _) = Mailbox::open(&mut boxed);
+        assert!(!Arc::ptr_eq(&busy, &boxed), "a busy mailbox is replaced, not reused");
         drop(reply);
-        assert!(Mailbox::is_free(&boxed));
+        assert!(Mailbox::is_free(&busy));
     }
 }

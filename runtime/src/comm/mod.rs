@@ -214,17 +214,13 @@ impl Communicator {
         InFlight::pending(index, bytes, queued, pending, self.checks)
     }
 
-    /// The ends of bucket `index`'s mailbox: the one of the previous steps when it is free (it
-    /// always is once that step's wait returned), else a new one.
+    /// The ends of bucket `index`'s mailbox, reused from step to step.
     fn mailbox(&self, index: usize) -> (Reply<Reduced>, mailbox::Pending<Reduced>) {
         let mut boxes = self.mailboxes.borrow_mut();
         if boxes.len() <= index {
             boxes.resize_with(index + 1, Arc::default);
         }
-        if !Mailbox::is_free(&boxes[index]) {
-            boxes[index] = Arc::default();
-        }
-        Mailbox::open(&boxes[index])
+        Mailbox::open(&mut boxes[index])
     }
 
     /// Marks the end of backward. In `AfterBackward` mode this is when the held reductions start,

@@ -114,11 +114,7 @@ impl MpiThread {
     /// Blocks until every request queued so far has been served (every step without overlap:
     /// through a reused mailbox, so it allocates nothing).
     pub(super) fn flush(&self) -> Result<()> {
-        let mut boxed = self.flushed.borrow_mut();
-        if !Mailbox::is_free(&boxed) {
-            *boxed = Arc::default();
-        }
-        let (reply, pending) = Mailbox::open(&boxed);
+        let (reply, pending) = Mailbox::open(&mut self.flushed.borrow_mut());
         self.send(Request::Flush(reply))?;
         pending.wait(None).map_err(|_| Error::CommThreadDied("finishing the queued all-reduces"))
     }
