@@ -5,19 +5,10 @@ mod common;
 
 use common::{example, mpirun_ok, scratch};
 use overlap::plan::Link;
+use overlap::trace::median;
 use serde_json::Value;
 
 const MLP_BUCKET_BYTES: [u64; 4] = [22538 * 4, 4196352 * 4, 4196352 * 4, 1605632 * 4];
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        (v[mid - 1] + v[mid]) / 2.0
-    }
-}
 
 /// The JSON reports a `--report json` run printed, one per line.
 fn reports(stdout: &str) -> Vec<Value> {
@@ -110,8 +101,8 @@ fn two_rank_trace_report_and_timeline_agree() {
 
     // The report says what the trace says, and its numbers add up.
     let num = |key: &str| report[key].as_f64().unwrap_or_else(|| panic!("{key} in {report}"));
-    assert!(close(num("exposed_ms"), median(exposed), 1e-3), "{report}");
-    assert!(close(num("all_reduce_ms"), median(reduced), 1e-3), "{report}");
+    assert!(close(num("exposed_ms"), median(exposed.into_iter()), 1e-3), "{report}");
+    assert!(close(num("all_reduce_ms"), median(reduced.into_iter()), 1e-3), "{report}");
     assert!(close(num("hidden_ms") + num("exposed_ms"), num("all_reduce_ms"), 1e-9));
     assert!(close(num("hidden_fraction"), 1.0 - num("exposed_ms") / num("all_reduce_ms"), 1e-9));
     assert!(close(num("lower_bound_ms"), num("compute_ms").max(num("all_reduce_ms")), 1e-9));
@@ -165,7 +156,7 @@ fn overlap_against_baseline() -> Result<String, String> {
         overlap.push(tower_run(&["--link", &link]));
         baseline.push(tower_run(&["--link", &link, "--no-overlap"]));
     }
-    let med = |runs: &[Value], key: &str| median(runs.iter().map(|r| r[key].as_f64().unwrap()).collect());
+    let med = |runs: &[Value], key: &str| median(runs.iter().map(|r| r[key].as_f64().unwrap()));
     let (hidden, hidden_baseline) = (med(&overlap, "hidden_fraction"), med(&baseline, "hidden_fraction"));
     let (step, step_baseline) = (med(&overlap, "step_ms"), med(&baseline, "step_ms"));
     let comm_share = med(&baseline, "all_reduce_ms") / med(&baseline, "backward_ms");

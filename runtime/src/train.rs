@@ -42,21 +42,15 @@ pub struct TrainSummary {
 }
 
 impl TrainSummary {
-    /// From the per-step times of steps `first_step..args.steps` and the first and last logged
-    /// global losses.
-    pub(crate) fn new(
-        args: &TrainArgs,
-        world_size: usize,
-        (first_step, first_loss, final_loss): (u64, f64, f64),
-        mut step_times: Vec<Duration>,
-    ) -> Self {
+    /// From the per-step times of steps `log.first_step..args.steps` and the losses `log` kept.
+    pub(crate) fn new(args: &TrainArgs, world_size: usize, log: &LossLog, mut step_times: Vec<Duration>) -> Self {
         step_times.sort();
         let median_step = step_times[step_times.len() / 2];
         TrainSummary {
-            steps: args.steps - first_step,
+            steps: args.steps - log.first_step,
             world_size,
-            first_loss,
-            final_loss,
+            first_loss: log.first,
+            final_loss: log.last,
             median_step,
             samples_per_sec: (args.batch * args.accumulate * world_size) as f64 / median_step.as_secs_f64(),
         }
@@ -154,7 +148,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     let progress = progress_bar(rank == 0, args.steps);
     progress.set_position(first_step);
     let mut step_times = Vec::with_capacity(args.steps as usize);
-    let (mut first_loss, mut final_loss) = (f64::NAN, f64::NAN);
+    let mut log = LossLog::new(first_step);
     for step in position.next_step..args.steps {
         fault::at_step(rank, step);
         trace::set_step(step);
@@ -182,17 +176,8 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         step_times.push(started.elapsed());
         progress.inc(1);
 
-        if step == first_step || (step + 1).is_multiple_of(args.log_every) || step + 1 == args.steps {
-            let global = comm.sum_f64(loss / args.accumulate as f64)? / world as f64;
-            if step == first_step {
-                first_loss = global;
-            }
-            final_loss = global;
-            let rate = (args.batch * args.accumulate * world) as f64 / started.elapsed().as_secs_f64();
-            let note = observer.emulation_note();
-            progress.suspend(|| {
-                observer.say(&format!("step {:>6}  loss {global:.4}  {rate:>8.0} samples/s{note}", step + 1))
-            });
+        if log.logs(args, step) {
+            log.record(LoggedStep { args, comm, observer: &observer, progress: &progress }, step, loss, started)?;
         }
         progress.suspend(|| observer.after_step(step, comm))?;
         if let (0, Some(dir), true) = (rank, &args.save, saves_after(args, step)) {
@@ -207,10 +192,53 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     }
     comm.barrier()?;
 
-    let summary = TrainSummary::new(args, world, (first_step, first_loss, final_loss), step_times);
+    let summary = TrainSummary::new(args, world, &log, step_times);
     observer.say(&format!("{}{}", summary.describe(comm.mode()), observer.emulation_note()));
     observer.finish(comm)?;
     Ok(summary)
+}
+
+/// Which steps log their loss (the first, every --log-every, the last) and the first and last
+/// global losses logged.
+pub(crate) struct LossLog {
+    first_step: u64,
+    first: f64,
+    last: f64,
+}
+
+/// What printing one step's loss line needs.
+pub(crate) struct LoggedStep<'a> {
+    pub args: &'a TrainArgs,
+    pub comm: &'a Communicator,
+    pub observer: &'a Observer<'a>,
+    pub progress: &'a ProgressBar,
+}
+
+impl LossLog {
+    pub(crate) fn new(first_step: u64) -> Self {
+        LossLog { first_step, first: f64::NAN, last: f64::NAN }
+    }
+
+    pub(crate) fn logs(&self, args: &TrainArgs, step: u64) -> bool {
+        step == self.first_step || (step + 1).is_multiple_of(args.log_every) || step + 1 == args.steps
+    }
+
+    /// Averages `loss` (this rank's, summed over its micro-steps) over micro-steps and ranks,
+    /// keeps it, and prints the step's line with the throughput since `started`.
+    pub(crate) fn record(&mut self, at: LoggedStep, step: u64, loss: f64, started: Instant) -> Result<()> {
+        let LoggedStep { args, comm, observer, progress } = at;
+        let world = comm.world_size();
+        let global = comm.sum_f64(loss / args.accumulate as f64)? / world as f64;
+        if step == self.first_step {
+            self.first = global;
+        }
+        self.last = global;
+        let rate = (args.batch * args.accumulate * world) as f64 / started.elapsed().as_secs_f64();
+        let note = observer.emulation_note();
+        progress
+            .suspend(|| observer.say(&format!("step {:>6}  loss {global:.4}  {rate:>8.0} samples/s{note}", step + 1)));
+        Ok(())
+    }
 }
 
 /// Where training starts: step 0, or the newest checkpoint of `--resume` (loaded into `model`

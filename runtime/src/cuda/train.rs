@@ -17,7 +17,7 @@ use crate::optim::ChosenOptimizer;
 use crate::params_file::save_params;
 use crate::tensor::Matrix;
 use crate::trace;
-use crate::train::{progress_bar, resume, saves_after, training_data, TrainSummary};
+use crate::train::{progress_bar, resume, saves_after, training_data, LoggedStep, LossLog, TrainSummary};
 
 /// Trains `M` on this rank's GPU for `args.steps` steps.
 pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<TrainSummary> {
@@ -47,7 +47,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     progress.set_position(first_step);
     let (mut inputs, mut labels, mut labels32) = (Matrix::default(), Vec::new(), Vec::new());
     let mut step_times = Vec::with_capacity(args.steps as usize);
-    let (mut first_loss, mut final_loss) = (f64::NAN, f64::NAN);
+    let mut log = LossLog::new(first_step);
     let global_batch = (args.batch * args.accumulate * world) as u64;
     for step in first_step..args.steps {
         fault::at_step(rank, step);
@@ -55,7 +55,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         let started = Instant::now();
         timeline.begin_step(&gpu)?;
         let step_span = trace::step();
-        let logging = step == first_step || (step + 1).is_multiple_of(args.log_every) || step + 1 == args.steps;
+        let logging = log.logs(args, step);
         let mut loss = 0.0;
         let mut in_flight = Vec::new();
         for micro in 0..args.accumulate {
@@ -86,14 +86,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         step_times.push(started.elapsed());
         progress.inc(1);
         if logging {
-            let global = comm.sum_f64(loss / args.accumulate as f64)? / world as f64;
-            if step == first_step {
-                first_loss = global;
-            }
-            final_loss = global;
-            let rate = global_batch as f64 / started.elapsed().as_secs_f64();
-            progress
-                .suspend(|| observer.say(&format!("step {:>6}  loss {global:.4}  {rate:>8.0} samples/s", step + 1)));
+            log.record(LoggedStep { args, comm, observer: &observer, progress: &progress }, step, loss, started)?;
         }
         progress.suspend(|| observer.after_step(step, comm))?;
         if let (0, Some(dir), true) = (rank, &args.save, saves_after(args, step)) {
@@ -110,7 +103,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         save_params(&model, path)?;
     }
     comm.barrier()?;
-    let summary = TrainSummary::new(args, world, (first_step, first_loss, final_loss), step_times);
+    let summary = TrainSummary::new(args, world, &log, step_times);
     observer.say(&format!("{} on {}", summary.describe(comm.mode()), gpu.describe()));
     observer.finish(comm)?;
     Ok(summary)
