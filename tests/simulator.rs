@@ -4,6 +4,7 @@
 mod common;
 
 use common::{example, mpirun_ok};
+use overlap::trace::median;
 use serde_json::Value;
 
 fn report(model: &str, ranks: usize, extra: &[&str]) -> Value {
@@ -37,12 +38,14 @@ fn predictions_match_emulated_runs_within_a_quarter() {
 #[test]
 fn the_profile_guided_plan_beats_ddp_caps_on_the_emulated_link() {
     let args = ["--batch", "256", "--link", "bandwidth=0.5GB/s"];
+    // Alternating runs, compared by medians: one run slowed by outside load on this shared
+    // machine cannot decide the comparison.
     let (mut planned, mut caps) = (vec![], vec![]);
-    for _ in 0..2 {
+    for _ in 0..3 {
         planned.push(report("uneven", 2, &args)["step_ms"].as_f64().unwrap());
         caps.push(report("uneven_ddp", 2, &args)["step_ms"].as_f64().unwrap());
     }
-    let (p, c) = (planned.iter().sum::<f64>() / 2.0, caps.iter().sum::<f64>() / 2.0);
+    let (p, c) = (median(planned.iter().copied()), median(caps.iter().copied()));
     println!(
         "uneven on 2 ranks at 0.5 GB/s: profile-guided {planned:.1?} ms, DDP caps {caps:.1?} ms, ratio {:.3}",
         p / c
