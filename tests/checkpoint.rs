@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::{example, mpirun_ok, scratch};
+use tempfile::TempDir;
 
 /// Runs `mlp` on `ranks` ranks (directly for 1, under mpirun otherwise).
 fn mlp(ranks: usize, args: &[&str], fault: Option<&str>) -> Output {
@@ -41,17 +42,17 @@ fn files(dir: &Path, step: u64) -> (Vec<u8>, Vec<u8>) {
     (std::fs::read(d.join("model.safetensors")).unwrap(), std::fs::read(d.join("optimizer.safetensors")).unwrap())
 }
 
-fn fresh(tag: &str) -> PathBuf {
-    let dir = scratch("checkpoint").join(tag);
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+/// `root/tag`, not created yet: `--save` creates it.
+fn fresh(root: &TempDir, tag: &str) -> PathBuf {
+    root.path().join(tag)
 }
 
 #[test]
 fn resuming_is_bitwise_identical_to_not_stopping() {
+    let root = scratch("resume");
     for (ranks, optimizer) in [(1, "sgd"), (1, "adamw"), (2, "sgd")] {
         let tag = format!("{ranks}-{optimizer}");
-        let (straight, split) = (fresh(&format!("straight-{tag}")), fresh(&format!("split-{tag}")));
+        let (straight, split) = (fresh(&root, &format!("straight-{tag}")), fresh(&root, &format!("split-{tag}")));
         let opt = ["--optimizer", optimizer];
         ok(mlp(ranks, &[&opt[..], &["--steps", "10", "--save", straight.to_str().unwrap()]].concat(), None));
         ok(mlp(ranks, &[&opt[..], &["--steps", "5", "--save", split.to_str().unwrap()]].concat(), None));
@@ -61,16 +62,20 @@ fn resuming_is_bitwise_identical_to_not_stopping() {
         assert!(a.0 == b.0, "{tag}: parameters differ after resuming");
         assert!(a.1 == b.1, "{tag}: optimizer state differs after resuming");
         assert!(a.1.len() > 1000, "{tag}: the optimizer state was saved");
+        // Each pair is ~300 MB: keep the disk use of the whole test to one pair.
+        std::fs::remove_dir_all(straight).unwrap();
+        std::fs::remove_dir_all(split).unwrap();
     }
 }
 
 #[test]
 fn a_kill_at_any_stage_of_a_save_leaves_a_loadable_checkpoint() {
-    let reference = fresh("kill-reference");
+    let root = scratch("kill");
+    let reference = fresh(&root, "kill-reference");
     ok(mlp(1, &["--steps", "6", "--save", reference.to_str().unwrap()], None));
     let stages = ["model-written", "optimizer-written", "state-written", "synced", "pointer-written", "renamed"];
     for stage in stages {
-        let dir = fresh(&format!("kill-{stage}"));
+        let dir = fresh(&root, &format!("kill-{stage}"));
         let d = dir.to_str().unwrap();
         // Saves at steps 2 and 4; the second one is killed at `stage`.
         let killed = mlp(1, &["--steps", "6", "--save", d, "--save-every", "2"], Some(&format!("save:{stage}:2")));
@@ -79,9 +84,10 @@ fn a_kill_at_any_stage_of_a_save_leaves_a_loadable_checkpoint() {
         let expected = if stage == "renamed" { 4 } else { 2 };
         assert!(resumed.contains(&format!("at step {expected}")), "{stage}: {resumed}");
         assert!(files(&dir, 6) == files(&reference, 6), "{stage}: resumed run differs from an uninterrupted one");
+        std::fs::remove_dir_all(dir).unwrap();
     }
     // Killed during the very first save: there is no checkpoint, and resuming says so.
-    let dir = fresh("kill-first");
+    let dir = fresh(&root, "kill-first");
     let d = dir.to_str().unwrap();
     assert!(!mlp(1, &["--steps", "2", "--save", d], Some("save:synced:1")).status.success());
     let out = mlp(1, &["--steps", "4", "--resume", d], None);
@@ -100,10 +106,11 @@ fn resume_error(dir: &Path, exe: &str) -> String {
 
 #[test]
 fn damaged_or_foreign_checkpoints_are_refused_clearly() {
-    let good = fresh("damage-source");
+    let root = scratch("damage");
+    let good = fresh(&root, "damage-source");
     ok(mlp(1, &["--steps", "2", "--save", good.to_str().unwrap()], None));
     let copy = |tag: &str| {
-        let dir = fresh(tag);
+        let dir = fresh(&root, tag);
         std::fs::create_dir_all(dir.join("step-00000002")).unwrap();
         std::fs::copy(good.join("latest"), dir.join("latest")).unwrap();
         for f in ["model.safetensors", "optimizer.safetensors", "state.json"] {

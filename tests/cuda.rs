@@ -151,7 +151,8 @@ fn layer_gradients_match_the_cpu() {
 /// Trains `Probe` to step `steps` on `device` and returns its parameters.
 fn train_probe(device: &str, steps: u32, extra: &[&str]) -> Vec<(String, Vec<usize>, Vec<f32>)> {
     let tag: String = extra.join("").chars().filter(char::is_ascii_alphanumeric).collect();
-    let file = common::scratch("cuda").join(format!("{device}{steps}{tag}.safetensors"));
+    let root = common::scratch("cuda");
+    let file = root.path().join(format!("{device}{steps}{tag}.safetensors"));
     let steps = steps.to_string();
     let mut argv = vec!["probe", "--steps", &steps, "--log-every", "20", "--device", device];
     if !extra.contains(&"--batch") {
@@ -202,14 +203,13 @@ fn four_micro_steps_equal_one_step_on_four_times_the_batch_on_the_gpu() {
 #[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
 fn resuming_on_the_gpu_is_bitwise_identical_to_not_stopping() {
     for optimizer in ["sgd", "adamw"] {
-        let dir = common::scratch(&format!("cuda-resume-{optimizer}"));
-        let (whole, split) = (dir.join("whole"), dir.join("split"));
+        let root = common::scratch(&format!("cuda-resume-{optimizer}"));
+        let (whole, split) = (root.path().join("whole"), root.path().join("split"));
         let (whole, split) = (whole.to_str().unwrap(), split.to_str().unwrap());
         let uninterrupted = train_probe("cuda", 10, &["--optimizer", optimizer, "--save", whole]);
         train_probe("cuda", 5, &["--optimizer", optimizer, "--save", split]);
         let resumed = train_probe("cuda", 10, &["--optimizer", optimizer, "--resume", split, "--save", split]);
         assert_eq!(uninterrupted, resumed, "{optimizer}: 5 + resume + 5 steps differ from 10");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
 
@@ -219,7 +219,8 @@ fn overlap_and_no_overlap_train_alike_on_the_gpu() {
     let gpus = gpu_count().clamp(1, 2);
     let exe = common::example("mlp");
     let run = |extra: &[&str], tag: &str| {
-        let file = common::scratch("cuda-overlap").join(format!("{tag}.safetensors"));
+        let root = common::scratch("cuda-overlap");
+        let file = root.path().join(format!("{tag}.safetensors"));
         let n = gpus.to_string();
         let mut args = vec!["-n", &n, exe.to_str().unwrap(), "--device", "cuda", "--steps", "10", "--batch", "32"];
         args.extend_from_slice(&["--save-params", file.to_str().unwrap()]);

@@ -30,8 +30,9 @@ fn write_mnist_like(dir: &Path, n: u32) {
 
 #[test]
 fn trains_on_idx_files_across_ranks() {
-    let dir = scratch("idx");
-    write_mnist_like(&dir, 200);
+    let root = scratch("idx");
+    let dir = root.path();
+    write_mnist_like(dir, 200);
     let exe = example("mlp");
     let out = mpirun_ok(&[
         "-n",
@@ -61,8 +62,9 @@ fn trains_on_idx_files_across_ranks() {
 
 #[test]
 fn bad_idx_files_are_named_with_their_problem() {
-    let dir = scratch("idx-bad");
-    write_mnist_like(&dir, 20);
+    let root = scratch("idx-bad");
+    let dir = root.path();
+    write_mnist_like(dir, 20);
     let labels = dir.join("train-labels-idx1-ubyte");
     let mut bytes = std::fs::read(&labels).unwrap();
     bytes[8 + 3] = 42; // label 42 in a 10-class model
@@ -76,7 +78,7 @@ fn bad_idx_files_are_named_with_their_problem() {
     assert!(stderr.contains("train-labels-idx1-ubyte") && stderr.contains("42"), "{stderr}");
 
     // Images of the wrong size for the model.
-    write_mnist_like(&dir, 20);
+    write_mnist_like(dir, 20);
     let out = std::process::Command::new(example("tower"))
         .args(["--data", dir.to_str().unwrap(), "--steps", "1"])
         .output()

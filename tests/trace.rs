@@ -21,7 +21,8 @@ fn close(a: f64, b: f64, tolerance: f64) -> bool {
 
 #[test]
 fn two_rank_trace_report_and_timeline_agree() {
-    let dir = scratch("trace");
+    let root = scratch("trace");
+    let dir = root.path();
     let (trace, svg) = (dir.join("run.json"), dir.join("step.svg"));
     let exe = example("mlp");
     let stdout = mpirun_ok(&[

@@ -97,8 +97,8 @@ fn resource_usage(report: &str) -> Vec<(String, u32, u32, u32)> {
 #[ignore = "needs libnvrtc and ptxas: make test installs both and runs this test"]
 fn every_kernel_assembles_for_sm90_without_spills() {
     assert!(nvrtc_available(), "{NEEDS_NVRTC}");
-    let dir = std::env::temp_dir().join(format!("overlap-ptxas-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::Builder::new().prefix("overlap-ptxas-").tempdir().unwrap();
+    let dir = scratch.path();
     for kernel in KERNEL_SOURCES {
         let compiled = compile(kernel, "sm_90").unwrap_or_else(|e| panic!("{e}"));
         let ptx = dir.join(kernel.file.replace(".cu", ".ptx"));
@@ -120,7 +120,6 @@ fn every_kernel_assembles_for_sm90_without_spills() {
             assert_eq!((stores, loads), (0, 0), "{name} spills registers");
         }
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -47,9 +47,8 @@ pub fn mpirun_ok(args: &[&str]) -> String {
     stdout.into_owned()
 }
 
-/// A fresh scratch directory for one test.
-pub fn scratch(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("overlap-test-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir is writable");
-    dir
+/// A fresh scratch directory for one test, removed with everything in it when dropped (the
+/// checkpoint tests alone write hundreds of megabytes).
+pub fn scratch(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("overlap-test-{tag}-")).tempdir().expect("temp dir is writable")
 }

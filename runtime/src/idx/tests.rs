@@ -1,5 +1,4 @@
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use proptest::prelude::*;
 
@@ -26,27 +25,21 @@ fn label_file(labels: &[u8]) -> Vec<u8> {
 }
 
 /// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
+struct TempDir(tempfile::TempDir);
 
 impl TempDir {
     fn new(name: &str) -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let unique = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("overlap-idx-{}-{unique}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
+        TempDir(tempfile::Builder::new().prefix(&format!("overlap-idx-{name}-")).tempdir().unwrap())
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.0.path()
     }
 
     fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let path = self.0.join(name);
+        let path = self.path().join(name);
         std::fs::write(&path, bytes).unwrap();
         path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -71,7 +64,7 @@ fn round_trip_through_files() {
     let dir = TempDir::new("round-trip");
     dir.write("train-images-idx3-ubyte", &image_file(3, 2, 2));
     dir.write("train-labels-idx1-ubyte", &label_file(&[2, 0, 1]));
-    let data = IdxDataset::load_dir(&dir.0, Split::Train, 3).unwrap();
+    let data = IdxDataset::load_dir(dir.path(), Split::Train, 3).unwrap();
     assert_eq!((data.len(), data.is_empty(), data.features(), data.classes()), (3, false, 4, 3));
     let (mut inputs, mut labels) = (Matrix::default(), vec![]);
     data.fill(0, 3, &mut inputs, &mut labels);
@@ -84,15 +77,15 @@ fn round_trip_through_files() {
 #[test]
 fn load_dir_accepts_dotted_names_and_lists_paths_tried() {
     let dir = TempDir::new("dotted");
-    let err = IdxDataset::load_dir(&dir.0, Split::Test, 10).unwrap_err();
+    let err = IdxDataset::load_dir(dir.path(), Split::Test, 10).unwrap_err();
     let message = err.to_string();
     assert!(matches!(err, IdxError::NotFound { split: Split::Test, .. }), "{message}");
     assert!(message.contains("t10k-images-idx3-ubyte") && message.contains("t10k-images.idx3-ubyte"), "{message}");
     dir.write("t10k-images.idx3-ubyte", &image_file(2, 1, 3));
-    let message = IdxDataset::load_dir(&dir.0, Split::Test, 10).unwrap_err().to_string();
+    let message = IdxDataset::load_dir(dir.path(), Split::Test, 10).unwrap_err().to_string();
     assert!(message.contains("t10k-labels-idx1-ubyte") && message.contains("t10k-labels.idx1-ubyte"), "{message}");
     dir.write("t10k-labels.idx1-ubyte", &label_file(&[9, 4]));
-    let data = IdxDataset::load_dir(&dir.0, Split::Test, 10).unwrap();
+    let data = IdxDataset::load_dir(dir.path(), Split::Test, 10).unwrap();
     assert_eq!((data.len(), data.features()), (2, 3));
 }
 
@@ -207,7 +200,7 @@ fn count_mismatch_names_both_files() {
 #[test]
 fn missing_file_is_an_io_error() {
     let dir = TempDir::new("missing");
-    let (i, l) = (dir.0.join("nope-images"), dir.write("labels.idx", &label_file(&[0])));
+    let (i, l) = (dir.path().join("nope-images"), dir.write("labels.idx", &label_file(&[0])));
     let err = IdxDataset::load(&i, &l, 1).unwrap_err();
     let message = err.to_string();
     assert!(matches!(err, IdxError::Io { .. }));
