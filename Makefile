@@ -4,7 +4,7 @@
 #   make bench     the performance benchmark (bench/run.py; PyTorch rows when torch is importable)
 # They install the Debian packages they need when missing (as root, or with sudo).
 
-APT_PACKAGES := libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev
+APT_PACKAGES := libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev libopenblas-dev
 RANKS ?= 2
 MPIRUN := mpirun --oversubscribe -n $(RANKS)
 

@@ -1,6 +1,9 @@
 //! Compiles a two-line C shim exporting `MPI_IN_PLACE`, a macro whose value differs between MPI
 //! implementations and which the `mpi` crate's bindings do not expose. In-place all-reduce keeps
 //! gradient memory at one buffer per bucket.
+//!
+//! Links the system OpenBLAS behind `cblas-sys`'s declarations (`openblas-src` would do the
+//! same, but its `system` mode still builds a downloader with a TLS stack).
 
 fn main() {
     println!("cargo:rerun-if-changed=src/comm/in_place.c");
@@ -14,4 +17,5 @@ fn main() {
         build.include(dir);
     }
     build.compile("overlap_in_place");
+    println!("cargo:rustc-link-lib=dylib=openblas");
 }

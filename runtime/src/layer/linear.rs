@@ -74,8 +74,8 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
         let x = MatRef::row_major(input.as_slice(), rows, IN);
         let dy_view = MatRef::row_major(grad_output.as_slice(), rows, OUT);
 
-        // dW = dyᵀ·x; beta 0 overwrites, beta 1 accumulates across micro-steps. Both backward
-        // products go through `gemm`, faster than matrixmultiply on them (see `Kernel`).
+        // dW = dyᵀ·x; beta 0 overwrites, beta 1 accumulates across micro-steps. Its inner
+        // dimension is the batch, where `gemm` is the fastest library (see `Kernel`).
         gemm_with(Kernel::Gemm, 1.0, dy_view.t(), x, if accumulate { 1.0 } else { 0.0 }, grad_weight, OUT, IN);
 
         // db = column sums of dy.
@@ -86,7 +86,7 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
         if let Some(grad_input) = grad_input {
             grad_input.resize(rows, IN);
             let w = MatRef::row_major(&self.weight, OUT, IN);
-            gemm_with(Kernel::Gemm, 1.0, dy_view, w, 0.0, grad_input.as_mut_slice(), rows, IN);
+            gemm_with(Kernel::OpenBlas, 1.0, dy_view, w, 0.0, grad_input.as_mut_slice(), rows, IN);
         }
     }
 }
