@@ -61,19 +61,18 @@ impl<'a> MatRef<'a> {
 ///
 /// | product | matrixmultiply | gemm | OpenBLAS |
 /// |---|---:|---:|---:|
-/// | forward `x·Wᵀ` | 19.8 | 21.4 | 17.3 |
-/// | forward transposed, `W·xᵀ` | 19.6 | **14.9** | 17.0 |
+/// | forward `x·Wᵀ` | 19.8 | 21.4 | **17.3** |
 /// | input gradient `dy·W` | 19.1 | 15.6 | **13.4** |
 /// | weight gradient `dyᵀ·x` | 17.5 | **15.7** | 18.5 |
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
     /// `matrixmultiply`: pure Rust, any strides.
     MatrixMultiply,
-    /// `gemm`: the fastest on the weight gradient, whose inner dimension is the batch, and on
-    /// the forward product computed transposed.
+    /// `gemm`: the fastest on the weight gradient, whose inner dimension is the batch.
     Gemm,
     /// The system OpenBLAS's `cblas_sgemm`, single-threaded (each rank owns a core): the
-    /// fastest on the input gradient. It packs into buffers it allocated once, at its first call.
+    /// fastest on products with a long inner dimension. It packs into buffers it allocated once,
+    /// at its first call.
     OpenBlas,
 }
 
