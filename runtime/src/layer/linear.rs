@@ -127,6 +127,22 @@ mod tests {
     }
 
     #[test]
+    fn forward_matches_a_direct_sum() {
+        let mut rng = InitRng::new(3);
+        let layer = Linear::<11, 37>::init(&mut rng);
+        let input = Matrix::from_vec(5, 11, rng.uniform(5 * 11, 1.0));
+        let mut output = Matrix::default();
+        layer.forward(&input, &mut output, &mut ());
+        for r in 0..5 {
+            for c in 0..37 {
+                let direct: f32 =
+                    layer.bias[c] + (0..11).map(|k| input.row(r)[k] * layer.weight[c * 11 + k]).sum::<f32>();
+                assert!((output.row(r)[c] - direct).abs() <= 1e-5, "({r}, {c}): {} vs {direct}", output.row(r)[c]);
+            }
+        }
+    }
+
+    #[test]
     fn backward_matches_hand_computation() {
         let layer = Linear::<2, 1> { weight: vec![3.0, -2.0], bias: vec![1.0] };
         let input = Matrix::from_vec(2, 2, vec![1.0, 2.0, 3.0, 4.0]);
