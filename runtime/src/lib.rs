@@ -12,6 +12,7 @@ pub mod device;
 pub mod error;
 pub mod fault;
 pub mod gemm;
+pub mod huge_pages;
 pub mod idx;
 pub mod init;
 pub mod layer;

@@ -21,7 +21,7 @@ pub struct GradBucket {
 impl GradBucket {
     /// A zeroed bucket of `numel` elements; `index` is its position in launch order.
     pub fn zeros(index: usize, numel: usize) -> Self {
-        GradBucket { index, data: vec![0.0; numel] }
+        GradBucket { index, data: crate::huge_pages::zeroed(numel) }
     }
 
     pub fn index(&self) -> usize {

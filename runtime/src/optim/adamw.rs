@@ -85,10 +85,8 @@ impl AdamW {
     pub fn set_state(&mut self, index: usize, exp_avg: &[f32], exp_avg_sq: &[f32]) {
         assert_eq!(exp_avg.len(), exp_avg_sq.len(), "AdamW: moments of parameter {index} differ in length");
         self.grow(index);
-        self.exp_avg[index].clear();
-        self.exp_avg[index].extend_from_slice(exp_avg);
-        self.exp_avg_sq[index].clear();
-        self.exp_avg_sq[index].extend_from_slice(exp_avg_sq);
+        crate::huge_pages::assign(&mut self.exp_avg[index], exp_avg);
+        crate::huge_pages::assign(&mut self.exp_avg_sq[index], exp_avg_sq);
     }
 
     fn grow(&mut self, index: usize) {
@@ -153,8 +151,8 @@ impl Optimizer for AdamW {
         self.grow(index);
         let (m, v) = (&mut self.exp_avg[index], &mut self.exp_avg_sq[index]);
         if m.is_empty() {
-            m.resize(value.len(), 0.0);
-            v.resize(value.len(), 0.0);
+            crate::huge_pages::resize_zeroed(m, value.len());
+            crate::huge_pages::resize_zeroed(v, value.len());
         }
         assert_eq!(m.len(), value.len(), "AdamW: state of parameter {index} has the wrong length");
 

@@ -65,9 +65,7 @@ impl Sgd {
 
     /// Restores the momentum buffer of parameter `index` from a checkpoint.
     pub fn set_momentum_buffer(&mut self, index: usize, buffer: &[f32]) {
-        let slot = self.slot(index);
-        slot.clear();
-        slot.extend_from_slice(buffer);
+        crate::huge_pages::assign(self.slot(index), buffer);
     }
 
     fn slot(&mut self, index: usize) -> &mut Vec<f32> {
@@ -122,7 +120,7 @@ impl Optimizer for Sgd {
         let buffer = self.slot(index);
         let first = buffer.is_empty();
         if first {
-            buffer.resize(value.len(), 0.0);
+            crate::huge_pages::resize_zeroed(buffer, value.len());
         }
         assert_eq!(buffer.len(), value.len(), "Sgd: momentum buffer of parameter {index} has the wrong length");
         for ((p, &g), b) in value.iter_mut().zip(grad).zip(buffer.iter_mut()) {
