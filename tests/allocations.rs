@@ -1,9 +1,9 @@
 //! Heap allocations of a training step after warm-up, counted by a global allocator: everything
 //! of ours (layers, buckets, loss, optimizer, the generated forward/backward/step) allocates
-//! nothing; the only allocations left are the GEMM libraries' packing buffers, made inside
-//! their calls (neither can be handed a buffer), which the test counts separately. One process,
-//! and two ranks under mpirun with each gradient transport (this counts Rust's allocations; MPI's
-//! own C allocations are invisible to it).
+//! nothing; the only allocations left are the `gemm` crate's packing buffers, made inside its
+//! calls (it cannot be handed a buffer), which the test counts separately. One process, and two
+//! ranks under mpirun with each gradient transport (this counts Rust's allocations; MPI's and
+//! OpenBLAS's own C allocations are invisible to it, and OpenBLAS maps its buffers once).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
