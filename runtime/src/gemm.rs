@@ -76,7 +76,7 @@ pub enum Kernel {
     /// `gemm`: the fastest on the weight gradient, whose inner dimension is the batch.
     Gemm,
     /// The system OpenBLAS's `cblas_sgemm`, single-threaded (each rank owns a core): the
-    /// fastest on products with a long inner dimension. It packs into buffers it allocated once,
+    /// fastest on the forward and input-gradient products. It packs into buffers it maps once,
     /// at its first call.
     OpenBlas,
 }
