@@ -3,8 +3,9 @@
 //! Debian's default transparent-huge-page mode is `madvise`: a buffer gets 2 MiB pages only if
 //! asked for before its pages are first touched. A step streams ~150 MiB of parameters,
 //! gradients and optimizer state per rank through 4 KiB pages otherwise, with a TLB miss every
-//! 1024 floats. Measured on the mlp (medians of 3, one process): optimizer 5.5 -> 4.8 ms,
-//! backward 30.4 -> 29.9 ms; two ranks compute-only 56.0 -> 53.3 ms per step.
+//! 1024 floats. Measured on the mlp, side by side: one process 53.6 -> 51.8 ms per step
+//! (optimizer 5.3 -> 4.8 ms, backward 30.2 -> 29.5 ms; medians of 3), two ranks with overlap
+//! 64.7 -> 62.4 ms and compute-only 54.5 -> 53.1 ms (medians of 6).
 
 use std::ffi::c_void;
 
