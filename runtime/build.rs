@@ -18,4 +18,26 @@ fn main() {
     }
     build.compile("overlap_in_place");
     println!("cargo:rustc-link-lib=dylib=openblas");
+    println!("cargo:rerun-if-env-changed=LIBRARY_PATH");
+    if !openblas_found() {
+        // Only a warning: the linker may know places this does not look in. If it fails, this
+        // line is the explanation next to its "unable to find library -lopenblas".
+        println!(
+            "cargo:warning=libopenblas.so not found in LIBRARY_PATH or the system library \
+             directories: install OpenBLAS (Debian: libopenblas-dev; `make deps` does)"
+        );
+    }
+}
+
+/// Whether `libopenblas.so` is in `LIBRARY_PATH` or a usual system library directory.
+fn openblas_found() -> bool {
+    let from_env = std::env::var("LIBRARY_PATH").unwrap_or_default();
+    let system =
+        ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"];
+    let found = from_env
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .chain(system)
+        .any(|dir| std::path::Path::new(dir).join("libopenblas.so").exists());
+    found
 }
