@@ -246,26 +246,25 @@ impl Communicator {
 
     /// Replaces `data` on every rank with rank 0's values.
     pub fn broadcast_from_root(&self, data: &mut [f32]) -> Result<()> {
-        match &self.backend {
-            Backend::Single => Ok(()),
-            Backend::Mpi(t) => {
-                let values = t.broadcast(data.to_vec())?;
-                data.copy_from_slice(&values);
-                Ok(())
-            }
-        }
+        self.replace_with_root(data, MpiThread::broadcast)
     }
 
     /// Replaces `data` on every rank with rank 0's bytes (e.g. NCCL's unique id).
     pub fn broadcast_bytes_from_root(&self, data: &mut [u8]) -> Result<()> {
-        match &self.backend {
-            Backend::Single => Ok(()),
-            Backend::Mpi(t) => {
-                let values = t.broadcast_bytes(data.to_vec())?;
-                data.copy_from_slice(&values);
-                Ok(())
-            }
+        self.replace_with_root(data, MpiThread::broadcast_bytes)
+    }
+
+    /// Copies into `data` what `broadcast` (a request typed by element) returns for it: rank 0's
+    /// values. A single process is its own root.
+    fn replace_with_root<T: Copy>(
+        &self,
+        data: &mut [T],
+        broadcast: fn(&MpiThread, Vec<T>) -> Result<Vec<T>>,
+    ) -> Result<()> {
+        if let Backend::Mpi(t) = &self.backend {
+            data.copy_from_slice(&broadcast(t, data.to_vec())?);
         }
+        Ok(())
     }
 
     /// Sum of `value` over all ranks (blocking; for metrics such as the loss, not gradients).
