@@ -148,6 +148,21 @@ fn layer_gradients_match_the_cpu() {
     }
 }
 
+/// Asserts that each tensor of `got` is within `tolerance` of the same tensor of `want` (relative
+/// difference), printing every difference.
+fn assert_params_close(
+    got: &[(String, Vec<usize>, Vec<f32>)],
+    want: &[(String, Vec<usize>, Vec<f32>)],
+    tolerance: f64,
+    what: &str,
+) {
+    for ((name, _, g), (_, _, w)) in got.iter().zip(want) {
+        let d = relative(g, w);
+        println!("{what}: {name} differs by {d:e}");
+        assert!(d <= tolerance, "{what}: {name} differs by {d:e}");
+    }
+}
+
 /// Trains `Probe` to step `steps` on `device` and returns its parameters.
 fn train_probe(device: &str, steps: u32, extra: &[&str]) -> Vec<(String, Vec<usize>, Vec<f32>)> {
     let tag: String = extra.join("").chars().filter(char::is_ascii_alphanumeric).collect();
@@ -179,11 +194,7 @@ fn one_rank_training_matches_the_cpu_after_20_steps() {
     for optimizer in ["sgd", "adamw"] {
         let cpu = train_probe("cpu", 20, &["--optimizer", optimizer]);
         let gpu = train_probe("cuda", 20, &["--optimizer", optimizer]);
-        for ((name, _, c), (_, _, g)) in cpu.iter().zip(&gpu) {
-            let d = relative(g, c);
-            println!("{optimizer} {name}: relative difference {d:e}");
-            assert!(d <= 1e-3, "{optimizer}: {name} differs from the CPU by {d:e} after 20 steps");
-        }
+        assert_params_close(&gpu, &cpu, 1e-3, &format!("{optimizer}, GPU vs CPU after 20 steps"));
     }
 }
 
@@ -192,11 +203,7 @@ fn one_rank_training_matches_the_cpu_after_20_steps() {
 fn four_micro_steps_equal_one_step_on_four_times_the_batch_on_the_gpu() {
     let accumulated = train_probe("cuda", 20, &["--accumulate", "4", "--batch", "4"]);
     let whole = train_probe("cuda", 20, &["--batch", "16"]);
-    for ((name, _, a), (_, _, w)) in accumulated.iter().zip(&whole) {
-        let d = relative(a, w);
-        println!("{name}: accumulation vs whole batch differs by {d:e}");
-        assert!(d <= 1e-4, "{name}: accumulation differs by {d:e}");
-    }
+    assert_params_close(&accumulated, &whole, 1e-4, "accumulation vs whole batch");
 }
 
 #[test]
