@@ -4,6 +4,7 @@ comparison. Prints one JSON line with the median step time.
 
     torchrun --nproc_per_node 2 bench/ddp_peer.py --steps 40 --batch 64     # DDP, 2 ranks
     python3 bench/ddp_peer.py --single --steps 40 --batch 64                # one process
+    python3 bench/ddp_peer.py --single --threads 2 --steps 40 --batch 64    # one process, 2 threads
     python3 bench/ddp_peer.py --single --device cuda --steps 100            # one GPU (gpu-check.sh)
 """
 
@@ -36,10 +37,11 @@ def main():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--bucket-cap-mb", type=float, default=8.0)
     p.add_argument("--single", action="store_true", help="one process, no DDP")
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads (per rank)")
     p.add_argument("--device", default="cpu", help="cpu, or cuda (one process, one GPU)")
     args = p.parse_args()
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     widths = [int(w) for w in args.widths.split(",")]
     device = torch.device(args.device)
@@ -66,7 +68,8 @@ def main():
         times.append(time.perf_counter() - start)
     if rank == 0:
         mode = "single" if args.single else "ddp"
-        print(json.dumps({"mode": mode, "device": args.device, "world_size": world, "torch": torch.__version__,
+        print(json.dumps({"mode": mode, "device": args.device, "world_size": world, "threads": args.threads,
+                          "torch": torch.__version__,
                           "step_ms": statistics.median(times[1:]) * 1e3}))
     if not args.single:
         dist.destroy_process_group()

@@ -1,8 +1,9 @@
 """Benchmark: the `mlp` example under `mpirun -n 2` in four modes (compute only, no overlap,
 overlap, communication only; the all-reduce through shared memory) plus overlap with OpenMPI's
-all-reduce, one process against PyTorch with one thread, and PyTorch DDP
-(gloo, CPU) when `torch` is importable. Modes alternate within each round so that drifts in
-machine load hit all alike; the table shows medians over rounds of each run's median step.
+all-reduce, one process against PyTorch with one thread (and with a thread per core, `--threads`,
+when the machine has several), and PyTorch DDP (gloo, CPU) when `torch` is importable. Modes
+alternate within each round so that drifts in machine load hit all alike; the table shows medians
+over rounds of each run's median step.
 
     make bench                                   # builds, then runs this
     python3 bench/run.py --rounds 3 --json bench/results.json --torch-python .venv/bin/python
@@ -44,11 +45,11 @@ def torch_ok(python):
     return python and subprocess.run([python, "-c", "import torch"], capture_output=True).returncode == 0
 
 
-def peer(args, single):
+def peer(args, single, threads=1):
     script = os.path.join(ROOT, "bench", "ddp_peer.py")
     common = [script, "--steps", str(args.steps), "--batch", str(args.batch)]
     if single:
-        return run([args.torch_python, *common, "--single"])
+        return run([args.torch_python, *common, "--single", "--threads", str(threads)])
     return run([args.torch_python, "-m", "torch.distributed.run", "--nproc_per_node", str(args.ranks), *common])
 
 
@@ -79,9 +80,15 @@ def main():
         "communication only": lambda: ours(args, args.ranks, ["--comm-only"]),
         "one process": lambda: ours(args, 1, []),
     }
+    cores = len(os.sched_getaffinity(0))
+    threaded = f"one process, {cores} threads"
+    if cores > 1:
+        modes[threaded] = lambda: ours(args, 1, ["--threads", str(cores)])
     if with_torch:
         modes["PyTorch DDP"] = lambda: peer(args, single=False)
         modes["PyTorch one thread"] = lambda: peer(args, single=True)
+        if cores > 1:
+            modes[f"PyTorch {cores} threads"] = lambda: peer(args, single=True, threads=cores)
     runs = {m: [] for m in modes}
     for r in range(args.rounds):
         for mode, go in modes.items():
@@ -100,17 +107,21 @@ def main():
     if with_torch:
         ratios["overlap / PyTorch DDP"] = step["overlap"] / step["PyTorch DDP"]
         ratios["one process / PyTorch one thread"] = step["one process"] / step["PyTorch one thread"]
+        if cores > 1:
+            ratios[f"{threaded} / PyTorch {cores} threads"] = step[threaded] / step[f"PyTorch {cores} threads"]
+    if cores > 1:
+        ratios[f"{threaded} / one process"] = step[threaded] / step["one process"]
     if memory:
         ratios["peak RSS / needed"] = max(memory["peak_rss_mib"]) / memory["needed_mib"]
 
     print(f"\nmlp 784-2048-2048-2048-10, {args.batch} samples per rank, SGD momentum, {args.ranks} ranks, "
           f"{args.steps} steps x {args.rounds} rounds (medians)")
     for mode, ms in step.items():
-        print(f"  {mode:<22}{ms:9.1f} ms")
+        print(f"  {mode:<24}{ms:9.1f} ms")
     for name, value in ratios.items():
         target = TARGETS.get(name)
         verdict = "" if target is None else f"   target <= {target}: {'met' if value <= target else 'NOT met'}"
-        print(f"  {name:<40}{value:7.3f}{verdict}")
+        print(f"  {name:<44}{value:7.3f}{verdict}")
     if memory:
         print(f"  peak RSS per rank {memory['peak_rss_mib']} MiB, needed {memory['needed_mib']:.1f} MiB")
     with open(args.json, "w") as f:

@@ -1,6 +1,6 @@
 //! Multi-rank behaviour under real `mpirun`, driving the example binaries (`make test` builds
-//! them first): world-size parity, overlap vs no-overlap, gradient accumulation, and the start-up
-//! schedule check, and the shared-memory all-reduce against OpenMPI's.
+//! them first): world-size parity, overlap vs no-overlap, gradient accumulation, threads per
+//! rank, the start-up schedule check, and the shared-memory all-reduce against OpenMPI's.
 
 mod common;
 
@@ -50,6 +50,20 @@ fn two_and_three_ranks_match_one_rank_on_the_same_global_batch() {
         max_relative_difference(&one, &train(1, &["--batch", "6", "--seed", "1"], "other-seed")) > 1e-2,
         "the comparison can fail"
     );
+}
+
+/// `--threads` splits each product over threads. `gemm` (the weight gradients) gives the same
+/// floats whatever the count; OpenBLAS's threaded products add in another order, so the
+/// parameters agree to rounding only: 2.5e-7 relative after 20 steps here, against the 1e-5 that
+/// the other parity tests allow.
+#[test]
+fn two_threads_per_rank_match_one_thread_to_rounding() {
+    // 32 samples: products large enough for OpenBLAS to split them over its threads.
+    let one = train(2, &["--batch", "32"], "one-thread");
+    let two = train(2, &["--batch", "32", "--threads", "2"], "two-threads");
+    let d = max_relative_difference(&two, &one);
+    println!("two threads per rank vs one: relative difference {d:e}");
+    assert!(d < 1e-5, "two threads per rank differ from one by {d:e}");
 }
 
 #[test]

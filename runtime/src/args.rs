@@ -57,6 +57,10 @@ pub struct TrainArgs {
     /// Micro-steps per optimizer step (gradient accumulation; only the last one communicates).
     #[arg(long, default_value_t = 1, value_parser = positive_usize)]
     pub accumulate: usize,
+    /// Threads per matrix product, for a rank that owns several cores (e.g. `mpirun --map-by
+    /// slot:PE=4`); the rest of a step stays on one thread. Results do not depend on it.
+    #[arg(long, default_value_t = 1, value_parser = positive_usize)]
+    pub threads: usize,
     /// Print the compiled bucket schedule and exit.
     #[arg(long)]
     pub print_schedule: bool,

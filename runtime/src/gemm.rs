@@ -4,6 +4,9 @@
 //! transpose without copying, and every library packs them into its kernels either way. Which
 //! library is faster depends on the shape and layout, so each call site names one (`Kernel`);
 //! the choice is fixed in the code, never timed at run time, so results are reproducible.
+//!
+//! Products run on one thread unless [`set_threads`] says otherwise (`--threads`): every rank
+//! owns a core by default, and a second thread on the same core only takes turns with the first.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -75,9 +78,8 @@ pub enum Kernel {
     MatrixMultiply,
     /// `gemm`: the fastest on the weight gradient, whose inner dimension is the batch.
     Gemm,
-    /// The system OpenBLAS's `cblas_sgemm`, single-threaded (each rank owns a core): the
-    /// fastest on the forward and input-gradient products. It packs into buffers it maps once,
-    /// at its first call.
+    /// The system OpenBLAS's `cblas_sgemm`, on [`threads`] threads: the fastest on the forward
+    /// and input-gradient products. It packs into buffers it maps once, at its first call.
     OpenBlas,
 }
 
@@ -90,6 +92,21 @@ pub fn gemm_calls() -> usize {
 }
 
 static GEMM_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+/// Threads per product, for every library that can split one (`gemm`, OpenBLAS).
+static THREADS: AtomicUsize = AtomicUsize::new(1);
+
+/// Runs every later product of this process on `threads` threads (at least 1). Both libraries
+/// split a product by blocks of the output and give each element's whole inner sum to one
+/// thread, so results do not depend on the count (the thread-count test checks it).
+pub fn set_threads(threads: usize) {
+    THREADS.store(threads.max(1), Ordering::Relaxed);
+}
+
+/// Threads per product (see [`set_threads`]).
+pub fn threads() -> usize {
+    THREADS.load(Ordering::Relaxed)
+}
 
 thread_local! {
     static IN_LIBRARY: Cell<bool> = const { Cell::new(false) };
@@ -182,7 +199,10 @@ pub fn gemm_with(
                 false,
                 false,
                 false,
-                gemm::Parallelism::None,
+                match threads() {
+                    1 => gemm::Parallelism::None,
+                    n => gemm::Parallelism::Rayon(n),
+                },
             );
         },
         Kernel::OpenBlas => openblas::sgemm(alpha, a, b, beta, c, c_rows, c_cols),
@@ -193,7 +213,7 @@ pub fn gemm_with(
 /// The CBLAS call: each operand needs a unit stride on one axis, which every `MatRef` has.
 mod openblas {
     use std::ffi::c_int;
-    use std::sync::Once;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use cblas_sys::{cblas_sgemm, CBLAS_LAYOUT, CBLAS_TRANSPOSE};
 
@@ -225,11 +245,16 @@ mod openblas {
         }
     }
 
+    /// The thread count last given to OpenBLAS; 0 before the first product.
+    static APPLIED: AtomicUsize = AtomicUsize::new(0);
+
     /// `C = alpha·A·B + beta·C`; the caller checked shapes and [`takes`].
     pub(super) fn sgemm(alpha: f32, a: MatRef, b: MatRef, beta: f32, c: &mut [f32], c_rows: usize, c_cols: usize) {
-        static ONE_THREAD: Once = Once::new();
-        // SAFETY: a plain setter with no pointer arguments, called once before any product.
-        ONE_THREAD.call_once(|| unsafe { openblas_set_num_threads(1) });
+        let threads = super::threads();
+        if APPLIED.swap(threads, Ordering::Relaxed) != threads {
+            // SAFETY: a plain setter with no pointer arguments; `threads` is small (a CLI count).
+            unsafe { openblas_set_num_threads(c_int::try_from(threads).unwrap_or(c_int::MAX)) };
+        }
         let ((ta, lda), (tb, ldb)) = (layout(&a).expect("checked"), layout(&b).expect("checked"));
         // SAFETY: `takes` made every size and leading dimension a positive `c_int`, and `layout`
         // describes each view exactly as its strides address it, so CBLAS reads only elements

@@ -109,6 +109,9 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
         }
         return Ok(());
     }
+    if args.device == Device::Cpu {
+        use_threads(args.threads, rank);
+    }
     match args.device {
         Device::Cpu if args.comm_only => comm_bench::run::<M>(args, comm)?,
         Device::Cpu => _ = train::<M>(args, comm)?,
@@ -123,6 +126,20 @@ fn report_error(e: &Error) -> ExitCode {
     let message = format!("rank {rank}: error: {e}\n");
     let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), message.as_bytes());
     ExitCode::FAILURE
+}
+
+/// Runs this process's matrix products on `threads` threads, with a note (rank 0) when fewer
+/// cores than that are open to it: mpirun binds each rank to one core unless told otherwise.
+fn use_threads(threads: usize, rank: usize) {
+    crate::gemm::set_threads(threads);
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    if threads > cores && rank == 0 {
+        eprintln!(
+            "note: --threads {threads}, but this process may run on only {cores} core(s); its threads \
+             take turns there. Give each rank more cores, e.g. mpirun --map-by slot:PE={threads} \
+             (or --bind-to none)"
+        );
+    }
 }
 
 /// Trains `M` for `args.steps` optimizer steps on `comm`'s ranks.
