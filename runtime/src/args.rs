@@ -57,8 +57,8 @@ pub struct TrainArgs {
     /// Micro-steps per optimizer step (gradient accumulation; only the last one communicates).
     #[arg(long, default_value_t = 1, value_parser = positive_usize)]
     pub accumulate: usize,
-    /// Threads per matrix product, for a rank that owns several cores (e.g. `mpirun --map-by
-    /// slot:PE=4`); the rest of a step stays on one thread. Results do not depend on it.
+    /// Threads for the matrix products and optimizer updates of a rank that owns several cores
+    /// (e.g. `mpirun --map-by slot:PE=4`). Results agree with one thread to rounding.
     #[arg(long, default_value_t = 1, value_parser = positive_usize)]
     pub threads: usize,
     /// Print the compiled bucket schedule and exit.

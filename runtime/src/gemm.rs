@@ -5,8 +5,7 @@
 //! library is faster depends on the shape and layout, so each call site names one (`Kernel`);
 //! the choice is fixed in the code, never timed at run time, so results are reproducible.
 //!
-//! Products run on one thread unless [`set_threads`] says otherwise (`--threads`): every rank
-//! owns a core by default, and a second thread on the same core only takes turns with the first.
+//! Products run on [`crate::threads::count`] threads (`--threads`; one by default).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -78,8 +77,8 @@ pub enum Kernel {
     MatrixMultiply,
     /// `gemm`: the fastest on the weight gradient, whose inner dimension is the batch.
     Gemm,
-    /// The system OpenBLAS's `cblas_sgemm`, on [`threads`] threads: the fastest on the forward
-    /// and input-gradient products. It packs into buffers it maps once, at its first call.
+    /// The system OpenBLAS's `cblas_sgemm`: the fastest on the forward and input-gradient
+    /// products. It packs into buffers it maps once, at its first call.
     OpenBlas,
 }
 
@@ -92,21 +91,6 @@ pub fn gemm_calls() -> usize {
 }
 
 static GEMM_CALLS: AtomicUsize = AtomicUsize::new(0);
-
-/// Threads per product, for every library that can split one (`gemm`, OpenBLAS).
-static THREADS: AtomicUsize = AtomicUsize::new(1);
-
-/// Runs every later product of this process on `threads` threads (at least 1). Both libraries
-/// split a product by blocks of the output and give each element's whole inner sum to one
-/// thread, so results do not depend on the count (the thread-count test checks it).
-pub fn set_threads(threads: usize) {
-    THREADS.store(threads.max(1), Ordering::Relaxed);
-}
-
-/// Threads per product (see [`set_threads`]).
-pub fn threads() -> usize {
-    THREADS.load(Ordering::Relaxed)
-}
 
 thread_local! {
     static IN_LIBRARY: Cell<bool> = const { Cell::new(false) };
@@ -199,7 +183,7 @@ pub fn gemm_with(
                 false,
                 false,
                 false,
-                match threads() {
+                match crate::threads::count() {
                     1 => gemm::Parallelism::None,
                     n => gemm::Parallelism::Rayon(n),
                 },
@@ -250,7 +234,7 @@ mod openblas {
 
     /// `C = alpha·A·B + beta·C`; the caller checked shapes and [`takes`].
     pub(super) fn sgemm(alpha: f32, a: MatRef, b: MatRef, beta: f32, c: &mut [f32], c_rows: usize, c_cols: usize) {
-        let threads = super::threads();
+        let threads = crate::threads::count();
         if APPLIED.swap(threads, Ordering::Relaxed) != threads {
             // SAFETY: a plain setter with no pointer arguments; `threads` is small (a CLI count).
             unsafe { openblas_set_num_threads(c_int::try_from(threads).unwrap_or(c_int::MAX)) };

@@ -23,6 +23,7 @@ pub mod optim;
 pub mod params_file;
 pub mod profile;
 pub mod tensor;
+pub mod threads;
 pub mod trace;
 pub mod train;
 

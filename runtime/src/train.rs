@@ -131,7 +131,7 @@ fn report_error(e: &Error) -> ExitCode {
 /// Runs this process's matrix products on `threads` threads, with a note (rank 0) when fewer
 /// cores than that are open to it: mpirun binds each rank to one core unless told otherwise.
 fn use_threads(threads: usize, rank: usize) {
-    crate::gemm::set_threads(threads);
+    crate::threads::set(threads);
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     if threads > cores && rank == 0 {
         eprintln!(
