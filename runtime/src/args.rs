@@ -211,6 +211,7 @@ mod tests {
             &["--comm-timeout", "0s"],
             &["--comm-timeout", "-5s"],
             &["--save-every", "0"],
+            &["--threads", "0"],
             &["--simulate", "world=0,link=ib-hdr"],
             &["--simulate", "link=ib-hdr"],
         ] {
@@ -218,7 +219,7 @@ mod tests {
             assert!(err.to_string().contains(bad[0]), "{err}");
         }
         let ok = TrainArgs::try_parse_from(["mlp", "--optimizer", "adamw", "--accumulate", "4"]).unwrap();
-        assert_eq!((ok.optimizer, ok.accumulate, ok.batch), (OptimizerKind::Adamw, 4, 64));
+        assert_eq!((ok.optimizer, ok.accumulate, ok.batch, ok.threads), (OptimizerKind::Adamw, 4, 64, 1));
         let ok = TrainArgs::try_parse_from(["mlp", "--link", "ib-hdr", "--report", "json"]).unwrap();
         assert_eq!((ok.link, ok.report), (Link::preset("ib-hdr"), ReportFormat::Json));
         let ok =
