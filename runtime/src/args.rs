@@ -57,8 +57,8 @@ pub struct TrainArgs {
     /// Micro-steps per optimizer step (gradient accumulation; only the last one communicates).
     #[arg(long, default_value_t = 1, value_parser = positive_usize)]
     pub accumulate: usize,
-    /// Threads for the matrix products and optimizer updates of a rank that owns several cores
-    /// (e.g. `mpirun --map-by slot:PE=4`). Results agree with one thread to rounding.
+    /// Threads for the matrix products of a rank that owns several cores (e.g. `mpirun --map-by
+    /// slot:PE=4`). Results agree with one thread to rounding.
     #[arg(long, default_value_t = 1, value_parser = positive_usize)]
     pub threads: usize,
     /// Print the compiled bucket schedule and exit.

@@ -156,16 +156,14 @@ impl Optimizer for AdamW {
         }
         assert_eq!(m.len(), value.len(), "AdamW: state of parameter {index} has the wrong length");
 
-        crate::threads::for_each_part(value, grad, [m, v], move |value, grad, [m, v]| {
-            for (((p, &g), m), v) in value.iter_mut().zip(grad).zip(m.iter_mut()).zip(v.iter_mut()) {
-                let g = g * grad_scale;
-                *p *= decay;
-                *m = b1 * *m + (1.0 - b1) * g;
-                *v = b2 * *v + (1.0 - b2) * g * g;
-                let denom = v.sqrt() / bias_correction2_sqrt + eps;
-                *p -= step_size * *m / denom;
-            }
-        });
+        for (((p, &g), m), v) in value.iter_mut().zip(grad).zip(m.iter_mut()).zip(v.iter_mut()) {
+            let g = g * grad_scale;
+            *p *= decay;
+            *m = b1 * *m + (1.0 - b1) * g;
+            *v = b2 * *v + (1.0 - b2) * g * g;
+            let denom = v.sqrt() / bias_correction2_sqrt + eps;
+            *p -= step_size * *m / denom;
+        }
     }
 }
 

@@ -112,11 +112,9 @@ impl Optimizer for Sgd {
         );
         let SgdRule { lr, momentum, dampening, weight_decay, nesterov } = self.rule();
         if momentum == 0.0 {
-            crate::threads::for_each_part(value, grad, [], move |value, grad, []| {
-                for (p, &g) in value.iter_mut().zip(grad) {
-                    *p -= lr * (g * grad_scale + weight_decay * *p);
-                }
-            });
+            for (p, &g) in value.iter_mut().zip(grad) {
+                *p -= lr * (g * grad_scale + weight_decay * *p);
+            }
             return;
         }
         let buffer = self.slot(index);
@@ -125,14 +123,12 @@ impl Optimizer for Sgd {
             crate::huge_pages::resize_zeroed(buffer, value.len());
         }
         assert_eq!(buffer.len(), value.len(), "Sgd: momentum buffer of parameter {index} has the wrong length");
-        crate::threads::for_each_part(value, grad, [buffer], move |value, grad, [buffer]| {
-            for ((p, &g), b) in value.iter_mut().zip(grad).zip(buffer.iter_mut()) {
-                let g = g * grad_scale + weight_decay * *p;
-                *b = if first { g } else { momentum * *b + (1.0 - dampening) * g };
-                let step = if nesterov { g + momentum * *b } else { *b };
-                *p -= lr * step;
-            }
-        });
+        for ((p, &g), b) in value.iter_mut().zip(grad).zip(buffer.iter_mut()) {
+            let g = g * grad_scale + weight_decay * *p;
+            *b = if first { g } else { momentum * *b + (1.0 - dampening) * g };
+            let step = if nesterov { g + momentum * *b } else { *b };
+            *p -= lr * step;
+        }
     }
 }
 
