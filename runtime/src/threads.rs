@@ -4,8 +4,8 @@
 //! One thread by default: mpirun gives each rank a core, and a second thread on the same core
 //! only takes turns with the first. The element-wise work of a step (activations, optimizer
 //! updates) stays on the rank's thread: split over rayon too, the SGD update itself got faster
-//! (5.9 → 5.2 ms per step on 2 cores) but the step slower (37.2 → 40.5 ms, medians of 8), as
-//! rayon's and OpenBLAS's idle workers then compete for the cores.
+//! (5.9 → 5.2 ms per step on 2 cores) but the step slower (37.2 → 40.5 ms, medians of 8),
+//! probably because rayon's and OpenBLAS's idle workers then compete for the cores.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

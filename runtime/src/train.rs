@@ -109,8 +109,12 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
         }
         return Ok(());
     }
-    if args.device == Device::Cpu {
-        use_threads(args.threads, rank);
+    match args.device {
+        Device::Cpu => use_threads(args.threads, rank),
+        Device::Cuda if args.threads > 1 && rank == 0 => {
+            eprintln!("note: --threads has no effect with --device cuda: the GPU runs the products")
+        }
+        Device::Cuda => {}
     }
     match args.device {
         Device::Cpu if args.comm_only => comm_bench::run::<M>(args, comm)?,
