@@ -3,7 +3,8 @@
 //! Data-parallel training whose communication schedule is computed at compile time.
 //! `#[distributed_model]` reads a struct of layers, plans reverse-order gradient buckets, and
 //! emits straight-line code in which each bucket's asynchronous all-reduce is launched right
-//! after the backward call that completes it, and waited for right before its update.
+//! after the backward call that completes it (updating the parameters lent to it as the sums
+//! arrive), and waited for where the step takes them back.
 //!
 //! ```
 //! use overlap::prelude::*;

@@ -73,7 +73,7 @@ fn count_step_allocations(comm: &Communicator) -> (usize, usize, usize) {
         model.backward_no_sync(&mut ws, &dlogits, &mut grads);
         let logits = model.forward(&inputs, &mut ws);
         CrossEntropyLoss.forward_backward(logits, &labels, &mut dlogits);
-        let in_flight = model.backward(&mut ws, &dlogits, grads, comm);
+        let in_flight = model.backward(&mut ws, &dlogits, grads, comm, &mut optimizer);
         comm.backward_done();
         model.step(in_flight, &mut optimizer).unwrap()
     };

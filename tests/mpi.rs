@@ -1,6 +1,7 @@
 //! Multi-rank behaviour under real `mpirun`, driving the example binaries (`make test` builds
-//! them first): world-size parity, overlap vs no-overlap, gradient accumulation, threads per
-//! rank, the start-up schedule check, and the shared-memory all-reduce against OpenMPI's.
+//! them first): world-size parity, overlap vs no-overlap, updates during vs after the all-reduce,
+//! gradient accumulation, threads per rank, the start-up schedule check, and the shared-memory
+//! all-reduce against OpenMPI's.
 
 mod common;
 
@@ -64,6 +65,24 @@ fn two_threads_per_rank_match_one_thread_to_rounding() {
     let d = max_relative_difference(&two, &one);
     println!("two threads per rank vs one: relative difference {d:e}");
     assert!(d < 1e-5, "two threads per rank differ from one by {d:e}");
+}
+
+/// Updates made by the all-reduce (parameters lent to it, the default) against updates after
+/// the wait points (`--check-finite` checks the sums before any update, so it lends nothing):
+/// the same floats, on every transport and rank count, for both optimizers.
+#[test]
+fn updates_during_the_all_reduce_equal_updates_after_the_wait() {
+    for (ranks, extra) in [
+        (2, &["--all-reduce", "shared-memory"][..]),
+        (3, &["--all-reduce", "shared-memory"]),
+        (2, &["--all-reduce", "mpi"]),
+        (2, &["--optimizer", "adamw"]),
+    ] {
+        let args = [&["--batch", "4"][..], extra].concat();
+        let lent = train(ranks, &args, "lent");
+        let after_wait = train(ranks, &[&args[..], &["--check-finite"]].concat(), "after-wait");
+        assert_eq!(lent, after_wait, "{ranks} ranks, {extra:?}");
+    }
 }
 
 #[test]

@@ -85,6 +85,7 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
     let step = step_body(&names);
     let forward = names.forward_body();
     let (param_arms, param_mut_arms) = param_arms(&names, schedule);
+    let param_vec_arms = param_vec_arms(&names, schedule);
     let assertions = layout_assertions(model, schedule);
     let model_name = ident.to_string();
 
@@ -145,7 +146,14 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
             }
 
             #(#[doc = #table])*
-            fn backward(&self, ws: &mut #workspace, dy: &::overlap::Matrix, grads: #grads, comm: &::overlap::Communicator) -> #in_flight {
+            fn backward<O: ::overlap::Optimizer>(
+                &mut self,
+                ws: &mut #workspace,
+                dy: &::overlap::Matrix,
+                grads: #grads,
+                comm: &::overlap::Communicator,
+                optimizer: &mut O,
+            ) -> #in_flight {
                 #backward
             }
 
@@ -172,6 +180,14 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
                     _ => ::core::panic!("{:?} is not a parameter of {}", p, #model_name),
                 }
             }
+
+            fn param_vec_mut(&mut self, p: ::overlap::plan::ParamRef) -> ::core::option::Option<&mut ::std::vec::Vec<f32>> {
+                use ::overlap::Layer as _;
+                match p.layer {
+                    #(#param_vec_arms)*
+                    _ => ::core::panic!("{:?} is not a parameter of {}", p, #model_name),
+                }
+            }
         }
 
         #(#assertions)*
@@ -190,6 +206,19 @@ fn param_arms(names: &Names, schedule: &Schedule) -> (Vec<TokenStream>, Vec<Toke
             (quote!(#i => self.#f.param(p.param),), quote!(#i => self.#f.param_mut(p.param),))
         })
         .unzip()
+}
+
+fn param_vec_arms(names: &Names, schedule: &Schedule) -> Vec<TokenStream> {
+    schedule
+        .layers
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !l.params.is_empty())
+        .map(|(i, _)| {
+            let (f, i) = (&names.fields[i], lit(i));
+            quote!(#i => self.#f.param_vec_mut(p.param),)
+        })
+        .collect()
 }
 
 /// One `const` assertion per field: the type's `Layer` constants equal what the plan assumed.

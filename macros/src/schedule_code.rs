@@ -1,6 +1,7 @@
 //! The straight-line code of one step: forward layer by layer; backward in reverse with each
-//! bucket's `all_reduce_async` right after the backward call that completes it; and the step
-//! with each bucket's wait point right before the updates of its parameters.
+//! bucket's all-reduce (which updates the parameters lent with it) right after the backward call
+//! that completes it; and the step with each bucket's wait point, then the parameters taken back,
+//! or updated there when they could not be lent.
 
 use overlap_plan::Schedule;
 use proc_macro2::{Literal, TokenStream};
@@ -119,6 +120,8 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
         quote! {
             let #grads { #(mut #buckets,)* micro_steps } = grads;
             let accumulate = micro_steps > 0;
+            let grad_scale = ::overlap::grad_scale(comm.world_size(), micro_steps + 1);
+            optimizer.begin_step();
         }
     } else {
         quote! {
@@ -151,7 +154,7 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
         if sync {
             for k in (0..buckets.len()).filter(|&k| n.schedule.buckets[k].launch_after == i) {
                 let (b, pending) = (&buckets[k], format_ident!("b{}_in_flight", k));
-                out.extend(quote!(let #pending = comm.all_reduce_async(#b);));
+                out.extend(quote!(let #pending = comm.all_reduce_and_update(#b, self, optimizer, grad_scale);));
             }
         }
     }
@@ -162,7 +165,7 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
             comm.backward_done();
             #in_flight {
                 #(#buckets: #pending,)*
-                grad_scale: ::overlap::grad_scale(comm.world_size(), micro_steps + 1),
+                grad_scale,
             }
         });
     } else {
@@ -171,19 +174,19 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
     out
 }
 
-/// The optimizer step: for each bucket in launch order, its wait point, then its updates.
+/// The optimizer step: for each bucket in launch order, its wait point, then its parameters
+/// taken back updated, or their updates.
 pub fn step_body(n: &Names) -> TokenStream {
     let (grads, in_flight, buckets) = (&n.grads, &n.in_flight, &n.buckets);
     let pending: Vec<Ident> = (0..buckets.len()).map(|k| format_ident!("b{}_in_flight", k)).collect();
     let mut out = quote! {
         use ::overlap::Layer as _;
         let #in_flight { #(#buckets: #pending,)* grad_scale } = in_flight;
-        optimizer.begin_step();
     };
     let index_of: Vec<_> = n.schedule.params().collect();
     for (k, bucket) in n.schedule.buckets.iter().enumerate() {
         let (b, p) = (&buckets[k], &pending[k]);
-        out.extend(quote!(let #b = #p.wait()?;));
+        out.extend(quote!(let mut #b = #p.wait()?;));
         let updates = bucket.params.iter().map(|r| {
             let info = n.schedule.param(*r);
             let (f, j) = (&n.fields[r.layer], lit(r.param));
@@ -192,7 +195,7 @@ pub fn step_body(n: &Names) -> TokenStream {
             quote!(optimizer.update(#index, self.#f.param_mut(#j), #b.view(#off, #len), grad_scale);)
         });
         let k = lit(k);
-        out.extend(quote!({
+        out.extend(quote!(if !#b.give_back_updated(self, optimizer) {
             let _span = ::overlap::trace::update(#k);
             #(#updates)*
         }));

@@ -15,7 +15,7 @@ use crate::tensor::Matrix;
 ///
 /// One training step is `forward` → loss → `backward` (which launches each bucket's all-reduce
 /// as soon as backward completes it and returns the in-flight buckets) → `step` (which waits for
-/// each bucket right before updating its parameters, and gives the buckets back).
+/// each bucket and finishes its parameters' update, and gives the buckets back).
 pub trait DistributedModel: Sized {
     /// The compiled plan: buckets, offsets, launch points.
     const SCHEDULE: Schedule;
@@ -39,25 +39,32 @@ pub trait DistributedModel: Sized {
     fn forward<'w>(&self, input: &Matrix, ws: &'w mut Self::Workspace) -> &'w Matrix;
 
     /// Backward from `grad_output` (the loss gradient with respect to the output), launching
-    /// each bucket's all-reduce right after the layer that completes it.
-    fn backward(
-        &self,
+    /// each bucket's all-reduce right after the layer that completes it. It begins the
+    /// optimizer's step: when the optimizer's update is element-wise (SGD, AdamW), each bucket's
+    /// parameters and their state are lent to its all-reduce, which updates them as it sums;
+    /// until `step` gives them back, the model cannot run `forward`.
+    fn backward<O: Optimizer>(
+        &mut self,
         ws: &mut Self::Workspace,
         grad_output: &Matrix,
         grads: Self::Grads,
         comm: &Communicator,
+        optimizer: &mut O,
     ) -> Self::InFlight;
 
     /// Backward for a gradient-accumulation micro-step: adds to `grads`, communicates nothing.
     /// The next `backward` adds its own gradients and reduces the total.
     fn backward_no_sync(&self, ws: &mut Self::Workspace, grad_output: &Matrix, grads: &mut Self::Grads);
 
-    /// Waits for each bucket, in launch order, right before updating its parameters with
-    /// `optimizer`; averaging over ranks and micro-steps is folded into that update.
+    /// Waits for each bucket, in launch order; then either takes back its parameters, updated
+    /// during the all-reduce, or updates them with `optimizer` there. Averaging over ranks and
+    /// micro-steps is folded into the update.
     fn step<O: Optimizer>(&mut self, in_flight: Self::InFlight, optimizer: &mut O) -> Result<Self::Grads>;
 
     fn param(&self, p: ParamRef) -> &[f32];
     fn param_mut(&mut self, p: ParamRef) -> &mut [f32];
+    /// The `Vec` holding parameter `p`, when its layer exposes it (`Layer::param_vec_mut`).
+    fn param_vec_mut(&mut self, p: ParamRef) -> Option<&mut Vec<f32>>;
 
     /// Builds the model on every rank: checks that all ranks compiled the same schedule (a clear
     /// error otherwise, never a hang), initialises from `seed`, and broadcasts rank 0's values.

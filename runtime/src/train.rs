@@ -190,7 +190,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
                 model.backward_no_sync(&mut ws, &grad_logits, &mut grads);
             }
         }
-        let in_flight = model.backward(&mut ws, &grad_logits, grads, comm);
+        let in_flight = model.backward(&mut ws, &grad_logits, grads, comm, &mut optimizer);
         grads = model.step(in_flight, &mut optimizer).map_err(|e| name_parameter(e, &schedule, step))?;
         drop(step_span);
         position = Position { next_step: step + 1, samples_seen: position.samples_seen + global_batch };

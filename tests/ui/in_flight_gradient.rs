@@ -14,9 +14,9 @@ fn main() {
     let x = Matrix::zeros(1, 4);
     model.forward(&x, &mut ws);
     let dy = Matrix::zeros(1, 2);
-    let in_flight = model.backward(&mut ws, &dy, grads, &comm);
+    let mut opt = Sgd::new(0.1);
+    let in_flight = model.backward(&mut ws, &dy, grads, &comm, &mut opt);
     // The buckets are being all-reduced: reading them now would race with the reduction.
     let _ = grads.buckets();
-    let mut opt = Sgd::new(0.1);
     model.step(in_flight, &mut opt).unwrap();
 }

@@ -43,10 +43,12 @@ fn events(body: &str) -> Vec<String> {
                 Some(format!("span {}", span.replace(['(', ')'], " ").trim()))
             } else if let Some((_, call)) = s.split_once("self.").filter(|_| s.contains(".backward(")) {
                 Some(format!("backward {}", call.split('.').next().unwrap_or_default()))
-            } else if let Some((_, bucket)) = s.split_once("comm.all_reduce_async(") {
-                Some(format!("all_reduce {}", bucket.trim_end_matches(')')))
+            } else if let Some((_, args)) = s.split_once("comm.all_reduce_and_update(") {
+                Some(format!("all_reduce {}", args.split(',').next().unwrap_or_default()))
             } else if let Some((lhs, _)) = s.split_once(".wait()?") {
-                Some(format!("wait {}", lhs.trim_start_matches("let ").split(" = ").next().unwrap_or_default()))
+                Some(format!("wait {}", lhs.trim_start_matches("let mut ").split(" = ").next().unwrap_or_default()))
+            } else if let Some((bucket, _)) = s.split_once(".give_back_updated(") {
+                Some(format!("give_back {}", bucket.trim_start_matches("if !")))
             } else {
                 s.strip_prefix("optimizer.update(").map(|rest| {
                     let field = rest.split("self.").nth(1).and_then(|r| r.split('.').next()).unwrap_or_default();
@@ -66,7 +68,7 @@ fn mlp_expansion_snapshot() {
 #[test]
 fn backward_launches_each_bucket_right_after_the_layer_that_completes_it() {
     let code = mlp();
-    let backward = function(&code, "backward(");
+    let backward = function(&code, "backward<");
     assert_eq!(
         events(backward),
         [
@@ -93,9 +95,11 @@ fn backward_launches_each_bucket_right_after_the_layer_that_completes_it() {
     let fc1 = &backward[backward.rfind("self.fc1").expect("fc1 backward")..];
     assert!(fc1.contains("Option::None"), "the first layer computes no input gradient");
     let no_sync = function(&code, "backward_no_sync");
-    assert!(!no_sync.contains("all_reduce_async"), "micro-steps communicate nothing");
+    assert!(!no_sync.contains("all_reduce"), "micro-steps communicate nothing");
 }
 
+/// Each wait point takes back the parameters lent with its bucket, or updates them right there
+/// when they could not be lent.
 #[test]
 fn step_waits_for_each_bucket_right_before_its_updates() {
     let code = mlp();
@@ -103,23 +107,30 @@ fn step_waits_for_each_bucket_right_before_its_updates() {
         events(function(&code, "step<")),
         [
             "wait b0",
+            "give_back b0",
             "span update 0",
             "update fc3[1]",
             "update head[0]",
             "update head[1]",
             "wait b1",
+            "give_back b1",
             "span update 1",
             "update fc2[1]",
             "update fc3[0]",
             "wait b2",
+            "give_back b2",
             "span update 2",
             "update fc1[1]",
             "update fc2[0]",
             "wait b3",
+            "give_back b3",
             "span update 3",
             "update fc1[0]",
         ]
     );
+    let backward = function(&code, "backward<");
+    assert!(backward.contains("optimizer.begin_step()"), "backward begins the step: it lends this step's rule");
+    assert!(!function(&code, "step<").contains("begin_step"), "one step is begun once");
 }
 
 #[test]
@@ -142,7 +153,7 @@ fn leading_parameter_free_layers_get_no_backward() {
         ),
     ));
     assert_eq!(
-        events(function(&code, "backward(")),
+        events(function(&code, "backward<")),
         ["span backward 2", "backward post", "span backward 1", "backward fc", "all_reduce b0"]
     );
 }

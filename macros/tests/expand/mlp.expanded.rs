@@ -368,16 +368,19 @@ impl ::overlap::DistributedModel for Mlp {
     /// b1      fc2.backward                16.01 MiB  fc2.bias, fc3.weight
     /// b2      fc1.backward                16.01 MiB  fc1.bias, fc2.weight
     /// b3      fc1.backward                 6.12 MiB  fc1.weight
-    fn backward(
-        &self,
+    fn backward<O: ::overlap::Optimizer>(
+        &mut self,
         ws: &mut MlpWorkspace,
         dy: &::overlap::Matrix,
         grads: MlpGrads,
         comm: &::overlap::Communicator,
+        optimizer: &mut O,
     ) -> MlpInFlight {
         use ::overlap::Layer as _;
         let MlpGrads { mut b0, mut b1, mut b2, mut b3, micro_steps } = grads;
         let accumulate = micro_steps > 0;
+        let grad_scale = ::overlap::grad_scale(comm.world_size(), micro_steps + 1);
+        optimizer.begin_step();
         {
             let _span = ::overlap::trace::backward(6);
             let [head_weight, head_bias] = b0.views_mut([(2048, 20480), (22528, 10)]);
@@ -420,7 +423,7 @@ impl ::overlap::DistributedModel for Mlp {
                     ::core::option::Option::Some(&mut ws.act2_grad),
                 );
         }
-        let b0_in_flight = comm.all_reduce_async(b0);
+        let b0_in_flight = comm.all_reduce_and_update(b0, self, optimizer, grad_scale);
         {
             let _span = ::overlap::trace::backward(3);
             self.act2
@@ -449,7 +452,7 @@ impl ::overlap::DistributedModel for Mlp {
                     ::core::option::Option::Some(&mut ws.act1_grad),
                 );
         }
-        let b1_in_flight = comm.all_reduce_async(b1);
+        let b1_in_flight = comm.all_reduce_and_update(b1, self, optimizer, grad_scale);
         {
             let _span = ::overlap::trace::backward(1);
             self.act1
@@ -478,15 +481,15 @@ impl ::overlap::DistributedModel for Mlp {
                     ::core::option::Option::None,
                 );
         }
-        let b2_in_flight = comm.all_reduce_async(b2);
-        let b3_in_flight = comm.all_reduce_async(b3);
+        let b2_in_flight = comm.all_reduce_and_update(b2, self, optimizer, grad_scale);
+        let b3_in_flight = comm.all_reduce_and_update(b3, self, optimizer, grad_scale);
         comm.backward_done();
         MlpInFlight {
             b0: b0_in_flight,
             b1: b1_in_flight,
             b2: b2_in_flight,
             b3: b3_in_flight,
-            grad_scale: ::overlap::grad_scale(comm.world_size(), micro_steps + 1),
+            grad_scale,
         }
     }
     fn backward_no_sync(
@@ -611,31 +614,30 @@ impl ::overlap::DistributedModel for Mlp {
             b3: b3_in_flight,
             grad_scale,
         } = in_flight;
-        optimizer.begin_step();
-        let b0 = b0_in_flight.wait()?;
-        {
+        let mut b0 = b0_in_flight.wait()?;
+        if !b0.give_back_updated(self, optimizer) {
             let _span = ::overlap::trace::update(0);
             optimizer.update(5, self.fc3.param_mut(1), b0.view(0, 2048), grad_scale);
             optimizer
                 .update(6, self.head.param_mut(0), b0.view(2048, 20480), grad_scale);
             optimizer.update(7, self.head.param_mut(1), b0.view(22528, 10), grad_scale);
         }
-        let b1 = b1_in_flight.wait()?;
-        {
+        let mut b1 = b1_in_flight.wait()?;
+        if !b1.give_back_updated(self, optimizer) {
             let _span = ::overlap::trace::update(1);
             optimizer.update(3, self.fc2.param_mut(1), b1.view(0, 2048), grad_scale);
             optimizer
                 .update(4, self.fc3.param_mut(0), b1.view(2048, 4194304), grad_scale);
         }
-        let b2 = b2_in_flight.wait()?;
-        {
+        let mut b2 = b2_in_flight.wait()?;
+        if !b2.give_back_updated(self, optimizer) {
             let _span = ::overlap::trace::update(2);
             optimizer.update(1, self.fc1.param_mut(1), b2.view(0, 2048), grad_scale);
             optimizer
                 .update(2, self.fc2.param_mut(0), b2.view(2048, 4194304), grad_scale);
         }
-        let b3 = b3_in_flight.wait()?;
-        {
+        let mut b3 = b3_in_flight.wait()?;
+        if !b3.give_back_updated(self, optimizer) {
             let _span = ::overlap::trace::update(3);
             optimizer.update(0, self.fc1.param_mut(0), b3.view(0, 1605632), grad_scale);
         }
@@ -664,6 +666,19 @@ impl ::overlap::DistributedModel for Mlp {
             2 => self.fc2.param_mut(p.param),
             4 => self.fc3.param_mut(p.param),
             6 => self.head.param_mut(p.param),
+            _ => ::core::panic!("{:?} is not a parameter of {}", p, "Mlp"),
+        }
+    }
+    fn param_vec_mut(
+        &mut self,
+        p: ::overlap::plan::ParamRef,
+    ) -> ::core::option::Option<&mut ::std::vec::Vec<f32>> {
+        use ::overlap::Layer as _;
+        match p.layer {
+            0 => self.fc1.param_vec_mut(p.param),
+            2 => self.fc2.param_vec_mut(p.param),
+            4 => self.fc3.param_vec_mut(p.param),
+            6 => self.head.param_vec_mut(p.param),
             _ => ::core::panic!("{:?} is not a parameter of {}", p, "Mlp"),
         }
     }

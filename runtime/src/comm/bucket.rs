@@ -2,12 +2,16 @@
 //!
 //! Ownership is the wait point: `Communicator::all_reduce_async` moves a `GradBucket` into an
 //! `InFlight` handle, which has no way to read the data; only `InFlight::wait` gives the bucket
-//! back. Touching a gradient that is still being reduced therefore does not compile.
+//! back. Touching a gradient that is still being reduced therefore does not compile. The same
+//! holds for parameters lent with a bucket (`lent`): they come back with it.
 
 use std::time::{Duration, Instant};
 
+use super::lent::Lent;
 use super::mailbox::{Pending, Undelivered};
 use crate::error::{Error, Result};
+use crate::model::DistributedModel;
+use crate::optim::Optimizer;
 use crate::trace::{self, Activity};
 
 /// One flat gradient buffer. Each parameter's gradient is a view at the offset the schedule
@@ -16,12 +20,50 @@ use crate::trace::{self, Activity};
 pub struct GradBucket {
     index: usize,
     data: Vec<f32>,
+    /// Parameters lent with the bucket, updated as it is summed (see `lent`).
+    lent: Lent,
 }
 
 impl GradBucket {
     /// A zeroed bucket of `numel` elements; `index` is its position in launch order.
     pub fn zeros(index: usize, numel: usize) -> Self {
-        GradBucket { index, data: crate::huge_pages::zeroed(numel) }
+        GradBucket { index, data: crate::huge_pages::zeroed(numel), lent: Lent::default() }
+    }
+
+    /// Lends this bucket's parameters (out of `model`) and their optimizer state (out of
+    /// `optimizer`) to its all-reduce, which then updates them as it sums the gradients; nothing
+    /// is lent, and `false` returned, when the model or the optimizer cannot lend all of them.
+    /// After the wait point, [`GradBucket::give_back_updated`] returns them.
+    pub fn lend_for_update<M: DistributedModel, O: Optimizer>(
+        &mut self,
+        model: &mut M,
+        optimizer: &mut O,
+        grad_scale: f32,
+    ) -> bool {
+        self.lent.lend(self.index, model, optimizer, grad_scale)
+    }
+
+    /// Gives the lent parameters, now updated, back to `model` and their state to `optimizer`;
+    /// `false` when nothing was lent, and the update is still to do.
+    pub fn give_back_updated<M: DistributedModel, O: Optimizer>(&mut self, model: &mut M, optimizer: &mut O) -> bool {
+        if self.lent.is_empty() {
+            return false;
+        }
+        self.lent.give_back(model, optimizer);
+        true
+    }
+
+    /// The gradients and the parameters lent with them, for the all-reduce that updates them.
+    pub(crate) fn data_and_lent(&mut self) -> (&mut [f32], &mut Lent) {
+        (&mut self.data, &mut self.lent)
+    }
+
+    /// Updates the lent parameters from this bucket's own gradients, when they are already the
+    /// sums (one rank, or no reduction at all).
+    pub(crate) fn update_lent_in_place(&mut self) {
+        if !self.lent.is_empty() {
+            self.lent.update(0..self.data.len(), &self.data);
+        }
     }
 
     pub fn index(&self) -> usize {

@@ -7,6 +7,7 @@
 
 mod backoff;
 mod bucket;
+mod lent;
 mod mailbox;
 mod mpi_calls;
 mod mpi_thread;
@@ -21,6 +22,8 @@ use std::time::{Duration, Instant};
 use overlap_plan::{Link, Schedule};
 
 use crate::error::{Error, Result};
+use crate::model::DistributedModel;
+use crate::optim::Optimizer;
 use crate::trace::{self, Activity};
 use bucket::{Reduced, WaitChecks};
 use mailbox::{Mailbox, Reply};
@@ -198,10 +201,13 @@ impl Communicator {
     /// Starts summing `bucket` over all ranks, in place, and returns the handle that owns it
     /// until the sum is ready. Every rank must launch the same buckets in the same order (the
     /// compiled schedule guarantees it).
-    pub fn all_reduce_async(&self, bucket: GradBucket) -> InFlight {
+    pub fn all_reduce_async(&self, mut bucket: GradBucket) -> InFlight {
         let t = match &self.backend {
             Backend::Mpi(t) if self.mode != CommMode::Skip => t,
-            _ => return InFlight::ready(bucket, self.checks),
+            _ => {
+                bucket.update_lent_in_place();
+                return InFlight::ready(bucket, self.checks);
+            }
         };
         let (index, bytes) = (bucket.index(), std::mem::size_of_val(bucket.as_slice()));
         let (reply, pending) = self.mailbox(index);
@@ -212,6 +218,22 @@ impl Communicator {
             t.all_reduce(bucket, reply);
         }
         InFlight::pending(index, bytes, queued, pending, self.checks)
+    }
+
+    /// `all_reduce_async`, with the bucket's parameters and their optimizer state lent to it so
+    /// that they are updated as the gradients are summed (see `GradBucket::lend_for_update`).
+    /// With `--check-finite` nothing is lent: the wait point checks the sums before any update.
+    pub fn all_reduce_and_update<M: DistributedModel, O: Optimizer>(
+        &self,
+        mut bucket: GradBucket,
+        model: &mut M,
+        optimizer: &mut O,
+        grad_scale: f32,
+    ) -> InFlight {
+        if !self.checks.finite {
+            bucket.lend_for_update(model, optimizer, grad_scale);
+        }
+        self.all_reduce_async(bucket)
     }
 
     /// The ends of bucket `index`'s mailbox, reused from step to step.

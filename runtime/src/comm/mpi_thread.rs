@@ -250,9 +250,16 @@ fn serve_requests(
                 all_reduces += 1;
                 crate::fault::at_all_reduce(rank, all_reduces);
                 let started = Instant::now();
+                let (data, lent) = bucket.data_and_lent();
                 let reduced = match &mut shared {
-                    Some(shared) => shared.all_reduce(bucket.as_mut_slice(), aborting),
-                    None => all_reduce_in_place(world, bucket.as_mut_slice(), aborting),
+                    Some(shared) => shared.all_reduce(data, lent, aborting),
+                    None => {
+                        let done = all_reduce_in_place(world, data, aborting);
+                        if done {
+                            lent.update(0..data.len(), data);
+                        }
+                        done
+                    }
                 };
                 if !reduced {
                     abort(world);

@@ -8,7 +8,10 @@
 //! Each gradient is read and written once from main memory; the rest is cache traffic.
 //!
 //! Every element is summed by exactly one rank (its own value, then the others' in rank order)
-//! and copied to the others: all ranks end with bit-identical gradients.
+//! and copied to the others: all ranks end with bit-identical gradients. When parameters are
+//! lent with the bucket (`lent`), nothing is copied out: each rank updates its parameters from
+//! the sums in the slots, its own part's and then the others', and the bucket keeps its own
+//! gradients.
 
 use std::ffi::c_void;
 use std::ops::Range;
@@ -20,6 +23,7 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
 use super::backoff::wait_until;
+use super::lent::Lent;
 
 /// Elements per chunk: 1 MiB of f32, so that a chunk of every rank fits in the shared cache.
 const CHUNK: usize = 1 << 18;
@@ -153,12 +157,16 @@ impl SharedMemory {
         Ok(shared)
     }
 
-    /// Sums `data` over all ranks, in place. Every rank must call it with the same length, in
-    /// the same order. `false` if `aborting` was set while it waited for another rank.
-    pub(super) fn all_reduce(&mut self, data: &mut [f32], aborting: &AtomicBool) -> bool {
+    /// Sums `data` over all ranks, in place; or, when parameters are `lent` with it, updates
+    /// them from the sums where they are, in the chunk slots, and leaves `data` as it was. Every
+    /// rank must call it with the same length, in the same order (lending or not). `false` if
+    /// `aborting` was set while it waited for another rank.
+    pub(super) fn all_reduce(&mut self, data: &mut [f32], lent: &mut Lent, aborting: &AtomicBool) -> bool {
         let me = self.segments[self.rank];
         let ranks = self.segments.len();
-        for piece in data.chunks_mut(CHUNK) {
+        let fused = !lent.is_empty();
+        for (c, piece) in data.chunks_mut(CHUNK).enumerate() {
+            let at = c * CHUNK;
             self.sequence += 1;
             let s = self.sequence;
             let slot = (s % SLOTS as u64) as usize;
@@ -172,7 +180,8 @@ impl SharedMemory {
             // writes nothing but its own part (after its `Posted`, before its `Reduced`), which
             // we read only after its `Reduced >= s`. Our own slot is written outside our part
             // only after every rank's `Consumed >= s - SLOTS` (nobody reads it then), and in our
-            // part only before our `Reduced = s`, when nobody reads that part. Release stores and
+            // part only before our `Reduced = s`, when nobody reads that part; after it, we only
+            // read our part, as the others do. Release stores and
             // acquire loads of the flags order these accesses across processes. Every range is
             // within the chunk, so inside the mapped segments.
             // Only the other ranks' parts are copied in: our own part is summed from `piece`.
@@ -193,21 +202,31 @@ impl SharedMemory {
             // SAFETY: see above; `mine` is within the chunk, and this rank's slot is memory no
             // slice of `piece` covers.
             let published = unsafe { std::slice::from_raw_parts_mut(me.slot(slot, mine.clone()), mine.len()) };
-            let mut others = self.others().peekable();
-            while let Some(segment) = others.next() {
-                // SAFETY: see above.
-                let theirs = unsafe { std::slice::from_raw_parts(segment.slot(slot, mine.clone()), mine.len()) };
-                if others.peek().is_some() {
-                    sum.iter_mut().zip(theirs).for_each(|(s, t)| *s += *t);
-                } else {
-                    // The last addition also publishes the sum: one pass instead of two.
-                    for ((s, t), p) in sum.iter_mut().zip(theirs).zip(published.iter_mut()) {
-                        *s += *t;
-                        *p = *s;
-                    }
-                }
+            if fused {
+                // The sum goes to the slot only: the lent parameters read it there.
+                add_into_slot(
+                    sum,
+                    self.others().map(|segment| {
+                        // SAFETY: see above.
+                        unsafe { std::slice::from_raw_parts(segment.slot(slot, mine.clone()), mine.len()) }
+                    }),
+                    published,
+                );
+            } else {
+                add_in_place(
+                    sum,
+                    self.others().map(|segment| {
+                        // SAFETY: see above.
+                        unsafe { std::slice::from_raw_parts(segment.slot(slot, mine.clone()), mine.len()) }
+                    }),
+                    published,
+                );
             }
             self.publish(Flag::Reduced, s);
+            if fused {
+                // Our part's sums stay in our slot, which nobody writes before our `Consumed`.
+                lent.update(at + mine.start..at + mine.end, published);
+            }
             if !self.wait_all(Flag::Reduced, s, aborting) {
                 return false;
             }
@@ -215,7 +234,11 @@ impl SharedMemory {
                 let theirs = part(piece.len(), ranks, peer);
                 // SAFETY: see above.
                 let summed = unsafe { std::slice::from_raw_parts(segment.slot(slot, theirs.clone()), theirs.len()) };
-                piece[theirs].copy_from_slice(summed);
+                if fused {
+                    lent.update(at + theirs.start..at + theirs.end, summed);
+                } else {
+                    piece[theirs].copy_from_slice(summed);
+                }
             }
             self.publish(Flag::Consumed, s);
         }
@@ -254,6 +277,36 @@ impl Drop for SharedMemory {
             // SAFETY: the window is live and freed once; no slice into it outlives `all_reduce`.
             let rc = unsafe { mpi::ffi::MPI_Win_free(&mut self.window) };
             super::mpi_calls::check(rc, "MPI_Win_free");
+        }
+    }
+}
+
+/// `sum += others` in rank order, the last addition also writing the sum to `published`: one
+/// pass instead of two.
+fn add_in_place<'a>(sum: &mut [f32], others: impl Iterator<Item = &'a [f32]>, published: &mut [f32]) {
+    let mut others = others.peekable();
+    while let Some(theirs) = others.next() {
+        if others.peek().is_some() {
+            sum.iter_mut().zip(theirs).for_each(|(s, t)| *s += *t);
+        } else {
+            for ((s, t), p) in sum.iter_mut().zip(theirs).zip(published.iter_mut()) {
+                *s += *t;
+                *p = *s;
+            }
+        }
+    }
+}
+
+/// `published = own + others`, added in the same order as `add_in_place`, so the same floats;
+/// `own` is left as it was.
+fn add_into_slot<'a>(own: &[f32], others: impl Iterator<Item = &'a [f32]>, published: &mut [f32]) {
+    for (k, theirs) in others.enumerate() {
+        if k == 0 {
+            for ((p, o), t) in published.iter_mut().zip(own).zip(theirs) {
+                *p = *o + *t;
+            }
+        } else {
+            published.iter_mut().zip(theirs).for_each(|(p, t)| *p += *t);
         }
     }
 }

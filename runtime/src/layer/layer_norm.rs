@@ -59,8 +59,13 @@ impl<const D: usize> Layer for LayerNorm<D> {
         super::weight_or_bias("LayerNorm", index, &mut self.weight, &mut self.bias)
     }
 
+    fn param_vec_mut(&mut self, index: usize) -> Option<&mut Vec<f32>> {
+        Some(super::weight_or_bias("LayerNorm", index, &mut self.weight, &mut self.bias))
+    }
+
     fn forward(&self, input: &Matrix, output: &mut Matrix, saved: &mut LayerNormSaved) {
         assert_eq!(input.cols(), D, "LayerNorm<{D}>: input has {} columns", input.cols());
+        super::assert_not_lent("LayerNorm", self.weight.len() == D && self.bias.len() == D);
         let rows = input.rows();
         output.resize(rows, D);
         saved.mean.resize(rows, 0.0);

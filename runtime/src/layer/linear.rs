@@ -38,8 +38,13 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
         super::weight_or_bias("Linear", index, &mut self.weight, &mut self.bias)
     }
 
+    fn param_vec_mut(&mut self, index: usize) -> Option<&mut Vec<f32>> {
+        Some(super::weight_or_bias("Linear", index, &mut self.weight, &mut self.bias))
+    }
+
     fn forward(&self, input: &Matrix, output: &mut Matrix, _saved: &mut ()) {
         assert_eq!(input.cols(), IN, "Linear<{IN}, {OUT}>: input has {} columns", input.cols());
+        super::assert_not_lent("Linear", self.weight.len() == OUT * IN && self.bias.len() == OUT);
         let rows = input.rows();
         output.resize(rows, OUT);
         // Seed every row with the bias and let gemm accumulate onto it: one pass over `output`.

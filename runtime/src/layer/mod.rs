@@ -77,6 +77,14 @@ pub trait Layer: Sized + Send {
     fn param(&self, index: usize) -> &[f32];
     fn param_mut(&mut self, index: usize) -> &mut [f32];
 
+    /// The `Vec` that holds parameter `index`, so that a step can lend it to the all-reduce of
+    /// its bucket and update it there, while the sums are in cache (it is empty until the step's
+    /// wait point gives it back). The default, `None`, keeps the update after the wait point.
+    fn param_vec_mut(&mut self, index: usize) -> Option<&mut Vec<f32>> {
+        let _ = index;
+        None
+    }
+
     /// Computes `output` (resized here to `input.rows() x out`).
     fn forward(&self, input: &Matrix, output: &mut Matrix, saved: &mut Self::Saved);
 
@@ -93,6 +101,14 @@ pub trait Layer: Sized + Send {
         grads: &mut [&mut [f32]],
         accumulate: bool,
         grad_input: Option<&mut Matrix>,
+    );
+}
+
+/// Panics unless the layer holds all its parameters (`holds_all`): a lent one is empty.
+fn assert_not_lent(layer: &str, holds_all: bool) {
+    assert!(
+        holds_all,
+        "{layer}: its parameters are lent to an all-reduce that updates them; call `step` before the next `forward`"
     );
 }
 

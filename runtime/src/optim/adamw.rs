@@ -1,6 +1,6 @@
 //! Adam with decoupled weight decay, following PyTorch's `torch.optim.AdamW` update rule.
 
-use crate::optim::Optimizer;
+use crate::optim::{ElementwiseRule, LentState, Optimizer};
 
 /// AdamW. Hyperparameters are not validated here (the CLI layer does): PyTorch's
 /// preconditions apply, i.e. `lr >= 0`, `eps >= 0`, `weight_decay >= 0`, betas in `[0, 1)`.
@@ -145,9 +145,7 @@ impl Optimizer for AdamW {
             value.len(),
             grad.len()
         );
-        let AdamWStep { lr, beta1: b1, beta2: b2, eps, weight_decay, step_size, bias_correction2_sqrt } =
-            self.current_step();
-        let decay = 1.0 - lr * weight_decay;
+        let step = self.current_step();
         self.grow(index);
         let (m, v) = (&mut self.exp_avg[index], &mut self.exp_avg_sq[index]);
         if m.is_empty() {
@@ -155,15 +153,28 @@ impl Optimizer for AdamW {
             crate::huge_pages::resize_zeroed(v, value.len());
         }
         assert_eq!(m.len(), value.len(), "AdamW: state of parameter {index} has the wrong length");
+        super::elementwise::adamw(step, value, grad, grad_scale, m, v);
+    }
 
-        for (((p, &g), m), v) in value.iter_mut().zip(grad).zip(m.iter_mut()).zip(v.iter_mut()) {
-            let g = g * grad_scale;
-            *p *= decay;
-            *m = b1 * *m + (1.0 - b1) * g;
-            *v = b2 * *v + (1.0 - b2) * g * g;
-            let denom = v.sqrt() / bias_correction2_sqrt + eps;
-            *p -= step_size * *m / denom;
+    /// Both moments (allocated on the parameter's first step) and this step's coefficients.
+    fn lend(&mut self, index: usize, len: usize) -> Option<LentState> {
+        assert!(self.step > 0, "AdamW: begin_step must be called before lend");
+        self.grow(index);
+        let mut m = std::mem::take(&mut self.exp_avg[index]);
+        let mut v = std::mem::take(&mut self.exp_avg_sq[index]);
+        if m.is_empty() {
+            crate::huge_pages::resize_zeroed(&mut m, len);
+            crate::huge_pages::resize_zeroed(&mut v, len);
         }
+        assert_eq!(m.len(), len, "AdamW: state of parameter {index} has the wrong length");
+        Some(LentState { rule: ElementwiseRule::AdamW(self.current_step()), buffers: [m, v] })
+    }
+
+    fn give_back(&mut self, index: usize, state: LentState) {
+        let [m, v] = state.buffers;
+        self.grow(index);
+        self.exp_avg[index] = m;
+        self.exp_avg_sq[index] = v;
     }
 }
 

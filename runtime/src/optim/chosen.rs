@@ -2,7 +2,7 @@
 //! `--weight-decay`), behind one type that both backends and checkpoints use.
 
 use crate::args::{OptimizerKind, TrainArgs};
-use crate::optim::{AdamW, Optimizer, OptimizerState, Sgd};
+use crate::optim::{AdamW, LentState, Optimizer, OptimizerState, Sgd};
 
 /// The optimizer the command line asked for.
 pub enum ChosenOptimizer {
@@ -37,6 +37,20 @@ impl Optimizer for ChosenOptimizer {
         match self {
             ChosenOptimizer::Sgd(o) => o.update(index, value, grad, grad_scale),
             ChosenOptimizer::AdamW(o) => o.update(index, value, grad, grad_scale),
+        }
+    }
+
+    fn lend(&mut self, index: usize, len: usize) -> Option<LentState> {
+        match self {
+            ChosenOptimizer::Sgd(o) => o.lend(index, len),
+            ChosenOptimizer::AdamW(o) => o.lend(index, len),
+        }
+    }
+
+    fn give_back(&mut self, index: usize, state: LentState) {
+        match self {
+            ChosenOptimizer::Sgd(o) => o.give_back(index, state),
+            ChosenOptimizer::AdamW(o) => o.give_back(index, state),
         }
     }
 }

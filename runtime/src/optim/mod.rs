@@ -1,13 +1,16 @@
-//! Optimizers with PyTorch's update rules. The model's `step` calls `update` once per parameter,
-//! bucket by bucket, right after that bucket's wait point.
+//! Optimizers with PyTorch's update rules. An element-wise one lends each parameter's state as
+//! its bucket is launched and the update runs as the bucket is summed; any other gets `update`
+//! once per parameter, bucket by bucket, right after that bucket's wait point.
 
 mod adamw;
 mod chosen;
+mod elementwise;
 mod sgd;
 mod state;
 
 pub use adamw::{AdamW, AdamWStep};
 pub use chosen::ChosenOptimizer;
+pub use elementwise::{ElementwiseRule, LentState};
 pub use sgd::{Sgd, SgdRule};
 pub use state::OptimizerState;
 
@@ -20,4 +23,17 @@ pub trait Optimizer {
     /// by `grad_scale` (1 / (world size x micro-steps)) as it is read, so averaging costs no
     /// extra pass over the buckets.
     fn update(&mut self, index: usize, value: &mut [f32], grad: &[f32], grad_scale: f32);
+
+    /// Lends parameter `index`'s state (of `len` values) with this step's rule, when the update
+    /// is element-wise, so that it can run as its bucket is summed (on the communication
+    /// thread) instead of after the wait point. The default lends nothing: `update` runs.
+    fn lend(&mut self, index: usize, len: usize) -> Option<LentState> {
+        let _ = (index, len);
+        None
+    }
+
+    /// Takes back what `lend` lent, after the update ran.
+    fn give_back(&mut self, index: usize, state: LentState) {
+        let _ = (index, state);
+    }
 }

@@ -1,6 +1,6 @@
 //! Stochastic gradient descent with PyTorch's `torch.optim.SGD` update rule.
 
-use crate::optim::Optimizer;
+use crate::optim::{ElementwiseRule, LentState, Optimizer};
 
 /// SGD with optional momentum, dampening, Nesterov momentum and (coupled) weight decay.
 ///
@@ -110,11 +110,9 @@ impl Optimizer for Sgd {
             value.len(),
             grad.len()
         );
-        let SgdRule { lr, momentum, dampening, weight_decay, nesterov } = self.rule();
-        if momentum == 0.0 {
-            for (p, &g) in value.iter_mut().zip(grad) {
-                *p -= lr * (g * grad_scale + weight_decay * *p);
-            }
+        let rule = self.rule();
+        if rule.momentum == 0.0 {
+            super::elementwise::sgd(rule, false, value, grad, grad_scale, &mut []);
             return;
         }
         let buffer = self.slot(index);
@@ -123,11 +121,29 @@ impl Optimizer for Sgd {
             crate::huge_pages::resize_zeroed(buffer, value.len());
         }
         assert_eq!(buffer.len(), value.len(), "Sgd: momentum buffer of parameter {index} has the wrong length");
-        for ((p, &g), b) in value.iter_mut().zip(grad).zip(buffer.iter_mut()) {
-            let g = g * grad_scale + weight_decay * *p;
-            *b = if first { g } else { momentum * *b + (1.0 - dampening) * g };
-            let step = if nesterov { g + momentum * *b } else { *b };
-            *p -= lr * step;
+        super::elementwise::sgd(rule, first, value, grad, grad_scale, buffer);
+    }
+
+    /// The momentum buffer (allocated on the parameter's first step) and the rule.
+    fn lend(&mut self, index: usize, len: usize) -> Option<LentState> {
+        let rule = self.rule();
+        let mut buffer = Vec::new();
+        let mut first = false;
+        if rule.momentum != 0.0 {
+            buffer = std::mem::take(self.slot(index));
+            first = buffer.is_empty();
+            if first {
+                crate::huge_pages::resize_zeroed(&mut buffer, len);
+            }
+            assert_eq!(buffer.len(), len, "Sgd: momentum buffer of parameter {index} has the wrong length");
+        }
+        Some(LentState { rule: ElementwiseRule::Sgd { rule, first }, buffers: [buffer, Vec::new()] })
+    }
+
+    fn give_back(&mut self, index: usize, state: LentState) {
+        let [buffer, _] = state.buffers;
+        if !buffer.is_empty() {
+            *self.slot(index) = buffer;
         }
     }
 }

@@ -237,9 +237,9 @@ impl fmt::Display for OverlapReport {
         line(f, "forward", self.forward_ms, "")?;
         line(f, "loss", self.loss_ms, "")?;
         line(f, "backward", self.backward_ms, "")?;
-        line(f, "optimizer", self.optimizer_ms, "")?;
+        line(f, "optimizer", self.optimizer_ms, "updates after the wait points (lent ones run in the all-reduce)")?;
         line(f, "compute", self.compute_ms, "forward + loss + backward + optimizer")?;
-        line(f, "all-reduce", self.all_reduce_ms, "sum over buckets, on the communication thread")?;
+        line(f, "all-reduce", self.all_reduce_ms, "sum over buckets, and lent updates, on the communication thread")?;
         line(f, "exposed", self.exposed_ms, "compute thread blocked in wait points")?;
         line(f, "other", self.other_ms, "step - compute - exposed: data loading, bookkeeping")?;
         match self.hidden_fraction {

@@ -1,0 +1,96 @@
+//! Parameters lent with a bucket, so that their update runs as the bucket is summed.
+//!
+//! SGD and AdamW update each value from its own summed gradient and state alone. When a bucket is
+//! launched, its parameters' `Vec`s (taken out of the layers) and their optimizer state (taken
+//! out of the optimizer) travel with it; the communication thread updates each chunk as soon as
+//! its sum is known, reading the sums where the all-reduce left them, in cache, instead of
+//! writing them back to the bucket for the compute thread to read again after the wait point.
+//! The wait point gives everything back. Ownership moves, so nothing is shared: a bucket never
+//! waited for keeps its parameters, and the model's forward says so.
+
+use std::ops::Range;
+
+use overlap_plan::ParamRef;
+
+use crate::model::DistributedModel;
+use crate::optim::{LentState, Optimizer};
+
+/// One lent parameter: its values, where its gradient sits in the bucket, and its state.
+#[derive(Debug)]
+struct LentParam {
+    param: ParamRef,
+    /// The optimizer's index for it (definition order).
+    index: usize,
+    /// Where its gradient starts in the bucket.
+    offset: usize,
+    value: Vec<f32>,
+    state: LentState,
+}
+
+/// The parameters lent with one bucket; empty when its update runs after the wait point. The
+/// vector is kept from step to step, so lending allocates nothing after the first step.
+#[derive(Debug, Default)]
+pub(crate) struct Lent {
+    params: Vec<LentParam>,
+    grad_scale: f32,
+}
+
+impl Lent {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.params.is_empty()
+    }
+
+    /// Takes bucket `bucket`'s parameters out of `model` and their state out of `optimizer`,
+    /// when every one of them can be lent; otherwise lends nothing and returns `false`.
+    pub(crate) fn lend<M: DistributedModel, O: Optimizer>(
+        &mut self,
+        bucket: usize,
+        model: &mut M,
+        optimizer: &mut O,
+        grad_scale: f32,
+    ) -> bool {
+        debug_assert!(self.is_empty(), "bucket {bucket} already has parameters lent");
+        self.grad_scale = grad_scale;
+        for &param in M::SCHEDULE.buckets[bucket].params.iter() {
+            let index = M::SCHEDULE.params().position(|p| p == param).expect("bucket members are parameters");
+            let offset = M::SCHEDULE.param(param).offset;
+            let Some(value) = model.param_vec_mut(param) else {
+                self.give_back(model, optimizer);
+                return false;
+            };
+            let value = std::mem::take(value);
+            let Some(state) = optimizer.lend(index, value.len()) else {
+                *model.param_vec_mut(param).expect("lent a moment ago") = value;
+                self.give_back(model, optimizer);
+                return false;
+            };
+            self.params.push(LentParam { param, index, offset, value, state });
+        }
+        true
+    }
+
+    /// Updates the parameters' elements whose gradients sit at `range` of the bucket, from their
+    /// sums over all ranks, `sums` (`range.len()` long).
+    pub(crate) fn update(&mut self, range: Range<usize>, sums: &[f32]) {
+        debug_assert_eq!(range.len(), sums.len());
+        for p in &mut self.params {
+            let (start, end) = (p.offset.max(range.start), (p.offset + p.value.len()).min(range.end));
+            if start < end {
+                let own = start - p.offset..end - p.offset;
+                let grad = &sums[start - range.start..end - range.start];
+                p.state.apply(own.clone(), &mut p.value[own], grad, self.grad_scale);
+            }
+        }
+    }
+
+    /// Puts every lent parameter back into `model` and its state into `optimizer`.
+    pub(crate) fn give_back<M: DistributedModel, O: Optimizer>(&mut self, model: &mut M, optimizer: &mut O) {
+        for p in self.params.drain(..) {
+            let Some(value) = model.param_vec_mut(p.param) else {
+                panic!("{} was lent, so it can be given back", M::SCHEDULE.param_name(p.param));
+            };
+            *value = p.value;
+            optimizer.give_back(p.index, p.state);
+        }
+    }
+}

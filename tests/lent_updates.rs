@@ -1,0 +1,160 @@
+//! Parameters lent to their bucket's all-reduce and updated there: the same floats as updating
+//! after the wait point, nothing lent when a layer or the optimizer cannot lend, and a clear
+//! panic for a forward while parameters are away. One process; `tests/mpi.rs` compares the two
+//! paths on several ranks.
+
+use overlap::prelude::*;
+use overlap::{InitRng, ParamDef, Width};
+
+/// A layer that keeps its parameter out of reach (`param_vec_mut` stays `None`): `y = x * g`.
+pub struct Gain<const D: usize> {
+    gain: Vec<f32>,
+}
+
+impl<const D: usize> Layer for Gain<D> {
+    const PARAMS: &'static [ParamDef] = &[ParamDef { name: "gain", shape: &[D] }];
+    const WIDTH: Width = Width::Fixed { input: D, output: D };
+    type Saved = ();
+
+    fn init(_: &mut InitRng) -> Self {
+        Gain { gain: (0..D).map(|i| 1.0 + i as f32 / D as f32).collect() }
+    }
+
+    fn param(&self, _: usize) -> &[f32] {
+        &self.gain
+    }
+
+    fn param_mut(&mut self, _: usize) -> &mut [f32] {
+        &mut self.gain
+    }
+
+    fn forward(&self, input: &Matrix, output: &mut Matrix, _: &mut ()) {
+        output.resize(input.rows(), D);
+        for r in 0..input.rows() {
+            for ((y, x), g) in output.row_mut(r).iter_mut().zip(input.row(r)).zip(&self.gain) {
+                *y = x * g;
+            }
+        }
+    }
+
+    fn backward(
+        &self,
+        input: &Matrix,
+        _: &Matrix,
+        _: &(),
+        dy: &Matrix,
+        grads: &mut [&mut [f32]],
+        accumulate: bool,
+        dx: Option<&mut Matrix>,
+    ) {
+        if !accumulate {
+            grads[0].fill(0.0);
+        }
+        for r in 0..input.rows() {
+            for ((dg, x), d) in grads[0].iter_mut().zip(input.row(r)).zip(dy.row(r)) {
+                *dg += x * d;
+            }
+        }
+        if let Some(dx) = dx {
+            dx.resize(input.rows(), D);
+            for r in 0..input.rows() {
+                for ((d, g), y) in dx.row_mut(r).iter_mut().zip(&self.gain).zip(dy.row(r)) {
+                    *d = y * g;
+                }
+            }
+        }
+    }
+}
+
+/// Every parameter can be lent: two buckets.
+#[distributed_model(bucket_cap_mb = 0.01, first_bucket_mb = 0.01)]
+pub struct Lendable {
+    fc1: Linear<16, 32>,
+    act: Relu,
+    fc2: Linear<32, 4>,
+}
+
+/// `gain` shares its bucket with `fc2`'s parameters, which could be lent: the bucket lends none.
+#[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1)]
+pub struct WithGain {
+    fc1: Linear<16, 32>,
+    #[layer(input = 32, output = 32, params(gain = [32]))]
+    gain: Gain<32>,
+    fc2: Linear<32, 4>,
+}
+
+/// An optimizer that lends nothing: every update runs after its wait point.
+struct AfterWait<O>(O);
+
+impl<O: Optimizer> Optimizer for AfterWait<O> {
+    fn begin_step(&mut self) {
+        self.0.begin_step();
+    }
+    fn update(&mut self, index: usize, value: &mut [f32], grad: &[f32], grad_scale: f32) {
+        self.0.update(index, value, grad, grad_scale);
+    }
+}
+
+fn batch() -> (Matrix, Vec<usize>) {
+    let x = Matrix::from_vec(8, 16, (0..8 * 16).map(|i| ((i * 7) % 13) as f32 / 13.0 - 0.5).collect());
+    (x, (0..8).map(|i| i % 4).collect())
+}
+
+/// Parameters of `M` after 3 steps with `optimizer` on one process.
+fn train<M: DistributedModel>(optimizer: &mut impl Optimizer) -> Vec<Vec<f32>> {
+    let comm = Communicator::single();
+    let mut model = M::new(&comm, 3).unwrap();
+    let (mut grads, mut ws, mut dy) = (model.new_grads(), M::Workspace::default(), Matrix::default());
+    let (x, labels) = batch();
+    for _ in 0..3 {
+        let logits = model.forward(&x, &mut ws);
+        CrossEntropyLoss.forward_backward(logits, &labels, &mut dy);
+        let in_flight = model.backward(&mut ws, &dy, grads, &comm, optimizer);
+        grads = model.step(in_flight, optimizer).unwrap();
+    }
+    M::SCHEDULE.params().map(|p| model.param(p).to_vec()).collect()
+}
+
+#[test]
+fn lent_updates_give_the_floats_of_updates_after_the_wait() {
+    let sgd = || Sgd::new(0.1).momentum(0.9).weight_decay(0.01);
+    assert_eq!(train::<Lendable>(&mut sgd()), train::<Lendable>(&mut AfterWait(sgd())));
+    assert_eq!(train::<Lendable>(&mut AdamW::new(0.01)), train::<Lendable>(&mut AfterWait(AdamW::new(0.01))));
+    assert_eq!(train::<WithGain>(&mut sgd()), train::<WithGain>(&mut AfterWait(sgd())));
+}
+
+#[test]
+fn parameters_are_away_between_backward_and_step_only_when_their_bucket_can_lend_them() {
+    let comm = Communicator::single();
+    let (x, labels) = batch();
+    let mut dy = Matrix::default();
+    let mut optimizer = Sgd::new(0.1).momentum(0.9);
+
+    let mut model = Lendable::new(&comm, 0).unwrap();
+    let mut ws = LendableWorkspace::default();
+    let logits = model.forward(&x, &mut ws);
+    CrossEntropyLoss.forward_backward(logits, &labels, &mut dy);
+    let in_flight = model.backward(&mut ws, &dy, model.new_grads(), &comm, &mut optimizer);
+    assert!(Lendable::SCHEDULE.params().all(|p| model.param(p).is_empty()), "every parameter is lent");
+    let forward = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        model.forward(&x, &mut LendableWorkspace::default());
+    }));
+    let message = forward.expect_err("forward without the parameters");
+    let message = message.downcast_ref::<String>().map(String::as_str).unwrap_or_default();
+    assert!(message.contains("call `step` before the next `forward`"), "{message}");
+    model.step(in_flight, &mut optimizer).unwrap();
+    assert!(Lendable::SCHEDULE.params().all(|p| model.param(p).len() == Lendable::SCHEDULE.param(p).numel()));
+    assert!(optimizer.momentum_buffer(0).is_some(), "the optimizer has its state back");
+
+    let mut optimizer = Sgd::new(0.1).momentum(0.9);
+    let mut model = WithGain::new(&comm, 0).unwrap();
+    let mut ws = WithGainWorkspace::default();
+    let logits = model.forward(&x, &mut ws);
+    CrossEntropyLoss.forward_backward(logits, &labels, &mut dy);
+    let in_flight = model.backward(&mut ws, &dy, model.new_grads(), &comm, &mut optimizer);
+    assert!(
+        WithGain::SCHEDULE.params().all(|p| model.param(p).len() == WithGain::SCHEDULE.param(p).numel()),
+        "a bucket with a parameter that cannot be lent lends none"
+    );
+    model.step(in_flight, &mut optimizer).unwrap();
+}
