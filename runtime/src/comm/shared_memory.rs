@@ -181,9 +181,9 @@ impl SharedMemory {
             // we read only after its `Reduced >= s`. Our own slot is written outside our part
             // only after every rank's `Consumed >= s - SLOTS` (nobody reads it then), and in our
             // part only before our `Reduced = s`, when nobody reads that part; after it, we only
-            // read our part, as the others do. Release stores and
-            // acquire loads of the flags order these accesses across processes. Every range is
-            // within the chunk, so inside the mapped segments.
+            // read our part, as the others do. Release stores and acquire loads of the flags
+            // order these accesses across processes. Every range is within the chunk, so inside
+            // the mapped segments.
             // Only the other ranks' parts are copied in: our own part is summed from `piece`.
             for range in [0..mine.start, mine.end..piece.len()] {
                 unsafe {
@@ -202,25 +202,14 @@ impl SharedMemory {
             // SAFETY: see above; `mine` is within the chunk, and this rank's slot is memory no
             // slice of `piece` covers.
             let published = unsafe { std::slice::from_raw_parts_mut(me.slot(slot, mine.clone()), mine.len()) };
+            // SAFETY: see above.
+            let theirs =
+                |segment: &Segment| unsafe { std::slice::from_raw_parts(segment.slot(slot, mine.clone()), mine.len()) };
             if fused {
                 // The sum goes to the slot only: the lent parameters read it there.
-                add_into_slot(
-                    sum,
-                    self.others().map(|segment| {
-                        // SAFETY: see above.
-                        unsafe { std::slice::from_raw_parts(segment.slot(slot, mine.clone()), mine.len()) }
-                    }),
-                    published,
-                );
+                add_into_slot(sum, self.others().map(theirs), published);
             } else {
-                add_in_place(
-                    sum,
-                    self.others().map(|segment| {
-                        // SAFETY: see above.
-                        unsafe { std::slice::from_raw_parts(segment.slot(slot, mine.clone()), mine.len()) }
-                    }),
-                    published,
-                );
+                add_in_place(sum, self.others().map(theirs), published);
             }
             self.publish(Flag::Reduced, s);
             if fused {
