@@ -14,7 +14,7 @@ pub struct AdamW {
     /// Steps begun so far; the bias corrections use it, so it is shared by all parameters.
     step: u64,
     /// First and second moments per parameter index, allocated on that parameter's first
-    /// update so a steady-state step never allocates.
+    /// update so a steady-state step never allocates; empty while lent (`lend`).
     exp_avg: Vec<Vec<f32>>,
     exp_avg_sq: Vec<Vec<f32>>,
 }

@@ -2,7 +2,7 @@
 //!
 //! SGD and AdamW update every value from its own gradient and state alone, so the update of a
 //! bucket can run on the communication thread, one part at a time, as soon as that part's sum is
-//! known and while it is still in cache (`comm::fused`). `Sgd::update` and `AdamW::update` run
+//! known and while it is still in cache (`comm::lent`). `Sgd::update` and `AdamW::update` run
 //! the same kernels here, so a step gives the same floats wherever its update ran.
 
 use super::{AdamWStep, SgdRule};

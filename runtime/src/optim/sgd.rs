@@ -15,7 +15,7 @@ pub struct Sgd {
     weight_decay: f32,
     nesterov: bool,
     /// Momentum buffer per parameter index; empty until that parameter's first update, so a
-    /// steady-state step never allocates.
+    /// steady-state step never allocates, and while it is lent (`lend`).
     buffers: Vec<Vec<f32>>,
 }
 
