@@ -7,6 +7,9 @@ use common::{example, mpirun_ok};
 use overlap::trace::median;
 use serde_json::Value;
 
+/// Both tests time runs: side by side they would put 4 ranks on this machine's 2 cores.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn report(model: &str, ranks: usize, extra: &[&str]) -> Value {
     let (exe, n) = (example(model), ranks.to_string());
     let mut args = vec!["-n", &n, exe.to_str().unwrap(), "--steps", "12", "--report", "json"];
@@ -17,6 +20,7 @@ fn report(model: &str, ranks: usize, extra: &[&str]) -> Value {
 
 #[test]
 fn predictions_match_emulated_runs_within_a_quarter() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let cases: [(&str, usize, &[&str]); 4] = [
         ("tower", 2, &["--batch", "128", "--link", "bandwidth=0.4GB/s"]),
         // A core per rank, as the model assumes (3 ranks of `mlp` on 2 cores err by 20-28%).
@@ -38,6 +42,7 @@ fn predictions_match_emulated_runs_within_a_quarter() {
 
 #[test]
 fn the_profile_guided_plan_beats_ddp_caps_on_the_emulated_link() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let args = ["--batch", "256", "--link", "bandwidth=0.5GB/s"];
     // Alternating runs, compared by medians: one run slowed by outside load on this shared
     // machine cannot decide the comparison.

@@ -84,8 +84,11 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
     let (backward, backward_no_sync) = (backward_body(&names, true), backward_body(&names, false));
     let step = step_body(&names);
     let forward = names.forward_body();
-    let (param_arms, param_mut_arms) = param_arms(&names, schedule);
-    let param_vec_arms = param_vec_arms(&names, schedule);
+    let (param_arms, param_mut_arms, param_vec_arms) = (
+        param_arms(&names, schedule, "param"),
+        param_arms(&names, schedule, "param_mut"),
+        param_arms(&names, schedule, "param_vec_mut"),
+    );
     let assertions = layout_assertions(model, schedule);
     let model_name = ident.to_string();
 
@@ -195,7 +198,10 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
     }
 }
 
-fn param_arms(names: &Names, schedule: &Schedule) -> (Vec<TokenStream>, Vec<TokenStream>) {
+/// `<layer index> => self.<field>.<method>(p.param),` for every layer with parameters: the arms
+/// of `param`, `param_mut` and `param_vec_mut`.
+fn param_arms(names: &Names, schedule: &Schedule, method: &str) -> Vec<TokenStream> {
+    let method = format_ident!("{}", method);
     schedule
         .layers
         .iter()
@@ -203,20 +209,7 @@ fn param_arms(names: &Names, schedule: &Schedule) -> (Vec<TokenStream>, Vec<Toke
         .filter(|(_, l)| !l.params.is_empty())
         .map(|(i, _)| {
             let (f, i) = (&names.fields[i], lit(i));
-            (quote!(#i => self.#f.param(p.param),), quote!(#i => self.#f.param_mut(p.param),))
-        })
-        .unzip()
-}
-
-fn param_vec_arms(names: &Names, schedule: &Schedule) -> Vec<TokenStream> {
-    schedule
-        .layers
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| !l.params.is_empty())
-        .map(|(i, _)| {
-            let (f, i) = (&names.fields[i], lit(i));
-            quote!(#i => self.#f.param_vec_mut(p.param),)
+            quote!(#i => self.#f.#method(p.param),)
         })
         .collect()
 }
