@@ -145,20 +145,30 @@ impl Optimizer for AdamW {
             value.len(),
             grad.len()
         );
-        let step = self.current_step();
-        self.grow(index);
-        let (m, v) = (&mut self.exp_avg[index], &mut self.exp_avg_sq[index]);
-        if m.is_empty() {
-            crate::huge_pages::resize_zeroed(m, value.len());
-            crate::huge_pages::resize_zeroed(v, value.len());
-        }
-        assert_eq!(m.len(), value.len(), "AdamW: state of parameter {index} has the wrong length");
-        super::elementwise::adamw(step, value, grad, grad_scale, m, v);
+        // Through the lent state, so that an update here and one during the all-reduce are the
+        // same code.
+        let mut lent = self.lend_state(index, value.len());
+        lent.apply(0..value.len(), value, grad, grad_scale);
+        self.give_back(index, lent);
     }
 
     /// Both moments (allocated on the parameter's first step) and this step's coefficients.
     fn lend(&mut self, index: usize, len: usize) -> Option<LentState> {
         assert!(self.step > 0, "AdamW: begin_step must be called before lend");
+        Some(self.lend_state(index, len))
+    }
+
+    fn give_back(&mut self, index: usize, state: LentState) {
+        let [m, v] = state.buffers;
+        self.grow(index);
+        self.exp_avg[index] = m;
+        self.exp_avg_sq[index] = v;
+    }
+}
+
+impl AdamW {
+    /// What `lend` lends: AdamW can always lend.
+    fn lend_state(&mut self, index: usize, len: usize) -> LentState {
         self.grow(index);
         let mut m = std::mem::take(&mut self.exp_avg[index]);
         let mut v = std::mem::take(&mut self.exp_avg_sq[index]);
@@ -167,14 +177,7 @@ impl Optimizer for AdamW {
             crate::huge_pages::resize_zeroed(&mut v, len);
         }
         assert_eq!(m.len(), len, "AdamW: state of parameter {index} has the wrong length");
-        Some(LentState { rule: ElementwiseRule::AdamW(self.current_step()), buffers: [m, v] })
-    }
-
-    fn give_back(&mut self, index: usize, state: LentState) {
-        let [m, v] = state.buffers;
-        self.grow(index);
-        self.exp_avg[index] = m;
-        self.exp_avg_sq[index] = v;
+        LentState { rule: ElementwiseRule::AdamW(self.current_step()), buffers: [m, v] }
     }
 }
 

@@ -2,8 +2,9 @@
 //!
 //! SGD and AdamW update every value from its own gradient and state alone, so the update of a
 //! bucket can run on the communication thread, one part at a time, as soon as that part's sum is
-//! known and while it is still in cache (`comm::lent`). `Sgd::update` and `AdamW::update` run
-//! the same kernels here, so a step gives the same floats wherever its update ran.
+//! known and while it is still in cache (`comm::lent`). `Sgd::update` and `AdamW::update` lend
+//! to themselves and run the same kernels, so a step gives the same floats wherever its update
+//! ran.
 
 use super::{AdamWStep, SgdRule};
 
@@ -64,7 +65,7 @@ fn part<'a>(buffer: &'a mut [f32], range: &std::ops::Range<usize>) -> &'a mut [f
 }
 
 /// PyTorch's SGD on a run of values; `buffer` is empty without momentum.
-pub(super) fn sgd(rule: SgdRule, first: bool, value: &mut [f32], grad: &[f32], grad_scale: f32, buffer: &mut [f32]) {
+fn sgd(rule: SgdRule, first: bool, value: &mut [f32], grad: &[f32], grad_scale: f32, buffer: &mut [f32]) {
     let SgdRule { lr, momentum, dampening, weight_decay, nesterov } = rule;
     if momentum == 0.0 {
         for (p, &g) in value.iter_mut().zip(grad) {
@@ -81,7 +82,7 @@ pub(super) fn sgd(rule: SgdRule, first: bool, value: &mut [f32], grad: &[f32], g
 }
 
 /// PyTorch's AdamW on a run of values.
-pub(super) fn adamw(step: AdamWStep, value: &mut [f32], grad: &[f32], grad_scale: f32, m: &mut [f32], v: &mut [f32]) {
+fn adamw(step: AdamWStep, value: &mut [f32], grad: &[f32], grad_scale: f32, m: &mut [f32], v: &mut [f32]) {
     let AdamWStep { lr, beta1: b1, beta2: b2, eps, weight_decay, step_size, bias_correction2_sqrt } = step;
     let decay = 1.0 - lr * weight_decay;
     for (((p, &g), m), v) in value.iter_mut().zip(grad).zip(m.iter_mut()).zip(v.iter_mut()) {

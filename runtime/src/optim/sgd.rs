@@ -110,22 +110,29 @@ impl Optimizer for Sgd {
             value.len(),
             grad.len()
         );
-        let rule = self.rule();
-        if rule.momentum == 0.0 {
-            super::elementwise::sgd(rule, false, value, grad, grad_scale, &mut []);
-            return;
-        }
-        let buffer = self.slot(index);
-        let first = buffer.is_empty();
-        if first {
-            crate::huge_pages::resize_zeroed(buffer, value.len());
-        }
-        assert_eq!(buffer.len(), value.len(), "Sgd: momentum buffer of parameter {index} has the wrong length");
-        super::elementwise::sgd(rule, first, value, grad, grad_scale, buffer);
+        // Through the lent state, so that an update here and one during the all-reduce are the
+        // same code.
+        let mut lent = self.lend_state(index, value.len());
+        lent.apply(0..value.len(), value, grad, grad_scale);
+        self.give_back(index, lent);
     }
 
     /// The momentum buffer (allocated on the parameter's first step) and the rule.
     fn lend(&mut self, index: usize, len: usize) -> Option<LentState> {
+        Some(self.lend_state(index, len))
+    }
+
+    fn give_back(&mut self, index: usize, state: LentState) {
+        let [buffer, _] = state.buffers;
+        if !buffer.is_empty() {
+            *self.slot(index) = buffer;
+        }
+    }
+}
+
+impl Sgd {
+    /// What `lend` lends: SGD can always lend.
+    fn lend_state(&mut self, index: usize, len: usize) -> LentState {
         let rule = self.rule();
         let mut buffer = Vec::new();
         let mut first = false;
@@ -137,14 +144,7 @@ impl Optimizer for Sgd {
             }
             assert_eq!(buffer.len(), len, "Sgd: momentum buffer of parameter {index} has the wrong length");
         }
-        Some(LentState { rule: ElementwiseRule::Sgd { rule, first }, buffers: [buffer, Vec::new()] })
-    }
-
-    fn give_back(&mut self, index: usize, state: LentState) {
-        let [buffer, _] = state.buffers;
-        if !buffer.is_empty() {
-            *self.slot(index) = buffer;
-        }
+        LentState { rule: ElementwiseRule::Sgd { rule, first }, buffers: [buffer, Vec::new()] }
     }
 }
 
