@@ -100,16 +100,32 @@ fn batch() -> (Matrix, Vec<usize>) {
     (x, (0..8).map(|i| i % 4).collect())
 }
 
+/// One forward, loss and backward of `model` on `batch()`: the buckets in flight.
+fn forward_and_backward<M: DistributedModel>(
+    model: &mut M,
+    grads: M::Grads,
+    comm: &Communicator,
+    optimizer: &mut impl Optimizer,
+) -> M::InFlight {
+    let (x, labels) = batch();
+    let (mut ws, mut dy) = (M::Workspace::default(), Matrix::default());
+    let logits = model.forward(&x, &mut ws);
+    CrossEntropyLoss.forward_backward(logits, &labels, &mut dy);
+    model.backward(&mut ws, &dy, grads, comm, optimizer)
+}
+
+/// Whether `model` holds every one of its parameters (a lent one is empty).
+fn holds_all<M: DistributedModel>(model: &M) -> bool {
+    M::SCHEDULE.params().all(|p| model.param(p).len() == M::SCHEDULE.param(p).numel())
+}
+
 /// Parameters of `M` after 3 steps with `optimizer` on one process.
 fn train<M: DistributedModel>(optimizer: &mut impl Optimizer) -> Vec<Vec<f32>> {
     let comm = Communicator::single();
     let mut model = M::new(&comm, 3).unwrap();
-    let (mut grads, mut ws, mut dy) = (model.new_grads(), M::Workspace::default(), Matrix::default());
-    let (x, labels) = batch();
+    let mut grads = model.new_grads();
     for _ in 0..3 {
-        let logits = model.forward(&x, &mut ws);
-        CrossEntropyLoss.forward_backward(logits, &labels, &mut dy);
-        let in_flight = model.backward(&mut ws, &dy, grads, &comm, optimizer);
+        let in_flight = forward_and_backward(&mut model, grads, &comm, optimizer);
         grads = model.step(in_flight, optimizer).unwrap();
     }
     M::SCHEDULE.params().map(|p| model.param(p).to_vec()).collect()
@@ -126,35 +142,26 @@ fn lent_updates_give_the_floats_of_updates_after_the_wait() {
 #[test]
 fn parameters_are_away_between_backward_and_step_only_when_their_bucket_can_lend_them() {
     let comm = Communicator::single();
-    let (x, labels) = batch();
-    let mut dy = Matrix::default();
-    let mut optimizer = Sgd::new(0.1).momentum(0.9);
 
+    let mut optimizer = Sgd::new(0.1).momentum(0.9);
     let mut model = Lendable::new(&comm, 0).unwrap();
-    let mut ws = LendableWorkspace::default();
-    let logits = model.forward(&x, &mut ws);
-    CrossEntropyLoss.forward_backward(logits, &labels, &mut dy);
-    let in_flight = model.backward(&mut ws, &dy, model.new_grads(), &comm, &mut optimizer);
+    let grads = model.new_grads();
+    let in_flight = forward_and_backward(&mut model, grads, &comm, &mut optimizer);
     assert!(Lendable::SCHEDULE.params().all(|p| model.param(p).is_empty()), "every parameter is lent");
     let forward = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        model.forward(&x, &mut LendableWorkspace::default());
+        model.forward(&batch().0, &mut LendableWorkspace::default());
     }));
     let message = forward.expect_err("forward without the parameters");
     let message = message.downcast_ref::<String>().map(String::as_str).unwrap_or_default();
     assert!(message.contains("call `step` before the next `forward`"), "{message}");
     model.step(in_flight, &mut optimizer).unwrap();
-    assert!(Lendable::SCHEDULE.params().all(|p| model.param(p).len() == Lendable::SCHEDULE.param(p).numel()));
+    assert!(holds_all(&model), "every parameter is back");
     assert!(optimizer.momentum_buffer(0).is_some(), "the optimizer has its state back");
 
     let mut optimizer = Sgd::new(0.1).momentum(0.9);
     let mut model = WithGain::new(&comm, 0).unwrap();
-    let mut ws = WithGainWorkspace::default();
-    let logits = model.forward(&x, &mut ws);
-    CrossEntropyLoss.forward_backward(logits, &labels, &mut dy);
-    let in_flight = model.backward(&mut ws, &dy, model.new_grads(), &comm, &mut optimizer);
-    assert!(
-        WithGain::SCHEDULE.params().all(|p| model.param(p).len() == WithGain::SCHEDULE.param(p).numel()),
-        "a bucket with a parameter that cannot be lent lends none"
-    );
+    let grads = model.new_grads();
+    let in_flight = forward_and_backward(&mut model, grads, &comm, &mut optimizer);
+    assert!(holds_all(&model), "a bucket with a parameter that cannot be lent lends none");
     model.step(in_flight, &mut optimizer).unwrap();
 }
