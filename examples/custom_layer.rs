@@ -49,13 +49,12 @@ impl<const D: usize> Layer for Gain<D> {
         _: &(),
         grad_output: &Matrix,
         grads: &mut [&mut [f32]],
-        accumulate: bool,
+        _accumulate: bool,
         grad_input: Option<&mut Matrix>,
     ) {
+        // Gradients start every step cleared, so adding serves the first micro-step and the
+        // ones that accumulate alike.
         let dgain = &mut *grads[0];
-        if !accumulate {
-            dgain.fill(0.0);
-        }
         for r in 0..input.rows() {
             for ((dg, x), dy) in dgain.iter_mut().zip(input.row(r)).zip(grad_output.row(r)) {
                 *dg += x * dy;

@@ -1,10 +1,14 @@
 //! Parameters lent to their bucket's all-reduce and updated there: the same floats as updating
 //! after the wait point, nothing lent when a layer or the optimizer cannot lend, and a clear
-//! panic for a forward while parameters are away. One process; `tests/mpi.rs` compares the two
-//! paths on several ranks.
+//! panic for a forward while parameters are away. Either way `step` hands the gradients back
+//! cleared, which layers rely on (they add into them): checked on one process and, under
+//! mpirun, on two ranks with each transport. `tests/mpi.rs` compares the two update paths on
+//! several ranks.
 
 use overlap::prelude::*;
-use overlap::{InitRng, ParamDef, Width};
+use overlap::{CommMode, InitRng, ParamDef, Transport, Width};
+
+mod common;
 
 /// A layer that keeps its parameter out of reach (`param_vec_mut` stays `None`): `y = x * g`.
 pub struct Gain<const D: usize> {
@@ -44,12 +48,10 @@ impl<const D: usize> Layer for Gain<D> {
         _: &(),
         dy: &Matrix,
         grads: &mut [&mut [f32]],
-        accumulate: bool,
+        _accumulate: bool,
         dx: Option<&mut Matrix>,
     ) {
-        if !accumulate {
-            grads[0].fill(0.0);
-        }
+        // Gradients start every step cleared: adding is all it takes.
         for r in 0..input.rows() {
             for ((dg, x), d) in grads[0].iter_mut().zip(input.row(r)).zip(dy.row(r)) {
                 *dg += x * d;
@@ -164,4 +166,73 @@ fn parameters_are_away_between_backward_and_step_only_when_their_bucket_can_lend
     let in_flight = forward_and_backward(&mut model, grads, &comm, &mut optimizer);
     assert!(holds_all(&model), "a bucket with a parameter that cannot be lent lends none");
     model.step(in_flight, &mut optimizer).unwrap();
+}
+
+/// Whether every gradient `step` handed back is zero, after two steps of `M` on `comm`.
+fn hands_back_cleared_gradients<M: DistributedModel>(comm: &Communicator, optimizer: &mut impl Optimizer) -> bool {
+    let mut model = M::new(comm, 5).unwrap();
+    let mut grads = model.new_grads();
+    for _ in 0..2 {
+        let in_flight = forward_and_backward(&mut model, grads, comm, optimizer);
+        comm.backward_done();
+        grads = model.step(in_flight, optimizer).unwrap();
+        if !grads.buckets().iter().all(|b| b.as_slice().iter().all(|&g| g == 0.0)) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Every way a bucket's update can run on `comm`: lent (SGD, AdamW), after the wait point (an
+/// optimizer that cannot lend, a layer that cannot, `--check-finite`), with either name of the
+/// failing case.
+fn check_every_update_path(mut comm: Communicator) {
+    let sgd = || Sgd::new(0.1).momentum(0.9);
+    let cases: [(&str, bool); 4] = [
+        ("lent, SGD", hands_back_cleared_gradients::<Lendable>(&comm, &mut sgd())),
+        ("lent, AdamW", hands_back_cleared_gradients::<Lendable>(&comm, &mut AdamW::new(0.01))),
+        ("after the wait", hands_back_cleared_gradients::<Lendable>(&comm, &mut AfterWait(sgd()))),
+        ("a layer that cannot lend", hands_back_cleared_gradients::<WithGain>(&comm, &mut sgd())),
+    ];
+    for (case, cleared) in cases {
+        assert!(cleared, "{case}: `step` handed back gradients that are not zero");
+    }
+    comm.set_check_finite(true);
+    assert!(hands_back_cleared_gradients::<Lendable>(&comm, &mut sgd()), "--check-finite: not cleared");
+}
+
+#[test]
+fn step_hands_back_cleared_gradients() {
+    check_every_update_path(Communicator::single());
+    check_every_update_path(Communicator::single().with_mode(CommMode::Skip));
+}
+
+#[test]
+fn two_ranks_hand_back_cleared_gradients_with_either_transport() {
+    let exe = std::env::current_exe().expect("test binary path");
+    for (transport, mode) in [("shared-memory", "overlap"), ("mpi", "overlap"), ("shared-memory", "no-overlap")] {
+        let env = [("OVERLAP_TEST_TRANSPORT", transport), ("OVERLAP_TEST_MODE", mode)];
+        let args = ["-n", "2", exe.to_str().unwrap(), "--exact", "ranks_hand_back_cleared_gradients"];
+        let out = common::mpirun_with_env(&env, &[&args[..], &["--include-ignored", "--color", "never"]].concat());
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{transport}, {mode}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(stdout.matches("test result: ok. 1 passed").count(), 2, "both ranks ran it");
+    }
+}
+
+/// The body of `two_ranks_hand_back_cleared_gradients_with_either_transport`, on each rank.
+#[test]
+#[ignore = "runs under mpirun, started by two_ranks_hand_back_cleared_gradients_with_either_transport"]
+fn ranks_hand_back_cleared_gradients() {
+    let transport = match std::env::var("OVERLAP_TEST_TRANSPORT").as_deref() {
+        Ok("mpi") => Transport::Mpi,
+        _ => Transport::SharedMemory,
+    };
+    let mode = match std::env::var("OVERLAP_TEST_MODE").as_deref() {
+        Ok("no-overlap") => CommMode::AfterBackward,
+        _ => CommMode::Overlap,
+    };
+    let comm = Communicator::from_env_with(transport).unwrap().with_mode(mode);
+    assert_eq!(comm.world_size(), 2, "run under mpirun -n 2");
+    check_every_update_path(comm);
 }

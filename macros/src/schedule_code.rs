@@ -175,7 +175,7 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
 }
 
 /// The optimizer step: for each bucket in launch order, its wait point, then its parameters
-/// taken back updated, or their updates.
+/// taken back updated (the bucket cleared by then), or their updates and the bucket cleared.
 pub fn step_body(n: &Names) -> TokenStream {
     let (grads, in_flight, buckets) = (&n.grads, &n.in_flight, &n.buckets);
     let pending: Vec<Ident> = (0..buckets.len()).map(|k| format_ident!("b{}_in_flight", k)).collect();
@@ -198,6 +198,7 @@ pub fn step_body(n: &Names) -> TokenStream {
         out.extend(quote!(if !#b.give_back_updated(self, optimizer) {
             let _span = ::overlap::trace::update(#k);
             #(#updates)*
+            #b.clear();
         }));
     }
     out.extend(quote!(::core::result::Result::Ok(#grads { #(#buckets,)* micro_steps: 0 })));

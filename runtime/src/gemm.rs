@@ -1,14 +1,9 @@
-//! Single-precision matrix multiply over strided views, through one of three libraries.
+//! Single-precision matrix multiply over strided views.
 //!
 //! Layers need products with transposed operands (`x·Wᵀ`, `dyᵀ·x`); strided views express the
-//! transpose without copying, and every library packs them into its kernels either way. Which
-//! library is faster depends on the shape and layout, so each call site names one (`Kernel`);
-//! the choice is fixed in the code, never timed at run time, so results are reproducible.
-//!
-//! Products run on [`crate::threads::count`] threads (`--threads`; one by default).
-
-use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+//! transpose without copying, and the library packs them into its kernels either way. Products
+//! run through the system OpenBLAS, on [`crate::threads::count`] threads (`--threads`; one by
+//! default); `matrixmultiply` takes the shapes CBLAS cannot (see `Kernel`).
 
 /// Read-only `rows x cols` view into a slice with arbitrary non-negative strides.
 ///
@@ -61,45 +56,26 @@ impl<'a> MatRef<'a> {
 /// Which library computes a product. Measured on the mlp's layers (64 x 2048 x 2048, one
 /// core, medians of 15), milliseconds for all four layers:
 ///
-/// | product | matrixmultiply | gemm | OpenBLAS |
+/// | product | matrixmultiply | `gemm` crate | OpenBLAS |
 /// |---|---:|---:|---:|
 /// | forward `x·Wᵀ` | 19.8 | 21.4 | **17.3** |
-/// | forward transposed, `W·xᵀ` | 19.6 | 14.9 | 17.0 |
 /// | input gradient `dy·W` | 19.1 | 15.6 | **13.4** |
-/// | weight gradient `dyᵀ·x` | 17.5 | **15.7** | 18.5 |
+/// | weight gradient `dyᵀ·x`, beta 0 | 17.5 | 15.9 | 18.6 |
+/// | weight gradient `dyᵀ·x`, beta 1 | | | **15.4** |
 ///
-/// `gemm` on the transposed forward would be fastest, but it blocks the inner dimension by the
-/// batch size, so a sample's output would depend on how many samples share its rank: one rank
-/// with 6 samples and two with 3 then drift apart by 1e-4 in 20 steps instead of 1e-7.
+/// (The weight-gradient rows of the last two columns were measured side by side, alternating.)
+///
+/// OpenBLAS with beta 0 first clears `C` in a pass of its own, a 40 MB stream for the weight
+/// gradients; layers add them into buffers a step starts with cleared instead (see
+/// `Layer::backward`). The `gemm` crate, faster with beta 0, allocates its packing buffers in
+/// every call, and matrixmultiply too, which a step must not (tested); OpenBLAS maps its buffers
+/// once. So OpenBLAS takes every product it can: all of a step's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kernel {
-    /// `matrixmultiply`: pure Rust, any strides.
+enum Kernel {
+    /// `matrixmultiply`: pure Rust, any strides and sizes.
     MatrixMultiply,
-    /// `gemm`: the fastest on the weight gradient, whose inner dimension is the batch.
-    Gemm,
-    /// The system OpenBLAS's `cblas_sgemm`: the fastest on the forward and input-gradient
-    /// products. It packs into buffers it maps once, at its first call.
+    /// The system OpenBLAS's `cblas_sgemm`.
     OpenBlas,
-}
-
-/// Calls of [`gemm`] that reached a library so far, in this process. The Rust libraries
-/// allocate their packing buffers once per call, so this bounds the allocations a step cannot
-/// avoid while it multiplies through them; the allocation test checks that nothing else
-/// allocates.
-pub fn gemm_calls() -> usize {
-    GEMM_CALLS.load(Ordering::Relaxed)
-}
-
-static GEMM_CALLS: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    static IN_LIBRARY: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Whether this thread is inside a call to a GEMM library: lets an allocation counter tell the
-/// libraries' packing buffers from everything else (it allocates nothing itself).
-pub fn in_library_call() -> bool {
-    IN_LIBRARY.with(Cell::get)
 }
 
 /// `C = alpha·A·B + beta·C`, with `C` a row-major `c_rows x c_cols` matrix in `c`.
@@ -111,24 +87,12 @@ pub fn gemm(alpha: f32, a: MatRef, b: MatRef, beta: f32, c: &mut [f32], c_rows: 
     gemm_with(Kernel::OpenBlas, alpha, a, b, beta, c, c_rows, c_cols);
 }
 
-/// [`gemm`] through the library `kernel`.
+/// [`gemm`] through the library `kernel`, or matrixmultiply where OpenBLAS cannot take it.
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_with(
-    kernel: Kernel,
-    alpha: f32,
-    a: MatRef,
-    b: MatRef,
-    beta: f32,
-    c: &mut [f32],
-    c_rows: usize,
-    c_cols: usize,
-) {
+fn gemm_with(kernel: Kernel, alpha: f32, a: MatRef, b: MatRef, beta: f32, c: &mut [f32], c_rows: usize, c_cols: usize) {
     assert_eq!(a.cols, b.rows, "gemm: A is {}x{} but B is {}x{}", a.rows, a.cols, b.rows, b.cols);
     assert!(a.rows == c_rows && b.cols == c_cols, "gemm: A·B is {}x{} but C is {c_rows}x{c_cols}", a.rows, b.cols);
     assert_eq!(c.len(), c_rows * c_cols, "gemm: C of {c_rows}x{c_cols} needs {} values", c_rows * c_cols);
-    if c_rows > 0 && c_cols > 0 && a.cols > 0 {
-        GEMM_CALLS.fetch_add(1, Ordering::Relaxed);
-    }
     // SAFETY: `MatRef` can only be built by `row_major` (which checks `data.len() == rows * cols`
     // with strides `(cols, 1)`) and `t` (which swaps dims and strides together), so every
     // element `(i, j)` of `a` and `b` lies inside its slice. The asserts above make the product
@@ -139,7 +103,6 @@ pub fn gemm_with(
         Kernel::OpenBlas if !openblas::takes(a, b, c_rows, c_cols) => Kernel::MatrixMultiply,
         chosen => chosen,
     };
-    IN_LIBRARY.with(|inside| inside.set(true));
     match kernel {
         // SAFETY: as above.
         Kernel::MatrixMultiply => unsafe {
@@ -160,38 +123,8 @@ pub fn gemm_with(
                 1,
             );
         },
-        // SAFETY: as above; gemm takes the same pointers and strides (column stride first).
-        // It computes `dst = alpha·dst + beta·lhs·rhs` (its names swapped against ours) and
-        // reads `dst` only when told to, which `beta == 0` must not.
-        Kernel::Gemm => unsafe {
-            gemm::gemm(
-                c_rows,
-                c_cols,
-                a.cols,
-                c.as_mut_ptr(),
-                1,
-                c_cols as isize,
-                beta != 0.0,
-                a.data.as_ptr(),
-                a.col_stride,
-                a.row_stride,
-                b.data.as_ptr(),
-                b.col_stride,
-                b.row_stride,
-                beta,
-                alpha,
-                false,
-                false,
-                false,
-                match crate::threads::count() {
-                    1 => gemm::Parallelism::None,
-                    n => gemm::Parallelism::Rayon(n),
-                },
-            );
-        },
         Kernel::OpenBlas => openblas::sgemm(alpha, a, b, beta, c, c_rows, c_cols),
     }
-    IN_LIBRARY.with(|inside| inside.set(false));
 }
 
 /// The CBLAS call: each operand needs a unit stride on one axis, which every `MatRef` has.
@@ -306,7 +239,7 @@ mod tests {
             let b = if tb { MatRef::row_major(&b_data, n, k).t() } else { MatRef::row_major(&b_data, k, n) };
             let c0 = rng.uniform(m * n, 1.0);
             let want = naive(0.5, a, b, 2.0, &c0);
-            for kernel in [Kernel::MatrixMultiply, Kernel::Gemm, Kernel::OpenBlas] {
+            for kernel in [Kernel::MatrixMultiply, Kernel::OpenBlas] {
                 let mut c = c0.clone();
                 gemm_with(kernel, 0.5, a, b, 2.0, &mut c, m, n);
                 assert_close(&c, &want);
@@ -318,7 +251,7 @@ mod tests {
     fn beta_zero_ignores_previous_contents() {
         let a = [1.0, 2.0, 3.0, 4.0];
         let b = [5.0, 6.0, 7.0, 8.0];
-        for kernel in [Kernel::MatrixMultiply, Kernel::Gemm, Kernel::OpenBlas] {
+        for kernel in [Kernel::MatrixMultiply, Kernel::OpenBlas] {
             let mut c = [f32::NAN; 4];
             gemm_with(kernel, 1.0, MatRef::row_major(&a, 2, 2), MatRef::row_major(&b, 2, 2), 0.0, &mut c, 2, 2);
             assert_eq!(c, [19.0, 22.0, 43.0, 50.0]);
@@ -327,7 +260,7 @@ mod tests {
 
     #[test]
     fn empty_inner_dimension_scales_c() {
-        for kernel in [Kernel::MatrixMultiply, Kernel::Gemm, Kernel::OpenBlas] {
+        for kernel in [Kernel::MatrixMultiply, Kernel::OpenBlas] {
             let mut c = [1.0, 2.0];
             gemm_with(kernel, 1.0, MatRef::row_major(&[], 2, 0), MatRef::row_major(&[], 0, 1), 3.0, &mut c, 2, 1);
             assert_eq!(c, [3.0, 6.0]);

@@ -58,7 +58,8 @@ pub trait DistributedModel: Sized {
 
     /// Waits for each bucket, in launch order; then either takes back its parameters, updated
     /// during the all-reduce, or updates them with `optimizer` there. Averaging over ranks and
-    /// micro-steps is folded into the update.
+    /// micro-steps is folded into the update. The gradients come back cleared, ready for the
+    /// next step (layers add into them: see `Layer::backward`).
     fn step<O: Optimizer>(&mut self, in_flight: Self::InFlight, optimizer: &mut O) -> Result<Self::Grads>;
 
     fn param(&self, p: ParamRef) -> &[f32];

@@ -1,9 +1,9 @@
-//! Threads per rank for the matrix products (`--threads`), which their libraries split by blocks
-//! of the output: `gemm` through rayon, OpenBLAS through its own threads.
+//! Threads per rank for the matrix products (`--threads`), which OpenBLAS splits over its own
+//! threads by blocks of the output.
 //!
 //! One thread by default: mpirun gives each rank a core, and a second thread on the same core
 //! only takes turns with the first. The element-wise work of a step (activations, optimizer
-//! updates) stays on the rank's thread: split over rayon too, the SGD update itself got faster
+//! updates) stays on the rank's thread: split over a rayon pool (tried), the SGD update got faster
 //! (5.9 → 5.2 ms per step on 2 cores) but the step slower (37.2 → 40.5 ms, medians of 8),
 //! probably because rayon's and OpenBLAS's idle workers then compete for the cores.
 

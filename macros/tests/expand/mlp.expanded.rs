@@ -621,6 +621,7 @@ impl ::overlap::DistributedModel for Mlp {
             optimizer
                 .update(6, self.head.param_mut(0), b0.view(2048, 20480), grad_scale);
             optimizer.update(7, self.head.param_mut(1), b0.view(22528, 10), grad_scale);
+            b0.clear();
         }
         let mut b1 = b1_in_flight.wait()?;
         if !b1.give_back_updated(self, optimizer) {
@@ -628,6 +629,7 @@ impl ::overlap::DistributedModel for Mlp {
             optimizer.update(3, self.fc2.param_mut(1), b1.view(0, 2048), grad_scale);
             optimizer
                 .update(4, self.fc3.param_mut(0), b1.view(2048, 4194304), grad_scale);
+            b1.clear();
         }
         let mut b2 = b2_in_flight.wait()?;
         if !b2.give_back_updated(self, optimizer) {
@@ -635,11 +637,13 @@ impl ::overlap::DistributedModel for Mlp {
             optimizer.update(1, self.fc1.param_mut(1), b2.view(0, 2048), grad_scale);
             optimizer
                 .update(2, self.fc2.param_mut(0), b2.view(2048, 4194304), grad_scale);
+            b2.clear();
         }
         let mut b3 = b3_in_flight.wait()?;
         if !b3.give_back_updated(self, optimizer) {
             let _span = ::overlap::trace::update(3);
             optimizer.update(0, self.fc1.param_mut(0), b3.view(0, 1605632), grad_scale);
+            b3.clear();
         }
         ::core::result::Result::Ok(MlpGrads {
             b0,

@@ -59,11 +59,15 @@ impl GradBucket {
     }
 
     /// Updates the lent parameters from this bucket's own gradients, when they are already the
-    /// sums (one rank, or no reduction at all).
-    pub(crate) fn update_lent_in_place(&mut self) {
-        if !self.lent.is_empty() {
-            self.lent.update(0..self.data.len(), &self.data);
-        }
+    /// sums (one rank, or no reduction at all), and clears them; nothing when nothing is lent.
+    pub(crate) fn update_lent_and_clear(&mut self) {
+        self.lent.update_and_clear(&mut self.data);
+    }
+
+    /// Sets every gradient to zero, as the next step expects (see `Layer::backward`). `step`
+    /// calls it after an update that ran after the wait point; lent updates clear as they go.
+    pub fn clear(&mut self) {
+        self.data.fill(0.0);
     }
 
     pub fn index(&self) -> usize {

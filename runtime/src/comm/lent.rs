@@ -5,7 +5,8 @@
 //! out of the optimizer) travel with it; the communication thread updates each chunk as soon as
 //! its sum is known, reading the sums where the all-reduce left them, in cache, instead of
 //! writing them back to the bucket for the compute thread to read again after the wait point.
-//! The wait point gives everything back. Ownership moves, so nothing is shared: a bucket never
+//! The wait point gives everything back, and the bucket comes back cleared: its gradients were
+//! read for the last time here. Ownership moves, so nothing is shared: a bucket never
 //! waited for keeps its parameters, and the model's forward says so.
 
 use std::ops::Range;
@@ -14,6 +15,10 @@ use overlap_plan::ParamRef;
 
 use crate::model::DistributedModel;
 use crate::optim::{LentState, Optimizer};
+
+/// Elements updated, then cleared, at a time by `update_and_clear`: 64 KiB, well inside a core's
+/// L2 cache.
+const CLEAR_BLOCK: usize = 1 << 14;
 
 /// One lent parameter: its values, where its gradient sits in the bucket, and its state.
 #[derive(Debug)]
@@ -80,6 +85,21 @@ impl Lent {
                 let grad = &sums[start - range.start..end - range.start];
                 p.state.apply(own.clone(), &mut p.value[own], grad, self.grad_scale);
             }
+        }
+    }
+
+    /// Updates the lent parameters from sums that fill the whole bucket, `sums`, and clears them
+    /// for the next step (see `Layer::backward`): block by block, each cleared while still in
+    /// cache. Does nothing when nothing is lent: the sums are then for the update after the
+    /// wait point.
+    pub(crate) fn update_and_clear(&mut self, sums: &mut [f32]) {
+        if self.is_empty() {
+            return;
+        }
+        for (k, block) in sums.chunks_mut(CLEAR_BLOCK).enumerate() {
+            let start = k * CLEAR_BLOCK;
+            self.update(start..start + block.len(), block);
+            block.fill(0.0);
         }
     }
 

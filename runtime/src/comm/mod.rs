@@ -205,7 +205,7 @@ impl Communicator {
         let t = match &self.backend {
             Backend::Mpi(t) if self.mode != CommMode::Skip => t,
             _ => {
-                bucket.update_lent_in_place();
+                bucket.update_lent_and_clear();
                 return InFlight::ready(bucket, self.checks);
             }
         };

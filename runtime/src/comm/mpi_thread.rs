@@ -256,7 +256,7 @@ fn serve_requests(
                     None => {
                         let done = all_reduce_in_place(world, data, aborting);
                         if done {
-                            lent.update(0..data.len(), data);
+                            lent.update_and_clear(data);
                         }
                         done
                     }

@@ -10,8 +10,8 @@
 //! Every element is summed by exactly one rank (its own value, then the others' in rank order)
 //! and copied to the others: all ranks end with bit-identical gradients. When parameters are
 //! lent with the bucket (`lent`), nothing is copied out: each rank updates its parameters from
-//! the sums in the slots, its own part's and then the others', and the bucket keeps its own
-//! gradients.
+//! the sums in the slots, its own part's and then the others', and clears the bucket as it reads
+//! it, for the next step.
 
 use std::ffi::c_void;
 use std::ops::Range;
@@ -38,6 +38,9 @@ const SEGMENT_BYTES: usize = HEADER_BYTES + SLOTS * CHUNK * std::mem::size_of::<
 const ALIGN: usize = 64;
 /// Parts of a chunk start on cache-line boundaries so that no two ranks write one line.
 const PART_ALIGN: usize = 64 / std::mem::size_of::<f32>();
+
+/// Elements of a lent bucket read, then cleared, at a time: 16 KiB, well inside L1.
+const BLOCK: usize = 1 << 12;
 
 /// How long to check the other ranks' flags back to back before sleeping: within a bucket they
 /// are working through the same chunk, microseconds away.
@@ -158,7 +161,7 @@ impl SharedMemory {
     }
 
     /// Sums `data` over all ranks, in place; or, when parameters are `lent` with it, updates
-    /// them from the sums where they are, in the chunk slots, and leaves `data` as it was. Every
+    /// them from the sums where they are, in the chunk slots, and clears `data`. Every
     /// rank must call it with the same length, in the same order (lending or not). `false` if
     /// `aborting` was set while it waited for another rank.
     pub(super) fn all_reduce(&mut self, data: &mut [f32], lent: &mut Lent, aborting: &AtomicBool) -> bool {
@@ -185,14 +188,21 @@ impl SharedMemory {
             // order these accesses across processes. Every range is within the chunk, so inside
             // the mapped segments.
             // Only the other ranks' parts are copied in: our own part is summed from `piece`.
+            // A lent bucket is read here for the last time: each block is cleared for the next
+            // step right after it is copied, while it is in L1.
             for range in [0..mine.start, mine.end..piece.len()] {
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        piece[range.clone()].as_ptr(),
-                        me.slot(slot, range.clone()),
-                        range.len(),
-                    )
-                };
+                for block in blocks(range) {
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            piece[block.clone()].as_ptr(),
+                            me.slot(slot, block.clone()),
+                            block.len(),
+                        )
+                    };
+                    if fused {
+                        piece[block].fill(0.0);
+                    }
+                }
             }
             self.publish(Flag::Posted, s);
             if !self.wait_all(Flag::Posted, s, aborting) {
@@ -206,8 +216,13 @@ impl SharedMemory {
             let theirs =
                 |segment: &Segment| unsafe { std::slice::from_raw_parts(segment.slot(slot, mine.clone()), mine.len()) };
             if fused {
-                // The sum goes to the slot only: the lent parameters read it there.
-                add_into_slot(sum, self.others().map(theirs), published);
+                // The sum goes to the slot only: the lent parameters read it there. Our part of
+                // the bucket is read for the last time, and cleared block by block.
+                for block in blocks(0..sum.len()) {
+                    let others = self.others().map(|segment| &theirs(segment)[block.clone()]);
+                    add_into_slot(&sum[block.clone()], others, &mut published[block.clone()]);
+                    sum[block].fill(0.0);
+                }
             } else {
                 add_in_place(sum, self.others().map(theirs), published);
             }
@@ -298,6 +313,11 @@ fn add_into_slot<'a>(own: &[f32], others: impl Iterator<Item = &'a [f32]>, publi
             published.iter_mut().zip(theirs).for_each(|(p, t)| *p += *t);
         }
     }
+}
+
+/// `range` in pieces of `BLOCK` elements, the last one shorter.
+fn blocks(range: Range<usize>) -> impl Iterator<Item = Range<usize>> {
+    range.clone().step_by(BLOCK).map(move |start| start..(start + BLOCK).min(range.end))
 }
 
 /// The elements of a chunk of `len` that `rank` of `ranks` sums: contiguous, cache-line aligned

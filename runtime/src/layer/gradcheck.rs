@@ -21,9 +21,9 @@ fn objective<L: Layer>(layer: &L, input: &Matrix, r: &[f32]) -> f64 {
 }
 
 /// Analytic parameter gradients (one Vec per `PARAMS` entry) and input gradient. Gradient
-/// buffers start as NaN so a layer that forgets to overwrite them fails.
+/// buffers start cleared, as a step's do (see `Layer::backward`).
 fn analytic<L: Layer>(layer: &L, input: &Matrix, r: &Matrix) -> (Vec<Vec<f32>>, Matrix) {
-    let mut grads: Vec<Vec<f32>> = L::PARAMS.iter().map(|p| vec![f32::NAN; p.numel()]).collect();
+    let mut grads: Vec<Vec<f32>> = L::PARAMS.iter().map(|p| vec![0.0; p.numel()]).collect();
     let grad_input = backward_into(layer, input, r, &mut grads, false);
     (grads, grad_input)
 }

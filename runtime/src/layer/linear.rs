@@ -1,6 +1,6 @@
 //! Fully connected layer, `y = x·Wᵀ + b`, with PyTorch's parameter layout and initialisation.
 
-use crate::gemm::{gemm, gemm_with, Kernel, MatRef};
+use crate::gemm::{gemm, MatRef};
 use crate::init::InitRng;
 use crate::layer::{DeviceOp, Layer, ParamDef, Width};
 use crate::tensor::Matrix;
@@ -79,9 +79,10 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
         let x = MatRef::row_major(input.as_slice(), rows, IN);
         let dy_view = MatRef::row_major(grad_output.as_slice(), rows, OUT);
 
-        // dW = dyᵀ·x; beta 0 overwrites, beta 1 accumulates across micro-steps. Its inner
-        // dimension is the batch, where `gemm` is the fastest library (see `Kernel`).
-        gemm_with(Kernel::Gemm, 1.0, dy_view.t(), x, if accumulate { 1.0 } else { 0.0 }, grad_weight, OUT, IN);
+        // dW += dyᵀ·x, also at the first micro-step: gradients start every step cleared (see
+        // `Layer::backward`), and OpenBLAS with beta 1 skips the pass over dW that clearing it
+        // itself would take (see `crate::gemm`).
+        gemm(1.0, dy_view.t(), x, 1.0, grad_weight, OUT, IN);
 
         // db = column sums of dy.
         assert_eq!(grad_bias.len(), OUT, "Linear<{IN}, {OUT}>: bias gradient has {} values", grad_bias.len());
@@ -91,7 +92,7 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
         if let Some(grad_input) = grad_input {
             grad_input.resize(rows, IN);
             let w = MatRef::row_major(&self.weight, OUT, IN);
-            gemm_with(Kernel::OpenBlas, 1.0, dy_view, w, 0.0, grad_input.as_mut_slice(), rows, IN);
+            gemm(1.0, dy_view, w, 0.0, grad_input.as_mut_slice(), rows, IN);
         }
     }
 }
@@ -152,7 +153,8 @@ mod tests {
         let layer = Linear::<2, 1> { weight: vec![3.0, -2.0], bias: vec![1.0] };
         let input = Matrix::from_vec(2, 2, vec![1.0, 2.0, 3.0, 4.0]);
         let grad_output = Matrix::from_vec(2, 1, vec![1.0, -1.0]);
-        let (mut gw, mut gb) = (vec![f32::NAN; 2], vec![f32::NAN]);
+        // Cleared, as a step's gradients start.
+        let (mut gw, mut gb) = (vec![0.0; 2], vec![0.0]);
         let mut grad_input = Matrix::default();
         let mut output = Matrix::default();
         layer.forward(&input, &mut output, &mut ());

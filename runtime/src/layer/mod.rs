@@ -90,7 +90,8 @@ pub trait Layer: Sized + Send {
 
     /// Writes parameter gradients into `grads` (one slice per entry of `PARAMS`), adding to them
     /// when `accumulate` is set, and the input gradient into `grad_input` when asked (the first
-    /// layer of a model is not asked: nothing needs it).
+    /// layer of a model is not asked: nothing needs it). When `accumulate` is not set, `grads`
+    /// hold zeros (a step starts from cleared gradients), so adding is as good as writing.
     #[allow(clippy::too_many_arguments)]
     fn backward(
         &self,
