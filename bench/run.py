@@ -41,8 +41,12 @@ def ours(args, ranks, flags):
     return run(cmd)
 
 
-def torch_ok(python):
-    return python and subprocess.run([python, "-c", "import torch"], capture_output=True).returncode == 0
+def torch_version(python):
+    """torch's version as `python` imports it, or None when it cannot."""
+    if not python:
+        return None
+    out = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else None
 
 
 def peer(args, single, threads=1):
@@ -67,7 +71,8 @@ def main():
         sys.exit(f"{MLP} is missing: cargo build --release --examples (make bench does)")
     if not shutil.which("mpirun"):
         sys.exit("mpirun is missing: make deps")
-    with_torch = torch_ok(args.torch_python)
+    torch = torch_version(args.torch_python)
+    with_torch = torch is not None
     if not with_torch:
         print(f"note: torch is not importable by {args.torch_python}; PyTorch rows are skipped "
               "(pip install torch, or --torch-python PATH)", file=sys.stderr)
@@ -132,7 +137,9 @@ def main():
     if memory:
         print(f"  peak RSS per rank {memory['peak_rss_mib']} MiB, needed {memory['needed_mib']:.1f} MiB")
     with open(args.json, "w") as f:
-        json.dump({"config": vars(args), "step_ms": step, "ratios": ratios, "ratios_by_round": rounds,
+        # The settings of the run, not where its files were: the JSON may be shared.
+        config = {"steps": args.steps, "batch": args.batch, "ranks": args.ranks, "rounds": args.rounds, "torch": torch}
+        json.dump({"config": config, "step_ms": step, "ratios": ratios, "ratios_by_round": rounds,
                    "memory": memory, "runs": runs}, f, indent=2)
     print(f"  written: {args.json}")
 
