@@ -8,7 +8,6 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use overlap::prelude::*;
-use overlap::{CommMode, Transport};
 
 mod common;
 
@@ -108,33 +107,14 @@ fn the_counter_counts() {
 #[test]
 fn two_ranks_allocate_nothing_either_with_either_transport() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let exe = std::env::current_exe().expect("test binary path");
-    for (transport, mode) in [("shared-memory", "overlap"), ("mpi", "overlap"), ("shared-memory", "no-overlap")] {
-        let env = [("OVERLAP_TEST_TRANSPORT", transport), ("OVERLAP_TEST_MODE", mode)];
-        let args = ["-n", "2", exe.to_str().unwrap(), "--exact", "ranks_step_without_allocating"];
-        let out = common::mpirun_with_env(&env, &[&args[..], &["--include-ignored", "--nocapture"]].concat());
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        println!("{transport}, {mode}:\n{stdout}");
-        assert!(out.status.success(), "{transport}, {mode}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(stdout.matches("test result: ok. 1 passed").count(), 2, "both ranks ran it");
-    }
+    common::run_on_two_ranks_each_way("ranks_step_without_allocating");
 }
 
 /// The body of `two_ranks_allocate_nothing_either_with_either_transport`, on each rank.
 #[test]
 #[ignore = "runs under mpirun, started by two_ranks_allocate_nothing_either_with_either_transport"]
 fn ranks_step_without_allocating() {
-    let transport = match std::env::var("OVERLAP_TEST_TRANSPORT").as_deref() {
-        Ok("mpi") => Transport::Mpi,
-        _ => Transport::SharedMemory,
-    };
-    let mode = match std::env::var("OVERLAP_TEST_MODE").as_deref() {
-        Ok("no-overlap") => CommMode::AfterBackward,
-        _ => CommMode::Overlap,
-    };
-    let comm = Communicator::from_env_with(transport).unwrap().with_mode(mode);
-    assert_eq!(comm.world_size(), 2, "run under mpirun -n 2");
-    assert_eq!(comm.transport(), Some(transport));
+    let comm = common::two_rank_communicator();
     let allocations = count_step_allocations(&comm);
     println!("rank {}: 5 steps after warm-up: {allocations} allocations", comm.rank());
     assert_eq!(allocations, 0, "allocations in 5 steps after warm-up on rank {}", comm.rank());

@@ -6,7 +6,7 @@
 //! several ranks.
 
 use overlap::prelude::*;
-use overlap::{CommMode, InitRng, ParamDef, Transport, Width};
+use overlap::{CommMode, InitRng, ParamDef, Width};
 
 mod common;
 
@@ -209,30 +209,12 @@ fn step_hands_back_cleared_gradients() {
 
 #[test]
 fn two_ranks_hand_back_cleared_gradients_with_either_transport() {
-    let exe = std::env::current_exe().expect("test binary path");
-    for (transport, mode) in [("shared-memory", "overlap"), ("mpi", "overlap"), ("shared-memory", "no-overlap")] {
-        let env = [("OVERLAP_TEST_TRANSPORT", transport), ("OVERLAP_TEST_MODE", mode)];
-        let args = ["-n", "2", exe.to_str().unwrap(), "--exact", "ranks_hand_back_cleared_gradients"];
-        let out = common::mpirun_with_env(&env, &[&args[..], &["--include-ignored", "--color", "never"]].concat());
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{transport}, {mode}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(stdout.matches("test result: ok. 1 passed").count(), 2, "both ranks ran it");
-    }
+    common::run_on_two_ranks_each_way("ranks_hand_back_cleared_gradients");
 }
 
 /// The body of `two_ranks_hand_back_cleared_gradients_with_either_transport`, on each rank.
 #[test]
 #[ignore = "runs under mpirun, started by two_ranks_hand_back_cleared_gradients_with_either_transport"]
 fn ranks_hand_back_cleared_gradients() {
-    let transport = match std::env::var("OVERLAP_TEST_TRANSPORT").as_deref() {
-        Ok("mpi") => Transport::Mpi,
-        _ => Transport::SharedMemory,
-    };
-    let mode = match std::env::var("OVERLAP_TEST_MODE").as_deref() {
-        Ok("no-overlap") => CommMode::AfterBackward,
-        _ => CommMode::Overlap,
-    };
-    let comm = Communicator::from_env_with(transport).unwrap().with_mode(mode);
-    assert_eq!(comm.world_size(), 2, "run under mpirun -n 2");
-    check_every_update_path(comm);
+    check_every_update_path(common::two_rank_communicator());
 }

@@ -52,3 +52,63 @@ pub fn mpirun_ok(args: &[&str]) -> String {
 pub fn scratch(tag: &str) -> tempfile::TempDir {
     tempfile::Builder::new().prefix(&format!("overlap-test-{tag}-")).tempdir().expect("temp dir is writable")
 }
+
+/// Runs this test binary's ignored test `name` on 2 ranks under mpirun, once with each gradient
+/// transport and once without overlap, and fails unless it passed on both ranks each time. The
+/// ranks get their communicator from [`two_rank_communicator`]. Each rank's output goes to a file
+/// of its own (`--output-filename`): merged, two ranks' lines can interleave mid-line.
+pub fn run_on_two_ranks_each_way(name: &str) {
+    let exe = std::env::current_exe().expect("test binary path");
+    for (transport, mode) in [("shared-memory", "overlap"), ("mpi", "overlap"), ("shared-memory", "no-overlap")] {
+        let outputs = scratch("ranks");
+        let env = [("OVERLAP_TEST_TRANSPORT", transport), ("OVERLAP_TEST_MODE", mode)];
+        let dir = outputs.path().to_str().expect("a UTF-8 temp path");
+        let args = ["--output-filename", dir, "-n", "2", exe.to_str().unwrap(), "--exact", name, "--include-ignored"];
+        let out = mpirun_with_env(&env, &[&args[..], &["--nocapture", "--color", "never"]].concat());
+        let stdouts = rank_stdouts(outputs.path());
+        println!("{transport}, {mode}:\n{}", stdouts.join("\n"));
+        assert!(out.status.success(), "{transport}, {mode}: {stdouts:?}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(stdouts.len(), 2, "{transport}, {mode}: one output file per rank");
+        for stdout in &stdouts {
+            assert!(
+                stdout.contains("test result: ok. 1 passed"),
+                "{transport}, {mode}: a rank did not pass:\n{stdout}"
+            );
+        }
+    }
+}
+
+/// The `stdout` files that `mpirun --output-filename DIR` left under `dir` (`DIR/<job>/rank.N/`),
+/// in rank order.
+fn rank_stdouts(dir: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.file_name().is_some_and(|n| n == "stdout") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files.iter().map(|f| std::fs::read_to_string(f).expect("a rank's output file")).collect()
+}
+
+/// The communicator of a rank started by [`run_on_two_ranks_each_way`].
+pub fn two_rank_communicator() -> overlap::Communicator {
+    let transport = match std::env::var("OVERLAP_TEST_TRANSPORT").as_deref() {
+        Ok("mpi") => overlap::Transport::Mpi,
+        _ => overlap::Transport::SharedMemory,
+    };
+    let mode = match std::env::var("OVERLAP_TEST_MODE").as_deref() {
+        Ok("no-overlap") => overlap::CommMode::AfterBackward,
+        _ => overlap::CommMode::Overlap,
+    };
+    let comm = overlap::Communicator::from_env_with(transport).unwrap().with_mode(mode);
+    assert_eq!(comm.world_size(), 2, "run under mpirun -n 2");
+    assert_eq!(comm.transport(), Some(transport));
+    comm
+}
