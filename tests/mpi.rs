@@ -53,10 +53,9 @@ fn two_and_three_ranks_match_one_rank_on_the_same_global_batch() {
     );
 }
 
-/// `--threads` splits each product over threads. `gemm` (the weight gradients) gives the same
-/// floats whatever the count; OpenBLAS's threaded products add in another order, so the
-/// parameters agree to rounding only: 2.5e-7 relative after 20 steps here, against the 1e-5 that
-/// the other parity tests allow.
+/// `--threads` splits each product over threads. OpenBLAS's threaded products add in another
+/// order, so the parameters agree to rounding only: 2.7e-7 relative after 20 steps here, against
+/// the 1e-5 that the other parity tests allow.
 #[test]
 fn two_threads_per_rank_match_one_thread_to_rounding() {
     // 32 samples: products large enough for OpenBLAS to split them over its threads.
