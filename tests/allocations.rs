@@ -84,7 +84,7 @@ fn count_step_allocations(comm: &Communicator) -> usize {
     allocations
 }
 
-/// The counters are process-wide: tests of this file run one at a time.
+/// The counter is process-wide: tests of this file run one at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
