@@ -6,67 +6,16 @@
 //! several ranks.
 
 use overlap::prelude::*;
-use overlap::{CommMode, InitRng, ParamDef, Width};
+use overlap::CommMode;
 
 mod common;
 
-/// A layer that keeps its parameter out of reach (`param_vec_mut` stays `None`): `y = x * g`.
-pub struct Gain<const D: usize> {
-    gain: Vec<f32>,
-}
-
-impl<const D: usize> Layer for Gain<D> {
-    const PARAMS: &'static [ParamDef] = &[ParamDef { name: "gain", shape: &[D] }];
-    const WIDTH: Width = Width::Fixed { input: D, output: D };
-    type Saved = ();
-
-    fn init(_: &mut InitRng) -> Self {
-        Gain { gain: (0..D).map(|i| 1.0 + i as f32 / D as f32).collect() }
-    }
-
-    fn param(&self, _: usize) -> &[f32] {
-        &self.gain
-    }
-
-    fn param_mut(&mut self, _: usize) -> &mut [f32] {
-        &mut self.gain
-    }
-
-    fn forward(&self, input: &Matrix, output: &mut Matrix, _: &mut ()) {
-        output.resize(input.rows(), D);
-        for r in 0..input.rows() {
-            for ((y, x), g) in output.row_mut(r).iter_mut().zip(input.row(r)).zip(&self.gain) {
-                *y = x * g;
-            }
-        }
-    }
-
-    fn backward(
-        &self,
-        input: &Matrix,
-        _: &Matrix,
-        _: &(),
-        dy: &Matrix,
-        grads: &mut [&mut [f32]],
-        _accumulate: bool,
-        dx: Option<&mut Matrix>,
-    ) {
-        // Gradients start every step cleared: adding is all it takes.
-        for r in 0..input.rows() {
-            for ((dg, x), d) in grads[0].iter_mut().zip(input.row(r)).zip(dy.row(r)) {
-                *dg += x * d;
-            }
-        }
-        if let Some(dx) = dx {
-            dx.resize(input.rows(), D);
-            for r in 0..input.rows() {
-                for ((d, g), y) in dx.row_mut(r).iter_mut().zip(&self.gain).zip(dy.row(r)) {
-                    *d = y * g;
-                }
-            }
-        }
-    }
-}
+/// `Gain`, the user-defined layer of `examples/custom_layer.rs`, keeps its parameter out of reach
+/// (`param_vec_mut` stays `None`), so a bucket holding it cannot lend.
+#[allow(dead_code)] // the example's own model and `main` are not used here
+#[path = "../examples/custom_layer.rs"]
+mod custom_layer;
+use custom_layer::Gain;
 
 /// Every parameter can be lent: two buckets.
 #[distributed_model(bucket_cap_mb = 0.01, first_bucket_mb = 0.01)]
