@@ -2,6 +2,7 @@
 #   make example   trains the mlp example on 2 ranks under mpirun
 #   make test      formatting, lints and every test of every crate (CI runs this)
 #   make bench     the performance benchmark (bench/run.py; PyTorch rows when torch is importable)
+#   make gpu-bundle  target/gpu-bundle.tar.gz, for scripts/gpu-check.sh on a GPU machine
 # They install the Debian packages they need when missing (as root, or with sudo).
 
 APT_PACKAGES := libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev libopenblas-dev
@@ -21,7 +22,7 @@ NVCC_DIR := .tools/nvcc
 PTXAS := $(abspath $(NVCC_DIR))/nvidia/cuda_nvcc/bin/ptxas
 NVCC_WHEEL := nvidia-cuda-nvcc-cu12==12.9.86
 
-.PHONY: deps nvrtc example test bench
+.PHONY: deps nvrtc example test bench gpu-bundle
 
 deps:
 	@command -v cargo >/dev/null || { echo "cargo is required: install Rust (https://rustup.rs), then rerun"; exit 1; }
@@ -49,10 +50,20 @@ test: deps nvrtc
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy --workspace --all-targets --features cuda -- -D warnings
 	LD_LIBRARY_PATH=$(NVRTC_LIB) OVERLAP_PTXAS=$(PTXAS) cargo test -p overlap-runtime --features cuda --test nvrtc -- --include-ignored --nocapture
+	# The CUDA library search: a fake machine's folders, then the real NVRTC wheel off the loader's path.
+	cargo test -p overlap-runtime --features cuda --lib cuda::
+	OVERLAP_NVRTC_WHEEL=$(abspath $(NVRTC_DIR)) cargo test -p overlap-runtime --features cuda --test library_search -- --include-ignored
 	cargo test --features cuda --test cuda  # without a GPU: the no-driver error; the GPU tests show as ignored
+	# The GPU bundle for machines without a toolchain: it builds, and runs here from its own libraries.
+	scripts/gpu-bundle.sh
+	scripts/gpu-bundle-check.sh
 	cargo build --workspace --examples  # tests/mpi.rs runs these binaries under mpirun
 	cargo test --workspace --doc
 	cargo test --workspace --all-targets
+
+# The tarball scripts/gpu-check.sh runs on a GPU machine without cargo (see the README).
+gpu-bundle: deps
+	scripts/gpu-bundle.sh
 
 bench: deps
 	cargo build --release --examples

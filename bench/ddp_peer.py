@@ -1,11 +1,13 @@
 """The PyTorch peer of `bench/run.py`: the same model, batch, optimizer and world size with
-DistributedDataParallel (gloo, CPU, one thread per rank), or one process for the compute-only
-comparison. Prints one JSON line with the median step time.
+DistributedDataParallel (gloo on the CPU, one thread per rank; NCCL on a GPU), or one process for
+the compute-only comparison. Prints one JSON line with the median step time. Started without
+torchrun it is rank 0 of a world of one (DDP still buckets and all-reduces, as on one GPU).
 
     torchrun --nproc_per_node 2 bench/ddp_peer.py --steps 40 --batch 64     # DDP, 2 ranks
     python3 bench/ddp_peer.py --single --steps 40 --batch 64                # one process
     python3 bench/ddp_peer.py --single --threads 2 --steps 40 --batch 64    # one process, 2 threads
     python3 bench/ddp_peer.py --single --device cuda --steps 100            # one GPU (gpu-check.sh)
+    python3 bench/ddp_peer.py --device cuda --steps 100                     # DDP, NCCL, world size 1
 """
 
 import argparse
@@ -48,9 +50,12 @@ def main():
     net = model(widths).to(device)
     rank, world = 0, 1
     if not args.single:
-        dist.init_process_group("gloo")
+        for key, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29517")):
+            os.environ.setdefault(key, value)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
         rank, world = dist.get_rank(), dist.get_world_size()
-        net = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=args.bucket_cap_mb)
+        ids = [device.index or 0] if device.type == "cuda" else None
+        net = nn.parallel.DistributedDataParallel(net, device_ids=ids, bucket_cap_mb=args.bucket_cap_mb)
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum)
     loss_fn = nn.CrossEntropyLoss()
     x = torch.randn(args.batch, widths[0]).to(device)

@@ -1,68 +1,139 @@
 #!/usr/bin/env bash
-# The GPU check, for a machine with an NVIDIA GPU and its driver (under 5 minutes on one GPU):
-#   1. builds everything with the `cuda` feature;
-#   2. runs the GPU tests (layer gradients vs the CPU, 20-step training parity with SGD and AdamW,
-#      gradient accumulation, bitwise resume, overlap vs no-overlap);
-#   3. trains the `mlp` example on one GPU with --trace and prints its step time and overlap report;
-#   4. when PyTorch with CUDA is importable, times the same model, batch and optimizer on the
-#      same GPU and prints the ratio.
-# The CUDA libraries are loaded at run time: it uses the system's, or those of an installed
-# PyTorch, else installs the PyPI wheels (cuBLAS, NVRTC, NCCL) into .tools/cuda.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# The GPU check, for a machine with an NVIDIA GPU and its driver but possibly no cargo, no
+# compiler, no network and no OpenMPI. It runs the bundle scripts/gpu-bundle.sh built elsewhere:
+#
+#   scripts/gpu-check.sh [--bundle FILE] [--out DIR]
+#
+#   --bundle FILE  the tarball (default: target/gpu-bundle.tar.gz, or the bundle this script is in)
+#   --out DIR      where the results go (default: gpu-check-out); at most 8 files:
+#     env.txt        driver, GPU, CPU, glibc, where cuBLAS / NVRTC / NCCL / ptxas / the sanitizer are
+#     gpu-tests.txt  the GPU tests with --include-ignored (layer gradients vs the CPU, training
+#                    parity, accumulation, resume, NCCL under backward; multi-rank ones need mpirun)
+#     nvrtc.txt      the kernels compiled to CUBIN for sm_80/sm_90; ptxas's report when it exists
+#     mlp.txt        mlp --device cuda, 50 steps, with its JSON report
+#     trace.json, timeline.svg   that run's trace and step timeline
+#     sanitizer.txt  compute-sanitizer memcheck and racecheck of the layer-gradient test
+#     pytorch.txt    the same model and batch in PyTorch on the same GPU (one process, and DDP
+#                    with NCCL at world size 1), and our step time over theirs
+# Every step's failure is printed and the script goes on; it exits non-zero if any step failed.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bundle="" out=gpu-check-out
+while (($#)); do
+    case $1 in
+    --bundle) bundle=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "usage: $0 [--bundle FILE] [--out DIR]" >&2; exit 2 ;;
+    esac
+done
+STEPS=${STEPS:-50}
 PYTHON=${PYTHON:-python3}
-STEPS=${STEPS:-200}
+mkdir -p "$out" && out=$(cd "$out" && pwd)
 
-command -v nvidia-smi >/dev/null && nvidia-smi -L || { echo "gpu-check: no NVIDIA GPU or driver visible" >&2; exit 1; }
-make --no-print-directory deps
+# The bundle: given, or the one this script was unpacked from, or the default build output.
+if [[ -z $bundle && -x $here/release/examples/mlp ]]; then
+    root=$here
+else
+    bundle=${bundle:-$here/../target/gpu-bundle.tar.gz}
+    [[ -f $bundle ]] || { echo "gpu-check: no bundle at $bundle: build it with scripts/gpu-bundle.sh" >&2; exit 2; }
+    unpacked=$(mktemp -d)
+    trap 'rm -rf "$unpacked"' EXIT
+    tar -C "$unpacked" -xzf "$bundle" || { echo "gpu-check: $bundle is not a readable tarball" >&2; exit 2; }
+    root=$unpacked/overlap-gpu
+fi
+mlp=$root/release/examples/mlp
+# Only the bundle's own libraries are added; the CUDA ones are found by the binaries themselves.
+export LD_LIBRARY_PATH=$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
-# Where the CUDA user-space libraries are: the loader's path, PyTorch's wheels, or ours.
-have() {
-    ldconfig -p | grep -q "$1" && return 0
-    local d
-    for d in ${LD_LIBRARY_PATH//:/ }; do [ -e "$d/$1" ] && return 0; done
+failed=()
+step() { # step NAME FILE COMMAND...: runs COMMAND, output to FILE, records a failure
+    local name=$1 file=$2 started=$SECONDS rc
+    shift 2
+    echo "== $name"
+    "$@" >"$file" 2>&1
+    rc=$?
+    tail -n 5 "$file" | sed 's/^/   /'
+    if ((rc != 0)); then
+        failed+=("$name (exit $rc, see $(basename "$file"))")
+        echo "   FAILED: exit $rc after $((SECONDS - started)) s"
+    else
+        echo "   ok in $((SECONDS - started)) s"
+    fi
+}
+
+environment() {
+    echo "bundle: $(tr '\n' ' ' <"$root/VERSION")"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1 || echo "nvidia-smi: not available"
+    echo "glibc: $(getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>/dev/null | head -1)"
+    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+    echo "cpu features: $(grep -o -w -m1 -E 'avx2|avx512f' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+    echo "ptxas: $(command -v ptxas || ls /usr/local/cuda/bin/ptxas 2>/dev/null || echo none)"
+    echo "compute-sanitizer: $(sanitizer || echo none)"
+    echo "mpirun: $(command -v mpirun || echo none)"
+    echo "python: $($PYTHON -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1)"
+    echo "libraries found by the binaries:"
+    "$mlp" --cuda-libraries
+}
+
+sanitizer() {
+    command -v compute-sanitizer && return 0
+    ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 | grep . && return 0
+    # PyTorch's wheels carry no sanitizer; a pip-installed nvidia-cuda-sanitizer-api does.
     return 1
 }
-libdirs=$("$PYTHON" - <<'PY' 2>/dev/null || true
-import glob, os, site
-roots = site.getsitepackages() + [site.getusersitepackages()]
-print(":".join(sorted({d for r in roots for d in glob.glob(os.path.join(r, "nvidia", "*", "lib"))})))
-PY
-)
-export LD_LIBRARY_PATH="${libdirs:+$libdirs:}${LD_LIBRARY_PATH:-}"
-if ! have libcublas.so.12 || ! have libnvrtc.so.12 || ! have libnccl.so.2; then
-    echo "gpu-check: installing the CUDA 12 libraries (cuBLAS, NVRTC, NCCL wheels) into .tools/cuda"
-    PIP_BREAK_SYSTEM_PACKAGES=1 "$PYTHON" -m pip install --quiet --disable-pip-version-check --target .tools/cuda \
-        nvidia-cublas-cu12 nvidia-cuda-nvrtc-cu12 nvidia-nccl-cu12
-    export LD_LIBRARY_PATH="$(ls -d "$PWD"/.tools/cuda/nvidia/*/lib | paste -sd:):$LD_LIBRARY_PATH"
+
+sanitize() {
+    local tool exe rc=0
+    exe=$(sanitizer) || { echo "skipped: compute-sanitizer is not installed (it comes with the CUDA toolkit)"; return 0; }
+    for tool in memcheck racecheck; do
+        echo "-- compute-sanitizer --tool $tool"
+        "$exe" --tool "$tool" --error-exitcode 3 "$root/release/deps/cuda" \
+            --include-ignored --exact layer_gradients_match_the_cpu --nocapture || rc=$?
+    done
+    return $rc
+}
+
+ours_ms=""
+train_mlp() {
+    "$mlp" --device cuda --steps "$STEPS" --log-every 10 --report json \
+        --trace "$out/trace.json" --timeline "$out/timeline.svg" || return $?
+}
+
+pytorch() {
+    "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
+        { echo "skipped: PyTorch with CUDA is not importable by $PYTHON"; return 0; }
+    local single ddp
+    single=$("$PYTHON" "$root/bench/ddp_peer.py" --single --device cuda --steps "$STEPS" | tail -1) || return 1
+    ddp=$("$PYTHON" "$root/bench/ddp_peer.py" --device cuda --steps "$STEPS" | tail -1) || return 1
+    echo "PyTorch, one process: $single"
+    echo "PyTorch DDP, NCCL, world size 1: $ddp"
+    ours_ms=$(grep -h '"step_ms"' "$out/mlp.txt" | tail -1 | "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["step_ms"])' 2>/dev/null)
+    [[ -n $ours_ms ]] || { echo "no step time from mlp.txt"; return 1; }
+    echo "ours: $ours_ms ms"
+    for theirs in "$single" "$ddp"; do
+        echo "$ours_ms $theirs" | "$PYTHON" -c '
+import json, sys
+ms, rest = sys.stdin.read().split(" ", 1)
+t = json.loads(rest)
+print(f"ours / PyTorch {t[\"mode\"]}: {float(ms) / t[\"step_ms\"]:.3f}")'
+    done
+}
+
+step "environment" "$out/env.txt" environment
+# NCCL ships as libnccl.so.2, which cudarc does not ask for: mlp restarts itself with a link to
+# it on the loader's path; the test binaries get that link's folder from here.
+nccl_link=$(sed -n 's/^NCCL link //p' "$out/env.txt")
+[[ -n $nccl_link ]] && export LD_LIBRARY_PATH=$(dirname "$nccl_link"):$LD_LIBRARY_PATH
+step "GPU tests" "$out/gpu-tests.txt" "$root/release/deps/cuda" --include-ignored --nocapture --test-threads 1
+step "NVRTC and ptxas" "$out/nvrtc.txt" "$root/release/deps/nvrtc" --include-ignored --nocapture
+step "mlp --device cuda, $STEPS steps" "$out/mlp.txt" train_mlp
+step "compute-sanitizer" "$out/sanitizer.txt" sanitize
+step "PyTorch on the same GPU" "$out/pytorch.txt" pytorch
+
+echo
+if ((${#failed[@]})); then
+    echo "gpu-check: ${#failed[@]} step(s) failed:"
+    printf '  %s\n' "${failed[@]}"
+    exit 1
 fi
-# cudarc asks for libnccl.so (or .so.1/.so.12), NCCL ships libnccl.so.2.
-mkdir -p .tools/cuda/links
-nccl=$(for d in ${LD_LIBRARY_PATH//:/ } /usr/lib/x86_64-linux-gnu /usr/local/cuda/lib64; do ls "$d"/libnccl.so.2 2>/dev/null; done | head -1)
-[ -n "$nccl" ] && ln -sf "$nccl" .tools/cuda/links/libnccl.so
-export LD_LIBRARY_PATH="$PWD/.tools/cuda/links:$LD_LIBRARY_PATH"
-
-echo "== build (--features cuda)"
-cargo build --release --examples --features cuda
-cargo build --examples --features cuda  # tests/cuda.rs runs target/debug/examples/mlp under mpirun
-
-echo "== GPU tests"
-cargo test --features cuda --test cuda -- --include-ignored --nocapture --test-threads 1
-LD_LIBRARY_PATH="$LD_LIBRARY_PATH" cargo test -p overlap-runtime --features cuda --test nvrtc -- --include-ignored
-
-echo "== mlp on one GPU, $STEPS steps, --trace"
-mkdir -p target/gpu-check
-target/release/examples/mlp --device cuda --steps "$STEPS" --log-every 50 --trace target/gpu-check/mlp-trace.json \
-    --timeline target/gpu-check/mlp-timeline.svg
-ours=$(target/release/examples/mlp --device cuda --steps "$STEPS" --report json 2>/dev/null | tail -1)
-ours_ms=$(echo "$ours" | "$PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["step_ms"])')
-echo "overlap mlp on the GPU: median step $ours_ms ms (trace: target/gpu-check/mlp-trace.json)"
-
-if "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    theirs=$("$PYTHON" bench/ddp_peer.py --single --device cuda --steps "$STEPS" | tail -1)
-    echo "PyTorch on the same GPU: $theirs"
-    echo "$ours_ms $theirs" | "$PYTHON" -c 'import json,sys; ms, rest = sys.stdin.read().split(" ", 1); t = json.loads(rest)["step_ms"]; print(f"ours / PyTorch step time: {float(ms) / t:.3f}")'
-else
-    echo "PyTorch with CUDA is not importable by $PYTHON: no comparison"
-fi
+echo "gpu-check: every step passed; results in $out"

@@ -1,6 +1,7 @@
 //! The CUDA backend against the CPU one. Built with `--features cuda`. Without a driver only the
-//! first test runs (it checks the error users get); the others need an NVIDIA GPU and are
-//! ignored unless asked for (`scripts/gpu-check.sh` runs them with `--include-ignored`).
+//! tests that need no GPU run (the first checks the error users get); the others need an NVIDIA
+//! GPU and are ignored unless asked for (`scripts/gpu-check.sh` runs them with
+//! `--include-ignored`, from the bundle `scripts/gpu-bundle.sh` builds).
 
 mod common;
 
@@ -148,6 +149,36 @@ fn layer_gradients_match_the_cpu() {
     }
 }
 
+/// An error path drops in-flight buckets without waiting for them (the step that owned them
+/// failed): their memory is freed only after NCCL is done with it, and the next step runs
+/// whole, with the same gradients as a step that never saw the failure.
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn a_step_after_dropped_in_flight_buckets_runs_and_computes_the_same_gradients() {
+    let rows = 12;
+    let model = Probe::init(7);
+    let (inputs, labels) = batch(rows);
+    let labels32: Vec<u32> = labels.iter().map(|&l| l as u32).collect();
+    let gpu = Gpu::open(0).expect("a GPU");
+    let comm = GpuComm::new(&gpu, &Communicator::single(), false).unwrap();
+    let mut device = GpuModel::new(&gpu, &model, rows, GpuOptimizer::Sgd(Sgd::new(0.1))).unwrap();
+    let mut timeline = Timeline::new(false);
+    let mut gradients = || {
+        device.forward_loss(&gpu, inputs.as_slice(), &labels32, &mut timeline).unwrap();
+        let in_flight = device.backward(&gpu, &comm, (CommMode::Overlap, false), &mut timeline).unwrap();
+        device.keep_gradients(&gpu, in_flight).unwrap();
+        let grads = device.gradients(&gpu).unwrap();
+        device.forward_loss(&gpu, inputs.as_slice(), &labels32, &mut timeline).unwrap();
+        let dropped = device.backward(&gpu, &comm, (CommMode::Overlap, false), &mut timeline).unwrap();
+        drop(dropped);
+        grads
+    };
+    let first = gradients();
+    let after_a_drop = gradients();
+    gpu.synchronize().expect("no CUDA error after buckets were dropped in flight");
+    assert_eq!(first, after_a_drop, "a step after dropped buckets computes the same gradients");
+}
+
 /// Asserts that each tensor of `got` is within `tolerance` of the same tensor of `want` (relative
 /// difference), printing every difference.
 fn assert_params_close(
@@ -220,9 +251,41 @@ fn resuming_on_the_gpu_is_bitwise_identical_to_not_stopping() {
     }
 }
 
+/// The mlp example on one GPU with a trace: every bucket is summed by NCCL (even at world size 1),
+/// on the communication stream, and the first one starts while backward kernels still run.
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn on_one_gpu_nccl_sums_each_bucket_under_the_backward_kernels() {
+    let root = common::scratch("cuda-trace");
+    let trace = root.path().join("trace.json");
+    let out = std::process::Command::new(common::example("mlp"))
+        .args(["--device", "cuda", "--steps", "4", "--batch", "64", "--trace", trace.to_str().unwrap()])
+        .output()
+        .expect("mlp starts");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "mlp --device cuda failed:\n{stderr}");
+    let trace: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let spans: Vec<&serde_json::Value> =
+        trace["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "X" && e["args"]["step"] == 3).collect();
+    let of = |cat: &str| spans.iter().filter(|e| e["cat"] == cat).copied().collect::<Vec<_>>();
+    let (all_reduces, backward, waits) = (of("all-reduce"), of("backward"), of("wait"));
+    assert!(waits.len() >= 2, "the mlp has several buckets, each with a wait point: {}", waits.len());
+    assert_eq!(all_reduces.len(), waits.len(), "one NCCL span per bucket in step 3");
+    let start = |e: &serde_json::Value| e["ts"].as_f64().unwrap();
+    let end = |e: &serde_json::Value| start(e) + e["dur"].as_f64().unwrap();
+    let first_sum = all_reduces.iter().map(|e| start(e)).fold(f64::INFINITY, f64::min);
+    let backward_end = backward.iter().map(|e| end(e)).fold(0.0, f64::max);
+    println!("step 3: first NCCL all-reduce at {first_sum:.1} us, backward ends at {backward_end:.1} us");
+    assert!(first_sum < backward_end, "the first bucket's sum starts only after backward: nothing overlaps");
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
 fn overlap_and_no_overlap_train_alike_on_the_gpu() {
+    if !common::mpirun_available() {
+        println!("skipped: mpirun is not installed here, and this test compares runs launched by it");
+        return;
+    }
     let gpus = gpu_count().clamp(1, 2);
     let exe = common::example("mlp");
     let run = |extra: &[&str], tag: &str| {

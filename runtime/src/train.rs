@@ -75,6 +75,15 @@ impl TrainSummary {
 /// status on the rank that hit it.
 pub fn run_cli<M: DistributedModel>() -> ExitCode {
     let args = TrainArgs::parse();
+    if args.cuda_libraries {
+        return device::print_cuda_libraries().map_or_else(|e| report_error(&e), |()| ExitCode::SUCCESS);
+    }
+    if args.device == Device::Cuda {
+        // Before MPI starts: this may start the program again with NCCL made findable.
+        if let Err(e) = device::prepare_cuda_process() {
+            return report_error(&e);
+        }
+    }
     let mut comm = match Communicator::from_env_with(args.all_reduce) {
         Ok(comm) => comm.with_mode(match (args.no_overlap, args.compute_only) {
             (true, _) => CommMode::AfterBackward,

@@ -1,32 +1,53 @@
-//! Every kernel source compiles with NVRTC for Ampere (sm_80) and Hopper (sm_90) without an
-//! error or a warning, and `ptxas` assembles it for Hopper without spilling registers. Needs
-//! `libnvrtc` and `ptxas` but no GPU: `make test` installs the `nvidia-cuda-nvrtc-cu12` and
-//! `nvidia-cuda-nvcc-cu12` wheels into `.tools/` and runs these with `--include-ignored`; without
-//! them they are reported as ignored, not passed.
+//! Every kernel source compiles with NVRTC for Ampere (sm_80) and Hopper (sm_90) to machine
+//! code (CUBIN) without an error or a warning, and `ptxas` assembles its PTX for Hopper without
+//! spilling registers. Needs `libnvrtc` and `ptxas` but no GPU: `make test` installs the
+//! `nvidia-cuda-nvrtc-cu12` and `nvidia-cuda-nvcc-cu12` wheels into `.tools/` and runs these with
+//! `--include-ignored`; without them they are reported as ignored, not passed. On a GPU machine
+//! without the wheel, `ptxas` is taken from `PATH` or the CUDA toolkit, or that test says it is
+//! skipped.
 #![cfg(feature = "cuda")]
 
 use overlap_runtime::cuda::{compile, nvrtc_available, KernelSource, KERNEL_SOURCES};
+
+/// `e_machine` of NVIDIA GPU code in an ELF header.
+const EM_CUDA: u16 = 190;
 
 const NEEDS_NVRTC: &str = "libnvrtc cannot be loaded: set LD_LIBRARY_PATH to the wheel's nvidia/cuda_nvrtc/lib";
 
 #[test]
 #[ignore = "needs libnvrtc: make test installs it and runs this test"]
-fn every_kernel_compiles_cleanly_for_sm80_and_sm90() {
+fn every_kernel_compiles_cleanly_to_cubin_for_sm80_and_sm90() {
     assert!(nvrtc_available(), "{NEEDS_NVRTC}");
     for arch in ["sm_80", "sm_90"] {
         for kernel in KERNEL_SOURCES {
             let compiled = compile(kernel, arch).unwrap_or_else(|e| panic!("{e}"));
             assert!(compiled.log.is_empty(), "{} for {arch} compiled with warnings:\n{}", kernel.file, compiled.log);
+            let cubin = &compiled.cubin;
+            assert_eq!(
+                cubin.get(..4),
+                Some(&b"\x7fELF"[..]),
+                "{} for {arch}: the CUBIN is not an ELF image",
+                kernel.file
+            );
+            let machine = cubin.get(18..20).map(|b| u16::from_le_bytes([b[0], b[1]]));
+            assert_eq!(machine, Some(EM_CUDA), "{} for {arch}: the ELF image is not CUDA machine code", kernel.file);
             for name in kernel.kernels {
                 assert!(
                     compiled.ptx.contains(&format!(".entry {name}(")),
                     "{}: no kernel `{name}` in the PTX for {arch}",
                     kernel.file
                 );
+                let symbol = format!("\0{name}\0");
+                assert!(
+                    cubin.windows(symbol.len()).any(|w| w == symbol.as_bytes()),
+                    "{}: no kernel `{name}` in the CUBIN for {arch}",
+                    kernel.file
+                );
             }
             println!(
-                "{} for {arch}: {} bytes of PTX, {} kernels",
+                "{} for {arch}: {} bytes of CUBIN, {} bytes of PTX, {} kernels",
                 kernel.file,
+                cubin.len(),
                 compiled.ptx.len(),
                 kernel.kernels.len()
             );
@@ -60,11 +81,15 @@ fn a_warning_is_kept_in_the_log() {
     assert!(compiled.log.contains("unused"), "NVRTC's warning reaches the caller: {:?}", compiled.log);
 }
 
-/// `ptxas` from the `nvidia-cuda-nvcc-cu12` wheel, which `make test` installs and names in
-/// `OVERLAP_PTXAS`.
-fn ptxas() -> std::path::PathBuf {
-    let path = std::env::var_os("OVERLAP_PTXAS").expect("OVERLAP_PTXAS names the ptxas binary (make test sets it)");
-    std::path::PathBuf::from(path)
+/// `ptxas`: the one `OVERLAP_PTXAS` names (`make test` installs the `nvidia-cuda-nvcc-cu12`
+/// wheel's), else one on `PATH`, else a CUDA toolkit's.
+fn ptxas() -> Option<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("OVERLAP_PTXAS") {
+        return Some(path.into());
+    }
+    let on_path = std::env::var_os("PATH").into_iter().flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>());
+    let toolkit = ["/usr/local/cuda/bin"].map(std::path::PathBuf::from);
+    on_path.chain(toolkit).map(|dir| dir.join("ptxas")).find(|exe| exe.is_file())
 }
 
 /// Registers, spill stores and spill loads per kernel, from `ptxas -v`'s report.
@@ -97,13 +122,17 @@ fn resource_usage(report: &str) -> Vec<(String, u32, u32, u32)> {
 #[ignore = "needs libnvrtc and ptxas: make test installs both and runs this test"]
 fn every_kernel_assembles_for_sm90_without_spills() {
     assert!(nvrtc_available(), "{NEEDS_NVRTC}");
+    let Some(ptxas) = ptxas() else {
+        println!("skipped: no ptxas (set OVERLAP_PTXAS, or install the CUDA toolkit or the nvidia-cuda-nvcc wheel)");
+        return;
+    };
     let scratch = tempfile::Builder::new().prefix("overlap-ptxas-").tempdir().unwrap();
     let dir = scratch.path();
     for kernel in KERNEL_SOURCES {
         let compiled = compile(kernel, "sm_90").unwrap_or_else(|e| panic!("{e}"));
         let ptx = dir.join(kernel.file.replace(".cu", ".ptx"));
         std::fs::write(&ptx, &compiled.ptx).unwrap();
-        let out = std::process::Command::new(ptxas())
+        let out = std::process::Command::new(&ptxas)
             .args(["-arch=sm_90", "-v", "-o", "/dev/null"])
             .arg(&ptx)
             .output()

@@ -18,6 +18,11 @@ pub fn example(name: &str) -> PathBuf {
     path
 }
 
+/// Whether `mpirun` can be started here (GPU machines often have no MPI).
+pub fn mpirun_available() -> bool {
+    Command::new("mpirun").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
 /// One job at a time: each already runs more ranks than a small machine has cores.
 static ONE_JOB_AT_A_TIME: Mutex<()> = Mutex::new(());
 

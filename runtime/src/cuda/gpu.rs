@@ -1,8 +1,13 @@
 //! One GPU as this process uses it: its context, a compute stream and a communication stream,
-//! cuBLAS bound to the compute stream, and every kernel, compiled by NVRTC once per process for
-//! this GPU's architecture.
+//! cuBLAS bound to the compute stream, and every kernel, compiled by NVRTC to machine code once
+//! per process for this GPU's architecture.
+//!
+//! Ordering between the streams is explicit only: cudarc's automatic per-buffer event tracking
+//! (an event record and a stream wait around every kernel and cuBLAS call) is turned off before
+//! the first buffer exists. What makes that sound is stated where the context is opened.
 
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use cudarc::cublas::CudaBlas;
@@ -10,6 +15,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
 use cudarc::nvrtc::Ptx;
 
 use super::kernels::{compile, nvrtc_available, KERNEL_SOURCES};
+use super::libraries;
 use crate::error::{Error, Result};
 
 /// Whether libcuda (the driver) can be loaded here.
@@ -17,6 +23,22 @@ pub fn driver_present() -> bool {
     // SAFETY: only tries to open the library by its usual names; no symbol is called.
     unsafe { cudarc::driver::sys::is_culib_present() }
 }
+
+/// The CUDA version the installed driver supports, as `(major, minor)` (driver 580: 13.0).
+pub fn driver_cuda_version() -> Option<(i32, i32)> {
+    if !driver_present() {
+        return None;
+    }
+    let mut version = 0;
+    // SAFETY: the driver library is present; the call only writes the int it is given, and
+    // needs no `cuInit` first.
+    let status = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) };
+    (status == cudarc::driver::sys::CUresult::CUDA_SUCCESS).then_some((version / 1000, version % 1000 / 10))
+}
+
+/// The oldest driver API this build calls into: the CUDA 13 bindings time events with
+/// `cuEventElapsedTime_v2`, which drivers before CUDA 12.8 (r570) lack.
+const OLDEST_DRIVER: (i32, i32) = (12, 8);
 
 /// GPUs this process can see (0 without a driver).
 pub fn gpu_count() -> usize {
@@ -34,7 +56,9 @@ pub struct Gpu {
     compute: Arc<CudaStream>,
     /// NCCL runs here, ordered against `compute` by events only.
     comm: Arc<CudaStream>,
-    blas: CudaBlas,
+    /// In `ManuallyDrop`: cudarc's `CudaBlas` unwraps cuBLAS's destroy status, which fails after
+    /// a sticky CUDA error and would turn a clear error into a panic (see `Drop`).
+    blas: ManuallyDrop<CudaBlas>,
     kernels: HashMap<&'static str, CudaFunction>,
 }
 
@@ -50,16 +74,25 @@ impl Gpu {
                     .into(),
             ));
         }
+        match driver_cuda_version() {
+            Some(version) if version >= OLDEST_DRIVER => {}
+            Some((major, minor)) => {
+                return Err(Error::Cuda(format!(
+                    "the NVIDIA driver supports CUDA {major}.{minor}; the GPU backend needs CUDA {}.{} or newer \
+                     (driver 570 or later): update the driver",
+                    OLDEST_DRIVER.0, OLDEST_DRIVER.1
+                )))
+            }
+            None => return Err(Error::Cuda("the NVIDIA driver did not say which CUDA version it supports".into())),
+        }
+        // Loads cuBLAS, NVRTC and NCCL from wherever they are, or lists where they were sought.
+        let located = libraries::prepare().map_err(Error::Cuda)?;
         // SAFETY: only tries to open the library by its usual names; no symbol is called.
         if !unsafe { cudarc::cublas::sys::is_culib_present() } {
-            return Err(Error::Cuda("libcublas could not be loaded: install the CUDA 12 runtime libraries".into()));
+            return Err(Error::Cuda(format!("cuBLAS was found but cudarc cannot open it:\n{located}")));
         }
         if !nvrtc_available() {
-            return Err(Error::Cuda(
-                "libnvrtc could not be loaded: install the CUDA toolkit or `pip install nvidia-cuda-nvrtc-cu12` and add \
-                 its lib folder to LD_LIBRARY_PATH"
-                    .into(),
-            ));
+            return Err(Error::Cuda(format!("NVRTC was found but cudarc cannot open it:\n{located}")));
         }
         let count = CudaContext::device_count().map_err(cuda("counting GPUs"))?;
         if ordinal >= count.max(0) as usize {
@@ -68,13 +101,23 @@ impl Gpu {
             )));
         }
         let ctx = CudaContext::new(ordinal).map_err(cuda("creating the context"))?;
+        // SAFETY: called before any buffer of this context exists, so none is tracked. Without
+        // tracking, cudarc requires that no buffer is freed while another stream still uses it,
+        // used by another stream before its allocation completes, or written by two streams at
+        // once. Here: every buffer is allocated, used by kernels and cuBLAS, and freed on the
+        // compute stream; the communication stream touches only a gradient bucket, between a
+        // ready event recorded on the compute stream after the bucket's last writer and a done
+        // event that the compute stream waits for before the bucket is used or freed again
+        // (`GpuInFlight` owns the bucket meanwhile and waits for that event even when dropped
+        // on an error path).
+        unsafe { ctx.disable_event_tracking() };
         let name = ctx.name().map_err(cuda("reading the GPU name"))?;
         let (major, minor) = ctx.compute_capability().map_err(cuda("reading the compute capability"))?;
         let arch = format!("sm_{major}{minor}");
         let mut kernels = HashMap::new();
         for source in KERNEL_SOURCES {
             let compiled = compile(source, &arch).map_err(Error::Cuda)?;
-            let module = ctx.load_module(Ptx::from_src(compiled.ptx)).map_err(cuda(source.file))?;
+            let module = ctx.load_module(Ptx::from_binary(compiled.cubin)).map_err(cuda(source.file))?;
             for &kernel in source.kernels {
                 kernels.insert(kernel, module.load_function(kernel).map_err(cuda(kernel))?);
             }
@@ -82,7 +125,7 @@ impl Gpu {
         let compute = ctx.new_stream().map_err(cuda("creating the compute stream"))?;
         let comm = ctx.new_stream().map_err(cuda("creating the communication stream"))?;
         let blas = CudaBlas::new(Arc::clone(&compute)).map_err(|e| Error::Cuda(format!("cuBLAS: {e:?}")))?;
-        Ok(Gpu { ordinal, name, arch, compute, comm, blas, kernels })
+        Ok(Gpu { ordinal, name, arch, compute, comm, blas: ManuallyDrop::new(blas), kernels })
     }
 
     /// `GPU 0 (NVIDIA H200, sm_90)`.
@@ -110,6 +153,20 @@ impl Gpu {
     /// Waits for everything queued on the compute stream (once per step, after the last update).
     pub fn synchronize(&self) -> Result<()> {
         self.compute.synchronize().map_err(cuda("synchronising the compute stream"))
+    }
+}
+
+impl Drop for Gpu {
+    /// Destroys the cuBLAS handle only while the GPU is healthy. After a sticky error (an
+    /// illegal address, say) every CUDA call fails, cudarc's `CudaBlas` would panic on the
+    /// destroy status and hide the error already reported; the handle is then left to the
+    /// process's exit, which the error is about to cause.
+    fn drop(&mut self) {
+        let healthy = self.compute.synchronize().is_ok() && self.comm.synchronize().is_ok();
+        if healthy {
+            // SAFETY: dropped once, here, and never used again.
+            unsafe { ManuallyDrop::drop(&mut self.blas) };
+        }
     }
 }
 

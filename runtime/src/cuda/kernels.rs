@@ -5,6 +5,8 @@ use std::ffi::{c_char, CString};
 
 use cudarc::nvrtc::result;
 
+use super::libraries;
+
 /// One CUDA C translation unit of the backend.
 #[derive(Clone, Copy, Debug)]
 pub struct KernelSource {
@@ -48,24 +50,39 @@ pub const KERNEL_SOURCES: &[KernelSource] = &[
     },
 ];
 
-/// PTX and everything the compiler said while producing it.
+/// Machine code for one architecture, its PTX, and everything the compiler said.
 #[derive(Clone, Debug)]
 pub struct CompiledKernels {
+    /// The CUBIN (an ELF image) the GPU loads: machine code, so a newer NVRTC than the driver
+    /// cannot fail at module load, as PTX of a newer ISA version would.
+    pub cubin: Vec<u8>,
+    /// The PTX it was assembled from (for `ptxas` reports and reading).
     pub ptx: String,
     /// NVRTC's log: empty when it had nothing to say (no warnings).
     pub log: String,
 }
 
-/// Whether `libnvrtc` can be loaded (cudarc panics on first use otherwise).
+/// Whether `libnvrtc` can be loaded (cudarc panics on first use otherwise): by its usual name,
+/// or else found where users have it (see `libraries`) and opened by its full path.
 pub fn nvrtc_available() -> bool {
-    // SAFETY: only tries to open the library by its usual names; no symbol is called.
-    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+    if libraries::nvrtc_findable() {
+        return true;
+    }
+    let located = libraries::locate(&libraries::SearchEnv::from_process());
+    if let Some(nvrtc) = located.get("NVRTC") {
+        let only_nvrtc = libraries::Located { found: vec![nvrtc.clone()], ..located.clone() };
+        let _ = libraries::load(&only_nvrtc);
+    }
+    libraries::nvrtc_findable()
 }
 
-/// Compiles `kernel` for `arch` (`sm_80`, `sm_90`, ...). Errors carry NVRTC's log.
+/// Compiles `kernel` for the real architecture `arch` (`sm_80`, `sm_90`, ...: NVRTC then emits
+/// CUBIN as well as PTX). Errors carry NVRTC's log.
 pub fn compile(kernel: &KernelSource, arch: &str) -> Result<CompiledKernels, String> {
     if !nvrtc_available() {
-        return Err("libnvrtc is not available (install the nvidia-cuda-nvrtc-cu12 wheel)".into());
+        let located = libraries::locate(&libraries::SearchEnv::from_process());
+        let install = libraries::LIBRARIES.iter().find(|l| l.what == "NVRTC").map_or("the CUDA toolkit", |l| l.install);
+        return Err(format!("NVRTC is not available:\n{located}NVRTC comes with {install}"));
     }
     let source = CString::new(kernel.source).map_err(|e| format!("{}: {e}", kernel.file))?;
     let name = CString::new(kernel.file).map_err(|e| format!("{}: {e}", kernel.file))?;
@@ -74,18 +91,39 @@ pub fn compile(kernel: &KernelSource, arch: &str) -> Result<CompiledKernels, Str
     // SAFETY: `program` was just created and is destroyed once, below, after the last use;
     // the options are owned strings that outlive the call.
     let compiled = unsafe { result::compile_program(program, &options) };
-    // SAFETY: as above; the log and the PTX are copied out before the program is destroyed.
+    // SAFETY: as above; the log, PTX and CUBIN are copied out before the program is destroyed.
     let log = unsafe { result::get_program_log(program) }.map(text).unwrap_or_default();
-    let ptx = compiled.and_then(|()| {
+    let outputs = compiled.and_then(|()| {
         // SAFETY: as above.
-        unsafe { result::get_ptx(program) }.map(text)
+        let ptx = unsafe { result::get_ptx(program) }.map(text)?;
+        // SAFETY: as above.
+        let cubin = unsafe { cubin(program) }?;
+        Ok((ptx, cubin))
     });
     // SAFETY: the program is not used after this.
     let _ = unsafe { result::destroy_program(program) };
-    match ptx {
-        Ok(ptx) => Ok(CompiledKernels { ptx, log }),
+    match outputs {
+        Ok((_, cubin)) if cubin.is_empty() => {
+            Err(format!("{} for {arch}: NVRTC produced no CUBIN (is {arch} a real architecture?)", kernel.file))
+        }
+        Ok((ptx, cubin)) => Ok(CompiledKernels { cubin, ptx, log }),
         Err(e) => Err(format!("{} for {arch}: {e:?}\n{log}", kernel.file)),
     }
+}
+
+/// The CUBIN of a compiled program (cudarc wraps only `nvrtcGetPTX`).
+///
+/// # Safety
+/// `program` was compiled successfully and is not destroyed yet.
+unsafe fn cubin(program: cudarc::nvrtc::sys::nvrtcProgram) -> Result<Vec<u8>, result::NvrtcError> {
+    use cudarc::nvrtc::sys;
+    let mut size = 0usize;
+    // SAFETY: the caller's contract; `size` is a valid out-pointer.
+    unsafe { sys::nvrtcGetCUBINSize(program, &mut size) }.result()?;
+    let mut image = vec![0u8; size];
+    // SAFETY: `image` holds the `size` bytes NVRTC just said it will write.
+    unsafe { sys::nvrtcGetCUBIN(program, image.as_mut_ptr().cast()) }.result()?;
+    Ok(image)
 }
 
 /// A NUL-terminated C string from NVRTC as text.

@@ -3,6 +3,7 @@
 //!
 //! - `kernels`: the `.cu` sources and their NVRTC compilation (needs no GPU: CI compiles every
 //!   kernel with the `nvidia-cuda-nvrtc-cu12` wheel's libnvrtc);
+//! - `libraries`: where cuBLAS, NVRTC and NCCL are on this machine, loaded before cudarc asks;
 //! - `gpu`: context, compute and communication streams, cuBLAS, the loaded kernels;
 //! - `ops`: one layer operation at a time, queued on the compute stream;
 //! - `nccl`: bucket all-reduces on the communication stream, and their in-flight handles;
@@ -14,6 +15,7 @@
 
 mod gpu;
 mod kernels;
+pub mod libraries;
 mod model;
 mod nccl;
 pub mod ops;
@@ -21,7 +23,7 @@ mod optim;
 mod timing;
 mod train;
 
-pub use gpu::{driver_present, gpu_count, Gpu};
+pub use gpu::{driver_cuda_version, driver_present, gpu_count, Gpu};
 pub use kernels::{compile, nvrtc_available, CompiledKernels, KernelSource, KERNEL_SOURCES};
 pub use model::{check_supported, GpuModel};
 pub use nccl::{EventPair, GpuComm, GpuInFlight};

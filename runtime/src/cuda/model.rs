@@ -177,6 +177,7 @@ impl GpuModel {
         (mode, accumulate): (CommMode, bool),
         timeline: &mut Timeline,
     ) -> Result<Vec<GpuInFlight>> {
+        self.restore_buckets(gpu)?;
         let mut in_flight = Vec::with_capacity(self.buckets.len());
         let mut dy_in = 0;
         for i in (0..self.layers.len()).rev() {
@@ -204,7 +205,7 @@ impl GpuModel {
             }
         }
         in_flight.sort_by_key(|f| f.bucket);
-        if mode == CommMode::AfterBackward && comm.reduces() {
+        if mode == CommMode::AfterBackward {
             // As DDP without overlap: every reduction starts after backward, and the updates
             // start after all of them.
             let held = std::mem::take(&mut in_flight);
@@ -291,13 +292,28 @@ impl GpuModel {
     }
 
     /// Copies every gradient bucket out, in launch order (for the gradient tests).
-    pub fn gradients(&self, gpu: &Gpu) -> Result<Vec<Vec<f32>>> {
+    pub fn gradients(&mut self, gpu: &Gpu) -> Result<Vec<Vec<f32>>> {
+        self.restore_buckets(gpu)?;
         let stream = gpu.compute();
         self.buckets
             .iter()
-            .map(|b| stream.clone_dtoh(b.as_ref().expect("no bucket is in flight between steps")))
+            .flatten()
+            .map(|b| stream.clone_dtoh(b))
             .collect::<std::result::Result<_, _>>()
             .map_err(cuda("copying gradients out"))
+    }
+
+    /// Gives back, zeroed, every bucket a failed step lost: its in-flight handle was dropped on
+    /// an error path (which freed the bucket only after its sum), so the next step starts whole
+    /// instead of panicking on a missing bucket. The failed step's gradients are gone either way.
+    fn restore_buckets(&mut self, gpu: &Gpu) -> Result<()> {
+        for (bucket, info) in self.buckets.iter_mut().zip(self.schedule.buckets.iter()) {
+            if bucket.is_none() {
+                let fresh = gpu.compute().alloc_zeros::<f32>(info.numel.max(1));
+                *bucket = Some(fresh.map_err(cuda("reallocating a gradient bucket lost by a failed step"))?);
+            }
+        }
+        Ok(())
     }
 }
 

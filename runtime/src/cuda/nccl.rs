@@ -10,6 +10,7 @@
 //! `cudarc::nccl::Comm` is `!Send`: it stays on the thread that trains, which is also the only
 //! thread that queues GPU work.
 
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUevent_flags;
@@ -17,15 +18,20 @@ use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use cudarc::nccl::{Comm, Id, ReduceOp};
 
 use super::gpu::{cuda, Gpu};
+use super::libraries;
 use crate::comm::Communicator;
 use crate::error::{Error, Result};
 
 /// Start and end events of something timed on a stream.
 pub type EventPair = (CudaEvent, CudaEvent);
 
-/// The GPU ranks of one job; with one rank there is nothing to reduce and no NCCL at all.
+/// The NCCL communicator of this job's GPU ranks. It exists at every world size, one rank
+/// included (as PyTorch DDP's on one GPU), so that a single GPU runs the same event-ordered
+/// path as a cluster: own stream, ready and done events, in-place all-reduce.
 pub struct GpuComm {
-    nccl: Option<Comm>,
+    /// In `ManuallyDrop`: cudarc's `Comm` panics if `ncclCommAbort` fails, which it does after a
+    /// sticky CUDA error; see `Drop`.
+    nccl: ManuallyDrop<Comm>,
     compute: Arc<CudaStream>,
     comm: Arc<CudaStream>,
     /// Record timing events around each all-reduce (for the trace and the report).
@@ -36,7 +42,8 @@ pub struct GpuComm {
 #[must_use = "an in-flight bucket must be waited on before its gradients can be used"]
 pub struct GpuInFlight {
     pub bucket: usize,
-    data: CudaSlice<f32>,
+    /// `Some` until `wait` hands it back.
+    data: Option<CudaSlice<f32>>,
     /// Recorded on the communication stream after the sum; `None` when nothing was reduced.
     done: Option<CudaEvent>,
     /// A timing event just before the all-reduce, when timed (`done` ends it).
@@ -48,18 +55,9 @@ impl GpuComm {
     /// broadcasts it, every rank joins with its GPU's communication stream.
     pub fn new(gpu: &Gpu, comm: &Communicator, timed: bool) -> Result<Self> {
         let (compute, stream) = (Arc::clone(gpu.compute()), Arc::clone(gpu.comm()));
-        if comm.world_size() == 1 {
-            return Ok(GpuComm { nccl: None, compute, comm: stream, timed });
-        }
-        // SAFETY: only tries to open the library; no symbol is called. cudarc panics on first
-        // use of a missing library, hence the check.
-        if !unsafe { cudarc::nccl::sys::is_culib_present() } {
-            return Err(Error::Cuda(
-                "libnccl could not be loaded: install NCCL 2 (e.g. pip install nvidia-nccl-cu12) and make libnccl.so \
-                 findable (cudarc looks for libnccl.so, so link it to libnccl.so.2 if only that exists)"
-                    .into(),
-            ));
-        }
+        // cudarc panics on first use of a library it cannot open, hence the check.
+        let located = libraries::prepare().map_err(Error::Cuda)?;
+        libraries::check_nccl_name(located).map_err(Error::Cuda)?;
         let mut bytes = [0u8; 128];
         if comm.rank() == 0 {
             let id = Id::new().map_err(cuda("creating the NCCL unique id"))?;
@@ -71,37 +69,48 @@ impl GpuComm {
         let id = Id::uninit(bytes.map(|b| b as std::ffi::c_char));
         let nccl = Comm::from_rank(Arc::clone(&stream), comm.rank(), comm.world_size(), id)
             .map_err(cuda("joining the NCCL communicator"))?;
-        Ok(GpuComm { nccl: Some(nccl), compute, comm: stream, timed })
-    }
-
-    /// Whether buckets are really reduced (more than one rank).
-    pub fn reduces(&self) -> bool {
-        self.nccl.is_some()
+        Ok(GpuComm { nccl: ManuallyDrop::new(nccl), compute, comm: stream, timed })
     }
 
     /// Starts summing `data` (bucket `bucket`) over all ranks, after the kernels queued so far
     /// on the compute stream, and returns the handle that owns it meanwhile.
     pub fn all_reduce(&self, bucket: usize, mut data: CudaSlice<f32>) -> Result<GpuInFlight> {
-        let Some(nccl) = &self.nccl else {
-            return Ok(GpuInFlight::unreduced(bucket, data));
-        };
         let ready = self.compute.record_event(None).map_err(cuda("recording a gradient-ready event"))?;
         self.comm.wait(&ready).map_err(cuda("ordering the communication stream"))?;
         let started = self.timed.then(|| self.comm.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))).transpose();
         let started = started.map_err(cuda("recording a timing event"))?;
-        nccl.all_reduce_in_place(&mut data, &ReduceOp::Sum).map_err(cuda("NCCL all-reduce"))?;
+        let reduced = self.nccl.all_reduce_in_place(&mut data, &ReduceOp::Sum).map_err(cuda("NCCL all-reduce"));
         // When timed, the done event is also the end of the all-reduce's span: the compute stream
-        // waits for it, so it has completed once the step is synchronised.
+        // waits for it, so it has completed once the step is synchronised. It is recorded even
+        // when NCCL refused the call, so that the bucket is freed only after the stream is past it.
         let flags = if self.timed { CUevent_flags::CU_EVENT_DEFAULT } else { CUevent_flags::CU_EVENT_DISABLE_TIMING };
-        let done = self.comm.record_event(Some(flags)).map_err(cuda("recording a reduced event"))?;
-        Ok(GpuInFlight { bucket, data, done: Some(done), started })
+        let done = self.comm.record_event(Some(flags)).map_err(cuda("recording a reduced event"));
+        let flight = GpuInFlight { bucket, data: Some(data), done: done.ok(), started };
+        reduced?;
+        if flight.done.is_none() {
+            // Without the event nothing orders the bucket's reuse after NCCL: wait here, on the host.
+            self.comm.synchronize().map_err(cuda("waiting for NCCL after a failed event record"))?;
+            return Err(Error::Cuda("recording a reduced event failed".into()));
+        }
+        Ok(flight)
+    }
+}
+
+impl Drop for GpuComm {
+    /// Aborts the communicator only while both streams are healthy; after a sticky CUDA error
+    /// the abort fails, cudarc would panic, and the error already reported would be lost.
+    fn drop(&mut self) {
+        if self.compute.synchronize().is_ok() && self.comm.synchronize().is_ok() {
+            // SAFETY: dropped once, here, and never used again.
+            unsafe { ManuallyDrop::drop(&mut self.nccl) };
+        }
     }
 }
 
 impl GpuInFlight {
-    /// A bucket that is not reduced (one rank, or `--compute-only`).
+    /// A bucket that is not reduced (a gradient-accumulation micro-step, or `--compute-only`).
     pub fn unreduced(bucket: usize, data: CudaSlice<f32>) -> Self {
-        GpuInFlight { bucket, data, done: None, started: None }
+        GpuInFlight { bucket, data: Some(data), done: None, started: None }
     }
 
     /// Makes `stream` wait for the sum, keeping the bucket in flight.
@@ -115,8 +124,23 @@ impl GpuInFlight {
     /// Makes the compute stream wait for the sum (the host does not wait) and gives the bucket
     /// back; every kernel queued on it afterwards runs after the reduction.
     /// Also returns the all-reduce's timing events, when it was timed.
-    pub fn wait(self, compute: &CudaStream) -> Result<(CudaSlice<f32>, Option<EventPair>)> {
+    pub fn wait(mut self, compute: &CudaStream) -> Result<(CudaSlice<f32>, Option<EventPair>)> {
         self.order_before(compute)?;
-        Ok((self.data, self.started.zip(self.done)))
+        let data = self.data.take().expect("a bucket is handed back once");
+        Ok((data, self.started.take().zip(self.done.take())))
+    }
+}
+
+impl Drop for GpuInFlight {
+    /// A bucket dropped in flight (an error path) is freed on the compute stream, where it was
+    /// allocated: make that stream wait for the sum first, so NCCL never writes freed memory.
+    /// If even that wait cannot be queued, wait on the host; if the GPU is gone, there is
+    /// nothing left to order, and the memory is kept rather than freed under a running kernel.
+    fn drop(&mut self) {
+        let (Some(data), Some(done)) = (self.data.take(), self.done.take()) else { return };
+        let ordered = data.stream().wait(&done).is_ok() || done.synchronize().is_ok();
+        if !ordered {
+            std::mem::forget(data);
+        }
     }
 }

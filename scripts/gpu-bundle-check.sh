@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# What CI can check of the GPU bundle without a GPU (`make test` runs it):
+#   scripts/gpu-bundle-check.sh [BUNDLE]     # default: target/gpu-bundle.tar.gz
+# - every shared library the bundled binaries load resolves inside the bundle or to glibc;
+# - with LD_LIBRARY_PATH naming only the bundle, mlp trains 2 steps on the CPU;
+# - the GPU tests run and report the no-driver error (the GPU-only ones show as ignored);
+# - mlp --device cuda fails with that error and exit status 1, never a panic;
+# - gpu-check.sh parses its arguments and refuses a missing bundle.
+set -euo pipefail
+bundle=${1:-target/gpu-bundle.tar.gz}
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+tar -C "$scratch" -xzf "$bundle"
+root=$scratch/overlap-gpu
+export LD_LIBRARY_PATH=$root/lib
+
+echo "== every library resolves inside the bundle or to glibc"
+glibc='^(linux-vdso|libc|libm|libdl|libpthread|librt|libutil|libresolv|libnsl|ld-linux-x86-64)\.so'
+for exe in "$root"/release/examples/mlp "$root"/release/deps/*; do
+    ldd "$exe" | while read -r name arrow path _; do
+        [[ $arrow == "=>" ]] || continue
+        [[ $name =~ $glibc ]] && continue
+        [[ $path == "$root/lib/"* ]] || { echo "$(basename "$exe"): $name resolves to $path, not the bundle" >&2; exit 1; }
+    done
+done
+
+echo "== mlp trains 2 steps on the CPU from the bundle"
+"$root/release/examples/mlp" --steps 2 --batch 8 --log-every 1
+
+echo "== the GPU tests without a GPU"
+"$root/release/deps/cuda" --nocapture 2>&1 | tee "$scratch/cuda-tests.txt"
+grep -q "no CUDA driver found" "$scratch/cuda-tests.txt"
+
+echo "== mlp --device cuda without a driver: a clear error"
+set +e
+"$root/release/examples/mlp" --device cuda --steps 1 >"$scratch/mlp-cuda.txt" 2>&1
+rc=$?
+set -e
+cat "$scratch/mlp-cuda.txt"
+[[ $rc == 1 ]] || { echo "expected exit status 1, got $rc" >&2; exit 1; }
+grep -q "no CUDA driver found" "$scratch/mlp-cuda.txt"
+! grep -q "panicked" "$scratch/mlp-cuda.txt"
+
+echo "== gpu-check.sh refuses a missing bundle"
+set +e
+"$root/gpu-check.sh" --bundle "$scratch/none.tar.gz" --out "$scratch/out" >"$scratch/check.txt" 2>&1
+rc=$?
+set -e
+[[ $rc == 2 ]] && grep -q "no bundle at" "$scratch/check.txt" || { cat "$scratch/check.txt"; exit 1; }
+echo "gpu-bundle-check: ok"

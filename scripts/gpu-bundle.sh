@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Builds the GPU bundle: everything scripts/gpu-check.sh runs, for a GPU machine that has no
+# cargo, no compiler, no network and no OpenMPI (what HPC compute nodes and many cloud GPU
+# images look like). Run it on any x86-64 build host with this repository's dependencies
+# (`make deps`):
+#
+#   scripts/gpu-bundle.sh [OUT]          # default OUT: target/gpu-bundle.tar.gz
+#
+# The tarball holds, under overlap-gpu/:
+#   release/examples/mlp        the mlp example with the `cuda` feature
+#   release/deps/cuda           the GPU tests (tests/cuda.rs), release/deps/nvrtc the kernel tests
+#   lib/                        the shared libraries they need beyond glibc (OpenMPI, OpenBLAS, ...)
+#   gpu-check.sh, bench/ddp_peer.py
+# Binaries are built for x86-64-v3 (AVX2, no AVX-512), overriding .cargo/config.toml's
+# `target-cpu=native`, so a build host's newer vector units cannot make them fail on the GPU
+# machine's CPU, and stripped. The CUDA libraries are not bundled: the GPU machine's own are
+# found at run time (runtime/src/cuda/libraries.rs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-target/gpu-bundle.tar.gz}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/portable}
+export RUSTFLAGS="-C target-cpu=x86-64-v3"
+
+# The executables cargo built, from its JSON messages.
+executables() {
+    python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        print(m["executable"])'
+}
+
+echo "gpu-bundle: building for x86-64-v3 into $CARGO_TARGET_DIR"
+mlp=$(cargo build --release --features cuda --example mlp --message-format=json | executables)
+cuda_tests=$(cargo test --release --features cuda --test cuda --no-run --message-format=json | executables)
+nvrtc_tests=$(cargo test --release -p overlap-runtime --features cuda --test nvrtc --no-run --message-format=json |
+    executables)
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+root=$stage/overlap-gpu
+mkdir -p "$root/release/examples" "$root/release/deps" "$root/lib" "$root/bench"
+cp "$mlp" "$root/release/examples/mlp"
+cp "$cuda_tests" "$root/release/deps/cuda"
+cp "$nvrtc_tests" "$root/release/deps/nvrtc"
+strip "$root"/release/examples/* "$root"/release/deps/*
+cp scripts/gpu-check.sh "$root/"
+cp bench/ddp_peer.py "$root/bench/"
+git rev-parse --short HEAD >"$root/VERSION" 2>/dev/null || echo unknown >"$root/VERSION"
+
+# Every shared library the binaries load, except glibc's own (the GPU machine's glibc must be as
+# new as the build host's; gpu-check.sh prints both).
+glibc='^(linux-vdso|libc|libm|libdl|libpthread|librt|libutil|libresolv|libnsl|ld-linux-x86-64)\.so'
+for exe in "$root"/release/examples/* "$root"/release/deps/*; do
+    ldd "$exe" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }'
+done | sort -u | while read -r name path; do
+    if [[ $name =~ $glibc ]]; then continue; fi
+    cp -L "$path" "$root/lib/$name"
+done
+strip --strip-unneeded "$root"/lib/*
+glibc_version=$(ldd --version | head -1 | awk '{ print $NF }')
+echo "built with glibc $glibc_version" >>"$root/VERSION"
+
+mkdir -p "$(dirname "$out")"
+tar -C "$stage" -czf "$out" overlap-gpu
+size=$(stat -c %s "$out")
+echo "gpu-bundle: $out, $((size / 1024 / 1024)) MiB ($(ls "$root/lib" | wc -l) libraries, glibc $glibc_version)"
+if ((size > 32 * 1024 * 1024)); then
+    echo "gpu-bundle: the bundle is over 32 MiB" >&2
+    exit 1
+fi
