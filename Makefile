@@ -57,7 +57,7 @@ test: deps nvrtc
 	# The GPU bundle for machines without a toolchain: it builds, and runs here from its own libraries.
 	scripts/gpu-bundle.sh
 	scripts/gpu-bundle-check.sh
-	cargo build --workspace --examples  # tests/mpi.rs runs these binaries under mpirun
+	cargo build --workspace --bins --examples  # tests/mpi.rs and tests/external.rs run these under mpirun
 	cargo test --workspace --doc
 	cargo test --workspace --all-targets
 

@@ -10,7 +10,8 @@ use std::time::Instant;
 
 use clap::Parser;
 use overlap::prelude::*;
-use overlap::{trace, Communicator, TrainArgs};
+use overlap::{trace, Communicator};
+use overlap_cli::TrainArgs;
 
 /// The `mlp` example's model.
 #[distributed_model(bucket_cap_mb = 8, first_bucket_mb = 1)]
@@ -40,7 +41,7 @@ fn median_step_ms(steps: &str, extra: &[&str]) -> f64 {
     let mut argv = vec!["bench", "--steps", steps, "--log-every", "1000"];
     argv.extend_from_slice(extra);
     let args = TrainArgs::parse_from(argv);
-    let summary = overlap::train::train::<Mlp>(&args, &Communicator::single()).expect("training runs");
+    let summary = overlap_cli::train::<Mlp>(&args, &Communicator::single()).expect("training runs");
     summary.median_step.as_secs_f64() * 1e3
 }
 

@@ -83,5 +83,5 @@ pub struct Classifier {
 }
 
 fn main() -> std::process::ExitCode {
-    overlap::train::run_cli::<Classifier>()
+    overlap_cli::main::<Classifier>()
 }

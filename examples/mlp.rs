@@ -22,5 +22,5 @@ pub struct Mlp {
 }
 
 fn main() -> std::process::ExitCode {
-    overlap::train::run_cli::<Mlp>()
+    overlap_cli::main::<Mlp>()
 }

@@ -43,5 +43,5 @@ pub struct Tower {
 }
 
 fn main() -> std::process::ExitCode {
-    overlap::train::run_cli::<Tower>()
+    overlap_cli::main::<Tower>()
 }

@@ -36,5 +36,5 @@ pub struct Uneven {
 }
 
 fn main() -> std::process::ExitCode {
-    overlap::train::run_cli::<Uneven>()
+    overlap_cli::main::<Uneven>()
 }

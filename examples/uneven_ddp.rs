@@ -31,5 +31,5 @@ pub struct UnevenDdp {
 }
 
 fn main() -> std::process::ExitCode {
-    overlap::train::run_cli::<UnevenDdp>()
+    overlap_cli::main::<UnevenDdp>()
 }

@@ -6,36 +6,111 @@
 //! after the backward call that completes it (updating the parameters lent to it as the sums
 //! arrive), and waited for where the step takes them back.
 //!
+//! A model, a loss and a dataset of your own, trained by the `Trainer` (run it under
+//! `mpirun -n 4` and every rank trains a quarter of each global batch):
+//!
 //! ```
 //! use overlap::prelude::*;
+//! use overlap::{Batch, ReportFormat};
 //!
 //! #[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1)]
-//! pub struct Mlp {
-//!     fc1: Linear<784, 512>,
-//!     act1: Relu,
-//!     fc2: Linear<512, 512>,
-//!     act2: Relu,
-//!     head: Linear<512, 10>,
+//! pub struct Regressor {
+//!     fc1: Linear<4, 64>,
+//!     act1: Gelu,
+//!     fc2: Linear<64, 64>,
+//!     act2: Tanh,
+//!     head: Linear<64, 1>,
 //! }
 //!
-//! // Filled in definition order: [fc1.weight], [fc1.bias, fc2.weight], [fc2.bias, head.*];
-//! // launched in reverse, the output side first, right after fc2's backward completes it.
-//! let schedule = Mlp::SCHEDULE;
-//! assert_eq!(schedule.buckets.len(), 3);
-//! assert_eq!(schedule.layers[schedule.buckets[0].launch_after].name, "fc2");
-//! assert_eq!(schedule.param_name(schedule.buckets[2].params[0]), "fc1.weight");
-//! println!("{schedule}");
+//! /// Mean absolute error.
+//! struct L1;
+//!
+//! impl Loss for L1 {
+//!     fn loss_and_gradient(&self, out: &Matrix, batch: &Batch, grad: &mut Matrix) -> overlap::Result<f32> {
+//!         grad.resize(out.rows(), out.cols());
+//!         let n = out.as_slice().len() as f32;
+//!         let pairs = out.as_slice().iter().zip(batch.targets.as_slice());
+//!         let mut total = 0.0;
+//!         for (g, (o, t)) in grad.as_mut_slice().iter_mut().zip(pairs) {
+//!             total += (o - t).abs();
+//!             *g = (o - t).signum() / n;
+//!         }
+//!         Ok(total / n)
+//!     }
+//! }
+//!
+//! /// Sample `i` is `x = (sin i, cos i, sin 2i, cos 2i)` and `y = x0 * x1 + x2`.
+//! struct Curve;
+//!
+//! impl Dataset for Curve {
+//!     fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> overlap::Result<()> {
+//!         batch.inputs.resize(rows, 4);
+//!         batch.targets.resize(rows, 1);
+//!         for r in 0..rows {
+//!             let i = (first + r as u64) as f32;
+//!             let x = [i.sin(), i.cos(), (2.0 * i).sin(), (2.0 * i).cos()];
+//!             batch.inputs.row_mut(r).copy_from_slice(&x);
+//!             batch.targets.row_mut(r)[0] = x[0] * x[1] + x[2];
+//!         }
+//!         Ok(())
+//!     }
+//!     fn features(&self) -> usize {
+//!         4
+//!     }
+//! }
+//!
+//! let comm = Communicator::from_env()?; // one process here; MPI under mpirun
+//! let mut model = Regressor::new(&comm, 0)?;
+//! let summary = Trainer::new(&comm)
+//!     .optimizer(OptimizerConfig::adamw(0.01))
+//!     .steps(40)
+//!     .batch(32)
+//!     .report(ReportFormat::Off, None)
+//!     .fit(&mut model, &mut Curve, &L1)?;
+//! assert!(summary.final_loss < summary.first_loss);
+//!
+//! // The compiled plan, as data (what `--print-schedule` prints).
+//! println!("{}", Regressor::SCHEDULE);
+//! # Ok::<(), overlap::Error>(())
 //! ```
 
 pub use overlap_macros::distributed_model;
-pub use overlap_runtime::*;
 
-/// The macro, the built-in layers, losses, optimizers and the model trait.
+// The model contract, the layers, and what a layer of one's own implements.
+pub use overlap_runtime::{
+    DeviceOp, DistributedModel, Gelu, GradientBuckets, InitRng, Layer, LayerNorm, Linear, Matrix, ParamDef, Relu,
+    Sigmoid, Tanh, Width,
+};
+// Training: the loop, its settings, losses, data and optimizers.
+pub use overlap_runtime::{
+    AdamW, Batch, CrossEntropyLoss, Dataset, Device, DeviceLoss, Loss, MseLoss, ObserveConfig, Optimizer,
+    OptimizerConfig, OptimizerKind, Progress, ReportFormat, SaveConfig, Sgd, SyntheticClassification, TrainConfig,
+    TrainSummary, Trainer,
+};
+// The ranks and the all-reduces the generated backward launches.
+pub use overlap_runtime::{grad_scale, CommMode, Communicator, GradBucket, InFlight, Transport};
+pub use overlap_runtime::{Error, Result};
+
+/// Checkpoints: a run's parameters, optimizer state and position, saved and loaded.
+pub use overlap_runtime::checkpoint;
+/// The GPU backend (feature `cuda`).
+#[cfg(feature = "cuda")]
+pub use overlap_runtime::cuda;
+/// MNIST-format (IDX) files as a `Dataset`.
+pub use overlap_runtime::idx;
+/// Parameters alone, as a safetensors file named like PyTorch's `state_dict`.
+pub use overlap_runtime::params_file;
+/// The compiled plan as data: `Schedule`, buckets, layers, the cost model and simulator.
+pub use overlap_runtime::plan;
+/// Spans, the overlap report, the Chrome trace and the timeline.
+pub use overlap_runtime::trace;
+
+/// The macro, the built-in layers, losses and optimizers, the model trait and the `Trainer`.
 pub mod prelude {
     pub use overlap_macros::distributed_model;
     pub use overlap_runtime::{
-        AdamW, CommMode, Communicator, CrossEntropyLoss, DistributedModel, Gelu, GradientBuckets, Layer, LayerNorm,
-        Linear, Matrix, MseLoss, Optimizer, Relu, Sgd, Sigmoid, Tanh,
+        AdamW, CommMode, Communicator, CrossEntropyLoss, Dataset, DistributedModel, Gelu, GradientBuckets, Layer,
+        LayerNorm, Linear, Loss, Matrix, MseLoss, Optimizer, OptimizerConfig, Relu, Sgd, Sigmoid, Tanh, Trainer,
     };
 }
 

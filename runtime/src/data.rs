@@ -1,6 +1,9 @@
-//! A deterministic synthetic classification set, sharded by rank so that the global batch of a
-//! step is the same samples whatever the world size.
+//! Training data: the `Dataset` trait the `Trainer` reads batches through, the `Batch` it fills,
+//! and the built-in sets. The `Trainer` shards by global sample index, so that the global batch
+//! of a step is the same samples whatever the world size, and a resumed run continues where the
+//! checkpoint says.
 //!
+//! The synthetic classification set:
 //! Sample `i` is drawn from its own seeded generator: class `i mod classes` shuffled by a hash,
 //! features = that class's fixed prototype plus Gaussian-like noise. Learnable, so the loss falls.
 
@@ -11,7 +14,95 @@ use crate::error::{Error, Result};
 use crate::idx::{IdxDataset, Split};
 use crate::tensor::Matrix;
 
-/// Where training samples come from.
+/// One rank's micro-batch: the inputs, and whichever targets the loss reads: class indices for
+/// `CrossEntropyLoss`, a matrix for `MseLoss`. Reused from step to step, so filling it allocates
+/// nothing once it has grown to size.
+#[derive(Clone, Debug, Default)]
+pub struct Batch {
+    /// `[rows, features]`.
+    pub inputs: Matrix,
+    /// One class index per row (classification).
+    pub labels: Vec<usize>,
+    /// `[rows, outputs]` (regression).
+    pub targets: Matrix,
+}
+
+impl Batch {
+    pub fn rows(&self) -> usize {
+        self.inputs.rows()
+    }
+}
+
+/// Where the `Trainer` reads its samples: by global index, so that each rank reads its own
+/// shard of every step and a resumed run reads what an uninterrupted one would have.
+pub trait Dataset {
+    /// Fills `batch` with the `rows` samples of global indices `first, first + 1, ...`; a
+    /// finite set wraps around (index modulo its size).
+    fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> Result<()>;
+
+    /// Input features per sample; the `Trainer` checks it against the model's first layer.
+    fn features(&self) -> usize;
+
+    /// A short description for the start-up line.
+    fn describe(&self) -> String {
+        format!("{} features per sample", self.features())
+    }
+}
+
+impl Dataset for SyntheticClassification {
+    fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> Result<()> {
+        SyntheticClassification::fill(self, first, rows, &mut batch.inputs, &mut batch.labels);
+        Ok(())
+    }
+
+    fn features(&self) -> usize {
+        self.features
+    }
+
+    fn describe(&self) -> String {
+        format!("synthetic classification set ({} features, {} classes)", self.features, self.classes)
+    }
+}
+
+impl Dataset for IdxDataset {
+    fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> Result<()> {
+        IdxDataset::fill(self, first, rows, &mut batch.inputs, &mut batch.labels);
+        Ok(())
+    }
+
+    fn features(&self) -> usize {
+        IdxDataset::features(self)
+    }
+
+    fn describe(&self) -> String {
+        format!("IDX set ({} samples, {} features, {} classes)", self.len(), IdxDataset::features(self), self.classes())
+    }
+}
+
+impl Dataset for TrainingData {
+    fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> Result<()> {
+        match self {
+            TrainingData::Synthetic(d) => Dataset::fill(d, first, rows, batch),
+            TrainingData::Idx(d) => Dataset::fill(d, first, rows, batch),
+        }
+    }
+
+    fn features(&self) -> usize {
+        match self {
+            TrainingData::Synthetic(d) => d.features,
+            TrainingData::Idx(d) => IdxDataset::features(d),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            TrainingData::Synthetic(d) => d.describe(),
+            TrainingData::Idx(d) => Dataset::describe(d),
+        }
+    }
+}
+
+/// The command line's two sets: the synthetic one, or MNIST-format files.
 pub enum TrainingData {
     Synthetic(SyntheticClassification),
     /// MNIST-format files (`--data DIR`).

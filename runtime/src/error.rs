@@ -39,6 +39,10 @@ pub enum Error {
     CudaNotBuilt,
     #[error("CUDA: {0}")]
     Cuda(String),
+    #[error("{0}")]
+    Loss(String),
+    #[error("data: {0}")]
+    Dataset(String),
     #[error("checkpoint: {0}")]
     Checkpoint(String),
     #[error("checkpoint {} does not fit this run:{}", path.display(), problems.iter().map(|p| format!("\n  - {p}")).collect::<String>())]

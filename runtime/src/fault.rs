@@ -1,6 +1,7 @@
 //! Fault injection for the reliability tests: `OVERLAP_FAULT` makes a run die at a chosen
-//! point, so tests can check what survives. Unset (always, outside tests), every check is one
-//! read of a value parsed once.
+//! point, so tests can check what survives. Only with the `fault-injection` feature, which
+//! only this repository's tests (and the examples they run) enable; without it every check is
+//! a constant `false`. With it but unset, every check is one read of a value parsed once.
 //!
 //! - `save:<stage>:<n>`: SIGKILL this process at `<stage>` of its `n`-th checkpoint save
 //!   (stages: see `SaveStage`).
@@ -9,6 +10,7 @@
 //! - `comm-panic:<rank>:<n>`: rank `rank`'s communication thread panics at its `n`-th all-reduce.
 //! - `nan:<rank>:<step>`: rank `rank` puts a NaN into its loss gradient at step `step`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// Points of a checkpoint save, in the order they happen.
@@ -60,6 +62,9 @@ enum Fault {
 }
 
 fn fault() -> Option<&'static Fault> {
+    if !cfg!(feature = "fault-injection") {
+        return None;
+    }
     static FAULT: OnceLock<Option<Fault>> = OnceLock::new();
     FAULT.get_or_init(|| std::env::var("OVERLAP_FAULT").ok().and_then(|spec| parse(&spec))).as_ref()
 }
@@ -83,6 +88,12 @@ fn kill_self() -> ! {
     // process ends here exactly as `kill -9` would end it.
     unsafe { libc::raise(libc::SIGKILL) };
     std::process::abort()
+}
+
+/// Counts this process's checkpoint saves: returns the number (1-based) of the one starting.
+pub fn next_save() -> u64 {
+    static SAVES: AtomicU64 = AtomicU64::new(0);
+    SAVES.fetch_add(1, Ordering::Relaxed) + 1
 }
 
 /// Called at each stage of the `nth` (1-based) checkpoint save.

@@ -1,15 +1,14 @@
 //! Runtime of `overlap`: tensors, layers, losses, optimizers, communicators, and the contract
 //! (`DistributedModel`) that `#[distributed_model]` implements.
 
-pub mod args;
 pub mod checkpoint;
 pub mod comm;
-pub mod comm_bench;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod data;
 pub mod device;
 pub mod error;
+#[doc(hidden)] // test hooks, active only with the `fault-injection` feature
 pub mod fault;
 pub mod gemm;
 pub mod huge_pages;
@@ -27,13 +26,17 @@ pub mod threads;
 pub mod trace;
 pub mod train;
 
-pub use args::TrainArgs;
 pub use comm::{CommMode, Communicator, GradBucket, InFlight, Transport};
+pub use data::{Batch, Dataset, SyntheticClassification};
 pub use error::{Error, Result};
 pub use init::InitRng;
 pub use layer::{layer_matches, DeviceOp, Gelu, Layer, LayerNorm, Linear, ParamDef, Relu, Sigmoid, Tanh, Width};
-pub use loss::{CrossEntropyLoss, MseLoss};
+pub use loss::{CrossEntropyLoss, DeviceLoss, Loss, MseLoss};
 pub use model::{grad_scale, DistributedModel, GradientBuckets};
 pub use optim::{AdamW, Optimizer, Sgd};
 pub use overlap_plan as plan;
 pub use tensor::Matrix;
+pub use train::{
+    Device, ObserveConfig, OptimizerConfig, OptimizerKind, Progress, ReportFormat, SaveConfig, TrainConfig,
+    TrainSummary, Trainer,
+};

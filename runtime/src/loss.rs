@@ -3,7 +3,84 @@
 //! Both reduce by the mean, as PyTorch's default `reduction='mean'`, so the gradient already
 //! carries the `1/n` factor and the optimizer's `grad_scale` only handles ranks and micro-steps.
 
+use crate::data::Batch;
+use crate::error::{Error, Result};
 use crate::tensor::Matrix;
+
+/// What the `Trainer` minimises: a batch's mean loss and its gradient with respect to the model
+/// output. `CrossEntropyLoss` and `MseLoss` are built in; implement it for a loss of your own.
+/// Reduce by the mean over the rank's batch, as PyTorch does: the `Trainer` then averages over
+/// ranks and micro-steps.
+pub trait Loss {
+    /// Returns the batch's mean loss and writes d(loss)/d(output) into `grad_output` (resized
+    /// to `output`'s shape). The targets are what the dataset put in `batch` (`labels` or
+    /// `targets`); a batch that does not fit is an error, not a panic.
+    fn loss_and_gradient(&self, output: &Matrix, batch: &Batch, grad_output: &mut Matrix) -> Result<f32>;
+
+    /// The loss the GPU computes in a kernel of its own, if any; without one, training on the
+    /// GPU refuses this loss by name.
+    fn device_loss(&self) -> Option<DeviceLoss> {
+        None
+    }
+
+    /// A name for messages.
+    fn name(&self) -> &str {
+        std::any::type_name::<Self>()
+    }
+}
+
+/// Losses with a GPU kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceLoss {
+    /// Softmax cross-entropy over class-index labels (`kernels/cross_entropy.cu`).
+    SoftmaxCrossEntropy,
+}
+
+impl Loss for CrossEntropyLoss {
+    fn loss_and_gradient(&self, logits: &Matrix, batch: &Batch, grad: &mut Matrix) -> Result<f32> {
+        let (rows, classes) = (logits.rows(), logits.cols());
+        if batch.labels.len() != rows {
+            return Err(Error::Loss(format!(
+                "CrossEntropyLoss: the batch has {} labels for {rows} rows of output (does the dataset fill `labels`?)",
+                batch.labels.len()
+            )));
+        }
+        if let Some((row, label)) = batch.labels.iter().enumerate().find(|(_, &l)| l >= classes) {
+            return Err(Error::Loss(format!(
+                "CrossEntropyLoss: label {label} of row {row} is not one of the model's {classes} classes"
+            )));
+        }
+        Ok(self.forward_backward(logits, &batch.labels, grad))
+    }
+
+    fn device_loss(&self) -> Option<DeviceLoss> {
+        Some(DeviceLoss::SoftmaxCrossEntropy)
+    }
+
+    fn name(&self) -> &str {
+        "CrossEntropyLoss"
+    }
+}
+
+impl Loss for MseLoss {
+    fn loss_and_gradient(&self, output: &Matrix, batch: &Batch, grad: &mut Matrix) -> Result<f32> {
+        let target = &batch.targets;
+        if (target.rows(), target.cols()) != (output.rows(), output.cols()) {
+            return Err(Error::Loss(format!(
+                "MseLoss: the output is {}x{} but the batch's targets are {}x{} (does the dataset fill `targets`?)",
+                output.rows(),
+                output.cols(),
+                target.rows(),
+                target.cols()
+            )));
+        }
+        Ok(self.forward_backward(output, target, grad))
+    }
+
+    fn name(&self) -> &str {
+        "MseLoss"
+    }
+}
 
 /// Softmax cross-entropy over the columns of each row, averaged over rows (PyTorch's
 /// `nn.CrossEntropyLoss` on raw logits with class-index targets).

@@ -7,17 +7,28 @@
 
 use overlap_plan::{sim_buckets, simulate, Link, Schedule, StepCosts, Width, ELEM_BYTES};
 
-use crate::args::{OptimizerKind, ReportFormat, TrainArgs};
 use crate::comm::{CommMode, Communicator, Transport};
 use crate::error::Result;
 use crate::profile;
 use crate::trace::{self, Memory, OverlapReport, PredictedStep, RunInfo, Span, StepBreakdown};
+use crate::train::{ObserveConfig, ReportFormat};
 
 /// Steps between gathers when no `--report-every` is given.
 const DEFAULT_WINDOW: u64 = 100;
 
+/// The size of the run being observed: for the recording buffers and the memory estimate.
+#[derive(Clone, Copy, Debug)]
+pub struct RunShape {
+    pub steps: u64,
+    pub batch: usize,
+    pub accumulate: usize,
+    /// Optimizer buffers per parameter element (0, 1 or 2).
+    pub optimizer_buffers: usize,
+}
+
 pub struct Observer<'a> {
-    args: &'a TrainArgs,
+    config: &'a ObserveConfig,
+    run: RunShape,
     schedule: Schedule,
     world_size: usize,
     rank: usize,
@@ -37,20 +48,17 @@ pub struct Observer<'a> {
 
 impl<'a> Observer<'a> {
     /// Starts recording if any output needs it, with a common time zero on all ranks.
-    pub fn start(args: &'a TrainArgs, comm: &Communicator, schedule: Schedule) -> Result<Self> {
-        let recording = args.report != ReportFormat::Off
-            || args.trace.is_some()
-            || args.timeline.is_some()
-            || args.write_profile.is_some()
-            || !args.simulate.is_empty();
-        let window = args.report_every.unwrap_or(DEFAULT_WINDOW);
+    pub fn start(config: &'a ObserveConfig, run: RunShape, comm: &Communicator, schedule: Schedule) -> Result<Self> {
+        let recording = config.records();
+        let window = config.report_every.unwrap_or(DEFAULT_WINDOW);
         if recording {
-            let per_step = 2 * schedule.layers.len() * args.accumulate + 3 * schedule.buckets.len() + 4;
+            let per_step = 2 * schedule.layers.len() * run.accumulate + 3 * schedule.buckets.len() + 4;
             comm.barrier()?;
-            trace::start(comm.rank(), per_step * window.min(args.steps) as usize);
+            trace::start(comm.rank(), per_step * window.min(run.steps) as usize);
         }
         Ok(Observer {
-            args,
+            config,
+            run,
             schedule,
             world_size: comm.world_size(),
             rank: comm.rank(),
@@ -75,7 +83,7 @@ impl<'a> Observer<'a> {
         if self.rank != 0 {
             return;
         }
-        if self.args.report == ReportFormat::Json {
+        if self.config.report == ReportFormat::Json {
             eprintln!("{line}");
         } else {
             println!("{line}");
@@ -88,7 +96,7 @@ impl<'a> Observer<'a> {
             return Ok(());
         }
         let fresh = self.gather(comm)?;
-        if self.args.report_every.is_some() && step + 1 < self.args.steps {
+        if self.config.report_every.is_some() && step + 1 < self.run.steps {
             let costs = self.link.and_then(|_| profile::measured_costs(&fresh, &self.schedule));
             self.print_report(&fresh, costs.as_ref(), None);
         }
@@ -101,7 +109,7 @@ impl<'a> Observer<'a> {
             return Ok(());
         }
         // Every rank decides alike (a gather is collective): only a partial last window is left.
-        if !self.args.steps.is_multiple_of(self.window) {
+        if !self.run.steps.is_multiple_of(self.window) {
             self.gather(comm)?;
         }
         trace::stop();
@@ -116,12 +124,12 @@ impl<'a> Observer<'a> {
         let all = std::mem::take(&mut self.breakdowns);
         let costs = profile::measured_costs(&all, &self.schedule);
         self.print_report(&all, costs.as_ref(), Some(memory));
-        if let (Some(path), Some(costs)) = (&self.args.write_profile, &costs) {
-            let batch = self.args.batch * self.args.accumulate;
+        if let (Some(path), Some(costs)) = (&self.config.write_profile, &costs) {
+            let batch = self.run.batch * self.run.accumulate;
             profile::write_profile(path, &self.schedule, costs, self.world_size, batch, self.link)?;
             self.say(&format!("profile: {}{}", path.display(), self.emulation_note()));
         }
-        for &cluster in &self.args.simulate {
+        for &cluster in &self.config.simulate {
             if let Some(costs) = &costs {
                 let rows = profile::predictions(&self.schedule, costs, cluster);
                 self.say(profile::prediction_table(&self.schedule.model, cluster, &rows).trim_end());
@@ -133,11 +141,11 @@ impl<'a> Observer<'a> {
             mode: self.mode.name(),
             emulated_link: self.link.map(|l| l.to_string()),
         };
-        if let Some(path) = &self.args.trace {
+        if let Some(path) = &self.config.trace {
             trace::write_chrome_trace(path, &self.all_spans, &info)?;
             self.say(&format!("trace: {} ({} spans){}", path.display(), self.all_spans.len(), self.emulation_note()));
         }
-        if let Some(path) = &self.args.timeline {
+        if let Some(path) = &self.config.timeline {
             let window = trace::breakdowns(&self.last_window, self.schedule.layers.len(), self.schedule.buckets.len());
             if let Some(step) = trace::representative_step(&window) {
                 trace::write_timeline(path, &self.last_window, step, &info)?;
@@ -152,7 +160,7 @@ impl<'a> Observer<'a> {
         let Some(spans) = trace::gather_spans(comm)? else { return Ok(Vec::new()) };
         let fresh = trace::breakdowns(&spans, self.schedule.layers.len(), self.schedule.buckets.len());
         self.breakdowns.extend_from_slice(&fresh);
-        if self.args.trace.is_some() {
+        if self.config.trace.is_some() {
             self.all_spans.extend_from_slice(&spans);
         }
         self.last_window = spans;
@@ -162,11 +170,7 @@ impl<'a> Observer<'a> {
     /// Parameters, gradients, optimizer state and activations of one rank, in bytes.
     fn needed_bytes(&self) -> usize {
         let params = self.schedule.total_bytes();
-        let state = match self.args.optimizer {
-            OptimizerKind::Sgd if self.args.momentum > 0.0 => params,
-            OptimizerKind::Sgd => 0,
-            OptimizerKind::Adamw => 2 * params,
-        };
+        let state = self.run.optimizer_buffers * params;
         // Each layer keeps its output and the gradient with respect to it, per sample.
         let mut width = 0;
         let mut per_sample = 0;
@@ -177,12 +181,12 @@ impl<'a> Observer<'a> {
             }
             per_sample += 2 * width;
         }
-        2 * params + state + self.args.batch * per_sample * ELEM_BYTES
+        2 * params + state + self.run.batch * per_sample * ELEM_BYTES
     }
 
     /// `costs`: the per-layer times measured over `breakdowns`, for the simulator's prediction.
     fn print_report(&self, breakdowns: &[StepBreakdown], costs: Option<&StepCosts>, memory: Option<Memory>) {
-        if self.args.report == ReportFormat::Off {
+        if self.config.report == ReportFormat::Off {
             return;
         }
         let mut report = OverlapReport::new(breakdowns, &self.schedule, self.world_size, self.mode, self.link);
@@ -200,7 +204,7 @@ impl<'a> Observer<'a> {
                 exposed_ms: p.exposed_s * 1e3,
             });
         }
-        match (report, self.args.report) {
+        match (report, self.config.report) {
             (Some(r), ReportFormat::Json) => println!("{}", r.to_json()),
             (Some(r), ReportFormat::Text) => print!("{r}"),
             (None, _) | (_, ReportFormat::Off) => {}

@@ -69,14 +69,14 @@ impl FileCheck {
 }
 
 /// Writes a checkpoint of `model` and `optimizer` at `position` into `dir` (rank 0 only).
-/// `nth` counts this run's saves (1-based) for fault injection. Returns the step directory.
+/// Returns the step directory.
 pub fn save<M: DistributedModel, O: OptimizerState>(
     dir: &Path,
     model: &M,
     optimizer: &O,
     position: Position,
-    nth: u64,
 ) -> Result<PathBuf> {
+    let nth = fault::next_save();
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| Error::Io { path, source }

@@ -55,7 +55,7 @@ impl CommMode {
 }
 
 /// What sums the gradient buckets across ranks (`--all-reduce`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Transport {
     /// Shared memory when every rank is on this node, else MPI.
     #[default]

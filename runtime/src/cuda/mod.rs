@@ -9,10 +9,11 @@
 //! - `nccl`: bucket all-reduces on the communication stream, and their in-flight handles;
 //! - `optim`: optimizer state on the device and the fused updates;
 //! - `model`: a `#[distributed_model]` executed from its compiled schedule;
-//! - `timing`: trace spans from CUDA events; `train`: the training loop.
+//! - `timing`: trace spans from CUDA events; `backend`: the GPU behind the `Trainer`'s loop.
 //!
 //! cudarc loads every CUDA library at run time, so this builds without a toolkit or GPU.
 
+mod backend;
 mod gpu;
 mod kernels;
 pub mod libraries;
@@ -21,12 +22,11 @@ mod nccl;
 pub mod ops;
 mod optim;
 mod timing;
-mod train;
 
+pub use backend::{GpuBackend, GpuSetup};
 pub use gpu::{driver_cuda_version, driver_present, gpu_count, Gpu};
 pub use kernels::{compile, nvrtc_available, CompiledKernels, KernelSource, KERNEL_SOURCES};
 pub use model::{check_supported, GpuModel};
 pub use nccl::{EventPair, GpuComm, GpuInFlight};
 pub use optim::GpuOptimizer;
 pub use timing::Timeline;
-pub use train::train;

@@ -1,28 +1,12 @@
-//! The optimizer the command line asked for (`--optimizer`, `--lr`, `--momentum`,
-//! `--weight-decay`), behind one type that both backends and checkpoints use.
+//! The optimizer a run's `OptimizerConfig` chose, behind one type that both backends and
+//! checkpoints use.
 
-use crate::args::{OptimizerKind, TrainArgs};
 use crate::optim::{AdamW, LentState, Optimizer, OptimizerState, Sgd};
 
-/// The optimizer the command line asked for.
+/// The optimizer a run's `OptimizerConfig` chose (see `OptimizerConfig::build`).
 pub enum ChosenOptimizer {
     Sgd(Sgd),
     AdamW(AdamW),
-}
-
-impl ChosenOptimizer {
-    pub fn from_args(args: &TrainArgs) -> Self {
-        match args.optimizer {
-            OptimizerKind::Sgd => ChosenOptimizer::Sgd(
-                Sgd::new(args.lr.unwrap_or(0.05))
-                    .momentum(args.momentum)
-                    .weight_decay(args.weight_decay.unwrap_or(0.0)),
-            ),
-            OptimizerKind::Adamw => ChosenOptimizer::AdamW(
-                AdamW::new(args.lr.unwrap_or(1e-3)).weight_decay(args.weight_decay.unwrap_or(0.01)),
-            ),
-        }
-    }
 }
 
 impl Optimizer for ChosenOptimizer {

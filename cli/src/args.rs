@@ -1,15 +1,18 @@
 //! Command-line flags shared by every training binary (`clap`): bad values are refused with a
-//! message before anything starts.
+//! message before anything starts. `TrainArgs::train_config` turns them into the runtime's plain
+//! settings.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use overlap_plan::Link;
-
-use crate::comm::Transport;
-use crate::device::Device;
-use crate::profile::Cluster;
+use overlap_runtime::plan::Link;
+use overlap_runtime::profile::Cluster;
+use overlap_runtime::train::{
+    Device as RunDevice, ObserveConfig, OptimizerConfig, OptimizerKind as RunOptimizer, ReportFormat as RunReport,
+    SaveConfig, TrainConfig,
+};
+use overlap_runtime::Transport as RunTransport;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OptimizerKind {
@@ -27,6 +30,36 @@ pub enum ReportFormat {
     Json,
     /// No report (and no recording unless --trace or --timeline asks for it).
     Off,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, ValueEnum)]
+pub enum Device {
+    /// This process's CPU (one thread computes, one communicates).
+    #[default]
+    Cpu,
+    /// One NVIDIA GPU per process: cuBLAS, NVRTC kernels, NCCL (needs the `cuda` feature).
+    Cuda,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, ValueEnum)]
+pub enum Transport {
+    /// Shared memory when every rank is on this node, else MPI.
+    #[default]
+    Auto,
+    /// Each rank sums a part of every chunk in a shared-memory window (one node only).
+    SharedMemory,
+    /// OpenMPI's own all-reduce.
+    Mpi,
+}
+
+impl From<Transport> for RunTransport {
+    fn from(t: Transport) -> Self {
+        match t {
+            Transport::Auto => RunTransport::Auto,
+            Transport::SharedMemory => RunTransport::SharedMemory,
+            Transport::Mpi => RunTransport::Mpi,
+        }
+    }
 }
 
 /// Train a `#[distributed_model]` on a deterministic synthetic classification set. Run it with
@@ -142,6 +175,50 @@ pub struct TrainArgs {
     /// run, for the compiled plan and the alternatives: world=64,link=ib-ndr (repeatable).
     #[arg(long, value_name = "CLUSTER", value_parser = parse_cluster)]
     pub simulate: Vec<Cluster>,
+}
+
+impl TrainArgs {
+    /// The run these flags describe, in the runtime's terms.
+    pub fn train_config(&self) -> TrainConfig {
+        TrainConfig {
+            steps: self.steps,
+            batch: self.batch,
+            accumulate: self.accumulate,
+            log_every: self.log_every,
+            optimizer: OptimizerConfig {
+                kind: match self.optimizer {
+                    OptimizerKind::Sgd => RunOptimizer::Sgd,
+                    OptimizerKind::Adamw => RunOptimizer::AdamW,
+                },
+                lr: self.lr,
+                momentum: self.momentum,
+                weight_decay: self.weight_decay,
+            },
+            observe: self.observe_config(),
+            save: self.save.clone().map(|dir| SaveConfig { dir, every: self.save_every }),
+            resume: self.resume.clone(),
+            device: match self.device {
+                Device::Cpu => RunDevice::Cpu,
+                Device::Cuda => RunDevice::Cuda { gpu: self.gpu },
+            },
+        }
+    }
+
+    /// What the run records and writes about itself.
+    pub fn observe_config(&self) -> ObserveConfig {
+        ObserveConfig {
+            report: match self.report {
+                ReportFormat::Text => RunReport::Text,
+                ReportFormat::Json => RunReport::Json,
+                ReportFormat::Off => RunReport::Off,
+            },
+            report_every: self.report_every,
+            trace: self.trace.clone(),
+            timeline: self.timeline.clone(),
+            write_profile: self.write_profile.clone(),
+            simulate: self.simulate.clone(),
+        }
+    }
 }
 
 fn parse_cluster(s: &str) -> Result<Cluster, String> {

@@ -5,12 +5,11 @@
 
 use std::time::Instant;
 
+use overlap_runtime::comm::{Communicator, GradBucket, InFlight};
+use overlap_runtime::observe::{Observer, RunShape};
+use overlap_runtime::{trace, DistributedModel, Result};
+
 use crate::args::TrainArgs;
-use crate::comm::{Communicator, GradBucket, InFlight};
-use crate::error::Result;
-use crate::model::DistributedModel;
-use crate::observe::Observer;
-use crate::trace;
 
 /// Runs `args.steps` communication-only steps of `M`'s buckets; reports like a training run.
 pub fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
@@ -18,7 +17,9 @@ pub fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result
     let mut buckets: Vec<GradBucket> =
         schedule.buckets.iter().enumerate().map(|(k, b)| GradBucket::zeros(k, b.numel)).collect();
     let mut in_flight: Vec<InFlight> = Vec::with_capacity(buckets.len());
-    let mut observer = Observer::start(args, comm, schedule.clone())?;
+    let observe = args.observe_config();
+    let shape = RunShape { steps: args.steps, batch: args.batch, accumulate: 1, optimizer_buffers: 0 };
+    let mut observer = Observer::start(&observe, shape, comm, schedule.clone())?;
     let mut times = Vec::with_capacity(args.steps as usize);
     for step in 0..args.steps {
         trace::set_step(step);

@@ -1,0 +1,164 @@
+//! The command line of overlap's training binaries: flags in, a `Trainer` out. Every example's
+//! `main` is one call:
+//!
+//! ```text
+//! fn main() -> std::process::ExitCode {
+//!     overlap_cli::main::<Mlp>()
+//! }
+//! ```
+//!
+//! It trains on the synthetic classification set, or on MNIST-format files (`--data`), with
+//! softmax cross-entropy; a program with its own data or loss uses the `Trainer` directly.
+
+pub mod args;
+mod comm_bench;
+mod progress;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use overlap_runtime::data::{SyntheticClassification, TrainingData};
+use overlap_runtime::params_file::save_params;
+use overlap_runtime::train::{io_widths, TrainSummary, Trainer};
+use overlap_runtime::{device, CommMode, Communicator, CrossEntropyLoss, DistributedModel, Error, Result};
+
+pub use args::TrainArgs;
+pub use progress::Bar;
+
+/// How long a failing rank waits for the others to fail too before aborting the job.
+const ABORT_GRACE: Duration = Duration::from_secs(2);
+
+/// Parses the command line, trains `M`, and turns any error into a message and a non-zero exit
+/// status on the rank that hit it.
+pub fn main<M: DistributedModel>() -> ExitCode {
+    let args = TrainArgs::parse();
+    if args.cuda_libraries {
+        return device::print_cuda_libraries().map_or_else(|e| report_error(&e), |()| ExitCode::SUCCESS);
+    }
+    if args.device == args::Device::Cuda {
+        // Before MPI starts: this may start the program again with NCCL made findable.
+        if let Err(e) = device::prepare_cuda_process() {
+            return report_error(&e);
+        }
+    }
+    let mut comm = match Communicator::from_env_with(args.all_reduce.into()) {
+        Ok(comm) => comm.with_mode(match (args.no_overlap, args.compute_only) {
+            (true, _) => CommMode::AfterBackward,
+            (_, true) => CommMode::Skip,
+            _ => CommMode::Overlap,
+        }),
+        Err(e) => return report_error(&e),
+    };
+    if let Err(e) = comm.emulate_link(args.link) {
+        return report_error(&e);
+    }
+    comm.set_wait_timeout(args.comm_timeout);
+    comm.set_check_finite(args.check_finite);
+    // Errors are reported while the communicator is alive; then the job ends: if every rank
+    // failed alike they meet and exit, otherwise the others are waiting for this rank and
+    // would wait forever, so MPI_Abort ends them.
+    match run::<M>(&args, &comm) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let code = report_error(&e);
+            comm.abort_job(ABORT_GRACE);
+            code
+        }
+    }
+}
+
+fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
+    let rank = comm.rank();
+    if args.print_schedule {
+        if rank == 0 {
+            print!("{}", M::SCHEDULE);
+        }
+        return Ok(());
+    }
+    match args.device {
+        args::Device::Cpu => use_threads(args.threads, rank),
+        args::Device::Cuda => {
+            refuse_cpu_only_flags(args)?;
+            if args.threads > 1 && rank == 0 {
+                eprintln!("note: --threads has no effect with --device cuda: the GPU runs the products")
+            }
+        }
+    }
+    if args.comm_only {
+        return comm_bench::run::<M>(args, comm);
+    }
+    train::<M>(args, comm).map(drop)
+}
+
+/// Trains `M` as the flags say, on the synthetic set or `--data`, and writes `--save-params`.
+pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<TrainSummary> {
+    if let (0, Some(link), 1) = (comm.rank(), args.link, comm.world_size()) {
+        eprintln!("note: --link {link} has no effect with one rank: there is nothing to all-reduce");
+    }
+    let mut data = training_data::<M>(args)?;
+    let mut model = M::new(comm, args.seed)?;
+    let trainer = Trainer::new(comm).config(args.train_config());
+    let trainer = if comm.rank() == 0 { trainer.progress(Bar::new()) } else { trainer };
+    let summary = trainer.fit(&mut model, &mut data, &CrossEntropyLoss)?;
+    if let (0, Some(path)) = (comm.rank(), &args.save_params) {
+        save_params(&model, path)?;
+    }
+    Ok(summary)
+}
+
+/// The synthetic set, or the IDX files of `--data`, shaped for the model's input and output.
+fn training_data<M: DistributedModel>(args: &TrainArgs) -> Result<TrainingData> {
+    let schedule = M::SCHEDULE;
+    let (features, classes) = io_widths(&schedule).ok_or_else(|| {
+        Error::Config(format!("{} has no layer with fixed widths, so its input size is unknown", schedule.model))
+    })?;
+    Ok(match &args.data {
+        None => {
+            TrainingData::Synthetic(SyntheticClassification::new(args.seed.wrapping_add(0x5eed), features, classes))
+        }
+        Some(dir) => TrainingData::from_idx_dir(dir, features, classes)?,
+    })
+}
+
+/// Flags whose machinery exists only on the CPU so far, refused together with one message.
+fn refuse_cpu_only_flags(args: &TrainArgs) -> Result<()> {
+    let refused: Vec<&str> = [
+        (args.comm_only, "--comm-only"),
+        (args.link.is_some(), "--link"),
+        (args.comm_timeout.is_some(), "--comm-timeout"),
+        (args.check_finite, "--check-finite"),
+        (args.write_profile.is_some(), "--write-profile"),
+        (!args.simulate.is_empty(), "--simulate"),
+    ]
+    .into_iter()
+    .filter_map(|(set, flag)| set.then_some(flag))
+    .collect();
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Config(format!("not supported with --device cuda yet: {}", refused.join(", "))))
+    }
+}
+
+fn report_error(e: &Error) -> ExitCode {
+    let rank = std::env::var("OMPI_COMM_WORLD_RANK").unwrap_or_else(|_| "0".into());
+    // One write, so mpirun does not interleave it with other ranks' messages.
+    let message = format!("rank {rank}: error: {e}\n");
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), message.as_bytes());
+    ExitCode::FAILURE
+}
+
+/// Runs this process's matrix products on `threads` threads, with a note (rank 0) when fewer
+/// cores than that are open to it: mpirun binds each rank to one core unless told otherwise.
+fn use_threads(threads: usize, rank: usize) {
+    overlap_runtime::threads::set(threads);
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    if threads > cores && rank == 0 {
+        eprintln!(
+            "note: --threads {threads}, but this process may run on only {cores} core(s); its threads \
+             take turns there. Give each rank more cores, e.g. mpirun --map-by slot:PE={threads} \
+             (or --bind-to none)"
+        );
+    }
+}

@@ -1,0 +1,143 @@
+//! One training step's work on a device, behind one contract, so that the `Trainer` has one loop
+//! for the CPU and the GPU. The CPU side is the code `#[distributed_model]` emitted; the GPU
+//! side (`cuda::GpuBackend`) executes the same compiled schedule with kernels and NCCL.
+
+use overlap_plan::Schedule;
+
+use crate::comm::Communicator;
+use crate::data::Batch;
+use crate::error::{Error, Result};
+use crate::fault;
+use crate::loss::Loss;
+use crate::model::DistributedModel;
+use crate::optim::ChosenOptimizer;
+use crate::tensor::Matrix;
+use crate::trace;
+
+/// A device that runs one step as forward and loss per micro-batch, backward per micro-batch,
+/// then the step.
+pub(crate) trait StepBackend<M: DistributedModel> {
+    /// Before the first micro-batch of step `step` (0-based).
+    fn begin_step(&mut self, step: u64) -> Result<()>;
+
+    /// Forward and the loss on `batch`; returns this rank's mean loss over it. A device that
+    /// must copy the value out may return 0 when `want_loss` is false.
+    fn forward_loss(&mut self, batch: &Batch, loss: &dyn Loss, want_loss: bool) -> Result<f64>;
+
+    /// Backward of the last forward. Micro-step `micro` of the step; the `last` one launches
+    /// every bucket's all-reduce as backward completes it, earlier ones only accumulate.
+    fn backward(&mut self, micro: usize, last: bool) -> Result<()>;
+
+    /// Waits for each bucket and updates its parameters; the step is complete on return.
+    fn step(&mut self) -> Result<()>;
+
+    /// The parameters and optimizer state as they are now, on the host (for a checkpoint).
+    fn host_state(&mut self) -> Result<(&M, &ChosenOptimizer)>;
+
+    /// After the last step: the host model holds the final parameters.
+    fn finish(&mut self) -> Result<()>;
+
+    /// `GPU 0 (NVIDIA H200, sm_90)`, for the start-up line; the CPU says nothing.
+    fn describe(&self) -> Option<String> {
+        None
+    }
+}
+
+/// The CPU: the macro's forward, backward and step on this process, all-reduces on the
+/// communication thread.
+pub(crate) struct CpuBackend<'a, M: DistributedModel> {
+    model: &'a mut M,
+    optimizer: ChosenOptimizer,
+    comm: &'a Communicator,
+    schedule: Schedule,
+    /// The buckets between steps (`None` while in flight).
+    grads: Option<M::Grads>,
+    in_flight: Option<M::InFlight>,
+    ws: M::Workspace,
+    grad_output: Matrix,
+    step: u64,
+}
+
+impl<'a, M: DistributedModel> CpuBackend<'a, M> {
+    pub(crate) fn new(model: &'a mut M, optimizer: ChosenOptimizer, comm: &'a Communicator) -> Self {
+        let grads = Some(model.new_grads());
+        CpuBackend {
+            model,
+            optimizer,
+            comm,
+            schedule: M::SCHEDULE,
+            grads,
+            in_flight: None,
+            ws: M::Workspace::default(),
+            grad_output: Matrix::default(),
+            step: 0,
+        }
+    }
+}
+
+impl<M: DistributedModel> StepBackend<M> for CpuBackend<'_, M> {
+    fn begin_step(&mut self, step: u64) -> Result<()> {
+        self.step = step;
+        if self.grads.is_none() {
+            // A failed step lost its buckets with its error; start the next one whole.
+            self.in_flight = None;
+            self.grads = Some(self.model.new_grads());
+        }
+        Ok(())
+    }
+
+    fn forward_loss(&mut self, batch: &Batch, loss: &dyn Loss, _want_loss: bool) -> Result<f64> {
+        let output = self.model.forward(&batch.inputs, &mut self.ws);
+        let span = trace::loss();
+        let value = loss.loss_and_gradient(output, batch, &mut self.grad_output)?;
+        drop(span);
+        if fault::poison_gradient(self.comm.rank(), self.step) {
+            self.grad_output.as_mut_slice()[0] = f32::NAN;
+        }
+        Ok(f64::from(value))
+    }
+
+    fn backward(&mut self, _micro: usize, last: bool) -> Result<()> {
+        let grads = self.grads.as_mut().ok_or_else(|| Error::Config("backward twice in one step".into()))?;
+        if !last {
+            self.model.backward_no_sync(&mut self.ws, &self.grad_output, grads);
+            return Ok(());
+        }
+        let grads = self.grads.take().expect("checked above");
+        let (model, ws, optimizer) = (&mut *self.model, &mut self.ws, &mut self.optimizer);
+        self.in_flight = Some(model.backward(ws, &self.grad_output, grads, self.comm, optimizer));
+        Ok(())
+    }
+
+    fn step(&mut self) -> Result<()> {
+        let in_flight = self.in_flight.take().ok_or_else(|| Error::Config("a step without a backward".into()))?;
+        let grads = self.model.step(in_flight, &mut self.optimizer);
+        self.grads = Some(grads.map_err(|e| name_parameter(e, &self.schedule, self.step))?);
+        Ok(())
+    }
+
+    fn host_state(&mut self) -> Result<(&M, &ChosenOptimizer)> {
+        Ok((self.model, &self.optimizer))
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A non-finite gradient found at a wait point, named by parameter and step.
+fn name_parameter(e: Error, schedule: &Schedule, step: u64) -> Error {
+    let Error::NonFiniteGradient { bucket, offset, value } = e else { return e };
+    let found = schedule.buckets.get(bucket).and_then(|b| {
+        b.params.iter().find_map(|&p| {
+            let info = schedule.param(p);
+            (info.offset..info.offset + info.numel())
+                .contains(&offset)
+                .then(|| (schedule.param_name(p), offset - info.offset))
+        })
+    });
+    match found {
+        Some((param, element)) => Error::NonFiniteParameter { param, element, step: step + 1, value },
+        None => Error::NonFiniteGradient { bucket, offset, value },
+    }
+}

@@ -1,0 +1,198 @@
+//! The plain settings of a training run. The `Trainer`'s builder fills them; the command line
+//! fills them from its flags. Nothing here knows about either.
+
+use std::path::PathBuf;
+
+use crate::optim::{AdamW, ChosenOptimizer, Sgd};
+use crate::profile::Cluster;
+
+/// Which update rule, with PyTorch's defaults for what is left unset.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OptimizerConfig {
+    pub kind: OptimizerKind,
+    /// Learning rate [default: 0.05 for SGD, 0.001 for AdamW].
+    pub lr: Option<f32>,
+    /// SGD's momentum (AdamW ignores it).
+    pub momentum: f32,
+    /// Weight decay [default: 0 for SGD, 0.01 for AdamW].
+    pub weight_decay: Option<f32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OptimizerKind {
+    /// SGD with momentum (PyTorch's rule).
+    #[default]
+    Sgd,
+    /// AdamW (PyTorch's rule and defaults).
+    AdamW,
+}
+
+impl Default for OptimizerConfig {
+    /// SGD, learning rate 0.05, momentum 0.9.
+    fn default() -> Self {
+        OptimizerConfig { kind: OptimizerKind::Sgd, lr: None, momentum: 0.9, weight_decay: None }
+    }
+}
+
+impl OptimizerConfig {
+    /// SGD with momentum 0.9 and no weight decay.
+    pub fn sgd(lr: f32) -> Self {
+        OptimizerConfig { lr: Some(lr), ..OptimizerConfig::default() }
+    }
+
+    /// AdamW with PyTorch's defaults (betas 0.9, 0.999; eps 1e-8; weight decay 0.01).
+    pub fn adamw(lr: f32) -> Self {
+        OptimizerConfig { kind: OptimizerKind::AdamW, lr: Some(lr), momentum: 0.0, weight_decay: None }
+    }
+
+    pub fn momentum(self, momentum: f32) -> Self {
+        OptimizerConfig { momentum, ..self }
+    }
+
+    pub fn weight_decay(self, weight_decay: f32) -> Self {
+        OptimizerConfig { weight_decay: Some(weight_decay), ..self }
+    }
+
+    /// A fresh optimizer with these settings and no state.
+    pub fn build(&self) -> ChosenOptimizer {
+        match self.kind {
+            OptimizerKind::Sgd => ChosenOptimizer::Sgd(
+                Sgd::new(self.lr.unwrap_or(0.05))
+                    .momentum(self.momentum)
+                    .weight_decay(self.weight_decay.unwrap_or(0.0)),
+            ),
+            OptimizerKind::AdamW => ChosenOptimizer::AdamW(
+                AdamW::new(self.lr.unwrap_or(1e-3)).weight_decay(self.weight_decay.unwrap_or(0.01)),
+            ),
+        }
+    }
+
+    /// Buffers the optimizer keeps per parameter element (momentum; AdamW's two moments).
+    pub fn buffers_per_param(&self) -> usize {
+        match self.kind {
+            OptimizerKind::Sgd if self.momentum > 0.0 => 1,
+            OptimizerKind::Sgd => 0,
+            OptimizerKind::AdamW => 2,
+        }
+    }
+}
+
+/// How the overlap report is printed (rank 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ReportFormat {
+    /// A table for people.
+    #[default]
+    Text,
+    /// One JSON document per report on stdout, for scripts (log lines then go to stderr).
+    Json,
+    /// No report (and no recording unless a trace or timeline asks for it).
+    Off,
+}
+
+/// What a run records and writes about itself (see `observe`).
+#[derive(Clone, Debug, Default)]
+pub struct ObserveConfig {
+    pub report: ReportFormat,
+    /// Also print the report every N steps, over those N steps.
+    pub report_every: Option<u64>,
+    /// Every rank's spans as one Chrome trace-event file.
+    pub trace: Option<PathBuf>,
+    /// One representative step as an SVG timeline.
+    pub timeline: Option<PathBuf>,
+    /// The measured per-layer times, as a profile for `buckets = profile("FILE")`.
+    pub write_profile: Option<PathBuf>,
+    /// Clusters to predict this model's step on, from the times measured in this run.
+    pub simulate: Vec<Cluster>,
+}
+
+impl ObserveConfig {
+    /// Whether anything needs the spans recorded.
+    pub fn records(&self) -> bool {
+        self.report != ReportFormat::Off
+            || self.trace.is_some()
+            || self.timeline.is_some()
+            || self.write_profile.is_some()
+            || !self.simulate.is_empty()
+    }
+}
+
+/// Checkpoints: where, and how often.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SaveConfig {
+    pub dir: PathBuf,
+    /// Also every N steps; the last step always saves.
+    pub every: Option<u64>,
+}
+
+/// Where the model trains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Device {
+    /// This process's CPU (one thread computes, one communicates).
+    #[default]
+    Cpu,
+    /// One NVIDIA GPU per process (needs the `cuda` feature); `gpu: None` is the MPI local rank.
+    Cuda { gpu: Option<usize> },
+}
+
+impl Device {
+    /// The GPU this rank uses: the one asked for, else the MPI local rank (one process per GPU).
+    pub fn gpu_ordinal(gpu: Option<usize>) -> usize {
+        gpu.unwrap_or_else(|| {
+            std::env::var("OMPI_COMM_WORLD_LOCAL_RANK").ok().and_then(|r| r.parse().ok()).unwrap_or(0)
+        })
+    }
+}
+
+/// Everything about a run but the model, the data and the loss.
+#[derive(Clone, Debug)]
+pub struct TrainConfig {
+    /// Optimizer steps to reach (a resumed run continues to this total).
+    pub steps: u64,
+    /// Samples per rank per micro-step.
+    pub batch: usize,
+    /// Micro-steps per optimizer step (only the last one communicates).
+    pub accumulate: usize,
+    /// Log the loss and throughput every N steps (and the first and last).
+    pub log_every: u64,
+    pub optimizer: OptimizerConfig,
+    pub observe: ObserveConfig,
+    pub save: Option<SaveConfig>,
+    /// Continue from the newest checkpoint in this folder.
+    pub resume: Option<PathBuf>,
+    pub device: Device,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            steps: 100,
+            batch: 64,
+            accumulate: 1,
+            log_every: 10,
+            optimizer: OptimizerConfig::default(),
+            observe: ObserveConfig::default(),
+            save: None,
+            resume: None,
+            device: Device::Cpu,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Samples per optimizer step over all ranks.
+    pub fn global_batch(&self, world_size: usize) -> u64 {
+        (self.batch as u64).saturating_mul(self.accumulate as u64).saturating_mul(world_size as u64)
+    }
+
+    /// Whether step `step` (0-based) ends with a checkpoint: the last one, and every `every`.
+    pub fn saves_after(&self, step: u64) -> bool {
+        self.save
+            .as_ref()
+            .is_some_and(|s| step + 1 == self.steps || s.every.is_some_and(|n| (step + 1).is_multiple_of(n)))
+    }
+
+    /// Whether step `step` logs its loss: the first one run, every `log_every`, the last.
+    pub fn logs(&self, first_step: u64, step: u64) -> bool {
+        step == first_step || (step + 1).is_multiple_of(self.log_every) || step + 1 == self.steps
+    }
+}

@@ -1,0 +1,342 @@
+//! The `Trainer`: the training loop for any `#[distributed_model]`, any `Loss` and any
+//! `Dataset`, on the CPU or a GPU, with everything the examples have: overlap (or not, as the
+//! `Communicator` is set), gradient accumulation, log lines and the report on rank 0, the
+//! trace and timeline, checkpoints and resume.
+//!
+//! The facade's crate documentation (`overlap`) shows a whole run: a model, a loss and a
+//! dataset of one's own, fitted by a `Trainer`.
+
+mod backend;
+pub mod config;
+mod progress;
+mod summary;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use overlap_plan::{Schedule, Width};
+
+use crate::checkpoint::{self, Position};
+use crate::comm::Communicator;
+use crate::data::{shard_start_after, Batch, Dataset};
+use crate::error::{Error, Result};
+use crate::fault;
+use crate::loss::Loss;
+use crate::model::DistributedModel;
+use crate::observe::{Observer, RunShape};
+use crate::optim::ChosenOptimizer;
+use crate::profile::Cluster;
+use crate::trace;
+
+use backend::CpuBackend;
+pub(crate) use backend::StepBackend;
+pub use config::{Device, ObserveConfig, OptimizerConfig, OptimizerKind, ReportFormat, SaveConfig, TrainConfig};
+pub use progress::{NoProgress, Progress};
+use summary::LossLog;
+pub use summary::TrainSummary;
+
+/// A training run's settings, built up, then `fit` to a model, data and a loss.
+pub struct Trainer<'c> {
+    comm: &'c Communicator,
+    config: TrainConfig,
+    progress: Box<dyn Progress + 'c>,
+}
+
+impl<'c> Trainer<'c> {
+    /// A run on `comm`'s ranks with the defaults of [`TrainConfig`]: 100 steps of 64 samples
+    /// per rank, SGD (0.05, momentum 0.9), a text report at the end, on the CPU. The
+    /// communicator carries what the generated backward needs at each call: overlap or not
+    /// (`Communicator::with_mode`), an emulated link, the wait timeout and finite checks.
+    pub fn new(comm: &'c Communicator) -> Self {
+        Trainer { comm, config: TrainConfig::default(), progress: Box::new(NoProgress) }
+    }
+
+    /// Replaces every setting at once.
+    pub fn config(self, config: TrainConfig) -> Self {
+        Trainer { config, ..self }
+    }
+
+    /// Optimizer steps to reach (a resumed run continues to this total).
+    pub fn steps(mut self, steps: u64) -> Self {
+        self.config.steps = steps;
+        self
+    }
+
+    /// Samples per rank per micro-step.
+    pub fn batch(mut self, batch: usize) -> Self {
+        self.config.batch = batch;
+        self
+    }
+
+    /// Micro-steps per optimizer step: gradients accumulate, only the last one communicates.
+    pub fn accumulate(mut self, micro_steps: usize) -> Self {
+        self.config.accumulate = micro_steps;
+        self
+    }
+
+    /// Log the global loss and throughput every `steps` steps (rank 0).
+    pub fn log_every(mut self, steps: u64) -> Self {
+        self.config.log_every = steps;
+        self
+    }
+
+    pub fn optimizer(mut self, optimizer: OptimizerConfig) -> Self {
+        self.config.optimizer = optimizer;
+        self
+    }
+
+    /// Checkpoints into `dir` at the end, and every `every` steps.
+    pub fn save(mut self, dir: impl Into<PathBuf>, every: Option<u64>) -> Self {
+        self.config.save = Some(SaveConfig { dir: dir.into(), every });
+        self
+    }
+
+    /// Continues from the newest checkpoint in `dir`.
+    pub fn resume(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.config.resume = Some(dir.into());
+        self
+    }
+
+    /// The overlap report at the end (and every `every` steps).
+    pub fn report(mut self, format: ReportFormat, every: Option<u64>) -> Self {
+        self.config.observe.report = format;
+        self.config.observe.report_every = every;
+        self
+    }
+
+    /// A Chrome trace of every rank's spans.
+    pub fn trace(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config.observe.trace = Some(path.into());
+        self
+    }
+
+    /// An SVG timeline of one representative step.
+    pub fn timeline(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config.observe.timeline = Some(path.into());
+        self
+    }
+
+    /// Predicts this model's step on `cluster` from the times measured in this run.
+    pub fn simulate(mut self, cluster: Cluster) -> Self {
+        self.config.observe.simulate.push(cluster);
+        self
+    }
+
+    pub fn device(mut self, device: Device) -> Self {
+        self.config.device = device;
+        self
+    }
+
+    /// A progress display for rank 0 (the command line's bar); log lines only by default.
+    pub fn progress(mut self, progress: impl Progress + 'c) -> Self {
+        self.progress = Box::new(progress);
+        self
+    }
+
+    pub fn settings(&self) -> &TrainConfig {
+        &self.config
+    }
+
+    /// Trains `model` on `data` against `loss` until `steps`, resuming first if asked. Every
+    /// rank calls it with its own copy of the model (built by `M::new`, which gives every rank
+    /// rank 0's values); on return `model` holds the trained parameters.
+    pub fn fit<M: DistributedModel>(
+        self,
+        model: &mut M,
+        data: &mut impl Dataset,
+        loss: &impl Loss,
+    ) -> Result<TrainSummary> {
+        let Trainer { comm, config, progress } = self;
+        check(&config, &M::SCHEDULE, data)?;
+        let mut optimizer = config.optimizer.build();
+        let position = resume(&config, model, &mut optimizer, comm.rank())?;
+        let run = Run { comm, config: &config, progress: if comm.rank() == 0 { &*progress } else { &NoProgress } };
+        match config.device {
+            Device::Cpu => run.steps(CpuBackend::new(model, optimizer, comm), position, data, loss),
+            Device::Cuda { gpu } => fit_on_gpu(run, model, optimizer, gpu, position, data, loss),
+        }
+    }
+}
+
+/// The run `fit` is doing.
+struct Run<'r> {
+    comm: &'r Communicator,
+    config: &'r TrainConfig,
+    /// Rank 0's display; `NoProgress` elsewhere.
+    progress: &'r dyn Progress,
+}
+
+#[cfg(feature = "cuda")]
+fn fit_on_gpu<M: DistributedModel>(
+    run: Run,
+    model: &mut M,
+    optimizer: ChosenOptimizer,
+    gpu: Option<usize>,
+    position: Position,
+    data: &mut impl Dataset,
+    loss: &impl Loss,
+) -> Result<TrainSummary> {
+    let setup = crate::cuda::GpuSetup {
+        ordinal: Device::gpu_ordinal(gpu),
+        config: run.config,
+        timed: run.config.observe.records(),
+    };
+    let backend = crate::cuda::GpuBackend::open(setup, model, optimizer, run.comm, loss)?;
+    run.steps(backend, position, data, loss)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn fit_on_gpu<M: DistributedModel>(
+    _: Run,
+    _: &mut M,
+    _: ChosenOptimizer,
+    _: Option<usize>,
+    _: Position,
+    _: &mut impl Dataset,
+    _: &impl Loss,
+) -> Result<TrainSummary> {
+    Err(Error::CudaNotBuilt)
+}
+
+impl Run<'_> {
+    /// The loop, the same on every device.
+    fn steps<M: DistributedModel>(
+        self,
+        mut backend: impl StepBackend<M>,
+        mut position: Position,
+        data: &mut impl Dataset,
+        loss: &impl Loss,
+    ) -> Result<TrainSummary> {
+        let Run { comm, config, progress } = self;
+        let (rank, world) = (comm.rank(), comm.world_size());
+        let schedule = M::SCHEDULE;
+        let shape = RunShape {
+            steps: config.steps,
+            batch: config.batch,
+            accumulate: config.accumulate,
+            optimizer_buffers: config.optimizer.buffers_per_param(),
+        };
+        let mut observer = Observer::start(&config.observe, shape, comm, schedule.clone())?;
+        if let Some(device) = backend.describe() {
+            observer.say(&format!("training {} on {device} per rank", schedule.model));
+        }
+        let first_step = position.next_step;
+        progress.start(first_step, config.steps);
+        let mut batch = Batch::default();
+        let mut step_times = Vec::with_capacity(config.steps.saturating_sub(first_step).min(1 << 20) as usize);
+        let mut log = LossLog::new(first_step);
+        for step in first_step..config.steps {
+            fault::at_step(rank, step);
+            trace::set_step(step);
+            let started = Instant::now();
+            backend.begin_step(step)?;
+            let step_span = trace::step();
+            let logging = config.logs(first_step, step);
+            let mut step_loss = 0.0f64;
+            for micro in 0..config.accumulate {
+                let first = shard_start_after(position.samples_seen, micro, world, rank, config.batch);
+                data.fill(first, config.batch, &mut batch)?;
+                if batch.rows() != config.batch {
+                    return Err(Error::Dataset(format!(
+                        "asked for {} samples from index {first}, the dataset filled {}",
+                        config.batch,
+                        batch.rows()
+                    )));
+                }
+                step_loss += backend.forward_loss(&batch, loss, logging)?;
+                backend.backward(micro, micro + 1 == config.accumulate)?;
+            }
+            backend.step()?;
+            drop(step_span);
+            position =
+                Position { next_step: step + 1, samples_seen: position.samples_seen + config.global_batch(world) };
+            step_times.push(started.elapsed());
+            progress.advance();
+            if logging {
+                let line = log.record(config, comm, step, step_loss, started)?;
+                let note = observer.emulation_note();
+                progress.suspend(&mut || observer.say(&format!("{line}{note}")));
+            }
+            let mut observed = Ok(());
+            progress.suspend(&mut || observed = observer.after_step(step, comm));
+            observed?;
+            if let (0, Some(save), true) = (rank, &config.save, config.saves_after(step)) {
+                let (model, optimizer) = backend.host_state()?;
+                let written = checkpoint::save(&save.dir, model, optimizer, position)?;
+                progress.suspend(&mut || observer.say(&format!("checkpoint: {}", written.display())));
+            }
+        }
+        progress.finish();
+        backend.finish()?;
+        comm.barrier()?;
+        let summary = TrainSummary::new(config, world, &log, step_times);
+        let on = backend.describe().map(|d| format!(" on {d}")).unwrap_or_default();
+        observer.say(&format!("{}{on}{}", summary.describe(comm.mode()), observer.emulation_note()));
+        observer.finish(comm)?;
+        Ok(summary)
+    }
+}
+
+/// Settings that cannot run, and a dataset that does not fit the model, refused before anything
+/// starts.
+fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Dataset) -> Result<()> {
+    let zero = [
+        ("steps", config.steps == 0),
+        ("batch", config.batch == 0),
+        ("accumulate", config.accumulate == 0),
+        ("log_every", config.log_every == 0),
+    ];
+    if let Some((name, _)) = zero.iter().find(|(_, is_zero)| *is_zero) {
+        return Err(Error::Config(format!("{name} must be at least 1")));
+    }
+    if config.save.as_ref().is_some_and(|s| s.every == Some(0)) {
+        return Err(Error::Config("checkpoints every 0 steps: give a positive interval or none".into()));
+    }
+    let Some((features, _)) = io_widths(schedule) else {
+        return Err(Error::Config(format!("{} has no layer with fixed widths", schedule.model)));
+    };
+    if data.features() != features {
+        return Err(Error::Dataset(format!(
+            "{} has {} features per sample, {}'s first layer takes {features}",
+            data.describe(),
+            data.features(),
+            schedule.model
+        )));
+    }
+    Ok(())
+}
+
+/// Input width of the first fixed-width layer and output width of the last one.
+pub fn io_widths(schedule: &Schedule) -> Option<(usize, usize)> {
+    let fixed = || {
+        schedule.layers.iter().filter_map(|l| match l.width {
+            Width::Fixed { input, output } => Some((input, output)),
+            Width::Preserving => None,
+        })
+    };
+    Some((fixed().next()?.0, fixed().next_back()?.1))
+}
+
+/// Where training starts: step 0, or the newest checkpoint of `resume` (loaded into `model`
+/// and `optimizer`), which must be before `steps`.
+fn resume<M: DistributedModel>(
+    config: &TrainConfig,
+    model: &mut M,
+    optimizer: &mut ChosenOptimizer,
+    rank: usize,
+) -> Result<Position> {
+    let mut position = Position { next_step: 0, samples_seen: 0 };
+    if let Some(dir) = &config.resume {
+        position = checkpoint::load(dir, model, optimizer)?;
+        if rank == 0 {
+            eprintln!("resumed from {} at step {}", dir.display(), position.next_step);
+        }
+    }
+    if position.next_step >= config.steps {
+        return Err(Error::Config(format!(
+            "the checkpoint is at step {}, and {} steps is the total to reach: nothing to do",
+            position.next_step, config.steps
+        )));
+    }
+    Ok(position)
+}

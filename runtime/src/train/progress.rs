@@ -1,0 +1,26 @@
+//! How a run shows its progress on rank 0. The library prints log lines and reports itself; a
+//! progress display (the command line's bar) plugs in here, so that the runtime does not
+//! depend on a terminal library.
+
+/// Told about each step on rank 0 (other ranks get a [`NoProgress`]).
+pub trait Progress {
+    /// Training starts at `first_step` (0-based; later than 0 after a resume) of `steps`.
+    fn start(&self, _first_step: u64, _steps: u64) {}
+
+    /// One more step is done.
+    fn advance(&self) {}
+
+    /// Runs `print`, which writes lines to the terminal, without tearing the display.
+    fn suspend(&self, print: &mut dyn FnMut()) {
+        print()
+    }
+
+    /// Training is over: the display goes away before the summary lines.
+    fn finish(&self) {}
+}
+
+/// Log lines only.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {}

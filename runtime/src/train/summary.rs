@@ -1,0 +1,84 @@
+//! What a run reports about itself as it goes (the loss lines) and at its end (the summary).
+
+use std::time::{Duration, Instant};
+
+use super::config::TrainConfig;
+use crate::comm::{CommMode, Communicator};
+use crate::error::Result;
+
+/// What a run did, as rank 0 reports it.
+#[derive(Clone, Debug)]
+pub struct TrainSummary {
+    /// Steps run by this call (fewer than `TrainConfig::steps` after a resume).
+    pub steps: u64,
+    pub world_size: usize,
+    /// The global mean loss of the first and the last step run.
+    pub first_loss: f64,
+    pub final_loss: f64,
+    pub median_step: Duration,
+    /// Samples per second over all ranks, from the median step time.
+    pub samples_per_sec: f64,
+}
+
+impl TrainSummary {
+    /// From the per-step times of the steps run and the losses `log` kept.
+    pub(crate) fn new(config: &TrainConfig, world_size: usize, log: &LossLog, mut step_times: Vec<Duration>) -> Self {
+        step_times.sort();
+        let median_step = step_times.get(step_times.len() / 2).copied().unwrap_or_default();
+        TrainSummary {
+            steps: step_times.len() as u64,
+            world_size,
+            first_loss: log.first,
+            final_loss: log.last,
+            median_step,
+            samples_per_sec: config.global_batch(world_size) as f64 / median_step.as_secs_f64().max(f64::MIN_POSITIVE),
+        }
+    }
+
+    /// The closing line rank 0 prints.
+    pub fn describe(&self, mode: CommMode) -> String {
+        format!(
+            "done: {} steps on {} rank(s) ({}), loss {:.4} -> {:.4}, median step {:.1} ms, {:.0} samples/s",
+            self.steps,
+            self.world_size,
+            mode.name(),
+            self.first_loss,
+            self.final_loss,
+            self.median_step.as_secs_f64() * 1e3,
+            self.samples_per_sec,
+        )
+    }
+}
+
+/// The first and last global losses logged.
+pub(crate) struct LossLog {
+    pub first_step: u64,
+    pub first: f64,
+    pub last: f64,
+}
+
+impl LossLog {
+    pub(crate) fn new(first_step: u64) -> Self {
+        LossLog { first_step, first: f64::NAN, last: f64::NAN }
+    }
+
+    /// Averages `loss` (this rank's, summed over its micro-steps) over micro-steps and ranks,
+    /// keeps it, and returns the step's log line with the throughput since `started`.
+    pub(crate) fn record(
+        &mut self,
+        config: &TrainConfig,
+        comm: &Communicator,
+        step: u64,
+        loss: f64,
+        started: Instant,
+    ) -> Result<String> {
+        let world = comm.world_size();
+        let global = comm.sum_f64(loss / config.accumulate as f64)? / world as f64;
+        if step == self.first_step {
+            self.first = global;
+        }
+        self.last = global;
+        let rate = config.global_batch(world) as f64 / started.elapsed().as_secs_f64();
+        Ok(format!("step {:>6}  loss {global:.4}  {rate:>8.0} samples/s", step + 1))
+    }
+}
