@@ -149,6 +149,10 @@ pub struct TrainArgs {
     /// end, and every --save-every steps. Rank 0 writes; a crash never leaves a torn one.
     #[arg(long, value_name = "DIR")]
     pub save: Option<PathBuf>,
+    /// Replace another run's checkpoints found in the --save folder (without it, that folder
+    /// must be empty of checkpoints, or be the --resume folder).
+    #[arg(long, requires = "save")]
+    pub overwrite: bool,
     /// Checkpoint every N steps (needs --save).
     #[arg(long, value_name = "N", requires = "save", value_parser = clap::value_parser!(u64).range(1..))]
     pub save_every: Option<u64>,
@@ -195,7 +199,7 @@ impl TrainArgs {
                 weight_decay: self.weight_decay,
             },
             observe: self.observe_config(),
-            save: self.save.clone().map(|dir| SaveConfig { dir, every: self.save_every }),
+            save: self.save.clone().map(|dir| SaveConfig { dir, every: self.save_every, overwrite: self.overwrite }),
             resume: self.resume.clone(),
             device: match self.device {
                 Device::Cpu => RunDevice::Cpu,

@@ -19,9 +19,10 @@ use std::time::Duration;
 
 use clap::Parser;
 use overlap_runtime::data::{SyntheticClassification, TrainingData};
+use overlap_runtime::output_paths;
 use overlap_runtime::params_file::save_params;
-use overlap_runtime::train::{io_widths, TrainSummary, Trainer};
-use overlap_runtime::{device, CommMode, Communicator, CrossEntropyLoss, DistributedModel, Error, Result};
+use overlap_runtime::train::{io_widths, on_rank0, TrainSummary, Trainer};
+use overlap_runtime::{console, device, CommMode, Communicator, CrossEntropyLoss, DistributedModel, Error, Result};
 
 pub use args::TrainArgs;
 pub use progress::Bar;
@@ -72,16 +73,17 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
     let rank = comm.rank();
     if args.print_schedule {
         if rank == 0 {
-            print!("{}", M::SCHEDULE);
+            console::out(&M::SCHEDULE.to_string());
         }
         return Ok(());
     }
+    refuse_contradictions(args)?;
     match args.device {
         args::Device::Cpu => use_threads(args.threads, rank),
         args::Device::Cuda => {
             refuse_cpu_only_flags(args)?;
             if args.threads > 1 && rank == 0 {
-                eprintln!("note: --threads has no effect with --device cuda: the GPU runs the products")
+                console::err_line("note: --threads has no effect with --device cuda: the GPU runs the products")
             }
         }
     }
@@ -94,7 +96,10 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
 /// Trains `M` as the flags say, on the synthetic set or `--data`, and writes `--save-params`.
 pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<TrainSummary> {
     if let (0, Some(link), 1) = (comm.rank(), args.link, comm.world_size()) {
-        eprintln!("note: --link {link} has no effect with one rank: there is nothing to all-reduce");
+        console::err_line(&format!("note: --link {link} has no effect with one rank: there is nothing to all-reduce"));
+    }
+    if let Some(path) = &args.save_params {
+        on_rank0(comm, || output_paths::check_file(path, "--save-params"))?;
     }
     let mut data = training_data::<M>(args)?;
     let mut model = M::new(comm, args.seed)?;
@@ -119,6 +124,31 @@ fn training_data<M: DistributedModel>(args: &TrainArgs) -> Result<TrainingData> 
         }
         Some(dir) => TrainingData::from_idx_dir(dir, features, classes)?,
     })
+}
+
+/// Flags that do nothing with the others given, refused rather than ignored.
+fn refuse_contradictions(args: &TrainArgs) -> Result<()> {
+    if args.gpu.is_some() && args.device == args::Device::Cpu {
+        return Err(Error::Config("--gpu chooses a GPU for --device cuda; this run is on the CPU".into()));
+    }
+    if args.comm_only {
+        let ignored: Vec<&str> = [
+            (args.save.is_some(), "--save"),
+            (args.save_params.is_some(), "--save-params"),
+            (args.resume.is_some(), "--resume"),
+            (args.data.is_some(), "--data"),
+        ]
+        .into_iter()
+        .filter_map(|(set, flag)| set.then_some(flag))
+        .collect();
+        if !ignored.is_empty() {
+            return Err(Error::Config(format!(
+                "--comm-only trains nothing, so it has nothing to do with {}",
+                ignored.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Flags whose machinery exists only on the CPU so far, refused together with one message.
@@ -155,10 +185,10 @@ fn use_threads(threads: usize, rank: usize) {
     overlap_runtime::threads::set(threads);
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     if threads > cores && rank == 0 {
-        eprintln!(
+        console::err_line(&format!(
             "note: --threads {threads}, but this process may run on only {cores} core(s); its threads \
              take turns there. Give each rank more cores, e.g. mpirun --map-by slot:PE={threads} \
              (or --bind-to none)"
-        );
+        ));
     }
 }

@@ -23,19 +23,20 @@ pub fn prepare_cuda_process() -> Result<()> {
 /// `--cuda-libraries`: the driver's CUDA version and where each library was found.
 #[cfg(feature = "cuda")]
 pub fn print_cuda_libraries() -> Result<()> {
+    use crate::console::out_line;
     use crate::cuda::libraries::{locate, nccl_findable, nccl_link, SearchEnv};
     use crate::error::Error;
     match crate::cuda::driver_cuda_version() {
-        Some((major, minor)) => println!("driver    supports CUDA {major}.{minor}"),
-        None => println!("driver    not found (libcuda.so.1 could not be loaded)"),
+        Some((major, minor)) => out_line(&format!("driver    supports CUDA {major}.{minor}")),
+        None => out_line("driver    not found (libcuda.so.1 could not be loaded)"),
     }
     let located = locate(&SearchEnv::from_process());
-    print!("{located}");
+    crate::console::out(&located.to_string());
     if let (Some(nccl), false) = (located.get("NCCL"), nccl_findable()) {
         // Other programs (the GPU tests) need this folder on LD_LIBRARY_PATH; training restarts
         // itself with it.
         let dir = nccl_link(&nccl.path).map_err(|e| Error::Cuda(format!("making the NCCL link: {e}")))?;
-        println!("NCCL link {}", dir.join("libnccl.so").display());
+        out_line(&format!("NCCL link {}", dir.join("libnccl.so").display()));
     }
     located.require_all().map_err(Error::Cuda)
 }

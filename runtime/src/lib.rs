@@ -3,6 +3,7 @@
 
 pub mod checkpoint;
 pub mod comm;
+pub mod console;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod data;
@@ -19,6 +20,7 @@ pub mod loss;
 pub mod model;
 pub mod observe;
 pub mod optim;
+pub mod output_paths;
 pub mod params_file;
 pub mod profile;
 pub mod tensor;

@@ -8,6 +8,7 @@
 use overlap_plan::{sim_buckets, simulate, Link, Schedule, StepCosts, Width, ELEM_BYTES};
 
 use crate::comm::{CommMode, Communicator, Transport};
+use crate::console;
 use crate::error::Result;
 use crate::profile;
 use crate::trace::{self, Memory, OverlapReport, PredictedStep, RunInfo, Span, StepBreakdown};
@@ -84,9 +85,9 @@ impl<'a> Observer<'a> {
             return;
         }
         if self.config.report == ReportFormat::Json {
-            eprintln!("{line}");
+            console::err_line(line);
         } else {
-            println!("{line}");
+            console::out_line(line);
         }
     }
 
@@ -205,8 +206,8 @@ impl<'a> Observer<'a> {
             });
         }
         match (report, self.config.report) {
-            (Some(r), ReportFormat::Json) => println!("{}", r.to_json()),
-            (Some(r), ReportFormat::Text) => print!("{r}"),
+            (Some(r), ReportFormat::Json) => console::out_line(&r.to_json()),
+            (Some(r), ReportFormat::Text) => console::out(&r.to_string()),
             (None, _) | (_, ReportFormat::Off) => {}
         }
     }

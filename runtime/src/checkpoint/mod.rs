@@ -15,8 +15,11 @@
 //! sync, rename, sync the directory). A crash at any instant leaves `latest` naming either the
 //! previous checkpoint or the new one, both complete. The two newest are kept.
 
+mod claim;
 mod durable;
 mod tensors;
+
+pub use claim::{claim, DirLock};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -262,8 +265,14 @@ fn latest_name(dir: &Path) -> Result<String> {
     Ok(name.to_string())
 }
 
-/// Deletes step directories older than the `KEEP` newest (best effort: a leftover costs disk,
-/// not correctness).
+/// Whether `name` is a step directory's name (`step-00000010`).
+fn is_step_dir(name: &str) -> bool {
+    name.strip_prefix("step-").is_some_and(|n| n.parse::<u64>().is_ok())
+}
+
+/// Deletes step directories older than the `KEEP` newest, and any newer than `newest`: those
+/// are partial, left by a crash during a later save (best effort: a leftover costs disk, not
+/// correctness).
 fn remove_old(dir: &Path, newest: &str) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     let number = |name: &str| name.strip_prefix("step-")?.parse::<u64>().ok();
@@ -271,9 +280,12 @@ fn remove_old(dir: &Path, newest: &str) {
     let mut steps: Vec<(u64, String)> = entries
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter_map(|name| Some((number(&name)?, name)))
-        .filter(|(n, _)| *n <= newest)
         .collect();
     steps.sort();
+    while steps.last().is_some_and(|(n, _)| *n > newest) {
+        let (_, partial) = steps.pop().expect("checked");
+        let _ = std::fs::remove_dir_all(dir.join(partial));
+    }
     let excess = steps.len().saturating_sub(KEEP);
     for (_, old) in &steps[..excess] {
         let _ = std::fs::remove_dir_all(dir.join(old));

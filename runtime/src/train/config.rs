@@ -122,6 +122,9 @@ pub struct SaveConfig {
     pub dir: PathBuf,
     /// Also every N steps; the last step always saves.
     pub every: Option<u64>,
+    /// Replace another run's checkpoints found in `dir` (otherwise that is an error, unless
+    /// this run resumes from `dir`).
+    pub overwrite: bool,
 }
 
 /// Where the model trains.

@@ -87,7 +87,15 @@ impl<'c> Trainer<'c> {
 
     /// Checkpoints into `dir` at the end, and every `every` steps.
     pub fn save(mut self, dir: impl Into<PathBuf>, every: Option<u64>) -> Self {
-        self.config.save = Some(SaveConfig { dir: dir.into(), every });
+        self.config.save = Some(SaveConfig { dir: dir.into(), every, overwrite: false });
+        self
+    }
+
+    /// Lets `save` replace another run's checkpoints in its folder.
+    pub fn overwrite_checkpoints(mut self) -> Self {
+        if let Some(save) = &mut self.config.save {
+            save.overwrite = true;
+        }
         self
     }
 
@@ -148,6 +156,8 @@ impl<'c> Trainer<'c> {
     ) -> Result<TrainSummary> {
         let Trainer { comm, config, progress } = self;
         check(&config, &M::SCHEDULE, data)?;
+        // Held until the run ends: no other run saves into this folder meanwhile.
+        let _checkpoint_folder = on_rank0(comm, || claim_outputs(&config))?.flatten();
         let mut optimizer = config.optimizer.build();
         let position = resume(&config, model, &mut optimizer, comm.rank())?;
         let run = Run { comm, config: &config, progress: if comm.rank() == 0 { &*progress } else { &NoProgress } };
@@ -306,6 +316,39 @@ fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Dataset) -> Resu
     Ok(())
 }
 
+/// Runs `check` on rank 0 and makes every rank share its verdict, so that a refusal there ends
+/// the run on every rank instead of leaving the others waiting in the first all-reduce.
+pub fn on_rank0<T>(comm: &Communicator, check: impl FnOnce() -> Result<T>) -> Result<Option<T>> {
+    let outcome = (comm.rank() == 0).then(check);
+    let mut ok = [u8::from(!matches!(outcome, Some(Err(_))))];
+    comm.broadcast_bytes_from_root(&mut ok)?;
+    match outcome {
+        Some(result) => result.map(Some),
+        None if ok[0] == 1 => Ok(None),
+        None => Err(Error::Config("rank 0 refused to start (its message says why)".into())),
+    }
+}
+
+/// Every file and folder the run will write, checked before step 1; the checkpoint folder is
+/// claimed (locked, and refused if it holds another run's checkpoints).
+fn claim_outputs(config: &TrainConfig) -> Result<Option<checkpoint::DirLock>> {
+    let observe = &config.observe;
+    for (path, what) in
+        [(&observe.trace, "--trace"), (&observe.timeline, "--timeline"), (&observe.write_profile, "--write-profile")]
+    {
+        if let Some(path) = path {
+            crate::output_paths::check_file(path, what)?;
+        }
+    }
+    let Some(save) = &config.save else { return Ok(None) };
+    let same = |a: &std::path::Path, b: &std::path::Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    let continues = config.resume.as_deref().is_some_and(|r| same(r, &save.dir));
+    checkpoint::claim(&save.dir, continues, save.overwrite).map(Some)
+}
+
 /// Input width of the first fixed-width layer and output width of the last one.
 pub fn io_widths(schedule: &Schedule) -> Option<(usize, usize)> {
     let fixed = || {
@@ -329,7 +372,7 @@ fn resume<M: DistributedModel>(
     if let Some(dir) = &config.resume {
         position = checkpoint::load(dir, model, optimizer)?;
         if rank == 0 {
-            eprintln!("resumed from {} at step {}", dir.display(), position.next_step);
+            crate::console::err_line(&format!("resumed from {} at step {}", dir.display(), position.next_step));
         }
     }
     if position.next_step >= config.steps {

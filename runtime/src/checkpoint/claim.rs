@@ -1,0 +1,71 @@
+//! Taking a checkpoint folder for a run: one run at a time (an advisory lock naming its holder),
+//! and never over another run's checkpoints unless the run continues them or was told to
+//! replace them.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+use super::{is_step_dir, LATEST};
+use crate::error::{Error, Result};
+use crate::output_paths;
+
+const LOCK_FILE: &str = ".lock";
+
+/// Held for the run: while it lives, another run's `claim` of the folder fails.
+#[derive(Debug)]
+pub struct DirLock {
+    _file: File,
+}
+
+/// Claims `dir` for this run's checkpoints (rank 0, before step 1). `continues` says the run
+/// resumes from this very folder; `overwrite` allows replacing another run's checkpoints.
+pub fn claim(dir: &Path, continues: bool, overwrite: bool) -> Result<DirLock> {
+    output_paths::check_dir(dir, "checkpoint folder")?;
+    let path = dir.join(LOCK_FILE);
+    let io = |source| Error::Io { path: path.clone(), source };
+    let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+    // SAFETY: `file` is an open descriptor owned by this function; flock only takes an advisory
+    // lock on it, released when the descriptor is closed (the `DirLock` is dropped).
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let mut holder = String::new();
+        let _ = file.read_to_string(&mut holder);
+        return Err(Error::Checkpoint(format!(
+            "{} is in use by another run ({}): two runs cannot save into one folder",
+            dir.display(),
+            holder.trim()
+        )));
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let holder = format!("process {} on {}", std::process::id(), host.trim());
+    file.set_len(0).and_then(|()| file.rewind()).and_then(|()| file.write_all(holder.as_bytes())).map_err(io)?;
+    if !continues {
+        let found = checkpoints_in(dir);
+        if !found.is_empty() && !overwrite {
+            return Err(Error::Checkpoint(format!(
+                "{} holds another run's checkpoints ({}): continue that run with --resume {0}, or replace them \
+                 with --overwrite",
+                dir.display(),
+                found.join(", ")
+            )));
+        }
+        for name in found {
+            let old = dir.join(&name);
+            let removed = if name == LATEST { std::fs::remove_file(&old) } else { std::fs::remove_dir_all(&old) };
+            removed.map_err(|source| Error::Io { path: old, source })?;
+        }
+    }
+    Ok(DirLock { _file: file })
+}
+
+/// `latest` and the `step-*` folders in `dir`, sorted.
+fn checkpoints_in(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut found: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name == LATEST || is_step_dir(name))
+        .collect();
+    found.sort();
+    found
+}

@@ -1,0 +1,62 @@
+//! Output files and folders, checked before the first step: a run that can only fail to write
+//! its result should fail in its first second, not after its last step.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// `path` can be created or replaced as a file: it is not a folder, and its folder exists (it
+/// is created if missing) and takes a new file.
+pub fn check_file(path: &Path, what: &str) -> Result<()> {
+    if path.is_dir() {
+        return Err(Error::Config(format!("{what} {}: is a folder; give a file name", path.display())));
+    }
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    check_dir(folder, what).map_err(|e| match e {
+        Error::Config(why) => Error::Config(format!("{why} (the folder of {})", path.display())),
+        other => other,
+    })
+}
+
+/// `dir` is a folder (created if missing) that takes new files.
+pub fn check_dir(dir: &Path, what: &str) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::Config(format!("{what} {}: exists and is not a folder", dir.display())));
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::Config(format!("{what} {}: the folder cannot be created: {e}", dir.display())))?;
+    let probe = dir.join(format!(".overlap-write-test-{}", std::process::id()));
+    std::fs::File::create(&probe)
+        .and_then(|_| std::fs::remove_file(&probe))
+        .map_err(|e| Error::Config(format!("{what} {}: cannot write in this folder: {e}", dir.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_under_a_file_or_a_folder_in_place_of_a_file_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("plain");
+        std::fs::write(&file, b"x").unwrap();
+        let under_a_file = check_file(&file.join("trace.json"), "--trace").unwrap_err().to_string();
+        assert!(
+            under_a_file.contains("--trace") && under_a_file.contains("exists and is not a folder"),
+            "{under_a_file}"
+        );
+        let folder = check_file(root.path(), "--save-params").unwrap_err().to_string();
+        assert!(folder.contains("is a folder; give a file name"), "{folder}");
+        let dir = check_dir(&file, "--save").unwrap_err().to_string();
+        assert!(dir.contains("--save") && dir.contains("exists and is not a folder"), "{dir}");
+    }
+
+    #[test]
+    fn a_missing_folder_is_created_and_left_empty() {
+        let root = tempfile::tempdir().unwrap();
+        let nested = root.path().join("a/b/run.json");
+        check_file(&nested, "--trace").unwrap();
+        assert!(root.path().join("a/b").is_dir());
+        assert_eq!(std::fs::read_dir(root.path().join("a/b")).unwrap().count(), 0, "the probe file is removed");
+    }
+}

@@ -1,0 +1,121 @@
+//! Inputs that used to lose a run or be ignored: a closed stdout, output paths that cannot be
+//! written, a checkpoint folder holding another run or used by a running job, and flags that
+//! contradict each other. Each is refused up front with a message, or survived.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{example, scratch};
+
+/// Runs `mlp args` as one process: (success, stdout and stderr).
+fn mlp(args: &[&str]) -> (bool, String) {
+    let out = Command::new(example("mlp")).args(args).output().expect("mlp starts");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// Starts `mlp args`, reads `lines` lines of its stdout, then closes the pipe as `| head` does;
+/// returns whether it still succeeded.
+fn mlp_into_closed_pipe(args: &[&str], lines: usize) -> (bool, String) {
+    let mut child =
+        Command::new(example("mlp")).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    for _ in 0..lines {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+    }
+    drop(reader);
+    let out = child.wait_with_output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_closed_stdout_stops_the_printing_not_the_run() {
+    let root = scratch("closed-stdout");
+    let (ck, params) = (root.path().join("ck"), root.path().join("p.safetensors"));
+    let (ck, params) = (ck.to_str().unwrap(), params.to_str().unwrap());
+    let args = ["--steps", "40", "--batch", "4", "--log-every", "1", "--save", ck, "--save-every", "20"];
+    let (ok, stderr) = mlp_into_closed_pipe(&[&args[..], &["--save-params", params]].concat(), 2);
+    assert!(ok, "the run ends well after its reader left:\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(root.path().join("ck/latest")).unwrap().trim(), "step-00000040");
+    assert!(root.path().join("p.safetensors").is_file(), "the parameters are saved");
+    let (ok, stderr) = mlp_into_closed_pipe(&["--print-schedule"], 1);
+    assert!(ok && !stderr.contains("panicked"), "--print-schedule | head -1:\n{stderr}");
+}
+
+#[test]
+fn output_paths_that_cannot_be_written_are_refused_before_step_1() {
+    let root = scratch("bad-paths");
+    let file = root.path().join("a-file");
+    std::fs::write(&file, b"not a folder").unwrap();
+    let under = |name: &str| file.join(name).to_str().unwrap().to_string();
+    for (flag, path) in [
+        ("--trace", under("t.json")),
+        ("--timeline", under("t.svg")),
+        ("--write-profile", under("p.json")),
+        ("--save-params", under("p.safetensors")),
+        ("--save", file.to_str().unwrap().to_string()),
+        ("--save-params", root.path().to_str().unwrap().to_string()),
+    ] {
+        let started = Instant::now();
+        let (ok, text) = mlp(&["--steps", "1000", "--batch", "4", flag, &path]);
+        assert!(!ok, "{flag} {path} was accepted:\n{text}");
+        assert!(text.contains("error:") && text.contains(&path), "{flag}: the message names the path:\n{text}");
+        assert!(!text.contains("step      1"), "{flag}: refused before the first step:\n{text}");
+        assert!(started.elapsed() < Duration::from_secs(20), "{flag}: refused at once");
+    }
+}
+
+#[test]
+fn a_folder_with_another_runs_checkpoints_is_refused_unless_resumed_or_overwritten() {
+    let root = scratch("foreign-checkpoints");
+    let dir = root.path().join("ck");
+    let dir = dir.to_str().unwrap();
+    let run = |extra: &[&str]| mlp(&[&["--steps", "2", "--batch", "4", "--save", dir][..], extra].concat());
+    assert!(run(&[]).0);
+    let (ok, text) = run(&["--seed", "1"]);
+    assert!(!ok && text.contains("holds another run's checkpoints (latest, step-00000002)"), "{text}");
+    assert!(text.contains("--resume") && text.contains("--overwrite"), "the message says what to do:\n{text}");
+    assert_eq!(std::fs::read_to_string(root.path().join("ck/latest")).unwrap().trim(), "step-00000002");
+    let (ok, text) = mlp(&["--steps", "4", "--batch", "4", "--save", dir, "--resume", dir]);
+    assert!(ok, "continuing the run in place is allowed:\n{text}");
+    let (ok, text) = run(&["--seed", "1", "--overwrite"]);
+    assert!(ok, "--overwrite replaces them:\n{text}");
+    assert_eq!(std::fs::read_to_string(root.path().join("ck/latest")).unwrap().trim(), "step-00000002");
+}
+
+#[test]
+fn a_second_job_saving_into_the_same_folder_fails_at_once_naming_the_first() {
+    let root = scratch("locked-folder");
+    let dir = root.path().join("ck");
+    let dir = dir.to_str().unwrap();
+    let mut first = Command::new(example("mlp"))
+        .args(["--steps", "100000", "--batch", "4", "--log-every", "100000", "--save", dir, "--report", "off"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lock = root.path().join("ck/.lock");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&lock).is_ok_and(|holder| holder.contains("process")) {
+        assert!(Instant::now() < deadline, "the first job never took the folder");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (ok, text) = mlp(&["--steps", "2", "--batch", "4", "--save", dir, "--overwrite"]);
+    let _ = first.kill();
+    let _ = first.wait();
+    assert!(!ok, "the second job was let in:\n{text}");
+    assert!(text.contains(&format!("is in use by another run (process {}", first.id())), "{text}");
+}
+
+#[test]
+fn flags_that_would_be_ignored_are_refused() {
+    let (ok, text) = mlp(&["--gpu", "0", "--steps", "1"]);
+    assert!(!ok && text.contains("--gpu chooses a GPU for --device cuda"), "{text}");
+    let (ok, text) = mlp(&["--comm-only", "--steps", "1", "--save", "nowhere", "--data", "nothing"]);
+    assert!(!ok && text.contains("--comm-only trains nothing, so it has nothing to do with --save, --data"), "{text}");
+}
