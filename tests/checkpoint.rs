@@ -147,6 +147,7 @@ fn damaged_or_foreign_checkpoints_are_refused_clearly() {
     let err = resume_error(&good, "custom_layer");
     for expected in [
         "does not fit this run",
+        "this is a checkpoint of `Mlp`; this run trains `Classifier`",
         "missing tensor `embed.weight` [256, 784]",
         "missing tensor `gain.gain` [256]",
         "unexpected tensor `fc1.weight` [2048, 784]",

@@ -119,3 +119,31 @@ fn flags_that_would_be_ignored_are_refused() {
     let (ok, text) = mlp(&["--comm-only", "--steps", "1", "--save", "nowhere", "--data", "nothing"]);
     assert!(!ok && text.contains("--comm-only trains nothing, so it has nothing to do with --save, --data"), "{text}");
 }
+
+#[test]
+fn a_dangling_latest_and_a_missing_data_folder_are_called_what_they_are() {
+    let root = scratch("dangling");
+    let dir = root.path().join("ck");
+    let dir = dir.to_str().unwrap();
+    assert!(mlp(&["--steps", "2", "--batch", "4", "--save", dir]).0);
+    std::fs::remove_dir_all(root.path().join("ck/step-00000002")).unwrap();
+    let (ok, text) = mlp(&["--steps", "4", "--batch", "4", "--resume", dir]);
+    assert!(!ok && text.contains("`latest` names step-00000002, which is missing"), "{text}");
+    let missing = root.path().join("no-such-data");
+    let (ok, text) = mlp(&["--steps", "1", "--data", missing.to_str().unwrap()]);
+    assert!(!ok && text.contains("no such folder"), "{text}");
+}
+
+#[test]
+fn resuming_with_another_seed_or_global_batch_says_so() {
+    let root = scratch("changed-run");
+    let dir = root.path().join("ck");
+    let dir = dir.to_str().unwrap();
+    assert!(mlp(&["--steps", "2", "--batch", "4", "--save", dir]).0);
+    let (ok, text) = mlp(&["--steps", "3", "--batch", "8", "--seed", "5", "--resume", dir, "--save", dir]);
+    assert!(ok, "{text}");
+    assert!(text.contains("warning: resuming with other data: the checkpoint's run read synthetic"), "{text}");
+    assert!(text.contains("warning: resuming with another global batch: 4 samples per step before, 8 now"), "{text}");
+    let (ok, text) = mlp(&["--steps", "4", "--batch", "8", "--seed", "5", "--resume", dir, "--save", dir]);
+    assert!(ok && !text.contains("warning"), "the same run resumes quietly:\n{text}");
+}

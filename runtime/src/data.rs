@@ -60,7 +60,10 @@ impl Dataset for SyntheticClassification {
     }
 
     fn describe(&self) -> String {
-        format!("synthetic classification set ({} features, {} classes)", self.features, self.classes)
+        format!(
+            "synthetic classification set (seed {}, {} features, {} classes)",
+            self.seed, self.features, self.classes
+        )
     }
 }
 
@@ -112,6 +115,10 @@ pub enum TrainingData {
 impl TrainingData {
     /// The training split in `dir`, checked against the model's input and output widths.
     pub fn from_idx_dir(dir: &std::path::Path, features: usize, classes: usize) -> Result<Self> {
+        if !dir.is_dir() {
+            let what = if dir.exists() { "is not a folder" } else { "no such folder" };
+            return Err(Error::Dataset(format!("--data {}: {what}", dir.display())));
+        }
         let set = IdxDataset::load_dir(dir, Split::Train, classes)?;
         if set.features() != features {
             return Err(Error::Config(format!(

@@ -49,6 +49,15 @@ pub struct Position {
     pub samples_seen: u64,
 }
 
+/// What a checkpoint's run read, so that a resume can say when it reads something else.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunAbout {
+    /// Samples per optimizer step over all ranks.
+    pub global_batch: u64,
+    /// The dataset's own description (`Dataset::describe`), seed included for generated sets.
+    pub data: String,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 struct State {
     format: String,
@@ -56,7 +65,18 @@ struct State {
     optimizer: String,
     optimizer_step: Option<u64>,
     position: Position,
+    /// Absent in checkpoints written before it was recorded.
+    #[serde(default)]
+    run: Option<RunAbout>,
     files: BTreeMap<String, FileCheck>,
+}
+
+/// What `load` restored besides the tensors.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    pub position: Position,
+    /// What the saved run read, when the checkpoint records it.
+    pub run: Option<RunAbout>,
 }
 
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -78,6 +98,7 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
     model: &M,
     optimizer: &O,
     position: Position,
+    run: &RunAbout,
 ) -> Result<PathBuf> {
     let nth = fault::next_save();
     let io = |path: &Path| {
@@ -106,6 +127,7 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
         optimizer: optimizer.kind().into(),
         optimizer_step: optimizer.step_count(),
         position,
+        run: Some(run.clone()),
         files,
     };
     let state_bytes = serde_json::to_vec_pretty(&state).map_err(|e| Error::Checkpoint(e.to_string()))?;
@@ -142,9 +164,15 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
 /// Restores `model` and `optimizer` from the newest checkpoint in `dir` and says where training
 /// stands. Any difference between the checkpoint and this model or optimizer is an error that
 /// lists every difference.
-pub fn load<M: DistributedModel, O: OptimizerState>(dir: &Path, model: &mut M, optimizer: &mut O) -> Result<Position> {
+pub fn load<M: DistributedModel, O: OptimizerState>(dir: &Path, model: &mut M, optimizer: &mut O) -> Result<Loaded> {
     let name = latest_name(dir)?;
     let step_dir = dir.join(&name);
+    if !step_dir.is_dir() {
+        return Err(Error::Checkpoint(format!(
+            "{}: `latest` names {name}, which is missing (the folder was damaged, or copied in part)",
+            dir.display()
+        )));
+    }
     let state_path = step_dir.join(STATE_FILE);
     let state_bytes = read(&state_path)?;
     let state: State = serde_json::from_slice(&state_bytes)
@@ -156,6 +184,7 @@ pub fn load<M: DistributedModel, O: OptimizerState>(dir: &Path, model: &mut M, o
             state.format
         )));
     }
+
     let checked = |file: &str| -> Result<Vec<u8>> {
         let path = step_dir.join(file);
         let bytes = read(&path)?;
@@ -185,6 +214,9 @@ pub fn load<M: DistributedModel, O: OptimizerState>(dir: &Path, model: &mut M, o
     let (model_bytes, optimizer_bytes) = (checked(MODEL_FILE)?, checked(OPTIMIZER_FILE)?);
 
     let mut problems = Vec::new();
+    if state.model != M::SCHEDULE.model {
+        problems.push(format!("this is a checkpoint of `{}`; this run trains `{}`", state.model, M::SCHEDULE.model));
+    }
     if state.optimizer != optimizer.kind() {
         problems.push(format!(
             "{}: optimizer `{}`, this run uses `{}`",
@@ -232,7 +264,7 @@ pub fn load<M: DistributedModel, O: OptimizerState>(dir: &Path, model: &mut M, o
     if let Some(step) = state.optimizer_step {
         optimizer.set_step_count(step);
     }
-    Ok(state.position)
+    Ok(Loaded { position: state.position, run: state.run })
 }
 
 fn optimizer_tensors<M: DistributedModel, O: OptimizerState>(optimizer: &O) -> Vec<Tensor> {

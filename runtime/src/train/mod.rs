@@ -159,8 +159,11 @@ impl<'c> Trainer<'c> {
         // Held until the run ends: no other run saves into this folder meanwhile.
         let _checkpoint_folder = on_rank0(comm, || claim_outputs(&config))?.flatten();
         let mut optimizer = config.optimizer.build();
-        let position = resume(&config, model, &mut optimizer, comm.rank())?;
-        let run = Run { comm, config: &config, progress: if comm.rank() == 0 { &*progress } else { &NoProgress } };
+        let about =
+            checkpoint::RunAbout { global_batch: config.global_batch(comm.world_size()), data: data.describe() };
+        let position = resume(&config, model, &mut optimizer, comm.rank(), &about)?;
+        let progress = if comm.rank() == 0 { &*progress } else { &NoProgress };
+        let run = Run { comm, config: &config, progress, about };
         match config.device {
             Device::Cpu => run.steps(CpuBackend::new(model, optimizer, comm), position, data, loss),
             Device::Cuda { gpu } => fit_on_gpu(run, model, optimizer, gpu, position, data, loss),
@@ -174,6 +177,8 @@ struct Run<'r> {
     config: &'r TrainConfig,
     /// Rank 0's display; `NoProgress` elsewhere.
     progress: &'r dyn Progress,
+    /// What the run reads, recorded in its checkpoints.
+    about: checkpoint::RunAbout,
 }
 
 #[cfg(feature = "cuda")]
@@ -217,7 +222,7 @@ impl Run<'_> {
         data: &mut impl Dataset,
         loss: &impl Loss,
     ) -> Result<TrainSummary> {
-        let Run { comm, config, progress } = self;
+        let Run { comm, config, progress, about } = self;
         let (rank, world) = (comm.rank(), comm.world_size());
         let schedule = M::SCHEDULE;
         let shape = RunShape {
@@ -272,7 +277,7 @@ impl Run<'_> {
             observed?;
             if let (0, Some(save), true) = (rank, &config.save, config.saves_after(step)) {
                 let (model, optimizer) = backend.host_state()?;
-                let written = checkpoint::save(&save.dir, model, optimizer, position)?;
+                let written = checkpoint::save(&save.dir, model, optimizer, position, &about)?;
                 progress.suspend(&mut || observer.say(&format!("checkpoint: {}", written.display())));
             }
         }
@@ -349,6 +354,21 @@ fn claim_outputs(config: &TrainConfig) -> Result<Option<checkpoint::DirLock>> {
     checkpoint::claim(&save.dir, continues, save.overwrite).map(Some)
 }
 
+/// What differs between the run a checkpoint recorded and this one.
+fn changes(saved: &checkpoint::RunAbout, now: &checkpoint::RunAbout) -> Vec<String> {
+    let mut changes = Vec::new();
+    if saved.data != now.data {
+        changes.push(format!("other data: the checkpoint's run read {}, this one reads {}", saved.data, now.data));
+    }
+    if saved.global_batch != now.global_batch {
+        changes.push(format!(
+            "another global batch: {} samples per step before, {} now (the data position is kept in samples)",
+            saved.global_batch, now.global_batch
+        ));
+    }
+    changes
+}
+
 /// Input width of the first fixed-width layer and output width of the last one.
 pub fn io_widths(schedule: &Schedule) -> Option<(usize, usize)> {
     let fixed = || {
@@ -367,12 +387,17 @@ fn resume<M: DistributedModel>(
     model: &mut M,
     optimizer: &mut ChosenOptimizer,
     rank: usize,
+    about: &checkpoint::RunAbout,
 ) -> Result<Position> {
     let mut position = Position { next_step: 0, samples_seen: 0 };
     if let Some(dir) = &config.resume {
-        position = checkpoint::load(dir, model, optimizer)?;
+        let loaded = checkpoint::load(dir, model, optimizer)?;
+        position = loaded.position;
         if rank == 0 {
             crate::console::err_line(&format!("resumed from {} at step {}", dir.display(), position.next_step));
+            for change in loaded.run.map(|saved| changes(&saved, about)).unwrap_or_default() {
+                crate::console::err_line(&format!("warning: resuming with {change}"));
+            }
         }
     }
     if position.next_step >= config.steps {
