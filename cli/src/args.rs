@@ -205,6 +205,8 @@ impl TrainArgs {
                 Device::Cpu => RunDevice::Cpu,
                 Device::Cuda => RunDevice::Cuda { gpu: self.gpu },
             },
+            // A training binary stops cleanly when a scheduler asks it to.
+            stop_on_signals: true,
         }
     }
 

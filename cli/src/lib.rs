@@ -61,6 +61,13 @@ pub fn main<M: DistributedModel>() -> ExitCode {
     // would wait forever, so MPI_Abort ends them.
     match run::<M>(&args, &comm) {
         Ok(()) => ExitCode::SUCCESS,
+        // Every rank agreed to stop after the same step: no abort, one message, 128 + signal.
+        Err(e @ Error::Stopped { signal, .. }) => {
+            if comm.rank() == 0 {
+                console::err_line(&e.to_string());
+            }
+            ExitCode::from(u8::try_from(128 + signal).unwrap_or(u8::MAX))
+        }
         Err(e) => {
             let code = report_error(&e);
             comm.abort_job(ABORT_GRACE);

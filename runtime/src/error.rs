@@ -43,6 +43,13 @@ pub enum Error {
     Loss(String),
     #[error("data: {0}")]
     Dataset(String),
+    #[error(
+        "stopped by {} after step {step}: {}",
+        crate::train::signal_name(*signal),
+        checkpoint.as_ref().map_or("no checkpoint (the run does not save)".into(),
+            |c| format!("checkpoint {}, resume with --resume", c.display()))
+    )]
+    Stopped { signal: i32, step: u64, checkpoint: Option<PathBuf> },
     #[error("checkpoint: {0}")]
     Checkpoint(String),
     #[error("checkpoint {} does not fit this run:{}", path.display(), problems.iter().map(|p| format!("\n  - {p}")).collect::<String>())]

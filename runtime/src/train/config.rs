@@ -163,6 +163,9 @@ pub struct TrainConfig {
     /// Continue from the newest checkpoint in this folder.
     pub resume: Option<PathBuf>,
     pub device: Device,
+    /// Stop cleanly on SIGTERM / SIGINT (see `stop`): finish the step, checkpoint, return
+    /// `Error::Stopped`. Installs process-wide signal handlers for the run.
+    pub stop_on_signals: bool,
 }
 
 impl Default for TrainConfig {
@@ -177,6 +180,7 @@ impl Default for TrainConfig {
             save: None,
             resume: None,
             device: Device::Cpu,
+            stop_on_signals: false,
         }
     }
 }

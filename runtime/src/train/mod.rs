@@ -9,6 +9,7 @@
 mod backend;
 pub mod config;
 mod progress;
+mod stop;
 mod summary;
 
 use std::path::PathBuf;
@@ -32,6 +33,7 @@ use backend::CpuBackend;
 pub(crate) use backend::StepBackend;
 pub use config::{Device, ObserveConfig, OptimizerConfig, OptimizerKind, ReportFormat, SaveConfig, TrainConfig};
 pub use progress::{NoProgress, Progress};
+pub use stop::signal_name;
 use summary::LossLog;
 pub use summary::TrainSummary;
 
@@ -127,6 +129,14 @@ impl<'c> Trainer<'c> {
     /// Predicts this model's step on `cluster` from the times measured in this run.
     pub fn simulate(mut self, cluster: Cluster) -> Self {
         self.config.observe.simulate.push(cluster);
+        self
+    }
+
+    /// Stop cleanly on SIGTERM or SIGINT: every rank finishes the step in flight, a checkpoint
+    /// is written when the run saves, and `fit` returns `Error::Stopped`; a second signal ends
+    /// the process at once.
+    pub fn stop_on_signals(mut self) -> Self {
+        self.config.stop_on_signals = true;
         self
     }
 
@@ -236,6 +246,7 @@ impl Run<'_> {
             observer.say(&format!("training {} on {device} per rank", schedule.model));
         }
         let first_step = position.next_step;
+        let stop = config.stop_on_signals.then(stop::StopSignals::install).transpose()?;
         progress.start(first_step, config.steps);
         let mut batch = Batch::default();
         let mut step_times = Vec::with_capacity(config.steps.saturating_sub(first_step).min(1 << 20) as usize);
@@ -275,11 +286,23 @@ impl Run<'_> {
             let mut observed = Ok(());
             progress.suspend(&mut || observed = observer.after_step(step, comm));
             observed?;
+            let mut saved = None;
             if let (0, Some(save), true) = (rank, &config.save, config.saves_after(step)) {
                 let (model, optimizer) = backend.host_state()?;
                 let written = checkpoint::save(&save.dir, model, optimizer, position, &about)?;
                 progress.suspend(&mut || observer.say(&format!("checkpoint: {}", written.display())));
+                saved = Some(written);
             }
+            let Some(signal) = stop.as_ref().map(|s| s.agreed(comm)).transpose()?.flatten() else { continue };
+            progress.finish();
+            if let (0, Some(save), None) = (rank, &config.save, &saved) {
+                let (model, optimizer) = backend.host_state()?;
+                saved = Some(checkpoint::save(&save.dir, model, optimizer, position, &about)?);
+            }
+            backend.finish()?;
+            comm.barrier()?;
+            let checkpoint = config.save.as_ref().map(|s| saved.unwrap_or_else(|| s.dir.clone()));
+            return Err(Error::Stopped { signal, step: step + 1, checkpoint });
         }
         progress.finish();
         backend.finish()?;
