@@ -1,9 +1,9 @@
 //! # overlap
 //!
 //! Data-parallel training whose communication schedule is computed at compile time.
-//! `#[distributed_model]` reads a struct of layers, plans reverse-order gradient buckets, and
-//! emits straight-line code in which each bucket's asynchronous all-reduce is launched right
-//! after the backward call that completes it (updating the parameters lent to it as the sums
+//! `#[distributed_model]` reads a struct of layers, plans gradient buckets in the order backward
+//! produces the gradients, and emits straight-line code in which each bucket's asynchronous
+//! all-reduce is launched right after the backward call that completes it (updating the parameters lent to it as the sums
 //! arrive), and waited for where the step takes them back.
 //!
 //! ```
@@ -18,12 +18,13 @@
 //!     head: Linear<512, 10>,
 //! }
 //!
-//! // Filled in definition order: [fc1.weight], [fc1.bias, fc2.weight], [fc2.bias, head.*];
-//! // launched in reverse, the output side first, right after fc2's backward completes it.
+//! // Filled in the order backward produces gradients: head's, then fc2's 1 MiB weight closes
+//! // the first bucket, launched right after fc2's backward; fc1's gradients are the second.
 //! let schedule = Mlp::SCHEDULE;
-//! assert_eq!(schedule.buckets.len(), 3);
+//! assert_eq!(schedule.buckets.len(), 2);
 //! assert_eq!(schedule.layers[schedule.buckets[0].launch_after].name, "fc2");
-//! assert_eq!(schedule.param_name(schedule.buckets[2].params[0]), "fc1.weight");
+//! assert_eq!(schedule.param_name(schedule.buckets[0].params[0]), "head.bias");
+//! assert_eq!(schedule.param_name(schedule.buckets[1].params[1]), "fc1.weight");
 //! println!("{schedule}");
 //! ```
 
