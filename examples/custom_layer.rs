@@ -71,6 +71,9 @@ impl<const D: usize> Layer for Gain<D> {
     }
 }
 
+/// Gradients are ready head first: the boundary on `head` closes a bucket of its own (10 KiB,
+/// launched right after its backward), and the rest (785 KiB, `gain` first, `embed.weight`
+/// last) stays under the 1 MiB cap, one bucket launched after `embed`'s backward.
 #[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1)]
 pub struct Classifier {
     embed: Linear<784, 256>,

@@ -8,8 +8,10 @@
 
 use overlap::prelude::*;
 
-/// 784-2048-2048-2048-10 with ReLU: about 10 M parameters. An 8 MiB cap gives four buckets, so
-/// three all-reduces overlap the backward of earlier layers.
+/// 784-2048-2048-2048-10 with ReLU: about 10 M parameters. Filled in the order backward produces
+/// gradients, an 8 MiB cap gives a bucket per wide layer: `head` and `fc3` (the 1 MiB first
+/// bucket closes once `fc3.weight` is in, at 16.09 MiB), `fc2`, then `fc1`. The first two
+/// all-reduces overlap the backward of earlier layers; only `fc1`'s 6.1 MiB start after it.
 #[distributed_model(bucket_cap_mb = 8, first_bucket_mb = 1)]
 pub struct Mlp {
     fc1: Linear<784, 2048>,

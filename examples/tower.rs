@@ -8,9 +8,11 @@
 
 use overlap::prelude::*;
 
-/// 64 inputs, eight 1024-wide layers, 10 classes: 7.4 M parameters. A boundary at every tower
-/// layer gives each layer (weight and bias) a bucket of its own, launched right after that
-/// layer's backward. Only the last two are left exposed: `fc2`'s 4 MiB have just the narrow
+/// 64 inputs, eight 1024-wide layers, 10 classes: 7.4 M parameters. The caps alone would close
+/// the first bucket at `fc8` (with `head`: 4.04 MiB, past the 1 MiB first-bucket limit) and keep
+/// `fc7` down to `fc1` (24.3 MiB, under 25 MiB) in one bucket, launched after the last backward
+/// call. A boundary at every tower layer closes a bucket after each, so each layer (weight and
+/// bias, 4 MiB) is reduced right after its backward (DDP gets the same with `bucket_cap_mb = 4`). Only the last two are left exposed: `fc2`'s 4 MiB have just the narrow
 /// `fc1`'s short backward to hide behind, and `fc1`'s 260 KiB nothing. (Making `fc1` and `fc2`
 /// smaller only moves that to `fc3`'s bucket: at 256 samples and 0.4 GB/s the step was then 0.733
 /// of the no-overlap step instead of 0.735.)

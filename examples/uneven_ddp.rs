@@ -8,9 +8,10 @@
 
 use overlap::prelude::*;
 
-/// A wide first layer, then narrow deep layers. DDP's caps put the first layer's weight in the
-/// first bucket and everything else in one bucket that shares `embed.bias`, so both buckets
-/// can only be reduced once the whole backward is done.
+/// A wide first layer, then narrow deep layers. DDP's caps, in gradient-ready order: the 1 MiB
+/// first bucket closes once `fc6.weight` is in (with `head`), launched after `fc6`'s backward;
+/// everything else, `fc5` down to `embed` (9.1 MiB), stays under 25 MiB and is one bucket that
+/// can only be reduced once the whole backward is done. The profile-guided plan splits it.
 #[distributed_model(bucket_cap_mb = 25, first_bucket_mb = 1)]
 pub struct UnevenDdp {
     embed: Linear<784, 1024>,

@@ -1,10 +1,10 @@
 //! # overlap
 //!
 //! Data-parallel training whose communication schedule is computed at compile time.
-//! `#[distributed_model]` reads a struct of layers, plans reverse-order gradient buckets, and
-//! emits straight-line code in which each bucket's asynchronous all-reduce is launched right
-//! after the backward call that completes it (updating the parameters lent to it as the sums
-//! arrive), and waited for where the step takes them back.
+//! `#[distributed_model]` reads a struct of layers, plans gradient buckets in the order backward
+//! produces the gradients, and emits straight-line code in which each bucket's asynchronous
+//! all-reduce is launched right after the backward call that completes it (updating the
+//! parameters lent to it as the sums arrive), and waited for where the step takes them back.
 //!
 //! A model, a loss and a dataset of your own, trained by the `Trainer` (run it under
 //! `mpirun -n 4` and every rank trains a quarter of each global batch):
@@ -69,9 +69,31 @@
 //!     .fit(&mut model, &mut Curve, &L1)?;
 //! assert!(summary.final_loss < summary.first_loss);
 //!
-//! // The compiled plan, as data (what `--print-schedule` prints).
-//! println!("{}", Regressor::SCHEDULE);
 //! # Ok::<(), overlap::Error>(())
+//! ```
+//!
+//! The compiled plan, as data (what `--print-schedule` prints):
+//!
+//! ```
+//! use overlap::prelude::*;
+//!
+//! #[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1)]
+//! pub struct Mlp {
+//!     fc1: Linear<784, 512>,
+//!     act1: Relu,
+//!     fc2: Linear<512, 512>,
+//!     act2: Relu,
+//!     head: Linear<512, 10>,
+//! }
+//!
+//! // Filled in the order backward produces gradients: head's, then fc2's 1 MiB weight closes
+//! // the first bucket, launched right after fc2's backward; fc1's gradients are the second.
+//! let schedule = Mlp::SCHEDULE;
+//! assert_eq!(schedule.buckets.len(), 2);
+//! assert_eq!(schedule.layers[schedule.buckets[0].launch_after].name, "fc2");
+//! assert_eq!(schedule.param_name(schedule.buckets[0].params[0]), "head.bias");
+//! assert_eq!(schedule.param_name(schedule.buckets[1].params[1]), "fc1.weight");
+//! println!("{schedule}");
 //! ```
 
 pub use overlap_macros::distributed_model;

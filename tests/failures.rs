@@ -56,18 +56,19 @@ fn a_panicking_communication_thread_is_an_error_not_a_hang() {
 
 #[test]
 fn a_wait_past_the_timeout_names_the_bucket_and_rank() {
-    // 1 MB/s makes b1's 16 MiB take far longer than the timeout (b0's 88 KiB still fits).
+    // 1 MB/s makes b0's 16 MiB (head and fc3) take far longer than the timeout.
     let (ok, text, took) = job(None, &["--link", "bandwidth=1MB/s", "--comm-timeout", "1s"]);
     assert_ends_promptly(ok, &text, took, "comm timeout");
-    assert!(text.contains("gradient bucket b1 was not reduced within 1s on rank "), "{text}");
+    assert!(text.contains("gradient bucket b0 was not reduced within 1s on rank "), "{text}");
 }
 
 #[test]
 fn a_non_finite_gradient_names_the_parameter_and_step() {
     let (ok, text, took) = job(Some("nan:2:3"), &["--check-finite"]);
     assert_ends_promptly(ok, &text, took, "NaN gradient");
-    // The NaN spreads through backward, so b0's first element is already NaN: fc3.bias.
-    assert!(text.contains("non-finite gradient NaN in `fc3.bias` (element 0) at step 3"), "{text}");
+    // The NaN spreads through backward, so b0's first element is already NaN: head.bias, the
+    // first gradient backward produces.
+    assert!(text.contains("non-finite gradient NaN in `head.bias` (element 0) at step 3"), "{text}");
     let (ok, text, _) = job(None, &["--check-finite"]);
     assert!(ok, "finite gradients pass the check:\n{text}");
 }

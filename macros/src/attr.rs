@@ -2,17 +2,19 @@
 //! `#[bucket_boundary]` on fields. Every key is checked; unknown, duplicate and bad values are
 //! all reported.
 
-use overlap_plan::{BucketConfig, MIB};
+use overlap_plan::{BucketConfig, BucketOrder, MIB};
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Expr, ExprLit, Lit, LitInt, Meta, MetaNameValue, Token};
 
 use crate::errors::Errors;
 use crate::planning::{self, Planning};
 
-/// Parses `bucket_cap_mb = 25, first_bucket_mb = 1` (both optional; integers or decimals), or
-/// `buckets = auto(...)` / `buckets = profile(...)`.
+/// Parses `bucket_cap_mb = 25, first_bucket_mb = 1` (both optional; integers or decimals) and
+/// `bucket_order = ready | ddp_first_iteration` (optional), or `buckets = auto(...)` /
+/// `buckets = profile(...)`.
 pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Planning {
     let mut config = BucketConfig::default();
+    let mut order = BucketOrder::Ready;
     let mut planner: Option<(Planning, proc_macro2::TokenStream)> = None;
     let pairs = match syn::parse::Parser::parse2(Punctuated::<MetaNameValue, Token![,]>::parse_terminated, args) {
         Ok(pairs) => pairs,
@@ -21,7 +23,7 @@ pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Plan
                 e.span(),
                 format!("{e}; expected `bucket_cap_mb = <MiB>, first_bucket_mb = <MiB>`"),
             ));
-            return Planning::Caps(config);
+            return Planning::Caps(config, order);
         }
     };
     let mut seen: Vec<String> = Vec::new();
@@ -35,6 +37,12 @@ pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Plan
         let target = match key.as_str() {
             "bucket_cap_mb" => &mut config.bucket_cap_bytes,
             "first_bucket_mb" => &mut config.first_bucket_bytes,
+            "bucket_order" => {
+                if let Some(o) = bucket_order(&pair.value, errors) {
+                    order = o;
+                }
+                continue;
+            }
             "buckets" => {
                 if let Some(p) = planning::parse(&pair.value, errors) {
                     planner = Some((p, quote::ToTokens::to_token_stream(pair)));
@@ -42,7 +50,10 @@ pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Plan
                 continue;
             }
             _ => {
-                errors.spanned(&pair.path, "unknown key; expected `bucket_cap_mb`, `first_bucket_mb` or `buckets`");
+                errors.spanned(
+                    &pair.path,
+                    "unknown key; expected `bucket_cap_mb`, `first_bucket_mb`, `bucket_order` or `buckets`",
+                );
                 continue;
             }
         };
@@ -53,11 +64,32 @@ pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Plan
     match planner {
         Some((planning, tokens)) => {
             if seen.iter().any(|k| k != "buckets") {
-                errors.spanned(tokens, "`buckets = ...` chooses the bucket boundaries itself: remove `bucket_cap_mb` and `first_bucket_mb`");
+                errors.spanned(
+                    tokens,
+                    "`buckets = ...` chooses the bucket boundaries itself: remove `bucket_cap_mb`, `first_bucket_mb` \
+                     and `bucket_order`",
+                );
             }
             planning
         }
-        None => Planning::Caps(config),
+        None => Planning::Caps(config, order),
+    }
+}
+
+/// `ready` (the default: gradient-ready order, DDP's rebuilt buckets) or `ddp_first_iteration`
+/// (DDP's assignment before it has seen a backward pass: definition order, launched in reverse).
+fn bucket_order(value: &Expr, errors: &mut Errors) -> Option<BucketOrder> {
+    let name = match value {
+        Expr::Path(p) => p.path.get_ident().map(ToString::to_string),
+        _ => None,
+    };
+    match name.as_deref() {
+        Some("ready") => Some(BucketOrder::Ready),
+        Some("ddp_first_iteration") => Some(BucketOrder::DdpFirstIteration),
+        _ => {
+            errors.spanned(value, "`bucket_order` must be `ready` (the default) or `ddp_first_iteration`");
+            None
+        }
     }
 }
 

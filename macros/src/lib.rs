@@ -1,5 +1,5 @@
-//! `#[distributed_model]`: reads a struct of layers, plans its reverse-order gradient buckets
-//! with `overlap-plan`, and emits straight-line forward / backward / step code in which every
+//! `#[distributed_model]`: reads a struct of layers, plans its gradient buckets in
+//! gradient-ready order with `overlap-plan`, and emits straight-line forward / backward / step code in which every
 //! bucket's all-reduce is launched right after the backward call that completes it.
 //!
 //! Pipeline, one module each: `attr` (attribute syntax) → `ast` (the model, borrowing the user's
@@ -27,7 +27,7 @@ use proc_macro::TokenStream;
 /// pub struct Mlp {
 ///     fc1: Linear<784, 2048>,
 ///     act1: Relu,
-///     #[bucket_boundary] // optional: start a new bucket here
+///     #[bucket_boundary] // optional: fc2 never shares a bucket with the layers before it
 ///     fc2: Linear<2048, 10>,
 /// }
 /// ```
@@ -37,6 +37,12 @@ use proc_macro::TokenStream;
 /// `#[layer(input = N, output = M, params(weight = [M, N], bias = [M]))]` (omit `input` and
 /// `output` for width-preserving layers), which is checked at compile time against the type's
 /// `overlap::Layer` constants.
+///
+/// Parameters are assigned to buckets in the order backward produces their gradients (the last
+/// layer first), each bucket closed once it reaches its cap (the first at `first_bucket_mb`),
+/// and launched in that order: PyTorch DDP's buckets after its first iteration.
+/// `bucket_order = ddp_first_iteration` gives DDP's first-iteration buckets instead (definition
+/// order, launched in reverse), for comparison.
 ///
 /// Instead of size caps, `buckets = auto(link = "ib-hdr", world = 64)` (optionally `batch`,
 /// `gflops`) chooses the bucket boundaries that minimise the simulated step on that cluster, and

@@ -1,4 +1,5 @@
-//! How the buckets are chosen: PyTorch DDP's size caps (the default), `buckets = auto(...)`
+//! How the buckets are chosen: PyTorch DDP's size caps in gradient-ready order (the default;
+//! `bucket_order = ddp_first_iteration` for DDP's first-iteration order), `buckets = auto(...)`
 //! (boundaries minimising the simulated step for a device rate, link and world size), or
 //! `buckets = profile("path.json", ...)` (the same, fed by per-layer times a run measured with
 //! `--write-profile`). Whatever the mode, the result is an ordinary `Schedule`.
@@ -6,8 +7,8 @@
 use std::path::PathBuf;
 
 use overlap_plan::{
-    plan_auto, plan_buckets, sim_buckets, simulate, BucketConfig, Link, Prediction, Schedule, StepCosts, Strategy,
-    Target,
+    plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, BucketConfig, BucketOrder, Link, Prediction,
+    Schedule, StepCosts, Strategy, Target,
 };
 use syn::{Expr, ExprLit, Lit, LitStr};
 
@@ -15,7 +16,7 @@ use crate::ast::Model;
 use crate::errors::Errors;
 
 pub enum Planning {
-    Caps(BucketConfig),
+    Caps(BucketConfig, BucketOrder),
     Auto { link: Link, world: usize, batch: usize, gflops: f64 },
     Profile { path: LitStr, link: Option<Link>, world: Option<usize> },
 }
@@ -112,12 +113,20 @@ pub fn plan(planning: &Planning, model: &Model, errors: &mut Errors) -> Option<P
     let name = model.item.ident.to_string();
     let specs = model.specs();
     let span = &model.item.ident;
-    let with_caps = |config: &BucketConfig, errors: &mut Errors| {
-        plan_buckets(&name, &specs, config).map_err(|e| errors.spanned(span, e)).ok()
-    };
     let (target, description, input_file) = match planning {
-        Planning::Caps(config) => {
-            return with_caps(config, errors).map(|schedule| Planned { schedule, notes: vec![], input_file: None });
+        &Planning::Caps(config, order) => {
+            let notes = match order {
+                BucketOrder::Ready => vec![],
+                BucketOrder::DdpFirstIteration => vec![
+                    "bucket_order = ddp_first_iteration: filled in definition order and launched in reverse, as DDP \
+                     plans before its first backward pass (and replaces after it)"
+                        .to_string(),
+                ],
+            };
+            return plan_buckets_in(&name, &specs, &config, order)
+                .map_err(|e| errors.spanned(span, e))
+                .ok()
+                .map(|schedule| Planned { schedule, notes, input_file: None });
         }
         &Planning::Auto { link, world, batch, gflops } => {
             let costs = StepCosts::from_flops(specs.iter().map(|l| l.flops_per_sample), batch, gflops * 1e9);
@@ -137,7 +146,7 @@ pub fn plan(planning: &Planning, model: &Model, errors: &mut Errors) -> Option<P
             return None;
         }
     };
-    let baseline = with_caps(&BucketConfig::default(), errors)?;
+    let baseline = plan_buckets(&name, &specs, &BucketConfig::default()).map_err(|e| errors.spanned(span, e)).ok()?;
     let with_caps = simulate(&sim_buckets(&baseline), &target.costs, &target.link, target.world, true);
     let notes = vec![
         format!("buckets chosen by {description}:"),

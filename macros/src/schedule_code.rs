@@ -85,17 +85,20 @@ impl<'s> Names<'s> {
         out
     }
 
-    /// `let [fc1_weight, fc1_bias] = b2.views_mut([(0, 1605632), (1605632, 2048)]);` per bucket
-    /// the layer's parameters live in, and the `&mut [..]` list in parameter order.
+    /// `let [fc1_bias, fc1_weight] = b2.views_mut([(0, 2048), (2048, 1605632)]);` per bucket the
+    /// layer's parameters live in (views in buffer order, which `views_mut` needs: gradient-ready
+    /// order puts a layer's last parameter first), and the `&mut [..]` list in parameter order.
     fn gradient_views(&self, i: usize) -> (TokenStream, TokenStream) {
         let layer = &self.schedule.layers[i];
         let f = &self.fields[i];
         let view = |p: usize| suffixed(f, &layer.params[p].name);
         let mut lets = TokenStream::new();
         let mut used: Vec<usize> = layer.params.iter().map(|p| p.bucket).collect();
+        used.sort_unstable();
         used.dedup();
         for k in used {
-            let members: Vec<usize> = (0..layer.params.len()).filter(|&p| layer.params[p].bucket == k).collect();
+            let mut members: Vec<usize> = (0..layer.params.len()).filter(|&p| layer.params[p].bucket == k).collect();
+            members.sort_by_key(|&p| layer.params[p].offset);
             let names = members.iter().map(|&p| view(p));
             let ranges = members.iter().map(|&p| {
                 let (off, len) = (lit(layer.params[p].offset), lit(layer.params[p].numel()));

@@ -1,17 +1,33 @@
-//! Reverse-order gradient buckets with PyTorch DDP's semantics.
+//! Gradient buckets in gradient-ready order: the buckets PyTorch DDP converges to.
 //!
-//! DDP (`_compute_bucket_assignment_by_size`) assigns whole parameters, never split, greedily in
-//! definition order, and closes a bucket as soon as its size reaches the limit, so a bucket may
-//! overshoot it. The first bucket (the first-defined parameters) closes at `first_bucket_bytes`
-//! (1 MiB by default), every later one at `bucket_cap_bytes` (25 MiB). Buckets are then launched
-//! in reverse: backward produces the output layer's gradients first, so that bucket is reduced
-//! first, and the small first bucket is reduced last, leaving little exposed after backward.
+//! DDP's reducer (`torch/csrc/distributed/c10d/reducer.cpp`, read in the PyTorch 2.x version
+//! that has the `DDP_SET_LAST_BUCKET_CAP` switch; the rule below is unchanged since 1.8) plans
+//! twice. Before iteration 1 it runs `compute_bucket_assignment_by_size` over the parameters in
+//! definition order and launches the buckets in reverse. During iteration 1 it records the order
+//! in which gradients became ready (`rebuilt_params_`), and once, in `rebuild_buckets`, runs the
+//! same assignment over that order; those buckets, already in ready order (it skips the sort by
+//! lowest index when given `tensor_indices`), are kept for the rest of training. The assignment:
+//! whole parameters, never split, in the given order; a bucket closes as soon as its size
+//! reaches its limit (`size >= limit`, so it may overshoot); the first bucket's limit is
+//! `first_bucket_bytes` (1 MiB by default), every later one's `bucket_cap_bytes` (25 MiB); what
+//! is left at the end is the last bucket. (DDP also keys buckets by dtype and device; here every
+//! gradient is `f32` on one device.)
+//!
+//! A compile-time planner knows the ready order exactly: layers in reverse, and within a layer
+//! its parameters in reverse `PARAMS` order (the order the `Layer` contract states). So
+//! [`plan_buckets`] gives DDP's rebuilt buckets from step 1: the small first bucket holds the
+//! first gradients to be ready and is launched first, so communication starts as backward does.
+//! DDP's iteration-1 rule stays available as [`BucketOrder::DdpFirstIteration`], for comparison.
+//!
+//! Buffer layout: a bucket's members lie in the order they were assigned (ready order for the
+//! default rule, as DDP lays out its rebuilt buckets; definition order for the iteration-1 rule),
+//! each gradient at the running sum of the sizes before it.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use crate::schedule::{BucketInfo, LayerInfo, ParamInfo, ParamRef, Schedule};
-use crate::spec::{LayerSpec, ELEM_BYTES, MIB};
+use crate::spec::{LayerSpec, ParamSpec, ELEM_BYTES, MIB};
 
 /// PyTorch DDP's `bucket_cap_mb` default.
 pub const DEFAULT_BUCKET_CAP_MB: usize = 25;
@@ -40,6 +56,18 @@ impl Default for BucketConfig {
     }
 }
 
+/// The order in which parameters are assigned to buckets, and hence the launch order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum BucketOrder {
+    /// Gradient-ready order (DDP's rebuilt buckets, from step 2 on): layers in reverse, each
+    /// layer's parameters in reverse `PARAMS` order; buckets launched in that order.
+    #[default]
+    Ready,
+    /// DDP's first iteration: definition order, buckets launched in reverse, so the small first
+    /// bucket (the input layer's) is launched last.
+    DdpFirstIteration,
+}
+
 /// Why a model cannot be planned. The macro reports these with spans before it gets here;
 /// the planner still checks so that it is total on any input.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,15 +89,33 @@ impl fmt::Display for PlanError {
 
 impl std::error::Error for PlanError {}
 
-/// Plans the buckets of `layers` (in definition order) and returns the complete schedule.
+/// Plans the buckets of `layers` (given in definition order) in gradient-ready order and returns
+/// the complete schedule.
 pub fn plan_buckets(model: &str, layers: &[LayerSpec], config: &BucketConfig) -> Result<Schedule, PlanError> {
+    plan_buckets_in(model, layers, config, BucketOrder::Ready)
+}
+
+/// Plans the buckets of `layers` (given in definition order) with `order`'s assignment.
+pub fn plan_buckets_in(
+    model: &str,
+    layers: &[LayerSpec],
+    config: &BucketConfig,
+    order: BucketOrder,
+) -> Result<Schedule, PlanError> {
     if config.first_bucket_bytes == 0 || config.bucket_cap_bytes == 0 {
         return Err(PlanError::ZeroLimit);
     }
     if layers.is_empty() {
         return Err(PlanError::NoLayers);
     }
-    let groups = assign_in_definition_order(layers, config);
+    let groups = match order {
+        BucketOrder::Ready => assign_by_size(ready_order(layers), config),
+        BucketOrder::DdpFirstIteration => {
+            let mut groups = assign_by_size(definition_order(layers), config);
+            groups.reverse();
+            groups
+        }
+    };
     if groups.is_empty() {
         return Err(PlanError::NoParameters);
     }
@@ -80,7 +126,6 @@ pub fn plan_buckets(model: &str, layers: &[LayerSpec], config: &BucketConfig) ->
     }
     let buckets: Vec<BucketInfo> = groups
         .into_iter()
-        .rev()
         .enumerate()
         .map(|(bucket, members)| {
             let mut numel = 0;
@@ -88,6 +133,7 @@ pub fn plan_buckets(model: &str, layers: &[LayerSpec], config: &BucketConfig) ->
                 placement[r.layer][r.param] = (bucket, numel);
                 numel += layers[r.layer].params[r.param].numel();
             }
+            // Complete once the earliest layer among its members has run its backward.
             let launch_after = members.iter().map(|r| r.layer).min().expect("groups are non-empty");
             BucketInfo { params: Cow::Owned(members), numel, launch_after }
         })
@@ -119,25 +165,57 @@ pub fn plan_buckets(model: &str, layers: &[LayerSpec], config: &BucketConfig) ->
     })
 }
 
-/// DDP's greedy pass: groups of parameters in definition order, each closed once it reaches its
-/// limit (or at a forced boundary).
-fn assign_in_definition_order(layers: &[LayerSpec], config: &BucketConfig) -> Vec<Vec<ParamRef>> {
+/// One step of the walk the assignment takes: a parameter and its gradient bytes, or a forced
+/// boundary (`#[bucket_boundary]`: a layer and the layer before it never share a bucket).
+enum Step {
+    Param(ParamRef, usize),
+    Boundary,
+}
+
+fn param_step(layer: usize, param: usize, p: &ParamSpec) -> Step {
+    Step::Param(ParamRef { layer, param }, p.numel().saturating_mul(ELEM_BYTES))
+}
+
+/// The order backward produces gradients: the last layer first, each layer's parameters in
+/// reverse `PARAMS` order (as autograd readies `nn.Linear`'s bias before its weight). A boundary
+/// layer's bucket closes after its own parameters.
+fn ready_order(layers: &[LayerSpec]) -> impl Iterator<Item = Step> + '_ {
+    layers.iter().enumerate().rev().flat_map(|(layer, spec)| {
+        let params = spec.params.iter().enumerate().rev().map(move |(param, p)| param_step(layer, param, p));
+        params.chain(spec.bucket_boundary.then_some(Step::Boundary))
+    })
+}
+
+/// Definition order, as DDP assigns before its first iteration; a boundary layer's bucket opens
+/// with its own parameters.
+fn definition_order(layers: &[LayerSpec]) -> impl Iterator<Item = Step> + '_ {
+    layers.iter().enumerate().flat_map(|(layer, spec)| {
+        let params = spec.params.iter().enumerate().map(move |(param, p)| param_step(layer, param, p));
+        spec.bucket_boundary.then_some(Step::Boundary).into_iter().chain(params)
+    })
+}
+
+/// DDP's `compute_bucket_assignment_by_size`: whole parameters in the given order, a bucket
+/// closed as soon as it reaches its limit (the first bucket's `first_bucket_bytes`, later ones'
+/// `bucket_cap_bytes`) or at a forced boundary; the rest is the last bucket. Groups come out in
+/// the order they closed, members in the order they came.
+fn assign_by_size(steps: impl Iterator<Item = Step>, config: &BucketConfig) -> Vec<Vec<ParamRef>> {
     let mut groups: Vec<Vec<ParamRef>> = Vec::new();
     let mut current: Vec<ParamRef> = Vec::new();
     let mut bytes = 0usize;
-    for (layer, spec) in layers.iter().enumerate() {
-        if spec.bucket_boundary && !current.is_empty() {
+    for step in steps {
+        let close = match step {
+            Step::Boundary => !current.is_empty(),
+            Step::Param(r, size) => {
+                current.push(r);
+                bytes = bytes.saturating_add(size);
+                let limit = if groups.is_empty() { config.first_bucket_bytes } else { config.bucket_cap_bytes };
+                bytes >= limit
+            }
+        };
+        if close {
             groups.push(std::mem::take(&mut current));
             bytes = 0;
-        }
-        for (param, p) in spec.params.iter().enumerate() {
-            current.push(ParamRef { layer, param });
-            bytes = bytes.saturating_add(p.numel().saturating_mul(ELEM_BYTES));
-            let limit = if groups.is_empty() { config.first_bucket_bytes } else { config.bucket_cap_bytes };
-            if bytes >= limit {
-                groups.push(std::mem::take(&mut current));
-                bytes = 0;
-            }
         }
     }
     if !current.is_empty() {
@@ -146,5 +224,7 @@ fn assign_in_definition_order(layers: &[LayerSpec], config: &BucketConfig) -> Ve
     groups
 }
 
+#[cfg(test)]
+mod ddp_tests;
 #[cfg(test)]
 mod tests;

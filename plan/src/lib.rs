@@ -12,7 +12,9 @@ mod simulate;
 mod spec;
 
 pub use auto::{plan_auto, Strategy, Target, EXHAUSTIVE_LAYERS};
-pub use bucket::{plan_buckets, BucketConfig, PlanError, DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB};
+pub use bucket::{
+    plan_buckets, plan_buckets_in, BucketConfig, BucketOrder, PlanError, DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB,
+};
 pub use link::{Link, LinkPreset, LINK_PRESETS};
 pub use schedule::{human_bytes, BucketInfo, LayerInfo, ParamInfo, ParamRef, Schedule};
 pub use simulate::{sim_buckets, simulate, BucketTimes, Prediction, SimBucket, StepCosts, DEFAULT_UPDATE_S_PER_BYTE};

@@ -11,8 +11,8 @@ use std::path::Path;
 use std::str::FromStr;
 
 use overlap_plan::{
-    plan_auto, plan_buckets, sim_buckets, simulate, BucketConfig, LayerSpec, Link, Prediction, Schedule, StepCosts,
-    Strategy, Target,
+    plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, BucketConfig, BucketOrder, LayerSpec, Link,
+    Prediction, Schedule, StepCosts, Strategy, Target,
 };
 use serde::Serialize;
 
@@ -131,6 +131,11 @@ pub fn predictions(schedule: &Schedule, costs: &StepCosts, cluster: Cluster) -> 
         specs.iter().map(|l| LayerSpec { bucket_boundary: !l.params.is_empty(), ..l.clone() }).collect();
     let alternatives = [
         ("DDP caps (25 MiB, first 1 MiB)", plan_buckets(&schedule.model, &specs, &BucketConfig::default()).ok()),
+        (
+            // The same caps in DDP's first-iteration order: what DDP runs before it rebuilds.
+            "DDP first iteration (same caps)",
+            plan_buckets_in(&schedule.model, &specs, &BucketConfig::default(), BucketOrder::DdpFirstIteration).ok(),
+        ),
         (
             "auto (optimal for this cluster)",
             plan_auto(&schedule.model, &specs, &target, Strategy::Optimal).ok().map(|p| p.0),

@@ -10,8 +10,12 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 }
 
 fn mlp() -> String {
+    mlp_with(quote!(bucket_cap_mb = 8, first_bucket_mb = 1))
+}
+
+fn mlp_with(attr: proc_macro2::TokenStream) -> String {
     pretty(expand(
-        quote!(bucket_cap_mb = 8, first_bucket_mb = 1),
+        attr,
         quote! {
             pub struct Mlp {
                 fc1: Linear<784, 2048>,
@@ -78,18 +82,17 @@ fn backward_launches_each_bucket_right_after_the_layer_that_completes_it() {
             "backward act3",
             "span backward 4",
             "backward fc3",
-            "all_reduce b0", // fc3.bias, head.weight, head.bias
+            "all_reduce b0", // head.bias, head.weight, fc3.bias, fc3.weight: 16.09 MiB
             "span backward 3",
             "backward act2",
             "span backward 2",
             "backward fc2",
-            "all_reduce b1", // fc2.bias, fc3.weight
+            "all_reduce b1", // fc2.bias, fc2.weight
             "span backward 1",
             "backward act1",
             "span backward 0",
             "backward fc1",
-            "all_reduce b2", // fc1.bias, fc2.weight
-            "all_reduce b3", // fc1.weight
+            "all_reduce b2", // fc1.bias, fc1.weight
         ]
     );
     let fc1 = &backward[backward.rfind("self.fc1").expect("fc1 backward")..];
@@ -109,22 +112,19 @@ fn step_waits_for_each_bucket_right_before_its_updates() {
             "wait b0",
             "give_back b0",
             "span update 0",
-            "update fc3[1]",
-            "update head[0]",
             "update head[1]",
+            "update head[0]",
+            "update fc3[1]",
+            "update fc3[0]",
             "wait b1",
             "give_back b1",
             "span update 1",
             "update fc2[1]",
-            "update fc3[0]",
+            "update fc2[0]",
             "wait b2",
             "give_back b2",
             "span update 2",
             "update fc1[1]",
-            "update fc2[0]",
-            "wait b3",
-            "give_back b3",
-            "span update 3",
             "update fc1[0]",
         ]
     );
@@ -137,7 +137,38 @@ fn step_waits_for_each_bucket_right_before_its_updates() {
 fn bucket_table_is_in_the_doc_comments() {
     let code = mlp();
     assert!(code.contains("/// b1      fc2.backward"), "{code}");
-    assert!(code.contains("/// Bucket 3: fc1.weight (1605632 elements), launched after `fc1.backward`."));
+    assert!(
+        code.contains("/// Bucket 2: fc1.bias, fc1.weight (1607680 elements), launched after `fc1.backward`."),
+        "{code}"
+    );
+}
+
+/// DDP's first-iteration order, kept for comparison: filled in definition order, launched in
+/// reverse, so the small first bucket (`fc1.weight`) goes last, after `fc1.bias` and `fc2.weight`.
+#[test]
+fn ddp_first_iteration_order_launches_the_small_first_bucket_last() {
+    let code = mlp_with(quote!(bucket_cap_mb = 8, first_bucket_mb = 1, bucket_order = ddp_first_iteration));
+    assert!(code.contains("/// bucket_order = ddp_first_iteration: filled in definition order"), "{code}");
+    let launches: Vec<String> =
+        events(function(&code, "backward<")).into_iter().filter(|e| !e.starts_with("span")).collect();
+    assert_eq!(
+        launches,
+        [
+            "backward head",
+            "backward act3",
+            "backward fc3",
+            "all_reduce b0", // fc3.bias, head.weight, head.bias
+            "backward act2",
+            "backward fc2",
+            "all_reduce b1", // fc2.bias, fc3.weight
+            "backward act1",
+            "backward fc1",
+            "all_reduce b2", // fc1.bias, fc2.weight
+            "all_reduce b3", // fc1.weight
+        ]
+    );
+    let ready = mlp_with(quote!(bucket_cap_mb = 8, first_bucket_mb = 1, bucket_order = ready));
+    assert_eq!(ready, mlp(), "`ready` is the default");
 }
 
 #[test]

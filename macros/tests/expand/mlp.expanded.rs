@@ -1,9 +1,8 @@
-/// schedule of Mlp: 4 buckets, 10020874 parameters (38.23 MiB), first bucket closes at 1.00 MiB, others at 8.00 MiB
+/// schedule of Mlp: 3 buckets, 10020874 parameters (38.23 MiB), first bucket closes at 1.00 MiB, others at 8.00 MiB
 /// bucket  all-reduce launched after       bytes  members (buffer order)
-/// b0      fc3.backward                 88.0 KiB  fc3.bias, head.weight, head.bias
-/// b1      fc2.backward                16.01 MiB  fc2.bias, fc3.weight
-/// b2      fc1.backward                16.01 MiB  fc1.bias, fc2.weight
-/// b3      fc1.backward                 6.12 MiB  fc1.weight
+/// b0      fc3.backward                16.09 MiB  head.bias, head.weight, fc3.bias, fc3.weight
+/// b1      fc2.backward                16.01 MiB  fc2.bias, fc2.weight
+/// b2      fc1.backward                 6.13 MiB  fc1.bias, fc1.weight
 pub struct Mlp {
     fc1: Linear<784, 2048>,
     act1: Relu,
@@ -46,14 +45,12 @@ pub struct MlpWorkspace {
     "`, in launch order. Each parameter's gradient is a view at a fixed offset."
 )]
 pub struct MlpGrads {
-    /// Bucket 0: fc3.bias, head.weight, head.bias (22538 elements), launched after `fc3.backward`.
+    /// Bucket 0: head.bias, head.weight, fc3.bias, fc3.weight (4216842 elements), launched after `fc3.backward`.
     b0: ::overlap::GradBucket,
-    /// Bucket 1: fc2.bias, fc3.weight (4196352 elements), launched after `fc2.backward`.
+    /// Bucket 1: fc2.bias, fc2.weight (4196352 elements), launched after `fc2.backward`.
     b1: ::overlap::GradBucket,
-    /// Bucket 2: fc1.bias, fc2.weight (4196352 elements), launched after `fc1.backward`.
+    /// Bucket 2: fc1.bias, fc1.weight (1607680 elements), launched after `fc1.backward`.
     b2: ::overlap::GradBucket,
-    /// Bucket 3: fc1.weight (1605632 elements), launched after `fc1.backward`.
-    b3: ::overlap::GradBucket,
     micro_steps: usize,
 }
 #[doc = concat!(
@@ -65,12 +62,11 @@ pub struct MlpInFlight {
     b0: ::overlap::InFlight,
     b1: ::overlap::InFlight,
     b2: ::overlap::InFlight,
-    b3: ::overlap::InFlight,
     grad_scale: f32,
 }
 impl ::overlap::GradientBuckets for MlpGrads {
     fn buckets(&self) -> ::std::vec::Vec<&::overlap::GradBucket> {
-        ::std::vec![& self.b0, & self.b1, & self.b2, & self.b3]
+        ::std::vec![& self.b0, & self.b1, & self.b2]
     }
     fn micro_steps(&self) -> usize {
         self.micro_steps
@@ -96,8 +92,8 @@ impl ::overlap::DistributedModel for Mlp {
                             ::overlap::plan::ParamInfo {
                                 name: ::overlap::__private::Cow::Borrowed("weight"),
                                 shape: ::overlap::__private::Cow::Borrowed(&[2048, 784]),
-                                bucket: 3,
-                                offset: 0,
+                                bucket: 2,
+                                offset: 2048,
                             },
                             ::overlap::plan::ParamInfo {
                                 name: ::overlap::__private::Cow::Borrowed("bias"),
@@ -128,7 +124,7 @@ impl ::overlap::DistributedModel for Mlp {
                             ::overlap::plan::ParamInfo {
                                 name: ::overlap::__private::Cow::Borrowed("weight"),
                                 shape: ::overlap::__private::Cow::Borrowed(&[2048, 2048]),
-                                bucket: 2,
+                                bucket: 1,
                                 offset: 2048,
                             },
                             ::overlap::plan::ParamInfo {
@@ -160,14 +156,14 @@ impl ::overlap::DistributedModel for Mlp {
                             ::overlap::plan::ParamInfo {
                                 name: ::overlap::__private::Cow::Borrowed("weight"),
                                 shape: ::overlap::__private::Cow::Borrowed(&[2048, 2048]),
-                                bucket: 1,
-                                offset: 2048,
+                                bucket: 0,
+                                offset: 22538,
                             },
                             ::overlap::plan::ParamInfo {
                                 name: ::overlap::__private::Cow::Borrowed("bias"),
                                 shape: ::overlap::__private::Cow::Borrowed(&[2048]),
                                 bucket: 0,
-                                offset: 0,
+                                offset: 20490,
                             },
                         ],
                     ),
@@ -193,13 +189,13 @@ impl ::overlap::DistributedModel for Mlp {
                                 name: ::overlap::__private::Cow::Borrowed("weight"),
                                 shape: ::overlap::__private::Cow::Borrowed(&[10, 2048]),
                                 bucket: 0,
-                                offset: 2048,
+                                offset: 10,
                             },
                             ::overlap::plan::ParamInfo {
                                 name: ::overlap::__private::Cow::Borrowed("bias"),
                                 shape: ::overlap::__private::Cow::Borrowed(&[10]),
                                 bucket: 0,
-                                offset: 22528,
+                                offset: 0,
                             },
                         ],
                     ),
@@ -212,7 +208,7 @@ impl ::overlap::DistributedModel for Mlp {
                     params: ::overlap::__private::Cow::Borrowed(
                         &[
                             ::overlap::plan::ParamRef {
-                                layer: 4,
+                                layer: 6,
                                 param: 1,
                             },
                             ::overlap::plan::ParamRef {
@@ -220,12 +216,16 @@ impl ::overlap::DistributedModel for Mlp {
                                 param: 0,
                             },
                             ::overlap::plan::ParamRef {
-                                layer: 6,
+                                layer: 4,
                                 param: 1,
+                            },
+                            ::overlap::plan::ParamRef {
+                                layer: 4,
+                                param: 0,
                             },
                         ],
                     ),
-                    numel: 22538,
+                    numel: 4216842,
                     launch_after: 4,
                 },
                 ::overlap::plan::BucketInfo {
@@ -236,7 +236,7 @@ impl ::overlap::DistributedModel for Mlp {
                                 param: 1,
                             },
                             ::overlap::plan::ParamRef {
-                                layer: 4,
+                                layer: 2,
                                 param: 0,
                             },
                         ],
@@ -252,24 +252,12 @@ impl ::overlap::DistributedModel for Mlp {
                                 param: 1,
                             },
                             ::overlap::plan::ParamRef {
-                                layer: 2,
-                                param: 0,
-                            },
-                        ],
-                    ),
-                    numel: 4196352,
-                    launch_after: 0,
-                },
-                ::overlap::plan::BucketInfo {
-                    params: ::overlap::__private::Cow::Borrowed(
-                        &[
-                            ::overlap::plan::ParamRef {
                                 layer: 0,
                                 param: 0,
                             },
                         ],
                     ),
-                    numel: 1605632,
+                    numel: 1607680,
                     launch_after: 0,
                 },
             ],
@@ -318,10 +306,9 @@ impl ::overlap::DistributedModel for Mlp {
     }
     fn new_grads(&self) -> MlpGrads {
         MlpGrads {
-            b0: ::overlap::GradBucket::zeros(0, 22538),
+            b0: ::overlap::GradBucket::zeros(0, 4216842),
             b1: ::overlap::GradBucket::zeros(1, 4196352),
-            b2: ::overlap::GradBucket::zeros(2, 4196352),
-            b3: ::overlap::GradBucket::zeros(3, 1605632),
+            b2: ::overlap::GradBucket::zeros(2, 1607680),
             micro_steps: 0,
         }
     }
@@ -362,12 +349,11 @@ impl ::overlap::DistributedModel for Mlp {
         }
         &ws.head_out
     }
-    /// schedule of Mlp: 4 buckets, 10020874 parameters (38.23 MiB), first bucket closes at 1.00 MiB, others at 8.00 MiB
+    /// schedule of Mlp: 3 buckets, 10020874 parameters (38.23 MiB), first bucket closes at 1.00 MiB, others at 8.00 MiB
     /// bucket  all-reduce launched after       bytes  members (buffer order)
-    /// b0      fc3.backward                 88.0 KiB  fc3.bias, head.weight, head.bias
-    /// b1      fc2.backward                16.01 MiB  fc2.bias, fc3.weight
-    /// b2      fc1.backward                16.01 MiB  fc1.bias, fc2.weight
-    /// b3      fc1.backward                 6.12 MiB  fc1.weight
+    /// b0      fc3.backward                16.09 MiB  head.bias, head.weight, fc3.bias, fc3.weight
+    /// b1      fc2.backward                16.01 MiB  fc2.bias, fc2.weight
+    /// b2      fc1.backward                 6.13 MiB  fc1.bias, fc1.weight
     fn backward<O: ::overlap::Optimizer>(
         &mut self,
         ws: &mut MlpWorkspace,
@@ -377,13 +363,13 @@ impl ::overlap::DistributedModel for Mlp {
         optimizer: &mut O,
     ) -> MlpInFlight {
         use ::overlap::Layer as _;
-        let MlpGrads { mut b0, mut b1, mut b2, mut b3, micro_steps } = grads;
+        let MlpGrads { mut b0, mut b1, mut b2, micro_steps } = grads;
         let accumulate = micro_steps > 0;
         let grad_scale = ::overlap::grad_scale(comm.world_size(), micro_steps + 1);
         optimizer.begin_step();
         {
             let _span = ::overlap::trace::backward(6);
-            let [head_weight, head_bias] = b0.views_mut([(2048, 20480), (22528, 10)]);
+            let [head_bias, head_weight] = b0.views_mut([(0, 10), (10, 20480)]);
             self.head
                 .backward(
                     &ws.act3_out,
@@ -410,8 +396,7 @@ impl ::overlap::DistributedModel for Mlp {
         }
         {
             let _span = ::overlap::trace::backward(4);
-            let [fc3_weight] = b1.views_mut([(2048, 4194304)]);
-            let [fc3_bias] = b0.views_mut([(0, 2048)]);
+            let [fc3_bias, fc3_weight] = b0.views_mut([(20490, 2048), (22538, 4194304)]);
             self.fc3
                 .backward(
                     &ws.act2_out,
@@ -439,8 +424,7 @@ impl ::overlap::DistributedModel for Mlp {
         }
         {
             let _span = ::overlap::trace::backward(2);
-            let [fc2_weight] = b2.views_mut([(2048, 4194304)]);
-            let [fc2_bias] = b1.views_mut([(0, 2048)]);
+            let [fc2_bias, fc2_weight] = b1.views_mut([(0, 2048), (2048, 4194304)]);
             self.fc2
                 .backward(
                     &ws.act1_out,
@@ -468,8 +452,7 @@ impl ::overlap::DistributedModel for Mlp {
         }
         {
             let _span = ::overlap::trace::backward(0);
-            let [fc1_weight] = b3.views_mut([(0, 1605632)]);
-            let [fc1_bias] = b2.views_mut([(0, 2048)]);
+            let [fc1_bias, fc1_weight] = b2.views_mut([(0, 2048), (2048, 1605632)]);
             self.fc1
                 .backward(
                     &ws.input,
@@ -482,13 +465,11 @@ impl ::overlap::DistributedModel for Mlp {
                 );
         }
         let b2_in_flight = comm.all_reduce_and_update(b2, self, optimizer, grad_scale);
-        let b3_in_flight = comm.all_reduce_and_update(b3, self, optimizer, grad_scale);
         comm.backward_done();
         MlpInFlight {
             b0: b0_in_flight,
             b1: b1_in_flight,
             b2: b2_in_flight,
-            b3: b3_in_flight,
             grad_scale,
         }
     }
@@ -499,11 +480,11 @@ impl ::overlap::DistributedModel for Mlp {
         grads: &mut MlpGrads,
     ) {
         use ::overlap::Layer as _;
-        let MlpGrads { b0, b1, b2, b3, micro_steps } = grads;
+        let MlpGrads { b0, b1, b2, micro_steps } = grads;
         let accumulate = *micro_steps > 0;
         {
             let _span = ::overlap::trace::backward(6);
-            let [head_weight, head_bias] = b0.views_mut([(2048, 20480), (22528, 10)]);
+            let [head_bias, head_weight] = b0.views_mut([(0, 10), (10, 20480)]);
             self.head
                 .backward(
                     &ws.act3_out,
@@ -530,8 +511,7 @@ impl ::overlap::DistributedModel for Mlp {
         }
         {
             let _span = ::overlap::trace::backward(4);
-            let [fc3_weight] = b1.views_mut([(2048, 4194304)]);
-            let [fc3_bias] = b0.views_mut([(0, 2048)]);
+            let [fc3_bias, fc3_weight] = b0.views_mut([(20490, 2048), (22538, 4194304)]);
             self.fc3
                 .backward(
                     &ws.act2_out,
@@ -558,8 +538,7 @@ impl ::overlap::DistributedModel for Mlp {
         }
         {
             let _span = ::overlap::trace::backward(2);
-            let [fc2_weight] = b2.views_mut([(2048, 4194304)]);
-            let [fc2_bias] = b1.views_mut([(0, 2048)]);
+            let [fc2_bias, fc2_weight] = b1.views_mut([(0, 2048), (2048, 4194304)]);
             self.fc2
                 .backward(
                     &ws.act1_out,
@@ -586,8 +565,7 @@ impl ::overlap::DistributedModel for Mlp {
         }
         {
             let _span = ::overlap::trace::backward(0);
-            let [fc1_weight] = b3.views_mut([(0, 1605632)]);
-            let [fc1_bias] = b2.views_mut([(0, 2048)]);
+            let [fc1_bias, fc1_weight] = b2.views_mut([(0, 2048), (2048, 1605632)]);
             self.fc1
                 .backward(
                     &ws.input,
@@ -611,16 +589,16 @@ impl ::overlap::DistributedModel for Mlp {
             b0: b0_in_flight,
             b1: b1_in_flight,
             b2: b2_in_flight,
-            b3: b3_in_flight,
             grad_scale,
         } = in_flight;
         let mut b0 = b0_in_flight.wait()?;
         if !b0.give_back_updated(self, optimizer) {
             let _span = ::overlap::trace::update(0);
-            optimizer.update(5, self.fc3.param_mut(1), b0.view(0, 2048), grad_scale);
+            optimizer.update(7, self.head.param_mut(1), b0.view(0, 10), grad_scale);
+            optimizer.update(6, self.head.param_mut(0), b0.view(10, 20480), grad_scale);
+            optimizer.update(5, self.fc3.param_mut(1), b0.view(20490, 2048), grad_scale);
             optimizer
-                .update(6, self.head.param_mut(0), b0.view(2048, 20480), grad_scale);
-            optimizer.update(7, self.head.param_mut(1), b0.view(22528, 10), grad_scale);
+                .update(4, self.fc3.param_mut(0), b0.view(22538, 4194304), grad_scale);
             b0.clear();
         }
         let mut b1 = b1_in_flight.wait()?;
@@ -628,7 +606,7 @@ impl ::overlap::DistributedModel for Mlp {
             let _span = ::overlap::trace::update(1);
             optimizer.update(3, self.fc2.param_mut(1), b1.view(0, 2048), grad_scale);
             optimizer
-                .update(4, self.fc3.param_mut(0), b1.view(2048, 4194304), grad_scale);
+                .update(2, self.fc2.param_mut(0), b1.view(2048, 4194304), grad_scale);
             b1.clear();
         }
         let mut b2 = b2_in_flight.wait()?;
@@ -636,20 +614,13 @@ impl ::overlap::DistributedModel for Mlp {
             let _span = ::overlap::trace::update(2);
             optimizer.update(1, self.fc1.param_mut(1), b2.view(0, 2048), grad_scale);
             optimizer
-                .update(2, self.fc2.param_mut(0), b2.view(2048, 4194304), grad_scale);
+                .update(0, self.fc1.param_mut(0), b2.view(2048, 1605632), grad_scale);
             b2.clear();
-        }
-        let mut b3 = b3_in_flight.wait()?;
-        if !b3.give_back_updated(self, optimizer) {
-            let _span = ::overlap::trace::update(3);
-            optimizer.update(0, self.fc1.param_mut(0), b3.view(0, 1605632), grad_scale);
-            b3.clear();
         }
         ::core::result::Result::Ok(MlpGrads {
             b0,
             b1,
             b2,
-            b3,
             micro_steps: 0,
         })
     }

@@ -1,26 +1,26 @@
 use super::*;
 use crate::spec::Width;
 
-fn linear(name: &'static str, input: usize, output: usize) -> LayerSpec {
+pub(super) fn linear(name: &'static str, input: usize, output: usize) -> LayerSpec {
     LayerSpec::new(name, format!("Linear<{input}, {output}>"), Width::Fixed { input, output })
         .with_param("weight", &[output, input])
         .with_param("bias", &[output])
         .with_flops(2 * (input * output) as u64)
 }
 
-fn relu(name: &'static str) -> LayerSpec {
+pub(super) fn relu(name: &'static str) -> LayerSpec {
     LayerSpec::new(name, "Relu", Width::Preserving)
 }
 
-fn config(first: usize, cap: usize) -> BucketConfig {
+pub(super) fn config(first: usize, cap: usize) -> BucketConfig {
     BucketConfig { first_bucket_bytes: first, bucket_cap_bytes: cap }
 }
 
-fn member_names(s: &Schedule) -> Vec<Vec<String>> {
+pub(super) fn member_names(s: &Schedule) -> Vec<Vec<String>> {
     s.buckets.iter().map(|b| b.params.iter().map(|&r| s.param_name(r)).collect()).collect()
 }
 
-fn mlp() -> Vec<LayerSpec> {
+pub(super) fn mlp() -> Vec<LayerSpec> {
     vec![
         linear("fc1", 784, 2048),
         relu("act1"),
@@ -33,8 +33,27 @@ fn mlp() -> Vec<LayerSpec> {
 }
 
 #[test]
-fn mlp_gets_reverse_order_buckets_with_small_first_bucket_last() {
+fn mlp_gets_buckets_in_ready_order_with_the_small_first_bucket_first() {
     let s = plan_buckets("Mlp", &mlp(), &config(MIB, 8 * MIB)).unwrap();
+    // Ready order: head.bias, head.weight (80 KiB), fc3.bias: still under 1 MiB; fc3.weight
+    // (16 MiB) takes the first bucket over its limit. fc2's bias and weight reach 8 MiB; fc1's
+    // 6.1 MiB are what is left. One bucket per wide layer, each launched right after it.
+    assert_eq!(
+        member_names(&s),
+        vec![
+            vec!["head.bias", "head.weight", "fc3.bias", "fc3.weight"],
+            vec!["fc2.bias", "fc2.weight"],
+            vec!["fc1.bias", "fc1.weight"],
+        ]
+    );
+    let launch: Vec<usize> = s.buckets.iter().map(|b| b.launch_after).collect();
+    assert_eq!(launch, vec![4, 2, 0], "launched after fc3, fc2, fc1");
+    assert_eq!(s.param_count(), 784 * 2048 + 2048 + 2 * (2048 * 2048 + 2048) + 2048 * 10 + 10);
+}
+
+#[test]
+fn ddp_first_iteration_fills_in_definition_order_and_launches_the_first_bucket_last() {
+    let s = plan_buckets_in("Mlp", &mlp(), &config(MIB, 8 * MIB), BucketOrder::DdpFirstIteration).unwrap();
     // fc1.weight alone is 6.1 MiB >= 1 MiB: the first bucket closes right after it.
     // fc1.bias + fc2.weight (16 MiB) >= 8 MiB closes the second, fc2.bias + fc3.weight the
     // third; the rest is the output layer's bucket, launched first.
@@ -49,7 +68,15 @@ fn mlp_gets_reverse_order_buckets_with_small_first_bucket_last() {
     );
     let launch: Vec<usize> = s.buckets.iter().map(|b| b.launch_after).collect();
     assert_eq!(launch, vec![4, 2, 0, 0], "launched after fc3, fc2, fc1, fc1");
-    assert_eq!(s.param_count(), 784 * 2048 + 2048 + 2 * (2048 * 2048 + 2048) + 2048 * 10 + 10);
+}
+
+#[test]
+fn offsets_follow_ready_order() {
+    let s = plan_buckets("Mlp", &mlp(), &config(MIB, 8 * MIB)).unwrap();
+    let head_bias = s.param(ParamRef { layer: 6, param: 1 });
+    let head_weight = s.param(ParamRef { layer: 6, param: 0 });
+    assert_eq!((head_bias.bucket, head_bias.offset), (0, 0), "the first gradient ready is first in the first bucket");
+    assert_eq!((head_weight.bucket, head_weight.offset), (0, 10));
 }
 
 #[test]
@@ -70,7 +97,7 @@ fn offsets_are_contiguous_in_buffer_order() {
 fn default_caps_put_small_model_in_one_bucket() {
     let layers = vec![linear("a", 4, 3), relu("r"), linear("b", 3, 2)];
     let s = plan_buckets("Tiny", &layers, &BucketConfig::default()).unwrap();
-    assert_eq!(member_names(&s), vec![vec!["a.weight", "a.bias", "b.weight", "b.bias"]]);
+    assert_eq!(member_names(&s), vec![vec!["b.bias", "b.weight", "a.bias", "a.weight"]]);
     assert_eq!(s.buckets[0].launch_after, 0);
 }
 
@@ -91,10 +118,13 @@ fn one_layer_bigger_than_the_cap_gets_its_own_bucket_and_overshoots() {
 fn many_tiny_layers_are_fused() {
     let layers: Vec<LayerSpec> = (0..100).map(|i| linear(Box::leak(format!("l{i}").into_boxed_str()), 4, 4)).collect();
     let s = plan_buckets("Deep", &layers, &config(256, 1024)).unwrap();
-    // Each layer is a 64-byte weight and a 16-byte bias: the fourth weight brings the first
-    // bucket to 304 >= 256 bytes, so it closes with 7 parameters.
-    assert_eq!(s.buckets.last().unwrap().params.len(), 7);
-    assert!(s.buckets.iter().all(|b| b.bytes() >= 256 || b.launch_after > 90));
+    // Each layer is a 16-byte bias, ready first, and a 64-byte weight: l96's bias brings the
+    // first bucket to 256 bytes, so it closes with 7 parameters (l96's weight opens the next).
+    assert_eq!(s.buckets[0].params.len(), 7);
+    assert_eq!(s.param_name(*s.buckets[0].params.last().unwrap()), "l96.bias");
+    let (last, full) = s.buckets.split_last().unwrap();
+    assert!(full.iter().skip(1).all(|b| (1024..1024 + 64).contains(&b.bytes())), "later buckets close at 1 KiB");
+    assert!(last.bytes() < 1024 + 64);
     assert_eq!(s.buckets.iter().map(|b| b.params.len()).sum::<usize>(), 200);
 }
 
@@ -111,7 +141,7 @@ fn cap_smaller_than_every_parameter_gives_one_bucket_per_parameter() {
 fn parameter_free_layers_take_no_space() {
     let layers = vec![relu("r0"), linear("a", 4, 4), relu("r1"), relu("r2"), linear("b", 4, 4), relu("r3")];
     let s = plan_buckets("M", &layers, &config(4 * 20, 4 * 20)).unwrap();
-    assert_eq!(member_names(&s), vec![vec!["b.weight", "b.bias"], vec!["a.weight", "a.bias"]]);
+    assert_eq!(member_names(&s), vec![vec!["b.bias", "b.weight"], vec!["a.bias", "a.weight"]]);
     assert_eq!(s.buckets[0].launch_after, 4);
     assert_eq!(s.buckets[1].launch_after, 1);
     assert!(s.layers[0].params.is_empty());
@@ -120,18 +150,23 @@ fn parameter_free_layers_take_no_space() {
 #[test]
 fn single_layer() {
     let s = plan_buckets("One", &[linear("only", 3, 2)], &BucketConfig::default()).unwrap();
-    assert_eq!(member_names(&s), vec![vec!["only.weight", "only.bias"]]);
+    assert_eq!(member_names(&s), vec![vec!["only.bias", "only.weight"]]);
     assert_eq!(s.buckets[0].numel, 8);
 }
 
 #[test]
 fn forced_boundary_starts_a_new_bucket() {
     let layers = vec![linear("a", 4, 4), linear("b", 4, 4).with_bucket_boundary(), linear("c", 4, 4)];
+    // The boundary lies between `a` and `b`, whichever way the parameters are walked.
     let s = plan_buckets("M", &layers, &BucketConfig::default()).unwrap();
+    assert_eq!(member_names(&s), vec![vec!["c.bias", "c.weight", "b.bias", "b.weight"], vec!["a.bias", "a.weight"]]);
+    let s = plan_buckets_in("M", &layers, &BucketConfig::default(), BucketOrder::DdpFirstIteration).unwrap();
     assert_eq!(member_names(&s), vec![vec!["b.weight", "b.bias", "c.weight", "c.bias"], vec!["a.weight", "a.bias"]]);
     // A boundary on the first layer is a no-op, not an empty bucket.
     let layers = vec![linear("a", 4, 4).with_bucket_boundary()];
-    assert_eq!(plan_buckets("M", &layers, &BucketConfig::default()).unwrap().buckets.len(), 1);
+    for order in [BucketOrder::Ready, BucketOrder::DdpFirstIteration] {
+        assert_eq!(plan_buckets_in("M", &layers, &BucketConfig::default(), order).unwrap().buckets.len(), 1);
+    }
 }
 
 #[test]
@@ -159,11 +194,13 @@ fn table_lists_buckets_in_launch_order() {
     let s = plan_buckets("Mlp", &mlp(), &config(MIB, 8 * MIB)).unwrap();
     let table = s.to_string();
     let lines: Vec<&str> = table.lines().collect();
-    assert!(lines[0].starts_with("schedule of Mlp: 4 buckets"), "{table}");
+    assert!(lines[0].starts_with("schedule of Mlp: 3 buckets"), "{table}");
     assert!(
         lines[2].starts_with("b0")
             && lines[2].contains("fc3.backward")
-            && lines[2].contains("fc3.bias, head.weight, head.bias")
+            && lines[2].ends_with("head.bias, head.weight, fc3.bias, fc3.weight")
     );
-    assert!(lines[5].starts_with("b3") && lines[5].contains("fc1.backward") && lines[5].ends_with("fc1.weight"));
+    assert!(
+        lines[4].starts_with("b2") && lines[4].contains("fc1.backward") && lines[4].ends_with("fc1.bias, fc1.weight")
+    );
 }

@@ -111,8 +111,9 @@ impl<const D: usize> Layer for LayerNorm<D> {
         assert!(grad_weight.len() == D && grad_bias.len() == D, "LayerNorm<{D}>: gradient slices must have {D} values");
         let (x, dy) = (input.as_slice(), grad_output.as_slice());
         let xhat = |r: usize, d: usize| (x[r * D + d] - saved.mean[r]) * saved.rstd[r];
-        column_sums(grad_weight, rows, accumulate, |r, d| dy[r * D + d] * xhat(r, d));
+        // Last parameter first, as `Layer::backward` states.
         column_sums(grad_bias, rows, accumulate, |r, d| dy[r * D + d]);
+        column_sums(grad_weight, rows, accumulate, |r, d| dy[r * D + d] * xhat(r, d));
 
         let Some(grad_input) = grad_input else { return };
         grad_input.resize(rows, D);

@@ -79,15 +79,15 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
         let x = MatRef::row_major(input.as_slice(), rows, IN);
         let dy_view = MatRef::row_major(grad_output.as_slice(), rows, OUT);
 
+        // db = column sums of dy; first, as `Layer::backward` states (last parameter first).
+        assert_eq!(grad_bias.len(), OUT, "Linear<{IN}, {OUT}>: bias gradient has {} values", grad_bias.len());
+        let dy = grad_output.as_slice();
+        column_sums(grad_bias, rows, accumulate, |r, c| dy[r * OUT + c]);
+
         // dW += dyᵀ·x, also at the first micro-step: gradients start every step cleared (see
         // `Layer::backward`), and OpenBLAS with beta 1 skips the pass over dW that clearing it
         // itself would take (see `crate::gemm`).
         gemm(1.0, dy_view.t(), x, 1.0, grad_weight, OUT, IN);
-
-        // db = column sums of dy.
-        assert_eq!(grad_bias.len(), OUT, "Linear<{IN}, {OUT}>: bias gradient has {} values", grad_bias.len());
-        let dy = grad_output.as_slice();
-        column_sums(grad_bias, rows, accumulate, |r, c| dy[r * OUT + c]);
 
         if let Some(grad_input) = grad_input {
             grad_input.resize(rows, IN);

@@ -92,6 +92,12 @@ pub trait Layer: Sized + Send {
     /// when `accumulate` is set, and the input gradient into `grad_input` when asked (the first
     /// layer of a model is not asked: nothing needs it). When `accumulate` is not set, `grads`
     /// hold zeros (a step starts from cleared gradients), so adding is as good as writing.
+    ///
+    /// Gradients are produced last parameter first (reverse `PARAMS` order, as autograd readies
+    /// `nn.Linear`'s bias before its weight): the planner assigns them to buckets in the order
+    /// they become ready, layers in reverse and within a layer in that order. A bucket is
+    /// launched only once the whole call has returned, so the order decides which bucket a
+    /// parameter joins when a cap falls inside a layer, never what is computed.
     #[allow(clippy::too_many_arguments)]
     fn backward(
         &self,
