@@ -203,3 +203,26 @@ fn sigterm_mid_run_checkpoints_and_a_resume_equals_an_uninterrupted_run() {
     };
     assert!(read(resumed) == read(whole), "stopped at {stopped_at} and resumed, the run differs");
 }
+
+#[test]
+fn sizes_beyond_the_machine_are_refused_before_anything_is_allocated() {
+    let (ok, text) = mlp(&["--batch", "18446744073709551615", "--steps", "1"]);
+    assert!(!ok && text.contains("needs more memory than any machine can address"), "{text}");
+    let (ok, text) = mlp(&["--batch", "2305843009213693952", "--steps", "1"]);
+    assert!(!ok && text.contains("needs more memory than any machine can address"), "{text}");
+    let (ok, text) = mlp(&["--batch", "1000000", "--steps", "1"]);
+    assert!(!ok && text.contains("GiB per rank") && text.contains("GiB available"), "{text}");
+    assert!(!text.contains("panicked"), "{text}");
+    // A huge step count is a long run, not an allocation: it starts training.
+    let mut run = Command::new(example("mlp"))
+        .args(["--steps", "18446744073709551615", "--batch", "4", "--log-every", "1", "--report", "off"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(run.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    let _ = run.kill();
+    let _ = run.wait();
+    assert!(first.starts_with("step      1"), "{first}");
+}

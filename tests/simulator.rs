@@ -1,5 +1,7 @@
 //! The step simulator against reality (runs on an emulated link, where the link's cost is
-//! known), and the profile-guided plan against DDP's caps in a measured run.
+//! known), and the profile-guided plan against DDP's caps in a measured run. Both are timing
+//! claims: `make bench` runs them (`--ignored`), `make test` does not, since a loaded machine
+//! moves wall times and a test must not fail because a neighbour compiled.
 
 mod common;
 
@@ -19,6 +21,7 @@ fn report(model: &str, ranks: usize, extra: &[&str]) -> Value {
 }
 
 #[test]
+#[ignore = "a timing claim: `make bench` runs it"]
 fn predictions_match_emulated_runs_within_a_quarter() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let cases: [(&str, usize, &[&str]); 4] = [
@@ -41,6 +44,7 @@ fn predictions_match_emulated_runs_within_a_quarter() {
 }
 
 #[test]
+#[ignore = "a timing claim: `make bench` runs it"]
 fn the_profile_guided_plan_beats_ddp_caps_on_the_emulated_link() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let args = ["--batch", "256", "--link", "bandwidth=0.5GB/s"];

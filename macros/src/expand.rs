@@ -57,8 +57,14 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
     let (vis, ident) = (&item.vis, &item.ident);
     let names = Names::new(model, schedule);
     let Names { workspace, grads, in_flight, buckets, .. } = &names;
-    let table: Vec<String> =
-        schedule.to_string().lines().chain(planned.notes.iter().map(String::as_str)).map(|l| format!(" {l}")).collect();
+    // The table in a code block, so that rustdoc keeps its columns; the planner's notes after it.
+    let table: Vec<String> = ["```text"]
+        .into_iter()
+        .chain(schedule.to_string().lines())
+        .chain(["```"])
+        .chain(planned.notes.iter().map(String::as_str))
+        .map(|l| format!(" {l}"))
+        .collect();
     // Cargo rebuilds when a file the plan was read from changes.
     let input_file = planned.input_file.iter().map(|f| {
         quote!(

@@ -170,19 +170,7 @@ impl<'a> Observer<'a> {
 
     /// Parameters, gradients, optimizer state and activations of one rank, in bytes.
     fn needed_bytes(&self) -> usize {
-        let params = self.schedule.total_bytes();
-        let state = self.run.optimizer_buffers * params;
-        // Each layer keeps its output and the gradient with respect to it, per sample.
-        let mut width = 0;
-        let mut per_sample = 0;
-        for layer in self.schedule.layers.iter() {
-            if let Width::Fixed { input, output } = layer.width {
-                per_sample += if width == 0 { input } else { 0 };
-                width = output;
-            }
-            per_sample += 2 * width;
-        }
-        2 * params + state + self.run.batch * per_sample * ELEM_BYTES
+        needed_bytes(&self.schedule, &self.run).unwrap_or(usize::MAX)
     }
 
     /// `costs`: the per-layer times measured over `breakdowns`, for the simulator's prediction.
@@ -214,6 +202,32 @@ impl<'a> Observer<'a> {
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
+
+/// Parameters, gradients, optimizer state and activations of one rank, in bytes; `None` when
+/// that does not even fit in the address space.
+pub fn needed_bytes(schedule: &Schedule, run: &RunShape) -> Option<usize> {
+    let params = schedule.total_bytes();
+    let state = run.optimizer_buffers.checked_mul(params)?;
+    // Each layer keeps its output and the gradient with respect to it, per sample.
+    let (mut width, mut per_sample) = (0usize, 0usize);
+    for layer in schedule.layers.iter() {
+        if let Width::Fixed { input, output } = layer.width {
+            per_sample = per_sample.checked_add(if width == 0 { input } else { 0 })?;
+            width = output;
+        }
+        per_sample = per_sample.checked_add(width.checked_mul(2)?)?;
+    }
+    let activations = run.batch.checked_mul(per_sample)?.checked_mul(ELEM_BYTES)?;
+    params.checked_mul(2)?.checked_add(state)?.checked_add(activations)
+}
+
+/// Memory the kernel says is available to new allocations (`MemAvailable`; Linux only).
+pub fn available_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
 
 /// This process's peak resident set size (`VmHWM` in `/proc/self/status`; Linux only).
 fn peak_rss_bytes() -> Option<u64> {

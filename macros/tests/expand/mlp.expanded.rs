@@ -1,8 +1,10 @@
+/// ```text
 /// schedule of Mlp: 3 buckets, 10020874 parameters (38.23 MiB), first bucket closes at 1.00 MiB, others at 8.00 MiB
 /// bucket  all-reduce launched after       bytes  members (buffer order)
 /// b0      fc3.backward                16.09 MiB  head.bias, head.weight, fc3.bias, fc3.weight
 /// b1      fc2.backward                16.01 MiB  fc2.bias, fc2.weight
 /// b2      fc1.backward                 6.13 MiB  fc1.bias, fc1.weight
+/// ```
 pub struct Mlp {
     fc1: Linear<784, 2048>,
     act1: Relu,
@@ -349,11 +351,13 @@ impl ::overlap::DistributedModel for Mlp {
         }
         &ws.head_out
     }
+    /// ```text
     /// schedule of Mlp: 3 buckets, 10020874 parameters (38.23 MiB), first bucket closes at 1.00 MiB, others at 8.00 MiB
     /// bucket  all-reduce launched after       bytes  members (buffer order)
     /// b0      fc3.backward                16.09 MiB  head.bias, head.weight, fc3.bias, fc3.weight
     /// b1      fc2.backward                16.01 MiB  fc2.bias, fc2.weight
     /// b2      fc1.backward                 6.13 MiB  fc1.bias, fc1.weight
+    /// ```
     fn backward<O: ::overlap::Optimizer>(
         &mut self,
         ws: &mut MlpWorkspace,

@@ -293,6 +293,11 @@ impl Run<'_> {
                 progress.suspend(&mut || observer.say(&format!("checkpoint: {}", written.display())));
                 saved = Some(written);
             }
+            if config.saves_after(step) {
+                // The other ranks wait for rank 0's write here, not in their next wait point,
+                // whose timeout is about communication.
+                comm.barrier()?;
+            }
             let Some(signal) = stop.as_ref().map(|s| s.agreed(comm)).transpose()?.flatten() else { continue };
             progress.finish();
             if let (0, Some(save), None) = (rank, &config.save, &saved) {
@@ -330,6 +335,9 @@ fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Dataset) -> Resu
     if config.save.as_ref().is_some_and(|s| s.every == Some(0)) {
         return Err(Error::Config("checkpoints every 0 steps: give a positive interval or none".into()));
     }
+    if config.device == Device::Cpu {
+        check_memory(config, schedule)?;
+    }
     let Some((features, _)) = io_widths(schedule) else {
         return Err(Error::Config(format!("{} has no layer with fixed widths", schedule.model)));
     };
@@ -342,6 +350,35 @@ fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Dataset) -> Resu
         )));
     }
     Ok(())
+}
+
+/// Refuses, before allocating anything, a run whose parameters, gradients, optimizer state and
+/// activations cannot fit in the memory this machine has available (or in any address space).
+fn check_memory(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
+    let shape = RunShape {
+        steps: config.steps,
+        batch: config.batch,
+        accumulate: config.accumulate,
+        optimizer_buffers: config.optimizer.buffers_per_param(),
+    };
+    const GIB: f64 = (1u64 << 30) as f64;
+    let needed = crate::observe::needed_bytes(schedule, &shape);
+    let available = crate::observe::available_bytes();
+    match (needed, available) {
+        (None, _) => Err(Error::Config(format!(
+            "{} with a batch of {} samples per rank needs more memory than any machine can address",
+            schedule.model, config.batch
+        ))),
+        (Some(needed), Some(available)) if needed as u64 > available => Err(Error::Config(format!(
+            "{} with a batch of {} samples per rank needs about {:.1} GiB per rank (parameters, gradients, \
+             optimizer state, activations); this machine has {:.1} GiB available",
+            schedule.model,
+            config.batch,
+            needed as f64 / GIB,
+            available as f64 / GIB
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Runs `check` on rank 0 and makes every rank share its verdict, so that a refusal there ends
