@@ -59,7 +59,7 @@ done | sort -u | while read -r name path; do
     cp -L "$path" "$root/lib/$name"
 done
 strip --strip-unneeded "$root"/lib/*
-glibc_version=$(ldd --version | head -1 | awk '{ print $NF }')
+glibc_version=$(ldd --version | awk 'NR == 1 { print $NF }')
 echo "built with glibc $glibc_version" >>"$root/VERSION"
 
 mkdir -p "$(dirname "$out")"

@@ -64,7 +64,7 @@ step() { # step NAME FILE COMMAND...: runs COMMAND, output to FILE, records a fa
 environment() {
     echo "bundle: $(tr '\n' ' ' <"$root/VERSION")"
     nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1 || echo "nvidia-smi: not available"
-    echo "glibc: $(getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>/dev/null | head -1)"
+    echo "glibc: $(getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>/dev/null | awk 'NR == 1')"
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
     echo "cpu features: $(grep -o -w -m1 -E 'avx2|avx512f' /proc/cpuinfo | sort -u | tr '\n' ' ')"
     echo "ptxas: $(command -v ptxas || ls /usr/local/cuda/bin/ptxas 2>/dev/null || echo none)"
@@ -77,7 +77,7 @@ environment() {
 
 sanitizer() {
     command -v compute-sanitizer && return 0
-    ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 | grep . && return 0
+    ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | awk 'NR == 1 { print; found = 1 } END { exit !found }' && return 0
     # PyTorch's wheels carry no sanitizer; a pip-installed nvidia-cuda-sanitizer-api does.
     return 1
 }
