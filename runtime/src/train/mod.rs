@@ -8,14 +8,13 @@
 
 mod backend;
 pub mod config;
+mod preflight;
 mod progress;
 mod stop;
 mod summary;
 
 use std::path::PathBuf;
 use std::time::Instant;
-
-use overlap_plan::{Schedule, Width};
 
 use crate::checkpoint::{self, Position};
 use crate::comm::Communicator;
@@ -32,6 +31,8 @@ use crate::trace;
 use backend::CpuBackend;
 pub(crate) use backend::StepBackend;
 pub use config::{Device, ObserveConfig, OptimizerConfig, OptimizerKind, ReportFormat, SaveConfig, TrainConfig};
+use preflight::{check, claim_outputs, resume};
+pub use preflight::{io_widths, on_rank0};
 pub use progress::{NoProgress, Progress};
 pub use stop::signal_name;
 use summary::LossLog;
@@ -318,153 +319,4 @@ impl Run<'_> {
         observer.finish(comm)?;
         Ok(summary)
     }
-}
-
-/// Settings that cannot run, and a dataset that does not fit the model, refused before anything
-/// starts.
-fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Dataset) -> Result<()> {
-    let zero = [
-        ("steps", config.steps == 0),
-        ("batch", config.batch == 0),
-        ("accumulate", config.accumulate == 0),
-        ("log_every", config.log_every == 0),
-    ];
-    if let Some((name, _)) = zero.iter().find(|(_, is_zero)| *is_zero) {
-        return Err(Error::Config(format!("{name} must be at least 1")));
-    }
-    if config.save.as_ref().is_some_and(|s| s.every == Some(0)) {
-        return Err(Error::Config("checkpoints every 0 steps: give a positive interval or none".into()));
-    }
-    if config.device == Device::Cpu {
-        check_memory(config, schedule)?;
-    }
-    let Some((features, _)) = io_widths(schedule) else {
-        return Err(Error::Config(format!("{} has no layer with fixed widths", schedule.model)));
-    };
-    if data.features() != features {
-        return Err(Error::Dataset(format!(
-            "{} has {} features per sample, {}'s first layer takes {features}",
-            data.describe(),
-            data.features(),
-            schedule.model
-        )));
-    }
-    Ok(())
-}
-
-/// Refuses, before allocating anything, a run whose parameters, gradients, optimizer state and
-/// activations cannot fit in the memory this machine has available (or in any address space).
-fn check_memory(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
-    let shape = RunShape {
-        steps: config.steps,
-        batch: config.batch,
-        accumulate: config.accumulate,
-        optimizer_buffers: config.optimizer.buffers_per_param(),
-    };
-    const GIB: f64 = (1u64 << 30) as f64;
-    let needed = crate::observe::needed_bytes(schedule, &shape);
-    let available = crate::observe::available_bytes();
-    match (needed, available) {
-        (None, _) => Err(Error::Config(format!(
-            "{} with a batch of {} samples per rank needs more memory than any machine can address",
-            schedule.model, config.batch
-        ))),
-        (Some(needed), Some(available)) if needed as u64 > available => Err(Error::Config(format!(
-            "{} with a batch of {} samples per rank needs about {:.1} GiB per rank (parameters, gradients, \
-             optimizer state, activations); this machine has {:.1} GiB available",
-            schedule.model,
-            config.batch,
-            needed as f64 / GIB,
-            available as f64 / GIB
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// Runs `check` on rank 0 and makes every rank share its verdict, so that a refusal there ends
-/// the run on every rank instead of leaving the others waiting in the first all-reduce.
-pub fn on_rank0<T>(comm: &Communicator, check: impl FnOnce() -> Result<T>) -> Result<Option<T>> {
-    let outcome = (comm.rank() == 0).then(check);
-    let mut ok = [u8::from(!matches!(outcome, Some(Err(_))))];
-    comm.broadcast_bytes_from_root(&mut ok)?;
-    match outcome {
-        Some(result) => result.map(Some),
-        None if ok[0] == 1 => Ok(None),
-        None => Err(Error::Config("rank 0 refused to start (its message says why)".into())),
-    }
-}
-
-/// Every file and folder the run will write, checked before step 1; the checkpoint folder is
-/// claimed (locked, and refused if it holds another run's checkpoints).
-fn claim_outputs(config: &TrainConfig) -> Result<Option<checkpoint::DirLock>> {
-    let observe = &config.observe;
-    for (path, what) in
-        [(&observe.trace, "--trace"), (&observe.timeline, "--timeline"), (&observe.write_profile, "--write-profile")]
-    {
-        if let Some(path) = path {
-            crate::output_paths::check_file(path, what)?;
-        }
-    }
-    let Some(save) = &config.save else { return Ok(None) };
-    let same = |a: &std::path::Path, b: &std::path::Path| match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a == b,
-    };
-    let continues = config.resume.as_deref().is_some_and(|r| same(r, &save.dir));
-    checkpoint::claim(&save.dir, continues, save.overwrite).map(Some)
-}
-
-/// What differs between the run a checkpoint recorded and this one.
-fn changes(saved: &checkpoint::RunAbout, now: &checkpoint::RunAbout) -> Vec<String> {
-    let mut changes = Vec::new();
-    if saved.data != now.data {
-        changes.push(format!("other data: the checkpoint's run read {}, this one reads {}", saved.data, now.data));
-    }
-    if saved.global_batch != now.global_batch {
-        changes.push(format!(
-            "another global batch: {} samples per step before, {} now (the data position is kept in samples)",
-            saved.global_batch, now.global_batch
-        ));
-    }
-    changes
-}
-
-/// Input width of the first fixed-width layer and output width of the last one.
-pub fn io_widths(schedule: &Schedule) -> Option<(usize, usize)> {
-    let fixed = || {
-        schedule.layers.iter().filter_map(|l| match l.width {
-            Width::Fixed { input, output } => Some((input, output)),
-            Width::Preserving => None,
-        })
-    };
-    Some((fixed().next()?.0, fixed().next_back()?.1))
-}
-
-/// Where training starts: step 0, or the newest checkpoint of `resume` (loaded into `model`
-/// and `optimizer`), which must be before `steps`.
-fn resume<M: DistributedModel>(
-    config: &TrainConfig,
-    model: &mut M,
-    optimizer: &mut ChosenOptimizer,
-    rank: usize,
-    about: &checkpoint::RunAbout,
-) -> Result<Position> {
-    let mut position = Position { next_step: 0, samples_seen: 0 };
-    if let Some(dir) = &config.resume {
-        let loaded = checkpoint::load(dir, model, optimizer)?;
-        position = loaded.position;
-        if rank == 0 {
-            crate::console::err_line(&format!("resumed from {} at step {}", dir.display(), position.next_step));
-            for change in loaded.run.map(|saved| changes(&saved, about)).unwrap_or_default() {
-                crate::console::err_line(&format!("warning: resuming with {change}"));
-            }
-        }
-    }
-    if position.next_step >= config.steps {
-        return Err(Error::Config(format!(
-            "the checkpoint is at step {}, and {} steps is the total to reach: nothing to do",
-            position.next_step, config.steps
-        )));
-    }
-    Ok(position)
 }
