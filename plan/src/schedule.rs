@@ -197,9 +197,10 @@ impl fmt::Display for Schedule {
         };
         writeln!(
             f,
-            "schedule of {}: {} buckets, {} parameters ({}), {limits}",
+            "schedule of {}: {} bucket{}, {} parameters ({}), {limits}",
             self.model,
             self.buckets.len(),
+            if self.buckets.len() == 1 { "" } else { "s" },
             self.param_count(),
             human_bytes(self.total_bytes()),
         )?;

@@ -21,6 +21,7 @@ pub struct OverlapReport {
     /// What summed the gradients: `shared-memory` or `mpi` (absent for one rank or no reductions).
     pub transport: Option<&'static str>,
     pub steps: usize,
+    /// The first and last step reported, counted from 1 as the log lines count them.
     pub first_step: u64,
     pub last_step: u64,
     pub step_ms: f64,
@@ -123,7 +124,11 @@ impl OverlapReport {
                 BucketReport {
                     bucket: k,
                     bytes,
-                    launched_after: format!("{}.backward", schedule.layers[schedule.buckets[k].launch_after].name),
+                    launched_after: match mode {
+                        // Without overlap every bucket waits for the whole backward.
+                        CommMode::AfterBackward => "all of backward".to_string(),
+                        _ => format!("{}.backward", schedule.layers[schedule.buckets[k].launch_after].name),
+                    },
                     all_reduce_ms,
                     bus_bandwidth_gb_s: if all_reduce_ms > 0.0 {
                         bytes as f64 / (all_reduce_ms / 1e3) * 2.0 * (n - 1.0) / n / 1e9
@@ -159,8 +164,8 @@ impl OverlapReport {
             emulated_link: link.filter(|_| world_size > 1).map(|l| l.to_string()),
             transport: None,
             steps: steps.len(),
-            first_step: steps[0][0].step,
-            last_step: steps[steps.len() - 1][0].step,
+            first_step: steps[0][0].step + 1,
+            last_step: steps[steps.len() - 1][0].step + 1,
             step_ms,
             forward_ms,
             loss_ms,
@@ -170,8 +175,10 @@ impl OverlapReport {
             all_reduce_ms,
             exposed_ms,
             other_ms,
-            hidden_ms: all_reduce_ms - exposed_ms,
-            hidden_fraction: (all_reduce_ms > 0.0).then(|| 1.0 - exposed_ms / all_reduce_ms),
+            // Waits can outlast the all-reduces they wait for (a slower rank, scheduling): then
+            // nothing was hidden, rather than a negative amount.
+            hidden_ms: (all_reduce_ms - exposed_ms).max(0.0),
+            hidden_fraction: (all_reduce_ms > 0.0).then(|| (1.0 - exposed_ms / all_reduce_ms).clamp(0.0, 1.0)),
             lower_bound_ms,
             above_lower_bound: if lower_bound_ms > 0.0 { step_ms / lower_bound_ms - 1.0 } else { 0.0 },
             buckets,
@@ -206,14 +213,15 @@ impl fmt::Display for OverlapReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "overlap report: {}, {} rank(s), {}{}, steps {}..={} ({} steps; medians over steps of the mean over ranks)",
+            "overlap report: {}, {} rank(s), {}{}, steps {}..={} ({} step{}; medians over steps of the mean over ranks)",
             self.model,
             self.world_size,
             self.mode,
             self.transport.map(|t| format!(" over {t}")).unwrap_or_default(),
-            self.first_step + 1,
-            self.last_step + 1,
-            self.steps
+            self.first_step,
+            self.last_step,
+            self.steps,
+            if self.steps == 1 { "" } else { "s" },
         )?;
         if let Some(link) = &self.emulated_link {
             writeln!(
@@ -363,7 +371,7 @@ mod tests {
             step(2, 1, 10, 8, 6),
         ];
         let r = OverlapReport::new(&b, &SCHEDULE, 2, CommMode::Overlap, None).unwrap();
-        assert_eq!((r.steps, r.first_step, r.last_step), (3, 0, 2));
+        assert_eq!((r.steps, r.first_step, r.last_step), (3, 1, 3));
         assert_eq!((r.compute_ms, r.all_reduce_ms, r.exposed_ms), (11.0, 4.0, 1.0));
         assert_eq!(r.step_ms, 12.0, "the slowest rank's step, median over steps");
         assert_eq!((r.hidden_ms, r.hidden_fraction), (3.0, Some(0.75)));
@@ -394,5 +402,22 @@ mod tests {
         let single = OverlapReport::new(&[step(0, 0, 10, 0, 0)], &SCHEDULE, 1, CommMode::Overlap, link).unwrap();
         assert_eq!((single.hidden_fraction, single.emulated_link.as_deref()), (None, None));
         assert!(single.to_string().contains("one rank: nothing to all-reduce"));
+    }
+
+    #[test]
+    fn without_overlap_buckets_wait_for_all_of_backward_and_nothing_is_hidden_below_zero() {
+        // Waits longer than the all-reduces (6 ms exposed for 4 ms of summing).
+        let r = OverlapReport::new(
+            &[step(0, 0, 10, 4, 6), step(0, 1, 10, 4, 6)],
+            &SCHEDULE,
+            2,
+            CommMode::AfterBackward,
+            None,
+        )
+        .unwrap();
+        assert_eq!((r.hidden_ms, r.hidden_fraction), (0.0, Some(0.0)));
+        assert_eq!(r.buckets[0].launched_after, "all of backward");
+        let text = r.to_string();
+        assert!(text.contains("steps 1..=1 (1 step;") && text.contains("hidden           0.00 ms  0.0%"), "{text}");
     }
 }
