@@ -5,6 +5,7 @@ use overlap_plan::LayerSpec;
 use syn::{Fields, Ident, ItemStruct, Type};
 
 use crate::attr;
+use crate::cfg;
 use crate::errors::Errors;
 use crate::layers;
 
@@ -52,6 +53,7 @@ impl<'a> Field<'a> {
     fn new(field: &'a syn::Field, type_params: &[&Ident], errors: &mut Errors) -> Self {
         let ident = field.ident.as_ref().expect("named fields have identifiers");
         let name = ident.to_string();
+        cfg::check_field(&field.attrs, errors);
         let attrs = attr::field_attrs(&field.attrs, errors);
         let is_type_param =
             matches!(&field.ty, Type::Path(p) if p.qself.is_none() && type_params.iter().any(|t| p.path.is_ident(*t)));

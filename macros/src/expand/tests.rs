@@ -222,3 +222,27 @@ fn auto_buckets_are_whole_layers_and_the_docs_give_the_prediction() {
         assert_eq!(waits_before("0"), waits_before("1"), "{layer}'s weight and bias are in different buckets");
     }
 }
+
+/// One error per conditional field or conditional attribute of ours, and the attribute removed
+/// from the struct that is emitted so that the compiler adds none.
+#[test]
+fn conditional_fields_and_attributes_are_refused_once_each() {
+    let code = expand(
+        quote!(),
+        quote!(
+            struct M {
+                #[cfg(test)]
+                probe: Linear<4, 4>,
+                #[cfg_attr(all(), bucket_boundary)]
+                #[cfg_attr(feature = "x", doc = "kept")]
+                fc: Linear<4, 2>,
+            }
+        ),
+    )
+    .to_string();
+    assert_eq!(code.matches("compile_error").count(), 2, "{code}");
+    assert!(code.contains("a #[distributed_model] field cannot be conditional"), "{code}");
+    assert!(code.contains("cannot be applied through `cfg_attr`"), "{code}");
+    assert!(!code.contains("cfg_attr (all () , bucket_boundary)"), "{code}");
+    assert!(code.contains("cfg_attr (feature = \"x\" , doc = \"kept\")"), "{code}");
+}
