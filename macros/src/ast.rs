@@ -2,6 +2,7 @@
 //! every generated line can point back at what the user wrote.
 
 use overlap_plan::LayerSpec;
+use syn::ext::IdentExt;
 use syn::{Fields, Ident, ItemStruct, Type};
 
 use crate::attr;
@@ -52,7 +53,8 @@ impl<'a> Model<'a> {
 impl<'a> Field<'a> {
     fn new(field: &'a syn::Field, type_params: &[&Ident], errors: &mut Errors) -> Self {
         let ident = field.ident.as_ref().expect("named fields have identifiers");
-        let name = ident.to_string();
+        // Names in the schedule (and so in checkpoints) are PyTorch's: `type.weight`, not `r#type.weight`.
+        let name = ident.unraw().to_string();
         cfg::check_field(&field.attrs, errors);
         let attrs = attr::field_attrs(&field.attrs, errors);
         let is_type_param =

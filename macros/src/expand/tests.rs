@@ -223,6 +223,25 @@ fn auto_buckets_are_whole_layers_and_the_docs_give_the_prediction() {
     }
 }
 
+/// Raw identifiers: the generated code addresses `self.r#type`, the schedule (and so every saved
+/// name) says `type`, as PyTorch would.
+#[test]
+fn raw_field_names_are_unraw_in_the_schedule_and_raw_in_the_code() {
+    let code = pretty(expand(
+        quote!(),
+        quote!(
+            struct M {
+                r#type: Linear<4, 2>,
+            }
+        ),
+    ));
+    assert!(!code.contains("compile_error"), "{code}");
+    assert!(code.contains("self.r#type.forward("), "{code}");
+    assert!(code.contains("/// Bucket 0: type.bias, type.weight"), "{code}");
+    assert!(code.contains("Cow::Borrowed(\"type\")"), "{code}");
+    assert!(!code.contains("r#type.weight") && !code.contains("\"r#type\""), "{code}");
+}
+
 /// One error per conditional field or conditional attribute of ours, and the attribute removed
 /// from the struct that is emitted so that the compiler adds none.
 #[test]
