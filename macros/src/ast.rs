@@ -20,6 +20,8 @@ pub struct Field<'a> {
     pub ty: &'a Type,
     /// `None` when the field's type or attribute was invalid (already reported).
     pub spec: Option<LayerSpec>,
+    /// Described by `#[layer(...)]`: nothing but the compiler knows whether the type is a layer.
+    pub custom: bool,
 }
 
 impl<'a> Model<'a> {
@@ -79,6 +81,6 @@ impl<'a> Field<'a> {
             },
         };
         let spec = spec.map(|s| if attrs.bucket_boundary { s.with_bucket_boundary() } else { s });
-        Field { ident, ty: &field.ty, spec }
+        Field { ident, ty: &field.ty, spec, custom: attrs.layer.is_some() }
     }
 }

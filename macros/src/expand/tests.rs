@@ -242,6 +242,26 @@ fn raw_field_names_are_unraw_in_the_schedule_and_raw_in_the_code() {
     assert!(!code.contains("r#type.weight") && !code.contains("\"r#type\""), "{code}");
 }
 
+/// Types only `#[layer(...)]` vouches for guard the items that use them as layers, so that a type
+/// that is not one is reported once (by its layout assertion), not at every use.
+#[test]
+fn custom_layer_types_guard_the_items_that_use_them() {
+    let code = pretty(expand(
+        quote!(),
+        quote!(
+            struct M {
+                fc: Linear<4, 4>,
+                #[layer(params(gain = [4]))]
+                gain: Gain,
+            }
+        ),
+    ));
+    assert!(!code.contains("compile_error"), "{code}");
+    assert_eq!(code.matches("for<'layer> Gain: ::overlap::Layer").count(), 2, "workspace and impl: {code}");
+    assert!(!code.contains("Linear<4, 4>: ::overlap::Layer"), "built-in layers need no guard: {code}");
+    assert!(!mlp().contains("for<'layer>"), "nor does a model of built-in layers");
+}
+
 /// One error per conditional field or conditional attribute of ours, and the attribute removed
 /// from the struct that is emitted so that the compiler adds none.
 #[test]
