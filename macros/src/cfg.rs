@@ -29,7 +29,7 @@ pub fn check_field(attrs: &[Attribute], errors: &mut Errors) {
         } else if let Some(applied) = conditional(attr) {
             if applied.iter().any(|m| m.path().is_ident("cfg")) {
                 errors.spanned(attr, CFG_HELP);
-            } else if applied.iter().any(|m| is_ours(m)) {
+            } else if applied.iter().any(is_ours) {
                 errors.spanned(attr, CFG_ATTR_HELP);
             }
         }
