@@ -2,9 +2,11 @@
 //! every generated line can point back at what the user wrote.
 
 use overlap_plan::LayerSpec;
+use syn::ext::IdentExt;
 use syn::{Fields, Ident, ItemStruct, Type};
 
 use crate::attr;
+use crate::cfg;
 use crate::errors::Errors;
 use crate::layers;
 
@@ -18,6 +20,8 @@ pub struct Field<'a> {
     pub ty: &'a Type,
     /// `None` when the field's type or attribute was invalid (already reported).
     pub spec: Option<LayerSpec>,
+    /// Described by `#[layer(...)]`: nothing but the compiler knows whether the type is a layer.
+    pub custom: bool,
 }
 
 impl<'a> Model<'a> {
@@ -51,7 +55,9 @@ impl<'a> Model<'a> {
 impl<'a> Field<'a> {
     fn new(field: &'a syn::Field, type_params: &[&Ident], errors: &mut Errors) -> Self {
         let ident = field.ident.as_ref().expect("named fields have identifiers");
-        let name = ident.to_string();
+        // Names in the schedule (and so in checkpoints) are PyTorch's: `type.weight`, not `r#type.weight`.
+        let name = ident.unraw().to_string();
+        cfg::check_field(&field.attrs, errors);
         let attrs = attr::field_attrs(&field.attrs, errors);
         let is_type_param =
             matches!(&field.ty, Type::Path(p) if p.qself.is_none() && type_params.iter().any(|t| p.path.is_ident(*t)));
@@ -75,6 +81,6 @@ impl<'a> Field<'a> {
             },
         };
         let spec = spec.map(|s| if attrs.bucket_boundary { s.with_bucket_boundary() } else { s });
-        Field { ident, ty: &field.ty, spec }
+        Field { ident, ty: &field.ty, spec, custom: attrs.layer.is_some() }
     }
 }

@@ -133,8 +133,10 @@ pub struct FieldAttrs {
     pub bucket_boundary: bool,
 }
 
+/// This macro's own field attributes, directly or through `cfg_attr` (refused, see `cfg`): removed
+/// from the struct it emits, so that the compiler never sees an attribute it does not know.
 pub fn is_ours(attr: &Attribute) -> bool {
-    attr.path().is_ident("layer") || attr.path().is_ident("bucket_boundary")
+    crate::cfg::OURS.iter().any(|name| attr.path().is_ident(name)) || crate::cfg::applies_ours(attr)
 }
 
 pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {

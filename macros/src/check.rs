@@ -1,7 +1,7 @@
 //! Rules across fields, one function each. Each reports to `errors` with the span of the field
 //! at fault.
 
-use overlap_plan::{Width, ELEM_BYTES};
+use overlap_plan::{LayerSpec, Width, ELEM_BYTES, MAX_TENSOR_NUMEL};
 
 use crate::ast::Model;
 use crate::errors::Errors;
@@ -18,25 +18,19 @@ pub fn all(model: &mut Model, errors: &mut Errors) {
 /// `usize::MAX` that no size the planner computes can overflow.
 const MAX_MODEL_BYTES: u128 = 1 << 44;
 
-/// Every parameter's and the model's gradient size must be representable and plausible.
+/// Every tensor must be addressable by the kernels and collectives (at most `MAX_TENSOR_NUMEL`
+/// elements, widths included), and the model's gradients plausible; one error per field at its
+/// type, computed with checked arithmetic so that no size can overflow the macro itself.
 fn sizes_fit(model: &Model, errors: &mut Errors) {
     let mut total: u128 = 0;
     for field in &model.fields {
         let Some(spec) = &field.spec else { continue };
+        if let Some(problem) = oversized(spec) {
+            errors.spanned(field.ty, problem);
+            continue;
+        }
         for param in &spec.params {
-            let bytes = param.shape.iter().fold(ELEM_BYTES as u128, |acc, &d| acc.saturating_mul(d as u128));
-            total = total.saturating_add(bytes);
-            if bytes > MAX_MODEL_BYTES {
-                errors.spanned(
-                    field.ty,
-                    format!(
-                        "`{}.{}` with shape {:?} would need {bytes} bytes of gradients, more than the {MAX_MODEL_BYTES} \
-                         one model may have on one rank",
-                        field.ident, param.name, param.shape
-                    ),
-                );
-                return;
-            }
+            total = total.saturating_add(param.numel() as u128 * ELEM_BYTES as u128);
         }
     }
     if total > MAX_MODEL_BYTES {
@@ -44,6 +38,27 @@ fn sizes_fit(model: &Model, errors: &mut Errors) {
             &model.item.ident,
             format!("the parameters need {total} bytes of gradients, more than the {MAX_MODEL_BYTES} one model may have on one rank"),
         );
+    }
+}
+
+/// Why a layer's widths or parameters cannot be addressed, if they cannot.
+fn oversized(spec: &LayerSpec) -> Option<String> {
+    const WHY: &str = "tensors are addressed with a C `int` by the GPU kernels, cuBLAS and MPI";
+    let param = spec.params.iter().find(|p| p.checked_numel().is_none_or(|n| n > MAX_TENSOR_NUMEL));
+    if let Some(param) = param {
+        let count = param.shape.iter().fold(1u128, |acc, &d| acc.saturating_mul(d as u128));
+        return Some(format!(
+            "`{}.{}` with shape {:?} has {count} elements, more than the {MAX_TENSOR_NUMEL} one tensor may have ({WHY})",
+            spec.name, param.name, param.shape
+        ));
+    }
+    match spec.width {
+        Width::Fixed { input, output } if input.max(output) > MAX_TENSOR_NUMEL => Some(format!(
+            "layer `{}` has width {}, more than the {MAX_TENSOR_NUMEL} features one row may have ({WHY})",
+            spec.name,
+            input.max(output)
+        )),
+        _ => None,
     }
 }
 

@@ -96,6 +96,7 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
         param_arms(&names, schedule, "param_vec_mut"),
     );
     let assertions = layout_assertions(model, schedule);
+    let guard = layer_guard(model);
     let model_name = ident.to_string();
 
     quote! {
@@ -104,7 +105,7 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
 
         #[doc = concat!(" Activations, saved state and input gradients of one `", #model_name, "` step; reused across steps.")]
         #[derive(Default)]
-        #vis struct #workspace {
+        #vis struct #workspace #guard {
             #ws_fields
         }
 
@@ -130,7 +131,7 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
             }
         }
 
-        impl ::overlap::DistributedModel for #ident {
+        impl ::overlap::DistributedModel for #ident #guard {
             const SCHEDULE: ::overlap::plan::Schedule = #schedule_const;
             type Workspace = #workspace;
             type Grads = #grads;
@@ -220,7 +221,23 @@ fn param_arms(names: &Names, schedule: &Schedule, method: &str) -> Vec<TokenStre
         .collect()
 }
 
+/// `where for<'layer> T: ::overlap::Layer, ..` over the types of `#[layer(...)]` fields, for the
+/// items that use them as layers. Whether such a type implements `Layer` only the compiler knows;
+/// when it does not, its layout assertion (below) says so once, at the field's type, and this
+/// guard keeps the workspace and the impl from repeating it at every use. The binder makes the
+/// bound one the compiler assumes rather than checks on the spot (a plain `u32: Layer` would be
+/// an error of its own); for real layers it always holds.
+fn layer_guard(model: &Model) -> TokenStream {
+    let types: Vec<&syn::Type> = model.fields.iter().filter(|f| f.custom).map(|f| f.ty).collect();
+    if types.is_empty() {
+        return TokenStream::new();
+    }
+    quote!(where #(for<'layer> #types: ::overlap::Layer,)*)
+}
+
 /// One `const` assertion per field: the type's `Layer` constants equal what the plan assumed.
+/// Spanned at the field's type, it is also where a `#[layer(...)]` type that is not a layer at
+/// all is reported, once.
 fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<TokenStream> {
     model
         .fields

@@ -8,6 +8,7 @@
 
 mod ast;
 mod attr;
+mod cfg;
 mod check;
 mod errors;
 mod expand;

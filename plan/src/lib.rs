@@ -18,4 +18,4 @@ pub use bucket::{
 pub use link::{Link, LinkPreset, LINK_PRESETS};
 pub use schedule::{human_bytes, BucketInfo, LayerInfo, ParamInfo, ParamRef, Schedule};
 pub use simulate::{sim_buckets, simulate, BucketTimes, Prediction, SimBucket, StepCosts, DEFAULT_UPDATE_S_PER_BYTE};
-pub use spec::{LayerSpec, ParamSpec, Width, ELEM_BYTES, MIB};
+pub use spec::{LayerSpec, ParamSpec, Width, ELEM_BYTES, MAX_TENSOR_NUMEL, MIB};

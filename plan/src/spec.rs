@@ -7,6 +7,10 @@ use std::borrow::Cow;
 pub const ELEM_BYTES: usize = 4;
 /// One mebibyte, the unit of `bucket_cap_mb` and `first_bucket_mb` (as in PyTorch DDP).
 pub const MIB: usize = 1 << 20;
+/// The most elements one parameter tensor may have: the GPU kernels, cuBLAS and the MPI calls
+/// address a tensor with a C `int`, so the macro refuses larger tensors when it compiles the
+/// model rather than letting the run abort when it first touches one.
+pub const MAX_TENSOR_NUMEL: usize = i32::MAX as usize;
 
 /// How a layer maps widths: a fixed `input -> output`, or whatever width it is given
 /// (element-wise layers such as activations).
@@ -28,10 +32,15 @@ impl ParamSpec {
         ParamSpec { name: name.into(), shape: shape.into() }
     }
 
-    /// Number of elements (the product of the shape; 1 for a scalar).
-    /// Elements; saturates rather than overflowing (the macro refuses such sizes first).
+    /// Number of elements (the product of the shape; 1 for a scalar); saturates rather than
+    /// overflowing (the macro refuses such sizes first, with `checked_numel`).
     pub fn numel(&self) -> usize {
         self.shape.iter().fold(1usize, |acc, &d| acc.saturating_mul(d))
+    }
+
+    /// Number of elements, or `None` when the product overflows `usize`.
+    pub fn checked_numel(&self) -> Option<usize> {
+        self.shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
     }
 }
 

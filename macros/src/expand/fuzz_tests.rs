@@ -62,6 +62,8 @@ const FIELD_ATTRS: &[&str] = &[
     "#[layer(input = 1, output = 4611686018427387904, flops = 1)]", "#[layer(params(w = 1, w = [1], a::b = [1]))]",
     "#[layer(unknown = 1)]", "#[layer(input = 18446744073709551616)]", "#[layer(flops = -1)]",
     "#[layer(input = 1, input = 1, output = 1)]", "#[layer(params)]", "#[doc = \"x\"]", "#[serde(skip)]",
+    "#[cfg(test)]", "#[cfg]", "#[cfg_attr]", "#[cfg_attr(test)]", "#[cfg_attr(test, bucket_boundary)]",
+    "#[cfg_attr(test, cfg_attr(unix, layer(params(w = [1]))))]", "#[cfg_attr(test, doc = \"x\", cfg(unix))]",
 ];
 #[rustfmt::skip]
 const ARGS: &[&str] = &[

@@ -222,3 +222,66 @@ fn auto_buckets_are_whole_layers_and_the_docs_give_the_prediction() {
         assert_eq!(waits_before("0"), waits_before("1"), "{layer}'s weight and bias are in different buckets");
     }
 }
+
+/// Raw identifiers: the generated code addresses `self.r#type`, the schedule (and so every saved
+/// name) says `type`, as PyTorch would.
+#[test]
+fn raw_field_names_are_unraw_in_the_schedule_and_raw_in_the_code() {
+    let code = pretty(expand(
+        quote!(),
+        quote!(
+            struct M {
+                r#type: Linear<4, 2>,
+            }
+        ),
+    ));
+    assert!(!code.contains("compile_error"), "{code}");
+    assert!(code.contains("self.r#type.forward("), "{code}");
+    assert!(code.contains("/// Bucket 0: type.bias, type.weight"), "{code}");
+    assert!(code.contains("Cow::Borrowed(\"type\")"), "{code}");
+    assert!(!code.contains("r#type.weight") && !code.contains("\"r#type\""), "{code}");
+}
+
+/// Types only `#[layer(...)]` vouches for guard the items that use them as layers, so that a type
+/// that is not one is reported once (by its layout assertion), not at every use.
+#[test]
+fn custom_layer_types_guard_the_items_that_use_them() {
+    let code = pretty(expand(
+        quote!(),
+        quote!(
+            struct M {
+                fc: Linear<4, 4>,
+                #[layer(params(gain = [4]))]
+                gain: Gain,
+            }
+        ),
+    ));
+    assert!(!code.contains("compile_error"), "{code}");
+    assert_eq!(code.matches("for<'layer> Gain: ::overlap::Layer").count(), 2, "workspace and impl: {code}");
+    assert!(!code.contains("Linear<4, 4>: ::overlap::Layer"), "built-in layers need no guard: {code}");
+    assert!(!mlp().contains("for<'layer>"), "nor does a model of built-in layers");
+}
+
+/// One error per conditional field or conditional attribute of ours, and the attribute removed
+/// from the struct that is emitted so that the compiler adds none.
+#[test]
+fn conditional_fields_and_attributes_are_refused_once_each() {
+    let code = expand(
+        quote!(),
+        quote!(
+            struct M {
+                #[cfg(test)]
+                probe: Linear<4, 4>,
+                #[cfg_attr(all(), bucket_boundary)]
+                #[cfg_attr(feature = "x", doc = "kept")]
+                fc: Linear<4, 2>,
+            }
+        ),
+    )
+    .to_string();
+    assert_eq!(code.matches("compile_error").count(), 2, "{code}");
+    assert!(code.contains("a #[distributed_model] field cannot be conditional"), "{code}");
+    assert!(code.contains("cannot be applied through `cfg_attr`"), "{code}");
+    assert!(!code.contains("cfg_attr (all () , bucket_boundary)"), "{code}");
+    assert!(code.contains("cfg_attr (feature = \"x\" , doc = \"kept\")"), "{code}");
+}

@@ -29,8 +29,8 @@ fn per_row(rows: usize) -> LaunchConfig {
     LaunchConfig { grid_dim: (rows.max(1) as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
 }
 
-/// A size as the kernels' `int`; the macro caps models far below 2^31 elements per tensor, and
-/// batches are checked when the model is placed on the GPU.
+/// A size as the kernels' `int`; the macro refuses tensors of more than `MAX_TENSOR_NUMEL`
+/// (`i32::MAX`) elements, and batches are checked when the model is placed on the GPU.
 fn int(n: usize) -> i32 {
     i32::try_from(n).expect("tensor sizes were checked to fit an int")
 }

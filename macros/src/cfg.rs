@@ -1,0 +1,108 @@
+//! Conditional compilation on fields. The bucket schedule is computed from the struct's fields
+//! when the macro runs, before `#[cfg]` is evaluated, so a field that may vanish would leave the
+//! plan (and the code emitted from it) naming a field the struct no longer has. Such fields are
+//! refused with one error each, as is `#[cfg_attr]` applying this macro's own attributes (which
+//! the macro would never see). Any other `cfg_attr` (docs, lints) passes through untouched.
+
+use syn::punctuated::Punctuated;
+use syn::{Attribute, Meta, Token};
+
+use crate::errors::Errors;
+
+/// This macro's field attributes.
+pub const OURS: [&str; 2] = ["layer", "bucket_boundary"];
+
+const CFG_HELP: &str = "a #[distributed_model] field cannot be conditional: the gradient schedule is computed from \
+                        the struct's fields at compile time, before `cfg` is evaluated; put the `cfg` on the whole \
+                        struct, or write one struct per configuration";
+
+const CFG_ATTR_HELP: &str = "`#[layer]` and `#[bucket_boundary]` cannot be applied through `cfg_attr`: the gradient \
+                             schedule is computed from them at compile time, before `cfg` is evaluated; write the \
+                             attribute unconditionally, or write one struct per configuration";
+
+/// Reports `#[cfg(...)]` on a field, and `#[cfg_attr(..)]` that would apply `#[cfg]`,
+/// `#[layer]` or `#[bucket_boundary]`, once per attribute, at the attribute.
+pub fn check_field(attrs: &[Attribute], errors: &mut Errors) {
+    for attr in attrs {
+        if attr.path().is_ident("cfg") {
+            errors.spanned(attr, CFG_HELP);
+        } else if let Some(applied) = conditional(attr) {
+            if applied.iter().any(|m| m.path().is_ident("cfg")) {
+                errors.spanned(attr, CFG_HELP);
+            } else if applied.iter().any(is_ours) {
+                errors.spanned(attr, CFG_ATTR_HELP);
+            }
+        }
+    }
+}
+
+/// Whether `attr` is `#[cfg_attr(..)]` applying (possibly nested) one of this macro's attributes:
+/// such attributes are removed from the struct the macro emits after reporting them.
+pub fn applies_ours(attr: &Attribute) -> bool {
+    conditional(attr).is_some_and(|applied| applied.iter().any(is_ours))
+}
+
+fn is_ours(meta: &Meta) -> bool {
+    OURS.iter().any(|name| meta.path().is_ident(name))
+}
+
+/// The attributes `#[cfg_attr(predicate, a, b, ..)]` would apply, nested `cfg_attr`s flattened;
+/// `None` for any other attribute, or one that does not parse (left for the compiler to report).
+fn conditional(attr: &Attribute) -> Option<Vec<Meta>> {
+    if !attr.path().is_ident("cfg_attr") {
+        return None;
+    }
+    let list = attr.meta.require_list().ok()?;
+    let items = list.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated).ok()?;
+    Some(flatten(items.into_iter().skip(1)))
+}
+
+fn flatten(items: impl Iterator<Item = Meta>) -> Vec<Meta> {
+    let mut out = Vec::new();
+    for item in items {
+        let nested = match &item {
+            Meta::List(list) if list.path.is_ident("cfg_attr") => {
+                list.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated).ok()
+            }
+            _ => None,
+        };
+        match nested {
+            Some(inner) => out.extend(flatten(inner.into_iter().skip(1))),
+            None => out.push(item),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use syn::parse_quote;
+
+    use super::*;
+
+    fn errors_for(attrs: Vec<Attribute>) -> usize {
+        let mut errors = Errors::default();
+        check_field(&attrs, &mut errors);
+        errors.len()
+    }
+
+    #[test]
+    fn cfg_and_cfg_attr_applying_ours_are_refused_once_each() {
+        assert_eq!(errors_for(vec![parse_quote!(#[cfg(test)])]), 1);
+        assert_eq!(errors_for(vec![parse_quote!(#[cfg_attr(test, bucket_boundary)])]), 1);
+        assert_eq!(errors_for(vec![parse_quote!(#[cfg_attr(test, layer(input = 1, output = 1))])]), 1);
+        assert_eq!(errors_for(vec![parse_quote!(#[cfg_attr(test, cfg_attr(unix, bucket_boundary))])]), 1);
+        assert_eq!(errors_for(vec![parse_quote!(#[cfg_attr(test, cfg(unix))])]), 1);
+    }
+
+    #[test]
+    fn other_cfg_attrs_pass_through() {
+        assert_eq!(errors_for(vec![parse_quote!(#[cfg_attr(feature = "x", doc = "docs")])]), 0);
+        assert_eq!(errors_for(vec![parse_quote!(#[cfg_attr(test, allow(dead_code))])]), 0);
+        assert_eq!(errors_for(vec![parse_quote!(#[doc = "docs"])]), 0);
+        let attr: Attribute = parse_quote!(#[cfg_attr(test, doc = "x")]);
+        assert!(!applies_ours(&attr));
+        let attr: Attribute = parse_quote!(#[cfg_attr(test, doc = "x", bucket_boundary)]);
+        assert!(applies_ours(&attr));
+    }
+}

@@ -1,0 +1,31 @@
+//! A field named with a raw identifier (`r#type`) is `type` to everyone outside Rust: the
+//! schedule, and so the parameter files and checkpoints compared with PyTorch's, use the unraw
+//! name, while the generated code keeps addressing the field as `r#type`.
+
+use overlap::params_file::{load_params, save_params};
+use overlap::plan::ParamRef;
+use overlap::prelude::*;
+
+#[distributed_model]
+struct Keywords {
+    r#type: Linear<4, 3>,
+    act: Relu,
+    r#match: Linear<3, 2>,
+}
+
+#[test]
+fn raw_field_names_are_saved_without_their_prefix() {
+    let schedule = &Keywords::SCHEDULE;
+    assert_eq!(schedule.layers[0].name, "type");
+    assert_eq!(schedule.param_name(ParamRef { layer: 0, param: 0 }), "type.weight");
+    assert_eq!(schedule.param_name(ParamRef { layer: 2, param: 1 }), "match.bias");
+
+    let model = Keywords::init(3);
+    assert_eq!(model.r#type.param(0).len(), 12);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("params.safetensors");
+    save_params(&model, &path).unwrap();
+    let mut names: Vec<String> = load_params(&path).unwrap().into_iter().map(|(name, _, _)| name).collect();
+    names.sort();
+    assert_eq!(names, ["match.bias", "match.weight", "type.bias", "type.weight"]);
+}
