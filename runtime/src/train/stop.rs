@@ -1,44 +1,79 @@
 //! Stopping cleanly on SIGTERM or SIGINT: what schedulers send before preemption (Slurm, then
 //! SIGKILL after its KillWait), what `mpirun` sends its ranks when it gets either, and Ctrl-C.
-//! The handler only records the signal. At the end of each step the ranks agree whether any of
-//! them got one (a one-number all-reduce), so that all stop after the same step; the `Trainer`
-//! then writes a checkpoint if the run saves, and returns `Error::Stopped`. A second signal
-//! ends the process at once, with status 128 + signal.
+//! During a run the handler only records the signal. At the end of each step the ranks agree
+//! whether any of them got one (a one-number all-reduce), so that all stop after the same step;
+//! the `Trainer` then writes a checkpoint if the run saves, and returns `Error::Stopped`. A
+//! second signal ends the process at once, with status 128 + signal.
+//!
+//! The handlers are installed once per process and stay: outside a run they perform the
+//! signal's default action (the process ends, as if they were not there), so a program that
+//! calls `fit` keeps its usual behaviour before and after.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::flag;
-use signal_hook::SigId;
 
 use crate::comm::Communicator;
 use crate::error::{Error, Result};
 
-/// The handlers, installed for the run and removed after it.
-pub(crate) struct StopSignals {
+/// What the handlers read and write.
+struct Flags {
+    /// No run is listening: the signal's default action applies.
+    outside_a_run: Arc<AtomicBool>,
+    /// A signal arrived during this run.
     seen: Arc<AtomicBool>,
+    /// Which one.
     signal: Arc<AtomicUsize>,
-    handlers: Vec<SigId>,
+}
+
+/// Installs the handlers the first time; later calls reuse them.
+fn flags() -> Result<&'static Flags> {
+    static FLAGS: OnceLock<Flags> = OnceLock::new();
+    static INSTALLING: Mutex<()> = Mutex::new(());
+    if let Some(flags) = FLAGS.get() {
+        return Ok(flags);
+    }
+    let _one_at_a_time = INSTALLING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(flags) = FLAGS.get() {
+        return Ok(flags);
+    }
+    let flags = Flags {
+        outside_a_run: Arc::new(AtomicBool::new(true)),
+        seen: Arc::new(AtomicBool::new(false)),
+        signal: Arc::new(AtomicUsize::new(0)),
+    };
+    for sig in [SIGTERM, SIGINT] {
+        let failed = |e: std::io::Error| Error::Config(format!("installing the handler of signal {sig}: {e}"));
+        // In registration order: outside a run, the default action; a second signal exits; the
+        // first is recorded.
+        flag::register_conditional_default(sig, Arc::clone(&flags.outside_a_run)).map_err(failed)?;
+        flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&flags.seen)).map_err(failed)?;
+        flag::register_usize(sig, Arc::clone(&flags.signal), sig as usize).map_err(failed)?;
+        flag::register(sig, Arc::clone(&flags.seen)).map_err(failed)?;
+    }
+    Ok(FLAGS.get_or_init(|| flags))
+}
+
+/// Listening for a stop during one run; dropping it stops listening.
+pub(crate) struct StopSignals {
+    flags: &'static Flags,
 }
 
 impl StopSignals {
     pub(crate) fn install() -> Result<Self> {
-        let (seen, signal) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
-        let mut handlers = Vec::new();
-        for sig in [SIGTERM, SIGINT] {
-            let failed = |e: std::io::Error| Error::Config(format!("installing the handler of signal {sig}: {e}"));
-            // In registration order: a second signal exits; the first is only recorded.
-            handlers.push(flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&seen)).map_err(failed)?);
-            handlers.push(flag::register_usize(sig, Arc::clone(&signal), sig as usize).map_err(failed)?);
-            handlers.push(flag::register(sig, Arc::clone(&seen)).map_err(failed)?);
-        }
-        Ok(StopSignals { seen, signal, handlers })
+        let flags = flags()?;
+        flags.seen.store(false, Ordering::SeqCst);
+        flags.signal.store(0, Ordering::SeqCst);
+        flags.outside_a_run.store(false, Ordering::SeqCst);
+        Ok(StopSignals { flags })
     }
 
     /// After a step, on every rank: the signal one of the ranks got, if any (collective).
     pub(crate) fn agreed(&self, comm: &Communicator) -> Result<Option<i32>> {
-        let mine = if self.seen.load(Ordering::SeqCst) { self.signal.load(Ordering::SeqCst) } else { 0 };
+        let flags = self.flags;
+        let mine = if flags.seen.load(Ordering::SeqCst) { flags.signal.load(Ordering::SeqCst) } else { 0 };
         if comm.world_size() == 1 {
             return Ok((mine != 0).then_some(mine as i32));
         }
@@ -52,9 +87,7 @@ impl StopSignals {
 
 impl Drop for StopSignals {
     fn drop(&mut self) {
-        for id in self.handlers.drain(..) {
-            signal_hook::low_level::unregister(id);
-        }
+        self.flags.outside_a_run.store(true, Ordering::SeqCst);
     }
 }
 
