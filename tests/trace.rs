@@ -46,9 +46,12 @@ fn two_rank_trace_report_and_timeline_agree() {
         svg.to_str().unwrap(),
     ]);
     let reports = reports(&stdout);
-    assert_eq!(reports.len(), 2, "one report after 2 steps, one for the whole run:\n{stdout}");
-    assert_eq!((reports[0]["steps"].as_u64(), reports[1]["steps"].as_u64()), (Some(2), Some(4)));
-    let report = &reports[1];
+    assert_eq!(reports.len(), 3, "one report per window of 2 steps, then one for the whole run:\n{stdout}");
+    let span = |r: &Value| (r["first_step"].as_u64(), r["last_step"].as_u64(), r["steps"].as_u64());
+    assert_eq!(span(&reports[0]), (Some(1), Some(2), Some(2)));
+    assert_eq!(span(&reports[1]), (Some(3), Some(4), Some(2)), "the last window is reported too");
+    assert_eq!(span(&reports[2]), (Some(1), Some(4), Some(4)));
+    let report = &reports[2];
 
     // The trace: every rank, every step, every layer, bucket and wait point.
     let trace: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).expect("trace is JSON");

@@ -97,7 +97,10 @@ impl<'a> Observer<'a> {
             return Ok(());
         }
         let fresh = self.gather(comm)?;
-        if self.config.report_every.is_some() && step + 1 < self.run.steps {
+        // Every window is reported, the last one too, unless it is the whole run: `finish`
+        // reports that.
+        let whole_run = step + 1 == self.run.steps && step < self.window;
+        if self.config.report_every.is_some() && !whole_run {
             let costs = self.link.and_then(|_| profile::measured_costs(&fresh, &self.schedule));
             self.print_report(&fresh, costs.as_ref(), None);
         }
