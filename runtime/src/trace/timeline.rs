@@ -82,7 +82,8 @@ pub fn render(spans: &[Span], step: u64, info: &RunInfo) -> String {
         reduced as f64 / 1e6 / per_rank,
         exposed as f64 / 1e6 / per_rank,
         if reduced > 0 {
-            format!(", hidden {:.0}%", 100.0 * (1.0 - exposed as f64 / reduced as f64))
+            // This step's: the report gives the median over steps, which may differ.
+            format!(", hidden {:.0}% in this step", (100.0 * (1.0 - exposed as f64 / reduced as f64)).max(0.0))
         } else {
             String::new()
         }
@@ -178,7 +179,8 @@ fn axis(svg: &mut String, total_ms: f64, scale: f64, top: f64, bottom: f64) {
     while t <= total_ms + 1e-9 {
         let x = LEFT + t * scale;
         let _ = writeln!(svg, r##"<line x1="{x:.1}" x2="{x:.1}" y1="{top:.1}" y2="{bottom:.1}" stroke="#ddd"/>"##);
-        let decimals = if tick < 1.0 { 1 } else { 0 };
+        // As many decimals as the tick needs, so that no two labels read alike (0.05 ms ticks).
+        let decimals = (-tick.log10()).ceil().max(0.0) as usize;
         let _ = writeln!(
             svg,
             r##"<text x="{x:.1}" y="{:.1}" fill="#555" text-anchor="middle">{t:.decimals$} ms</text>"##,
@@ -284,5 +286,17 @@ mod tests {
         assert_eq!(svg.matches("stroke-dasharray").count(), 2, "queued time before each all-reduce");
         assert!(!svg.contains("EMULATED"));
         assert!(svg.contains("hidden 60%"), "10 of 25 ms exposed");
+    }
+
+    #[test]
+    fn tick_labels_never_repeat_on_a_fast_step() {
+        for total_ms in [0.37, 0.5, 2.4, 37.0, 420.0] {
+            let mut svg = String::new();
+            axis(&mut svg, total_ms, 1000.0 / total_ms, 10.0, 100.0);
+            let labels: Vec<&str> =
+                svg.lines().filter_map(|l| l.split('>').nth(1)?.strip_suffix(" ms</text")).collect();
+            let unique: std::collections::BTreeSet<&str> = labels.iter().copied().collect();
+            assert!(labels.len() >= 3 && unique.len() == labels.len(), "{total_ms} ms: {labels:?}");
+        }
     }
 }
