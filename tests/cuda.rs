@@ -6,7 +6,6 @@
 mod common;
 
 use overlap::cuda::{driver_present, gpu_count, Gpu, GpuComm, GpuModel, GpuOptimizer, Timeline};
-use overlap::params_file::load_params;
 use overlap::prelude::*;
 use overlap::{CommMode, CrossEntropyLoss, GradientBuckets, Matrix};
 use overlap_cli::TrainArgs;
@@ -211,9 +210,7 @@ fn train_probe(device: &str, steps: u32, extra: &[&str]) -> Vec<(String, Vec<usi
     let comm = Communicator::single();
     let summary = overlap_cli::train::<Probe>(&args, &comm).expect("training runs");
     println!("{device}: loss {:.5} -> {:.5}", summary.first_loss, summary.final_loss);
-    let mut params = load_params(&file).unwrap();
-    params.sort_by(|a, b| a.0.cmp(&b.0));
-    params
+    common::load_sorted_params(&file)
 }
 
 #[test]
@@ -303,9 +300,7 @@ fn overlap_and_no_overlap_train_alike_on_the_gpu() {
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert!(out.status.success(), "mlp {args:?} failed:\n{stderr}");
         }
-        let mut params = load_params(&file).unwrap();
-        params.sort_by(|a, b| a.0.cmp(&b.0));
-        params
+        common::load_sorted_params(&file)
     };
     println!("{gpus} rank(s), one GPU each");
     let (overlapped, baseline) = (run(&[], "overlap"), run(&["--no-overlap"], "no-overlap"));

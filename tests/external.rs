@@ -5,8 +5,7 @@
 
 mod common;
 
-use common::{mpirun_ok, scratch};
-use overlap::params_file::load_params;
+use common::{load_sorted_params, max_relative_difference, mpirun_ok, scratch};
 
 /// `target/<profile>/external-user`, which `cargo test --workspace --all-targets` builds.
 fn external_user() -> std::path::PathBuf {
@@ -18,18 +17,6 @@ fn external_user() -> std::path::PathBuf {
         path.display()
     );
     path
-}
-
-fn max_relative_difference(a: &[(String, Vec<usize>, Vec<f32>)], b: &[(String, Vec<usize>, Vec<f32>)]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    let mut worst = 0.0f64;
-    for ((name, _, x), (other, _, y)) in a.iter().zip(b) {
-        assert_eq!(name, other);
-        let diff: f64 = x.iter().zip(y).map(|(p, q)| f64::from(p - q).powi(2)).sum::<f64>().sqrt();
-        let norm: f64 = y.iter().map(|q| f64::from(*q).powi(2)).sum::<f64>().sqrt();
-        worst = worst.max(diff / norm.max(f64::MIN_POSITIVE));
-    }
-    worst
 }
 
 #[test]
@@ -45,10 +32,8 @@ fn a_users_own_model_loss_and_data_train_on_two_ranks_as_on_one() {
         let steps: Vec<_> = std::fs::read_dir(dir.join("ck")).unwrap().flatten().map(|e| e.file_name()).collect();
         assert!(steps.iter().any(|s| s.to_string_lossy().starts_with("step-")), "checkpoints in {dir:?}: {steps:?}");
     }
-    let mut a = load_params(&one.join("params.safetensors")).unwrap();
-    let mut b = load_params(&two.join("params.safetensors")).unwrap();
-    a.sort_by(|x, y| x.0.cmp(&y.0));
-    b.sort_by(|x, y| x.0.cmp(&y.0));
+    let a = load_sorted_params(&one.join("params.safetensors"));
+    let b = load_sorted_params(&two.join("params.safetensors"));
     assert_eq!(
         a.len(),
         8,

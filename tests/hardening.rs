@@ -196,11 +196,7 @@ fn sigterm_mid_run_checkpoints_and_a_resume_equals_an_uninterrupted_run() {
     let resume = [&common[..], &["--steps", &steps, "--resume", ck, "--save-params", resumed]].concat();
     common::mpirun_ok(&[&["-n", "3", exe][..], &resume].concat());
     common::mpirun_ok(&[&["-n", "3", exe][..], &common, &["--steps", &steps, "--save-params", whole]].concat());
-    let read = |file: &str| {
-        let mut params = overlap::params_file::load_params(std::path::Path::new(file)).unwrap();
-        params.sort_by(|a, b| a.0.cmp(&b.0));
-        params
-    };
+    let read = |file: &str| common::load_sorted_params(std::path::Path::new(file));
     assert!(read(resumed) == read(whole), "stopped at {stopped_at} and resumed, the run differs");
 }
 

@@ -5,10 +5,7 @@
 
 mod common;
 
-use common::{example, mpirun, mpirun_ok, scratch};
-use overlap::params_file::load_params;
-
-type Params = Vec<(String, Vec<usize>, Vec<f32>)>;
+use common::{example, load_sorted_params, max_relative_difference, mpirun, mpirun_ok, scratch, Params};
 
 /// Trains the `mlp` example on `ranks` ranks and returns its final parameters.
 fn train(ranks: usize, extra: &[&str], tag: &str) -> Params {
@@ -19,23 +16,7 @@ fn train(ranks: usize, extra: &[&str], tag: &str) -> Params {
     args.push(file.to_str().unwrap());
     args.extend_from_slice(extra);
     mpirun_ok(&args);
-    let mut params = load_params(&file).unwrap();
-    params.sort_by(|a, b| a.0.cmp(&b.0));
-    params
-}
-
-/// Largest per-tensor relative difference `|a - b| / |b|` (Euclidean norms).
-fn max_relative_difference(a: &Params, b: &Params) -> f64 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|((na, sa, va), (nb, sb, vb))| {
-            assert_eq!((na, sa), (nb, sb));
-            let diff: f64 = va.iter().zip(vb).map(|(x, y)| f64::from(x - y).powi(2)).sum::<f64>().sqrt();
-            let norm: f64 = vb.iter().map(|y| f64::from(*y).powi(2)).sum::<f64>().sqrt();
-            diff / norm.max(f64::MIN_POSITIVE)
-        })
-        .fold(0.0, f64::max)
+    load_sorted_params(&file)
 }
 
 #[test]

@@ -52,6 +52,31 @@ pub fn mpirun_ok(args: &[&str]) -> String {
     stdout.into_owned()
 }
 
+/// A model's parameters as `load_params` gives them: name, shape, values.
+pub type Params = Vec<(String, Vec<usize>, Vec<f32>)>;
+
+/// The parameters in a safetensors file, sorted by name (the file's order is not stable).
+pub fn load_sorted_params(file: &Path) -> Params {
+    let mut params = overlap::params_file::load_params(file).expect("a readable parameters file");
+    params.sort_by(|a, b| a.0.cmp(&b.0));
+    params
+}
+
+/// Largest per-tensor relative difference `|a - b| / |b|` (Euclidean norms); the tensors must
+/// have the same names and shapes.
+pub fn max_relative_difference(a: &Params, b: &Params) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|((na, sa, va), (nb, sb, vb))| {
+            assert_eq!((na, sa), (nb, sb));
+            let diff: f64 = va.iter().zip(vb).map(|(x, y)| f64::from(x - y).powi(2)).sum::<f64>().sqrt();
+            let norm: f64 = vb.iter().map(|y| f64::from(*y).powi(2)).sum::<f64>().sqrt();
+            diff / norm.max(f64::MIN_POSITIVE)
+        })
+        .fold(0.0, f64::max)
+}
+
 /// A fresh scratch directory for one test, removed with everything in it when dropped (the
 /// checkpoint tests alone write hundreds of megabytes).
 pub fn scratch(tag: &str) -> tempfile::TempDir {
