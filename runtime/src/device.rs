@@ -24,7 +24,7 @@ pub fn prepare_cuda_process() -> Result<()> {
 #[cfg(feature = "cuda")]
 pub fn print_cuda_libraries() -> Result<()> {
     use crate::console::out_line;
-    use crate::cuda::libraries::{locate, nccl_findable, nccl_link, SearchEnv};
+    use crate::cuda::libraries::{locate, nccl_link_folder, SearchEnv};
     use crate::error::Error;
     match crate::cuda::driver_cuda_version() {
         Some((major, minor)) => out_line(&format!("driver    supports CUDA {major}.{minor}")),
@@ -32,10 +32,9 @@ pub fn print_cuda_libraries() -> Result<()> {
     }
     let located = locate(&SearchEnv::from_process());
     crate::console::out(&located.to_string());
-    if let (Some(nccl), false) = (located.get("NCCL"), nccl_findable()) {
-        // Other programs (the GPU tests) need this folder on LD_LIBRARY_PATH; training restarts
-        // itself with it.
-        let dir = nccl_link(&nccl.path).map_err(|e| Error::Cuda(format!("making the NCCL link: {e}")))?;
+    // Other programs (the GPU tests) need this folder on LD_LIBRARY_PATH; training restarts
+    // itself with it.
+    if let Some(dir) = nccl_link_folder(&located).map_err(Error::Cuda)? {
         out_line(&format!("NCCL link {}", dir.join("libnccl.so").display()));
     }
     located.require_all().map_err(Error::Cuda)

@@ -258,19 +258,28 @@ pub fn nccl_findable() -> bool {
     unsafe { cudarc::nccl::sys::is_culib_present() }
 }
 
+/// `None` when cudarc opens NCCL by one of its names. Otherwise the folder, made here, that
+/// holds a `libnccl.so` link to the NCCL found, for `LD_LIBRARY_PATH`; an error when NCCL is
+/// nowhere or the link cannot be made.
+pub fn nccl_link_folder(located: &Located) -> Result<Option<PathBuf>, String> {
+    if nccl_findable() {
+        return Ok(None);
+    }
+    let Some(nccl) = located.get("NCCL") else { return located.require_all().map(|()| None) };
+    nccl_link(&nccl.path)
+        .map(Some)
+        .map_err(|e| format!("NCCL is at {} but a link to it could not be made: {e}", nccl.path.display()))
+}
+
 /// Whether cudarc can open NCCL by one of the names it asks for; if not, says which folder to
 /// put on `LD_LIBRARY_PATH` (made here, holding a `libnccl.so` link to the library found).
 pub fn check_nccl_name(located: &Located) -> Result<(), String> {
-    if nccl_findable() {
-        return Ok(());
-    }
-    let Some(nccl) = located.get("NCCL") else { return located.require_all() };
-    let dir = nccl_link(&nccl.path)
-        .map_err(|e| format!("NCCL is at {} but a link to it could not be made: {e}", nccl.path.display()))?;
+    let Some(dir) = nccl_link_folder(located)? else { return Ok(()) };
+    let found = located.get("NCCL").map(|n| n.path.display().to_string()).unwrap_or_default();
     Err(format!(
-        "NCCL is at {}, a name cudarc does not ask for (it tries libnccl.so); add {} (which holds a libnccl.so \
-         link to it) to LD_LIBRARY_PATH before the program starts (the overlap command line does this itself)",
-        nccl.path.display(),
+        "NCCL is at {found}, a name cudarc does not ask for (it tries libnccl.so); add {} (which holds a \
+         libnccl.so link to it) to LD_LIBRARY_PATH before the program starts (the overlap command line does \
+         this itself)",
         dir.display()
     ))
 }
@@ -282,12 +291,10 @@ pub fn check_nccl_name(located: &Located) -> Result<(), String> {
 pub fn restart_if_nccl_is_unnamed() -> Result<(), String> {
     const RESTARTED: &str = "OVERLAP_CUDA_LIBRARY_RESTART";
     let located = prepare()?;
+    let Some(dir) = nccl_link_folder(located)? else { return Ok(()) };
     if std::env::var_os(RESTARTED).is_some() {
-        return check_nccl_name(located);
+        return check_nccl_name(located); // restarted once already: say what is wrong instead
     }
-    let Err(why) = check_nccl_name(located) else { return Ok(()) };
-    let Some(nccl) = located.get("NCCL") else { return Err(why) };
-    let dir = nccl_link(&nccl.path).map_err(|e| format!("{why}: {e}"))?;
     let mut path = vec![dir];
     path.extend(std::env::var_os("LD_LIBRARY_PATH").iter().flat_map(std::env::split_paths));
     let path = std::env::join_paths(path).map_err(|e| format!("LD_LIBRARY_PATH: {e}"))?;
