@@ -56,19 +56,11 @@ fn two_rank_trace_report_and_timeline_agree() {
     // The trace: every rank, every step, every layer, bucket and wait point.
     let trace: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).expect("trace is JSON");
     assert!(trace["otherData"]["emulated_link"].as_str().is_some_and(|l| l.contains("20.000 GB/s")));
-    let events = trace["traceEvents"].as_array().unwrap();
-    let spans: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X").collect();
     let (mut exposed, mut reduced) = (vec![], vec![]);
     for step in 1..=4u64 {
         let (mut step_exposed, mut step_reduced) = (0.0, 0.0);
         for rank in 0..2u64 {
-            let of = |cat: &str| -> Vec<&Value> {
-                spans
-                    .iter()
-                    .copied()
-                    .filter(|e| e["pid"] == rank && e["args"]["step"] == step && e["cat"] == cat)
-                    .collect()
-            };
+            let of = |cat: &str| spans_of(&trace, rank, step, cat);
             let whole = of("step");
             assert_eq!(whole.len(), 1, "rank {rank} step {step}");
             let (start, end) = (

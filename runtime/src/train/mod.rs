@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::fault;
 use crate::loss::Loss;
 use crate::model::DistributedModel;
-use crate::observe::{Observer, RunShape};
+use crate::observe::Observer;
 use crate::optim::ChosenOptimizer;
 use crate::profile::Cluster;
 use crate::trace;
@@ -236,13 +236,7 @@ impl Run<'_> {
         let Run { comm, config, progress, about } = self;
         let (rank, world) = (comm.rank(), comm.world_size());
         let schedule = M::SCHEDULE;
-        let shape = RunShape {
-            steps: config.steps,
-            batch: config.batch,
-            accumulate: config.accumulate,
-            optimizer_buffers: config.optimizer.buffers_per_param(),
-        };
-        let mut observer = Observer::start(&config.observe, shape, comm, schedule.clone())?;
+        let mut observer = Observer::start(&config.observe, config.run_shape(), comm, schedule.clone())?;
         if let Some(device) = backend.describe() {
             observer.say(&format!("training {} on {device} per rank", schedule.model));
         }

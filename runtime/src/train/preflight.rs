@@ -10,7 +10,6 @@ use crate::comm::Communicator;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::model::DistributedModel;
-use crate::observe::RunShape;
 use crate::optim::ChosenOptimizer;
 
 /// Settings that cannot run, and a dataset that does not fit the model, refused before anything
@@ -48,14 +47,8 @@ pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Datas
 /// Refuses, before allocating anything, a run whose parameters, gradients, optimizer state and
 /// activations cannot fit in the memory this machine has available (or in any address space).
 fn check_memory(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
-    let shape = RunShape {
-        steps: config.steps,
-        batch: config.batch,
-        accumulate: config.accumulate,
-        optimizer_buffers: config.optimizer.buffers_per_param(),
-    };
     const GIB: f64 = (1u64 << 30) as f64;
-    let needed = crate::observe::needed_bytes(schedule, &shape);
+    let needed = crate::observe::needed_bytes(schedule, &config.run_shape());
     let available = crate::observe::available_bytes();
     match (needed, available) {
         (None, _) => Err(Error::Config(format!(
