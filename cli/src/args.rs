@@ -159,10 +159,12 @@ pub struct TrainArgs {
     /// Continue from the newest checkpoint in DIR; --steps stays the total to reach.
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
-    /// Fail (naming the bucket and rank) when a wait point blocks longer than this, e.g. 60s,
-    /// 500ms, 2m; by default a wait point waits as long as the job lives.
-    #[arg(long, value_name = "TIME", value_parser = parse_duration, allow_hyphen_values = true)]
-    pub comm_timeout: Option<Duration>,
+    /// Fail, naming the ranks waited for, when start-up, a wait point or a collective blocks
+    /// longer than this, e.g. 60s, 500ms, 2m; `off` waits as long as the job lives. The others'
+    /// wait for rank 0's checkpoint write is bounded by this or 30 minutes, whichever is longer.
+    /// [default: 10m]
+    #[arg(long, value_name = "TIME", value_parser = parse_timeout, allow_hyphen_values = true)]
+    pub comm_timeout: Option<Timeout>,
     /// Stop with an error naming the parameter and step when a reduced gradient is NaN or
     /// infinite.
     #[arg(long)]
@@ -232,6 +234,24 @@ fn parse_cluster(s: &str) -> Result<Cluster, String> {
 }
 
 /// `60s`, `500ms`, `2m`, `1.5s`: a positive time.
+impl TrainArgs {
+    /// `--comm-timeout`, or the default bound when it is not given.
+    pub fn comm_timeout(&self) -> Option<Duration> {
+        self.comm_timeout.map_or(Some(overlap_runtime::comm::DEFAULT_COMM_TIMEOUT), |t| t.0)
+    }
+}
+
+/// `--comm-timeout`: a bound, or none (`off`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeout(pub Option<Duration>);
+
+fn parse_timeout(s: &str) -> Result<Timeout, String> {
+    match s {
+        "off" | "none" => Ok(Timeout(None)),
+        _ => parse_duration(s).map(|d| Timeout(Some(d))),
+    }
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let at = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (number, unit) = (&s[..at], s[at..].trim());
@@ -311,7 +331,12 @@ mod tests {
         assert_eq!((ok.link, ok.report), (Link::preset("ib-hdr"), ReportFormat::Json));
         let ok =
             TrainArgs::try_parse_from(["mlp", "--comm-timeout", "1.5s", "--save", "d", "--save-every", "5"]).unwrap();
-        assert_eq!((ok.comm_timeout, ok.save_every), (Some(Duration::from_millis(1500)), Some(5)));
+        assert_eq!((ok.comm_timeout(), ok.save_every), (Some(Duration::from_millis(1500)), Some(5)));
+        let default = TrainArgs::try_parse_from(["mlp"]).unwrap().comm_timeout();
+        assert_eq!(default, Some(overlap_runtime::comm::DEFAULT_COMM_TIMEOUT));
+        assert_eq!(default, Some(Duration::from_secs(600)), "the help says 10m");
+        let off = TrainArgs::try_parse_from(["mlp", "--comm-timeout", "off"]).unwrap().comm_timeout();
+        assert_eq!(off, None);
         let err = TrainArgs::try_parse_from(["mlp", "--save-every", "5"]).unwrap_err();
         assert!(err.to_string().contains("--save"), "{err}");
     }

@@ -43,7 +43,7 @@ pub fn main<M: DistributedModel>() -> ExitCode {
             return report_error(&e);
         }
     }
-    let mut comm = match Communicator::from_env_with(args.all_reduce.into()) {
+    let mut comm = match Communicator::start(args.all_reduce.into(), args.comm_timeout()) {
         Ok(comm) => comm.with_mode(match (args.no_overlap, args.compute_only) {
             (true, _) => CommMode::AfterBackward,
             (_, true) => CommMode::Skip,
@@ -54,7 +54,6 @@ pub fn main<M: DistributedModel>() -> ExitCode {
     if let Err(e) = comm.emulate_link(args.link) {
         return report_error(&e);
     }
-    comm.set_wait_timeout(args.comm_timeout);
     comm.set_check_finite(args.check_finite);
     // Errors are reported while the communicator is alive; then the job ends: if every rank
     // failed alike they meet and exit, otherwise the others are waiting for this rank and

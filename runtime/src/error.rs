@@ -19,11 +19,16 @@ pub enum Error {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{0}")]
     Safetensors(String),
+    #[error("gradient bucket b{bucket} was not reduced within {waited:?} on rank {rank} (--comm-timeout): {behind}")]
+    CommTimeout { bucket: usize, rank: usize, waited: std::time::Duration, behind: String },
     #[error(
-        "gradient bucket b{bucket} was not reduced within {waited:?} on rank {rank} (--comm-timeout): \
-         another rank is stuck, slow or gone"
+        "{} waited {waited:?} for every rank to start (MPI initialisation and the shared-memory \
+         set-up; --comm-timeout): {behind}",
+        rank.map_or("this rank".into(), |r| format!("rank {r}"))
     )]
-    CommTimeout { bucket: usize, rank: usize, waited: std::time::Duration },
+    StartupTimeout { rank: Option<usize>, waited: std::time::Duration, behind: String },
+    #[error("rank {rank} waited {waited:?} while {what} (--comm-timeout): {behind}")]
+    CollectiveTimeout { what: &'static str, rank: usize, waited: std::time::Duration, behind: String },
     #[error(
         "non-finite gradient {value} in bucket b{bucket} at element {offset} after the all-reduce (--check-finite)"
     )]

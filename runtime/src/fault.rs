@@ -9,6 +9,10 @@
 //!   `step` (1-based) begins.
 //! - `comm-panic:<rank>:<n>`: rank `rank`'s communication thread panics at its `n`-th all-reduce.
 //! - `nan:<rank>:<step>`: rank `rank` puts a NaN into its loss gradient at step `step`.
+//! - `slow-save:<ms>:<n>`: the `n`-th checkpoint save takes `ms` milliseconds longer.
+//! - `stop:<rank>:<point>`: rank `rank` stops itself with SIGSTOP at a start-up point
+//!   (`mpi-init`: before MPI's initialisation; `shared-memory`: before the shared-memory set-up;
+//!   `handshake`: before the schedule check) or, given a number, when that step (1-based) begins.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -55,11 +59,22 @@ impl SaveStage {
 #[derive(Debug, PartialEq, Eq)]
 enum Fault {
     Save { stage: &'static str, nth: u64 },
+    SlowSave { millis: u64, nth: u64 },
     Kill { rank: usize, step: u64 },
     Panic { rank: usize, step: u64 },
     CommPanic { rank: usize, nth: u64 },
     Nan { rank: usize, step: u64 },
+    Stop { rank: usize, at: StopPoint },
 }
+
+#[derive(Debug, PartialEq, Eq)]
+enum StopPoint {
+    StartUp(&'static str),
+    Step(u64),
+}
+
+/// The start-up points `stop:<rank>:<point>` can name.
+const START_UP_POINTS: [&str; 3] = ["mpi-init", "shared-memory", "handshake"];
 
 fn fault() -> Option<&'static Fault> {
     if !cfg!(feature = "fault-injection") {
@@ -71,9 +86,18 @@ fn fault() -> Option<&'static Fault> {
 
 fn parse(spec: &str) -> Option<Fault> {
     let mut parts = spec.split(':');
-    let (kind, a, b) = (parts.next()?, parts.next()?, parts.next()?.parse::<u64>().ok()?);
+    let (kind, a, last) = (parts.next()?, parts.next()?, parts.next()?);
     let rank = || a.parse::<usize>().ok();
+    if kind == "stop" {
+        let at = match START_UP_POINTS.iter().find(|&&p| p == last) {
+            Some(point) => StopPoint::StartUp(point),
+            None => StopPoint::Step(last.parse().ok()?),
+        };
+        return Some(Fault::Stop { rank: rank()?, at });
+    }
+    let b = last.parse::<u64>().ok()?;
     Some(match kind {
+        "slow-save" => Fault::SlowSave { millis: a.parse().ok()?, nth: b },
         "save" => Fault::Save { stage: SaveStage::ALL.iter().find(|s| s.name() == a)?.name(), nth: b },
         "kill" => Fault::Kill { rank: rank()?, step: b },
         "panic" => Fault::Panic { rank: rank()?, step: b },
@@ -90,6 +114,25 @@ fn kill_self() -> ! {
     std::process::abort()
 }
 
+fn stop_self() {
+    // SAFETY: raise() has no memory-safety preconditions; the process resumes on SIGCONT.
+    unsafe { libc::raise(libc::SIGSTOP) };
+}
+
+/// The rank the launcher gave this process, before MPI can say it.
+fn launcher_rank() -> Option<usize> {
+    ["OMPI_COMM_WORLD_RANK", "PMIX_RANK"].iter().find_map(|v| std::env::var(v).ok()?.parse().ok())
+}
+
+/// Called at start-up point `point` (one of `START_UP_POINTS`).
+pub fn at_start_up(point: &str) {
+    if let Some(Fault::Stop { rank, at: StopPoint::StartUp(p) }) = fault() {
+        if *p == point && launcher_rank() == Some(*rank) {
+            stop_self();
+        }
+    }
+}
+
 /// Counts this process's checkpoint saves: returns the number (1-based) of the one starting.
 pub fn next_save() -> u64 {
     static SAVES: AtomicU64 = AtomicU64::new(0);
@@ -98,8 +141,12 @@ pub fn next_save() -> u64 {
 
 /// Called at each stage of the `nth` (1-based) checkpoint save.
 pub fn at_save_stage(stage: SaveStage, nth: u64) {
-    if fault() == Some(&Fault::Save { stage: stage.name(), nth }) {
-        kill_self();
+    match fault() {
+        Some(f) if *f == (Fault::Save { stage: stage.name(), nth }) => kill_self(),
+        Some(&Fault::SlowSave { millis, nth: n }) if n == nth && stage == SaveStage::ModelWritten => {
+            std::thread::sleep(std::time::Duration::from_millis(millis))
+        }
+        _ => {}
     }
 }
 
@@ -110,6 +157,7 @@ pub fn at_step(rank: usize, step: u64) {
         Some(&Fault::Panic { rank: r, step: s }) if r == rank && s == step + 1 => {
             panic!("fault injected: rank {rank} panics at step {}", step + 1)
         }
+        Some(&Fault::Stop { rank: r, at: StopPoint::Step(s) }) if r == rank && s == step + 1 => stop_self(),
         _ => {}
     }
 }
@@ -137,7 +185,11 @@ mod tests {
         assert_eq!(parse("panic:0:3"), Some(Fault::Panic { rank: 0, step: 3 }));
         assert_eq!(parse("comm-panic:2:5"), Some(Fault::CommPanic { rank: 2, nth: 5 }));
         assert_eq!(parse("nan:0:1"), Some(Fault::Nan { rank: 0, step: 1 }));
-        for bad in ["", "save:nowhere:1", "kill:x:1", "kill:1", "explode:1:1", "kill:1:-2"] {
+        assert_eq!(parse("stop:1:mpi-init"), Some(Fault::Stop { rank: 1, at: StopPoint::StartUp("mpi-init") }));
+        assert_eq!(parse("slow-save:2500:1"), Some(Fault::SlowSave { millis: 2500, nth: 1 }));
+        assert_eq!(parse("stop:2:4"), Some(Fault::Stop { rank: 2, at: StopPoint::Step(4) }));
+        for bad in ["", "save:nowhere:1", "kill:x:1", "kill:1", "explode:1:1", "kill:1:-2", "stop:1:later", "stop:x:1"]
+        {
             assert_eq!(parse(bad), None, "{bad}");
         }
     }

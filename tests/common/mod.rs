@@ -2,9 +2,12 @@
 // Each test binary uses some of these helpers.
 #![allow(dead_code)]
 
+use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// `target/<profile>/examples/<name>`, next to the test's own binary in `deps/`.
 pub fn example(name: &str) -> PathBuf {
@@ -31,18 +34,64 @@ pub fn mpirun(args: &[&str]) -> Output {
 }
 
 /// `mpirun args` with extra environment variables for every rank.
+///
+/// A job still running after `JOB_LIMIT` is killed with its whole process group and the test
+/// fails with what it printed: a hang (ours, or `mpirun`'s own) is a failure, never a stuck suite.
 pub fn mpirun_with_env(env: &[(&str, &str)], args: &[&str]) -> Output {
+    mpirun_timed(env, args).0
+}
+
+/// `mpirun_with_env`, with how long the job itself ran (not the wait for its turn).
+pub fn mpirun_timed(env: &[(&str, &str)], args: &[&str]) -> (Output, Duration) {
     let _turn = ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    Command::new("mpirun")
+    let mut child = Command::new("mpirun")
         .envs(env.iter().copied())
         // As root (CI containers) OpenMPI refuses to start without these; harmless otherwise.
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .arg("--oversubscribe")
         .args(args)
-        .output()
-        .expect("mpirun is installed (make deps)")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("mpirun is installed (make deps)");
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().expect("piped")));
+    let stderr = drain(Box::new(child.stderr.take().expect("piped")));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for mpirun") {
+            break Some(status);
+        }
+        if started.elapsed() > JOB_LIMIT {
+            // SAFETY: kill() has no memory-safety preconditions; the group is mpirun's own
+            // (process_group(0) made it), holding mpirun and its ranks.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (stdout, stderr) = (stdout.join().unwrap_or_default(), stderr.join().unwrap_or_default());
+    let Some(status) = status else {
+        panic!(
+            "mpirun {args:?} was still running after {JOB_LIMIT:?} and was killed:\n{}\n{}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        )
+    };
+    (Output { status, stdout, stderr }, started.elapsed())
 }
+
+/// The longest any one test job may run: far beyond any test's need on a busy machine.
+const JOB_LIMIT: Duration = Duration::from_secs(300);
 
 /// Runs `mpirun args`, fails the test with both streams if the job fails, returns stdout.
 pub fn mpirun_ok(args: &[&str]) -> String {

@@ -177,6 +177,7 @@ impl InFlight {
                         bucket: self.index,
                         rank: checks.rank,
                         waited: checks.timeout.unwrap_or_default(),
+                        behind: super::board::laggards(),
                     },
                     Undelivered::Abandoned => Error::CommThreadDied("reducing a gradient bucket"),
                 })?;

@@ -6,10 +6,12 @@
 //! through reused mailboxes (`mailbox`). The GPU's NCCL communicator is `cuda::GpuComm`.
 
 mod backoff;
+mod board;
 mod bucket;
 mod lent;
 mod mailbox;
 mod mpi_calls;
+mod mpi_server;
 mod mpi_thread;
 mod shared_memory;
 
@@ -77,6 +79,15 @@ impl Transport {
     }
 }
 
+/// How long a rank waits for the others by default, at start-up, at a wait point or in a
+/// blocking collective, before it fails naming the ranks it waited for. Generous, like NCCL's
+/// watchdog: a healthy job never waits this long, a stuck one does not hang forever.
+pub const DEFAULT_COMM_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How long the other ranks wait for rank 0 to write a checkpoint, at least: a write of
+/// gigabytes to a slow disk may take longer than any communication should.
+pub const CHECKPOINT_WRITE_TIMEOUT: Duration = Duration::from_secs(1800);
+
 /// The ranks of one training job.
 pub struct Communicator {
     backend: Backend,
@@ -110,11 +121,19 @@ impl Communicator {
 
     /// As `from_env`, with gradients summed by `transport`.
     pub fn from_env_with(transport: Transport) -> Result<Self> {
-        if launched_by_mpirun() {
-            Ok(Self::with_backend(Backend::Mpi(MpiThread::start(transport)?)))
+        Self::start(transport, Some(DEFAULT_COMM_TIMEOUT))
+    }
+
+    /// As `from_env_with`, with `timeout` bounding every wait for the other ranks, start-up
+    /// included (`None`: wait as long as the job lives); see `set_wait_timeout`.
+    pub fn start(transport: Transport, timeout: Option<Duration>) -> Result<Self> {
+        let mut comm = if launched_by_mpirun() {
+            Self::with_backend(Backend::Mpi(MpiThread::start(transport, timeout)?))
         } else {
-            Ok(Self::single())
-        }
+            Self::single()
+        };
+        comm.set_wait_timeout(timeout);
+        Ok(comm)
     }
 
     fn with_backend(backend: Backend) -> Self {
@@ -122,7 +141,7 @@ impl Communicator {
             Backend::Single => 0,
             Backend::Mpi(t) => t.rank(),
         };
-        let checks = WaitChecks { rank, ..WaitChecks::default() };
+        let checks = WaitChecks { rank, timeout: Some(DEFAULT_COMM_TIMEOUT), finite: false };
         Communicator {
             backend,
             mode: CommMode::Overlap,
@@ -133,9 +152,18 @@ impl Communicator {
         }
     }
 
-    /// Makes every wait point fail after `timeout` instead of blocking forever.
+    /// Makes every wait point and blocking collective fail after `timeout`, naming the ranks it
+    /// waited for (`None`: block as long as the job lives). `DEFAULT_COMM_TIMEOUT` until set.
     pub fn set_wait_timeout(&mut self, timeout: Option<Duration>) {
         self.checks.timeout = timeout;
+        if let Backend::Mpi(t) = &self.backend {
+            t.set_timeout(timeout);
+        }
+    }
+
+    /// The bound `set_wait_timeout` set.
+    pub fn wait_timeout(&self) -> Option<Duration> {
+        self.checks.timeout
     }
 
     /// Makes every wait point fail on a NaN or infinity in the reduced gradients.
@@ -320,9 +348,23 @@ impl Communicator {
         }
     }
 
+    /// Waits for rank 0 to finish writing a checkpoint: a barrier bounded by the communication
+    /// timeout or `CHECKPOINT_WRITE_TIMEOUT`, whichever is longer, so a slow disk is not taken
+    /// for a stuck rank.
+    pub fn wait_for_checkpoint_write(&self) -> Result<()> {
+        match &self.backend {
+            Backend::Single => Ok(()),
+            Backend::Mpi(t) => t.barrier_within(
+                self.checks.timeout.map(|t| t.max(CHECKPOINT_WRITE_TIMEOUT)),
+                "waiting for rank 0 to write a checkpoint",
+            ),
+        }
+    }
+
     /// Fails on every rank, naming the ranks that differ from rank 0, unless all ranks compiled
     /// the same schedule. Runs before any gradient is exchanged, so a mismatch cannot hang.
     pub fn check_same_schedule(&self, schedule: &Schedule) -> Result<()> {
+        crate::fault::at_start_up("handshake");
         let fingerprints = self.all_gather_u64(schedule.fingerprint())?;
         let differing: Vec<usize> = (0..fingerprints.len()).filter(|&r| fingerprints[r] != fingerprints[0]).collect();
         if differing.is_empty() {

@@ -1,6 +1,8 @@
 //! The MPI calls the communication thread makes beyond the `mpi` crate's safe API: the in-place
-//! non-blocking all-reduce polled with sleeps, the variable-size gather of trace spans, and the
-//! check of MPI return codes. Called only from that thread.
+//! non-blocking all-reduce polled with sleeps, the small collectives polled the same way (so a
+//! rank that never arrives leaves this thread able to abort the job instead of blocked inside
+//! MPI), the variable-size gather of trace spans, and the check of MPI return codes. Called only
+//! from that thread.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,8 +18,17 @@ use super::backoff::wait_until;
 /// Gathered at rank 0: one vector per rank; `None` on the other ranks.
 pub(super) type Gathered = Option<Vec<Vec<u64>>>;
 
-/// Every rank's `data`, concatenated at rank 0 and split back by rank.
-pub(super) fn gather_to_root(world: &SimpleCommunicator, data: &[u64]) -> Gathered {
+/// Every rank's `data`, concatenated at rank 0 and split back by rank; `None` (and nothing
+/// gathered) if `aborting` was set before every rank arrived.
+pub(super) fn gather_to_root(world: &SimpleCommunicator, data: &[u64], aborting: &AtomicBool) -> Option<Gathered> {
+    // The blocking gathers below cannot be given up; once every rank is here they are quick.
+    if !barrier(world, || aborting.load(Ordering::Relaxed)) {
+        return None;
+    }
+    Some(gather_arrived(world, data))
+}
+
+fn gather_arrived(world: &SimpleCommunicator, data: &[u64]) -> Gathered {
     let root = world.process_at_rank(0);
     let count = mpi::Count::try_from(data.len()).expect("a rank's trace fits in an MPI count");
     if world.rank() != 0 {
@@ -82,6 +93,74 @@ pub(super) fn all_reduce_in_place(world: &SimpleCommunicator, data: &mut [f32], 
         }
     }
     true
+}
+
+/// Waits until every rank has arrived; `false` if `give_up` said so first.
+pub(super) fn barrier(world: &SimpleCommunicator, give_up: impl Fn() -> bool) -> bool {
+    // SAFETY: `request` is a valid out-pointer for the new request; `world` is alive and this is
+    // the MPI thread.
+    poll(|request| unsafe { mpi::ffi::MPI_Ibarrier(world.as_raw(), request) }, "MPI_Ibarrier", give_up)
+}
+
+/// Replaces `data` with rank 0's; `false` if `aborting` was set first.
+pub(super) fn broadcast<T: Equivalence>(world: &SimpleCommunicator, data: &mut [T], aborting: &AtomicBool) -> bool {
+    let datatype = T::equivalent_datatype();
+    data.chunks_mut(MAX_COUNT).all(|chunk| {
+        let (ptr, len) = (chunk.as_mut_ptr().cast::<c_void>(), chunk.len() as c_int);
+        let start = |request: *mut mpi::ffi::MPI_Request| {
+            // SAFETY: `chunk` is an exclusively borrowed buffer of `len` (at most 2^30) values of
+            // the type `datatype` describes; it stays borrowed until `poll` has seen the request
+            // complete (or the job is aborted). `world` is alive; this is the MPI thread.
+            unsafe { mpi::ffi::MPI_Ibcast(ptr, len, datatype.as_raw(), 0, world.as_raw(), request) }
+        };
+        poll(start, "MPI_Ibcast", || aborting.load(Ordering::Relaxed))
+    })
+}
+
+/// The sum of `value` over all ranks; `None` if `aborting` was set first.
+pub(super) fn sum_f64(world: &SimpleCommunicator, value: f64, aborting: &AtomicBool) -> Option<f64> {
+    let mut sum = 0.0f64;
+    let (send, receive) = (std::ptr::from_ref(&value).cast::<c_void>(), std::ptr::from_mut(&mut sum).cast::<c_void>());
+    let start = |request: *mut mpi::ffi::MPI_Request| {
+        // SAFETY: one f64 is read from `value` and one written to `sum`, both alive and untouched
+        // until `poll` returns; `world` is alive and this is the MPI thread.
+        unsafe {
+            mpi::ffi::MPI_Iallreduce(
+                send,
+                receive,
+                1,
+                mpi::ffi::RSMPI_DOUBLE,
+                mpi::ffi::RSMPI_SUM,
+                world.as_raw(),
+                request,
+            )
+        }
+    };
+    poll(start, "MPI_Iallreduce", || aborting.load(Ordering::Relaxed)).then_some(sum)
+}
+
+/// `value` from every rank, indexed by rank; `None` if `aborting` was set first.
+pub(super) fn all_gather_u64(world: &SimpleCommunicator, value: u64, aborting: &AtomicBool) -> Option<Vec<u64>> {
+    let mut all = vec![0u64; world.size() as usize];
+    let (send, receive) = (std::ptr::from_ref(&value).cast::<c_void>(), all.as_mut_ptr().cast::<c_void>());
+    let start = |request: *mut mpi::ffi::MPI_Request| {
+        // SAFETY: one u64 is read from `value` and one per rank written into `all`, which holds
+        // `size` of them; both stay alive and untouched until `poll` returns. `world` is alive
+        // and this is the MPI thread.
+        unsafe {
+            mpi::ffi::MPI_Iallgather(
+                send,
+                1,
+                mpi::ffi::RSMPI_UINT64_T,
+                receive,
+                1,
+                mpi::ffi::RSMPI_UINT64_T,
+                world.as_raw(),
+                request,
+            )
+        }
+    };
+    poll(start, "MPI_Iallgather", || aborting.load(Ordering::Relaxed)).then_some(all)
 }
 
 /// Starts a non-blocking operation and polls it until it completes (`true`) or `give_up` says

@@ -8,43 +8,22 @@
 //! Gradient buckets go through the node's shared memory (`shared_memory`) when every rank is on
 //! this node, else through `MPI_Iallreduce` (`mpi_calls`).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::mpsc::{channel, sync_channel, RecvTimeoutError, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
-
-use mpi::collective::SystemOperation;
-use mpi::raw::AsRaw;
-use mpi::topology::SimpleCommunicator;
-use mpi::traits::*;
-use mpi::Threading;
+use std::time::Duration;
 
 use overlap_plan::Link;
 
+use super::board;
 use super::bucket::{GradBucket, Reduced};
 use super::mailbox::{Mailbox, Reply};
-use super::mpi_calls::{all_reduce_in_place, gather_to_root, poll, Gathered};
-use super::shared_memory::SharedMemory;
+use super::mpi_calls::Gathered;
+use super::mpi_server::{serve, Request};
 use super::Transport;
 use crate::error::{Error, Result};
-
-enum Request {
-    AllReduce(GradBucket, Reply<Reduced>),
-    /// Emulate this link from now on (`None`: run at the machine's own speed).
-    EmulateLink(Option<Link>),
-    /// Replies once every earlier request has been served.
-    Flush(Reply<()>),
-    Broadcast(Vec<f32>, Sender<Vec<f32>>),
-    BroadcastBytes(Vec<u8>, Sender<Vec<u8>>),
-    SumF64(f64, Sender<f64>),
-    AllGatherU64(u64, Sender<Vec<u64>>),
-    GatherU64(Vec<u64>, Sender<Gathered>),
-    Barrier(Sender<()>),
-    /// This rank failed: wait up to the grace period for the others at a barrier, else abort.
-    AbortJob(Duration, Sender<()>),
-}
 
 pub(super) struct MpiThread {
     /// Bounded, so that sending allocates nothing (an unbounded channel allocates a block every
@@ -58,24 +37,47 @@ pub(super) struct MpiThread {
     /// What carries the gradient all-reduces: `SharedMemory` or `Mpi`, never `Auto`.
     transport: Transport,
     flushed: RefCell<Arc<Mailbox<()>>>,
+    /// How long a blocking call (a barrier, a metric's sum) waits before failing.
+    timeout: Cell<Option<Duration>>,
+    /// Set once a call timed out: the thread is then stuck in a collective, and dropping this
+    /// must end the job rather than wait for the thread.
+    timed_out: Cell<bool>,
 }
 
-/// What the thread tells `start` once MPI is up: rank, world size and the transport in use.
-type Started = std::result::Result<(usize, usize, Transport), String>;
-
 impl MpiThread {
-    /// Initialises MPI on a new thread; `transport` chooses how gradients are summed.
-    pub(super) fn start(transport: Transport) -> Result<Self> {
+    /// Initialises MPI on a new thread; `transport` chooses how gradients are summed. Fails,
+    /// naming the ranks that did not arrive, when start-up (MPI's initialisation and the
+    /// shared-memory set-up, both collective) takes longer than `timeout`.
+    pub(super) fn start(transport: Transport, timeout: Option<Duration>) -> Result<Self> {
+        let board = board::open();
         let (requests, inbox) = sync_channel(REQUEST_QUEUE);
         let (ready_tx, ready) = channel();
         let aborting = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&aborting);
         let thread = std::thread::Builder::new()
             .name("overlap-mpi".into())
-            .spawn(move || serve(inbox, ready_tx, &flag, transport))
+            .spawn(move || serve(inbox, ready_tx, &flag, transport, board))
             .map_err(|e| Error::MpiInit(format!("cannot start the communication thread: {e}")))?;
-        let (rank, world_size, transport) =
-            ready.recv().map_err(|_| Error::CommThreadDied("initialising MPI"))?.map_err(Error::MpiInit)?;
+        let started = match timeout {
+            Some(timeout) => ready.recv_timeout(timeout),
+            None => ready.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        let (rank, world_size, transport) = match started {
+            Ok(started) => started.map_err(Error::MpiInit)?,
+            Err(RecvTimeoutError::Disconnected) => return Err(Error::CommThreadDied("initialising MPI")),
+            // The thread stays blocked in MPI; the process exits with the error and the launcher
+            // ends the job.
+            Err(RecvTimeoutError::Timeout) => {
+                let behind = board::laggards();
+                // No rank will reach READY to remove the board: each failing rank does.
+                board.inspect(|b| b.unlink());
+                return Err(Error::StartupTimeout {
+                    rank: board.map(|b| b.rank()),
+                    waited: timeout.unwrap_or_default(),
+                    behind,
+                });
+            }
+        };
         Ok(MpiThread {
             requests: Some(requests),
             aborting,
@@ -84,7 +86,14 @@ impl MpiThread {
             world_size,
             transport,
             flushed: RefCell::default(),
+            timeout: Cell::new(timeout),
+            timed_out: Cell::new(false),
         })
+    }
+
+    /// How long later blocking calls wait (`None`: as long as the job lives).
+    pub(super) fn set_timeout(&self, timeout: Option<Duration>) {
+        self.timeout.set(timeout);
     }
 
     pub(super) fn transport(&self) -> Transport {
@@ -121,6 +130,11 @@ impl MpiThread {
 
     pub(super) fn gather_u64(&self, data: Vec<u64>) -> Result<Gathered> {
         self.call(|reply| Request::GatherU64(data, reply), "gathering trace spans")
+    }
+
+    /// A barrier that waits up to `bound` (rather than the communication timeout) for `what`.
+    pub(super) fn barrier_within(&self, bound: Option<Duration>, what: &'static str) -> Result<()> {
+        self.call_within(Request::Barrier, what, bound)
     }
 
     pub(super) fn broadcast(&self, data: Vec<f32>) -> Result<Vec<f32>> {
@@ -163,17 +177,35 @@ impl MpiThread {
     }
 
     fn call<T>(&self, make: impl FnOnce(Sender<T>) -> Request, what: &'static str) -> Result<T> {
+        self.call_within(make, what, self.timeout.get())
+    }
+
+    /// Sends a request and waits up to `bound` for its answer.
+    fn call_within<T>(
+        &self,
+        make: impl FnOnce(Sender<T>) -> Request,
+        what: &'static str,
+        bound: Option<Duration>,
+    ) -> Result<T> {
         let (reply, answer) = channel();
         self.send(make(reply))?;
-        answer.recv().map_err(|_| Error::CommThreadDied(what))
+        let Some(bound) = bound else { return answer.recv().map_err(|_| Error::CommThreadDied(what)) };
+        answer.recv_timeout(bound).map_err(|e| match e {
+            RecvTimeoutError::Disconnected => Error::CommThreadDied(what),
+            RecvTimeoutError::Timeout => {
+                self.timed_out.set(true);
+                Error::CollectiveTimeout { what, rank: self.rank, waited: bound, behind: board::laggards() }
+            }
+        })
     }
 }
 
 impl Drop for MpiThread {
     /// Closing the request channel ends the thread's loop; it then finalises MPI.
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            // The compute thread panicked: the other ranks would wait for it forever.
+        if std::thread::panicking() || self.timed_out.get() {
+            // The compute thread panicked, or the thread is stuck in a collective some rank never
+            // joined: the other ranks would wait for this one forever.
             self.aborting.store(true, Ordering::Relaxed);
             self.abort_job(Duration::ZERO);
         }
@@ -182,165 +214,6 @@ impl Drop for MpiThread {
             let _ = thread.join();
         }
     }
-}
-
-fn serve(inbox: Receiver<Request>, ready: Sender<Started>, aborting: &AtomicBool, transport: Transport) {
-    // Only this thread ever calls MPI, and it is the thread that initialises it: FUNNELED is
-    // exactly the guarantee needed.
-    let Some((universe, _level)) = mpi::initialize_with_threading(Threading::Funneled) else {
-        let _ = ready.send(Err("MPI was already initialised in this process".into()));
-        return;
-    };
-    let world = universe.world();
-    let (rank, size) = (world.rank() as usize, world.size() as usize);
-    // Sleeps between polls should last what they ask for, not the default 50 us of slack.
-    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and only changes this thread's
-    // timer slack; a failure leaves the default, which is merely coarser.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
-    // The compute thread's priority, not a lower one: besides summing, this thread runs the
-    // updates of the parameters lent to its buckets, which the step waits for. At nice 10 it got
-    // a tenth of a core shared with compute, and on a slow emulated link the chain of reductions
-    // then outlasted the link (tower, 128 samples, 0.4 GB/s: 115.5 ms per step against 108.9 at
-    // nice 0; mlp unchanged, 57.9 against 58.1).
-    // Collective: every rank takes the same branch.
-    let shared = match transport {
-        Transport::Mpi => None,
-        Transport::Auto => SharedMemory::create(&world).ok(),
-        Transport::SharedMemory => match SharedMemory::create(&world) {
-            Ok(shared) => Some(shared),
-            Err(why) => {
-                let _ = ready.send(Err(format!("--all-reduce shared-memory is impossible: {why}")));
-                return;
-            }
-        },
-    };
-    let used = if shared.is_some() { Transport::SharedMemory } else { Transport::Mpi };
-    // The first blocking receive on a channel allocates (a thread context and a waiter list,
-    // once per thread). Nobody can have sent a request yet, so this one blocks for a moment and
-    // does it now rather than inside some training step.
-    let _ = inbox.recv_timeout(Duration::from_millis(2));
-    if ready.send(Ok((rank, size, used))).is_err() {
-        return;
-    }
-    // A panic below must not reach `universe`'s drop: MPI_Finalize would wait for the other
-    // ranks, which wait for this one. Left initialised, the process exits non-zero (its compute
-    // thread reports the dead thread) and mpirun ends the job.
-    let served =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve_requests(&world, shared, inbox, aborting)));
-    if served.is_err() {
-        std::mem::forget(universe);
-    }
-}
-
-/// Serves requests in order until the channel closes; gradients go through `shared` memory when
-/// there is one, else through MPI.
-fn serve_requests(
-    world: &SimpleCommunicator,
-    mut shared: Option<SharedMemory>,
-    inbox: Receiver<Request>,
-    aborting: &AtomicBool,
-) {
-    let (rank, size) = (world.rank() as usize, world.size() as usize);
-    let mut link: Option<Link> = None;
-    let mut all_reduces = 0u64;
-    // Replies may find their receiver gone (a handle dropped unwaited); that is not an error.
-    for request in inbox {
-        match request {
-            Request::AllReduce(mut bucket, reply) => {
-                all_reduces += 1;
-                crate::fault::at_all_reduce(rank, all_reduces);
-                let started = Instant::now();
-                let (data, lent) = bucket.data_and_lent();
-                let reduced = match &mut shared {
-                    Some(shared) => shared.all_reduce(data, lent, aborting),
-                    None => {
-                        let done = all_reduce_in_place(world, data, aborting);
-                        if done {
-                            lent.update_and_clear(data);
-                        }
-                        done
-                    }
-                };
-                if !reduced {
-                    abort(world);
-                }
-                if let Some(link) = &link {
-                    let bytes = std::mem::size_of_val(bucket.as_slice());
-                    let deadline = started + Duration::from_secs_f64(link.ring_all_reduce_seconds(bytes, size));
-                    if !hold_until(deadline, aborting) {
-                        abort(world);
-                    }
-                }
-                reply.send(Reduced { bucket, started, finished: Instant::now() });
-            }
-            Request::EmulateLink(emulated) => link = emulated,
-            Request::Flush(reply) => reply.send(()),
-            Request::GatherU64(data, reply) => {
-                let _ = reply.send(gather_to_root(world, &data));
-            }
-            Request::Broadcast(mut data, reply) => {
-                world.process_at_rank(0).broadcast_into(&mut data[..]);
-                let _ = reply.send(data);
-            }
-            Request::BroadcastBytes(mut data, reply) => {
-                world.process_at_rank(0).broadcast_into(&mut data[..]);
-                let _ = reply.send(data);
-            }
-            Request::SumF64(value, reply) => {
-                let mut sum = 0.0f64;
-                world.all_reduce_into(&value, &mut sum, SystemOperation::sum());
-                let _ = reply.send(sum);
-            }
-            Request::AllGatherU64(value, reply) => {
-                let mut all = vec![0u64; size];
-                world.all_gather_into(&value, &mut all[..]);
-                let _ = reply.send(all);
-            }
-            Request::Barrier(reply) => {
-                world.barrier();
-                let _ = reply.send(());
-            }
-            Request::AbortJob(grace, reply) => {
-                let deadline = Instant::now() + grace;
-                let met = poll(
-                    |request| {
-                        // SAFETY: `request` is a valid out-pointer for the new request; `world` is alive
-                        // and this is the MPI thread.
-                        unsafe { mpi::ffi::MPI_Ibarrier(world.as_raw(), request) }
-                    },
-                    "MPI_Ibarrier",
-                    || aborting.load(Ordering::Relaxed) || Instant::now() >= deadline,
-                );
-                if !met {
-                    abort(world);
-                }
-                let _ = reply.send(());
-            }
-        }
-    }
-}
-
-/// Sleeps (rather than spins: the cores belong to the compute threads) until `deadline`;
-/// `false` if `aborting` was set meanwhile.
-fn hold_until(deadline: Instant, aborting: &AtomicBool) -> bool {
-    loop {
-        if aborting.load(Ordering::Relaxed) {
-            return false;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return true;
-        }
-        std::thread::sleep((deadline - now).min(ABORT_CHECK));
-    }
-}
-
-/// How often a held all-reduce checks whether this rank is aborting.
-const ABORT_CHECK: Duration = Duration::from_millis(10);
-
-/// Ends every rank of the job; does not return.
-fn abort(world: &SimpleCommunicator) -> ! {
-    world.abort(1)
 }
 
 /// Requests that can be queued before a sender waits.

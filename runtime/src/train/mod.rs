@@ -291,7 +291,7 @@ impl Run<'_> {
             if config.saves_after(step) {
                 // The other ranks wait for rank 0's write here, not in their next wait point,
                 // whose timeout is about communication.
-                comm.barrier()?;
+                comm.wait_for_checkpoint_write()?;
             }
             let Some(signal) = stop.as_ref().map(|s| s.agreed(comm)).transpose()?.flatten() else { continue };
             progress.finish();
@@ -300,7 +300,7 @@ impl Run<'_> {
                 saved = Some(checkpoint::save(&save.dir, model, optimizer, position, &about)?);
             }
             backend.finish()?;
-            comm.barrier()?;
+            comm.wait_for_checkpoint_write()?;
             let checkpoint = config.save.as_ref().map(|s| saved.unwrap_or_else(|| s.dir.clone()));
             return Err(Error::Stopped { signal, step: step + 1, checkpoint });
         }

@@ -1,0 +1,275 @@
+//! Where every rank of this node has got to, so that a rank that waited too long can name the
+//! ranks it waited for.
+//!
+//! MPI cannot say who is missing from a collective that does not complete. So each rank
+//! publishes a progress count in a small file in `/dev/shm` named after the job (the launcher's
+//! namespace), mapped by every rank of the node: 1 once the process starts, 2 once MPI is
+//! initialised, 3 once the communicator is ready, then one more for every collective entered.
+//! Every rank enters the same collectives in the same order, so a rank stuck in collective `n`
+//! waits exactly for the ranks whose count is below `n`. With each rank's pid, the process's state
+//! tells the rest: stopped by a signal, exited, or running (slow). Ranks on other nodes write to
+//! their own node's board and show as not seen here.
+//!
+//! The board is opened before MPI starts, so it also covers start-up. The file is removed as
+//! soon as the communicator is ready (every rank has opened it by then), so nothing is left in
+//! `/dev/shm` after a normal start; a job killed during start-up leaves one file of 64 bytes per
+//! rank.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// Progress counts before the first collective.
+pub(crate) const STARTED: u64 = 1;
+pub(crate) const MPI_INITIALISED: u64 = 2;
+pub(crate) const READY: u64 = 3;
+
+/// One cache line per rank: its progress count and its pid.
+const SLOT_BYTES: usize = 64;
+
+/// The node's board of this job, mapped into this process.
+pub(crate) struct Board {
+    map: memmap2::MmapMut,
+    path: PathBuf,
+    rank: usize,
+    world: usize,
+    /// Whether every rank of the job is on this node (so a rank never seen is not started).
+    whole_job_here: bool,
+}
+
+/// One rank that has not reached the collective this rank waits in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Laggard {
+    pub(crate) rank: usize,
+    /// Its progress count (0: never seen on this node).
+    pub(crate) reached: u64,
+    /// The process's state on this node, when it was seen.
+    pub(crate) state: Option<ProcessState>,
+}
+
+/// What `/proc` says about a rank's process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProcessState {
+    Running,
+    /// Stopped by a signal (SIGSTOP, SIGTSTP, a debugger).
+    Stopped,
+    Exited,
+}
+
+static BOARD: OnceLock<Option<Board>> = OnceLock::new();
+
+/// This process's board, once `open` made it; `None` outside `mpirun` or where `/dev/shm` is
+/// unusable (the messages then name only the waiting rank).
+pub(crate) fn get() -> Option<&'static Board> {
+    BOARD.get().and_then(Option::as_ref)
+}
+
+/// The ranks this one waits for, in words, from this process's board.
+pub(crate) fn laggards() -> String {
+    get().map_or_else(
+        || "the ranks it waits for cannot be named (no progress board in /dev/shm)".into(),
+        Board::describe_laggards,
+    )
+}
+
+/// Opens (or joins) the job's board and marks this rank started; a no-op after the first call.
+pub(crate) fn open() -> Option<&'static Board> {
+    BOARD.get_or_init(|| Board::open_from_env().ok()).as_ref()
+}
+
+impl Board {
+    fn open_from_env() -> std::io::Result<Board> {
+        let var = |names: &[&str]| names.iter().find_map(|n| std::env::var(n).ok());
+        let missing = || std::io::Error::other("not started by an MPI launcher");
+        let job = var(&["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"]).ok_or_else(missing)?;
+        let number = |names: &[&str]| var(names).and_then(|v| v.parse::<usize>().ok()).ok_or_else(missing);
+        let rank = number(&["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"])?;
+        let world = number(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"])?;
+        let local = number(&["OMPI_COMM_WORLD_LOCAL_SIZE"]).unwrap_or(0);
+        let safe_job: String = job.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+        let path = PathBuf::from(format!("/dev/shm/overlap-{safe_job}"));
+        Board::open(path, rank, world, local == world)
+    }
+
+    fn open(path: PathBuf, rank: usize, world: usize, whole_job_here: bool) -> std::io::Result<Board> {
+        if rank >= world {
+            return Err(std::io::Error::other("rank outside the world"));
+        }
+        // Never truncated: the other ranks of the node may have written their slots already.
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path)?;
+        let len = (world * SLOT_BYTES) as u64;
+        // Every rank sets the same length; growing zero-fills, so no rank's slot is overwritten.
+        if file.metadata()?.len() < len {
+            file.set_len(len)?;
+        }
+        // SAFETY: the file is this job's own, only ever written through `AtomicU64`s at 8-byte
+        // aligned offsets inside the mapping, and never truncated below `len`; no `&[u8]` view of
+        // it is ever made, so the other ranks' concurrent writes cannot break Rust's aliasing.
+        let map = unsafe { memmap2::MmapOptions::new().len(len as usize).map_mut(&file)? };
+        let board = Board { map, path, rank, world, whole_job_here };
+        board.slot(rank, 1).store(u64::from(std::process::id()), Ordering::Relaxed);
+        board.reach(STARTED);
+        Ok(board)
+    }
+
+    /// Word `word` (0: progress count, 1: pid) of `rank`'s slot.
+    fn slot(&self, rank: usize, word: usize) -> &AtomicU64 {
+        assert!(rank < self.world && word < SLOT_BYTES / 8);
+        // SAFETY: the mapping is page-aligned and `world * SLOT_BYTES` long, so this offset is
+        // inside it and 8-byte aligned; the memory lives as long as `self.map`, and is only ever
+        // accessed atomically (see `open`).
+        unsafe { &*self.map.as_ptr().add(rank * SLOT_BYTES + word * 8).cast::<AtomicU64>() }
+    }
+
+    /// Publishes this rank's progress count.
+    pub(crate) fn reach(&self, count: u64) {
+        self.slot(self.rank, 0).store(count, Ordering::Release);
+    }
+
+    /// Counts one more collective entered; returns the new count.
+    pub(crate) fn enter_collective(&self) -> u64 {
+        self.slot(self.rank, 0).fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    pub(crate) fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// This rank's progress count.
+    pub(crate) fn own(&self) -> u64 {
+        self.slot(self.rank, 0).load(Ordering::Acquire)
+    }
+
+    /// Removes the file; ranks that mapped it keep their mapping.
+    pub(crate) fn unlink(&self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+
+    /// The ranks that have not reached this rank's current count, and if there are none, the
+    /// ranks whose process is stopped or gone (a rank can stop inside a collective it entered).
+    pub(crate) fn laggards(&self) -> Vec<Laggard> {
+        let own = self.own();
+        let everyone: Vec<Laggard> = (0..self.world)
+            .filter(|&r| r != self.rank)
+            .map(|rank| {
+                let reached = self.slot(rank, 0).load(Ordering::Acquire);
+                let pid = self.slot(rank, 1).load(Ordering::Relaxed);
+                let state = (reached > 0).then(|| process_state(pid));
+                Laggard { rank, reached, state }
+            })
+            .collect();
+        let behind: Vec<Laggard> = everyone.iter().filter(|l| l.reached < own).cloned().collect();
+        if !behind.is_empty() {
+            return behind;
+        }
+        everyone.into_iter().filter(|l| matches!(l.state, Some(ProcessState::Stopped | ProcessState::Exited))).collect()
+    }
+
+    /// The laggards in words, for error messages.
+    pub(crate) fn describe_laggards(&self) -> String {
+        describe(&self.laggards(), self.own(), self.whole_job_here)
+    }
+}
+
+/// `laggards` in words, given this rank's count `own`.
+fn describe(laggards: &[Laggard], own: u64, whole_job_here: bool) -> String {
+    if laggards.is_empty() {
+        return "every rank on this node has reached this point and is running (a slow link or a \
+                rank on another node)"
+            .into();
+    }
+    let each: Vec<String> = laggards
+        .iter()
+        .map(|l| {
+            let state = match l.state {
+                Some(ProcessState::Stopped) => ", its process is stopped by a signal",
+                Some(ProcessState::Exited) => ", its process has exited",
+                Some(ProcessState::Running) | None => "",
+            };
+            let place = match l.reached {
+                0 if whole_job_here => "has not started".to_string(),
+                0 => "was not seen on this node".to_string(),
+                STARTED => "has not finished initialising MPI".to_string(),
+                MPI_INITIALISED => "has not finished setting up communication".to_string(),
+                n if n < own => format!("is {} collective(s) behind", own - n),
+                _ => "is inside the same collective".to_string(),
+            };
+            format!("rank {} {place}{state}", l.rank)
+        })
+        .collect();
+    each.join("; ")
+}
+
+/// Reads `/proc/<pid>/stat`'s state letter.
+fn process_state(pid: u64) -> ProcessState {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return ProcessState::Exited };
+    // The state follows the command name, which is in parentheses and may contain spaces.
+    match stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()) {
+        Some('T' | 't') => ProcessState::Stopped,
+        Some('Z' | 'X' | 'x') | None => ProcessState::Exited,
+        Some(_) => ProcessState::Running,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_the_ranks_below_this_ranks_count_with_their_process_state() {
+        let path = std::env::temp_dir().join(format!("overlap-board-test-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let me = Board::open(path.clone(), 0, 3, true).unwrap();
+        let other = Board::open(path.clone(), 1, 3, true).unwrap();
+        me.reach(READY);
+        other.reach(READY);
+        assert_eq!(me.enter_collective(), READY + 1);
+        assert_eq!(me.enter_collective(), READY + 2);
+        other.enter_collective();
+        // Rank 1 (this process, so running) is one collective behind; rank 2 never opened it.
+        let laggards = me.laggards();
+        assert_eq!(laggards[0], Laggard { rank: 1, reached: READY + 1, state: Some(ProcessState::Running) });
+        assert_eq!(laggards[1], Laggard { rank: 2, reached: 0, state: None });
+        assert_eq!(me.describe_laggards(), "rank 1 is 1 collective(s) behind; rank 2 has not started");
+        other.enter_collective();
+        assert_eq!(me.laggards(), vec![Laggard { rank: 2, reached: 0, state: None }]);
+        me.unlink();
+        assert!(!path.exists());
+        // The mappings outlive the name.
+        assert_eq!(other.own(), READY + 2);
+    }
+
+    #[test]
+    fn describes_start_up_stages_and_process_states() {
+        let stuck = |reached, state| Laggard { rank: 1, reached, state };
+        let d = |l: Laggard, own| describe(&[l], own, false);
+        assert_eq!(d(stuck(0, None), 2), "rank 1 was not seen on this node");
+        assert_eq!(
+            d(stuck(STARTED, Some(ProcessState::Stopped)), 2),
+            "rank 1 has not finished initialising MPI, its process is stopped by a signal"
+        );
+        assert_eq!(
+            d(stuck(7, Some(ProcessState::Exited)), 7),
+            "rank 1 is inside the same collective, its process has exited"
+        );
+        assert!(describe(&[], 9, true).starts_with("every rank on this node has reached this point"));
+    }
+
+    #[test]
+    fn reads_process_states_from_proc() {
+        assert_eq!(process_state(u64::from(std::process::id())), ProcessState::Running);
+        assert_eq!(process_state(u64::from(u32::MAX)), ProcessState::Exited);
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        // SAFETY: kill() has no memory-safety preconditions; the pid is our own child's.
+        unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) };
+        let stopped = (0..100).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            process_state(u64::from(child.id())) == ProcessState::Stopped
+        });
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(stopped, "a SIGSTOPped child reads as stopped");
+    }
+}
