@@ -160,7 +160,8 @@ pub fn pytorch_cuda_step(h: Hyper, step: u64, t: &mut Tensors, grad: &[f32]) {
     mul_(&mut t.exp_avg_sq, h.beta2);
     let value = scalar(1.0 - h.beta2);
     for (v, &g) in t.exp_avg_sq.iter_mut().zip(grad) {
-        *v = value.mul_add(g * g, *v);
+        // A value of 1 is fused into the product itself.
+        *v = if value == 1.0 { g.mul_add(g, *v) } else { value.mul_add(g * g, *v) };
     }
     let (step_size, bias_correction2_sqrt) = bias_corrections(h, step);
     let reciprocal = 1.0 / scalar(bias_correction2_sqrt);

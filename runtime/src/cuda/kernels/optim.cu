@@ -41,7 +41,9 @@ extern "C" __global__ void adamw_update(
         float m = exp_avg[i];
         float d = __fsub_rn(g, m);
         m = fabsf(lerp_weight) < 0.5f ? __fmaf_rn(lerp_weight, d, m) : __fmaf_rn(__fsub_rn(lerp_weight, 1.0f), d, g);
-        float s = __fmaf_rn(one_minus_beta2, __fmul_rn(g, g), __fmul_rn(exp_avg_sq[i], beta2));
+        float s = __fmul_rn(exp_avg_sq[i], beta2);
+        // pointwise_op_impl fuses a value of 1 into the product itself.
+        s = one_minus_beta2 == 1.0f ? __fmaf_rn(g, g, s) : __fmaf_rn(one_minus_beta2, __fmul_rn(g, g), s);
         float denom = __fadd_rn(__fmul_rn(__fsqrt_rn(s), inv_bias_correction2_sqrt), eps);
         exp_avg[i] = m;
         exp_avg_sq[i] = s;
