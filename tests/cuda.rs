@@ -4,6 +4,8 @@
 //! `--include-ignored`, from the bundle `scripts/gpu-bundle.sh` builds).
 
 mod common;
+#[path = "../runtime/tests/pytorch_adamw/mod.rs"]
+mod pytorch_adamw;
 
 use overlap::cuda::{driver_present, gpu_count, Gpu, GpuComm, GpuModel, GpuOptimizer, Timeline};
 use overlap::prelude::*;
@@ -177,6 +179,55 @@ fn a_step_after_dropped_in_flight_buckets_runs_and_computes_the_same_gradients()
     let after_a_drop = gradients();
     gpu.synchronize().expect("no CUDA error after buckets were dropped in flight");
     assert_eq!(first, after_a_drop, "a step after dropped buckets computes the same gradients");
+}
+
+/// The AdamW kernel continues each state PyTorch handed over (`runtime/tests/adamw_pytorch.rs`)
+/// with the bits PyTorch's CUDA kernels give, and within a few ulps of PyTorch's CPU results.
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn adamw_kernel_rounds_as_pytorch_does_on_cuda() {
+    let gpu = Gpu::open(0).expect("a GPU");
+    let stream = gpu.compute();
+    let upload = |host: &[f32]| {
+        let mut device = stream.alloc_zeros::<f32>(host.len()).unwrap();
+        stream.memcpy_htod(host, &mut device).unwrap();
+        device
+    };
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for case in pytorch_adamw::cases() {
+        let h = case.hyper;
+        for k in 0..case.steps.len() {
+            let mut opt = AdamW::new(h.lr).betas(h.beta1, h.beta2).eps(h.eps).weight_decay(h.weight_decay);
+            opt.set_step_count(case.step_number(k) - 1);
+            opt.begin_step();
+            for (before, recorded) in case.before(k).into_iter().zip(&case.steps[k]) {
+                let (mut value, mut m, mut v) =
+                    (upload(&before.value), upload(&before.exp_avg), upload(&before.exp_avg_sq));
+                let grad = upload(&recorded.grad);
+                let moments = (&mut m.as_view_mut(), &mut v.as_view_mut());
+                overlap::cuda::ops::adamw_update(
+                    &gpu,
+                    opt.current_step(),
+                    &mut value.as_view_mut(),
+                    moments,
+                    grad.as_view(),
+                    1.0,
+                )
+                .unwrap();
+                let got = [&value, &m, &v].map(|d| stream.clone_dtoh(d).unwrap());
+                let mut want = before.clone();
+                pytorch_adamw::pytorch_cuda_step(h, case.step_number(k), &mut want, &recorded.grad);
+                let at = format!("{}, step {}", case.name, case.step_number(k));
+                for (g, w) in got.iter().zip([&want.value, &want.exp_avg, &want.exp_avg_sq]) {
+                    assert_eq!(bits(g), bits(w), "{at}: the kernel rounds otherwise than PyTorch's CUDA ops");
+                }
+                let cpu = &recorded.after;
+                for (g, w) in got.iter().zip([&cpu.value, &cpu.exp_avg, &cpu.exp_avg_sq]) {
+                    assert!(relative(g, w) <= 1e-6, "{at}: {:e} from PyTorch's CPU results", relative(g, w));
+                }
+            }
+        }
+    }
 }
 
 /// Asserts that each tensor of `got` is within `tolerance` of the same tensor of `want` (relative

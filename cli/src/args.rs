@@ -74,16 +74,25 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 64, value_parser = positive_usize)]
     pub batch: usize,
     /// Learning rate [default: 0.05 for sgd, 0.001 for adamw].
-    #[arg(long, value_parser = positive_f32, allow_negative_numbers = true)]
-    pub lr: Option<f32>,
+    #[arg(long, value_parser = positive_f64, allow_negative_numbers = true)]
+    pub lr: Option<f64>,
     #[arg(long, value_enum, default_value_t = OptimizerKind::Sgd)]
     pub optimizer: OptimizerKind,
     /// SGD momentum.
-    #[arg(long, default_value_t = 0.9, value_parser = non_negative_f32, allow_negative_numbers = true)]
-    pub momentum: f32,
+    #[arg(long, default_value_t = 0.9, value_parser = non_negative_f64, allow_negative_numbers = true)]
+    pub momentum: f64,
     /// Weight decay [default: 0 for sgd, 0.01 for adamw].
-    #[arg(long, value_parser = non_negative_f32, allow_negative_numbers = true)]
-    pub weight_decay: Option<f32>,
+    #[arg(long, value_parser = non_negative_f64, allow_negative_numbers = true)]
+    pub weight_decay: Option<f64>,
+    /// AdamW's first-moment decay, in [0, 1).
+    #[arg(long, default_value_t = 0.9, value_parser = beta, allow_negative_numbers = true)]
+    pub beta1: f64,
+    /// AdamW's second-moment decay, in [0, 1).
+    #[arg(long, default_value_t = 0.999, value_parser = beta, allow_negative_numbers = true)]
+    pub beta2: f64,
+    /// AdamW's term added to the denominator.
+    #[arg(long, default_value_t = 1e-8, value_parser = non_negative_f64, allow_negative_numbers = true)]
+    pub eps: f64,
     /// Seed of the initial parameters and of the synthetic data.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -199,6 +208,8 @@ impl TrainArgs {
                 lr: self.lr,
                 momentum: self.momentum,
                 weight_decay: self.weight_decay,
+                betas: (self.beta1, self.beta2),
+                eps: self.eps,
             },
             observe: self.observe_config(),
             save: self.save.clone().map(|dir| SaveConfig { dir, every: self.save_every, overwrite: self.overwrite }),
@@ -281,18 +292,28 @@ fn positive_usize(s: &str) -> Result<usize, String> {
     }
 }
 
-fn positive_f32(s: &str) -> Result<f32, String> {
-    match s.parse::<f32>() {
+/// Parsed as f64, as PyTorch reads its Python floats: `--beta2 0.999` is PyTorch's 0.999.
+fn positive_f64(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
         Ok(v) => Err(format!("must be a finite number greater than 0, got {v}")),
         Err(e) => Err(e.to_string()),
     }
 }
 
-fn non_negative_f32(s: &str) -> Result<f32, String> {
-    match s.parse::<f32>() {
+fn non_negative_f64(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         Ok(v) => Err(format!("must be a finite number of at least 0, got {v}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// PyTorch's precondition on AdamW's betas.
+fn beta(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..1.0).contains(&v) => Ok(v),
+        Ok(v) => Err(format!("must be at least 0 and less than 1, got {v}")),
         Err(e) => Err(e.to_string()),
     }
 }
@@ -310,6 +331,9 @@ mod tests {
             &["--steps", "0"],
             &["--optimizer", "lbfgs"],
             &["--momentum", "-0.5"],
+            &["--beta1", "1"],
+            &["--beta2", "-0.1"],
+            &["--eps", "nan"],
             &["--link", "latency=5"],
             &["--link", "infiniband"],
             &["--report", "xml"],
@@ -327,6 +351,11 @@ mod tests {
         }
         let ok = TrainArgs::try_parse_from(["mlp", "--optimizer", "adamw", "--accumulate", "4"]).unwrap();
         assert_eq!((ok.optimizer, ok.accumulate, ok.batch, ok.threads), (OptimizerKind::Adamw, 4, 64, 1));
+        // The f64 a Python float would be, not an f32 widened.
+        let ok =
+            TrainArgs::try_parse_from(["mlp", "--optimizer", "adamw", "--beta2", "0.999", "--lr", "3e-4"]).unwrap();
+        let optimizer = ok.train_config().optimizer;
+        assert_eq!((optimizer.betas, optimizer.lr, optimizer.eps), ((0.9, 0.999), Some(3e-4), 1e-8));
         let ok = TrainArgs::try_parse_from(["mlp", "--link", "ib-hdr", "--report", "json"]).unwrap();
         assert_eq!((ok.link, ok.report), (Link::preset("ib-hdr"), ReportFormat::Json));
         let ok =

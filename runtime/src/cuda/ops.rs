@@ -256,8 +256,10 @@ pub fn adamw_update(
     let n_ = int(n);
     let mut args = gpu.compute().launch_builder(gpu.kernel("adamw_update"));
     args.arg(value).arg(exp_avg).arg(exp_avg_sq).arg(&grad).arg(&n_);
-    args.arg(&step.lr).arg(&step.beta1).arg(&step.beta2).arg(&step.eps).arg(&step.weight_decay);
-    args.arg(&step.step_size).arg(&step.bias_correction2_sqrt).arg(&grad_scale);
+    // PyTorch's CUDA division by a CPU scalar multiplies by its reciprocal, taken in f32.
+    let inv_bias_correction2_sqrt = 1.0 / step.bias_correction2_sqrt;
+    args.arg(&step.decay).arg(&step.lerp_weight).arg(&step.beta2).arg(&step.one_minus_beta2);
+    args.arg(&inv_bias_correction2_sqrt).arg(&step.eps).arg(&step.neg_step_size).arg(&grad_scale);
     // SAFETY: value, both moments and the gradient all hold `n` elements (one parameter each).
     launch("adamw_update", unsafe { args.launch(elementwise(n)) })
 }

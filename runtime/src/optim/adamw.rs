@@ -4,13 +4,18 @@ use crate::optim::{ElementwiseRule, LentState, Optimizer};
 
 /// AdamW. Hyperparameters are not validated here (the CLI layer does): PyTorch's
 /// preconditions apply, i.e. `lr >= 0`, `eps >= 0`, `weight_decay >= 0`, betas in `[0, 1)`.
+///
+/// They are f64, as PyTorch's Python floats are: `1 - beta2` and the bias corrections are
+/// computed from the f64 values and rounded to f32 only where PyTorch's tensor ops round them
+/// (`AdamWStep`). From f32 betas, `1 - beta2` alone is 1.3e-5 off, and a step from a state
+/// PyTorch wrote is about 1e-5 off.
 #[derive(Clone, Debug)]
 pub struct AdamW {
-    lr: f32,
-    beta1: f32,
-    beta2: f32,
-    eps: f32,
-    weight_decay: f32,
+    lr: f64,
+    beta1: f64,
+    beta2: f64,
+    eps: f64,
+    weight_decay: f64,
     /// Steps begun so far; the bias corrections use it, so it is shared by all parameters.
     step: u64,
     /// First and second moments per parameter index, allocated on that parameter's first
@@ -21,7 +26,7 @@ pub struct AdamW {
 
 impl AdamW {
     /// PyTorch's defaults: betas (0.9, 0.999), eps 1e-8, weight decay 1e-2.
-    pub fn new(lr: f32) -> Self {
+    pub fn new(lr: f64) -> Self {
         AdamW {
             lr,
             beta1: 0.9,
@@ -34,30 +39,30 @@ impl AdamW {
         }
     }
 
-    pub fn betas(mut self, beta1: f32, beta2: f32) -> Self {
+    pub fn betas(mut self, beta1: f64, beta2: f64) -> Self {
         self.beta1 = beta1;
         self.beta2 = beta2;
         self
     }
 
-    pub fn eps(mut self, eps: f32) -> Self {
+    pub fn eps(mut self, eps: f64) -> Self {
         self.eps = eps;
         self
     }
 
     /// Decoupled decay: parameters shrink by `lr·weight_decay` each step, apart from the
     /// gradient.
-    pub fn weight_decay(mut self, weight_decay: f32) -> Self {
+    pub fn weight_decay(mut self, weight_decay: f64) -> Self {
         self.weight_decay = weight_decay;
         self
     }
 
-    pub fn lr(&self) -> f32 {
+    pub fn lr(&self) -> f64 {
         self.lr
     }
 
     /// Changes the learning rate from the next update on (for schedules).
-    pub fn set_lr(&mut self, lr: f32) {
+    pub fn set_lr(&mut self, lr: f64) {
         self.lr = lr;
     }
 
@@ -97,36 +102,47 @@ impl AdamW {
     }
 }
 
-/// Everything one AdamW update needs, for the step begun last (also what the GPU kernel takes).
+/// One step's coefficients, each the f32 that PyTorch's single-tensor AdamW
+/// (`foreach=False`) hands its tensor op: a Python float, computed in f64 from the f64
+/// hyperparameters, and rounded to the tensor's f32 once, at the op that takes it. The CPU rule
+/// and the GPU kernel take the same values.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdamWStep {
-    pub lr: f32,
-    pub beta1: f32,
+    /// `1 - lr·weight_decay`: `param.mul_(·)`, the decoupled decay.
+    pub decay: f32,
+    /// `1 - beta1`: `exp_avg.lerp_(grad, ·)`.
+    pub lerp_weight: f32,
+    /// `exp_avg_sq.mul_(beta2)`.
     pub beta2: f32,
-    pub eps: f32,
-    pub weight_decay: f32,
-    /// `lr / (1 - beta1^t)`.
-    pub step_size: f32,
-    /// `sqrt(1 - beta2^t)`.
+    /// `1 - beta2`: `exp_avg_sq.addcmul_(grad, grad, value=·)`.
+    pub one_minus_beta2: f32,
+    /// `sqrt(1 - beta2^t)`: `exp_avg_sq.sqrt() / ·`.
     pub bias_correction2_sqrt: f32,
+    /// `.add_(eps)`.
+    pub eps: f32,
+    /// `-lr / (1 - beta1^t)`: `param.addcdiv_(exp_avg, denom, value=·)`.
+    pub neg_step_size: f32,
 }
 
 impl AdamW {
-    /// The coefficients of the step begun last.
+    /// The coefficients of the step begun last, as `torch.optim.AdamW` computes them in Python.
     pub fn current_step(&self) -> AdamWStep {
-        // Bias corrections in f64, like PyTorch's Python-float arithmetic; b^t underflows to 0
+        // PyTorch keeps `step` as a float tensor and raises the betas to its `.item()`: `b ** t`
+        // on two Python floats is C's `pow`, which `powf` calls too. It underflows to 0
         // gracefully for large t.
         let t = self.step as f64;
-        let bias_correction1 = 1.0 - f64::from(self.beta1).powf(t);
-        let bias_correction2 = 1.0 - f64::from(self.beta2).powf(t);
+        let bias_correction1 = 1.0 - self.beta1.powf(t);
+        let bias_correction2 = 1.0 - self.beta2.powf(t);
         AdamWStep {
-            lr: self.lr,
-            beta1: self.beta1,
-            beta2: self.beta2,
-            eps: self.eps,
-            weight_decay: self.weight_decay,
-            step_size: (f64::from(self.lr) / bias_correction1) as f32,
-            bias_correction2_sqrt: bias_correction2.sqrt() as f32,
+            decay: (1.0 - self.lr * self.weight_decay) as f32,
+            lerp_weight: (1.0 - self.beta1) as f32,
+            beta2: self.beta2 as f32,
+            one_minus_beta2: (1.0 - self.beta2) as f32,
+            // `bias_correction2 ** 0.5` in Python: C's `pow`, which may differ from `sqrt` by an
+            // ulp; the opaque exponent keeps the compiler from turning one into the other.
+            bias_correction2_sqrt: bias_correction2.powf(std::hint::black_box(0.5)) as f32,
+            eps: self.eps as f32,
+            neg_step_size: (-(self.lr / bias_correction1)) as f32,
         }
     }
 }

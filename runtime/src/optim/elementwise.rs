@@ -81,17 +81,38 @@ fn sgd(rule: SgdRule, first: bool, value: &mut [f32], grad: &[f32], grad_scale: 
     }
 }
 
-/// PyTorch's AdamW on a run of values.
+/// PyTorch's single-tensor AdamW on a run of values, op by op, each op's result an f32, rounded
+/// as PyTorch's CPU kernels round it on x86-64 with AVX2 or AVX-512 (what it picks on any such
+/// CPU; its generic kernels, without fused multiply-adds, differ by an ulp):
+/// ```text
+/// param.mul_(1 - lr * weight_decay)                                p * decay
+/// exp_avg.lerp_(grad, 1 - beta1)                                   fma from the nearer end
+/// exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)     fma((1 - beta2) * g, g, v * beta2)
+/// denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)    a true division
+/// param.addcdiv_(exp_avg, denom, value=-step_size)                 p + (-step_size * m) / denom
+/// ```
+/// The root is the correctly rounded one, as PyTorch's own vector kernels and CUDA take it; its
+/// x86-64 wheels take MKL's, which is the other neighbour for about one value in six.
+/// `runtime/tests/adamw_pytorch.rs` holds this to PyTorch's own results.
 fn adamw(step: AdamWStep, value: &mut [f32], grad: &[f32], grad_scale: f32, m: &mut [f32], v: &mut [f32]) {
-    let AdamWStep { lr, beta1: b1, beta2: b2, eps, weight_decay, step_size, bias_correction2_sqrt } = step;
-    let decay = 1.0 - lr * weight_decay;
+    let AdamWStep { decay, lerp_weight, beta2, one_minus_beta2, bias_correction2_sqrt, eps, neg_step_size } = step;
     for (((p, &g), m), v) in value.iter_mut().zip(grad).zip(m.iter_mut()).zip(v.iter_mut()) {
         let g = g * grad_scale;
-        *p *= decay;
-        *m = b1 * *m + (1.0 - b1) * g;
-        *v = b2 * *v + (1.0 - b2) * g * g;
+        *m = lerp(*m, g, lerp_weight);
+        *v = (one_minus_beta2 * g).mul_add(g, *v * beta2);
         let denom = v.sqrt() / bias_correction2_sqrt + eps;
-        *p -= step_size * *m / denom;
+        *p = *p * decay + neg_step_size * *m / denom;
+    }
+}
+
+/// `torch.lerp` with a scalar weight: one fused multiply-add from whichever end is nearer, so
+/// that the result is exact at both ends (PyTorch's vector kernel, and its CUDA one).
+#[inline(always)]
+fn lerp(start: f32, end: f32, weight: f32) -> f32 {
+    if weight.abs() < 0.5 {
+        weight.mul_add(end - start, start)
+    } else {
+        (weight - 1.0).mul_add(end - start, end)
     }
 }
 

@@ -5,9 +5,11 @@
 //! per-step breakdowns (`breakdown`), the overlap report (`report`), a Chrome trace (`chrome`)
 //! and a timeline picture (`timeline`).
 
+mod blocks;
 mod breakdown;
 mod chrome;
 mod collect;
+mod labels;
 mod recorder;
 mod report;
 mod span;

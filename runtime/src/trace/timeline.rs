@@ -6,25 +6,28 @@ use std::path::Path;
 
 use overlap_plan::{human_bytes, Schedule};
 
+use super::blocks::{blocks, draw_block, lane_labels, Block};
 use super::breakdown::StepBreakdown;
+use super::labels::{self, Placement};
 use super::report::median;
 use super::span::{Activity, RunInfo, Span};
 use crate::error::{Error, Result};
 
-const WIDTH: f64 = 1200.0;
-const LEFT: f64 = 120.0;
-const RIGHT: f64 = 24.0;
+pub(super) const WIDTH: f64 = 1200.0;
+pub(super) const LEFT: f64 = 120.0;
+pub(super) const RIGHT: f64 = 24.0;
 const TOP: f64 = 92.0;
-const LANE: f64 = 26.0;
+pub(super) const LANE: f64 = 26.0;
 const ROW_GAP: f64 = 22.0;
 /// Room under the all-reduce bars for the dashed queued-time lines.
-const QUEUE_BAND: f64 = 9.0;
+pub(super) const QUEUE_BAND: f64 = 9.0;
 const LEGEND_LINE: f64 = 20.0;
-const FORWARD: &str = "#9ecae1";
-const BACKWARD: &str = "#3d7fc1";
-const LOSS: &str = "#fdae6b";
-const WAIT: &str = "#d62728";
-const BUCKETS: [&str; 8] = ["#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"];
+pub(super) const FORWARD: &str = "#9ecae1";
+pub(super) const BACKWARD: &str = "#3d7fc1";
+pub(super) const LOSS: &str = "#fdae6b";
+pub(super) const WAIT: &str = "#d62728";
+pub(super) const BUCKETS: [&str; 8] =
+    ["#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"];
 
 /// The step whose time (slowest rank) is the median of `breakdowns`' steps; the first step is
 /// skipped when there are others (it warms caches and allocators).
@@ -54,7 +57,17 @@ pub fn render(spans: &[Span], step: u64, info: &RunInfo) -> String {
     let scale = (WIDTH - LEFT - RIGHT) / ms(t1);
     let x = |ns: u64| LEFT + ms(ns).max(0.0) * scale;
     let rows = info.world_size.max(1);
-    let legend_y = TOP + rows as f64 * (2.0 * LANE + ROW_GAP) + 28.0;
+    // Each rank's blocks and their labels' places first: the label bands take room in the layout.
+    let ranks: Vec<Vec<Block>> = (0..rows).map(|rank| blocks(&spans, rank, info.schedule, &x)).collect();
+    let placements: Vec<[Vec<Placement>; 2]> = ranks.iter().map(|b| [0, 1].map(|lane| lane_labels(b, lane))).collect();
+    let band = |p: &[Placement]| labels::rows_used(p) as f64 * labels::ROW_HEIGHT;
+    let mut rank_y = Vec::with_capacity(rows);
+    let mut y = TOP;
+    for [compute, comm] in &placements {
+        rank_y.push(y + band(compute));
+        y += band(compute) + 2.0 * LANE + band(comm) + ROW_GAP;
+    }
+    let legend_y = y + 28.0;
     let legend_lines = legend_lines(info.schedule);
     let height = legend_y + (legend_lines as f64 + 1.0) * LEGEND_LINE + 8.0;
 
@@ -97,8 +110,8 @@ pub fn render(spans: &[Span], step: u64, info: &RunInfo) -> String {
     }
     axis(&mut svg, ms(t1), scale, TOP - 8.0, legend_y - 30.0);
 
-    for rank in 0..rows {
-        let y = TOP + rank as f64 * (2.0 * LANE + ROW_GAP);
+    for (rank, (blocks, placements)) in ranks.iter().zip(&placements).enumerate() {
+        let y = rank_y[rank];
         let _ = writeln!(svg, r#"<text x="8" y="{:.1}" font-weight="bold">rank {rank}</text>"#, y + LANE * 0.65);
         let _ = writeln!(svg, r##"<text x="58" y="{:.1}" fill="#555">compute</text>"##, y + LANE * 0.65);
         let _ = writeln!(svg, r##"<text x="58" y="{:.1}" fill="#555">comm</text>"##, y + LANE * 1.65);
@@ -111,63 +124,16 @@ pub fn render(spans: &[Span], step: u64, info: &RunInfo) -> String {
                 LANE - 2.0
             );
         }
-        for s in spans.iter().filter(|s| s.rank as usize == rank) {
-            let Some((fill, label, lane)) = style(s, info.schedule) else { continue };
-            let (left, right) = (x(s.start_ns), x(s.end_ns));
-            let top = y + lane * LANE + 2.0;
-            let mut bar_height = LANE - 4.0;
-            if let Activity::AllReduce { bucket, queued_ns, .. } = s.activity {
-                // Launched but not yet started: a dashed line under the bars, launch to start.
-                bar_height = LANE - QUEUE_BAND;
-                if queued_ns < s.start_ns {
-                    let (color, line_y) = (BUCKETS[bucket as usize % BUCKETS.len()], top + LANE - QUEUE_BAND + 1.5);
-                    let _ = writeln!(
-                        svg,
-                        r#"<line x1="{:.1}" x2="{left:.1}" y1="{line_y:.1}" y2="{line_y:.1}" stroke="{color}" stroke-width="2" stroke-dasharray="3,2"/>"#,
-                        x(queued_ns)
-                    );
-                }
-            }
-            let w = (right - left).max(0.8);
-            let _ = writeln!(
-                svg,
-                r#"<rect x="{left:.1}" y="{top:.1}" width="{w:.1}" height="{bar_height:.1}" fill="{fill}" stroke="white" stroke-width="0.5"><title>{} — {:.2} ms</title></rect>"#,
-                escape(&label),
-                s.duration_ns() as f64 / 1e6
-            );
-            if w > label.len() as f64 * 6.3 + 4.0 {
-                let text_fill = if fill == FORWARD || fill == LOSS { "black" } else { "white" };
-                let _ = writeln!(
-                    svg,
-                    r#"<text x="{:.1}" y="{:.1}" fill="{text_fill}" text-anchor="middle">{}</text>"#,
-                    left + w / 2.0,
-                    top + bar_height / 2.0 + 4.0,
-                    escape(&label)
-                );
-            }
+        let mut next = [0, 0];
+        for b in blocks {
+            let placement = &placements[b.lane][next[b.lane]];
+            next[b.lane] += 1;
+            draw_block(&mut svg, b, placement, y, &x);
         }
     }
     legend(&mut svg, info.schedule, legend_y);
     svg.push_str("</svg>\n");
     svg
-}
-
-/// Fill, label and lane (0 compute, 1 communication) of a span; `None` for the step itself.
-fn style(s: &Span, schedule: &Schedule) -> Option<(&'static str, String, f64)> {
-    let layer = |i: u32| schedule.layers.get(i as usize).map_or("?".to_string(), |l| l.name.to_string());
-    let bucket_color = |b: u32| BUCKETS[b as usize % BUCKETS.len()];
-    Some(match s.activity {
-        Activity::Step => return None,
-        Activity::Forward { layer: i } => (FORWARD, layer(i), 0.0),
-        Activity::Loss => (LOSS, "loss".into(), 0.0),
-        Activity::Backward { layer: i } => (BACKWARD, layer(i), 0.0),
-        Activity::Update { bucket } => (bucket_color(bucket), format!("upd b{bucket}"), 0.0),
-        Activity::Wait { bucket } => (WAIT, format!("wait b{bucket}"), 0.0),
-        Activity::WaitAll => (WAIT, "wait (all buckets)".into(), 0.0),
-        Activity::AllReduce { bucket, bytes, .. } => {
-            (bucket_color(bucket), format!("b{bucket} {}", human_bytes(bytes as usize)), 1.0)
-        }
-    })
 }
 
 /// Millisecond ticks at 1, 2 or 5 times a power of ten, about ten of them.
@@ -239,7 +205,7 @@ fn legend(svg: &mut String, schedule: &Schedule, y: f64) {
     );
 }
 
-fn escape(s: &str) -> String {
+pub(super) fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
@@ -286,6 +252,64 @@ mod tests {
         assert_eq!(svg.matches("stroke-dasharray").count(), 2, "queued time before each all-reduce");
         assert!(!svg.contains("EMULATED"));
         assert!(svg.contains("hidden 60%"), "10 of 25 ms exposed");
+    }
+
+    /// Each block label of `svg`: its text and box (left, top, right, bottom).
+    fn block_labels(svg: &str) -> Vec<(String, [f64; 4])> {
+        let attr = |line: &str, name: &str| -> Option<f64> {
+            let at = line.find(&format!(" {name}=\""))? + name.len() + 3;
+            line[at..].split('"').next()?.parse().ok()
+        };
+        svg.lines()
+            .filter(|l| l.starts_with(r#"<text class="block-label""#))
+            .map(|l| {
+                let text = l.split('>').nth(1).unwrap().trim_end_matches("</text").to_string();
+                let (x, y, size) = (attr(l, "x").unwrap(), attr(l, "y").unwrap(), attr(l, "font-size").unwrap_or(11.0));
+                let w = labels::text_width(&text, size);
+                (text, [x - w / 2.0, y - size, x + w / 2.0, y])
+            })
+            .collect()
+    }
+
+    #[test]
+    fn narrow_blocks_are_named_beside_their_lane_without_overlap() {
+        let us = |t: f64| (t * 1000.0) as u64;
+        let span = |activity, start_ms: f64, end_ms: f64| Span {
+            rank: 0,
+            step: 0,
+            activity,
+            start_ns: us(start_ms),
+            end_ns: us(end_ms),
+        };
+        let mut spans = vec![
+            span(Activity::Step, 0.0, 50_000.0),
+            span(Activity::Loss, 0.0, 20_000.0),
+            span(Activity::AllReduce { bucket: 2, bytes: 4096, queued_ns: 0 }, 30_000.0, 30_001.0),
+            span(Activity::Wait { bucket: 5 }, 49_999.0, 50_000.0),
+        ];
+        // Four updates of a microsecond each, side by side: far too narrow for any text.
+        spans.extend((0..4).map(|b| span(Activity::Update { bucket: b }, 25_000.0 + b as f64, 25_001.0 + b as f64)));
+        let schedule = overlap_plan::Schedule {
+            model: "M".into(),
+            first_bucket_bytes: 0,
+            bucket_cap_bytes: 0,
+            layers: std::borrow::Cow::Borrowed(&[]),
+            buckets: std::borrow::Cow::Borrowed(&[]),
+        };
+        let info = RunInfo { schedule: &schedule, world_size: 1, mode: "overlap", emulated_link: None };
+        let svg = render(&spans, 0, &info);
+        let labels = block_labels(&svg);
+        for name in ["loss", "b2 4.0 KiB", "wait b5", "upd b0", "upd b1", "upd b2", "upd b3"] {
+            assert!(svg.contains(&format!("<title>{name} — ")), "{name}: no tooltip");
+            assert_eq!(labels.iter().filter(|(t, _)| t == name).count(), 1, "{name}: one visible label");
+        }
+        for (k, (a, [l1, t1, r1, b1])) in labels.iter().enumerate() {
+            // The SVG gives positions to a tenth of a pixel.
+            assert!(*l1 >= LEFT - 0.1 && *r1 <= WIDTH - RIGHT + 0.1, "{a} leaves the lanes");
+            for (b, [l2, t2, r2, b2]) in &labels[k + 1..] {
+                assert!(r1 <= l2 || r2 <= l1 || b1 <= t2 || b2 <= t1, "{a} and {b} overlap");
+            }
+        }
     }
 
     #[test]

@@ -7,16 +7,21 @@ use crate::observe::RunShape;
 use crate::optim::{AdamW, ChosenOptimizer, Sgd};
 use crate::profile::Cluster;
 
-/// Which update rule, with PyTorch's defaults for what is left unset.
+/// Which update rule, with PyTorch's defaults for what is left unset. The numbers are f64, as
+/// PyTorch's Python floats are: AdamW computes its coefficients from them in f64 (`AdamWStep`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct OptimizerConfig {
     pub kind: OptimizerKind,
     /// Learning rate [default: 0.05 for SGD, 0.001 for AdamW].
-    pub lr: Option<f32>,
+    pub lr: Option<f64>,
     /// SGD's momentum (AdamW ignores it).
-    pub momentum: f32,
+    pub momentum: f64,
     /// Weight decay [default: 0 for SGD, 0.01 for AdamW].
-    pub weight_decay: Option<f32>,
+    pub weight_decay: Option<f64>,
+    /// AdamW's `betas` (SGD ignores them) [default: 0.9, 0.999].
+    pub betas: (f64, f64),
+    /// AdamW's `eps` (SGD ignores it) [default: 1e-8].
+    pub eps: f64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -31,39 +36,57 @@ pub enum OptimizerKind {
 impl Default for OptimizerConfig {
     /// SGD, learning rate 0.05, momentum 0.9.
     fn default() -> Self {
-        OptimizerConfig { kind: OptimizerKind::Sgd, lr: None, momentum: 0.9, weight_decay: None }
+        OptimizerConfig {
+            kind: OptimizerKind::Sgd,
+            lr: None,
+            momentum: 0.9,
+            weight_decay: None,
+            betas: (0.9, 0.999),
+            eps: 1e-8,
+        }
     }
 }
 
 impl OptimizerConfig {
     /// SGD with momentum 0.9 and no weight decay.
-    pub fn sgd(lr: f32) -> Self {
+    pub fn sgd(lr: f64) -> Self {
         OptimizerConfig { lr: Some(lr), ..OptimizerConfig::default() }
     }
 
     /// AdamW with PyTorch's defaults (betas 0.9, 0.999; eps 1e-8; weight decay 0.01).
-    pub fn adamw(lr: f32) -> Self {
-        OptimizerConfig { kind: OptimizerKind::AdamW, lr: Some(lr), momentum: 0.0, weight_decay: None }
+    pub fn adamw(lr: f64) -> Self {
+        OptimizerConfig { kind: OptimizerKind::AdamW, lr: Some(lr), momentum: 0.0, ..OptimizerConfig::default() }
     }
 
-    pub fn momentum(self, momentum: f32) -> Self {
+    pub fn momentum(self, momentum: f64) -> Self {
         OptimizerConfig { momentum, ..self }
     }
 
-    pub fn weight_decay(self, weight_decay: f32) -> Self {
+    pub fn weight_decay(self, weight_decay: f64) -> Self {
         OptimizerConfig { weight_decay: Some(weight_decay), ..self }
     }
 
-    /// A fresh optimizer with these settings and no state.
+    pub fn betas(self, beta1: f64, beta2: f64) -> Self {
+        OptimizerConfig { betas: (beta1, beta2), ..self }
+    }
+
+    pub fn eps(self, eps: f64) -> Self {
+        OptimizerConfig { eps, ..self }
+    }
+
+    /// A fresh optimizer with these settings and no state (SGD keeps its numbers in f32).
     pub fn build(&self) -> ChosenOptimizer {
         match self.kind {
             OptimizerKind::Sgd => ChosenOptimizer::Sgd(
-                Sgd::new(self.lr.unwrap_or(0.05))
-                    .momentum(self.momentum)
-                    .weight_decay(self.weight_decay.unwrap_or(0.0)),
+                Sgd::new(self.lr.unwrap_or(0.05) as f32)
+                    .momentum(self.momentum as f32)
+                    .weight_decay(self.weight_decay.unwrap_or(0.0) as f32),
             ),
             OptimizerKind::AdamW => ChosenOptimizer::AdamW(
-                AdamW::new(self.lr.unwrap_or(1e-3)).weight_decay(self.weight_decay.unwrap_or(0.01)),
+                AdamW::new(self.lr.unwrap_or(1e-3))
+                    .betas(self.betas.0, self.betas.1)
+                    .eps(self.eps)
+                    .weight_decay(self.weight_decay.unwrap_or(0.01)),
             ),
         }
     }

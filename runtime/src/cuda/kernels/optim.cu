@@ -17,18 +17,36 @@ extern "C" __global__ void sgd_update(
     }
 }
 
-// AdamW: decoupled decay, then the bias-corrected moment step. The host computes
-// step_size = lr / (1 - beta1^t) and bias_correction2_sqrt = sqrt(1 - beta2^t) in f64.
+// AdamW as PyTorch's single-tensor path (foreach=False) computes it on CUDA float32 tensors, one
+// tensor op after another. The host computes each scalar in f64 from the f64 hyperparameters and
+// rounds it to f32 once, as PyTorch's ops do (see AdamWStep). The rounding is spelled out with
+// intrinsics so that it does not depend on the compiler contracting into FMAs:
+//   param.mul_(decay)                         p * decay
+//   exp_avg.lerp_(grad, lerp_weight)          fma from the nearer end (Lerp.h, contracted by nvcc)
+//   exp_avg_sq.mul_(beta2)                    v * beta2
+//     .addcmul_(grad, grad, one_minus_beta2)  fma(value, g * g, v)  (pointwise_op_impl)
+//   exp_avg_sq.sqrt() / bias_correction2_sqrt sqrt(v) * (1 / b): a CPU scalar divides by its
+//                                             reciprocal (div_true_kernel_cuda); the host passes
+//                                             inv_bias_correction2_sqrt = 1.0f / b, in f32
+//     .add_(eps)
+//   param.addcdiv_(exp_avg, denom, neg_step_size)  fma(value, m / denom, p)  (pointwise_op_impl)
+// PyTorch's CPU kernels round three of these differently, and so does the CPU rule here, which
+// follows them: addcmul as fma(value * g, g, v), a true division, and addcdiv unfused.
 extern "C" __global__ void adamw_update(
-    float* value, float* exp_avg, float* exp_avg_sq, const float* grad, int n, float lr, float beta1, float beta2,
-    float eps, float weight_decay, float step_size, float bias_correction2_sqrt, float grad_scale) {
+    float* value, float* exp_avg, float* exp_avg_sq, const float* grad, int n, float decay, float lerp_weight,
+    float beta2, float one_minus_beta2, float inv_bias_correction2_sqrt, float eps, float neg_step_size,
+    float grad_scale) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
-        float g = grad[i] * grad_scale;
-        float v = value[i] * (1.0f - lr * weight_decay);
-        float m = beta1 * exp_avg[i] + (1.0f - beta1) * g;
-        float s = beta2 * exp_avg_sq[i] + (1.0f - beta2) * g * g;
+        float g = __fmul_rn(grad[i], grad_scale);
+        float m = exp_avg[i];
+        float d = __fsub_rn(g, m);
+        m = fabsf(lerp_weight) < 0.5f ? __fmaf_rn(lerp_weight, d, m) : __fmaf_rn(__fsub_rn(lerp_weight, 1.0f), d, g);
+        float s = __fmul_rn(exp_avg_sq[i], beta2);
+        // pointwise_op_impl fuses a value of 1 into the product itself.
+        s = one_minus_beta2 == 1.0f ? __fmaf_rn(g, g, s) : __fmaf_rn(one_minus_beta2, __fmul_rn(g, g), s);
+        float denom = __fadd_rn(__fmul_rn(__fsqrt_rn(s), inv_bias_correction2_sqrt), eps);
         exp_avg[i] = m;
         exp_avg_sq[i] = s;
-        value[i] = v - step_size * m / (sqrtf(s) / bias_correction2_sqrt + eps);
+        value[i] = __fmaf_rn(neg_step_size, __fdiv_rn(m, denom), __fmul_rn(value[i], decay));
     }
 }
