@@ -26,7 +26,9 @@ use overlap_plan::Link;
 use super::bucket::{GradBucket, Reduced};
 use super::mailbox::{Mailbox, Reply};
 use super::mpi_calls::{all_reduce_in_place, gather_to_root, poll, Gathered};
+use super::narrow_mpi::NarrowMpi;
 use super::shared_memory::SharedMemory;
+use super::wire::Narrowing;
 use super::Transport;
 use crate::error::{Error, Result};
 
@@ -243,6 +245,7 @@ fn serve_requests(
     let (rank, size) = (world.rank() as usize, world.size() as usize);
     let mut link: Option<Link> = None;
     let mut all_reduces = 0u64;
+    let mut narrow_mpi = NarrowMpi::default();
     // Replies may find their receiver gone (a handle dropped unwaited); that is not an error.
     for request in inbox {
         match request {
@@ -250,10 +253,13 @@ fn serve_requests(
                 all_reduces += 1;
                 crate::fault::at_all_reduce(rank, all_reduces);
                 let started = Instant::now();
+                let narrowing = Narrowing::new(bucket.wire_format(), size);
                 let (data, lent) = bucket.data_and_lent();
-                let reduced = match &mut shared {
-                    Some(shared) => shared.all_reduce(data, lent, aborting),
-                    None => {
+                let reduced = match (&mut shared, narrowing) {
+                    (Some(shared), None) => shared.all_reduce(data, lent, aborting),
+                    (Some(shared), Some(narrowing)) => shared.all_reduce_narrow(data, lent, narrowing, aborting),
+                    (None, Some(narrowing)) => narrow_mpi.all_reduce(world, data, lent, narrowing, aborting),
+                    (None, None) => {
                         let done = all_reduce_in_place(world, data, aborting);
                         if done {
                             lent.update_and_clear(data);
@@ -265,7 +271,8 @@ fn serve_requests(
                     abort(world);
                 }
                 if let Some(link) = &link {
-                    let bytes = std::mem::size_of_val(bucket.as_slice());
+                    // The bytes that travel: half a bucket's for bf16 and fp16.
+                    let bytes = bucket.len() * bucket.wire_format().bytes_per_value();
                     let deadline = started + Duration::from_secs_f64(link.ring_all_reduce_seconds(bytes, size));
                     if !hold_until(deadline, aborting) {
                         abort(world);
