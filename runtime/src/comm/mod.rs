@@ -152,7 +152,9 @@ impl Communicator {
         self.checks.finite = check;
     }
 
-    /// Sends every bucket's gradients in `format` (see `WireFormat`); FP32 by default.
+    /// Sends every bucket's gradients in `format` (see `WireFormat`); FP32 by default. Every rank
+    /// must choose the same. The GPU's NCCL sums stay FP32 for now (the command line refuses
+    /// `--grad-comm` with `--device cuda`).
     pub fn set_wire_format(&mut self, format: WireFormat) {
         self.wire.all = format;
     }
