@@ -215,10 +215,10 @@ fn ranks_train_with_narrow_formats() {
     fp16_overflow_is_an_error_with_check_finite(&mut comm);
 }
 
-/// Rank `rank`'s gradients near 6e4: representable in fp16, but two of them already sum past
-/// its largest value (65504).
+/// Rank `rank`'s gradients near 6e4, below fp16's largest value (65504), though two of them
+/// already sum past it; not all representable, so each rounding shows.
 fn near_fp16_max(rank: usize, len: usize) -> Vec<f32> {
-    (0..len).map(|i| 6.0e4 - (i % 7) as f32 * 32.0 - rank as f32 * 64.0).collect()
+    (0..len).map(|i| 6.0e4 - (i % 7) as f32 * 32.0 - rank as f32 * 64.0 + (i % 11) as f32 * 1.37).collect()
 }
 
 fn fp16_gradients_near_its_largest_value_stay_finite(comm: &mut Communicator) {
