@@ -110,7 +110,7 @@ pub use overlap_runtime::{
     TrainSummary, Trainer,
 };
 // The ranks and the all-reduces the generated backward launches.
-pub use overlap_runtime::{grad_scale, CommMode, Communicator, GradBucket, InFlight, Transport};
+pub use overlap_runtime::{grad_scale, CommMode, Communicator, GradBucket, InFlight, Transport, WireFormat};
 pub use overlap_runtime::{Error, Result};
 
 /// Checkpoints: a run's parameters, optimizer state and position, saved and loaded.

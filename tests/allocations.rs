@@ -2,12 +2,14 @@
 //! allocates, neither our code (layers, buckets, loss, optimizer, the generated
 //! forward/backward/step, the communication thread) nor the products, which all run through
 //! OpenBLAS (its buffers are mapped once). One process, and two ranks under mpirun with each
-//! gradient transport. This counts Rust's allocations; C libraries' own are invisible to it.
+//! gradient transport and each wire format (fp32, bf16, fp16). This counts Rust's allocations; C
+//! libraries' own are invisible to it.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use overlap::prelude::*;
+use overlap::WireFormat;
 
 mod common;
 
@@ -114,8 +116,11 @@ fn two_ranks_allocate_nothing_either_with_either_transport() {
 #[test]
 #[ignore = "runs under mpirun, started by two_ranks_allocate_nothing_either_with_either_transport"]
 fn ranks_step_without_allocating() {
-    let comm = common::two_rank_communicator();
-    let allocations = count_step_allocations(&comm);
-    println!("rank {}: 5 steps after warm-up: {allocations} allocations", comm.rank());
-    assert_eq!(allocations, 0, "allocations in 5 steps after warm-up on rank {}", comm.rank());
+    let mut comm = common::two_rank_communicator();
+    for format in [WireFormat::Fp32, WireFormat::Bf16, WireFormat::Fp16] {
+        comm.set_wire_format(format);
+        let allocations = count_step_allocations(&comm);
+        println!("rank {}, {format}: 5 steps after warm-up: {allocations} allocations", comm.rank());
+        assert_eq!(allocations, 0, "allocations in 5 steps after warm-up on rank {}, {format}", comm.rank());
+    }
 }

@@ -12,7 +12,7 @@ use overlap_runtime::train::{
     Device as RunDevice, ObserveConfig, OptimizerConfig, OptimizerKind as RunOptimizer, ReportFormat as RunReport,
     SaveConfig, TrainConfig,
 };
-use overlap_runtime::Transport as RunTransport;
+use overlap_runtime::{Transport as RunTransport, WireFormat};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OptimizerKind {
@@ -154,6 +154,10 @@ pub struct TrainArgs {
     /// OpenMPI's all-reduce.
     #[arg(long, value_enum, default_value_t = Transport::Auto)]
     pub all_reduce: Transport,
+    /// The format gradients travel in between ranks: fp32, or bf16 / fp16 (half the bytes; each
+    /// rank's values rounded once to be sent, summed in FP32, the sum rounded once).
+    #[arg(long, value_name = "FORMAT", default_value_t = WireFormat::Fp32, value_parser = str::parse::<WireFormat>)]
+    pub grad_comm: WireFormat,
     /// Write checkpoints (parameters, optimizer state, step, data position) into DIR: at the
     /// end, and every --save-every steps. Rank 0 writes; a crash never leaves a torn one.
     #[arg(long, value_name = "DIR")]
@@ -345,6 +349,7 @@ mod tests {
             &["--threads", "0"],
             &["--simulate", "world=0,link=ib-hdr"],
             &["--simulate", "link=ib-hdr"],
+            &["--grad-comm", "fp8"],
         ] {
             let err = TrainArgs::try_parse_from(std::iter::once("mlp").chain(bad.iter().copied())).unwrap_err();
             assert!(err.to_string().contains(bad[0]), "{err}");
@@ -366,6 +371,8 @@ mod tests {
         assert_eq!(default, Some(Duration::from_secs(600)), "the help says 10m");
         let off = TrainArgs::try_parse_from(["mlp", "--comm-timeout", "off"]).unwrap().comm_timeout();
         assert_eq!(off, None);
+        let ok = TrainArgs::try_parse_from(["mlp", "--grad-comm", "bf16"]).unwrap();
+        assert_eq!(ok.grad_comm, WireFormat::Bf16);
         let err = TrainArgs::try_parse_from(["mlp", "--save-every", "5"]).unwrap_err();
         assert!(err.to_string().contains("--save"), "{err}");
     }

@@ -35,6 +35,12 @@ pub enum Error {
     NonFiniteGradient { bucket: usize, offset: usize, value: f32 },
     #[error("non-finite gradient {value} in `{param}` (element {element}) at step {step}, after the all-reduce (--check-finite)")]
     NonFiniteParameter { param: String, element: usize, step: u64, value: f32 },
+    #[error(
+        "gradient bucket b{bucket} overflowed {format} on the wire: element {offset} is {value} after the \
+         all-reduce (--check-finite); a gradient or its mean over the ranks exceeds {format}'s range \
+         (fp16: ±65504): send this bucket as bf16 or fp32"
+    )]
+    WireOverflow { bucket: usize, format: crate::comm::WireFormat, offset: usize, value: f32 },
     #[error(transparent)]
     Data(#[from] crate::idx::IdxError),
     #[error(

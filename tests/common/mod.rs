@@ -137,23 +137,29 @@ pub fn scratch(tag: &str) -> tempfile::TempDir {
 /// ranks get their communicator from [`two_rank_communicator`]. Each rank's output goes to a file
 /// of its own (`--output-filename`): merged, two ranks' lines can interleave mid-line.
 pub fn run_on_two_ranks_each_way(name: &str) {
-    let exe = std::env::current_exe().expect("test binary path");
     for (transport, mode) in [("shared-memory", "overlap"), ("mpi", "overlap"), ("shared-memory", "no-overlap")] {
-        let outputs = scratch("ranks");
-        let env = [("OVERLAP_TEST_TRANSPORT", transport), ("OVERLAP_TEST_MODE", mode)];
-        let dir = outputs.path().to_str().expect("a UTF-8 temp path");
-        let args = ["--output-filename", dir, "-n", "2", exe.to_str().unwrap(), "--exact", name, "--include-ignored"];
-        let out = mpirun_with_env(&env, &[&args[..], &["--nocapture", "--color", "never"]].concat());
-        let stdouts = rank_stdouts(outputs.path());
-        println!("{transport}, {mode}:\n{}", stdouts.join("\n"));
-        assert!(out.status.success(), "{transport}, {mode}: {stdouts:?}\n{}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(stdouts.len(), 2, "{transport}, {mode}: one output file per rank");
-        for stdout in &stdouts {
-            assert!(
-                stdout.contains("test result: ok. 1 passed"),
-                "{transport}, {mode}: a rank did not pass:\n{stdout}"
-            );
-        }
+        run_on_ranks(name, 2, transport, mode);
+    }
+}
+
+/// Runs this test binary's ignored test `name` on `ranks` ranks under mpirun with `transport`
+/// and `mode` (as [`run_on_two_ranks_each_way`] names them), and fails unless every rank passed.
+/// The ranks get their communicator from [`test_communicator`].
+pub fn run_on_ranks(name: &str, ranks: usize, transport: &str, mode: &str) {
+    let exe = std::env::current_exe().expect("test binary path");
+    let outputs = scratch("ranks");
+    let env = [("OVERLAP_TEST_TRANSPORT", transport), ("OVERLAP_TEST_MODE", mode)];
+    let dir = outputs.path().to_str().expect("a UTF-8 temp path");
+    let n = ranks.to_string();
+    let args = ["--output-filename", dir, "-n", &n, exe.to_str().unwrap(), "--exact", name, "--include-ignored"];
+    let out = mpirun_with_env(&env, &[&args[..], &["--nocapture", "--color", "never"]].concat());
+    let stdouts = rank_stdouts(outputs.path());
+    let run = format!("{ranks} ranks, {transport}, {mode}");
+    println!("{run}:\n{}", stdouts.join("\n"));
+    assert!(out.status.success(), "{run}: {stdouts:?}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdouts.len(), ranks, "{run}: one output file per rank");
+    for stdout in &stdouts {
+        assert!(stdout.contains("test result: ok. 1 passed"), "{run}: a rank did not pass:\n{stdout}");
     }
 }
 
@@ -178,6 +184,13 @@ fn rank_stdouts(dir: &Path) -> Vec<String> {
 
 /// The communicator of a rank started by [`run_on_two_ranks_each_way`].
 pub fn two_rank_communicator() -> overlap::Communicator {
+    let comm = test_communicator();
+    assert_eq!(comm.world_size(), 2, "run under mpirun -n 2");
+    comm
+}
+
+/// The communicator of a rank started by [`run_on_ranks`]: its transport and mode.
+pub fn test_communicator() -> overlap::Communicator {
     let transport = match std::env::var("OVERLAP_TEST_TRANSPORT").as_deref() {
         Ok("mpi") => overlap::Transport::Mpi,
         _ => overlap::Transport::SharedMemory,
@@ -187,7 +200,6 @@ pub fn two_rank_communicator() -> overlap::Communicator {
         _ => overlap::CommMode::Overlap,
     };
     let comm = overlap::Communicator::from_env_with(transport).unwrap().with_mode(mode);
-    assert_eq!(comm.world_size(), 2, "run under mpirun -n 2");
     assert_eq!(comm.transport(), Some(transport));
     comm
 }

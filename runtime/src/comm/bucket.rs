@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::lent::Lent;
 use super::mailbox::{Pending, Undelivered};
+use super::wire::WireFormat;
 use crate::error::{Error, Result};
 use crate::model::DistributedModel;
 use crate::optim::Optimizer;
@@ -22,12 +23,14 @@ pub struct GradBucket {
     data: Vec<f32>,
     /// Parameters lent with the bucket, updated as it is summed (see `lent`).
     lent: Lent,
+    /// How its all-reduce in progress sends the values (the communicator's choice at launch).
+    wire: WireFormat,
 }
 
 impl GradBucket {
     /// A zeroed bucket of `numel` elements; `index` is its position in launch order.
     pub fn zeros(index: usize, numel: usize) -> Self {
-        GradBucket { index, data: crate::huge_pages::zeroed(numel), lent: Lent::default() }
+        GradBucket { index, data: crate::huge_pages::zeroed(numel), lent: Lent::default(), wire: WireFormat::Fp32 }
     }
 
     /// Lends this bucket's parameters (out of `model`) and their optimizer state (out of
@@ -56,6 +59,15 @@ impl GradBucket {
     /// The gradients and the parameters lent with them, for the all-reduce that updates them.
     pub(crate) fn data_and_lent(&mut self) -> (&mut [f32], &mut Lent) {
         (&mut self.data, &mut self.lent)
+    }
+
+    /// The format its values travel in, set by the communicator when it launches the all-reduce.
+    pub(crate) fn wire_format(&self) -> WireFormat {
+        self.wire
+    }
+
+    pub(crate) fn set_wire_format(&mut self, format: WireFormat) {
+        self.wire = format;
     }
 
     /// Updates the lent parameters from this bucket's own gradients, when they are already the
@@ -188,7 +200,13 @@ impl InFlight {
         };
         if checks.finite {
             if let Some(offset) = bucket.data.iter().position(|g| !g.is_finite()) {
-                return Err(Error::NonFiniteGradient { bucket: self.index, offset, value: bucket.data[offset] });
+                let (index, format, value) = (self.index, bucket.wire, bucket.data[offset]);
+                // An infinity from a narrow format is (almost surely) its range, not the model.
+                return Err(if format != WireFormat::Fp32 && value.is_infinite() {
+                    Error::WireOverflow { bucket: index, format, offset, value }
+                } else {
+                    Error::NonFiniteGradient { bucket: index, offset, value }
+                });
             }
         }
         Ok(bucket)

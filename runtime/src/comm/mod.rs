@@ -3,7 +3,8 @@
 //! A private enum picks the implementation: a single process (no MPI at all), or OpenMPI driven
 //! from a dedicated thread (`mpi_thread`), which sums buckets through the node's shared memory
 //! (`shared_memory`) or OpenMPI's all-reduce (`mpi_calls`). Wait points get their buckets back
-//! through reused mailboxes (`mailbox`). The GPU's NCCL communicator is `cuda::GpuComm`.
+//! through reused mailboxes (`mailbox`). The values may travel narrowed to bf16 or fp16, summed in
+//! FP32 (`wire`, `narrow_shared`, `narrow_mpi`). The GPU's NCCL communicator is `cuda::GpuComm`.
 
 mod backoff;
 mod board;
@@ -13,9 +14,13 @@ mod mailbox;
 mod mpi_calls;
 mod mpi_server;
 mod mpi_thread;
+mod narrow_mpi;
+mod narrow_shared;
 mod shared_memory;
+mod wire;
 
 pub use bucket::{GradBucket, InFlight};
+pub use wire::WireFormat;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -30,6 +35,7 @@ use crate::trace::{self, Activity};
 use bucket::{Reduced, WaitChecks};
 use mailbox::{Mailbox, Reply};
 use mpi_thread::MpiThread;
+use wire::WirePlan;
 
 /// When bucket all-reduces start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -96,6 +102,8 @@ pub struct Communicator {
     link: Option<Link>,
     /// What every wait point checks (timeout, finite gradients).
     checks: WaitChecks,
+    /// How each bucket's gradients travel (see `wire`).
+    wire: WirePlan,
     /// In `AfterBackward` mode, reductions held back until `backward_done`.
     held: RefCell<Vec<(GradBucket, Reply<Reduced>)>>,
     /// One mailbox per bucket index, reused every step (see `mailbox`).
@@ -147,6 +155,7 @@ impl Communicator {
             mode: CommMode::Overlap,
             link: None,
             checks,
+            wire: WirePlan::default(),
             held: RefCell::default(),
             mailboxes: RefCell::default(),
         }
@@ -169,6 +178,25 @@ impl Communicator {
     /// Makes every wait point fail on a NaN or infinity in the reduced gradients.
     pub fn set_check_finite(&mut self, check: bool) {
         self.checks.finite = check;
+    }
+
+    /// Sends every bucket's gradients in `format` (see `WireFormat`); FP32 by default. Every rank
+    /// must choose the same. The GPU's NCCL sums stay FP32 for now (the command line refuses
+    /// `--grad-comm` with `--device cuda`).
+    pub fn set_wire_format(&mut self, format: WireFormat) {
+        self.wire.all = format;
+    }
+
+    /// Sends bucket `k`'s gradients (launch order) in `formats[k]`, and the buckets past the
+    /// slice in the format of `set_wire_format`: a schedule may choose one per bucket.
+    pub fn set_bucket_wire_formats(&mut self, formats: &[WireFormat]) {
+        self.wire.by_bucket = formats.to_vec();
+    }
+
+    /// The format bucket `bucket`'s gradients travel in. With one rank nothing travels, and
+    /// nothing is rounded whatever this says.
+    pub fn wire_format(&self, bucket: usize) -> WireFormat {
+        self.wire.of(bucket)
     }
 
     /// Ends the whole job after this rank failed. Waits up to `grace` for the other ranks to
@@ -233,11 +261,15 @@ impl Communicator {
         let t = match &self.backend {
             Backend::Mpi(t) if self.mode != CommMode::Skip => t,
             _ => {
+                // Nothing travels, so nothing is rounded.
+                bucket.set_wire_format(WireFormat::Fp32);
                 bucket.update_lent_and_clear();
                 return InFlight::ready(bucket, self.checks);
             }
         };
-        let (index, bytes) = (bucket.index(), std::mem::size_of_val(bucket.as_slice()));
+        let format = self.wire.of(bucket.index());
+        bucket.set_wire_format(format);
+        let (index, bytes) = (bucket.index(), bucket.len() * format.bytes_per_value());
         let (reply, pending) = self.mailbox(index);
         let queued = Instant::now();
         if self.mode == CommMode::AfterBackward {

@@ -16,7 +16,9 @@ use super::board::{self, Board};
 use super::bucket::{GradBucket, Reduced};
 use super::mailbox::Reply;
 use super::mpi_calls::{self, all_reduce_in_place, gather_to_root, Gathered};
+use super::narrow_mpi::NarrowMpi;
 use super::shared_memory::SharedMemory;
+use super::wire::Narrowing;
 use super::Transport;
 
 /// What the compute thread asks of the communication thread.
@@ -117,6 +119,7 @@ fn serve_requests(
     let (rank, size) = (world.rank() as usize, world.size() as usize);
     let mut link: Option<Link> = None;
     let mut all_reduces = 0u64;
+    let mut narrow_mpi = NarrowMpi::default();
     // A collective some rank never joins ends in `abort` once this rank gives up (`aborting`).
     let done = |finished: bool| {
         if !finished {
@@ -135,10 +138,13 @@ fn serve_requests(
                 all_reduces += 1;
                 crate::fault::at_all_reduce(rank, all_reduces);
                 let started = Instant::now();
+                let narrowing = Narrowing::new(bucket.wire_format(), size);
                 let (data, lent) = bucket.data_and_lent();
-                let reduced = match &mut shared {
-                    Some(shared) => shared.all_reduce(data, lent, aborting),
-                    None => {
+                let reduced = match (&mut shared, narrowing) {
+                    (Some(shared), None) => shared.all_reduce(data, lent, aborting),
+                    (Some(shared), Some(narrowing)) => shared.all_reduce_narrow(data, lent, narrowing, aborting),
+                    (None, Some(narrowing)) => narrow_mpi.all_reduce(world, data, lent, narrowing, aborting),
+                    (None, None) => {
                         let done = all_reduce_in_place(world, data, aborting);
                         if done {
                             lent.update_and_clear(data);
@@ -150,7 +156,8 @@ fn serve_requests(
                     abort(world);
                 }
                 if let Some(link) = &link {
-                    let bytes = std::mem::size_of_val(bucket.as_slice());
+                    // The bytes that travel: half a bucket's for bf16 and fp16.
+                    let bytes = bucket.len() * bucket.wire_format().bytes_per_value();
                     let deadline = started + Duration::from_secs_f64(link.ring_all_reduce_seconds(bytes, size));
                     if !hold_until(deadline, aborting) {
                         abort(world);

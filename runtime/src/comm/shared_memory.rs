@@ -26,9 +26,9 @@ use super::backoff::wait_until;
 use super::lent::Lent;
 
 /// Elements per chunk: 1 MiB of f32, so that a chunk of every rank fits in the shared cache.
-const CHUNK: usize = 1 << 18;
+pub(super) const CHUNK: usize = 1 << 18;
 /// Chunk slots per rank: a rank can copy in chunk `s + 1` while the others still read chunk `s`.
-const SLOTS: usize = 2;
+pub(super) const SLOTS: usize = 2;
 /// The flags live in the first page of a segment, one per cache line; the slots follow.
 const HEADER_BYTES: usize = 4096;
 const SEGMENT_BYTES: usize = HEADER_BYTES + SLOTS * CHUNK * std::mem::size_of::<f32>();
@@ -48,7 +48,7 @@ const SPIN: Duration = Duration::from_micros(50);
 
 /// Progress of one rank through the chunk sequence, published to the others.
 #[derive(Clone, Copy)]
-enum Flag {
+pub(super) enum Flag {
     /// This rank's copy of chunk `s` is in its slot.
     Posted = 0,
     /// This rank's part of chunk `s` is summed, in its slot.
@@ -59,7 +59,7 @@ enum Flag {
 
 /// One rank's segment, as mapped into this process.
 #[derive(Clone, Copy)]
-struct Segment(*mut u8);
+pub(super) struct Segment(*mut u8);
 
 impl Segment {
     fn flag(self, flag: Flag) -> *mut u64 {
@@ -69,7 +69,7 @@ impl Segment {
     }
 
     /// Elements `range` of chunk slot `slot`.
-    fn slot(self, slot: usize, range: Range<usize>) -> *mut f32 {
+    pub(super) fn slot(self, slot: usize, range: Range<usize>) -> *mut f32 {
         debug_assert!(slot < SLOTS && range.end <= CHUNK);
         // SAFETY: the offset stays inside the segment (checked above in debug builds; callers
         // pass slots below SLOTS and ranges within a chunk).
@@ -80,11 +80,11 @@ impl Segment {
 /// The node's shared window and this rank's place in the chunk sequence. Lives on the MPI thread.
 pub(super) struct SharedMemory {
     window: mpi::ffi::MPI_Win,
-    rank: usize,
+    pub(super) rank: usize,
     /// Every rank's segment, own included, indexed by rank.
-    segments: Vec<Segment>,
+    pub(super) segments: Vec<Segment>,
     /// Chunks all-reduced so far; the flags hold sequence numbers.
-    sequence: u64,
+    pub(super) sequence: u64,
 }
 
 /// Why shared memory cannot carry this job's all-reduces.
@@ -261,12 +261,12 @@ impl SharedMemory {
         unsafe { AtomicU64::from_ptr(self.segments[rank].flag(flag)) }
     }
 
-    fn publish(&self, flag: Flag, sequence: u64) {
+    pub(super) fn publish(&self, flag: Flag, sequence: u64) {
         self.flag(self.rank, flag).store(sequence, Ordering::Release);
     }
 
     /// Waits until every rank's `flag` has reached `sequence`.
-    fn wait_all(&self, flag: Flag, sequence: u64, aborting: &AtomicBool) -> bool {
+    pub(super) fn wait_all(&self, flag: Flag, sequence: u64, aborting: &AtomicBool) -> bool {
         let ranks = self.segments.len();
         let arrived = || (0..ranks).all(|r| self.flag(r, flag).load(Ordering::Acquire) >= sequence);
         wait_until(SPIN, arrived, || aborting.load(Ordering::Relaxed))
@@ -322,7 +322,7 @@ fn blocks(range: Range<usize>) -> impl Iterator<Item = Range<usize>> {
 
 /// The elements of a chunk of `len` that `rank` of `ranks` sums: contiguous, cache-line aligned
 /// parts that together cover the chunk.
-fn part(len: usize, ranks: usize, rank: usize) -> Range<usize> {
+pub(super) fn part(len: usize, ranks: usize, rank: usize) -> Range<usize> {
     let lines = len.div_ceil(PART_ALIGN);
     let at = |r: usize| (lines * r / ranks * PART_ALIGN).min(len);
     at(rank)..at(rank + 1)
