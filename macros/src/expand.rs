@@ -6,14 +6,15 @@ use overlap_plan::Schedule;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{Ident, ItemStruct};
+use syn::ItemStruct;
 
 use crate::ast::Model;
+use crate::attr::{self, strip_field_attrs};
 use crate::errors::Errors;
+use crate::helpers::lit;
 use crate::planning::{self, Planned};
-use crate::schedule_code::{backward_body, lit, step_body, Names};
-use crate::schedule_tokens;
-use crate::{attr, check, fallback};
+use crate::schedule_code::{backward_body, step_body, Names};
+use crate::{check, fallback, schedule_tokens};
 
 pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
@@ -35,20 +36,11 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut model = Model::from_struct(&item, &mut errors);
     check::all(&mut model, &mut errors);
     if errors.is_empty() {
-        if let Some(planned) = planning::plan(&planning, &model, &mut errors) {
+        if let Some(planned) = planning::plan(&planning, &item.ident, &model.specs(), &mut errors) {
             return emit(&model, &planned);
         }
     }
     fallback::emit(&item, &errors)
-}
-
-/// The struct as written, without this macro's field attributes.
-pub fn strip_field_attrs(item: &ItemStruct) -> ItemStruct {
-    let mut item = item.clone();
-    for field in item.fields.iter_mut() {
-        field.attrs.retain(|a| !attr::is_ours(a));
-    }
-    item
 }
 
 fn emit(model: &Model, planned: &Planned) -> TokenStream {
@@ -90,11 +82,14 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
     let (backward, backward_no_sync) = (backward_body(&names, true), backward_body(&names, false));
     let step = step_body(&names);
     let forward = names.forward_body();
-    let (param_arms, param_mut_arms, param_vec_arms) = (
-        param_arms(&names, schedule, "param"),
-        param_arms(&names, schedule, "param_mut"),
-        param_arms(&names, schedule, "param_vec_mut"),
-    );
+    let (param_arms, param_mut_arms) =
+        (param_arms(&names, schedule, "param"), param_arms(&names, schedule, "param_mut"));
+    let param_vec_arms = schedule.layers.iter().zip(fields).flat_map(|(layer, f)| {
+        layer.params.iter().enumerate().map(move |(j, p)| {
+            let (index, j) = (lit(p.index), lit(j));
+            quote!(#index => self.#f.param_vec_mut(#j),)
+        })
+    });
     let assertions = layout_assertions(model, schedule);
     let guard = layer_guard(model);
     let model_name = ident.to_string();
@@ -190,12 +185,14 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
                     _ => ::core::panic!("{:?} is not a parameter of {}", p, #model_name),
                 }
             }
+        }
 
-            fn param_vec_mut(&mut self, p: ::overlap::plan::ParamRef) -> ::core::option::Option<&mut ::std::vec::Vec<f32>> {
+        impl ::overlap::ParamVecs for #ident #guard {
+            fn param_vec_mut(&mut self, index: usize) -> ::core::option::Option<&mut ::std::vec::Vec<f32>> {
                 use ::overlap::Layer as _;
-                match p.layer {
+                match index {
                     #(#param_vec_arms)*
-                    _ => ::core::panic!("{:?} is not a parameter of {}", p, #model_name),
+                    _ => ::core::panic!("{} has no parameter {}", #model_name, index),
                 }
             }
         }
@@ -206,7 +203,7 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
 }
 
 /// `<layer index> => self.<field>.<method>(p.param),` for every layer with parameters: the arms
-/// of `param`, `param_mut` and `param_vec_mut`.
+/// of `param` and `param_mut`.
 fn param_arms(names: &Names, schedule: &Schedule, method: &str) -> Vec<TokenStream> {
     let method = format_ident!("{}", method);
     schedule
@@ -263,10 +260,6 @@ fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<TokenStream> {
             }
         })
         .collect()
-}
-
-pub fn suffixed(base: &Ident, suffix: &str) -> Ident {
-    format_ident!("{}_{}", base, suffix)
 }
 
 #[cfg(test)]

@@ -77,8 +77,10 @@ impl ::overlap::GradientBuckets for MlpGrads {
 impl ::overlap::DistributedModel for Mlp {
     const SCHEDULE: ::overlap::plan::Schedule = ::overlap::plan::Schedule {
         model: ::overlap::__private::Cow::Borrowed("Mlp"),
-        first_bucket_bytes: 1048576,
-        bucket_cap_bytes: 8388608,
+        limits: ::overlap::plan::BucketLimits::Capped {
+            first_bucket_bytes: 1048576,
+            bucket_cap_bytes: 8388608,
+        },
         layers: ::overlap::__private::Cow::Borrowed(
             &[
                 ::overlap::plan::LayerInfo {
@@ -94,12 +96,14 @@ impl ::overlap::DistributedModel for Mlp {
                             ::overlap::plan::ParamInfo {
                                 name: ::overlap::__private::Cow::Borrowed("weight"),
                                 shape: ::overlap::__private::Cow::Borrowed(&[2048, 784]),
+                                index: 0,
                                 bucket: 2,
                                 offset: 2048,
                             },
                             ::overlap::plan::ParamInfo {
                                 name: ::overlap::__private::Cow::Borrowed("bias"),
                                 shape: ::overlap::__private::Cow::Borrowed(&[2048]),
+                                index: 1,
                                 bucket: 2,
                                 offset: 0,
                             },
@@ -126,12 +130,14 @@ impl ::overlap::DistributedModel for Mlp {
                             ::overlap::plan::ParamInfo {
                                 name: ::overlap::__private::Cow::Borrowed("weight"),
                                 shape: ::overlap::__private::Cow::Borrowed(&[2048, 2048]),
+                                index: 2,
                                 bucket: 1,
                                 offset: 2048,
                             },
                             ::overlap::plan::ParamInfo {
                                 name: ::overlap::__private::Cow::Borrowed("bias"),
                                 shape: ::overlap::__private::Cow::Borrowed(&[2048]),
+                                index: 3,
                                 bucket: 1,
                                 offset: 0,
                             },
@@ -158,12 +164,14 @@ impl ::overlap::DistributedModel for Mlp {
                             ::overlap::plan::ParamInfo {
                                 name: ::overlap::__private::Cow::Borrowed("weight"),
                                 shape: ::overlap::__private::Cow::Borrowed(&[2048, 2048]),
+                                index: 4,
                                 bucket: 0,
                                 offset: 22538,
                             },
                             ::overlap::plan::ParamInfo {
                                 name: ::overlap::__private::Cow::Borrowed("bias"),
                                 shape: ::overlap::__private::Cow::Borrowed(&[2048]),
+                                index: 5,
                                 bucket: 0,
                                 offset: 20490,
                             },
@@ -190,12 +198,14 @@ impl ::overlap::DistributedModel for Mlp {
                             ::overlap::plan::ParamInfo {
                                 name: ::overlap::__private::Cow::Borrowed("weight"),
                                 shape: ::overlap::__private::Cow::Borrowed(&[10, 2048]),
+                                index: 6,
                                 bucket: 0,
                                 offset: 10,
                             },
                             ::overlap::plan::ParamInfo {
                                 name: ::overlap::__private::Cow::Borrowed("bias"),
                                 shape: ::overlap::__private::Cow::Borrowed(&[10]),
+                                index: 7,
                                 bucket: 0,
                                 offset: 0,
                             },
@@ -412,7 +422,31 @@ impl ::overlap::DistributedModel for Mlp {
                     ::core::option::Option::Some(&mut ws.act2_grad),
                 );
         }
-        let b0_in_flight = comm.all_reduce_and_update(b0, self, optimizer, grad_scale);
+        let b0_in_flight = comm
+            .all_reduce_and_update(
+                b0,
+                &[
+                    ::overlap::BucketMember {
+                        index: 7,
+                        offset: 0,
+                    },
+                    ::overlap::BucketMember {
+                        index: 6,
+                        offset: 10,
+                    },
+                    ::overlap::BucketMember {
+                        index: 5,
+                        offset: 20490,
+                    },
+                    ::overlap::BucketMember {
+                        index: 4,
+                        offset: 22538,
+                    },
+                ],
+                self,
+                optimizer,
+                grad_scale,
+            );
         {
             let _span = ::overlap::trace::backward(3);
             self.act2
@@ -440,7 +474,23 @@ impl ::overlap::DistributedModel for Mlp {
                     ::core::option::Option::Some(&mut ws.act1_grad),
                 );
         }
-        let b1_in_flight = comm.all_reduce_and_update(b1, self, optimizer, grad_scale);
+        let b1_in_flight = comm
+            .all_reduce_and_update(
+                b1,
+                &[
+                    ::overlap::BucketMember {
+                        index: 3,
+                        offset: 0,
+                    },
+                    ::overlap::BucketMember {
+                        index: 2,
+                        offset: 2048,
+                    },
+                ],
+                self,
+                optimizer,
+                grad_scale,
+            );
         {
             let _span = ::overlap::trace::backward(1);
             self.act1
@@ -468,7 +518,23 @@ impl ::overlap::DistributedModel for Mlp {
                     ::core::option::Option::None,
                 );
         }
-        let b2_in_flight = comm.all_reduce_and_update(b2, self, optimizer, grad_scale);
+        let b2_in_flight = comm
+            .all_reduce_and_update(
+                b2,
+                &[
+                    ::overlap::BucketMember {
+                        index: 1,
+                        offset: 0,
+                    },
+                    ::overlap::BucketMember {
+                        index: 0,
+                        offset: 2048,
+                    },
+                ],
+                self,
+                optimizer,
+                grad_scale,
+            );
         comm.backward_done();
         MlpInFlight {
             b0: b0_in_flight,
@@ -648,17 +714,23 @@ impl ::overlap::DistributedModel for Mlp {
             _ => ::core::panic!("{:?} is not a parameter of {}", p, "Mlp"),
         }
     }
+}
+impl ::overlap::ParamVecs for Mlp {
     fn param_vec_mut(
         &mut self,
-        p: ::overlap::plan::ParamRef,
+        index: usize,
     ) -> ::core::option::Option<&mut ::std::vec::Vec<f32>> {
         use ::overlap::Layer as _;
-        match p.layer {
-            0 => self.fc1.param_vec_mut(p.param),
-            2 => self.fc2.param_vec_mut(p.param),
-            4 => self.fc3.param_vec_mut(p.param),
-            6 => self.head.param_vec_mut(p.param),
-            _ => ::core::panic!("{:?} is not a parameter of {}", p, "Mlp"),
+        match index {
+            0 => self.fc1.param_vec_mut(0),
+            1 => self.fc1.param_vec_mut(1),
+            2 => self.fc2.param_vec_mut(0),
+            3 => self.fc2.param_vec_mut(1),
+            4 => self.fc3.param_vec_mut(0),
+            5 => self.fc3.param_vec_mut(1),
+            6 => self.head.param_vec_mut(0),
+            7 => self.head.param_vec_mut(1),
+            _ => ::core::panic!("{} has no parameter {}", "Mlp", index),
         }
     }
 }

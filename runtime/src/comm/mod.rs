@@ -14,6 +14,7 @@ mod mpi_thread;
 mod shared_memory;
 
 pub use bucket::{GradBucket, InFlight};
+pub use lent::{BucketMember, ParamVecs};
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -22,7 +23,6 @@ use std::time::{Duration, Instant};
 use overlap_plan::{Link, Schedule};
 
 use crate::error::{Error, Result};
-use crate::model::DistributedModel;
 use crate::optim::Optimizer;
 use crate::trace::{self, Activity};
 use bucket::{Reduced, WaitChecks};
@@ -220,18 +220,20 @@ impl Communicator {
         InFlight::pending(index, bytes, queued, pending, self.checks)
     }
 
-    /// `all_reduce_async`, with the bucket's parameters and their optimizer state lent to it so
-    /// that they are updated as the gradients are summed (see `GradBucket::lend_for_update`).
-    /// With `--check-finite` nothing is lent: the wait point checks the sums before any update.
-    pub fn all_reduce_and_update<M: DistributedModel, O: Optimizer>(
+    /// `all_reduce_async`, with the bucket's parameters, `members`, and their optimizer state
+    /// lent to it so that they are updated as the gradients are summed (see
+    /// `GradBucket::lend_for_update`). With `--check-finite` nothing is lent: the wait point
+    /// checks the sums before any update.
+    pub fn all_reduce_and_update<P: ParamVecs, O: Optimizer>(
         &self,
         mut bucket: GradBucket,
-        model: &mut M,
+        members: &[BucketMember],
+        params: &mut P,
         optimizer: &mut O,
         grad_scale: f32,
     ) -> InFlight {
         if !self.checks.finite {
-            bucket.lend_for_update(model, optimizer, grad_scale);
+            bucket.lend_for_update(members, params, optimizer, grad_scale);
         }
         self.all_reduce_async(bucket)
     }

@@ -273,8 +273,7 @@ mod tests {
         assert_eq!(representative_step(&b), Some(2), "median of 40, 50, 60; the warm-up step is skipped");
         let schedule = overlap_plan::Schedule {
             model: "M".into(),
-            first_bucket_bytes: 0,
-            bucket_cap_bytes: 0,
+            limits: overlap_plan::BucketLimits::Unlimited,
             layers: std::borrow::Cow::Borrowed(&[]),
             buckets: std::borrow::Cow::Borrowed(&[]),
         };
