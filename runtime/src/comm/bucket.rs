@@ -11,7 +11,8 @@ use super::lent::{BucketMember, Lent, ParamVecs};
 use super::mailbox::{Pending, Undelivered};
 use crate::error::{Error, Result};
 use crate::optim::Optimizer;
-use crate::trace::{self, Activity};
+use crate::trace::recorder::{record, record_all_reduce};
+use crate::trace::span::Activity;
 
 /// One flat gradient buffer. Each parameter's gradient is a view at the offset the schedule
 /// fixed at compile time; nothing is ever copied into or out of the bucket.
@@ -180,8 +181,8 @@ impl InFlight {
                     },
                     Undelivered::Abandoned => Error::CommThreadDied("reducing a gradient bucket"),
                 })?;
-                trace::record(Activity::Wait { bucket: self.index as u32 }, blocked, Instant::now());
-                trace::record_all_reduce(self.index, bytes, queued, reduced.started, reduced.finished);
+                record(Activity::Wait { bucket: self.index as u32 }, blocked, Instant::now());
+                record_all_reduce(self.index, bytes, queued, reduced.started, reduced.finished);
                 (reduced.bucket, checks)
             }
         };

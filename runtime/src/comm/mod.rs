@@ -3,18 +3,22 @@
 //! A private enum picks the implementation: a single process (no MPI at all), or OpenMPI driven
 //! from a dedicated thread (`mpi_thread`), which sums buckets through the node's shared memory
 //! (`shared_memory`) or OpenMPI's all-reduce (`mpi_calls`). Wait points get their buckets back
-//! through reused mailboxes (`mailbox`). The GPU's NCCL communicator is `cuda::GpuComm`.
+//! through reused mailboxes (`mailbox`). A bucket carries the parameters lent to it, updated as
+//! it is summed (`lent`); `mode` names when reductions start and what carries them. The GPU's
+//! NCCL communicator is `cuda::GpuComm`.
 
 mod backoff;
 mod bucket;
 mod lent;
 mod mailbox;
+mod mode;
 mod mpi_calls;
 mod mpi_thread;
 mod shared_memory;
 
 pub use bucket::{GradBucket, InFlight};
 pub use lent::{BucketMember, ParamVecs};
+pub use mode::{CommMode, Transport};
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -24,58 +28,11 @@ use overlap_plan::{Link, Schedule};
 
 use crate::error::{Error, Result};
 use crate::optim::Optimizer;
-use crate::trace::{self, Activity};
+use crate::trace::recorder::record;
+use crate::trace::span::Activity;
 use bucket::{Reduced, WaitChecks};
 use mailbox::{Mailbox, Reply};
 use mpi_thread::MpiThread;
-
-/// When bucket all-reduces start.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum CommMode {
-    /// As soon as backward completes a bucket: the compiled, interleaved schedule.
-    #[default]
-    Overlap,
-    /// Only once the whole backward has finished: the baseline the overlap is measured against.
-    /// Everything else (the code, the reductions and their order) is the same.
-    AfterBackward,
-    /// No reductions at all: every rank keeps its own gradients. Only for measuring compute
-    /// alone (`--compute-only`); the ranks' parameters drift apart.
-    Skip,
-}
-
-impl CommMode {
-    /// `overlap`, `no-overlap` or `compute-only`, as reports and the command line say it.
-    pub fn name(self) -> &'static str {
-        match self {
-            CommMode::Overlap => "overlap",
-            CommMode::AfterBackward => "no-overlap",
-            CommMode::Skip => "compute-only",
-        }
-    }
-}
-
-/// What sums the gradient buckets across ranks (`--all-reduce`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Transport {
-    /// Shared memory when every rank is on this node, else MPI.
-    #[default]
-    Auto,
-    /// Each rank sums a part of every chunk in a shared-memory window (one node only).
-    SharedMemory,
-    /// OpenMPI's own all-reduce.
-    Mpi,
-}
-
-impl Transport {
-    /// `shared-memory` or `mpi` (or `auto`), as the command line and reports say it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Auto => "auto",
-            Transport::SharedMemory => "shared-memory",
-            Transport::Mpi => "mpi",
-        }
-    }
-}
 
 /// The ranks of one training job.
 pub struct Communicator {
@@ -263,7 +220,7 @@ impl Communicator {
             let blocked = Instant::now();
             // If the thread is gone, each bucket's wait reports it.
             if t.flush().is_ok() {
-                trace::record(Activity::WaitAll, blocked, Instant::now());
+                record(Activity::WaitAll, blocked, Instant::now());
             }
         }
     }

@@ -25,9 +25,9 @@ use overlap_plan::Link;
 
 use super::bucket::{GradBucket, Reduced};
 use super::mailbox::{Mailbox, Reply};
+use super::mode::Transport;
 use super::mpi_calls::{all_reduce_in_place, gather_to_root, poll, Gathered};
 use super::shared_memory::SharedMemory;
-use super::Transport;
 use crate::error::{Error, Result};
 
 enum Request {

@@ -1,6 +1,7 @@
 //! Adam with decoupled weight decay, following PyTorch's `torch.optim.AdamW` update rule.
 
-use crate::optim::{ElementwiseRule, LentState, Optimizer};
+use super::elementwise::{AdamWStep, ElementwiseRule, LentState};
+use super::optimizer::Optimizer;
 
 /// AdamW. Hyperparameters are not validated here (the CLI layer does): PyTorch's
 /// preconditions apply, i.e. `lr >= 0`, `eps >= 0`, `weight_decay >= 0`, betas in `[0, 1)`.
@@ -95,20 +96,6 @@ impl AdamW {
             self.exp_avg_sq.resize_with(index + 1, Vec::new);
         }
     }
-}
-
-/// Everything one AdamW update needs, for the step begun last (also what the GPU kernel takes).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct AdamWStep {
-    pub lr: f32,
-    pub beta1: f32,
-    pub beta2: f32,
-    pub eps: f32,
-    pub weight_decay: f32,
-    /// `lr / (1 - beta1^t)`.
-    pub step_size: f32,
-    /// `sqrt(1 - beta2^t)`.
-    pub bias_correction2_sqrt: f32,
 }
 
 impl AdamW {

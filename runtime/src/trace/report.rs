@@ -314,7 +314,7 @@ impl fmt::Display for OverlapReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::BucketTiming;
+    use crate::trace::breakdown::BucketTiming;
     use overlap_plan::{BucketInfo, BucketLimits, LayerInfo, ParamInfo, ParamRef, Width};
     use std::borrow::Cow;
 

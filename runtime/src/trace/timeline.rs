@@ -269,7 +269,7 @@ mod tests {
                 spans.push(span(rank, step, Activity::Wait { bucket: 0 }, t + 20, t + 30));
             }
         }
-        let b = crate::trace::breakdowns(&spans, 1, 1);
+        let b = crate::trace::breakdown::breakdowns(&spans, 1, 1);
         assert_eq!(representative_step(&b), Some(2), "median of 40, 50, 60; the warm-up step is skipped");
         let schedule = overlap_plan::Schedule {
             model: "M".into(),
