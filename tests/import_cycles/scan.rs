@@ -68,12 +68,56 @@ impl Files {
             if owns_directory { here.clone() } else { here.join(path.file_stem().expect("a source file has a name")) };
         let index = self.files.len();
         self.modules.insert(module.clone(), index);
-        let mut declared = Vec::new();
-        declarations(&syntax.items, &module, &here, &children, true, &mut declared, &mut self.modules, index);
+        let declared = self.declarations(index, &syntax.items, &module, &Folders { explicit: here, children });
         self.files.push(File { path, module, syntax });
-        for (child, module, owns_directory) in declared {
-            self.read(child, module, owns_directory);
+        for child in declared {
+            self.read(child.path, child.module, child.owns_directory);
         }
+    }
+
+    /// The out-of-line modules `items` (of `module`, in file `file`) declare; inline ones are
+    /// recorded as part of `file`.
+    fn declarations(
+        &mut self,
+        file: usize,
+        items: &[syn::Item],
+        module: &[String],
+        folders: &Folders,
+    ) -> Vec<Declared> {
+        let mut declared = Vec::new();
+        for item in items {
+            let syn::Item::Mod(m) = item else { continue };
+            let name = m.ident.to_string();
+            let inner = [module, std::slice::from_ref(&name)].concat();
+            if let Some((_, content)) = &m.content {
+                self.modules.insert(inner.clone(), file);
+                let nested = folders.children.join(&name);
+                let folders = Folders { explicit: nested.clone(), children: nested };
+                declared.extend(self.declarations(file, content, &inner, &folders));
+                continue;
+            }
+            let explicit = m.attrs.iter().find(|a| a.path().is_ident("path")).map(|a| match &a.meta {
+                syn::Meta::NameValue(syn::MetaNameValue {
+                    value: syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }),
+                    ..
+                }) => PathBuf::from(s.value()),
+                _ => panic!("#[path] takes a string"),
+            });
+            let (path, owns_directory) = match explicit {
+                Some(p) => (folders.explicit.join(&p), p.file_name().is_some_and(|f| f == "mod.rs")),
+                None => {
+                    let flat = folders.children.join(format!("{name}.rs"));
+                    if flat.exists() {
+                        (flat, false)
+                    } else {
+                        (folders.children.join(&name).join("mod.rs"), true)
+                    }
+                }
+            };
+            assert!(path.exists(), "mod {name} in {}: {} is missing", folders.explicit.display(), path.display());
+            declared.push(Declared { path, module: inner, owns_directory });
+        }
+        declared
     }
 
     /// The file `segments`, named inside module `scope`, lands in; `None` outside the crate.
@@ -104,53 +148,20 @@ impl Files {
     }
 }
 
-/// Records the modules `items` (inside `module`) declare: inline ones as part of `file`, and
-/// out-of-line ones in `declared` as (file, module, whether it is a `mod.rs`). `top`: the items
-/// are the file's own, not an inline module's (`#[path]` is then relative to the file's folder).
-#[allow(clippy::too_many_arguments)]
-fn declarations(
-    items: &[syn::Item],
-    module: &[String],
-    here: &Path,
-    children: &Path,
-    top: bool,
-    declared: &mut Vec<(PathBuf, Vec<String>, bool)>,
-    modules: &mut BTreeMap<Vec<String>, usize>,
-    file: usize,
-) {
-    for item in items {
-        let syn::Item::Mod(m) = item else { continue };
-        let name = m.ident.to_string();
-        let inner = [module, &[name.clone()]].concat();
-        if let Some((_, content)) = &m.content {
-            modules.insert(inner.clone(), file);
-            declarations(content, &inner, here, &children.join(&name), false, declared, modules, file);
-            continue;
-        }
-        let explicit = m.attrs.iter().find(|a| a.path().is_ident("path")).map(|a| match &a.meta {
-            syn::Meta::NameValue(syn::MetaNameValue {
-                value: syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }),
-                ..
-            }) => PathBuf::from(s.value()),
-            _ => panic!("#[path] takes a string"),
-        });
-        let (path, owns_directory) = match explicit {
-            Some(p) => {
-                let owns = p.file_name().is_some_and(|f| f == "mod.rs");
-                ((if top { here } else { children }).join(p), owns)
-            }
-            None => {
-                let flat = children.join(format!("{name}.rs"));
-                if flat.exists() {
-                    (flat, false)
-                } else {
-                    (children.join(&name).join("mod.rs"), true)
-                }
-            }
-        };
-        assert!(path.exists(), "mod {name} in {}: {} is missing", here.display(), path.display());
-        declared.push((path, inner, owns_directory));
-    }
+/// Where the modules declared in a file (or an inline module of it) are looked for.
+struct Folders {
+    /// What a `#[path]` is relative to: the file's folder, or inside an inline module the folder
+    /// its children would be in.
+    explicit: PathBuf,
+    /// Where `mod x;` finds `x.rs` or `x/mod.rs`.
+    children: PathBuf,
+}
+
+/// A module declared out of line: its file, its module path, and whether it is a `mod.rs`.
+struct Declared {
+    path: PathBuf,
+    module: Vec<String>,
+    owns_directory: bool,
 }
 
 /// Every path a file names, each with the module it is named in.
