@@ -8,7 +8,7 @@ use syn::{Attribute, Expr, ExprLit, ItemStruct, Lit, LitInt, Meta, MetaNameValue
 
 use crate::cfg;
 use crate::errors::Errors;
-use crate::helpers::{expr_name, path_name};
+use crate::helpers::{expr_name, int_literal, path_name, positive_int};
 use crate::planning::{self, Planning};
 
 /// Parses `bucket_cap_mb = 25, first_bucket_mb = 1` (both optional; integers or decimals) and
@@ -252,22 +252,4 @@ fn param_shapes(list: &syn::MetaList, errors: &mut Errors) -> Vec<(syn::Ident, V
         }
     }
     out
-}
-
-pub fn int_literal(expr: &Expr) -> Option<&LitInt> {
-    match expr {
-        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => Some(i),
-        _ => None,
-    }
-}
-
-/// An integer literal greater than zero (a width or a dimension).
-pub fn positive_int(expr: &Expr, what: &str, errors: &mut Errors) -> Option<LitInt> {
-    match int_literal(expr).map(|l| (l, l.base10_parse::<usize>())) {
-        Some((lit, Ok(v))) if v > 0 => Some(lit.clone()),
-        _ => {
-            errors.spanned(expr, format!("{what} must be an integer literal greater than zero"));
-            None
-        }
-    }
 }

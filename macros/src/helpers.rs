@@ -1,9 +1,11 @@
-//! Small helpers the parsing and emitting modules share: names read from paths, and literals
-//! and identifiers written into the generated code.
+//! Small helpers the parsing and emitting modules share: names and integers read from the
+//! user's tokens, and literals and identifiers written into the generated code.
 
 use proc_macro2::Literal;
 use quote::format_ident;
-use syn::{Expr, Ident, Path};
+use syn::{Expr, ExprLit, Ident, Lit, LitInt, Path};
+
+use crate::errors::Errors;
 
 /// The identifier a path is (`bucket_cap_mb`, `auto`), or `""` for a longer path: every caller
 /// then reports it as an unknown key or name.
@@ -17,6 +19,30 @@ pub fn expr_name(expr: &Expr) -> String {
         Expr::Path(p) => path_name(&p.path),
         _ => String::new(),
     }
+}
+
+/// The integer literal an expression is, if it is one.
+pub fn int_literal(expr: &Expr) -> Option<&LitInt> {
+    match expr {
+        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => Some(i),
+        _ => None,
+    }
+}
+
+/// An integer literal greater than zero (a width or a dimension).
+pub fn positive_int(expr: &Expr, what: &str, errors: &mut Errors) -> Option<LitInt> {
+    match int_literal(expr).map(|l| (l, l.base10_parse::<usize>())) {
+        Some((lit, Ok(v))) if v > 0 => Some(lit.clone()),
+        _ => {
+            errors.spanned(expr, format!("{what} must be an integer literal greater than zero"));
+            None
+        }
+    }
+}
+
+/// The value of a literal `positive_int` accepted.
+pub fn positive_value(lit: &LitInt) -> usize {
+    lit.base10_parse().expect("validated by positive_int")
 }
 
 /// `2048`, not `2048usize`: the expansion is meant to be read.
