@@ -110,7 +110,9 @@ pub use overlap_runtime::{
     TrainSummary, Trainer,
 };
 // The ranks and the all-reduces the generated backward launches.
-pub use overlap_runtime::{grad_scale, CommMode, Communicator, GradBucket, InFlight, Transport, WireFormat};
+pub use overlap_runtime::{
+    grad_scale, BucketMember, CommMode, Communicator, GradBucket, InFlight, ParamVecs, Transport, WireFormat,
+};
 pub use overlap_runtime::{Error, Result};
 
 /// Checkpoints: a run's parameters, optimizer state and position, saved and loaded.
@@ -142,7 +144,7 @@ pub mod __private {
     pub use overlap_runtime::layer_matches;
     pub use std::borrow::Cow;
 
-    use overlap_runtime::plan::Schedule;
+    use overlap_runtime::plan::{BucketLimits, Schedule};
     use overlap_runtime::{GradBucket, GradientBuckets};
 
     /// Stands in for the generated types of a model the macro rejected; never constructed.
@@ -161,8 +163,7 @@ pub mod __private {
     pub const fn invalid_schedule(model: &'static str) -> Schedule {
         Schedule {
             model: Cow::Borrowed(model),
-            first_bucket_bytes: 0,
-            bucket_cap_bytes: 0,
+            limits: BucketLimits::Unlimited,
             layers: Cow::Borrowed(&[]),
             buckets: Cow::Borrowed(&[]),
         }

@@ -2,18 +2,20 @@
 //! `#[bucket_boundary]` on fields. Every key is checked; unknown, duplicate and bad values are
 //! all reported.
 
-use overlap_plan::{BucketConfig, BucketOrder, MIB};
+use overlap_plan::{BucketLimits, BucketOrder, DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB, MIB};
 use syn::punctuated::Punctuated;
-use syn::{Attribute, Expr, ExprLit, Lit, LitInt, Meta, MetaNameValue, Token};
+use syn::{Attribute, Expr, ExprLit, ItemStruct, Lit, LitInt, Meta, MetaNameValue, Token};
 
+use crate::cfg;
 use crate::errors::Errors;
+use crate::helpers::{expr_name, int_literal, path_name, positive_int};
 use crate::planning::{self, Planning};
 
 /// Parses `bucket_cap_mb = 25, first_bucket_mb = 1` (both optional; integers or decimals) and
 /// `bucket_order = ready | ddp_first_iteration` (optional), or `buckets = auto(...)` /
 /// `buckets = profile(...)`.
 pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Planning {
-    let mut config = BucketConfig::default();
+    let (mut first_bucket_bytes, mut bucket_cap_bytes) = (DEFAULT_FIRST_BUCKET_MB * MIB, DEFAULT_BUCKET_CAP_MB * MIB);
     let mut order = BucketOrder::Ready;
     let mut planner: Option<(Planning, proc_macro2::TokenStream)> = None;
     let pairs = match syn::parse::Parser::parse2(Punctuated::<MetaNameValue, Token![,]>::parse_terminated, args) {
@@ -23,20 +25,20 @@ pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Plan
                 e.span(),
                 format!("{e}; expected `bucket_cap_mb = <MiB>, first_bucket_mb = <MiB>`"),
             ));
-            return Planning::Caps(config, order);
+            return Planning::Caps(BucketLimits::default(), order);
         }
     };
     let mut seen: Vec<String> = Vec::new();
     for pair in &pairs {
-        let key = pair.path.get_ident().map(ToString::to_string).unwrap_or_default();
+        let key = path_name(&pair.path);
         if seen.contains(&key) {
             errors.spanned(&pair.path, format!("duplicate key `{key}`"));
             continue;
         }
         seen.push(key.clone());
         let target = match key.as_str() {
-            "bucket_cap_mb" => &mut config.bucket_cap_bytes,
-            "first_bucket_mb" => &mut config.first_bucket_bytes,
+            "bucket_cap_mb" => &mut bucket_cap_bytes,
+            "first_bucket_mb" => &mut first_bucket_bytes,
             "bucket_order" => {
                 if let Some(o) = bucket_order(&pair.value, errors) {
                     order = o;
@@ -72,20 +74,16 @@ pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Plan
             }
             planning
         }
-        None => Planning::Caps(config, order),
+        None => Planning::Caps(BucketLimits::Capped { first_bucket_bytes, bucket_cap_bytes }, order),
     }
 }
 
 /// `ready` (the default: gradient-ready order, DDP's rebuilt buckets) or `ddp_first_iteration`
 /// (DDP's assignment before it has seen a backward pass: definition order, launched in reverse).
 fn bucket_order(value: &Expr, errors: &mut Errors) -> Option<BucketOrder> {
-    let name = match value {
-        Expr::Path(p) => p.path.get_ident().map(ToString::to_string),
-        _ => None,
-    };
-    match name.as_deref() {
-        Some("ready") => Some(BucketOrder::Ready),
-        Some("ddp_first_iteration") => Some(BucketOrder::DdpFirstIteration),
+    match expr_name(value).as_str() {
+        "ready" => Some(BucketOrder::Ready),
+        "ddp_first_iteration" => Some(BucketOrder::DdpFirstIteration),
         _ => {
             errors.spanned(value, "`bucket_order` must be `ready` (the default) or `ddp_first_iteration`");
             None
@@ -136,7 +134,16 @@ pub struct FieldAttrs {
 /// This macro's own field attributes, directly or through `cfg_attr` (refused, see `cfg`): removed
 /// from the struct it emits, so that the compiler never sees an attribute it does not know.
 pub fn is_ours(attr: &Attribute) -> bool {
-    crate::cfg::OURS.iter().any(|name| attr.path().is_ident(name)) || crate::cfg::applies_ours(attr)
+    cfg::OURS.iter().any(|name| attr.path().is_ident(name)) || cfg::applies_ours(attr)
+}
+
+/// The struct as written, without this macro's field attributes.
+pub fn strip_field_attrs(item: &ItemStruct) -> ItemStruct {
+    let mut item = item.clone();
+    for field in item.fields.iter_mut() {
+        field.attrs.retain(|a| !is_ours(a));
+    }
+    item
 }
 
 pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
@@ -173,7 +180,7 @@ fn layer_attr(attr: &Attribute, errors: &mut Errors) -> Option<LayerAttr> {
     let (mut input, mut output, mut params, mut flops) = (None, None, None, None);
     let before = errors.len();
     for item in &items {
-        let key = item.path().get_ident().map(ToString::to_string).unwrap_or_default();
+        let key = path_name(item.path());
         match (key.as_str(), item) {
             ("input", Meta::NameValue(nv)) => {
                 set_once(&mut input, positive_int(&nv.value, "input", errors), nv, errors)
@@ -245,22 +252,4 @@ fn param_shapes(list: &syn::MetaList, errors: &mut Errors) -> Vec<(syn::Ident, V
         }
     }
     out
-}
-
-pub fn int_literal(expr: &Expr) -> Option<&LitInt> {
-    match expr {
-        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => Some(i),
-        _ => None,
-    }
-}
-
-/// An integer literal greater than zero (a width or a dimension).
-pub fn positive_int(expr: &Expr, what: &str, errors: &mut Errors) -> Option<LitInt> {
-    match int_literal(expr).map(|l| (l, l.base10_parse::<usize>())) {
-        Some((lit, Ok(v))) if v > 0 => Some(lit.clone()),
-        _ => {
-            errors.spanned(expr, format!("{what} must be an integer literal greater than zero"));
-            None
-        }
-    }
 }

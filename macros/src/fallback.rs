@@ -7,8 +7,8 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use syn::ItemStruct;
 
+use crate::attr::strip_field_attrs;
 use crate::errors::Errors;
-use crate::expand::strip_field_attrs;
 
 pub fn emit(item: &ItemStruct, errors: &Errors) -> TokenStream {
     let errors = errors.to_compile_errors();
@@ -36,7 +36,6 @@ pub fn emit(item: &ItemStruct, errors: &Errors) -> TokenStream {
             fn step<O: ::overlap::Optimizer>(&mut self, _: Self::InFlight, _: &mut O) -> ::overlap::Result<Self::Grads> { ::core::unreachable!() }
             fn param(&self, _: ::overlap::plan::ParamRef) -> &[f32] { ::core::unreachable!() }
             fn param_mut(&mut self, _: ::overlap::plan::ParamRef) -> &mut [f32] { ::core::unreachable!() }
-            fn param_vec_mut(&mut self, _: ::overlap::plan::ParamRef) -> ::core::option::Option<&mut ::std::vec::Vec<f32>> { ::core::unreachable!() }
         }
     }
 }

@@ -7,8 +7,9 @@ use overlap_plan::{LayerSpec, Width};
 use quote::ToTokens;
 use syn::{GenericArgument, PathArguments, Type};
 
-use crate::attr::{positive_int, LayerAttr};
+use crate::attr::LayerAttr;
 use crate::errors::Errors;
+use crate::helpers::{positive_int, positive_value};
 
 /// Approximate forward FLOPs per element of the element-wise built-ins (used by cost models).
 const RELU_FLOPS: u64 = 1;
@@ -20,12 +21,12 @@ const LAYER_NORM_FLOPS: u64 = 8;
 /// The spec of a field from its `#[layer(...)]` attribute.
 pub fn custom(name: &str, ty: &Type, attr: &LayerAttr) -> LayerSpec {
     let width = match &attr.width {
-        Some((i, o)) => Width::Fixed { input: lit(i), output: lit(o) },
+        Some((i, o)) => Width::Fixed { input: positive_value(i), output: positive_value(o) },
         None => Width::Preserving,
     };
     let mut spec = LayerSpec::new(name.to_owned(), type_text(ty), width);
     for (param, dims) in &attr.params {
-        let shape: Vec<usize> = dims.iter().map(lit).collect();
+        let shape: Vec<usize> = dims.iter().map(positive_value).collect();
         spec.params.push(overlap_plan::ParamSpec::new(param.to_string(), shape));
     }
     spec.flops_per_sample = attr.flops.unwrap_or_else(|| {
@@ -113,7 +114,7 @@ fn const_args(
             }
         };
         match value {
-            Some(v) => widths.push(lit(&v)),
+            Some(v) => widths.push(positive_value(&v)),
             None => ok = false,
         }
     }
@@ -122,10 +123,6 @@ fn const_args(
     } else {
         Err(())
     }
-}
-
-fn lit(l: &syn::LitInt) -> usize {
-    l.base10_parse().expect("validated by positive_int")
 }
 
 /// The type as the user wrote it, normalised (`Linear<784, 2048>`), for tables and fingerprints.

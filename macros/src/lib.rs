@@ -5,6 +5,7 @@
 //! Pipeline, one module each: `attr` (attribute syntax) → `ast` (the model, borrowing the user's
 //! tokens for spans) → `layers` (what each field type means) → `check` (cross-field rules) →
 //! `planning` (caps, `auto` or `profile`) → `expand` (code) or `fallback` (on errors: the struct alone, plus every error at once).
+//! Every stage reports to `errors` and shares the small helpers of `helpers`.
 
 mod ast;
 mod attr;
@@ -13,6 +14,7 @@ mod check;
 mod errors;
 mod expand;
 mod fallback;
+mod helpers;
 mod layers;
 mod planning;
 mod profile;

@@ -7,16 +7,17 @@
 use std::path::PathBuf;
 
 use overlap_plan::{
-    plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, BucketConfig, BucketOrder, Link, Prediction,
-    Schedule, StepCosts, Strategy, Target,
+    plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, BucketLimits, BucketOrder, LayerSpec, Link,
+    Prediction, Schedule, StepCosts, Strategy, Target,
 };
-use syn::{Expr, ExprLit, Lit, LitStr};
+use syn::{Expr, ExprLit, Ident, Lit, LitStr};
 
-use crate::ast::Model;
 use crate::errors::Errors;
+use crate::helpers::expr_name;
+use crate::profile;
 
 pub enum Planning {
-    Caps(BucketConfig, BucketOrder),
+    Caps(BucketLimits, BucketOrder),
     Auto { link: Link, world: usize, batch: usize, gflops: f64 },
     Profile { path: LitStr, link: Option<Link>, world: Option<usize> },
 }
@@ -42,10 +43,7 @@ pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
         errors.spanned(value, format!("{AUTO_HELP}, or {PROFILE_HELP}"));
         return None;
     };
-    let func = match &*call.func {
-        Expr::Path(p) => p.path.get_ident().map(ToString::to_string).unwrap_or_default(),
-        _ => String::new(),
-    };
+    let func = expr_name(&call.func);
     let mut args = call.args.iter();
     let path = if func == "profile" {
         match args.next() {
@@ -69,10 +67,7 @@ pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
             errors.spanned(arg, help);
             continue;
         };
-        let key = match &*assign.left {
-            Expr::Path(p) => p.path.get_ident().map(ToString::to_string).unwrap_or_default(),
-            _ => String::new(),
-        };
+        let key = expr_name(&assign.left);
         let right = &*assign.right;
         match (key.as_str(), right) {
             ("link", Expr::Lit(ExprLit { lit: Lit::Str(s), .. })) => match s.value().parse::<Link>() {
@@ -108,13 +103,13 @@ pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
     Some(Planning::Auto { link, world, batch: batch.unwrap_or(64), gflops: gflops.unwrap_or(100.0) })
 }
 
-/// Plans `model` as `planning` says; reports problems (profile files) to `errors`.
-pub fn plan(planning: &Planning, model: &Model, errors: &mut Errors) -> Option<Planned> {
-    let name = model.item.ident.to_string();
-    let specs = model.specs();
-    let span = &model.item.ident;
+/// Plans the model `ident` of layers `specs` as `planning` says; reports problems (profile files,
+/// and the planner's own refusals at `ident`) to `errors`.
+pub fn plan(planning: &Planning, ident: &Ident, specs: &[LayerSpec], errors: &mut Errors) -> Option<Planned> {
+    let name = ident.to_string();
+    let span = ident;
     let (target, description, input_file) = match planning {
-        &Planning::Caps(config, order) => {
+        &Planning::Caps(limits, order) => {
             let notes = match order {
                 BucketOrder::Ready => vec![],
                 BucketOrder::DdpFirstIteration => vec![
@@ -123,7 +118,7 @@ pub fn plan(planning: &Planning, model: &Model, errors: &mut Errors) -> Option<P
                         .to_string(),
                 ],
             };
-            return plan_buckets_in(&name, &specs, &config, order)
+            return plan_buckets_in(&name, specs, &limits, order)
                 .map_err(|e| errors.spanned(span, e))
                 .ok()
                 .map(|schedule| Planned { schedule, notes, input_file: None });
@@ -134,19 +129,19 @@ pub fn plan(planning: &Planning, model: &Model, errors: &mut Errors) -> Option<P
             (Target { costs, link, world }, description, None)
         }
         Planning::Profile { path, link, world } => {
-            let (target, file) = crate::profile::read(path, *link, *world, &specs, errors)?;
+            let (target, file) = profile::read(path, *link, *world, specs, errors)?;
             let description = format!("profile(\"{}\") (link: {}, world {})", path.value(), target.link, target.world);
             (target, description, Some(file))
         }
     };
-    let (schedule, predicted) = match plan_auto(&name, &specs, &target, Strategy::Optimal) {
+    let (schedule, predicted) = match plan_auto(&name, specs, &target, Strategy::Optimal) {
         Ok(p) => p,
         Err(e) => {
             errors.spanned(span, e);
             return None;
         }
     };
-    let baseline = plan_buckets(&name, &specs, &BucketConfig::default()).map_err(|e| errors.spanned(span, e)).ok()?;
+    let baseline = plan_buckets(&name, specs, &BucketLimits::default()).map_err(|e| errors.spanned(span, e)).ok()?;
     let with_caps = simulate(&sim_buckets(&baseline), &target.costs, &target.link, target.world, true);
     let notes = vec![
         format!("buckets chosen by {description}:"),

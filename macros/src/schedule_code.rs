@@ -4,12 +4,12 @@
 //! or updated there when they could not be lent.
 
 use overlap_plan::Schedule;
-use proc_macro2::{Literal, TokenStream};
+use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use syn::{Ident, Type};
 
 use crate::ast::Model;
-use crate::expand::suffixed;
+use crate::helpers::{lit, suffixed};
 
 /// Every identifier the generated code uses, derived once from the model.
 pub struct Names<'s> {
@@ -157,7 +157,14 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
         if sync {
             for k in (0..buckets.len()).filter(|&k| n.schedule.buckets[k].launch_after == i) {
                 let (b, pending) = (&buckets[k], format_ident!("b{}_in_flight", k));
-                out.extend(quote!(let #pending = comm.all_reduce_and_update(#b, self, optimizer, grad_scale);));
+                let members = n.schedule.buckets[k].params.iter().map(|&r| {
+                    let info = n.schedule.param(r);
+                    let (index, offset) = (lit(info.index), lit(info.offset));
+                    quote!(::overlap::BucketMember { index: #index, offset: #offset })
+                });
+                out.extend(quote!(
+                    let #pending = comm.all_reduce_and_update(#b, &[#(#members),*], self, optimizer, grad_scale);
+                ));
             }
         }
     }
@@ -186,15 +193,13 @@ pub fn step_body(n: &Names) -> TokenStream {
         use ::overlap::Layer as _;
         let #in_flight { #(#buckets: #pending,)* grad_scale } = in_flight;
     };
-    let index_of: Vec<_> = n.schedule.params().collect();
     for (k, bucket) in n.schedule.buckets.iter().enumerate() {
         let (b, p) = (&buckets[k], &pending[k]);
         out.extend(quote!(let mut #b = #p.wait()?;));
         let updates = bucket.params.iter().map(|r| {
             let info = n.schedule.param(*r);
             let (f, j) = (&n.fields[r.layer], lit(r.param));
-            let (off, len) = (lit(info.offset), lit(info.numel()));
-            let index = lit(index_of.iter().position(|q| q == r).expect("every bucket member is a parameter"));
+            let (index, off, len) = (lit(info.index), lit(info.offset), lit(info.numel()));
             quote!(optimizer.update(#index, self.#f.param_mut(#j), #b.view(#off, #len), grad_scale);)
         });
         let k = lit(k);
@@ -206,9 +211,4 @@ pub fn step_body(n: &Names) -> TokenStream {
     }
     out.extend(quote!(::core::result::Result::Ok(#grads { #(#buckets,)* micro_steps: 0 })));
     out
-}
-
-/// `2048`, not `2048usize`: the expansion is meant to be read.
-pub fn lit(n: usize) -> Literal {
-    Literal::usize_unsuffixed(n)
 }

@@ -1,25 +1,26 @@
 //! The planner's `Schedule` as a Rust constant expression (borrowed `'static` data), so
 //! `Model::SCHEDULE` is the very plan the code was generated from.
 
-use overlap_plan::{Schedule, Width};
+use overlap_plan::{BucketLimits, Schedule, Width};
 use proc_macro2::{Literal, TokenStream};
-
-use crate::schedule_code::lit;
 use quote::quote;
+
+use crate::helpers::lit;
 
 pub fn schedule(s: &Schedule) -> TokenStream {
     let model = s.model.as_ref();
-    let (first, cap) = (lit(s.first_bucket_bytes), lit(s.bucket_cap_bytes));
+    let limits = limits(s.limits);
     let layers = s.layers.iter().map(|l| {
         let (name, kind, flops) = (l.name.as_ref(), l.kind.as_ref(), Literal::u64_unsuffixed(l.flops_per_sample));
         let width = width(l.width);
         let params = l.params.iter().map(|p| {
-            let (name, bucket, offset) = (p.name.as_ref(), lit(p.bucket), lit(p.offset));
+            let (name, index, bucket, offset) = (p.name.as_ref(), lit(p.index), lit(p.bucket), lit(p.offset));
             let shape = p.shape.iter().map(|&d| lit(d));
             quote! {
                 ::overlap::plan::ParamInfo {
                     name: ::overlap::__private::Cow::Borrowed(#name),
                     shape: ::overlap::__private::Cow::Borrowed(&[#(#shape),*]),
+                    index: #index,
                     bucket: #bucket,
                     offset: #offset,
                 }
@@ -52,11 +53,20 @@ pub fn schedule(s: &Schedule) -> TokenStream {
     quote! {
         ::overlap::plan::Schedule {
             model: ::overlap::__private::Cow::Borrowed(#model),
-            first_bucket_bytes: #first,
-            bucket_cap_bytes: #cap,
+            limits: #limits,
             layers: ::overlap::__private::Cow::Borrowed(&[#(#layers),*]),
             buckets: ::overlap::__private::Cow::Borrowed(&[#(#buckets),*]),
         }
+    }
+}
+
+fn limits(l: BucketLimits) -> TokenStream {
+    match l {
+        BucketLimits::Capped { first_bucket_bytes, bucket_cap_bytes } => {
+            let (first, cap) = (lit(first_bucket_bytes), lit(bucket_cap_bytes));
+            quote!(::overlap::plan::BucketLimits::Capped { first_bucket_bytes: #first, bucket_cap_bytes: #cap })
+        }
+        BucketLimits::Unlimited => quote!(::overlap::plan::BucketLimits::Unlimited),
     }
 }
 

@@ -6,7 +6,8 @@
 //! bisection's tolerance).
 //! MG-WFBP's merge rule (Shi et al., INFOCOM 2019) is here as the reference heuristic.
 
-use crate::bucket::{plan_buckets, BucketConfig, PlanError};
+use crate::bucket::{plan_buckets, PlanError};
+use crate::limits::BucketLimits;
 use crate::link::Link;
 use crate::schedule::Schedule;
 use crate::simulate::{simulate, Prediction, SimBucket, StepCosts};
@@ -194,7 +195,7 @@ pub fn plan_auto(
     for &s in &starts {
         marked[p.index[s]].bucket_boundary = true;
     }
-    let schedule = plan_buckets(model, &marked, &BucketConfig::UNLIMITED)?;
+    let schedule = plan_buckets(model, &marked, &BucketLimits::Unlimited)?;
     let prediction = simulate(&p.buckets(&starts), &target.costs, &target.link, target.world, true);
     Ok((schedule, prediction))
 }

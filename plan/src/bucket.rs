@@ -26,35 +26,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use crate::limits::BucketLimits;
 use crate::schedule::{BucketInfo, LayerInfo, ParamInfo, ParamRef, Schedule};
-use crate::spec::{LayerSpec, ParamSpec, ELEM_BYTES, MIB};
-
-/// PyTorch DDP's `bucket_cap_mb` default.
-pub const DEFAULT_BUCKET_CAP_MB: usize = 25;
-/// PyTorch DDP's first-bucket size (`dist._DEFAULT_FIRST_BUCKET_BYTES`).
-pub const DEFAULT_FIRST_BUCKET_MB: usize = 1;
-
-/// Bucket size limits, in bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BucketConfig {
-    pub first_bucket_bytes: usize,
-    pub bucket_cap_bytes: usize,
-}
-
-impl BucketConfig {
-    /// No size caps: buckets end only at `bucket_boundary` layers (the cost-model planner sets
-    /// those itself).
-    pub const UNLIMITED: BucketConfig = BucketConfig { first_bucket_bytes: usize::MAX, bucket_cap_bytes: usize::MAX };
-}
-
-impl Default for BucketConfig {
-    fn default() -> Self {
-        BucketConfig {
-            first_bucket_bytes: DEFAULT_FIRST_BUCKET_MB * MIB,
-            bucket_cap_bytes: DEFAULT_BUCKET_CAP_MB * MIB,
-        }
-    }
-}
+use crate::spec::{LayerSpec, ParamSpec, ELEM_BYTES};
 
 /// The order in which parameters are assigned to buckets, and hence the launch order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -91,27 +65,27 @@ impl std::error::Error for PlanError {}
 
 /// Plans the buckets of `layers` (given in definition order) in gradient-ready order and returns
 /// the complete schedule.
-pub fn plan_buckets(model: &str, layers: &[LayerSpec], config: &BucketConfig) -> Result<Schedule, PlanError> {
-    plan_buckets_in(model, layers, config, BucketOrder::Ready)
+pub fn plan_buckets(model: &str, layers: &[LayerSpec], limits: &BucketLimits) -> Result<Schedule, PlanError> {
+    plan_buckets_in(model, layers, limits, BucketOrder::Ready)
 }
 
 /// Plans the buckets of `layers` (given in definition order) with `order`'s assignment.
 pub fn plan_buckets_in(
     model: &str,
     layers: &[LayerSpec],
-    config: &BucketConfig,
+    limits: &BucketLimits,
     order: BucketOrder,
 ) -> Result<Schedule, PlanError> {
-    if config.first_bucket_bytes == 0 || config.bucket_cap_bytes == 0 {
+    if limits.limit(0) == Some(0) || limits.limit(1) == Some(0) {
         return Err(PlanError::ZeroLimit);
     }
     if layers.is_empty() {
         return Err(PlanError::NoLayers);
     }
     let groups = match order {
-        BucketOrder::Ready => assign_by_size(ready_order(layers), config),
+        BucketOrder::Ready => assign_by_size(ready_order(layers), limits),
         BucketOrder::DdpFirstIteration => {
-            let mut groups = assign_by_size(definition_order(layers), config);
+            let mut groups = assign_by_size(definition_order(layers), limits);
             groups.reverse();
             groups
         }
@@ -139,10 +113,17 @@ pub fn plan_buckets_in(
         })
         .collect();
 
+    // Each layer's first parameter's index in definition order.
+    let first_index = layers.iter().scan(0, |next, layer| {
+        let first = *next;
+        *next += layer.params.len();
+        Some(first)
+    });
     let layers = layers
         .iter()
         .zip(placement)
-        .map(|(layer, places)| LayerInfo {
+        .zip(first_index)
+        .map(|((layer, places), first)| LayerInfo {
             name: layer.name.clone(),
             kind: layer.kind.clone(),
             width: layer.width,
@@ -151,15 +132,21 @@ pub fn plan_buckets_in(
                 .params
                 .iter()
                 .zip(places)
-                .map(|(p, (bucket, offset))| ParamInfo { name: p.name.clone(), shape: p.shape.clone(), bucket, offset })
+                .enumerate()
+                .map(|(j, (p, (bucket, offset)))| ParamInfo {
+                    name: p.name.clone(),
+                    shape: p.shape.clone(),
+                    index: first + j,
+                    bucket,
+                    offset,
+                })
                 .collect(),
         })
         .collect();
 
     Ok(Schedule {
         model: Cow::Owned(model.to_owned()),
-        first_bucket_bytes: config.first_bucket_bytes,
-        bucket_cap_bytes: config.bucket_cap_bytes,
+        limits: *limits,
         layers: Cow::Owned(layers),
         buckets: Cow::Owned(buckets),
     })
@@ -197,9 +184,9 @@ fn definition_order(layers: &[LayerSpec]) -> impl Iterator<Item = Step> + '_ {
 
 /// DDP's `compute_bucket_assignment_by_size`: whole parameters in the given order, a bucket
 /// closed as soon as it reaches its limit (the first bucket's `first_bucket_bytes`, later ones'
-/// `bucket_cap_bytes`) or at a forced boundary; the rest is the last bucket. Groups come out in
-/// the order they closed, members in the order they came.
-fn assign_by_size(steps: impl Iterator<Item = Step>, config: &BucketConfig) -> Vec<Vec<ParamRef>> {
+/// `bucket_cap_bytes`, none when unlimited) or at a forced boundary; the rest is the last bucket.
+/// Groups come out in the order they closed, members in the order they came.
+fn assign_by_size(steps: impl Iterator<Item = Step>, limits: &BucketLimits) -> Vec<Vec<ParamRef>> {
     let mut groups: Vec<Vec<ParamRef>> = Vec::new();
     let mut current: Vec<ParamRef> = Vec::new();
     let mut bytes = 0usize;
@@ -209,8 +196,7 @@ fn assign_by_size(steps: impl Iterator<Item = Step>, config: &BucketConfig) -> V
             Step::Param(r, size) => {
                 current.push(r);
                 bytes = bytes.saturating_add(size);
-                let limit = if groups.is_empty() { config.first_bucket_bytes } else { config.bucket_cap_bytes };
-                bytes >= limit
+                limits.limit(groups.len()).is_some_and(|limit| bytes >= limit)
             }
         };
         if close {

@@ -8,8 +8,11 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// One link: latency in seconds and bandwidth in bytes per second (per direction).
-#[derive(Clone, Copy, Debug, PartialEq)]
+use serde::{Deserialize, Serialize};
+
+/// One link: latency in seconds and bandwidth in bytes per second (per direction). Profiles
+/// store it under these field names.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Link {
     pub latency_s: f64,
     pub bandwidth_bytes_per_s: f64,

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::bucket::BucketConfig;
+use crate::limits::BucketLimits;
 use crate::spec::{LayerSpec, ParamSpec, Width, ELEM_BYTES, MIB};
 
 /// A parameter, by layer index and parameter index within that layer.
@@ -22,6 +22,9 @@ pub struct ParamRef {
 pub struct ParamInfo {
     pub name: Cow<'static, str>,
     pub shape: Cow<'static, [usize]>,
+    /// Its position among all the model's parameters in definition order: how the optimizer
+    /// and checkpoints address it.
+    pub index: usize,
     /// Bucket index, in launch order.
     pub bucket: usize,
     /// Offset of the gradient inside its bucket's flat buffer, in elements.
@@ -67,8 +70,7 @@ impl BucketInfo {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Schedule {
     pub model: Cow<'static, str>,
-    pub first_bucket_bytes: usize,
-    pub bucket_cap_bytes: usize,
+    pub limits: BucketLimits,
     pub layers: Cow<'static, [LayerInfo]>,
     pub buckets: Cow<'static, [BucketInfo]>,
 }
@@ -119,8 +121,13 @@ impl Schedule {
     pub fn fingerprint(&self) -> u64 {
         let mut h = Fnv::new();
         h.str(&self.model);
-        h.usize(self.first_bucket_bytes);
-        h.usize(self.bucket_cap_bytes);
+        match self.limits {
+            BucketLimits::Capped { first_bucket_bytes, bucket_cap_bytes } => {
+                h.usize(first_bucket_bytes);
+                h.usize(bucket_cap_bytes);
+            }
+            BucketLimits::Unlimited => h.usize(usize::MAX),
+        }
         h.usize(self.layers.len());
         for layer in self.layers.iter() {
             h.str(&layer.name);
@@ -186,14 +193,13 @@ pub fn human_bytes(bytes: usize) -> String {
 /// generated `backward`.
 impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let limits = if self.bucket_cap_bytes == BucketConfig::UNLIMITED.bucket_cap_bytes {
-            "boundaries chosen by the cost model, no size caps".to_string()
-        } else {
-            format!(
+        let limits = match self.limits {
+            BucketLimits::Capped { first_bucket_bytes, bucket_cap_bytes } => format!(
                 "first bucket closes at {}, others at {}",
-                human_bytes(self.first_bucket_bytes),
-                human_bytes(self.bucket_cap_bytes)
-            )
+                human_bytes(first_bucket_bytes),
+                human_bytes(bucket_cap_bytes)
+            ),
+            BucketLimits::Unlimited => "boundaries chosen by the cost model, no size caps".to_string(),
         };
         writeln!(
             f,

@@ -64,8 +64,6 @@ pub trait DistributedModel: Sized {
 
     fn param(&self, p: ParamRef) -> &[f32];
     fn param_mut(&mut self, p: ParamRef) -> &mut [f32];
-    /// The `Vec` holding parameter `p`, when its layer exposes it (`Layer::param_vec_mut`).
-    fn param_vec_mut(&mut self, p: ParamRef) -> Option<&mut Vec<f32>>;
 
     /// Builds the model on every rank: checks that all ranks compiled the same schedule (a clear
     /// error otherwise, never a hang), initialises from `seed`, and broadcasts rank 0's values.

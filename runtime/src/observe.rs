@@ -12,7 +12,7 @@ use crate::console;
 use crate::error::Result;
 use crate::profile;
 use crate::trace::{self, Memory, OverlapReport, PredictedStep, RunInfo, Span, StepBreakdown};
-use crate::train::{ObserveConfig, ReportFormat};
+use crate::train::config::{ObserveConfig, ReportFormat, TrainConfig};
 
 /// Steps between gathers when no `--report-every` is given.
 const DEFAULT_WINDOW: u64 = 100;
@@ -25,6 +25,18 @@ pub struct RunShape {
     pub accumulate: usize,
     /// Optimizer buffers per parameter element (0, 1 or 2).
     pub optimizer_buffers: usize,
+}
+
+impl RunShape {
+    /// The size of the run `config` describes.
+    pub fn of(config: &TrainConfig) -> Self {
+        RunShape {
+            steps: config.steps,
+            batch: config.batch,
+            accumulate: config.accumulate,
+            optimizer_buffers: config.optimizer.buffers_per_param(),
+        }
+    }
 }
 
 pub struct Observer<'a> {

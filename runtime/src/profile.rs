@@ -1,20 +1,16 @@
 //! What a run measured about its own layers, turned into predictions: the profile file that
-//! `buckets = profile("...")` plans from (`--write-profile`), and the predicted step of this
-//! model on clusters we do not have, for the compiled plan and the alternatives (`--simulate`).
-//!
-//! Profile format `overlap-profile/1` (read back by the macro's `profile` module):
-//! `{"format", "model", "world_size", "batch", "link": {"latency_s", "bandwidth_bytes_per_s"} | null,
-//! "update_s_per_byte", "layers": [{"name", "forward_s", "backward_s"}]}`.
+//! `buckets = profile("...")` plans from (`--write-profile`; the format is `overlap_plan::Profile`,
+//! which the macro reads back), and the predicted step of this model on clusters we do not have,
+//! for the compiled plan and the alternatives (`--simulate`).
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::str::FromStr;
 
 use overlap_plan::{
-    plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, BucketConfig, BucketOrder, LayerSpec, Link,
-    Prediction, Schedule, StepCosts, Strategy, Target,
+    plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, BucketLimits, BucketOrder, LayerSpec, Link,
+    Prediction, Profile, Schedule, StepCosts, Strategy, Target,
 };
-use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::trace::{median, StepBreakdown};
@@ -40,30 +36,6 @@ pub fn measured_costs(breakdowns: &[StepBreakdown], schedule: &Schedule) -> Opti
     })
 }
 
-#[derive(Serialize)]
-struct ProfileFile<'a> {
-    format: &'static str,
-    model: &'a str,
-    world_size: usize,
-    batch: usize,
-    link: Option<LinkFigures>,
-    update_s_per_byte: f64,
-    layers: Vec<LayerTimes<'a>>,
-}
-
-#[derive(Serialize)]
-struct LinkFigures {
-    latency_s: f64,
-    bandwidth_bytes_per_s: f64,
-}
-
-#[derive(Serialize)]
-struct LayerTimes<'a> {
-    name: &'a str,
-    forward_s: f64,
-    backward_s: f64,
-}
-
 /// Writes `costs` as a profile; `batch` is samples per rank per step.
 pub fn write_profile(
     path: &Path,
@@ -73,22 +45,8 @@ pub fn write_profile(
     batch: usize,
     link: Option<Link>,
 ) -> Result<()> {
-    let file = ProfileFile {
-        format: "overlap-profile/1",
-        model: &schedule.model,
-        world_size,
-        batch,
-        link: link.map(|l| LinkFigures { latency_s: l.latency_s, bandwidth_bytes_per_s: l.bandwidth_bytes_per_s }),
-        update_s_per_byte: costs.update_s_per_byte,
-        layers: schedule
-            .layers
-            .iter()
-            .zip(costs.forward_s.iter().zip(&costs.backward_s))
-            .map(|(l, (&forward_s, &backward_s))| LayerTimes { name: &l.name, forward_s, backward_s })
-            .collect(),
-    };
-    let json = serde_json::to_string_pretty(&file).map_err(|e| Error::Config(e.to_string()))?;
-    std::fs::write(path, json + "\n").map_err(|source| Error::Io { path: path.to_path_buf(), source })
+    let json = Profile::measured(schedule, costs, world_size, batch, link).to_json();
+    std::fs::write(path, json).map_err(|source| Error::Io { path: path.to_path_buf(), source })
 }
 
 /// A cluster to predict for: `world=64,link=ib-ndr` (the link takes the rest of the text, so
@@ -130,19 +88,19 @@ pub fn predictions(schedule: &Schedule, costs: &StepCosts, cluster: Cluster) -> 
     let per_layer: Vec<LayerSpec> =
         specs.iter().map(|l| LayerSpec { bucket_boundary: !l.params.is_empty(), ..l.clone() }).collect();
     let alternatives = [
-        ("DDP caps (25 MiB, first 1 MiB)", plan_buckets(&schedule.model, &specs, &BucketConfig::default()).ok()),
+        ("DDP caps (25 MiB, first 1 MiB)", plan_buckets(&schedule.model, &specs, &BucketLimits::default()).ok()),
         (
             // The same caps in DDP's first-iteration order: what DDP runs before it rebuilds.
             "DDP first iteration (same caps)",
-            plan_buckets_in(&schedule.model, &specs, &BucketConfig::default(), BucketOrder::DdpFirstIteration).ok(),
+            plan_buckets_in(&schedule.model, &specs, &BucketLimits::default(), BucketOrder::DdpFirstIteration).ok(),
         ),
         (
             "auto (optimal for this cluster)",
             plan_auto(&schedule.model, &specs, &target, Strategy::Optimal).ok().map(|p| p.0),
         ),
         ("MG-WFBP merge rule", plan_auto(&schedule.model, &specs, &target, Strategy::MgWfbp).ok().map(|p| p.0)),
-        ("one bucket per layer", plan_buckets(&schedule.model, &per_layer, &BucketConfig::UNLIMITED).ok()),
-        ("one bucket", plan_buckets(&schedule.model, &specs, &BucketConfig::UNLIMITED).ok()),
+        ("one bucket per layer", plan_buckets(&schedule.model, &per_layer, &BucketLimits::Unlimited).ok()),
+        ("one bucket", plan_buckets(&schedule.model, &specs, &BucketLimits::Unlimited).ok()),
     ];
     for (name, plan) in alternatives {
         if let Some(plan) = plan {

@@ -257,7 +257,7 @@ fn custom_layer_types_guard_the_items_that_use_them() {
         ),
     ));
     assert!(!code.contains("compile_error"), "{code}");
-    assert_eq!(code.matches("for<'layer> Gain: ::overlap::Layer").count(), 2, "workspace and impl: {code}");
+    assert_eq!(code.matches("for<'layer> Gain: ::overlap::Layer").count(), 3, "workspace and both impls: {code}");
     assert!(!code.contains("Linear<4, 4>: ::overlap::Layer"), "built-in layers need no guard: {code}");
     assert!(!mlp().contains("for<'layer>"), "nor does a model of built-in layers");
 }

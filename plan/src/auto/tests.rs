@@ -1,6 +1,6 @@
 use super::*;
 use crate::simulate::sim_buckets;
-use crate::{BucketConfig, LINK_PRESETS};
+use crate::{BucketLimits, LINK_PRESETS};
 
 fn linear(name: &str, input: usize, output: usize) -> LayerSpec {
     LayerSpec::new(name.to_string(), format!("Linear<{input}, {output}>"), crate::Width::Fixed { input, output })
@@ -65,7 +65,7 @@ fn optimal_is_at_least_as_good_as_every_other_plan() {
                 let t = target(&layers, link, world);
                 let (auto, predicted) = plan_auto(name, &layers, &t, Strategy::Optimal).unwrap();
                 let (mg, _) = plan_auto(name, &layers, &t, Strategy::MgWfbp).unwrap();
-                let ddp = plan_buckets(name, &layers, &BucketConfig::default()).unwrap();
+                let ddp = plan_buckets(name, &layers, &BucketLimits::default()).unwrap();
                 let best = step_of(&auto, &t);
                 assert!((best - predicted.step_s).abs() < 1e-12, "the schedule is the plan that was simulated");
                 for (other, schedule) in [("mg-wfbp", &mg), ("ddp 25 MiB", &ddp)] {
@@ -102,7 +102,7 @@ fn auto_beats_the_25_mib_cap_on_the_uneven_model() {
         for world in [8, 64, 1024] {
             let t = target(&layers, link, world);
             let (auto, _) = plan_auto("uneven", &layers, &t, Strategy::Optimal).unwrap();
-            let ddp = plan_buckets("uneven", &layers, &BucketConfig::default()).unwrap();
+            let ddp = plan_buckets("uneven", &layers, &BucketLimits::default()).unwrap();
             let (a, d) = (step_of(&auto, &t), step_of(&ddp, &t));
             assert!(a < d, "{link} x{world}: auto {a} vs ddp {d}");
         }

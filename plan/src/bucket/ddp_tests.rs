@@ -5,7 +5,7 @@
 
 use super::tests::{config, linear, member_names, mlp, relu};
 use super::*;
-use crate::spec::Width;
+use crate::spec::{Width, MIB};
 
 /// `compute_bucket_assignment_by_size(tensors, bucket_size_limits, {}, tensor_indices)`: indices
 /// into `sizes`, bucket by bucket. The limit iterator starts at the first limit and advances

@@ -1,5 +1,5 @@
 use super::*;
-use crate::spec::Width;
+use crate::spec::{Width, MIB};
 
 pub(super) fn linear(name: &'static str, input: usize, output: usize) -> LayerSpec {
     LayerSpec::new(name, format!("Linear<{input}, {output}>"), Width::Fixed { input, output })
@@ -12,8 +12,8 @@ pub(super) fn relu(name: &'static str) -> LayerSpec {
     LayerSpec::new(name, "Relu", Width::Preserving)
 }
 
-pub(super) fn config(first: usize, cap: usize) -> BucketConfig {
-    BucketConfig { first_bucket_bytes: first, bucket_cap_bytes: cap }
+pub(super) fn config(first: usize, cap: usize) -> BucketLimits {
+    BucketLimits::Capped { first_bucket_bytes: first, bucket_cap_bytes: cap }
 }
 
 pub(super) fn member_names(s: &Schedule) -> Vec<Vec<String>> {
@@ -96,7 +96,7 @@ fn offsets_are_contiguous_in_buffer_order() {
 #[test]
 fn default_caps_put_small_model_in_one_bucket() {
     let layers = vec![linear("a", 4, 3), relu("r"), linear("b", 3, 2)];
-    let s = plan_buckets("Tiny", &layers, &BucketConfig::default()).unwrap();
+    let s = plan_buckets("Tiny", &layers, &BucketLimits::default()).unwrap();
     assert_eq!(member_names(&s), vec![vec!["b.bias", "b.weight", "a.bias", "a.weight"]]);
     assert_eq!(s.buckets[0].launch_after, 0);
 }
@@ -149,7 +149,7 @@ fn parameter_free_layers_take_no_space() {
 
 #[test]
 fn single_layer() {
-    let s = plan_buckets("One", &[linear("only", 3, 2)], &BucketConfig::default()).unwrap();
+    let s = plan_buckets("One", &[linear("only", 3, 2)], &BucketLimits::default()).unwrap();
     assert_eq!(member_names(&s), vec![vec!["only.bias", "only.weight"]]);
     assert_eq!(s.buckets[0].numel, 8);
 }
@@ -158,21 +158,21 @@ fn single_layer() {
 fn forced_boundary_starts_a_new_bucket() {
     let layers = vec![linear("a", 4, 4), linear("b", 4, 4).with_bucket_boundary(), linear("c", 4, 4)];
     // The boundary lies between `a` and `b`, whichever way the parameters are walked.
-    let s = plan_buckets("M", &layers, &BucketConfig::default()).unwrap();
+    let s = plan_buckets("M", &layers, &BucketLimits::default()).unwrap();
     assert_eq!(member_names(&s), vec![vec!["c.bias", "c.weight", "b.bias", "b.weight"], vec!["a.bias", "a.weight"]]);
-    let s = plan_buckets_in("M", &layers, &BucketConfig::default(), BucketOrder::DdpFirstIteration).unwrap();
+    let s = plan_buckets_in("M", &layers, &BucketLimits::default(), BucketOrder::DdpFirstIteration).unwrap();
     assert_eq!(member_names(&s), vec![vec!["b.weight", "b.bias", "c.weight", "c.bias"], vec!["a.weight", "a.bias"]]);
     // A boundary on the first layer is a no-op, not an empty bucket.
     let layers = vec![linear("a", 4, 4).with_bucket_boundary()];
     for order in [BucketOrder::Ready, BucketOrder::DdpFirstIteration] {
-        assert_eq!(plan_buckets_in("M", &layers, &BucketConfig::default(), order).unwrap().buckets.len(), 1);
+        assert_eq!(plan_buckets_in("M", &layers, &BucketLimits::default(), order).unwrap().buckets.len(), 1);
     }
 }
 
 #[test]
 fn errors() {
-    assert_eq!(plan_buckets("M", &[], &BucketConfig::default()), Err(PlanError::NoLayers));
-    assert_eq!(plan_buckets("M", &[relu("r")], &BucketConfig::default()), Err(PlanError::NoParameters));
+    assert_eq!(plan_buckets("M", &[], &BucketLimits::default()), Err(PlanError::NoLayers));
+    assert_eq!(plan_buckets("M", &[relu("r")], &BucketLimits::default()), Err(PlanError::NoParameters));
     assert_eq!(plan_buckets("M", &mlp(), &config(0, MIB)), Err(PlanError::ZeroLimit));
     assert_eq!(plan_buckets("M", &mlp(), &config(MIB, 0)), Err(PlanError::ZeroLimit));
 }
@@ -203,4 +203,24 @@ fn table_lists_buckets_in_launch_order() {
     assert!(
         lines[4].starts_with("b2") && lines[4].contains("fc1.backward") && lines[4].ends_with("fc1.bias, fc1.weight")
     );
+}
+
+#[test]
+fn each_parameter_knows_its_index_in_definition_order() {
+    let layers = vec![linear("a", 4, 4), relu("r"), linear("b", 4, 4), linear("c", 4, 2)];
+    for order in [BucketOrder::Ready, BucketOrder::DdpFirstIteration] {
+        let s = plan_buckets_in("M", &layers, &config(1, 1), order).unwrap();
+        let indices: Vec<usize> = s.params().map(|r| s.param(r).index).collect();
+        assert_eq!(indices, (0..6).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn without_caps_only_boundaries_close_buckets() {
+    let layers = vec![linear("a", 4, 4), linear("b", 4, 4).with_bucket_boundary(), linear("c", 4, 4)];
+    let s = plan_buckets("M", &layers, &BucketLimits::Unlimited).unwrap();
+    assert_eq!(member_names(&s), vec![vec!["c.bias", "c.weight", "b.bias", "b.weight"], vec!["a.bias", "a.weight"]]);
+    assert!(s.to_string().lines().next().unwrap().ends_with("no size caps"), "{s}");
+    let capped = plan_buckets("M", &layers, &config(usize::MAX, usize::MAX)).unwrap();
+    assert_ne!(s.fingerprint(), capped.fingerprint(), "no caps is not the largest caps");
 }

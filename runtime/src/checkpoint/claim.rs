@@ -7,7 +7,7 @@ use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-use super::{is_step_dir, LATEST};
+use super::layout::{step_of, LATEST};
 use crate::error::{Error, Result};
 use crate::output_paths;
 
@@ -64,7 +64,7 @@ fn checkpoints_in(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     let mut found: Vec<String> = entries
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|name| name == LATEST || is_step_dir(name))
+        .filter(|name| name == LATEST || step_of(name).is_some())
         .collect();
     found.sort();
     found

@@ -17,6 +17,7 @@
 
 mod claim;
 mod durable;
+mod layout;
 mod tensors;
 
 pub use claim::{claim, DirLock};
@@ -31,9 +32,9 @@ use crate::fault::{self, SaveStage};
 use crate::model::DistributedModel;
 use crate::optim::OptimizerState;
 use crate::params_file::{model_tensors, serialize, to_bytes, Tensor};
+use layout::{step_dir_name, step_of, LATEST};
 
 const FORMAT: &str = "overlap-checkpoint/1";
-const LATEST: &str = "latest";
 const MODEL_FILE: &str = "model.safetensors";
 const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 const STATE_FILE: &str = "state.json";
@@ -105,7 +106,7 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
         let path = path.to_path_buf();
         move |source| Error::Io { path, source }
     };
-    let name = format!("step-{:08}", position.next_step);
+    let name = step_dir_name(position.next_step);
     let step_dir = dir.join(&name);
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     if latest_name(dir).ok().as_deref() == Some(name.as_str()) {
@@ -291,15 +292,10 @@ fn latest_name(dir: &Path) -> Result<String> {
         Error::Checkpoint(format!("no checkpoint in {}: cannot read {}: {e}", dir.display(), path.display()))
     })?;
     let name = name.trim();
-    if !name.starts_with("step-") || name.contains(['/', '\\']) || name.contains("..") {
+    if step_of(name).is_none() {
         return Err(Error::Checkpoint(format!("{}: `{name}` is not a checkpoint directory name", path.display())));
     }
     Ok(name.to_string())
-}
-
-/// Whether `name` is a step directory's name (`step-00000010`).
-fn is_step_dir(name: &str) -> bool {
-    name.strip_prefix("step-").is_some_and(|n| n.parse::<u64>().is_ok())
 }
 
 /// Deletes step directories older than the `KEEP` newest, and any newer than `newest`: those
@@ -307,11 +303,10 @@ fn is_step_dir(name: &str) -> bool {
 /// correctness).
 fn remove_old(dir: &Path, newest: &str) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
-    let number = |name: &str| name.strip_prefix("step-")?.parse::<u64>().ok();
-    let Some(newest) = number(newest) else { return };
+    let Some(newest) = step_of(newest) else { return };
     let mut steps: Vec<(u64, String)> = entries
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter_map(|name| Some((number(&name)?, name)))
+        .filter_map(|name| Some((step_of(&name)?, name)))
         .collect();
     steps.sort();
     while steps.last().is_some_and(|(n, _)| *n > newest) {

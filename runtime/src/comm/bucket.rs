@@ -7,13 +7,13 @@
 
 use std::time::{Duration, Instant};
 
-use super::lent::Lent;
+use super::lent::{BucketMember, Lent, ParamVecs};
 use super::mailbox::{Pending, Undelivered};
 use super::wire::WireFormat;
 use crate::error::{Error, Result};
-use crate::model::DistributedModel;
 use crate::optim::Optimizer;
-use crate::trace::{self, Activity};
+use crate::trace::recorder::{record, record_all_reduce};
+use crate::trace::span::Activity;
 
 /// One flat gradient buffer. Each parameter's gradient is a view at the offset the schedule
 /// fixed at compile time; nothing is ever copied into or out of the bucket.
@@ -33,26 +33,27 @@ impl GradBucket {
         GradBucket { index, data: crate::huge_pages::zeroed(numel), lent: Lent::default(), wire: WireFormat::Fp32 }
     }
 
-    /// Lends this bucket's parameters (out of `model`) and their optimizer state (out of
-    /// `optimizer`) to its all-reduce, which then updates them as it sums the gradients; nothing
-    /// is lent, and `false` returned, when the model or the optimizer cannot lend all of them.
-    /// After the wait point, [`GradBucket::give_back_updated`] returns them.
-    pub fn lend_for_update<M: DistributedModel, O: Optimizer>(
+    /// Lends this bucket's parameters, `members` (out of `params`), and their optimizer state
+    /// (out of `optimizer`) to its all-reduce, which then updates them as it sums the gradients;
+    /// nothing is lent, and `false` returned, when the model or the optimizer cannot lend all of
+    /// them. After the wait point, [`GradBucket::give_back_updated`] returns them.
+    pub fn lend_for_update<P: ParamVecs, O: Optimizer>(
         &mut self,
-        model: &mut M,
+        members: &[BucketMember],
+        params: &mut P,
         optimizer: &mut O,
         grad_scale: f32,
     ) -> bool {
-        self.lent.lend(self.index, model, optimizer, grad_scale)
+        self.lent.lend(members, params, optimizer, grad_scale)
     }
 
-    /// Gives the lent parameters, now updated, back to `model` and their state to `optimizer`;
+    /// Gives the lent parameters, now updated, back to `params` and their state to `optimizer`;
     /// `false` when nothing was lent, and the update is still to do.
-    pub fn give_back_updated<M: DistributedModel, O: Optimizer>(&mut self, model: &mut M, optimizer: &mut O) -> bool {
+    pub fn give_back_updated<P: ParamVecs, O: Optimizer>(&mut self, params: &mut P, optimizer: &mut O) -> bool {
         if self.lent.is_empty() {
             return false;
         }
-        self.lent.give_back(model, optimizer);
+        self.lent.give_back(params, optimizer);
         true
     }
 
@@ -193,8 +194,8 @@ impl InFlight {
                     },
                     Undelivered::Abandoned => Error::CommThreadDied("reducing a gradient bucket"),
                 })?;
-                trace::record(Activity::Wait { bucket: self.index as u32 }, blocked, Instant::now());
-                trace::record_all_reduce(self.index, bytes, queued, reduced.started, reduced.finished);
+                record(Activity::Wait { bucket: self.index as u32 }, blocked, Instant::now());
+                record_all_reduce(self.index, bytes, queued, reduced.started, reduced.finished);
                 (reduced.bucket, checks)
             }
         };

@@ -8,13 +8,30 @@
 //! The wait point gives everything back, and the bucket comes back cleared: its gradients were
 //! read for the last time here. Ownership moves, so nothing is shared: a bucket never
 //! waited for keeps its parameters, and the model's forward says so.
+//!
+//! The generated code says which parameters a bucket holds (`BucketMember`s, from the compiled
+//! schedule) and lends them out of the model through `ParamVecs`, so lending needs nothing else
+//! of the model.
 
 use std::ops::Range;
 
-use overlap_plan::ParamRef;
-
-use crate::model::DistributedModel;
 use crate::optim::{LentState, Optimizer};
+
+/// Where lent parameters come from and go back to: the `Vec` holding each of the model's
+/// parameters, by its index in definition order. `#[distributed_model]` implements it.
+pub trait ParamVecs {
+    /// The `Vec` of parameter `index`, when its layer exposes it (`Layer::param_vec_mut`).
+    fn param_vec_mut(&mut self, index: usize) -> Option<&mut Vec<f32>>;
+}
+
+/// One parameter of a bucket, as the generated code hands it over from the schedule
+/// (`ParamInfo`): its index in definition order, which addresses it in the optimizer and in
+/// `ParamVecs`, and where its gradient starts in the bucket, in elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BucketMember {
+    pub index: usize,
+    pub offset: usize,
+}
 
 /// Elements updated, then cleared, at a time by `update_and_clear`: 64 KiB, well inside a core's
 /// L2 cache.
@@ -23,8 +40,7 @@ const CLEAR_BLOCK: usize = 1 << 14;
 /// One lent parameter: its values, where its gradient sits in the bucket, and its state.
 #[derive(Debug)]
 struct LentParam {
-    param: ParamRef,
-    /// The optimizer's index for it (definition order).
+    /// Its index in definition order (the optimizer's and `ParamVecs`').
     index: usize,
     /// Where its gradient starts in the bucket.
     offset: usize,
@@ -45,31 +61,30 @@ impl Lent {
         self.params.is_empty()
     }
 
-    /// Takes bucket `bucket`'s parameters out of `model` and their state out of `optimizer`,
-    /// when every one of them can be lent; otherwise lends nothing and returns `false`.
-    pub(crate) fn lend<M: DistributedModel, O: Optimizer>(
+    /// Takes the bucket's parameters, `members`, out of `params` and their state out of
+    /// `optimizer`, when every one of them can be lent; otherwise lends nothing and returns
+    /// `false`.
+    pub(crate) fn lend<P: ParamVecs, O: Optimizer>(
         &mut self,
-        bucket: usize,
-        model: &mut M,
+        members: &[BucketMember],
+        params: &mut P,
         optimizer: &mut O,
         grad_scale: f32,
     ) -> bool {
-        debug_assert!(self.is_empty(), "bucket {bucket} already has parameters lent");
+        debug_assert!(self.is_empty(), "the bucket already has parameters lent");
         self.grad_scale = grad_scale;
-        for &param in M::SCHEDULE.buckets[bucket].params.iter() {
-            let index = M::SCHEDULE.params().position(|p| p == param).expect("bucket members are parameters");
-            let offset = M::SCHEDULE.param(param).offset;
-            let Some(value) = model.param_vec_mut(param) else {
-                self.give_back(model, optimizer);
+        for &BucketMember { index, offset } in members {
+            let Some(value) = params.param_vec_mut(index) else {
+                self.give_back(params, optimizer);
                 return false;
             };
             let value = std::mem::take(value);
             let Some(state) = optimizer.lend(index, value.len()) else {
-                *model.param_vec_mut(param).expect("lent a moment ago") = value;
-                self.give_back(model, optimizer);
+                *params.param_vec_mut(index).expect("lent a moment ago") = value;
+                self.give_back(params, optimizer);
                 return false;
             };
-            self.params.push(LentParam { param, index, offset, value, state });
+            self.params.push(LentParam { index, offset, value, state });
         }
         true
     }
@@ -103,11 +118,11 @@ impl Lent {
         }
     }
 
-    /// Puts every lent parameter back into `model` and its state into `optimizer`.
-    pub(crate) fn give_back<M: DistributedModel, O: Optimizer>(&mut self, model: &mut M, optimizer: &mut O) {
+    /// Puts every lent parameter back into `params` and its state into `optimizer`.
+    pub(crate) fn give_back<P: ParamVecs, O: Optimizer>(&mut self, params: &mut P, optimizer: &mut O) {
         for p in self.params.drain(..) {
-            let Some(value) = model.param_vec_mut(p.param) else {
-                panic!("{} was lent, so it can be given back", M::SCHEDULE.param_name(p.param));
+            let Some(value) = params.param_vec_mut(p.index) else {
+                panic!("parameter {} was lent, so it can be given back", p.index);
             };
             *value = p.value;
             optimizer.give_back(p.index, p.state);

@@ -3,14 +3,18 @@
 //! A private enum picks the implementation: a single process (no MPI at all), or OpenMPI driven
 //! from a dedicated thread (`mpi_thread`), which sums buckets through the node's shared memory
 //! (`shared_memory`) or OpenMPI's all-reduce (`mpi_calls`). Wait points get their buckets back
-//! through reused mailboxes (`mailbox`). The values may travel narrowed to bf16 or fp16, summed in
-//! FP32 (`wire`, `narrow_shared`, `narrow_mpi`). The GPU's NCCL communicator is `cuda::GpuComm`.
+//! through reused mailboxes (`mailbox`). A bucket carries the parameters lent to it, updated as
+//! it is summed (`lent`); `mode` names when reductions start and what carries them. The values
+//! may travel narrowed to bf16 or fp16, summed in FP32 (`wire`, `narrow_shared`, `narrow_mpi`).
+//! A rank that waits too long names the ranks behind from the node's progress `board`. The GPU's
+//! NCCL communicator is `cuda::GpuComm`.
 
 mod backoff;
 mod board;
 mod bucket;
 mod lent;
 mod mailbox;
+mod mode;
 mod mpi_calls;
 mod mpi_server;
 mod mpi_thread;
@@ -20,6 +24,8 @@ mod shared_memory;
 mod wire;
 
 pub use bucket::{GradBucket, InFlight};
+pub use lent::{BucketMember, ParamVecs};
+pub use mode::{CommMode, Transport};
 pub use wire::WireFormat;
 
 use std::cell::RefCell;
@@ -29,61 +35,13 @@ use std::time::{Duration, Instant};
 use overlap_plan::{Link, Schedule};
 
 use crate::error::{Error, Result};
-use crate::model::DistributedModel;
 use crate::optim::Optimizer;
-use crate::trace::{self, Activity};
+use crate::trace::recorder::record;
+use crate::trace::span::Activity;
 use bucket::{Reduced, WaitChecks};
 use mailbox::{Mailbox, Reply};
 use mpi_thread::MpiThread;
 use wire::WirePlan;
-
-/// When bucket all-reduces start.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum CommMode {
-    /// As soon as backward completes a bucket: the compiled, interleaved schedule.
-    #[default]
-    Overlap,
-    /// Only once the whole backward has finished: the baseline the overlap is measured against.
-    /// Everything else (the code, the reductions and their order) is the same.
-    AfterBackward,
-    /// No reductions at all: every rank keeps its own gradients. Only for measuring compute
-    /// alone (`--compute-only`); the ranks' parameters drift apart.
-    Skip,
-}
-
-impl CommMode {
-    /// `overlap`, `no-overlap` or `compute-only`, as reports and the command line say it.
-    pub fn name(self) -> &'static str {
-        match self {
-            CommMode::Overlap => "overlap",
-            CommMode::AfterBackward => "no-overlap",
-            CommMode::Skip => "compute-only",
-        }
-    }
-}
-
-/// What sums the gradient buckets across ranks (`--all-reduce`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Transport {
-    /// Shared memory when every rank is on this node, else MPI.
-    #[default]
-    Auto,
-    /// Each rank sums a part of every chunk in a shared-memory window (one node only).
-    SharedMemory,
-    /// OpenMPI's own all-reduce.
-    Mpi,
-}
-
-impl Transport {
-    /// `shared-memory` or `mpi` (or `auto`), as the command line and reports say it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Auto => "auto",
-            Transport::SharedMemory => "shared-memory",
-            Transport::Mpi => "mpi",
-        }
-    }
-}
 
 /// How long a rank waits for the others by default, at start-up, at a wait point or in a
 /// blocking collective, before it fails naming the ranks it waited for. Generous, like NCCL's
@@ -280,18 +238,20 @@ impl Communicator {
         InFlight::pending(index, bytes, queued, pending, self.checks)
     }
 
-    /// `all_reduce_async`, with the bucket's parameters and their optimizer state lent to it so
-    /// that they are updated as the gradients are summed (see `GradBucket::lend_for_update`).
-    /// With `--check-finite` nothing is lent: the wait point checks the sums before any update.
-    pub fn all_reduce_and_update<M: DistributedModel, O: Optimizer>(
+    /// `all_reduce_async`, with the bucket's parameters, `members`, and their optimizer state
+    /// lent to it so that they are updated as the gradients are summed (see
+    /// `GradBucket::lend_for_update`). With `--check-finite` nothing is lent: the wait point
+    /// checks the sums before any update.
+    pub fn all_reduce_and_update<P: ParamVecs, O: Optimizer>(
         &self,
         mut bucket: GradBucket,
-        model: &mut M,
+        members: &[BucketMember],
+        params: &mut P,
         optimizer: &mut O,
         grad_scale: f32,
     ) -> InFlight {
         if !self.checks.finite {
-            bucket.lend_for_update(model, optimizer, grad_scale);
+            bucket.lend_for_update(members, params, optimizer, grad_scale);
         }
         self.all_reduce_async(bucket)
     }
@@ -321,7 +281,7 @@ impl Communicator {
             let blocked = Instant::now();
             // If the thread is gone, each bucket's wait reports it.
             if t.flush().is_ok() {
-                trace::record(Activity::WaitAll, blocked, Instant::now());
+                record(Activity::WaitAll, blocked, Instant::now());
             }
         }
     }

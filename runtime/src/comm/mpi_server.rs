@@ -15,11 +15,11 @@ use overlap_plan::Link;
 use super::board::{self, Board};
 use super::bucket::{GradBucket, Reduced};
 use super::mailbox::Reply;
+use super::mode::Transport;
 use super::mpi_calls::{self, all_reduce_in_place, gather_to_root, Gathered};
 use super::narrow_mpi::NarrowMpi;
 use super::shared_memory::SharedMemory;
 use super::wire::Narrowing;
-use super::Transport;
 
 /// What the compute thread asks of the communication thread.
 pub(super) enum Request {

@@ -20,9 +20,9 @@ use overlap_plan::Link;
 use super::board;
 use super::bucket::{GradBucket, Reduced};
 use super::mailbox::{Mailbox, Reply};
+use super::mode::Transport;
 use super::mpi_calls::Gathered;
 use super::mpi_server::{serve, Request};
-use super::Transport;
 use crate::error::{Error, Result};
 
 pub(super) struct MpiThread {

@@ -2,14 +2,19 @@
 //! synchronisation at its end, the host model and optimizer brought up to date only for a
 //! checkpoint and at the end.
 
-use super::{check_supported, Gpu, GpuComm, GpuInFlight, GpuModel, GpuOptimizer, Timeline};
+use super::gpu::Gpu;
+use super::model::{check_supported, GpuModel};
+use super::nccl::{GpuComm, GpuInFlight};
+use super::optim::GpuOptimizer;
+use super::timing::Timeline;
 use crate::comm::{CommMode, Communicator};
 use crate::data::Batch;
 use crate::error::{Error, Result};
 use crate::loss::{DeviceLoss, Loss};
 use crate::model::{grad_scale, DistributedModel};
 use crate::optim::ChosenOptimizer;
-use crate::train::{StepBackend, TrainConfig};
+use crate::train::backend::StepBackend;
+use crate::train::config::TrainConfig;
 
 /// What opening the GPU backend needs besides the model.
 pub struct GpuSetup<'a> {

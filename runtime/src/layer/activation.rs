@@ -1,8 +1,10 @@
 //! Element-wise activations. They have no parameters and keep the width, so one macro writes
 //! the four `Layer` impls from a value function and a derivative.
 
+use overlap_plan::Width;
+
+use super::contract::{DeviceOp, Layer, ParamDef};
 use crate::init::InitRng;
-use crate::layer::{DeviceOp, Layer, ParamDef, Width};
 use crate::tensor::Matrix;
 
 /// `sqrt(2/π)`, the tanh-approximation GELU's scale.

@@ -5,6 +5,8 @@
 //! runs in f32, hence a large step (1e-2) and a tolerance of 1e-2 relative to max(1, |numeric|).
 
 use super::*;
+use crate::init::InitRng;
+use crate::tensor::Matrix;
 
 const STEP: f32 = 1e-2;
 const TOLERANCE: f64 = 1e-2;

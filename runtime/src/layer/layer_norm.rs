@@ -1,9 +1,12 @@
 //! Layer normalisation over the feature dimension, with PyTorch's defaults (eps 1e-5,
 //! elementwise affine, weight ones, bias zeros).
 
+use overlap_plan::Width;
+
+use super::contract::{DeviceOp, Layer, ParamDef};
 use super::linear::column_sums;
+use super::weight_bias::{assert_not_lent, weight_or_bias};
 use crate::init::InitRng;
-use crate::layer::{DeviceOp, Layer, ParamDef, Width};
 use crate::tensor::Matrix;
 
 /// Added to the variance before the square root, as PyTorch's default.
@@ -52,20 +55,20 @@ impl<const D: usize> Layer for LayerNorm<D> {
     }
 
     fn param(&self, index: usize) -> &[f32] {
-        super::weight_or_bias("LayerNorm", index, &self.weight, &self.bias)
+        weight_or_bias("LayerNorm", index, &self.weight, &self.bias)
     }
 
     fn param_mut(&mut self, index: usize) -> &mut [f32] {
-        super::weight_or_bias("LayerNorm", index, &mut self.weight, &mut self.bias)
+        weight_or_bias("LayerNorm", index, &mut self.weight, &mut self.bias)
     }
 
     fn param_vec_mut(&mut self, index: usize) -> Option<&mut Vec<f32>> {
-        Some(super::weight_or_bias("LayerNorm", index, &mut self.weight, &mut self.bias))
+        Some(weight_or_bias("LayerNorm", index, &mut self.weight, &mut self.bias))
     }
 
     fn forward(&self, input: &Matrix, output: &mut Matrix, saved: &mut LayerNormSaved) {
         assert_eq!(input.cols(), D, "LayerNorm<{D}>: input has {} columns", input.cols());
-        super::assert_not_lent("LayerNorm", self.weight.len() == D && self.bias.len() == D);
+        assert_not_lent("LayerNorm", self.weight.len() == D && self.bias.len() == D);
         let rows = input.rows();
         output.resize(rows, D);
         saved.mean.resize(rows, 0.0);

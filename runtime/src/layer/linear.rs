@@ -1,8 +1,11 @@
 //! Fully connected layer, `y = x·Wᵀ + b`, with PyTorch's parameter layout and initialisation.
 
+use overlap_plan::Width;
+
+use super::contract::{DeviceOp, Layer, ParamDef};
+use super::weight_bias::{assert_not_lent, weight_or_bias};
 use crate::gemm::{gemm, MatRef};
 use crate::init::InitRng;
-use crate::layer::{DeviceOp, Layer, ParamDef, Width};
 use crate::tensor::Matrix;
 
 /// `IN -> OUT` affine map. Widths are const generics so the macro can check them at compile
@@ -31,20 +34,20 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
     }
 
     fn param(&self, index: usize) -> &[f32] {
-        super::weight_or_bias("Linear", index, &self.weight, &self.bias)
+        weight_or_bias("Linear", index, &self.weight, &self.bias)
     }
 
     fn param_mut(&mut self, index: usize) -> &mut [f32] {
-        super::weight_or_bias("Linear", index, &mut self.weight, &mut self.bias)
+        weight_or_bias("Linear", index, &mut self.weight, &mut self.bias)
     }
 
     fn param_vec_mut(&mut self, index: usize) -> Option<&mut Vec<f32>> {
-        Some(super::weight_or_bias("Linear", index, &mut self.weight, &mut self.bias))
+        Some(weight_or_bias("Linear", index, &mut self.weight, &mut self.bias))
     }
 
     fn forward(&self, input: &Matrix, output: &mut Matrix, _saved: &mut ()) {
         assert_eq!(input.cols(), IN, "Linear<{IN}, {OUT}>: input has {} columns", input.cols());
-        super::assert_not_lent("Linear", self.weight.len() == OUT * IN && self.bias.len() == OUT);
+        assert_not_lent("Linear", self.weight.len() == OUT * IN && self.bias.len() == OUT);
         let rows = input.rows();
         output.resize(rows, OUT);
         // Seed every row with the bias and let gemm accumulate onto it: one pass over `output`.

@@ -1,6 +1,7 @@
 //! Adam with decoupled weight decay, following PyTorch's `torch.optim.AdamW` update rule.
 
-use crate::optim::{ElementwiseRule, LentState, Optimizer};
+use super::elementwise::{AdamWStep, ElementwiseRule, LentState};
+use super::optimizer::Optimizer;
 
 /// AdamW. Hyperparameters are not validated here (the CLI layer does): PyTorch's
 /// preconditions apply, i.e. `lr >= 0`, `eps >= 0`, `weight_decay >= 0`, betas in `[0, 1)`.
@@ -100,28 +101,6 @@ impl AdamW {
             self.exp_avg_sq.resize_with(index + 1, Vec::new);
         }
     }
-}
-
-/// One step's coefficients, each the f32 that PyTorch's single-tensor AdamW
-/// (`foreach=False`) hands its tensor op: a Python float, computed in f64 from the f64
-/// hyperparameters, and rounded to the tensor's f32 once, at the op that takes it. The CPU rule
-/// and the GPU kernel take the same values.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct AdamWStep {
-    /// `1 - lr·weight_decay`: `param.mul_(·)`, the decoupled decay.
-    pub decay: f32,
-    /// `1 - beta1`: `exp_avg.lerp_(grad, ·)`.
-    pub lerp_weight: f32,
-    /// `exp_avg_sq.mul_(beta2)`.
-    pub beta2: f32,
-    /// `1 - beta2`: `exp_avg_sq.addcmul_(grad, grad, value=·)`.
-    pub one_minus_beta2: f32,
-    /// `sqrt(1 - beta2^t)`: `exp_avg_sq.sqrt() / ·`.
-    pub bias_correction2_sqrt: f32,
-    /// `.add_(eps)`.
-    pub eps: f32,
-    /// `-lr / (1 - beta1^t)`: `param.addcdiv_(exp_avg, denom, value=·)`.
-    pub neg_step_size: f32,
 }
 
 impl AdamW {

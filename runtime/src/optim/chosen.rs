@@ -1,7 +1,11 @@
 //! The optimizer a run's `OptimizerConfig` chose, behind one type that both backends and
 //! checkpoints use.
 
-use crate::optim::{AdamW, LentState, Optimizer, OptimizerState, Sgd};
+use super::adamw::AdamW;
+use super::elementwise::LentState;
+use super::optimizer::Optimizer;
+use super::sgd::Sgd;
+use super::state::OptimizerState;
 
 /// The optimizer a run's `OptimizerConfig` chose (see `OptimizerConfig::build`).
 pub enum ChosenOptimizer {

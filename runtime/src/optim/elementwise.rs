@@ -1,4 +1,5 @@
-//! Element-wise update rules, and the parameter state an optimizer lends with one.
+//! Element-wise update rules (the coefficients of one SGD or AdamW step), and the parameter state
+//! an optimizer lends with one.
 //!
 //! SGD and AdamW update every value from its own gradient and state alone, so the update of a
 //! bucket can run on the communication thread, one part at a time, as soon as that part's sum is
@@ -6,7 +7,37 @@
 //! to themselves and run the same kernels, so a step gives the same floats wherever its update
 //! ran.
 
-use super::{AdamWStep, SgdRule};
+/// SGD's hyperparameters, as one update (and the GPU kernel) uses them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgdRule {
+    pub lr: f32,
+    pub momentum: f32,
+    pub dampening: f32,
+    pub weight_decay: f32,
+    pub nesterov: bool,
+}
+
+/// One step's coefficients, each the f32 that PyTorch's single-tensor AdamW
+/// (`foreach=False`) hands its tensor op: a Python float, computed in f64 from the f64
+/// hyperparameters, and rounded to the tensor's f32 once, at the op that takes it. The CPU rule
+/// and the GPU kernel take the same values.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamWStep {
+    /// `1 - lr·weight_decay`: `param.mul_(·)`, the decoupled decay.
+    pub decay: f32,
+    /// `1 - beta1`: `exp_avg.lerp_(grad, ·)`.
+    pub lerp_weight: f32,
+    /// `exp_avg_sq.mul_(beta2)`.
+    pub beta2: f32,
+    /// `1 - beta2`: `exp_avg_sq.addcmul_(grad, grad, value=·)`.
+    pub one_minus_beta2: f32,
+    /// `sqrt(1 - beta2^t)`: `exp_avg_sq.sqrt() / ·`.
+    pub bias_correction2_sqrt: f32,
+    /// `.add_(eps)`.
+    pub eps: f32,
+    /// `-lr / (1 - beta1^t)`: `param.addcdiv_(exp_avg, denom, value=·)`.
+    pub neg_step_size: f32,
+}
 
 /// One step's rule for one parameter.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -113,51 +144,5 @@ fn lerp(start: f32, end: f32, weight: f32) -> f32 {
         weight.mul_add(end - start, start)
     } else {
         (weight - 1.0).mul_add(end - start, end)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::optim::{AdamW, Optimizer, Sgd};
-
-    /// Three steps through `update` on the whole parameter, and through lent state in pieces.
-    fn whole_and_in_pieces(mut whole: impl Optimizer, mut pieces: impl Optimizer) {
-        let start: Vec<f32> = (0..1000).map(|i| (i % 11) as f32 / 11.0).collect();
-        let (mut a, mut b) = (start.clone(), start);
-        for s in 0..3 {
-            let g: Vec<f32> = (0..1000).map(|i| ((i * 7 + s * 13) % 17) as f32 - 8.0).collect();
-            whole.begin_step();
-            whole.update(2, &mut a, &g, 0.5);
-            pieces.begin_step();
-            let mut lent = pieces.lend(2, b.len()).expect("an element-wise rule");
-            for at in (0..b.len()).step_by(300) {
-                let end = (at + 300).min(b.len());
-                lent.apply(at..end, &mut b[at..end], &g[at..end], 0.5);
-            }
-            pieces.give_back(2, lent);
-        }
-        assert_eq!(a, b);
-    }
-
-    #[test]
-    fn lent_updates_in_pieces_equal_whole_updates() {
-        let sgd = || Sgd::new(0.1).momentum(0.9).dampening(0.1).weight_decay(0.01).nesterov(true);
-        whole_and_in_pieces(sgd(), sgd());
-        whole_and_in_pieces(Sgd::new(0.1), Sgd::new(0.1));
-        whole_and_in_pieces(AdamW::new(1e-2), AdamW::new(1e-2));
-    }
-
-    #[test]
-    fn given_back_state_is_the_optimizer_state() {
-        let mut opt = Sgd::new(0.1).momentum(0.9);
-        opt.begin_step();
-        let mut lent = opt.lend(0, 3).unwrap();
-        assert!(matches!(lent.rule, ElementwiseRule::Sgd { first: true, .. }));
-        let mut p = [1.0, 2.0, 3.0];
-        lent.apply(0..3, &mut p, &[1.0, 1.0, 1.0], 1.0);
-        opt.give_back(0, lent);
-        assert_eq!(opt.momentum_buffer(0), Some(&[1.0, 1.0, 1.0][..]));
-        assert!(matches!(opt.lend(0, 3).unwrap().rule, ElementwiseRule::Sgd { first: false, .. }));
     }
 }

@@ -1,6 +1,7 @@
 //! Stochastic gradient descent with PyTorch's `torch.optim.SGD` update rule.
 
-use crate::optim::{ElementwiseRule, LentState, Optimizer};
+use super::elementwise::{ElementwiseRule, LentState, SgdRule};
+use super::optimizer::Optimizer;
 
 /// SGD with optional momentum, dampening, Nesterov momentum and (coupled) weight decay.
 ///
@@ -74,16 +75,6 @@ impl Sgd {
         }
         &mut self.buffers[index]
     }
-}
-
-/// SGD's hyperparameters, as one update (and the GPU kernel) uses them.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SgdRule {
-    pub lr: f32,
-    pub momentum: f32,
-    pub dampening: f32,
-    pub weight_decay: f32,
-    pub nesterov: bool,
 }
 
 impl Sgd {

@@ -1,7 +1,8 @@
 //! What a checkpoint must carry of an optimizer, under the names PyTorch's optimizer
 //! `state_dict` uses (`momentum_buffer`; `exp_avg`, `exp_avg_sq`, `step`).
 
-use super::{AdamW, Sgd};
+use super::adamw::AdamW;
+use super::sgd::Sgd;
 
 pub trait OptimizerState {
     /// `sgd` or `adamw`: a checkpoint of one cannot resume the other.

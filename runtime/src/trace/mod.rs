@@ -10,9 +10,11 @@ mod breakdown;
 mod chrome;
 mod collect;
 mod labels;
-mod recorder;
+// The recording half, which the communicators record into, addressed directly by them: they are
+// below the half that gathers and reports (`collect` uses a communicator).
+pub(crate) mod recorder;
 mod report;
-mod span;
+pub(crate) mod span;
 mod timeline;
 
 pub use breakdown::{breakdowns, BucketTiming, StepBreakdown};

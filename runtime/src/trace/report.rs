@@ -314,8 +314,8 @@ impl fmt::Display for OverlapReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::BucketTiming;
-    use overlap_plan::{BucketInfo, LayerInfo, ParamInfo, ParamRef, Width};
+    use crate::trace::breakdown::BucketTiming;
+    use overlap_plan::{BucketInfo, BucketLimits, LayerInfo, ParamInfo, ParamRef, Width};
     use std::borrow::Cow;
 
     const LAYERS: &[LayerInfo] = &[LayerInfo {
@@ -326,6 +326,7 @@ mod tests {
         params: Cow::Borrowed(&[ParamInfo {
             name: Cow::Borrowed("weight"),
             shape: Cow::Borrowed(&[500_000]),
+            index: 0,
             bucket: 0,
             offset: 0,
         }]),
@@ -334,8 +335,7 @@ mod tests {
         &[BucketInfo { params: Cow::Borrowed(&[ParamRef { layer: 0, param: 0 }]), numel: 500_000, launch_after: 0 }];
     const SCHEDULE: Schedule = Schedule {
         model: Cow::Borrowed("Tiny"),
-        first_bucket_bytes: 0,
-        bucket_cap_bytes: 0,
+        limits: BucketLimits::Unlimited,
         layers: Cow::Borrowed(LAYERS),
         buckets: Cow::Borrowed(BUCKETS),
     };

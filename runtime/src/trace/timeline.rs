@@ -235,12 +235,11 @@ mod tests {
                 spans.push(span(rank, step, Activity::Wait { bucket: 0 }, t + 20, t + 30));
             }
         }
-        let b = crate::trace::breakdowns(&spans, 1, 1);
+        let b = crate::trace::breakdown::breakdowns(&spans, 1, 1);
         assert_eq!(representative_step(&b), Some(2), "median of 40, 50, 60; the warm-up step is skipped");
         let schedule = overlap_plan::Schedule {
             model: "M".into(),
-            first_bucket_bytes: 0,
-            bucket_cap_bytes: 0,
+            limits: overlap_plan::BucketLimits::Unlimited,
             layers: std::borrow::Cow::Borrowed(&[]),
             buckets: std::borrow::Cow::Borrowed(&[]),
         };
@@ -291,8 +290,7 @@ mod tests {
         spans.extend((0..4).map(|b| span(Activity::Update { bucket: b }, 25_000.0 + b as f64, 25_001.0 + b as f64)));
         let schedule = overlap_plan::Schedule {
             model: "M".into(),
-            first_bucket_bytes: 0,
-            bucket_cap_bytes: 0,
+            limits: overlap_plan::BucketLimits::Unlimited,
             layers: std::borrow::Cow::Borrowed(&[]),
             buckets: std::borrow::Cow::Borrowed(&[]),
         };

@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 
-use crate::observe::RunShape;
 use crate::optim::{AdamW, ChosenOptimizer, Sgd};
 use crate::profile::Cluster;
 
@@ -213,16 +212,6 @@ impl TrainConfig {
     /// Samples per optimizer step over all ranks.
     pub fn global_batch(&self, world_size: usize) -> u64 {
         (self.batch as u64).saturating_mul(self.accumulate as u64).saturating_mul(world_size as u64)
-    }
-
-    /// The run's size, as the observer and the memory estimate need it.
-    pub fn run_shape(&self) -> RunShape {
-        RunShape {
-            steps: self.steps,
-            batch: self.batch,
-            accumulate: self.accumulate,
-            optimizer_buffers: self.optimizer.buffers_per_param(),
-        }
     }
 
     /// Whether step `step` (0-based) ends with a checkpoint: the last one, and every `every`.

@@ -6,7 +6,7 @@
 //! The facade's crate documentation (`overlap`) shows a whole run: a model, a loss and a
 //! dataset of one's own, fitted by a `Trainer`.
 
-mod backend;
+pub(crate) mod backend;
 pub mod config;
 mod preflight;
 mod progress;
@@ -23,13 +23,12 @@ use crate::error::{Error, Result};
 use crate::fault;
 use crate::loss::Loss;
 use crate::model::DistributedModel;
-use crate::observe::Observer;
+use crate::observe::{Observer, RunShape};
 use crate::optim::ChosenOptimizer;
 use crate::profile::Cluster;
 use crate::trace;
 
-use backend::CpuBackend;
-pub(crate) use backend::StepBackend;
+use backend::{CpuBackend, StepBackend};
 pub use config::{Device, ObserveConfig, OptimizerConfig, OptimizerKind, ReportFormat, SaveConfig, TrainConfig};
 use preflight::{check, claim_outputs, resume};
 pub use preflight::{io_widths, on_rank0};
@@ -236,7 +235,7 @@ impl Run<'_> {
         let Run { comm, config, progress, about } = self;
         let (rank, world) = (comm.rank(), comm.world_size());
         let schedule = M::SCHEDULE;
-        let mut observer = Observer::start(&config.observe, config.run_shape(), comm, schedule.clone())?;
+        let mut observer = Observer::start(&config.observe, RunShape::of(config), comm, schedule.clone())?;
         if let Some(device) = backend.describe() {
             observer.say(&format!("training {} on {device} per rank", schedule.model));
         }

@@ -48,7 +48,7 @@ pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Datas
 /// activations cannot fit in the memory this machine has available (or in any address space).
 fn check_memory(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
     const GIB: f64 = (1u64 << 30) as f64;
-    let needed = crate::observe::needed_bytes(schedule, &config.run_shape());
+    let needed = crate::observe::needed_bytes(schedule, &crate::observe::RunShape::of(config));
     let available = crate::observe::available_bytes();
     match (needed, available) {
         (None, _) => Err(Error::Config(format!(

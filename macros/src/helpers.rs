@@ -1,0 +1,56 @@
+//! Small helpers the parsing and emitting modules share: names and integers read from the
+//! user's tokens, and literals and identifiers written into the generated code.
+
+use proc_macro2::Literal;
+use quote::format_ident;
+use syn::{Expr, ExprLit, Ident, Lit, LitInt, Path};
+
+use crate::errors::Errors;
+
+/// The identifier a path is (`bucket_cap_mb`, `auto`), or `""` for a longer path: every caller
+/// then reports it as an unknown key or name.
+pub fn path_name(path: &Path) -> String {
+    path.get_ident().map(ToString::to_string).unwrap_or_default()
+}
+
+/// The identifier an expression is, as `path_name`; `""` for any other expression.
+pub fn expr_name(expr: &Expr) -> String {
+    match expr {
+        Expr::Path(p) => path_name(&p.path),
+        _ => String::new(),
+    }
+}
+
+/// The integer literal an expression is, if it is one.
+pub fn int_literal(expr: &Expr) -> Option<&LitInt> {
+    match expr {
+        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => Some(i),
+        _ => None,
+    }
+}
+
+/// An integer literal greater than zero (a width or a dimension).
+pub fn positive_int(expr: &Expr, what: &str, errors: &mut Errors) -> Option<LitInt> {
+    match int_literal(expr).map(|l| (l, l.base10_parse::<usize>())) {
+        Some((lit, Ok(v))) if v > 0 => Some(lit.clone()),
+        _ => {
+            errors.spanned(expr, format!("{what} must be an integer literal greater than zero"));
+            None
+        }
+    }
+}
+
+/// The value of a literal `positive_int` accepted.
+pub fn positive_value(lit: &LitInt) -> usize {
+    lit.base10_parse().expect("validated by positive_int")
+}
+
+/// `2048`, not `2048usize`: the expansion is meant to be read.
+pub fn lit(n: usize) -> Literal {
+    Literal::usize_unsuffixed(n)
+}
+
+/// `<base>_<suffix>`: the generated names derived from a field (`fc1_out`, `fc1_weight`).
+pub fn suffixed(base: &Ident, suffix: &str) -> Ident {
+    format_ident!("{}_{}", base, suffix)
+}

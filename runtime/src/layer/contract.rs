@@ -1,0 +1,132 @@
+//! What a layer is to the runtime and to the code `#[distributed_model]` emits: its parameters,
+//! widths and computation (`Layer`), what the device backends run for it (`DeviceOp`), and the
+//! compile-time check of a type against the layout the schedule was planned with.
+
+use overlap_plan::Width;
+
+use crate::init::InitRng;
+use crate::tensor::Matrix;
+
+/// Name and shape of one parameter tensor, PyTorch's layout (`Linear` weight is `[out, in]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamDef {
+    pub name: &'static str,
+    pub shape: &'static [usize],
+}
+
+impl ParamDef {
+    pub const fn numel(&self) -> usize {
+        let mut n = 1;
+        let mut i = 0;
+        while i < self.shape.len() {
+            n *= self.shape[i];
+            i += 1;
+        }
+        n
+    }
+}
+
+/// What a layer computes, for backends that run each layer by its kind rather than through its
+/// `forward`/`backward` methods (the CUDA backend). A user layer that has no device kernels keeps
+/// the default, `Unsupported`, and such a model is refused on the device with its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceOp {
+    /// `y = x·Wᵀ + b`, `W` of shape `[output, input]`.
+    Linear {
+        input: usize,
+        output: usize,
+    },
+    Relu,
+    /// The tanh approximation, as the CPU layer.
+    Gelu,
+    Tanh,
+    Sigmoid,
+    /// Over `width` features, eps 1e-5, elementwise affine.
+    LayerNorm {
+        width: usize,
+    },
+    Unsupported,
+}
+
+/// A layer of a `#[distributed_model]` struct: owns its parameters; gradients are written into
+/// bucket views handed to `backward`.
+pub trait Layer: Sized + Send {
+    /// Parameters in definition order; checkpoint names are `field.name`.
+    const PARAMS: &'static [ParamDef];
+    /// Input and output width, or `Preserving` for element-wise layers.
+    const WIDTH: Width;
+    /// Whatever `forward` saves for `backward` besides input and output (e.g. LayerNorm's
+    /// per-row mean and reciprocal standard deviation).
+    type Saved: Default + Send;
+    /// What the layer computes, for the device backends.
+    const DEVICE_OP: DeviceOp = DeviceOp::Unsupported;
+
+    /// Deterministic initialisation from `rng` (PyTorch's defaults for the built-in layers).
+    fn init(rng: &mut InitRng) -> Self;
+
+    /// Parameter `index` of `PARAMS`, flattened row-major.
+    fn param(&self, index: usize) -> &[f32];
+    fn param_mut(&mut self, index: usize) -> &mut [f32];
+
+    /// The `Vec` that holds parameter `index`, so that a step can lend it to the all-reduce of
+    /// its bucket and update it there, while the sums are in cache (it is empty until the step's
+    /// wait point gives it back). The default, `None`, keeps the update after the wait point.
+    fn param_vec_mut(&mut self, index: usize) -> Option<&mut Vec<f32>> {
+        let _ = index;
+        None
+    }
+
+    /// Computes `output` (resized here to `input.rows() x out`).
+    fn forward(&self, input: &Matrix, output: &mut Matrix, saved: &mut Self::Saved);
+
+    /// Writes parameter gradients into `grads` (one slice per entry of `PARAMS`), adding to them
+    /// when `accumulate` is set, and the input gradient into `grad_input` when asked (the first
+    /// layer of a model is not asked: nothing needs it). When `accumulate` is not set, `grads`
+    /// hold zeros (a step starts from cleared gradients), so adding is as good as writing.
+    ///
+    /// Gradients are produced last parameter first (reverse `PARAMS` order, as autograd readies
+    /// `nn.Linear`'s bias before its weight): the planner assigns them to buckets in the order
+    /// they become ready, layers in reverse and within a layer in that order. A bucket is
+    /// launched only once the whole call has returned, so the order decides which bucket a
+    /// parameter joins when a cap falls inside a layer, never what is computed.
+    #[allow(clippy::too_many_arguments)]
+    fn backward(
+        &self,
+        input: &Matrix,
+        output: &Matrix,
+        saved: &Self::Saved,
+        grad_output: &Matrix,
+        grads: &mut [&mut [f32]],
+        accumulate: bool,
+        grad_input: Option<&mut Matrix>,
+    );
+}
+
+/// Compile-time check used by the macro: does `L` have exactly the widths and parameter shapes
+/// the schedule was planned with?
+pub const fn layer_matches<L: Layer>(width: Width, shapes: &[&[usize]]) -> bool {
+    let same_width = match (L::WIDTH, width) {
+        (Width::Preserving, Width::Preserving) => true,
+        (Width::Fixed { input: a, output: b }, Width::Fixed { input: c, output: d }) => a == c && b == d,
+        _ => false,
+    };
+    if !same_width || L::PARAMS.len() != shapes.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < shapes.len() {
+        let (have, want) = (L::PARAMS[i].shape, shapes[i]);
+        if have.len() != want.len() {
+            return false;
+        }
+        let mut d = 0;
+        while d < have.len() {
+            if have[d] != want[d] {
+                return false;
+            }
+            d += 1;
+        }
+        i += 1;
+    }
+    true
+}
