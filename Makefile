@@ -3,6 +3,7 @@
 #   make test      formatting, lints and every test of every crate (CI runs this)
 #   make bench     the performance benchmark (bench/run.py; PyTorch rows when torch is importable)
 #   make gpu-bundle  target/gpu-bundle.tar.gz, for scripts/gpu-check.sh on a GPU machine
+#   make bad-inputs  about 110 adversarial inputs against the example binaries (not part of make test)
 # They install the Debian packages they need when missing (as root, or with sudo).
 
 APT_PACKAGES := libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev libopenblas-dev
@@ -22,7 +23,7 @@ NVCC_DIR := .tools/nvcc
 PTXAS := $(abspath $(NVCC_DIR))/nvidia/cuda_nvcc/bin/ptxas
 NVCC_WHEEL := nvidia-cuda-nvcc-cu12==12.9.86
 
-.PHONY: deps nvrtc example test bench gpu-bundle
+.PHONY: deps nvrtc example test bench gpu-bundle bad-inputs
 
 deps:
 	@command -v cargo >/dev/null || { echo "cargo is required: install Rust (https://rustup.rs), then rerun"; exit 1; }
@@ -71,3 +72,11 @@ bench: deps
 	# The timing claims make test leaves out: overlap hidden on an emulated link, the simulator's
 	# error, the profile-guided plan against DDP's caps (each prints its numbers and targets).
 	cargo test --release --test trace --test simulator -- --ignored --nocapture --test-threads 1
+
+# Adversarial inputs (scripts/bad-inputs.py): flags, files, checkpoints, closed pipes and signals
+# against the debug examples. Prints a Markdown table of the outcomes and fails on a panic, a
+# hang, a lost result or an outcome other than the one its case expects. BAD_INPUTS_ARGS: e.g.
+# --only signal, --markdown bad-inputs.md.
+bad-inputs: deps
+	cargo build --examples
+	python3 scripts/bad-inputs.py $(BAD_INPUTS_ARGS)
