@@ -63,11 +63,12 @@ fn a_wait_past_the_timeout_names_the_bucket_and_rank() {
     assert!(text.contains("every rank on this node has reached this point and is running"), "{text}");
 }
 
-/// Runs `mlp` on 3 ranks with rank 1 stopped (SIGSTOP) at `point` and an 8 s timeout (ample for
-/// a busy machine's start-up and steps); the job must end promptly, a waiting rank naming rank 1
-/// as stopped with `expected`.
-fn stopped_rank_is_named(point: &str, expected: &str) {
-    let (ok, text, took) = job(Some(&format!("stop:1:{point}")), &["--comm-timeout", "8s"]);
+/// Runs `mlp` on 3 ranks (with `extra` flags) with rank 1 stopped (SIGSTOP) at `point` and an 8 s
+/// timeout (ample for a busy machine's start-up and steps); the job must end promptly, a waiting
+/// rank naming rank 1 as stopped with `expected`.
+fn stopped_rank_is_named(point: &str, extra: &[&str], expected: &str) {
+    let flags = [&["--comm-timeout", "8s"][..], extra].concat();
+    let (ok, text, took) = job(Some(&format!("stop:1:{point}")), &flags);
     assert_ends_promptly(ok, &text, took, &format!("rank 1 stopped at {point}"));
     assert!(text.contains(expected), "{point}: expected `{expected}` in:\n{text}");
     assert!(text.contains("rank 1") && text.contains("its process is stopped by a signal"), "{point}:\n{text}");
@@ -75,25 +76,32 @@ fn stopped_rank_is_named(point: &str, expected: &str) {
 
 #[test]
 fn a_rank_stopped_before_mpi_starts_is_named_by_the_others() {
-    stopped_rank_is_named("mpi-init", "rank 1 has not finished initialising MPI");
+    stopped_rank_is_named("mpi-init", &[], "rank 1 has not finished initialising MPI");
 }
 
 #[test]
 fn a_rank_stopped_before_the_shared_memory_set_up_is_named() {
-    stopped_rank_is_named("shared-memory", "rank 1 has not finished setting up communication");
+    stopped_rank_is_named("shared-memory", &[], "rank 1 has not finished setting up communication");
 }
 
 #[test]
 fn a_rank_stopped_before_the_schedule_handshake_is_named() {
     stopped_rank_is_named(
         "handshake",
+        &[],
         "while exchanging schedule fingerprints (--comm-timeout): rank 1 is 1 collective(s) behind",
     );
 }
 
 #[test]
 fn a_rank_stopped_mid_run_is_named_at_the_wait_point() {
-    stopped_rank_is_named("5", "was not reduced within 8s on rank ");
+    stopped_rank_is_named("5", &[], "was not reduced within 8s on rank ");
+}
+
+#[test]
+fn a_rank_stopped_mid_run_without_overlap_is_named_once_the_timeout_passes() {
+    // Without overlap the step waits for every queued all-reduce at once, and only that long.
+    stopped_rank_is_named("5", &["--no-overlap"], "was not reduced within 8s on rank ");
 }
 
 #[test]

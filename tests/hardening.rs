@@ -1,10 +1,14 @@
 //! Inputs that used to lose a run or be ignored: a closed stdout, output paths that cannot be
-//! written, a checkpoint folder holding another run or used by a running job, and flags that
-//! contradict each other. Each is refused up front with a message, or survived.
+//! written, a checkpoint folder holding another run or used by a running job, flags that
+//! contradict each other, counts past any memory, a damaged data position, a stop signal in
+//! the last step and a parameters file write cut short. Each is refused up front with a
+//! message, or survived.
 
 mod common;
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -15,6 +19,14 @@ fn mlp(args: &[&str]) -> (bool, String) {
     let out = Command::new(example("mlp")).args(args).output().expect("mlp starts");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.success(), text)
+}
+
+/// `mlp args` with `env`, from `dir`: (exit code, or 128 + the signal that ended it; stdout and
+/// stderr).
+fn mlp_in(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32, String) {
+    let out = Command::new(example("mlp")).current_dir(dir).envs(env.iter().copied()).args(args).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code().or(out.status.signal().map(|s| 128 + s)).unwrap_or(-1), text)
 }
 
 /// Starts `mlp args`, reads `lines` lines of its stdout, then closes the pipe as `| head` does;
@@ -221,4 +233,97 @@ fn sizes_beyond_the_machine_are_refused_before_anything_is_allocated() {
     let _ = run.kill();
     let _ = run.wait();
     assert!(first.starts_with("step      1"), "{first}");
+}
+
+#[test]
+fn counts_past_any_memory_or_sample_count_are_refused_at_once() {
+    for (args, expected) in [
+        (&["--accumulate", "9223372036854775807", "--steps", "1"][..], "--accumulate 9223372036854775807"),
+        (&["--steps", "1000000000000", "--report-every", "1000000000000", "--trace", "t.json"], "--report-every"),
+        (&["--steps", "18446744073709551615", "--report-every", "18446744073709551615", "--timeline", "t.svg"], ADDR),
+    ] {
+        let root = scratch("huge-counts");
+        let started = Instant::now();
+        let (code, text) = mlp_in(root.path(), &[], &[&["--batch", "4"][..], args].concat());
+        assert_eq!(code, 1, "{args:?}:\n{text}");
+        assert!(text.contains(expected) && !text.contains("panicked"), "{args:?}:\n{text}");
+        assert!(!text.contains("step      1") && started.elapsed() < Duration::from_secs(30), "{args:?}: not up front");
+    }
+}
+
+const ADDR: &str = "needs more memory than any machine can address";
+
+#[test]
+fn a_file_name_too_long_for_the_file_system_is_refused_before_step_1() {
+    let root = scratch("long-name");
+    let long = "a".repeat(300);
+    for flag in ["--save-params", "--trace", "--timeline", "--write-profile"] {
+        let (code, text) = mlp_in(root.path(), &[], &["--steps", "3", "--batch", "4", "--log-every", "1", flag, &long]);
+        assert_eq!(code, 1, "{flag}:\n{text}");
+        assert!(text.contains(flag) && text.contains("File name too long"), "{flag}:\n{text}");
+        assert!(!text.contains("step      1"), "{flag}: refused before the first step:\n{text}");
+    }
+    assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0, "the probes leave nothing behind");
+}
+
+#[test]
+fn a_damaged_data_position_is_a_checkpoint_error_naming_the_state_file() {
+    let root = scratch("data-position");
+    assert_eq!(mlp_in(root.path(), &[], &["--steps", "2", "--batch", "4", "--report", "off", "--save", "ck"]).0, 0);
+    let state = root.path().join("ck/step-00000002/state.json");
+    let text = std::fs::read_to_string(&state).unwrap();
+    let damaged = text.replace("\"samples_seen\": 8", "\"samples_seen\": 18446744073709551615");
+    assert_ne!(damaged, text, "the data position after 2 steps of 4 samples is 8:\n{text}");
+    std::fs::write(&state, damaged).unwrap();
+    let (code, text) = mlp_in(root.path(), &[], &["--steps", "4", "--batch", "4", "--report", "off", "--resume", "ck"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("state.json: the data position, 18446744073709551615 samples"), "{text}");
+    assert!(!text.contains("panicked") && !text.contains("step      3"), "{text}");
+}
+
+/// A SIGTERM that comes in the last step finds the run at its end: it finishes, with every
+/// output, and exits 0; one a step earlier stops it as usual.
+#[test]
+fn sigterm_in_the_last_step_lets_the_run_finish_with_all_its_outputs() {
+    let root = scratch("last-step");
+    let args = ["--steps", "3", "--batch", "4", "--report", "off", "--save", "ck", "--save-params", "p.st"];
+    let (code, text) = mlp_in(root.path(), &[("OVERLAP_FAULT", "term:0:3")], &args);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("note: SIGTERM came after the last step had begun"), "{text}");
+    assert_eq!(std::fs::read_to_string(root.path().join("ck/latest")).unwrap().trim(), "step-00000003");
+    assert!(!common::load_sorted_params(&root.path().join("p.st")).is_empty());
+    let earlier = scratch("step-before-last");
+    let (code, text) = mlp_in(earlier.path(), &[("OVERLAP_FAULT", "term:0:2")], &args);
+    assert_eq!(code, 143, "{text}");
+    assert!(text.contains("stopped by SIGTERM after step 2"), "{text}");
+    assert!(!earlier.path().join("p.st").exists(), "an unfinished run writes no final parameters");
+}
+
+/// A parameters file write killed or failed midway leaves the previous file whole, and the next
+/// write leaves nothing beside the file.
+#[test]
+fn a_parameters_file_is_never_left_torn() {
+    let root = scratch("params-write");
+    let params = root.path().join("p.st");
+    std::fs::write(&params, b"the previous run's").unwrap();
+    let args = ["--steps", "2", "--batch", "4", "--report", "off", "--save-params", "p.st"];
+    let (code, text) = mlp_in(root.path(), &[("OVERLAP_FAULT", "save-params:synced:1")], &args);
+    assert_eq!(code, 128 + libc::SIGKILL, "killed before the rename:\n{text}");
+    assert_eq!(std::fs::read(&params).unwrap(), b"the previous run's");
+    assert_eq!(mlp_in(root.path(), &[], &args).0, 0);
+    let written = std::fs::read(&params).unwrap();
+    assert!(!common::load_sorted_params(&params).is_empty());
+    let names: Vec<_> = std::fs::read_dir(root.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, ["p.st"], "the killed write's temporary file was replaced and renamed");
+    // A write that fails (files limited to 1 MiB, SIGXFSZ ignored) keeps the file it would replace.
+    let limited = Command::new("bash")
+        .current_dir(root.path())
+        .args(["-c", "trap '' XFSZ; ulimit -f 1024; exec \"$0\" \"$@\"", example("mlp").to_str().unwrap()])
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&limited.stderr);
+    assert!(!limited.status.success() && stderr.contains("p.st: File too large"), "{stderr}");
+    assert_eq!(std::fs::read(&params).unwrap(), written, "the previous file is whole");
+    assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "the temporary file is removed");
 }

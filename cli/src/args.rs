@@ -73,25 +73,27 @@ pub struct TrainArgs {
     /// Samples per rank per micro-step.
     #[arg(long, default_value_t = 64, value_parser = positive_usize)]
     pub batch: usize,
+    // The number flags below take values that start with `-` (`-1`, `-inf`), so that their own
+    // parser says what is wrong rather than clap taking the value for a flag.
     /// Learning rate [default: 0.05 for sgd, 0.001 for adamw].
-    #[arg(long, value_parser = positive_f64, allow_negative_numbers = true)]
+    #[arg(long, value_parser = positive_f64, allow_hyphen_values = true)]
     pub lr: Option<f64>,
     #[arg(long, value_enum, default_value_t = OptimizerKind::Sgd)]
     pub optimizer: OptimizerKind,
     /// SGD momentum.
-    #[arg(long, default_value_t = 0.9, value_parser = non_negative_f64, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0.9, value_parser = non_negative_f64, allow_hyphen_values = true)]
     pub momentum: f64,
     /// Weight decay [default: 0 for sgd, 0.01 for adamw].
-    #[arg(long, value_parser = non_negative_f64, allow_negative_numbers = true)]
+    #[arg(long, value_parser = non_negative_f64, allow_hyphen_values = true)]
     pub weight_decay: Option<f64>,
     /// AdamW's first-moment decay, in [0, 1).
-    #[arg(long, default_value_t = 0.9, value_parser = beta, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0.9, value_parser = beta, allow_hyphen_values = true)]
     pub beta1: f64,
     /// AdamW's second-moment decay, in [0, 1).
-    #[arg(long, default_value_t = 0.999, value_parser = beta, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0.999, value_parser = beta, allow_hyphen_values = true)]
     pub beta2: f64,
     /// AdamW's term added to the denominator.
-    #[arg(long, default_value_t = 1e-8, value_parser = non_negative_f64, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 1e-8, value_parser = non_negative_f64, allow_hyphen_values = true)]
     pub eps: f64,
     /// Seed of the initial parameters and of the synthetic data.
     #[arg(long, default_value_t = 0)]
@@ -217,6 +219,7 @@ impl TrainArgs {
             },
             observe: self.observe_config(),
             save: self.save.clone().map(|dir| SaveConfig { dir, every: self.save_every, overwrite: self.overwrite }),
+            save_params: self.save_params.clone(),
             resume: self.resume.clone(),
             device: match self.device {
                 Device::Cpu => RunDevice::Cpu,
@@ -267,6 +270,10 @@ fn parse_timeout(s: &str) -> Result<Timeout, String> {
     }
 }
 
+/// The longest `--comm-timeout` taken: a bound beyond a year is no bound (`off` says so), and
+/// a deadline that far ahead may not be representable as an instant.
+const LONGEST_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let at = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (number, unit) = (&s[..at], s[at..].trim());
@@ -278,6 +285,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         "h" => value * 3600.0,
         _ => return Err(format!("`{s}` needs a unit: ms, s, m or h")),
     };
+    if seconds > LONGEST_TIMEOUT.as_secs_f64() {
+        return Err(format!("`{s}` is too long: at most 8760h (a year); `off` waits as long as the job lives"));
+    }
     match Duration::try_from_secs_f64(seconds) {
         Ok(d) if !d.is_zero() => Ok(d),
         _ => Err(format!("`{s}` must be a positive time")),
@@ -350,6 +360,12 @@ mod tests {
             &["--simulate", "world=0,link=ib-hdr"],
             &["--simulate", "link=ib-hdr"],
             &["--grad-comm", "fp8"],
+            &["--link", "latency=1e20s"],
+            &["--simulate", "world=64,link=latency=1e300s"],
+            &["--weight-decay", "-inf"],
+            &["--lr", "-inf"],
+            &["--eps", "-1e-8"],
+            &["--comm-timeout", "99999999999999999999h"],
         ] {
             let err = TrainArgs::try_parse_from(std::iter::once("mlp").chain(bad.iter().copied())).unwrap_err();
             assert!(err.to_string().contains(bad[0]), "{err}");
@@ -371,9 +387,34 @@ mod tests {
         assert_eq!(default, Some(Duration::from_secs(600)), "the help says 10m");
         let off = TrainArgs::try_parse_from(["mlp", "--comm-timeout", "off"]).unwrap().comm_timeout();
         assert_eq!(off, None);
+        let year = TrainArgs::try_parse_from(["mlp", "--comm-timeout", "8760h"]).unwrap().comm_timeout();
+        assert_eq!(year, Some(LONGEST_TIMEOUT));
         let ok = TrainArgs::try_parse_from(["mlp", "--grad-comm", "bf16"]).unwrap();
         assert_eq!(ok.grad_comm, WireFormat::Bf16);
         let err = TrainArgs::try_parse_from(["mlp", "--save-every", "5"]).unwrap_err();
         assert!(err.to_string().contains("--save"), "{err}");
+    }
+
+    #[test]
+    fn values_that_look_like_flags_reach_their_parser() {
+        for (flag, value, expected) in [
+            ("--weight-decay", "-inf", "must be a finite number of at least 0, got -inf"),
+            ("--lr", "-inf", "must be a finite number greater than 0, got -inf"),
+            ("--momentum", "-inf", "must be a finite number of at least 0"),
+            ("--beta1", "-inf", "must be at least 0 and less than 1"),
+            ("--beta2", "-0.5", "must be at least 0 and less than 1"),
+            ("--eps", "-inf", "must be a finite number of at least 0"),
+        ] {
+            let err = TrainArgs::try_parse_from(["mlp", flag, value]).unwrap_err().to_string();
+            assert!(err.contains(flag) && err.contains(expected), "{flag} {value}: {err}");
+        }
+    }
+
+    #[test]
+    fn absurd_timeouts_are_too_long_not_negative() {
+        for long in ["99999999999999999999h", "18000000000000000000s", "8761h"] {
+            let err = TrainArgs::try_parse_from(["mlp", "--comm-timeout", long]).unwrap_err().to_string();
+            assert!(err.contains("is too long") && err.contains("`off`"), "{long}: {err}");
+        }
     }
 }

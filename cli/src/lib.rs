@@ -19,9 +19,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use overlap_runtime::data::{SyntheticClassification, TrainingData};
-use overlap_runtime::output_paths;
-use overlap_runtime::params_file::save_params;
-use overlap_runtime::train::{io_widths, on_rank0, TrainSummary, Trainer};
+use overlap_runtime::train::{io_widths, TrainSummary, Trainer};
 use overlap_runtime::{console, device, CommMode, Communicator, CrossEntropyLoss, DistributedModel, Error, Result};
 
 pub use args::TrainArgs;
@@ -100,23 +98,17 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
     train::<M>(args, comm).map(drop)
 }
 
-/// Trains `M` as the flags say, on the synthetic set or `--data`, and writes `--save-params`.
+/// Trains `M` as the flags say, on the synthetic set or `--data` (the `Trainer` writes
+/// `--save-params` and the other outputs).
 pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<TrainSummary> {
     if let (0, Some(link), 1) = (comm.rank(), args.link, comm.world_size()) {
         console::err_line(&format!("note: --link {link} has no effect with one rank: there is nothing to all-reduce"));
-    }
-    if let Some(path) = &args.save_params {
-        on_rank0(comm, || output_paths::check_file(path, "--save-params"))?;
     }
     let mut data = training_data::<M>(args)?;
     let mut model = M::new(comm, args.seed)?;
     let trainer = Trainer::new(comm).config(args.train_config());
     let trainer = if comm.rank() == 0 { trainer.progress(Bar::new()) } else { trainer };
-    let summary = trainer.fit(&mut model, &mut data, &CrossEntropyLoss)?;
-    if let (0, Some(path)) = (comm.rank(), &args.save_params) {
-        save_params(&model, path)?;
-    }
-    Ok(summary)
+    trainer.fit(&mut model, &mut data, &CrossEntropyLoss)
 }
 
 /// The synthetic set, or the IDX files of `--data`, shaped for the model's input and output.

@@ -122,9 +122,18 @@ fn parse_seconds(value: &str) -> Result<f64, String> {
         "ns" => 1e-9,
         _ => return Err(format!("latency `{value}` needs a unit: s, ms, us or ns")),
     };
-    let v = parse_number(number, value)?;
-    Ok(v * scale)
+    let seconds = parse_number(number, value)? * scale;
+    if seconds > LONGEST_LATENCY_S {
+        return Err(format!("latency `{value}` is too long: at most 1 hour (3600s)"));
+    }
+    Ok(seconds)
 }
+
+/// The longest per-message latency and the lowest bandwidth a link may be given: beyond them no
+/// link is being described, and the times derived (an emulated all-reduce's hold) stop being
+/// representable.
+const LONGEST_LATENCY_S: f64 = 3600.0;
+const LOWEST_BANDWIDTH: f64 = 1.0;
 
 /// `25GB/s`, `200Gb/s`, `1.25GB/s`, `900MB/s`, `1TB/s` (decimal prefixes; `b` is bits).
 fn parse_rate(value: &str) -> Result<f64, String> {
@@ -147,7 +156,11 @@ fn parse_rate(value: &str) -> Result<f64, String> {
     if v <= 0.0 {
         return Err(format!("bandwidth `{value}` must be greater than 0"));
     }
-    Ok(v * scale / if bits { 8.0 } else { 1.0 })
+    let bytes_per_s = v * scale / if bits { 8.0 } else { 1.0 };
+    if bytes_per_s < LOWEST_BANDWIDTH {
+        return Err(format!("bandwidth `{value}` is too low: at least 1 byte per second (1B/s)"));
+    }
+    Ok(bytes_per_s)
 }
 
 fn split_unit(value: &str) -> (&str, &str) {
@@ -177,6 +190,9 @@ mod tests {
         assert!((l.latency_s - 1.5e-3).abs() < 1e-12 && (l.bandwidth_bytes_per_s - 25e9).abs() < 1.0);
         let l: Link = "latency=2ms".parse().unwrap();
         assert!(l.bandwidth_bytes_per_s.is_infinite());
+        // The limits themselves are links.
+        let l: Link = "latency=3600s,bandwidth=8b/s".parse().unwrap();
+        assert_eq!((l.latency_s, l.bandwidth_bytes_per_s), (3600.0, 1.0));
     }
 
     #[test]
@@ -191,6 +207,11 @@ mod tests {
             ("latency=1us,latency=2us", "given twice"),
             ("latency", "unknown link"),
             ("latency=1us,foo", "not `key=value`"),
+            ("latency=1e20s", "too long: at most 1 hour"),
+            ("latency=1e300s", "too long"),
+            ("latency=3601s", "too long"),
+            ("bandwidth=1e-300GB/s", "too low"),
+            ("bandwidth=7b/s", "too low"),
         ] {
             let err = spec.parse::<Link>().unwrap_err();
             assert!(err.contains(expected), "{spec}: {err}");

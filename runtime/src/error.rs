@@ -43,11 +43,12 @@ pub enum Error {
     WireOverflow { bucket: usize, format: crate::comm::WireFormat, offset: usize, value: f32 },
     #[error(transparent)]
     Data(#[from] crate::idx::IdxError),
+    /// The flag that asked for CUDA (`--device cuda`, `--cuda-libraries`).
     #[error(
-        "--device cuda: this binary was built without CUDA support; rebuild with `--features cuda` \
+        "{0}: this binary was built without CUDA support; rebuild with `--features cuda` \
          (e.g. cargo build --release --examples --features cuda)"
     )]
-    CudaNotBuilt,
+    CudaNotBuilt(&'static str),
     #[error("CUDA: {0}")]
     Cuda(String),
     #[error("{0}")]

@@ -7,9 +7,13 @@
 //!   (stages: see `SaveStage`).
 //! - `kill:<rank>:<step>` / `panic:<rank>:<step>`: rank `rank` is SIGKILLed / panics when step
 //!   `step` (1-based) begins.
+//! - `term:<rank>:<step>`: rank `rank` sends itself SIGTERM when step `step` begins, as a
+//!   scheduler would, at a step chosen exactly.
 //! - `comm-panic:<rank>:<n>`: rank `rank`'s communication thread panics at its `n`-th all-reduce.
 //! - `nan:<rank>:<step>`: rank `rank` puts a NaN into its loss gradient at step `step`.
 //! - `slow-save:<ms>:<n>`: the `n`-th checkpoint save takes `ms` milliseconds longer.
+//! - `save-params:synced:<n>`: SIGKILL this process during its `n`-th parameters file write,
+//!   once the temporary file is written and synced, before it is renamed into place.
 //! - `stop:<rank>:<point>`: rank `rank` stops itself with SIGSTOP at a start-up point
 //!   (`mpi-init`: before MPI's initialisation; `shared-memory`: before the shared-memory set-up;
 //!   `handshake`: before the schedule check) or, given a number, when that step (1-based) begins.
@@ -60,8 +64,10 @@ impl SaveStage {
 enum Fault {
     Save { stage: &'static str, nth: u64 },
     SlowSave { millis: u64, nth: u64 },
+    SaveParams { nth: u64 },
     Kill { rank: usize, step: u64 },
     Panic { rank: usize, step: u64 },
+    Term { rank: usize, step: u64 },
     CommPanic { rank: usize, nth: u64 },
     Nan { rank: usize, step: u64 },
     Stop { rank: usize, at: StopPoint },
@@ -98,9 +104,11 @@ fn parse(spec: &str) -> Option<Fault> {
     let b = last.parse::<u64>().ok()?;
     Some(match kind {
         "slow-save" => Fault::SlowSave { millis: a.parse().ok()?, nth: b },
+        "save-params" if a == "synced" => Fault::SaveParams { nth: b },
         "save" => Fault::Save { stage: SaveStage::ALL.iter().find(|s| s.name() == a)?.name(), nth: b },
         "kill" => Fault::Kill { rank: rank()?, step: b },
         "panic" => Fault::Panic { rank: rank()?, step: b },
+        "term" => Fault::Term { rank: rank()?, step: b },
         "comm-panic" => Fault::CommPanic { rank: rank()?, nth: b },
         "nan" => Fault::Nan { rank: rank()?, step: b },
         _ => return None,
@@ -150,6 +158,15 @@ pub fn at_save_stage(stage: SaveStage, nth: u64) {
     }
 }
 
+/// Called when a parameters file write has synced its temporary file, before the rename.
+pub fn at_params_synced() {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let nth = WRITES.fetch_add(1, Ordering::Relaxed) + 1;
+    if fault() == Some(&Fault::SaveParams { nth }) {
+        kill_self();
+    }
+}
+
 /// Called when step `step` (0-based) begins on `rank`.
 pub fn at_step(rank: usize, step: u64) {
     match fault() {
@@ -158,6 +175,10 @@ pub fn at_step(rank: usize, step: u64) {
             panic!("fault injected: rank {rank} panics at step {}", step + 1)
         }
         Some(&Fault::Stop { rank: r, at: StopPoint::Step(s) }) if r == rank && s == step + 1 => stop_self(),
+        Some(&Fault::Term { rank: r, step: s }) if r == rank && s == step + 1 => {
+            // SAFETY: raise() has no memory-safety preconditions; the run's handler records it.
+            unsafe { libc::raise(libc::SIGTERM) };
+        }
         _ => {}
     }
 }
@@ -183,13 +204,24 @@ mod tests {
         assert_eq!(parse("save:renamed:2"), Some(Fault::Save { stage: "renamed", nth: 2 }));
         assert_eq!(parse("kill:1:7"), Some(Fault::Kill { rank: 1, step: 7 }));
         assert_eq!(parse("panic:0:3"), Some(Fault::Panic { rank: 0, step: 3 }));
+        assert_eq!(parse("term:0:3"), Some(Fault::Term { rank: 0, step: 3 }));
         assert_eq!(parse("comm-panic:2:5"), Some(Fault::CommPanic { rank: 2, nth: 5 }));
         assert_eq!(parse("nan:0:1"), Some(Fault::Nan { rank: 0, step: 1 }));
         assert_eq!(parse("stop:1:mpi-init"), Some(Fault::Stop { rank: 1, at: StopPoint::StartUp("mpi-init") }));
         assert_eq!(parse("slow-save:2500:1"), Some(Fault::SlowSave { millis: 2500, nth: 1 }));
         assert_eq!(parse("stop:2:4"), Some(Fault::Stop { rank: 2, at: StopPoint::Step(4) }));
-        for bad in ["", "save:nowhere:1", "kill:x:1", "kill:1", "explode:1:1", "kill:1:-2", "stop:1:later", "stop:x:1"]
-        {
+        assert_eq!(parse("save-params:synced:1"), Some(Fault::SaveParams { nth: 1 }));
+        for bad in [
+            "",
+            "save:nowhere:1",
+            "save-params:renamed:1",
+            "kill:x:1",
+            "kill:1",
+            "explode:1:1",
+            "kill:1:-2",
+            "stop:1:later",
+            "stop:x:1",
+        ] {
             assert_eq!(parse(bad), None, "{bad}");
         }
     }

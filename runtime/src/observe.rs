@@ -17,6 +17,10 @@ use crate::train::config::{ObserveConfig, ReportFormat, TrainConfig};
 /// Steps between gathers when no `--report-every` is given.
 const DEFAULT_WINDOW: u64 = 100;
 
+/// The most spans reserved up front: a longer window (a huge `--report-every` or
+/// `--accumulate`) lets the buffer grow in its first window instead, and keeps the size it grew to.
+const RESERVED_SPANS: usize = 1 << 18;
+
 /// The size of the run being observed: for the recording buffers and the memory estimate.
 #[derive(Clone, Copy, Debug)]
 pub struct RunShape {
@@ -65,9 +69,10 @@ impl<'a> Observer<'a> {
         let recording = config.records();
         let window = config.report_every.unwrap_or(DEFAULT_WINDOW);
         if recording {
-            let per_step = 2 * schedule.layers.len() * run.accumulate + 3 * schedule.buckets.len() + 4;
+            let per_step = spans_per_step(&schedule, run.accumulate).unwrap_or(usize::MAX);
+            let steps = usize::try_from(window.min(run.steps)).unwrap_or(usize::MAX);
             comm.barrier()?;
-            trace::start(comm.rank(), per_step * window.min(run.steps) as usize);
+            trace::start(comm.rank(), per_step.saturating_mul(steps).min(RESERVED_SPANS));
         }
         Ok(Observer {
             config,
@@ -217,6 +222,42 @@ impl<'a> Observer<'a> {
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
+
+/// Spans one rank records per step, as its buffer is sized: two per layer and micro-step, three
+/// per bucket, four more; `None` past the address space.
+fn spans_per_step(schedule: &Schedule, accumulate: usize) -> Option<usize> {
+    let layers = schedule.layers.len().checked_mul(2)?.checked_mul(accumulate)?;
+    layers.checked_add(schedule.buckets.len().checked_mul(3)?.checked_add(4)?)
+}
+
+/// What recording holds at rank 0, in bytes (`None`: past any address space).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordingBytes {
+    /// Steps gathered at once (`--report-every`, else `DEFAULT_WINDOW`, at most the run).
+    pub window_steps: u64,
+    pub spans_per_step: Option<usize>,
+    /// One window's spans from every rank while they are gathered, decoded and as sent.
+    pub window: Option<u64>,
+    /// Every span of the run, kept for `--trace` (0 without one).
+    pub trace: Option<u64>,
+}
+
+/// What recording `config` over `run` on `world` ranks holds at rank 0 (nothing is recorded
+/// unless `config.records()`).
+pub fn recording_bytes(config: &ObserveConfig, schedule: &Schedule, run: &RunShape, world: usize) -> RecordingBytes {
+    let per_step = spans_per_step(schedule, run.accumulate);
+    let window_steps = config.report_every.unwrap_or(DEFAULT_WINDOW).min(run.steps);
+    let span = std::mem::size_of::<Span>() as u64;
+    let of_every_rank = |steps: u64, bytes_per_span: u64| -> Option<u64> {
+        (per_step? as u64).checked_mul(steps)?.checked_mul(world as u64)?.checked_mul(bytes_per_span)
+    };
+    RecordingBytes {
+        window_steps,
+        spans_per_step: per_step,
+        window: of_every_rank(window_steps, span + trace::span::WORDS as u64 * 8),
+        trace: if config.trace.is_some() { of_every_rank(run.steps, span) } else { Some(0) },
+    }
+}
 
 /// Parameters, gradients, optimizer state and activations of one rank, in bytes; `None` when
 /// that does not even fit in the address space.

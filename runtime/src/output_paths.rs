@@ -5,8 +5,9 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
-/// `path` can be created or replaced as a file: it is not a folder, and its folder exists (it
-/// is created if missing) and takes a new file.
+/// `path` can be created or replaced as a file: it is not a folder, its folder exists (it is
+/// created if missing) and takes a new file, and, when nothing is there yet, a file of that very
+/// name can be made (a name too long for the file system fails here, not after the run).
 pub fn check_file(path: &Path, what: &str) -> Result<()> {
     if path.is_dir() {
         return Err(Error::Config(format!("{what} {}: is a folder; give a file name", path.display())));
@@ -15,7 +16,13 @@ pub fn check_file(path: &Path, what: &str) -> Result<()> {
     check_dir(folder, what).map_err(|e| match e {
         Error::Config(why) => Error::Config(format!("{why} (the folder of {})", path.display())),
         other => other,
-    })
+    })?;
+    if path.symlink_metadata().is_ok() {
+        return Ok(()); // A file (or a link to one) is there: it will be replaced or written.
+    }
+    std::fs::File::create_new(path)
+        .and_then(|_| std::fs::remove_file(path))
+        .map_err(|e| Error::Config(format!("{what} {}: cannot be created: {e}", path.display())))
 }
 
 /// `dir` is a folder (created if missing) that takes new files.
@@ -58,5 +65,19 @@ mod tests {
         check_file(&nested, "--trace").unwrap();
         assert!(root.path().join("a/b").is_dir());
         assert_eq!(std::fs::read_dir(root.path().join("a/b")).unwrap().count(), 0, "the probe file is removed");
+    }
+
+    #[test]
+    fn a_name_the_file_system_cannot_take_is_refused_and_an_existing_file_is_kept() {
+        let root = tempfile::tempdir().unwrap();
+        let long = root.path().join(format!("{}.safetensors", "a".repeat(300)));
+        let err = check_file(&long, "--save-params").unwrap_err().to_string();
+        assert!(err.contains("--save-params") && err.contains("cannot be created"), "{err}");
+        assert!(err.contains("too long"), "the system's reason is given: {err}");
+        let there = root.path().join("params.safetensors");
+        std::fs::write(&there, b"the previous run's").unwrap();
+        check_file(&there, "--save-params").unwrap();
+        assert_eq!(std::fs::read(&there).unwrap(), b"the previous run's");
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "nothing is left behind");
     }
 }

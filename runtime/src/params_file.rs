@@ -1,6 +1,10 @@
 //! Parameters to and from safetensors files, with PyTorch's `state_dict` names and layouts, so
 //! `safetensors.torch.load_file` reads them directly.
 
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 
 use safetensors::tensor::{Dtype, TensorView};
@@ -38,10 +42,44 @@ pub(crate) fn serialize(tensors: &[Tensor]) -> std::result::Result<Vec<u8>, Stri
     safetensors::serialize(views, None).map_err(|e| e.to_string())
 }
 
-/// Writes every parameter of `model` to `path` as little-endian f32 tensors.
+/// Writes every parameter of `model` to `path` as little-endian f32 tensors, atomically: a kill
+/// or a failed write leaves the previous file (or none), never part of one.
 pub fn save_params<M: DistributedModel>(model: &M, path: &Path) -> Result<()> {
     let bytes = serialize(&model_tensors(model)).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
-    std::fs::write(path, bytes).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+    write_atomically(path, &bytes).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+}
+
+/// Writes `bytes` to a temporary file next to the file `path` names (through a link, the file
+/// it points to), syncs it, renames it over that file and syncs the folder. Something other
+/// than a file there (a device, a pipe) cannot be replaced: it is written in place.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    if target.metadata().is_ok_and(|m| !m.is_file()) {
+        return std::fs::write(path, bytes);
+    }
+    let folder = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let tmp = folder.join(temporary_name(&target));
+    let written = File::create(&tmp).and_then(|mut file| {
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        crate::fault::at_params_synced();
+        std::fs::rename(&tmp, &target)
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
+    File::open(folder)?.sync_all()
+}
+
+/// `.<name>.tmp`, hidden and the same on every write of one file (a write killed midway leaves
+/// it for the next to replace), with the name cut to fit the file system's 255 bytes.
+fn temporary_name(target: &Path) -> OsString {
+    let name = target.file_name().map_or(&[][..], |n| n.as_bytes());
+    let mut tmp = b".".to_vec();
+    tmp.extend_from_slice(&name[..name.len().min(240)]);
+    tmp.extend_from_slice(b".tmp");
+    OsString::from_vec(tmp)
 }
 
 /// One named tensor read back from a file: `(name, shape, values)`.
@@ -63,4 +101,30 @@ pub fn load_params(path: &Path) -> Result<Vec<NamedTensor>> {
         out.push((name.to_string(), view.shape().to_vec(), f32_values(view.data())));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_replaces_the_file_whole_and_leaves_nothing_beside_it() {
+        let root = tempfile::tempdir().unwrap();
+        let path = root.path().join("p.safetensors");
+        std::fs::write(&path, b"the previous run's").unwrap();
+        write_atomically(&path, b"this run's").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"this run's");
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "no temporary file is left");
+        // Through a link, the file it names is replaced and the link stays.
+        let link = root.path().join("link.safetensors");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        write_atomically(&link, b"through the link").unwrap();
+        assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(&path).unwrap(), b"through the link");
+        // A name as long as the file system takes still has a temporary name it takes.
+        let longest = root.path().join("a".repeat(255));
+        write_atomically(&longest, b"long").unwrap();
+        assert_eq!(std::fs::read(&longest).unwrap(), b"long");
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 3);
+    }
 }

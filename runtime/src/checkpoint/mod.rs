@@ -78,6 +78,8 @@ pub struct Loaded {
     pub position: Position,
     /// What the saved run read, when the checkpoint records it.
     pub run: Option<RunAbout>,
+    /// The state file it was read from, for messages about what it holds.
+    pub state_file: PathBuf,
 }
 
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -265,7 +267,7 @@ pub fn load<M: DistributedModel, O: OptimizerState>(dir: &Path, model: &mut M, o
     if let Some(step) = state.optimizer_step {
         optimizer.set_step_count(step);
     }
-    Ok(Loaded { position: state.position, run: state.run })
+    Ok(Loaded { position: state.position, run: state.run, state_file: state_path })
 }
 
 fn optimizer_tensors<M: DistributedModel, O: OptimizerState>(optimizer: &O) -> Vec<Tensor> {

@@ -21,6 +21,9 @@ enum State<T> {
     Full(T),
     /// The communication thread dropped its `Reply` without sending: it is gone.
     Abandoned,
+    /// The waiting side already waited out its timeout elsewhere (a flush): the next wait
+    /// reports the timeout at once instead of waiting as long again.
+    GaveUp,
 }
 
 impl<T> Default for Mailbox<T> {
@@ -65,6 +68,16 @@ impl<T> Mailbox<T> {
         self.slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Makes the next wait on this box report a timeout at once, unless its value is already
+    /// there. The reply stays outstanding (it may still arrive), so the box is not reused.
+    pub(crate) fn give_up(&self) {
+        let mut slot = self.lock();
+        if slot.outstanding && matches!(slot.state, State::Empty) {
+            slot.state = State::GaveUp;
+            self.changed.notify_all();
+        }
+    }
+
     fn put(&self, state: State<T>) {
         *self.lock() = Slot { state, outstanding: false };
         self.changed.notify_all();
@@ -88,14 +101,16 @@ impl<T> Drop for Reply<T> {
 }
 
 impl<T> Pending<T> {
-    /// Blocks until the value arrives, at most `timeout` when given.
+    /// Blocks until the value arrives, at most `timeout` when given (a timeout too long for an
+    /// instant to represent is none).
     pub(crate) fn wait(self, timeout: Option<Duration>) -> Result<T, Undelivered> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut slot = self.0.lock();
         loop {
             match std::mem::replace(&mut slot.state, State::Empty) {
                 State::Full(value) => return Ok(value),
                 State::Abandoned => return Err(Undelivered::Abandoned),
+                State::GaveUp => return Err(Undelivered::TimedOut),
                 State::Empty => {}
             }
             slot = match deadline {
@@ -143,5 +158,33 @@ mod tests {
         assert!(!Arc::ptr_eq(&busy, &boxed), "a busy mailbox is replaced, not reused");
         drop(reply);
         assert!(Mailbox::is_free(&busy));
+    }
+
+    #[test]
+    fn a_timeout_no_instant_can_hold_is_no_timeout() {
+        let mut boxed = Arc::new(Mailbox::<u8>::default());
+        let (reply, pending) = Mailbox::open(&mut boxed);
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            reply.send(7);
+        });
+        assert_eq!(pending.wait(Some(Duration::MAX)).ok(), Some(7));
+        sender.join().unwrap();
+    }
+
+    #[test]
+    fn a_given_up_box_times_out_at_once_and_is_not_reused() {
+        let mut boxed = Arc::new(Mailbox::<u8>::default());
+        let (reply, pending) = Mailbox::open(&mut boxed);
+        boxed.give_up();
+        assert_eq!(pending.wait(None).err(), Some(Undelivered::TimedOut));
+        assert!(!Mailbox::is_free(&boxed), "its reply may still arrive");
+        reply.send(1);
+        assert!(Mailbox::is_free(&boxed));
+        // A value already delivered is not given up.
+        let (reply, pending) = Mailbox::open(&mut boxed);
+        reply.send(2);
+        boxed.give_up();
+        assert_eq!(pending.wait(None).ok(), Some(2));
     }
 }

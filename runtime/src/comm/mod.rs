@@ -279,9 +279,12 @@ impl Communicator {
             }
             drop(held);
             let blocked = Instant::now();
-            // If the thread is gone, each bucket's wait reports it.
-            if t.flush().is_ok() {
-                record(Activity::WaitAll, blocked, Instant::now());
+            // Each bucket's wait reports a failure: at once after a timeout here, which already
+            // waited as long as the timeout says; if the thread is gone, as its reply was dropped.
+            match t.flush() {
+                Ok(()) => record(Activity::WaitAll, blocked, Instant::now()),
+                Err(Error::CollectiveTimeout { .. }) => self.mailboxes.borrow().iter().for_each(|m| m.give_up()),
+                Err(_) => {}
             }
         }
     }

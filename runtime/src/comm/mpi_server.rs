@@ -158,8 +158,8 @@ fn serve_requests(
                 if let Some(link) = &link {
                     // The bytes that travel: half a bucket's for bf16 and fp16.
                     let bytes = bucket.len() * bucket.wire_format().bytes_per_value();
-                    let deadline = started + Duration::from_secs_f64(link.ring_all_reduce_seconds(bytes, size));
-                    if !hold_until(deadline, aborting) {
+                    let hold = hold_for(link.ring_all_reduce_seconds(bytes, size));
+                    if !hold_until(started.checked_add(hold), aborting) {
                         abort(world);
                     }
                 }
@@ -195,8 +195,10 @@ fn serve_requests(
                 let _ = reply.send(());
             }
             Request::AbortJob(grace, reply) => {
-                let deadline = Instant::now() + grace;
-                if !mpi_calls::barrier(world, || aborting.load(Ordering::Relaxed) || Instant::now() >= deadline) {
+                // A grace period no instant can hold never ends (the flag still does).
+                let deadline = Instant::now().checked_add(grace);
+                let give_up = || aborting.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d);
+                if !mpi_calls::barrier(world, give_up) {
                     abort(world);
                 }
                 let _ = reply.send(());
@@ -212,18 +214,30 @@ impl Request {
     }
 }
 
-/// Sleeps (rather than spins: the cores belong to the compute threads) until `deadline`;
-/// `false` if `aborting` was set meanwhile.
-fn hold_until(deadline: Instant, aborting: &AtomicBool) -> bool {
+/// The cost model's `seconds` as a hold: a time too long for a `Duration` (only a link no one
+/// could build, which the `--link` parser refuses) saturates; a negative or NaN one is none.
+fn hold_for(seconds: f64) -> Duration {
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(hold) => hold,
+        Err(_) if seconds > 0.0 => Duration::MAX,
+        Err(_) => Duration::ZERO,
+    }
+}
+
+/// Sleeps (rather than spins: the cores belong to the compute threads) until `deadline` (`None`:
+/// one too far ahead for an instant, so until aborted); `false` if `aborting` was set meanwhile.
+fn hold_until(deadline: Option<Instant>, aborting: &AtomicBool) -> bool {
     loop {
         if aborting.load(Ordering::Relaxed) {
             return false;
         }
         let now = Instant::now();
-        if now >= deadline {
-            return true;
-        }
-        std::thread::sleep((deadline - now).min(ABORT_CHECK));
+        let left = match deadline {
+            Some(deadline) if now >= deadline => return true,
+            Some(deadline) => deadline - now,
+            None => ABORT_CHECK,
+        };
+        std::thread::sleep(left.min(ABORT_CHECK));
     }
 }
 
@@ -233,4 +247,22 @@ const ABORT_CHECK: Duration = Duration::from_millis(10);
 /// Ends every rank of the job; does not return.
 fn abort(world: &SimpleCommunicator) -> ! {
     world.abort(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holds_saturate_and_never_panic() {
+        assert_eq!(hold_for(1e-3), Duration::from_millis(1));
+        assert_eq!(hold_for(1e300), Duration::MAX);
+        assert_eq!(hold_for(f64::INFINITY), Duration::MAX);
+        assert_eq!(hold_for(f64::NAN), Duration::ZERO);
+        assert_eq!(hold_for(-1.0), Duration::ZERO);
+        // A deadline no instant can hold ends only when the rank aborts.
+        let aborting = AtomicBool::new(true);
+        assert!(!hold_until(Instant::now().checked_add(Duration::MAX), &aborting));
+        assert!(hold_until(Some(Instant::now()), &AtomicBool::new(false)));
+    }
 }

@@ -19,7 +19,7 @@ use overlap_plan::Link;
 
 use super::board;
 use super::bucket::{GradBucket, Reduced};
-use super::mailbox::{Mailbox, Reply};
+use super::mailbox::{Mailbox, Reply, Undelivered};
 use super::mode::Transport;
 use super::mpi_calls::Gathered;
 use super::mpi_server::{serve, Request};
@@ -121,11 +121,25 @@ impl MpiThread {
     }
 
     /// Blocks until every request queued so far has been served (every step without overlap:
-    /// through a reused mailbox, so it allocates nothing).
+    /// through a reused mailbox, so it allocates nothing), at most the communication timeout:
+    /// the all-reduces ahead of the flush wait for every rank.
     pub(super) fn flush(&self) -> Result<()> {
+        const WHAT: &str = "finishing the queued all-reduces";
         let (reply, pending) = Mailbox::open(&mut self.flushed.borrow_mut());
         self.send(Request::Flush(reply))?;
-        pending.wait(None).map_err(|_| Error::CommThreadDied("finishing the queued all-reduces"))
+        let bound = self.timeout.get();
+        pending.wait(bound).map_err(|e| match e {
+            Undelivered::Abandoned => Error::CommThreadDied(WHAT),
+            Undelivered::TimedOut => {
+                self.timed_out.set(true);
+                Error::CollectiveTimeout {
+                    what: WHAT,
+                    rank: self.rank,
+                    waited: bound.unwrap_or_default(),
+                    behind: board::laggards(),
+                }
+            }
+        })
     }
 
     pub(super) fn gather_u64(&self, data: Vec<u64>) -> Result<Gathered> {

@@ -69,7 +69,9 @@ impl Timeline {
         let Some((anchor, at)) = self.anchor.take() else { return Ok(()) };
         let instant = |event: &CudaEvent| -> Result<Instant> {
             let ms = anchor.elapsed_ms(event).map_err(cuda("reading a timing event"))?;
-            Ok(at + Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+            // A time no instant can hold is the driver's garbage, not a span.
+            let offset = Duration::try_from_secs_f64(f64::from(ms.max(0.0)) / 1e3).ok();
+            offset.and_then(|d| at.checked_add(d)).ok_or_else(|| cuda("reading a timing event")(ms))
         };
         for (activity, (start, end)) in self.spans.drain(..) {
             trace::record(activity, instant(&start)?, instant(&end)?);

@@ -183,6 +183,8 @@ pub struct TrainConfig {
     pub optimizer: OptimizerConfig,
     pub observe: ObserveConfig,
     pub save: Option<SaveConfig>,
+    /// The final parameters, written to this safetensors file by rank 0 at the end.
+    pub save_params: Option<PathBuf>,
     /// Continue from the newest checkpoint in this folder.
     pub resume: Option<PathBuf>,
     pub device: Device,
@@ -201,6 +203,7 @@ impl Default for TrainConfig {
             optimizer: OptimizerConfig::default(),
             observe: ObserveConfig::default(),
             save: None,
+            save_params: None,
             resume: None,
             device: Device::Cpu,
             stop_on_signals: false,

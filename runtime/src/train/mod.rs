@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use crate::checkpoint::{self, Position};
 use crate::comm::Communicator;
+use crate::console;
 use crate::data::{shard_start_after, Batch, Dataset};
 use crate::error::{Error, Result};
 use crate::fault;
@@ -25,6 +26,7 @@ use crate::loss::Loss;
 use crate::model::DistributedModel;
 use crate::observe::{Observer, RunShape};
 use crate::optim::ChosenOptimizer;
+use crate::params_file::save_params;
 use crate::profile::Cluster;
 use crate::trace;
 
@@ -114,6 +116,13 @@ impl<'c> Trainer<'c> {
         self
     }
 
+    /// Writes the final parameters to `path` (rank 0), as `params_file::save_params` does,
+    /// within the run: a stop signal during the last step does not lose them.
+    pub fn save_params(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config.save_params = Some(path.into());
+        self
+    }
+
     /// A Chrome trace of every rank's spans.
     pub fn trace(mut self, path: impl Into<PathBuf>) -> Self {
         self.config.observe.trace = Some(path.into());
@@ -165,7 +174,7 @@ impl<'c> Trainer<'c> {
         loss: &impl Loss,
     ) -> Result<TrainSummary> {
         let Trainer { comm, config, progress } = self;
-        check(&config, &M::SCHEDULE, data)?;
+        check(&config, &M::SCHEDULE, data, comm.world_size())?;
         // Held until the run ends: no other run saves into this folder meanwhile.
         let _checkpoint_folder = on_rank0(comm, || claim_outputs(&config))?.flatten();
         let mut optimizer = config.optimizer.build();
@@ -173,11 +182,24 @@ impl<'c> Trainer<'c> {
             checkpoint::RunAbout { global_batch: config.global_batch(comm.world_size()), data: data.describe() };
         let position = resume(&config, model, &mut optimizer, comm.rank(), &about)?;
         let progress = if comm.rank() == 0 { &*progress } else { &NoProgress };
-        let run = Run { comm, config: &config, progress, about };
-        match config.device {
+        // Listening until every output is written: a signal after the last step has begun lets
+        // the run finish (see `Run::steps`), parameters file included.
+        let stop = config.stop_on_signals.then(stop::StopSignals::install).transpose()?;
+        let run = Run { comm, config: &config, progress, about, stop: stop.as_ref() };
+        let summary = match config.device {
             Device::Cpu => run.steps(CpuBackend::new(model, optimizer, comm), position, data, loss),
             Device::Cuda { gpu } => fit_on_gpu(run, model, optimizer, gpu, position, data, loss),
+        }?;
+        if let (0, Some(path)) = (comm.rank(), &config.save_params) {
+            save_params(&*model, path)?;
         }
+        if let (0, Some(signal)) = (comm.rank(), stop.as_ref().and_then(stop::StopSignals::received)) {
+            console::err_line(&format!(
+                "note: {} came after the last step had begun: the run finished and wrote all its outputs",
+                signal_name(signal)
+            ));
+        }
+        Ok(summary)
     }
 }
 
@@ -189,6 +211,8 @@ struct Run<'r> {
     progress: &'r dyn Progress,
     /// What the run reads, recorded in its checkpoints.
     about: checkpoint::RunAbout,
+    /// Listening for SIGTERM / SIGINT, when the run stops on them.
+    stop: Option<&'r stop::StopSignals>,
 }
 
 #[cfg(feature = "cuda")]
@@ -220,7 +244,7 @@ fn fit_on_gpu<M: DistributedModel>(
     _: &mut impl Dataset,
     _: &impl Loss,
 ) -> Result<TrainSummary> {
-    Err(Error::CudaNotBuilt)
+    Err(Error::CudaNotBuilt("--device cuda"))
 }
 
 impl Run<'_> {
@@ -232,7 +256,7 @@ impl Run<'_> {
         data: &mut impl Dataset,
         loss: &impl Loss,
     ) -> Result<TrainSummary> {
-        let Run { comm, config, progress, about } = self;
+        let Run { comm, config, progress, about, stop } = self;
         let (rank, world) = (comm.rank(), comm.world_size());
         let schedule = M::SCHEDULE;
         let mut observer = Observer::start(&config.observe, RunShape::of(config), comm, schedule.clone())?;
@@ -240,7 +264,7 @@ impl Run<'_> {
             observer.say(&format!("training {} on {device} per rank", schedule.model));
         }
         let first_step = position.next_step;
-        let stop = config.stop_on_signals.then(stop::StopSignals::install).transpose()?;
+        let global_batch = config.global_batch(world);
         progress.start(first_step, config.steps);
         let mut batch = Batch::default();
         let mut step_times = Vec::with_capacity(config.steps.saturating_sub(first_step).min(1 << 20) as usize);
@@ -268,8 +292,12 @@ impl Run<'_> {
             }
             backend.step()?;
             drop(step_span);
-            position =
-                Position { next_step: step + 1, samples_seen: position.samples_seen + config.global_batch(world) };
+            // `check` and `resume` leave room for the first step; 2^64 samples later, this.
+            let samples_seen = position
+                .samples_seen
+                .checked_add(global_batch)
+                .ok_or_else(|| Error::Dataset(format!("the data position passed 2^64 samples at step {}", step + 1)))?;
+            position = Position { next_step: step + 1, samples_seen };
             step_times.push(started.elapsed());
             progress.advance();
             if logging {
@@ -292,7 +320,11 @@ impl Run<'_> {
                 // whose timeout is about communication.
                 comm.wait_for_checkpoint_write()?;
             }
-            let Some(signal) = stop.as_ref().map(|s| s.agreed(comm)).transpose()?.flatten() else { continue };
+            // After the last step the run is done: a signal that came during it stops nothing.
+            if step + 1 == config.steps {
+                continue;
+            }
+            let Some(signal) = stop.map(|s| s.agreed(comm)).transpose()?.flatten() else { continue };
             progress.finish();
             if let (0, Some(save), None) = (rank, &config.save, &saved) {
                 let (model, optimizer) = backend.host_state()?;

@@ -10,11 +10,12 @@ use crate::comm::Communicator;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::model::DistributedModel;
+use crate::observe::RunShape;
 use crate::optim::ChosenOptimizer;
 
-/// Settings that cannot run, and a dataset that does not fit the model, refused before anything
-/// starts.
-pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Dataset) -> Result<()> {
+/// Settings that cannot run on `world` ranks, and a dataset that does not fit the model, refused
+/// before anything starts.
+pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Dataset, world: usize) -> Result<()> {
     let zero = [
         ("steps", config.steps == 0),
         ("batch", config.batch == 0),
@@ -27,9 +28,19 @@ pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Datas
     if config.save.as_ref().is_some_and(|s| s.every == Some(0)) {
         return Err(Error::Config("checkpoints every 0 steps: give a positive interval or none".into()));
     }
+    // The data position counts samples in 64 bits: a step must not take more than that holds.
+    let per_step = [config.batch, config.accumulate, world].iter().try_fold(1u64, |n, &f| n.checked_mul(f as u64));
+    if per_step.is_none() {
+        return Err(Error::Config(format!(
+            "--accumulate {} with --batch {} on {world} rank(s) takes more samples per step than a 64-bit \
+             count holds",
+            config.accumulate, config.batch
+        )));
+    }
     if config.device == Device::Cpu {
         check_memory(config, schedule)?;
     }
+    check_recording(config, schedule, world)?;
     let Some((features, _)) = io_widths(schedule) else {
         return Err(Error::Config(format!("{} has no layer with fixed widths", schedule.model)));
     };
@@ -48,7 +59,7 @@ pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Datas
 /// activations cannot fit in the memory this machine has available (or in any address space).
 fn check_memory(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
     const GIB: f64 = (1u64 << 30) as f64;
-    let needed = crate::observe::needed_bytes(schedule, &crate::observe::RunShape::of(config));
+    let needed = crate::observe::needed_bytes(schedule, &RunShape::of(config));
     let available = crate::observe::available_bytes();
     match (needed, available) {
         (None, _) => Err(Error::Config(format!(
@@ -65,6 +76,43 @@ fn check_memory(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
         ))),
         _ => Ok(()),
     }
+}
+
+/// Refuses recording that rank 0 could not hold: one window of every rank's spans (a huge
+/// `--report-every`, or `--accumulate`), or, with `--trace`, every span of the run.
+fn check_recording(config: &TrainConfig, schedule: &Schedule, world: usize) -> Result<()> {
+    if !config.observe.records() {
+        return Ok(());
+    }
+    let needs = crate::observe::recording_bytes(&config.observe, schedule, &RunShape::of(config), world);
+    let available = crate::observe::available_bytes();
+    let beyond = |bytes: Option<u64>| match (bytes, available) {
+        (None, _) => Some("more memory than any machine can address".to_string()),
+        (Some(b), Some(a)) if b > a => {
+            Some(format!("about {} at rank 0, and this machine has {} available", gib(b), gib(a)))
+        }
+        _ => None,
+    };
+    let per_step = needs.spans_per_step.map_or("more than 2^64".into(), |n| n.to_string());
+    if let Some(why) = beyond(needs.window) {
+        return Err(Error::Config(format!(
+            "the report gathers the spans of {} step(s) at once from {world} rank(s) (--report-every; {per_step} \
+             spans per step with --accumulate {}): that needs {why}; give a smaller --report-every",
+            needs.window_steps, config.accumulate
+        )));
+    }
+    if let Some(why) = beyond(needs.trace) {
+        return Err(Error::Config(format!(
+            "--trace keeps every span of the run at rank 0: {} steps of {per_step} spans from {world} rank(s) \
+             need {why}; trace a shorter run",
+            config.steps
+        )));
+    }
+    Ok(())
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
 /// Runs `check` on rank 0 and makes every rank share its verdict, so that a refusal there ends
@@ -84,9 +132,12 @@ pub fn on_rank0<T>(comm: &Communicator, check: impl FnOnce() -> Result<T>) -> Re
 /// claimed (locked, and refused if it holds another run's checkpoints).
 pub(super) fn claim_outputs(config: &TrainConfig) -> Result<Option<checkpoint::DirLock>> {
     let observe = &config.observe;
-    for (path, what) in
-        [(&observe.trace, "--trace"), (&observe.timeline, "--timeline"), (&observe.write_profile, "--write-profile")]
-    {
+    for (path, what) in [
+        (&config.save_params, "--save-params"),
+        (&observe.trace, "--trace"),
+        (&observe.timeline, "--timeline"),
+        (&observe.write_profile, "--write-profile"),
+    ] {
         if let Some(path) = path {
             crate::output_paths::check_file(path, what)?;
         }
@@ -139,6 +190,14 @@ pub(super) fn resume<M: DistributedModel>(
     if let Some(dir) = &config.resume {
         let loaded = checkpoint::load(dir, model, optimizer)?;
         position = loaded.position;
+        if position.samples_seen.checked_add(about.global_batch).is_none() {
+            return Err(Error::Checkpoint(format!(
+                "{}: the data position, {} samples, leaves no room for a step of {} more: the file is damaged",
+                loaded.state_file.display(),
+                position.samples_seen,
+                about.global_batch
+            )));
+        }
         if rank == 0 {
             crate::console::err_line(&format!("resumed from {} at step {}", dir.display(), position.next_step));
             for change in loaded.run.map(|saved| changes(&saved, about)).unwrap_or_default() {

@@ -3,7 +3,8 @@
 //! During a run the handler only records the signal. At the end of each step the ranks agree
 //! whether any of them got one (a one-number all-reduce), so that all stop after the same step;
 //! the `Trainer` then writes a checkpoint if the run saves, and returns `Error::Stopped`. A
-//! second signal ends the process at once, with status 128 + signal.
+//! signal during the last step stops nothing: the run has reached its end, and finishes with
+//! every output it writes. A second signal ends the process at once, with status 128 + signal.
 //!
 //! The handlers are installed once per process and stay: outside a run they perform the
 //! signal's default action (the process ends, as if they were not there), so a program that
@@ -70,12 +71,18 @@ impl StopSignals {
         Ok(StopSignals { flags })
     }
 
+    /// The signal this process got during the run, if any (not collective).
+    pub(crate) fn received(&self) -> Option<i32> {
+        let flags = self.flags;
+        let signal = flags.signal.load(Ordering::SeqCst);
+        (flags.seen.load(Ordering::SeqCst) && signal != 0).then_some(signal as i32)
+    }
+
     /// After a step, on every rank: the signal one of the ranks got, if any (collective).
     pub(crate) fn agreed(&self, comm: &Communicator) -> Result<Option<i32>> {
-        let flags = self.flags;
-        let mine = if flags.seen.load(Ordering::SeqCst) { flags.signal.load(Ordering::SeqCst) } else { 0 };
+        let mine = self.received().unwrap_or(0);
         if comm.world_size() == 1 {
-            return Ok((mine != 0).then_some(mine as i32));
+            return Ok((mine != 0).then_some(mine));
         }
         if comm.sum_f64(mine as f64)? == 0.0 {
             return Ok(None);
