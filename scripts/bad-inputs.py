@@ -425,7 +425,8 @@ def catalogue() -> list:
     add(c, "mlp --momentum -0.5", 2, "--momentum")
     add(c, "mlp --weight-decay -inf", 2, "--weight-decay")
     add(c, "mlp --optimizer lbfgs", 2, "--optimizer")
-    add(c, "mlp --beta1 0.9 --optimizer adamw", 2, UNEXPECTED)
+    add(c, "mlp --beta1 1 --optimizer adamw", 2, "must be at least 0 and less than 1")
+    add(c, "mlp --beta1 -inf --optimizer adamw", 2, "must be at least 0 and less than 1")
     add(c, "mlp --steps 3 --batch 4 --lr 1e30 --check-finite", 1, "non-finite gradient")
 
     # 5. Hangs: rank 1 stopped with SIGSTOP at step 3; the waiting ranks give up after the

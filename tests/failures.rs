@@ -116,6 +116,19 @@ fn rank_0s_checkpoint_write_is_not_counted_as_communication() {
 }
 
 #[test]
+fn a_rank_0_stopped_while_it_writes_a_checkpoint_is_named_after_the_timeout() {
+    // A stopped process writes nothing: the others give up after the communication timeout, not
+    // the 30 minutes a slow write is given.
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    let args = ["--save", ck.to_str().unwrap(), "--save-every", "3", "--comm-timeout", "8s"];
+    let (ok, text, took) = job(Some("stop:0:saving"), &args);
+    assert_ends_promptly(ok, &text, took, "rank 0 stopped in its checkpoint write");
+    assert!(text.contains("while waiting for rank 0 to write a checkpoint (--comm-timeout)"), "{text}");
+    assert!(text.contains("rank 0 ") && text.contains("its process is stopped by a signal"), "{text}");
+}
+
+#[test]
 fn a_non_finite_gradient_names_the_parameter_and_step() {
     let (ok, text, took) = job(Some("nan:2:3"), &["--check-finite"]);
     assert_ends_promptly(ok, &text, took, "NaN gradient");

@@ -16,7 +16,8 @@
 //!   once the temporary file is written and synced, before it is renamed into place.
 //! - `stop:<rank>:<point>`: rank `rank` stops itself with SIGSTOP at a start-up point
 //!   (`mpi-init`: before MPI's initialisation; `shared-memory`: before the shared-memory set-up;
-//!   `handshake`: before the schedule check) or, given a number, when that step (1-based) begins.
+//!   `handshake`: before the schedule check), during its first checkpoint write (`saving`, once
+//!   the model file is written) or, given a number, when that step (1-based) begins.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -77,6 +78,8 @@ enum Fault {
 enum StopPoint {
     StartUp(&'static str),
     Step(u64),
+    /// During its first checkpoint write, once the model file is written.
+    Saving,
 }
 
 /// The start-up points `stop:<rank>:<point>` can name.
@@ -97,6 +100,7 @@ fn parse(spec: &str) -> Option<Fault> {
     if kind == "stop" {
         let at = match START_UP_POINTS.iter().find(|&&p| p == last) {
             Some(point) => StopPoint::StartUp(point),
+            None if last == "saving" => StopPoint::Saving,
             None => StopPoint::Step(last.parse().ok()?),
         };
         return Some(Fault::Stop { rank: rank()?, at });
@@ -154,6 +158,11 @@ pub fn at_save_stage(stage: SaveStage, nth: u64) {
         Some(&Fault::SlowSave { millis, nth: n }) if n == nth && stage == SaveStage::ModelWritten => {
             std::thread::sleep(std::time::Duration::from_millis(millis))
         }
+        Some(Fault::Stop { rank, at: StopPoint::Saving })
+            if nth == 1 && stage == SaveStage::ModelWritten && launcher_rank() == Some(*rank) =>
+        {
+            stop_self()
+        }
         _ => {}
     }
 }
@@ -210,6 +219,7 @@ mod tests {
         assert_eq!(parse("stop:1:mpi-init"), Some(Fault::Stop { rank: 1, at: StopPoint::StartUp("mpi-init") }));
         assert_eq!(parse("slow-save:2500:1"), Some(Fault::SlowSave { millis: 2500, nth: 1 }));
         assert_eq!(parse("stop:2:4"), Some(Fault::Stop { rank: 2, at: StopPoint::Step(4) }));
+        assert_eq!(parse("stop:0:saving"), Some(Fault::Stop { rank: 0, at: StopPoint::Saving }));
         assert_eq!(parse("save-params:synced:1"), Some(Fault::SaveParams { nth: 1 }));
         for bad in [
             "",

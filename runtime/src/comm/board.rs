@@ -142,6 +142,14 @@ impl Board {
         self.slot(self.rank, 0).load(Ordering::Acquire)
     }
 
+    /// `rank`'s process state, when that rank has been seen on this node.
+    pub(crate) fn process_state(&self, rank: usize) -> Option<ProcessState> {
+        if rank >= self.world || self.slot(rank, 0).load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        Some(process_state(self.slot(rank, 1).load(Ordering::Relaxed)))
+    }
+
     /// Removes the file; ranks that mapped it keep their mapping.
     pub(crate) fn unlink(&self) {
         let _ = std::fs::remove_file(&self.path);

@@ -345,12 +345,15 @@ impl Communicator {
 
     /// Waits for rank 0 to finish writing a checkpoint: a barrier bounded by the communication
     /// timeout or `CHECKPOINT_WRITE_TIMEOUT`, whichever is longer, so a slow disk is not taken
-    /// for a stuck rank.
+    /// for a stuck rank; but a rank 0 seen stopped or gone (on this node) for the communication
+    /// timeout is not writing, and is named then.
     pub fn wait_for_checkpoint_write(&self) -> Result<()> {
         match &self.backend {
             Backend::Single => Ok(()),
-            Backend::Mpi(t) => t.barrier_within(
+            Backend::Mpi(t) => t.wait_for_writer(
+                0,
                 self.checks.timeout.map(|t| t.max(CHECKPOINT_WRITE_TIMEOUT)),
+                self.checks.timeout,
                 "waiting for rank 0 to write a checkpoint",
             ),
         }

@@ -13,11 +13,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, sync_channel, RecvTimeoutError, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use overlap_plan::Link;
 
-use super::board;
+use super::board::{self, ProcessState};
 use super::bucket::{GradBucket, Reduced};
 use super::mailbox::{Mailbox, Reply, Undelivered};
 use super::mode::Transport;
@@ -147,8 +147,40 @@ impl MpiThread {
     }
 
     /// A barrier that waits up to `bound` (rather than the communication timeout) for `what`.
-    pub(super) fn barrier_within(&self, bound: Option<Duration>, what: &'static str) -> Result<()> {
-        self.call_within(Request::Barrier, what, bound)
+    /// Waits at a barrier for rank `writer`, busy with something other than communication (a
+    /// checkpoint write), up to `bound`; but once its process is seen stopped or gone on this
+    /// node, only `patience` more: a stopped process writes nothing.
+    pub(super) fn wait_for_writer(
+        &self,
+        writer: usize,
+        bound: Option<Duration>,
+        patience: Option<Duration>,
+        what: &'static str,
+    ) -> Result<()> {
+        let (reply, answer) = channel();
+        self.send(Request::Barrier(reply))?;
+        let started = Instant::now();
+        let deadline = bound.and_then(|b| started.checked_add(b));
+        let mut stalled_since: Option<Instant> = None;
+        loop {
+            let tick = deadline.map_or(WRITER_POLL, |d| d.saturating_duration_since(Instant::now()).min(WRITER_POLL));
+            match answer.recv_timeout(tick) {
+                Ok(()) => return Ok(()),
+                Err(RecvTimeoutError::Disconnected) => return Err(Error::CommThreadDied(what)),
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            let now = Instant::now();
+            let stalled =
+                board::get().and_then(|b| b.process_state(writer)).is_some_and(|s| s != ProcessState::Running);
+            stalled_since = if stalled { stalled_since.or(Some(now)) } else { None };
+            let out_of_patience = patience.zip(stalled_since).is_some_and(|(p, since)| now - since >= p);
+            if out_of_patience || deadline.is_some_and(|d| now >= d) {
+                self.timed_out.set(true);
+                // Tenths of a second: the message says how long, not to the nanosecond.
+                let waited = Duration::from_millis((now - started).as_millis() as u64 / 100 * 100);
+                return Err(Error::CollectiveTimeout { what, rank: self.rank, waited, behind: board::laggards() });
+            }
+        }
     }
 
     pub(super) fn broadcast(&self, data: Vec<f32>) -> Result<Vec<f32>> {
@@ -229,6 +261,9 @@ impl Drop for MpiThread {
         }
     }
 }
+
+/// How often a wait for a writing rank looks at its process.
+const WRITER_POLL: Duration = Duration::from_millis(250);
 
 /// Requests that can be queued before a sender waits.
 const REQUEST_QUEUE: usize = 1024;
