@@ -156,10 +156,11 @@ pub struct TrainArgs {
     /// OpenMPI's all-reduce.
     #[arg(long, value_enum, default_value_t = Transport::Auto)]
     pub all_reduce: Transport,
-    /// The format gradients travel in between ranks: fp32, or bf16 / fp16 (half the bytes; each
-    /// rank's values rounded once to be sent, summed in FP32, the sum rounded once).
-    #[arg(long, value_name = "FORMAT", default_value_t = WireFormat::Fp32, value_parser = str::parse::<WireFormat>)]
-    pub grad_comm: WireFormat,
+    /// The format gradients travel in between ranks, for every bucket: fp32, or bf16 / fp16
+    /// (half the bytes; each rank's values rounded once to be sent, summed in FP32, the sum
+    /// rounded once) [default: the model's `grad_comm`, see --print-schedule].
+    #[arg(long, value_name = "FORMAT", value_parser = str::parse::<WireFormat>)]
+    pub grad_comm: Option<WireFormat>,
     /// Write checkpoints (parameters, optimizer state, step, data position) into DIR: at the
     /// end, and every --save-every steps. Rank 0 writes; a crash never leaves a torn one.
     #[arg(long, value_name = "DIR")]
@@ -390,7 +391,7 @@ mod tests {
         let year = TrainArgs::try_parse_from(["mlp", "--comm-timeout", "8760h"]).unwrap().comm_timeout();
         assert_eq!(year, Some(LONGEST_TIMEOUT));
         let ok = TrainArgs::try_parse_from(["mlp", "--grad-comm", "bf16"]).unwrap();
-        assert_eq!(ok.grad_comm, WireFormat::Bf16);
+        assert_eq!(ok.grad_comm, Some(WireFormat::Bf16));
         let err = TrainArgs::try_parse_from(["mlp", "--save-every", "5"]).unwrap_err();
         assert!(err.to_string().contains("--save"), "{err}");
     }

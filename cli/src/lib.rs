@@ -53,7 +53,9 @@ pub fn main<M: DistributedModel>() -> ExitCode {
         return report_error(&e);
     }
     comm.set_check_finite(args.check_finite);
-    comm.set_wire_format(args.grad_comm);
+    if let Some(format) = args.grad_comm {
+        comm.set_wire_format(format);
+    }
     // Errors are reported while the communicator is alive; then the job ends: if every rank
     // failed alike they meet and exit, otherwise the others are waiting for this rank and
     // would wait forever, so MPI_Abort ends them.
@@ -157,7 +159,7 @@ fn refuse_cpu_only_flags(args: &TrainArgs) -> Result<()> {
         (args.link.is_some(), "--link"),
         (args.comm_timeout.is_some(), "--comm-timeout"),
         (args.check_finite, "--check-finite"),
-        (args.grad_comm != overlap_runtime::WireFormat::Fp32, "--grad-comm"),
+        (args.grad_comm.is_some_and(|f| f != overlap_runtime::WireFormat::Fp32), "--grad-comm"),
         (args.write_profile.is_some(), "--write-profile"),
         (!args.simulate.is_empty(), "--simulate"),
     ]

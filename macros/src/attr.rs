@@ -2,7 +2,7 @@
 //! `#[bucket_boundary]` on fields. Every key is checked; unknown, duplicate and bad values are
 //! all reported.
 
-use overlap_plan::{BucketLimits, BucketOrder, DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB, MIB};
+use overlap_plan::{BucketLimits, BucketOrder, WireFormat, DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB, MIB};
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Expr, ExprLit, ItemStruct, Lit, LitInt, Meta, MetaNameValue, Token};
 
@@ -11,10 +11,23 @@ use crate::errors::Errors;
 use crate::helpers::{expr_name, int_literal, path_name, positive_int};
 use crate::planning::{self, Planning};
 
+/// What `#[distributed_model(...)]` asks for: how to plan the buckets, and the format their
+/// gradients travel in.
+pub struct ModelConfig {
+    pub planning: Planning,
+    pub grad_comm: WireFormat,
+}
+
 /// Parses `bucket_cap_mb = 25, first_bucket_mb = 1` (both optional; integers or decimals) and
 /// `bucket_order = ready | ddp_first_iteration` (optional), or `buckets = auto(...)` /
-/// `buckets = profile(...)`.
-pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Planning {
+/// `buckets = profile(...)`; and, with either, `grad_comm = fp32 | bf16 | fp16`.
+pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> ModelConfig {
+    let mut grad_comm = WireFormat::Fp32;
+    let planning = planning_config(args, &mut grad_comm, errors);
+    ModelConfig { planning, grad_comm }
+}
+
+fn planning_config(args: proc_macro2::TokenStream, grad_comm: &mut WireFormat, errors: &mut Errors) -> Planning {
     let (mut first_bucket_bytes, mut bucket_cap_bytes) = (DEFAULT_FIRST_BUCKET_MB * MIB, DEFAULT_BUCKET_CAP_MB * MIB);
     let mut order = BucketOrder::Ready;
     let mut planner: Option<(Planning, proc_macro2::TokenStream)> = None;
@@ -45,6 +58,12 @@ pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Plan
                 }
                 continue;
             }
+            "grad_comm" => {
+                if let Some(format) = wire_format(&pair.value, errors) {
+                    *grad_comm = format;
+                }
+                continue;
+            }
             "buckets" => {
                 if let Some(p) = planning::parse(&pair.value, errors) {
                     planner = Some((p, quote::ToTokens::to_token_stream(pair)));
@@ -54,7 +73,7 @@ pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Plan
             _ => {
                 errors.spanned(
                     &pair.path,
-                    "unknown key; expected `bucket_cap_mb`, `first_bucket_mb`, `bucket_order` or `buckets`",
+                    "unknown key; expected `bucket_cap_mb`, `first_bucket_mb`, `bucket_order`, `buckets` or `grad_comm`",
                 );
                 continue;
             }
@@ -65,7 +84,7 @@ pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Plan
     }
     match planner {
         Some((planning, tokens)) => {
-            if seen.iter().any(|k| k != "buckets") {
+            if seen.iter().any(|k| k != "buckets" && k != "grad_comm") {
                 errors.spanned(
                     tokens,
                     "`buckets = ...` chooses the bucket boundaries itself: remove `bucket_cap_mb`, `first_bucket_mb` \
@@ -86,6 +105,22 @@ fn bucket_order(value: &Expr, errors: &mut Errors) -> Option<BucketOrder> {
         "ddp_first_iteration" => Some(BucketOrder::DdpFirstIteration),
         _ => {
             errors.spanned(value, "`bucket_order` must be `ready` (the default) or `ddp_first_iteration`");
+            None
+        }
+    }
+}
+
+/// `fp32` (the default), `bf16` or `fp16`: the format gradients travel in, summed in FP32.
+fn wire_format(value: &Expr, errors: &mut Errors) -> Option<WireFormat> {
+    let name = expr_name(value);
+    match name.parse::<WireFormat>() {
+        Ok(format) => Some(format),
+        Err(_) => {
+            errors.spanned(
+                value,
+                "`grad_comm` must be `fp32` (the default), `bf16` or `fp16`: the format gradients travel in \
+                 between ranks (they are summed in FP32 either way)",
+            );
             None
         }
     }

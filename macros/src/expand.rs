@@ -18,7 +18,7 @@ use crate::{check, fallback, schedule_tokens};
 
 pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
-    let planning = attr::model_config(args, &mut errors);
+    let config = attr::model_config(args, &mut errors);
     let item: ItemStruct = match syn::parse2::<syn::Item>(item) {
         Ok(syn::Item::Struct(s)) => s,
         Ok(other) => {
@@ -36,7 +36,8 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut model = Model::from_struct(&item, &mut errors);
     check::all(&mut model, &mut errors);
     if errors.is_empty() {
-        if let Some(planned) = planning::plan(&planning, &item.ident, &model.specs(), &mut errors) {
+        if let Some(mut planned) = planning::plan(&config.planning, &item.ident, &model.specs(), &mut errors) {
+            planned.schedule = planned.schedule.with_wire(config.grad_comm);
             return emit(&model, &planned);
         }
     }

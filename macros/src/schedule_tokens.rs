@@ -1,7 +1,7 @@
 //! The planner's `Schedule` as a Rust constant expression (borrowed `'static` data), so
 //! `Model::SCHEDULE` is the very plan the code was generated from.
 
-use overlap_plan::{BucketLimits, Schedule, Width};
+use overlap_plan::{BucketLimits, Schedule, Width, WireFormat};
 use proc_macro2::{Literal, TokenStream};
 use quote::quote;
 
@@ -38,6 +38,11 @@ pub fn schedule(s: &Schedule) -> TokenStream {
     });
     let buckets = s.buckets.iter().map(|b| {
         let (numel, launch_after) = (lit(b.numel), lit(b.launch_after));
+        let wire = match b.wire {
+            WireFormat::Fp32 => quote!(::overlap::plan::WireFormat::Fp32),
+            WireFormat::Bf16 => quote!(::overlap::plan::WireFormat::Bf16),
+            WireFormat::Fp16 => quote!(::overlap::plan::WireFormat::Fp16),
+        };
         let members = b.params.iter().map(|r| {
             let (layer, param) = (lit(r.layer), lit(r.param));
             quote!(::overlap::plan::ParamRef { layer: #layer, param: #param })
@@ -47,6 +52,7 @@ pub fn schedule(s: &Schedule) -> TokenStream {
                 params: ::overlap::__private::Cow::Borrowed(&[#(#members),*]),
                 numel: #numel,
                 launch_after: #launch_after,
+                wire: #wire,
             }
         }
     });

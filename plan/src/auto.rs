@@ -49,7 +49,7 @@ impl ParamLayers {
             .enumerate()
             .map(|(j, &s)| {
                 let end = starts.get(j + 1).copied().unwrap_or(self.index.len());
-                SimBucket { bytes: self.bytes[s..end].iter().sum(), launch_after: self.index[s] }
+                SimBucket::fp32(self.bytes[s..end].iter().sum(), self.index[s])
             })
             .collect();
         out.reverse();
@@ -158,7 +158,7 @@ fn mg_wfbp_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
 
 /// When each param layer's gradients are ready, in backward order.
 fn ready_times(p: &ParamLayers, costs: &StepCosts) -> Vec<f64> {
-    let buckets: Vec<SimBucket> = p.index.iter().rev().map(|&i| SimBucket { bytes: 0, launch_after: i }).collect();
+    let buckets: Vec<SimBucket> = p.index.iter().rev().map(|&i| SimBucket::fp32(0, i)).collect();
     let free = Link { latency_s: 0.0, bandwidth_bytes_per_s: f64::INFINITY };
     simulate(&buckets, costs, &free, 1, true).buckets.iter().map(|b| b.ready_s).collect()
 }

@@ -29,6 +29,7 @@ use std::fmt;
 use crate::limits::BucketLimits;
 use crate::schedule::{BucketInfo, LayerInfo, ParamInfo, ParamRef, Schedule};
 use crate::spec::{LayerSpec, ParamSpec, ELEM_BYTES};
+use crate::wire::WireFormat;
 
 /// The order in which parameters are assigned to buckets, and hence the launch order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -109,7 +110,7 @@ pub fn plan_buckets_in(
             }
             // Complete once the earliest layer among its members has run its backward.
             let launch_after = members.iter().map(|r| r.layer).min().expect("groups are non-empty");
-            BucketInfo { params: Cow::Owned(members), numel, launch_after }
+            BucketInfo { params: Cow::Owned(members), numel, launch_after, wire: WireFormat::Fp32 }
         })
         .collect();
 

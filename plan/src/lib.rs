@@ -13,6 +13,7 @@ mod profile;
 mod schedule;
 mod simulate;
 mod spec;
+mod wire;
 
 pub use auto::{plan_auto, Strategy, Target, EXHAUSTIVE_LAYERS};
 pub use bucket::{plan_buckets, plan_buckets_in, BucketOrder, PlanError};
@@ -20,5 +21,9 @@ pub use limits::{BucketLimits, DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB};
 pub use link::{Link, LinkPreset, LINK_PRESETS};
 pub use profile::{LayerTimes, Profile, PROFILE_FORMAT};
 pub use schedule::{human_bytes, BucketInfo, LayerInfo, ParamInfo, ParamRef, Schedule};
-pub use simulate::{sim_buckets, simulate, BucketTimes, Prediction, SimBucket, StepCosts, DEFAULT_UPDATE_S_PER_BYTE};
+pub use simulate::{
+    sim_buckets, simulate, BucketTimes, Prediction, SimBucket, StepCosts, DEFAULT_UPDATE_S_PER_BYTE,
+    NARROWING_S_PER_BYTE,
+};
 pub use spec::{LayerSpec, ParamSpec, Width, ELEM_BYTES, MAX_TENSOR_NUMEL, MIB};
+pub use wire::WireFormat;

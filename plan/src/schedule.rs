@@ -9,6 +9,7 @@ use std::fmt;
 
 use crate::limits::BucketLimits;
 use crate::spec::{LayerSpec, ParamSpec, Width, ELEM_BYTES, MIB};
+use crate::wire::WireFormat;
 
 /// A parameter, by layer index and parameter index within that layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -57,11 +58,18 @@ pub struct BucketInfo {
     /// Index of the layer whose backward completes this bucket; its all-reduce is launched
     /// right after that call.
     pub launch_after: usize,
+    /// The format its gradients travel in (`grad_comm`); they are summed in FP32 whatever it is.
+    pub wire: WireFormat,
 }
 
 impl BucketInfo {
     pub fn bytes(&self) -> usize {
         self.numel * ELEM_BYTES
+    }
+
+    /// Bytes one rank's copy of it takes on the wire: half of `bytes` for bf16 and fp16.
+    pub fn wire_bytes(&self) -> usize {
+        self.numel * self.wire.bytes_per_value()
     }
 }
 
@@ -116,6 +124,22 @@ impl Schedule {
         self.param_count().saturating_mul(ELEM_BYTES)
     }
 
+    /// Every bucket sent in `format` (`grad_comm = ...`).
+    pub fn with_wire(mut self, format: WireFormat) -> Self {
+        self.buckets.to_mut().iter_mut().for_each(|b| b.wire = format);
+        self
+    }
+
+    /// Whether some bucket travels narrower than FP32.
+    pub fn narrows(&self) -> bool {
+        self.buckets.iter().any(|b| b.wire != WireFormat::Fp32)
+    }
+
+    /// Bytes on the wire for all buckets (one rank's copy).
+    pub fn total_wire_bytes(&self) -> usize {
+        self.buckets.iter().map(BucketInfo::wire_bytes).fold(0, usize::saturating_add)
+    }
+
     /// A stable 64-bit hash (FNV-1a) of everything that must agree between ranks: layers, shapes,
     /// bucket layout and launch points. Ranks compare it before exchanging any gradient.
     pub fn fingerprint(&self) -> u64 {
@@ -152,6 +176,10 @@ impl Schedule {
         for b in self.buckets.iter() {
             h.usize(b.numel);
             h.usize(b.launch_after);
+            // FP32 adds nothing, so an FP32 model's fingerprint is what it was before formats.
+            if b.wire != WireFormat::Fp32 {
+                h.str(b.wire.name());
+            }
         }
         h.0
     }
@@ -210,11 +238,39 @@ impl fmt::Display for Schedule {
             self.param_count(),
             human_bytes(self.total_bytes()),
         )?;
-        writeln!(f, "{:<7} {:<25} {:>11}  members (buffer order)", "bucket", "all-reduce launched after", "bytes")?;
+        // FP32 schedules keep their table; narrow ones add what travels.
+        let narrows = self.narrows();
+        if narrows {
+            writeln!(
+                f,
+                "gradients travel narrowed, summed in FP32: {} on the wire per rank instead of {} ({:.1}x fewer bytes)",
+                human_bytes(self.total_wire_bytes()),
+                human_bytes(self.total_bytes()),
+                self.total_bytes() as f64 / self.total_wire_bytes().max(1) as f64
+            )?;
+        }
+        let wire_header = if narrows { format!(" {:>16}", "on the wire") } else { String::new() };
+        writeln!(
+            f,
+            "{:<7} {:<25} {:>11}{wire_header}  members (buffer order)",
+            "bucket", "all-reduce launched after", "bytes"
+        )?;
         for (k, b) in self.buckets.iter().enumerate() {
             let members: Vec<String> = b.params.iter().map(|&r| self.param_name(r)).collect();
             let after = format!("{}.backward", self.layers[b.launch_after].name);
-            writeln!(f, "{:<7} {:<25} {:>11}  {}", format!("b{k}"), after, human_bytes(b.bytes()), members.join(", "))?;
+            let wire = if narrows {
+                format!(" {:>16}", format!("{} {}", b.wire, human_bytes(b.wire_bytes())))
+            } else {
+                String::new()
+            };
+            writeln!(
+                f,
+                "{:<7} {:<25} {:>11}{wire}  {}",
+                format!("b{k}"),
+                after,
+                human_bytes(b.bytes()),
+                members.join(", ")
+            )?;
         }
         Ok(())
     }

@@ -77,7 +77,7 @@ impl<'a> Observer<'a> {
         Ok(Observer {
             config,
             run,
-            schedule,
+            schedule: as_sent(schedule, comm),
             world_size: comm.world_size(),
             rank: comm.rank(),
             mode: comm.mode(),
@@ -291,4 +291,13 @@ fn peak_rss_bytes() -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+/// `schedule` with each bucket's format as `comm` sends it (the schedule's `grad_comm`, or
+/// `--grad-comm`), so that the report counts the bytes that travelled.
+fn as_sent(mut schedule: Schedule, comm: &Communicator) -> Schedule {
+    for (k, bucket) in schedule.buckets.to_mut().iter_mut().enumerate() {
+        bucket.wire = comm.wire_format(k);
+    }
+    schedule
 }

@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use overlap_plan::{
     plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, BucketLimits, BucketOrder, LayerSpec, Link,
-    Prediction, Profile, Schedule, StepCosts, Strategy, Target,
+    Prediction, Profile, Schedule, StepCosts, Strategy, Target, WireFormat,
 };
 
 use crate::error::{Error, Result};
@@ -85,6 +85,14 @@ pub fn predictions(schedule: &Schedule, costs: &StepCosts, cluster: Cluster) -> 
             simulate(&sim_buckets(schedule), costs, &cluster.link, cluster.world, false),
         ),
     ];
+    if schedule.narrows() {
+        // The gain of the narrow formats on this cluster: the same buckets in FP32.
+        let fp32 = schedule.clone().with_wire(WireFormat::Fp32);
+        out.push(("compiled, FP32 on the wire".to_string(), fp32.buckets.len(), sim(&fp32)));
+    }
+    // The alternatives send in the compiled format (when one for all), so that they differ in
+    // their buckets only.
+    let wire = schedule.buckets.first().map(|b| b.wire).filter(|&w| schedule.buckets.iter().all(|b| b.wire == w));
     let per_layer: Vec<LayerSpec> =
         specs.iter().map(|l| LayerSpec { bucket_boundary: !l.params.is_empty(), ..l.clone() }).collect();
     let alternatives = [
@@ -104,7 +112,7 @@ pub fn predictions(schedule: &Schedule, costs: &StepCosts, cluster: Cluster) -> 
     ];
     for (name, plan) in alternatives {
         if let Some(plan) = plan {
-            out.push((name.to_string(), plan.buckets.len(), sim(&plan)));
+            out.push((name.to_string(), plan.buckets.len(), sim(&plan.with_wire(wire.unwrap_or_default()))));
         }
     }
     out
@@ -149,5 +157,27 @@ mod tests {
         for bad in ["world=0,link=ib-hdr", "link=ib-hdr", "world=8", "world=x,link=ib-hdr", "world=8,link=token-ring"] {
             assert!(bad.parse::<Cluster>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_narrow_schedule_is_predicted_against_its_fp32_self_and_compared_in_its_format() {
+        let linear = |name: &'static str, input, output| {
+            LayerSpec::new(name, "Linear", overlap_plan::Width::Fixed { input, output })
+                .with_param("weight", &[output, input])
+                .with_flops(2 * (input * output) as u64)
+        };
+        let specs = vec![linear("fc1", 256, 512), linear("fc2", 512, 512)];
+        let fp32 = plan_buckets("M", &specs, &BucketLimits::default()).unwrap();
+        let costs = StepCosts { forward_s: vec![1e-3; 2], backward_s: vec![2e-3; 2], update_s_per_byte: 0.0 };
+        let cluster: Cluster = "world=8,link=10gbe".parse().unwrap();
+        let rows = |s: &Schedule| predictions(s, &costs, cluster);
+        let (wide, narrow) = (rows(&fp32), rows(&fp32.clone().with_wire(WireFormat::Bf16)));
+        let step = |rows: &[(String, usize, Prediction)], name: &str| {
+            rows.iter().find(|r| r.0 == name).map(|r| r.2.step_s).unwrap_or_else(|| panic!("no row {name}"))
+        };
+        assert!(!wide.iter().any(|r| r.0 == "compiled, FP32 on the wire"), "an FP32 schedule has no such row");
+        assert_eq!(step(&narrow, "compiled, FP32 on the wire"), step(&wide, "compiled (this binary)"));
+        assert!(step(&narrow, "compiled (this binary)") < step(&wide, "compiled (this binary)"));
+        assert!(step(&narrow, "one bucket") < step(&wide, "one bucket"), "alternatives send bf16 too");
     }
 }

@@ -239,6 +239,7 @@ impl ::overlap::DistributedModel for Mlp {
                     ),
                     numel: 4216842,
                     launch_after: 4,
+                    wire: ::overlap::plan::WireFormat::Fp32,
                 },
                 ::overlap::plan::BucketInfo {
                     params: ::overlap::__private::Cow::Borrowed(
@@ -255,6 +256,7 @@ impl ::overlap::DistributedModel for Mlp {
                     ),
                     numel: 4196352,
                     launch_after: 2,
+                    wire: ::overlap::plan::WireFormat::Fp32,
                 },
                 ::overlap::plan::BucketInfo {
                     params: ::overlap::__private::Cow::Borrowed(
@@ -271,6 +273,7 @@ impl ::overlap::DistributedModel for Mlp {
                     ),
                     numel: 1607680,
                     launch_after: 0,
+                    wire: ::overlap::plan::WireFormat::Fp32,
                 },
             ],
         ),

@@ -61,7 +61,7 @@ pub struct Communicator {
     /// What every wait point checks (timeout, finite gradients).
     checks: WaitChecks,
     /// How each bucket's gradients travel (see `wire`).
-    wire: WirePlan,
+    wire: RefCell<WirePlan>,
     /// In `AfterBackward` mode, reductions held back until `backward_done`.
     held: RefCell<Vec<(GradBucket, Reply<Reduced>)>>,
     /// One mailbox per bucket index, reused every step (see `mailbox`).
@@ -113,7 +113,7 @@ impl Communicator {
             mode: CommMode::Overlap,
             link: None,
             checks,
-            wire: WirePlan::default(),
+            wire: RefCell::default(),
             held: RefCell::default(),
             mailboxes: RefCell::default(),
         }
@@ -138,23 +138,24 @@ impl Communicator {
         self.checks.finite = check;
     }
 
-    /// Sends every bucket's gradients in `format` (see `WireFormat`); FP32 by default. Every rank
-    /// must choose the same. The GPU's NCCL sums stay FP32 for now (the command line refuses
-    /// `--grad-comm` with `--device cuda`).
+    /// Sends every bucket's gradients in `format` (see `WireFormat`), whatever the schedule's
+    /// `grad_comm` says (`--grad-comm`). Every rank must choose the same (the schedule handshake
+    /// checks it). The GPU's NCCL sums stay FP32 for now (narrow formats are refused there).
     pub fn set_wire_format(&mut self, format: WireFormat) {
-        self.wire.all = format;
+        self.wire.get_mut().all = Some(format);
     }
 
     /// Sends bucket `k`'s gradients (launch order) in `formats[k]`, and the buckets past the
-    /// slice in the format of `set_wire_format`: a schedule may choose one per bucket.
+    /// slice in FP32, instead of the schedule's formats (unless `set_wire_format` chose one for
+    /// all).
     pub fn set_bucket_wire_formats(&mut self, formats: &[WireFormat]) {
-        self.wire.by_bucket = formats.to_vec();
+        self.wire.get_mut().chosen = Some(formats.to_vec());
     }
 
     /// The format bucket `bucket`'s gradients travel in. With one rank nothing travels, and
     /// nothing is rounded whatever this says.
     pub fn wire_format(&self, bucket: usize) -> WireFormat {
-        self.wire.of(bucket)
+        self.wire.borrow().of(bucket)
     }
 
     /// Ends the whole job after this rank failed. Waits up to `grace` for the other ranks to
@@ -225,7 +226,7 @@ impl Communicator {
                 return InFlight::ready(bucket, self.checks);
             }
         };
-        let format = self.wire.of(bucket.index());
+        let format = self.wire.borrow().of(bucket.index());
         bucket.set_wire_format(format);
         let (index, bytes) = (bucket.index(), bucket.len() * format.bytes_per_value());
         let (reply, pending) = self.mailbox(index);
@@ -365,11 +366,18 @@ impl Communicator {
         crate::fault::at_start_up("handshake");
         let fingerprints = self.all_gather_u64(schedule.fingerprint())?;
         let differing: Vec<usize> = (0..fingerprints.len()).filter(|&r| fingerprints[r] != fingerprints[0]).collect();
-        if differing.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::ScheduleMismatch { model: schedule.model.to_string(), differing, fingerprints })
+        if !differing.is_empty() {
+            return Err(Error::ScheduleMismatch { model: schedule.model.to_string(), differing, fingerprints });
         }
+        // The schedule's wire formats, unless the run chose one for all; every rank the same.
+        let formats = self.all_gather_u64(self.wire.borrow().override_code())?;
+        if let Some(rank) = formats.iter().position(|&f| f != formats[0]) {
+            return Err(Error::Config(format!(
+                "ranks disagree on the gradients' wire format: rank {rank} chose another than rank 0 (--grad-comm)"
+            )));
+        }
+        self.wire.borrow_mut().schedule = schedule.buckets.iter().map(|b| b.wire).collect();
+        Ok(())
     }
 }
 

@@ -20,67 +20,27 @@
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 use half::{bf16, f16};
 
-/// How a bucket's gradients travel between ranks (`--grad-comm`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
-pub enum WireFormat {
-    /// 4 bytes per value, summed exactly as without this choice.
-    #[default]
-    Fp32,
-    /// 2 bytes: FP32's range, 8 significant bits.
-    Bf16,
-    /// 2 bytes: 11 significant bits, largest value 65504 (values are scaled by 1/world first).
-    Fp16,
-}
+pub use overlap_plan::WireFormat;
 
-impl WireFormat {
-    /// `fp32`, `bf16` or `fp16`, as the command line and messages say it.
-    pub fn name(self) -> &'static str {
-        match self {
-            WireFormat::Fp32 => "fp32",
-            WireFormat::Bf16 => "bf16",
-            WireFormat::Fp16 => "fp16",
-        }
-    }
-
-    /// Bytes one gradient value takes on the wire.
-    pub fn bytes_per_value(self) -> usize {
-        match self {
-            WireFormat::Fp32 => 4,
-            WireFormat::Bf16 | WireFormat::Fp16 => 2,
-        }
-    }
-}
-
-impl std::fmt::Display for WireFormat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for WireFormat {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "fp32" => Ok(WireFormat::Fp32),
-            "bf16" => Ok(WireFormat::Bf16),
-            "fp16" => Ok(WireFormat::Fp16),
-            _ => Err(format!("unknown gradient wire format `{s}`: expected fp32, bf16 or fp16")),
-        }
-    }
-}
-
-/// Each bucket's format: one for all, or one per bucket index (launch order), as a schedule may
-/// choose them; buckets past the per-bucket list take the common one.
+/// Each bucket's format (by index, in launch order): one chosen at run time for all
+/// (`--grad-comm`), else a list chosen at run time (FP32 past its end), else the schedule's of the
+/// model built last (`DistributedModel::new` hands it over), else FP32.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct WirePlan {
-    pub all: WireFormat,
-    pub by_bucket: Vec<WireFormat>,
+    pub all: Option<WireFormat>,
+    pub chosen: Option<Vec<WireFormat>>,
+    pub schedule: Vec<WireFormat>,
 }
 
 impl WirePlan {
     pub(crate) fn of(&self, bucket: usize) -> WireFormat {
-        self.by_bucket.get(bucket).copied().unwrap_or(self.all)
+        let listed = |list: &[WireFormat]| list.get(bucket).copied().unwrap_or_default();
+        self.all.unwrap_or_else(|| self.chosen.as_deref().map_or_else(|| listed(&self.schedule), listed))
+    }
+
+    /// The run-time choice as one number every rank must agree on (0: the schedule's).
+    pub(crate) fn override_code(&self) -> u64 {
+        self.all.map_or(0, |f| f as u64 + 1)
     }
 }
 
@@ -273,7 +233,18 @@ mod tests {
             assert_eq!(f.name().parse::<WireFormat>(), Ok(f));
         }
         assert!("fp8".parse::<WireFormat>().unwrap_err().contains("fp32, bf16 or fp16"));
-        let plan = WirePlan { all: WireFormat::Bf16, by_bucket: vec![WireFormat::Fp32] };
-        assert_eq!((plan.of(0), plan.of(1)), (WireFormat::Fp32, WireFormat::Bf16));
+    }
+
+    #[test]
+    fn a_run_time_choice_overrides_the_schedule() {
+        use WireFormat::{Bf16, Fp16, Fp32};
+        let mut plan = WirePlan { schedule: vec![Bf16, Fp16], ..WirePlan::default() };
+        assert_eq!((plan.of(0), plan.of(1), plan.of(2)), (Bf16, Fp16, Fp32), "the schedule's, FP32 past it");
+        plan.chosen = Some(vec![Fp16]);
+        assert_eq!((plan.of(0), plan.of(1)), (Fp16, Fp32), "a chosen list, FP32 past it");
+        plan.all = Some(Bf16);
+        assert_eq!((plan.of(0), plan.of(1), plan.of(7)), (Bf16, Bf16, Bf16), "one for all wins");
+        assert_eq!(plan.override_code(), Bf16 as u64 + 1);
+        assert_eq!(WirePlan::default().override_code(), 0);
     }
 }

@@ -77,6 +77,13 @@ impl GpuModel {
     pub fn new<M: DistributedModel>(gpu: &Gpu, model: &M, rows: usize, optimizer: GpuOptimizer) -> Result<Self> {
         let schedule = M::SCHEDULE;
         check_supported::<M>()?;
+        if let Some(b) = schedule.buckets.iter().find(|b| b.wire != crate::comm::WireFormat::Fp32) {
+            return Err(Error::Config(format!(
+                "{}: grad_comm = {} is not supported on the GPU yet (NCCL sums FP32 there); use grad_comm = fp32 \
+                 for --device cuda",
+                schedule.model, b.wire
+            )));
+        }
         let alloc = |n: usize| gpu.compute().alloc_zeros::<f32>(n.max(1)).map_err(cuda("allocating device memory"));
         let mut layers = Vec::with_capacity(schedule.layers.len());
         let mut width = schedule.layers.iter().find_map(|l| match l.width {

@@ -74,10 +74,14 @@ pub struct PredictedStep {
 #[derive(Clone, Debug, Serialize)]
 pub struct BucketReport {
     pub bucket: usize,
+    /// Its FP32 gradients.
     pub bytes: usize,
+    /// The format they travelled in, and one rank's bytes on the wire in it.
+    pub wire_format: String,
+    pub wire_bytes: usize,
     pub launched_after: String,
     pub all_reduce_ms: f64,
-    /// nccl-tests' bus bandwidth: `bytes / t * 2(n-1)/n`, in GB/s (10^9 bytes).
+    /// nccl-tests' bus bandwidth of what travelled: `wire_bytes / t * 2(n-1)/n`, in GB/s (10^9 bytes).
     pub bus_bandwidth_gb_s: f64,
     pub exposed_ms: f64,
 }
@@ -120,10 +124,12 @@ impl OverlapReport {
         let buckets = (0..schedule.buckets.len())
             .map(|k| {
                 let all_reduce_ms = mean(&|b| b.buckets.get(k).map_or(0, |t| t.all_reduce_ns));
-                let bytes = schedule.buckets[k].bytes();
+                let (bytes, wire_bytes) = (schedule.buckets[k].bytes(), schedule.buckets[k].wire_bytes());
                 BucketReport {
                     bucket: k,
                     bytes,
+                    wire_format: schedule.buckets[k].wire.to_string(),
+                    wire_bytes,
                     launched_after: match mode {
                         // Without overlap every bucket waits for the whole backward.
                         CommMode::AfterBackward => "all of backward".to_string(),
@@ -131,7 +137,7 @@ impl OverlapReport {
                     },
                     all_reduce_ms,
                     bus_bandwidth_gb_s: if all_reduce_ms > 0.0 {
-                        bytes as f64 / (all_reduce_ms / 1e3) * 2.0 * (n - 1.0) / n / 1e9
+                        wire_bytes as f64 / (all_reduce_ms / 1e3) * 2.0 * (n - 1.0) / n / 1e9
                     } else {
                         0.0
                     },
@@ -281,11 +287,29 @@ impl fmt::Display for OverlapReport {
             )?;
         }
         if self.world_size > 1 {
-            writeln!(f, "  bucket        bytes  launched after       all-reduce       busbw     exposed")?;
-            for b in &self.buckets {
+            // FP32 runs keep their table; narrow ones say what travelled.
+            let narrow = self.buckets.iter().any(|b| b.wire_bytes != b.bytes);
+            if narrow {
+                let (sent, full) = self.buckets.iter().fold((0, 0), |(s, t), b| (s + b.wire_bytes, t + b.bytes));
                 writeln!(
                     f,
-                    "  b{:<4}{:>12}  {:<18}{:>9.2} ms{:>8.2} GB/s{:>9.2} ms",
+                    "  on the wire: {} per rank for {} of FP32 gradients, {:.2}x fewer bytes (summed in FP32)",
+                    human_bytes(sent),
+                    human_bytes(full),
+                    full as f64 / sent.max(1) as f64
+                )?;
+            }
+            let wire_header = if narrow { "   on the wire" } else { "" };
+            writeln!(f, "  bucket        bytes{wire_header}  launched after       all-reduce       busbw     exposed")?;
+            for b in &self.buckets {
+                let wire = if narrow {
+                    format!("{:>14}", format!("{} {}", b.wire_format, human_bytes(b.wire_bytes)))
+                } else {
+                    String::new()
+                };
+                writeln!(
+                    f,
+                    "  b{:<4}{:>12}{wire}  {:<18}{:>9.2} ms{:>8.2} GB/s{:>9.2} ms",
                     b.bucket,
                     human_bytes(b.bytes),
                     b.launched_after,
@@ -315,7 +339,7 @@ impl fmt::Display for OverlapReport {
 mod tests {
     use super::*;
     use crate::trace::breakdown::BucketTiming;
-    use overlap_plan::{BucketInfo, BucketLimits, LayerInfo, ParamInfo, ParamRef, Width};
+    use overlap_plan::{BucketInfo, BucketLimits, LayerInfo, ParamInfo, ParamRef, Width, WireFormat};
     use std::borrow::Cow;
 
     const LAYERS: &[LayerInfo] = &[LayerInfo {
@@ -331,8 +355,12 @@ mod tests {
             offset: 0,
         }]),
     }];
-    const BUCKETS: &[BucketInfo] =
-        &[BucketInfo { params: Cow::Borrowed(&[ParamRef { layer: 0, param: 0 }]), numel: 500_000, launch_after: 0 }];
+    const BUCKETS: &[BucketInfo] = &[BucketInfo {
+        params: Cow::Borrowed(&[ParamRef { layer: 0, param: 0 }]),
+        numel: 500_000,
+        launch_after: 0,
+        wire: WireFormat::Fp32,
+    }];
     const SCHEDULE: Schedule = Schedule {
         model: Cow::Borrowed("Tiny"),
         limits: BucketLimits::Unlimited,
