@@ -69,6 +69,8 @@ gpu-bundle: deps
 bench: deps
 	cargo build --release --examples
 	python3 bench/run.py $(BENCH_ARGS)
+	# bf16 and fp16 gradients against FP32 under emulated links (step ratios, bytes on the wire).
+	python3 bench/wire.py
 	# The timing claims make test leaves out: overlap hidden on an emulated link, the simulator's
 	# error, the profile-guided plan against DDP's caps (each prints its numbers and targets).
 	cargo test --release --test trace --test simulator -- --ignored --nocapture --test-threads 1

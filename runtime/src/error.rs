@@ -40,7 +40,7 @@ pub enum Error {
          all-reduce (--check-finite); a gradient or its mean over the ranks exceeds {format}'s range \
          (fp16: ±65504): send this bucket as bf16 or fp32"
     )]
-    WireOverflow { bucket: usize, format: crate::comm::WireFormat, offset: usize, value: f32 },
+    WireOverflow { bucket: usize, format: overlap_plan::WireFormat, offset: usize, value: f32 },
     #[error(transparent)]
     Data(#[from] crate::idx::IdxError),
     /// The flag that asked for CUDA (`--device cuda`, `--cuda-libraries`).

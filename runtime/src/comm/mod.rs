@@ -41,7 +41,7 @@ use crate::trace::span::Activity;
 use bucket::{Reduced, WaitChecks};
 use mailbox::{Mailbox, Reply};
 use mpi_thread::MpiThread;
-use wire::WirePlan;
+use wire::{Chosen, WirePlan};
 
 /// How long a rank waits for the others by default, at start-up, at a wait point or in a
 /// blocking collective, before it fails naming the ranks it waited for. Generous, like NCCL's
@@ -139,17 +139,18 @@ impl Communicator {
     }
 
     /// Sends every bucket's gradients in `format` (see `WireFormat`), whatever the schedule's
-    /// `grad_comm` says (`--grad-comm`). Every rank must choose the same (the schedule handshake
-    /// checks it). The GPU's NCCL sums stay FP32 for now (narrow formats are refused there).
+    /// `grad_comm` says (`--grad-comm`), and replaces an earlier choice. Every rank must choose
+    /// the same (the schedule handshake checks it). The GPU's NCCL sums stay FP32 for now (narrow
+    /// formats are refused there).
     pub fn set_wire_format(&mut self, format: WireFormat) {
-        self.wire.get_mut().all = Some(format);
+        self.wire.get_mut().chosen = Some(Chosen::All(format));
     }
 
     /// Sends bucket `k`'s gradients (launch order) in `formats[k]`, and the buckets past the
-    /// slice in FP32, instead of the schedule's formats (unless `set_wire_format` chose one for
-    /// all).
+    /// slice in FP32, instead of the schedule's formats; replaces an earlier choice (of
+    /// `set_wire_format` too). Every rank must choose the same (checked at the handshake).
     pub fn set_bucket_wire_formats(&mut self, formats: &[WireFormat]) {
-        self.wire.get_mut().chosen = Some(formats.to_vec());
+        self.wire.get_mut().chosen = Some(Chosen::ByBucket(formats.to_vec()));
     }
 
     /// The format bucket `bucket`'s gradients travel in. With one rank nothing travels, and
@@ -373,7 +374,8 @@ impl Communicator {
         let formats = self.all_gather_u64(self.wire.borrow().override_code())?;
         if let Some(rank) = formats.iter().position(|&f| f != formats[0]) {
             return Err(Error::Config(format!(
-                "ranks disagree on the gradients' wire format: rank {rank} chose another than rank 0 (--grad-comm)"
+                "ranks disagree on the gradients' wire formats: rank {rank} chose others than rank 0 (--grad-comm, \
+                 set_wire_format, set_bucket_wire_formats)"
             )));
         }
         self.wire.borrow_mut().schedule = schedule.buckets.iter().map(|b| b.wire).collect();

@@ -22,25 +22,46 @@ use half::{bf16, f16};
 
 pub use overlap_plan::WireFormat;
 
-/// Each bucket's format (by index, in launch order): one chosen at run time for all
-/// (`--grad-comm`), else a list chosen at run time (FP32 past its end), else the schedule's of the
-/// model built last (`DistributedModel::new` hands it over), else FP32.
+/// Each bucket's format (by index, in launch order): what the run chose, else the schedule's of
+/// the model whose schedule was checked last (`check_same_schedule` adopts it), else FP32.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct WirePlan {
-    pub all: Option<WireFormat>,
-    pub chosen: Option<Vec<WireFormat>>,
+    pub chosen: Option<Chosen>,
     pub schedule: Vec<WireFormat>,
+}
+
+/// A run-time choice of formats; the last one made stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Chosen {
+    /// One for every bucket (`--grad-comm`).
+    All(WireFormat),
+    /// One per bucket, FP32 past the list's end.
+    ByBucket(Vec<WireFormat>),
 }
 
 impl WirePlan {
     pub(crate) fn of(&self, bucket: usize) -> WireFormat {
         let listed = |list: &[WireFormat]| list.get(bucket).copied().unwrap_or_default();
-        self.all.unwrap_or_else(|| self.chosen.as_deref().map_or_else(|| listed(&self.schedule), listed))
+        match &self.chosen {
+            Some(Chosen::All(format)) => *format,
+            Some(Chosen::ByBucket(list)) => listed(list),
+            None => listed(&self.schedule),
+        }
     }
 
-    /// The run-time choice as one number every rank must agree on (0: the schedule's).
+    /// The run-time choice as one number every rank must agree on (0: none, the schedule's).
     pub(crate) fn override_code(&self) -> u64 {
-        self.all.map_or(0, |f| f as u64 + 1)
+        match &self.chosen {
+            None => 0,
+            Some(Chosen::All(format)) => *format as u64 + 1,
+            // FNV-1a of the list, marked apart from the codes above by its top bit.
+            Some(Chosen::ByBucket(list)) => {
+                let hash = list
+                    .iter()
+                    .fold(0xcbf2_9ce4_8422_2325u64, |h, &f| (h ^ (f as u64 + 1)).wrapping_mul(0x100_0000_01b3));
+                hash | 1 << 63
+            }
+        }
     }
 }
 
@@ -240,11 +261,15 @@ mod tests {
         use WireFormat::{Bf16, Fp16, Fp32};
         let mut plan = WirePlan { schedule: vec![Bf16, Fp16], ..WirePlan::default() };
         assert_eq!((plan.of(0), plan.of(1), plan.of(2)), (Bf16, Fp16, Fp32), "the schedule's, FP32 past it");
-        plan.chosen = Some(vec![Fp16]);
+        assert_eq!(plan.override_code(), 0);
+        plan.chosen = Some(Chosen::ByBucket(vec![Fp16]));
         assert_eq!((plan.of(0), plan.of(1)), (Fp16, Fp32), "a chosen list, FP32 past it");
-        plan.all = Some(Bf16);
-        assert_eq!((plan.of(0), plan.of(1), plan.of(7)), (Bf16, Bf16, Bf16), "one for all wins");
+        let list_code = plan.override_code();
+        plan.chosen = Some(Chosen::ByBucket(vec![Bf16]));
+        assert_ne!(plan.override_code(), list_code, "another list, another code");
+        plan.chosen = Some(Chosen::All(Bf16));
+        assert_eq!((plan.of(0), plan.of(1), plan.of(7)), (Bf16, Bf16, Bf16), "one for all");
         assert_eq!(plan.override_code(), Bf16 as u64 + 1);
-        assert_eq!(WirePlan::default().override_code(), 0);
+        assert_ne!(list_code, Fp32 as u64 + 1);
     }
 }

@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 
 use overlap_plan::{human_bytes, Schedule};
 
+use super::canvas::{escape, BACKWARD, BUCKETS, FORWARD, LANE, LEFT, LOSS, QUEUE_BAND, RIGHT, WAIT, WIDTH};
 use super::labels::{self, Placement};
 use super::span::{Activity, Span};
-use super::timeline::{escape, BACKWARD, BUCKETS, FORWARD, LANE, LEFT, LOSS, QUEUE_BAND, RIGHT, WAIT, WIDTH};
 
 /// One span as drawn: fill, label, lane (0 compute, 1 communication) and horizontal extent.
 pub(super) struct Block<'a> {

@@ -7,6 +7,7 @@
 
 mod blocks;
 mod breakdown;
+mod canvas;
 mod chrome;
 mod collect;
 mod labels;

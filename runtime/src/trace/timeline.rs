@@ -8,26 +8,15 @@ use overlap_plan::{human_bytes, Schedule};
 
 use super::blocks::{blocks, draw_block, lane_labels, Block};
 use super::breakdown::StepBreakdown;
+use super::canvas::{escape, BACKWARD, BUCKETS, FORWARD, LANE, LEFT, LOSS, RIGHT, WAIT, WIDTH};
 use super::labels::{self, Placement};
 use super::report::median;
 use super::span::{Activity, RunInfo, Span};
 use crate::error::{Error, Result};
 
-pub(super) const WIDTH: f64 = 1200.0;
-pub(super) const LEFT: f64 = 120.0;
-pub(super) const RIGHT: f64 = 24.0;
 const TOP: f64 = 92.0;
-pub(super) const LANE: f64 = 26.0;
 const ROW_GAP: f64 = 22.0;
-/// Room under the all-reduce bars for the dashed queued-time lines.
-pub(super) const QUEUE_BAND: f64 = 9.0;
 const LEGEND_LINE: f64 = 20.0;
-pub(super) const FORWARD: &str = "#9ecae1";
-pub(super) const BACKWARD: &str = "#3d7fc1";
-pub(super) const LOSS: &str = "#fdae6b";
-pub(super) const WAIT: &str = "#d62728";
-pub(super) const BUCKETS: [&str; 8] =
-    ["#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"];
 
 /// The step whose time (slowest rank) is the median of `breakdowns`' steps; the first step is
 /// skipped when there are others (it warms caches and allocators).
@@ -203,10 +192,6 @@ fn legend(svg: &mut String, schedule: &Schedule, y: f64) {
         r##"<text x="{LEFT}" y="{:.1}" fill="#555">dashed: bucket launched by backward, queued behind earlier all-reduces</text>"##,
         y + LEGEND_LINE
     );
-}
-
-pub(super) fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 #[cfg(test)]
