@@ -1,6 +1,7 @@
 """Benchmark: gradients on the wire in FP32, bf16 and fp16 (`--grad-comm`), the `mlp` example on
 2 ranks under emulated links: the one where FP32 communication dominates (`latency=30us,
-bandwidth=0.25GB/s`, where `mlp`'s all-reduce takes about 3x its compute), `10gbe` and `100gbe`.
+bandwidth=0.25GB/s`, where at 16 samples per rank `mlp`'s FP32 all-reduce takes 2-3x its compute;
+the table prints both), `10gbe` and `100gbe`.
 The formats alternate within each round so that drifts in machine load hit all alike; the table
 shows medians over rounds of each run's median step, the step-time ratio to FP32 (median of the
 rounds' ratios) and the bytes on the wire per rank from the report.
@@ -34,20 +35,21 @@ def step(args, link, fmt):
     report = json.loads(out.stdout.strip().splitlines()[-1])
     wire = sum(b["wire_bytes"] for b in report["buckets"])
     full = sum(b["bytes"] for b in report["buckets"])
-    return report["step_ms"], wire, full
+    return report["step_ms"], wire, full, report["compute_ms"], report["all_reduce_ms"]
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--batch", type=int, default=64, help="samples per rank")
+    p.add_argument("--batch", type=int, default=16, help="samples per rank")
     p.add_argument("--rounds", type=int, default=5)
     args = p.parse_args()
     if not os.path.exists(MLP):
         sys.exit(f"{MLP} is missing: cargo build --release --examples")
 
     print(f"mlp on 2 ranks, {args.steps} steps of {args.batch} samples per rank, {args.rounds} rounds")
-    print(f"{'link':<34} {'format':<6} {'step ms':>8} {'/ fp32':>7} {'target':>7} {'on the wire':>12} {'fewer':>6}")
+    print(f"{'link':<34} {'format':<6} {'step ms':>8} {'/ fp32':>7} {'target':>7} {'on the wire':>12} {'fewer':>6}"
+          f" {'compute ms':>11} {'all-reduce ms':>14}")
     missed = []
     for link in LINKS:
         runs = {f: [] for f in FORMATS}
@@ -62,8 +64,10 @@ def main():
             shown = f"<={target:.2f}" if target else ""
             if target and ratio > target:
                 missed.append(f"{fmt} on {link}: {ratio:.2f} > {target:.2f}")
+            compute = statistics.median(r[3] for r in runs[fmt])
+            all_reduce = statistics.median(r[4] for r in runs[fmt])
             print(f"{link:<34} {fmt:<6} {ms:>8.1f} {ratio:>7.2f} {shown:>7} {wire / 2**20:>8.2f} MiB "
-                  f"{full / wire:>5.2f}x")
+                  f"{full / wire:>5.2f}x {compute:>11.1f} {all_reduce:>14.1f}")
     print("targets missed: " + ("; ".join(missed) if missed else "none"))
 
 
