@@ -20,7 +20,9 @@ use std::time::Duration;
 use clap::Parser;
 use overlap_runtime::data::{SyntheticClassification, TrainingData};
 use overlap_runtime::train::{io_widths, TrainSummary, Trainer};
-use overlap_runtime::{console, device, CommMode, Communicator, CrossEntropyLoss, DistributedModel, Error, Result};
+use overlap_runtime::{
+    blas_core, console, device, CommMode, Communicator, CrossEntropyLoss, DistributedModel, Error, Result,
+};
 
 pub use args::TrainArgs;
 pub use progress::Bar;
@@ -31,6 +33,10 @@ const ABORT_GRACE: Duration = Duration::from_secs(2);
 /// Parses the command line, trains `M`, and turns any error into a message and a non-zero exit
 /// status on the rank that hit it.
 pub fn main<M: DistributedModel>() -> ExitCode {
+    // Before anything starts: this may start the program again with OpenBLAS's kernels named.
+    if let Err(why) = blas_core::restart_with_fitting_kernels() {
+        console::err_line(&format!("note: {why}; the products run on OpenBLAS's slower kernels"));
+    }
     let args = TrainArgs::parse();
     if args.cuda_libraries {
         return device::print_cuda_libraries().map_or_else(|e| report_error(&e), |()| ExitCode::SUCCESS);

@@ -1,6 +1,7 @@
 //! Runtime of `overlap`: tensors, layers, losses, optimizers, communicators, and the contract
 //! (`DistributedModel`) that `#[distributed_model]` implements.
 
+pub mod blas_core;
 pub mod checkpoint;
 pub mod comm;
 pub mod console;

@@ -181,6 +181,14 @@ impl<'c> Trainer<'c> {
         let about =
             checkpoint::RunAbout { global_batch: config.global_batch(comm.world_size()), data: data.describe() };
         let position = resume(&config, model, &mut optimizer, comm.rank(), &about)?;
+        if let (0, Device::Cpu, Some(fitting)) = (comm.rank(), config.device, crate::blas_core::mismatch()) {
+            console::err_line(&format!(
+                "note: OpenBLAS runs its {} kernels, and this CPU runs {fitting}'s (several times faster): set \
+                 {}={fitting} before the program starts",
+                crate::blas_core::chosen(),
+                crate::blas_core::CORETYPE_VARIABLE
+            ));
+        }
         let progress = if comm.rank() == 0 { &*progress } else { &NoProgress };
         // Listening until every output is written: a signal after the last step has begun lets
         // the run finish (see `Run::steps`), parameters file included.

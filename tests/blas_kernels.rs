@@ -1,0 +1,43 @@
+//! The command line runs OpenBLAS's kernels for this CPU: a library older than the CPU (Debian
+//! 12's OpenBLAS on a Sapphire or Emerald Rapids Xeon) picks its generic SSE3 ones, and the
+//! program starts itself again, once, with `OPENBLAS_CORETYPE` naming the set the CPU runs.
+
+mod common;
+
+use std::process::Command;
+
+use common::example;
+use overlap_runtime::blas_core;
+
+/// The kernel sets OpenBLAS reported loading (`OPENBLAS_VERBOSE=2`), in order.
+fn cores_loaded(env: &[(&str, &str)]) -> Vec<String> {
+    let out = Command::new(example("mlp"))
+        .args(["--steps", "1", "--batch", "4", "--report", "off"])
+        .env_remove(blas_core::CORETYPE_VARIABLE)
+        .env("OPENBLAS_VERBOSE", "2")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains("note: OpenBLAS runs"), "the restart fixed what the note would say:\n{text}");
+    text.lines().filter_map(|l| l.strip_prefix("Core: ")).map(str::to_string).collect()
+}
+
+#[test]
+fn the_command_line_runs_the_kernels_this_cpu_runs() {
+    let cores = cores_loaded(&[]);
+    assert!(!cores.is_empty() && cores.len() <= 2, "loaded once, or once more after one restart: {cores:?}");
+    // This test process loaded the same library the same way the example did first.
+    assert_eq!(cores[0].to_ascii_lowercase(), blas_core::chosen().to_ascii_lowercase());
+    match blas_core::mismatch() {
+        Some(fitting) => assert_eq!(cores, [blas_core::chosen(), fitting.to_string()], "restarted with {fitting}"),
+        None => assert_eq!(cores.len(), 1, "nothing to restart for: {cores:?}"),
+    }
+}
+
+#[test]
+fn a_users_choice_of_kernels_stands() {
+    let cores = cores_loaded(&[(blas_core::CORETYPE_VARIABLE, "Haswell")]);
+    assert_eq!(cores, ["Haswell"]);
+}
