@@ -1,7 +1,7 @@
 """Benchmark: gradients on the wire in FP32, bf16 and fp16 (`--grad-comm`), the `mlp` example on
 2 ranks under emulated links: the one where FP32 communication dominates (`latency=30us,
-bandwidth=0.25GB/s`, where at 16 samples per rank `mlp`'s FP32 all-reduce takes 2-3x its compute;
-the table prints both), `10gbe` and `100gbe`.
+bandwidth=0.25GB/s`, where `mlp`'s FP32 all-reduce takes 3-4x its compute; the table prints
+both), `10gbe` and `100gbe`.
 The formats alternate within each round so that drifts in machine load hit all alike; the table
 shows medians over rounds of each run's median step, the step-time ratio to FP32 (median of the
 rounds' ratios) and the bytes on the wire per rank from the report.
@@ -41,7 +41,7 @@ def step(args, link, fmt):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--batch", type=int, default=16, help="samples per rank")
+    p.add_argument("--batch", type=int, default=64, help="samples per rank")
     p.add_argument("--rounds", type=int, default=5)
     args = p.parse_args()
     if not os.path.exists(MLP):
