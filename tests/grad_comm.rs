@@ -75,9 +75,7 @@ fn two_ranks_send_what_the_schedule_says() {
     if !common::mpirun_available() {
         return;
     }
-    for transport in ["shared-memory", "mpi"] {
-        common::run_on_ranks("ranks_send_what_the_schedule_says", 2, transport, "overlap");
-    }
+    common::run_on_two_ranks_each_way("ranks_send_what_the_schedule_says");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Chrome trace-event files (Perfetto, chrome://tracing): one process per rank, a compute track
-//! and a communication track, bucket ids and bytes as arguments.
+//! and a communication track, bucket ids, bytes on the wire and their format as arguments.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -62,16 +62,23 @@ fn event(span: &Span, schedule: &Schedule) -> Value {
         Activity::Forward { layer: i } => (format!("{} forward", layer(i)), "forward", json!({"layer": layer(i)})),
         Activity::Loss => ("loss".to_string(), "loss", json!({})),
         Activity::Backward { layer: i } => (format!("{} backward", layer(i)), "backward", json!({"layer": layer(i)})),
-        Activity::AllReduce { bucket, bytes, queued_ns } => (
-            format!("all-reduce b{bucket}"),
-            "all-reduce",
-            json!({
-                "bucket": bucket,
-                "bytes": bytes,
-                "queued_us": queued_ns as f64 / 1e3,
-                "waited_in_queue_us": span.start_ns.saturating_sub(queued_ns) as f64 / 1e3,
-            }),
-        ),
+        Activity::AllReduce { bucket, bytes, queued_ns } => {
+            // `bytes` travelled (one rank's copy); the bucket's FP32 size and format say how many
+            // fewer than FP32's.
+            let planned = schedule.buckets.get(bucket as usize);
+            (
+                format!("all-reduce b{bucket}"),
+                "all-reduce",
+                json!({
+                    "bucket": bucket,
+                    "bytes": bytes,
+                    "wire_format": planned.map(|b| b.wire.name()),
+                    "fp32_bytes": planned.map(|b| b.bytes()),
+                    "queued_us": queued_ns as f64 / 1e3,
+                    "waited_in_queue_us": span.start_ns.saturating_sub(queued_ns) as f64 / 1e3,
+                }),
+            )
+        }
         Activity::Wait { bucket } => (format!("wait b{bucket}"), "wait", json!({"bucket": bucket})),
         Activity::WaitAll => ("wait all buckets".to_string(), "wait", json!({})),
         Activity::Update { bucket } => (format!("update b{bucket}"), "optimizer", json!({"bucket": bucket})),
@@ -88,4 +95,23 @@ fn event(span: &Span, schedule: &Schedule) -> Value {
         "tid": tid,
         "args": args,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use overlap_plan::{plan_buckets, BucketLimits, LayerSpec, Width, WireFormat};
+
+    use super::*;
+
+    #[test]
+    fn an_all_reduce_names_its_bytes_on_the_wire_and_their_format() {
+        let fc = LayerSpec::new("fc", "Linear", Width::Fixed { input: 4, output: 8 }).with_param("weight", &[8, 4]);
+        let schedule = plan_buckets("M", &[fc], &BucketLimits::default()).unwrap().with_wire(WireFormat::Bf16);
+        let activity = Activity::AllReduce { bucket: 0, bytes: 64, queued_ns: 1_000 };
+        let span = Span { rank: 1, step: 2, activity, start_ns: 3_000, end_ns: 5_000 };
+        let args = &event(&span, &schedule)["args"];
+        assert_eq!((args["bytes"].as_u64(), args["fp32_bytes"].as_u64()), (Some(64), Some(128)));
+        assert_eq!(args["wire_format"], "bf16");
+        assert_eq!((args["step"].as_u64(), args["waited_in_queue_us"].as_f64()), (Some(3), Some(2.0)));
+    }
 }
