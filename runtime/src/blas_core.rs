@@ -86,18 +86,10 @@ fn better(chosen: &str, fitting: Option<&'static str>) -> Option<&'static str> {
 pub fn restart_with_fitting_kernels() -> Result<(), String> {
     const RESTARTED: &str = "OVERLAP_BLAS_RESTART";
     let Some(fitting) = mismatch() else { return Ok(()) };
-    if std::env::var_os(RESTARTED).is_some() {
+    if crate::restart::restarted(RESTARTED) {
         return Ok(()); // restarted once already: OpenBLAS did not take the name; run as it is
     }
-    let mut args = std::env::args_os();
-    let program = args.next().unwrap_or_else(|| "overlap".into());
-    use std::os::unix::process::CommandExt;
-    let error = std::process::Command::new("/proc/self/exe")
-        .arg0(program)
-        .args(args)
-        .env(CORETYPE_VARIABLE, fitting)
-        .env(RESTARTED, "1")
-        .exec();
+    let error = crate::restart::again(RESTARTED, &[(CORETYPE_VARIABLE, fitting.as_ref())]);
     Err(format!("restarting with {CORETYPE_VARIABLE}={fitting} failed: {error}"))
 }
 

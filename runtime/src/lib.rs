@@ -24,6 +24,7 @@ pub mod optim;
 pub mod output_paths;
 pub mod params_file;
 pub mod profile;
+pub(crate) mod restart;
 pub mod tensor;
 pub mod threads;
 pub mod trace;

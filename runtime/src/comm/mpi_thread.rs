@@ -130,15 +130,7 @@ impl MpiThread {
         let bound = self.timeout.get();
         pending.wait(bound).map_err(|e| match e {
             Undelivered::Abandoned => Error::CommThreadDied(WHAT),
-            Undelivered::TimedOut => {
-                self.timed_out.set(true);
-                Error::CollectiveTimeout {
-                    what: WHAT,
-                    rank: self.rank,
-                    waited: bound.unwrap_or_default(),
-                    behind: board::laggards(),
-                }
-            }
+            Undelivered::TimedOut => self.gave_up(WHAT, bound.unwrap_or_default()),
         })
     }
 
@@ -175,10 +167,9 @@ impl MpiThread {
             stalled_since = if stalled { stalled_since.or(Some(now)) } else { None };
             let out_of_patience = patience.zip(stalled_since).is_some_and(|(p, since)| now - since >= p);
             if out_of_patience || deadline.is_some_and(|d| now >= d) {
-                self.timed_out.set(true);
                 // Tenths of a second: the message says how long, not to the nanosecond.
                 let waited = Duration::from_millis((now - started).as_millis() as u64 / 100 * 100);
-                return Err(Error::CollectiveTimeout { what, rank: self.rank, waited, behind: board::laggards() });
+                return Err(self.gave_up(what, waited));
             }
         }
     }
@@ -238,11 +229,15 @@ impl MpiThread {
         let Some(bound) = bound else { return answer.recv().map_err(|_| Error::CommThreadDied(what)) };
         answer.recv_timeout(bound).map_err(|e| match e {
             RecvTimeoutError::Disconnected => Error::CommThreadDied(what),
-            RecvTimeoutError::Timeout => {
-                self.timed_out.set(true);
-                Error::CollectiveTimeout { what, rank: self.rank, waited: bound, behind: board::laggards() }
-            }
+            RecvTimeoutError::Timeout => self.gave_up(what, bound),
         })
+    }
+
+    /// The error of a wait for the other ranks that ran out after `waited`, naming those behind;
+    /// the thread may now be stuck in that collective, so dropping it aborts the job.
+    fn gave_up(&self, what: &'static str, waited: Duration) -> Error {
+        self.timed_out.set(true);
+        Error::CollectiveTimeout { what, rank: self.rank, waited, behind: board::laggards() }
     }
 }
 

@@ -292,21 +292,13 @@ pub fn restart_if_nccl_is_unnamed() -> Result<(), String> {
     const RESTARTED: &str = "OVERLAP_CUDA_LIBRARY_RESTART";
     let located = prepare()?;
     let Some(dir) = nccl_link_folder(located)? else { return Ok(()) };
-    if std::env::var_os(RESTARTED).is_some() {
+    if crate::restart::restarted(RESTARTED) {
         return check_nccl_name(located); // restarted once already: say what is wrong instead
     }
     let mut path = vec![dir];
     path.extend(std::env::var_os("LD_LIBRARY_PATH").iter().flat_map(std::env::split_paths));
     let path = std::env::join_paths(path).map_err(|e| format!("LD_LIBRARY_PATH: {e}"))?;
-    let mut args = std::env::args_os();
-    let program = args.next().unwrap_or_else(|| "overlap".into());
-    use std::os::unix::process::CommandExt;
-    let error = std::process::Command::new("/proc/self/exe")
-        .arg0(program)
-        .args(args)
-        .env("LD_LIBRARY_PATH", path)
-        .env(RESTARTED, "1")
-        .exec();
+    let error = crate::restart::again(RESTARTED, &[("LD_LIBRARY_PATH", &path)]);
     Err(format!("restarting with NCCL's folder on LD_LIBRARY_PATH failed: {error}"))
 }
 

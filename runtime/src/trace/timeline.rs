@@ -222,12 +222,7 @@ mod tests {
         }
         let b = crate::trace::breakdown::breakdowns(&spans, 1, 1);
         assert_eq!(representative_step(&b), Some(2), "median of 40, 50, 60; the warm-up step is skipped");
-        let schedule = overlap_plan::Schedule {
-            model: "M".into(),
-            limits: overlap_plan::BucketLimits::Unlimited,
-            layers: std::borrow::Cow::Borrowed(&[]),
-            buckets: std::borrow::Cow::Borrowed(&[]),
-        };
+        let schedule = empty_schedule();
         let info = RunInfo { schedule: &schedule, world_size: 2, mode: "overlap", emulated_link: None };
         let svg = render(&spans, 2, &info);
         assert!(svg.contains("M — step 3, 2 rank(s), overlap: 50.0 ms"), "{svg}");
@@ -236,6 +231,16 @@ mod tests {
         assert_eq!(svg.matches("stroke-dasharray").count(), 2, "queued time before each all-reduce");
         assert!(!svg.contains("EMULATED"));
         assert!(svg.contains("hidden 60%"), "10 of 25 ms exposed");
+    }
+
+    /// A model `M` with no layers: the spans alone say what is drawn.
+    fn empty_schedule() -> overlap_plan::Schedule {
+        overlap_plan::Schedule {
+            model: "M".into(),
+            limits: overlap_plan::BucketLimits::Unlimited,
+            layers: std::borrow::Cow::Borrowed(&[]),
+            buckets: std::borrow::Cow::Borrowed(&[]),
+        }
     }
 
     /// Each block label of `svg`: its text and box (left, top, right, bottom).
@@ -273,12 +278,7 @@ mod tests {
         ];
         // Four updates of a microsecond each, side by side: far too narrow for any text.
         spans.extend((0..4).map(|b| span(Activity::Update { bucket: b }, 25_000.0 + b as f64, 25_001.0 + b as f64)));
-        let schedule = overlap_plan::Schedule {
-            model: "M".into(),
-            limits: overlap_plan::BucketLimits::Unlimited,
-            layers: std::borrow::Cow::Borrowed(&[]),
-            buckets: std::borrow::Cow::Borrowed(&[]),
-        };
+        let schedule = empty_schedule();
         let info = RunInfo { schedule: &schedule, world_size: 1, mode: "overlap", emulated_link: None };
         let svg = render(&spans, 0, &info);
         let labels = block_labels(&svg);
