@@ -16,12 +16,12 @@ extern "C" {
 /// The variable OpenBLAS reads when it loads.
 pub const CORETYPE_VARIABLE: &str = "OPENBLAS_CORETYPE";
 
-/// Kernel sets by the instructions they need, best last: the name `OPENBLAS_CORETYPE` takes, its
-/// level, and the names OpenBLAS reports for sets at that level.
-const LEVELS: [(&str, u8, &[&str]); 3] = [
-    ("Haswell", 1, &["haswell", "zen", "skylake", "broadwell"]),
-    ("SkylakeX", 2, &["skylakex", "cascadelake", "cooperlake", "sapphirerapids"]),
-    ("Cooperlake", 3, &["cooperlake", "sapphirerapids"]),
+/// Kernel sets by the instructions they need: a level (1: AVX2, 2: AVX-512, 3: AVX-512 with
+/// bf16) and the names OpenBLAS reports for the sets at that level.
+const LEVELS: [(u8, &[&str]); 3] = [
+    (1, &["haswell", "zen", "skylake", "broadwell"]),
+    (2, &["skylakex", "cascadelake"]),
+    (3, &["cooperlake", "sapphirerapids"]),
 ];
 
 /// The kernel set OpenBLAS runs in this process.
@@ -64,7 +64,7 @@ fn best(avx2: bool, avx512: bool, avx512_bf16: bool) -> Option<&'static str> {
 /// The level of a kernel set by the name OpenBLAS reports (0: below AVX2, or unknown).
 fn level(name: &str) -> u8 {
     let name = name.to_ascii_lowercase();
-    LEVELS.iter().filter(|(_, _, names)| names.contains(&name.as_str())).map(|&(_, l, _)| l).max().unwrap_or(0)
+    LEVELS.iter().find(|(_, names)| names.contains(&name.as_str())).map_or(0, |&(level, _)| level)
 }
 
 /// The kernel set to ask for when OpenBLAS chose one below what the CPU runs, and nobody set
