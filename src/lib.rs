@@ -111,7 +111,8 @@ pub use overlap_runtime::{
 };
 // The ranks and the all-reduces the generated backward launches.
 pub use overlap_runtime::{
-    grad_scale, BucketMember, CommMode, Communicator, GradBucket, InFlight, ParamVecs, Transport, WireFormat,
+    grad_scale, BucketMember, CommMode, Communicator, GradBucket, InFlight, LowRankP, LowRankQ, ParamVecs, Transport,
+    WireFormat,
 };
 pub use overlap_runtime::{Error, Result};
 

@@ -9,7 +9,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use overlap::prelude::*;
-use overlap::WireFormat;
+use overlap::{CommMode, WireFormat};
 
 mod common;
 
@@ -54,16 +54,33 @@ pub struct Net {
     head: Linear<256, 10>,
 }
 
+/// `Net` with PowerSGD: each large matrix's gradient as rank-2 factors, compressed from the
+/// second step (the warm-up covers both kinds of step).
+#[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1, grad_comm = powersgd(rank = 2, start_iter = 1))]
+pub struct LowRankNet {
+    fc1: Linear<64, 256>,
+    norm: LayerNorm<256>,
+    act1: Gelu,
+    fc2: Linear<256, 256>,
+    act2: Relu,
+    head: Linear<256, 10>,
+}
+
 /// Allocations over 5 steps after 3 warm-up steps of `Net` on `comm`'s ranks (two micro-steps
 /// each).
 fn count_step_allocations(comm: &Communicator) -> usize {
-    let mut model = Net::new(comm, 0).unwrap();
-    let (mut grads, mut ws) = (model.new_grads(), NetWorkspace::default());
+    count_allocations_of::<Net>(comm)
+}
+
+/// `count_step_allocations` for any model of `Net`'s input and output widths.
+fn count_allocations_of<M: DistributedModel>(comm: &Communicator) -> usize {
+    let mut model = M::new(comm, 0).unwrap();
+    let (mut grads, mut ws) = (model.new_grads(), M::Workspace::default());
     let mut optimizer = AdamW::new(1e-3);
     let inputs = Matrix::from_vec(32, 64, (0..32 * 64).map(|i| (i % 13) as f32 / 13.0).collect());
     let labels: Vec<usize> = (0..32).map(|i| i % 10).collect();
     let mut dlogits = Matrix::default();
-    let mut step = |grads: NetGrads| {
+    let mut step = |grads: M::Grads| {
         let mut grads = grads;
         let logits = model.forward(&inputs, &mut ws);
         CrossEntropyLoss.forward_backward(logits, &labels, &mut dlogits);
@@ -95,6 +112,9 @@ fn a_step_after_warm_up_allocates_nothing() {
     let allocations = count_step_allocations(&Communicator::single());
     println!("5 steps after warm-up: {allocations} allocations");
     assert_eq!(allocations, 0, "allocations in 5 steps after warm-up");
+    let allocations = count_allocations_of::<LowRankNet>(&Communicator::single());
+    println!("PowerSGD: 5 steps after warm-up: {allocations} allocations");
+    assert_eq!(allocations, 0, "allocations in 5 PowerSGD steps after warm-up");
 }
 
 #[test]
@@ -122,5 +142,12 @@ fn ranks_step_without_allocating() {
         let allocations = count_step_allocations(&comm);
         println!("rank {}, {format}: 5 steps after warm-up: {allocations} allocations", comm.rank());
         assert_eq!(allocations, 0, "allocations in 5 steps after warm-up on rank {}, {format}", comm.rank());
+    }
+    comm.use_schedule_wire_formats();
+    for mode in [CommMode::Overlap, CommMode::AfterBackward] {
+        comm = comm.with_mode(mode);
+        let allocations = count_allocations_of::<LowRankNet>(&comm);
+        println!("rank {}, PowerSGD, {mode:?}: 5 steps after warm-up: {allocations} allocations", comm.rank());
+        assert_eq!(allocations, 0, "allocations in 5 PowerSGD steps on rank {}, {mode:?}", comm.rank());
     }
 }

@@ -2,7 +2,9 @@
 //! `#[bucket_boundary]` on fields. Every key is checked; unknown, duplicate and bad values are
 //! all reported.
 
-use overlap_plan::{BucketLimits, BucketOrder, WireFormat, DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB, MIB};
+use overlap_plan::{
+    BucketLimits, BucketOrder, GradComm, LowRank, WireFormat, DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB, MIB,
+};
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Expr, ExprLit, ItemStruct, Lit, LitInt, Meta, MetaNameValue, Token};
 
@@ -15,19 +17,19 @@ use crate::planning::{self, Planning};
 /// gradients travel in.
 pub struct ModelConfig {
     pub planning: Planning,
-    pub grad_comm: WireFormat,
+    pub grad_comm: GradComm,
 }
 
 /// Parses `bucket_cap_mb = 25, first_bucket_mb = 1` (both optional; integers or decimals) and
 /// `bucket_order = ready | ddp_first_iteration` (optional), or `buckets = auto(...)` /
-/// `buckets = profile(...)`; and, with either, `grad_comm = fp32 | bf16 | fp16`.
+/// `buckets = profile(...)`; and, with either, `grad_comm = fp32 | bf16 | fp16 | powersgd(..)`.
 pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> ModelConfig {
-    let mut grad_comm = WireFormat::Fp32;
+    let mut grad_comm = GradComm::Format(WireFormat::Fp32);
     let planning = planning_config(args, &mut grad_comm, errors);
     ModelConfig { planning, grad_comm }
 }
 
-fn planning_config(args: proc_macro2::TokenStream, grad_comm: &mut WireFormat, errors: &mut Errors) -> Planning {
+fn planning_config(args: proc_macro2::TokenStream, grad_comm: &mut GradComm, errors: &mut Errors) -> Planning {
     let (mut first_bucket_bytes, mut bucket_cap_bytes) = (DEFAULT_FIRST_BUCKET_MB * MIB, DEFAULT_BUCKET_CAP_MB * MIB);
     let mut order = BucketOrder::Ready;
     let mut planner: Option<(Planning, proc_macro2::TokenStream)> = None;
@@ -59,7 +61,7 @@ fn planning_config(args: proc_macro2::TokenStream, grad_comm: &mut WireFormat, e
                 continue;
             }
             "grad_comm" => {
-                if let Some(format) = wire_format(&pair.value, errors) {
+                if let Some(format) = grad_comm_value(&pair.value, errors) {
                     *grad_comm = format;
                 }
                 continue;
@@ -110,20 +112,62 @@ fn bucket_order(value: &Expr, errors: &mut Errors) -> Option<BucketOrder> {
     }
 }
 
-/// `fp32` (the default), `bf16` or `fp16`: the format gradients travel in, summed in FP32.
-fn wire_format(value: &Expr, errors: &mut Errors) -> Option<WireFormat> {
-    let name = expr_name(value);
-    match name.parse::<WireFormat>() {
-        Ok(format) => Some(format),
+const GRAD_COMM_HELP: &str = "`grad_comm` must be `fp32` (the default), `bf16` or `fp16` (the format gradients \
+                              travel in between ranks, summed in FP32 either way), or `powersgd(rank = 4)` (low-rank \
+                              factors, optionally with `start_iter = <steps sent whole first>`)";
+
+/// `fp32` (the default), `bf16` or `fp16`: the format gradients travel in, summed in FP32; or
+/// `powersgd(rank = R, start_iter = K)`: PowerSGD's factors.
+fn grad_comm_value(value: &Expr, errors: &mut Errors) -> Option<GradComm> {
+    if let Expr::Call(call) = value {
+        if expr_name(&call.func) == "powersgd" {
+            return powersgd(call, errors).map(GradComm::LowRank);
+        }
+    }
+    match expr_name(value).parse::<WireFormat>() {
+        Ok(format) => Some(GradComm::Format(format)),
         Err(_) => {
-            errors.spanned(
-                value,
-                "`grad_comm` must be `fp32` (the default), `bf16` or `fp16`: the format gradients travel in \
-                 between ranks (they are summed in FP32 either way)",
-            );
+            errors.spanned(value, GRAD_COMM_HELP);
             None
         }
     }
+}
+
+/// `powersgd(rank = 4)` or `powersgd(rank = 4, start_iter = 100)`; every problem reported.
+fn powersgd(call: &syn::ExprCall, errors: &mut Errors) -> Option<LowRank> {
+    let (mut rank, mut start_iter) = (None, None);
+    let before = errors.len();
+    for arg in &call.args {
+        let Expr::Assign(assign) = arg else {
+            errors.spanned(arg, "expected `rank = <integer>` or `start_iter = <integer>`");
+            continue;
+        };
+        let key = expr_name(&assign.left);
+        let value = int_literal(&assign.right).and_then(|l| l.base10_parse::<u64>().ok());
+        match key.as_str() {
+            "rank" => match value {
+                Some(r) if (1..=LowRank::MAX_RANK as u64).contains(&r) => {
+                    set_once(&mut rank, Some(r as usize), &assign.left, errors)
+                }
+                _ => errors.spanned(
+                    &assign.right,
+                    format!("`rank` must be an integer literal from 1 to {}", LowRank::MAX_RANK),
+                ),
+            },
+            "start_iter" => match value {
+                Some(k) => set_once(&mut start_iter, Some(k), &assign.left, errors),
+                None => {
+                    errors.spanned(&assign.right, "`start_iter` must be an integer literal (steps sent whole first)")
+                }
+            },
+            _ => errors.spanned(&assign.left, "unknown key; expected `rank` or `start_iter`"),
+        }
+    }
+    if rank.is_none() && errors.len() == before {
+        errors.spanned(call, "`powersgd(...)` needs `rank = <integer>`: the rank of the factors, e.g. `rank = 4`");
+    }
+    let start_iter = start_iter.unwrap_or(LowRank::DEFAULT_START_ITER);
+    (errors.len() == before).then(|| LowRank::new(rank.expect("checked above"), start_iter))
 }
 
 /// A positive size in MiB as bytes.

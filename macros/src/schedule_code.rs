@@ -40,6 +40,15 @@ impl<'s> Names<'s> {
         }
     }
 
+    /// The layer after whose backward low-rank bucket `k` turns from its P all-reduce to its Q
+    /// all-reduce: the next layer with parameters that backward runs after `k`'s launch point;
+    /// `None` when there is none (the turnaround then follows `backward_done`).
+    fn turnaround_after(&self, k: usize) -> Option<usize> {
+        let launch = self.schedule.buckets[k].launch_after;
+        self.schedule.buckets[k].low_rank?;
+        (self.first_param_layer..launch).rev().find(|&l| !self.schedule.layers[l].params.is_empty())
+    }
+
     fn last(&self) -> usize {
         self.fields.len() - 1
     }
@@ -155,6 +164,12 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
             self.#f.backward(&#input, &ws.#o, &ws.#s, #dy, #views, accumulate, #dx);
         }));
         if sync {
+            // PowerSGD: the P sums of the buckets launched at the previous launch point are in
+            // (or close): orthogonalise them and start the Q all-reduces, before new launches.
+            for k in (0..buckets.len()).filter(|&k| n.turnaround_after(k) == Some(i)) {
+                let pending = format_ident!("b{}_in_flight", k);
+                out.extend(quote!(let #pending = #pending.reduce_q(comm);));
+            }
             for k in (0..buckets.len()).filter(|&k| n.schedule.buckets[k].launch_after == i) {
                 let (b, pending) = (&buckets[k], format_ident!("b{}_in_flight", k));
                 let members = n.schedule.buckets[k].params.iter().map(|&r| {
@@ -162,8 +177,12 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
                     let (index, offset) = (lit(info.index), lit(info.offset));
                     quote!(::overlap::BucketMember { index: #index, offset: #offset })
                 });
+                let launch = match n.schedule.buckets[k].low_rank {
+                    None => format_ident!("all_reduce_and_update"),
+                    Some(_) => format_ident!("all_reduce_low_rank"),
+                };
                 out.extend(quote!(
-                    let #pending = comm.all_reduce_and_update(#b, &[#(#members),*], self, optimizer, grad_scale);
+                    let #pending = comm.#launch(#b, &[#(#members),*], self, optimizer, grad_scale);
                 ));
             }
         }
@@ -171,8 +190,12 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
     if sync {
         let in_flight = &n.in_flight;
         let pending = (0..buckets.len()).map(|k| format_ident!("b{}_in_flight", k));
+        let late =
+            (0..buckets.len()).filter(|&k| n.schedule.buckets[k].low_rank.is_some() && n.turnaround_after(k).is_none());
+        let late = late.map(|k| format_ident!("b{}_in_flight", k));
         out.extend(quote! {
             comm.backward_done();
+            #(let #late = #late.reduce_q(comm);)*
             #in_flight {
                 #(#buckets: #pending,)*
                 grad_scale,

@@ -43,6 +43,13 @@ pub fn schedule(s: &Schedule) -> TokenStream {
             WireFormat::Bf16 => quote!(::overlap::plan::WireFormat::Bf16),
             WireFormat::Fp16 => quote!(::overlap::plan::WireFormat::Fp16),
         };
+        let low_rank = match b.low_rank {
+            None => quote!(::core::option::Option::None),
+            Some(l) => {
+                let (rank, start_iter) = (lit(l.rank), proc_macro2::Literal::u64_unsuffixed(l.start_iter));
+                quote!(::core::option::Option::Some(::overlap::plan::LowRank { rank: #rank, start_iter: #start_iter }))
+            }
+        };
         let members = b.params.iter().map(|r| {
             let (layer, param) = (lit(r.layer), lit(r.param));
             quote!(::overlap::plan::ParamRef { layer: #layer, param: #param })
@@ -53,6 +60,7 @@ pub fn schedule(s: &Schedule) -> TokenStream {
                 numel: #numel,
                 launch_after: #launch_after,
                 wire: #wire,
+                low_rank: #low_rank,
             }
         }
     });

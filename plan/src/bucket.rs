@@ -110,7 +110,7 @@ pub fn plan_buckets_in(
             }
             // Complete once the earliest layer among its members has run its backward.
             let launch_after = members.iter().map(|r| r.layer).min().expect("groups are non-empty");
-            BucketInfo { params: Cow::Owned(members), numel, launch_after, wire: WireFormat::Fp32 }
+            BucketInfo { params: Cow::Owned(members), numel, launch_after, wire: WireFormat::Fp32, low_rank: None }
         })
         .collect();
 

@@ -9,6 +9,7 @@ mod auto;
 mod bucket;
 mod limits;
 mod link;
+mod low_rank;
 mod profile;
 mod schedule;
 mod simulate;
@@ -19,11 +20,12 @@ pub use auto::{plan_auto, Strategy, Target, EXHAUSTIVE_LAYERS};
 pub use bucket::{plan_buckets, plan_buckets_in, BucketOrder, PlanError};
 pub use limits::{BucketLimits, DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB};
 pub use link::{Link, LinkPreset, LINK_PRESETS};
+pub use low_rank::LowRank;
 pub use profile::{LayerTimes, Profile, PROFILE_FORMAT};
 pub use schedule::{human_bytes, BucketInfo, LayerInfo, ParamInfo, ParamRef, Schedule};
 pub use simulate::{
-    sim_buckets, simulate, BucketTimes, Prediction, SimBucket, StepCosts, DEFAULT_UPDATE_S_PER_BYTE,
-    NARROWING_S_PER_BYTE,
+    sim_buckets, simulate, BucketTimes, Prediction, SimBucket, SimLowRank, StepCosts, DEFAULT_UPDATE_S_PER_BYTE,
+    LOW_RANK_S_PER_BYTE, NARROWING_S_PER_BYTE,
 };
 pub use spec::{LayerSpec, ParamSpec, Width, ELEM_BYTES, MAX_TENSOR_NUMEL, MIB};
-pub use wire::WireFormat;
+pub use wire::{GradComm, WireFormat};

@@ -8,8 +8,9 @@ use std::borrow::Cow;
 use std::fmt;
 
 use crate::limits::BucketLimits;
+use crate::low_rank::LowRank;
 use crate::spec::{LayerSpec, ParamSpec, Width, ELEM_BYTES, MIB};
-use crate::wire::WireFormat;
+use crate::wire::{GradComm, WireFormat};
 
 /// A parameter, by layer index and parameter index within that layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -60,16 +61,14 @@ pub struct BucketInfo {
     pub launch_after: usize,
     /// The format its gradients travel in (`grad_comm`); they are summed in FP32 whatever it is.
     pub wire: WireFormat,
+    /// PowerSGD's factors instead of the large matrices' gradients (`grad_comm = powersgd(..)`):
+    /// two all-reduces, of P (with the values sent whole) and of Q.
+    pub low_rank: Option<LowRank>,
 }
 
 impl BucketInfo {
     pub fn bytes(&self) -> usize {
         self.numel * ELEM_BYTES
-    }
-
-    /// Bytes one rank's copy of it takes on the wire: half of `bytes` for bf16 and fp16.
-    pub fn wire_bytes(&self) -> usize {
-        self.numel * self.wire.bytes_per_value()
     }
 }
 
@@ -124,20 +123,46 @@ impl Schedule {
         self.param_count().saturating_mul(ELEM_BYTES)
     }
 
-    /// Every bucket sent in `format` (`grad_comm = ...`).
+    /// Every bucket sent in `format` (`--grad-comm`), whole: no low-rank compression.
     pub fn with_wire(mut self, format: WireFormat) -> Self {
-        self.buckets.to_mut().iter_mut().for_each(|b| b.wire = format);
+        self.buckets.to_mut().iter_mut().for_each(|b| (b.wire, b.low_rank) = (format, None));
         self
     }
 
-    /// Whether some bucket travels narrower than FP32.
+    /// Every bucket sent as `grad_comm = ...` says.
+    pub fn with_grad_comm(self, grad_comm: GradComm) -> Self {
+        match grad_comm {
+            GradComm::Format(format) => self.with_wire(format),
+            GradComm::LowRank(low_rank) => {
+                let mut s = self.with_wire(WireFormat::Fp32);
+                s.buckets.to_mut().iter_mut().for_each(|b| b.low_rank = Some(low_rank));
+                s
+            }
+        }
+    }
+
+    /// Whether some bucket travels narrower than FP32 or as low-rank factors.
     pub fn narrows(&self) -> bool {
-        self.buckets.iter().any(|b| b.wire != WireFormat::Fp32)
+        self.buckets.iter().any(|b| b.wire != WireFormat::Fp32 || b.low_rank.is_some())
+    }
+
+    /// Bytes one rank sends for bucket `k` per step: its values in its wire format, or, for a
+    /// low-rank bucket, the factors P and Q of its large matrices and its other values whole.
+    /// (All steps after `start_iter`; the steps before send `bytes`.)
+    pub fn wire_bytes(&self, k: usize) -> usize {
+        let b = &self.buckets[k];
+        let values = match b.low_rank {
+            None => b.numel,
+            Some(low_rank) => {
+                b.params.iter().map(|&r| low_rank.wire_values(&self.param(r).shape)).fold(0, usize::saturating_add)
+            }
+        };
+        values.saturating_mul(b.wire.bytes_per_value())
     }
 
     /// Bytes on the wire for all buckets (one rank's copy).
     pub fn total_wire_bytes(&self) -> usize {
-        self.buckets.iter().map(BucketInfo::wire_bytes).fold(0, usize::saturating_add)
+        (0..self.buckets.len()).map(|k| self.wire_bytes(k)).fold(0, usize::saturating_add)
     }
 
     /// A stable 64-bit hash (FNV-1a) of everything that must agree between ranks: layers, shapes,
@@ -179,6 +204,11 @@ impl Schedule {
             // FP32 adds nothing, so an FP32 model's fingerprint is what it was before formats.
             if b.wire != WireFormat::Fp32 {
                 h.str(b.wire.name());
+            }
+            if let Some(low_rank) = b.low_rank {
+                h.str("powersgd");
+                h.usize(low_rank.rank);
+                h.usize(low_rank.start_iter as usize);
             }
         }
         h.0
@@ -241,15 +271,22 @@ impl fmt::Display for Schedule {
         // FP32 schedules keep their table; narrow ones add what travels.
         let narrows = self.narrows();
         if narrows {
+            let how = match self.buckets.iter().find_map(|b| b.low_rank) {
+                Some(l) => format!(
+                    "as rank-{} PowerSGD factors with error feedback (whole for the first {} steps)",
+                    l.rank, l.start_iter
+                ),
+                None => "narrowed, summed in FP32".to_string(),
+            };
             writeln!(
                 f,
-                "gradients travel narrowed, summed in FP32: {} on the wire per rank instead of {} ({:.1}x fewer bytes)",
+                "gradients travel {how}: {} on the wire per rank instead of {} ({:.1}x fewer bytes)",
                 human_bytes(self.total_wire_bytes()),
                 human_bytes(self.total_bytes()),
                 self.total_bytes() as f64 / self.total_wire_bytes().max(1) as f64
             )?;
         }
-        let wire_header = if narrows { format!(" {:>16}", "on the wire") } else { String::new() };
+        let wire_header = if narrows { format!(" {:>17}", "on the wire") } else { String::new() };
         writeln!(
             f,
             "{:<7} {:<25} {:>11}{wire_header}  members (buffer order)",
@@ -259,7 +296,11 @@ impl fmt::Display for Schedule {
             let members: Vec<String> = b.params.iter().map(|&r| self.param_name(r)).collect();
             let after = format!("{}.backward", self.layers[b.launch_after].name);
             let wire = if narrows {
-                format!(" {:>16}", format!("{} {}", b.wire, human_bytes(b.wire_bytes())))
+                let format = match b.low_rank {
+                    Some(l) => format!("rank {}", l.rank),
+                    None => b.wire.to_string(),
+                };
+                format!(" {:>17}", format!("{format} {}", human_bytes(self.wire_bytes(k))))
             } else {
                 String::new()
             };

@@ -37,6 +37,11 @@ impl StepCosts {
 /// 5.3 ms narrowed against 3.5 ms in FP32 on one core; the difference over 40 MB).
 pub const NARROWING_S_PER_BYTE: f64 = 4.5e-11;
 
+/// Seconds per FP32 byte of factorised matrices that PowerSGD's compression adds on the
+/// compute thread (error feedback, P = M·Q, Q = Mᵀ·P, the decompression and the new error:
+/// about seven passes over the matrices; measured on `mlp`'s 40 MB, see docs/performance.md).
+pub const LOW_RANK_S_PER_BYTE: f64 = 5.0e-10;
+
 /// One bucket as the simulation sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SimBucket {
@@ -46,6 +51,17 @@ pub struct SimBucket {
     pub wire: WireFormat,
     /// Index of the layer whose backward completes it.
     pub launch_after: usize,
+    /// PowerSGD: sent as two all-reduces of factors (and the values sent whole).
+    pub low_rank: Option<SimLowRank>,
+}
+
+/// What PowerSGD changes about a bucket's step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimLowRank {
+    /// Bytes one rank sends in its two all-reduces together.
+    pub wire_bytes: usize,
+    /// FP32 bytes of the matrices it factorises (what the compression streams).
+    pub factorised_bytes: usize,
 }
 
 /// The buckets of a compiled schedule, in launch order.
@@ -53,19 +69,44 @@ pub fn sim_buckets(schedule: &Schedule) -> Vec<SimBucket> {
     schedule
         .buckets
         .iter()
-        .map(|b| SimBucket { bytes: b.numel * ELEM_BYTES, wire: b.wire, launch_after: b.launch_after })
+        .enumerate()
+        .map(|(k, b)| SimBucket {
+            bytes: b.numel * ELEM_BYTES,
+            wire: b.wire,
+            launch_after: b.launch_after,
+            low_rank: b.low_rank.map(|l| SimLowRank {
+                wire_bytes: schedule.wire_bytes(k),
+                factorised_bytes: b
+                    .params
+                    .iter()
+                    .map(|&r| &schedule.param(r).shape)
+                    .filter(|shape| l.matrix(shape).is_some())
+                    .map(|shape| shape.iter().product::<usize>() * ELEM_BYTES)
+                    .sum(),
+            }),
+        })
         .collect()
 }
 
 impl SimBucket {
     /// An FP32 bucket of `bytes`.
     pub fn fp32(bytes: usize, launch_after: usize) -> Self {
-        SimBucket { bytes, wire: WireFormat::Fp32, launch_after }
+        SimBucket { bytes, wire: WireFormat::Fp32, launch_after, low_rank: None }
+    }
+
+    /// The compute PowerSGD adds to the step (none without it).
+    pub fn compression_seconds(&self) -> f64 {
+        self.low_rank.map_or(0.0, |l| l.factorised_bytes as f64 * LOW_RANK_S_PER_BYTE)
     }
 
     /// Its all-reduce on `link` across `world` ranks: the narrow bytes on the link, plus the
     /// conversions when it narrows (none with one rank: nothing is sent).
     pub fn comm_seconds(&self, link: &Link, world: usize) -> f64 {
+        if let Some(l) = self.low_rank {
+            // P (with the values sent whole), then Q: two collectives, each paying the latency.
+            let p = l.wire_bytes / 2;
+            return link.ring_all_reduce_seconds(p, world) + link.ring_all_reduce_seconds(l.wire_bytes - p, world);
+        }
         let wire_bytes = match self.wire {
             WireFormat::Fp32 => self.bytes,
             narrow => self.bytes / ELEM_BYTES * narrow.bytes_per_value(),
@@ -146,7 +187,8 @@ pub fn simulate(buckets: &[SimBucket], costs: &StepCosts, link: &Link, world: us
             exposed_s += times.end_s - t;
             t = times.end_s;
         }
-        let u = b.bytes as f64 * costs.update_s_per_byte;
+        // PowerSGD's compression runs on the compute thread: counted with the update.
+        let u = b.bytes as f64 * costs.update_s_per_byte + b.compression_seconds();
         update_s += u;
         t += u;
     }
@@ -213,5 +255,18 @@ mod tests {
         assert!((t32 - 4e-3).abs() < 1e-12, "2 ranks move S·2(n-1)/n = S bytes: {t32}");
         assert!((t16 - (2e-3 + 4e6 * NARROWING_S_PER_BYTE)).abs() < 1e-12, "{t16}");
         assert_eq!(bf16.comm_seconds(&link, 1), 0.0, "one rank sends and converts nothing");
+    }
+
+    #[test]
+    fn a_low_rank_bucket_pays_two_latencies_for_its_factors_and_its_compression_on_the_compute_thread() {
+        let link = Link { latency_s: 1e-5, bandwidth_bytes_per_s: 1e9 };
+        let fp32 = SimBucket::fp32(4_000_000, 0);
+        let low = SimBucket { low_rank: Some(SimLowRank { wire_bytes: 40_000, factorised_bytes: 3_000_000 }), ..fp32 };
+        let two = link.ring_all_reduce_seconds(20_000, 2) * 2.0;
+        assert!((low.comm_seconds(&link, 2) - two).abs() < 1e-15);
+        assert!(low.comm_seconds(&link, 2) < fp32.comm_seconds(&link, 2) / 2.0);
+        let costs = StepCosts { forward_s: vec![1.0], backward_s: vec![2.0], update_s_per_byte: 0.0 };
+        let p = simulate(&[low], &costs, &link, 2, true);
+        assert!((p.update_s - 3e6 * LOW_RANK_S_PER_BYTE).abs() < 1e-15, "{}", p.update_s);
     }
 }

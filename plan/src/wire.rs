@@ -2,6 +2,16 @@
 //! `grad_comm` key of `#[distributed_model]`), so the bytes on the wire are known when the model
 //! compiles. How the runtime narrows and sums them is the runtime's `comm::wire`.
 
+use crate::low_rank::LowRank;
+
+/// What `grad_comm = ...` chose: a wire format for the gradients as they are, or PowerSGD's
+/// low-rank factors (which travel in FP32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GradComm {
+    Format(WireFormat),
+    LowRank(LowRank),
+}
+
 /// How a bucket's gradients travel between ranks (`grad_comm = ...`, or `--grad-comm` at run time).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
 pub enum WireFormat {

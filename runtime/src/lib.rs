@@ -30,7 +30,9 @@ pub mod threads;
 pub mod trace;
 pub mod train;
 
-pub use comm::{BucketMember, CommMode, Communicator, GradBucket, InFlight, ParamVecs, Transport, WireFormat};
+pub use comm::{
+    BucketMember, CommMode, Communicator, GradBucket, InFlight, LowRankP, LowRankQ, ParamVecs, Transport, WireFormat,
+};
 pub use data::{Batch, Dataset, SyntheticClassification};
 pub use error::{Error, Result};
 pub use init::InitRng;

@@ -298,6 +298,9 @@ fn peak_rss_bytes() -> Option<u64> {
 fn as_sent(mut schedule: Schedule, comm: &Communicator) -> Schedule {
     for (k, bucket) in schedule.buckets.to_mut().iter_mut().enumerate() {
         bucket.wire = comm.wire_format(k);
+        if comm.wire_format_chosen() {
+            bucket.low_rank = None; // A run-time format sends low-rank buckets whole.
+        }
     }
     schedule
 }

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::str::FromStr;
 
 use overlap_plan::{
-    plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, BucketLimits, BucketOrder, LayerSpec, Link,
-    Prediction, Profile, Schedule, StepCosts, Strategy, Target, WireFormat,
+    plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, BucketLimits, BucketOrder, GradComm, LayerSpec,
+    Link, Prediction, Profile, Schedule, StepCosts, Strategy, Target, WireFormat,
 };
 
 use crate::error::{Error, Result};
@@ -92,7 +92,11 @@ pub fn predictions(schedule: &Schedule, costs: &StepCosts, cluster: Cluster) -> 
     }
     // The alternatives send in the compiled format (when one for all), so that they differ in
     // their buckets only.
-    let wire = schedule.buckets.first().map(|b| b.wire).filter(|&w| schedule.buckets.iter().all(|b| b.wire == w));
+    let first = schedule.buckets.first().map(|b| (b.wire, b.low_rank));
+    let compiled = first.filter(|&f| schedule.buckets.iter().all(|b| (b.wire, b.low_rank) == f)).map(|f| match f {
+        (_, Some(low_rank)) => GradComm::LowRank(low_rank),
+        (wire, None) => GradComm::Format(wire),
+    });
     let per_layer: Vec<LayerSpec> =
         specs.iter().map(|l| LayerSpec { bucket_boundary: !l.params.is_empty(), ..l.clone() }).collect();
     let alternatives = [
@@ -112,7 +116,11 @@ pub fn predictions(schedule: &Schedule, costs: &StepCosts, cluster: Cluster) -> 
     ];
     for (name, plan) in alternatives {
         if let Some(plan) = plan {
-            out.push((name.to_string(), plan.buckets.len(), sim(&plan.with_wire(wire.unwrap_or_default()))));
+            out.push((
+                name.to_string(),
+                plan.buckets.len(),
+                sim(&plan.with_grad_comm(compiled.unwrap_or(GradComm::Format(WireFormat::Fp32)))),
+            ));
         }
     }
     out

@@ -285,3 +285,33 @@ fn conditional_fields_and_attributes_are_refused_once_each() {
     assert!(!code.contains("cfg_attr (all () , bucket_boundary)"), "{code}");
     assert!(code.contains("cfg_attr (feature = \"x\" , doc = \"kept\")"), "{code}");
 }
+
+#[test]
+fn mlp_powersgd_expansion_snapshot() {
+    let code = mlp_with(quote!(bucket_cap_mb = 8, first_bucket_mb = 1, grad_comm = powersgd(rank = 4)));
+    expect_test::expect_file!["../../tests/expand/mlp_powersgd.expanded.rs"].assert_eq(&code);
+}
+
+#[test]
+fn each_low_rank_bucket_turns_around_after_the_next_layer_with_parameters_and_the_last_after_backward() {
+    let code = mlp_with(quote!(bucket_cap_mb = 8, first_bucket_mb = 1, grad_comm = powersgd(rank = 4)));
+    let backward = function(&code, "backward<");
+    let backward = backward.split_whitespace().collect::<Vec<_>>().join(" ").replace(" .", ".").replace("( ", "(");
+    let at = |needle: &str| backward.find(needle).unwrap_or_else(|| panic!("{needle} in\n{backward}"));
+    let order = [
+        "self.fc3.backward(",
+        "let b0_in_flight = comm.all_reduce_low_rank(b0,",
+        "self.fc2.backward(",
+        "let b0_in_flight = b0_in_flight.reduce_q(comm);",
+        "let b1_in_flight = comm.all_reduce_low_rank(b1,",
+        "self.fc1.backward(",
+        "let b1_in_flight = b1_in_flight.reduce_q(comm);",
+        "let b2_in_flight = comm.all_reduce_low_rank(b2,",
+        "comm.backward_done();",
+        "let b2_in_flight = b2_in_flight.reduce_q(comm);",
+    ];
+    let positions: Vec<usize> = order.iter().map(|n| at(n)).collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{order:#?} out of order in\n{backward}");
+    assert!(code.contains("b0: ::overlap::LowRankQ,"), "step waits for the Q all-reduces");
+    assert!(code.contains("::overlap::GradBucket::low_rank(&Self::SCHEDULE, 0)"));
+}

@@ -240,6 +240,7 @@ impl ::overlap::DistributedModel for Mlp {
                     numel: 4216842,
                     launch_after: 4,
                     wire: ::overlap::plan::WireFormat::Fp32,
+                    low_rank: ::core::option::Option::None,
                 },
                 ::overlap::plan::BucketInfo {
                     params: ::overlap::__private::Cow::Borrowed(
@@ -257,6 +258,7 @@ impl ::overlap::DistributedModel for Mlp {
                     numel: 4196352,
                     launch_after: 2,
                     wire: ::overlap::plan::WireFormat::Fp32,
+                    low_rank: ::core::option::Option::None,
                 },
                 ::overlap::plan::BucketInfo {
                     params: ::overlap::__private::Cow::Borrowed(
@@ -274,6 +276,7 @@ impl ::overlap::DistributedModel for Mlp {
                     numel: 1607680,
                     launch_after: 0,
                     wire: ::overlap::plan::WireFormat::Fp32,
+                    low_rank: ::core::option::Option::None,
                 },
             ],
         ),

@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use super::lent::{BucketMember, Lent, ParamVecs};
+use super::low_rank::LowRankState;
 use super::mailbox::{Pending, Undelivered};
 use super::wire::WireFormat;
 use crate::error::{Error, Result};
@@ -25,12 +26,40 @@ pub struct GradBucket {
     lent: Lent,
     /// How its all-reduce in progress sends the values (the communicator's choice at launch).
     wire: WireFormat,
+    /// PowerSGD's state, when the schedule compresses this bucket (see `low_rank`).
+    low_rank: Option<Box<LowRankState>>,
 }
 
 impl GradBucket {
     /// A zeroed bucket of `numel` elements; `index` is its position in launch order.
     pub fn zeros(index: usize, numel: usize) -> Self {
-        GradBucket { index, data: crate::huge_pages::zeroed(numel), lent: Lent::default(), wire: WireFormat::Fp32 }
+        GradBucket {
+            index,
+            data: crate::huge_pages::zeroed(numel),
+            lent: Lent::default(),
+            wire: WireFormat::Fp32,
+            low_rank: None,
+        }
+    }
+
+    pub(crate) fn set_low_rank(&mut self, state: LowRankState) {
+        self.low_rank = Some(Box::new(state));
+    }
+
+    /// PowerSGD's state, the gradients it works on and the parameters lent with them, for a
+    /// low-rank bucket.
+    pub(crate) fn low_rank_parts(&mut self) -> Option<(&mut LowRankState, &mut [f32], &mut Lent)> {
+        self.low_rank.as_deref_mut().map(|state| (state, &mut self.data[..], &mut self.lent))
+    }
+
+    /// PowerSGD's state (error feedback, warm-start Q), for checkpoints; `None` for a bucket
+    /// sent as it is.
+    pub fn low_rank_state(&self) -> Option<&LowRankState> {
+        self.low_rank.as_deref()
+    }
+
+    pub fn low_rank_state_mut(&mut self) -> Option<&mut LowRankState> {
+        self.low_rank.as_deref_mut()
     }
 
     /// Lends this bucket's parameters, `members` (out of `params`), and their optimizer state

@@ -13,6 +13,7 @@ mod backoff;
 mod board;
 mod bucket;
 mod lent;
+mod low_rank;
 mod mailbox;
 mod mode;
 mod mpi_calls;
@@ -25,6 +26,7 @@ mod wire;
 
 pub use bucket::{GradBucket, InFlight};
 pub use lent::{BucketMember, ParamVecs};
+pub use low_rank::{LowRankP, LowRankQ, LowRankState};
 pub use mode::{CommMode, Transport};
 pub use wire::WireFormat;
 
@@ -63,9 +65,19 @@ pub struct Communicator {
     /// How each bucket's gradients travel (see `wire`).
     wire: RefCell<WirePlan>,
     /// In `AfterBackward` mode, reductions held back until `backward_done`.
-    held: RefCell<Vec<(GradBucket, Reply<Reduced>)>>,
+    held: RefCell<Vec<Held>>,
     /// One mailbox per bucket index, reused every step (see `mailbox`).
     mailboxes: RefCell<Vec<Arc<Mailbox<Reduced>>>>,
+    /// For the exchanges `backward_done` runs and waits for itself (PowerSGD without overlap).
+    exchanges: RefCell<Arc<Mailbox<Reduced>>>,
+}
+
+/// What `AfterBackward` mode holds until backward is done.
+enum Held {
+    /// A bucket to all-reduce.
+    Reduce(GradBucket, Reply<Reduced>),
+    /// A low-rank bucket whose P and Q exchanges `backward_done` runs in turn.
+    LowRank(GradBucket, Reply<Reduced>),
 }
 
 enum Backend {
@@ -116,6 +128,7 @@ impl Communicator {
             wire: RefCell::default(),
             held: RefCell::default(),
             mailboxes: RefCell::default(),
+            exchanges: RefCell::default(),
         }
     }
 
@@ -151,6 +164,18 @@ impl Communicator {
     /// `set_wire_format` too). Every rank must choose the same (checked at the handshake).
     pub fn set_bucket_wire_formats(&mut self, formats: &[WireFormat]) {
         self.wire.get_mut().chosen = Some(Chosen::ByBucket(formats.to_vec()));
+    }
+
+    /// Whether the run chose the formats (`set_wire_format`, `set_bucket_wire_formats`): then
+    /// buckets the schedule compresses with PowerSGD are sent whole, in the chosen format.
+    pub fn wire_format_chosen(&self) -> bool {
+        self.wire.borrow().chosen.is_some()
+    }
+
+    /// Undoes `set_wire_format` and `set_bucket_wire_formats`: each bucket travels as the
+    /// schedule says again (low-rank buckets compressed).
+    pub fn use_schedule_wire_formats(&mut self) {
+        self.wire.get_mut().chosen = None;
     }
 
     /// The format bucket `bucket`'s gradients travel in. With one rank nothing travels, and
@@ -233,7 +258,7 @@ impl Communicator {
         let (reply, pending) = self.mailbox(index);
         let queued = Instant::now();
         if self.mode == CommMode::AfterBackward {
-            self.held.borrow_mut().push((bucket, reply));
+            self.held.borrow_mut().push(Held::Reduce(bucket, reply));
         } else {
             t.all_reduce(bucket, reply);
         }
@@ -258,6 +283,26 @@ impl Communicator {
         self.all_reduce_async(bucket)
     }
 
+    /// Holds low-rank bucket `bucket` until `backward_done` (no overlap), which runs its
+    /// exchanges; the handle waits for the result as for a bucket all-reduced whole.
+    fn hold_low_rank(&self, bucket: GradBucket) -> InFlight {
+        let (index, bytes) = (bucket.index(), bucket.low_rank_state().map_or(0, LowRankState::wire_bytes));
+        let (reply, pending) = self.mailbox(index);
+        self.held.borrow_mut().push(Held::LowRank(bucket, reply));
+        InFlight::pending(index, bytes, Instant::now(), pending, self.checks)
+    }
+
+    /// Sums `message` over all ranks through `t` and waits for it (for `backward_done`).
+    fn exchange_now(&self, t: &MpiThread, mut message: GradBucket) -> Result<GradBucket> {
+        let format = self.wire.borrow().of(message.index());
+        message.set_wire_format(format);
+        let (index, bytes) = (message.index(), message.len() * format.bytes_per_value());
+        let (reply, pending) = Mailbox::open(&mut self.exchanges.borrow_mut());
+        let queued = Instant::now();
+        t.all_reduce(message, reply);
+        InFlight::pending(index, bytes, queued, pending, self.checks).wait()
+    }
+
     /// The ends of bucket `index`'s mailbox, reused from step to step.
     fn mailbox(&self, index: usize) -> (Reply<Reduced>, mailbox::Pending<Reduced>) {
         let mut boxes = self.mailboxes.borrow_mut();
@@ -276,8 +321,19 @@ impl Communicator {
                 return;
             }
             // Drained, not taken: the vector keeps its capacity for the next step.
-            for (bucket, reply) in held.drain(..) {
-                t.all_reduce(bucket, reply);
+            for entry in held.drain(..) {
+                match entry {
+                    Held::Reduce(bucket, reply) => t.all_reduce(bucket, reply),
+                    Held::LowRank(bucket, reply) => {
+                        let started = Instant::now();
+                        match self.low_rank_now(bucket, |m| self.exchange_now(t, m)) {
+                            Ok(bucket) => reply.send(Reduced { bucket, started, finished: Instant::now() }),
+                            // The waits report it: as timed out, or (the reply dropped) as lost.
+                            Err(Error::CommTimeout { .. }) => self.mailboxes.borrow().iter().for_each(|m| m.give_up()),
+                            Err(_) => {}
+                        }
+                    }
+                }
             }
             drop(held);
             let blocked = Instant::now();

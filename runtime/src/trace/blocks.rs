@@ -110,6 +110,7 @@ fn style(s: &Span, schedule: &Schedule) -> Option<(&'static str, String, f64)> {
         Activity::Loss => (LOSS, "loss".into(), 0.0),
         Activity::Backward { layer: i } => (BACKWARD, layer(i), 0.0),
         Activity::Update { bucket } => (bucket_color(bucket), format!("upd b{bucket}"), 0.0),
+        Activity::Compress { bucket } => (bucket_color(bucket), format!("psgd b{bucket}"), 0.0),
         Activity::Wait { bucket } => (WAIT, format!("wait b{bucket}"), 0.0),
         Activity::WaitAll => (WAIT, "wait (all buckets)".into(), 0.0),
         Activity::AllReduce { bucket, bytes, .. } => {

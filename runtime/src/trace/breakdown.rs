@@ -13,6 +13,8 @@ pub struct StepBreakdown {
     pub loss_ns: u64,
     pub backward_ns: u64,
     pub update_ns: u64,
+    /// PowerSGD's compression work on the compute thread.
+    pub compress_ns: u64,
     /// Sum of the buckets' all-reduce times on the communication thread.
     pub all_reduce_ns: u64,
     /// Time the compute thread was blocked in wait points.
@@ -33,9 +35,10 @@ pub struct BucketTiming {
 }
 
 impl StepBreakdown {
-    /// Forward, loss, backward and optimizer: everything the compute thread does but wait.
+    /// Forward, loss, backward, compression and optimizer: everything the compute thread does
+    /// but wait.
     pub fn compute_ns(&self) -> u64 {
-        self.forward_ns + self.loss_ns + self.backward_ns + self.update_ns
+        self.forward_ns + self.loss_ns + self.backward_ns + self.update_ns + self.compress_ns
     }
 }
 
@@ -74,11 +77,13 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
                     }
                 }
                 Activity::Update { .. } => b.update_ns += d,
+                Activity::Compress { .. } => b.compress_ns += d,
                 Activity::Wait { .. } | Activity::WaitAll => b.exposed_ns += d,
                 Activity::AllReduce { bucket, bytes, .. } => {
                     b.all_reduce_ns += d;
                     if let Some(t) = b.buckets.get_mut(bucket as usize) {
-                        t.bytes = bytes;
+                        // PowerSGD sends two messages per bucket and step.
+                        t.bytes += bytes;
                         t.all_reduce_ns += d;
                         t.exposed_ns +=
                             group.iter().filter(|w| w.activity.is_wait()).map(|w| intersection(w, s)).sum::<u64>();

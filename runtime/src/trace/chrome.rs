@@ -82,6 +82,7 @@ fn event(span: &Span, schedule: &Schedule) -> Value {
         Activity::Wait { bucket } => (format!("wait b{bucket}"), "wait", json!({"bucket": bucket})),
         Activity::WaitAll => ("wait all buckets".to_string(), "wait", json!({})),
         Activity::Update { bucket } => (format!("update b{bucket}"), "optimizer", json!({"bucket": bucket})),
+        Activity::Compress { bucket } => (format!("powersgd b{bucket}"), "compression", json!({"bucket": bucket})),
     };
     args["step"] = json!(span.step + 1);
     let tid = if span.activity.is_communication() { COMMUNICATION_TRACK } else { COMPUTE_TRACK };

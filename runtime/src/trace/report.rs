@@ -29,7 +29,9 @@ pub struct OverlapReport {
     pub loss_ms: f64,
     pub backward_ms: f64,
     pub optimizer_ms: f64,
-    /// Forward + loss + backward + optimizer.
+    /// PowerSGD's compression on the compute thread (0 without it).
+    pub compression_ms: f64,
+    /// Forward + loss + backward + optimizer + compression.
     pub compute_ms: f64,
     /// Sum over buckets of the all-reduce time on the communication thread.
     pub all_reduce_ms: f64,
@@ -115,6 +117,7 @@ impl OverlapReport {
         let step_ms = median(steps.iter().map(|s| s.iter().map(|b| b.step_ns).max().unwrap_or(0) as f64 / 1e6));
         let (forward_ms, loss_ms) = (mean(&|b| b.forward_ns), mean(&|b| b.loss_ns));
         let (backward_ms, optimizer_ms) = (mean(&|b| b.backward_ns), mean(&|b| b.update_ns));
+        let compression_ms = mean(&|b| b.compress_ns);
         let compute_ms = mean(&|b| b.compute_ns());
         let (all_reduce_ms, exposed_ms) = (mean(&|b| b.all_reduce_ns), mean(&|b| b.exposed_ns));
         let other_ms = mean(&|b| b.step_ns.saturating_sub(b.compute_ns() + b.exposed_ns));
@@ -124,11 +127,22 @@ impl OverlapReport {
         let buckets = (0..schedule.buckets.len())
             .map(|k| {
                 let all_reduce_ms = mean(&|b| b.buckets.get(k).map_or(0, |t| t.all_reduce_ns));
-                let (bytes, wire_bytes) = (schedule.buckets[k].bytes(), schedule.buckets[k].wire_bytes());
+                // What went on the wire, as measured (PowerSGD sends its buckets whole for
+                // `start_iter` steps first); the schedule's count when nothing was recorded.
+                let measured = median(
+                    steps
+                        .iter()
+                        .map(|s| s.iter().map(|b| b.buckets.get(k).map_or(0, |t| t.bytes)).max().unwrap_or(0) as f64),
+                );
+                let bytes = schedule.buckets[k].bytes();
+                let wire_bytes = if measured > 0.0 { measured as usize } else { schedule.wire_bytes(k) };
                 BucketReport {
                     bucket: k,
                     bytes,
-                    wire_format: schedule.buckets[k].wire.to_string(),
+                    wire_format: match schedule.buckets[k].low_rank {
+                        Some(l) => format!("rank {}", l.rank),
+                        None => schedule.buckets[k].wire.to_string(),
+                    },
                     wire_bytes,
                     launched_after: match mode {
                         // Without overlap every bucket waits for the whole backward.
@@ -177,6 +191,7 @@ impl OverlapReport {
             loss_ms,
             backward_ms,
             optimizer_ms,
+            compression_ms,
             compute_ms,
             all_reduce_ms,
             exposed_ms,
@@ -252,7 +267,17 @@ impl fmt::Display for OverlapReport {
         line(f, "loss", self.loss_ms, "")?;
         line(f, "backward", self.backward_ms, "")?;
         line(f, "optimizer", self.optimizer_ms, "updates after the wait points (lent ones run in the all-reduce)")?;
-        line(f, "compute", self.compute_ms, "forward + loss + backward + optimizer")?;
+        if self.compression_ms > 0.0 {
+            line(
+                f,
+                "powersgd",
+                self.compression_ms,
+                "error feedback, factors and decompression on the compute thread",
+            )?;
+            line(f, "compute", self.compute_ms, "forward + loss + backward + optimizer + powersgd")?;
+        } else {
+            line(f, "compute", self.compute_ms, "forward + loss + backward + optimizer")?;
+        }
         line(f, "all-reduce", self.all_reduce_ms, "sum over buckets, and lent updates, on the communication thread")?;
         line(f, "exposed", self.exposed_ms, "compute thread blocked in wait points")?;
         line(f, "other", self.other_ms, "step - compute - exposed: data loading, bookkeeping")?;
@@ -291,19 +316,24 @@ impl fmt::Display for OverlapReport {
             let narrow = self.buckets.iter().any(|b| b.wire_bytes != b.bytes);
             if narrow {
                 let (sent, full) = self.buckets.iter().fold((0, 0), |(s, t), b| (s + b.wire_bytes, t + b.bytes));
+                let how = if self.buckets.iter().any(|b| b.wire_format.starts_with("rank")) {
+                    "PowerSGD's factors, median step"
+                } else {
+                    "summed in FP32"
+                };
                 writeln!(
                     f,
-                    "  on the wire: {} per rank for {} of FP32 gradients, {:.2}x fewer bytes (summed in FP32)",
+                    "  on the wire: {} per rank for {} of FP32 gradients, {:.2}x fewer bytes ({how})",
                     human_bytes(sent),
                     human_bytes(full),
                     full as f64 / sent.max(1) as f64
                 )?;
             }
-            let wire_header = if narrow { "   on the wire" } else { "" };
+            let wire_header = if narrow { "      on the wire" } else { "" };
             writeln!(f, "  bucket        bytes{wire_header}  launched after       all-reduce       busbw     exposed")?;
             for b in &self.buckets {
                 let wire = if narrow {
-                    format!("{:>14}", format!("{} {}", b.wire_format, human_bytes(b.wire_bytes)))
+                    format!("{:>17}", format!("{} {}", b.wire_format, human_bytes(b.wire_bytes)))
                 } else {
                     String::new()
                 };
@@ -360,6 +390,7 @@ mod tests {
         numel: 500_000,
         launch_after: 0,
         wire: WireFormat::Fp32,
+        low_rank: None,
     }];
     const SCHEDULE: Schedule = Schedule {
         model: Cow::Borrowed("Tiny"),

@@ -30,6 +30,11 @@ pub enum Activity {
     Update {
         bucket: u32,
     },
+    /// PowerSGD's work on one bucket on the compute thread: error feedback and P = M·Q, the
+    /// orthogonalisation and Q = Mᵀ·P, or the decompression.
+    Compress {
+        bucket: u32,
+    },
 }
 
 impl Activity {
@@ -84,6 +89,7 @@ impl Span {
             Activity::Wait { bucket } => (5, bucket, 0, 0),
             Activity::WaitAll => (6, 0, 0, 0),
             Activity::Update { bucket } => (7, bucket, 0, 0),
+            Activity::Compress { bucket } => (8, bucket, 0, 0),
         };
         out.extend_from_slice(&[self.step, (tag << 32) | u64::from(index), self.start_ns, self.end_ns, a, b]);
     }
@@ -101,6 +107,7 @@ impl Span {
             5 => Activity::Wait { bucket: index },
             6 => Activity::WaitAll,
             7 => Activity::Update { bucket: index },
+            8 => Activity::Compress { bucket: index },
             _ => return None,
         };
         Some(Span { rank, step, activity, start_ns, end_ns })
@@ -122,6 +129,7 @@ mod tests {
             Activity::Wait { bucket: 1 },
             Activity::WaitAll,
             Activity::Update { bucket: 4 },
+            Activity::Compress { bucket: 5 },
         ];
         let mut words = Vec::new();
         let spans: Vec<Span> = activities

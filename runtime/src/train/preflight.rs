@@ -37,6 +37,17 @@ pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Datas
             config.accumulate, config.batch
         )));
     }
+    // Each rank's error feedback differs, and only rank 0 writes checkpoints: until they hold
+    // every rank's, a checkpoint would silently drop it.
+    let low_rank = schedule.buckets.iter().find_map(|b| b.low_rank);
+    if let (Some(low_rank), true) = (low_rank, config.save.is_some() || config.resume.is_some()) {
+        return Err(Error::Config(format!(
+            "{}: checkpoints do not hold PowerSGD's per-rank error feedback yet, so --save and --resume are \
+             refused with grad_comm = {low_rank} rather than lose it; train without them, or compile the model \
+             with another grad_comm",
+            schedule.model
+        )));
+    }
     if config.device == Device::Cpu {
         check_memory(config, schedule)?;
     }

@@ -1,0 +1,134 @@
+//! PowerSGD (`grad_comm = powersgd(rank = 4)`): the schedule says what travels; the loss after
+//! 300 SGD steps is within 10% of FP32's with the same seed, on one process and on 2 ranks each
+//! way (both transports, and without overlap); every rank ends with the same parameters, bit for
+//! bit; and a run-time `--grad-comm fp32` sends the buckets whole, giving FP32's results exactly.
+
+use overlap::prelude::*;
+use overlap::{ReportFormat, SyntheticClassification, WireFormat};
+
+mod common;
+
+#[distributed_model(bucket_cap_mb = 0.25, first_bucket_mb = 0.0625)]
+pub struct Classifier {
+    fc1: Linear<64, 256>,
+    act1: Tanh,
+    fc2: Linear<256, 256>,
+    act2: Tanh,
+    head: Linear<256, 10>,
+}
+
+/// `Classifier` with its gradients as rank-4 factors after 10 steps sent whole.
+#[distributed_model(bucket_cap_mb = 0.25, first_bucket_mb = 0.0625, grad_comm = powersgd(rank = 4, start_iter = 10))]
+pub struct LowRankClassifier {
+    fc1: Linear<64, 256>,
+    act1: Tanh,
+    fc2: Linear<256, 256>,
+    act2: Tanh,
+    head: Linear<256, 10>,
+}
+
+const STEPS: u64 = 300;
+/// The largest relative difference from FP32's final loss allowed for PowerSGD.
+const TOLERANCE: f64 = 0.10;
+
+/// (first, final) global loss of `STEPS` steps of `M`, and the model.
+fn train<M: DistributedModel>(comm: &Communicator) -> (f64, f64, M) {
+    let mut model = M::new(comm, 5).unwrap();
+    let mut data = SyntheticClassification::new(9, 64, 10);
+    let summary = Trainer::new(comm)
+        .optimizer(OptimizerConfig::sgd(0.05).momentum(0.9))
+        .steps(STEPS)
+        // The global batch of 2 ranks of 32, whatever the world size.
+        .batch(64 / comm.world_size())
+        .log_every(STEPS)
+        .report(ReportFormat::Off, None)
+        .fit(&mut model, &mut data, &CrossEntropyLoss)
+        .unwrap();
+    (summary.first_loss, summary.final_loss, model)
+}
+
+/// Every parameter's bits, hashed (FNV-1a) in definition order.
+fn parameter_hash<M: DistributedModel>(model: &M) -> u64 {
+    M::SCHEDULE
+        .params()
+        .flat_map(|p| model.param(p).iter().map(|v| v.to_bits()))
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// The loss checks on `comm`'s ranks; returns the PowerSGD model's parameter hash.
+fn losses_agree(comm: &mut Communicator) -> u64 {
+    let (first, fp32, _) = train::<Classifier>(comm);
+    assert!(fp32 < 0.85 * first, "FP32 training moved the loss: {first} -> {fp32}");
+    let (_, low_rank, model) = train::<LowRankClassifier>(comm);
+    let off = (low_rank - fp32).abs() / fp32;
+    println!(
+        "{} rank(s): PowerSGD rank 4: loss after {STEPS} steps {low_rank:.5}, FP32 {fp32:.5}: {:.2}% off",
+        comm.world_size(),
+        off * 100.0
+    );
+    assert!(off <= TOLERANCE, "PowerSGD: {low_rank} against FP32's {fp32}");
+    assert_ne!(low_rank, fp32, "PowerSGD approximated something");
+    // Sent whole at run time, the same buckets give FP32's arithmetic exactly.
+    comm.set_wire_format(WireFormat::Fp32);
+    let (_, whole, _) = train::<LowRankClassifier>(comm);
+    assert_eq!(whole, fp32, "--grad-comm fp32 on a PowerSGD schedule sends the buckets whole");
+    comm.use_schedule_wire_formats();
+    parameter_hash(&model)
+}
+
+#[test]
+fn the_schedule_counts_the_factors_and_vectors_on_the_wire() {
+    let s = LowRankClassifier::SCHEDULE;
+    assert!(s.buckets.iter().all(|b| b.low_rank == Some(overlap::plan::LowRank::new(4, 10))));
+    // fc1.weight [256, 64], fc2.weight [256, 256] and head.weight [10, 256] as factors; biases whole.
+    let factors = (256 + 64) * 4 + (256 + 256) * 4 + (10 + 256) * 4;
+    assert_eq!(s.total_wire_bytes(), (factors + 256 + 256 + 10) * 4);
+    assert_ne!(s.fingerprint(), Classifier::SCHEDULE.fingerprint(), "the compression is part of the plan");
+    let table = s.to_string();
+    assert!(table.contains("rank-4 PowerSGD factors"), "{table}");
+    assert!(table.contains("whole for the first 10 steps"), "{table}");
+    for k in 0..s.buckets.len() {
+        let row = table.lines().find(|l| l.starts_with(&format!("b{k} "))).unwrap();
+        assert!(row.contains(&format!("rank 4 {}", overlap::plan::human_bytes(s.wire_bytes(k)))), "{row}");
+    }
+}
+
+#[test]
+fn one_process_reaches_fp32s_loss_within_ten_percent() {
+    losses_agree(&mut Communicator::single());
+}
+
+#[test]
+fn two_ranks_reach_fp32s_loss_and_agree_bit_for_bit() {
+    if !common::mpirun_available() {
+        return;
+    }
+    common::run_on_two_ranks_each_way("ranks_train_with_powersgd");
+}
+
+#[test]
+#[ignore = "runs under mpirun, started by two_ranks_reach_fp32s_loss_and_agree_bit_for_bit"]
+fn ranks_train_with_powersgd() {
+    let mut comm = common::test_communicator();
+    let hash = losses_agree(&mut comm);
+    let hashes = comm.all_gather_u64(hash).unwrap();
+    assert!(hashes.iter().all(|&h| h == hashes[0]), "every rank holds the same parameters: {hashes:x?}");
+}
+
+#[test]
+fn checkpoints_are_refused_rather_than_lose_the_error_feedback() {
+    let comm = Communicator::single();
+    let dir = common::scratch("powersgd-save");
+    let mut model = LowRankClassifier::new(&comm, 5).unwrap();
+    let mut data = SyntheticClassification::new(9, 64, 10);
+    let refused = Trainer::new(&comm)
+        .steps(2)
+        .batch(8)
+        .report(ReportFormat::Off, None)
+        .save(dir.path().join("ck"), None)
+        .fit(&mut model, &mut data, &CrossEntropyLoss)
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("PowerSGD's per-rank error feedback") && refused.contains("--save"), "{refused}");
+    assert!(!dir.path().join("ck").exists(), "refused before anything was written");
+}
