@@ -270,13 +270,15 @@ impl LowRankState {
     }
 }
 
-/// Gram-Schmidt on the `rank` columns of the row-major `rows x rank` matrix `p`, in place:
+/// Gram-Schmidt, with re-orthogonalisation, on the `rank` columns of the row-major `rows x rank` matrix `p`, in place:
 /// orthonormal columns spanning what P's did (a zero column stays zero). Accumulates in f64, so
 /// every rank, starting from the same sums, ends with the same bits.
 fn orthogonalise(p: &mut [f32], rows: usize, rank: usize) {
     debug_assert_eq!(p.len(), rows * rank);
     for c in 0..rank {
-        for prev in 0..c {
+        // Twice: a column (nearly) in the span of the previous ones leaves a residual of rounding
+        // errors, which one pass leaves far from orthogonal to them; the second pass makes it so.
+        for prev in (0..c).chain(0..c) {
             let dot: f64 = p.chunks_exact(rank).map(|row| f64::from(row[c]) * f64::from(row[prev])).sum();
             let dot = dot as f32;
             p.chunks_exact_mut(rank).for_each(|row| row[c] -= dot * row[prev]);
