@@ -155,6 +155,9 @@ pub mod __private {
         fn buckets(&self) -> Vec<&GradBucket> {
             match *self {}
         }
+        fn buckets_mut(&mut self) -> Vec<&mut GradBucket> {
+            match *self {}
+        }
         fn micro_steps(&self) -> usize {
             match *self {}
         }

@@ -1,7 +1,10 @@
 //! PowerSGD (`grad_comm = powersgd(rank = 4)`): the schedule says what travels; the loss after
 //! 300 SGD steps is within 10% of FP32's with the same seed, on one process and on 2 ranks each
 //! way (both transports, and without overlap); every rank ends with the same parameters, bit for
-//! bit; and a run-time `--grad-comm fp32` sends the buckets whole, giving FP32's results exactly.
+//! bit; a run-time `--grad-comm fp32` sends the buckets whole, giving FP32's results exactly;
+//! and a run saved and resumed ends with the same bits as one that did not stop.
+
+use std::path::{Path, PathBuf};
 
 use overlap::prelude::*;
 use overlap::{ReportFormat, SyntheticClassification, WireFormat};
@@ -115,20 +118,70 @@ fn ranks_train_with_powersgd() {
     assert!(hashes.iter().all(|&h| h == hashes[0]), "every rank holds the same parameters: {hashes:x?}");
 }
 
-#[test]
-fn checkpoints_are_refused_rather_than_lose_the_error_feedback() {
-    let comm = Communicator::single();
-    let dir = common::scratch("powersgd-save");
-    let mut model = LowRankClassifier::new(&comm, 5).unwrap();
+/// The parameter hash after `steps` steps of `LowRankClassifier`, saving into `save` at the end
+/// or resuming from `resume` first.
+fn run_low_rank(comm: &Communicator, steps: u64, save: Option<&Path>, resume: Option<&Path>) -> u64 {
+    let mut model = LowRankClassifier::new(comm, 5).unwrap();
     let mut data = SyntheticClassification::new(9, 64, 10);
-    let refused = Trainer::new(&comm)
-        .steps(2)
-        .batch(8)
-        .report(ReportFormat::Off, None)
-        .save(dir.path().join("ck"), None)
-        .fit(&mut model, &mut data, &CrossEntropyLoss)
-        .unwrap_err()
-        .to_string();
-    assert!(refused.contains("PowerSGD's per-rank error feedback") && refused.contains("--save"), "{refused}");
-    assert!(!dir.path().join("ck").exists(), "refused before anything was written");
+    let mut trainer = Trainer::new(comm)
+        .optimizer(OptimizerConfig::sgd(0.05).momentum(0.9))
+        .steps(steps)
+        .batch(64 / comm.world_size())
+        .log_every(steps)
+        .report(ReportFormat::Off, None);
+    if let Some(dir) = save {
+        trainer = trainer.save(dir, None);
+    }
+    if let Some(dir) = resume {
+        trainer = trainer.resume(dir);
+    }
+    trainer.fit(&mut model, &mut data, &CrossEntropyLoss).unwrap();
+    parameter_hash(&model)
+}
+
+/// 30 steps straight, and 16 saved then resumed to 30 (compression starts after step 10), end
+/// with the same bits: each rank's errors, Q and the step count came back.
+fn resuming_changes_nothing(comm: &Communicator, dir: &Path) {
+    let straight = run_low_rank(comm, 30, None, None);
+    run_low_rank(comm, 16, Some(dir), None);
+    assert!(dir.join("step-00000016").join("powersgd.safetensors").is_file());
+    let resumed = run_low_rank(comm, 30, None, Some(dir));
+    assert_eq!(resumed, straight, "a resumed PowerSGD run continues as if it had not stopped");
+}
+
+#[test]
+fn a_resumed_run_continues_exactly_and_needs_as_many_ranks() {
+    let comm = Communicator::single();
+    let dir = common::scratch("powersgd-resume");
+    let ck = dir.path().join("ck");
+    resuming_changes_nothing(&comm, &ck);
+    // Saved by one rank, its errors cannot be split among two.
+    let mut model = LowRankClassifier::new(&comm, 5).unwrap();
+    let mut optimizer = overlap::Sgd::new(0.05);
+    let refused = overlap::checkpoint::load(&ck, &mut model, &mut optimizer, 0, 2).unwrap_err().to_string();
+    assert!(refused.contains("error feedback of 1 rank(s); this run has 2"), "{refused}");
+}
+
+#[test]
+fn two_ranks_resume_exactly() {
+    if !common::mpirun_available() {
+        return;
+    }
+    common::run_on_two_ranks_each_way("ranks_resume_powersgd");
+}
+
+#[test]
+#[ignore = "runs under mpirun, started by two_ranks_resume_exactly"]
+fn ranks_resume_powersgd() {
+    let comm = common::test_communicator();
+    // Rank 0's folder, for both: the checkpoint is written by rank 0 and read by every rank.
+    let mine = common::scratch("powersgd-ranks");
+    let mut path = [0u8; 512];
+    let own = mine.path().to_str().unwrap().as_bytes();
+    path[..own.len()].copy_from_slice(own);
+    comm.broadcast_bytes_from_root(&mut path).unwrap();
+    let end = path.iter().position(|&b| b == 0).unwrap();
+    let shared = PathBuf::from(std::str::from_utf8(&path[..end]).unwrap());
+    resuming_changes_nothing(&comm, &shared.join("ck"));
+    comm.barrier().unwrap(); // Rank 0's folder outlives every rank's reads.
 }

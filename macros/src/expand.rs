@@ -133,6 +133,9 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
             fn buckets(&self) -> ::std::vec::Vec<&::overlap::GradBucket> {
                 ::std::vec![#(&self.#buckets),*]
             }
+            fn buckets_mut(&mut self) -> ::std::vec::Vec<&mut ::overlap::GradBucket> {
+                ::std::vec![#(&mut self.#buckets),*]
+            }
             fn micro_steps(&self) -> usize {
                 self.micro_steps
             }

@@ -128,17 +128,21 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
     let mut out = quote!(
         use ::overlap::Layer as _;
     );
+    // Low-rank buckets carry this rank's PowerSGD error between steps: gradients add to it.
+    let carries_errors = n.schedule.buckets.iter().any(|b| b.low_rank.is_some());
     out.extend(if sync {
+        let accumulate = if carries_errors { quote!(true) } else { quote!(micro_steps > 0) };
         quote! {
             let #grads { #(mut #buckets,)* micro_steps } = grads;
-            let accumulate = micro_steps > 0;
+            let accumulate = #accumulate;
             let grad_scale = ::overlap::grad_scale(comm.world_size(), micro_steps + 1);
             optimizer.begin_step();
         }
     } else {
+        let accumulate = if carries_errors { quote!(true) } else { quote!(*micro_steps > 0) };
         quote! {
             let #grads { #(#buckets,)* micro_steps } = grads;
-            let accumulate = *micro_steps > 0;
+            let accumulate = #accumulate;
         }
     });
     for i in (n.first_param_layer..n.fields.len()).rev() {

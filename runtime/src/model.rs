@@ -81,6 +81,8 @@ pub trait DistributedModel: Sized {
 pub trait GradientBuckets {
     /// Buckets in launch order.
     fn buckets(&self) -> Vec<&GradBucket>;
+    /// The same, to restore what they carry from step to step (PowerSGD's state).
+    fn buckets_mut(&mut self) -> Vec<&mut GradBucket>;
     /// Backward passes accumulated since the last step.
     fn micro_steps(&self) -> usize;
 }

@@ -70,6 +70,9 @@ impl ::overlap::GradientBuckets for MlpGrads {
     fn buckets(&self) -> ::std::vec::Vec<&::overlap::GradBucket> {
         ::std::vec![& self.b0, & self.b1, & self.b2]
     }
+    fn buckets_mut(&mut self) -> ::std::vec::Vec<&mut ::overlap::GradBucket> {
+        ::std::vec![& mut self.b0, & mut self.b1, & mut self.b2]
+    }
     fn micro_steps(&self) -> usize {
         self.micro_steps
     }

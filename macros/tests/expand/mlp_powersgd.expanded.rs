@@ -71,6 +71,9 @@ impl ::overlap::GradientBuckets for MlpGrads {
     fn buckets(&self) -> ::std::vec::Vec<&::overlap::GradBucket> {
         ::std::vec![& self.b0, & self.b1, & self.b2]
     }
+    fn buckets_mut(&mut self) -> ::std::vec::Vec<&mut ::overlap::GradBucket> {
+        ::std::vec![& mut self.b0, & mut self.b1, & mut self.b2]
+    }
     fn micro_steps(&self) -> usize {
         self.micro_steps
     }
@@ -395,7 +398,7 @@ impl ::overlap::DistributedModel for Mlp {
     ) -> MlpInFlight {
         use ::overlap::Layer as _;
         let MlpGrads { mut b0, mut b1, mut b2, micro_steps } = grads;
-        let accumulate = micro_steps > 0;
+        let accumulate = true;
         let grad_scale = ::overlap::grad_scale(comm.world_size(), micro_steps + 1);
         optimizer.begin_step();
         {
@@ -571,7 +574,7 @@ impl ::overlap::DistributedModel for Mlp {
     ) {
         use ::overlap::Layer as _;
         let MlpGrads { b0, b1, b2, micro_steps } = grads;
-        let accumulate = *micro_steps > 0;
+        let accumulate = true;
         {
             let _span = ::overlap::trace::backward(6);
             let [head_bias, head_weight] = b0.views_mut([(0, 10), (10, 20480)]);

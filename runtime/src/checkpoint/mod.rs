@@ -9,6 +9,8 @@
 //!   `exp_avg_sq.fc1.weight` (AdamW);
 //! - `step-00000010/state.json`: format version, model, optimizer kind and step count, the next
 //!   step, the data position (samples consumed), and each file's size and CRC-32;
+//! - `step-00000010/powersgd.safetensors`, for a model with `grad_comm = powersgd(..)`: every
+//!   rank's error feedback and the warm-start Q (see `low_rank`);
 //! - `latest`: the name of the newest complete step directory.
 //!
 //! Rank 0 writes a new step directory, syncs it, then replaces `latest` atomically (write,
@@ -18,6 +20,7 @@
 mod claim;
 mod durable;
 mod layout;
+pub mod low_rank;
 mod tensors;
 
 pub use claim::{claim, DirLock};
@@ -69,6 +72,9 @@ struct State {
     /// Absent in checkpoints written before it was recorded.
     #[serde(default)]
     run: Option<RunAbout>,
+    /// Present when the checkpoint holds PowerSGD's state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    powersgd: Option<low_rank::Meta>,
     files: BTreeMap<String, FileCheck>,
 }
 
@@ -80,6 +86,9 @@ pub struct Loaded {
     pub run: Option<RunAbout>,
     /// The state file it was read from, for messages about what it holds.
     pub state_file: PathBuf,
+    /// This rank's PowerSGD state, for the buckets (`Restored::restore`), when the model and the
+    /// checkpoint have one.
+    pub low_rank: Option<low_rank::Restored>,
 }
 
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -94,14 +103,16 @@ impl FileCheck {
     }
 }
 
-/// Writes a checkpoint of `model` and `optimizer` at `position` into `dir` (rank 0 only).
-/// Returns the step directory.
+/// Writes a checkpoint of `model` and `optimizer` at `position` into `dir` (rank 0 only), with
+/// every rank's PowerSGD state when the model has one (`low_rank::gather`). Returns the step
+/// directory.
 pub fn save<M: DistributedModel, O: OptimizerState>(
     dir: &Path,
     model: &M,
     optimizer: &O,
     position: Position,
     run: &RunAbout,
+    low_rank: Option<&low_rank::Gathered>,
 ) -> Result<PathBuf> {
     let nth = fault::next_save();
     let io = |path: &Path| {
@@ -121,9 +132,13 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
 
     let model_bytes = serialize(&model_tensors(model)).map_err(Error::Checkpoint)?;
     let optimizer_bytes = serialize(&optimizer_tensors::<M, O>(optimizer)).map_err(Error::Checkpoint)?;
+    let low_rank_bytes = low_rank.map(|g| serialize(&g.tensors)).transpose().map_err(Error::Checkpoint)?;
     let mut files = BTreeMap::new();
     files.insert(MODEL_FILE.to_string(), FileCheck::of(&model_bytes));
     files.insert(OPTIMIZER_FILE.to_string(), FileCheck::of(&optimizer_bytes));
+    if let Some(bytes) = &low_rank_bytes {
+        files.insert(low_rank::FILE.to_string(), FileCheck::of(bytes));
+    }
     let state = State {
         format: FORMAT.into(),
         model: M::SCHEDULE.model.to_string(),
@@ -131,16 +146,21 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
         optimizer_step: optimizer.step_count(),
         position,
         run: Some(run.clone()),
+        powersgd: low_rank.map(|g| g.meta),
         files,
     };
     let state_bytes = serde_json::to_vec_pretty(&state).map_err(|e| Error::Checkpoint(e.to_string()))?;
 
     let mut written = Vec::new();
+    let low_rank_file = low_rank_bytes.as_ref().map(|bytes| (low_rank::FILE, bytes, SaveStage::OptimizerWritten));
     for (file, bytes, stage) in [
         (MODEL_FILE, &model_bytes, SaveStage::ModelWritten),
         (OPTIMIZER_FILE, &optimizer_bytes, SaveStage::OptimizerWritten),
-        (STATE_FILE, &state_bytes, SaveStage::StateWritten),
-    ] {
+    ]
+    .into_iter()
+    .chain(low_rank_file)
+    .chain([(STATE_FILE, &state_bytes, SaveStage::StateWritten)])
+    {
         let path = step_dir.join(file);
         written.push((durable::write_new(&path, bytes)?, path));
         fault::at_save_stage(stage, nth);
@@ -165,9 +185,16 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
 }
 
 /// Restores `model` and `optimizer` from the newest checkpoint in `dir` and says where training
-/// stands. Any difference between the checkpoint and this model or optimizer is an error that
+/// stands; returns rank `rank`'s PowerSGD state (of `world` ranks) for the buckets. Any
+/// difference between the checkpoint and this model, optimizer or world size is an error that
 /// lists every difference.
-pub fn load<M: DistributedModel, O: OptimizerState>(dir: &Path, model: &mut M, optimizer: &mut O) -> Result<Loaded> {
+pub fn load<M: DistributedModel, O: OptimizerState>(
+    dir: &Path,
+    model: &mut M,
+    optimizer: &mut O,
+    rank: usize,
+    world: usize,
+) -> Result<Loaded> {
     let name = latest_name(dir)?;
     let step_dir = dir.join(&name);
     if !step_dir.is_dir() {
@@ -243,6 +270,26 @@ pub fn load<M: DistributedModel, O: OptimizerState>(dir: &Path, model: &mut M, o
             problems.extend(p.into_iter().map(|p| format!("{}: {p}", step_dir.join(OPTIMIZER_FILE).display())))
         })
         .ok();
+    // PowerSGD's state, when both the model and the checkpoint have one.
+    let compresses = M::SCHEDULE.buckets.iter().any(|b| b.low_rank.is_some());
+    let mut low_rank = None;
+    if let (Some(meta), true) = (state.powersgd, compresses) {
+        let path = step_dir.join(low_rank::FILE);
+        if meta.ranks != world {
+            problems.push(format!(
+                "{}: PowerSGD's error feedback of {} rank(s); this run has {world}: resume on {} rank(s)",
+                path.display(),
+                meta.ranks,
+                meta.ranks
+            ));
+        } else {
+            let bytes = checked(low_rank::FILE)?;
+            match tensors::read_checked(&bytes, &low_rank::expected(&M::SCHEDULE, meta.ranks), |_| true) {
+                Ok(values) => low_rank = Some(low_rank::restored(meta, values, rank)),
+                Err(p) => problems.extend(p.into_iter().map(|p| format!("{}: {p}", path.display()))),
+            }
+        }
+    }
     let (Some(params), Some(buffers), true) = (params, buffers, problems.is_empty()) else {
         return Err(Error::CheckpointMismatch { path: step_dir, problems });
     };
@@ -267,7 +314,7 @@ pub fn load<M: DistributedModel, O: OptimizerState>(dir: &Path, model: &mut M, o
     if let Some(step) = state.optimizer_step {
         optimizer.set_step_count(step);
     }
-    Ok(Loaded { position: state.position, run: state.run, state_file: state_path })
+    Ok(Loaded { position: state.position, run: state.run, state_file: state_path, low_rank })
 }
 
 fn optimizer_tensors<M: DistributedModel, O: OptimizerState>(optimizer: &O) -> Vec<Tensor> {

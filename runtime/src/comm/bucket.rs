@@ -110,6 +110,10 @@ impl GradBucket {
     /// calls it after an update that ran after the wait point; lent updates clear as they go.
     pub fn clear(&mut self) {
         self.data.fill(0.0);
+        // A low-rank bucket starts the next step from this rank's errors (see `low_rank`).
+        if let Some(state) = self.low_rank.as_deref_mut() {
+            state.restore_aside(&mut self.data);
+        }
     }
 
     pub fn index(&self) -> usize {

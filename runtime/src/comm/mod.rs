@@ -386,6 +386,29 @@ impl Communicator {
         }
     }
 
+    /// Every rank's `data` at rank 0, bit for bit, indexed by rank; `None` on the other ranks
+    /// (through the u64 gather, two values to a word).
+    pub fn gather_f32_to_root(&self, data: &[f32]) -> Result<Option<Vec<Vec<f32>>>> {
+        let words = data
+            .chunks(2)
+            .map(|pair| u64::from(pair[0].to_bits()) | u64::from(pair.get(1).map_or(0, |v| v.to_bits())) << 32)
+            .collect();
+        let gathered = self.gather_u64_to_root(words)?;
+        Ok(gathered.map(|ranks| {
+            ranks
+                .into_iter()
+                .map(|words| {
+                    let mut values: Vec<f32> = words
+                        .iter()
+                        .flat_map(|w| [f32::from_bits(*w as u32), f32::from_bits((w >> 32) as u32)])
+                        .collect();
+                    values.truncate(data.len()); // Every rank sends as many values.
+                    values
+                })
+                .collect()
+        }))
+    }
+
     /// Every rank's `data` at rank 0, indexed by rank; `None` on the other ranks.
     pub fn gather_u64_to_root(&self, data: Vec<u64>) -> Result<Option<Vec<Vec<u64>>>> {
         match &self.backend {

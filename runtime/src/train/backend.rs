@@ -4,12 +4,12 @@
 
 use overlap_plan::Schedule;
 
-use crate::comm::Communicator;
+use crate::comm::{Communicator, GradBucket};
 use crate::data::Batch;
 use crate::error::{Error, Result};
 use crate::fault;
 use crate::loss::Loss;
-use crate::model::DistributedModel;
+use crate::model::{DistributedModel, GradientBuckets};
 use crate::optim::ChosenOptimizer;
 use crate::tensor::Matrix;
 use crate::trace;
@@ -33,6 +33,16 @@ pub(crate) trait StepBackend<M: DistributedModel> {
 
     /// The parameters and optimizer state as they are now, on the host (for a checkpoint).
     fn host_state(&mut self) -> Result<(&M, &ChosenOptimizer)>;
+
+    /// The gradient buckets between steps, for what they carry from step to step (PowerSGD's
+    /// state); none where the buckets live elsewhere (the GPU, which has no PowerSGD).
+    fn buckets(&self) -> Vec<&GradBucket> {
+        Vec::new()
+    }
+
+    fn buckets_mut(&mut self) -> Vec<&mut GradBucket> {
+        Vec::new()
+    }
 
     /// After the last step: the host model holds the final parameters.
     fn finish(&mut self) -> Result<()>;
@@ -118,6 +128,14 @@ impl<M: DistributedModel> StepBackend<M> for CpuBackend<'_, M> {
 
     fn host_state(&mut self) -> Result<(&M, &ChosenOptimizer)> {
         Ok((self.model, &self.optimizer))
+    }
+
+    fn buckets(&self) -> Vec<&GradBucket> {
+        self.grads.as_ref().map(GradientBuckets::buckets).unwrap_or_default()
+    }
+
+    fn buckets_mut(&mut self) -> Vec<&mut GradBucket> {
+        self.grads.as_mut().map(GradientBuckets::buckets_mut).unwrap_or_default()
     }
 
     fn finish(&mut self) -> Result<()> {

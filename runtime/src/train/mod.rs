@@ -180,7 +180,7 @@ impl<'c> Trainer<'c> {
         let mut optimizer = config.optimizer.build();
         let about =
             checkpoint::RunAbout { global_batch: config.global_batch(comm.world_size()), data: data.describe() };
-        let position = resume(&config, model, &mut optimizer, comm.rank(), &about)?;
+        let (position, low_rank) = resume(&config, model, &mut optimizer, (comm.rank(), comm.world_size()), &about)?;
         if let (0, Device::Cpu, Some(fitting)) = (comm.rank(), config.device, crate::blas_core::mismatch()) {
             console::err_line(&format!(
                 "note: OpenBLAS runs its {} kernels, and this CPU runs {fitting}'s (several times faster): set \
@@ -193,7 +193,7 @@ impl<'c> Trainer<'c> {
         // Listening until every output is written: a signal after the last step has begun lets
         // the run finish (see `Run::steps`), parameters file included.
         let stop = config.stop_on_signals.then(stop::StopSignals::install).transpose()?;
-        let run = Run { comm, config: &config, progress, about, stop: stop.as_ref() };
+        let run = Run { comm, config: &config, progress, about, stop: stop.as_ref(), low_rank };
         let summary = match config.device {
             Device::Cpu => run.steps(CpuBackend::new(model, optimizer, comm), position, data, loss),
             Device::Cuda { gpu } => fit_on_gpu(run, model, optimizer, gpu, position, data, loss),
@@ -221,6 +221,8 @@ struct Run<'r> {
     about: checkpoint::RunAbout,
     /// Listening for SIGTERM / SIGINT, when the run stops on them.
     stop: Option<&'r stop::StopSignals>,
+    /// This rank's PowerSGD state from the checkpoint resumed, for the buckets.
+    low_rank: Option<checkpoint::low_rank::Restored>,
 }
 
 #[cfg(feature = "cuda")]
@@ -264,7 +266,10 @@ impl Run<'_> {
         data: &mut impl Dataset,
         loss: &impl Loss,
     ) -> Result<TrainSummary> {
-        let Run { comm, config, progress, about, stop } = self;
+        let Run { comm, config, progress, about, stop, low_rank } = self;
+        if let Some(restored) = &low_rank {
+            restored.restore(backend.buckets_mut())?;
+        }
         let (rank, world) = (comm.rank(), comm.world_size());
         let schedule = M::SCHEDULE;
         let mut observer = Observer::start(&config.observe, RunShape::of(config), comm, schedule.clone())?;
@@ -317,9 +322,14 @@ impl Run<'_> {
             progress.suspend(&mut || observed = observer.after_step(step, comm));
             observed?;
             let mut saved = None;
+            // Every rank's PowerSGD errors go to rank 0 first (a collective: all ranks are here).
+            let gathered = match config.saves_after(step) {
+                true => checkpoint::low_rank::gather(&backend.buckets(), comm)?,
+                false => None,
+            };
             if let (0, Some(save), true) = (rank, &config.save, config.saves_after(step)) {
                 let (model, optimizer) = backend.host_state()?;
-                let written = checkpoint::save(&save.dir, model, optimizer, position, &about)?;
+                let written = checkpoint::save(&save.dir, model, optimizer, position, &about, gathered.as_ref())?;
                 progress.suspend(&mut || observer.say(&format!("checkpoint: {}", written.display())));
                 saved = Some(written);
             }
@@ -334,9 +344,13 @@ impl Run<'_> {
             }
             let Some(signal) = stop.map(|s| s.agreed(comm)).transpose()?.flatten() else { continue };
             progress.finish();
+            let gathered = match config.save.is_some() && !config.saves_after(step) {
+                true => checkpoint::low_rank::gather(&backend.buckets(), comm)?,
+                false => None,
+            };
             if let (0, Some(save), None) = (rank, &config.save, &saved) {
                 let (model, optimizer) = backend.host_state()?;
-                saved = Some(checkpoint::save(&save.dir, model, optimizer, position, &about)?);
+                saved = Some(checkpoint::save(&save.dir, model, optimizer, position, &about, gathered.as_ref())?);
             }
             backend.finish()?;
             comm.wait_for_checkpoint_write()?;

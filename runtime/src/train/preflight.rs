@@ -37,17 +37,6 @@ pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Datas
             config.accumulate, config.batch
         )));
     }
-    // Each rank's error feedback differs, and only rank 0 writes checkpoints: until they hold
-    // every rank's, a checkpoint would silently drop it.
-    let low_rank = schedule.buckets.iter().find_map(|b| b.low_rank);
-    if let (Some(low_rank), true) = (low_rank, config.save.is_some() || config.resume.is_some()) {
-        return Err(Error::Config(format!(
-            "{}: checkpoints do not hold PowerSGD's per-rank error feedback yet, so --save and --resume are \
-             refused with grad_comm = {low_rank} rather than lose it; train without them, or compile the model \
-             with another grad_comm",
-            schedule.model
-        )));
-    }
     if config.device == Device::Cpu {
         check_memory(config, schedule)?;
     }
@@ -189,17 +178,20 @@ pub fn io_widths(schedule: &Schedule) -> Option<(usize, usize)> {
 }
 
 /// Where training starts: step 0, or the newest checkpoint of `resume` (loaded into `model`
-/// and `optimizer`), which must be before `steps`.
+/// and `optimizer`), which must be before `steps`; with this rank's PowerSGD state, if any, for
+/// the buckets.
 pub(super) fn resume<M: DistributedModel>(
     config: &TrainConfig,
     model: &mut M,
     optimizer: &mut ChosenOptimizer,
-    rank: usize,
+    (rank, world): (usize, usize),
     about: &checkpoint::RunAbout,
-) -> Result<Position> {
+) -> Result<(Position, Option<checkpoint::low_rank::Restored>)> {
     let mut position = Position { next_step: 0, samples_seen: 0 };
+    let mut low_rank = None;
     if let Some(dir) = &config.resume {
-        let loaded = checkpoint::load(dir, model, optimizer)?;
+        let loaded = checkpoint::load(dir, model, optimizer, rank, world)?;
+        low_rank = loaded.low_rank;
         position = loaded.position;
         if position.samples_seen.checked_add(about.global_batch).is_none() {
             return Err(Error::Checkpoint(format!(
@@ -222,5 +214,5 @@ pub(super) fn resume<M: DistributedModel>(
             position.next_step, config.steps
         )));
     }
-    Ok(position)
+    Ok((position, low_rank))
 }

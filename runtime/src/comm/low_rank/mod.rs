@@ -1,18 +1,26 @@
 //! PowerSGD (Vogels et al., NeurIPS 2019) for one gradient bucket: its large matrices travel as
 //! two thin factors, the rest whole, with the compression error fed back into the next step.
 //!
-//! Per matrix gradient M (`rows x cols`, with this rank's previous error added first, M += e):
-//! P = M·Q, all-reduced (the sum over ranks, with the values sent whole in the same message);
-//! P orthogonalised; Q = Mᵀ·P, all-reduced; M̂ = P·Qᵀ. The buckets hold sums over ranks, so M̂
+//! Per matrix gradient M (`rows x cols`, this rank's gradient plus its previous error): P = M·Q,
+//! all-reduced (the sum over ranks, with the values sent whole in the same message); P
+//! orthogonalised; Q = Mᵀ·P, all-reduced; M̂ = P·Qᵀ. The buckets hold sums over ranks, so M̂
 //! approximates Σ M_i, and each rank keeps e = M − M̂ / world: what the ranks' approximation of
 //! their mean missed of its own share. Q is warm-started from the previous step's sum (same on
 //! every rank, so every rank computes the same P, Q and M̂: parameters stay identical), and the
 //! first Q is the same pseudo-random matrix everywhere. The first `start_iter` steps go whole.
 //!
-//! The buffers are allocated once, with the bucket: a step allocates nothing. `in_flight` moves
-//! the messages between the stages the generated code places.
+//! The error lives in the bucket itself: between steps a low-rank bucket holds e where its
+//! matrices' gradients go (zeros elsewhere), and backward adds the next gradients to it (the
+//! generated code passes `accumulate = true`), so M = g + e costs no pass of its own. A step
+//! reads M three times (P, Q, M̂ with e) and writes it once; the update uses each row of M̂ as
+//! it is made (parameters lent, as for the other buckets). With `--check-finite` nothing is lent:
+//! M̂ goes into the bucket for the update after the wait point, and e waits aside until `clear`.
+//!
+//! The buffers are allocated once (the aside buffer on its first use): steps allocate nothing.
+//! `in_flight` moves the messages between the stages the generated code places.
 
 mod in_flight;
+mod kernels;
 
 pub use in_flight::{LowRankP, LowRankQ};
 
@@ -22,15 +30,10 @@ use overlap_plan::{LowRank, Schedule};
 
 use super::bucket::GradBucket;
 use super::lent::Lent;
-use crate::gemm::{gemm, MatRef};
 use crate::init::InitRng;
 
 /// Added to a column's norm before dividing by it: a zero column stays finite.
 const EPSILON: f32 = 1e-8;
-
-/// Values of a matrix handled at a time (128 KiB of f32): the passes over M run row block by
-/// row block, so the product that follows an element-wise pass reads the block from cache.
-const BLOCK_VALUES: usize = 1 << 15;
 
 /// One factorised matrix of the bucket.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,7 +42,8 @@ struct Factorised {
     offset: usize,
     rows: usize,
     cols: usize,
-    /// Where its P lives in the P message, its Q in the Q message, its error in `errors`.
+    /// Where its P (`rows x rank`, row-major) lives in the P message, its Q (stored transposed,
+    /// `rank x cols`, so that every pass reads rows) in the Q message, its error in `aside`.
     p_at: usize,
     q_at: usize,
     e_at: usize,
@@ -58,10 +62,6 @@ impl Factorised {
     fn q(&self, rank: usize) -> Range<usize> {
         self.q_at..self.q_at + self.cols * rank
     }
-    /// Rows per block of the passes over M: `BLOCK_VALUES` worth, at least one.
-    fn block_rows(&self) -> usize {
-        (BLOCK_VALUES / self.cols.max(1)).max(1)
-    }
 }
 
 /// A value range sent whole, inside the P message.
@@ -72,15 +72,20 @@ struct Whole {
     at: usize,
 }
 
-/// PowerSGD's state for one bucket: kept from step to step, and checkpointed (`errors`, Q and
+/// PowerSGD's state for one bucket: kept from step to step, and checkpointed (the errors, Q and
 /// the step count).
 #[derive(Debug)]
 pub struct LowRankState {
     spec: LowRank,
     matrices: Vec<Factorised>,
     whole: Vec<Whole>,
-    /// This rank's error feedback, one `rows x cols` block per matrix.
-    errors: Vec<f32>,
+    /// This rank's errors, one `rows x cols` block per matrix, while M̂ fills the bucket for an
+    /// update after the wait point (nothing lent); empty until first needed.
+    aside: Vec<f32>,
+    /// Whether `aside` holds errors that `clear` must put back.
+    errors_aside: bool,
+    /// Values `aside` needs.
+    error_values: usize,
     /// P factors, then the values sent whole; `None` while it is being summed.
     p_message: Option<GradBucket>,
     /// Q factors: the warm start between steps; `None` while it is being summed.
@@ -89,7 +94,7 @@ pub struct LowRankState {
     steps: u64,
     /// Ranks in the step in progress (`M̂ / world` is this rank's share).
     world: usize,
-    /// One row block of M̂ at a time, for `decompress`.
+    /// One row of M̂ at a time, for `decompress`.
     scratch: Vec<f32>,
 }
 
@@ -138,12 +143,14 @@ impl LowRankState {
                 InitRng::new(0x9e37_79b9_7f4a_7c15 ^ ((k as u64) << 32 | j as u64)).uniform(m.cols * spec.rank, 1.0);
             q_message.as_mut_slice()[m.q(spec.rank)].copy_from_slice(&first_q);
         }
-        let scratch = vec![0.0; BLOCK_VALUES.max(matrices.iter().map(|m| m.cols).max().unwrap_or(0))];
+        let scratch = vec![0.0; matrices.iter().map(|m| m.cols).max().unwrap_or(0)];
         LowRankState {
             spec,
             matrices,
             whole,
-            errors: crate::huge_pages::zeroed(e_len),
+            aside: Vec::new(),
+            errors_aside: false,
+            error_values: e_len,
             p_message: Some(GradBucket::zeros(k, p_len)),
             q_message: Some(q_message),
             steps: 0,
@@ -159,22 +166,19 @@ impl LowRankState {
         self.steps > self.spec.start_iter
     }
 
-    /// M += e for every matrix; P = M·Q into the P message, with the values sent whole after
-    /// the factors. Returns the P message, ready to be summed.
-    fn compress(&mut self, grads: &mut [f32]) -> GradBucket {
+    /// P = M·Q into the P message (M: the bucket, gradients plus errors), with the values sent
+    /// whole after the factors. Returns the P message, ready to be summed.
+    fn compress(&mut self, grads: &[f32]) -> GradBucket {
         let r = self.spec.rank;
         let mut p_message = self.p_message.take().expect("P is home between steps");
         let q_message = self.q_message.as_ref().expect("Q is home between steps");
         let p = p_message.as_mut_slice();
         for m in &self.matrices {
-            let q = MatRef::row_major(&q_message.as_slice()[m.q(r)], m.cols, r);
-            let block = m.block_rows();
-            let rows =
-                grads[m.gradient()].chunks_mut(block * m.cols).zip(self.errors[m.errors()].chunks(block * m.cols));
-            for ((g, e), p) in rows.zip(p[m.p(r)].chunks_mut(block * r)) {
-                g.iter_mut().zip(e).for_each(|(g, e)| *g += e);
-                let n = g.len() / m.cols;
-                gemm(1.0, MatRef::row_major(g, n, m.cols), q, 0.0, p, n, r);
+            let qt = &q_message.as_slice()[m.q(r)];
+            for (g, p) in grads[m.gradient()].chunks_exact(m.cols).zip(p[m.p(r)].chunks_exact_mut(r)) {
+                for (p, q) in p.iter_mut().zip(qt.chunks_exact(m.cols)) {
+                    *p = kernels::dot(g, q);
+                }
             }
         }
         for w in &self.whole {
@@ -183,51 +187,55 @@ impl LowRankState {
         p_message
     }
 
-    /// With P summed: orthogonalises each P and computes Q = Mᵀ·P into the Q message, which it
-    /// returns to be summed; keeps the P message for `decompress`.
+    /// With P summed: orthogonalises each P and computes Q = Mᵀ·P into the Q message (one pass
+    /// over M), which it returns to be summed; keeps the P message for `decompress`.
     fn project(&mut self, grads: &[f32], mut p_message: GradBucket) -> GradBucket {
         let r = self.spec.rank;
         let mut q_message = self.q_message.take().expect("Q is home until the turnaround");
         for m in &self.matrices {
-            let p = &mut p_message.as_mut_slice()[m.p(r)];
-            orthogonalise(p, m.rows, r);
-            let g = MatRef::row_major(&grads[m.gradient()], m.rows, m.cols);
-            let p = MatRef::row_major(&p_message.as_slice()[m.p(r)], m.rows, r);
-            gemm(1.0, g.t(), p, 0.0, &mut q_message.as_mut_slice()[m.q(r)], m.cols, r);
+            orthogonalise(&mut p_message.as_mut_slice()[m.p(r)], m.rows, r);
+            let qt = &mut q_message.as_mut_slice()[m.q(r)];
+            qt.fill(0.0);
+            let rows = grads[m.gradient()].chunks_exact(m.cols);
+            for (g, p) in rows.zip(p_message.as_slice()[m.p(r)].chunks_exact(r)) {
+                for (&p, q) in p.iter().zip(qt.chunks_exact_mut(m.cols)) {
+                    kernels::axpy(p, g, q);
+                }
+            }
         }
         self.p_message = Some(p_message);
         q_message
     }
 
-    /// With Q summed: M̂ = P·Qᵀ, e = M − M̂ / world, and M̂ and the values sent whole into the
-    /// bucket; or, with parameters `lent`, each block of them used for the update at once and
-    /// the bucket cleared (one pass over M instead of three). Keeps Q for the next warm start.
+    /// With Q summed: M̂ = P·Qᵀ row by row, each row given to the `lent` parameters' update
+    /// and e = M − M̂ / world left in its place; the values sent whole likewise, their place
+    /// cleared. With nothing lent, M̂ and the sums go into the bucket for the update after the
+    /// wait point, and e aside until `clear`. Keeps Q for the next warm start.
     fn decompress(&mut self, grads: &mut [f32], lent: &mut Lent, q_message: GradBucket) {
         let fused = !lent.is_empty();
+        if !fused && self.aside.len() < self.error_values {
+            self.aside.resize(self.error_values, 0.0); // Once, at the first such step.
+        }
+        self.errors_aside = !fused;
         let r = self.spec.rank;
         let p_message = self.p_message.as_ref().expect("P came home at the turnaround");
         let share = -1.0 / self.world as f32;
         for m in &self.matrices {
-            let q = MatRef::row_major(&q_message.as_slice()[m.q(r)], m.cols, r);
-            let block = m.block_rows();
-            let rows =
-                grads[m.gradient()].chunks_mut(block * m.cols).zip(self.errors[m.errors()].chunks_mut(block * m.cols));
-            for (b, ((g, e), p)) in rows.zip(p_message.as_slice()[m.p(r)].chunks(block * r)).enumerate() {
-                let n = g.len() / m.cols;
-                let approx = &mut self.scratch[..g.len()];
-                gemm(1.0, MatRef::row_major(p, n, r), q.t(), 0.0, approx, n, m.cols);
+            let qt = &q_message.as_slice()[m.q(r)];
+            let approx = &mut self.scratch[..m.cols];
+            let rows = grads[m.gradient()].chunks_exact_mut(m.cols).zip(p_message.as_slice()[m.p(r)].chunks_exact(r));
+            for (i, (g, p)) in rows.enumerate() {
+                approx.fill(0.0);
+                for (&p, q) in p.iter().zip(qt.chunks_exact(m.cols)) {
+                    kernels::axpy(p, q, approx);
+                }
                 if fused {
-                    g.iter_mut()
-                        .zip(e.iter_mut())
-                        .zip(&*approx)
-                        .for_each(|((g, e), a)| (*e, *g) = (*g + share * a, 0.0));
-                    let start = m.offset + b * block * m.cols;
-                    lent.update(start..start + approx.len(), approx);
+                    g.iter_mut().zip(&*approx).for_each(|(g, a)| *g += share * a);
+                    let start = m.offset + i * m.cols;
+                    lent.update(start..start + m.cols, approx);
                 } else {
-                    g.iter_mut()
-                        .zip(e.iter_mut())
-                        .zip(&*approx)
-                        .for_each(|((g, e), a)| (*e, *g) = (*g + share * a, *a));
+                    let e = &mut self.aside[m.e_at + i * m.cols..m.e_at + (i + 1) * m.cols];
+                    g.iter_mut().zip(e).zip(&*approx).for_each(|((g, e), a)| (*e, *g) = (*g + share * a, *a));
                 }
             }
         }
@@ -250,20 +258,34 @@ impl LowRankState {
         (len(&self.p_message) + len(&self.q_message)) * std::mem::size_of::<f32>()
     }
 
-    /// What a checkpoint keeps: this rank's errors, the warm-start Q (the same on every rank)
-    /// and the steps counted so far.
-    pub fn saved(&self) -> (&[f32], &[f32], u64) {
-        let q = self.q_message.as_ref().expect("Q is home between steps");
-        (&self.errors, q.as_slice(), self.steps)
+    /// Puts the errors set aside by `decompress` back into the cleared bucket `grads` (after an
+    /// update that ran after the wait point).
+    pub(crate) fn restore_aside(&mut self, grads: &mut [f32]) {
+        if std::mem::take(&mut self.errors_aside) {
+            for m in &self.matrices {
+                grads[m.gradient()].copy_from_slice(&self.aside[m.errors()]);
+            }
+        }
     }
 
-    /// Restores what `saved` gave; `false` (nothing changed) when the lengths differ.
-    pub fn restore(&mut self, errors: &[f32], q: &[f32], steps: u64) -> bool {
+    /// What a checkpoint keeps besides the errors (which `error_ranges` finds in the bucket):
+    /// the warm-start Q, the same on every rank, and the steps counted so far.
+    pub fn warm_start(&self) -> (&[f32], u64) {
+        let q = self.q_message.as_ref().expect("Q is home between steps");
+        (q.as_slice(), self.steps)
+    }
+
+    /// Where the bucket holds this rank's errors between steps: each factorised matrix's range.
+    pub fn error_ranges(&self) -> impl Iterator<Item = Range<usize>> + '_ {
+        self.matrices.iter().map(Factorised::gradient)
+    }
+
+    /// Restores what `warm_start` gave; `false` (nothing changed) when the length differs.
+    pub fn restore_warm_start(&mut self, q: &[f32], steps: u64) -> bool {
         let home = self.q_message.as_mut().expect("Q is home between steps");
-        if errors.len() != self.errors.len() || q.len() != home.len() {
+        if q.len() != home.len() {
             return false;
         }
-        self.errors.copy_from_slice(errors);
         home.as_mut_slice().copy_from_slice(q);
         self.steps = steps;
         true
@@ -348,8 +370,9 @@ mod tests {
         for (k, (got, want)) in bucket.as_slice().iter().zip(&original).enumerate() {
             assert!((got - want).abs() <= 1e-4 * 124.0, "value {k}: {got} against {want}");
         }
-        let (errors, _, steps) = bucket.low_rank_state().unwrap().saved();
-        assert_eq!(steps, 1);
-        assert!(errors.iter().all(|e| e.abs() < 1e-2), "a rank-one gradient leaves (almost) no error");
+        assert_eq!(bucket.low_rank_state().unwrap().warm_start().1, 1);
+        // Nothing lent: M̂ is in the bucket for the update, and the errors come back with `clear`.
+        bucket.clear();
+        assert!(bucket.as_slice().iter().all(|e| e.abs() < 1e-2), "a rank-one gradient leaves (almost) no error");
     }
 }
