@@ -22,6 +22,8 @@
 mod in_flight;
 mod kernels;
 
+use kernels::GROUP;
+
 pub use in_flight::{LowRankP, LowRankQ};
 
 use std::ops::Range;
@@ -176,8 +178,12 @@ impl LowRankState {
         for m in &self.matrices {
             let qt = &q_message.as_slice()[m.q(r)];
             for (g, p) in grads[m.gradient()].chunks_exact(m.cols).zip(p[m.p(r)].chunks_exact_mut(r)) {
-                for (p, q) in p.iter_mut().zip(qt.chunks_exact(m.cols)) {
-                    *p = kernels::dot(g, q);
+                for group in kernels::groups(r) {
+                    let qt = &qt[group.start * m.cols..group.end * m.cols];
+                    match <&mut [f32; GROUP]>::try_from(&mut p[group.clone()]) {
+                        Ok(p) => *p = kernels::dots(g, rows(qt, m.cols)),
+                        Err(_) => p[group.start] = kernels::dots(g, [qt])[0],
+                    }
                 }
             }
         }
@@ -196,10 +202,13 @@ impl LowRankState {
             orthogonalise(&mut p_message.as_mut_slice()[m.p(r)], m.rows, r);
             let qt = &mut q_message.as_mut_slice()[m.q(r)];
             qt.fill(0.0);
-            let rows = grads[m.gradient()].chunks_exact(m.cols);
-            for (g, p) in rows.zip(p_message.as_slice()[m.p(r)].chunks_exact(r)) {
-                for (&p, q) in p.iter().zip(qt.chunks_exact_mut(m.cols)) {
-                    kernels::axpy(p, g, q);
+            for (g, p) in grads[m.gradient()].chunks_exact(m.cols).zip(p_message.as_slice()[m.p(r)].chunks_exact(r)) {
+                for group in kernels::groups(r) {
+                    let qt = &mut qt[group.start * m.cols..group.end * m.cols];
+                    match <[f32; GROUP]>::try_from(&p[group.clone()]) {
+                        Ok(p) => kernels::axpys(p, g, rows_mut(qt, m.cols)),
+                        Err(_) => kernels::axpys([p[group.start]], g, [qt]),
+                    }
                 }
             }
         }
@@ -223,11 +232,14 @@ impl LowRankState {
         for m in &self.matrices {
             let qt = &q_message.as_slice()[m.q(r)];
             let approx = &mut self.scratch[..m.cols];
-            let rows = grads[m.gradient()].chunks_exact_mut(m.cols).zip(p_message.as_slice()[m.p(r)].chunks_exact(r));
-            for (i, (g, p)) in rows.enumerate() {
-                approx.fill(0.0);
-                for (&p, q) in p.iter().zip(qt.chunks_exact(m.cols)) {
-                    kernels::axpy(p, q, approx);
+            let pairs = grads[m.gradient()].chunks_exact_mut(m.cols).zip(p_message.as_slice()[m.p(r)].chunks_exact(r));
+            for (i, (g, p)) in pairs.enumerate() {
+                for (n, group) in kernels::groups(r).enumerate() {
+                    let qt = &qt[group.start * m.cols..group.end * m.cols];
+                    match <[f32; GROUP]>::try_from(&p[group.clone()]) {
+                        Ok(p) => kernels::combine(p, rows(qt, m.cols), approx, n > 0),
+                        Err(_) => kernels::combine([p[group.start]], [qt], approx, n > 0),
+                    }
                 }
                 if fused {
                     g.iter_mut().zip(&*approx).for_each(|(g, a)| *g += share * a);
@@ -290,6 +302,17 @@ impl LowRankState {
         self.steps = steps;
         true
     }
+}
+
+/// `GROUP` rows of `cols` values, from a slice of exactly that many.
+fn rows(values: &[f32], cols: usize) -> [&[f32]; GROUP] {
+    std::array::from_fn(|k| &values[k * cols..(k + 1) * cols])
+}
+
+/// `rows`, mutable.
+fn rows_mut(values: &mut [f32], cols: usize) -> [&mut [f32]; GROUP] {
+    let mut each = values.chunks_exact_mut(cols);
+    std::array::from_fn(|_| each.next().expect("GROUP rows"))
 }
 
 /// Gram-Schmidt, with re-orthogonalisation, on the `rank` columns of the row-major `rows x rank` matrix `p`, in place:
