@@ -158,7 +158,8 @@ pub struct TrainArgs {
     pub all_reduce: Transport,
     /// The format gradients travel in between ranks, for every bucket: fp32, or bf16 / fp16
     /// (half the bytes; each rank's values rounded once to be sent, summed in FP32, the sum
-    /// rounded once) [default: the model's `grad_comm`, see --print-schedule].
+    /// rounded once) [default: the model's `grad_comm`, see --print-schedule]. A model compiled
+    /// with `grad_comm = powersgd(..)` then sends its buckets whole, in this format.
     #[arg(long, value_name = "FORMAT", value_parser = str::parse::<WireFormat>)]
     pub grad_comm: Option<WireFormat>,
     /// Write checkpoints (parameters, optimizer state, step, data position) into DIR: at the
