@@ -185,3 +185,47 @@ fn ranks_resume_powersgd() {
     resuming_changes_nothing(&comm, &shared.join("ck"));
     comm.barrier().unwrap(); // Rank 0's folder outlives every rank's reads.
 }
+
+/// The `mlp_powersgd` example's model, to read its schedule here.
+#[distributed_model(bucket_cap_mb = 8, first_bucket_mb = 1, grad_comm = powersgd(rank = 4))]
+pub struct Mlp {
+    fc1: Linear<784, 2048>,
+    act1: Relu,
+    fc2: Linear<2048, 2048>,
+    act2: Relu,
+    fc3: Linear<2048, 2048>,
+    act3: Relu,
+    head: Linear<2048, 10>,
+}
+
+#[test]
+fn the_report_and_the_trace_show_the_factors_on_the_wire_and_the_compression() {
+    if !common::mpirun_available() {
+        return;
+    }
+    let dir = common::scratch("powersgd-report");
+    let trace = dir.path().join("trace.json");
+    let exe = common::example("mlp_powersgd");
+    // 10 steps whole, then 14 compressed: the medians are compressed steps.
+    let args = ["-n", "2", exe.to_str().unwrap(), "--steps", "24", "--batch", "8", "--report", "json"];
+    let stdout = common::mpirun_ok(&[&args[..], &["--trace", trace.to_str().unwrap()]].concat());
+    let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let buckets = report["buckets"].as_array().unwrap();
+    for (k, b) in buckets.iter().enumerate() {
+        assert_eq!(b["wire_format"], "rank 4");
+        assert_eq!(b["wire_bytes"].as_u64().unwrap() as usize, Mlp::SCHEDULE.wire_bytes(k), "bucket {k}: {b}");
+    }
+    let (sent, full): (u64, u64) = buckets
+        .iter()
+        .map(|b| (b["wire_bytes"].as_u64().unwrap(), b["bytes"].as_u64().unwrap()))
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    assert!(full / sent >= 50, "{full} bytes of gradients, {sent} on the wire");
+    assert!(report["compression_ms"].as_f64().unwrap() > 0.0, "{report}");
+    // Each compressed step of each rank: the compression's spans and two all-reduces per bucket.
+    let trace: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let named = |name: &str| events.iter().filter(|e| e["name"].as_str().is_some_and(|n| n.starts_with(name))).count();
+    assert!(named("powersgd b0") >= 2 * 14 * 3, "compress, turnaround and decompression of b0");
+    let all_reduces = events.iter().filter(|e| e["cat"] == "all-reduce").count();
+    assert_eq!(all_reduces, 2 * (10 * 3 + 14 * 3 * 2), "per rank: 3 whole buckets for 10 steps, then 6 exchanges");
+}

@@ -284,12 +284,13 @@ impl Communicator {
     }
 
     /// Holds low-rank bucket `bucket` until `backward_done` (no overlap), which runs its
-    /// exchanges; the handle waits for the result as for a bucket all-reduced whole.
+    /// exchanges (the trace records them there); the handle waits for the result as for a
+    /// bucket all-reduced whole.
     fn hold_low_rank(&self, bucket: GradBucket) -> InFlight {
-        let (index, bytes) = (bucket.index(), bucket.low_rank_state().map_or(0, LowRankState::wire_bytes));
+        let index = bucket.index();
         let (reply, pending) = self.mailbox(index);
         self.held.borrow_mut().push(Held::LowRank(bucket, reply));
-        InFlight::pending(index, bytes, Instant::now(), pending, self.checks)
+        InFlight::pending(index, 0, Instant::now(), pending, self.checks)
     }
 
     /// Sums `message` over all ranks through `t` and waits for it (for `backward_done`).
@@ -325,9 +326,12 @@ impl Communicator {
                 match entry {
                     Held::Reduce(bucket, reply) => t.all_reduce(bucket, reply),
                     Held::LowRank(bucket, reply) => {
-                        let started = Instant::now();
                         match self.low_rank_now(bucket, |m| self.exchange_now(t, m)) {
-                            Ok(bucket) => reply.send(Reduced { bucket, started, finished: Instant::now() }),
+                            // Its exchanges are in the trace already: this adds nothing to them.
+                            Ok(bucket) => {
+                                let now = Instant::now();
+                                reply.send(Reduced { bucket, started: now, finished: now })
+                            }
                             // The waits report it: as timed out, or (the reply dropped) as lost.
                             Err(Error::CommTimeout { .. }) => self.mailboxes.borrow().iter().for_each(|m| m.give_up()),
                             Err(_) => {}

@@ -73,6 +73,7 @@ fn event(span: &Span, schedule: &Schedule) -> Value {
                     "bucket": bucket,
                     "bytes": bytes,
                     "wire_format": planned.map(|b| b.wire.name()),
+                    "powersgd_rank": planned.and_then(|b| b.low_rank).map(|l| l.rank),
                     "fp32_bytes": planned.map(|b| b.bytes()),
                     "queued_us": queued_ns as f64 / 1e3,
                     "waited_in_queue_us": span.start_ns.saturating_sub(queued_ns) as f64 / 1e3,

@@ -264,12 +264,6 @@ impl LowRankState {
         self.q_message = Some(q_message);
     }
 
-    /// Bytes this rank sends per compressed step (P and Q messages).
-    pub fn wire_bytes(&self) -> usize {
-        let len = |m: &Option<GradBucket>| m.as_ref().map_or(0, GradBucket::len);
-        (len(&self.p_message) + len(&self.q_message)) * std::mem::size_of::<f32>()
-    }
-
     /// Puts the errors set aside by `decompress` back into the cleared bucket `grads` (after an
     /// update that ran after the wait point).
     pub(crate) fn restore_aside(&mut self, grads: &mut [f32]) {
