@@ -7,8 +7,10 @@
 
 use std::time::{Duration, Instant};
 
+use overlap_plan::Schedule;
+
 use super::lent::{BucketMember, Lent, ParamVecs};
-use super::low_rank::LowRankState;
+use super::low_rank::state::LowRankState;
 use super::mailbox::{Pending, Undelivered};
 use super::wire::WireFormat;
 use crate::error::{Error, Result};
@@ -42,8 +44,23 @@ impl GradBucket {
         }
     }
 
-    pub(crate) fn set_low_rank(&mut self, state: LowRankState) {
-        self.low_rank = Some(Box::new(state));
+    /// Bucket `k` of `schedule`, zeroed, with PowerSGD's state when the schedule compresses it
+    /// (`grad_comm = powersgd(..)`; see `low_rank`); a plain bucket otherwise.
+    pub fn low_rank(schedule: &Schedule, k: usize) -> Self {
+        let info = &schedule.buckets[k];
+        let mut bucket = GradBucket::zeros(k, info.numel);
+        bucket.low_rank = info.low_rank.map(|spec| Box::new(LowRankState::new(schedule, k, spec)));
+        bucket
+    }
+
+    /// A bucket holding `data` (a message of PowerSGD's factors), without copying it.
+    pub(crate) fn from_vec(index: usize, data: Vec<f32>) -> Self {
+        GradBucket { index, data, lent: Lent::default(), wire: WireFormat::Fp32, low_rank: None }
+    }
+
+    /// The values, without copying them.
+    pub(crate) fn into_vec(self) -> Vec<f32> {
+        self.data
     }
 
     /// PowerSGD's state, the gradients it works on and the parameters lent with them, for a

@@ -283,27 +283,6 @@ impl Communicator {
         self.all_reduce_async(bucket)
     }
 
-    /// Holds low-rank bucket `bucket` until `backward_done` (no overlap), which runs its
-    /// exchanges (the trace records them there); the handle waits for the result as for a
-    /// bucket all-reduced whole.
-    fn hold_low_rank(&self, bucket: GradBucket) -> InFlight {
-        let index = bucket.index();
-        let (reply, pending) = self.mailbox(index);
-        self.held.borrow_mut().push(Held::LowRank(bucket, reply));
-        InFlight::pending(index, 0, Instant::now(), pending, self.checks)
-    }
-
-    /// Sums `message` over all ranks through `t` and waits for it (for `backward_done`).
-    fn exchange_now(&self, t: &MpiThread, mut message: GradBucket) -> Result<GradBucket> {
-        let format = self.wire.borrow().of(message.index());
-        message.set_wire_format(format);
-        let (index, bytes) = (message.index(), message.len() * format.bytes_per_value());
-        let (reply, pending) = Mailbox::open(&mut self.exchanges.borrow_mut());
-        let queued = Instant::now();
-        t.all_reduce(message, reply);
-        InFlight::pending(index, bytes, queued, pending, self.checks).wait()
-    }
-
     /// The ends of bucket `index`'s mailbox, reused from step to step.
     fn mailbox(&self, index: usize) -> (Reply<Reduced>, mailbox::Pending<Reduced>) {
         let mut boxes = self.mailboxes.borrow_mut();
@@ -325,18 +304,7 @@ impl Communicator {
             for entry in held.drain(..) {
                 match entry {
                     Held::Reduce(bucket, reply) => t.all_reduce(bucket, reply),
-                    Held::LowRank(bucket, reply) => {
-                        match self.low_rank_now(bucket, |m| self.exchange_now(t, m)) {
-                            // Its exchanges are in the trace already: this adds nothing to them.
-                            Ok(bucket) => {
-                                let now = Instant::now();
-                                reply.send(Reduced { bucket, started: now, finished: now })
-                            }
-                            // The waits report it: as timed out, or (the reply dropped) as lost.
-                            Err(Error::CommTimeout { .. }) => self.mailboxes.borrow().iter().for_each(|m| m.give_up()),
-                            Err(_) => {}
-                        }
-                    }
+                    Held::LowRank(bucket, reply) => self.low_rank_after_backward(t, bucket, reply),
                 }
             }
             drop(held);

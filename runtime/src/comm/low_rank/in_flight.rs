@@ -1,21 +1,15 @@
 //! A low-rank bucket's two all-reduces, as the generated code places them: launched after the
-//! layer that completes the bucket (`Communicator::all_reduce_low_rank`: error feedback, P = M·Q,
-//! P's all-reduce), turned around after the next layer with parameters (`LowRankP::reduce_q`:
-//! P's wait point, orthogonalisation, Q = Mᵀ·P, Q's all-reduce), and waited for in `step`
+//! layer that completes the bucket (`Communicator::all_reduce_low_rank`: P = M·Q, P's
+//! all-reduce), turned around after the next layer with parameters (`LowRankP::reduce_q`: P's
+//! wait point, orthogonalisation, Q = Mᵀ·P, Q's all-reduce), and waited for in `step`
 //! (`LowRankQ::wait`: Q's wait point, M̂ = P·Qᵀ and the new error). Each stage is its own type,
-//! so the order cannot be broken: only a `LowRankQ` reaches `step`.
-//!
-//! Without overlap (`CommMode::AfterBackward`) the bucket is held, whole, until `backward_done`,
-//! which runs the three stages back to back; the placed calls then have nothing left to do.
+//! so the order cannot be broken: only a `LowRankQ` reaches `step`. The first two live with the
+//! communicator, in `exchange`.
 
 use std::time::Instant;
 
 use super::super::bucket::{GradBucket, InFlight};
-use super::super::lent::{BucketMember, ParamVecs};
-use super::super::mode::CommMode;
-use super::super::Communicator;
 use crate::error::{Error, Result};
-use crate::optim::Optimizer;
 use crate::trace::recorder::record;
 use crate::trace::span::Activity;
 
@@ -25,7 +19,7 @@ pub enum LowRankP {
     /// Sent whole (the first `start_iter` steps, a run-time `--grad-comm`, or without overlap):
     /// the bucket comes back summed.
     Whole(InFlight),
-    /// P on the wire; the bucket holds M (gradients plus error) meanwhile.
+    /// P on the wire; the bucket holds M (gradients plus errors) meanwhile.
     Summing { bucket: GradBucket, p: InFlight },
 }
 
@@ -41,76 +35,10 @@ pub enum LowRankQ {
     Failed(Error),
 }
 
-impl Communicator {
-    /// Starts summing low-rank bucket `bucket` over all ranks: PowerSGD's first all-reduce, of
-    /// P = (M + e)·Q and the values sent whole, or the whole bucket while it goes uncompressed.
-    /// Every rank must launch the same buckets in the same order (the schedule guarantees it).
-    ///
-    /// As with `all_reduce_and_update`, the bucket's parameters, `members`, and their optimizer
-    /// state are lent to it (unless `--check-finite`): the decompression updates them as it
-    /// writes each block of the approximation, and `step` takes them back.
-    pub fn all_reduce_low_rank<P: ParamVecs, O: Optimizer>(
-        &self,
-        mut bucket: GradBucket,
-        members: &[BucketMember],
-        params: &mut P,
-        optimizer: &mut O,
-        grad_scale: f32,
-    ) -> LowRankP {
-        if !self.checks.finite {
-            bucket.lend_for_update(members, params, optimizer, grad_scale);
-        }
-        let world = self.world_size();
-        // A run-time format (`--grad-comm`) sends the bucket whole in that format.
-        let chosen = self.wire_format_chosen();
-        let compresses = match bucket.low_rank_parts() {
-            Some((state, ..)) => state.begin_step(world) && !chosen,
-            None => false,
-        };
-        if !compresses {
-            return LowRankP::Whole(self.all_reduce_async(bucket));
-        }
-        if self.mode == CommMode::AfterBackward && self.transport().is_some() {
-            return LowRankP::Whole(self.hold_low_rank(bucket));
-        }
-        let p = compress(&mut bucket);
-        LowRankP::Summing { bucket, p: self.all_reduce_async(p) }
-    }
-
-    /// Runs a held low-rank bucket's three stages back to back (`backward_done` without
-    /// overlap), through `exchange`, which sums a message and waits for it.
-    pub(in crate::comm) fn low_rank_now(
-        &self,
-        mut bucket: GradBucket,
-        exchange: impl Fn(GradBucket) -> Result<GradBucket>,
-    ) -> Result<GradBucket> {
-        let p = exchange(compress(&mut bucket))?;
-        let q = exchange(project(&mut bucket, p))?;
-        decompress(&mut bucket, q);
-        Ok(bucket)
-    }
-}
-
-impl LowRankP {
-    /// P's wait point: once P is summed, orthogonalises it, computes Q = Mᵀ·P and starts Q's
-    /// all-reduce. A failure is kept for `step` to report.
-    pub fn reduce_q(self, comm: &Communicator) -> LowRankQ {
-        match self {
-            LowRankP::Whole(whole) => LowRankQ::Whole(whole),
-            LowRankP::Summing { mut bucket, p } => match p.wait() {
-                Ok(p) => {
-                    let q = project(&mut bucket, p);
-                    LowRankQ::Summing { bucket, q: comm.all_reduce_async(q) }
-                }
-                Err(e) => LowRankQ::Failed(e),
-            },
-        }
-    }
-}
-
 impl LowRankQ {
-    /// Q's wait point: blocks until Q is summed, then writes the approximation of the sum over
-    /// ranks into the bucket (and keeps this rank's error) and returns it.
+    /// Q's wait point: blocks until Q is summed, then makes the approximation of the sum over
+    /// ranks (updating the lent parameters with it, or writing it into the bucket), keeps this
+    /// rank's errors, and returns the bucket.
     pub fn wait(self) -> Result<GradBucket> {
         match self {
             LowRankQ::Whole(whole) => whole.wait(),
@@ -120,15 +48,6 @@ impl LowRankQ {
                 Ok(bucket)
             }
             LowRankQ::Failed(e) => Err(e),
-        }
-    }
-
-    /// Which bucket this is, in launch order.
-    pub fn index(&self) -> Option<usize> {
-        match self {
-            LowRankQ::Whole(f) => Some(f.index()),
-            LowRankQ::Summing { bucket, .. } => Some(bucket.index()),
-            LowRankQ::Failed(_) => None,
         }
     }
 }
@@ -141,20 +60,23 @@ fn compressing<T>(bucket: usize, work: impl FnOnce() -> T) -> T {
     out
 }
 
-fn compress(bucket: &mut GradBucket) -> GradBucket {
+/// P = M·Q (with the values sent whole), as a bucket to sum.
+pub(super) fn compress(bucket: &mut GradBucket) -> GradBucket {
     let index = bucket.index();
     let (state, grads, _) = bucket.low_rank_parts().expect("only low-rank buckets compress");
-    compressing(index, || state.compress(grads))
+    GradBucket::from_vec(index, compressing(index, || state.compress(grads)))
 }
 
-fn project(bucket: &mut GradBucket, p: GradBucket) -> GradBucket {
+/// With P summed: Q = Mᵀ·P, as a bucket to sum.
+pub(super) fn project(bucket: &mut GradBucket, p: GradBucket) -> GradBucket {
     let index = bucket.index();
     let (state, grads, _) = bucket.low_rank_parts().expect("only low-rank buckets compress");
-    compressing(index, || state.project(grads, p))
+    GradBucket::from_vec(index, compressing(index, || state.project(grads, p.into_vec())))
 }
 
-fn decompress(bucket: &mut GradBucket, q: GradBucket) {
+/// With Q summed: M̂, the update or the bucket, and the new errors.
+pub(super) fn decompress(bucket: &mut GradBucket, q: GradBucket) {
     let index = bucket.index();
     let (state, grads, lent) = bucket.low_rank_parts().expect("only low-rank buckets compress");
-    compressing(index, || state.decompress(grads, lent, q));
+    compressing(index, || state.decompress(grads, lent, q.into_vec()));
 }

@@ -1,0 +1,116 @@
+//! The communicator's side of a low-rank bucket: the launch of P's all-reduce, the turnaround
+//! from P to Q (see `in_flight` for the stages), and, without overlap, the three stages run
+//! back to back once backward is done.
+
+use std::time::Instant;
+
+use super::super::bucket::{GradBucket, InFlight, Reduced};
+use super::super::lent::{BucketMember, ParamVecs};
+use super::super::mailbox::{Mailbox, Reply};
+use super::super::mode::CommMode;
+use super::super::mpi_thread::MpiThread;
+use super::super::{Communicator, Held};
+use super::in_flight::{compress, decompress, project, LowRankP, LowRankQ};
+use crate::error::{Error, Result};
+use crate::optim::Optimizer;
+
+impl Communicator {
+    /// Starts summing low-rank bucket `bucket` over all ranks: PowerSGD's first all-reduce, of
+    /// P = M·Q and the values sent whole, or the whole bucket while it goes uncompressed. Every
+    /// rank must launch the same buckets in the same order (the schedule guarantees it).
+    ///
+    /// As with `all_reduce_and_update`, the bucket's parameters, `members`, and their optimizer
+    /// state are lent to it (unless `--check-finite`): the decompression updates them as it
+    /// makes each row of the approximation, and `step` takes them back.
+    pub fn all_reduce_low_rank<P: ParamVecs, O: Optimizer>(
+        &self,
+        mut bucket: GradBucket,
+        members: &[BucketMember],
+        params: &mut P,
+        optimizer: &mut O,
+        grad_scale: f32,
+    ) -> LowRankP {
+        if !self.checks.finite {
+            bucket.lend_for_update(members, params, optimizer, grad_scale);
+        }
+        let world = self.world_size();
+        // A run-time format (`--grad-comm`) sends the bucket whole in that format.
+        let chosen = self.wire_format_chosen();
+        let compresses = match bucket.low_rank_parts() {
+            Some((state, ..)) => state.begin_step(world) && !chosen,
+            None => false,
+        };
+        if !compresses {
+            return LowRankP::Whole(self.all_reduce_async(bucket));
+        }
+        if self.mode == CommMode::AfterBackward && self.transport().is_some() {
+            return LowRankP::Whole(self.hold_low_rank(bucket));
+        }
+        let p = compress(&mut bucket);
+        LowRankP::Summing { bucket, p: self.all_reduce_async(p) }
+    }
+
+    /// Holds low-rank bucket `bucket` until `backward_done` (no overlap), which runs its
+    /// exchanges (the trace records them there); the handle waits for the result as for a
+    /// bucket all-reduced whole.
+    fn hold_low_rank(&self, bucket: GradBucket) -> InFlight {
+        let index = bucket.index();
+        let (reply, pending) = self.mailbox(index);
+        self.held.borrow_mut().push(Held::LowRank(bucket, reply));
+        InFlight::pending(index, 0, Instant::now(), pending, self.checks)
+    }
+
+    /// Sums `message` over all ranks through `t` and waits for it (for `backward_done`).
+    fn exchange_now(&self, t: &MpiThread, mut message: GradBucket) -> Result<GradBucket> {
+        let format = self.wire.borrow().of(message.index());
+        message.set_wire_format(format);
+        let (index, bytes) = (message.index(), message.len() * format.bytes_per_value());
+        let (reply, pending) = Mailbox::open(&mut self.exchanges.borrow_mut());
+        let queued = Instant::now();
+        t.all_reduce(message, reply);
+        InFlight::pending(index, bytes, queued, pending, self.checks).wait()
+    }
+
+    /// Runs a held low-rank bucket's three stages back to back (`backward_done` without
+    /// overlap) and hands it to `reply`; a failure reaches the wait point (as timed out, or,
+    /// the reply dropped, as lost).
+    pub(in crate::comm) fn low_rank_after_backward(
+        &self,
+        t: &MpiThread,
+        mut bucket: GradBucket,
+        reply: Reply<Reduced>,
+    ) {
+        let stages = || -> Result<GradBucket> {
+            let p = self.exchange_now(t, compress(&mut bucket))?;
+            let q = self.exchange_now(t, project(&mut bucket, p))?;
+            decompress(&mut bucket, q);
+            Ok(bucket)
+        };
+        match stages() {
+            // Its exchanges are in the trace already: this adds nothing to them.
+            Ok(bucket) => {
+                let now = Instant::now();
+                reply.send(Reduced { bucket, started: now, finished: now })
+            }
+            Err(Error::CommTimeout { .. }) => self.mailboxes.borrow().iter().for_each(|m| m.give_up()),
+            Err(_) => {}
+        }
+    }
+}
+
+impl LowRankP {
+    /// P's wait point: once P is summed, orthogonalises it, computes Q = Mᵀ·P and starts Q's
+    /// all-reduce. A failure is kept for `step` to report.
+    pub fn reduce_q(self, comm: &Communicator) -> LowRankQ {
+        match self {
+            LowRankP::Whole(whole) => LowRankQ::Whole(whole),
+            LowRankP::Summing { mut bucket, p } => match p.wait() {
+                Ok(p) => {
+                    let q = project(&mut bucket, p);
+                    LowRankQ::Summing { bucket, q: comm.all_reduce_async(q) }
+                }
+                Err(e) => LowRankQ::Failed(e),
+            },
+        }
+    }
+}
