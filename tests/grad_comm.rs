@@ -93,3 +93,19 @@ fn ranks_send_what_the_schedule_says() {
     assert_eq!(overridden, fp32, "--grad-comm fp32 overrides the schedule");
     assert_ne!(from_schedule, fp32, "bf16 rounds something");
 }
+
+#[test]
+fn the_gpu_refuses_a_narrow_schedule_before_it_opens_a_device() {
+    let comm = Communicator::single();
+    let mut model = Narrow::new(&comm, 1).unwrap();
+    let mut data = overlap::SyntheticClassification::new(1, 32, 10);
+    let refused = Trainer::new(&comm)
+        .steps(1)
+        .batch(4)
+        .device(overlap::Device::Cuda { gpu: None })
+        .report(overlap::ReportFormat::Off, None)
+        .fit(&mut model, &mut data, &CrossEntropyLoss)
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("Narrow: grad_comm = bf16 is not supported on the GPU yet"), "{refused}");
+}

@@ -229,3 +229,22 @@ fn the_report_and_the_trace_show_the_factors_on_the_wire_and_the_compression() {
     let all_reduces = events.iter().filter(|e| e["cat"] == "all-reduce").count();
     assert_eq!(all_reduces, 2 * (10 * 3 + 14 * 3 * 2), "per rank: 3 whole buckets for 10 steps, then 6 exchanges");
 }
+
+#[test]
+fn the_gpu_refuses_powersgd_before_it_opens_a_device() {
+    let comm = Communicator::single();
+    let mut model = LowRankClassifier::new(&comm, 5).unwrap();
+    let mut data = SyntheticClassification::new(9, 64, 10);
+    let refused = Trainer::new(&comm)
+        .steps(2)
+        .batch(8)
+        .device(overlap::Device::Cuda { gpu: None })
+        .report(ReportFormat::Off, None)
+        .fit(&mut model, &mut data, &CrossEntropyLoss)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("grad_comm = powersgd(rank = 4, start_iter = 10) is not supported on the GPU yet"),
+        "{refused}"
+    );
+}

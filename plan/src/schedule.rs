@@ -141,6 +141,15 @@ impl Schedule {
         }
     }
 
+    /// What `grad_comm` chose, as written (`bf16`, `powersgd(rank = 4, start_iter = 10)`), when
+    /// some bucket does not travel as FP32 values.
+    pub fn grad_comm(&self) -> Option<String> {
+        self.buckets.iter().find_map(|b| match b.low_rank {
+            Some(low_rank) => Some(low_rank.to_string()),
+            None => (b.wire != WireFormat::Fp32).then(|| b.wire.to_string()),
+        })
+    }
+
     /// Whether some bucket travels narrower than FP32 or as low-rank factors.
     pub fn narrows(&self) -> bool {
         self.buckets.iter().any(|b| b.wire != WireFormat::Fp32 || b.low_rank.is_some())

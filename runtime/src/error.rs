@@ -41,6 +41,12 @@ pub enum Error {
          (fp16: ±65504): send this bucket as bf16 or fp32"
     )]
     WireOverflow { bucket: usize, format: overlap_plan::WireFormat, offset: usize, value: f32 },
+    /// A model whose `grad_comm` the GPU backend does not run (`Schedule::grad_comm`).
+    #[error(
+        "{model}: grad_comm = {chosen} is not supported on the GPU yet (NCCL sums FP32 there, and PowerSGD runs \
+         on CPUs only); use grad_comm = fp32 for --device cuda"
+    )]
+    GradCommOnGpu { model: String, chosen: String },
     #[error(transparent)]
     Data(#[from] crate::idx::IdxError),
     /// The flag that asked for CUDA (`--device cuda`, `--cuda-libraries`).

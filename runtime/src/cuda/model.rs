@@ -77,15 +77,8 @@ impl GpuModel {
     pub fn new<M: DistributedModel>(gpu: &Gpu, model: &M, rows: usize, optimizer: GpuOptimizer) -> Result<Self> {
         let schedule = M::SCHEDULE;
         check_supported::<M>()?;
-        if let Some(b) =
-            schedule.buckets.iter().find(|b| b.wire != crate::comm::WireFormat::Fp32 || b.low_rank.is_some())
-        {
-            let chosen = b.low_rank.map_or_else(|| b.wire.to_string(), |l| l.to_string());
-            return Err(Error::Config(format!(
-                "{}: grad_comm = {chosen} is not supported on the GPU yet (NCCL sums FP32 there); use grad_comm = fp32 \
-                 for --device cuda",
-                schedule.model
-            )));
+        if let Some(chosen) = schedule.grad_comm() {
+            return Err(Error::GradCommOnGpu { model: schedule.model.to_string(), chosen });
         }
         let alloc = |n: usize| gpu.compute().alloc_zeros::<f32>(n.max(1)).map_err(cuda("allocating device memory"));
         let mut layers = Vec::with_capacity(schedule.layers.len());

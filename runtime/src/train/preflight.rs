@@ -39,6 +39,9 @@ pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Datas
     }
     if config.device == Device::Cpu {
         check_memory(config, schedule)?;
+    } else if let Some(chosen) = schedule.grad_comm() {
+        // Refused before the GPU is even opened: the same on machines without one.
+        return Err(Error::GradCommOnGpu { model: schedule.model.to_string(), chosen });
     }
     check_recording(config, schedule, world)?;
     let Some((features, _)) = io_widths(schedule) else {
