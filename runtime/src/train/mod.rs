@@ -323,10 +323,8 @@ impl Run<'_> {
             observed?;
             let mut saved = None;
             // Every rank's PowerSGD errors go to rank 0 first (a collective: all ranks are here).
-            let gathered = match config.saves_after(step) {
-                true => checkpoint::low_rank::gather(&backend.buckets(), comm)?,
-                false => None,
-            };
+            let gathered =
+                if config.saves_after(step) { checkpoint::low_rank::gather(&backend.buckets(), comm)? } else { None };
             if let (0, Some(save), true) = (rank, &config.save, config.saves_after(step)) {
                 let (model, optimizer) = backend.host_state()?;
                 let written = checkpoint::save(&save.dir, model, optimizer, position, &about, gathered.as_ref())?;
@@ -344,10 +342,8 @@ impl Run<'_> {
             }
             let Some(signal) = stop.map(|s| s.agreed(comm)).transpose()?.flatten() else { continue };
             progress.finish();
-            let gathered = match config.save.is_some() && !config.saves_after(step) {
-                true => checkpoint::low_rank::gather(&backend.buckets(), comm)?,
-                false => None,
-            };
+            let unsaved = config.save.is_some() && !config.saves_after(step);
+            let gathered = if unsaved { checkpoint::low_rank::gather(&backend.buckets(), comm)? } else { None };
             if let (0, Some(save), None) = (rank, &config.save, &saved) {
                 let (model, optimizer) = backend.host_state()?;
                 saved = Some(checkpoint::save(&save.dir, model, optimizer, position, &about, gathered.as_ref())?);
