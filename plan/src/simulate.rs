@@ -38,9 +38,11 @@ impl StepCosts {
 pub const NARROWING_S_PER_BYTE: f64 = 4.5e-11;
 
 /// Seconds per FP32 byte of factorised matrices that PowerSGD's compression adds on the
-/// compute thread (error feedback, P = M·Q, Q = Mᵀ·P, the decompression and the new error:
-/// about seven passes over the matrices; measured on `mlp`'s 40 MB, see docs/performance.md).
-pub const LOW_RANK_S_PER_BYTE: f64 = 5.0e-10;
+/// compute thread: P = M·Q, Q = Mᵀ·P, and M̂ with the new error, four passes over the matrices
+/// (the update is counted as for every bucket). Measured on `mlp`'s 40 MB on 2 ranks: the eight
+/// passes of a compressed step, update included, take about 27 ms (docs/performance.md); half
+/// of them, 13.5 ms over 40 MB.
+pub const LOW_RANK_S_PER_BYTE: f64 = 3.4e-10;
 
 /// One bucket as the simulation sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
