@@ -54,7 +54,6 @@ pub fn gather(buckets: &[&GradBucket], comm: &Communicator) -> Result<Option<Gat
     }
     let Some(all) = comm.gather_f32_to_root(&mine)? else { return Ok(None) };
     let mut tensors = Vec::new();
-    let mut steps = 0;
     for (rank, errors) in all.iter().enumerate() {
         let mut at = 0;
         for (k, _, state) in &states {
@@ -64,10 +63,11 @@ pub fn gather(buckets: &[&GradBucket], comm: &Communicator) -> Result<Option<Gat
         }
     }
     for (k, _, state) in &states {
-        let (q, counted) = state.warm_start();
-        steps = counted;
+        let (q, _) = state.warm_start();
         tensors.push((format!("q.b{k}"), vec![q.len()], to_bytes(q)));
     }
+    // Every low-rank bucket is launched at every step: they have all counted the same.
+    let steps = states[0].2.warm_start().1;
     Ok(Some(Gathered { meta: Meta { ranks: all.len(), steps }, tensors }))
 }
 

@@ -252,9 +252,7 @@ impl Communicator {
                 return InFlight::ready(bucket, self.checks);
             }
         };
-        let format = self.wire.borrow().of(bucket.index());
-        bucket.set_wire_format(format);
-        let (index, bytes) = (bucket.index(), bucket.len() * format.bytes_per_value());
+        let (index, bytes) = (bucket.index(), self.choose_wire_format(&mut bucket));
         let (reply, pending) = self.mailbox(index);
         let queued = Instant::now();
         if self.mode == CommMode::AfterBackward {
@@ -263,6 +261,14 @@ impl Communicator {
             t.all_reduce(bucket, reply);
         }
         InFlight::pending(index, bytes, queued, pending, self.checks)
+    }
+
+    /// Sets the format `bucket` travels in (the run's choice, else the schedule's) and returns
+    /// the bytes one rank sends of it.
+    fn choose_wire_format(&self, bucket: &mut GradBucket) -> usize {
+        let format = self.wire.borrow().of(bucket.index());
+        bucket.set_wire_format(format);
+        bucket.len() * format.bytes_per_value()
     }
 
     /// `all_reduce_async`, with the bucket's parameters, `members`, and their optimizer state

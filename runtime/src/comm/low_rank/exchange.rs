@@ -62,9 +62,7 @@ impl Communicator {
 
     /// Sums `message` over all ranks through `t` and waits for it (for `backward_done`).
     fn exchange_now(&self, t: &MpiThread, mut message: GradBucket) -> Result<GradBucket> {
-        let format = self.wire.borrow().of(message.index());
-        message.set_wire_format(format);
-        let (index, bytes) = (message.index(), message.len() * format.bytes_per_value());
+        let (index, bytes) = (message.index(), self.choose_wire_format(&mut message));
         let (reply, pending) = Mailbox::open(&mut self.exchanges.borrow_mut());
         let queued = Instant::now();
         t.all_reduce(message, reply);
