@@ -66,9 +66,13 @@ test: deps nvrtc
 gpu-bundle: deps
 	scripts/gpu-bundle.sh
 
+TORCH_PYTHON ?= python3
+
 bench: deps
 	cargo build --release --examples
-	python3 bench/run.py $(BENCH_ARGS)
+	# The planner's assumptions observed in PyTorch (ready order, DDP's buckets); skipped without torch.
+	$(TORCH_PYTHON) bench/ready_order.py
+	TORCH_PYTHON=$(TORCH_PYTHON) python3 bench/run.py $(BENCH_ARGS)
 	# bf16 and fp16 gradients against FP32 under emulated links (step ratios, bytes on the wire).
 	python3 bench/wire.py
 	# The timing claims make test leaves out: overlap hidden on an emulated link, the simulator's

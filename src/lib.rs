@@ -100,8 +100,8 @@ pub use overlap_macros::distributed_model;
 
 // The model contract, the layers, and what a layer of one's own implements.
 pub use overlap_runtime::{
-    DeviceOp, DistributedModel, Gelu, GradientBuckets, InitRng, Layer, LayerNorm, Linear, Matrix, ParamDef, Relu,
-    Sigmoid, Tanh, Width,
+    DeviceOp, DistributedModel, Gelu, GradientBuckets, InitRng, Layer, LayerNorm, Linear, Matrix, ParamDef, ReadyOrder,
+    Relu, Sigmoid, Tanh, Width,
 };
 // Training: the loop, its settings, losses, data and optimizers.
 pub use overlap_runtime::{

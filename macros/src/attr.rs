@@ -3,7 +3,8 @@
 //! all reported.
 
 use overlap_plan::{
-    BucketLimits, BucketOrder, GradComm, LowRank, WireFormat, DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB, MIB,
+    BucketLimits, BucketOrder, GradComm, LowRank, ReadyOrder, WireFormat, DEFAULT_BUCKET_CAP_MB,
+    DEFAULT_FIRST_BUCKET_MB, MIB,
 };
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Expr, ExprLit, ItemStruct, Lit, LitInt, Meta, MetaNameValue, Token};
@@ -198,6 +199,8 @@ pub struct LayerAttr {
     pub width: Option<(LitInt, LitInt)>,
     pub params: Vec<(syn::Ident, Vec<LitInt>)>,
     pub flops: Option<u64>,
+    /// `ready = reverse | definition`: the type's `Layer::READY_ORDER` (default `reverse`).
+    pub ready: ReadyOrder,
 }
 
 /// The field attributes this macro consumes.
@@ -256,7 +259,7 @@ fn layer_attr(attr: &Attribute, errors: &mut Errors) -> Option<LayerAttr> {
             return None;
         }
     };
-    let (mut input, mut output, mut params, mut flops) = (None, None, None, None);
+    let (mut input, mut output, mut params, mut flops, mut ready) = (None, None, None, None, None);
     let before = errors.len();
     for item in &items {
         let key = path_name(item.path());
@@ -274,13 +277,15 @@ fn layer_attr(attr: &Attribute, errors: &mut Errors) -> Option<LayerAttr> {
                 }
                 set_once(&mut flops, value, nv, errors);
             }
+            ("ready", Meta::NameValue(nv)) => set_once(&mut ready, ready_order(&nv.value, errors), nv, errors),
             ("params", Meta::List(list)) => {
                 let parsed = param_shapes(list, errors);
                 set_once(&mut params, Some(parsed), list, errors);
             }
             ("input" | "output" | "flops", _) => errors.spanned(item, format!("expected `{key} = <integer>`")),
             ("params", _) => errors.spanned(item, "expected `params(name = [dims..], ...)`"),
-            _ => errors.spanned(item.path(), "unknown key; expected `input`, `output`, `params` or `flops`"),
+            ("ready", _) => errors.spanned(item, "expected `ready = reverse` or `ready = definition`"),
+            _ => errors.spanned(item.path(), "unknown key; expected `input`, `output`, `params`, `flops` or `ready`"),
         }
     }
     let width = match (input, output) {
@@ -291,7 +296,26 @@ fn layer_attr(attr: &Attribute, errors: &mut Errors) -> Option<LayerAttr> {
             None
         }
     };
-    (errors.len() == before).then(|| LayerAttr { width, params: params.unwrap_or_default(), flops })
+    let ready = ready.unwrap_or_default();
+    (errors.len() == before).then(|| LayerAttr { width, params: params.unwrap_or_default(), flops, ready })
+}
+
+/// `reverse` (last parameter ready first, as `nn.Linear`) or `definition` (first first, as
+/// `nn.LayerNorm`).
+fn ready_order(value: &Expr, errors: &mut Errors) -> Option<ReadyOrder> {
+    let order = match expr_name(value).as_str() {
+        "reverse" => Some(ReadyOrder::Reverse),
+        "definition" => Some(ReadyOrder::Definition),
+        _ => None,
+    };
+    if order.is_none() {
+        errors.spanned(
+            value,
+            "`ready` must be `reverse` (the last parameter's gradient ready first, as `nn.Linear`) or `definition` \
+             (the first first, as `nn.LayerNorm`): the order the layer's `Layer::READY_ORDER` states",
+        );
+    }
+    order
 }
 
 fn set_once<T>(slot: &mut Option<T>, value: Option<T>, at: impl quote::ToTokens, errors: &mut Errors) {

@@ -262,14 +262,15 @@ fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<TokenStream> {
                 let dims = p.shape.iter().map(|&d| lit(d));
                 quote!(&[#(#dims),*])
             });
+            let ready = schedule_tokens::ready(layer.ready);
             let message = format!(
-                "layer `{}`: `{}` does not have the widths and parameter shapes the bucket schedule was planned with (see its `overlap::Layer` constants)",
+                "layer `{}`: `{}` does not have the widths, parameter shapes and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)",
                 field.ident,
                 layer.kind
             );
             quote_spanned! {ty.span()=>
                 const _: () = ::core::assert!(
-                    ::overlap::__private::layer_matches::<#ty>(#width, &[#(#shapes),*]),
+                    ::overlap::__private::layer_matches::<#ty>(#width, &[#(#shapes),*], #ready),
                     #message
                 );
             }

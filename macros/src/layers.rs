@@ -3,7 +3,7 @@
 //! emitted code asserts at compile time that the type's `overlap::Layer` constants agree, so a
 //! look-alike type (an alias, a shadowing import) cannot silently run with a wrong plan.
 
-use overlap_plan::{LayerSpec, Width};
+use overlap_plan::{LayerSpec, ReadyOrder, Width};
 use quote::ToTokens;
 use syn::{GenericArgument, PathArguments, Type};
 
@@ -24,7 +24,7 @@ pub fn custom(name: &str, ty: &Type, attr: &LayerAttr) -> LayerSpec {
         Some((i, o)) => Width::Fixed { input: positive_value(i), output: positive_value(o) },
         None => Width::Preserving,
     };
-    let mut spec = LayerSpec::new(name.to_owned(), type_text(ty), width);
+    let mut spec = LayerSpec::new(name.to_owned(), type_text(ty), width).with_ready(attr.ready);
     for (param, dims) in &attr.params {
         let shape: Vec<usize> = dims.iter().map(positive_value).collect();
         spec.params.push(overlap_plan::ParamSpec::new(param.to_string(), shape));
@@ -57,6 +57,7 @@ pub fn builtin(name: &str, ty: &Type, errors: &mut Errors) -> Result<Option<Laye
         ("LayerNorm", &[d]) => LayerSpec::new(name.to_owned(), text, Width::Fixed { input: d, output: d })
             .with_param("weight", &[d])
             .with_param("bias", &[d])
+            .with_ready(ReadyOrder::Definition)
             .with_flops(LAYER_NORM_FLOPS.saturating_mul(d as u64)),
         _ => LayerSpec::new(name.to_owned(), text, Width::Preserving),
     };

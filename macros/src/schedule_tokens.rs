@@ -1,7 +1,7 @@
 //! The planner's `Schedule` as a Rust constant expression (borrowed `'static` data), so
 //! `Model::SCHEDULE` is the very plan the code was generated from.
 
-use overlap_plan::{BucketLimits, Schedule, Width, WireFormat};
+use overlap_plan::{BucketLimits, ReadyOrder, Schedule, Width, WireFormat};
 use proc_macro2::{Literal, TokenStream};
 use quote::quote;
 
@@ -13,6 +13,7 @@ pub fn schedule(s: &Schedule) -> TokenStream {
     let layers = s.layers.iter().map(|l| {
         let (name, kind, flops) = (l.name.as_ref(), l.kind.as_ref(), Literal::u64_unsuffixed(l.flops_per_sample));
         let width = width(l.width);
+        let ready = ready(l.ready);
         let params = l.params.iter().map(|p| {
             let (name, index, bucket, offset) = (p.name.as_ref(), lit(p.index), lit(p.bucket), lit(p.offset));
             let shape = p.shape.iter().map(|&d| lit(d));
@@ -33,6 +34,7 @@ pub fn schedule(s: &Schedule) -> TokenStream {
                 width: #width,
                 flops_per_sample: #flops,
                 params: ::overlap::__private::Cow::Borrowed(&[#(#params),*]),
+                ready: #ready,
             }
         }
     });
@@ -71,6 +73,14 @@ pub fn schedule(s: &Schedule) -> TokenStream {
             layers: ::overlap::__private::Cow::Borrowed(&[#(#layers),*]),
             buckets: ::overlap::__private::Cow::Borrowed(&[#(#buckets),*]),
         }
+    }
+}
+
+/// A layer's `ReadyOrder` as a path.
+pub fn ready(r: ReadyOrder) -> TokenStream {
+    match r {
+        ReadyOrder::Reverse => quote!(::overlap::plan::ReadyOrder::Reverse),
+        ReadyOrder::Definition => quote!(::overlap::plan::ReadyOrder::Definition),
     }
 }
 

@@ -14,7 +14,8 @@
 //! gradient is `f32` on one device.)
 //!
 //! A compile-time planner knows the ready order exactly: layers in reverse, and within a layer
-//! its parameters in reverse `PARAMS` order (the order the `Layer` contract states). So
+//! its parameters in the layer's `READY_ORDER` (the `Layer` contract; observed in PyTorch by
+//! `bench/ready_order.py`). So
 //! [`plan_buckets`] gives DDP's rebuilt buckets from step 1: the small first bucket holds the
 //! first gradients to be ready and is launched first, so communication starts as backward does.
 //! DDP's iteration-1 rule stays available as [`BucketOrder::DdpFirstIteration`], for comparison.
@@ -35,7 +36,7 @@ use crate::wire::WireFormat;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum BucketOrder {
     /// Gradient-ready order (DDP's rebuilt buckets, from step 2 on): layers in reverse, each
-    /// layer's parameters in reverse `PARAMS` order; buckets launched in that order.
+    /// layer's parameters in its ready order; buckets launched in that order.
     #[default]
     Ready,
     /// DDP's first iteration: definition order, buckets launched in reverse, so the small first
@@ -129,6 +130,7 @@ pub fn plan_buckets_in(
             kind: layer.kind.clone(),
             width: layer.width,
             flops_per_sample: layer.flops_per_sample,
+            ready: layer.ready,
             params: layer
                 .params
                 .iter()
@@ -164,12 +166,13 @@ fn param_step(layer: usize, param: usize, p: &ParamSpec) -> Step {
     Step::Param(ParamRef { layer, param }, p.numel().saturating_mul(ELEM_BYTES))
 }
 
-/// The order backward produces gradients: the last layer first, each layer's parameters in
-/// reverse `PARAMS` order (as autograd readies `nn.Linear`'s bias before its weight). A boundary
-/// layer's bucket closes after its own parameters.
+/// The order backward produces gradients: the last layer first, each layer's parameters in its
+/// `ready` order (as autograd readies `nn.Linear`'s bias before its weight, `nn.LayerNorm`'s
+/// weight before its bias). A boundary layer's bucket closes after its own parameters.
 fn ready_order(layers: &[LayerSpec]) -> impl Iterator<Item = Step> + '_ {
     layers.iter().enumerate().rev().flat_map(|(layer, spec)| {
-        let params = spec.params.iter().enumerate().rev().map(move |(param, p)| param_step(layer, param, p));
+        let params =
+            spec.ready.indices(spec.params.len()).map(move |param| param_step(layer, param, &spec.params[param]));
         params.chain(spec.bucket_boundary.then_some(Step::Boundary))
     })
 }

@@ -27,5 +27,5 @@ pub use simulate::{
     sim_buckets, simulate, BucketTimes, Prediction, SimBucket, SimLowRank, StepCosts, DEFAULT_UPDATE_S_PER_BYTE,
     LOW_RANK_S_PER_BYTE, NARROWING_S_PER_BYTE,
 };
-pub use spec::{LayerSpec, ParamSpec, Width, ELEM_BYTES, MAX_TENSOR_NUMEL, MIB};
+pub use spec::{LayerSpec, ParamSpec, ReadyOrder, Width, ELEM_BYTES, MAX_TENSOR_NUMEL, MIB};
 pub use wire::{GradComm, WireFormat};

@@ -9,7 +9,7 @@ use std::fmt;
 
 use crate::limits::BucketLimits;
 use crate::low_rank::LowRank;
-use crate::spec::{LayerSpec, ParamSpec, Width, ELEM_BYTES, MIB};
+use crate::spec::{LayerSpec, ParamSpec, ReadyOrder, Width, ELEM_BYTES, MIB};
 use crate::wire::{GradComm, WireFormat};
 
 /// A parameter, by layer index and parameter index within that layer.
@@ -47,6 +47,8 @@ pub struct LayerInfo {
     pub width: Width,
     pub flops_per_sample: u64,
     pub params: Cow<'static, [ParamInfo]>,
+    /// The order backward makes the parameters' gradients ready in (the plan followed it).
+    pub ready: ReadyOrder,
 }
 
 /// One gradient bucket: a flat `f32` buffer reduced by one all-reduce.
@@ -113,6 +115,7 @@ impl Schedule {
                 kind: l.kind.clone(),
                 width: l.width,
                 params: l.params.iter().map(|p| ParamSpec::new(p.name.clone(), p.shape.clone())).collect(),
+                ready: l.ready,
                 flops_per_sample: l.flops_per_sample,
                 bucket_boundary: false,
             })

@@ -20,6 +20,36 @@ pub enum Width {
     Preserving,
 }
 
+/// The order in which backward makes a layer's parameter gradients ready, as PyTorch's autograd
+/// does for the same layer: it decides which bucket a parameter joins when a cap falls inside a
+/// layer, and so must agree with PyTorch's for the plan to be DDP's rebuilt buckets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ReadyOrder {
+    /// Last parameter first: `nn.Linear` readies its bias (a direct input of `AddmmBackward0`)
+    /// before its weight (behind `TBackward0`).
+    #[default]
+    Reverse,
+    /// First parameter first: `nn.LayerNorm` readies its weight before its bias (equal-priority
+    /// inputs of `NativeLayerNormBackward0`, taken in input order).
+    Definition,
+}
+
+impl ReadyOrder {
+    /// The parameter indices of a layer with `count` parameters, in ready order.
+    pub fn indices(self, count: usize) -> impl DoubleEndedIterator<Item = usize> + ExactSizeIterator {
+        (0..count).map(move |i| self.index(i, count))
+    }
+
+    /// The parameter that becomes ready `position`-th of `count` (a `const fn`, for the macro's
+    /// compile-time check of a layer type against its plan).
+    pub const fn index(self, position: usize, count: usize) -> usize {
+        match self {
+            ReadyOrder::Reverse => count - 1 - position,
+            ReadyOrder::Definition => position,
+        }
+    }
+}
+
 /// One parameter tensor of a layer, e.g. `weight` with shape `[out, in]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParamSpec {
@@ -53,6 +83,8 @@ pub struct LayerSpec {
     pub kind: Cow<'static, str>,
     pub width: Width,
     pub params: Vec<ParamSpec>,
+    /// The order backward makes `params`' gradients ready in.
+    pub ready: ReadyOrder,
     /// Forward floating-point operations per sample (backward is about twice that).
     pub flops_per_sample: u64,
     /// Start a new bucket at this layer's first parameter, whatever the caps say.
@@ -66,6 +98,7 @@ impl LayerSpec {
             kind: kind.into(),
             width,
             params: Vec::new(),
+            ready: ReadyOrder::Reverse,
             flops_per_sample: 0,
             bucket_boundary: false,
         }
@@ -78,6 +111,11 @@ impl LayerSpec {
 
     pub fn with_flops(mut self, flops_per_sample: u64) -> Self {
         self.flops_per_sample = flops_per_sample;
+        self
+    }
+
+    pub fn with_ready(mut self, ready: ReadyOrder) -> Self {
+        self.ready = ready;
         self
     }
 

@@ -36,7 +36,9 @@ pub use comm::{
 pub use data::{Batch, Dataset, SyntheticClassification};
 pub use error::{Error, Result};
 pub use init::InitRng;
-pub use layer::{layer_matches, DeviceOp, Gelu, Layer, LayerNorm, Linear, ParamDef, Relu, Sigmoid, Tanh, Width};
+pub use layer::{
+    layer_matches, DeviceOp, Gelu, Layer, LayerNorm, Linear, ParamDef, ReadyOrder, Relu, Sigmoid, Tanh, Width,
+};
 pub use loss::{CrossEntropyLoss, DeviceLoss, Loss, MseLoss};
 pub use model::{grad_scale, DistributedModel, GradientBuckets};
 pub use optim::{AdamW, Optimizer, Sgd};

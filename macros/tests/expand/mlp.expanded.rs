@@ -112,6 +112,7 @@ impl ::overlap::DistributedModel for Mlp {
                             },
                         ],
                     ),
+                    ready: ::overlap::plan::ReadyOrder::Reverse,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act1"),
@@ -119,6 +120,7 @@ impl ::overlap::DistributedModel for Mlp {
                     width: ::overlap::plan::Width::Preserving,
                     flops_per_sample: 2048,
                     params: ::overlap::__private::Cow::Borrowed(&[]),
+                    ready: ::overlap::plan::ReadyOrder::Reverse,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("fc2"),
@@ -146,6 +148,7 @@ impl ::overlap::DistributedModel for Mlp {
                             },
                         ],
                     ),
+                    ready: ::overlap::plan::ReadyOrder::Reverse,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act2"),
@@ -153,6 +156,7 @@ impl ::overlap::DistributedModel for Mlp {
                     width: ::overlap::plan::Width::Preserving,
                     flops_per_sample: 2048,
                     params: ::overlap::__private::Cow::Borrowed(&[]),
+                    ready: ::overlap::plan::ReadyOrder::Reverse,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("fc3"),
@@ -180,6 +184,7 @@ impl ::overlap::DistributedModel for Mlp {
                             },
                         ],
                     ),
+                    ready: ::overlap::plan::ReadyOrder::Reverse,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act3"),
@@ -187,6 +192,7 @@ impl ::overlap::DistributedModel for Mlp {
                     width: ::overlap::plan::Width::Preserving,
                     flops_per_sample: 2048,
                     params: ::overlap::__private::Cow::Borrowed(&[]),
+                    ready: ::overlap::plan::ReadyOrder::Reverse,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("head"),
@@ -214,6 +220,7 @@ impl ::overlap::DistributedModel for Mlp {
                             },
                         ],
                     ),
+                    ready: ::overlap::plan::ReadyOrder::Reverse,
                 },
             ],
         ),
@@ -746,39 +753,39 @@ impl ::overlap::ParamVecs for Mlp {
 const _: () = ::core::assert!(
     ::overlap::__private::layer_matches:: < Linear < 784, 2048 > >
     (::overlap::plan::Width::Fixed { input : 784, output : 2048 }, & [& [2048, 784], &
-    [2048]]),
-    "layer `fc1`: `Linear<784, 2048>` does not have the widths and parameter shapes the bucket schedule was planned with (see its `overlap::Layer` constants)"
+    [2048]], ::overlap::plan::ReadyOrder::Reverse),
+    "layer `fc1`: `Linear<784, 2048>` does not have the widths, parameter shapes and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
 );
 const _: () = ::core::assert!(
     ::overlap::__private::layer_matches:: < Relu > (::overlap::plan::Width::Preserving, &
-    []),
-    "layer `act1`: `Relu` does not have the widths and parameter shapes the bucket schedule was planned with (see its `overlap::Layer` constants)"
+    [], ::overlap::plan::ReadyOrder::Reverse),
+    "layer `act1`: `Relu` does not have the widths, parameter shapes and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
 );
 const _: () = ::core::assert!(
     ::overlap::__private::layer_matches:: < Linear < 2048, 2048 > >
     (::overlap::plan::Width::Fixed { input : 2048, output : 2048 }, & [& [2048, 2048], &
-    [2048]]),
-    "layer `fc2`: `Linear<2048, 2048>` does not have the widths and parameter shapes the bucket schedule was planned with (see its `overlap::Layer` constants)"
+    [2048]], ::overlap::plan::ReadyOrder::Reverse),
+    "layer `fc2`: `Linear<2048, 2048>` does not have the widths, parameter shapes and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
 );
 const _: () = ::core::assert!(
     ::overlap::__private::layer_matches:: < Relu > (::overlap::plan::Width::Preserving, &
-    []),
-    "layer `act2`: `Relu` does not have the widths and parameter shapes the bucket schedule was planned with (see its `overlap::Layer` constants)"
+    [], ::overlap::plan::ReadyOrder::Reverse),
+    "layer `act2`: `Relu` does not have the widths, parameter shapes and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
 );
 const _: () = ::core::assert!(
     ::overlap::__private::layer_matches:: < Linear < 2048, 2048 > >
     (::overlap::plan::Width::Fixed { input : 2048, output : 2048 }, & [& [2048, 2048], &
-    [2048]]),
-    "layer `fc3`: `Linear<2048, 2048>` does not have the widths and parameter shapes the bucket schedule was planned with (see its `overlap::Layer` constants)"
+    [2048]], ::overlap::plan::ReadyOrder::Reverse),
+    "layer `fc3`: `Linear<2048, 2048>` does not have the widths, parameter shapes and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
 );
 const _: () = ::core::assert!(
     ::overlap::__private::layer_matches:: < Relu > (::overlap::plan::Width::Preserving, &
-    []),
-    "layer `act3`: `Relu` does not have the widths and parameter shapes the bucket schedule was planned with (see its `overlap::Layer` constants)"
+    [], ::overlap::plan::ReadyOrder::Reverse),
+    "layer `act3`: `Relu` does not have the widths, parameter shapes and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
 );
 const _: () = ::core::assert!(
     ::overlap::__private::layer_matches:: < Linear < 2048, 10 > >
     (::overlap::plan::Width::Fixed { input : 2048, output : 10 }, & [& [10, 2048], &
-    [10]]),
-    "layer `head`: `Linear<2048, 10>` does not have the widths and parameter shapes the bucket schedule was planned with (see its `overlap::Layer` constants)"
+    [10]], ::overlap::plan::ReadyOrder::Reverse),
+    "layer `head`: `Linear<2048, 10>` does not have the widths, parameter shapes and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
 );

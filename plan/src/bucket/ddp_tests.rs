@@ -5,7 +5,7 @@
 
 use super::tests::{config, linear, member_names, mlp, relu};
 use super::*;
-use crate::spec::{Width, MIB};
+use crate::spec::{ReadyOrder, Width, MIB};
 
 /// `compute_bucket_assignment_by_size(tensors, bucket_size_limits, {}, tensor_indices)`: indices
 /// into `sizes`, bucket by bucket. The limit iterator starts at the first limit and advances
@@ -29,15 +29,38 @@ fn ddp_assignment(sizes: &[usize], limits: &[usize]) -> Vec<Vec<usize>> {
     result
 }
 
+/// The order PyTorch's autograd readies a layer's parameters in, by layer kind, as observed with
+/// `register_post_accumulate_grad_hook` (`bench/ready_order.py` prints it): `nn.Linear` readies
+/// its bias (the `addmm` input) before its weight (behind a transpose); `nn.LayerNorm` its weight
+/// before its bias (equal-priority inputs of `NativeLayerNormBackward0`, in input order). Kept
+/// apart from `LayerSpec::ready`, so that a spec with the wrong order fails here.
+fn pytorch_ready_names(kind: &str) -> &'static [&'static str] {
+    match kind.split('<').next().unwrap_or(kind) {
+        "Linear" => &["bias", "weight"],
+        "LayerNorm" => &["weight", "bias"],
+        _ => &[],
+    }
+}
+
+/// A layer's parameters in PyTorch's ready order; a kind with one parameter (or none) needs no
+/// table.
+fn pytorch_ready(l: &LayerSpec) -> Vec<&ParamSpec> {
+    if l.params.len() <= 1 {
+        return l.params.iter().collect();
+    }
+    let names = pytorch_ready_names(&l.kind);
+    assert_eq!(names.len(), l.params.len(), "no observed ready order for `{}`", l.kind);
+    names.iter().map(|n| l.params.iter().find(|p| p.name == *n).expect("a parameter of that name")).collect()
+}
+
 /// The order DDP's reducer records gradients in (`rebuilt_params_`) for these layers: the last
-/// layer first, each layer's parameters in reverse (autograd readies `nn.Linear`'s bias, the
-/// `addmm` input, before its weight, which goes through a transpose). Split at our boundaries,
+/// layer first, each layer's parameters in PyTorch's observed order. Split at our boundaries,
 /// which DDP does not have: each piece is assigned on its own, only the very first bucket with
 /// the first limit.
 fn ddp_rebuilt(layers: &[LayerSpec], first: usize, cap: usize) -> Vec<Vec<String>> {
     let mut pieces: Vec<Vec<(String, usize)>> = vec![Vec::new()];
     for l in layers.iter().rev() {
-        for p in l.params.iter().rev() {
+        for p in pytorch_ready(l) {
             pieces.last_mut().unwrap().push((format!("{}.{}", l.name, p.name), p.numel() * ELEM_BYTES));
         }
         if l.bucket_boundary {
@@ -152,7 +175,8 @@ fn custom_layer_matches_ddp_rebuilt_buckets() {
         linear("embed", 784, 256),
         LayerSpec::new("norm", "LayerNorm<256>", Width::Preserving)
             .with_param("weight", &[256])
-            .with_param("bias", &[256]),
+            .with_param("bias", &[256])
+            .with_ready(ReadyOrder::Definition),
         LayerSpec::new("act", "Gelu", Width::Preserving),
         LayerSpec::new("gain", "Gain<256>", Width::Fixed { input: 256, output: 256 }).with_param("gain", &[256]),
         linear("head", 256, 10).with_bucket_boundary(),
@@ -160,7 +184,7 @@ fn custom_layer_matches_ddp_rebuilt_buckets() {
     // head's 10 KiB end at its boundary; everything else (785 KiB) stays under 1 MiB. DDP alone
     // gives the same with a first bucket of 10 KiB.
     let expected: &[&[&str]] =
-        &[&["head.bias", "head.weight"], &["gain.gain", "norm.bias", "norm.weight", "embed.bias", "embed.weight"]];
+        &[&["head.bias", "head.weight"], &["gain.gain", "norm.weight", "norm.bias", "embed.bias", "embed.weight"]];
     check(&layers, MIB, MIB, expected);
     let unmarked: Vec<LayerSpec> = layers.iter().cloned().map(|l| LayerSpec { bucket_boundary: false, ..l }).collect();
     assert_eq!(ddp_rebuilt(&unmarked, 10 * 1024, MIB), expected);
@@ -177,6 +201,13 @@ fn a_boundary_splits_what_the_cap_would_keep_together() {
         &["fc1.bias", "fc1.weight"],
     ];
     check(&layers, MIB, 25 * MIB, expected);
+}
+
+fn layer_norm(name: &'static str, width: usize) -> LayerSpec {
+    LayerSpec::new(name, format!("LayerNorm<{width}>"), Width::Fixed { input: width, output: width })
+        .with_param("weight", &[width])
+        .with_param("bias", &[width])
+        .with_ready(ReadyOrder::Definition)
 }
 
 /// A small deterministic generator (64-bit LCG), so the property test needs no dependency.
@@ -196,8 +227,9 @@ fn random_models_match_ddp_in_both_orders() {
         let layers: Vec<LayerSpec> = (0..1 + rng.below(12))
             .map(|i| {
                 let name: &'static str = Box::leak(format!("l{i}").into_boxed_str());
-                match rng.below(3) {
+                match rng.below(4) {
                     0 => relu(name),
+                    1 => layer_norm(name, 1 + rng.below(300)),
                     _ => linear(name, 1 + rng.below(300), 1 + rng.below(300)),
                 }
             })

@@ -2,7 +2,7 @@
 //! widths and computation (`Layer`), what the device backends run for it (`DeviceOp`), and the
 //! compile-time check of a type against the layout the schedule was planned with.
 
-use overlap_plan::Width;
+use overlap_plan::{ReadyOrder, Width};
 
 use crate::init::InitRng;
 use crate::tensor::Matrix;
@@ -55,6 +55,11 @@ pub trait Layer: Sized + Send {
     const PARAMS: &'static [ParamDef];
     /// Input and output width, or `Preserving` for element-wise layers.
     const WIDTH: Width;
+    /// The order `backward` makes the parameters' gradients ready in: PyTorch autograd's for the
+    /// same layer (`Linear`: bias, then weight, the default; `LayerNorm`: weight, then bias), so
+    /// that the buckets planned from it are DDP's rebuilt buckets. `#[layer(ready = ...)]` states
+    /// it to the macro for a layer of one's own; the two are checked to agree at compile time.
+    const READY_ORDER: ReadyOrder = ReadyOrder::Reverse;
     /// Whatever `forward` saves for `backward` besides input and output (e.g. LayerNorm's
     /// per-row mean and reciprocal standard deviation).
     type Saved: Default + Send;
@@ -84,8 +89,7 @@ pub trait Layer: Sized + Send {
     /// layer of a model is not asked: nothing needs it). When `accumulate` is not set, `grads`
     /// hold zeros (a step starts from cleared gradients), so adding is as good as writing.
     ///
-    /// Gradients are produced last parameter first (reverse `PARAMS` order, as autograd readies
-    /// `nn.Linear`'s bias before its weight): the planner assigns them to buckets in the order
+    /// Gradients are produced in `READY_ORDER`: the planner assigns them to buckets in the order
     /// they become ready, layers in reverse and within a layer in that order. A bucket is
     /// launched only once the whole call has returned, so the order decides which bucket a
     /// parameter joins when a cap falls inside a layer, never what is computed.
@@ -102,9 +106,9 @@ pub trait Layer: Sized + Send {
     );
 }
 
-/// Compile-time check used by the macro: does `L` have exactly the widths and parameter shapes
-/// the schedule was planned with?
-pub const fn layer_matches<L: Layer>(width: Width, shapes: &[&[usize]]) -> bool {
+/// Compile-time check used by the macro: does `L` have exactly the widths, parameter shapes and
+/// ready order the schedule was planned with?
+pub const fn layer_matches<L: Layer>(width: Width, shapes: &[&[usize]], ready: ReadyOrder) -> bool {
     let same_width = match (L::WIDTH, width) {
         (Width::Preserving, Width::Preserving) => true,
         (Width::Fixed { input: a, output: b }, Width::Fixed { input: c, output: d }) => a == c && b == d,
@@ -115,6 +119,9 @@ pub const fn layer_matches<L: Layer>(width: Width, shapes: &[&[usize]]) -> bool 
     }
     let mut i = 0;
     while i < shapes.len() {
+        if L::READY_ORDER.index(i, shapes.len()) != ready.index(i, shapes.len()) {
+            return false;
+        }
         let (have, want) = (L::PARAMS[i].shape, shapes[i]);
         if have.len() != want.len() {
             return false;

@@ -151,17 +151,20 @@ fn sigmoid() {
 }
 
 #[test]
-fn layer_matches_checks_width_and_shapes() {
-    let fixed = Width::Fixed { input: 3, output: 2 };
-    assert!(layer_matches::<Linear<3, 2>>(fixed, &[&[2, 3], &[2]]));
-    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[&[3, 2], &[2]]));
-    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[&[2, 3]]));
-    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[&[2, 3], &[2, 1]]));
-    assert!(!layer_matches::<Linear<3, 2>>(Width::Fixed { input: 2, output: 3 }, &[&[2, 3], &[2]]));
-    assert!(!layer_matches::<Linear<3, 2>>(Width::Preserving, &[&[2, 3], &[2]]));
-    assert!(layer_matches::<LayerNorm<4>>(Width::Fixed { input: 4, output: 4 }, &[&[4], &[4]]));
-    assert!(layer_matches::<Relu>(Width::Preserving, &[]));
-    assert!(!layer_matches::<Gelu>(Width::Fixed { input: 3, output: 3 }, &[]));
+fn layer_matches_checks_width_shapes_and_ready_order() {
+    let (fixed, rev, def) = (Width::Fixed { input: 3, output: 2 }, ReadyOrder::Reverse, ReadyOrder::Definition);
+    assert!(layer_matches::<Linear<3, 2>>(fixed, &[&[2, 3], &[2]], rev));
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[&[2, 3], &[2]], def), "Linear readies bias first");
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[&[3, 2], &[2]], rev));
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[&[2, 3]], rev));
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[&[2, 3], &[2, 1]], rev));
+    assert!(!layer_matches::<Linear<3, 2>>(Width::Fixed { input: 2, output: 3 }, &[&[2, 3], &[2]], rev));
+    assert!(!layer_matches::<Linear<3, 2>>(Width::Preserving, &[&[2, 3], &[2]], rev));
+    let four = Width::Fixed { input: 4, output: 4 };
+    assert!(layer_matches::<LayerNorm<4>>(four, &[&[4], &[4]], def));
+    assert!(!layer_matches::<LayerNorm<4>>(four, &[&[4], &[4]], rev), "LayerNorm readies weight first");
+    assert!(layer_matches::<Relu>(Width::Preserving, &[], rev));
+    assert!(!layer_matches::<Gelu>(Width::Fixed { input: 3, output: 3 }, &[], rev));
 }
 
 #[test]

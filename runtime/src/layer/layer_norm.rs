@@ -1,7 +1,7 @@
 //! Layer normalisation over the feature dimension, with PyTorch's defaults (eps 1e-5,
 //! elementwise affine, weight ones, bias zeros).
 
-use overlap_plan::Width;
+use overlap_plan::{ReadyOrder, Width};
 
 use super::contract::{DeviceOp, Layer, ParamDef};
 use super::linear::column_sums;
@@ -46,6 +46,8 @@ impl<const D: usize> Layer for LayerNorm<D> {
     const PARAMS: &'static [ParamDef] =
         &[ParamDef { name: "weight", shape: &[D] }, ParamDef { name: "bias", shape: &[D] }];
     const WIDTH: Width = Width::Fixed { input: D, output: D };
+    /// `NativeLayerNormBackward0` readies weight, then bias (observed in PyTorch).
+    const READY_ORDER: ReadyOrder = ReadyOrder::Definition;
     type Saved = LayerNormSaved;
     const DEVICE_OP: DeviceOp = DeviceOp::LayerNorm { width: D };
 

@@ -15,7 +15,7 @@ pub use activation::{Gelu, Relu, Sigmoid, Tanh};
 pub use contract::{layer_matches, DeviceOp, Layer, ParamDef};
 pub use layer_norm::LayerNorm;
 pub use linear::Linear;
-pub use overlap_plan::Width;
+pub use overlap_plan::{ReadyOrder, Width};
 
 #[cfg(test)]
 mod gradcheck;

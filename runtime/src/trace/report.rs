@@ -369,7 +369,7 @@ impl fmt::Display for OverlapReport {
 mod tests {
     use super::*;
     use crate::trace::breakdown::BucketTiming;
-    use overlap_plan::{BucketInfo, BucketLimits, LayerInfo, ParamInfo, ParamRef, Width, WireFormat};
+    use overlap_plan::{BucketInfo, BucketLimits, LayerInfo, ParamInfo, ParamRef, ReadyOrder, Width, WireFormat};
     use std::borrow::Cow;
 
     const LAYERS: &[LayerInfo] = &[LayerInfo {
@@ -384,6 +384,7 @@ mod tests {
             bucket: 0,
             offset: 0,
         }]),
+        ready: ReadyOrder::Reverse,
     }];
     const BUCKETS: &[BucketInfo] = &[BucketInfo {
         params: Cow::Borrowed(&[ParamRef { layer: 0, param: 0 }]),

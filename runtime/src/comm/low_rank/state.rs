@@ -311,19 +311,10 @@ mod tests {
 
     #[test]
     fn a_rank_one_gradient_is_recovered_exactly_and_the_error_is_what_it_missed() {
-        use overlap_plan::{plan_buckets, BucketLimits, GradComm, LayerSpec, ParamSpec, Width};
-        use std::borrow::Cow;
-        let layer = LayerSpec {
-            name: Cow::Borrowed("fc"),
-            kind: Cow::Borrowed("Linear"),
-            width: Width::Fixed { input: 16, output: 8 },
-            params: vec![
-                ParamSpec::new(Cow::Borrowed("weight"), Cow::Owned(vec![8, 16])),
-                ParamSpec::new(Cow::Borrowed("bias"), Cow::Owned(vec![8])),
-            ],
-            flops_per_sample: 0,
-            bucket_boundary: false,
-        };
+        use overlap_plan::{plan_buckets, BucketLimits, GradComm, LayerSpec, Width};
+        let layer = LayerSpec::new("fc", "Linear", Width::Fixed { input: 16, output: 8 })
+            .with_param("weight", &[8, 16])
+            .with_param("bias", &[8]);
         let s = plan_buckets("M", &[layer], &BucketLimits::Unlimited)
             .unwrap()
             .with_grad_comm(GradComm::LowRank(LowRank::new(2, 0)));
