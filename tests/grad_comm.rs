@@ -71,6 +71,27 @@ fn one_process_sends_nothing_whatever_the_schedule_says() {
 }
 
 #[test]
+fn one_rank_under_mpirun_rounds_nothing() {
+    if !common::mpirun_available() {
+        return;
+    }
+    // Shared memory is refused on one rank; `--all-reduce auto` picks MPI there.
+    common::run_on_ranks("one_rank_trains_as_fp32", 1, "mpi", "overlap");
+}
+
+#[test]
+#[ignore = "runs under mpirun -n 1, started by one_rank_under_mpirun_rounds_nothing"]
+fn one_rank_trains_as_fp32() {
+    let comm = common::test_communicator();
+    assert_eq!(comm.world_size(), 1, "run under mpirun -n 1");
+    let narrow = train!(Narrow, NarrowWorkspace, &comm);
+    assert_eq!(narrow, train!(Plain, PlainWorkspace, &comm), "grad_comm = bf16 on one rank");
+    let mut comm = comm;
+    comm.set_wire_format(WireFormat::Fp16);
+    assert_eq!(train!(Plain, PlainWorkspace, &comm), narrow, "--grad-comm fp16 on one rank");
+}
+
+#[test]
 fn two_ranks_send_what_the_schedule_says() {
     if !common::mpirun_available() {
         return;

@@ -14,8 +14,8 @@
 //! that still overflows becomes ±inf; `--check-finite` turns it into `Error::WireOverflow`, and
 //! without the check it reaches the update, as a non-finite FP32 gradient would.
 //!
-//! With one rank (or `CommMode::Skip`) nothing is sent, so nothing is rounded: the results are
-//! FP32's, bit for bit.
+//! With one rank (one process, or `mpirun -n 1`; or `CommMode::Skip`) nothing is sent, so nothing
+//! is rounded: the results are FP32's, bit for bit.
 
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 use half::{bf16, f16};
