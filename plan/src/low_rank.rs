@@ -9,13 +9,17 @@
 pub struct LowRank {
     /// Columns of the factors: the rank of the approximation.
     pub rank: usize,
-    /// Steps sent uncompressed before compression starts (the paper's and PyTorch's warm-up).
+    /// Steps sent uncompressed before compression starts (PyTorch's `start_powerSGD_iter`).
     pub start_iter: u64,
 }
 
 impl LowRank {
-    /// Steps sent whole when `start_iter` is not given: enough for the first, largest
-    /// gradients to pass uncompressed, few enough for short runs to compress.
+    /// Steps sent whole when `start_iter` is not given. PyTorch's `PowerSGDState` defaults to
+    /// `start_powerSGD_iter = 1000` (its documentation suggests 10% of all steps); ours is 10,
+    /// the paper's setting and PyTorch's own before 1.10, because a schedule is compiled for
+    /// runs of any length and a default of 1000 would never compress a run shorter than that
+    /// (every example here). Long runs should set it: `powersgd(rank = 4, start_iter = 1000)`
+    /// is PyTorch's default behaviour.
     pub const DEFAULT_START_ITER: u64 = 10;
 
     /// The largest `rank` accepted: beyond it, factors rarely save anything.
@@ -27,8 +31,9 @@ impl LowRank {
 
     /// A parameter of `shape` as the matrix PowerSGD factorises, `(rows, cols)`: the first
     /// dimension by all the others. `None` (sent whole) for vectors and scalars, and for
-    /// matrices whose factors would take more than half their values (PyTorch's hook with its
-    /// default `min_compression_rate = 2`).
+    /// matrices whose factors would take half their values or more: PyTorch's `_should_compress`
+    /// with its default `min_compression_rate = 2` compresses only when `2 · (rows + cols) · rank
+    /// < rows · cols`, strictly.
     pub fn matrix(&self, shape: &[usize]) -> Option<(usize, usize)> {
         let (&rows, rest) = shape.split_first()?;
         if rest.is_empty() {
@@ -36,7 +41,7 @@ impl LowRank {
         }
         let cols = rest.iter().fold(1usize, |a, &d| a.saturating_mul(d));
         let factors = rows.saturating_add(cols).saturating_mul(self.rank);
-        (factors.saturating_mul(2) <= rows.saturating_mul(cols)).then_some((rows, cols))
+        (factors.saturating_mul(2) < rows.saturating_mul(cols)).then_some((rows, cols))
     }
 
     /// Values one rank sends for a parameter of `shape` per step: `(rows + cols) · rank` for a
@@ -70,8 +75,10 @@ mod tests {
         // 8 x 8 = 64 values; factors of rank 4 take 64: not worth it.
         assert_eq!(r4.matrix(&[8, 8]), None);
         assert_eq!(r4.wire_values(&[8, 8]), 64);
-        // 16 x 16 = 256; factors 128: exactly half, compressed.
-        assert_eq!(r4.matrix(&[16, 16]), Some((16, 16)));
+        // 16 x 16 = 256; factors 128: exactly half, sent whole (PyTorch's strict `<`).
+        assert_eq!(r4.matrix(&[16, 16]), None);
+        // 17 x 16 = 272; factors 132: compressed.
+        assert_eq!(r4.matrix(&[17, 16]), Some((17, 16)));
         // Higher dimensions: the first by the rest, as PyTorch's hook views a convolution.
         assert_eq!(r4.matrix(&[64, 3, 3, 32]), Some((64, 288)));
     }

@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use overlap_plan::{
     plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, BucketLimits, BucketOrder, GradComm, LayerSpec,
-    Link, Prediction, Profile, Schedule, StepCosts, Strategy, Target, WireFormat,
+    Link, Prediction, Profile, Schedule, StepCosts, Strategy, Target, WireFormat, DEFAULT_BUCKET_CAP_MB, MIB,
 };
 
 use crate::error::{Error, Result};
@@ -99,31 +99,58 @@ pub fn predictions(schedule: &Schedule, costs: &StepCosts, cluster: Cluster) -> 
     });
     let per_layer: Vec<LayerSpec> =
         specs.iter().map(|l| LayerSpec { bucket_boundary: !l.params.is_empty(), ..l.clone() }).collect();
-    let alternatives = [
-        ("DDP caps (25 MiB, first 1 MiB)", plan_buckets(&schedule.model, &specs, &BucketLimits::default()).ok()),
+    let mut alternatives = ddp_layouts(schedule, &specs);
+    alternatives.extend([
         (
-            // The same caps in DDP's first-iteration order: what DDP runs before it rebuilds.
-            "DDP first iteration (same caps)",
-            plan_buckets_in(&schedule.model, &specs, &BucketLimits::default(), BucketOrder::DdpFirstIteration).ok(),
-        ),
-        (
-            "auto (optimal for this cluster)",
+            "auto (optimal for this cluster)".to_string(),
             plan_auto(&schedule.model, &specs, &target, Strategy::Optimal).ok().map(|p| p.0),
         ),
-        ("MG-WFBP merge rule", plan_auto(&schedule.model, &specs, &target, Strategy::MgWfbp).ok().map(|p| p.0)),
-        ("one bucket per layer", plan_buckets(&schedule.model, &per_layer, &BucketLimits::Unlimited).ok()),
-        ("one bucket", plan_buckets(&schedule.model, &specs, &BucketLimits::Unlimited).ok()),
-    ];
+        (
+            "MG-WFBP merge rule".to_string(),
+            plan_auto(&schedule.model, &specs, &target, Strategy::MgWfbp).ok().map(|p| p.0),
+        ),
+        ("one bucket per layer".to_string(), plan_buckets(&schedule.model, &per_layer, &BucketLimits::Unlimited).ok()),
+    ]);
     for (name, plan) in alternatives {
         if let Some(plan) = plan {
             out.push((
-                name.to_string(),
+                name,
                 plan.buckets.len(),
                 sim(&plan.with_grad_comm(compiled.unwrap_or(GradComm::Format(WireFormat::Fp32)))),
             ));
         }
     }
     out
+}
+
+/// The layouts PyTorch DDP (2.3 and later) runs for this model, as `bench/ready_order.py`
+/// observes them: with default arguments, one bucket in the first iteration (since 1.12), then
+/// the rebuilt buckets in ready order, the first at 1 MiB and the rest at 25 MiB; with
+/// `bucket_cap_mb` given, the rebuilt first bucket at that cap too (since 2.3, PR #121640);
+/// with `find_unused_parameters=True`, a first iteration in definition order with the small
+/// first bucket launched last (what `bucket_order = ddp_first_iteration` compiles).
+fn ddp_layouts(schedule: &Schedule, specs: &[LayerSpec]) -> Vec<(String, Option<Schedule>)> {
+    let model = &schedule.model;
+    let defaults = BucketLimits::default();
+    let mut rows = vec![
+        ("DDP defaults, rebuilt (1 MiB, then 25 MiB)".to_string(), plan_buckets(model, specs, &defaults).ok()),
+        ("DDP defaults, step 1 (one bucket)".to_string(), plan_buckets(model, specs, &BucketLimits::Unlimited).ok()),
+    ];
+    if let BucketLimits::Capped { bucket_cap_bytes: cap, .. } = schedule.limits {
+        if cap != DEFAULT_BUCKET_CAP_MB * MIB {
+            let explicit = BucketLimits::Capped { first_bucket_bytes: cap, bucket_cap_bytes: cap };
+            let mb = cap as f64 / MIB as f64;
+            rows.push((
+                format!("DDP bucket_cap_mb={mb}, rebuilt (first too)"),
+                plan_buckets(model, specs, &explicit).ok(),
+            ));
+        }
+    }
+    rows.push((
+        "DDP find_unused_parameters, step 1".to_string(),
+        plan_buckets_in(model, specs, &defaults, BucketOrder::DdpFirstIteration).ok(),
+    ));
+    rows
 }
 
 /// The predictions as a table.
@@ -136,13 +163,13 @@ pub fn prediction_table(model: &str, cluster: Cluster, rows: &[(String, usize, P
     );
     let _ = writeln!(
         t,
-        "  {:<34}{:>8}{:>12}{:>14}{:>12}{:>12}",
+        "  {:<44}{:>8}{:>12}{:>14}{:>12}{:>12}",
         "plan", "buckets", "step ms", "all-reduce ms", "exposed ms", "efficiency"
     );
     for (name, buckets, p) in rows {
         let _ = writeln!(
             t,
-            "  {name:<34}{buckets:>8}{:>12.2}{:>14.2}{:>12.2}{:>11.1}%",
+            "  {name:<44}{buckets:>8}{:>12.2}{:>14.2}{:>12.2}{:>11.1}%",
             p.step_s * 1e3,
             p.comm_s * 1e3,
             p.exposed_s * 1e3,
@@ -186,6 +213,7 @@ mod tests {
         assert!(!wide.iter().any(|r| r.0 == "compiled, FP32 on the wire"), "an FP32 schedule has no such row");
         assert_eq!(step(&narrow, "compiled, FP32 on the wire"), step(&wide, "compiled (this binary)"));
         assert!(step(&narrow, "compiled (this binary)") < step(&wide, "compiled (this binary)"));
-        assert!(step(&narrow, "one bucket") < step(&wide, "one bucket"), "alternatives send bf16 too");
+        let one = "DDP defaults, step 1 (one bucket)";
+        assert!(step(&narrow, one) < step(&wide, one), "alternatives send bf16 too");
     }
 }

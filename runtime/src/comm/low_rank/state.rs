@@ -10,9 +10,6 @@ use super::super::lent::Lent;
 use super::kernels::{self, GROUP};
 use crate::init::InitRng;
 
-/// Added to a column's norm before dividing by it: a zero column stays finite.
-const EPSILON: f32 = 1e-8;
-
 /// One factorised matrix of the bucket.
 #[derive(Clone, Debug, PartialEq)]
 struct Factorised {
@@ -132,12 +129,20 @@ impl LowRankState {
         self.steps > self.spec.start_iter
     }
 
-    /// P = M·Q into the P message (M: the bucket, gradients plus errors), with the values sent
-    /// whole after the factors. Returns the P message, ready to be summed.
+    /// Orthogonalises each Q (the warm start: last step's sum, or the first pseudo-random one),
+    /// then P = M·Q into the P message (M: the bucket, gradients plus errors), with the values
+    /// sent whole after the factors. Returns the P message, ready to be summed.
+    ///
+    /// Q is orthogonalised first as PyTorch's hook does: the summed Q scales with world·σ², so
+    /// P = M·Q with it as is would scale with σ⁴ and lose small gradients' directions to rounding.
     pub(super) fn compress(&mut self, grads: &[f32]) -> Vec<f32> {
         let r = self.spec.rank;
         let mut p_message = self.p_message.take().expect("P is home between steps");
-        let q_message = self.q_message.as_ref().expect("Q is home between steps");
+        let q_message = self.q_message.as_mut().expect("Q is home between steps");
+        for m in &self.matrices {
+            // Stored transposed: column c of Q is row c of Qᵀ.
+            orthogonalise(&mut q_message[m.q(r)], m.cols, r, |i, c| c * m.cols + i);
+        }
         let p = &mut p_message[..];
         for m in &self.matrices {
             let qt = &q_message[m.q(r)];
@@ -163,7 +168,7 @@ impl LowRankState {
         let r = self.spec.rank;
         let mut q_message = self.q_message.take().expect("Q is home until the turnaround");
         for m in &self.matrices {
-            orthogonalise(&mut p_message[m.p(r)], m.rows, r);
+            orthogonalise(&mut p_message[m.p(r)], m.rows, r, |i, c| i * r + c);
             let qt = &mut q_message[m.q(r)];
             qt.fill(0.0);
             for (g, p) in grads[m.gradient()].chunks_exact(m.cols).zip(p_message[m.p(r)].chunks_exact(r)) {
@@ -273,34 +278,40 @@ fn rows_mut(values: &mut [f32], cols: usize) -> [&mut [f32]; GROUP] {
     std::array::from_fn(|_| each.next().expect("GROUP rows"))
 }
 
-/// Gram-Schmidt, with re-orthogonalisation, on the `rank` columns of the row-major `rows x rank` matrix `p`, in place:
-/// orthonormal columns spanning what P's did (a zero column stays zero). Accumulates in f64, so
-/// every rank, starting from the same sums, ends with the same bits.
-fn orthogonalise(p: &mut [f32], rows: usize, rank: usize) {
-    debug_assert_eq!(p.len(), rows * rank);
+/// Gram-Schmidt, with re-orthogonalisation, on the `rank` columns of a `rows x rank` matrix
+/// whose element `(i, c)` is `m[at(i, c)]`, in place: orthonormal columns spanning what they did.
+/// A zero column stays zero (PyTorch's hook, with its default `orthogonalization_epsilon = 0`,
+/// divides by the exact norm and fills a zero column with zeros; no ε is added, so a column of
+/// small values is normalised like any other). Accumulates in f64, so every rank, starting from
+/// the same sums, ends with the same bits.
+fn orthogonalise(m: &mut [f32], rows: usize, rank: usize, at: impl Fn(usize, usize) -> usize) {
+    debug_assert_eq!(m.len(), rows * rank);
     for c in 0..rank {
         // Twice: a column (nearly) in the span of the previous ones leaves a residual of rounding
         // errors, which one pass leaves far from orthogonal to them; the second pass makes it so.
         for prev in (0..c).chain(0..c) {
-            let dot: f64 = p.chunks_exact(rank).map(|row| f64::from(row[c]) * f64::from(row[prev])).sum();
+            let dot: f64 = (0..rows).map(|i| f64::from(m[at(i, c)]) * f64::from(m[at(i, prev)])).sum();
             let dot = dot as f32;
-            p.chunks_exact_mut(rank).for_each(|row| row[c] -= dot * row[prev]);
+            (0..rows).for_each(|i| m[at(i, c)] -= dot * m[at(i, prev)]);
         }
-        let norm: f64 = p.chunks_exact(rank).map(|row| f64::from(row[c]).powi(2)).sum();
-        let scale = 1.0 / (norm.sqrt() as f32 + EPSILON);
-        p.chunks_exact_mut(rank).for_each(|row| row[c] *= scale);
+        let norm = (0..rows).map(|i| f64::from(m[at(i, c)]).powi(2)).sum::<f64>().sqrt();
+        if norm > 0.0 {
+            (0..rows).for_each(|i| m[at(i, c)] = (f64::from(m[at(i, c)]) / norm) as f32);
+        }
     }
 }
 
+#[cfg(test)]
+mod reference_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn orthogonalised_columns_are_orthonormal_and_a_zero_column_stays_finite() {
+    fn orthogonalised_columns_are_orthonormal_and_a_zero_column_stays_zero() {
         // 4 x 3, row-major; the third column is zero.
         let mut p = vec![1.0, 2.0, 0.0, 3.0, 1.0, 0.0, 0.0, 1.0, 0.0, 2.0, 5.0, 0.0];
-        orthogonalise(&mut p, 4, 3);
+        orthogonalise(&mut p, 4, 3, |i, c| i * 3 + c);
         let col = |c: usize| p.chunks_exact(3).map(|r| r[c]).collect::<Vec<f32>>();
         let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
         assert!((dot(&col(0), &col(0)) - 1.0).abs() < 1e-6);
