@@ -38,14 +38,16 @@ use proc_macro::TokenStream;
 /// Built-in layers (`Linear<IN, OUT>`, `LayerNorm<D>`, `Relu`, `Gelu`, `Tanh`, `Sigmoid`) are
 /// read from the type; any other type needs
 /// `#[layer(input = N, output = M, params(weight = [M, N], bias = [M]))]` (omit `input` and
-/// `output` for width-preserving layers), which is checked at compile time against the type's
-/// `overlap::Layer` constants.
+/// `output` for width-preserving layers; add `ready = definition` when the first parameter's
+/// gradient is ready first, as `nn.LayerNorm`'s), which is checked at compile time against the
+/// type's `overlap::Layer` constants (`PARAMS`, `WIDTH`, `READY_ORDER`).
 ///
 /// Parameters are assigned to buckets in the order backward produces their gradients (the last
-/// layer first), each bucket closed once it reaches its cap (the first at `first_bucket_mb`),
-/// and launched in that order: PyTorch DDP's buckets after its first iteration.
-/// `bucket_order = ddp_first_iteration` gives DDP's first-iteration buckets instead (definition
-/// order, launched in reverse), for comparison.
+/// layer first, each layer's parameters in its `READY_ORDER`), each bucket closed once it
+/// reaches its cap (the first at `first_bucket_mb`), and launched in that order: PyTorch DDP's
+/// buckets after its first iteration. `bucket_order = ddp_first_iteration` gives the buckets of
+/// DDP's first iteration with `find_unused_parameters=True` instead (definition order, launched
+/// in reverse), for comparison.
 ///
 /// Instead of size caps, `buckets = auto(link = "ib-hdr", world = 64)` (optionally `batch`,
 /// `gflops`) chooses the bucket boundaries that minimise the simulated step on that cluster, and
