@@ -63,7 +63,7 @@ pub enum Error {
     Dataset(String),
     #[error(
         "stopped by {} after step {step}: {}",
-        crate::train::signal_name(*signal),
+        signal_name(*signal),
         checkpoint.as_ref().map_or("no checkpoint (the run does not save)".into(),
             |c| format!("checkpoint {}, resume with --resume", c.display()))
     )]
@@ -75,3 +75,12 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `SIGTERM`, `SIGINT`, or the number: how `Error::Stopped` and the stop message name a signal.
+pub fn signal_name(signal: i32) -> String {
+    match signal {
+        signal_hook::consts::SIGTERM => "SIGTERM".into(),
+        signal_hook::consts::SIGINT => "SIGINT".into(),
+        other => format!("signal {other}"),
+    }
+}

@@ -1,9 +1,11 @@
 //! Runtime of `overlap`: tensors, layers, losses, optimizers, communicators, and the contract
 //! (`DistributedModel`) that `#[distributed_model]` implements.
 
+pub(crate) mod backend;
 pub mod blas_core;
 pub mod checkpoint;
 pub mod comm;
+pub mod config;
 pub mod console;
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -5,14 +5,15 @@
 //! `DEFAULT_WINDOW`), outside the timed steps, so no rank's buffer grows with the run's length;
 //! rank 0 keeps per-step breakdowns, and raw spans only when a trace file was asked for.
 
+use std::path::PathBuf;
+
 use overlap_plan::{sim_buckets, simulate, Link, Schedule, StepCosts, Width, ELEM_BYTES};
 
 use crate::comm::{CommMode, Communicator, Transport};
 use crate::console;
 use crate::error::Result;
-use crate::profile;
+use crate::profile::{self, Cluster};
 use crate::trace::{self, Memory, OverlapReport, PredictedStep, RunInfo, Span, StepBreakdown};
-use crate::train::config::{ObserveConfig, ReportFormat, TrainConfig};
 
 /// Steps between gathers when no `--report-every` is given.
 const DEFAULT_WINDOW: u64 = 100;
@@ -22,6 +23,45 @@ const DEFAULT_WINDOW: u64 = 100;
 const RESERVED_SPANS: usize = 1 << 18;
 
 /// The size of the run being observed: for the recording buffers and the memory estimate.
+/// How the overlap report is printed (rank 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ReportFormat {
+    /// A table for people.
+    #[default]
+    Text,
+    /// One JSON document per report on stdout, for scripts (log lines then go to stderr).
+    Json,
+    /// No report (and no recording unless a trace or timeline asks for it).
+    Off,
+}
+
+/// What a run records and writes about itself (see `observe`).
+#[derive(Clone, Debug, Default)]
+pub struct ObserveConfig {
+    pub report: ReportFormat,
+    /// Also print the report every N steps, over those N steps.
+    pub report_every: Option<u64>,
+    /// Every rank's spans as one Chrome trace-event file.
+    pub trace: Option<PathBuf>,
+    /// One representative step as an SVG timeline.
+    pub timeline: Option<PathBuf>,
+    /// The measured per-layer times, as a profile for `buckets = profile("FILE")`.
+    pub write_profile: Option<PathBuf>,
+    /// Clusters to predict this model's step on, from the times measured in this run.
+    pub simulate: Vec<Cluster>,
+}
+
+impl ObserveConfig {
+    /// Whether anything needs the spans recorded.
+    pub fn records(&self) -> bool {
+        self.report != ReportFormat::Off
+            || self.trace.is_some()
+            || self.timeline.is_some()
+            || self.write_profile.is_some()
+            || !self.simulate.is_empty()
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 pub struct RunShape {
     pub steps: u64,
@@ -31,17 +71,7 @@ pub struct RunShape {
     pub optimizer_buffers: usize,
 }
 
-impl RunShape {
-    /// The size of the run `config` describes.
-    pub fn of(config: &TrainConfig) -> Self {
-        RunShape {
-            steps: config.steps,
-            batch: config.batch,
-            accumulate: config.accumulate,
-            optimizer_buffers: config.optimizer.buffers_per_param(),
-        }
-    }
-}
+impl RunShape {}
 
 pub struct Observer<'a> {
     config: &'a ObserveConfig,

@@ -36,6 +36,21 @@ impl Graph {
         }
     }
 
+    /// The same imports between groups of files: each file's node becomes `group(name)`'s (files
+    /// whose group is `None` are left out), and imports inside a group vanish.
+    pub fn grouped(&self, group: impl Fn(&str) -> Option<String>) -> Graph {
+        let mut out = Graph::default();
+        let nodes: Vec<Option<usize>> = self.names.iter().map(|n| group(n).map(|g| out.node(&g))).collect();
+        for (from, edges) in self.edges.iter().enumerate() {
+            for (&to, path) in edges {
+                if let (Some(a), Some(b)) = (nodes[from], nodes[to]) {
+                    out.import(a, b, path.clone());
+                }
+            }
+        }
+        out
+    }
+
     /// Each group of files that reach each other through their imports; empty when no file is
     /// imported back by a file it imports.
     pub fn cycles(&self) -> Vec<Cycle> {

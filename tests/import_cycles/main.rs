@@ -31,6 +31,20 @@ fn no_file_imports_a_file_that_imports_it_back() {
     assert!(cycles.is_empty(), "import cycles between files:\n  {}", cycles.join("\n  "));
 }
 
+/// The training loop drives the devices and the devices implement the loop's step contract: the
+/// contract and a run's settings sit below both (`backend.rs`, `config.rs`), so that neither
+/// folder imports the other back, through any of their files.
+#[test]
+fn the_training_loop_and_the_devices_do_not_import_each_other() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files = scan::crate_graph(&root.join("runtime/src"), root);
+    let folders = files.grouped(|name| {
+        ["runtime/src/train/", "runtime/src/cuda/"].iter().find(|f| name.starts_with(**f)).map(|f| f.to_string())
+    });
+    let cycles: Vec<String> = folders.cycles().iter().map(|c| folders.describe(c)).collect();
+    assert!(cycles.is_empty(), "train/ and cuda/ import each other:\n  {}", cycles.join("\n  "));
+}
+
 /// A crate of `files` (path under `src/`, contents), written to a temporary folder: the cycles
 /// the scan finds in it, described.
 fn cycles_in(files: &[(&str, &str)]) -> Vec<String> {
@@ -53,6 +67,17 @@ fn a_cycle_through_a_use_a_path_in_code_and_a_macro_is_found() {
         ("c.rs", "pub fn g() { println!(\"{:?}\", crate::a::h()) }\n"),
     ]);
     assert_eq!(cycles, ["src/a.rs -> src/b.rs (crate::b::Thing) -> src/c.rs (super::c::g) -> src/a.rs (crate::a::h)"]);
+}
+
+#[test]
+fn a_path_inside_an_attribute_is_an_import() {
+    // As `thiserror`'s `#[error(...)]` calling a function of a module that uses the error.
+    let error = "#[derive(Debug)]\npub enum Error {\n    #[error(\"stopped by {}\", crate::train::signal_name(*signal))]\n    Stopped { signal: i32 },\n}\n";
+    let train = "use crate::error::Error;\npub fn signal_name(s: i32) -> String { s.to_string() }\npub fn fit() -> Result<(), Error> { Ok(()) }\n";
+    assert_eq!(
+        cycles_in(&[("lib.rs", "mod error;\nmod train;\n"), ("error.rs", error), ("train.rs", train)]),
+        ["src/error.rs -> src/train.rs (crate::train::signal_name) -> src/error.rs (crate::error::Error)"]
+    );
 }
 
 #[test]

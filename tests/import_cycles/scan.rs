@@ -2,7 +2,8 @@
 //!
 //! A file imports another when it names a path into it: a `use` (`use crate::a::X`,
 //! `use super::{b, c}`, `pub use child::Y`), or a path in code, types or a macro's tokens
-//! (`crate::a::f()`, `super::X`, `$crate::a::m!`). A path lands in the deepest module of it that
+//! (`crate::a::f()`, `super::X`, `$crate::a::m!`), an attribute's arguments included
+//! (`#[error("{}", crate::a::name(..))]`). A path lands in the deepest module of it that
 //! exists: `crate::a::b::X` is in `a/b.rs` when that file exists, else in `a.rs`, and
 //! `crate::X` in the crate root. Declaring a child module (`mod a;`) is no import of it, but a
 //! child naming its parent's items is an import of the parent. Inline modules (`mod tests {..}`)
@@ -241,6 +242,14 @@ impl<'ast> Visit<'ast> for Paths {
             self.add(path.segments.iter().map(|s| s.ident.to_string()).collect());
         }
         syn::visit::visit_path(self, path);
+    }
+
+    /// An attribute's arguments are tokens too (`#[error("{}", crate::a::name(..))]`).
+    fn visit_attribute(&mut self, a: &'ast syn::Attribute) {
+        syn::visit::visit_attribute(self, a);
+        if let syn::Meta::List(list) = &a.meta {
+            self.tokens(list.tokens.clone());
+        }
     }
 
     fn visit_macro(&mut self, m: &'ast syn::Macro) {

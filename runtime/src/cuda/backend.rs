@@ -7,14 +7,14 @@ use super::model::{check_supported, GpuModel};
 use super::nccl::{GpuComm, GpuInFlight};
 use super::optim::GpuOptimizer;
 use super::timing::Timeline;
+use crate::backend::StepBackend;
 use crate::comm::{CommMode, Communicator};
+use crate::config::TrainConfig;
 use crate::data::Batch;
 use crate::error::{Error, Result};
 use crate::loss::{DeviceLoss, Loss};
 use crate::model::{grad_scale, DistributedModel};
 use crate::optim::ChosenOptimizer;
-use crate::train::backend::StepBackend;
-use crate::train::config::TrainConfig;
 
 /// What opening the GPU backend needs besides the model.
 pub struct GpuSetup<'a> {

@@ -36,7 +36,7 @@ impl GpuOptimizer {
 
     /// The optimizer `chosen` describes, with its step count but none of its buffers (those go
     /// to the device with `ParamState::upload`).
-    pub fn like(chosen: &ChosenOptimizer, config: &crate::train::config::OptimizerConfig) -> Self {
+    pub fn like(chosen: &ChosenOptimizer, config: &crate::config::OptimizerConfig) -> Self {
         let mut fresh = config.build();
         if let Some(step) = chosen.step_count() {
             fresh.set_step_count(step);

@@ -6,8 +6,6 @@
 //! The facade's crate documentation (`overlap`) shows a whole run: a model, a loss and a
 //! dataset of one's own, fitted by a `Trainer`.
 
-pub(crate) mod backend;
-pub mod config;
 mod preflight;
 mod progress;
 mod stop;
@@ -24,18 +22,19 @@ use crate::error::{Error, Result};
 use crate::fault;
 use crate::loss::Loss;
 use crate::model::DistributedModel;
-use crate::observe::{Observer, RunShape};
+use crate::observe::Observer;
 use crate::optim::ChosenOptimizer;
 use crate::params_file::save_params;
 use crate::profile::Cluster;
 use crate::trace;
 
-use backend::{CpuBackend, StepBackend};
-pub use config::{Device, ObserveConfig, OptimizerConfig, OptimizerKind, ReportFormat, SaveConfig, TrainConfig};
+use crate::backend::{CpuBackend, StepBackend};
+pub use crate::config::{Device, OptimizerConfig, OptimizerKind, SaveConfig, TrainConfig};
+pub use crate::error::signal_name;
+pub use crate::observe::{ObserveConfig, ReportFormat};
 use preflight::{check, claim_outputs, resume};
 pub use preflight::{io_widths, on_rank0};
 pub use progress::{NoProgress, Progress};
-pub use stop::signal_name;
 use summary::LossLog;
 pub use summary::TrainSummary;
 
@@ -272,7 +271,7 @@ impl Run<'_> {
         }
         let (rank, world) = (comm.rank(), comm.world_size());
         let schedule = M::SCHEDULE;
-        let mut observer = Observer::start(&config.observe, RunShape::of(config), comm, schedule.clone())?;
+        let mut observer = Observer::start(&config.observe, config.run_shape(), comm, schedule.clone())?;
         if let Some(device) = backend.describe() {
             observer.say(&format!("training {} on {device} per rank", schedule.model));
         }

@@ -4,13 +4,12 @@
 
 use overlap_plan::{Schedule, Width};
 
-use super::config::{Device, TrainConfig};
 use crate::checkpoint::{self, Position};
 use crate::comm::Communicator;
+use crate::config::{Device, TrainConfig};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::model::DistributedModel;
-use crate::observe::RunShape;
 use crate::optim::ChosenOptimizer;
 
 /// Settings that cannot run on `world` ranks, and a dataset that does not fit the model, refused
@@ -62,7 +61,7 @@ pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Datas
 /// activations cannot fit in the memory this machine has available (or in any address space).
 fn check_memory(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
     const GIB: f64 = (1u64 << 30) as f64;
-    let needed = crate::observe::needed_bytes(schedule, &RunShape::of(config));
+    let needed = crate::observe::needed_bytes(schedule, &config.run_shape());
     let available = crate::observe::available_bytes();
     match (needed, available) {
         (None, _) => Err(Error::Config(format!(
@@ -87,7 +86,7 @@ fn check_recording(config: &TrainConfig, schedule: &Schedule, world: usize) -> R
     if !config.observe.records() {
         return Ok(());
     }
-    let needs = crate::observe::recording_bytes(&config.observe, schedule, &RunShape::of(config), world);
+    let needs = crate::observe::recording_bytes(&config.observe, schedule, &config.run_shape(), world);
     let available = crate::observe::available_bytes();
     let beyond = |bytes: Option<u64>| match (bytes, available) {
         (None, _) => Some("more memory than any machine can address".to_string()),

@@ -97,12 +97,3 @@ impl Drop for StopSignals {
         self.flags.outside_a_run.store(true, Ordering::SeqCst);
     }
 }
-
-/// `SIGTERM`, `SIGINT`, or the number.
-pub fn signal_name(signal: i32) -> String {
-    match signal {
-        SIGTERM => "SIGTERM".into(),
-        SIGINT => "SIGINT".into(),
-        other => format!("signal {other}"),
-    }
-}

@@ -2,8 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::config::TrainConfig;
 use crate::comm::{CommMode, Communicator};
+use crate::config::TrainConfig;
 use crate::error::Result;
 
 /// What a run did, as rank 0 reports it.

@@ -1,6 +1,9 @@
 //! One training step's work on a device, behind one contract, so that the `Trainer` has one loop
 //! for the CPU and the GPU. The CPU side is the code `#[distributed_model]` emitted; the GPU
-//! side (`cuda::GpuBackend`) executes the same compiled schedule with kernels and NCCL.
+//! side (`cuda::GpuBackend`) executes the same compiled schedule with kernels and NCCL. The
+//! contract sits below both the training loop (`train`, which drives it) and the devices (which
+//! implement it), as candle keeps `BackendDevice` below its devices: neither imports the other
+//! back.
 
 use overlap_plan::Schedule;
 

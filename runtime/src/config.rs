@@ -1,10 +1,11 @@
 //! The plain settings of a training run. The `Trainer`'s builder fills them; the command line
-//! fills them from its flags. Nothing here knows about either.
+//! fills them from its flags. Nothing here knows about either, and the devices (`backend`,
+//! `cuda`) read them without reaching into the training loop.
 
 use std::path::PathBuf;
 
+use crate::observe::{ObserveConfig, RunShape};
 use crate::optim::{AdamW, ChosenOptimizer, Sgd};
-use crate::profile::Cluster;
 
 /// Which update rule, with PyTorch's defaults for what is left unset. The numbers are f64, as
 /// PyTorch's Python floats are: AdamW computes its coefficients from them in f64 (`AdamWStep`).
@@ -100,45 +101,6 @@ impl OptimizerConfig {
     }
 }
 
-/// How the overlap report is printed (rank 0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum ReportFormat {
-    /// A table for people.
-    #[default]
-    Text,
-    /// One JSON document per report on stdout, for scripts (log lines then go to stderr).
-    Json,
-    /// No report (and no recording unless a trace or timeline asks for it).
-    Off,
-}
-
-/// What a run records and writes about itself (see `observe`).
-#[derive(Clone, Debug, Default)]
-pub struct ObserveConfig {
-    pub report: ReportFormat,
-    /// Also print the report every N steps, over those N steps.
-    pub report_every: Option<u64>,
-    /// Every rank's spans as one Chrome trace-event file.
-    pub trace: Option<PathBuf>,
-    /// One representative step as an SVG timeline.
-    pub timeline: Option<PathBuf>,
-    /// The measured per-layer times, as a profile for `buckets = profile("FILE")`.
-    pub write_profile: Option<PathBuf>,
-    /// Clusters to predict this model's step on, from the times measured in this run.
-    pub simulate: Vec<Cluster>,
-}
-
-impl ObserveConfig {
-    /// Whether anything needs the spans recorded.
-    pub fn records(&self) -> bool {
-        self.report != ReportFormat::Off
-            || self.trace.is_some()
-            || self.timeline.is_some()
-            || self.write_profile.is_some()
-            || !self.simulate.is_empty()
-    }
-}
-
 /// Checkpoints: where, and how often.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SaveConfig {
@@ -212,6 +174,16 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
+    /// The size of the run this describes, as observation budgets it.
+    pub fn run_shape(&self) -> RunShape {
+        RunShape {
+            steps: self.steps,
+            batch: self.batch,
+            accumulate: self.accumulate,
+            optimizer_buffers: self.optimizer.buffers_per_param(),
+        }
+    }
+
     /// Samples per optimizer step over all ranks.
     pub fn global_batch(&self, world_size: usize) -> u64 {
         (self.batch as u64).saturating_mul(self.accumulate as u64).saturating_mul(world_size as u64)
