@@ -1,7 +1,7 @@
 # Entry points, as the README documents:
 #   make example   trains the mlp example on 2 ranks under mpirun
 #   make test      formatting, lints and every test of every crate (CI runs this)
-#   make bench     the performance benchmark (bench/run.py; PyTorch rows when torch is importable)
+#   make bench     the performance benchmark (compare/run.py; PyTorch rows when torch is importable)
 #   make gpu-bundle  target/gpu-bundle.tar.gz, for scripts/gpu-check.sh on a GPU machine
 #   make bad-inputs  about 110 adversarial inputs against the example binaries (not part of make test)
 # They install the Debian packages they need when missing (as root, or with sudo).
@@ -71,18 +71,18 @@ TORCH_PYTHON ?= python3
 bench: deps
 	cargo build --release --examples
 	# The planner's assumptions observed in PyTorch (ready order, DDP's buckets); skipped without torch.
-	$(TORCH_PYTHON) bench/ready_order.py
-	TORCH_PYTHON=$(TORCH_PYTHON) python3 bench/run.py $(BENCH_ARGS)
+	$(TORCH_PYTHON) compare/ready_order.py
+	TORCH_PYTHON=$(TORCH_PYTHON) python3 compare/run.py $(BENCH_ARGS)
 	# bf16 and fp16 gradients against FP32 under emulated links (step ratios, bytes on the wire).
-	python3 bench/wire.py
+	python3 compare/wire.py
 	# The timing claims make test leaves out: overlap hidden on an emulated link, the simulator's
 	# error, the profile-guided plan against DDP's caps (each prints its numbers and targets).
 	cargo test --release --test trace --test simulator -- --ignored --nocapture --test-threads 1
 
-# Adversarial inputs (scripts/bad-inputs.py): flags, files, checkpoints, closed pipes and signals
+# Adversarial inputs (tests/adversarial/bad_inputs.py): flags, files, checkpoints, closed pipes and signals
 # against the debug examples. Prints a Markdown table of the outcomes and fails on a panic, a
 # hang, a lost result or an outcome other than the one its case expects. BAD_INPUTS_ARGS: e.g.
 # --only signal, --markdown bad-inputs.md.
 bad-inputs: deps
 	cargo build --examples
-	python3 scripts/bad-inputs.py $(BAD_INPUTS_ARGS)
+	python3 tests/adversarial/bad_inputs.py $(BAD_INPUTS_ARGS)

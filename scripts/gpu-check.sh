@@ -103,8 +103,8 @@ pytorch() {
     "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
         { echo "skipped: PyTorch with CUDA is not importable by $PYTHON"; return 0; }
     local single ddp
-    single=$("$PYTHON" "$root/bench/ddp_peer.py" --single --device cuda --steps "$STEPS" | tail -1) || return 1
-    ddp=$("$PYTHON" "$root/bench/ddp_peer.py" --device cuda --steps "$STEPS" | tail -1) || return 1
+    single=$("$PYTHON" "$root/compare/ddp_peer.py" --single --device cuda --steps "$STEPS" | tail -1) || return 1
+    ddp=$("$PYTHON" "$root/compare/ddp_peer.py" --device cuda --steps "$STEPS" | tail -1) || return 1
     echo "PyTorch, one process: $single"
     echo "PyTorch DDP, NCCL, world size 1: $ddp"
     ours_ms=$(grep -h '"step_ms"' "$out/mlp.txt" | tail -1 | "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["step_ms"])' 2>/dev/null)

@@ -15,7 +15,7 @@
 //!
 //! A compile-time planner knows the ready order exactly: layers in reverse, and within a layer
 //! its parameters in the layer's `READY_ORDER` (the `Layer` contract; observed in PyTorch by
-//! `bench/ready_order.py`). So
+//! `compare/ready_order.py`). So
 //! [`plan_buckets`] gives DDP's rebuilt buckets from step 1: the small first bucket holds the
 //! first gradients to be ready and is launched first, so communication starts as backward does.
 //! DDP's iteration-1 rule stays available as [`BucketOrder::DdpFirstIteration`], for comparison.

@@ -123,7 +123,7 @@ pub fn predictions(schedule: &Schedule, costs: &StepCosts, cluster: Cluster) -> 
     out
 }
 
-/// The layouts PyTorch DDP (2.3 and later) runs for this model, as `bench/ready_order.py`
+/// The layouts PyTorch DDP (2.3 and later) runs for this model, as `compare/ready_order.py`
 /// observes them: with default arguments, one bucket in the first iteration (since 1.12), then
 /// the rebuilt buckets in ready order, the first at 1 MiB and the rest at 25 MiB; with
 /// `bucket_cap_mb` given, the rebuilt first bucket at that cap too (since 2.3, PR #121640);

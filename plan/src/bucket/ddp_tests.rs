@@ -30,7 +30,7 @@ fn ddp_assignment(sizes: &[usize], limits: &[usize]) -> Vec<Vec<usize>> {
 }
 
 /// The order PyTorch's autograd readies a layer's parameters in, by layer kind, as observed with
-/// `register_post_accumulate_grad_hook` (`bench/ready_order.py` prints it): `nn.Linear` readies
+/// `register_post_accumulate_grad_hook` (`compare/ready_order.py` prints it): `nn.Linear` readies
 /// its bias (the `addmm` input) before its weight (behind a transpose); `nn.LayerNorm` its weight
 /// before its bias (equal-priority inputs of `NativeLayerNormBackward0`, in input order). Kept
 /// apart from `LayerSpec::ready`, so that a spec with the wrong order fails here.

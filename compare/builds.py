@@ -1,9 +1,9 @@
 """Side by side: two builds of the `mlp` example (say, before and after a change) in the modes of
-`bench/run.py`, alternating run by run so that drifts in machine load hit both alike. Prints each
+`compare/run.py`, alternating run by run so that drifts in machine load hit both alike. Prints each
 mode's median step for both and the median of the per-round ratios (new / old).
 
     git worktree add ../before <commit> && (cd ../before && cargo build --release --examples)
-    python3 bench/compare.py ../before/target/release/examples/mlp target/release/examples/mlp
+    python3 compare/builds.py ../before/target/release/examples/mlp target/release/examples/mlp
 """
 
 import argparse

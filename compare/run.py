@@ -6,7 +6,7 @@ alternate within each round so that drifts in machine load hit all alike; the ta
 over rounds of each run's median step.
 
     make bench                                   # builds, then runs this
-    python3 bench/run.py --rounds 3 --json bench/results.json --torch-python .venv/bin/python
+    python3 compare/run.py --rounds 3 --json compare/results.json --torch-python .venv/bin/python
 """
 
 import argparse
@@ -50,7 +50,7 @@ def torch_version(python):
 
 
 def peer(args, single, threads=1):
-    script = os.path.join(ROOT, "bench", "ddp_peer.py")
+    script = os.path.join(ROOT, "compare", "ddp_peer.py")
     common = [script, "--steps", str(args.steps), "--batch", str(args.batch)]
     if single:
         return run([args.torch_python, *common, "--single", "--threads", str(threads)])
@@ -63,7 +63,7 @@ def main():
     p.add_argument("--batch", type=int, default=64, help="samples per rank (PyTorch DDP's too)")
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--json", default=os.path.join(ROOT, "bench", "results.json"))
+    p.add_argument("--json", default=os.path.join(ROOT, "compare", "results.json"))
     p.add_argument("--torch-python", default=os.environ.get("TORCH_PYTHON", sys.executable),
                    help="a Python with torch installed (pip install torch); skipped when absent")
     args = p.parse_args()

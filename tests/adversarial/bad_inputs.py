@@ -11,7 +11,7 @@ panics, hangs, loses its result or does not meet its expectation. A case may nam
 as another program's documented behaviour (mpirun aborting the job on SIGPIPE): it is then counted
 apart, with its verdict, and does not fail the run.
 
-    cargo build --examples && scripts/bad-inputs.py [--bin-dir DIR] [--only CATEGORY] [--markdown FILE]
+    cargo build --examples && tests/adversarial/bad_inputs.py [--bin-dir DIR] [--only CATEGORY] [--markdown FILE]
 
 A panic is exit status 101 or 134, or `panicked at` in the output. A hang is a run the script had
 to end after the case's timeout. The example binaries are on the PATH of every command, so
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_TIMEOUT = 60.0
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 SIGNALS = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT", signal.SIGSTOP: "SIGSTOP"}

@@ -7,8 +7,8 @@ The formats alternate within each round so that drifts in machine load hit all a
 shows medians over rounds of each run's median step, the step-time ratio to FP32 (median of the
 rounds' ratios) and the bytes on the wire per rank from the report.
 
-    make bench                        # runs this after bench/run.py
-    python3 bench/wire.py --rounds 5 --steps 30
+    make bench                        # runs this after compare/run.py
+    python3 compare/wire.py --rounds 5 --steps 30
 """
 
 import argparse

@@ -1,13 +1,13 @@
-"""The PyTorch peer of `bench/run.py`: the same model, batch, optimizer and world size with
+"""The PyTorch peer of `compare/run.py`: the same model, batch, optimizer and world size with
 DistributedDataParallel (gloo on the CPU, one thread per rank; NCCL on a GPU), or one process for
 the compute-only comparison. Prints one JSON line with the median step time. Started without
 torchrun it is rank 0 of a world of one (DDP still buckets and all-reduces, as on one GPU).
 
-    torchrun --nproc_per_node 2 bench/ddp_peer.py --steps 40 --batch 64     # DDP, 2 ranks
-    python3 bench/ddp_peer.py --single --steps 40 --batch 64                # one process
-    python3 bench/ddp_peer.py --single --threads 2 --steps 40 --batch 64    # one process, 2 threads
-    python3 bench/ddp_peer.py --single --device cuda --steps 100            # one GPU (gpu-check.sh)
-    python3 bench/ddp_peer.py --device cuda --steps 100                     # DDP, NCCL, world size 1
+    torchrun --nproc_per_node 2 compare/ddp_peer.py --steps 40 --batch 64     # DDP, 2 ranks
+    python3 compare/ddp_peer.py --single --steps 40 --batch 64                # one process
+    python3 compare/ddp_peer.py --single --threads 2 --steps 40 --batch 64    # one process, 2 threads
+    python3 compare/ddp_peer.py --single --device cuda --steps 100            # one GPU (gpu-check.sh)
+    python3 compare/ddp_peer.py --device cuda --steps 100                     # DDP, NCCL, world size 1
 """
 
 import argparse
