@@ -109,11 +109,8 @@ pub use overlap_runtime::{
     OptimizerConfig, OptimizerKind, Progress, ReportFormat, SaveConfig, Sgd, SyntheticClassification, TrainConfig,
     TrainSummary, Trainer,
 };
-// The ranks and the all-reduces the generated backward launches.
-pub use overlap_runtime::{
-    grad_scale, BucketMember, CommMode, Communicator, GradBucket, InFlight, LowRankP, LowRankQ, ParamVecs, Transport,
-    WireFormat,
-};
+// The ranks and their gradient buckets (`GradientBuckets::buckets` gives them between steps).
+pub use overlap_runtime::{CommMode, Communicator, GradBucket, Transport, WireFormat};
 pub use overlap_runtime::{Error, Result};
 
 /// Checkpoints: a run's parameters, optimizer state and position, saved and loaded.
@@ -139,10 +136,12 @@ pub mod prelude {
     };
 }
 
-/// Used by the code `#[distributed_model]` emits; not a public API.
+/// Used by the code `#[distributed_model]` emits; not a public API. What only generated code
+/// names lives here rather than beside what users call: the in-flight stages of a bucket, the
+/// lent parameters, the averaging factor and the layout check.
 #[doc(hidden)]
 pub mod __private {
-    pub use overlap_runtime::layer_matches;
+    pub use overlap_runtime::{grad_scale, layer_matches, BucketMember, InFlight, LowRankP, LowRankQ, ParamVecs};
     pub use std::borrow::Cow;
 
     use overlap_runtime::plan::{BucketLimits, Schedule};

@@ -7,7 +7,7 @@ mod common;
 use std::process::Command;
 
 use common::example;
-use overlap_runtime::blas_core;
+use overlap_runtime::command_line::blas_core;
 
 /// The kernel sets OpenBLAS reported loading (`OPENBLAS_VERBOSE=2`), in order.
 fn cores_loaded(env: &[(&str, &str)]) -> Vec<String> {

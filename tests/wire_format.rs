@@ -9,7 +9,8 @@
 
 use half::{bf16, f16};
 use overlap::prelude::*;
-use overlap::{grad_scale, GradBucket, WireFormat};
+use overlap::{GradBucket, WireFormat};
+use overlap_runtime::grad_scale;
 
 mod common;
 

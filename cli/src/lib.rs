@@ -21,7 +21,8 @@ use clap::Parser;
 use overlap_runtime::data::{SyntheticClassification, TrainingData};
 use overlap_runtime::train::{io_widths, TrainSummary, Trainer};
 use overlap_runtime::{
-    blas_core, console, device, CommMode, Communicator, CrossEntropyLoss, DistributedModel, Error, Result,
+    command_line::{blas_core, console},
+    device, CommMode, Communicator, CrossEntropyLoss, DistributedModel, Error, Result,
 };
 
 pub use args::TrainArgs;
@@ -190,7 +191,7 @@ fn report_error(e: &Error) -> ExitCode {
 /// Runs this process's matrix products on `threads` threads, with a note (rank 0) when fewer
 /// cores than that are open to it: mpirun binds each rank to one core unless told otherwise.
 fn use_threads(threads: usize, rank: usize) {
-    overlap_runtime::threads::set(threads);
+    overlap_runtime::command_line::set_threads(threads);
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     if threads > cores && rank == 0 {
         console::err_line(&format!(

@@ -19,18 +19,25 @@ use crate::planning::{self, Planning};
 pub struct ModelConfig {
     pub planning: Planning,
     pub grad_comm: GradComm,
+    /// `crate = "path"`: where generated code finds `overlap` when it is not `::overlap`.
+    pub krate: Option<syn::Path>,
 }
 
 /// Parses `bucket_cap_mb = 25, first_bucket_mb = 1` (both optional; integers or decimals) and
 /// `bucket_order = ready | ddp_first_iteration` (optional), or `buckets = auto(...)` /
 /// `buckets = profile(...)`; and, with either, `grad_comm = fp32 | bf16 | fp16 | powersgd(..)`.
 pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> ModelConfig {
-    let mut grad_comm = GradComm::Format(WireFormat::Fp32);
-    let planning = planning_config(args, &mut grad_comm, errors);
-    ModelConfig { planning, grad_comm }
+    let (mut grad_comm, mut krate) = (GradComm::Format(WireFormat::Fp32), None);
+    let planning = planning_config(args, &mut grad_comm, &mut krate, errors);
+    ModelConfig { planning, grad_comm, krate }
 }
 
-fn planning_config(args: proc_macro2::TokenStream, grad_comm: &mut GradComm, errors: &mut Errors) -> Planning {
+fn planning_config(
+    args: proc_macro2::TokenStream,
+    grad_comm: &mut GradComm,
+    krate: &mut Option<syn::Path>,
+    errors: &mut Errors,
+) -> Planning {
     let (mut first_bucket_bytes, mut bucket_cap_bytes) = (DEFAULT_FIRST_BUCKET_MB * MIB, DEFAULT_BUCKET_CAP_MB * MIB);
     let mut order = BucketOrder::Ready;
     let mut planner: Option<(Planning, proc_macro2::TokenStream)> = None;
@@ -67,6 +74,10 @@ fn planning_config(args: proc_macro2::TokenStream, grad_comm: &mut GradComm, err
                 }
                 continue;
             }
+            "crate" => {
+                *krate = crate_path(&pair.value, errors);
+                continue;
+            }
             "buckets" => {
                 if let Some(p) = planning::parse(&pair.value, errors) {
                     planner = Some((p, quote::ToTokens::to_token_stream(pair)));
@@ -76,7 +87,8 @@ fn planning_config(args: proc_macro2::TokenStream, grad_comm: &mut GradComm, err
             _ => {
                 errors.spanned(
                     &pair.path,
-                    "unknown key; expected `bucket_cap_mb`, `first_bucket_mb`, `bucket_order`, `buckets` or `grad_comm`",
+                    "unknown key; expected `bucket_cap_mb`, `first_bucket_mb`, `bucket_order`, `buckets`, `grad_comm` or \
+                     `crate`",
                 );
                 continue;
             }
@@ -87,7 +99,7 @@ fn planning_config(args: proc_macro2::TokenStream, grad_comm: &mut GradComm, err
     }
     match planner {
         Some((planning, tokens)) => {
-            if seen.iter().any(|k| k != "buckets" && k != "grad_comm") {
+            if seen.iter().any(|k| !["buckets", "grad_comm", "crate"].contains(&k.as_str())) {
                 errors.spanned(
                     tokens,
                     "`buckets = ...` chooses the bucket boundaries itself: remove `bucket_cap_mb`, `first_bucket_mb` \
@@ -169,6 +181,20 @@ fn powersgd(call: &syn::ExprCall, errors: &mut Errors) -> Option<LowRank> {
     }
     let start_iter = start_iter.unwrap_or(LowRank::DEFAULT_START_ITER);
     (errors.len() == before).then(|| LowRank::new(rank.expect("checked above"), start_iter))
+}
+
+/// `crate = "path"` (serde's form) or `crate = path`: the path the generated code reaches
+/// `overlap` by.
+fn crate_path(value: &Expr, errors: &mut Errors) -> Option<syn::Path> {
+    let path = match value {
+        Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => s.parse::<syn::Path>().ok(),
+        Expr::Path(p) if p.qself.is_none() => Some(p.path.clone()),
+        _ => None,
+    };
+    if path.is_none() {
+        errors.spanned(value, "`crate` must be a path, e.g. `crate = \"my_overlap\"` for a renamed dependency");
+    }
+    path
 }
 
 /// A positive size in MiB as bytes.

@@ -14,7 +14,7 @@ use crate::errors::Errors;
 use crate::helpers::lit;
 use crate::planning::{self, Planned};
 use crate::schedule_code::{backward_body, step_body, Names};
-use crate::{check, fallback, schedule_tokens};
+use crate::{check, crate_path, fallback, schedule_tokens};
 
 pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
@@ -35,13 +35,18 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     };
     let mut model = Model::from_struct(&item, &mut errors);
     check::all(&mut model, &mut errors);
+    let mut code = None;
     if errors.is_empty() {
         if let Some(mut planned) = planning::plan(&config.planning, &item.ident, &model.specs(), &mut errors) {
             planned.schedule = planned.schedule.with_grad_comm(config.grad_comm);
-            return emit(&model, &planned);
+            code = Some(emit(&model, &planned));
         }
     }
-    fallback::emit(&item, &errors)
+    let code = code.unwrap_or_else(|| fallback::emit(&item, &errors));
+    match &config.krate {
+        Some(krate) => crate_path::rebase(code, krate),
+        None => code,
+    }
 }
 
 fn emit(model: &Model, planned: &Planned) -> TokenStream {
@@ -86,8 +91,8 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
         }
     });
     let in_flight_types = schedule.buckets.iter().map(|b| match b.low_rank {
-        None => quote!(::overlap::InFlight),
-        Some(_) => quote!(::overlap::LowRankQ),
+        None => quote!(::overlap::__private::InFlight),
+        Some(_) => quote!(::overlap::__private::LowRankQ),
     });
     let layer_indices = (0..fields.len()).map(lit);
     let schedule_const = schedule_tokens::schedule(schedule);
@@ -202,7 +207,7 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
             }
         }
 
-        impl ::overlap::ParamVecs for #ident #guard {
+        impl ::overlap::__private::ParamVecs for #ident #guard {
             fn param_vec_mut(&mut self, index: usize) -> ::core::option::Option<&mut ::std::vec::Vec<f32>> {
                 use ::overlap::Layer as _;
                 match index {

@@ -11,6 +11,7 @@ mod ast;
 mod attr;
 mod cfg;
 mod check;
+mod crate_path;
 mod errors;
 mod expand;
 mod fallback;
@@ -41,6 +42,9 @@ use proc_macro::TokenStream;
 /// `output` for width-preserving layers; add `ready = definition` when the first parameter's
 /// gradient is ready first, as `nn.LayerNorm`'s), which is checked at compile time against the
 /// type's `overlap::Layer` constants (`PARAMS`, `WIDTH`, `READY_ORDER`).
+///
+/// `crate = "path"` (as serde's `#[serde(crate = "...")]`) names where the generated code finds
+/// `overlap` when it is not `::overlap`: a renamed dependency (`crate = "::ml"`) or a re-export.
 ///
 /// Parameters are assigned to buckets in the order backward produces their gradients (the last
 /// layer first, each layer's parameters in its `READY_ORDER`), each bucket closed once it

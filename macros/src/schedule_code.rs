@@ -135,7 +135,7 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
         quote! {
             let #grads { #(mut #buckets,)* micro_steps } = grads;
             let accumulate = #accumulate;
-            let grad_scale = ::overlap::grad_scale(comm.world_size(), micro_steps + 1);
+            let grad_scale = ::overlap::__private::grad_scale(comm.world_size(), micro_steps + 1);
             optimizer.begin_step();
         }
     } else {
@@ -179,7 +179,7 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
                 let members = n.schedule.buckets[k].params.iter().map(|&r| {
                     let info = n.schedule.param(r);
                     let (index, offset) = (lit(info.index), lit(info.offset));
-                    quote!(::overlap::BucketMember { index: #index, offset: #offset })
+                    quote!(::overlap::__private::BucketMember { index: #index, offset: #offset })
                 });
                 let launch = match n.schedule.buckets[k].low_rank {
                     None => format_ident!("all_reduce_and_update"),

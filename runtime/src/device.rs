@@ -23,15 +23,15 @@ pub fn prepare_cuda_process() -> Result<()> {
 /// `--cuda-libraries`: the driver's CUDA version and where each library was found.
 #[cfg(feature = "cuda")]
 pub fn print_cuda_libraries() -> Result<()> {
-    use crate::console::out_line;
     use crate::cuda::libraries::{locate, nccl_link_folder, SearchEnv};
     use crate::error::Error;
+    use crate::process::console::out_line;
     match crate::cuda::driver_cuda_version() {
         Some((major, minor)) => out_line(&format!("driver    supports CUDA {major}.{minor}")),
         None => out_line("driver    not found (libcuda.so.1 could not be loaded)"),
     }
     let located = locate(&SearchEnv::from_process());
-    crate::console::out(&located.to_string());
+    crate::process::console::out(&located.to_string());
     // Other programs (the GPU tests) need this folder on LD_LIBRARY_PATH; training restarts
     // itself with it.
     if let Some(dir) = nccl_link_folder(&located).map_err(Error::Cuda)? {

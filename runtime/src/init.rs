@@ -24,7 +24,7 @@ impl InitRng {
     /// `n` values drawn from U(-bound, bound), PyTorch's `nn.Linear` default with
     /// `bound = 1/sqrt(fan_in)`.
     pub fn uniform(&mut self, n: usize, bound: f32) -> Vec<f32> {
-        let mut values = crate::huge_pages::with_capacity(n);
+        let mut values = crate::host::huge_pages::with_capacity(n);
         values.extend((0..n).map(|_| self.0.random_range(-bound..=bound)));
         values
     }

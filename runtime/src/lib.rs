@@ -2,11 +2,9 @@
 //! (`DistributedModel`) that `#[distributed_model]` implements.
 
 pub(crate) mod backend;
-pub mod blas_core;
 pub mod checkpoint;
 pub mod comm;
 pub mod config;
-pub mod console;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod data;
@@ -14,8 +12,7 @@ pub mod device;
 pub mod error;
 #[doc(hidden)] // test hooks, active only with the `fault-injection` feature
 pub mod fault;
-pub mod gemm;
-pub mod huge_pages;
+pub(crate) mod host;
 pub mod idx;
 pub mod init;
 pub mod layer;
@@ -23,12 +20,10 @@ pub mod loss;
 pub mod model;
 pub mod observe;
 pub mod optim;
-pub mod output_paths;
 pub mod params_file;
+pub(crate) mod process;
 pub mod profile;
-pub(crate) mod restart;
 pub mod tensor;
-pub mod threads;
 pub mod trace;
 pub mod train;
 
@@ -50,3 +45,12 @@ pub use train::{
     Device, ObserveConfig, OptimizerConfig, OptimizerKind, Progress, ReportFormat, SaveConfig, TrainConfig,
     TrainSummary, Trainer,
 };
+
+/// What the command line (`overlap-cli`) and the project's own tests use of the process and
+/// host infrastructure, which is otherwise internal; not a public API.
+#[doc(hidden)]
+pub mod command_line {
+    pub use crate::host::blas_core;
+    pub use crate::host::threads::set as set_threads;
+    pub use crate::process::console;
+}

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use overlap_plan::{sim_buckets, simulate, Link, Schedule, StepCosts, Width, ELEM_BYTES};
 
 use crate::comm::{CommMode, Communicator, Transport};
-use crate::console;
 use crate::error::Result;
+use crate::process::console;
 use crate::profile::{self, Cluster};
 use crate::trace::{self, Memory, OverlapReport, PredictedStep, RunInfo, Span, StepBreakdown};
 

@@ -312,6 +312,41 @@ fn each_low_rank_bucket_turns_around_after_the_next_layer_with_parameters_and_th
     ];
     let positions: Vec<usize> = order.iter().map(|n| at(n)).collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{order:#?} out of order in\n{backward}");
-    assert!(code.contains("b0: ::overlap::LowRankQ,"), "step waits for the Q all-reduces");
+    assert!(code.contains("b0: ::overlap::__private::LowRankQ,"), "step waits for the Q all-reduces");
     assert!(code.contains("::overlap::GradBucket::low_rank(&Self::SCHEDULE, 0)"));
+}
+
+#[test]
+fn a_renamed_crate_reaches_every_generated_path() {
+    let model = quote!(
+        pub struct Mlp {
+            fc1: Linear<784, 2048>,
+            act1: Relu,
+            head: Linear<2048, 10>,
+        }
+    );
+    let default = expand(quote!(bucket_cap_mb = 8), model.clone()).to_string();
+    let renamed = expand(quote!(bucket_cap_mb = 8, crate = "::my_overlap"), model).to_string();
+    assert!(!renamed.contains(":: overlap ::"), "{renamed}");
+    assert_eq!(renamed.matches(":: my_overlap ::").count(), default.matches(":: overlap ::").count());
+    assert_eq!(renamed.replace(":: my_overlap ::", ":: overlap ::"), default, "nothing but the paths changes");
+    // A path form, and a rejected model's stub code, too.
+    let stub = pretty(expand(
+        quote!(crate = my::reexport, bucket_cap_mb = 0),
+        quote!(
+            pub struct M {
+                fc: Linear<2, 2>,
+            }
+        ),
+    ));
+    assert!(stub.contains("my::reexport::") && !stub.contains("::overlap::"), "{stub}");
+    let bad = pretty(expand(
+        quote!(crate = 3),
+        quote!(
+            pub struct M {
+                fc: Linear<2, 2>,
+            }
+        ),
+    ));
+    assert!(bad.contains("`crate` must be a path"), "{bad}");
 }

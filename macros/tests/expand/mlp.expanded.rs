@@ -61,9 +61,9 @@ pub struct MlpGrads {
 )]
 #[must_use = "in-flight gradients must be passed to `step`"]
 pub struct MlpInFlight {
-    b0: ::overlap::InFlight,
-    b1: ::overlap::InFlight,
-    b2: ::overlap::InFlight,
+    b0: ::overlap::__private::InFlight,
+    b1: ::overlap::__private::InFlight,
+    b2: ::overlap::__private::InFlight,
     grad_scale: f32,
 }
 impl ::overlap::GradientBuckets for MlpGrads {
@@ -395,7 +395,10 @@ impl ::overlap::DistributedModel for Mlp {
         use ::overlap::Layer as _;
         let MlpGrads { mut b0, mut b1, mut b2, micro_steps } = grads;
         let accumulate = micro_steps > 0;
-        let grad_scale = ::overlap::grad_scale(comm.world_size(), micro_steps + 1);
+        let grad_scale = ::overlap::__private::grad_scale(
+            comm.world_size(),
+            micro_steps + 1,
+        );
         optimizer.begin_step();
         {
             let _span = ::overlap::trace::backward(6);
@@ -442,19 +445,19 @@ impl ::overlap::DistributedModel for Mlp {
             .all_reduce_and_update(
                 b0,
                 &[
-                    ::overlap::BucketMember {
+                    ::overlap::__private::BucketMember {
                         index: 7,
                         offset: 0,
                     },
-                    ::overlap::BucketMember {
+                    ::overlap::__private::BucketMember {
                         index: 6,
                         offset: 10,
                     },
-                    ::overlap::BucketMember {
+                    ::overlap::__private::BucketMember {
                         index: 5,
                         offset: 20490,
                     },
-                    ::overlap::BucketMember {
+                    ::overlap::__private::BucketMember {
                         index: 4,
                         offset: 22538,
                     },
@@ -494,11 +497,11 @@ impl ::overlap::DistributedModel for Mlp {
             .all_reduce_and_update(
                 b1,
                 &[
-                    ::overlap::BucketMember {
+                    ::overlap::__private::BucketMember {
                         index: 3,
                         offset: 0,
                     },
-                    ::overlap::BucketMember {
+                    ::overlap::__private::BucketMember {
                         index: 2,
                         offset: 2048,
                     },
@@ -538,11 +541,11 @@ impl ::overlap::DistributedModel for Mlp {
             .all_reduce_and_update(
                 b2,
                 &[
-                    ::overlap::BucketMember {
+                    ::overlap::__private::BucketMember {
                         index: 1,
                         offset: 0,
                     },
-                    ::overlap::BucketMember {
+                    ::overlap::__private::BucketMember {
                         index: 0,
                         offset: 2048,
                     },
@@ -731,7 +734,7 @@ impl ::overlap::DistributedModel for Mlp {
         }
     }
 }
-impl ::overlap::ParamVecs for Mlp {
+impl ::overlap::__private::ParamVecs for Mlp {
     fn param_vec_mut(
         &mut self,
         index: usize,

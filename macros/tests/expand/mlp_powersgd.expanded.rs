@@ -62,9 +62,9 @@ pub struct MlpGrads {
 )]
 #[must_use = "in-flight gradients must be passed to `step`"]
 pub struct MlpInFlight {
-    b0: ::overlap::LowRankQ,
-    b1: ::overlap::LowRankQ,
-    b2: ::overlap::LowRankQ,
+    b0: ::overlap::__private::LowRankQ,
+    b1: ::overlap::__private::LowRankQ,
+    b2: ::overlap::__private::LowRankQ,
     grad_scale: f32,
 }
 impl ::overlap::GradientBuckets for MlpGrads {
@@ -406,7 +406,10 @@ impl ::overlap::DistributedModel for Mlp {
         use ::overlap::Layer as _;
         let MlpGrads { mut b0, mut b1, mut b2, micro_steps } = grads;
         let accumulate = true;
-        let grad_scale = ::overlap::grad_scale(comm.world_size(), micro_steps + 1);
+        let grad_scale = ::overlap::__private::grad_scale(
+            comm.world_size(),
+            micro_steps + 1,
+        );
         optimizer.begin_step();
         {
             let _span = ::overlap::trace::backward(6);
@@ -453,19 +456,19 @@ impl ::overlap::DistributedModel for Mlp {
             .all_reduce_low_rank(
                 b0,
                 &[
-                    ::overlap::BucketMember {
+                    ::overlap::__private::BucketMember {
                         index: 7,
                         offset: 0,
                     },
-                    ::overlap::BucketMember {
+                    ::overlap::__private::BucketMember {
                         index: 6,
                         offset: 10,
                     },
-                    ::overlap::BucketMember {
+                    ::overlap::__private::BucketMember {
                         index: 5,
                         offset: 20490,
                     },
-                    ::overlap::BucketMember {
+                    ::overlap::__private::BucketMember {
                         index: 4,
                         offset: 22538,
                     },
@@ -506,11 +509,11 @@ impl ::overlap::DistributedModel for Mlp {
             .all_reduce_low_rank(
                 b1,
                 &[
-                    ::overlap::BucketMember {
+                    ::overlap::__private::BucketMember {
                         index: 3,
                         offset: 0,
                     },
-                    ::overlap::BucketMember {
+                    ::overlap::__private::BucketMember {
                         index: 2,
                         offset: 2048,
                     },
@@ -551,11 +554,11 @@ impl ::overlap::DistributedModel for Mlp {
             .all_reduce_low_rank(
                 b2,
                 &[
-                    ::overlap::BucketMember {
+                    ::overlap::__private::BucketMember {
                         index: 1,
                         offset: 0,
                     },
-                    ::overlap::BucketMember {
+                    ::overlap::__private::BucketMember {
                         index: 0,
                         offset: 2048,
                     },
@@ -745,7 +748,7 @@ impl ::overlap::DistributedModel for Mlp {
         }
     }
 }
-impl ::overlap::ParamVecs for Mlp {
+impl ::overlap::__private::ParamVecs for Mlp {
     fn param_vec_mut(
         &mut self,
         index: usize,

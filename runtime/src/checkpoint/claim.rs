@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::layout::{step_of, LATEST};
 use crate::error::{Error, Result};
-use crate::output_paths;
+use crate::process::output_paths;
 
 const LOCK_FILE: &str = ".lock";
 

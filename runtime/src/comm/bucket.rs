@@ -37,7 +37,7 @@ impl GradBucket {
     pub fn zeros(index: usize, numel: usize) -> Self {
         GradBucket {
             index,
-            data: crate::huge_pages::zeroed(numel),
+            data: crate::host::huge_pages::zeroed(numel),
             lent: Lent::default(),
             wire: WireFormat::Fp32,
             low_rank: None,

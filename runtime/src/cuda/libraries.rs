@@ -292,13 +292,13 @@ pub fn restart_if_nccl_is_unnamed() -> Result<(), String> {
     const RESTARTED: &str = "OVERLAP_CUDA_LIBRARY_RESTART";
     let located = prepare()?;
     let Some(dir) = nccl_link_folder(located)? else { return Ok(()) };
-    if crate::restart::restarted(RESTARTED) {
+    if crate::process::restart::restarted(RESTARTED) {
         return check_nccl_name(located); // restarted once already: say what is wrong instead
     }
     let mut path = vec![dir];
     path.extend(std::env::var_os("LD_LIBRARY_PATH").iter().flat_map(std::env::split_paths));
     let path = std::env::join_paths(path).map_err(|e| format!("LD_LIBRARY_PATH: {e}"))?;
-    let error = crate::restart::again(RESTARTED, &[("LD_LIBRARY_PATH", &path)]);
+    let error = crate::process::restart::again(RESTARTED, &[("LD_LIBRARY_PATH", &path)]);
     Err(format!("restarting with NCCL's folder on LD_LIBRARY_PATH failed: {error}"))
 }
 

@@ -4,7 +4,7 @@ use overlap_plan::Width;
 
 use super::contract::{DeviceOp, Layer, ParamDef};
 use super::weight_bias::{assert_not_lent, weight_or_bias};
-use crate::gemm::{gemm, MatRef};
+use crate::host::gemm::{gemm, MatRef};
 use crate::init::InitRng;
 use crate::tensor::Matrix;
 
@@ -89,7 +89,7 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
 
         // dW += dyᵀ·x, also at the first micro-step: gradients start every step cleared (see
         // `Layer::backward`), and OpenBLAS with beta 1 skips the pass over dW that clearing it
-        // itself would take (see `crate::gemm`).
+        // itself would take (see `crate::host::gemm`).
         gemm(1.0, dy_view.t(), x, 1.0, grad_weight, OUT, IN);
 
         if let Some(grad_input) = grad_input {

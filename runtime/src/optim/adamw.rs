@@ -91,8 +91,8 @@ impl AdamW {
     pub fn set_state(&mut self, index: usize, exp_avg: &[f32], exp_avg_sq: &[f32]) {
         assert_eq!(exp_avg.len(), exp_avg_sq.len(), "AdamW: moments of parameter {index} differ in length");
         self.grow(index);
-        crate::huge_pages::assign(&mut self.exp_avg[index], exp_avg);
-        crate::huge_pages::assign(&mut self.exp_avg_sq[index], exp_avg_sq);
+        crate::host::huge_pages::assign(&mut self.exp_avg[index], exp_avg);
+        crate::host::huge_pages::assign(&mut self.exp_avg_sq[index], exp_avg_sq);
     }
 
     fn grow(&mut self, index: usize) {
@@ -168,8 +168,8 @@ impl AdamW {
         let mut m = std::mem::take(&mut self.exp_avg[index]);
         let mut v = std::mem::take(&mut self.exp_avg_sq[index]);
         if m.is_empty() {
-            crate::huge_pages::resize_zeroed(&mut m, len);
-            crate::huge_pages::resize_zeroed(&mut v, len);
+            crate::host::huge_pages::resize_zeroed(&mut m, len);
+            crate::host::huge_pages::resize_zeroed(&mut v, len);
         }
         assert_eq!(m.len(), len, "AdamW: state of parameter {index} has the wrong length");
         LentState { rule: ElementwiseRule::AdamW(self.current_step()), buffers: [m, v] }

@@ -66,7 +66,7 @@ impl Sgd {
 
     /// Restores the momentum buffer of parameter `index` from a checkpoint.
     pub fn set_momentum_buffer(&mut self, index: usize, buffer: &[f32]) {
-        crate::huge_pages::assign(self.slot(index), buffer);
+        crate::host::huge_pages::assign(self.slot(index), buffer);
     }
 
     fn slot(&mut self, index: usize) -> &mut Vec<f32> {
@@ -131,7 +131,7 @@ impl Sgd {
             buffer = std::mem::take(self.slot(index));
             first = buffer.is_empty();
             if first {
-                crate::huge_pages::resize_zeroed(&mut buffer, len);
+                crate::host::huge_pages::resize_zeroed(&mut buffer, len);
             }
             assert_eq!(buffer.len(), len, "Sgd: momentum buffer of parameter {index} has the wrong length");
         }

@@ -16,7 +16,6 @@ use std::time::Instant;
 
 use crate::checkpoint::{self, Position};
 use crate::comm::Communicator;
-use crate::console;
 use crate::data::{shard_start_after, Batch, Dataset};
 use crate::error::{Error, Result};
 use crate::fault;
@@ -25,6 +24,7 @@ use crate::model::DistributedModel;
 use crate::observe::Observer;
 use crate::optim::ChosenOptimizer;
 use crate::params_file::save_params;
+use crate::process::console;
 use crate::profile::Cluster;
 use crate::trace;
 
@@ -180,12 +180,12 @@ impl<'c> Trainer<'c> {
         let about =
             checkpoint::RunAbout { global_batch: config.global_batch(comm.world_size()), data: data.describe() };
         let (position, low_rank) = resume(&config, model, &mut optimizer, (comm.rank(), comm.world_size()), &about)?;
-        if let (0, Device::Cpu, Some(fitting)) = (comm.rank(), config.device, crate::blas_core::mismatch()) {
+        if let (0, Device::Cpu, Some(fitting)) = (comm.rank(), config.device, crate::host::blas_core::mismatch()) {
             console::err_line(&format!(
                 "note: OpenBLAS runs its {} kernels, and this CPU runs {fitting}'s (several times faster): set \
                  {}={fitting} before the program starts",
-                crate::blas_core::chosen(),
-                crate::blas_core::CORETYPE_VARIABLE
+                crate::host::blas_core::chosen(),
+                crate::host::blas_core::CORETYPE_VARIABLE
             ));
         }
         let progress = if comm.rank() == 0 { &*progress } else { &NoProgress };

@@ -141,7 +141,7 @@ pub(super) fn claim_outputs(config: &TrainConfig) -> Result<Option<checkpoint::D
         (&observe.write_profile, "--write-profile"),
     ] {
         if let Some(path) = path {
-            crate::output_paths::check_file(path, what)?;
+            crate::process::output_paths::check_file(path, what)?;
         }
     }
     let Some(save) = &config.save else { return Ok(None) };
@@ -204,9 +204,13 @@ pub(super) fn resume<M: DistributedModel>(
             )));
         }
         if rank == 0 {
-            crate::console::err_line(&format!("resumed from {} at step {}", dir.display(), position.next_step));
+            crate::process::console::err_line(&format!(
+                "resumed from {} at step {}",
+                dir.display(),
+                position.next_step
+            ));
             for change in loaded.run.map(|saved| changes(&saved, about)).unwrap_or_default() {
-                crate::console::err_line(&format!("warning: resuming with {change}"));
+                crate::process::console::err_line(&format!("warning: resuming with {change}"));
             }
         }
     }

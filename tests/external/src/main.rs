@@ -1,10 +1,11 @@
 //! A regression model trained with the `Trainer`: `external-user OUT_DIR` writes checkpoints
 //! into OUT_DIR/ck and the final parameters into OUT_DIR/params.safetensors. The global batch
-//! is 16 samples whatever the number of ranks.
-use overlap::prelude::*;
-use overlap::{Batch, ReportFormat};
+//! is 16 samples whatever the number of ranks. It depends on `overlap` under another name
+//! (`ml`), so the model says where the generated code finds it: `crate = "::ml"`.
+use ml::prelude::*;
+use ml::{Batch, ReportFormat};
 
-#[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1)]
+#[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1, crate = "::ml")]
 pub struct Regressor {
     fc1: Linear<8, 32>,
     norm: LayerNorm<32>,
@@ -18,7 +19,7 @@ pub struct Regressor {
 struct Huber;
 
 impl Loss for Huber {
-    fn loss_and_gradient(&self, out: &Matrix, batch: &Batch, grad: &mut Matrix) -> overlap::Result<f32> {
+    fn loss_and_gradient(&self, out: &Matrix, batch: &Batch, grad: &mut Matrix) -> ml::Result<f32> {
         grad.resize(out.rows(), out.cols());
         let n = out.as_slice().len() as f32;
         let mut total = 0.0;
@@ -35,7 +36,7 @@ impl Loss for Huber {
 struct Waves;
 
 impl Dataset for Waves {
-    fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> overlap::Result<()> {
+    fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> ml::Result<()> {
         batch.inputs.resize(rows, 8);
         batch.targets.resize(rows, 2);
         for r in 0..rows {
@@ -51,7 +52,7 @@ impl Dataset for Waves {
     }
 }
 
-fn main() -> overlap::Result<()> {
+fn main() -> ml::Result<()> {
     let out = std::path::PathBuf::from(std::env::args().nth(1).expect("usage: external-user OUT_DIR"));
     let comm = Communicator::from_env()?;
     let mut model = Regressor::new(&comm, 3)?;
@@ -63,7 +64,7 @@ fn main() -> overlap::Result<()> {
         .report(ReportFormat::Text, None)
         .fit(&mut model, &mut Waves, &Huber)?;
     if comm.rank() == 0 {
-        overlap::params_file::save_params(&model, &out.join("params.safetensors"))?;
+        ml::params_file::save_params(&model, &out.join("params.safetensors"))?;
         assert!(summary.final_loss < summary.first_loss, "the loss falls");
     }
     Ok(())

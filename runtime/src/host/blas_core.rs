@@ -86,10 +86,10 @@ fn better(chosen: &str, fitting: Option<&'static str>) -> Option<&'static str> {
 pub fn restart_with_fitting_kernels() -> Result<(), String> {
     const RESTARTED: &str = "OVERLAP_BLAS_RESTART";
     let Some(fitting) = mismatch() else { return Ok(()) };
-    if crate::restart::restarted(RESTARTED) {
+    if crate::process::restart::restarted(RESTARTED) {
         return Ok(()); // restarted once already: OpenBLAS did not take the name; run as it is
     }
-    let error = crate::restart::again(RESTARTED, &[(CORETYPE_VARIABLE, fitting.as_ref())]);
+    let error = crate::process::restart::again(RESTARTED, &[(CORETYPE_VARIABLE, fitting.as_ref())]);
     Err(format!("restarting with {CORETYPE_VARIABLE}={fitting} failed: {error}"))
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Layers need products with transposed operands (`x·Wᵀ`, `dyᵀ·x`); strided views express the
 //! transpose without copying, and the library packs them into its kernels either way. Products
-//! run through the system OpenBLAS, on [`crate::threads::count`] threads (`--threads`; one by
+//! run through the system OpenBLAS, on [`crate::host::threads::count`] threads (`--threads`; one by
 //! default); `matrixmultiply` takes the shapes CBLAS cannot (see `Kernel`).
 
 /// Read-only `rows x cols` view into a slice with arbitrary non-negative strides.
@@ -42,14 +42,6 @@ impl<'a> MatRef<'a> {
             row_stride: self.col_stride,
             col_stride: self.row_stride,
         }
-    }
-
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    pub fn cols(&self) -> usize {
-        self.cols
     }
 }
 
@@ -167,7 +159,7 @@ mod openblas {
 
     /// `C = alpha·A·B + beta·C`; the caller checked shapes and [`takes`].
     pub(super) fn sgemm(alpha: f32, a: MatRef, b: MatRef, beta: f32, c: &mut [f32], c_rows: usize, c_cols: usize) {
-        let threads = crate::threads::count();
+        let threads = crate::host::threads::count();
         if APPLIED.swap(threads, Ordering::Relaxed) != threads {
             // SAFETY: a plain setter with no pointer arguments; `threads` is small (a CLI count).
             unsafe { openblas_set_num_threads(c_int::try_from(threads).unwrap_or(c_int::MAX)) };
@@ -271,7 +263,7 @@ mod tests {
     fn transpose_swaps_shape() {
         let data = [0.0; 6];
         let v = MatRef::row_major(&data, 2, 3).t();
-        assert_eq!((v.rows(), v.cols()), (3, 2));
+        assert_eq!((v.rows, v.cols), (3, 2));
     }
 
     #[test]

@@ -1,0 +1,7 @@
+//! The process a run lives in: its terminal (`console`), starting itself again with a changed
+//! environment (`restart`), and the files a run may create or replace (`output_paths`).
+//! Internal: the command line reaches what it needs through `command_line`.
+
+pub mod console;
+pub(crate) mod output_paths;
+pub(crate) mod restart;
