@@ -110,7 +110,7 @@ pub use overlap_runtime::{
     TrainSummary, Trainer,
 };
 // The ranks and their gradient buckets (`GradientBuckets::buckets` gives them between steps).
-pub use overlap_runtime::{CommMode, Communicator, GradBucket, Transport, WireFormat};
+pub use overlap_runtime::{CommConfig, CommMode, Communicator, GradBucket, Transport, WireFormat};
 pub use overlap_runtime::{Error, Result};
 
 /// Checkpoints: a run's parameters, optimizer state and position, saved and loaded.

@@ -12,7 +12,7 @@ use overlap_runtime::train::{
     Device as RunDevice, ObserveConfig, OptimizerConfig, OptimizerKind as RunOptimizer, ReportFormat as RunReport,
     SaveConfig, TrainConfig,
 };
-use overlap_runtime::{Transport as RunTransport, WireFormat};
+use overlap_runtime::{CommConfig, CommMode, Transport as RunTransport, WireFormat};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OptimizerKind {
@@ -219,6 +219,7 @@ impl TrainArgs {
                 betas: (self.beta1, self.beta2),
                 eps: self.eps,
             },
+            comm: self.comm_config(),
             observe: self.observe_config(),
             save: self.save.clone().map(|dir| SaveConfig { dir, every: self.save_every, overwrite: self.overwrite }),
             save_params: self.save_params.clone(),
@@ -229,6 +230,22 @@ impl TrainArgs {
             },
             // A training binary stops cleanly when a scheduler asks it to.
             stop_on_signals: true,
+        }
+    }
+
+    /// How the ranks' gradients are summed.
+    pub fn comm_config(&self) -> CommConfig {
+        CommConfig {
+            transport: self.all_reduce.into(),
+            mode: match (self.no_overlap, self.compute_only) {
+                (true, _) => CommMode::AfterBackward,
+                (_, true) => CommMode::Skip,
+                _ => CommMode::Overlap,
+            },
+            link: self.link,
+            check_finite: self.check_finite,
+            grad_comm: self.grad_comm,
+            wait_timeout: self.comm_timeout(),
         }
     }
 

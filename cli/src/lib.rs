@@ -22,7 +22,7 @@ use overlap_runtime::data::{SyntheticClassification, TrainingData};
 use overlap_runtime::train::{io_widths, TrainSummary, Trainer};
 use overlap_runtime::{
     command_line::{blas_core, console},
-    device, CommMode, Communicator, CrossEntropyLoss, DistributedModel, Error, Result,
+    device, Communicator, CrossEntropyLoss, DistributedModel, Error, Result,
 };
 
 pub use args::TrainArgs;
@@ -48,21 +48,12 @@ pub fn main<M: DistributedModel>() -> ExitCode {
             return report_error(&e);
         }
     }
-    let mut comm = match Communicator::start(args.all_reduce.into(), args.comm_timeout()) {
-        Ok(comm) => comm.with_mode(match (args.no_overlap, args.compute_only) {
-            (true, _) => CommMode::AfterBackward,
-            (_, true) => CommMode::Skip,
-            _ => CommMode::Overlap,
-        }),
+    // One value configures the run's communication: the communicator starts with it, and the
+    // `Trainer` applies the same value again (`TrainConfig::comm`).
+    let comm = match Communicator::start_with(&args.comm_config()) {
+        Ok(comm) => comm,
         Err(e) => return report_error(&e),
     };
-    if let Err(e) = comm.emulate_link(args.link) {
-        return report_error(&e);
-    }
-    comm.set_check_finite(args.check_finite);
-    if let Some(format) = args.grad_comm {
-        comm.set_wire_format(format);
-    }
     // Errors are reported while the communicator is alive; then the job ends: if every rank
     // failed alike they meet and exit, otherwise the others are waiting for this rank and
     // would wait forever, so MPI_Abort ends them.

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use crate::comm::CommConfig;
 use crate::observe::{ObserveConfig, RunShape};
 use crate::optim::{AdamW, ChosenOptimizer, Sgd};
 
@@ -143,6 +144,8 @@ pub struct TrainConfig {
     /// Log the loss and throughput every N steps (and the first and last).
     pub log_every: u64,
     pub optimizer: OptimizerConfig,
+    /// How the ranks' gradients are summed; `fit` applies it to the communicator.
+    pub comm: CommConfig,
     pub observe: ObserveConfig,
     pub save: Option<SaveConfig>,
     /// The final parameters, written to this safetensors file by rank 0 at the end.
@@ -163,6 +166,7 @@ impl Default for TrainConfig {
             accumulate: 1,
             log_every: 10,
             optimizer: OptimizerConfig::default(),
+            comm: CommConfig::default(),
             observe: ObserveConfig::default(),
             save: None,
             save_params: None,

@@ -28,7 +28,8 @@ pub mod trace;
 pub mod train;
 
 pub use comm::{
-    BucketMember, CommMode, Communicator, GradBucket, InFlight, LowRankP, LowRankQ, ParamVecs, Transport, WireFormat,
+    BucketMember, CommConfig, CommMode, Communicator, GradBucket, InFlight, LowRankP, LowRankQ, ParamVecs, Transport,
+    WireFormat,
 };
 pub use data::{Batch, Dataset, SyntheticClassification};
 pub use error::{Error, Result};

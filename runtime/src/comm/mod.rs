@@ -21,6 +21,7 @@ mod mpi_server;
 mod mpi_thread;
 mod narrow_mpi;
 mod narrow_shared;
+mod settings;
 mod shared_memory;
 mod wire;
 
@@ -28,9 +29,10 @@ pub use bucket::{GradBucket, InFlight};
 pub use lent::{BucketMember, ParamVecs};
 pub use low_rank::{LowRankP, LowRankQ, LowRankState};
 pub use mode::{CommMode, Transport};
+pub use settings::{CommConfig, DEFAULT_COMM_TIMEOUT};
 pub use wire::WireFormat;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,11 +47,6 @@ use mailbox::{Mailbox, Reply};
 use mpi_thread::MpiThread;
 use wire::{Chosen, WirePlan};
 
-/// How long a rank waits for the others by default, at start-up, at a wait point or in a
-/// blocking collective, before it fails naming the ranks it waited for. Generous, like NCCL's
-/// watchdog: a healthy job never waits this long, a stuck one does not hang forever.
-pub const DEFAULT_COMM_TIMEOUT: Duration = Duration::from_secs(600);
-
 /// How long the other ranks wait for rank 0 to write a checkpoint, at least: a write of
 /// gigabytes to a slow disk may take longer than any communication should.
 pub const CHECKPOINT_WRITE_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -57,11 +54,13 @@ pub const CHECKPOINT_WRITE_TIMEOUT: Duration = Duration::from_secs(1800);
 /// The ranks of one training job.
 pub struct Communicator {
     backend: Backend,
-    mode: CommMode,
+    /// The run's settings (`CommConfig`) live in cells, so that the `Trainer`, holding the
+    /// communicator shared, applies them at the start of `fit`.
+    mode: Cell<CommMode>,
     /// The interconnect being emulated, if any.
-    link: Option<Link>,
+    link: Cell<Option<Link>>,
     /// What every wait point checks (timeout, finite gradients).
-    checks: WaitChecks,
+    checks: Cell<WaitChecks>,
     /// How each bucket's gradients travel (see `wire`).
     wire: RefCell<WirePlan>,
     /// In `AfterBackward` mode, reductions held back until `backward_done`.
@@ -114,6 +113,14 @@ impl Communicator {
         Ok(comm)
     }
 
+    /// Starts with `config`'s transport and wait timeout, then applies the rest of it: what the
+    /// command line does with its flags.
+    pub fn start_with(config: &CommConfig) -> Result<Self> {
+        let comm = Self::start(config.transport, config.wait_timeout)?;
+        comm.apply(config)?;
+        Ok(comm)
+    }
+
     fn with_backend(backend: Backend) -> Self {
         let rank = match &backend {
             Backend::Single => 0,
@@ -122,9 +129,9 @@ impl Communicator {
         let checks = WaitChecks { rank, timeout: Some(DEFAULT_COMM_TIMEOUT), finite: false };
         Communicator {
             backend,
-            mode: CommMode::Overlap,
-            link: None,
-            checks,
+            mode: Cell::new(CommMode::Overlap),
+            link: Cell::new(None),
+            checks: Cell::new(checks),
             wire: RefCell::default(),
             held: RefCell::default(),
             mailboxes: RefCell::default(),
@@ -135,7 +142,11 @@ impl Communicator {
     /// Makes every wait point and blocking collective fail after `timeout`, naming the ranks it
     /// waited for (`None`: block as long as the job lives). `DEFAULT_COMM_TIMEOUT` until set.
     pub fn set_wait_timeout(&mut self, timeout: Option<Duration>) {
-        self.checks.timeout = timeout;
+        self.apply_wait_timeout(timeout);
+    }
+
+    fn apply_wait_timeout(&self, timeout: Option<Duration>) {
+        self.checks.set(WaitChecks { timeout, ..self.checks.get() });
         if let Backend::Mpi(t) = &self.backend {
             t.set_timeout(timeout);
         }
@@ -143,12 +154,54 @@ impl Communicator {
 
     /// The bound `set_wait_timeout` set.
     pub fn wait_timeout(&self) -> Option<Duration> {
-        self.checks.timeout
+        self.checks.get().timeout
     }
 
     /// Makes every wait point fail on a NaN or infinity in the reduced gradients.
     pub fn set_check_finite(&mut self, check: bool) {
-        self.checks.finite = check;
+        self.checks.set(WaitChecks { finite: check, ..self.checks.get() });
+    }
+
+    /// Whether every wait point checks that the reduced gradients are finite.
+    pub fn checks_finite(&self) -> bool {
+        self.checks.get().finite
+    }
+
+    /// The communication settings as `config` gives them, all at once: what a `Trainer` run does
+    /// at its start (`TrainConfig::comm`), and a loop of one's own may do too. The transport was
+    /// chosen when the communicator started; a config naming another is refused.
+    pub fn apply(&self, config: &CommConfig) -> Result<()> {
+        if let (Some(running), wanted) = (self.transport(), config.transport) {
+            if wanted != Transport::Auto && wanted != running {
+                return Err(Error::Config(format!(
+                    "`comm.transport` is {wanted:?}, but this communicator started with {running:?}: the transport is \
+                     chosen when it starts (`Communicator::start_with`)"
+                )));
+            }
+        }
+        self.mode.set(config.mode);
+        self.apply_link(config.link)?;
+        self.apply_wait_timeout(config.wait_timeout);
+        self.checks.set(WaitChecks { finite: config.check_finite, ..self.checks.get() });
+        self.wire.borrow_mut().chosen = config.grad_comm.map(Chosen::All);
+        Ok(())
+    }
+
+    /// The settings this communicator runs with now, as a `CommConfig` (what `apply` would set;
+    /// a per-bucket choice of formats reads as none).
+    pub fn config(&self) -> CommConfig {
+        let grad_comm = match &self.wire.borrow().chosen {
+            Some(Chosen::All(format)) => Some(*format),
+            _ => None,
+        };
+        CommConfig {
+            transport: self.transport().unwrap_or(Transport::Auto),
+            mode: self.mode.get(),
+            link: self.link.get(),
+            check_finite: self.checks.get().finite,
+            grad_comm,
+            wait_timeout: self.checks.get().timeout,
+        }
     }
 
     /// Sends every bucket's gradients in `format` (see `WireFormat`), whatever the schedule's
@@ -193,28 +246,32 @@ impl Communicator {
         }
     }
 
-    pub fn with_mode(mut self, mode: CommMode) -> Self {
-        self.mode = mode;
+    pub fn with_mode(self, mode: CommMode) -> Self {
+        self.mode.set(mode);
         self
     }
 
     pub fn mode(&self) -> CommMode {
-        self.mode
+        self.mode.get()
     }
 
     /// Makes every later all-reduce take at least as long as it would on `link` (ring cost
     /// model; the real transfer still happens). With one rank there is nothing to emulate.
     pub fn emulate_link(&mut self, link: Option<Link>) -> Result<()> {
+        self.apply_link(link)
+    }
+
+    fn apply_link(&self, link: Option<Link>) -> Result<()> {
         if let Backend::Mpi(t) = &self.backend {
             t.emulate_link(link)?;
         }
-        self.link = link;
+        self.link.set(link);
         Ok(())
     }
 
     /// The interconnect being emulated, if any.
     pub fn emulated_link(&self) -> Option<Link> {
-        self.link
+        self.link.get()
     }
 
     /// What sums the gradients: `None` for a single process (nothing to sum).
@@ -244,23 +301,23 @@ impl Communicator {
     /// compiled schedule guarantees it).
     pub fn all_reduce_async(&self, mut bucket: GradBucket) -> InFlight {
         let t = match &self.backend {
-            Backend::Mpi(t) if self.mode != CommMode::Skip => t,
+            Backend::Mpi(t) if self.mode.get() != CommMode::Skip => t,
             _ => {
                 // Nothing travels, so nothing is rounded.
                 bucket.set_wire_format(WireFormat::Fp32);
                 bucket.update_lent_and_clear();
-                return InFlight::ready(bucket, self.checks);
+                return InFlight::ready(bucket, self.checks.get());
             }
         };
         let (index, bytes) = (bucket.index(), self.choose_wire_format(&mut bucket));
         let (reply, pending) = self.mailbox(index);
         let queued = Instant::now();
-        if self.mode == CommMode::AfterBackward {
+        if self.mode.get() == CommMode::AfterBackward {
             self.held.borrow_mut().push(Held::Reduce(bucket, reply));
         } else {
             t.all_reduce(bucket, reply);
         }
-        InFlight::pending(index, bytes, queued, pending, self.checks)
+        InFlight::pending(index, bytes, queued, pending, self.checks.get())
     }
 
     /// Sets the format `bucket` travels in (the run's choice, else the schedule's) and returns
@@ -283,7 +340,7 @@ impl Communicator {
         optimizer: &mut O,
         grad_scale: f32,
     ) -> InFlight {
-        if !self.checks.finite {
+        if !self.checks.get().finite {
             bucket.lend_for_update(members, params, optimizer, grad_scale);
         }
         self.all_reduce_async(bucket)
@@ -411,8 +468,8 @@ impl Communicator {
             Backend::Single => Ok(()),
             Backend::Mpi(t) => t.wait_for_writer(
                 0,
-                self.checks.timeout.map(|t| t.max(CHECKPOINT_WRITE_TIMEOUT)),
-                self.checks.timeout,
+                self.checks.get().timeout.map(|t| t.max(CHECKPOINT_WRITE_TIMEOUT)),
+                self.checks.get().timeout,
                 "waiting for rank 0 to write a checkpoint",
             ),
         }

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::checkpoint::{self, Position};
-use crate::comm::Communicator;
+use crate::comm::{CommConfig, Communicator};
 use crate::data::{shard_start_after, Batch, Dataset};
 use crate::error::{Error, Result};
 use crate::fault;
@@ -47,11 +47,19 @@ pub struct Trainer<'c> {
 
 impl<'c> Trainer<'c> {
     /// A run on `comm`'s ranks with the defaults of [`TrainConfig`]: 100 steps of 64 samples
-    /// per rank, SGD (0.05, momentum 0.9), a text report at the end, on the CPU. The
-    /// communicator carries what the generated backward needs at each call: overlap or not
-    /// (`Communicator::with_mode`), an emulated link, the wait timeout and finite checks.
+    /// per rank, SGD (0.05, momentum 0.9), a text report at the end, on the CPU; its
+    /// communication settings (`TrainConfig::comm`) start as `comm` has them, and `fit` applies
+    /// them to it at the start of the run.
     pub fn new(comm: &'c Communicator) -> Self {
-        Trainer { comm, config: TrainConfig::default(), progress: Box::new(NoProgress) }
+        let config = TrainConfig { comm: comm.config(), ..TrainConfig::default() };
+        Trainer { comm, config, progress: Box::new(NoProgress) }
+    }
+
+    /// How the ranks' gradients are summed: overlap or not, an emulated link, finite checks,
+    /// a run-time wire format and the wait timeout (see [`CommConfig`]).
+    pub fn comm(mut self, comm: CommConfig) -> Self {
+        self.config.comm = comm;
+        self
     }
 
     /// Replaces every setting at once.
@@ -173,6 +181,7 @@ impl<'c> Trainer<'c> {
         loss: &impl Loss,
     ) -> Result<TrainSummary> {
         let Trainer { comm, config, progress } = self;
+        comm.apply(&config.comm)?;
         check(&config, &M::SCHEDULE, data, comm.world_size())?;
         // Held until the run ends: no other run saves into this folder meanwhile.
         let _checkpoint_folder = on_rank0(comm, || claim_outputs(&config))?.flatten();

@@ -30,7 +30,7 @@ impl Communicator {
         optimizer: &mut O,
         grad_scale: f32,
     ) -> LowRankP {
-        if !self.checks.finite {
+        if !self.checks.get().finite {
             bucket.lend_for_update(members, params, optimizer, grad_scale);
         }
         let world = self.world_size();
@@ -43,7 +43,7 @@ impl Communicator {
         if !compresses {
             return LowRankP::Whole(self.all_reduce_async(bucket));
         }
-        if self.mode == CommMode::AfterBackward && self.transport().is_some() {
+        if self.mode.get() == CommMode::AfterBackward && self.transport().is_some() {
             return LowRankP::Whole(self.hold_low_rank(bucket));
         }
         let p = compress(&mut bucket);
@@ -57,7 +57,7 @@ impl Communicator {
         let index = bucket.index();
         let (reply, pending) = self.mailbox(index);
         self.held.borrow_mut().push(Held::LowRank(bucket, reply));
-        InFlight::pending(index, 0, Instant::now(), pending, self.checks)
+        InFlight::pending(index, 0, Instant::now(), pending, self.checks.get())
     }
 
     /// Sums `message` over all ranks through `t` and waits for it (for `backward_done`).
@@ -66,7 +66,7 @@ impl Communicator {
         let (reply, pending) = Mailbox::open(&mut self.exchanges.borrow_mut());
         let queued = Instant::now();
         t.all_reduce(message, reply);
-        InFlight::pending(index, bytes, queued, pending, self.checks).wait()
+        InFlight::pending(index, bytes, queued, pending, self.checks.get()).wait()
     }
 
     /// Runs a held low-rank bucket's three stages back to back (`backward_done` without
