@@ -12,6 +12,7 @@
 
 pub mod args;
 mod comm_bench;
+mod flags;
 mod progress;
 
 use std::process::ExitCode;
@@ -62,7 +63,7 @@ pub fn main<M: DistributedModel>() -> ExitCode {
         // Every rank agreed to stop after the same step: no abort, one message, 128 + signal.
         Err(e @ Error::Stopped { signal, .. }) => {
             if comm.rank() == 0 {
-                console::err_line(&e.to_string());
+                console::err_line(&flags::in_flag_terms(&e.to_string()));
             }
             ExitCode::from(u8::try_from(128 + signal).unwrap_or(u8::MAX))
         }
@@ -174,7 +175,7 @@ fn refuse_cpu_only_flags(args: &TrainArgs) -> Result<()> {
 fn report_error(e: &Error) -> ExitCode {
     let rank = std::env::var("OMPI_COMM_WORLD_RANK").unwrap_or_else(|_| "0".into());
     // One write, so mpirun does not interleave it with other ranks' messages.
-    let message = format!("rank {rank}: error: {e}\n");
+    let message = format!("rank {rank}: error: {}\n", flags::in_flag_terms(&e.to_string()));
     let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), message.as_bytes());
     ExitCode::FAILURE
 }

@@ -132,6 +132,27 @@ impl Device {
     }
 }
 
+/// How the library's messages name a run's settings, each in backticks (``"`TrainConfig::batch`
+/// 64 is too large ..."``): a front end that sets them otherwise, as the command line does with
+/// its flags, shows its own names for them (`overlap-cli`'s `flags` maps every one of these).
+pub const SETTING_NAMES: &[&str] = &[
+    "`TrainConfig::batch`",
+    "`TrainConfig::accumulate`",
+    "`TrainConfig::save_params`",
+    "`TrainConfig::resume`",
+    "`TrainConfig::device`",
+    "`TrainConfig::device.gpu`",
+    "`SaveConfig::overwrite`",
+    "`ObserveConfig::report_every`",
+    "`ObserveConfig::trace`",
+    "`ObserveConfig::timeline`",
+    "`ObserveConfig::write_profile`",
+    "`CommConfig::transport`",
+    "`CommConfig::wait_timeout`",
+    "`CommConfig::check_finite`",
+    "`CommConfig::grad_comm`",
+];
+
 /// Everything about a run but the model, the data and the loss.
 #[derive(Clone, Debug)]
 pub struct TrainConfig {

@@ -117,7 +117,7 @@ impl TrainingData {
     pub fn from_idx_dir(dir: &std::path::Path, features: usize, classes: usize) -> Result<Self> {
         if !dir.is_dir() {
             let what = if dir.exists() { "is not a folder" } else { "no such folder" };
-            return Err(Error::Dataset(format!("--data {}: {what}", dir.display())));
+            return Err(Error::Dataset(format!("IDX folder {}: {what}", dir.display())));
         }
         let set = IdxDataset::load_dir(dir, Split::Train, classes)?;
         if set.features() != features {

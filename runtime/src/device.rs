@@ -17,7 +17,7 @@ pub fn prepare_cuda_process() -> Result<()> {
 /// Without the `cuda` feature there is nothing to prepare; training says why it cannot start.
 #[cfg(not(feature = "cuda"))]
 pub fn prepare_cuda_process() -> Result<()> {
-    Err(crate::error::Error::CudaNotBuilt("--device cuda"))
+    Err(crate::error::Error::CudaNotBuilt("`TrainConfig::device` cuda"))
 }
 
 /// `--cuda-libraries`: the driver's CUDA version and where each library was found.
@@ -43,16 +43,16 @@ pub fn print_cuda_libraries() -> Result<()> {
 /// Without the `cuda` feature no CUDA library is ever loaded.
 #[cfg(not(feature = "cuda"))]
 pub fn print_cuda_libraries() -> Result<()> {
-    Err(crate::error::Error::CudaNotBuilt("--cuda-libraries"))
+    Err(crate::error::Error::CudaNotBuilt("listing the CUDA libraries"))
 }
 
 #[cfg(all(test, not(feature = "cuda")))]
 mod tests {
     #[test]
-    fn the_refusal_names_the_flag_that_asked_for_cuda() {
+    fn the_refusal_names_what_asked_for_cuda() {
         let libraries = super::print_cuda_libraries().unwrap_err().to_string();
-        assert!(libraries.starts_with("--cuda-libraries: this binary was built without CUDA"), "{libraries}");
+        assert!(libraries.starts_with("listing the CUDA libraries: this binary was built without CUDA"), "{libraries}");
         let device = super::prepare_cuda_process().unwrap_err().to_string();
-        assert!(device.starts_with("--device cuda: this binary was built without CUDA"), "{device}");
+        assert!(device.starts_with("`TrainConfig::device` cuda: this binary was built without CUDA"), "{device}");
     }
 }

@@ -19,37 +19,37 @@ pub enum Error {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{0}")]
     Safetensors(String),
-    #[error("gradient bucket b{bucket} was not reduced within {waited:?} on rank {rank} (--comm-timeout): {behind}")]
+    #[error("gradient bucket b{bucket} was not reduced within {waited:?} on rank {rank} (`CommConfig::wait_timeout`): {behind}")]
     CommTimeout { bucket: usize, rank: usize, waited: std::time::Duration, behind: String },
     #[error(
         "{} waited {waited:?} for every rank to start (MPI initialisation and the shared-memory \
-         set-up; --comm-timeout): {behind}",
+         set-up; `CommConfig::wait_timeout`): {behind}",
         rank.map_or("this rank".into(), |r| format!("rank {r}"))
     )]
     StartupTimeout { rank: Option<usize>, waited: std::time::Duration, behind: String },
-    #[error("rank {rank} waited {waited:?} while {what} (--comm-timeout): {behind}")]
+    #[error("rank {rank} waited {waited:?} while {what} (`CommConfig::wait_timeout`): {behind}")]
     CollectiveTimeout { what: &'static str, rank: usize, waited: std::time::Duration, behind: String },
     #[error(
-        "non-finite gradient {value} in bucket b{bucket} at element {offset} after the all-reduce (--check-finite)"
+        "non-finite gradient {value} in bucket b{bucket} at element {offset} after the all-reduce (`CommConfig::check_finite`)"
     )]
     NonFiniteGradient { bucket: usize, offset: usize, value: f32 },
-    #[error("non-finite gradient {value} in `{param}` (element {element}) at step {step}, after the all-reduce (--check-finite)")]
+    #[error("non-finite gradient {value} in `{param}` (element {element}) at step {step}, after the all-reduce (`CommConfig::check_finite`)")]
     NonFiniteParameter { param: String, element: usize, step: u64, value: f32 },
     #[error(
         "gradient bucket b{bucket} overflowed {format} on the wire: element {offset} is {value} after the \
-         all-reduce (--check-finite); a gradient or its mean over the ranks exceeds {format}'s range \
+         all-reduce (`CommConfig::check_finite`); a gradient or its mean over the ranks exceeds {format}'s range \
          (fp16: ±65504): send this bucket as bf16 or fp32"
     )]
     WireOverflow { bucket: usize, format: overlap_plan::WireFormat, offset: usize, value: f32 },
     /// A model whose `grad_comm` the GPU backend does not run (`Schedule::grad_comm`).
     #[error(
         "{model}: grad_comm = {chosen} is not supported on the GPU yet (NCCL sums FP32 there, and PowerSGD runs \
-         on CPUs only); use grad_comm = fp32 for --device cuda"
+         on CPUs only); use grad_comm = fp32 for `TrainConfig::device` cuda"
     )]
     GradCommOnGpu { model: String, chosen: String },
     #[error(transparent)]
     Data(#[from] crate::idx::IdxError),
-    /// The flag that asked for CUDA (`--device cuda`, `--cuda-libraries`).
+    /// What asked for CUDA (the `TrainConfig::device` setting, or listing the CUDA libraries).
     #[error(
         "{0}: this binary was built without CUDA support; rebuild with `--features cuda` \
          (e.g. cargo build --release --examples --features cuda)"
@@ -65,7 +65,7 @@ pub enum Error {
         "stopped by {} after step {step}: {}",
         signal_name(*signal),
         checkpoint.as_ref().map_or("no checkpoint (the run does not save)".into(),
-            |c| format!("checkpoint {}, resume with --resume", c.display()))
+            |c| format!("checkpoint {}, resume with `TrainConfig::resume`", c.display()))
     )]
     Stopped { signal: i32, step: u64, checkpoint: Option<PathBuf> },
     #[error("checkpoint: {0}")]

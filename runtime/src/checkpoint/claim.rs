@@ -44,8 +44,8 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool) -> Result<DirLock> {
         let found = checkpoints_in(dir);
         if !found.is_empty() && !overwrite {
             return Err(Error::Checkpoint(format!(
-                "{} holds another run's checkpoints ({}): continue that run with --resume {0}, or replace them \
-                 with --overwrite",
+                "{} holds another run's checkpoints ({}): continue that run with `TrainConfig::resume` {0}, or \
+                 replace them with `SaveConfig::overwrite`",
                 dir.display(),
                 found.join(", ")
             )));

@@ -174,8 +174,10 @@ impl Communicator {
         if let (Some(running), wanted) = (self.transport(), config.transport) {
             if wanted != Transport::Auto && wanted != running {
                 return Err(Error::Config(format!(
-                    "`comm.transport` is {wanted:?}, but this communicator started with {running:?}: the transport is \
-                     chosen when it starts (`Communicator::start_with`)"
+                    "`CommConfig::transport` {} asks for another transport than this communicator started with \
+                     ({}): the transport is chosen when it starts (`Communicator::start_with`)",
+                    wanted.name(),
+                    running.name()
                 )));
             }
         }
@@ -488,7 +490,7 @@ impl Communicator {
         let formats = self.all_gather_u64(self.wire.borrow().override_code())?;
         if let Some(rank) = formats.iter().position(|&f| f != formats[0]) {
             return Err(Error::Config(format!(
-                "ranks disagree on the gradients' wire formats: rank {rank} chose others than rank 0 (--grad-comm, \
+                "ranks disagree on the gradients' wire formats: rank {rank} chose others than rank 0 (`CommConfig::grad_comm`, \
                  set_wire_format, set_bucket_wire_formats)"
             )));
         }

@@ -76,7 +76,7 @@ pub(super) fn serve(
         Transport::SharedMemory => match SharedMemory::create(&world) {
             Ok(shared) => Some(shared),
             Err(why) => {
-                let _ = ready.send(Err(format!("--all-reduce shared-memory is impossible: {why}")));
+                let _ = ready.send(Err(format!("`CommConfig::transport` shared-memory is impossible: {why}")));
                 return;
             }
         },

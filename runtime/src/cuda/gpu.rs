@@ -69,8 +69,8 @@ impl Gpu {
         // cudarc panics on first use of a missing library, hence these checks.
         if !driver_present() {
             return Err(Error::Cuda(
-                "no CUDA driver found (libcuda.so could not be loaded): --device cuda needs an NVIDIA GPU and its \
-                 driver; use --device cpu otherwise"
+                "no CUDA driver found (libcuda.so could not be loaded): `TrainConfig::device` cuda needs an NVIDIA \
+                 GPU and its driver; use `TrainConfig::device` cpu otherwise"
                     .into(),
             ));
         }
@@ -97,7 +97,7 @@ impl Gpu {
         let count = CudaContext::device_count().map_err(cuda("counting GPUs"))?;
         if ordinal >= count.max(0) as usize {
             return Err(Error::Cuda(format!(
-                "GPU {ordinal} was asked for, but this machine has {count} (--gpu, or the MPI local rank)"
+                "GPU {ordinal} was asked for, but this machine has {count} (`TrainConfig::device.gpu`, or the MPI local rank)"
             )));
         }
         let ctx = CudaContext::new(ordinal).map_err(cuda("creating the context"))?;

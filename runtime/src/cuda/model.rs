@@ -33,7 +33,7 @@ pub fn check_supported<M: DistributedModel>() -> Result<()> {
     }
     Err(Error::Cuda(format!(
         "{} cannot run on the GPU: layer(s) {} have no device kernels (their `Layer::DEVICE_OP` is `Unsupported`); \
-         use --device cpu",
+         use `TrainConfig::device` cpu",
         schedule.model,
         unsupported.join(", ")
     )))
@@ -98,7 +98,10 @@ impl GpuModel {
             width = Some(output);
             widest = widest.max(output);
             if rows.checked_mul(input.max(output)).is_none_or(|n| n > i32::MAX as usize) {
-                return Err(Error::Config(format!("--batch {rows} is too large for layer `{}` on the GPU", info.name)));
+                return Err(Error::Config(format!(
+                    "`TrainConfig::batch` {rows} is too large for layer `{}` on the GPU",
+                    info.name
+                )));
             }
             let mut params = Vec::new();
             let mut state = Vec::new();

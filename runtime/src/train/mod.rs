@@ -262,7 +262,7 @@ fn fit_on_gpu<M: DistributedModel>(
     _: &mut impl Dataset,
     _: &impl Loss,
 ) -> Result<TrainSummary> {
-    Err(Error::CudaNotBuilt("--device cuda"))
+    Err(Error::CudaNotBuilt("`TrainConfig::device` cuda"))
 }
 
 impl Run<'_> {

@@ -31,7 +31,8 @@ pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Datas
     let per_step = [config.batch, config.accumulate, world].iter().try_fold(1u64, |n, &f| n.checked_mul(f as u64));
     if per_step.is_none() {
         return Err(Error::Config(format!(
-            "--accumulate {} with --batch {} on {world} rank(s) takes more samples per step than a 64-bit \
+            "`TrainConfig::accumulate` {} with `TrainConfig::batch` {} on {world} rank(s) takes more samples per \
+             step than a 64-bit \
              count holds",
             config.accumulate, config.batch
         )));
@@ -98,14 +99,15 @@ fn check_recording(config: &TrainConfig, schedule: &Schedule, world: usize) -> R
     let per_step = needs.spans_per_step.map_or("more than 2^64".into(), |n| n.to_string());
     if let Some(why) = beyond(needs.window) {
         return Err(Error::Config(format!(
-            "the report gathers the spans of {} step(s) at once from {world} rank(s) (--report-every; {per_step} \
-             spans per step with --accumulate {}): that needs {why}; give a smaller --report-every",
+            "the report gathers the spans of {} step(s) at once from {world} rank(s) \
+             (`ObserveConfig::report_every`; {per_step} spans per step with `TrainConfig::accumulate` {}): that \
+             needs {why}; give a smaller `ObserveConfig::report_every`",
             needs.window_steps, config.accumulate
         )));
     }
     if let Some(why) = beyond(needs.trace) {
         return Err(Error::Config(format!(
-            "--trace keeps every span of the run at rank 0: {} steps of {per_step} spans from {world} rank(s) \
+            "`ObserveConfig::trace` keeps every span of the run at rank 0: {} steps of {per_step} spans from {world} rank(s) \
              need {why}; trace a shorter run",
             config.steps
         )));
@@ -135,10 +137,10 @@ pub fn on_rank0<T>(comm: &Communicator, check: impl FnOnce() -> Result<T>) -> Re
 pub(super) fn claim_outputs(config: &TrainConfig) -> Result<Option<checkpoint::DirLock>> {
     let observe = &config.observe;
     for (path, what) in [
-        (&config.save_params, "--save-params"),
-        (&observe.trace, "--trace"),
-        (&observe.timeline, "--timeline"),
-        (&observe.write_profile, "--write-profile"),
+        (&config.save_params, "`TrainConfig::save_params`"),
+        (&observe.trace, "`ObserveConfig::trace`"),
+        (&observe.timeline, "`ObserveConfig::timeline`"),
+        (&observe.write_profile, "`ObserveConfig::write_profile`"),
     ] {
         if let Some(path) = path {
             crate::process::output_paths::check_file(path, what)?;

@@ -1,0 +1,49 @@
+//! The library names a run's settings as their fields (`TrainConfig::batch`,
+//! `CommConfig::check_finite`; the list is `overlap_runtime::config::SETTING_NAMES`); a user of
+//! the command line set them with flags, so its messages name the flags instead.
+
+/// Each setting the library's messages name, and the flag that sets it.
+const FLAGS: &[(&str, &str)] = &[
+    ("`TrainConfig::batch`", "--batch"),
+    ("`TrainConfig::accumulate`", "--accumulate"),
+    ("`TrainConfig::save_params`", "--save-params"),
+    ("`TrainConfig::resume`", "--resume"),
+    ("`TrainConfig::device`", "--device"),
+    ("`TrainConfig::device.gpu`", "--gpu"),
+    ("`SaveConfig::overwrite`", "--overwrite"),
+    ("`ObserveConfig::report_every`", "--report-every"),
+    ("`ObserveConfig::trace`", "--trace"),
+    ("`ObserveConfig::timeline`", "--timeline"),
+    ("`ObserveConfig::write_profile`", "--write-profile"),
+    ("`CommConfig::transport`", "--all-reduce"),
+    ("`CommConfig::wait_timeout`", "--comm-timeout"),
+    ("`CommConfig::check_finite`", "--check-finite"),
+    ("`CommConfig::grad_comm`", "--grad-comm"),
+];
+
+/// `message` with every setting named by its flag.
+pub fn in_flag_terms(message: &str) -> String {
+    FLAGS.iter().fold(message.to_string(), |text, (setting, flag)| text.replace(setting, flag))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use overlap_runtime::config::SETTING_NAMES;
+
+    #[test]
+    fn every_setting_the_library_names_has_its_flag() {
+        let mapped: Vec<&str> = FLAGS.iter().map(|(setting, _)| *setting).collect();
+        for setting in SETTING_NAMES {
+            assert!(mapped.contains(setting), "no flag for {setting}");
+        }
+        assert_eq!(mapped.len(), SETTING_NAMES.len(), "a flag for a setting the library does not name");
+    }
+
+    #[test]
+    fn messages_name_the_flags() {
+        let message = "`TrainConfig::accumulate` 4 with `TrainConfig::batch` 64 (`CommConfig::wait_timeout`); \
+                       `TrainConfig::device.gpu` and `TrainConfig::device` cuda";
+        assert_eq!(in_flag_terms(message), "--accumulate 4 with --batch 64 (--comm-timeout); --gpu and --device cuda");
+    }
+}
