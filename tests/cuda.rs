@@ -113,7 +113,7 @@ pub struct WithUserLayer {
 fn a_layer_without_device_kernels_is_refused_by_name_without_a_gpu() {
     overlap::cuda::check_supported::<Probe>().expect("every built-in layer runs on the GPU");
     let message = overlap::cuda::check_supported::<WithUserLayer>().unwrap_err().to_string();
-    assert!(message.contains("`halve` (Halve)") && message.contains("--device cpu"), "{message}");
+    assert!(message.contains("`halve` (Halve)") && message.contains("`TrainConfig::device` cpu"), "{message}");
     assert!(!message.contains("`fc`"), "{message}");
 }
 
