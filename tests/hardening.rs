@@ -327,3 +327,69 @@ fn a_parameters_file_is_never_left_torn() {
     assert_eq!(std::fs::read(&params).unwrap(), written, "the previous file is whole");
     assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "the temporary file is removed");
 }
+
+#[test]
+fn outputs_that_would_overwrite_each_other_or_the_checkpoints_are_refused_up_front() {
+    let root = scratch("overlapping-outputs");
+    let at = |name: &str| root.path().join(name).to_str().unwrap().to_string();
+    let ck = at("ck");
+    let cases: [(&[&str], &str); 4] = [
+        (&["--save", &ck, "--save-params", &format!("{ck}/latest")], "--save-params"),
+        (&["--save", &ck, "--save-params", &ck], "--save-params"),
+        (
+            &["--trace", &at("out"), "--timeline", &format!("{}/./out", root.path().display())],
+            "--trace and --timeline both name",
+        ),
+        (&["--write-profile", &at("p"), "--save-params", &at("p")], "--save-params and --write-profile both name"),
+    ];
+    for (args, says) in cases {
+        let (ok, text) = mlp(&[&["--steps", "2", "--batch", "4"], args].concat());
+        assert!(!ok && text.contains(says), "{args:?} must be refused naming {says}:\n{text}");
+        assert!(!text.contains("step      1"), "{args:?}: refused before the first step:\n{text}");
+    }
+    let (ok, text) = mlp(&["--steps", "2", "--batch", "4", "--save", &ck, "--save-params", &format!("{ck}/latest")]);
+    assert!(!ok && text.contains("is in the checkpoint folder") && text.contains("(--save)"), "{text}");
+}
+
+#[test]
+fn a_lock_file_that_is_a_link_is_refused_and_its_target_untouched() {
+    let root = scratch("lock-link");
+    let (ck, outside) = (root.path().join("ck"), root.path().join("precious.txt"));
+    std::fs::create_dir(&ck).unwrap();
+    std::fs::write(&outside, b"keep me").unwrap();
+    std::os::unix::fs::symlink(&outside, ck.join(".lock")).unwrap();
+    let (ok, text) = mlp(&["--steps", "2", "--batch", "4", "--save", ck.to_str().unwrap()]);
+    assert!(!ok && text.contains(".lock is a symbolic link"), "{text}");
+    assert_eq!(std::fs::read(&outside).unwrap(), b"keep me");
+}
+
+#[test]
+fn compute_only_on_several_ranks_saves_nothing_as_the_runs_result() {
+    if !common::mpirun_available() {
+        return;
+    }
+    let root = scratch("compute-only-save");
+    let ck = root.path().join("ck");
+    let exe = example("mlp");
+    for output in ["--save", "--save-params"] {
+        let out = common::mpirun(&[
+            "-n",
+            "2",
+            exe.to_str().unwrap(),
+            "--compute-only",
+            "--steps",
+            "2",
+            "--batch",
+            "4",
+            output,
+            ck.to_str().unwrap(),
+        ]);
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(!out.status.success(), "{output} with --compute-only on 2 ranks was accepted:\n{text}");
+        assert!(text.contains("--compute-only sums no gradients") && text.contains(output), "{text}");
+    }
+    // One rank has nothing to sum: its parameters are the run's.
+    let (ok, text) =
+        mlp(&["--compute-only", "--steps", "2", "--batch", "4", "--save-params", ck.join("p").to_str().unwrap()]);
+    assert!(ok, "{text}");
+}

@@ -2,7 +2,7 @@
 //! `safetensors.torch.load_file` reads them directly.
 
 use std::ffi::OsString;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
@@ -51,11 +51,13 @@ pub fn save_params<M: DistributedModel>(model: &M, path: &Path) -> Result<()> {
 
 /// Writes `bytes` to a temporary file next to the file `path` names (through a link, the file
 /// it points to), syncs it, renames it over that file and syncs the folder. Something other
-/// than a file there (a device, a pipe) cannot be replaced: it is written in place.
+/// than a file there (a device, a pipe, a terminal) cannot be replaced, and neither can a file
+/// reached through an open descriptor (`/dev/stdout` of `>> job.log`, `/proc/self/fd/N`), whose
+/// owner means it to be written to, not swapped: those are written in place, appended to.
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    if target.metadata().is_ok_and(|m| !m.is_file()) {
-        return std::fs::write(path, bytes);
+    if target.metadata().is_ok_and(|m| !m.is_file()) || names_a_descriptor(path) {
+        return OpenOptions::new().append(true).open(path)?.write_all(bytes);
     }
     let folder = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let tmp = folder.join(temporary_name(&target));
@@ -70,6 +72,27 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     }
     written?;
     File::open(folder)?.sync_all()
+}
+
+/// Whether `path`, or a link on the way from it, names an open descriptor (`/proc/..`,
+/// `/dev/fd/N`, `/dev/stdout` and its kin) rather than a file of a folder (`/dev/shm/x` is one).
+fn names_a_descriptor(path: &Path) -> bool {
+    let descriptor = |p: &Path| {
+        p.starts_with("/proc")
+            || p.starts_with("/dev/fd")
+            || ["/dev/stdin", "/dev/stdout", "/dev/stderr"].iter().any(|d| p == Path::new(d))
+    };
+    let mut at = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    for _ in 0..40 {
+        if descriptor(&at) {
+            return true;
+        }
+        match std::fs::read_link(&at) {
+            Ok(next) => at = at.parent().map_or(next.clone(), |folder| folder.join(&next)),
+            Err(_) => return false,
+        }
+    }
+    false
 }
 
 /// `.<name>.tmp`, hidden and the same on every write of one file (a write killed midway leaves
@@ -126,5 +149,26 @@ mod tests {
         write_atomically(&longest, b"long").unwrap();
         assert_eq!(std::fs::read(&longest).unwrap(), b"long");
         assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 3);
+    }
+
+    #[test]
+    fn a_file_reached_through_an_open_descriptor_is_appended_to_not_replaced() {
+        // `--save-params /dev/stdout >> job.log`: the log keeps what it had.
+        let root = tempfile::tempdir().unwrap();
+        let log = root.path().join("job.log");
+        std::fs::write(&log, b"earlier lines\n").unwrap();
+        let open = OpenOptions::new().append(true).open(&log).unwrap();
+        let descriptor = std::path::PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&open)));
+        write_atomically(&descriptor, b"parameters").unwrap();
+        assert_eq!(std::fs::read(&log).unwrap(), b"earlier lines\nparameters");
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "nothing renamed beside it");
+        // A link in a folder of one's own to such a name is one too.
+        let link = root.path().join("out");
+        std::os::unix::fs::symlink(&descriptor, &link).unwrap();
+        write_atomically(&link, b"!").unwrap();
+        assert_eq!(std::fs::read(&log).unwrap(), b"earlier lines\nparameters!");
+        assert!(!names_a_descriptor(&root.path().join("plain")));
+        assert!(!names_a_descriptor(Path::new("/dev/shm/params.safetensors")));
+        assert!(names_a_descriptor(Path::new("/dev/stdout")));
     }
 }

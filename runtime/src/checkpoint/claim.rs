@@ -5,6 +5,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use super::layout::{step_of, LATEST};
@@ -25,7 +26,24 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool) -> Result<DirLock> {
     output_paths::check_dir(dir, "checkpoint folder")?;
     let path = dir.join(LOCK_FILE);
     let io = |source| Error::Io { path: path.clone(), source };
-    let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+    // Never through a link: the lock is the folder's own file, and a link would have this run
+    // truncate and rewrite whatever it points to.
+    let opened = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path);
+    let mut file = match opened {
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(Error::Checkpoint(format!(
+                "{} is a symbolic link; the lock is a file of the checkpoint folder's own: remove the link",
+                path.display()
+            )))
+        }
+        other => other.map_err(io)?,
+    };
     // SAFETY: `file` is an open descriptor owned by this function; flock only takes an advisory
     // lock on it, released when the descriptor is closed (the `DirLock` is dropped).
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {

@@ -1,7 +1,7 @@
 //! Output files and folders, checked before the first step: a run that can only fail to write
 //! its result should fail in its first second, not after its last step.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
@@ -23,6 +23,20 @@ pub fn check_file(path: &Path, what: &str) -> Result<()> {
     std::fs::File::create_new(path)
         .and_then(|_| std::fs::remove_file(path))
         .map_err(|e| Error::Config(format!("{what} {}: cannot be created: {e}", path.display())))
+}
+
+/// The file or folder `path` names, as one absolute path whatever way it is written: resolved
+/// through links where it exists, else its folder resolved and its name appended (so that
+/// `out/t.json`, `./out/t.json` and a link to it compare equal).
+pub fn identity(path: &Path) -> PathBuf {
+    if let Ok(resolved) = path.canonicalize() {
+        return resolved;
+    }
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    match (absolute.parent(), absolute.file_name()) {
+        (Some(parent), Some(name)) => parent.canonicalize().map_or(absolute.clone(), |p| p.join(name)),
+        _ => absolute,
+    }
 }
 
 /// `dir` is a folder (created if missing) that takes new files.

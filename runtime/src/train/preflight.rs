@@ -5,7 +5,7 @@
 use overlap_plan::{Schedule, Width};
 
 use crate::checkpoint::{self, Position};
-use crate::comm::Communicator;
+use crate::comm::{CommMode, Communicator};
 use crate::config::{Device, TrainConfig};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
@@ -26,6 +26,22 @@ pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Datas
     }
     if config.save.as_ref().is_some_and(|s| s.every == Some(0)) {
         return Err(Error::Config("checkpoints every 0 steps: give a positive interval or none".into()));
+    }
+    if config.comm.mode == CommMode::Skip && world > 1 {
+        let kept: Vec<&str> = [
+            (config.save.is_some(), "`SaveConfig::dir`"),
+            (config.save_params.is_some(), "`TrainConfig::save_params`"),
+        ]
+        .into_iter()
+        .filter_map(|(set, what)| set.then_some(what))
+        .collect();
+        if !kept.is_empty() {
+            return Err(Error::Config(format!(
+                "`CommConfig::mode` compute-only sums no gradients, so on {world} ranks each rank's parameters drift \
+                 apart and none is the run's result: it has nothing to do with {}",
+                kept.join(", ")
+            )));
+        }
     }
     // The data position counts samples in 64 bits: a step must not take more than that holds.
     let per_step = [config.batch, config.accumulate, world].iter().try_fold(1u64, |n, &f| n.checked_mul(f as u64));
@@ -146,6 +162,7 @@ pub(super) fn claim_outputs(config: &TrainConfig) -> Result<Option<checkpoint::D
             crate::process::output_paths::check_file(path, what)?;
         }
     }
+    distinct_outputs(config)?;
     let Some(save) = &config.save else { return Ok(None) };
     let same = |a: &std::path::Path, b: &std::path::Path| match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
@@ -153,6 +170,43 @@ pub(super) fn claim_outputs(config: &TrainConfig) -> Result<Option<checkpoint::D
     };
     let continues = config.resume.as_deref().is_some_and(|r| same(r, &save.dir));
     checkpoint::claim(&save.dir, continues, save.overwrite).map(Some)
+}
+
+/// Two outputs of one run never name the same file, and none lies in the checkpoint folder, whose
+/// files are the checkpoints' own (`latest`, the step folders, the lock): refused before step 1,
+/// when nothing is lost yet, rather than one result silently replacing another.
+fn distinct_outputs(config: &TrainConfig) -> Result<()> {
+    use crate::process::output_paths::identity;
+    let observe = &config.observe;
+    let files: Vec<(std::path::PathBuf, &str)> = [
+        (&config.save_params, "`TrainConfig::save_params`"),
+        (&observe.trace, "`ObserveConfig::trace`"),
+        (&observe.timeline, "`ObserveConfig::timeline`"),
+        (&observe.write_profile, "`ObserveConfig::write_profile`"),
+    ]
+    .into_iter()
+    .filter_map(|(path, what)| path.as_deref().map(|p| (identity(p), what)))
+    .collect();
+    for (k, (path, what)) in files.iter().enumerate() {
+        if let Some((_, other)) = files[..k].iter().find(|(p, _)| p == path) {
+            return Err(Error::Config(format!(
+                "{other} and {what} both name {}: one would replace the other; give each its own file",
+                path.display()
+            )));
+        }
+    }
+    if let Some(save) = &config.save {
+        let folder = identity(&save.dir);
+        if let Some((path, what)) = files.iter().find(|(p, _)| p.starts_with(&folder)) {
+            return Err(Error::Config(format!(
+                "{what} {} is in the checkpoint folder {} (`SaveConfig::dir`), whose files are the checkpoints' \
+                 own: write it elsewhere",
+                path.display(),
+                folder.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// What differs between the run a checkpoint recorded and this one.
