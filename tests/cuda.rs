@@ -357,3 +357,27 @@ fn overlap_and_no_overlap_train_alike_on_the_gpu() {
     let (overlapped, baseline) = (run(&[], "overlap"), run(&["--no-overlap"], "no-overlap"));
     assert_eq!(overlapped, baseline, "the order of launches changed the sums");
 }
+
+#[distributed_model(bucket_cap_mb = 1)]
+mod residual_net {
+    use overlap::prelude::*;
+
+    #[residual]
+    pub struct Block {
+        fc: Linear<8, 8>,
+        act: Gelu,
+    }
+
+    pub struct ResidualNet {
+        input: Linear<4, 8>,
+        block: Block,
+        head: Linear<8, 2>,
+    }
+}
+
+#[test]
+fn a_model_with_residual_blocks_is_refused_on_the_gpu_by_name() {
+    let message = overlap::cuda::check_supported::<residual_net::ResidualNet>().unwrap_err().to_string();
+    assert!(message.contains("residual blocks (the first over `block.fc` to `block.act`)"), "{message}");
+    assert!(message.contains("`TrainConfig::device` cpu"), "{message}");
+}

@@ -2,6 +2,8 @@
 //! every generated line can point back at what the user wrote.
 
 use overlap_plan::LayerSpec;
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
 use syn::ext::IdentExt;
 use syn::{Fields, Ident, ItemStruct, Type};
 
@@ -11,12 +13,70 @@ use crate::errors::Errors;
 use crate::layers;
 
 pub struct Model<'a> {
+    /// The model's struct (in a module of blocks, the one no other struct uses).
     pub item: &'a ItemStruct,
+    /// Every layer in forward order, blocks unrolled (see `nesting`).
     pub fields: Vec<Field<'a>>,
+    /// Residual blocks, each `y = x + f(x)` over a run of `fields`.
+    pub residuals: Vec<Residual>,
+    /// `Self { .. }` with every layer initialised, nested as the structs are.
+    pub init: TokenStream,
+}
+
+/// A residual block's instance: layers `first..=last` compute `f`, and the block outputs
+/// `f(x) + x` where `x` is `first`'s input.
+pub struct Residual {
+    pub first: usize,
+    pub last: usize,
+    /// For its workspace entry (`blocks_3_sum`).
+    pub ident: Ident,
+    /// The use of the block, for errors (its field's type).
+    pub at: TokenStream,
+}
+
+/// Where a struct's fields sit from the model: nothing for the model's own, `blocks.3` for the
+/// fourth element of a field `blocks: [Block; N]`.
+#[derive(Clone, Default)]
+pub struct Prefix {
+    /// In the schedule and checkpoints (PyTorch's state-dict path): `blocks.3`.
+    pub name: String,
+    /// In code, after `self.`: `blocks[3]`.
+    pub access: TokenStream,
+    /// In generated identifiers: `blocks_3`.
+    pub ident: String,
+}
+
+impl Prefix {
+    /// The prefix of the fields of `inner`, a struct at `field` (element `index` when an array).
+    pub fn inner(&self, field: &Ident, index: Option<usize>) -> Prefix {
+        let plain = field.unraw().to_string();
+        let (mut name, mut ident) = (self.joined(&self.name, '.', &plain), self.joined(&self.ident, '_', &plain));
+        let access = &self.access;
+        let mut access = if access.is_empty() { quote!(#field) } else { quote!(#access.#field) };
+        if let Some(i) = index {
+            let lit = crate::helpers::lit(i);
+            (name, ident) = (format!("{name}.{i}"), format!("{ident}_{i}"));
+            access = quote!(#access[#lit]);
+        }
+        Prefix { name, access, ident }
+    }
+
+    fn joined(&self, prefix: &str, separator: char, last: &str) -> String {
+        if prefix.is_empty() {
+            last.to_string()
+        } else {
+            format!("{prefix}{separator}{last}")
+        }
+    }
 }
 
 pub struct Field<'a> {
-    pub ident: &'a Ident,
+    /// The layer in code, after `self.`: `fc1`, or `blocks[3].fc1` in a block.
+    pub access: TokenStream,
+    /// For generated identifiers (`fc1_out`, `blocks_3_fc1_out`).
+    pub ident: Ident,
+    /// As messages name it: `fc1`, `blocks.3.fc1`.
+    pub name: String,
     pub ty: &'a Type,
     /// `None` when the field's type or attribute was invalid (already reported).
     pub spec: Option<LayerSpec>,
@@ -36,14 +96,23 @@ impl<'a> Model<'a> {
         }
         // Fields typed by a type parameter are covered by the error above.
         let type_params: Vec<&Ident> = item.generics.type_params().map(|p| &p.ident).collect();
-        let fields = match &item.fields {
-            Fields::Named(named) => named.named.iter().map(|f| Field::new(f, &type_params, errors)).collect(),
+        let fields: Vec<Field> = match &item.fields {
+            Fields::Named(named) => {
+                named.named.iter().map(|f| Field::new(f, &Prefix::default(), &type_params, errors)).collect()
+            }
             Fields::Unnamed(_) | Fields::Unit => {
                 errors.spanned(&item.ident, "#[distributed_model] needs a struct with named fields, one per layer");
                 Vec::new()
             }
         };
-        Model { item, fields }
+        let ident = &item.ident;
+        let inits = fields.iter().enumerate().map(|(i, f)| {
+            let (field, ty) = (&f.ident, f.ty);
+            let i = crate::helpers::lit(i);
+            quote!(#field: <#ty as ::overlap::Layer>::init(&mut ::overlap::InitRng::for_layer(seed, #i)),)
+        });
+        let init = quote!(#ident { #(#inits)* });
+        Model { item, fields, residuals: Vec::new(), init }
     }
 
     /// Specs of every field, in definition order (only meaningful once all fields are valid).
@@ -53,10 +122,12 @@ impl<'a> Model<'a> {
 }
 
 impl<'a> Field<'a> {
-    fn new(field: &'a syn::Field, type_params: &[&Ident], errors: &mut Errors) -> Self {
+    /// The layer in `field`, whose struct sits at `prefix` from the model.
+    pub fn new(field: &'a syn::Field, prefix: &Prefix, type_params: &[&Ident], errors: &mut Errors) -> Self {
         let ident = field.ident.as_ref().expect("named fields have identifiers");
         // Names in the schedule (and so in checkpoints) are PyTorch's: `type.weight`, not `r#type.weight`.
-        let name = ident.unraw().to_string();
+        let own = prefix.inner(ident, None);
+        let name = own.name.clone();
         cfg::check_field(&field.attrs, errors);
         let attrs = attr::field_attrs(&field.attrs, errors);
         let is_type_param =
@@ -81,6 +152,12 @@ impl<'a> Field<'a> {
             },
         };
         let spec = spec.map(|s| if attrs.bucket_boundary { s.with_bucket_boundary() } else { s });
-        Field { ident, ty: &field.ty, spec, custom: attrs.layer.is_some() }
+        // The model's own fields keep their identifiers (raw ones included) in generated names.
+        let (shown, generated) = if prefix.name.is_empty() {
+            (ident.to_string(), ident.clone())
+        } else {
+            (own.name.clone(), format_ident!("{}", own.ident))
+        };
+        Field { access: own.access, ident: generated, name: shown, ty: &field.ty, spec, custom: attrs.layer.is_some() }
     }
 }

@@ -63,7 +63,7 @@ fn oversized(spec: &LayerSpec) -> Option<String> {
 }
 
 fn not_empty(model: &Model, errors: &mut Errors) {
-    if model.fields.is_empty() && matches!(model.item.fields, syn::Fields::Named(_)) {
+    if model.item.fields.is_empty() && matches!(model.item.fields, syn::Fields::Named(_)) {
         errors.spanned(&model.item.ident, "a #[distributed_model] needs at least one layer");
     }
 }
@@ -72,7 +72,10 @@ fn not_empty(model: &Model, errors: &mut Errors) {
 /// take that width (which also gives them their FLOP count).
 fn widths_chain(model: &mut Model, errors: &mut Errors) {
     let mut flowing: Option<(usize, String)> = None;
-    for field in &mut model.fields {
+    // The width into each layer, and out of it (after the residual sums ending there).
+    let (mut into, mut out) = (vec![None; model.fields.len()], vec![None; model.fields.len()]);
+    for (i, field) in model.fields.iter_mut().enumerate() {
+        into[i] = flowing.as_ref().map(|f| f.0);
         let Some(spec) = &mut field.spec else {
             // Unknown width: do not report follow-on mismatches against it.
             flowing = None;
@@ -84,11 +87,11 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
                     if *width != input {
                         errors.spanned(
                             field.ty,
-                            format!("`{}` expects input width {input}, but the previous layer `{from}` outputs width {width}", field.ident),
+                            format!("`{}` expects input width {input}, but the previous layer `{from}` outputs width {width}", field.name),
                         );
                     }
                 }
-                flowing = Some((output, field.ident.to_string()));
+                flowing = Some((output, field.name.clone()));
             }
             Width::Preserving => {
                 if let Some((width, _)) = &flowing {
@@ -96,8 +99,28 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
                         spec.flops_per_sample =
                             layers::elementwise_flops(last_segment(&spec.kind)).saturating_mul(*width as u64);
                     }
-                    flowing = Some((*width, field.ident.to_string()));
+                    flowing = Some((*width, field.name.clone()));
                 }
+            }
+        }
+        out[i] = flowing.as_ref().map(|f| f.0);
+    }
+    residual_widths(model, &into, &out, errors);
+}
+
+/// A residual block adds its input to its output: both must have one width.
+fn residual_widths(model: &Model, into: &[Option<usize>], out: &[Option<usize>], errors: &mut Errors) {
+    for r in &model.residuals {
+        if let (Some(x), Some(y)) = (into[r.first], out[r.last]) {
+            if x != y {
+                errors.spanned(
+                    &r.at,
+                    format!(
+                        "a residual block adds its input to its output, so both need one width: its first layer `{}` \
+                         takes width {x}, its last layer `{}` outputs width {y}",
+                        model.fields[r.first].name, model.fields[r.last].name
+                    ),
+                );
             }
         }
     }

@@ -14,13 +14,14 @@ use crate::errors::Errors;
 use crate::helpers::lit;
 use crate::planning::{self, Planned};
 use crate::schedule_code::{backward_body, step_body, Names};
-use crate::{check, crate_path, fallback, schedule_tokens};
+use crate::{check, crate_path, fallback, nesting, schedule_tokens};
 
 pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let config = attr::model_config(args, &mut errors);
     let item: ItemStruct = match syn::parse2::<syn::Item>(item) {
         Ok(syn::Item::Struct(s)) => s,
+        Ok(syn::Item::Mod(module)) => return with_crate(expand_module(&config, &module, errors), &config),
         Ok(other) => {
             let at: &dyn quote::ToTokens = match &other {
                 syn::Item::Enum(e) => &e.enum_token,
@@ -43,9 +44,49 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         }
     }
     let code = code.unwrap_or_else(|| fallback::emit(&item, &errors));
+    with_crate(code, &config)
+}
+
+/// `code` with its `::overlap::` paths where `crate = ".."` says the crate is.
+fn with_crate(code: TokenStream, config: &attr::ModelConfig) -> TokenStream {
     match &config.krate {
         Some(krate) => crate_path::rebase(code, krate),
         None => code,
+    }
+}
+
+/// A module holding a model and its blocks (see `nesting`): the module again, its blocks as
+/// written (without this macro's attributes), and the model's code inside it.
+fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: Errors) -> TokenStream {
+    let structs = nesting::structs(module, &mut errors);
+    let mut model = nesting::model(&structs, &mut errors);
+    if let Some(model) = &mut model {
+        check::all(model, &mut errors);
+    }
+    let mut code = None;
+    if let (Some(model), true) = (&model, errors.is_empty()) {
+        if let Some(mut planned) = planning::plan(&config.planning, &model.item.ident, &model.specs(), &mut errors) {
+            planned.schedule = planned.schedule.with_grad_comm(config.grad_comm);
+            code = Some(emit(model, &planned));
+        }
+    }
+    let root = structs.model.map(|m| structs.all[m]);
+    let code = code.unwrap_or_else(|| match root {
+        Some(root) if root.generics.params.is_empty() => fallback::emit(root, &errors),
+        _ => errors.to_compile_errors(),
+    });
+    let blocks =
+        structs.all.iter().filter(|s| root.is_none_or(|r| !std::ptr::eq(**s, r))).map(|s| nesting::stripped(s));
+    let others =
+        module.content.iter().flat_map(|(_, items)| items.iter()).filter(|i| !matches!(i, syn::Item::Struct(_)));
+    let (attrs, vis, unsafety, ident) = (&module.attrs, &module.vis, &module.unsafety, &module.ident);
+    quote! {
+        #(#attrs)*
+        #vis #unsafety mod #ident {
+            #(#others)*
+            #(#blocks)*
+            #code
+        }
     }
 }
 
@@ -69,7 +110,7 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
             const _: &[u8] = ::core::include_bytes!(#f);
         )
     });
-    let (fields, types) = (&names.fields, &names.types);
+    let types = &names.types;
     let ws_fields = names.workspace_fields();
     let bucket_docs = schedule.buckets.iter().enumerate().map(|(k, b)| {
         let members: Vec<String> = b.params.iter().map(|&r| schedule.param_name(r)).collect();
@@ -94,14 +135,22 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
         None => quote!(::overlap::__private::InFlight),
         Some(_) => quote!(::overlap::__private::LowRankQ),
     });
-    let layer_indices = (0..fields.len()).map(lit);
+    let init = &model.init;
+    // Only a model with residual blocks says so: a chain keeps the trait's empty default.
+    let residuals = (!model.residuals.is_empty()).then(|| {
+        let pairs = model.residuals.iter().map(|r| {
+            let (first, last) = (lit(r.first), lit(r.last));
+            quote!((#first, #last))
+        });
+        quote!(const RESIDUALS: &'static [(usize, usize)] = &[#(#pairs),*];)
+    });
     let schedule_const = schedule_tokens::schedule(schedule);
     let (backward, backward_no_sync) = (backward_body(&names, true), backward_body(&names, false));
     let step = step_body(&names);
     let forward = names.forward_body();
     let (param_arms, param_mut_arms) =
         (param_arms(&names, schedule, "param"), param_arms(&names, schedule, "param_mut"));
-    let param_vec_arms = schedule.layers.iter().zip(fields).flat_map(|(layer, f)| {
+    let param_vec_arms = schedule.layers.iter().zip(&names.access).flat_map(|(layer, f)| {
         layer.params.iter().enumerate().map(move |(j, p)| {
             let (index, j) = (lit(p.index), lit(j));
             quote!(#index => self.#f.param_vec_mut(#j),)
@@ -152,11 +201,10 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
             type Grads = #grads;
             type InFlight = #in_flight;
             const DEVICE_OPS: &'static [::overlap::DeviceOp] = &[#(<#types as ::overlap::Layer>::DEVICE_OP),*];
+            #residuals
 
             fn init(seed: u64) -> Self {
-                #ident {
-                    #(#fields: <#types as ::overlap::Layer>::init(&mut ::overlap::InitRng::for_layer(seed, #layer_indices)),)*
-                }
+                #init
             }
 
             fn new_grads(&self) -> #grads {
@@ -232,7 +280,7 @@ fn param_arms(names: &Names, schedule: &Schedule, method: &str) -> Vec<TokenStre
         .enumerate()
         .filter(|(_, l)| !l.params.is_empty())
         .map(|(i, _)| {
-            let (f, i) = (&names.fields[i], lit(i));
+            let (f, i) = (&names.access[i], lit(i));
             quote!(#i => self.#f.#method(p.param),)
         })
         .collect()
@@ -270,7 +318,7 @@ fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<TokenStream> {
             let ready = schedule_tokens::ready(layer.ready);
             let message = format!(
                 "layer `{}`: `{}` does not have the widths, parameter shapes and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)",
-                field.ident,
+                field.name,
                 layer.kind
             );
             quote_spanned! {ty.span()=>

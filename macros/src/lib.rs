@@ -17,6 +17,7 @@ mod expand;
 mod fallback;
 mod helpers;
 mod layers;
+mod nesting;
 mod planning;
 mod profile;
 mod schedule_code;

@@ -17,8 +17,13 @@ pub struct Names<'s> {
     pub workspace: Ident,
     pub grads: Ident,
     pub in_flight: Ident,
+    /// Per layer, for generated identifiers (`fc1`, `blocks_3_fc1`).
     pub fields: Vec<Ident>,
+    /// Per layer, the layer after `self.` (`fc1`, `blocks[3].fc1`).
+    pub access: Vec<TokenStream>,
     pub types: Vec<Type>,
+    /// Residual blocks: `(first, last, sum)`, the sum's workspace entry `<sum>_sum`.
+    pub residuals: Vec<(usize, usize, Ident)>,
     /// `b0`, `b1`, ...: buckets in launch order.
     pub buckets: Vec<Ident>,
     /// Backward stops at the first layer with parameters: nothing before it has gradients.
@@ -34,7 +39,9 @@ impl<'s> Names<'s> {
             grads: format_ident!("{}Grads", ident),
             in_flight: format_ident!("{}InFlight", ident),
             fields: model.fields.iter().map(|f| f.ident.clone()).collect(),
+            access: model.fields.iter().map(|f| f.access.clone()).collect(),
             types: model.fields.iter().map(|f| f.ty.clone()).collect(),
+            residuals: model.residuals.iter().map(|r| (r.first, r.last, suffixed(&r.ident, "sum"))).collect(),
             buckets: (0..schedule.buckets.len()).map(|k| format_ident!("b{}", k)).collect(),
             first_param_layer: schedule.layers.iter().position(|l| !l.params.is_empty()).unwrap_or(0),
         }
@@ -65,15 +72,37 @@ impl<'s> Names<'s> {
                 out.extend(quote!(pub #g: ::overlap::Matrix,));
             }
         }
+        for (_, _, sum) in &self.residuals {
+            out.extend(quote!(pub #sum: ::overlap::Matrix,));
+        }
         out
+    }
+
+    /// The residual blocks that end at layer `i`, innermost (latest first layer) first: each adds
+    /// its input to what the one before it output.
+    fn ending_at(&self, i: usize) -> impl Iterator<Item = &(usize, usize, Ident)> {
+        let mut ending: Vec<&(usize, usize, Ident)> = self.residuals.iter().filter(|r| r.1 == i).collect();
+        ending.sort_by_key(|r| std::cmp::Reverse(r.0));
+        ending.into_iter()
+    }
+
+    /// What layer `i` outputs to the next: its own output, or the sum of the outermost residual
+    /// block ending with it.
+    fn output_of(&self, i: usize) -> TokenStream {
+        match self.ending_at(i).last() {
+            Some((_, _, sum)) => quote!(ws.#sum),
+            None => {
+                let o = suffixed(&self.fields[i], "out");
+                quote!(ws.#o)
+            }
+        }
     }
 
     fn input_of(&self, i: usize) -> TokenStream {
         if i == 0 {
             quote!(ws.input)
         } else {
-            let o = suffixed(&self.fields[i - 1], "out");
-            quote!(ws.#o)
+            self.output_of(i - 1)
         }
     }
 
@@ -84,13 +113,21 @@ impl<'s> Names<'s> {
         };
         for (i, f) in self.fields.iter().enumerate() {
             let (input, o, s, index) = (self.input_of(i), suffixed(f, "out"), suffixed(f, "saved"), lit(i));
+            let layer = &self.access[i];
             out.extend(quote!({
                 let _span = ::overlap::trace::forward(#index);
-                self.#f.forward(&#input, &mut ws.#o, &mut ws.#s);
+                self.#layer.forward(&#input, &mut ws.#o, &mut ws.#s);
             }));
+            // Residual blocks ending here: output = f(x) + x, innermost first.
+            let mut from = quote!(ws.#o);
+            for (first, _, sum) in self.ending_at(i) {
+                let x = self.input_of(*first);
+                out.extend(quote!(ws.#sum.set_sum(&#from, &#x);));
+                from = quote!(ws.#sum);
+            }
         }
-        let last = suffixed(&self.fields[self.last()], "out");
-        out.extend(quote!(&ws.#last));
+        let last = self.output_of(self.last());
+        out.extend(quote!(&#last));
         out
     }
 
@@ -161,11 +198,23 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
             quote!(::core::option::Option::Some(&mut ws.#g))
         };
         let (lets, views) = n.gradient_views(i);
-        let index = lit(i);
+        let (index, layer) = (lit(i), &n.access[i]);
+        // A residual block starting here passes its output's gradient straight to its input too.
+        let skips = n.residuals.iter().filter(|r| r.0 == i && i > n.first_param_layer).map(|(_, last, _)| {
+            let into = suffixed(&n.fields[i - 1], "grad");
+            let g = if *last == n.last() {
+                quote!(dy)
+            } else {
+                let g = suffixed(&n.fields[*last], "grad");
+                quote!(&ws.#g)
+            };
+            quote!(ws.#into.add_assign(#g);)
+        });
         out.extend(quote!({
             let _span = ::overlap::trace::backward(#index);
             #lets
-            self.#f.backward(&#input, &ws.#o, &ws.#s, #dy, #views, accumulate, #dx);
+            self.#layer.backward(&#input, &ws.#o, &ws.#s, #dy, #views, accumulate, #dx);
+            #(#skips)*
         }));
         if sync {
             // PowerSGD: the P sums of the buckets launched at the previous launch point are in
@@ -225,7 +274,7 @@ pub fn step_body(n: &Names) -> TokenStream {
         out.extend(quote!(let mut #b = #p.wait()?;));
         let updates = bucket.params.iter().map(|r| {
             let info = n.schedule.param(*r);
-            let (f, j) = (&n.fields[r.layer], lit(r.param));
+            let (f, j) = (&n.access[r.layer], lit(r.param));
             let (index, off, len) = (lit(info.index), lit(info.offset), lit(info.numel()));
             quote!(optimizer.update(#index, self.#f.param_mut(#j), #b.view(#off, #len), grad_scale);)
         });

@@ -28,6 +28,9 @@ pub trait DistributedModel: Sized {
     type InFlight;
     /// Each layer's `Layer::DEVICE_OP`, in definition order: what the device backends run.
     const DEVICE_OPS: &'static [DeviceOp];
+    /// Residual blocks, as `(first, last)` layer indices: layers `first..=last` compute `f`, and
+    /// the block outputs `f(x) + x`. None in a chain of layers.
+    const RESIDUALS: &'static [(usize, usize)] = &[];
 
     /// Deterministic initialisation of every layer from `seed`, on this rank only.
     fn init(seed: u64) -> Self;

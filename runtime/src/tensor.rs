@@ -69,4 +69,21 @@ impl Matrix {
     pub fn into_vec(self) -> Vec<f32> {
         self.data
     }
+
+    /// `self = a + b`, element by element (resized to their shape): a residual connection's
+    /// output, `f(x) + x`.
+    pub fn set_sum(&mut self, a: &Matrix, b: &Matrix) {
+        assert_eq!((a.rows, a.cols), (b.rows, b.cols), "a residual sum needs equal shapes");
+        self.resize(a.rows, a.cols);
+        for ((s, x), y) in self.data.iter_mut().zip(&a.data).zip(&b.data) {
+            *s = x + y;
+        }
+    }
+
+    /// `self += other`, element by element: a residual connection's skip gradient, added to the
+    /// gradient its block's first layer computed for the block's input.
+    pub fn add_assign(&mut self, other: &Matrix) {
+        assert_eq!((self.rows, self.cols), (other.rows, other.cols), "a skip gradient needs equal shapes");
+        self.data.iter_mut().zip(&other.data).for_each(|(s, x)| *s += x);
+    }
 }

@@ -350,3 +350,34 @@ fn a_renamed_crate_reaches_every_generated_path() {
     ));
     assert!(bad.contains("`crate` must be a path"), "{bad}");
 }
+
+#[test]
+fn a_module_of_residual_blocks_expands_to_straight_line_code() {
+    let code = pretty(expand(
+        quote!(bucket_cap_mb = 1),
+        quote! {
+            pub mod net {
+                use overlap::prelude::*;
+
+                #[residual]
+                pub struct Block {
+                    norm: LayerNorm<8>,
+                    fc: Linear<8, 8>,
+                }
+
+                pub struct Net {
+                    input: Linear<4, 8>,
+                    #[bucket_boundary]
+                    blocks: [Block; 2],
+                    head: Linear<8, 2>,
+                }
+            }
+        },
+    ));
+    // The residual sums in forward, the skip gradients in backward, nested access paths.
+    assert!(code.contains("ws.blocks_0_sum.set_sum(&ws.blocks_0_fc_out, &ws.input_out);"), "{code}");
+    assert!(code.contains("ws.input_grad.add_assign(&ws.blocks_0_fc_grad);"), "{code}");
+    assert!(code.contains("self.blocks[1].fc"), "{code}");
+    assert!(!code.contains("#[residual]"), "our attributes are removed");
+    expect_test::expect_file!["../../tests/expand/blocks.expanded.rs"].assert_eq(&code);
+}

@@ -24,6 +24,13 @@ use crate::trace::Activity;
 /// `Unsupported`). Needs no GPU, so the training loop asks before opening one.
 pub fn check_supported<M: DistributedModel>() -> Result<()> {
     let schedule = M::SCHEDULE;
+    if let Some(&(first, last)) = M::RESIDUALS.first() {
+        return Err(Error::Cuda(format!(
+            "{} cannot run on the GPU yet: its residual blocks (the first over `{}` to `{}`) run on the CPU only; \
+             use `TrainConfig::device` cpu",
+            schedule.model, schedule.layers[first].name, schedule.layers[last].name
+        )));
+    }
     let unsupported: Vec<String> = (schedule.layers.iter().zip(M::DEVICE_OPS))
         .filter(|(_, op)| **op == DeviceOp::Unsupported)
         .map(|(l, _)| format!("`{}` ({})", l.name, l.kind))

@@ -1,0 +1,237 @@
+//! A model made of blocks. A proc macro sees only the tokens it is applied to, never another
+//! struct's fields through its type, so a model with blocks is written as one module that holds
+//! all its structs: `#[distributed_model] mod net { struct Block {..} struct Net {..} }`. The
+//! struct that no other uses is the model; every other is a block, used as a field (`mlp: Mlp`)
+//! or repeated (`blocks: [Block; 8]`). Blocks are unrolled here into one flat list of layers
+//! named by their path (`blocks.3.fc1`, as PyTorch's state dict names them), so the planner, the
+//! checks and the code generator see one chain of layers, and one bucket plan covers the model.
+//! `#[residual]` on a block makes each of its uses `y = x + f(x)`.
+//!
+//! A block is defined above the structs that use it: nesting then has no cycles by
+//! construction, and a use before the definition is reported as such.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, ToTokens};
+use syn::{Expr, Fields, Item, ItemMod, ItemStruct, Meta, Type};
+
+use crate::ast::{Field, Model, Prefix, Residual};
+use crate::attr;
+use crate::cfg;
+use crate::errors::Errors;
+use crate::helpers::lit;
+
+/// Copies of a block in one field (`[Block; N]`), at most: the code is unrolled per copy.
+const MAX_REPEAT: usize = 1024;
+
+/// The structs of `module`, in order, and which of them is the model (`None` when that could not
+/// be told; already reported).
+pub struct Structs<'a> {
+    pub all: Vec<&'a ItemStruct>,
+    pub model: Option<usize>,
+}
+
+/// The module's structs, its model found: the one struct no other struct uses.
+pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
+    let Some((_, items)) = &module.content else {
+        errors
+            .spanned(module, "the model's structs must be written inside the module: `mod net { .. }`, not `mod net;`");
+        return Structs { all: Vec::new(), model: None };
+    };
+    let all: Vec<&ItemStruct> =
+        items.iter().filter_map(|i| if let Item::Struct(s) = i { Some(s) } else { None }).collect();
+    if all.is_empty() {
+        errors.spanned(&module.ident, "this module holds no struct: put the model and its blocks in it");
+        return Structs { all, model: None };
+    }
+    let used: Vec<bool> = (0..all.len())
+        .map(|b| all.iter().flat_map(|s| s.fields.iter()).any(|f| block_of(&f.ty, &all).is_some_and(|(u, _)| u == b)))
+        .collect();
+    let roots: Vec<usize> = (0..all.len()).filter(|&s| !used[s]).collect();
+    let model = match roots.as_slice() {
+        [one] => Some(*one),
+        [] => {
+            errors.spanned(&module.ident, "every struct in this module is used by another: one must be the model");
+            None
+        }
+        several => {
+            let names: Vec<String> = several.iter().map(|&s| format!("`{}`", all[s].ident)).collect();
+            for &s in &several[1..] {
+                errors.spanned(
+                    &all[s].ident,
+                    format!(
+                        "{} are each used by no other struct: a module holds one model, and every other struct is one \
+                         of its blocks",
+                        names.join(", ")
+                    ),
+                );
+            }
+            None
+        }
+    };
+    Structs { all, model }
+}
+
+/// The model `structs.model` with its blocks unrolled.
+pub fn model<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Option<Model<'a>> {
+    let root = structs.model?;
+    for s in &structs.all {
+        if !s.generics.params.is_empty() || s.generics.where_clause.is_some() {
+            errors.spanned(
+                &s.generics,
+                "a model or block cannot be generic: the schedule is planned for concrete layers",
+            );
+        }
+        if !matches!(s.fields, Fields::Named(_)) {
+            errors.spanned(&s.ident, "a model or block needs named fields, one per layer or block");
+        }
+    }
+    if let Some(r) = residual_attr(structs.all[root], errors) {
+        errors.spanned(r, "the model itself cannot be residual: mark a block `#[residual]` and use it in the model");
+    }
+    let mut flat = Flat { structs: &structs.all, fields: Vec::new(), residuals: Vec::new() };
+    let init = flat.unroll(root, &Prefix::default(), errors);
+    Some(Model { item: structs.all[root], fields: flat.fields, residuals: flat.residuals, init })
+}
+
+/// The module's structs as they are emitted: without this macro's attributes. A field of a
+/// struct's own type (refused above) becomes `()`, so that the compiler adds no errors of its own
+/// about an infinitely large type.
+pub fn stripped(s: &ItemStruct) -> ItemStruct {
+    let mut stripped = attr::strip_field_attrs(s);
+    stripped.attrs.retain(|a| !a.path().is_ident("residual"));
+    for field in stripped.fields.iter_mut() {
+        if matches!(&field.ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident(&s.ident)) {
+            field.ty = syn::parse_quote!(());
+        }
+    }
+    stripped
+}
+
+/// Whether `ty` is a block of `all` (`Block`), or `N` of them (`[Block; N]`, the length `None`
+/// when it is not a literal, reported by `unroll`).
+fn block_of(ty: &Type, all: &[&ItemStruct]) -> Option<(usize, Option<Option<usize>>)> {
+    let named = |ty: &Type| match ty {
+        // One segment, generic arguments or not (a generic block is refused with the block).
+        Type::Path(p) if p.qself.is_none() && p.path.leading_colon.is_none() && p.path.segments.len() == 1 => {
+            all.iter().position(|s| s.ident == p.path.segments[0].ident)
+        }
+        _ => None,
+    };
+    match ty {
+        Type::Array(a) => {
+            let len = match &a.len {
+                Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(n), .. }) => n.base10_parse::<usize>().ok(),
+                _ => None,
+            };
+            named(&a.elem).map(|b| (b, Some(len)))
+        }
+        other => named(other).map(|b| (b, None)),
+    }
+}
+
+/// `#[residual]` on a struct, if there (an argument is reported).
+fn residual_attr<'s>(s: &'s ItemStruct, errors: &mut Errors) -> Option<&'s syn::Attribute> {
+    let attr = s.attrs.iter().find(|a| a.path().is_ident("residual"))?;
+    if !matches!(attr.meta, Meta::Path(_)) {
+        errors.spanned(attr, "`#[residual]` takes no arguments");
+    }
+    Some(attr)
+}
+
+/// The layers of the model, as they are found.
+struct Flat<'s, 'a> {
+    structs: &'s [&'a ItemStruct],
+    fields: Vec<Field<'a>>,
+    residuals: Vec<Residual>,
+}
+
+impl<'a> Flat<'_, 'a> {
+    /// Appends struct `s`'s layers (blocks unrolled) at `prefix`; returns `S { .. }` with each
+    /// layer initialised from its place in the flat list.
+    fn unroll(&mut self, s: usize, prefix: &Prefix, errors: &mut Errors) -> TokenStream {
+        let item = self.structs[s];
+        let ident = &item.ident;
+        let mut inits = Vec::new();
+        for field in item.fields.iter() {
+            let Some(name) = &field.ident else { continue };
+            let Some((b, repeat)) = block_of(&field.ty, self.structs) else {
+                let i = self.fields.len();
+                let layer = Field::new(field, prefix, &[], errors);
+                let (ty, index) = (layer.ty, lit(i));
+                inits.push(
+                    quote!(#name: <#ty as ::overlap::Layer>::init(&mut ::overlap::InitRng::for_layer(seed, #index))),
+                );
+                self.fields.push(layer);
+                continue;
+            };
+            cfg::check_field(&field.attrs, errors);
+            let attrs = attr::field_attrs(&field.attrs, errors);
+            if attrs.layer.is_some() {
+                errors
+                    .spanned(&field.ty, "a block is not a layer: `#[layer(...)]` describes a layer type of one's own");
+            }
+            if b == s {
+                errors.spanned(&field.ty, format!("`{ident}` contains itself: a block cannot be nested in itself"));
+                continue;
+            }
+            if b > s {
+                errors.spanned(
+                    &field.ty,
+                    format!(
+                        "block `{}` is used before it is defined: define each block above the structs that use it (so \
+                         that blocks cannot nest in a cycle)",
+                        self.structs[b].ident
+                    ),
+                );
+                continue;
+            }
+            let copies = match repeat {
+                None => None,
+                Some(Some(n)) if (1..=MAX_REPEAT).contains(&n) => Some(n),
+                Some(_) => {
+                    errors.spanned(
+                        &field.ty,
+                        format!(
+                            "repeat a block 1 to {MAX_REPEAT} times, with an integer literal: `[{}; 12]`",
+                            self.structs[b].ident
+                        ),
+                    );
+                    continue;
+                }
+            };
+            if !self.structs[b].generics.params.is_empty() {
+                continue; // Reported with the block.
+            }
+            let residual = residual_attr(self.structs[b], errors).is_some();
+            let mut one = |this: &mut Self, index: Option<usize>| {
+                let inner = prefix.inner(name, index);
+                let first = this.fields.len();
+                let init = this.unroll(b, &inner, errors);
+                if this.fields.len() == first {
+                    errors.spanned(&field.ty, "a block needs at least one layer");
+                } else {
+                    if attrs.bucket_boundary {
+                        if let Some(spec) = &mut this.fields[first].spec {
+                            spec.bucket_boundary = true;
+                        }
+                    }
+                    if residual {
+                        let last = this.fields.len() - 1;
+                        let (ident, at) = (format_ident!("{}", inner.ident), field.ty.to_token_stream());
+                        this.residuals.push(Residual { first, last, ident, at });
+                    }
+                }
+                init
+            };
+            let init = match copies {
+                None => one(self, None),
+                Some(n) => {
+                    let each: Vec<TokenStream> = (0..n).map(|i| one(self, Some(i))).collect();
+                    quote!([#(#each),*])
+                }
+            };
+            inits.push(quote!(#name: #init));
+        }
+        quote!(#ident { #(#inits,)* })
+    }
+}

@@ -1,0 +1,111 @@
+//! Models made of blocks (`#[distributed_model] mod ..`): the blocks unrolled into one schedule
+//! named by path, and the gradients of residual, nested and repeated blocks as central finite
+//! differences of the loss find them (no assumption about how backward is written).
+
+use overlap::plan::ParamRef;
+use overlap::prelude::*;
+
+#[distributed_model(bucket_cap_mb = 0.001, first_bucket_mb = 0.001)]
+pub mod tiny {
+    use overlap::prelude::*;
+
+    /// Residual, and nested in another residual block.
+    #[residual]
+    pub struct Inner {
+        fc: Linear<6, 6>,
+        act: Tanh,
+    }
+
+    #[residual]
+    pub struct Block {
+        norm: LayerNorm<6>,
+        inner: Inner,
+        fc: Linear<6, 6>,
+    }
+
+    pub struct Net {
+        input: Linear<4, 6>,
+        #[bucket_boundary]
+        blocks: [Block; 2],
+        head: Linear<6, 3>,
+    }
+}
+
+use tiny::{Net, NetWorkspace};
+
+/// `sum(output ⊙ w)` for a fixed `w`: its gradient with respect to the output is `w`.
+fn loss(model: &Net, x: &Matrix, w: &Matrix) -> f64 {
+    let mut ws = NetWorkspace::default();
+    let out = model.forward(x, &mut ws);
+    out.as_slice().iter().zip(w.as_slice()).map(|(o, w)| f64::from(*o) * f64::from(*w)).sum()
+}
+
+fn matrix(rows: usize, cols: usize, seed: usize) -> Matrix {
+    let values = (0..rows * cols).map(|i| (((i * 37 + seed * 101) % 53) as f32 / 53.0 - 0.5) * 1.5).collect();
+    Matrix::from_vec(rows, cols, values)
+}
+
+#[test]
+fn blocks_unroll_into_one_schedule_named_by_path() {
+    let s = &Net::SCHEDULE;
+    let names: Vec<&str> = s.layers.iter().map(|l| l.name.as_ref()).collect();
+    assert_eq!(
+        names,
+        [
+            "input",
+            "blocks.0.norm",
+            "blocks.0.inner.fc",
+            "blocks.0.inner.act",
+            "blocks.0.fc",
+            "blocks.1.norm",
+            "blocks.1.inner.fc",
+            "blocks.1.inner.act",
+            "blocks.1.fc",
+            "head"
+        ]
+    );
+    assert_eq!(s.param_name(ParamRef { layer: 6, param: 0 }), "blocks.1.inner.fc.weight");
+    // Residual blocks, innermost first within a block, as layer ranges.
+    assert_eq!(Net::RESIDUALS, &[(2, 3), (1, 4), (6, 7), (5, 8)]);
+    // `#[bucket_boundary]` on the repeated field: each block's first layer closes a bucket.
+    for block in ["blocks.0.norm", "blocks.1.norm"] {
+        let layer = names.iter().position(|n| *n == block).unwrap();
+        assert!(s.buckets.iter().any(|b| b.launch_after == layer), "a bucket launches after {block}");
+    }
+}
+
+#[test]
+fn gradients_of_residual_nested_and_repeated_blocks_match_finite_differences() {
+    let comm = Communicator::single();
+    let mut model = Net::new(&comm, 5).unwrap();
+    let (x, w) = (matrix(5, 4, 1), matrix(5, 3, 2));
+    let mut ws = NetWorkspace::default();
+    let mut grads = model.new_grads();
+    model.forward(&x, &mut ws);
+    model.backward_no_sync(&mut ws, &w, &mut grads);
+    let buckets = overlap::GradientBuckets::buckets(&grads);
+    let schedule = &Net::SCHEDULE;
+    let mut checked = 0;
+    for p in schedule.params() {
+        let info = schedule.param(p);
+        let analytic = buckets[info.bucket].view(info.offset, info.numel()).to_vec();
+        for (k, &a) in analytic.iter().enumerate() {
+            let h = 1e-2f32;
+            let original = model.param(p)[k];
+            model.param_mut(p)[k] = original + h;
+            let up = loss(&model, &x, &w);
+            model.param_mut(p)[k] = original - h;
+            let down = loss(&model, &x, &w);
+            model.param_mut(p)[k] = original;
+            let numeric = (up - down) / (2.0 * f64::from(h));
+            let tolerance = 2e-3 + 2e-2 * numeric.abs();
+            assert!(
+                (f64::from(a) - numeric).abs() <= tolerance,
+                "{}[{k}]: backward {a}, finite differences {numeric}",
+                schedule.param_name(p)
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, schedule.param_count());
+}
