@@ -72,6 +72,10 @@ bench: deps
 	cargo build --release --examples
 	# The planner's assumptions observed in PyTorch (ready order, DDP's buckets); skipped without torch.
 	$(TORCH_PYTHON) compare/ready_order.py
+	# The residual example against its PyTorch twin, step by step (skipped without torch).
+	$(TORCH_PYTHON) compare/blocks_twin.py
+	# The residual example's overlap on an emulated link, and its step against compute alone.
+	python3 compare/resmlp_overlap.py
 	TORCH_PYTHON=$(TORCH_PYTHON) python3 compare/run.py $(BENCH_ARGS)
 	# bf16 and fp16 gradients against FP32 under emulated links (step ratios, bytes on the wire).
 	python3 compare/wire.py

@@ -124,9 +124,12 @@ def main():
     torch.manual_seed(0)
     failures = []
     print(f"PyTorch {torch.__version__}: gradient-ready order (post-accumulate-grad hooks) against our plans")
-    for example, layers in MODELS.items():
-        features = layers[0][2][0]
-        observed = observed_ready_order(torch, twin(torch, layers), features)
+    import blocks_twin  # resmlp's twin: nested modules, its blocks in an nn.ModuleList
+
+    examples = [(name, twin(torch, layers), layers[0][2][0]) for name, layers in MODELS.items()]
+    examples.append(("resmlp", blocks_twin.twin(torch), 784))
+    for example, model, features in examples:
+        observed = observed_ready_order(torch, model, features)
         ours = [m for b in compiled_buckets(os.path.join(args.bin_dir, example)) for m in b]
         same = observed == ours
         print(f"  {example:13} {'same' if same else 'DIFFERENT'}: {', '.join(observed)}")
