@@ -287,6 +287,24 @@ def files_exist(*rels):
     return check
 
 
+def holds(rel: str, data: bytes):
+    """The file `rel` still holds exactly `data`."""
+
+    def check(d: Path):
+        return None if (d / rel).read_bytes() == data else f"{rel} was changed"
+
+    return check
+
+
+def starts_with(rel: str, data: bytes):
+    """The file `rel` still begins with `data` (what was written before the run is kept)."""
+
+    def check(d: Path):
+        return None if (d / rel).read_bytes().startswith(data) else f"{rel} lost what it held"
+
+    return check
+
+
 def no_torn_checkpoint(name: str = "ck"):
     """A failed save leaves no `latest`, or one naming a complete step folder."""
 
@@ -599,6 +617,21 @@ def catalogue() -> list:
     add(c, "mlp --threads 100000 --steps 1 --batch 4 --report off", 0, "note: --threads 100000")
     add(c, "mlp --simulate world=0,link=ib-hdr", 2, "--simulate")
     add(c, "mlp --steps 2 --batch 4 --simulate world=64,link=latency=1e300s", 2, "too long")
+
+    # Found by the second adversarial pass: outputs that would destroy a file or each other.
+    c = "outputs"
+    add(c, f"mlp {RUN} --save ck", 1, ".lock is a symbolic link", forbid="step      1",
+        setup=both(write("precious.txt", b"keep me\n"), mkdir("ck"), symlink("ck/.lock", "../precious.txt")),
+        survive=holds("precious.txt", b"keep me\n"))
+    add(c, f"mlp {RUN} --save ck --save-params ck/latest", 1, "is in the checkpoint folder", forbid="step      1")
+    add(c, f"mlp {RUN} --save x --save-params x", 1, "is in the checkpoint folder", forbid="step      1")
+    add(c, f"mlp {RUN} --trace out --timeline out", 1, "--trace and --timeline both name", forbid="step      1")
+    add(c, f"mlp {RUN} --write-profile p --save-params ./p", 1, "--save-params and --write-profile both name",
+        forbid="step      1")
+    add(c, f"mpirun -n 2 mlp {RUN} --compute-only --save ck", 1, "--compute-only sums no gradients",
+        forbid="step      1")
+    add(c, f"mlp {RUN} --save-params /dev/stdout >> job.log", 0, setup=write("job.log", b"earlier lines\n"),
+        survive=starts_with("job.log", b"earlier lines\n"))
     return cases
 
 
