@@ -274,11 +274,44 @@ fn a_damaged_data_position_is_a_checkpoint_error_naming_the_state_file() {
     let text = std::fs::read_to_string(&state).unwrap();
     let damaged = text.replace("\"samples_seen\": 8", "\"samples_seen\": 18446744073709551615");
     assert_ne!(damaged, text, "the data position after 2 steps of 4 samples is 8:\n{text}");
-    std::fs::write(&state, damaged).unwrap();
-    let (code, text) = mlp_in(root.path(), &[], &["--steps", "4", "--batch", "4", "--report", "off", "--resume", "ck"]);
+    let resume = ["--steps", "4", "--batch", "4", "--report", "off", "--resume", "ck"];
+    // The state's own CRC finds the edit.
+    std::fs::write(&state, &damaged).unwrap();
+    let (code, text) = mlp_in(root.path(), &[], &resume);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("state.json: edited or damaged"), "{text}");
+    assert!(!text.contains("panicked") && !text.contains("step      3"), "{text}");
+    // A state without a CRC (written before it was recorded) still has its position checked.
+    let mut unrecorded: serde_json::Value = serde_json::from_str(&damaged).unwrap();
+    assert!(unrecorded.as_object_mut().unwrap().remove("crc32").is_some(), "the state records its CRC");
+    std::fs::write(&state, serde_json::to_vec_pretty(&unrecorded).unwrap()).unwrap();
+    let (code, text) = mlp_in(root.path(), &[], &resume);
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("state.json: the data position, 18446744073709551615 samples"), "{text}");
-    assert!(!text.contains("panicked") && !text.contains("step      3"), "{text}");
+}
+
+#[test]
+fn a_checkpoint_of_another_schedule_is_refused_or_warned_about() {
+    let root = scratch("other-schedule");
+    let run = |name: &str, args: &[&str]| {
+        let out = Command::new(example(name)).current_dir(root.path()).args(args).output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), text)
+    };
+    // PowerSGD's error feedback would be dropped by the same model compiled without PowerSGD.
+    let (ok, text) = run("mlp_powersgd", &["--steps", "2", "--batch", "4", "--report", "off", "--save", "psgd"]);
+    assert!(ok, "{text}");
+    let (ok, text) = run("mlp", &["--steps", "3", "--batch", "4", "--report", "off", "--resume", "psgd"]);
+    assert!(!ok && text.contains("PowerSGD's error feedback of 1 rank(s) (powersgd(rank = 4"), "{text}");
+    // Another run-time wire format continues, with a warning.
+    let (ok, text) = run("mlp", &["--steps", "2", "--batch", "4", "--report", "off", "--save", "plain"]);
+    assert!(ok, "{text}");
+    let (ok, text) =
+        run("mlp", &["--steps", "3", "--batch", "4", "--report", "off", "--resume", "plain", "--grad-comm", "bf16"]);
+    assert!(
+        ok && text.contains("gradients that travel otherwise: as fp32 before, as bf16 (chosen at run time) now"),
+        "{text}"
+    );
 }
 
 /// A SIGTERM that comes in the last step finds the run at its end: it finishes, with every

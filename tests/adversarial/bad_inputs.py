@@ -186,10 +186,15 @@ def write_safetensors(path: Path, tensors, meta):
 
 
 def recorded(step: Path, file: str):
-    """Records `file`'s new size and CRC-32 in state.json, so only the change itself is wrong."""
+    """Records `file`'s new size and CRC-32 in state.json, and the state's own CRC-32 again (of
+    its fields as compact JSON with sorted keys, as the checkpoint computes it), so that only the
+    change itself is wrong."""
     state = json.loads((step / "state.json").read_text())
     data = (step / file).read_bytes()
     state["files"][file] = {"bytes": len(data), "crc32": zlib.crc32(data)}
+    state.pop("crc32", None)
+    compact = json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    state["crc32"] = zlib.crc32(compact)
     (step / "state.json").write_text(json.dumps(state, indent=2))
 
 
@@ -606,7 +611,9 @@ def catalogue() -> list:
     add(c, rk, 1, "unexpected tensor `momentum_buffer.fc9.bias` [2048]", setup=damaged(edit_tensors(
         "optimizer.safetensors", lambda ts: ts + [("momentum_buffer.fc9.bias", "F32", [2048], bytes(8192))])))
     add(c, rk, 1, "not a valid safetensors file", setup=damaged(huge_header))
-    add(c, rk, 1, "state.json", setup=damaged(edit_state(lambda s: s["position"].update(samples_seen=2**64 - 1))))
+    add(c, rk, 1, "state.json: edited or damaged",
+        setup=damaged(edit_state(lambda s: s["position"].update(samples_seen=2**64 - 1))))
+    add(c, rk, 1, "state.json: edited or damaged", setup=damaged(edit_state(lambda s: s.update(optimizer_step=7))))
 
     # Unknown and conflicting flags, bad specs.
     c = "flags"
@@ -632,6 +639,13 @@ def catalogue() -> list:
         forbid="step      1")
     add(c, f"mlp {RUN} --save-params /dev/stdout >> job.log", 0, setup=write("job.log", b"earlier lines\n"),
         survive=starts_with("job.log", b"earlier lines\n"))
+
+    # A checkpoint of another compiled schedule: refused where state would be lost, else warned.
+    c = "schedule"
+    add(c, "mlp --steps 4 --batch 4 --report off --resume ck", 1, "PowerSGD's error feedback of 1 rank(s)",
+        setup=ck("mlp_powersgd"), forbid="step      3")
+    add(c, "mlp --steps 4 --batch 4 --report off --resume ck --grad-comm bf16", 0,
+        "gradients that travel otherwise: as fp32 before, as bf16 (chosen at run time) now", setup=ck())
     return cases
 
 

@@ -60,6 +60,15 @@ pub struct RunAbout {
     pub global_batch: u64,
     /// The dataset's own description (`Dataset::describe`), seed included for generated sets.
     pub data: String,
+    /// How gradients travelled: the compiled `grad_comm` (`fp32`, `bf16`,
+    /// `powersgd(rank = 4, start_iter = 10)`), or a format chosen at run time. Empty in
+    /// checkpoints written before it was recorded.
+    #[serde(default)]
+    pub gradients: String,
+    /// The compiled schedule's fingerprint (its buckets, wire formats and PowerSGD rank), as
+    /// 16 hex digits; empty in checkpoints written before it was recorded.
+    #[serde(default)]
+    pub schedule: String,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -76,6 +85,21 @@ struct State {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     powersgd: Option<low_rank::Meta>,
     files: BTreeMap<String, FileCheck>,
+    /// CRC-32 of everything above (`state_crc`), so that an edited position, step count or file
+    /// record is found, not resumed from. Absent in checkpoints written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    crc32: Option<u32>,
+}
+
+/// The CRC-32 of `state` without its own `crc32`: of its fields as compact JSON with sorted keys,
+/// so that the file's layout (indentation, key order) does not matter, only what it says.
+fn state_crc(state: &State) -> Result<u32> {
+    let mut value = serde_json::to_value(state).map_err(|e| Error::Checkpoint(e.to_string()))?;
+    if let Some(fields) = value.as_object_mut() {
+        fields.remove("crc32");
+    }
+    let compact = serde_json::to_vec(&value).map_err(|e| Error::Checkpoint(e.to_string()))?;
+    Ok(crc32fast::hash(&compact))
 }
 
 /// What `load` restored besides the tensors.
@@ -148,7 +172,9 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
         run: Some(run.clone()),
         powersgd: low_rank.map(|g| g.meta),
         files,
+        crc32: None,
     };
+    let state = State { crc32: Some(state_crc(&state)?), ..state };
     let state_bytes = serde_json::to_vec_pretty(&state).map_err(|e| Error::Checkpoint(e.to_string()))?;
 
     let mut written = Vec::new();
@@ -214,6 +240,16 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
             state.format
         )));
     }
+    if let Some(recorded) = state.crc32 {
+        let found = state_crc(&state)?;
+        if found != recorded {
+            return Err(Error::Checkpoint(format!(
+                "{}: edited or damaged: what it says has CRC-32 {found:08x}, the checkpoint recorded {recorded:08x} \
+                 (its position, step count and file records cannot be trusted)",
+                state_path.display()
+            )));
+        }
+    }
 
     let checked = |file: &str| -> Result<Vec<u8>> {
         let path = step_dir.join(file);
@@ -272,6 +308,15 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
         .ok();
     // PowerSGD's state, when both the model and the checkpoint have one.
     let compresses = M::SCHEDULE.buckets.iter().any(|b| b.low_rank.is_some());
+    if let (Some(meta), false) = (state.powersgd, compresses) {
+        let compiled = state.run.as_ref().map_or(String::new(), |r| format!(" ({})", r.gradients));
+        problems.push(format!(
+            "{}: PowerSGD's error feedback of {} rank(s){compiled}, which this model, compiled without PowerSGD, would \
+             drop: resume with the model compiled with `grad_comm = powersgd(..)`",
+            step_dir.join(low_rank::FILE).display(),
+            meta.ranks
+        ));
+    }
     let mut low_rank = None;
     if let (Some(meta), true) = (state.powersgd, compresses) {
         let path = step_dir.join(low_rank::FILE);

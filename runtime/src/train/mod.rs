@@ -186,8 +186,15 @@ impl<'c> Trainer<'c> {
         // Held until the run ends: no other run saves into this folder meanwhile.
         let _checkpoint_folder = on_rank0(comm, || claim_outputs(&config))?.flatten();
         let mut optimizer = config.optimizer.build();
-        let about =
-            checkpoint::RunAbout { global_batch: config.global_batch(comm.world_size()), data: data.describe() };
+        let about = checkpoint::RunAbout {
+            global_batch: config.global_batch(comm.world_size()),
+            data: data.describe(),
+            gradients: match config.comm.grad_comm {
+                Some(format) => format!("{format} (chosen at run time)"),
+                None => M::SCHEDULE.grad_comm().unwrap_or_else(|| "fp32".into()),
+            },
+            schedule: format!("{:016x}", M::SCHEDULE.fingerprint()),
+        };
         let (position, low_rank) = resume(&config, model, &mut optimizer, (comm.rank(), comm.world_size()), &about)?;
         if let (0, Device::Cpu, Some(fitting)) = (comm.rank(), config.device, crate::host::blas_core::mismatch()) {
             console::err_line(&format!(

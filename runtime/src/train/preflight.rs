@@ -215,6 +215,16 @@ fn changes(saved: &checkpoint::RunAbout, now: &checkpoint::RunAbout) -> Vec<Stri
     if saved.data != now.data {
         changes.push(format!("other data: the checkpoint's run read {}, this one reads {}", saved.data, now.data));
     }
+    if !saved.gradients.is_empty() && saved.gradients != now.gradients {
+        changes
+            .push(format!("gradients that travel otherwise: as {} before, as {} now", saved.gradients, now.gradients));
+    }
+    if !saved.schedule.is_empty() && saved.schedule != now.schedule {
+        changes.push(format!(
+            "another compiled schedule (buckets, wire formats or PowerSGD rank): fingerprint {} before, {} now",
+            saved.schedule, now.schedule
+        ));
+    }
     if saved.global_batch != now.global_batch {
         changes.push(format!(
             "another global batch: {} samples per step before, {} now (the data position is kept in samples)",
