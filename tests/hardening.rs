@@ -426,3 +426,21 @@ fn compute_only_on_several_ranks_saves_nothing_as_the_runs_result() {
         mlp(&["--compute-only", "--steps", "2", "--batch", "4", "--save-params", ck.join("p").to_str().unwrap()]);
     assert!(ok, "{text}");
 }
+
+#[test]
+fn a_checkpoint_folder_whose_files_would_not_fit_is_refused_before_step_1() {
+    // A folder path of 4064 characters: its own probe fits in PATH_MAX (4096 with the final
+    // NUL), `step-00000002/optimizer.safetensors` inside it would not.
+    let root = scratch("long-ck");
+    let mut dir = root.path().to_path_buf();
+    while dir.as_os_str().len() + 201 <= 4064 {
+        dir.push("d".repeat(200));
+    }
+    let last = 4064 - dir.as_os_str().len() - 1;
+    dir.push("e".repeat(last));
+    assert_eq!(dir.as_os_str().len(), 4064);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ok, text) = mlp(&["--steps", "2", "--batch", "4", "--save", dir.to_str().unwrap()]);
+    assert!(!ok && text.contains("the checkpoint's files cannot be created there"), "{text}");
+    assert!(!text.contains("step      1"), "refused before the first step:\n{text}");
+}

@@ -640,6 +640,11 @@ def catalogue() -> list:
     add(c, f"mlp {RUN} --save-params /dev/stdout >> job.log", 0, setup=write("job.log", b"earlier lines\n"),
         survive=starts_with("job.log", b"earlier lines\n"))
 
+    # A checkpoint folder whose own path (4064 characters) fits, but not its files' paths.
+    deep = "/".join(["d" * 200] * 19) + "/" + "e" * 245
+    add(c, f"mlp {RUN} --save {deep}", 1, "the checkpoint's files cannot be created there", setup=mkdir(deep),
+        forbid="step      1")
+
     # A checkpoint of another compiled schedule: refused where state would be lost, else warned.
     c = "schedule"
     add(c, "mlp --steps 4 --batch 4 --report off --resume ck", 1, "PowerSGD's error feedback of 1 rank(s)",

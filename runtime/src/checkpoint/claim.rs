@@ -8,7 +8,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use super::layout::{step_of, LATEST};
+use super::layout::{step_dir_name, step_of, LATEST};
 use crate::error::{Error, Result};
 use crate::process::output_paths;
 
@@ -21,9 +21,11 @@ pub struct DirLock {
 }
 
 /// Claims `dir` for this run's checkpoints (rank 0, before step 1). `continues` says the run
-/// resumes from this very folder; `overwrite` allows replacing another run's checkpoints.
-pub fn claim(dir: &Path, continues: bool, overwrite: bool) -> Result<DirLock> {
+/// resumes from this very folder; `overwrite` allows replacing another run's checkpoints;
+/// `last_step` is the step of the last checkpoint the run will write, whose path is its longest.
+pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Result<DirLock> {
     output_paths::check_dir(dir, "checkpoint folder")?;
+    longest_path_fits(dir, last_step)?;
     let path = dir.join(LOCK_FILE);
     let io = |source| Error::Io { path: path.clone(), source };
     // Never through a link: the lock is the folder's own file, and a link would have this run
@@ -78,6 +80,30 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool) -> Result<DirLock> {
 }
 
 /// `latest` and the `step-*` folders in `dir`, sorted.
+/// The longest path a checkpoint of the run writes (`dir/step-N/optimizer.safetensors` at its
+/// last step) can be created: a folder whose name fits the probe of `check_dir` may still be too
+/// long for the files inside it, found then rather than at the first save after hours. The
+/// probe is a hidden folder of the step folder's length, removed at once.
+fn longest_path_fits(dir: &Path, last_step: u64) -> Result<()> {
+    let step = step_dir_name(last_step);
+    let probe = dir.join(format!(".{}", "p".repeat(step.len().saturating_sub(1))));
+    let file = probe.join(LONGEST_FILE);
+    let made = std::fs::create_dir(&probe).and_then(|()| std::fs::File::create(&file));
+    let _ = std::fs::remove_file(&file);
+    let _ = std::fs::remove_dir(&probe);
+    made.map(drop).map_err(|e| {
+        Error::Checkpoint(format!(
+            "{}: the checkpoint's files cannot be created there ({}, {} characters): {e}",
+            dir.display(),
+            dir.join(&step).join(LONGEST_FILE).display(),
+            dir.join(&step).join(LONGEST_FILE).as_os_str().len()
+        ))
+    })
+}
+
+/// The longest name of a checkpoint's files.
+const LONGEST_FILE: &str = "optimizer.safetensors";
+
 fn checkpoints_in(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     let mut found: Vec<String> = entries

@@ -169,7 +169,7 @@ pub(super) fn claim_outputs(config: &TrainConfig) -> Result<Option<checkpoint::D
         _ => a == b,
     };
     let continues = config.resume.as_deref().is_some_and(|r| same(r, &save.dir));
-    checkpoint::claim(&save.dir, continues, save.overwrite).map(Some)
+    checkpoint::claim(&save.dir, continues, save.overwrite, config.steps).map(Some)
 }
 
 /// Two outputs of one run never name the same file, and none lies in the checkpoint folder, whose
