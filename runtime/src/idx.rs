@@ -59,6 +59,8 @@ pub enum IdxError {
     CountMismatch { images_path: PathBuf, images: usize, labels_path: PathBuf, labels: usize },
     #[error("no {split} {what} file: none of {} exists", list(tried))]
     NotFound { split: Split, what: &'static str, tried: Vec<PathBuf> },
+    #[error("{path}: {kind}, not a file")]
+    NotAFile { path: PathBuf, kind: &'static str },
 }
 
 fn list(paths: &[PathBuf]) -> String {
@@ -154,16 +156,76 @@ fn problem_in(path: &Path) -> impl Fn(IdxProblem) -> IdxError + '_ {
     move |problem| IdxError::Format { path: path.to_path_buf(), problem }
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, IdxError> {
-    std::fs::read(path).map_err(|source| IdxError::Io { path: path.to_path_buf(), source })
+/// Reads the IDX file at `path` with `N` dimensions, its header first: a size that cannot match
+/// what the header declares is refused from the file's length, before a byte of its data is read
+/// (a 4 GiB file is not read to find that it is 4 GiB).
+fn read<const N: usize>(path: &Path, magic: u32) -> Result<Vec<u8>, IdxError> {
+    use std::io::Read;
+    let io = |source| IdxError::Io { path: path.to_path_buf(), source };
+    // Before opening: opening a FIFO would wait for a writer.
+    if let Some(kind) = kind_of(&std::fs::metadata(path).map_err(io)?.file_type()) {
+        return Err(IdxError::NotAFile { path: path.to_path_buf(), kind });
+    }
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    let header_len = 4 + 4 * N;
+    let mut header = vec![0u8; header_len.min(usize::try_from(len).unwrap_or(usize::MAX))];
+    file.read_exact(&mut header).map_err(io)?;
+    match parse::<N>(&header, magic) {
+        // A whole header: what follows must be exactly the data it declares.
+        Err(IdxProblem::Truncated { expected, .. }) => {
+            let found = len.saturating_sub(header_len as u64);
+            if u128::from(found) < expected {
+                return Err(problem_in(path)(IdxProblem::Truncated { expected, found: found as usize }));
+            }
+            if u128::from(found) > expected {
+                let (expected, count) = (expected as usize, (u128::from(found) - expected) as usize);
+                return Err(problem_in(path)(IdxProblem::TrailingBytes { expected, count }));
+            }
+        }
+        Err(problem) => return Err(problem_in(path)(problem)),
+        Ok(_) => {} // Nothing declared beyond the header (never: dimensions are not zero).
+    }
+    let mut bytes = header;
+    file.read_to_end(&mut bytes).map_err(io)?;
+    Ok(bytes)
 }
 
-/// The first of `names` that exists in `dir`, or an error listing every path tried.
+/// The first of `names` that exists in `dir`, or an error listing every path tried; one that
+/// is there but is no file (a FIFO, a device, a folder, a loop of links) is named as what it is.
 fn find(dir: &Path, names: [String; 2], split: Split, what: &'static str) -> Result<PathBuf, IdxError> {
     let tried: Vec<PathBuf> = names.iter().map(|name| dir.join(name)).collect();
-    match tried.iter().find(|path| path.is_file()) {
-        Some(path) => Ok(path.clone()),
-        None => Err(IdxError::NotFound { split, what, tried }),
+    if let Some(path) = tried.iter().find(|path| path.is_file()) {
+        return Ok(path.clone());
+    }
+    for path in &tried {
+        let kind = match std::fs::metadata(path) {
+            Ok(meta) => kind_of(&meta.file_type()),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Some("a loop of symbolic links"),
+            Err(_) => None,
+        };
+        if let Some(kind) = kind {
+            return Err(IdxError::NotAFile { path: path.clone(), kind });
+        }
+    }
+    Err(IdxError::NotFound { split, what, tried })
+}
+
+/// What a path that is not a regular file is, in words.
+fn kind_of(file_type: &std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_dir() {
+        Some("a folder")
+    } else if file_type.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if file_type.is_char_device() {
+        Some("a character device")
+    } else if file_type.is_block_device() {
+        Some("a block device")
+    } else if file_type.is_socket() {
+        Some("a socket")
+    } else {
+        None
     }
 }
 
@@ -182,8 +244,8 @@ pub struct IdxDataset {
 impl IdxDataset {
     /// Loads an image file and a label file; every label must be below `classes`.
     pub fn load(images: &Path, labels: &Path, classes: usize) -> Result<IdxDataset, IdxError> {
-        let image_bytes = read(images)?;
-        let label_bytes = read(labels)?;
+        let image_bytes = read::<3>(images, IMAGES_MAGIC)?;
+        let label_bytes = read::<1>(labels, LABELS_MAGIC)?;
         let (count, rows, cols, pixels) = parse_images(&image_bytes).map_err(problem_in(images))?;
         let label_data = parse_labels(&label_bytes).map_err(problem_in(labels))?;
         if count != label_data.len() {

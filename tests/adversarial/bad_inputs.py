@@ -543,7 +543,7 @@ def catalogue() -> list:
         setup=damaged(shutil.rmtree))
     add(c, "mlp --steps 4 --batch 4 --resume ck", 1, "is not a checkpoint directory name",
         setup=both(ck(), write("ck/latest", b"../elsewhere")))
-    add(c, "mlp --steps 1 --data nowhere", 1, "--data nowhere: no such folder")
+    add(c, "mlp --steps 1 --data nowhere", 1, "IDX folder nowhere: no such folder")
     add(c, "mlp --steps 1 --data d", 1, "no train images file", setup=mkdir("d"))
     add(c, "mlp --steps 1 --gpu 0", 1, "--gpu chooses a GPU for --device cuda")
     add(c, "mlp --steps 1 --device cuda", 1, "--features cuda")
@@ -566,8 +566,30 @@ def catalogue() -> list:
     add(c, d, 1, "truncated: expected",
         setup=n_img(img[:4] + struct.pack(">III", 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF) + img[16:]))
     add(c, d, 1, "images have 64 pixels, the model's first layer takes 784 inputs", setup=idx(side=8))
-    add(c, d, 1, "train-images-idx3-ubyte", setup=both(mkdir("data/train-images-idx3-ubyte"),
-                                                         write("data/train-labels-idx1-ubyte", lab)))
+    add(c, d, 1, "train-images-idx3-ubyte: a folder, not a file",
+        setup=both(mkdir("data/train-images-idx3-ubyte"), write("data/train-labels-idx1-ubyte", lab)))
+    # Something other than a file where a file was looked for: named as what it is, at once.
+    def fifo(rel: str):
+        def setup(d: Path, fx: Fixtures):
+            os.mkfifo(d / rel)
+
+        return setup
+
+    labels_there = write("data/train-labels-idx1-ubyte", lab)
+    add(c, d, 1, "a FIFO (named pipe), not a file", setup=both(mkdir("data"), fifo("data/train-images-idx3-ubyte"),
+                                                                labels_there), within=10)
+    add(c, d, 1, "a character device, not a file",
+        setup=both(mkdir("data"), symlink("data/train-images-idx3-ubyte", "/dev/zero"), labels_there), within=10)
+    add(c, d, 1, "a loop of symbolic links, not a file",
+        setup=both(mkdir("data"), symlink("data/train-images-idx3-ubyte", "train-images-idx3-ubyte"), labels_there))
+
+    # A 4 GiB sparse labels file declaring 20 labels: refused from its length, not read through.
+    def sparse_labels(d: Path, fx: Fixtures):
+        write_idx(d / "data")
+        with open(d / "data/train-labels-idx1-ubyte", "r+b") as f:
+            f.truncate(4 << 30)
+
+    add(c, d, 1, "trailing byte(s) after the 20 bytes of data", setup=sparse_labels, within=5)
     add(c, d, 1, "no train labels file", setup=write("data/train-images-idx3-ubyte", img))
 
     # Damaged checkpoints (changes to a tensor file are recorded in state.json, so that only the

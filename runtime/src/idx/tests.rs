@@ -289,3 +289,43 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_file_whose_length_cannot_match_its_header_is_refused_before_its_data_is_read() {
+    // 4 GiB of labels declared as 3, on a sparse file: refused from the length alone.
+    let dir = TempDir::new("sparse");
+    let labels = dir.write("labels.idx", &label_file(&[1, 2, 3]));
+    let file = std::fs::OpenOptions::new().write(true).open(&labels).unwrap();
+    file.set_len(4 << 30).unwrap();
+    let images = dir.write("images.idx", &image_file(3, 2, 2));
+    let started = std::time::Instant::now();
+    let err = IdxDataset::load(&images, &labels, 10).unwrap_err();
+    assert!(matches!(problem(&err), IdxProblem::TrailingBytes { expected: 3, .. }), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "not read to its end");
+    // Shorter than declared, too.
+    let short = dir.write("short.idx", &label_file(&[1, 2, 3])[..10]);
+    let err = IdxDataset::load(&images, &short, 10).unwrap_err();
+    assert!(matches!(problem(&err), IdxProblem::Truncated { expected: 3, found: 2 }), "{err}");
+}
+
+#[test]
+fn what_is_there_instead_of_a_file_is_named() {
+    let dir = TempDir::new("not-files");
+    let fifo = dir.path().join("train-images-idx3-ubyte");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success());
+    assert!(made, "mkfifo is available");
+    dir.write("train-labels-idx1-ubyte", &label_file(&[1]));
+    let message = IdxDataset::load_dir(dir.path(), Split::Train, 10).unwrap_err().to_string();
+    assert!(message.contains("a FIFO (named pipe), not a file"), "{message}");
+    // Loaded by path, a FIFO is refused before it is opened (which would wait for a writer).
+    let message = IdxDataset::load(&fifo, &dir.path().join("train-labels-idx1-ubyte"), 10).unwrap_err().to_string();
+    assert!(message.contains("a FIFO (named pipe), not a file"), "{message}");
+    let looped = TempDir::new("loop");
+    std::os::unix::fs::symlink("train-images-idx3-ubyte", looped.path().join("train-images-idx3-ubyte")).unwrap();
+    let message = IdxDataset::load_dir(looped.path(), Split::Train, 10).unwrap_err().to_string();
+    assert!(message.contains("a loop of symbolic links, not a file"), "{message}");
+    let devices = TempDir::new("device");
+    std::os::unix::fs::symlink("/dev/zero", devices.path().join("train-images-idx3-ubyte")).unwrap();
+    let message = IdxDataset::load_dir(devices.path(), Split::Train, 10).unwrap_err().to_string();
+    assert!(message.contains("a character device, not a file"), "{message}");
+}
