@@ -83,9 +83,10 @@ def observed_ready_order(torch, model, features):
     return ready
 
 
-def compiled_buckets(binary):
-    """Our compiled buckets (launch order), each a list of member names in buffer order."""
-    out = subprocess.run([binary, "--print-schedule"], capture_output=True, text=True, check=True).stdout
+def compiled_buckets(binary, which="compiled"):
+    """Our buckets (launch order), each a list of member names in buffer order: the compiled
+    plan, or (`which="ddp"`) the plan of DDP's default caps for the same model."""
+    out = subprocess.run([binary, f"--print-schedule={which}"], capture_output=True, text=True, check=True).stdout
     buckets = []
     for line in out.splitlines():
         if line.startswith("b") and line.split()[0][1:].isdigit():
@@ -166,6 +167,17 @@ def main():
                 failures.append(what)
         if not rebuilt == ours:
             print(f"  ours:     {ours}\n  rebuilt:  {rebuilt}")
+        # Across blocks and residual connections: resmlp's twin under DDP's defaults against our
+        # planner with the same caps (the example itself gives each block buckets of its own).
+        import blocks_twin
+        ours_resmlp = compiled_buckets(os.path.join(args.bin_dir, "resmlp"), "ddp")
+        _, rebuilt_resmlp = ddp_buckets(torch, blocks_twin.twin(torch), 784)
+        same = rebuilt_resmlp == ours_resmlp
+        print(f"  {'ok  ' if same else 'FAIL'} resmlp's twin: DDP's rebuilt buckets equal our plan at DDP's caps "
+              f"({len(ours_resmlp)} buckets)")
+        if not same:
+            failures.append("resmlp: DDP's rebuilt buckets differ from our plan at DDP's caps")
+            print(f"  ours:     {ours_resmlp}\n  rebuilt:  {rebuilt_resmlp}")
     finally:
         dist.destroy_process_group()
     if failures:

@@ -14,6 +14,15 @@ use overlap_runtime::train::{
 };
 use overlap_runtime::{CommConfig, CommMode, Transport as RunTransport, WireFormat};
 
+/// Which plan `--print-schedule` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PrintSchedule {
+    /// The plan this binary was compiled with.
+    Compiled,
+    /// DDP's rebuilt buckets at its default caps, for the same layers (no boundaries).
+    Ddp,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OptimizerKind {
     /// SGD with momentum (PyTorch's rule).
@@ -105,9 +114,10 @@ pub struct TrainArgs {
     /// slot:PE=4`). Results agree with one thread to rounding.
     #[arg(long, default_value_t = 1, value_parser = positive_usize)]
     pub threads: usize,
-    /// Print the compiled bucket schedule and exit.
-    #[arg(long)]
-    pub print_schedule: bool,
+    /// Print the compiled bucket schedule and exit; `=ddp`: the buckets PyTorch DDP's default
+    /// arguments give this model (rebuilt: 1 MiB, then 25 MiB, in gradient-ready order).
+    #[arg(long, value_name = "PLAN", num_args = 0..=1, default_missing_value = "compiled")]
+    pub print_schedule: Option<PrintSchedule>,
     /// Reduce every bucket only after the whole backward (the baseline the overlap beats).
     #[arg(long, conflicts_with_all = ["compute_only", "comm_only"])]
     pub no_overlap: bool,
@@ -354,6 +364,15 @@ fn beta(s: &str) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn print_schedule_takes_an_optional_plan() {
+        let parse = |args: &[&str]| TrainArgs::try_parse_from(args).unwrap().print_schedule;
+        assert_eq!(parse(&["mlp"]), None);
+        assert_eq!(parse(&["mlp", "--print-schedule"]), Some(PrintSchedule::Compiled));
+        assert_eq!(parse(&["mlp", "--print-schedule=ddp"]), Some(PrintSchedule::Ddp));
+        assert!(TrainArgs::try_parse_from(["mlp", "--print-schedule=other"]).is_err());
+    }
 
     #[test]
     fn bad_values_are_refused_with_a_message() {

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use overlap_runtime::data::{SyntheticClassification, TrainingData};
+use overlap_runtime::plan::{plan_buckets, BucketLimits, Schedule};
 use overlap_runtime::train::{io_widths, TrainSummary, Trainer};
 use overlap_runtime::{
     command_line::{blas_core, console},
@@ -77,9 +78,9 @@ pub fn main<M: DistributedModel>() -> ExitCode {
 
 fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
     let rank = comm.rank();
-    if args.print_schedule {
+    if let Some(which) = args.print_schedule {
         if rank == 0 {
-            console::out(&M::SCHEDULE.to_string());
+            console::out(&printed_schedule(&M::SCHEDULE, which)?.to_string());
         }
         return Ok(());
     }
@@ -124,6 +125,15 @@ fn training_data<M: DistributedModel>(args: &TrainArgs) -> Result<TrainingData> 
         }
         Some(dir) => TrainingData::from_idx_dir(dir, features, classes)?,
     })
+}
+
+/// The plan `--print-schedule` asked for: the compiled one, or DDP's at its default caps.
+fn printed_schedule(schedule: &Schedule, which: args::PrintSchedule) -> Result<Schedule> {
+    match which {
+        args::PrintSchedule::Compiled => Ok(schedule.clone()),
+        args::PrintSchedule::Ddp => plan_buckets(&schedule.model, &schedule.layer_specs(), &BucketLimits::default())
+            .map_err(|e| Error::Config(e.to_string())),
+    }
 }
 
 /// Flags that do nothing with the others given, refused rather than ignored.
