@@ -59,6 +59,9 @@ test: deps nvrtc
 	scripts/gpu-bundle.sh
 	scripts/gpu-bundle-check.sh
 	cargo build --workspace --bins --examples  # tests/mpi.rs and tests/external.rs run these under mpirun
+	# The examples as users build them never honour OVERLAP_FAULT (only tests/faults' fault-mlp does).
+	cargo build --release --example mlp
+	OVERLAP_FAULT=kill:0:1 target/release/examples/mlp --steps 2 --batch 4 --report off --log-every 1000
 	cargo test --workspace --doc
 	cargo test --workspace --all-targets --no-fail-fast
 

@@ -7,12 +7,13 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{example, mpirun_ok, scratch};
+use common::{example, fault_mlp, mpirun_ok, scratch};
 use tempfile::TempDir;
 
 /// Runs `mlp` on `ranks` ranks (directly for 1, under mpirun otherwise).
 fn mlp(ranks: usize, args: &[&str], fault: Option<&str>) -> Output {
-    let exe = example("mlp");
+    // Faults are injected into the mlp example built with fault injection (`fault-mlp`).
+    let exe = if fault.is_some() { fault_mlp() } else { example("mlp") };
     let base = ["--batch", "4", "--report", "off", "--log-every", "1000"];
     if ranks == 1 {
         let mut cmd = Command::new(&exe);

@@ -5,11 +5,11 @@ mod common;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{example, mpirun_timed};
+use common::{fault_mlp, mpirun_timed};
 
-/// Runs `mlp` on 3 ranks with `fault` injected; returns (succeeded, stderr + stdout, duration).
+/// Runs `mlp` (built with fault injection) on 3 ranks with `fault` injected; returns (succeeded, stderr + stdout, duration).
 fn job(fault: Option<&str>, extra: &[&str]) -> (bool, String, Duration) {
-    let exe = example("mlp");
+    let exe = fault_mlp();
     let mut args = vec!["-n", "3", exe.to_str().unwrap(), "--steps", "12", "--batch", "4", "--report", "off"];
     args.extend_from_slice(extra);
     let env: Vec<(&str, &str)> = fault.iter().map(|f| ("OVERLAP_FAULT", *f)).collect();

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{example, scratch};
+use common::{example, fault_mlp, scratch};
 
 /// Runs `mlp args` as one process: (success, stdout and stderr).
 fn mlp(args: &[&str]) -> (bool, String) {
@@ -24,7 +24,9 @@ fn mlp(args: &[&str]) -> (bool, String) {
 /// `mlp args` with `env`, from `dir`: (exit code, or 128 + the signal that ended it; stdout and
 /// stderr).
 fn mlp_in(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32, String) {
-    let out = Command::new(example("mlp")).current_dir(dir).envs(env.iter().copied()).args(args).output().unwrap();
+    // A fault is injected into the mlp example built with fault injection (`fault-mlp`).
+    let exe = if env.iter().any(|(k, _)| *k == "OVERLAP_FAULT") { fault_mlp() } else { example("mlp") };
+    let out = Command::new(exe).current_dir(dir).envs(env.iter().copied()).args(args).output().unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.code().or(out.status.signal().map(|s| 128 + s)).unwrap_or(-1), text)
 }

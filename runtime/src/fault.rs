@@ -1,7 +1,8 @@
 //! Fault injection for the reliability tests: `OVERLAP_FAULT` makes a run die at a chosen
 //! point, so tests can check what survives. Only with the `fault-injection` feature, which
-//! only this repository's tests (and the examples they run) enable; without it every check is
-//! a constant `false`. With it but unset, every check is one read of a value parsed once.
+//! only this repository's fault harness enables (`tests/faults`: the `mlp` example as a binary
+//! of its own, `fault-mlp`); the examples users build never honour the variable. Without it
+//! every check is a constant `false`. With it but unset, every check is one read of a value parsed once.
 //!
 //! - `save:<stage>:<n>`: SIGKILL this process at `<stage>` of its `n`-th checkpoint save
 //!   (stages: see `SaveStage`).

@@ -667,6 +667,9 @@ def catalogue() -> list:
     add(c, f"mlp {RUN} --save {deep}", 1, "the checkpoint's files cannot be created there", setup=mkdir(deep),
         forbid="step      1")
 
+    # A stray OVERLAP_FAULT in the environment: the examples users build ignore it.
+    add(c, f"env OVERLAP_FAULT=kill:0:1 mlp {RUN} --save-params p.st", 0, survive=files_exist("p.st"))
+
     # A checkpoint of another compiled schedule: refused where state would be lost, else warned.
     c = "schedule"
     add(c, "mlp --steps 4 --batch 4 --report off --resume ck", 1, "PowerSGD's error feedback of 1 rank(s)",

@@ -21,6 +21,19 @@ pub fn example(name: &str) -> PathBuf {
     path
 }
 
+/// `fault-mlp`, the `mlp` example built with fault injection (`tests/faults`): the binary whose
+/// runs `OVERLAP_FAULT` kills, panics or poisons. The examples themselves ignore the variable.
+pub fn fault_mlp() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let path = exe.parent().and_then(Path::parent).expect("target/<profile>").join("fault-mlp");
+    assert!(
+        path.exists(),
+        "{} is missing: build the workspace's binaries first (`cargo build --workspace --bins`; `make test` does)",
+        path.display()
+    );
+    path
+}
+
 /// Whether `mpirun` can be started here (GPU machines often have no MPI).
 pub fn mpirun_available() -> bool {
     Command::new("mpirun").arg("--version").output().is_ok_and(|o| o.status.success())
