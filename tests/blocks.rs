@@ -2,6 +2,8 @@
 //! named by path, and the gradients of residual, nested and repeated blocks as central finite
 //! differences of the loss find them (no assumption about how backward is written).
 
+mod common;
+
 use overlap::plan::ParamRef;
 use overlap::prelude::*;
 
@@ -108,4 +110,28 @@ fn gradients_of_residual_nested_and_repeated_blocks_match_finite_differences() {
         }
     }
     assert_eq!(checked, schedule.param_count());
+}
+
+/// `resmlp args` in `dir`; fails the test unless it succeeds.
+fn resmlp(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new(common::example("resmlp")).current_dir(dir).args(args).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "resmlp {args:?}:\n{text}");
+}
+
+#[test]
+fn a_model_of_blocks_checkpoints_by_path_and_resumes_bit_for_bit() {
+    let root = common::scratch("blocks-resume");
+    let run = ["--batch", "4", "--report", "off", "--log-every", "1000", "--optimizer", "adamw"];
+    resmlp(root.path(), &[&run[..], &["--steps", "3", "--save-params", "straight.st"]].concat());
+    resmlp(root.path(), &[&run[..], &["--steps", "2", "--save", "ck"]].concat());
+    resmlp(root.path(), &[&run[..], &["--steps", "3", "--resume", "ck", "--save-params", "resumed.st"]].concat());
+    let (straight, resumed) = (
+        common::load_sorted_params(&root.path().join("straight.st")),
+        common::load_sorted_params(&root.path().join("resumed.st")),
+    );
+    assert_eq!(straight, resumed, "a resumed run ends with the very bits of one that did not stop");
+    let names: Vec<&str> = straight.iter().map(|(n, _, _)| n.as_str()).collect();
+    assert!(names.contains(&"blocks.7.fc2.weight") && names.contains(&"input.bias"), "{names:?}");
+    assert_eq!(names.len(), 2 + 8 * 6 + 2, "every parameter, named by its path");
 }
