@@ -12,14 +12,17 @@
 //!
 //! The board is opened before MPI starts, so it also covers start-up. The file is removed as
 //! soon as the communicator is ready (every rank has opened it by then), so nothing is left in
-//! `/dev/shm` after a normal start; a job killed during start-up leaves one file of 64 bytes per
-//! rank.
+//! `/dev/shm` after a normal start. A job killed during start-up (its ranks ended by a signal,
+//! with no chance to remove the file) leaves one of 64 bytes per rank: the next job to start on
+//! the node removes such boards of this user's once every rank they recorded has exited
+//! (`remove_stale`).
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 /// Progress counts before the first collective.
 pub(crate) const STARTED: u64 = 1;
@@ -90,6 +93,7 @@ impl Board {
         let local = number(&["OMPI_COMM_WORLD_LOCAL_SIZE"]).unwrap_or(0);
         let safe_job: String = job.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
         let path = PathBuf::from(format!("/dev/shm/overlap-{safe_job}"));
+        remove_stale(Path::new("/dev/shm"), &path, STALE_AFTER);
         Board::open(path, rank, world, local == world)
     }
 
@@ -210,6 +214,39 @@ fn describe(laggards: &[Laggard], own: u64, whole_job_here: bool) -> String {
     each.join("; ")
 }
 
+/// How old a board that records no rank yet must be before another job takes it for a leftover
+/// (a job's ranks record themselves within moments of creating it).
+const STALE_AFTER: Duration = Duration::from_secs(60);
+
+/// Removes, from `folder`, the boards other than `own` that this user's earlier jobs left:
+/// boards whose every recorded rank has exited, and boards older than `min_age` that record
+/// none. A board with a rank still running (or stopped) is some job's, and stays.
+fn remove_stale(folder: &Path, own: &Path, min_age: Duration) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(folder) else { return };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let ours = entry.file_name().to_str().is_some_and(|n| n.starts_with("overlap-")) && path != own;
+        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        if !ours || !meta.is_file() || meta.uid() != me || meta.len() % SLOT_BYTES as u64 != 0 || meta.len() > 1 << 24 {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(&path) else { continue };
+        let word = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        let recorded: Vec<u64> = (0..bytes.len() / SLOT_BYTES)
+            .filter(|s| word(s * SLOT_BYTES) > 0)
+            .map(|s| word(s * SLOT_BYTES + 8))
+            .collect();
+        let running = recorded.iter().any(|&pid| process_state(pid) != ProcessState::Exited);
+        let old = meta.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age >= min_age);
+        if !running && (!recorded.is_empty() || old) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
 /// Reads `/proc/<pid>/stat`'s state letter.
 fn process_state(pid: u64) -> ProcessState {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return ProcessState::Exited };
@@ -247,6 +284,38 @@ mod tests {
         assert!(!path.exists());
         // The mappings outlive the name.
         assert_eq!(other.own(), READY + 2);
+    }
+
+    #[test]
+    fn boards_whose_ranks_all_exited_are_removed_and_live_ones_kept() {
+        let folder = tempfile::tempdir().unwrap();
+        let gone = {
+            let mut child = std::process::Command::new("true").spawn().unwrap();
+            child.wait().unwrap();
+            u64::from(child.id())
+        };
+        let board = |name: &str, slots: &[(u64, u64)]| {
+            let mut bytes = vec![0u8; slots.len() * SLOT_BYTES];
+            for (s, (count, pid)) in slots.iter().enumerate() {
+                bytes[s * SLOT_BYTES..s * SLOT_BYTES + 8].copy_from_slice(&count.to_ne_bytes());
+                bytes[s * SLOT_BYTES + 8..s * SLOT_BYTES + 16].copy_from_slice(&pid.to_ne_bytes());
+            }
+            let path = folder.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        };
+        let me = u64::from(std::process::id());
+        let left = board("overlap-killed", &[(STARTED, gone), (0, 0)]);
+        let live = board("overlap-running", &[(MPI_INITIALISED, me), (STARTED, gone)]);
+        let fresh = board("overlap-fresh", &[(0, 0), (0, 0)]);
+        let own = board("overlap-own", &[(STARTED, gone)]);
+        let other = board("not-a-board", &[(STARTED, gone)]);
+        remove_stale(folder.path(), &own, Duration::from_secs(3600));
+        assert!(!left.exists(), "every rank it recorded has exited");
+        assert!(live.exists() && fresh.exists() && own.exists() && other.exists());
+        remove_stale(folder.path(), &own, Duration::ZERO);
+        assert!(!fresh.exists(), "old enough, and no rank recorded");
+        assert!(live.exists(), "a running rank keeps its job's board");
     }
 
     #[test]
