@@ -116,6 +116,20 @@ fn rank_0s_checkpoint_write_is_not_counted_as_communication() {
 }
 
 #[test]
+fn a_checkpoint_rank_0_fails_to_write_ends_every_rank_at_once_with_its_message() {
+    // A full disk at the second save: rank 0's error, and the others' word that it failed,
+    // within seconds, not after the 60 s communication timeout.
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    let args = ["--save", ck.to_str().unwrap(), "--save-every", "1", "--comm-timeout", "60s"];
+    let (ok, text, took) = job(Some("full-disk:save:2"), &args);
+    assert_ends_promptly(ok, &text, took, "rank 0's checkpoint write failed");
+    assert!(text.contains("rank 0: error: ") && text.contains("No space left on device"), "{text}");
+    assert!(text.contains("rank 1: error: checkpoint: rank 0 could not write the checkpoint"), "{text}");
+    assert!(!text.contains("--comm-timeout") && !text.contains("behind"), "no rank waited it out:\n{text}");
+}
+
+#[test]
 fn a_rank_0_stopped_while_it_writes_a_checkpoint_is_named_after_the_timeout() {
     // A stopped process writes nothing: the others give up after the communication timeout, not
     // the 30 minutes a slow write is given.

@@ -13,6 +13,8 @@
 //! - `comm-panic:<rank>:<n>`: rank `rank`'s communication thread panics at its `n`-th all-reduce.
 //! - `nan:<rank>:<step>`: rank `rank` puts a NaN into its loss gradient at step `step`.
 //! - `slow-save:<ms>:<n>`: the `n`-th checkpoint save takes `ms` milliseconds longer.
+//! - `full-disk:save:<n>`: the `n`-th checkpoint save fails as a full disk would (ENOSPC), once
+//!   its model file is written: an error, where `save:` kills the process.
 //! - `save-params:synced:<n>`: SIGKILL this process during its `n`-th parameters file write,
 //!   once the temporary file is written and synced, before it is renamed into place.
 //! - `stop:<rank>:<point>`: rank `rank` stops itself with SIGSTOP at a start-up point
@@ -66,6 +68,7 @@ impl SaveStage {
 enum Fault {
     Save { stage: &'static str, nth: u64 },
     SlowSave { millis: u64, nth: u64 },
+    FullDisk { nth: u64 },
     SaveParams { nth: u64 },
     Kill { rank: usize, step: u64 },
     Panic { rank: usize, step: u64 },
@@ -110,6 +113,7 @@ fn parse(spec: &str) -> Option<Fault> {
     Some(match kind {
         "slow-save" => Fault::SlowSave { millis: a.parse().ok()?, nth: b },
         "save-params" if a == "synced" => Fault::SaveParams { nth: b },
+        "full-disk" if a == "save" => Fault::FullDisk { nth: b },
         "save" => Fault::Save { stage: SaveStage::ALL.iter().find(|s| s.name() == a)?.name(), nth: b },
         "kill" => Fault::Kill { rank: rank()?, step: b },
         "panic" => Fault::Panic { rank: rank()?, step: b },
@@ -168,6 +172,12 @@ pub fn at_save_stage(stage: SaveStage, nth: u64) {
     }
 }
 
+/// The error a full disk gives, at stage `stage` of the `nth` checkpoint save, when asked for.
+pub fn save_error(stage: SaveStage, nth: u64) -> Option<std::io::Error> {
+    (stage == SaveStage::ModelWritten && fault() == Some(&Fault::FullDisk { nth }))
+        .then(|| std::io::Error::from_raw_os_error(libc::ENOSPC))
+}
+
 /// Called when a parameters file write has synced its temporary file, before the rename.
 pub fn at_params_synced() {
     static WRITES: AtomicU64 = AtomicU64::new(0);
@@ -222,6 +232,7 @@ mod tests {
         assert_eq!(parse("stop:2:4"), Some(Fault::Stop { rank: 2, at: StopPoint::Step(4) }));
         assert_eq!(parse("stop:0:saving"), Some(Fault::Stop { rank: 0, at: StopPoint::Saving }));
         assert_eq!(parse("save-params:synced:1"), Some(Fault::SaveParams { nth: 1 }));
+        assert_eq!(parse("full-disk:save:2"), Some(Fault::FullDisk { nth: 2 }));
         for bad in [
             "",
             "save:nowhere:1",

@@ -188,7 +188,10 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
     .chain([(STATE_FILE, &state_bytes, SaveStage::StateWritten)])
     {
         let path = step_dir.join(file);
-        written.push((durable::write_new(&path, bytes)?, path));
+        written.push((durable::write_new(&path, bytes)?, path.clone()));
+        if let Some(source) = fault::save_error(stage, nth) {
+            return Err(Error::Io { path, source });
+        }
         fault::at_save_stage(stage, nth);
     }
     for (file, path) in &written {

@@ -226,6 +226,18 @@ impl<'c> Trainer<'c> {
     }
 }
 
+/// Rank 0's checkpoint write (`written`, `None` elsewhere), shared: every rank returns rank 0's
+/// folder, or an error when the write failed (rank 0 its own), so that every rank stops alike.
+fn shared_outcome(comm: &Communicator, written: Option<Result<PathBuf>>) -> Result<Option<PathBuf>> {
+    let mut ok = [u8::from(!matches!(written, Some(Err(_))))];
+    comm.broadcast_bytes_from_root(&mut ok)?;
+    match written {
+        Some(result) => result.map(Some),
+        None if ok[0] == 1 => Ok(None),
+        None => Err(Error::Checkpoint("rank 0 could not write the checkpoint (its message says why)".into())),
+    }
+}
+
 /// The run `fit` is doing.
 struct Run<'r> {
     comm: &'r Communicator,
@@ -340,16 +352,22 @@ impl Run<'_> {
             // Every rank's PowerSGD errors go to rank 0 first (a collective: all ranks are here).
             let gathered =
                 if config.saves_after(step) { checkpoint::low_rank::gather(&backend.buckets(), comm)? } else { None };
-            if let (0, Some(save), true) = (rank, &config.save, config.saves_after(step)) {
-                let (model, optimizer) = backend.host_state()?;
-                let written = checkpoint::save(&save.dir, model, optimizer, position, &about, gathered.as_ref())?;
-                progress.suspend(&mut || observer.say(&format!("checkpoint: {}", written.display())));
-                saved = Some(written);
-            }
             if config.saves_after(step) {
+                // Rank 0 writes (its failure kept, not returned yet: the others are waiting).
+                let written = match (rank, &config.save) {
+                    (0, Some(save)) => Some(backend.host_state().and_then(|(model, optimizer)| {
+                        checkpoint::save(&save.dir, model, optimizer, position, &about, gathered.as_ref())
+                    })),
+                    _ => None,
+                };
                 // The other ranks wait for rank 0's write here, not in their next wait point,
-                // whose timeout is about communication.
+                // whose timeout is about communication; then every rank learns how it went, so
+                // that a failed write ends every rank at once, alike.
                 comm.wait_for_checkpoint_write()?;
+                saved = shared_outcome(comm, written)?;
+                if let Some(written) = &saved {
+                    progress.suspend(&mut || observer.say(&format!("checkpoint: {}", written.display())));
+                }
             }
             // After the last step the run is done: a signal that came during it stops nothing.
             if step + 1 == config.steps {
@@ -359,12 +377,17 @@ impl Run<'_> {
             progress.finish();
             let unsaved = config.save.is_some() && !config.saves_after(step);
             let gathered = if unsaved { checkpoint::low_rank::gather(&backend.buckets(), comm)? } else { None };
-            if let (0, Some(save), None) = (rank, &config.save, &saved) {
-                let (model, optimizer) = backend.host_state()?;
-                saved = Some(checkpoint::save(&save.dir, model, optimizer, position, &about, gathered.as_ref())?);
-            }
+            let written = match (rank, &config.save, &saved) {
+                (0, Some(save), None) => Some(backend.host_state().and_then(|(model, optimizer)| {
+                    checkpoint::save(&save.dir, model, optimizer, position, &about, gathered.as_ref())
+                })),
+                _ => None,
+            };
             backend.finish()?;
             comm.wait_for_checkpoint_write()?;
+            if unsaved {
+                saved = shared_outcome(comm, written)?;
+            }
             let checkpoint = config.save.as_ref().map(|s| saved.unwrap_or_else(|| s.dir.clone()));
             return Err(Error::Stopped { signal, step: step + 1, checkpoint });
         }
