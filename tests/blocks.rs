@@ -135,3 +135,56 @@ fn a_model_of_blocks_checkpoints_by_path_and_resumes_bit_for_bit() {
     assert!(names.contains(&"blocks.7.fc2.weight") && names.contains(&"input.bias"), "{names:?}");
     assert_eq!(names.len(), 2 + 8 * 6 + 2, "every parameter, named by its path");
 }
+
+/// The same model twice, with and without PowerSGD (whole gradients for its first 2 steps).
+macro_rules! blocks_model {
+    ($name:ident $(, $($grad_comm:tt)+)?) => {
+        #[distributed_model(bucket_cap_mb = 0.01, first_bucket_mb = 0.01 $(, grad_comm = $($grad_comm)+)?)]
+        pub mod $name {
+            use overlap::prelude::*;
+
+            #[residual]
+            pub struct Block {
+                norm: LayerNorm<32>,
+                fc: Linear<32, 32>,
+                act: Gelu,
+            }
+
+            pub struct Net {
+                input: Linear<8, 32>,
+                #[bucket_boundary]
+                blocks: [Block; 3],
+                head: Linear<32, 4>,
+            }
+        }
+    };
+}
+
+blocks_model!(plain);
+blocks_model!(compressed, powersgd(rank = 2, start_iter = 2));
+
+/// Every parameter of `$model` (module `$m`) after `steps` AdamW steps on one process.
+macro_rules! trained {
+    ($m:ident, $steps:expr) => {{
+        let comm = Communicator::single();
+        let mut model = $m::Net::new(&comm, 3).unwrap();
+        let mut data = overlap::SyntheticClassification::new(5, 8, 4);
+        Trainer::new(&comm)
+            .steps($steps)
+            .batch(16)
+            .optimizer(OptimizerConfig::adamw(0.01))
+            .report(overlap::ReportFormat::Off, None)
+            .fit(&mut model, &mut data, &CrossEntropyLoss)
+            .unwrap();
+        $m::Net::SCHEDULE.params().map(|p| model.param(p).to_vec()).collect::<Vec<Vec<f32>>>()
+    }};
+}
+
+#[test]
+fn powersgd_compresses_a_model_of_blocks_after_its_whole_steps() {
+    assert!(compressed::Net::SCHEDULE.buckets.iter().any(|b| b.low_rank.is_some()));
+    assert_eq!(trained!(compressed, 2), trained!(plain, 2), "the first two steps send whole gradients");
+    let (compressed, plain) = (trained!(compressed, 6), trained!(plain, 6));
+    assert_ne!(compressed, plain, "then the factors travel, an approximation");
+    assert!(compressed.iter().flatten().all(|v| v.is_finite()));
+}
