@@ -169,7 +169,6 @@ def main():
             print(f"  ours:     {ours}\n  rebuilt:  {rebuilt}")
         # Across blocks and residual connections: resmlp's twin under DDP's defaults against our
         # planner with the same caps (the example itself gives each block buckets of its own).
-        import blocks_twin
         ours_resmlp = compiled_buckets(os.path.join(args.bin_dir, "resmlp"), "ddp")
         _, rebuilt_resmlp = ddp_buckets(torch, blocks_twin.twin(torch), 784)
         same = rebuilt_resmlp == ours_resmlp

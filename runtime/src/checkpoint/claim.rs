@@ -79,7 +79,6 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Re
     Ok(DirLock { _file: file })
 }
 
-/// `latest` and the `step-*` folders in `dir`, sorted.
 /// The longest path a checkpoint of the run writes (`dir/step-N/optimizer.safetensors` at its
 /// last step) can be created: a folder whose name fits the probe of `check_dir` may still be too
 /// long for the files inside it, found then rather than at the first save after hours. The
@@ -104,6 +103,7 @@ fn longest_path_fits(dir: &Path, last_step: u64) -> Result<()> {
 /// The longest name of a checkpoint's files.
 const LONGEST_FILE: &str = "optimizer.safetensors";
 
+/// `latest` and the `step-*` folders in `dir`, sorted.
 fn checkpoints_in(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     let mut found: Vec<String> = entries

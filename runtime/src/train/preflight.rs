@@ -2,6 +2,8 @@
 //! fit the model, memory it cannot have, output paths it cannot write, a checkpoint folder
 //! another run holds; and where it starts (step 0, or a checkpoint).
 
+use std::path::{Path, PathBuf};
+
 use overlap_plan::{Schedule, Width};
 
 use crate::checkpoint::{self, Position};
@@ -11,6 +13,7 @@ use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::model::DistributedModel;
 use crate::optim::ChosenOptimizer;
+use crate::process::output_paths::{self, identity};
 
 /// Settings that cannot run on `world` ranks, and a dataset that does not fit the model, refused
 /// before anything starts.
@@ -151,42 +154,33 @@ pub fn on_rank0<T>(comm: &Communicator, check: impl FnOnce() -> Result<T>) -> Re
 /// Every file and folder the run will write, checked before step 1; the checkpoint folder is
 /// claimed (locked, and refused if it holds another run's checkpoints).
 pub(super) fn claim_outputs(config: &TrainConfig) -> Result<Option<checkpoint::DirLock>> {
-    let observe = &config.observe;
-    for (path, what) in [
-        (&config.save_params, "`TrainConfig::save_params`"),
-        (&observe.trace, "`ObserveConfig::trace`"),
-        (&observe.timeline, "`ObserveConfig::timeline`"),
-        (&observe.write_profile, "`ObserveConfig::write_profile`"),
-    ] {
-        if let Some(path) = path {
-            crate::process::output_paths::check_file(path, what)?;
-        }
+    for (path, what) in output_files(config) {
+        output_paths::check_file(path, what)?;
     }
     distinct_outputs(config)?;
     let Some(save) = &config.save else { return Ok(None) };
-    let same = |a: &std::path::Path, b: &std::path::Path| match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a == b,
-    };
-    let continues = config.resume.as_deref().is_some_and(|r| same(r, &save.dir));
+    let continues = config.resume.as_deref().is_some_and(|r| identity(r) == identity(&save.dir));
     checkpoint::claim(&save.dir, continues, save.overwrite, config.steps).map(Some)
 }
 
-/// Two outputs of one run never name the same file, and none lies in the checkpoint folder, whose
-/// files are the checkpoints' own (`latest`, the step folders, the lock): refused before step 1,
-/// when nothing is lost yet, rather than one result silently replacing another.
-fn distinct_outputs(config: &TrainConfig) -> Result<()> {
-    use crate::process::output_paths::identity;
+/// The files the run writes besides its checkpoints, each with the setting that names it.
+fn output_files(config: &TrainConfig) -> impl Iterator<Item = (&Path, &'static str)> {
     let observe = &config.observe;
-    let files: Vec<(std::path::PathBuf, &str)> = [
+    [
         (&config.save_params, "`TrainConfig::save_params`"),
         (&observe.trace, "`ObserveConfig::trace`"),
         (&observe.timeline, "`ObserveConfig::timeline`"),
         (&observe.write_profile, "`ObserveConfig::write_profile`"),
     ]
     .into_iter()
-    .filter_map(|(path, what)| path.as_deref().map(|p| (identity(p), what)))
-    .collect();
+    .filter_map(|(path, what)| path.as_deref().map(|p| (p, what)))
+}
+
+/// Two outputs of one run never name the same file, and none lies in the checkpoint folder, whose
+/// files are the checkpoints' own (`latest`, the step folders, the lock): refused before step 1,
+/// when nothing is lost yet, rather than one result silently replacing another.
+fn distinct_outputs(config: &TrainConfig) -> Result<()> {
+    let files: Vec<(PathBuf, &str)> = output_files(config).map(|(p, what)| (identity(p), what)).collect();
     for (k, (path, what)) in files.iter().enumerate() {
         if let Some((_, other)) = files[..k].iter().find(|(p, _)| p == path) {
             return Err(Error::Config(format!(
