@@ -162,58 +162,6 @@ fn resuming_with_another_seed_or_global_batch_says_so() {
     assert!(ok && !text.contains("warning"), "the same run resumes quietly:\n{text}");
 }
 
-/// SIGTERM to `mpirun` mid-run, which passes it on to every rank: the ranks finish the step in
-/// flight, agree on it, write a checkpoint and end with 128 + 15; resumed from there, the run
-/// ends with the parameters of a run never interrupted, bit for bit.
-#[test]
-fn sigterm_mid_run_checkpoints_and_a_resume_equals_an_uninterrupted_run() {
-    let root = scratch("preempted");
-    let (ck, exe) = (root.path().join("ck"), example("mlp"));
-    let (ck, exe) = (ck.to_str().unwrap(), exe.to_str().unwrap());
-    let (whole, resumed) = (root.path().join("whole.safetensors"), root.path().join("resumed.safetensors"));
-    let (whole, resumed) = (whole.to_str().unwrap(), resumed.to_str().unwrap());
-    let common = ["--batch", "4", "--report", "off"];
-    // Measured with OpenMPI 4.1: mpirun passes SIGTERM on to the ranks after its
-    // odls_base_sigkill_timeout (1 s by default) and sends SIGKILL after as long again.
-    let launch = ["--oversubscribe", "--mca", "odls_base_sigkill_timeout", "3", "-n", "3", exe];
-    let mut job = Command::new("mpirun")
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args(launch)
-        .args(common)
-        .args(["--steps", "100000", "--log-every", "1", "--save", ck])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mpirun starts");
-    let mut stdout = BufReader::new(job.stdout.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("step     10 ") {
-        line.clear();
-        assert!(stdout.read_line(&mut line).unwrap() > 0, "the job ended before step 10");
-    }
-    // SAFETY: kill() only sends a signal to the child process this test started.
-    assert_eq!(unsafe { libc::kill(job.id() as i32, libc::SIGTERM) }, 0);
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
-    let out = job.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the job was stopped, not finished:\n{rest}\n{stderr}");
-    assert!(stderr.contains("stopped by SIGTERM after step"), "stdout after the signal:\n{rest}\nstderr:\n{stderr}");
-    assert_eq!(stderr.matches("stopped by SIGTERM").count(), 1, "one message, from rank 0:\n{stderr}");
-    let latest = std::fs::read_to_string(root.path().join("ck/latest")).unwrap();
-    let stopped_at: u64 = latest.trim().trim_start_matches("step-").parse().unwrap();
-    assert!(stopped_at >= 10, "stopped after step {stopped_at}");
-
-    // Both runs end 5 steps after the checkpoint: one from it, one from the start.
-    let steps = (stopped_at + 5).to_string();
-    let resume = [&common[..], &["--steps", &steps, "--resume", ck, "--save-params", resumed]].concat();
-    common::mpirun_ok(&[&["-n", "3", exe][..], &resume].concat());
-    common::mpirun_ok(&[&["-n", "3", exe][..], &common, &["--steps", &steps, "--save-params", whole]].concat());
-    let read = |file: &str| common::load_sorted_params(std::path::Path::new(file));
-    assert!(read(resumed) == read(whole), "stopped at {stopped_at} and resumed, the run differs");
-}
-
 #[test]
 fn sizes_beyond_the_machine_are_refused_before_anything_is_allocated() {
     let (ok, text) = mlp(&["--batch", "18446744073709551615", "--steps", "1"]);

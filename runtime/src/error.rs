@@ -81,6 +81,7 @@ pub fn signal_name(signal: i32) -> String {
     match signal {
         signal_hook::consts::SIGTERM => "SIGTERM".into(),
         signal_hook::consts::SIGINT => "SIGINT".into(),
+        signal_hook::consts::SIGHUP => "SIGHUP".into(),
         other => format!("signal {other}"),
     }
 }

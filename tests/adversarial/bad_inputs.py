@@ -528,6 +528,10 @@ def catalogue() -> list:
     # asks for a longer odls_base_sigkill_timeout than OpenMPI's 1 s so that rank 0 can save.
     add(c, f"mpirun --mca odls_base_sigkill_timeout 3 -n 2 mlp {LOOP} --save ck", 1,
         "stopped by SIGTERM after step", signals=[Signal(signal.SIGTERM, "step      3 ")], survive=a_checkpoint())
+    # Two SIGINTs 0.1 s apart end mpirun at once, before it passes anything on; the ranks get
+    # SIGHUP from the kernel as their launcher dies and stop with a checkpoint, silently.
+    add(c, f"mpirun -n 3 custom_layer {LOOP} --save ck", 1, survive=a_checkpoint(),
+        signals=[Signal(signal.SIGINT, "step      3 "), Signal(signal.SIGINT, delay=0.1)], within=5)
 
     # 10. Two jobs saving into one folder at once: the second fails at once, naming the first.
     c = "lock"

@@ -500,6 +500,6 @@ impl Communicator {
 }
 
 /// OpenMPI's `mpirun` (and PMIx launchers) set these in every rank's environment.
-fn launched_by_mpirun() -> bool {
+pub(crate) fn launched_by_mpirun() -> bool {
     ["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"].iter().any(|v| std::env::var_os(v).is_some())
 }

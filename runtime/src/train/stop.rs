@@ -9,11 +9,21 @@
 //! The handlers are installed once per process and stay: outside a run they perform the
 //! signal's default action (the process ends, as if they were not there), so a program that
 //! calls `fit` keeps its usual behaviour before and after.
+//!
+//! A launcher can die without passing a signal on: OpenMPI's `mpirun` sends its ranks SIGTERM
+//! only a second after its own first SIGINT or SIGTERM (`odls_base_sigkill_timeout`), and a
+//! second one inside that second makes it exit at once. Its ranks would train on with nowhere to
+//! print until the MPI library ends them mid-step about a second later. So a rank started by a
+//! launcher asks the kernel for SIGHUP when its parent (the launcher, or its node daemon) dies,
+//! and stops on it as on SIGTERM: after the step in flight, with a checkpoint. SIGHUP, not
+//! SIGTERM, because the kernel sends it once per exiting thread of a multi-threaded parent (the
+//! launcher is one): it is recorded, and never counts as the second signal that ends a rank at
+//! once.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::flag;
 
 use crate::comm::Communicator;
@@ -54,6 +64,18 @@ fn flags() -> Result<&'static Flags> {
         flag::register_usize(sig, Arc::clone(&flags.signal), sig as usize).map_err(failed)?;
         flag::register(sig, Arc::clone(&flags.seen)).map_err(failed)?;
     }
+    if crate::comm::launched_by_mpirun() {
+        let failed = |e: std::io::Error| Error::Config(format!("installing the handler of SIGHUP: {e}"));
+        flag::register_conditional_default(SIGHUP, Arc::clone(&flags.outside_a_run)).map_err(failed)?;
+        let (seen, signal) = (Arc::clone(&flags.seen), Arc::clone(&flags.signal));
+        let record = move || {
+            let _ = signal.compare_exchange(0, SIGHUP as usize, Ordering::SeqCst, Ordering::SeqCst);
+            seen.store(true, Ordering::SeqCst);
+        };
+        // SAFETY: the action only performs atomic operations, which are async-signal-safe; it
+        // allocates, locks and blocks nothing.
+        unsafe { signal_hook::low_level::register(SIGHUP, record) }.map_err(failed)?;
+    }
     Ok(FLAGS.get_or_init(|| flags))
 }
 
@@ -68,6 +90,9 @@ impl StopSignals {
         flags.seen.store(false, Ordering::SeqCst);
         flags.signal.store(0, Ordering::SeqCst);
         flags.outside_a_run.store(false, Ordering::SeqCst);
+        if crate::comm::launched_by_mpirun() {
+            stop_when_the_launcher_dies();
+        }
         Ok(StopSignals { flags })
     }
 
@@ -89,6 +114,17 @@ impl StopSignals {
         }
         let all = comm.all_gather_u64(mine as u64)?;
         Ok(all.into_iter().find(|&s| s != 0).map(|s| s as i32))
+    }
+}
+
+/// SIGHUP from the kernel when this process's parent ends (Linux); elsewhere nothing.
+fn stop_when_the_launcher_dies() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_PDEATHSIG takes one integer argument, a signal number, and only sets which
+    // signal this process gets when its parent ends; a failure leaves it unset (the launcher's
+    // own handling applies, as without this call).
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, SIGHUP as libc::c_ulong);
     }
 }
 

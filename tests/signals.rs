@@ -1,0 +1,120 @@
+//! Signals to `mpirun` under a real launch: the ranks stop after the step in flight with a
+//! checkpoint, whether `mpirun` passes the signal on or dies before it can.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{example, scratch};
+
+/// Starts `mpirun launch exe args` with its output piped, and reads its stdout up to the line
+/// holding `until`.
+fn start_job(launch: &[&str], exe: &Path, args: &[&str], until: &str) -> (Child, BufReader<ChildStdout>) {
+    let mut job = Command::new("mpirun")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(launch)
+        .arg(exe)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun starts");
+    let mut stdout = BufReader::new(job.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains(until) {
+        line.clear();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "the job ended before `{until}`");
+    }
+    (job, stdout)
+}
+
+fn signal(job: &Child, signal: i32) {
+    // SAFETY: kill() has no memory-safety preconditions; it signals the child this test started.
+    assert_eq!(unsafe { libc::kill(job.id() as i32, signal) }, 0);
+}
+
+/// The processes whose command line holds `marker`, from /proc.
+fn processes_naming(marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline).contains(marker)
+        })
+        .collect()
+}
+
+fn latest_step(ck: &Path) -> u64 {
+    let latest = std::fs::read_to_string(ck.join("latest")).unwrap_or_else(|e| panic!("{}/latest: {e}", ck.display()));
+    latest.trim().trim_start_matches("step-").parse().unwrap()
+}
+
+/// SIGTERM to `mpirun` mid-run, which passes it on to every rank: the ranks finish the step in
+/// flight, agree on it, write a checkpoint and end with 128 + 15; resumed from there, the run
+/// ends with the parameters of a run never interrupted, bit for bit.
+#[test]
+fn sigterm_mid_run_checkpoints_and_a_resume_equals_an_uninterrupted_run() {
+    let root = scratch("preempted");
+    let (ck, exe) = (root.path().join("ck"), example("mlp"));
+    let (ck_arg, exe_arg) = (ck.to_str().unwrap(), exe.to_str().unwrap());
+    let (whole, resumed) = (root.path().join("whole.safetensors"), root.path().join("resumed.safetensors"));
+    let (whole, resumed) = (whole.to_str().unwrap(), resumed.to_str().unwrap());
+    let common = ["--batch", "4", "--report", "off"];
+    // Measured with OpenMPI 4.1: mpirun passes SIGTERM on to the ranks after its
+    // odls_base_sigkill_timeout (1 s by default) and sends SIGKILL after as long again.
+    let launch = ["--oversubscribe", "--mca", "odls_base_sigkill_timeout", "3", "-n", "3"];
+    let args = [&common[..], &["--steps", "100000", "--log-every", "1", "--save", ck_arg]].concat();
+    let (job, mut stdout) = start_job(&launch, &exe, &args, "step     10 ");
+    signal(&job, libc::SIGTERM);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let out = job.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the job was stopped, not finished:\n{rest}\n{stderr}");
+    assert!(stderr.contains("stopped by SIGTERM after step"), "stdout after the signal:\n{rest}\nstderr:\n{stderr}");
+    assert_eq!(stderr.matches("stopped by SIGTERM").count(), 1, "one message, from rank 0:\n{stderr}");
+    let stopped_at = latest_step(&ck);
+    assert!(stopped_at >= 10, "stopped after step {stopped_at}");
+
+    // Both runs end 5 steps after the checkpoint: one from it, one from the start.
+    let steps = (stopped_at + 5).to_string();
+    let resume = [&common[..], &["--steps", &steps, "--resume", ck_arg, "--save-params", resumed]].concat();
+    common::mpirun_ok(&[&["-n", "3", exe_arg][..], &resume].concat());
+    common::mpirun_ok(&[&["-n", "3", exe_arg][..], &common, &["--steps", &steps, "--save-params", whole]].concat());
+    let read = |file: &str| common::load_sorted_params(Path::new(file));
+    assert!(read(resumed) == read(whole), "stopped at {stopped_at} and resumed, the run differs");
+}
+
+/// Two SIGINTs 0.1 s apart make `mpirun` exit at once without passing anything on (it sends
+/// SIGTERM only a second after the first). Its ranks then get SIGHUP from the kernel, as asked
+/// at start-up: they stop after the step in flight with a checkpoint that resumes, and are gone
+/// within seconds, instead of training on silently until the MPI library ends them mid-step.
+#[test]
+fn two_sigints_that_end_mpirun_at_once_still_stop_the_ranks_with_a_checkpoint() {
+    let root = scratch("two-sigints");
+    let (ck, exe) = (root.path().join("ck"), example("custom_layer"));
+    let ck_arg = ck.to_str().unwrap();
+    let args = ["--batch", "4", "--report", "off", "--steps", "100000", "--log-every", "1", "--save", ck_arg];
+    let (job, _stdout) = start_job(&["--oversubscribe", "-n", "3"], &exe, &args, "step      5 ");
+    signal(&job, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(100));
+    signal(&job, libc::SIGINT);
+    let out = job.wait_with_output().unwrap();
+    assert!(!out.status.success(), "mpirun was interrupted");
+    let gone_by = Instant::now() + Duration::from_secs(60);
+    while !processes_naming(ck_arg).is_empty() {
+        assert!(Instant::now() < gone_by, "ranks still running a minute after mpirun ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stopped_at = latest_step(&ck);
+    assert!((5..100_000).contains(&stopped_at), "stopped after step {stopped_at}");
+    let steps = (stopped_at + 1).to_string();
+    let resume = ["--batch", "4", "--report", "off", "--steps", &steps, "--resume", ck_arg];
+    common::mpirun_ok(&[&["-n", "3", exe.to_str().unwrap()][..], &resume].concat());
+}
