@@ -10,12 +10,14 @@
 //! tells the rest: stopped by a signal, exited, or running (slow). Ranks on other nodes write to
 //! their own node's board and show as not seen here.
 //!
-//! The board is opened before MPI starts, so it also covers start-up. The file is removed as
-//! soon as the communicator is ready (every rank has opened it by then), so nothing is left in
-//! `/dev/shm` after a normal start. A job killed during start-up (its ranks ended by a signal,
-//! with no chance to remove the file) leaves one of 64 bytes per rank: the next job to start on
-//! the node removes such boards of this user's once every rank they recorded has exited
-//! (`remove_stale`).
+//! The board is opened before MPI starts, so it also covers start-up. Its name is removed as
+//! soon as every rank of the node has opened it (the last to open it sees all the others there),
+//! within milliseconds of the launch: the ranks keep their mappings, and nothing is left in
+//! `/dev/shm` whichever way the job ends after that, a rank killed in start-up included. Where
+//! the launcher does not say how many ranks share the node, rank 0 removes it once the
+//! communicator is ready, and a rank that gives up waiting at start-up does. A job killed in the
+//! first milliseconds leaves one of 64 bytes per rank: the next job to start on the node removes
+//! such boards of this user's once every rank they recorded has exited (`remove_stale`).
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
@@ -90,14 +92,15 @@ impl Board {
         let number = |names: &[&str]| var(names).and_then(|v| v.parse::<usize>().ok()).ok_or_else(missing);
         let rank = number(&["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"])?;
         let world = number(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"])?;
-        let local = number(&["OMPI_COMM_WORLD_LOCAL_SIZE"]).unwrap_or(0);
+        let local = number(&["OMPI_COMM_WORLD_LOCAL_SIZE"]).ok();
         let safe_job: String = job.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
         let path = PathBuf::from(format!("/dev/shm/overlap-{safe_job}"));
         remove_stale(Path::new("/dev/shm"), &path, STALE_AFTER);
-        Board::open(path, rank, world, local == world)
+        Board::open(path, rank, world, local)
     }
 
-    fn open(path: PathBuf, rank: usize, world: usize, whole_job_here: bool) -> std::io::Result<Board> {
+    /// Opens the board of `world` ranks, `local` of them (when known) on this node.
+    fn open(path: PathBuf, rank: usize, world: usize, local: Option<usize>) -> std::io::Result<Board> {
         if rank >= world {
             return Err(std::io::Error::other("rank outside the world"));
         }
@@ -112,9 +115,15 @@ impl Board {
         // aligned offsets inside the mapping, and never truncated below `len`; no `&[u8]` view of
         // it is ever made, so the other ranks' concurrent writes cannot break Rust's aliasing.
         let map = unsafe { memmap2::MmapOptions::new().len(len as usize).map_mut(&file)? };
-        let board = Board { map, path, rank, world, whole_job_here };
-        board.slot(rank, 1).store(u64::from(std::process::id()), Ordering::Relaxed);
+        let board = Board { map, path, rank, world, whole_job_here: local == Some(world) };
+        board.slot(rank, 1).store(u64::from(std::process::id()), Ordering::SeqCst);
         board.reach(STARTED);
+        // Sequentially consistent: of two ranks opening at once, at least one sees the other's
+        // pid, so the last to arrive always sees every rank of the node.
+        let opened = (0..world).filter(|&r| board.slot(r, 1).load(Ordering::SeqCst) != 0).count();
+        if local.is_some_and(|local| opened >= local) {
+            board.unlink();
+        }
         Ok(board)
     }
 
@@ -266,8 +275,8 @@ mod tests {
     fn names_the_ranks_below_this_ranks_count_with_their_process_state() {
         let path = std::env::temp_dir().join(format!("overlap-board-test-{}", std::process::id()));
         let _ = std::fs::remove_file(&path);
-        let me = Board::open(path.clone(), 0, 3, true).unwrap();
-        let other = Board::open(path.clone(), 1, 3, true).unwrap();
+        let me = Board::open(path.clone(), 0, 3, Some(3)).unwrap();
+        let other = Board::open(path.clone(), 1, 3, Some(3)).unwrap();
         me.reach(READY);
         other.reach(READY);
         assert_eq!(me.enter_collective(), READY + 1);
@@ -284,6 +293,26 @@ mod tests {
         assert!(!path.exists());
         // The mappings outlive the name.
         assert_eq!(other.own(), READY + 2);
+    }
+
+    #[test]
+    fn the_last_rank_of_the_node_to_open_the_board_removes_its_name() {
+        let path = std::env::temp_dir().join(format!("overlap-board-last-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        // Ranks 0 and 1 of 3 share this node.
+        let first = Board::open(path.clone(), 0, 3, Some(2)).unwrap();
+        assert!(path.exists(), "rank 1 has yet to open it");
+        let last = Board::open(path.clone(), 1, 3, Some(2)).unwrap();
+        assert!(!path.exists(), "every rank of the node has it mapped");
+        // The mappings are still shared: rank 0 sees rank 1.
+        first.reach(READY);
+        assert_eq!(first.laggards()[0], Laggard { rank: 1, reached: STARTED, state: Some(ProcessState::Running) });
+        last.reach(READY);
+        assert_eq!(first.laggards(), vec![Laggard { rank: 2, reached: 0, state: None }]);
+        // Without the node's rank count, the name stays for the other removals.
+        let unknown = Board::open(path.clone(), 0, 1, None).unwrap();
+        assert!(path.exists());
+        unknown.unlink();
     }
 
     #[test]
