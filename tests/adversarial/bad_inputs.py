@@ -284,6 +284,20 @@ def a_checkpoint(name: str = "ck"):
     return check
 
 
+def no_progress_board_left(d: Path):
+    """No /dev/shm progress board of the last minute whose ranks have all exited."""
+    left = []
+    for board in Path("/dev/shm").glob("overlap-*"):
+        try:
+            data, age = board.read_bytes(), time.time() - board.stat().st_mtime
+        except OSError:
+            continue
+        pids = [int.from_bytes(data[i + 8:i + 16], sys.byteorder) for i in range(0, len(data) - 63, 64)]
+        if age < 60 and not any(pid and Path(f"/proc/{pid}").exists() for pid in pids):
+            left.append(board.name)
+    return f"left in /dev/shm: {', '.join(left)}" if left else None
+
+
 def files_exist(*rels):
     def check(d: Path):
         missing = [r for r in rels if not (d / r).is_file() or (d / r).stat().st_size == 0]
@@ -466,6 +480,10 @@ def catalogue() -> list:
     # Rank 0 stopped while it writes a checkpoint: rank 1 waits for it after the save.
     add(c, f"mpirun -n 2 mlp {LOOP} --save ck --save-every 1 --comm-timeout 5s", 1, "rank 0", timeout=40,
         signals=[Signal(signal.SIGSTOP, file="ck/step-00000003/model.safetensors", to="rank0")], within=30)
+    # A rank killed in start-up: mpirun ends the others before they can clean up; nothing of the
+    # job may stay in /dev/shm.
+    add(c, f"mpirun -n 3 mlp {LOOP}", 137, signals=[Signal(signal.SIGKILL, delay=0.15, to="rank1")],
+        survive=no_progress_board_left, within=20)
     add(c, "mlp --help", 0, check=help_default("--comm-timeout", "10m"))
     add(c, f"mlp {RUN} --comm-timeout off", 0)
     add(c, "mlp --comm-timeout 60", 2, "needs a unit")
