@@ -33,7 +33,7 @@ impl<const D: usize> Layer for Gain<D> {
         &mut self.gain
     }
 
-    fn forward(&self, input: &Matrix, output: &mut Matrix, _: &mut ()) {
+    fn forward(&self, _ctx: &StepContext, input: &Matrix, output: &mut Matrix, _: &mut ()) {
         output.resize(input.rows(), D);
         for r in 0..input.rows() {
             for ((y, x), g) in output.row_mut(r).iter_mut().zip(input.row(r)).zip(&self.gain) {
@@ -44,6 +44,7 @@ impl<const D: usize> Layer for Gain<D> {
 
     fn backward(
         &self,
+        _ctx: &StepContext,
         input: &Matrix,
         _output: &Matrix,
         _: &(),

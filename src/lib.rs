@@ -101,7 +101,7 @@ pub use overlap_macros::distributed_model;
 // The model contract, the layers, and what a layer of one's own implements.
 pub use overlap_runtime::{
     DeviceOp, DistributedModel, Gelu, GradientBuckets, InitRng, Layer, LayerNorm, Linear, Matrix, ParamDef, ReadyOrder,
-    Relu, Sigmoid, Tanh, Width,
+    Relu, Sigmoid, StepContext, Tanh, Width,
 };
 // Training: the loop, its settings, losses, data and optimizers.
 pub use overlap_runtime::{
@@ -132,7 +132,8 @@ pub mod prelude {
     pub use overlap_macros::distributed_model;
     pub use overlap_runtime::{
         AdamW, CommMode, Communicator, CrossEntropyLoss, Dataset, DistributedModel, Gelu, GradientBuckets, Layer,
-        LayerNorm, Linear, Loss, Matrix, MseLoss, Optimizer, OptimizerConfig, Relu, Sgd, Sigmoid, Tanh, Trainer,
+        LayerNorm, Linear, Loss, Matrix, MseLoss, Optimizer, OptimizerConfig, Relu, Sgd, Sigmoid, StepContext, Tanh,
+        Trainer,
     };
 }
 

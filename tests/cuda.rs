@@ -79,7 +79,7 @@ impl Layer for Halve {
     fn param_mut(&mut self, _: usize) -> &mut [f32] {
         &mut []
     }
-    fn forward(&self, input: &Matrix, output: &mut Matrix, _: &mut ()) {
+    fn forward(&self, _ctx: &StepContext, input: &Matrix, output: &mut Matrix, _: &mut ()) {
         output.clone_from(input);
         output.as_mut_slice().iter_mut().for_each(|v| *v *= 0.5);
     }

@@ -214,7 +214,12 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
                 }
             }
 
-            fn forward<'w>(&self, input: &::overlap::Matrix, ws: &'w mut #workspace) -> &'w ::overlap::Matrix {
+            fn forward_with<'w>(
+                &self,
+                ctx: &::overlap::StepContext,
+                input: &::overlap::Matrix,
+                ws: &'w mut #workspace,
+            ) -> &'w ::overlap::Matrix {
                 #forward
             }
 

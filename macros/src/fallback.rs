@@ -30,7 +30,7 @@ pub fn emit(item: &ItemStruct, errors: &Errors) -> TokenStream {
             const DEVICE_OPS: &'static [::overlap::DeviceOp] = &[];
             fn init(_: u64) -> Self { ::core::unreachable!() }
             fn new_grads(&self) -> Self::Grads { ::core::unreachable!() }
-            fn forward<'w>(&self, _: &::overlap::Matrix, _: &'w mut ()) -> &'w ::overlap::Matrix { ::core::unreachable!() }
+            fn forward_with<'w>(&self, _: &::overlap::StepContext, _: &::overlap::Matrix, _: &'w mut ()) -> &'w ::overlap::Matrix { ::core::unreachable!() }
             fn backward<O: ::overlap::Optimizer>(&mut self, _: &mut (), _: &::overlap::Matrix, _: Self::Grads, _: &::overlap::Communicator, _: &mut O) -> Self::InFlight { ::core::unreachable!() }
             fn backward_no_sync(&self, _: &mut (), _: &::overlap::Matrix, _: &mut Self::Grads) { ::core::unreachable!() }
             fn step<O: ::overlap::Optimizer>(&mut self, _: Self::InFlight, _: &mut O) -> ::overlap::Result<Self::Grads> { ::core::unreachable!() }

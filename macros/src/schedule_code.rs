@@ -60,10 +60,11 @@ impl<'s> Names<'s> {
         self.fields.len() - 1
     }
 
-    /// `input`, then per layer `<name>_out` and `<name>_saved`, and `<name>_grad` (the loss
-    /// gradient with respect to that layer's output) where backward needs one.
+    /// The step's `context` and `input`, then per layer `<name>_out` and `<name>_saved`, and
+    /// `<name>_grad` (the loss gradient with respect to that layer's output) where backward
+    /// needs one.
     pub fn workspace_fields(&self) -> TokenStream {
-        let mut out = quote!(pub input: ::overlap::Matrix,);
+        let mut out = quote!(pub context: ::overlap::StepContext, pub input: ::overlap::Matrix,);
         for (i, (f, ty)) in self.fields.iter().zip(&self.types).enumerate() {
             let (o, s) = (suffixed(f, "out"), suffixed(f, "saved"));
             out.extend(quote!(pub #o: ::overlap::Matrix, pub #s: <#ty as ::overlap::Layer>::Saved,));
@@ -109,6 +110,8 @@ impl<'s> Names<'s> {
     pub fn forward_body(&self) -> TokenStream {
         let mut out = quote! {
             use ::overlap::Layer as _;
+            ::core::assert_eq!(input.rows(), ctx.row_count(), "the input's rows are not the step context's");
+            ws.context = *ctx;
             ws.input.clone_from(input);
         };
         for (i, f) in self.fields.iter().enumerate() {
@@ -116,7 +119,7 @@ impl<'s> Names<'s> {
             let layer = &self.access[i];
             out.extend(quote!({
                 let _span = ::overlap::trace::forward(#index);
-                self.#layer.forward(&#input, &mut ws.#o, &mut ws.#s);
+                self.#layer.forward(&ws.context, &#input, &mut ws.#o, &mut ws.#s);
             }));
             // Residual blocks ending here: output = f(x) + x, innermost first.
             let mut from = quote!(ws.#o);
@@ -213,7 +216,7 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
         out.extend(quote!({
             let _span = ::overlap::trace::backward(#index);
             #lets
-            self.#layer.backward(&#input, &ws.#o, &ws.#s, #dy, #views, accumulate, #dx);
+            self.#layer.backward(&ws.context, &#input, &ws.#o, &ws.#s, #dy, #views, accumulate, #dx);
             #(#skips)*
         }));
         if sync {

@@ -100,7 +100,7 @@ impl<M: DistributedModel> StepBackend<M> for CpuBackend<'_, M> {
     }
 
     fn forward_loss(&mut self, batch: &Batch, loss: &dyn Loss, _want_loss: bool) -> Result<f64> {
-        let output = self.model.forward(&batch.inputs, &mut self.ws);
+        let output = self.model.forward_with(&batch.context, &batch.inputs, &mut self.ws);
         let span = trace::loss();
         let value = loss.loss_and_gradient(output, batch, &mut self.grad_output)?;
         drop(span);

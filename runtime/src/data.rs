@@ -12,6 +12,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::error::{Error, Result};
 use crate::idx::{IdxDataset, Split};
+use crate::layer::StepContext;
 use crate::tensor::Matrix;
 
 /// One rank's micro-batch: the inputs, and whichever targets the loss reads: class indices for
@@ -25,6 +26,8 @@ pub struct Batch {
     pub labels: Vec<usize>,
     /// `[rows, outputs]` (regression).
     pub targets: Matrix,
+    /// How the rows group into sequences (set by the `Trainer` from `Dataset::positions`).
+    pub context: StepContext,
 }
 
 impl Batch {
@@ -42,6 +45,12 @@ pub trait Dataset {
 
     /// Input features per sample; the `Trainer` checks it against the model's first layer.
     fn features(&self) -> usize;
+
+    /// Rows per sample: 1 for independent samples (the default), a sequence's length for a set
+    /// of sequences, whose `fill` then writes `rows × positions` rows, sequence after sequence.
+    fn positions(&self) -> usize {
+        1
+    }
 
     /// A short description for the start-up line.
     fn describe(&self) -> String {

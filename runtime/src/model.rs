@@ -7,7 +7,7 @@ use overlap_plan::{ParamRef, Schedule};
 
 use crate::comm::{Communicator, GradBucket};
 use crate::error::Result;
-use crate::layer::DeviceOp;
+use crate::layer::{DeviceOp, StepContext};
 use crate::optim::Optimizer;
 use crate::tensor::Matrix;
 
@@ -38,8 +38,14 @@ pub trait DistributedModel: Sized {
     /// Zeroed gradient buckets laid out as `SCHEDULE` says.
     fn new_grads(&self) -> Self::Grads;
 
-    /// Runs every layer, keeping what backward needs in `ws`; returns the model output.
-    fn forward<'w>(&self, input: &Matrix, ws: &'w mut Self::Workspace) -> &'w Matrix;
+    /// Runs every layer on `input`, `ctx.row_count()` rows grouped into sequences as `ctx` says,
+    /// keeping what backward needs (the context included) in `ws`; returns the model output.
+    fn forward_with<'w>(&self, ctx: &StepContext, input: &Matrix, ws: &'w mut Self::Workspace) -> &'w Matrix;
+
+    /// `forward_with` on rows of independent samples.
+    fn forward<'w>(&self, input: &Matrix, ws: &'w mut Self::Workspace) -> &'w Matrix {
+        self.forward_with(&StepContext::rows(input.rows()), input, ws)
+    }
 
     /// Backward from `grad_output` (the loss gradient with respect to the output), launching
     /// each bucket's all-reduce right after the layer that completes it. It begins the

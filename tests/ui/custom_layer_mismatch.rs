@@ -20,11 +20,12 @@ impl Layer for Scale {
     fn param_mut(&mut self, _index: usize) -> &mut [f32] {
         &mut self.weight
     }
-    fn forward(&self, input: &Matrix, output: &mut Matrix, _saved: &mut ()) {
+    fn forward(&self, _ctx: &StepContext, input: &Matrix, output: &mut Matrix, _saved: &mut ()) {
         output.resize(input.rows(), input.cols());
     }
     fn backward(
         &self,
+        _ctx: &StepContext,
         _input: &Matrix,
         _output: &Matrix,
         _saved: &(),

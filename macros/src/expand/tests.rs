@@ -236,7 +236,7 @@ fn raw_field_names_are_unraw_in_the_schedule_and_raw_in_the_code() {
         ),
     ));
     assert!(!code.contains("compile_error"), "{code}");
-    assert!(code.contains("self.r#type.forward("), "{code}");
+    assert!(code.contains("self.r#type") && !code.contains("self.type"), "{code}");
     assert!(code.contains("/// Bucket 0: type.bias, type.weight"), "{code}");
     assert!(code.contains("Cow::Borrowed(\"type\")"), "{code}");
     assert!(!code.contains("r#type.weight") && !code.contains("\"r#type\""), "{code}");

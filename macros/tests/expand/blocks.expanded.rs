@@ -22,6 +22,7 @@ pub mod net {
     )]
     #[derive(Default)]
     pub struct NetWorkspace {
+        pub context: ::overlap::StepContext,
         pub input: ::overlap::Matrix,
         pub input_out: ::overlap::Matrix,
         pub input_saved: <Linear<4, 8> as ::overlap::Layer>::Saved,
@@ -402,22 +403,35 @@ pub mod net {
                 micro_steps: 0,
             }
         }
-        fn forward<'w>(
+        fn forward_with<'w>(
             &self,
+            ctx: &::overlap::StepContext,
             input: &::overlap::Matrix,
             ws: &'w mut NetWorkspace,
         ) -> &'w ::overlap::Matrix {
             use ::overlap::Layer as _;
+            ::core::assert_eq!(
+                input.rows(), ctx.row_count(),
+                "the input's rows are not the step context's"
+            );
+            ws.context = *ctx;
             ws.input.clone_from(input);
             {
                 let _span = ::overlap::trace::forward(0);
-                self.input.forward(&ws.input, &mut ws.input_out, &mut ws.input_saved);
+                self.input
+                    .forward(
+                        &ws.context,
+                        &ws.input,
+                        &mut ws.input_out,
+                        &mut ws.input_saved,
+                    );
             }
             {
                 let _span = ::overlap::trace::forward(1);
                 self.blocks[0]
                     .norm
                     .forward(
+                        &ws.context,
                         &ws.input_out,
                         &mut ws.blocks_0_norm_out,
                         &mut ws.blocks_0_norm_saved,
@@ -428,6 +442,7 @@ pub mod net {
                 self.blocks[0]
                     .fc
                     .forward(
+                        &ws.context,
                         &ws.blocks_0_norm_out,
                         &mut ws.blocks_0_fc_out,
                         &mut ws.blocks_0_fc_saved,
@@ -439,6 +454,7 @@ pub mod net {
                 self.blocks[1]
                     .norm
                     .forward(
+                        &ws.context,
                         &ws.blocks_0_sum,
                         &mut ws.blocks_1_norm_out,
                         &mut ws.blocks_1_norm_saved,
@@ -449,6 +465,7 @@ pub mod net {
                 self.blocks[1]
                     .fc
                     .forward(
+                        &ws.context,
                         &ws.blocks_1_norm_out,
                         &mut ws.blocks_1_fc_out,
                         &mut ws.blocks_1_fc_saved,
@@ -458,7 +475,12 @@ pub mod net {
             {
                 let _span = ::overlap::trace::forward(5);
                 self.head
-                    .forward(&ws.blocks_1_sum, &mut ws.head_out, &mut ws.head_saved);
+                    .forward(
+                        &ws.context,
+                        &ws.blocks_1_sum,
+                        &mut ws.head_out,
+                        &mut ws.head_saved,
+                    );
             }
             &ws.head_out
         }
@@ -490,6 +512,7 @@ pub mod net {
                 let [head_bias, head_weight] = b0.views_mut([(0, 2), (2, 16)]);
                 self.head
                     .backward(
+                        &ws.context,
                         &ws.blocks_1_sum,
                         &ws.head_out,
                         &ws.head_saved,
@@ -506,6 +529,7 @@ pub mod net {
                 self.blocks[1]
                     .fc
                     .backward(
+                        &ws.context,
                         &ws.blocks_1_norm_out,
                         &ws.blocks_1_fc_out,
                         &ws.blocks_1_fc_saved,
@@ -522,6 +546,7 @@ pub mod net {
                 self.blocks[1]
                     .norm
                     .backward(
+                        &ws.context,
                         &ws.blocks_0_sum,
                         &ws.blocks_1_norm_out,
                         &ws.blocks_1_norm_saved,
@@ -572,6 +597,7 @@ pub mod net {
                 self.blocks[0]
                     .fc
                     .backward(
+                        &ws.context,
                         &ws.blocks_0_norm_out,
                         &ws.blocks_0_fc_out,
                         &ws.blocks_0_fc_saved,
@@ -588,6 +614,7 @@ pub mod net {
                 self.blocks[0]
                     .norm
                     .backward(
+                        &ws.context,
                         &ws.input_out,
                         &ws.blocks_0_norm_out,
                         &ws.blocks_0_norm_saved,
@@ -628,6 +655,7 @@ pub mod net {
                 let [input_bias, input_weight] = b2.views_mut([(0, 8), (8, 32)]);
                 self.input
                     .backward(
+                        &ws.context,
                         &ws.input,
                         &ws.input_out,
                         &ws.input_saved,
@@ -676,6 +704,7 @@ pub mod net {
                 let [head_bias, head_weight] = b0.views_mut([(0, 2), (2, 16)]);
                 self.head
                     .backward(
+                        &ws.context,
                         &ws.blocks_1_sum,
                         &ws.head_out,
                         &ws.head_saved,
@@ -692,6 +721,7 @@ pub mod net {
                 self.blocks[1]
                     .fc
                     .backward(
+                        &ws.context,
                         &ws.blocks_1_norm_out,
                         &ws.blocks_1_fc_out,
                         &ws.blocks_1_fc_saved,
@@ -708,6 +738,7 @@ pub mod net {
                 self.blocks[1]
                     .norm
                     .backward(
+                        &ws.context,
                         &ws.blocks_0_sum,
                         &ws.blocks_1_norm_out,
                         &ws.blocks_1_norm_saved,
@@ -725,6 +756,7 @@ pub mod net {
                 self.blocks[0]
                     .fc
                     .backward(
+                        &ws.context,
                         &ws.blocks_0_norm_out,
                         &ws.blocks_0_fc_out,
                         &ws.blocks_0_fc_saved,
@@ -741,6 +773,7 @@ pub mod net {
                 self.blocks[0]
                     .norm
                     .backward(
+                        &ws.context,
                         &ws.input_out,
                         &ws.blocks_0_norm_out,
                         &ws.blocks_0_norm_saved,
@@ -756,6 +789,7 @@ pub mod net {
                 let [input_bias, input_weight] = b2.views_mut([(0, 8), (8, 32)]);
                 self.input
                     .backward(
+                        &ws.context,
                         &ws.input,
                         &ws.input_out,
                         &ws.input_saved,

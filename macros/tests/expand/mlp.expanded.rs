@@ -20,6 +20,7 @@ pub struct Mlp {
 )]
 #[derive(Default)]
 pub struct MlpWorkspace {
+    pub context: ::overlap::StepContext,
     pub input: ::overlap::Matrix,
     pub fc1_out: ::overlap::Matrix,
     pub fc1_saved: <Linear<784, 2048> as ::overlap::Layer>::Saved,
@@ -340,40 +341,56 @@ impl ::overlap::DistributedModel for Mlp {
             micro_steps: 0,
         }
     }
-    fn forward<'w>(
+    fn forward_with<'w>(
         &self,
+        ctx: &::overlap::StepContext,
         input: &::overlap::Matrix,
         ws: &'w mut MlpWorkspace,
     ) -> &'w ::overlap::Matrix {
         use ::overlap::Layer as _;
+        ::core::assert_eq!(
+            input.rows(), ctx.row_count(), "the input's rows are not the step context's"
+        );
+        ws.context = *ctx;
         ws.input.clone_from(input);
         {
             let _span = ::overlap::trace::forward(0);
-            self.fc1.forward(&ws.input, &mut ws.fc1_out, &mut ws.fc1_saved);
+            self.fc1.forward(&ws.context, &ws.input, &mut ws.fc1_out, &mut ws.fc1_saved);
         }
         {
             let _span = ::overlap::trace::forward(1);
-            self.act1.forward(&ws.fc1_out, &mut ws.act1_out, &mut ws.act1_saved);
+            self.act1
+                .forward(&ws.context, &ws.fc1_out, &mut ws.act1_out, &mut ws.act1_saved);
         }
         {
             let _span = ::overlap::trace::forward(2);
-            self.fc2.forward(&ws.act1_out, &mut ws.fc2_out, &mut ws.fc2_saved);
+            self.fc2
+                .forward(&ws.context, &ws.act1_out, &mut ws.fc2_out, &mut ws.fc2_saved);
         }
         {
             let _span = ::overlap::trace::forward(3);
-            self.act2.forward(&ws.fc2_out, &mut ws.act2_out, &mut ws.act2_saved);
+            self.act2
+                .forward(&ws.context, &ws.fc2_out, &mut ws.act2_out, &mut ws.act2_saved);
         }
         {
             let _span = ::overlap::trace::forward(4);
-            self.fc3.forward(&ws.act2_out, &mut ws.fc3_out, &mut ws.fc3_saved);
+            self.fc3
+                .forward(&ws.context, &ws.act2_out, &mut ws.fc3_out, &mut ws.fc3_saved);
         }
         {
             let _span = ::overlap::trace::forward(5);
-            self.act3.forward(&ws.fc3_out, &mut ws.act3_out, &mut ws.act3_saved);
+            self.act3
+                .forward(&ws.context, &ws.fc3_out, &mut ws.act3_out, &mut ws.act3_saved);
         }
         {
             let _span = ::overlap::trace::forward(6);
-            self.head.forward(&ws.act3_out, &mut ws.head_out, &mut ws.head_saved);
+            self.head
+                .forward(
+                    &ws.context,
+                    &ws.act3_out,
+                    &mut ws.head_out,
+                    &mut ws.head_saved,
+                );
         }
         &ws.head_out
     }
@@ -405,6 +422,7 @@ impl ::overlap::DistributedModel for Mlp {
             let [head_bias, head_weight] = b0.views_mut([(0, 10), (10, 20480)]);
             self.head
                 .backward(
+                    &ws.context,
                     &ws.act3_out,
                     &ws.head_out,
                     &ws.head_saved,
@@ -418,6 +436,7 @@ impl ::overlap::DistributedModel for Mlp {
             let _span = ::overlap::trace::backward(5);
             self.act3
                 .backward(
+                    &ws.context,
                     &ws.fc3_out,
                     &ws.act3_out,
                     &ws.act3_saved,
@@ -432,6 +451,7 @@ impl ::overlap::DistributedModel for Mlp {
             let [fc3_bias, fc3_weight] = b0.views_mut([(20490, 2048), (22538, 4194304)]);
             self.fc3
                 .backward(
+                    &ws.context,
                     &ws.act2_out,
                     &ws.fc3_out,
                     &ws.fc3_saved,
@@ -470,6 +490,7 @@ impl ::overlap::DistributedModel for Mlp {
             let _span = ::overlap::trace::backward(3);
             self.act2
                 .backward(
+                    &ws.context,
                     &ws.fc2_out,
                     &ws.act2_out,
                     &ws.act2_saved,
@@ -484,6 +505,7 @@ impl ::overlap::DistributedModel for Mlp {
             let [fc2_bias, fc2_weight] = b1.views_mut([(0, 2048), (2048, 4194304)]);
             self.fc2
                 .backward(
+                    &ws.context,
                     &ws.act1_out,
                     &ws.fc2_out,
                     &ws.fc2_saved,
@@ -514,6 +536,7 @@ impl ::overlap::DistributedModel for Mlp {
             let _span = ::overlap::trace::backward(1);
             self.act1
                 .backward(
+                    &ws.context,
                     &ws.fc1_out,
                     &ws.act1_out,
                     &ws.act1_saved,
@@ -528,6 +551,7 @@ impl ::overlap::DistributedModel for Mlp {
             let [fc1_bias, fc1_weight] = b2.views_mut([(0, 2048), (2048, 1605632)]);
             self.fc1
                 .backward(
+                    &ws.context,
                     &ws.input,
                     &ws.fc1_out,
                     &ws.fc1_saved,
@@ -576,6 +600,7 @@ impl ::overlap::DistributedModel for Mlp {
             let [head_bias, head_weight] = b0.views_mut([(0, 10), (10, 20480)]);
             self.head
                 .backward(
+                    &ws.context,
                     &ws.act3_out,
                     &ws.head_out,
                     &ws.head_saved,
@@ -589,6 +614,7 @@ impl ::overlap::DistributedModel for Mlp {
             let _span = ::overlap::trace::backward(5);
             self.act3
                 .backward(
+                    &ws.context,
                     &ws.fc3_out,
                     &ws.act3_out,
                     &ws.act3_saved,
@@ -603,6 +629,7 @@ impl ::overlap::DistributedModel for Mlp {
             let [fc3_bias, fc3_weight] = b0.views_mut([(20490, 2048), (22538, 4194304)]);
             self.fc3
                 .backward(
+                    &ws.context,
                     &ws.act2_out,
                     &ws.fc3_out,
                     &ws.fc3_saved,
@@ -616,6 +643,7 @@ impl ::overlap::DistributedModel for Mlp {
             let _span = ::overlap::trace::backward(3);
             self.act2
                 .backward(
+                    &ws.context,
                     &ws.fc2_out,
                     &ws.act2_out,
                     &ws.act2_saved,
@@ -630,6 +658,7 @@ impl ::overlap::DistributedModel for Mlp {
             let [fc2_bias, fc2_weight] = b1.views_mut([(0, 2048), (2048, 4194304)]);
             self.fc2
                 .backward(
+                    &ws.context,
                     &ws.act1_out,
                     &ws.fc2_out,
                     &ws.fc2_saved,
@@ -643,6 +672,7 @@ impl ::overlap::DistributedModel for Mlp {
             let _span = ::overlap::trace::backward(1);
             self.act1
                 .backward(
+                    &ws.context,
                     &ws.fc1_out,
                     &ws.act1_out,
                     &ws.act1_saved,
@@ -657,6 +687,7 @@ impl ::overlap::DistributedModel for Mlp {
             let [fc1_bias, fc1_weight] = b2.views_mut([(0, 2048), (2048, 1605632)]);
             self.fc1
                 .backward(
+                    &ws.context,
                     &ws.input,
                     &ws.fc1_out,
                     &ws.fc1_saved,

@@ -21,6 +21,8 @@ pub struct GpuSetup<'a> {
     /// The GPU of this rank.
     pub ordinal: usize,
     pub config: &'a TrainConfig,
+    /// Rows of a micro-batch: samples × positions per sample (every device layer is per row).
+    pub rows: usize,
     /// Record timing events (the report, trace or timeline asked for spans).
     pub timed: bool,
 }
@@ -71,7 +73,7 @@ impl<'a, M: DistributedModel> GpuBackend<'a, M> {
             return Err(Error::Config(format!("not supported on the GPU yet: {}", cpu_only.join(", "))));
         }
         let gpu = Gpu::open(setup.ordinal)?;
-        let mut device = GpuModel::new(&gpu, &*model, config.batch, GpuOptimizer::like(&optimizer, &config.optimizer))?;
+        let mut device = GpuModel::new(&gpu, &*model, setup.rows, GpuOptimizer::like(&optimizer, &config.optimizer))?;
         device.load_state(&gpu, &optimizer)?;
         let timeline = Timeline::new(setup.timed);
         let gpu_comm = GpuComm::new(&gpu, comm, setup.timed)?;

@@ -3,6 +3,7 @@
 
 use overlap_plan::Width;
 
+use super::context::StepContext;
 use super::contract::{DeviceOp, Layer, ParamDef};
 use crate::init::InitRng;
 use crate::tensor::Matrix;
@@ -60,7 +61,7 @@ macro_rules! activation {
                 panic!("{} has no parameters; index {index} is out of range", stringify!($name))
             }
 
-            fn forward(&self, input: &Matrix, output: &mut Matrix, _saved: &mut ()) {
+            fn forward(&self, _ctx: &StepContext, input: &Matrix, output: &mut Matrix, _saved: &mut ()) {
                 output.resize(input.rows(), input.cols());
                 for (y, &$x) in output.as_mut_slice().iter_mut().zip(input.as_slice()) {
                     *y = $value;
@@ -69,6 +70,7 @@ macro_rules! activation {
 
             fn backward(
                 &self,
+                _ctx: &StepContext,
                 input: &Matrix,
                 output: &Matrix,
                 _saved: &(),
@@ -133,7 +135,7 @@ mod tests {
     fn apply<L: Layer<Saved = ()>>(layer: L, xs: &[f32]) -> Vec<f32> {
         let input = Matrix::from_vec(1, xs.len(), xs.to_vec());
         let mut output = Matrix::default();
-        layer.forward(&input, &mut output, &mut ());
+        layer.forward(&StepContext::rows(input.rows()), &input, &mut output, &mut ());
         output.into_vec()
     }
 
@@ -157,9 +159,10 @@ mod tests {
     fn backward_keeps_input_shape() {
         let input = Matrix::from_vec(2, 3, vec![1.0, -1.0, 2.0, -2.0, 0.5, -0.5]);
         let mut output = Matrix::default();
-        Relu.forward(&input, &mut output, &mut ());
+        Relu.forward(&StepContext::rows(input.rows()), &input, &mut output, &mut ());
         let mut grad_input = Matrix::zeros(7, 1);
         Relu.backward(
+            &StepContext::rows(input.rows()),
             &input,
             &output,
             &(),

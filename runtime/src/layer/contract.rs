@@ -4,6 +4,7 @@
 
 use overlap_plan::{ReadyOrder, Width};
 
+use super::context::StepContext;
 use crate::init::InitRng;
 use crate::tensor::Matrix;
 
@@ -81,8 +82,9 @@ pub trait Layer: Sized + Send {
         None
     }
 
-    /// Computes `output` (resized here to `input.rows() x out`).
-    fn forward(&self, input: &Matrix, output: &mut Matrix, saved: &mut Self::Saved);
+    /// Computes `output` (resized here to `input.rows() x out`). `input` has `ctx.row_count()`
+    /// rows; a layer that mixes positions reads how they group into sequences from `ctx`.
+    fn forward(&self, ctx: &StepContext, input: &Matrix, output: &mut Matrix, saved: &mut Self::Saved);
 
     /// Writes parameter gradients into `grads` (one slice per entry of `PARAMS`), adding to them
     /// when `accumulate` is set, and the input gradient into `grad_input` when asked (the first
@@ -96,6 +98,7 @@ pub trait Layer: Sized + Send {
     #[allow(clippy::too_many_arguments)]
     fn backward(
         &self,
+        ctx: &StepContext,
         input: &Matrix,
         output: &Matrix,
         saved: &Self::Saved,

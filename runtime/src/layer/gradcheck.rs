@@ -16,27 +16,34 @@ const ROWS: usize = 4;
 
 /// `Σ output_i · r_i`, accumulated in f64 so the difference quotient is not drowned in
 /// summation error.
-fn objective<L: Layer>(layer: &L, input: &Matrix, r: &[f32]) -> f64 {
+fn objective<L: Layer>(layer: &L, ctx: &StepContext, input: &Matrix, r: &[f32]) -> f64 {
     let (mut output, mut saved) = (Matrix::default(), L::Saved::default());
-    layer.forward(input, &mut output, &mut saved);
+    layer.forward(ctx, input, &mut output, &mut saved);
     output.as_slice().iter().zip(r).map(|(&y, &r)| f64::from(y) * f64::from(r)).sum()
 }
 
 /// Analytic parameter gradients (one Vec per `PARAMS` entry) and input gradient. Gradient
 /// buffers start cleared, as a step's do (see `Layer::backward`).
-fn analytic<L: Layer>(layer: &L, input: &Matrix, r: &Matrix) -> (Vec<Vec<f32>>, Matrix) {
+fn analytic<L: Layer>(layer: &L, ctx: &StepContext, input: &Matrix, r: &Matrix) -> (Vec<Vec<f32>>, Matrix) {
     let mut grads: Vec<Vec<f32>> = L::PARAMS.iter().map(|p| vec![0.0; p.numel()]).collect();
-    let grad_input = backward_into(layer, input, r, &mut grads, false);
+    let grad_input = backward_into(layer, ctx, input, r, &mut grads, false);
     (grads, grad_input)
 }
 
-fn backward_into<L: Layer>(layer: &L, input: &Matrix, r: &Matrix, grads: &mut [Vec<f32>], accumulate: bool) -> Matrix {
+fn backward_into<L: Layer>(
+    layer: &L,
+    ctx: &StepContext,
+    input: &Matrix,
+    r: &Matrix,
+    grads: &mut [Vec<f32>],
+    accumulate: bool,
+) -> Matrix {
     let (mut output, mut saved) = (Matrix::default(), L::Saved::default());
-    layer.forward(input, &mut output, &mut saved);
+    layer.forward(ctx, input, &mut output, &mut saved);
     assert_eq!((output.rows(), output.cols()), (r.rows(), r.cols()), "output shape");
     let mut views: Vec<&mut [f32]> = grads.iter_mut().map(Vec::as_mut_slice).collect();
     let mut grad_input = Matrix::zeros(1, 1);
-    layer.backward(input, &output, &saved, r, &mut views, accumulate, Some(&mut grad_input));
+    layer.backward(ctx, input, &output, &saved, r, &mut views, accumulate, Some(&mut grad_input));
     grad_input
 }
 
@@ -65,37 +72,43 @@ fn element<'a, L: Layer>(layer: &'a mut L, input: &'a mut Matrix, target: Target
 }
 
 /// Central difference of the objective in `target`, which is restored exactly afterwards.
-fn central<L: Layer>(layer: &mut L, input: &mut Matrix, r: &[f32], target: Target) -> f64 {
+fn central<L: Layer>(layer: &mut L, ctx: &StepContext, input: &mut Matrix, r: &[f32], target: Target) -> f64 {
     let original = *element(layer, input, target);
     *element(layer, input, target) = original + STEP;
-    let plus = objective(layer, input, r);
+    let plus = objective(layer, ctx, input, r);
     *element(layer, input, target) = original - STEP;
-    let minus = objective(layer, input, r);
+    let minus = objective(layer, ctx, input, r);
     *element(layer, input, target) = original;
     (plus - minus) / (2.0 * f64::from(STEP))
 }
 
 /// Checks input and parameter gradients of `layer` (parameters re-drawn at random so that, e.g.,
-/// LayerNorm's unit weight does not hide errors) on `input`.
-fn check<L: Layer>(mut layer: L, mut input: Matrix, seed: u64) {
+/// LayerNorm's unit weight does not hide errors) on `input`, rows of independent samples.
+fn check<L: Layer>(layer: L, input: Matrix, seed: u64) {
+    let ctx = StepContext::rows(input.rows());
+    check_in(layer, &ctx, input, seed)
+}
+
+/// `check` on rows grouped as `ctx` says.
+fn check_in<L: Layer>(mut layer: L, ctx: &StepContext, mut input: Matrix, seed: u64) {
     let mut rng = InitRng::new(seed);
     for i in 0..L::PARAMS.len() {
         let values = rng.uniform(L::PARAMS[i].numel(), 1.0);
         layer.param_mut(i).copy_from_slice(&values);
     }
     let mut output = Matrix::default();
-    layer.forward(&input, &mut output, &mut L::Saved::default());
+    layer.forward(ctx, &input, &mut output, &mut L::Saved::default());
     let r = Matrix::from_vec(output.rows(), output.cols(), rng.uniform(output.as_slice().len(), 1.0));
-    let (grads, grad_input) = analytic(&layer, &input, &r);
+    let (grads, grad_input) = analytic(&layer, ctx, &input, &r);
 
     assert_eq!((grad_input.rows(), grad_input.cols()), (input.rows(), input.cols()), "grad_input shape");
     for k in sampled(input.as_slice().len()) {
-        let numeric = central(&mut layer, &mut input, r.as_slice(), Target::Input(k));
+        let numeric = central(&mut layer, ctx, &mut input, r.as_slice(), Target::Input(k));
         assert_close(&format!("input[{k}]"), grad_input.as_slice()[k], numeric);
     }
     for (i, def) in L::PARAMS.iter().enumerate() {
         for k in sampled(def.numel()) {
-            let numeric = central(&mut layer, &mut input, r.as_slice(), Target::Param(i, k));
+            let numeric = central(&mut layer, ctx, &mut input, r.as_slice(), Target::Param(i, k));
             assert_close(&format!("{}[{k}]", def.name), grads[i][k], numeric);
         }
     }
@@ -103,7 +116,7 @@ fn check<L: Layer>(mut layer: L, mut input: Matrix, seed: u64) {
     // Accumulating adds the fresh gradient onto whatever is there.
     let old: Vec<Vec<f32>> = L::PARAMS.iter().map(|p| rng.uniform(p.numel(), 1.0)).collect();
     let mut accumulated = old.clone();
-    backward_into(&layer, &input, &r, &mut accumulated, true);
+    backward_into(&layer, ctx, &input, &r, &mut accumulated, true);
     for (i, def) in L::PARAMS.iter().enumerate() {
         for k in 0..def.numel() {
             assert_eq!(accumulated[i][k], old[i][k] + grads[i][k], "accumulated {}[{k}]", def.name);
@@ -118,6 +131,14 @@ fn random_input(cols: usize, seed: u64) -> Matrix {
 #[test]
 fn linear() {
     check(Linear::<5, 3>::init(&mut InitRng::new(1)), random_input(5, 2), 3);
+}
+
+#[test]
+fn per_token_layers_ignore_how_rows_group_into_sequences() {
+    let ctx = StepContext::sequences(2, ROWS / 2);
+    check_in(Linear::<5, 3>::init(&mut InitRng::new(1)), &ctx, random_input(5, 2), 3);
+    check_in(LayerNorm::<6>::init(&mut InitRng::new(1)), &ctx, random_input(6, 4), 5);
+    check_in(Gelu, &ctx, random_input(5, 8), 9);
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 use overlap_plan::{ReadyOrder, Width};
 
+use super::context::StepContext;
 use super::contract::{DeviceOp, Layer, ParamDef};
 use super::linear::column_sums;
 use super::weight_bias::{assert_not_lent, weight_or_bias};
@@ -68,7 +69,7 @@ impl<const D: usize> Layer for LayerNorm<D> {
         Some(weight_or_bias("LayerNorm", index, &mut self.weight, &mut self.bias))
     }
 
-    fn forward(&self, input: &Matrix, output: &mut Matrix, saved: &mut LayerNormSaved) {
+    fn forward(&self, _ctx: &StepContext, input: &Matrix, output: &mut Matrix, saved: &mut LayerNormSaved) {
         assert_eq!(input.cols(), D, "LayerNorm<{D}>: input has {} columns", input.cols());
         assert_not_lent("LayerNorm", self.weight.len() == D && self.bias.len() == D);
         let rows = input.rows();
@@ -93,6 +94,7 @@ impl<const D: usize> Layer for LayerNorm<D> {
 
     fn backward(
         &self,
+        _ctx: &StepContext,
         input: &Matrix,
         _output: &Matrix,
         saved: &LayerNormSaved,
@@ -148,7 +150,7 @@ mod tests {
         let layer = LayerNorm::<4>::init(&mut InitRng::new(0));
         let input = Matrix::from_vec(2, 4, vec![1.0, 2.0, 3.0, 4.0, -5.0, 0.0, 5.0, 10.0]);
         let (mut output, mut saved) = (Matrix::default(), LayerNormSaved::default());
-        layer.forward(&input, &mut output, &mut saved);
+        layer.forward(&StepContext::rows(input.rows()), &input, &mut output, &mut saved);
         assert_eq!(saved.mean(), [2.5, 2.5]);
         // Row 0 has variance 1.25; rstd = 1/sqrt(1.25 + 1e-5).
         assert!((saved.rstd()[0] - 0.894_423_6).abs() < 1e-6);
@@ -165,7 +167,7 @@ mod tests {
         let layer = LayerNorm::<2> { weight: vec![2.0, 3.0], bias: vec![0.5, -0.5] };
         let input = Matrix::from_vec(1, 2, vec![-1.0, 1.0]);
         let (mut output, mut saved) = (Matrix::default(), LayerNormSaved::default());
-        layer.forward(&input, &mut output, &mut saved);
+        layer.forward(&StepContext::rows(input.rows()), &input, &mut output, &mut saved);
         // x̂ = ±1/sqrt(1 + 1e-5).
         let xhat = 1.0 / (1.0f32 + 1e-5).sqrt();
         assert_eq!(output.as_slice(), [-2.0 * xhat + 0.5, 3.0 * xhat - 0.5]);

@@ -2,6 +2,7 @@
 
 use overlap_plan::Width;
 
+use super::context::StepContext;
 use super::contract::{DeviceOp, Layer, ParamDef};
 use super::weight_bias::{assert_not_lent, weight_or_bias};
 use crate::host::gemm::{gemm, MatRef};
@@ -45,7 +46,7 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
         Some(weight_or_bias("Linear", index, &mut self.weight, &mut self.bias))
     }
 
-    fn forward(&self, input: &Matrix, output: &mut Matrix, _saved: &mut ()) {
+    fn forward(&self, _ctx: &StepContext, input: &Matrix, output: &mut Matrix, _saved: &mut ()) {
         assert_eq!(input.cols(), IN, "Linear<{IN}, {OUT}>: input has {} columns", input.cols());
         assert_not_lent("Linear", self.weight.len() == OUT * IN && self.bias.len() == OUT);
         let rows = input.rows();
@@ -61,6 +62,7 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
 
     fn backward(
         &self,
+        _ctx: &StepContext,
         input: &Matrix,
         _output: &Matrix,
         _saved: &(),
@@ -130,7 +132,7 @@ mod tests {
         let layer = Linear::<2, 3> { weight: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], bias: vec![0.5, -1.0, 0.0] };
         let input = Matrix::from_vec(2, 2, vec![1.0, 0.0, -1.0, 2.0]);
         let mut output = Matrix::default();
-        layer.forward(&input, &mut output, &mut ());
+        layer.forward(&StepContext::rows(input.rows()), &input, &mut output, &mut ());
         // Row 0: [1, 3, 5] + b; row 1: [-1+4, -3+8, -5+12] + b.
         assert_eq!(output, Matrix::from_vec(2, 3, vec![1.5, 2.0, 5.0, 3.5, 4.0, 7.0]));
     }
@@ -141,7 +143,7 @@ mod tests {
         let layer = Linear::<11, 37>::init(&mut rng);
         let input = Matrix::from_vec(5, 11, rng.uniform(5 * 11, 1.0));
         let mut output = Matrix::default();
-        layer.forward(&input, &mut output, &mut ());
+        layer.forward(&StepContext::rows(input.rows()), &input, &mut output, &mut ());
         for r in 0..5 {
             for c in 0..37 {
                 let direct: f32 =
@@ -160,8 +162,17 @@ mod tests {
         let (mut gw, mut gb) = (vec![0.0; 2], vec![0.0]);
         let mut grad_input = Matrix::default();
         let mut output = Matrix::default();
-        layer.forward(&input, &mut output, &mut ());
-        layer.backward(&input, &output, &(), &grad_output, &mut [&mut gw, &mut gb], false, Some(&mut grad_input));
+        layer.forward(&StepContext::rows(input.rows()), &input, &mut output, &mut ());
+        layer.backward(
+            &StepContext::rows(input.rows()),
+            &input,
+            &output,
+            &(),
+            &grad_output,
+            &mut [&mut gw, &mut gb],
+            false,
+            Some(&mut grad_input),
+        );
         assert_eq!(gw, [-2.0, -2.0]);
         assert_eq!(gb, [0.0]);
         assert_eq!(grad_input, Matrix::from_vec(2, 2, vec![3.0, -2.0, -3.0, 2.0]));

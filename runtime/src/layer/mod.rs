@@ -6,12 +6,14 @@
 //! different layout from the one the schedule was planned for.
 
 mod activation;
+mod context;
 mod contract;
 mod layer_norm;
 mod linear;
 mod weight_bias;
 
 pub use activation::{Gelu, Relu, Sigmoid, Tanh};
+pub use context::StepContext;
 pub use contract::{layer_matches, DeviceOp, Layer, ParamDef};
 pub use layer_norm::LayerNorm;
 pub use linear::Linear;

@@ -19,6 +19,7 @@ use crate::comm::{CommConfig, Communicator};
 use crate::data::{shard_start_after, Batch, Dataset};
 use crate::error::{Error, Result};
 use crate::fault;
+use crate::layer::StepContext;
 use crate::loss::Loss;
 use crate::model::DistributedModel;
 use crate::observe::Observer;
@@ -265,6 +266,7 @@ fn fit_on_gpu<M: DistributedModel>(
     let setup = crate::cuda::GpuSetup {
         ordinal: Device::gpu_ordinal(gpu),
         config: run.config,
+        rows: run.config.batch.saturating_mul(data.positions().max(1)),
         timed: run.config.observe.records(),
     };
     let backend = crate::cuda::GpuBackend::open(setup, model, optimizer, run.comm, loss)?;
@@ -309,6 +311,7 @@ impl Run<'_> {
         let mut batch = Batch::default();
         let mut step_times = Vec::with_capacity(config.steps.saturating_sub(first_step).min(1 << 20) as usize);
         let mut log = LossLog::new(first_step);
+        let positions = data.positions().max(1);
         for step in first_step..config.steps {
             fault::at_step(rank, step);
             trace::set_step(step);
@@ -320,9 +323,10 @@ impl Run<'_> {
             for micro in 0..config.accumulate {
                 let first = shard_start_after(position.samples_seen, micro, world, rank, config.batch);
                 data.fill(first, config.batch, &mut batch)?;
-                if batch.rows() != config.batch {
+                batch.context = StepContext::sequences(config.batch, positions);
+                if batch.rows() != batch.context.row_count() {
                     return Err(Error::Dataset(format!(
-                        "asked for {} samples from index {first}, the dataset filled {}",
+                        "asked for {} samples of {positions} position(s) from index {first}, the dataset filled {} rows",
                         config.batch,
                         batch.rows()
                     )));
