@@ -124,6 +124,9 @@ pub use overlap_runtime::idx;
 pub use overlap_runtime::params_file;
 /// The compiled plan as data: `Schedule`, buckets, layers, the cost model and simulator.
 pub use overlap_runtime::plan;
+/// The device contract of the program `#[distributed_model]` emits (`Program`): where tensors
+/// live (`Storage`: `Host`, or a GPU), and what runs the layers, launches and wait points.
+pub use overlap_runtime::program;
 /// Spans, the overlap report, the Chrome trace and the timeline.
 pub use overlap_runtime::trace;
 

@@ -1,6 +1,6 @@
 //! What to emit when the input is invalid: the user's struct (without this macro's field
-//! attributes, which would otherwise be "unknown attribute" errors) and a placeholder
-//! `DistributedModel` impl whose bodies are never run, because the errors stop the build. Users
+//! attributes, which would otherwise be "unknown attribute" errors) and placeholder `Program` and
+//! `DistributedModel` impls whose bodies are never run, because the errors stop the build. Users
 //! then see the real problems, not a cascade of "no function `new`" errors at every call site.
 
 use proc_macro2::TokenStream;
@@ -22,6 +22,17 @@ pub fn emit(item: &ItemStruct, errors: &Errors) -> TokenStream {
     quote! {
         #item
         #errors
+        impl ::overlap::program::Program for #ident {
+            type WorkspaceOn<__S: ::overlap::program::Storage> = ();
+            type GradsOn<__S: ::overlap::program::Storage> = ::overlap::__private::InvalidModel;
+            type InFlightOn<__S: ::overlap::program::Storage> = ::overlap::__private::InvalidModel;
+            fn buckets_on<__S: ::overlap::program::Storage>(_: &Self::GradsOn<__S>) -> ::std::vec::Vec<&__S::Bucket> { ::core::unreachable!() }
+            fn new_grads_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Compute<__S>>(&self, _: &mut __E) -> ::core::result::Result<Self::GradsOn<__S>, __S::Error> { ::core::unreachable!() }
+            fn forward_on<'w, __S: ::overlap::program::Storage, __E: ::overlap::program::Compute<__S>>(&self, _: &mut __E, _: &::overlap::StepContext, _: &__S::Tensor, _: &'w mut ()) -> ::core::result::Result<&'w __S::Tensor, __S::Error> { ::core::unreachable!() }
+            fn backward_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Compute<__S> + ::overlap::program::Launch<Self, __S>>(&mut self, _: &mut __E, _: &mut (), _: &__S::Tensor, _: Self::GradsOn<__S>) -> ::core::result::Result<Self::InFlightOn<__S>, __S::Error> { ::core::unreachable!() }
+            fn backward_no_sync_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Compute<__S>>(&self, _: &mut __E, _: &mut (), _: &__S::Tensor, _: &mut Self::GradsOn<__S>) -> ::core::result::Result<(), __S::Error> { ::core::unreachable!() }
+            fn step_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Settle<Self, __S>>(&mut self, _: &mut __E, _: Self::InFlightOn<__S>) -> ::overlap::Result<Self::GradsOn<__S>> { ::core::unreachable!() }
+        }
         impl ::overlap::DistributedModel for #ident {
             const SCHEDULE: ::overlap::plan::Schedule = ::overlap::__private::invalid_schedule(#model);
             type Workspace = ();

@@ -1,7 +1,8 @@
-//! The straight-line code of one step: forward layer by layer; backward in reverse with each
-//! bucket's all-reduce (which updates the parameters lent with it) right after the backward call
-//! that completes it; and the step with each bucket's wait point, then the parameters taken back,
-//! or updated there when they could not be lent.
+//! The straight-line code of one step, generic over the device (`__S`, its storage; `__E`, what
+//! runs each call): forward layer by layer; backward in reverse with each bucket's all-reduce
+//! (which may update the parameters lent with it) right after the backward call that completes
+//! it; and the step with each bucket's wait point, then the parameters taken back, or updated
+//! there when they could not be lent. The host and the GPU both run this code.
 
 use overlap_plan::Schedule;
 use proc_macro2::TokenStream;
@@ -17,6 +18,10 @@ pub struct Names<'s> {
     pub workspace: Ident,
     pub grads: Ident,
     pub in_flight: Ident,
+    /// The device-generic types the aliases above name on the host (`MlpWorkspaceOn`, ...).
+    pub workspace_on: Ident,
+    pub grads_on: Ident,
+    pub in_flight_on: Ident,
     /// Per layer, for generated identifiers (`fc1`, `blocks_3_fc1`).
     pub fields: Vec<Ident>,
     /// Per layer, the layer after `self.` (`fc1`, `blocks[3].fc1`).
@@ -38,6 +43,9 @@ impl<'s> Names<'s> {
             workspace: format_ident!("{}Workspace", ident),
             grads: format_ident!("{}Grads", ident),
             in_flight: format_ident!("{}InFlight", ident),
+            workspace_on: format_ident!("{}WorkspaceOn", ident),
+            grads_on: format_ident!("{}GradsOn", ident),
+            in_flight_on: format_ident!("{}InFlightOn", ident),
             fields: model.fields.iter().map(|f| f.ident.clone()).collect(),
             access: model.fields.iter().map(|f| f.access.clone()).collect(),
             types: model.fields.iter().map(|f| f.ty.clone()).collect(),
@@ -62,20 +70,33 @@ impl<'s> Names<'s> {
 
     /// The step's `context` and `input`, then per layer `<name>_out` and `<name>_saved`, and
     /// `<name>_grad` (the loss gradient with respect to that layer's output) where backward
-    /// needs one.
+    /// needs one; tensors of storage `__S`.
     pub fn workspace_fields(&self) -> TokenStream {
-        let mut out = quote!(pub context: ::overlap::StepContext, pub input: ::overlap::Matrix,);
+        let mut out = quote!(pub context: ::overlap::StepContext, pub input: __S::Tensor,);
         for (i, (f, ty)) in self.fields.iter().zip(&self.types).enumerate() {
             let (o, s) = (suffixed(f, "out"), suffixed(f, "saved"));
-            out.extend(quote!(pub #o: ::overlap::Matrix, pub #s: <#ty as ::overlap::Layer>::Saved,));
+            out.extend(quote!(pub #o: __S::Tensor, pub #s: __S::Saved<#ty>,));
             if i >= self.first_param_layer && i < self.last() {
                 let g = suffixed(f, "grad");
-                out.extend(quote!(pub #g: ::overlap::Matrix,));
+                out.extend(quote!(pub #g: __S::Tensor,));
             }
         }
         for (_, _, sum) in &self.residuals {
-            out.extend(quote!(pub #sum: ::overlap::Matrix,));
+            out.extend(quote!(pub #sum: __S::Tensor,));
         }
+        out
+    }
+
+    /// Every workspace field's name, for its `Default`.
+    pub fn workspace_field_names(&self) -> Vec<Ident> {
+        let mut out = vec![format_ident!("context"), format_ident!("input")];
+        for (i, f) in self.fields.iter().enumerate() {
+            out.extend([suffixed(f, "out"), suffixed(f, "saved")]);
+            if i >= self.first_param_layer && i < self.last() {
+                out.push(suffixed(f, "grad"));
+            }
+        }
+        out.extend(self.residuals.iter().map(|(_, _, sum)| sum.clone()));
         out
     }
 
@@ -109,35 +130,30 @@ impl<'s> Names<'s> {
 
     pub fn forward_body(&self) -> TokenStream {
         let mut out = quote! {
-            use ::overlap::Layer as _;
-            ::core::assert_eq!(input.rows(), ctx.row_count(), "the input's rows are not the step context's");
             ws.context = *ctx;
-            ws.input.clone_from(input);
+            dev.copy_input(input, &mut ws.input)?;
         };
         for (i, f) in self.fields.iter().enumerate() {
             let (input, o, s, index) = (self.input_of(i), suffixed(f, "out"), suffixed(f, "saved"), lit(i));
             let layer = &self.access[i];
-            out.extend(quote!({
-                let _span = ::overlap::trace::forward(#index);
-                self.#layer.forward(&ws.context, &#input, &mut ws.#o, &mut ws.#s);
-            }));
+            out.extend(quote!(dev.forward(#index, &self.#layer, &ws.context, &#input, &mut ws.#o, &mut ws.#s)?;));
             // Residual blocks ending here: output = f(x) + x, innermost first.
             let mut from = quote!(ws.#o);
             for (first, _, sum) in self.ending_at(i) {
                 let x = self.input_of(*first);
-                out.extend(quote!(ws.#sum.set_sum(&#from, &#x);));
+                out.extend(quote!(dev.set_sum(&mut ws.#sum, &#from, &#x)?;));
                 from = quote!(ws.#sum);
             }
         }
         let last = self.output_of(self.last());
-        out.extend(quote!(&#last));
+        out.extend(quote!(::core::result::Result::Ok(&#last)));
         out
     }
 
-    /// `let [fc1_bias, fc1_weight] = b2.views_mut([(0, 2048), (2048, 1605632)]);` per bucket the
+    /// `let [fc1_bias, fc1_weight] = __S::views_mut(&mut b2, [(0, 2048), (2048, 1605632)]);` per bucket the
     /// layer's parameters live in (views in buffer order, which `views_mut` needs: gradient-ready
     /// order puts a layer's last parameter first), and the `&mut [..]` list in parameter order.
-    fn gradient_views(&self, i: usize) -> (TokenStream, TokenStream) {
+    fn gradient_views(&self, i: usize, owned: bool) -> (TokenStream, TokenStream) {
         let layer = &self.schedule.layers[i];
         let f = &self.fields[i];
         let view = |p: usize| suffixed(f, &layer.params[p].name);
@@ -154,7 +170,8 @@ impl<'s> Names<'s> {
                 quote!((#off, #len))
             });
             let b = &self.buckets[k];
-            lets.extend(quote!(let [#(#names),*] = #b.views_mut([#(#ranges),*]);));
+            let bucket = if owned { quote!(&mut #b) } else { quote!(&mut *#b) };
+            lets.extend(quote!(let [#(#names),*] = __S::views_mut(#bucket, [#(#ranges),*]);));
         }
         let all = (0..layer.params.len()).map(view);
         (lets, quote!(&mut [#(#all),*]))
@@ -162,29 +179,26 @@ impl<'s> Names<'s> {
 }
 
 /// The backward pass; with `sync`, each bucket's all-reduce is launched right after the layer
-/// that completes it, without it (`backward_no_sync`) gradients only accumulate.
+/// that completes it, without it (`backward_no_sync_on`) gradients only accumulate.
 pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
-    let (grads, buckets) = (&n.grads, &n.buckets);
-    let mut out = quote!(
-        use ::overlap::Layer as _;
-    );
+    let (grads_on, buckets) = (&n.grads_on, &n.buckets);
     // Low-rank buckets carry this rank's PowerSGD error between steps: gradients add to it.
     let carries_errors = n.schedule.buckets.iter().any(|b| b.low_rank.is_some());
-    out.extend(if sync {
+    let mut out = if sync {
         let accumulate = if carries_errors { quote!(true) } else { quote!(micro_steps > 0) };
         quote! {
-            let #grads { #(mut #buckets,)* micro_steps } = grads;
+            let #grads_on { #(mut #buckets,)* micro_steps } = grads;
             let accumulate = #accumulate;
-            let grad_scale = ::overlap::__private::grad_scale(comm.world_size(), micro_steps + 1);
-            optimizer.begin_step();
+            let grad_scale = dev.grad_scale(micro_steps + 1);
+            dev.begin_step();
         }
     } else {
         let accumulate = if carries_errors { quote!(true) } else { quote!(*micro_steps > 0) };
         quote! {
-            let #grads { #(#buckets,)* micro_steps } = grads;
+            let #grads_on { #(#buckets,)* micro_steps } = grads;
             let accumulate = #accumulate;
         }
-    });
+    };
     for i in (n.first_param_layer..n.fields.len()).rev() {
         let f = &n.fields[i];
         let (input, o, s) = (n.input_of(i), suffixed(f, "out"), suffixed(f, "saved"));
@@ -200,7 +214,7 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
             let g = suffixed(&n.fields[i - 1], "grad");
             quote!(::core::option::Option::Some(&mut ws.#g))
         };
-        let (lets, views) = n.gradient_views(i);
+        let (lets, views) = n.gradient_views(i, sync);
         let (index, layer) = (lit(i), &n.access[i]);
         // A residual block starting here passes its output's gradient straight to its input too.
         let skips = n.residuals.iter().filter(|r| r.0 == i && i > n.first_param_layer).map(|(_, last, _)| {
@@ -211,20 +225,17 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
                 let g = suffixed(&n.fields[*last], "grad");
                 quote!(&ws.#g)
             };
-            quote!(ws.#into.add_assign(#g);)
+            quote!(dev.add_assign(&mut ws.#into, #g)?;)
         });
-        out.extend(quote!({
-            let _span = ::overlap::trace::backward(#index);
-            #lets
-            self.#layer.backward(&ws.context, &#input, &ws.#o, &ws.#s, #dy, #views, accumulate, #dx);
-            #(#skips)*
-        }));
+        let kept = quote!((&#input, &ws.#o, &ws.#s));
+        let call = quote!(dev.backward(#index, &self.#layer, &ws.context, #kept, #dy, #views, accumulate, #dx)?;);
+        out.extend(if lets.is_empty() { quote!(#call #(#skips)*) } else { quote!({ #lets #call } #(#skips)*) });
         if sync {
             // PowerSGD: the P sums of the buckets launched at the previous launch point are in
             // (or close): orthogonalise them and start the Q all-reduces, before new launches.
             for k in (0..buckets.len()).filter(|&k| n.turnaround_after(k) == Some(i)) {
                 let pending = format_ident!("b{}_in_flight", k);
-                out.extend(quote!(let #pending = #pending.reduce_q(comm);));
+                out.extend(quote!(let #pending = dev.reduce_q(#pending)?;));
             }
             for k in (0..buckets.len()).filter(|&k| n.schedule.buckets[k].launch_after == i) {
                 let (b, pending) = (&buckets[k], format_ident!("b{}_in_flight", k));
@@ -234,31 +245,35 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
                     quote!(::overlap::__private::BucketMember { index: #index, offset: #offset })
                 });
                 let launch = match n.schedule.buckets[k].low_rank {
-                    None => format_ident!("all_reduce_and_update"),
-                    Some(_) => format_ident!("all_reduce_low_rank"),
+                    None => format_ident!("launch"),
+                    Some(_) => format_ident!("launch_low_rank"),
                 };
+                let index = lit(k);
                 out.extend(quote!(
-                    let #pending = comm.#launch(#b, &[#(#members),*], self, optimizer, grad_scale);
+                    let #pending = dev.#launch(#index, #b, &[#(#members),*], self, grad_scale)?;
                 ));
             }
         }
     }
     if sync {
-        let in_flight = &n.in_flight;
+        let in_flight_on = &n.in_flight_on;
         let pending = (0..buckets.len()).map(|k| format_ident!("b{}_in_flight", k));
         let late =
             (0..buckets.len()).filter(|&k| n.schedule.buckets[k].low_rank.is_some() && n.turnaround_after(k).is_none());
         let late = late.map(|k| format_ident!("b{}_in_flight", k));
         out.extend(quote! {
-            comm.backward_done();
-            #(let #late = #late.reduce_q(comm);)*
-            #in_flight {
+            dev.backward_done()?;
+            #(let #late = dev.reduce_q(#late)?;)*
+            ::core::result::Result::Ok(#in_flight_on {
                 #(#buckets: #pending,)*
                 grad_scale,
-            }
+            })
         });
     } else {
-        out.extend(quote!(*micro_steps += 1;));
+        out.extend(quote!(
+            *micro_steps += 1;
+            ::core::result::Result::Ok(())
+        ));
     }
     out
 }
@@ -266,28 +281,30 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
 /// The optimizer step: for each bucket in launch order, its wait point, then its parameters
 /// taken back updated (the bucket cleared by then), or their updates and the bucket cleared.
 pub fn step_body(n: &Names) -> TokenStream {
-    let (grads, in_flight, buckets) = (&n.grads, &n.in_flight, &n.buckets);
+    let (grads_on, in_flight_on, buckets) = (&n.grads_on, &n.in_flight_on, &n.buckets);
     let pending: Vec<Ident> = (0..buckets.len()).map(|k| format_ident!("b{}_in_flight", k)).collect();
     let mut out = quote! {
-        use ::overlap::Layer as _;
-        let #in_flight { #(#buckets: #pending,)* grad_scale } = in_flight;
+        let #in_flight_on { #(#buckets: #pending,)* grad_scale } = in_flight;
     };
     for (k, bucket) in n.schedule.buckets.iter().enumerate() {
-        let (b, p) = (&buckets[k], &pending[k]);
-        out.extend(quote!(let mut #b = #p.wait()?;));
+        let (b, p, index) = (&buckets[k], &pending[k], lit(k));
+        let wait = match bucket.low_rank {
+            None => format_ident!("wait"),
+            Some(_) => format_ident!("wait_low_rank"),
+        };
+        out.extend(quote!(let mut #b = dev.#wait(#index, #p)?;));
         let updates = bucket.params.iter().map(|r| {
             let info = n.schedule.param(*r);
             let (f, j) = (&n.access[r.layer], lit(r.param));
-            let (index, off, len) = (lit(info.index), lit(info.offset), lit(info.numel()));
-            quote!(optimizer.update(#index, self.#f.param_mut(#j), #b.view(#off, #len), grad_scale);)
+            let (param, off, len) = (lit(info.index), lit(info.offset), lit(info.numel()));
+            let slot = quote!(::overlap::program::ParamSlot { bucket: #index, index: #param, offset: #off, len: #len });
+            quote!(dev.update(&mut self.#f, #j, #slot, &#b, grad_scale)?;)
         });
-        let k = lit(k);
-        out.extend(quote!(if !#b.give_back_updated(self, optimizer) {
-            let _span = ::overlap::trace::update(#k);
+        out.extend(quote!(if !dev.give_back_updated(&mut #b, self) {
             #(#updates)*
-            #b.clear();
+            dev.clear(#index, &mut #b)?;
         }));
     }
-    out.extend(quote!(::core::result::Result::Ok(#grads { #(#buckets,)* micro_steps: 0 })));
+    out.extend(quote!(::core::result::Result::Ok(#grads_on { #(#buckets,)* micro_steps: 0 })));
     out
 }

@@ -23,6 +23,7 @@ pub mod optim;
 pub mod params_file;
 pub(crate) mod process;
 pub mod profile;
+pub mod program;
 pub mod tensor;
 pub mod trace;
 pub mod train;

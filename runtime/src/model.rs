@@ -9,14 +9,17 @@ use crate::comm::{Communicator, GradBucket};
 use crate::error::Result;
 use crate::layer::{DeviceOp, StepContext};
 use crate::optim::Optimizer;
+pub use crate::program::grad_scale;
+use crate::program::Program;
 use crate::tensor::Matrix;
 
 /// A model whose backward pass and gradient communication were scheduled at compile time.
 ///
 /// One training step is `forward` → loss → `backward` (which launches each bucket's all-reduce
 /// as soon as backward completes it and returns the in-flight buckets) → `step` (which waits for
-/// each bucket and finishes its parameters' update, and gives the buckets back).
-pub trait DistributedModel: Sized {
+/// each bucket and finishes its parameters' update, and gives the buckets back). These run the
+/// model's `Program` on the host; a GPU runs the same program with its own storage.
+pub trait DistributedModel: Program {
     /// The compiled plan: buckets, offsets, launch points.
     const SCHEDULE: Schedule;
 
@@ -94,9 +97,4 @@ pub trait GradientBuckets {
     fn buckets_mut(&mut self) -> Vec<&mut GradBucket>;
     /// Backward passes accumulated since the last step.
     fn micro_steps(&self) -> usize;
-}
-
-/// `1 / (world size x micro-steps)`: turns summed gradients into the global mean.
-pub fn grad_scale(world_size: usize, micro_steps: usize) -> f32 {
-    1.0 / (world_size * micro_steps) as f32
 }

@@ -37,27 +37,32 @@ fn function<'a>(code: &'a str, name: &str) -> &'a str {
     &code[start..start + 3 + rest.find("\n    fn ").unwrap_or(rest.len())]
 }
 
+/// The field after the first `self.` of a call's arguments (`head`, `blocks[3].fc1`).
+fn field(call: &str) -> &str {
+    call.split("self.").nth(1).and_then(|r| r.split([',', ' ']).next()).unwrap_or_default()
+}
+
 /// One event per statement that calls backward, launches, waits or updates.
 fn events(body: &str) -> Vec<String> {
     let flat = body.split_whitespace().collect::<Vec<_>>().join(" ").replace(" .", ".").replace("( ", "(");
     flat.split([';', '{', '}'])
         .filter_map(|statement| {
             let s = statement.trim();
-            if let Some((_, span)) = s.split_once("::overlap::trace::") {
-                Some(format!("span {}", span.replace(['(', ')'], " ").trim()))
-            } else if let Some((_, call)) = s.split_once("self.").filter(|_| s.contains(".backward(")) {
-                Some(format!("backward {}", call.split('.').next().unwrap_or_default()))
-            } else if let Some((_, args)) = s.split_once("comm.all_reduce_and_update(") {
-                Some(format!("all_reduce {}", args.split(',').next().unwrap_or_default()))
-            } else if let Some((lhs, _)) = s.split_once(".wait()?") {
-                Some(format!("wait {}", lhs.trim_start_matches("let mut ").split(" = ").next().unwrap_or_default()))
-            } else if let Some((bucket, _)) = s.split_once(".give_back_updated(") {
-                Some(format!("give_back {}", bucket.trim_start_matches("if !")))
+            if let Some((_, call)) = s.split_once("dev.backward(") {
+                Some(format!("backward {}", field(call)))
+            } else if let Some((_, args)) = s.split_once("dev.launch(").or_else(|| s.split_once("dev.launch_low_rank("))
+            {
+                Some(format!("all_reduce {}", args.split(", ").nth(1).unwrap_or_default()))
+            } else if let Some((lhs, _)) =
+                s.split_once(" = dev.wait(").or_else(|| s.split_once(" = dev.wait_low_rank("))
+            {
+                Some(format!("wait {}", lhs.trim_start_matches("let mut ")))
+            } else if let Some((_, args)) = s.split_once("dev.give_back_updated(&mut ") {
+                Some(format!("give_back {}", args.split(',').next().unwrap_or_default()))
             } else {
-                s.strip_prefix("optimizer.update(").map(|rest| {
-                    let field = rest.split("self.").nth(1).and_then(|r| r.split('.').next()).unwrap_or_default();
-                    let param = rest.split("param_mut(").nth(1).and_then(|r| r.split(')').next()).unwrap_or_default();
-                    format!("update {field}[{param}]")
+                s.split_once("dev.update(&mut ").map(|(_, rest)| {
+                    let param = rest.split(", ").nth(1).unwrap_or_default();
+                    format!("update {}[{param}]", field(rest))
                 })
             }
         })
@@ -72,32 +77,25 @@ fn mlp_expansion_snapshot() {
 #[test]
 fn backward_launches_each_bucket_right_after_the_layer_that_completes_it() {
     let code = mlp();
-    let backward = function(&code, "backward<");
+    let backward = function(&code, "backward_on<");
     assert_eq!(
         events(backward),
         [
-            "span backward 6",
             "backward head",
-            "span backward 5",
             "backward act3",
-            "span backward 4",
             "backward fc3",
             "all_reduce b0", // head.bias, head.weight, fc3.bias, fc3.weight: 16.09 MiB
-            "span backward 3",
             "backward act2",
-            "span backward 2",
             "backward fc2",
             "all_reduce b1", // fc2.bias, fc2.weight
-            "span backward 1",
             "backward act1",
-            "span backward 0",
             "backward fc1",
             "all_reduce b2", // fc1.bias, fc1.weight
         ]
     );
     let fc1 = &backward[backward.rfind("self.fc1").expect("fc1 backward")..];
     assert!(fc1.contains("Option::None"), "the first layer computes no input gradient");
-    let no_sync = function(&code, "backward_no_sync");
+    let no_sync = function(&code, "backward_no_sync_on");
     assert!(!no_sync.contains("all_reduce"), "micro-steps communicate nothing");
 }
 
@@ -107,30 +105,27 @@ fn backward_launches_each_bucket_right_after_the_layer_that_completes_it() {
 fn step_waits_for_each_bucket_right_before_its_updates() {
     let code = mlp();
     assert_eq!(
-        events(function(&code, "step<")),
+        events(function(&code, "step_on<")),
         [
             "wait b0",
             "give_back b0",
-            "span update 0",
             "update head[1]",
             "update head[0]",
             "update fc3[1]",
             "update fc3[0]",
             "wait b1",
             "give_back b1",
-            "span update 1",
             "update fc2[1]",
             "update fc2[0]",
             "wait b2",
             "give_back b2",
-            "span update 2",
             "update fc1[1]",
             "update fc1[0]",
         ]
     );
-    let backward = function(&code, "backward<");
-    assert!(backward.contains("optimizer.begin_step()"), "backward begins the step: it lends this step's rule");
-    assert!(!function(&code, "step<").contains("begin_step"), "one step is begun once");
+    let backward = function(&code, "backward_on<");
+    assert!(backward.contains("dev.begin_step()"), "backward begins the step: it lends this step's rule");
+    assert!(!function(&code, "step_on<").contains("begin_step"), "one step is begun once");
 }
 
 #[test]
@@ -150,7 +145,7 @@ fn ddp_first_iteration_order_launches_the_small_first_bucket_last() {
     let code = mlp_with(quote!(bucket_cap_mb = 8, first_bucket_mb = 1, bucket_order = ddp_first_iteration));
     assert!(code.contains("/// bucket_order = ddp_first_iteration: filled in definition order"), "{code}");
     let launches: Vec<String> =
-        events(function(&code, "backward<")).into_iter().filter(|e| !e.starts_with("span")).collect();
+        events(function(&code, "backward_on<")).into_iter().filter(|e| !e.starts_with("span")).collect();
     assert_eq!(
         launches,
         [
@@ -183,10 +178,7 @@ fn leading_parameter_free_layers_get_no_backward() {
             }
         ),
     ));
-    assert_eq!(
-        events(function(&code, "backward<")),
-        ["span backward 2", "backward post", "span backward 1", "backward fc", "all_reduce b0"]
-    );
+    assert_eq!(events(function(&code, "backward_on<")), ["backward post", "backward fc", "all_reduce b0"]);
 }
 
 #[test]
@@ -213,11 +205,11 @@ fn auto_buckets_are_whole_layers_and_the_docs_give_the_prediction() {
     );
     assert!(code.contains("/// predicted step: ") && code.contains("/// with DDP's 25 MiB cap: "), "{code}");
     // Whole layers: every layer's weight and bias land in the same bucket.
-    let step = function(&code, "step<");
+    let step = function(&code, "step_on<").split_whitespace().collect::<Vec<_>>().join(" ");
     for layer in ["fc1", "fc2", "fc3", "head"] {
         let waits_before = |param: &str| {
-            let at = step.find(&format!("self.{layer}.param_mut({param})")).expect("an update");
-            step[..at].matches(".wait()?").count()
+            let at = step.find(&format!("dev.update( &mut self.{layer}, {param},")).expect("an update");
+            step[..at].matches("dev.wait(").count()
         };
         assert_eq!(waits_before("0"), waits_before("1"), "{layer}'s weight and bias are in different buckets");
     }
@@ -257,7 +249,11 @@ fn custom_layer_types_guard_the_items_that_use_them() {
         ),
     ));
     assert!(!code.contains("compile_error"), "{code}");
-    assert_eq!(code.matches("for<'layer> Gain: ::overlap::Layer").count(), 3, "workspace and both impls: {code}");
+    assert_eq!(
+        code.matches("for<'layer> Gain: ::overlap::Layer").count(),
+        5,
+        "workspace, its Default and three impls: {code}"
+    );
     assert!(!code.contains("Linear<4, 4>: ::overlap::Layer"), "built-in layers need no guard: {code}");
     assert!(!mlp().contains("for<'layer>"), "nor does a model of built-in layers");
 }
@@ -295,25 +291,25 @@ fn mlp_powersgd_expansion_snapshot() {
 #[test]
 fn each_low_rank_bucket_turns_around_after_the_next_layer_with_parameters_and_the_last_after_backward() {
     let code = mlp_with(quote!(bucket_cap_mb = 8, first_bucket_mb = 1, grad_comm = powersgd(rank = 4)));
-    let backward = function(&code, "backward<");
+    let backward = function(&code, "backward_on<");
     let backward = backward.split_whitespace().collect::<Vec<_>>().join(" ").replace(" .", ".").replace("( ", "(");
     let at = |needle: &str| backward.find(needle).unwrap_or_else(|| panic!("{needle} in\n{backward}"));
     let order = [
-        "self.fc3.backward(",
-        "let b0_in_flight = comm.all_reduce_low_rank(b0,",
-        "self.fc2.backward(",
-        "let b0_in_flight = b0_in_flight.reduce_q(comm);",
-        "let b1_in_flight = comm.all_reduce_low_rank(b1,",
-        "self.fc1.backward(",
-        "let b1_in_flight = b1_in_flight.reduce_q(comm);",
-        "let b2_in_flight = comm.all_reduce_low_rank(b2,",
-        "comm.backward_done();",
-        "let b2_in_flight = b2_in_flight.reduce_q(comm);",
+        "dev.backward(4, &self.fc3,",
+        "let b0_in_flight = dev.launch_low_rank(0, b0,",
+        "dev.backward(2, &self.fc2,",
+        "let b0_in_flight = dev.reduce_q(b0_in_flight)?;",
+        "let b1_in_flight = dev.launch_low_rank(1, b1,",
+        "dev.backward(0, &self.fc1,",
+        "let b1_in_flight = dev.reduce_q(b1_in_flight)?;",
+        "let b2_in_flight = dev.launch_low_rank(2, b2,",
+        "dev.backward_done()?;",
+        "let b2_in_flight = dev.reduce_q(b2_in_flight)?;",
     ];
     let positions: Vec<usize> = order.iter().map(|n| at(n)).collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{order:#?} out of order in\n{backward}");
-    assert!(code.contains("b0: ::overlap::__private::LowRankQ,"), "step waits for the Q all-reduces");
-    assert!(code.contains("::overlap::GradBucket::low_rank(&Self::SCHEDULE, 0)"));
+    assert!(code.contains("b0: __S::LowRankQ,"), "step waits for the Q all-reduces");
+    assert!(code.contains("let mut b0 = dev.wait_low_rank(0, b0_in_flight)?;"), "{code}");
 }
 
 #[test]
@@ -375,8 +371,9 @@ fn a_module_of_residual_blocks_expands_to_straight_line_code() {
         },
     ));
     // The residual sums in forward, the skip gradients in backward, nested access paths.
-    assert!(code.contains("ws.blocks_0_sum.set_sum(&ws.blocks_0_fc_out, &ws.input_out);"), "{code}");
-    assert!(code.contains("ws.input_grad.add_assign(&ws.blocks_0_fc_grad);"), "{code}");
+    let flat = code.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("dev.set_sum(&mut ws.blocks_0_sum, &ws.blocks_0_fc_out, &ws.input_out)?;"), "{code}");
+    assert!(flat.contains("dev.add_assign(&mut ws.input_grad, &ws.blocks_0_fc_grad)?;"), "{code}");
     assert!(code.contains("self.blocks[1].fc"), "{code}");
     assert!(!code.contains("#[residual]"), "our attributes are removed");
     expect_test::expect_file!["../../tests/expand/blocks.expanded.rs"].assert_eq(&code);

@@ -3,17 +3,20 @@
 //! checkpoint and at the end.
 
 use super::gpu::Gpu;
-use super::model::{check_supported, GpuModel};
-use super::nccl::{GpuComm, GpuInFlight};
+use super::loss::GpuCrossEntropy;
+use super::nccl::GpuComm;
 use super::optim::GpuOptimizer;
+use super::params::GpuParams;
+use super::program::{check_supported, GpuStep};
+use super::storage::{Cuda, GpuTensor};
 use super::timing::Timeline;
 use crate::backend::StepBackend;
-use crate::comm::{CommMode, Communicator};
+use crate::comm::Communicator;
 use crate::config::TrainConfig;
 use crate::data::Batch;
 use crate::error::{Error, Result};
 use crate::loss::{DeviceLoss, Loss};
-use crate::model::{grad_scale, DistributedModel};
+use crate::model::DistributedModel;
 use crate::optim::ChosenOptimizer;
 
 /// What opening the GPU backend needs besides the model.
@@ -21,31 +24,35 @@ pub struct GpuSetup<'a> {
     /// The GPU of this rank.
     pub ordinal: usize,
     pub config: &'a TrainConfig,
-    /// Rows of a micro-batch: samples × positions per sample (every device layer is per row).
-    pub rows: usize,
     /// Record timing events (the report, trace or timeline asked for spans).
     pub timed: bool,
 }
 
+/// The model's program on this rank's GPU, with its workspace, buckets and loss there.
 pub struct GpuBackend<'a, M: DistributedModel> {
     model: &'a mut M,
     /// The host copy of the optimizer state, filled only for a checkpoint.
     snapshot: ChosenOptimizer,
     config: &'a TrainConfig,
     comm: &'a Communicator,
-    // Dropped in this order: the NCCL communicator and the device tensors before the GPU.
-    gpu_comm: GpuComm,
-    device: GpuModel,
-    timeline: Timeline,
-    gpu: Gpu,
-    in_flight: Vec<GpuInFlight>,
+    // Dropped in this order: the device tensors, the parameters and buckets in flight, the NCCL
+    // communicator, and the GPU last.
+    ws: M::WorkspaceOn<Cuda>,
+    /// The buckets between steps (`None` while in flight, or after a failed step).
+    grads: Option<M::GradsOn<Cuda>>,
+    in_flight: Option<M::InFlightOn<Cuda>>,
+    input: GpuTensor,
+    loss: GpuCrossEntropy,
     labels: Vec<u32>,
+    step: GpuStep,
+    gpu_comm: GpuComm,
+    gpu: Gpu,
 }
 
 impl<'a, M: DistributedModel> GpuBackend<'a, M> {
     /// Opens the GPU, copies `model` (and `optimizer`'s state, after a resume) to it, and joins
     /// the NCCL communicator. Refuses, before touching a GPU, layers and losses without device
-    /// kernels.
+    /// kernels and gradients that travel compressed.
     pub fn open(
         setup: GpuSetup<'a>,
         model: &'a mut M,
@@ -54,6 +61,9 @@ impl<'a, M: DistributedModel> GpuBackend<'a, M> {
         loss: &impl Loss,
     ) -> Result<Self> {
         check_supported::<M>()?;
+        if let Some(chosen) = M::SCHEDULE.grad_comm() {
+            return Err(Error::GradCommOnGpu { model: M::SCHEDULE.model.to_string(), chosen });
+        }
         if loss.device_loss() != Some(DeviceLoss::SoftmaxCrossEntropy) {
             return Err(Error::Cuda(format!(
                 "the loss {} has no GPU kernel (only CrossEntropyLoss has): train it on the CPU",
@@ -73,21 +83,26 @@ impl<'a, M: DistributedModel> GpuBackend<'a, M> {
             return Err(Error::Config(format!("not supported on the GPU yet: {}", cpu_only.join(", "))));
         }
         let gpu = Gpu::open(setup.ordinal)?;
-        let mut device = GpuModel::new(&gpu, &*model, setup.rows, GpuOptimizer::like(&optimizer, &config.optimizer))?;
-        device.load_state(&gpu, &optimizer)?;
-        let timeline = Timeline::new(setup.timed);
+        let mut params = GpuParams::new(&gpu, &*model, GpuOptimizer::like(&optimizer, &config.optimizer))?;
+        params.load_state(&gpu, &optimizer)?;
         let gpu_comm = GpuComm::new(&gpu, comm, setup.timed)?;
+        let timeline = Timeline::new(setup.timed);
+        let mut step = GpuStep::new(params, &M::SCHEDULE, comm.mode(), comm.world_size(), timeline);
+        let grads = Some(model.new_grads_on(&mut step.on(&gpu, &gpu_comm))?);
         Ok(GpuBackend {
             model,
             snapshot: optimizer,
             config,
             comm,
-            gpu_comm,
-            device,
-            timeline,
-            gpu,
-            in_flight: Vec::new(),
+            ws: Default::default(),
+            grads,
+            in_flight: None,
+            input: GpuTensor::default(),
+            loss: GpuCrossEntropy::default(),
             labels: Vec::new(),
+            step,
+            gpu_comm,
+            gpu,
         })
     }
 }
@@ -95,50 +110,58 @@ impl<'a, M: DistributedModel> GpuBackend<'a, M> {
 impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
     fn begin_step(&mut self, _step: u64) -> Result<()> {
         // Buckets a failed step left in flight are freed after their sums (see `GpuInFlight`).
-        self.in_flight.clear();
-        self.timeline.begin_step(&self.gpu)
+        self.step.drop_in_flight();
+        self.in_flight = None;
+        if self.grads.is_none() {
+            self.grads = Some(self.model.new_grads_on(&mut self.step.on(&self.gpu, &self.gpu_comm))?);
+        }
+        self.step.timeline.begin_step(&self.gpu)
     }
 
     fn forward_loss(&mut self, batch: &Batch, _loss: &dyn Loss, want_loss: bool) -> Result<f64> {
         self.labels.clear();
         self.labels.extend(batch.labels.iter().map(|&l| l as u32));
-        self.device.forward_loss(&self.gpu, batch.inputs.as_slice(), &self.labels, &mut self.timeline)?;
+        self.input.upload(&self.gpu, &batch.inputs)?;
+        let mut dev = self.step.on(&self.gpu, &self.gpu_comm);
+        let logits = self.model.forward_on(&mut dev, &batch.context, &self.input, &mut self.ws)?;
+        self.loss.forward_backward(&self.gpu, logits, &self.labels)?;
         // Copying the loss out waits for the GPU: only on the steps that log it.
         if want_loss {
-            self.device.loss(&self.gpu)
+            self.loss.mean_loss(&self.gpu)
         } else {
             Ok(0.0)
         }
     }
 
-    fn backward(&mut self, micro: usize, last: bool) -> Result<()> {
-        let mode = if last { self.comm.mode() } else { CommMode::Skip };
-        let buckets = self.device.backward(&self.gpu, &self.gpu_comm, (mode, micro > 0), &mut self.timeline)?;
-        if last {
-            self.in_flight = buckets;
-            Ok(())
-        } else {
-            self.device.keep_gradients(&self.gpu, buckets)
+    fn backward(&mut self, _micro: usize, last: bool) -> Result<()> {
+        let grads = self.grads.as_mut().ok_or_else(|| Error::Config("backward twice in one step".into()))?;
+        if !last {
+            let mut dev = self.step.on(&self.gpu, &self.gpu_comm);
+            return self.model.backward_no_sync_on(&mut dev, &mut self.ws, self.loss.grad(), grads);
         }
+        let grads = self.grads.take().expect("checked above");
+        self.step.set_mode(self.comm.mode());
+        let mut dev = self.step.on(&self.gpu, &self.gpu_comm);
+        self.in_flight = Some(self.model.backward_on(&mut dev, &mut self.ws, self.loss.grad(), grads)?);
+        Ok(())
     }
 
     fn step(&mut self) -> Result<()> {
-        let reducing = if self.comm.mode() == CommMode::Skip { 1 } else { self.comm.world_size() };
-        let scale = grad_scale(reducing, self.config.accumulate);
-        let in_flight = std::mem::take(&mut self.in_flight);
-        self.device.step(&self.gpu, in_flight, scale, &mut self.timeline)?;
+        let in_flight = self.in_flight.take().ok_or_else(|| Error::Config("a step without a backward".into()))?;
+        let mut dev = self.step.on(&self.gpu, &self.gpu_comm);
+        self.grads = Some(self.model.step_on(&mut dev, in_flight)?);
         self.gpu.synchronize()?;
-        self.timeline.end_step()
+        self.step.timeline.end_step()
     }
 
     fn host_state(&mut self) -> Result<(&M, &ChosenOptimizer)> {
         self.snapshot = self.config.optimizer.build();
-        self.device.save_state(&self.gpu, self.model, &mut self.snapshot)?;
+        self.step.params.save_state(&self.gpu, self.model, &mut self.snapshot)?;
         Ok((self.model, &self.snapshot))
     }
 
     fn finish(&mut self) -> Result<()> {
-        self.device.download(&self.gpu, self.model)
+        self.step.params.download(&self.gpu, self.model)
     }
 
     fn describe(&self) -> Option<String> {

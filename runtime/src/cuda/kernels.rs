@@ -31,6 +31,8 @@ pub const KERNEL_SOURCES: &[KernelSource] = &[
             "tanh_backward",
             "sigmoid_forward",
             "sigmoid_backward",
+            "add",
+            "add_into",
         ],
     },
     KernelSource {

@@ -8,7 +8,10 @@
 //! - `ops`: one layer operation at a time, queued on the compute stream;
 //! - `nccl`: bucket all-reduces on the communication stream, and their in-flight handles;
 //! - `optim`: optimizer state on the device and the fused updates;
-//! - `model`: a `#[distributed_model]` executed from its compiled schedule;
+//! - `storage`: the program's values on the GPU (`Cuda`: tensors, buckets, in-flight tickets);
+//! - `params`: parameters and optimizer state on the device, to and from the host model;
+//! - `program`: the calls of the program `#[distributed_model]` emits, queued on the streams;
+//! - `loss`: softmax cross-entropy on the device;
 //! - `timing`: trace spans from CUDA events; `backend`: the GPU behind the `Trainer`'s loop.
 //!
 //! cudarc loads every CUDA library at run time, so this builds without a toolkit or GPU.
@@ -17,16 +20,22 @@ mod backend;
 mod gpu;
 mod kernels;
 pub mod libraries;
-mod model;
+mod loss;
 mod nccl;
 pub mod ops;
 mod optim;
+mod params;
+mod program;
+mod storage;
 mod timing;
 
 pub use backend::{GpuBackend, GpuSetup};
 pub use gpu::{driver_cuda_version, driver_present, gpu_count, Gpu};
 pub use kernels::{compile, nvrtc_available, CompiledKernels, KernelSource, KERNEL_SOURCES};
-pub use model::{check_supported, GpuModel};
+pub use loss::GpuCrossEntropy;
 pub use nccl::{EventPair, GpuComm, GpuInFlight};
 pub use optim::GpuOptimizer;
+pub use params::GpuParams;
+pub use program::{check_supported, GpuExec, GpuStep};
+pub use storage::{Cuda, GpuSaved, GpuTensor, GpuTicket, NoLowRank};
 pub use timing::Timeline;

@@ -153,6 +153,25 @@ pub fn activation_backward(gpu: &Gpu, op: DeviceOp, n: usize, (x, y, dy): (In, I
     launch(backward, unsafe { args.launch(elementwise(n)) })
 }
 
+/// `y = a + b` over `n` elements (a residual block's output).
+pub fn add(gpu: &Gpu, n: usize, (a, b): (In, In), y: Out) -> Result<()> {
+    let n_ = int(n);
+    let mut args = gpu.compute().launch_builder(gpu.kernel("add"));
+    args.arg(y).arg(&a).arg(&b).arg(&n_);
+    // SAFETY: add(float* y, const float* a, const float* b, int n) touches `n` elements of each,
+    // which exist (the tensors are sized to the same shape).
+    launch("add", unsafe { args.launch(elementwise(n)) })
+}
+
+/// `y += a` over `n` elements (a residual block's skip gradient).
+pub fn add_into(gpu: &Gpu, n: usize, a: In, y: Out) -> Result<()> {
+    let n_ = int(n);
+    let mut args = gpu.compute().launch_builder(gpu.kernel("add_into"));
+    args.arg(y).arg(&a).arg(&n_);
+    // SAFETY: add_into(float* y, const float* a, int n) touches `n` elements of each, which exist.
+    launch("add_into", unsafe { args.launch(elementwise(n)) })
+}
+
 /// Per-row statistics LayerNorm saves for backward.
 pub struct RowStats<'a, 'b> {
     pub mean: Out<'a, 'b>,

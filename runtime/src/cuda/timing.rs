@@ -51,6 +51,20 @@ impl Timeline {
         Ok(value)
     }
 
+    /// The start of a span whose work is queued by several calls (a bucket's updates); `None`
+    /// when not recording. `finish` ends it.
+    pub fn start(&mut self, gpu: &Gpu) -> Result<Option<CudaEvent>> {
+        self.enabled.then(|| timed_event(gpu.compute())).transpose()
+    }
+
+    /// Ends the span `start` began, recorded as `activity`.
+    pub fn finish(&mut self, gpu: &Gpu, activity: Activity, start: Option<CudaEvent>) -> Result<()> {
+        if let Some(start) = start {
+            self.spans.push((activity, (start, timed_event(gpu.compute())?)));
+        }
+        Ok(())
+    }
+
     /// As `span`, for the compute stream's wait for bucket `bucket`: its length is the time the
     /// compute stream sat idle until the sum arrived (the exposed communication).
     pub fn wait<T>(&mut self, gpu: &Gpu, bucket: usize, work: impl FnOnce(&Gpu) -> Result<T>) -> Result<T> {

@@ -266,7 +266,6 @@ fn fit_on_gpu<M: DistributedModel>(
     let setup = crate::cuda::GpuSetup {
         ordinal: Device::gpu_ordinal(gpu),
         config: run.config,
-        rows: run.config.batch.saturating_mul(data.positions().max(1)),
         timed: run.config.observe.records(),
     };
     let backend = crate::cuda::GpuBackend::open(setup, model, optimizer, run.comm, loss)?;

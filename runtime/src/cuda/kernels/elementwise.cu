@@ -78,3 +78,16 @@ extern "C" __global__ void sigmoid_backward(float* dx, const float* y, const flo
         dx[i] = dy[i] * y[i] * (1.0f - y[i]);
     }
 }
+
+// Residual blocks: y = a + b (the block's output), and y += a (its skip gradient).
+extern "C" __global__ void add(float* y, const float* a, const float* b, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        y[i] = a[i] + b[i];
+    }
+}
+
+extern "C" __global__ void add_into(float* y, const float* a, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        y[i] += a[i];
+    }
+}

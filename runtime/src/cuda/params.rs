@@ -1,0 +1,85 @@
+//! A model's parameters and their optimizer state on the GPU, by the parameter's index in the
+//! schedule, and their way to and from the host model (at the start, for a checkpoint, at the
+//! end).
+
+use cudarc::driver::{CudaSlice, CudaView};
+use overlap_plan::Schedule;
+
+use super::gpu::{cuda, Gpu};
+use super::optim::{GpuOptimizer, ParamState};
+use crate::error::Result;
+use crate::model::DistributedModel;
+use crate::optim::{ChosenOptimizer, OptimizerState};
+
+pub struct GpuParams {
+    schedule: Schedule,
+    /// By parameter index (`ParamInfo::index`).
+    values: Vec<CudaSlice<f32>>,
+    states: Vec<ParamState>,
+    /// Per layer, the indices of its parameters in `Layer::PARAMS` order.
+    by_layer: Vec<Vec<usize>>,
+    pub(super) optimizer: GpuOptimizer,
+}
+
+impl GpuParams {
+    /// Copies `model`'s parameters to the GPU, with zeroed optimizer state.
+    pub fn new<M: DistributedModel>(gpu: &Gpu, model: &M, optimizer: GpuOptimizer) -> Result<Self> {
+        let schedule = M::SCHEDULE;
+        let count = schedule.param_count();
+        let (mut values, mut states) = (Vec::with_capacity(count), Vec::with_capacity(count));
+        for p in schedule.params() {
+            debug_assert_eq!(schedule.param(p).index, values.len(), "parameters are indexed in definition order");
+            let host = model.param(p);
+            values.push(gpu.compute().clone_htod(host).map_err(cuda("copying parameters to the GPU"))?);
+            states.push(optimizer.new_state(gpu, host.len())?);
+        }
+        let by_layer = schedule.layers.iter().map(|l| l.params.iter().map(|p| p.index).collect()).collect();
+        Ok(GpuParams { schedule, values, states, by_layer, optimizer })
+    }
+
+    /// Parameter `param` (in `Layer::PARAMS` order) of layer `layer`.
+    pub fn of_layer(&self, layer: usize, param: usize) -> CudaView<'_, f32> {
+        self.values[self.by_layer[layer][param]].as_view()
+    }
+
+    /// Queues parameter `index`'s update from its summed gradient.
+    pub fn update(&mut self, gpu: &Gpu, index: usize, grad: CudaView<f32>, grad_scale: f32) -> Result<()> {
+        self.optimizer.update(gpu, &mut self.values[index], &mut self.states[index], grad, grad_scale)
+    }
+
+    /// Copies every parameter back into `model` (for saving, or comparing with the CPU).
+    pub fn download<M: DistributedModel>(&self, gpu: &Gpu, model: &mut M) -> Result<()> {
+        for p in self.schedule.params() {
+            let index = self.schedule.param(p).index;
+            let host = gpu.compute().clone_dtoh(&self.values[index]).map_err(cuda("copying parameters out"))?;
+            model.param_mut(p).copy_from_slice(&host);
+        }
+        Ok(())
+    }
+
+    /// Copies the parameters into `model` and the optimizer state into `into` (a fresh
+    /// optimizer of the same kind), for a checkpoint.
+    pub fn save_state<M: DistributedModel>(&self, gpu: &Gpu, model: &mut M, into: &mut ChosenOptimizer) -> Result<()> {
+        self.download(gpu, model)?;
+        if let Some(step) = self.optimizer.step_count() {
+            into.set_step_count(step);
+        }
+        for (index, state) in self.states.iter().enumerate() {
+            if let Some(buffers) = state.download(gpu, &self.optimizer)? {
+                into.set_buffers(index, &buffers.iter().map(Vec::as_slice).collect::<Vec<_>>());
+            }
+        }
+        Ok(())
+    }
+
+    /// Restores the optimizer state a checkpoint loaded into `from` (the parameters came with
+    /// the host model this was built from).
+    pub fn load_state(&mut self, gpu: &Gpu, from: &ChosenOptimizer) -> Result<()> {
+        for (index, state) in self.states.iter_mut().enumerate() {
+            if let Some(buffers) = from.buffers(index) {
+                state.upload(gpu, &buffers)?;
+            }
+        }
+        Ok(())
+    }
+}

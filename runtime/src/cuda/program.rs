@@ -1,0 +1,345 @@
+//! The program `#[distributed_model]` emits, run on a GPU: each layer call queues its cuBLAS
+//! products and kernels (chosen by the layer's `DeviceOp`) on the compute stream, each launch an
+//! NCCL all-reduce on the communication stream, each wait point a stream wait, each update a
+//! fused optimizer kernel. The host never waits inside a step. Parameters and optimizer state
+//! live here (`GpuParams`), by the parameter's index in the schedule.
+
+use cudarc::driver::{CudaEvent, CudaSlice, CudaViewMut};
+use overlap_plan::Schedule;
+
+use super::gpu::{cuda, Gpu};
+use super::nccl::{GpuComm, GpuInFlight};
+use super::ops::{self, RowStats};
+use super::params::GpuParams;
+use super::storage::{Cuda, GpuSaved, GpuTensor, GpuTicket, NoLowRank};
+use super::timing::Timeline;
+use crate::comm::{BucketMember, CommMode};
+use crate::error::{Error, Result};
+use crate::layer::{DeviceOp, Layer, StepContext};
+use crate::model::DistributedModel;
+use crate::program::{grad_scale, Compute, Launch, ParamSlot, Settle};
+use crate::trace::Activity;
+
+/// Fails, naming them, when layers of `M` have no device kernels (their `Layer::DEVICE_OP` is
+/// `Unsupported`). Needs no GPU, so the training loop asks before opening one.
+pub fn check_supported<M: DistributedModel>() -> Result<()> {
+    let schedule = M::SCHEDULE;
+    let unsupported: Vec<String> = (schedule.layers.iter().zip(M::DEVICE_OPS))
+        .filter(|(_, op)| **op == DeviceOp::Unsupported)
+        .map(|(l, _)| format!("`{}` ({})", l.name, l.kind))
+        .collect();
+    if unsupported.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Cuda(format!(
+        "{} cannot run on the GPU: layer(s) {} have no device kernels (their `Layer::DEVICE_OP` is `Unsupported`); \
+         use `TrainConfig::device` cpu",
+        schedule.model,
+        unsupported.join(", ")
+    )))
+}
+
+/// What a step on the GPU keeps besides the model's workspace and buckets: the parameters and
+/// their optimizer state, the buckets in flight, how gradients travel, and the trace's events.
+pub struct GpuStep {
+    pub params: GpuParams,
+    /// Bucket `k`'s handle while it is summed (`GpuTicket { bucket: k }` stands for it).
+    in_flight: Vec<Option<GpuInFlight>>,
+    /// `CommMode::AfterBackward`: buckets held until backward ends.
+    held: Vec<(usize, CudaSlice<f32>)>,
+    mode: CommMode,
+    world_size: usize,
+    pub timeline: Timeline,
+    /// The bucket whose updates are being queued, and the event its span starts at.
+    updating: Option<(usize, Option<CudaEvent>)>,
+}
+
+impl GpuStep {
+    pub fn new(params: GpuParams, schedule: &Schedule, mode: CommMode, world_size: usize, timeline: Timeline) -> Self {
+        GpuStep {
+            params,
+            in_flight: (0..schedule.buckets.len()).map(|_| None).collect(),
+            held: Vec::new(),
+            mode,
+            world_size,
+            timeline,
+            updating: None,
+        }
+    }
+
+    /// How the next step's gradients travel (`Skip` for gradient-accumulation micro-steps is
+    /// the generated `backward_no_sync_on`, which launches nothing).
+    pub fn set_mode(&mut self, mode: CommMode) {
+        self.mode = mode;
+    }
+
+    /// Forgets the buckets a failed step left in flight (each is freed after its sum).
+    pub fn drop_in_flight(&mut self) {
+        self.in_flight.iter_mut().for_each(|f| *f = None);
+        self.held.clear();
+        self.updating = None;
+    }
+
+    /// The executor of one call of the program.
+    pub fn on<'a>(&'a mut self, gpu: &'a Gpu, comm: &'a GpuComm) -> GpuExec<'a> {
+        GpuExec { gpu, comm, step: self }
+    }
+}
+
+/// Runs the program's calls on one GPU.
+pub struct GpuExec<'a> {
+    gpu: &'a Gpu,
+    comm: &'a GpuComm,
+    step: &'a mut GpuStep,
+}
+
+impl Compute<Cuda> for GpuExec<'_> {
+    fn new_bucket(&mut self, schedule: &Schedule, index: usize) -> Result<CudaSlice<f32>> {
+        let bucket = &schedule.buckets[index];
+        if bucket.low_rank.is_some() {
+            return Err(Error::GradCommOnGpu { model: schedule.model.to_string(), chosen: "powersgd".into() });
+        }
+        self.gpu.compute().alloc_zeros::<f32>(bucket.numel.max(1)).map_err(cuda("allocating a gradient bucket"))
+    }
+
+    fn copy_input(&mut self, input: &GpuTensor, into: &mut GpuTensor) -> Result<()> {
+        into.resize(self.gpu, input.rows(), input.cols())?;
+        self.gpu.compute().memcpy_dtod(&input.view(), &mut into.view_mut()).map_err(cuda("copying the input"))
+    }
+
+    fn forward<L: Layer>(
+        &mut self,
+        index: usize,
+        _layer: &L,
+        ctx: &StepContext,
+        x: &GpuTensor,
+        y: &mut GpuTensor,
+        saved: &mut GpuSaved,
+    ) -> Result<()> {
+        let (gpu, rows) = (self.gpu, ctx.row_count());
+        let activity = Activity::Forward { layer: index as u32 };
+        match L::DEVICE_OP {
+            DeviceOp::Linear { input, output } => {
+                y.resize(gpu, rows, output)?;
+                let (w, b) = (self.step.params.of_layer(index, 0), self.step.params.of_layer(index, 1));
+                self.step.timeline.span(gpu, activity, |gpu| {
+                    ops::linear_forward(gpu, (input, output, rows), x.view(), w, b, &mut y.view_mut())
+                })
+            }
+            DeviceOp::LayerNorm { width } => {
+                y.resize(gpu, rows, width)?;
+                let stats = row_stats(gpu, saved, rows)?;
+                let (gamma, beta) = (self.step.params.of_layer(index, 0), self.step.params.of_layer(index, 1));
+                self.step.timeline.span(gpu, activity, |gpu| {
+                    let (mean, rstd) = stats;
+                    let stats = RowStats { mean: &mut mean.as_view_mut(), rstd: &mut rstd.as_view_mut() };
+                    ops::layer_norm_forward(gpu, (width, rows), x.view(), (gamma, beta), &mut y.view_mut(), stats)
+                })
+            }
+            DeviceOp::Unsupported => Err(unsupported::<L>()),
+            op => {
+                y.resize(gpu, x.rows(), x.cols())?;
+                let n = x.rows() * x.cols();
+                self.step
+                    .timeline
+                    .span(gpu, activity, |gpu| ops::activation_forward(gpu, op, n, x.view(), &mut y.view_mut()))
+            }
+        }
+    }
+
+    fn backward<L: Layer>(
+        &mut self,
+        index: usize,
+        _layer: &L,
+        ctx: &StepContext,
+        (x, y, saved): (&GpuTensor, &GpuTensor, &GpuSaved),
+        dy: &GpuTensor,
+        grads: &mut [CudaViewMut<'_, f32>],
+        accumulate: bool,
+        dx: Option<&mut GpuTensor>,
+    ) -> Result<()> {
+        let (gpu, rows) = (self.gpu, ctx.row_count());
+        let activity = Activity::Backward { layer: index as u32 };
+        let dx = match dx {
+            Some(dx) => {
+                dx.resize(gpu, x.rows(), x.cols())?;
+                Some(dx)
+            }
+            None => None,
+        };
+        match (L::DEVICE_OP, grads) {
+            (DeviceOp::Linear { input, output }, [dw, db]) => {
+                let w = self.step.params.of_layer(index, 0);
+                self.step.timeline.span(gpu, activity, |gpu| {
+                    let mut dx = dx.map(GpuTensor::view_mut);
+                    ops::linear_backward(
+                        gpu,
+                        (input, output, rows),
+                        (x.view(), w, dy.view()),
+                        (dw, db),
+                        accumulate,
+                        dx.as_mut(),
+                    )
+                })
+            }
+            (DeviceOp::LayerNorm { width }, [dgamma, dbeta]) => {
+                let (mean, rstd) = saved.stats.as_ref().expect("forward saved LayerNorm's row statistics");
+                let gamma = self.step.params.of_layer(index, 0);
+                self.step.timeline.span(gpu, activity, |gpu| {
+                    let mut dx = dx.map(GpuTensor::view_mut);
+                    ops::layer_norm_backward(
+                        gpu,
+                        (width, rows),
+                        (x.view(), dy.view(), gamma),
+                        (mean.as_view(), rstd.as_view()),
+                        (dgamma, dbeta),
+                        accumulate,
+                        dx.as_mut(),
+                    )
+                })
+            }
+            (DeviceOp::Unsupported, _) => Err(unsupported::<L>()),
+            (op, []) => match dx {
+                Some(dx) => {
+                    let n = x.rows() * x.cols();
+                    self.step.timeline.span(gpu, activity, |gpu| {
+                        ops::activation_backward(gpu, op, n, (x.view(), y.view(), dy.view()), &mut dx.view_mut())
+                    })
+                }
+                None => Ok(()), // a first layer without parameters: nothing needs its gradient
+            },
+            (op, grads) => panic!("{op:?} got {} parameter gradients", grads.len()),
+        }
+    }
+
+    fn set_sum(&mut self, into: &mut GpuTensor, a: &GpuTensor, b: &GpuTensor) -> Result<()> {
+        into.resize(self.gpu, a.rows(), a.cols())?;
+        ops::add(self.gpu, a.rows() * a.cols(), (a.view(), b.view()), &mut into.view_mut())
+    }
+
+    fn add_assign(&mut self, into: &mut GpuTensor, other: &GpuTensor) -> Result<()> {
+        ops::add_into(self.gpu, other.rows() * other.cols(), other.view(), &mut into.view_mut())
+    }
+}
+
+impl<M> Launch<M, Cuda> for GpuExec<'_> {
+    fn grad_scale(&self, micro_steps: usize) -> f32 {
+        let reducing = if self.step.mode == CommMode::Skip { 1 } else { self.step.world_size };
+        grad_scale(reducing, micro_steps)
+    }
+
+    fn begin_step(&mut self) {
+        self.step.params.optimizer.begin_step();
+    }
+
+    fn launch(
+        &mut self,
+        index: usize,
+        bucket: CudaSlice<f32>,
+        _: &[BucketMember],
+        _: &mut M,
+        _: f32,
+    ) -> Result<GpuTicket> {
+        match self.step.mode {
+            CommMode::Overlap => self.step.in_flight[index] = Some(self.comm.all_reduce(index, bucket)?),
+            CommMode::AfterBackward => self.step.held.push((index, bucket)),
+            CommMode::Skip => self.step.in_flight[index] = Some(GpuInFlight::unreduced(index, bucket)),
+        }
+        Ok(GpuTicket { bucket: index })
+    }
+
+    fn launch_low_rank(
+        &mut self,
+        _: usize,
+        _: CudaSlice<f32>,
+        _: &[BucketMember],
+        _: &mut M,
+        _: f32,
+    ) -> Result<NoLowRank> {
+        Err(Error::Cuda("PowerSGD does not run on the GPU".into()))
+    }
+
+    fn reduce_q(&mut self, p: NoLowRank) -> Result<NoLowRank> {
+        match p {}
+    }
+
+    fn backward_done(&mut self) -> Result<()> {
+        if self.step.held.is_empty() {
+            return Ok(());
+        }
+        // As DDP without overlap: every reduction starts after backward, and the updates start
+        // after all of them.
+        for (k, bucket) in std::mem::take(&mut self.step.held) {
+            self.step.in_flight[k] = Some(self.comm.all_reduce(k, bucket)?);
+        }
+        let in_flight = &self.step.in_flight;
+        self.step.timeline.span(self.gpu, Activity::WaitAll, |gpu| {
+            in_flight.iter().flatten().try_for_each(|f| f.order_before(gpu.compute()))
+        })
+    }
+}
+
+impl<M> Settle<M, Cuda> for GpuExec<'_> {
+    fn wait(&mut self, index: usize, ticket: GpuTicket) -> Result<CudaSlice<f32>> {
+        debug_assert_eq!(ticket.bucket, index);
+        let flight = self.step.in_flight[index].take().expect("a bucket is waited for once, after its launch");
+        let (data, events) = self.step.timeline.wait(self.gpu, index, |gpu| flight.wait(gpu.compute()))?;
+        self.step.timeline.all_reduce(index, std::mem::size_of::<f32>() * data.len(), events);
+        Ok(data)
+    }
+
+    fn wait_low_rank(&mut self, _: usize, q: NoLowRank) -> Result<CudaSlice<f32>> {
+        match q {}
+    }
+
+    fn give_back_updated(&mut self, _: &mut CudaSlice<f32>, _: &mut M) -> bool {
+        false // nothing is lent on the GPU: the updates are queued after the wait point
+    }
+
+    fn update<L: Layer>(
+        &mut self,
+        _: &mut L,
+        _: usize,
+        slot: ParamSlot,
+        bucket: &CudaSlice<f32>,
+        scale: f32,
+    ) -> Result<()> {
+        if self.step.updating.is_none() {
+            let start = self.step.timeline.start(self.gpu)?;
+            self.step.updating = Some((slot.bucket, start));
+        }
+        let grad = bucket.slice(slot.offset..slot.offset + slot.len);
+        self.step.params.update(self.gpu, slot.index, grad, scale)
+    }
+
+    /// Nothing to clear: the first backward of a step writes the gradients rather than adding
+    /// to them (`accumulate` is false there).
+    fn clear(&mut self, index: usize, _: &mut CudaSlice<f32>) -> Result<()> {
+        if let Some((bucket, start)) = self.step.updating.take() {
+            debug_assert_eq!(bucket, index);
+            self.step.timeline.finish(self.gpu, Activity::Update { bucket: bucket as u32 }, start)?;
+        }
+        Ok(())
+    }
+}
+
+/// LayerNorm's row statistics for `rows` rows, allocated on first use or to grow.
+fn row_stats<'s>(
+    gpu: &Gpu,
+    saved: &'s mut GpuSaved,
+    rows: usize,
+) -> Result<(&'s mut CudaSlice<f32>, &'s mut CudaSlice<f32>)> {
+    if saved.stats.as_ref().is_none_or(|(mean, _)| mean.len() < rows) {
+        let alloc = || gpu.compute().alloc_zeros::<f32>(rows.max(1)).map_err(cuda("allocating LayerNorm statistics"));
+        saved.stats = Some((alloc()?, alloc()?));
+    }
+    let (mean, rstd) = saved.stats.as_mut().expect("allocated above");
+    Ok((mean, rstd))
+}
+
+fn unsupported<L: Layer>() -> Error {
+    Error::Cuda(format!(
+        "`{}` has no device kernels (refused before the run: this is a bug)",
+        std::any::type_name::<L>()
+    ))
+}

@@ -1,0 +1,202 @@
+//! The traits of the device contract and the program's own, with the averaging factor every
+//! device folds into its updates.
+
+use overlap_plan::Schedule;
+
+use crate::comm::BucketMember;
+use crate::error::Result;
+use crate::layer::{Layer, StepContext};
+
+/// Where a program's tensors live, and the types its values take there.
+pub trait Storage: Sized + 'static {
+    /// An activation or gradient matrix of a step.
+    type Tensor: Default;
+    /// What layer `L` keeps from forward for its backward.
+    type Saved<L: Layer>: Default;
+    /// One gradient bucket's flat buffer, laid out as `SCHEDULE` says.
+    type Bucket;
+    /// A mutable view of one parameter's gradient inside its bucket.
+    type GradView<'a>;
+    /// A bucket while its all-reduce runs; only `Settle::wait` gives it back.
+    type InFlight;
+    /// A PowerSGD bucket while its P factors are summed, then while its Q factors are.
+    type LowRankP;
+    type LowRankQ;
+    /// What a queued operation can fail with (`Infallible` on the host).
+    type Error;
+
+    /// Views of `ranges` (offset, length) of `bucket`, in increasing offset without overlap.
+    fn views_mut<const N: usize>(bucket: &mut Self::Bucket, ranges: [(usize, usize); N]) -> [Self::GradView<'_>; N];
+}
+
+/// Runs the layers of a step on one device.
+pub trait Compute<S: Storage> {
+    /// Bucket `index` (in launch order) of `schedule`, zeroed, with PowerSGD's state where the
+    /// schedule compresses it.
+    fn new_bucket(&mut self, schedule: &Schedule, index: usize) -> std::result::Result<S::Bucket, S::Error>;
+
+    /// `into = input` (the copy backward reads as the first layer's input).
+    fn copy_input(&mut self, input: &S::Tensor, into: &mut S::Tensor) -> std::result::Result<(), S::Error>;
+
+    /// Layer `index` (in definition order) computes `y` from `x`.
+    fn forward<L: Layer>(
+        &mut self,
+        index: usize,
+        layer: &L,
+        ctx: &StepContext,
+        x: &S::Tensor,
+        y: &mut S::Tensor,
+        saved: &mut S::Saved<L>,
+    ) -> std::result::Result<(), S::Error>;
+
+    /// Layer `index`'s gradients into `grads` (its parameters', in `Layer::PARAMS` order, added
+    /// to when `accumulate`) and, when asked, its input's into `dx`; `kept` is what forward
+    /// kept: the layer's input, output and saved state.
+    #[allow(clippy::too_many_arguments)]
+    fn backward<L: Layer>(
+        &mut self,
+        index: usize,
+        layer: &L,
+        ctx: &StepContext,
+        kept: (&S::Tensor, &S::Tensor, &S::Saved<L>),
+        dy: &S::Tensor,
+        grads: &mut [S::GradView<'_>],
+        accumulate: bool,
+        dx: Option<&mut S::Tensor>,
+    ) -> std::result::Result<(), S::Error>;
+
+    /// `into = a + b` (a residual block's output).
+    fn set_sum(&mut self, into: &mut S::Tensor, a: &S::Tensor, b: &S::Tensor) -> std::result::Result<(), S::Error>;
+
+    /// `into += other` (a residual block's skip gradient).
+    fn add_assign(&mut self, into: &mut S::Tensor, other: &S::Tensor) -> std::result::Result<(), S::Error>;
+}
+
+/// `1 / (world size x micro-steps)`: turns summed gradients into the global mean, folded into
+/// the update.
+pub fn grad_scale(world_size: usize, micro_steps: usize) -> f32 {
+    1.0 / (world_size * micro_steps) as f32
+}
+
+/// Where one parameter's gradient sits: its bucket, its index among the model's parameters, its
+/// offset and length in the bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamSlot {
+    pub bucket: usize,
+    pub index: usize,
+    pub offset: usize,
+    pub len: usize,
+}
+
+/// Starts the all-reduces of a step's buckets during backward, for model `M`.
+pub trait Launch<M, S: Storage> {
+    /// Averaging over ranks and `micro_steps` micro-steps, folded into the update.
+    fn grad_scale(&self, micro_steps: usize) -> f32;
+
+    /// Before the step's first launch (the optimizer's step count).
+    fn begin_step(&mut self);
+
+    /// Starts the all-reduce of `bucket`, bucket `index` in launch order (its parameters,
+    /// `members`, may be lent to it and updated as it sums).
+    fn launch(
+        &mut self,
+        index: usize,
+        bucket: S::Bucket,
+        members: &[BucketMember],
+        model: &mut M,
+        grad_scale: f32,
+    ) -> std::result::Result<S::InFlight, S::Error>;
+
+    /// Starts a PowerSGD bucket's P all-reduce.
+    fn launch_low_rank(
+        &mut self,
+        index: usize,
+        bucket: S::Bucket,
+        members: &[BucketMember],
+        model: &mut M,
+        grad_scale: f32,
+    ) -> std::result::Result<S::LowRankP, S::Error>;
+
+    /// Turns a PowerSGD bucket from its P sums to its Q all-reduce.
+    fn reduce_q(&mut self, p: S::LowRankP) -> std::result::Result<S::LowRankQ, S::Error>;
+
+    /// After the last launch of backward.
+    fn backward_done(&mut self) -> std::result::Result<(), S::Error>;
+}
+
+/// The wait points of a step's buckets and the updates after them, for model `M`.
+pub trait Settle<M, S: Storage> {
+    /// The wait point of bucket `index`: its sums, or why they did not come.
+    fn wait(&mut self, index: usize, in_flight: S::InFlight) -> Result<S::Bucket>;
+
+    fn wait_low_rank(&mut self, index: usize, q: S::LowRankQ) -> Result<S::Bucket>;
+
+    /// Takes back the parameters lent with `bucket`, updated; `false` when none were lent (the
+    /// updates then follow, one `update` per parameter).
+    fn give_back_updated(&mut self, bucket: &mut S::Bucket, model: &mut M) -> bool;
+
+    /// Updates parameter `param` of `layer` from its summed gradient in `bucket`.
+    fn update<L: Layer>(
+        &mut self,
+        layer: &mut L,
+        param: usize,
+        slot: ParamSlot,
+        bucket: &S::Bucket,
+        grad_scale: f32,
+    ) -> Result<()>;
+
+    /// Readies bucket `index` for the next step, after its updates.
+    fn clear(&mut self, index: usize, bucket: &mut S::Bucket) -> Result<()>;
+}
+
+/// The program `#[distributed_model]` emits, generic over the device: what `DistributedModel`'s
+/// methods run on the host, and what the GPU backend runs with its kernels and NCCL.
+pub trait Program: Sized {
+    /// What a step keeps from forward for backward (`<Model>WorkspaceOn<S>`).
+    type WorkspaceOn<S: Storage>: Default;
+    /// The gradient buckets between steps (`<Model>GradsOn<S>`).
+    type GradsOn<S: Storage>;
+    /// The buckets while they are summed (`<Model>InFlightOn<S>`).
+    type InFlightOn<S: Storage>;
+
+    /// The buckets of `grads`, in launch order.
+    fn buckets_on<S: Storage>(grads: &Self::GradsOn<S>) -> Vec<&S::Bucket>;
+
+    /// Zeroed buckets, as `SCHEDULE` lays them out.
+    fn new_grads_on<S: Storage, E: Compute<S>>(&self, dev: &mut E) -> std::result::Result<Self::GradsOn<S>, S::Error>;
+
+    /// Every layer on `input` (`ctx.row_count()` rows); returns the model's output.
+    fn forward_on<'w, S: Storage, E: Compute<S>>(
+        &self,
+        dev: &mut E,
+        ctx: &StepContext,
+        input: &S::Tensor,
+        ws: &'w mut Self::WorkspaceOn<S>,
+    ) -> std::result::Result<&'w S::Tensor, S::Error>;
+
+    /// Backward from `dy`, each bucket's all-reduce launched right after the layer that
+    /// completes it.
+    fn backward_on<S: Storage, E: Compute<S> + Launch<Self, S>>(
+        &mut self,
+        dev: &mut E,
+        ws: &mut Self::WorkspaceOn<S>,
+        dy: &S::Tensor,
+        grads: Self::GradsOn<S>,
+    ) -> std::result::Result<Self::InFlightOn<S>, S::Error>;
+
+    /// Backward of a gradient-accumulation micro-step: adds to `grads`, launches nothing.
+    fn backward_no_sync_on<S: Storage, E: Compute<S>>(
+        &self,
+        dev: &mut E,
+        ws: &mut Self::WorkspaceOn<S>,
+        dy: &S::Tensor,
+        grads: &mut Self::GradsOn<S>,
+    ) -> std::result::Result<(), S::Error>;
+
+    /// Each bucket's wait point, in launch order, then its parameters' updates.
+    fn step_on<S: Storage, E: Settle<Self, S>>(
+        &mut self,
+        dev: &mut E,
+        in_flight: Self::InFlightOn<S>,
+    ) -> Result<Self::GradsOn<S>>;
+}

@@ -1,0 +1,264 @@
+//! The program on the host: each layer call is the layer's own `Layer` method, each launch the
+//! communicator's (which lends the bucket's parameters and the optimizer to its all-reduce), each
+//! wait point the in-flight bucket's. Nothing here can fail but a wait.
+
+use std::convert::Infallible;
+
+use overlap_plan::Schedule;
+
+use super::contract::{grad_scale, Compute, Launch, ParamSlot, Settle, Storage};
+use crate::comm::{BucketMember, Communicator, GradBucket, InFlight, LowRankP, LowRankQ, ParamVecs};
+use crate::error::Result;
+use crate::layer::{Layer, StepContext};
+use crate::optim::Optimizer;
+use crate::tensor::Matrix;
+use crate::trace::{self, SpanGuard};
+
+/// Tensors in this process's memory: `Matrix`, `GradBucket`, the communicator's handles.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Host;
+
+impl Storage for Host {
+    type Tensor = Matrix;
+    type Saved<L: Layer> = L::Saved;
+    type Bucket = GradBucket;
+    type GradView<'a> = &'a mut [f32];
+    type InFlight = InFlight;
+    type LowRankP = LowRankP;
+    type LowRankQ = LowRankQ;
+    type Error = Infallible;
+
+    #[inline]
+    fn views_mut<const N: usize>(bucket: &mut GradBucket, ranges: [(usize, usize); N]) -> [&mut [f32]; N] {
+        bucket.views_mut(ranges)
+    }
+}
+
+/// The layers on the host (forward needs nothing else).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostCompute;
+
+impl Compute<Host> for HostCompute {
+    #[inline]
+    fn new_bucket(&mut self, schedule: &Schedule, index: usize) -> std::result::Result<GradBucket, Infallible> {
+        Ok(match schedule.buckets[index].low_rank {
+            None => GradBucket::zeros(index, schedule.buckets[index].numel),
+            Some(_) => GradBucket::low_rank(schedule, index),
+        })
+    }
+
+    #[inline]
+    fn copy_input(&mut self, input: &Matrix, into: &mut Matrix) -> std::result::Result<(), Infallible> {
+        into.clone_from(input);
+        Ok(())
+    }
+
+    #[inline]
+    fn forward<L: Layer>(
+        &mut self,
+        index: usize,
+        layer: &L,
+        ctx: &StepContext,
+        x: &Matrix,
+        y: &mut Matrix,
+        saved: &mut L::Saved,
+    ) -> std::result::Result<(), Infallible> {
+        let _span = trace::forward(index);
+        layer.forward(ctx, x, y, saved);
+        Ok(())
+    }
+
+    #[inline]
+    fn backward<L: Layer>(
+        &mut self,
+        index: usize,
+        layer: &L,
+        ctx: &StepContext,
+        (x, y, saved): (&Matrix, &Matrix, &L::Saved),
+        dy: &Matrix,
+        grads: &mut [&mut [f32]],
+        accumulate: bool,
+        dx: Option<&mut Matrix>,
+    ) -> std::result::Result<(), Infallible> {
+        let _span = trace::backward(index);
+        layer.backward(ctx, x, y, saved, dy, grads, accumulate, dx);
+        Ok(())
+    }
+
+    #[inline]
+    fn set_sum(&mut self, into: &mut Matrix, a: &Matrix, b: &Matrix) -> std::result::Result<(), Infallible> {
+        into.set_sum(a, b);
+        Ok(())
+    }
+
+    #[inline]
+    fn add_assign(&mut self, into: &mut Matrix, other: &Matrix) -> std::result::Result<(), Infallible> {
+        into.add_assign(other);
+        Ok(())
+    }
+}
+
+/// Backward on the host: the layers, and the communicator that starts each bucket's all-reduce
+/// with its parameters and their optimizer state lent to it.
+pub struct HostLaunch<'a, O: Optimizer> {
+    comm: &'a Communicator,
+    optimizer: &'a mut O,
+}
+
+impl<'a, O: Optimizer> HostLaunch<'a, O> {
+    pub fn new(comm: &'a Communicator, optimizer: &'a mut O) -> Self {
+        HostLaunch { comm, optimizer }
+    }
+}
+
+/// The step on the host: each bucket's wait point, then its parameters taken back updated, or
+/// updated here.
+pub struct HostSettle<'a, O: Optimizer> {
+    optimizer: &'a mut O,
+    /// The span of the bucket whose parameters are being updated, from its first update to its
+    /// `clear`.
+    updating: Option<SpanGuard>,
+}
+
+impl<'a, O: Optimizer> HostSettle<'a, O> {
+    pub fn new(optimizer: &'a mut O) -> Self {
+        HostSettle { optimizer, updating: None }
+    }
+}
+impl<O: Optimizer> Compute<Host> for HostLaunch<'_, O> {
+    #[inline]
+    fn new_bucket(&mut self, schedule: &Schedule, index: usize) -> std::result::Result<GradBucket, Infallible> {
+        HostCompute.new_bucket(schedule, index)
+    }
+
+    #[inline]
+    fn copy_input(&mut self, input: &Matrix, into: &mut Matrix) -> std::result::Result<(), Infallible> {
+        HostCompute.copy_input(input, into)
+    }
+
+    #[inline]
+    fn forward<L: Layer>(
+        &mut self,
+        index: usize,
+        layer: &L,
+        ctx: &StepContext,
+        x: &Matrix,
+        y: &mut Matrix,
+        saved: &mut L::Saved,
+    ) -> std::result::Result<(), Infallible> {
+        HostCompute.forward(index, layer, ctx, x, y, saved)
+    }
+
+    #[inline]
+    fn backward<L: Layer>(
+        &mut self,
+        index: usize,
+        layer: &L,
+        ctx: &StepContext,
+        kept: (&Matrix, &Matrix, &L::Saved),
+        dy: &Matrix,
+        grads: &mut [&mut [f32]],
+        accumulate: bool,
+        dx: Option<&mut Matrix>,
+    ) -> std::result::Result<(), Infallible> {
+        HostCompute.backward(index, layer, ctx, kept, dy, grads, accumulate, dx)
+    }
+
+    #[inline]
+    fn set_sum(&mut self, into: &mut Matrix, a: &Matrix, b: &Matrix) -> std::result::Result<(), Infallible> {
+        HostCompute.set_sum(into, a, b)
+    }
+
+    #[inline]
+    fn add_assign(&mut self, into: &mut Matrix, other: &Matrix) -> std::result::Result<(), Infallible> {
+        HostCompute.add_assign(into, other)
+    }
+}
+
+impl<M: ParamVecs, O: Optimizer> Launch<M, Host> for HostLaunch<'_, O> {
+    #[inline]
+    fn grad_scale(&self, micro_steps: usize) -> f32 {
+        grad_scale(self.comm.world_size(), micro_steps)
+    }
+
+    #[inline]
+    fn begin_step(&mut self) {
+        self.optimizer.begin_step();
+    }
+
+    #[inline]
+    fn launch(
+        &mut self,
+        _index: usize,
+        bucket: GradBucket,
+        members: &[BucketMember],
+        model: &mut M,
+        grad_scale: f32,
+    ) -> std::result::Result<InFlight, Infallible> {
+        Ok(self.comm.all_reduce_and_update(bucket, members, model, self.optimizer, grad_scale))
+    }
+
+    #[inline]
+    fn launch_low_rank(
+        &mut self,
+        _index: usize,
+        bucket: GradBucket,
+        members: &[BucketMember],
+        model: &mut M,
+        grad_scale: f32,
+    ) -> std::result::Result<LowRankP, Infallible> {
+        Ok(self.comm.all_reduce_low_rank(bucket, members, model, self.optimizer, grad_scale))
+    }
+
+    #[inline]
+    fn reduce_q(&mut self, p: LowRankP) -> std::result::Result<LowRankQ, Infallible> {
+        Ok(p.reduce_q(self.comm))
+    }
+
+    #[inline]
+    fn backward_done(&mut self) -> std::result::Result<(), Infallible> {
+        self.comm.backward_done();
+        Ok(())
+    }
+}
+
+impl<M: ParamVecs, O: Optimizer> Settle<M, Host> for HostSettle<'_, O> {
+    #[inline]
+    fn wait(&mut self, _index: usize, in_flight: InFlight) -> Result<GradBucket> {
+        in_flight.wait()
+    }
+
+    #[inline]
+    fn wait_low_rank(&mut self, _index: usize, q: LowRankQ) -> Result<GradBucket> {
+        q.wait()
+    }
+
+    #[inline]
+    fn give_back_updated(&mut self, bucket: &mut GradBucket, model: &mut M) -> bool {
+        bucket.give_back_updated(model, self.optimizer)
+    }
+
+    #[inline]
+    fn update<L: Layer>(
+        &mut self,
+        layer: &mut L,
+        param: usize,
+        slot: ParamSlot,
+        bucket: &GradBucket,
+        grad_scale: f32,
+    ) -> Result<()> {
+        if self.updating.is_none() {
+            self.updating = Some(trace::update(slot.bucket));
+        }
+        let grad = bucket.view(slot.offset, slot.len);
+        self.optimizer.update(slot.index, layer.param_mut(param), grad, grad_scale);
+        Ok(())
+    }
+
+    #[inline]
+    fn clear(&mut self, _index: usize, bucket: &mut GradBucket) -> Result<()> {
+        bucket.clear();
+        self.updating = None;
+        Ok(())
+    }
+}

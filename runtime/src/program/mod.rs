@@ -1,0 +1,18 @@
+//! The contract between the program `#[distributed_model]` emits and the devices that run it.
+//!
+//! The macro writes one forward, one backward and one step per model, generic over where the
+//! tensors live (`Storage`: the host or a GPU) and over what runs each call (`Compute`: a layer's
+//! forward and backward, the residual sums; `Launch`: a bucket's all-reduce started during
+//! backward; `Settle`: its wait point and its parameters' updates). The CPU and the GPU run that same code, so the schedule `cargo expand`
+//! shows is the one both execute: the launches after the backward calls that complete their
+//! buckets, the wait points before the updates. No device interprets `SCHEDULE` at run time.
+//!
+//! On the host (`host`), each call is the layer's own `Layer` method or the communicator's; on a
+//! GPU (`cuda::program`), each queues kernels and NCCL calls on streams, by the layer's
+//! `DeviceOp`.
+
+mod contract;
+mod host;
+
+pub use contract::{grad_scale, Compute, Launch, ParamSlot, Program, Settle, Storage};
+pub use host::{Host, HostCompute, HostLaunch, HostSettle};
