@@ -5,9 +5,11 @@ The twin is the same model written as PyTorch writes it: nested `nn.Module`s, th
 `nn.ModuleList` named `blocks`, each `y = x + fc2(gelu(fc1(norm(x))))`; its state-dict names
 must equal our parameters file's, and it loads ours with `strict=True`. Both train from our
 initial parameters on the same MNIST-format files (written here: random pixels and labels), with
-SGD (momentum 0.9) and with AdamW, on one process and on 2 ranks (the same global batch); after
+SGD (momentum 0.9) and with AdamW, on one process and on 2 ranks (the same global batch), and
+once from PyTorch's own initialisation (its state dict given to ours with `--init-params`); after
 each of 10 steps every tensor of ours (`--save-params`) is compared with the twin's. The twin's
-final state dict, saved as safetensors, holds exactly the schedule's parameter names.
+final state dict, saved as safetensors, holds exactly the schedule's parameter names and loads
+back into ours (`--init-params`, as strict as `load_state_dict`).
 
 Run by `make bench` when torch is importable (`--torch-python`, or TORCH_PYTHON); prints
 "skipped" and succeeds otherwise. Needs `cargo build --release --examples`.
@@ -37,9 +39,11 @@ def write_idx(folder, rng):
     return images, labels
 
 
-def ours(binary, data, out, steps, ranks, optimizer, lr):
+def ours(binary, data, out, steps, ranks, optimizer, lr, init=None):
     cmd = [binary, "--data", data, "--steps", str(steps), "--batch", str(GLOBAL_BATCH // ranks),
            "--optimizer", optimizer, "--lr", str(lr), "--report", "off", "--save-params", out]
+    if init is not None:
+        cmd += ["--init-params", init]
     if optimizer == "sgd":
         cmd += ["--momentum", "0.9"]
     if ranks > 1:
@@ -112,42 +116,55 @@ def main():
     # command line refuses 0; LayerNorm biases, at 0, move by about 1e-30).
     ours(binary, work, init, 1, 1, "sgd", 1e-30)
 
+    # The other way: PyTorch's own initialisation, saved as its state dict, is where ours starts.
+    torch.manual_seed(0)
+    theirs = os.path.join(work, "twin-init.safetensors")
+    save_file({k: v.contiguous() for k, v in twin(torch).state_dict().items()}, theirs)
+
     failures = []
     print(f"resmlp against its PyTorch twin ({torch.__version__}), {STEPS} steps of {GLOBAL_BATCH} samples; "
           "largest per-tensor relative difference")
-    for optimizer, lr in [("sgd", 0.01), ("adamw", 0.001)]:
-        for ranks in [1, 2]:
-            model = twin(torch)
-            model.load_state_dict(load_file(init), strict=True)
-            opt = (torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9) if optimizer == "sgd"
-                   else torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01))
-            row = []
-            for step in range(STEPS):
-                first = step * GLOBAL_BATCH
-                index = torch.arange(first, first + GLOBAL_BATCH) % SAMPLES
-                opt.zero_grad()
-                torch.nn.functional.cross_entropy(model(x_all[index]), y_all[index]).backward()
-                opt.step()
-                out = os.path.join(work, f"{optimizer}-{ranks}-{step + 1}.safetensors")
-                ours(binary, work, out, step + 1, ranks, optimizer, lr)
-                rel, name = largest_difference(torch, model, load_file(out))
-                row.append(rel)
-                if rel > TOLERANCE:
-                    failures.append(f"{optimizer} on {ranks} rank(s), step {step + 1}: {name} off by {rel:.2e}")
-            print(f"  {optimizer:5} {ranks} rank(s): " + " ".join(f"{r:.1e}" for r in row))
-            # And back: the twin's state dict as safetensors holds exactly our parameters' names.
-            back = os.path.join(work, f"twin-{optimizer}-{ranks}.safetensors")
-            save_file({k: v.contiguous() for k, v in model.state_dict().items()}, back)
-            check = subprocess.run([binary, "--print-schedule"], capture_output=True, text=True, check=True).stdout
-            names = {m.strip() for line in check.splitlines() if line[:1] == "b" and line.split()[0][1:].isdigit()
-                     for m in line.split("  ")[-1].split(",")}
-            if names != set(load_file(back)):
-                failures.append(f"the twin's state dict names differ from the schedule's: {sorted(names ^ set(load_file(back)))}")
+    configs = [("sgd", 0.01, 1, init), ("sgd", 0.01, 2, init), ("adamw", 0.001, 1, init), ("adamw", 0.001, 2, init),
+               ("adamw", 0.001, 1, theirs)]
+    for optimizer, lr, ranks, start in configs:
+        model = twin(torch)
+        model.load_state_dict(load_file(start), strict=True)
+        opt = (torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9) if optimizer == "sgd"
+               else torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01))
+        row = []
+        for step in range(STEPS):
+            first = step * GLOBAL_BATCH
+            index = torch.arange(first, first + GLOBAL_BATCH) % SAMPLES
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x_all[index]), y_all[index]).backward()
+            opt.step()
+            out = os.path.join(work, f"{optimizer}-{ranks}-{step + 1}.safetensors")
+            ours(binary, work, out, step + 1, ranks, optimizer, lr, None if start == init else start)
+            rel, name = largest_difference(torch, model, load_file(out))
+            row.append(rel)
+            if rel > TOLERANCE:
+                failures.append(f"{optimizer} on {ranks} rank(s), step {step + 1}: {name} off by {rel:.2e}")
+        origin = "ours" if start == init else "PyTorch's"
+        print(f"  {optimizer:5} {ranks} rank(s), from {origin:9} init: " + " ".join(f"{r:.1e}" for r in row))
+        # And back: the twin's state dict as safetensors holds exactly our parameters' names.
+        back = os.path.join(work, f"twin-{optimizer}-{ranks}-{origin[:4]}.safetensors")
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, back)
+        check = subprocess.run([binary, "--print-schedule"], capture_output=True, text=True, check=True).stdout
+        names = {m.strip() for line in check.splitlines() if line[:1] == "b" and line.split()[0][1:].isdigit()
+                 for m in line.split("  ")[-1].split(",")}
+        if names != set(load_file(back)):
+            failures.append(f"the twin's state dict names differ from the schedule's: {sorted(names ^ set(load_file(back)))}")
+        # ... and loads into ours (`--init-params`, strict), values intact.
+        roundtrip = os.path.join(work, f"roundtrip-{optimizer}-{ranks}-{origin[:4]}.safetensors")
+        ours(binary, work, roundtrip, 1, 1, "sgd", 1e-30, back)
+        rel, name = largest_difference(torch, model, load_file(roundtrip))
+        if rel > 1e-6:
+            failures.append(f"the twin's parameters loaded into ours differ: {name} off by {rel:.2e}")
     if failures:
         print("FAILED:\n  " + "\n  ".join(failures))
         return 1
-    print(f"every step within {TOLERANCE:g}; ours loads into the twin with strict=True, and the twin's names are "
-          "the schedule's")
+    print(f"every step within {TOLERANCE:g}, from our initialisation and from PyTorch's; checkpoints load both ways "
+          "(ours into the twin with strict=True, the twin's into ours with --init-params)")
     return 0
 
 

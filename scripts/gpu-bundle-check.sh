@@ -16,7 +16,7 @@ export LD_LIBRARY_PATH=$root/lib
 
 echo "== every library resolves inside the bundle or to glibc"
 glibc='^(linux-vdso|libc|libm|libdl|libpthread|librt|libutil|libresolv|libnsl|ld-linux-x86-64)\.so'
-for exe in "$root"/release/examples/mlp "$root"/release/deps/*; do
+for exe in "$root"/release/examples/* "$root"/release/deps/*; do
     ldd "$exe" | while read -r name arrow path _; do
         [[ $arrow == "=>" ]] || continue
         [[ $name =~ $glibc ]] && continue
@@ -26,6 +26,9 @@ done
 
 echo "== mlp trains 2 steps on the CPU from the bundle"
 "$root/release/examples/mlp" --steps 2 --batch 8 --log-every 1
+
+echo "== resmlp (residual blocks) trains 2 steps on the CPU from the bundle"
+"$root/release/examples/resmlp" --steps 2 --batch 8 --log-every 1
 
 echo "== the GPU tests without a GPU"
 "$root/release/deps/cuda" --nocapture 2>&1 | tee "$scratch/cuda-tests.txt"

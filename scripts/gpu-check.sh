@@ -5,14 +5,16 @@
 #   scripts/gpu-check.sh [--bundle FILE] [--out DIR]
 #
 #   --bundle FILE  the tarball (default: target/gpu-bundle.tar.gz, or the bundle this script is in)
-#   --out DIR      where the results go (default: gpu-check-out); at most 8 files:
+#   --out DIR      where the results go (default: gpu-check-out); at most 9 files:
 #     env.txt        driver, GPU, CPU, glibc, where cuBLAS / NVRTC / NCCL / ptxas / the sanitizer are
 #     gpu-tests.txt  the GPU tests with --include-ignored (layer gradients vs the CPU, training
 #                    parity, accumulation, resume, NCCL under backward; multi-rank ones need mpirun)
 #     nvrtc.txt      the kernels compiled to CUBIN for sm_80/sm_90; ptxas's report when it exists
 #     mlp.txt        mlp --device cuda, 50 steps, with its JSON report
+#     resmlp.txt     resmlp (8 residual blocks) --device cuda, 50 steps, with its JSON report
 #     trace.json, timeline.svg   that run's trace and step timeline
-#     sanitizer.txt  compute-sanitizer memcheck and racecheck of the layer-gradient test
+#     sanitizer.txt  compute-sanitizer memcheck and racecheck of the layer-gradient tests (a chain
+#                    and residual blocks)
 #     pytorch.txt    the same model and batch in PyTorch on the same GPU (one process, and DDP
 #                    with NCCL at world size 1), and our step time over theirs
 # Every step's failure is printed and the script goes on; it exits non-zero if any step failed.
@@ -86,9 +88,11 @@ sanitize() {
     local tool exe rc=0
     exe=$(sanitizer) || { echo "skipped: compute-sanitizer is not installed (it comes with the CUDA toolkit)"; return 0; }
     for tool in memcheck racecheck; do
-        echo "-- compute-sanitizer --tool $tool"
-        "$exe" --tool "$tool" --error-exitcode 3 "$root/release/deps/cuda" \
-            --include-ignored --exact layer_gradients_match_the_cpu --nocapture || rc=$?
+        for test in layer_gradients_match_the_cpu residual_block_gradients_match_the_cpu; do
+            echo "-- compute-sanitizer --tool $tool: $test"
+            "$exe" --tool "$tool" --error-exitcode 3 "$root/release/deps/cuda" \
+                --include-ignored --exact "$test" --nocapture || rc=$?
+        done
     done
     return $rc
 }
@@ -97,6 +101,10 @@ ours_ms=""
 train_mlp() {
     "$mlp" --device cuda --steps "$STEPS" --log-every 10 --report json \
         --trace "$out/trace.json" --timeline "$out/timeline.svg" || return $?
+}
+
+train_resmlp() {
+    "$root/release/examples/resmlp" --device cuda --steps "$STEPS" --log-every 10 --report json
 }
 
 pytorch() {
@@ -127,6 +135,7 @@ nccl_link=$(sed -n 's/^NCCL link //p' "$out/env.txt")
 step "GPU tests" "$out/gpu-tests.txt" "$root/release/deps/cuda" --include-ignored --nocapture --test-threads 1
 step "NVRTC and ptxas" "$out/nvrtc.txt" "$root/release/deps/nvrtc" --include-ignored --nocapture
 step "mlp --device cuda, $STEPS steps" "$out/mlp.txt" train_mlp
+step "resmlp --device cuda, $STEPS steps" "$out/resmlp.txt" train_resmlp
 step "compute-sanitizer" "$out/sanitizer.txt" sanitize
 step "PyTorch on the same GPU" "$out/pytorch.txt" pytorch
 

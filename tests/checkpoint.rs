@@ -165,3 +165,45 @@ fn damaged_or_foreign_checkpoints_are_refused_clearly() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("optimizer `sgd`, this run uses `adamw`"));
 }
+
+fn failed(out: Output) -> String {
+    assert!(!out.status.success(), "expected a failure");
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// `--init-params`: a parameters file (ours, or a PyTorch twin's `state_dict` saved as
+/// safetensors) is where training starts, on every rank; a file that does not fit the model is
+/// refused as `load_state_dict(strict=True)` refuses it, every difference named.
+#[test]
+fn a_parameters_file_starts_a_run_when_it_fits_the_model_exactly() {
+    let dir = scratch("init-params");
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    ok(mlp(1, &["--steps", "2", "--seed", "9", "--save-params", &path("trained.st")], None));
+    // A learning rate that moves nothing: the run ends where it started.
+    let keep = ["--steps", "1", "--lr", "1e-30", "--init-params", &path("trained.st")];
+    ok(mlp(1, &[&keep[..], &["--save-params", &path("one.st")]].concat(), None));
+    mlp(2, &[&keep[..], &["--save-params", &path("two.st")]].concat(), None);
+    let trained = common::load_sorted_params(&dir.path().join("trained.st"));
+    for started in ["one.st", "two.st"] {
+        let from = common::load_sorted_params(&dir.path().join(started));
+        assert!(common::max_relative_difference(&from, &trained) < 1e-6, "{started} did not start from the file");
+    }
+    ok(mlp(1, &["--steps", "1", "--lr", "1e-30", "--save-params", &path("fresh.st")], None));
+    let fresh = common::load_sorted_params(&dir.path().join("fresh.st"));
+    assert!(common::max_relative_difference(&fresh, &trained) > 1e-3, "without the file, the seed's start");
+
+    // Another model's parameters: every missing and unexpected name, and no training.
+    let resmlp = Command::new(example("resmlp"))
+        .args(["--steps", "1", "--batch", "4", "--report", "off", "--save-params", &path("resmlp.st")])
+        .output()
+        .unwrap();
+    ok(resmlp);
+    let text = failed(mlp(1, &["--steps", "1", "--init-params", &path("resmlp.st")], None));
+    assert!(text.contains("resmlp.st does not fit Mlp"), "{text}");
+    assert!(text.contains("missing tensor `fc1.weight` [2048, 784]"), "{text}");
+    assert!(text.contains("unexpected tensor `blocks.0.fc1.weight`"), "{text}");
+    assert!(!text.contains("step      1"), "refused before step 1:\n{text}");
+
+    let text = failed(mlp(1, &["--steps", "1", "--init-params", &path("trained.st"), "--resume", &path("ck")], None));
+    assert!(text.contains("--init-params") && text.contains("--resume"), "{text}");
+}

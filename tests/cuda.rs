@@ -288,6 +288,11 @@ fn assert_params_close(
 
 /// Trains `Probe` to step `steps` on `device` and returns its parameters.
 fn train_probe(device: &str, steps: u32, extra: &[&str]) -> Vec<(String, Vec<usize>, Vec<f32>)> {
+    train::<Probe>(device, steps, extra)
+}
+
+/// `M` trained on one process of `device` as the command line would, its final parameters.
+fn train<M: DistributedModel>(device: &str, steps: u32, extra: &[&str]) -> Vec<(String, Vec<usize>, Vec<f32>)> {
     let tag: String = extra.join("").chars().filter(char::is_ascii_alphanumeric).collect();
     let root = common::scratch("cuda");
     let file = root.path().join(format!("{device}{steps}{tag}.safetensors"));
@@ -300,7 +305,7 @@ fn train_probe(device: &str, steps: u32, extra: &[&str]) -> Vec<(String, Vec<usi
     argv.extend_from_slice(extra);
     let args = TrainArgs::parse_from(argv);
     let comm = Communicator::single();
-    let summary = overlap_cli::train::<Probe>(&args, &comm).expect("training runs");
+    let summary = overlap_cli::train::<M>(&args, &comm).expect("training runs");
     println!("{device}: loss {:.5} -> {:.5}", summary.first_loss, summary.final_loss);
     common::load_sorted_params(&file)
 }
@@ -312,6 +317,18 @@ fn one_rank_training_matches_the_cpu_after_20_steps() {
         let cpu = train_probe("cpu", 20, &["--optimizer", optimizer]);
         let gpu = train_probe("cuda", 20, &["--optimizer", optimizer]);
         assert_params_close(&gpu, &cpu, 1e-3, &format!("{optimizer}, GPU vs CPU after 20 steps"));
+    }
+}
+
+/// Residual blocks on the GPU: the generated program's sums and skip gradients, with the same
+/// training as on the CPU.
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn a_model_of_residual_blocks_trains_on_the_gpu_as_on_the_cpu() {
+    for optimizer in ["sgd", "adamw"] {
+        let cpu = train::<residual_net::ResidualNet>("cpu", 20, &["--optimizer", optimizer]);
+        let gpu = train::<residual_net::ResidualNet>("cuda", 20, &["--optimizer", optimizer]);
+        assert_params_close(&gpu, &cpu, 1e-3, &format!("{optimizer}, residual blocks, GPU vs CPU after 20 steps"));
     }
 }
 

@@ -186,6 +186,12 @@ pub struct TrainArgs {
     /// Continue from the newest checkpoint in DIR; --steps stays the total to reach.
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
+    /// Start from the parameters in FILE instead of the seed's initialisation: a safetensors file
+    /// with PyTorch's state_dict names, as --save-params writes or PyTorch's
+    /// `save_file(model.state_dict(), FILE)` does for a twin. Loaded as strictly as
+    /// `load_state_dict`: every parameter, with its shape, and nothing else. Every rank reads it.
+    #[arg(long, value_name = "FILE", conflicts_with = "resume")]
+    pub init_params: Option<PathBuf>,
     /// Fail, naming the ranks waited for, when start-up, a wait point or a collective blocks
     /// longer than this, e.g. 60s, 500ms, 2m; `off` waits as long as the job lives. The others'
     /// wait for rank 0's checkpoint write is bounded by this or 30 minutes, whichever is longer.

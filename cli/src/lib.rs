@@ -108,6 +108,10 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     }
     let mut data = training_data::<M>(args)?;
     let mut model = M::new(comm, args.seed)?;
+    if let Some(path) = &args.init_params {
+        // Every rank reads the same file, so every rank starts from the same values.
+        overlap_runtime::params_file::load_into(&mut model, path)?;
+    }
     let trainer = Trainer::new(comm).config(args.train_config());
     let trainer = if comm.rank() == 0 { trainer.progress(Bar::new()) } else { trainer };
     trainer.fit(&mut model, &mut data, &CrossEntropyLoss)
@@ -146,6 +150,7 @@ fn refuse_contradictions(args: &TrainArgs) -> Result<()> {
             (args.save.is_some(), "--save"),
             (args.save_params.is_some(), "--save-params"),
             (args.resume.is_some(), "--resume"),
+            (args.init_params.is_some(), "--init-params"),
             (args.data.is_some(), "--data"),
         ]
         .into_iter()

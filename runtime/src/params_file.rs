@@ -1,6 +1,7 @@
 //! Parameters to and from safetensors files, with PyTorch's `state_dict` names and layouts, so
 //! `safetensors.torch.load_file` reads them directly.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -103,6 +104,64 @@ fn temporary_name(target: &Path) -> OsString {
     tmp.extend_from_slice(&name[..name.len().min(240)]);
     tmp.extend_from_slice(b".tmp");
     OsString::from_vec(tmp)
+}
+
+/// The f32 values of each tensor of `bytes`, by name, if every tensor is in `expected` with the
+/// same shape and dtype; otherwise every problem found. `required` names must all be present.
+pub(crate) fn read_checked(
+    bytes: &[u8],
+    expected: &BTreeMap<String, Vec<usize>>,
+    required: impl Fn(&str) -> bool,
+) -> Result<BTreeMap<String, Vec<f32>>, Vec<String>> {
+    let file = SafeTensors::deserialize(bytes).map_err(|e| vec![format!("not a valid safetensors file: {e}")])?;
+    let mut problems = Vec::new();
+    let mut out = BTreeMap::new();
+    let mut found = file.tensors();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, view) in found {
+        match expected.get(&name) {
+            None => problems
+                .push(format!("unexpected tensor `{name}` {:?} (the model has no such parameter)", view.shape())),
+            Some(shape) if shape.as_slice() != view.shape() => {
+                problems.push(format!("`{name}` has shape {:?}, the model expects {shape:?}", view.shape()))
+            }
+            Some(_) if view.dtype() != Dtype::F32 => {
+                problems.push(format!("`{name}` is {:?}, the model expects F32", view.dtype()))
+            }
+            Some(_) => {
+                out.insert(name, f32_values(view.data()));
+            }
+        }
+    }
+    let present: Vec<String> = file.names().into_iter().map(str::to_string).collect();
+    for (name, shape) in expected {
+        if required(name) && !present.contains(name) {
+            problems.push(format!("missing tensor `{name}` {shape:?}"));
+        }
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Loads the parameters file `path` into `model` as PyTorch's `load_state_dict(strict=True)`
+/// does: every parameter of the model under its name (`blocks.3.fc1.weight`), with its shape and
+/// as F32, and nothing else; every difference is named at once. Reads what `save_params` writes
+/// and what `safetensors.torch.save_file(model.state_dict(), path)` writes for a twin.
+pub fn load_into<M: DistributedModel>(model: &mut M, path: &Path) -> Result<()> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+    let s = M::SCHEDULE;
+    let expected: BTreeMap<String, Vec<usize>> =
+        s.params().map(|p| (s.param_name(p), s.param(p).shape.to_vec())).collect();
+    let values = read_checked(&bytes, &expected, |_| true).map_err(|problems| {
+        Error::Safetensors(format!("{} does not fit {}:\n  - {}", path.display(), s.model, problems.join("\n  - ")))
+    })?;
+    for p in s.params() {
+        model.param_mut(p).copy_from_slice(&values[&s.param_name(p)]);
+    }
+    Ok(())
 }
 
 /// One named tensor read back from a file: `(name, shape, values)`.

@@ -21,7 +21,6 @@ mod claim;
 mod durable;
 mod layout;
 pub mod low_rank;
-mod tensors;
 
 pub use claim::{claim, DirLock};
 
@@ -34,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::fault::{self, SaveStage};
 use crate::model::DistributedModel;
 use crate::optim::OptimizerState;
-use crate::params_file::{model_tensors, serialize, to_bytes, Tensor};
+use crate::params_file::{model_tensors, read_checked, serialize, to_bytes, Tensor};
 use layout::{step_dir_name, step_of, LATEST};
 
 const FORMAT: &str = "overlap-checkpoint/1";
@@ -296,7 +295,7 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
     }
     let model_shapes: BTreeMap<String, Vec<usize>> =
         M::SCHEDULE.params().map(|p| (M::SCHEDULE.param_name(p), M::SCHEDULE.param(p).shape.to_vec())).collect();
-    let params = tensors::read_checked(&model_bytes, &model_shapes, |_| true)
+    let params = read_checked(&model_bytes, &model_shapes, |_| true)
         .map_err(|p| problems.extend(p.into_iter().map(|p| format!("{}: {p}", step_dir.join(MODEL_FILE).display()))))
         .ok();
     let state_shapes: BTreeMap<String, Vec<usize>> = optimizer
@@ -304,7 +303,7 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
         .iter()
         .flat_map(|b| model_shapes.iter().map(move |(name, shape)| (format!("{b}.{name}"), shape.clone())))
         .collect();
-    let buffers = tensors::read_checked(&optimizer_bytes, &state_shapes, |_| false)
+    let buffers = read_checked(&optimizer_bytes, &state_shapes, |_| false)
         .map_err(|p| {
             problems.extend(p.into_iter().map(|p| format!("{}: {p}", step_dir.join(OPTIMIZER_FILE).display())))
         })
@@ -332,7 +331,7 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
             ));
         } else {
             let bytes = checked(low_rank::FILE)?;
-            match tensors::read_checked(&bytes, &low_rank::expected(&M::SCHEDULE, meta.ranks), |_| true) {
+            match read_checked(&bytes, &low_rank::expected(&M::SCHEDULE, meta.ranks), |_| true) {
                 Ok(values) => low_rank = Some(low_rank::restored(meta, values, rank)),
                 Err(p) => problems.extend(p.into_iter().map(|p| format!("{}: {p}", path.display()))),
             }

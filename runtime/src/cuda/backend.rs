@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::loss::{DeviceLoss, Loss};
 use crate::model::DistributedModel;
 use crate::optim::ChosenOptimizer;
+use crate::trace::Activity;
 
 /// What opening the GPU backend needs besides the model.
 pub struct GpuSetup<'a> {
@@ -124,7 +125,8 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
         self.input.upload(&self.gpu, &batch.inputs)?;
         let mut dev = self.step.on(&self.gpu, &self.gpu_comm);
         let logits = self.model.forward_on(&mut dev, &batch.context, &self.input, &mut self.ws)?;
-        self.loss.forward_backward(&self.gpu, logits, &self.labels)?;
+        let (loss, labels) = (&mut self.loss, &self.labels);
+        self.step.timeline.span(&self.gpu, Activity::Loss, |gpu| loss.forward_backward(gpu, logits, labels))?;
         // Copying the loss out waits for the GPU: only on the steps that log it.
         if want_loss {
             self.loss.mean_loss(&self.gpu)

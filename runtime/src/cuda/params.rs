@@ -25,7 +25,7 @@ impl GpuParams {
     /// Copies `model`'s parameters to the GPU, with zeroed optimizer state.
     pub fn new<M: DistributedModel>(gpu: &Gpu, model: &M, optimizer: GpuOptimizer) -> Result<Self> {
         let schedule = M::SCHEDULE;
-        let count = schedule.param_count();
+        let count = schedule.params().count();
         let (mut values, mut states) = (Vec::with_capacity(count), Vec::with_capacity(count));
         for p in schedule.params() {
             debug_assert_eq!(schedule.param(p).index, values.len(), "parameters are indexed in definition order");
