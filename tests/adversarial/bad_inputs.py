@@ -698,6 +698,15 @@ def catalogue() -> list:
         setup=ck("mlp_powersgd"), forbid="step      3")
     add(c, "mlp --steps 4 --batch 4 --report off --resume ck --grad-comm bf16", 0,
         "gradients that travel otherwise: as fp32 before, as bf16 (chosen at run time) now", setup=ck())
+
+    # 15. A parameters file to start from: it must fit the model exactly, as load_state_dict(strict=True).
+    c = "init-params"
+    model = "ck/step-00000002/model.safetensors"
+    add(c, f"mlp --steps 2 --batch 4 --report off --init-params {model}", 1, "does not fit Mlp",
+        setup=ck("tower"), forbid="step      1")
+    add(c, f"mlp --steps 2 --batch 4 --report off --init-params {model}", 0, setup=ck())
+    add(c, "mlp --steps 2 --batch 4 --report off --init-params nowhere.safetensors", 1, "nowhere.safetensors")
+    add(c, "mlp --steps 2 --batch 4 --report off --init-params ck --resume ck", 2, "cannot be used with", setup=ck())
     return cases
 
 
