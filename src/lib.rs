@@ -105,7 +105,7 @@ pub use overlap_runtime::{
 };
 // Training: the loop, its settings, losses, data and optimizers.
 pub use overlap_runtime::{
-    AdamW, Batch, CrossEntropyLoss, Dataset, Device, DeviceLoss, Loss, MseLoss, ObserveConfig, Optimizer,
+    AdamW, Batch, CrossEntropyLoss, Dataset, Device, DeviceLoss, Loss, LrSchedule, MseLoss, ObserveConfig, Optimizer,
     OptimizerConfig, OptimizerKind, Progress, ReportFormat, SaveConfig, Sgd, SyntheticClassification, TrainConfig,
     TrainSummary, Trainer,
 };

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
+use overlap_runtime::optim::LrSchedule;
 use overlap_runtime::plan::Link;
 use overlap_runtime::profile::Cluster;
 use overlap_runtime::train::{
@@ -104,6 +105,11 @@ pub struct TrainArgs {
     /// AdamW's term added to the denominator.
     #[arg(long, default_value_t = 1e-8, value_parser = non_negative_f64, allow_hyphen_values = true)]
     pub eps: f64,
+    /// The learning rate over the run: `constant` (--lr on every step), or nanoGPT's linear
+    /// warm-up over the first W steps and cosine decay to the rate M at step U:
+    /// `cosine:warmup=W,until=U,min=M`.
+    #[arg(long, value_name = "SCHEDULE", default_value_t = LrSchedule::Constant, value_parser = parse_lr_schedule)]
+    pub lr_schedule: LrSchedule,
     /// Seed of the initial parameters and of the synthetic data.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -234,6 +240,7 @@ impl TrainArgs {
                 weight_decay: self.weight_decay,
                 betas: (self.beta1, self.beta2),
                 eps: self.eps,
+                lr_schedule: self.lr_schedule,
             },
             comm: self.comm_config(),
             observe: self.observe_config(),
@@ -330,6 +337,10 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 fn parse_link(s: &str) -> Result<Link, String> {
+    s.parse()
+}
+
+fn parse_lr_schedule(s: &str) -> Result<LrSchedule, String> {
     s.parse()
 }
 
@@ -437,6 +448,11 @@ mod tests {
         assert_eq!(ok.grad_comm, Some(WireFormat::Bf16));
         let err = TrainArgs::try_parse_from(["mlp", "--save-every", "5"]).unwrap_err();
         assert!(err.to_string().contains("--save"), "{err}");
+        let cosine = TrainArgs::try_parse_from(["mlp", "--lr-schedule", "cosine:warmup=100,until=5000,min=1e-4"]);
+        let schedule = cosine.unwrap().train_config().optimizer.lr_schedule;
+        assert_eq!(schedule, LrSchedule::WarmupCosine { warmup: 100, decay_until: 5000, min_lr: 1e-4 });
+        let err = TrainArgs::try_parse_from(["mlp", "--lr-schedule", "cosine:warmup=100"]).unwrap_err().to_string();
+        assert!(err.contains("--lr-schedule") && err.contains("lacks until, min"), "{err}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("`CommConfig::wait_timeout`", "--comm-timeout"),
     ("`CommConfig::check_finite`", "--check-finite"),
     ("`CommConfig::grad_comm`", "--grad-comm"),
+    ("`OptimizerConfig::lr_schedule`", "--lr-schedule"),
 ];
 
 /// `message` with every setting named by its flag.

@@ -23,6 +23,9 @@ pub(crate) trait StepBackend<M: DistributedModel> {
     /// Before the first micro-batch of step `step` (0-based).
     fn begin_step(&mut self, step: u64) -> Result<()>;
 
+    /// The learning rate of the steps from now on (set before a step by an `LrSchedule`).
+    fn set_lr(&mut self, lr: f64);
+
     /// Forward and the loss on `batch`; returns this rank's mean loss over it. A device that
     /// must copy the value out may return 0 when `want_loss` is false.
     fn forward_loss(&mut self, batch: &Batch, loss: &dyn Loss, want_loss: bool) -> Result<f64>;
@@ -97,6 +100,10 @@ impl<M: DistributedModel> StepBackend<M> for CpuBackend<'_, M> {
             self.grads = Some(self.model.new_grads());
         }
         Ok(())
+    }
+
+    fn set_lr(&mut self, lr: f64) {
+        self.optimizer.set_lr(lr);
     }
 
     fn forward_loss(&mut self, batch: &Batch, loss: &dyn Loss, _want_loss: bool) -> Result<f64> {

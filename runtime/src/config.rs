@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use crate::comm::CommConfig;
 use crate::observe::{ObserveConfig, RunShape};
-use crate::optim::{AdamW, ChosenOptimizer, Sgd};
+use crate::optim::{AdamW, ChosenOptimizer, LrSchedule, Sgd};
 
 /// Which update rule, with PyTorch's defaults for what is left unset. The numbers are f64, as
 /// PyTorch's Python floats are: AdamW computes its coefficients from them in f64 (`AdamWStep`).
@@ -23,6 +23,8 @@ pub struct OptimizerConfig {
     pub betas: (f64, f64),
     /// AdamW's `eps` (SGD ignores it) [default: 1e-8].
     pub eps: f64,
+    /// The learning rate over the run, from `lr` [default: constant].
+    pub lr_schedule: LrSchedule,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -44,6 +46,7 @@ impl Default for OptimizerConfig {
             weight_decay: None,
             betas: (0.9, 0.999),
             eps: 1e-8,
+            lr_schedule: LrSchedule::Constant,
         }
     }
 }
@@ -75,16 +78,28 @@ impl OptimizerConfig {
         OptimizerConfig { eps, ..self }
     }
 
+    pub fn lr_schedule(self, lr_schedule: LrSchedule) -> Self {
+        OptimizerConfig { lr_schedule, ..self }
+    }
+
+    /// The base learning rate: `lr`, or the optimizer's default.
+    pub fn base_lr(&self) -> f64 {
+        self.lr.unwrap_or(match self.kind {
+            OptimizerKind::Sgd => 0.05,
+            OptimizerKind::AdamW => 1e-3,
+        })
+    }
+
     /// A fresh optimizer with these settings and no state (SGD keeps its numbers in f32).
     pub fn build(&self) -> ChosenOptimizer {
         match self.kind {
             OptimizerKind::Sgd => ChosenOptimizer::Sgd(
-                Sgd::new(self.lr.unwrap_or(0.05) as f32)
+                Sgd::new(self.base_lr() as f32)
                     .momentum(self.momentum as f32)
                     .weight_decay(self.weight_decay.unwrap_or(0.0) as f32),
             ),
             OptimizerKind::AdamW => ChosenOptimizer::AdamW(
-                AdamW::new(self.lr.unwrap_or(1e-3))
+                AdamW::new(self.base_lr())
                     .betas(self.betas.0, self.betas.1)
                     .eps(self.eps)
                     .weight_decay(self.weight_decay.unwrap_or(0.01)),
@@ -153,6 +168,7 @@ pub const SETTING_NAMES: &[&str] = &[
     "`CommConfig::wait_timeout`",
     "`CommConfig::check_finite`",
     "`CommConfig::grad_comm`",
+    "`OptimizerConfig::lr_schedule`",
 ];
 
 /// Everything about a run but the model, the data and the loss.

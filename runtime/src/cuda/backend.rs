@@ -119,6 +119,10 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
         self.step.timeline.begin_step(&self.gpu)
     }
 
+    fn set_lr(&mut self, lr: f64) {
+        self.step.params.optimizer.set_lr(lr);
+    }
+
     fn forward_loss(&mut self, batch: &Batch, _loss: &dyn Loss, want_loss: bool) -> Result<f64> {
         self.labels.clear();
         self.labels.extend(batch.labels.iter().map(|&l| l as u32));

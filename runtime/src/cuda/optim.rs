@@ -60,6 +60,14 @@ impl GpuOptimizer {
         !matches!(self, GpuOptimizer::Sgd(sgd) if sgd.rule().momentum == 0.0)
     }
 
+    /// The learning rate of the updates from now on.
+    pub fn set_lr(&mut self, lr: f64) {
+        match self {
+            GpuOptimizer::Sgd(o) => o.set_lr(lr as f32),
+            GpuOptimizer::AdamW(o) => o.set_lr(lr),
+        }
+    }
+
     /// Called once per step before the first update (AdamW's step count).
     pub fn begin_step(&mut self) {
         match self {

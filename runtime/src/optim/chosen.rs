@@ -13,6 +13,16 @@ pub enum ChosenOptimizer {
     AdamW(AdamW),
 }
 
+impl ChosenOptimizer {
+    /// The learning rate of the steps from now on (an `LrSchedule` sets it before each step).
+    pub fn set_lr(&mut self, lr: f64) {
+        match self {
+            ChosenOptimizer::Sgd(o) => o.set_lr(lr as f32),
+            ChosenOptimizer::AdamW(o) => o.set_lr(lr),
+        }
+    }
+}
+
 impl Optimizer for ChosenOptimizer {
     fn begin_step(&mut self) {
         match self {

@@ -6,6 +6,7 @@ mod adamw;
 mod chosen;
 mod elementwise;
 mod optimizer;
+mod schedule;
 mod sgd;
 mod state;
 
@@ -13,6 +14,7 @@ pub use adamw::AdamW;
 pub use chosen::ChosenOptimizer;
 pub use elementwise::{AdamWStep, ElementwiseRule, LentState, SgdRule};
 pub use optimizer::Optimizer;
+pub use schedule::LrSchedule;
 pub use sgd::Sgd;
 pub use state::OptimizerState;
 

@@ -23,7 +23,7 @@ use crate::layer::StepContext;
 use crate::loss::Loss;
 use crate::model::DistributedModel;
 use crate::observe::Observer;
-use crate::optim::ChosenOptimizer;
+use crate::optim::{ChosenOptimizer, LrSchedule};
 use crate::params_file::save_params;
 use crate::process::console;
 use crate::profile::Cluster;
@@ -315,6 +315,9 @@ impl Run<'_> {
             fault::at_step(rank, step);
             trace::set_step(step);
             let started = Instant::now();
+            if config.optimizer.lr_schedule != LrSchedule::Constant {
+                backend.set_lr(config.optimizer.lr_schedule.lr(config.optimizer.base_lr(), step));
+            }
             backend.begin_step(step)?;
             let step_span = trace::step();
             let logging = config.logs(first_step, step);

@@ -27,6 +27,12 @@ pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Datas
     if let Some((name, _)) = zero.iter().find(|(_, is_zero)| *is_zero) {
         return Err(Error::Config(format!("{name} must be at least 1")));
     }
+    if let Some(problem) = config.optimizer.lr_schedule.problem() {
+        return Err(Error::Config(format!(
+            "`OptimizerConfig::lr_schedule` {}: {problem}",
+            config.optimizer.lr_schedule
+        )));
+    }
     if config.save.as_ref().is_some_and(|s| s.every == Some(0)) {
         return Err(Error::Config("checkpoints every 0 steps: give a positive interval or none".into()));
     }
