@@ -105,9 +105,9 @@ pub use overlap_runtime::{
 };
 // Training: the loop, its settings, losses, data and optimizers.
 pub use overlap_runtime::{
-    AdamW, Batch, CrossEntropyLoss, Dataset, Device, DeviceLoss, Loss, LrSchedule, MseLoss, ObserveConfig, Optimizer,
-    OptimizerConfig, OptimizerKind, Progress, ReportFormat, SaveConfig, Sgd, SyntheticClassification, TrainConfig,
-    TrainSummary, Trainer,
+    AdamW, Batch, CrossEntropyLoss, Dataset, DecayOn, Device, DeviceLoss, Loss, LrSchedule, MseLoss, ObserveConfig,
+    Optimizer, OptimizerConfig, OptimizerKind, Progress, ReportFormat, SaveConfig, Sgd, SyntheticClassification,
+    TrainConfig, TrainSummary, Trainer,
 };
 // The ranks and their gradient buckets (`GradientBuckets::buckets` gives them between steps).
 pub use overlap_runtime::{CommConfig, CommMode, Communicator, GradBucket, Transport, WireFormat};

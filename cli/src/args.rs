@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use overlap_runtime::optim::LrSchedule;
+use overlap_runtime::optim::{DecayOn, LrSchedule};
 use overlap_runtime::plan::Link;
 use overlap_runtime::profile::Cluster;
 use overlap_runtime::train::{
@@ -22,6 +22,13 @@ pub enum PrintSchedule {
     Compiled,
     /// DDP's rebuilt buckets at its default caps, for the same layers (no boundaries).
     Ddp,
+}
+
+/// `--decay-on`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DecayOnArg {
+    All,
+    Matrices,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -110,6 +117,11 @@ pub struct TrainArgs {
     /// `cosine:warmup=W,until=U,min=M`.
     #[arg(long, value_name = "SCHEDULE", default_value_t = LrSchedule::Constant, value_parser = parse_lr_schedule)]
     pub lr_schedule: LrSchedule,
+    /// Which parameters --weight-decay applies to: all, or only matrices (two or more
+    /// dimensions: weights and embeddings, not biases or LayerNorm's gains, as nanoGPT groups
+    /// them).
+    #[arg(long, value_enum, default_value_t = DecayOnArg::All)]
+    pub decay_on: DecayOnArg,
     /// Seed of the initial parameters and of the synthetic data.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -241,6 +253,10 @@ impl TrainArgs {
                 betas: (self.beta1, self.beta2),
                 eps: self.eps,
                 lr_schedule: self.lr_schedule,
+                decay_on: match self.decay_on {
+                    DecayOnArg::All => DecayOn::All,
+                    DecayOnArg::Matrices => DecayOn::Matrices,
+                },
             },
             comm: self.comm_config(),
             observe: self.observe_config(),

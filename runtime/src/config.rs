@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use crate::comm::CommConfig;
 use crate::observe::{ObserveConfig, RunShape};
-use crate::optim::{AdamW, ChosenOptimizer, LrSchedule, Sgd};
+use overlap_plan::Schedule;
+
+use crate::optim::{AdamW, ChosenOptimizer, DecayOn, LrSchedule, Sgd};
 
 /// Which update rule, with PyTorch's defaults for what is left unset. The numbers are f64, as
 /// PyTorch's Python floats are: AdamW computes its coefficients from them in f64 (`AdamWStep`).
@@ -25,6 +27,8 @@ pub struct OptimizerConfig {
     pub eps: f64,
     /// The learning rate over the run, from `lr` [default: constant].
     pub lr_schedule: LrSchedule,
+    /// The parameters `weight_decay` applies to [default: all].
+    pub decay_on: DecayOn,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -47,6 +51,7 @@ impl Default for OptimizerConfig {
             betas: (0.9, 0.999),
             eps: 1e-8,
             lr_schedule: LrSchedule::Constant,
+            decay_on: DecayOn::All,
         }
     }
 }
@@ -82,6 +87,10 @@ impl OptimizerConfig {
         OptimizerConfig { lr_schedule, ..self }
     }
 
+    pub fn decay_on(self, decay_on: DecayOn) -> Self {
+        OptimizerConfig { decay_on, ..self }
+    }
+
     /// The base learning rate: `lr`, or the optimizer's default.
     pub fn base_lr(&self) -> f64 {
         self.lr.unwrap_or(match self.kind {
@@ -90,9 +99,10 @@ impl OptimizerConfig {
         })
     }
 
-    /// A fresh optimizer with these settings and no state (SGD keeps its numbers in f32).
-    pub fn build(&self) -> ChosenOptimizer {
-        match self.kind {
+    /// A fresh optimizer with these settings and no state (SGD keeps its numbers in f32), for
+    /// the parameters of `schedule` (which of them decay).
+    pub fn build(&self, schedule: &Schedule) -> ChosenOptimizer {
+        let mut optimizer = match self.kind {
             OptimizerKind::Sgd => ChosenOptimizer::Sgd(
                 Sgd::new(self.base_lr() as f32)
                     .momentum(self.momentum as f32)
@@ -104,7 +114,16 @@ impl OptimizerConfig {
                     .eps(self.eps)
                     .weight_decay(self.weight_decay.unwrap_or(0.01)),
             ),
+        };
+        if self.decay_on == DecayOn::Matrices {
+            for p in schedule.params() {
+                let info = schedule.param(p);
+                if info.shape.len() < 2 {
+                    optimizer.exempt_from_decay(info.index);
+                }
+            }
         }
+        optimizer
     }
 
     /// Buffers the optimizer keeps per parameter element (momentum; AdamW's two moments).

@@ -84,7 +84,8 @@ impl<'a, M: DistributedModel> GpuBackend<'a, M> {
             return Err(Error::Config(format!("not supported on the GPU yet: {}", cpu_only.join(", "))));
         }
         let gpu = Gpu::open(setup.ordinal)?;
-        let mut params = GpuParams::new(&gpu, &*model, GpuOptimizer::like(&optimizer, &config.optimizer))?;
+        let mut params =
+            GpuParams::new(&gpu, &*model, GpuOptimizer::like(&optimizer, &config.optimizer, &M::SCHEDULE))?;
         params.load_state(&gpu, &optimizer)?;
         let gpu_comm = GpuComm::new(&gpu, comm, setup.timed)?;
         let timeline = Timeline::new(setup.timed);
@@ -161,7 +162,7 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
     }
 
     fn host_state(&mut self) -> Result<(&M, &ChosenOptimizer)> {
-        self.snapshot = self.config.optimizer.build();
+        self.snapshot = self.config.optimizer.build(&M::SCHEDULE);
         self.step.params.save_state(&self.gpu, self.model, &mut self.snapshot)?;
         Ok((self.model, &self.snapshot))
     }

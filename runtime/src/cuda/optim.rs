@@ -3,6 +3,7 @@
 //! definition of PyTorch's rules.
 
 use cudarc::driver::CudaSlice;
+use overlap_plan::Schedule;
 
 use super::gpu::{cuda, Gpu};
 use super::ops;
@@ -36,8 +37,8 @@ impl GpuOptimizer {
 
     /// The optimizer `chosen` describes, with its step count but none of its buffers (those go
     /// to the device with `ParamState::upload`).
-    pub fn like(chosen: &ChosenOptimizer, config: &crate::config::OptimizerConfig) -> Self {
-        let mut fresh = config.build();
+    pub fn like(chosen: &ChosenOptimizer, config: &crate::config::OptimizerConfig, schedule: &Schedule) -> Self {
+        let mut fresh = config.build(schedule);
         if let Some(step) = chosen.step_count() {
             fresh.set_step_count(step);
         }
@@ -80,6 +81,7 @@ impl GpuOptimizer {
     pub fn update(
         &self,
         gpu: &Gpu,
+        index: usize,
         value: &mut CudaSlice<f32>,
         state: &mut ParamState,
         grad: cudarc::driver::CudaView<f32>,
@@ -90,7 +92,7 @@ impl GpuOptimizer {
         match (self, state.buffers.as_mut_slice()) {
             (GpuOptimizer::Sgd(sgd), [momentum]) => ops::sgd_update(
                 gpu,
-                sgd.rule(),
+                sgd.rule_for(index),
                 &mut value.as_view_mut(),
                 &mut momentum.as_view_mut(),
                 grad,
@@ -99,7 +101,7 @@ impl GpuOptimizer {
             ),
             (GpuOptimizer::AdamW(adamw), [m, v]) => ops::adamw_update(
                 gpu,
-                adamw.current_step(),
+                adamw.step_for(index),
                 &mut value.as_view_mut(),
                 (&mut m.as_view_mut(), &mut v.as_view_mut()),
                 grad,

@@ -44,7 +44,7 @@ impl GpuParams {
 
     /// Queues parameter `index`'s update from its summed gradient.
     pub fn update(&mut self, gpu: &Gpu, index: usize, grad: CudaView<f32>, grad_scale: f32) -> Result<()> {
-        self.optimizer.update(gpu, &mut self.values[index], &mut self.states[index], grad, grad_scale)
+        self.optimizer.update(gpu, index, &mut self.values[index], &mut self.states[index], grad, grad_scale)
     }
 
     /// Copies every parameter back into `model` (for saving, or comparing with the CPU).

@@ -17,6 +17,8 @@ pub struct AdamW {
     beta2: f64,
     eps: f64,
     weight_decay: f64,
+    /// Parameters exempt from weight decay, by index (`exempt_from_decay`).
+    exempt: Vec<bool>,
     /// Steps begun so far; the bias corrections use it, so it is shared by all parameters.
     step: u64,
     /// First and second moments per parameter index, allocated on that parameter's first
@@ -34,6 +36,7 @@ impl AdamW {
             beta2: 0.999,
             eps: 1e-8,
             weight_decay: 1e-2,
+            exempt: Vec::new(),
             step: 0,
             exp_avg: Vec::new(),
             exp_avg_sq: Vec::new(),
@@ -104,6 +107,24 @@ impl AdamW {
 }
 
 impl AdamW {
+    /// Parameter `index` is not decayed (as a PyTorch parameter group with `weight_decay` 0,
+    /// whose update multiplies by exactly 1).
+    pub fn exempt_from_decay(&mut self, index: usize) {
+        if index >= self.exempt.len() {
+            self.exempt.resize(index + 1, false);
+        }
+        self.exempt[index] = true;
+    }
+
+    /// `current_step` for parameter `index`: without decay where it is exempt.
+    pub fn step_for(&self, index: usize) -> AdamWStep {
+        let step = self.current_step();
+        match self.exempt.get(index) {
+            Some(true) => AdamWStep { decay: 1.0, ..step },
+            _ => step,
+        }
+    }
+
     /// The coefficients of the step begun last, as `torch.optim.AdamW` computes them in Python.
     pub fn current_step(&self) -> AdamWStep {
         // PyTorch keeps `step` as a float tensor and raises the betas to its `.item()`: `b ** t`
@@ -172,7 +193,7 @@ impl AdamW {
             crate::host::huge_pages::resize_zeroed(&mut v, len);
         }
         assert_eq!(m.len(), len, "AdamW: state of parameter {index} has the wrong length");
-        LentState { rule: ElementwiseRule::AdamW(self.current_step()), buffers: [m, v] }
+        LentState { rule: ElementwiseRule::AdamW(self.step_for(index)), buffers: [m, v] }
     }
 }
 

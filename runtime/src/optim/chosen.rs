@@ -14,6 +14,14 @@ pub enum ChosenOptimizer {
 }
 
 impl ChosenOptimizer {
+    /// Parameter `index` is not decayed.
+    pub fn exempt_from_decay(&mut self, index: usize) {
+        match self {
+            ChosenOptimizer::Sgd(o) => o.exempt_from_decay(index),
+            ChosenOptimizer::AdamW(o) => o.exempt_from_decay(index),
+        }
+    }
+
     /// The learning rate of the steps from now on (an `LrSchedule` sets it before each step).
     pub fn set_lr(&mut self, lr: f64) {
         match self {

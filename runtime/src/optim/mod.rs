@@ -14,7 +14,7 @@ pub use adamw::AdamW;
 pub use chosen::ChosenOptimizer;
 pub use elementwise::{AdamWStep, ElementwiseRule, LentState, SgdRule};
 pub use optimizer::Optimizer;
-pub use schedule::LrSchedule;
+pub use schedule::{DecayOn, LrSchedule};
 pub use sgd::Sgd;
 pub use state::OptimizerState;
 

@@ -1,10 +1,21 @@
-//! The learning rate over a run: constant, or nanoGPT's linear warm-up and cosine decay to a
+//! Which parameters decay (`DecayOn`), and the learning rate over a run: constant, or nanoGPT's linear warm-up and cosine decay to a
 //! minimum (`get_lr` in its `train.py`), evaluated per optimizer step from the base rate of
 //! `OptimizerConfig::lr`. The step index is 0-based, as nanoGPT's `iter_num`, so a resumed run
 //! continues the schedule where it stopped.
 
 use std::fmt;
 use std::str::FromStr;
+
+/// Which parameters weight decay applies to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DecayOn {
+    /// Every parameter (PyTorch's optimizers given `model.parameters()`).
+    #[default]
+    All,
+    /// Only parameters of two or more dimensions: weight matrices and embeddings, not biases or
+    /// LayerNorm's gains (nanoGPT's `configure_optimizers` parameter groups).
+    Matrices,
+}
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum LrSchedule {

@@ -14,6 +14,8 @@ pub struct Sgd {
     momentum: f32,
     dampening: f32,
     weight_decay: f32,
+    /// Parameters exempt from weight decay, by index (`exempt_from_decay`).
+    exempt: Vec<bool>,
     nesterov: bool,
     /// Momentum buffer per parameter index; empty until that parameter's first update, so a
     /// steady-state step never allocates, and while it is lent (`lend`).
@@ -23,7 +25,15 @@ pub struct Sgd {
 impl Sgd {
     /// Plain SGD (no momentum, dampening or weight decay) with learning rate `lr`.
     pub fn new(lr: f32) -> Self {
-        Sgd { lr, momentum: 0.0, dampening: 0.0, weight_decay: 0.0, nesterov: false, buffers: Vec::new() }
+        Sgd {
+            lr,
+            momentum: 0.0,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            exempt: Vec::new(),
+            nesterov: false,
+            buffers: Vec::new(),
+        }
     }
 
     pub fn momentum(mut self, momentum: f32) -> Self {
@@ -78,6 +88,23 @@ impl Sgd {
 }
 
 impl Sgd {
+    /// Parameter `index` is not decayed (as a PyTorch parameter group with `weight_decay` 0).
+    pub fn exempt_from_decay(&mut self, index: usize) {
+        if index >= self.exempt.len() {
+            self.exempt.resize(index + 1, false);
+        }
+        self.exempt[index] = true;
+    }
+
+    /// The rule of parameter `index`: `rule`, without decay where it is exempt.
+    pub fn rule_for(&self, index: usize) -> SgdRule {
+        let rule = self.rule();
+        match self.exempt.get(index) {
+            Some(true) => SgdRule { weight_decay: 0.0, ..rule },
+            _ => rule,
+        }
+    }
+
     pub fn rule(&self) -> SgdRule {
         SgdRule {
             lr: self.lr,
@@ -124,7 +151,7 @@ impl Optimizer for Sgd {
 impl Sgd {
     /// What `lend` lends: SGD can always lend.
     fn lend_state(&mut self, index: usize, len: usize) -> LentState {
-        let rule = self.rule();
+        let rule = self.rule_for(index);
         let mut buffer = Vec::new();
         let mut first = false;
         if rule.momentum != 0.0 {

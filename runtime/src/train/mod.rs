@@ -186,7 +186,7 @@ impl<'c> Trainer<'c> {
         check(&config, &M::SCHEDULE, data, comm.world_size())?;
         // Held until the run ends: no other run saves into this folder meanwhile.
         let _checkpoint_folder = on_rank0(comm, || claim_outputs(&config))?.flatten();
-        let mut optimizer = config.optimizer.build();
+        let mut optimizer = config.optimizer.build(&M::SCHEDULE);
         let about = checkpoint::RunAbout {
             global_batch: config.global_batch(comm.world_size()),
             data: data.describe(),
