@@ -123,10 +123,15 @@ fn a_layer_without_device_kernels_is_refused_by_name_without_a_gpu() {
 }
 
 /// `model`'s loss and gradient buckets on the CPU for one batch: the program on the host.
-fn cpu_gradients<M: DistributedModel>(model: &M, inputs: &Matrix, labels: &[usize]) -> (f64, Vec<Vec<f32>>) {
+fn cpu_gradients<M: DistributedModel>(
+    model: &M,
+    ctx: &StepContext,
+    inputs: &Matrix,
+    labels: &[usize],
+) -> (f64, Vec<Vec<f32>>) {
     let mut ws = M::Workspace::default();
     let mut dlogits = Matrix::default();
-    let logits = model.forward(inputs, &mut ws);
+    let logits = model.forward_with(ctx, inputs, &mut ws);
     let loss = CrossEntropyLoss.forward_backward(logits, labels, &mut dlogits);
     let mut grads = model.new_grads();
     model.backward_no_sync(&mut ws, &dlogits, &mut grads);
@@ -134,7 +139,12 @@ fn cpu_gradients<M: DistributedModel>(model: &M, inputs: &Matrix, labels: &[usiz
 }
 
 /// The same on GPU 0: the very program the CPU ran, with the GPU's storage and executor.
-fn gpu_gradients<M: DistributedModel>(model: &mut M, inputs: &Matrix, labels: &[usize]) -> (f64, Vec<Vec<f32>>) {
+fn gpu_gradients<M: DistributedModel>(
+    model: &mut M,
+    ctx: &StepContext,
+    inputs: &Matrix,
+    labels: &[usize],
+) -> (f64, Vec<Vec<f32>>) {
     let gpu = Gpu::open(0).expect("a GPU");
     let comm = GpuComm::new(&gpu, &Communicator::single(), false).unwrap();
     let params = GpuParams::new(&gpu, &*model, GpuOptimizer::Sgd(Sgd::new(0.1))).unwrap();
@@ -144,7 +154,7 @@ fn gpu_gradients<M: DistributedModel>(model: &mut M, inputs: &Matrix, labels: &[
     input.upload(&gpu, inputs).unwrap();
     let labels: Vec<u32> = labels.iter().map(|&l| l as u32).collect();
     let (mut ws, mut loss) = (M::WorkspaceOn::<Cuda>::default(), GpuCrossEntropy::default());
-    let logits = model.forward_on(&mut dev, &StepContext::rows(inputs.rows()), &input, &mut ws).unwrap();
+    let logits = model.forward_on(&mut dev, ctx, &input, &mut ws).unwrap();
     loss.forward_backward(&gpu, logits, &labels).unwrap();
     let mut grads = model.new_grads_on(&mut dev).unwrap();
     model.backward_no_sync_on(&mut dev, &mut ws, loss.grad(), &mut grads).unwrap();
@@ -152,21 +162,43 @@ fn gpu_gradients<M: DistributedModel>(model: &mut M, inputs: &Matrix, labels: &[
     (loss.mean_loss(&gpu).unwrap(), buckets)
 }
 
-fn assert_same_gradients<M: DistributedModel>(mut model: M, rows: usize, features: usize, classes: usize) {
+fn assert_same_gradients<M: DistributedModel>(model: M, rows: usize, features: usize, classes: usize) {
     let mut inputs = Matrix::default();
     inputs.resize(rows, features);
     for (i, v) in inputs.as_mut_slice().iter_mut().enumerate() {
         *v = ((i * 7919 % 113) as f32 / 113.0 - 0.5) * 2.0;
     }
     let labels: Vec<usize> = (0..rows).map(|r| r * 3 % classes).collect();
-    let (cpu_loss, on_cpu) = cpu_gradients(&model, &inputs, &labels);
-    let (gpu_loss, on_gpu) = gpu_gradients(&mut model, &inputs, &labels);
+    assert_same_gradients_on(model, &StepContext::rows(rows), &inputs, &labels);
+}
+
+fn assert_same_gradients_on<M: DistributedModel>(mut model: M, ctx: &StepContext, inputs: &Matrix, labels: &[usize]) {
+    let (cpu_loss, on_cpu) = cpu_gradients(&model, ctx, inputs, labels);
+    let (gpu_loss, on_gpu) = gpu_gradients(&mut model, ctx, inputs, labels);
     assert!((gpu_loss - cpu_loss).abs() <= 1e-4 * cpu_loss.abs(), "loss {gpu_loss} vs {cpu_loss}");
     for (k, (cpu, gpu)) in on_cpu.iter().zip(&on_gpu).enumerate() {
         let d = relative(gpu, cpu);
         println!("{}: bucket b{k}: {} gradients, relative difference {d:e}", M::SCHEDULE.model, gpu.len());
         assert!(d <= 1e-4, "bucket b{k} differs from the CPU by {d:e}");
     }
+}
+
+/// Token and position embeddings, three sequences of five positions.
+#[distributed_model(bucket_cap_mb = 1)]
+pub struct TinyLm {
+    wte: Embedding<13, 16>,
+    wpe: PositionEmbedding<8, 16>,
+    norm: LayerNorm<16>,
+    head: Linear<16, 13>,
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn embedding_gradients_match_the_cpu() {
+    let ids: Vec<f32> = (0..15).map(|i| ((i * 7 + i / 5) % 13) as f32).collect();
+    let labels: Vec<usize> = (0..15).map(|i| (i * 5 + 1) % 13).collect();
+    let ctx = StepContext::sequences(3, 5);
+    assert_same_gradients_on(TinyLm::init(4), &ctx, &Matrix::from_vec(15, 1, ids), &labels);
 }
 
 #[test]

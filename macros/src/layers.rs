@@ -42,7 +42,7 @@ pub fn builtin(name: &str, ty: &Type, errors: &mut Errors) -> Result<Option<Laye
     let Some(last) = path.path.segments.last() else { return Ok(None) };
     let kind = last.ident.to_string();
     let arity = match kind.as_str() {
-        "Linear" => 2,
+        "Linear" | "Embedding" | "PositionEmbedding" => 2,
         "LayerNorm" => 1,
         "Relu" | "Gelu" | "Tanh" | "Sigmoid" => 0,
         _ => return Ok(None),
@@ -54,6 +54,14 @@ pub fn builtin(name: &str, ty: &Type, errors: &mut Errors) -> Result<Option<Laye
             .with_param("weight", &[output, input])
             .with_param("bias", &[output])
             .with_flops((input as u64).saturating_mul(output as u64).saturating_mul(2)),
+        ("Embedding", &[vocab, d]) => LayerSpec::new(name.to_owned(), text, Width::Fixed { input: 1, output: d })
+            .with_param("weight", &[vocab, d])
+            .with_flops(d as u64),
+        ("PositionEmbedding", &[positions, d]) => {
+            LayerSpec::new(name.to_owned(), text, Width::Fixed { input: d, output: d })
+                .with_param("weight", &[positions, d])
+                .with_flops(d as u64)
+        }
         ("LayerNorm", &[d]) => LayerSpec::new(name.to_owned(), text, Width::Fixed { input: d, output: d })
             .with_param("weight", &[d])
             .with_param("bias", &[d])
@@ -86,7 +94,11 @@ fn const_args(
     let expected = match arity {
         0 => format!("`{kind}` takes no generic arguments"),
         1 => format!("expected `{kind}<WIDTH>` with an integer literal"),
-        _ => format!("expected `{kind}<IN, OUT>` with integer literals"),
+        _ => match kind {
+            "Embedding" => "expected `Embedding<VOCAB, WIDTH>` with integer literals".to_string(),
+            "PositionEmbedding" => "expected `PositionEmbedding<POSITIONS, WIDTH>` with integer literals".to_string(),
+            _ => format!("expected `{kind}<IN, OUT>` with integer literals"),
+        },
     };
     let args: Vec<&GenericArgument> = match args {
         PathArguments::None => Vec::new(),

@@ -3,6 +3,7 @@
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Normal};
 
 /// Seeded generator for initial parameter values (ChaCha8: reproducible across platforms and
 /// `rand` versions).
@@ -26,6 +27,15 @@ impl InitRng {
     pub fn uniform(&mut self, n: usize, bound: f32) -> Vec<f32> {
         let mut values = crate::host::huge_pages::with_capacity(n);
         values.extend((0..n).map(|_| self.0.random_range(-bound..=bound)));
+        values
+    }
+
+    /// `n` values drawn from N(0, std²): PyTorch's `nn.Embedding` default with `std = 1`,
+    /// GPT-2's initialisation with `std = 0.02`.
+    pub fn normal(&mut self, n: usize, std: f32) -> Vec<f32> {
+        let normal = Normal::new(0.0f32, std).expect("a finite, non-negative standard deviation");
+        let mut values = crate::host::huge_pages::with_capacity(n);
+        values.extend((0..n).map(|_| normal.sample(&mut self.0)));
         values
     }
 }

@@ -15,6 +15,7 @@ use crate::comm::Communicator;
 use crate::config::TrainConfig;
 use crate::data::Batch;
 use crate::error::{Error, Result};
+use crate::layer::DeviceOp;
 use crate::loss::{DeviceLoss, Loss};
 use crate::model::DistributedModel;
 use crate::optim::ChosenOptimizer;
@@ -127,6 +128,9 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
     fn forward_loss(&mut self, batch: &Batch, _loss: &dyn Loss, want_loss: bool) -> Result<f64> {
         self.labels.clear();
         self.labels.extend(batch.labels.iter().map(|&l| l as u32));
+        if let Some(DeviceOp::Embedding { vocab, .. }) = M::DEVICE_OPS.first() {
+            check_token_ids(&batch.inputs, *vocab)?;
+        }
         self.input.upload(&self.gpu, &batch.inputs)?;
         let mut dev = self.step.on(&self.gpu, &self.gpu_comm);
         let logits = self.model.forward_on(&mut dev, &batch.context, &self.input, &mut self.ws)?;
@@ -173,5 +177,17 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
 
     fn describe(&self) -> Option<String> {
         Some(self.gpu.describe())
+    }
+}
+
+/// The token ids of a batch, before they index a table on the GPU (the CPU layer checks them
+/// as it reads them).
+fn check_token_ids(inputs: &crate::tensor::Matrix, vocab: usize) -> Result<()> {
+    match inputs.as_slice().iter().position(|&x| !(x >= 0.0 && x.fract() == 0.0 && (x as usize) < vocab)) {
+        None => Ok(()),
+        Some(r) => Err(Error::Dataset(format!(
+            "row {r} of the batch holds {}, not a token id below the embedding's {vocab}",
+            inputs.as_slice()[r]
+        ))),
     }
 }

@@ -172,6 +172,62 @@ pub fn add_into(gpu: &Gpu, n: usize, a: In, y: Out) -> Result<()> {
     launch("add_into", unsafe { args.launch(elementwise(n)) })
 }
 
+/// `y[r] = w[ids[r]]`: `rows` token ids (integral floats below the table's rows) into rows of
+/// width `d`.
+pub fn embedding_forward(gpu: &Gpu, (rows, d): (usize, usize), ids: In, w: In, y: Out) -> Result<()> {
+    let (rows_, d_) = (int(rows), int(d));
+    let mut args = gpu.compute().launch_builder(gpu.kernel("embedding_forward"));
+    args.arg(y).arg(&ids).arg(&w).arg(&rows_).arg(&d_);
+    // SAFETY: writes `rows * d` elements of y, reads `rows` ids and the rows of w they name,
+    // which exist (the ids were checked against the table's size on the host).
+    launch("embedding_forward", unsafe { args.launch(elementwise(rows * d)) })
+}
+
+/// `dw[ids[r]] (+)= dy[r]`, the table's gradient zeroed first unless `accumulate`.
+pub fn embedding_backward(
+    gpu: &Gpu,
+    (rows, d): (usize, usize),
+    (ids, dy): (In, In),
+    dw: Out,
+    accumulate: bool,
+) -> Result<()> {
+    if !accumulate {
+        gpu.compute().memset_zeros(dw).map_err(cuda("clearing an embedding gradient"))?;
+    }
+    let (rows_, d_) = (int(rows), int(d));
+    let mut args = gpu.compute().launch_builder(gpu.kernel("embedding_backward"));
+    args.arg(dw).arg(&ids).arg(&dy).arg(&rows_).arg(&d_);
+    // SAFETY: reads `rows` ids and `rows * d` gradients, adds into the rows of dw the ids name,
+    // which exist (checked on the host).
+    launch("embedding_backward", unsafe { args.launch(elementwise(rows * d)) })
+}
+
+/// `y[r] = x[r] + w[r mod positions]` over `rows` rows of width `d`.
+pub fn position_forward(gpu: &Gpu, (rows, positions, d): (usize, usize, usize), x: In, w: In, y: Out) -> Result<()> {
+    let (rows_, positions_, d_) = (int(rows), int(positions), int(d));
+    let mut args = gpu.compute().launch_builder(gpu.kernel("position_forward"));
+    args.arg(y).arg(&x).arg(&w).arg(&rows_).arg(&positions_).arg(&d_);
+    // SAFETY: touches `rows * d` elements of y and x and `positions * d` of w (positions at most
+    // the table's rows, checked before), which exist.
+    launch("position_forward", unsafe { args.launch(elementwise(rows * d)) })
+}
+
+/// `dw[t] (+)= Σ_s dy[s, t]` over `sequences` sequences of `positions` rows of width `d`.
+pub fn position_backward(
+    gpu: &Gpu,
+    (sequences, positions, d): (usize, usize, usize),
+    dy: In,
+    dw: Out,
+    accumulate: bool,
+) -> Result<()> {
+    let (s_, p_, d_, add) = (int(sequences), int(positions), int(d), i32::from(accumulate));
+    let mut args = gpu.compute().launch_builder(gpu.kernel("position_backward"));
+    args.arg(dw).arg(&dy).arg(&s_).arg(&p_).arg(&d_).arg(&add);
+    // SAFETY: reads `sequences * positions * d` gradients and writes `positions * d` elements of
+    // dw, which exist.
+    launch("position_backward", unsafe { args.launch(elementwise(positions * d)) })
+}
+
 /// Per-row statistics LayerNorm saves for backward.
 pub struct RowStats<'a, 'b> {
     pub mean: Out<'a, 'b>,

@@ -136,6 +136,26 @@ impl Compute<Cuda> for GpuExec<'_> {
                     ops::layer_norm_forward(gpu, (width, rows), x.view(), (gamma, beta), &mut y.view_mut(), stats)
                 })
             }
+            DeviceOp::Embedding { width, .. } => {
+                y.resize(gpu, rows, width)?;
+                let w = self.step.params.of_layer(index, 0);
+                self.step.timeline.span(gpu, activity, |gpu| {
+                    ops::embedding_forward(gpu, (rows, width), x.view(), w, &mut y.view_mut())
+                })
+            }
+            DeviceOp::PositionEmbedding { positions, width } => {
+                if ctx.positions() > positions {
+                    return Err(Error::Config(format!(
+                        "a position embedding of {positions} rows got sequences of {} positions",
+                        ctx.positions()
+                    )));
+                }
+                y.resize(gpu, rows, width)?;
+                let w = self.step.params.of_layer(index, 0);
+                self.step.timeline.span(gpu, activity, |gpu| {
+                    ops::position_forward(gpu, (rows, ctx.positions(), width), x.view(), w, &mut y.view_mut())
+                })
+            }
             DeviceOp::Unsupported => Err(unsupported::<L>()),
             op => {
                 y.resize(gpu, x.rows(), x.cols())?;
@@ -198,6 +218,23 @@ impl Compute<Cuda> for GpuExec<'_> {
                     )
                 })
             }
+            (DeviceOp::Embedding { width, .. }, [dw]) => self.step.timeline.span(gpu, activity, |gpu| {
+                if let Some(dx) = dx {
+                    // Token ids have no gradient.
+                    gpu.compute().memset_zeros(&mut dx.view_mut()).map_err(cuda("clearing a token-id gradient"))?;
+                }
+                ops::embedding_backward(gpu, (rows, width), (x.view(), dy.view()), dw, accumulate)
+            }),
+            (DeviceOp::PositionEmbedding { width, .. }, [dw]) => self.step.timeline.span(gpu, activity, |gpu| {
+                let shape = (ctx.sequence_count(), ctx.positions(), width);
+                ops::position_backward(gpu, shape, dy.view(), dw, accumulate)?;
+                match dx {
+                    Some(dx) => {
+                        gpu.compute().memcpy_dtod(&dy.view(), &mut dx.view_mut()).map_err(cuda("copying a gradient"))
+                    }
+                    None => Ok(()),
+                }
+            }),
             (DeviceOp::Unsupported, _) => Err(unsupported::<L>()),
             (op, []) => match dx {
                 Some(dx) => {

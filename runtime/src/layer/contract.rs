@@ -46,6 +46,16 @@ pub enum DeviceOp {
     LayerNorm {
         width: usize,
     },
+    /// Token ids (one column) to rows of a `[vocab, width]` table.
+    Embedding {
+        vocab: usize,
+        width: usize,
+    },
+    /// Adds row `t` of a `[positions, width]` table to each row of position `t`.
+    PositionEmbedding {
+        positions: usize,
+        width: usize,
+    },
     Unsupported,
 }
 

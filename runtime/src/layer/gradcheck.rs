@@ -82,6 +82,22 @@ fn central<L: Layer>(layer: &mut L, ctx: &StepContext, input: &mut Matrix, r: &[
     (plus - minus) / (2.0 * f64::from(STEP))
 }
 
+/// Checks parameter gradients only, for a layer whose input has no gradient (token ids).
+fn check_params_in<L: Layer>(mut layer: L, ctx: &StepContext, mut input: Matrix, seed: u64) {
+    let mut rng = InitRng::new(seed);
+    let mut output = Matrix::default();
+    layer.forward(ctx, &input, &mut output, &mut L::Saved::default());
+    let r = Matrix::from_vec(output.rows(), output.cols(), rng.uniform(output.as_slice().len(), 1.0));
+    let (grads, grad_input) = analytic(&layer, ctx, &input, &r);
+    assert!(grad_input.as_slice().iter().all(|&g| g == 0.0), "token ids have no gradient");
+    for (i, def) in L::PARAMS.iter().enumerate() {
+        for k in sampled(def.numel()) {
+            let numeric = central(&mut layer, ctx, &mut input, r.as_slice(), Target::Param(i, k));
+            assert_close(&format!("{}[{k}]", def.name), grads[i][k], numeric);
+        }
+    }
+}
+
 /// Checks input and parameter gradients of `layer` (parameters re-drawn at random so that, e.g.,
 /// LayerNorm's unit weight does not hide errors) on `input`, rows of independent samples.
 fn check<L: Layer>(layer: L, input: Matrix, seed: u64) {
@@ -139,6 +155,25 @@ fn per_token_layers_ignore_how_rows_group_into_sequences() {
     check_in(Linear::<5, 3>::init(&mut InitRng::new(1)), &ctx, random_input(5, 2), 3);
     check_in(LayerNorm::<6>::init(&mut InitRng::new(1)), &ctx, random_input(6, 4), 5);
     check_in(Gelu, &ctx, random_input(5, 8), 9);
+}
+
+#[test]
+fn embedding() {
+    // Ids repeat, so that rows of one token add up in its gradient row.
+    let ids = Matrix::from_vec(6, 1, vec![3.0, 0.0, 3.0, 6.0, 1.0, 3.0]);
+    check_params_in(Embedding::<7, 5>::init(&mut InitRng::new(1)), &StepContext::sequences(2, 3), ids, 2);
+}
+
+#[test]
+fn position_embedding() {
+    // Two sequences of three positions in a table of four: each position's row gets both.
+    let ctx = StepContext::sequences(2, 3);
+    check_in(
+        PositionEmbedding::<4, 5>::init(&mut InitRng::new(1)),
+        &ctx,
+        Matrix::from_vec(6, 5, InitRng::new(3).uniform(30, 2.0)),
+        4,
+    );
 }
 
 #[test]

@@ -8,6 +8,7 @@
 mod activation;
 mod context;
 mod contract;
+mod embedding;
 mod layer_norm;
 mod linear;
 mod weight_bias;
@@ -15,6 +16,7 @@ mod weight_bias;
 pub use activation::{Gelu, Relu, Sigmoid, Tanh};
 pub use context::StepContext;
 pub use contract::{layer_matches, DeviceOp, Layer, ParamDef};
+pub use embedding::{Embedding, PositionEmbedding};
 pub use layer_norm::LayerNorm;
 pub use linear::Linear;
 pub use overlap_plan::{ReadyOrder, Width};
