@@ -100,8 +100,8 @@ pub use overlap_macros::distributed_model;
 
 // The model contract, the layers, and what a layer of one's own implements.
 pub use overlap_runtime::{
-    DeviceOp, DistributedModel, Embedding, Gelu, GradientBuckets, InitRng, Layer, LayerNorm, Linear, Matrix, ParamDef,
-    PositionEmbedding, ReadyOrder, Relu, Sigmoid, StepContext, Tanh, Width,
+    CausalSelfAttention, DeviceOp, DistributedModel, Embedding, Gelu, GradientBuckets, InitRng, Layer, LayerNorm,
+    Linear, Matrix, ParamDef, PositionEmbedding, ReadyOrder, Relu, Sigmoid, StepContext, Tanh, Width,
 };
 // Training: the loop, its settings, losses, data and optimizers.
 pub use overlap_runtime::{
@@ -134,9 +134,9 @@ pub use overlap_runtime::trace;
 pub mod prelude {
     pub use overlap_macros::distributed_model;
     pub use overlap_runtime::{
-        AdamW, CommMode, Communicator, CrossEntropyLoss, Dataset, DistributedModel, Embedding, Gelu, GradientBuckets,
-        Layer, LayerNorm, Linear, Loss, Matrix, MseLoss, Optimizer, OptimizerConfig, PositionEmbedding, Relu, Sgd,
-        Sigmoid, StepContext, Tanh, Trainer,
+        AdamW, CausalSelfAttention, CommMode, Communicator, CrossEntropyLoss, Dataset, DistributedModel, Embedding,
+        Gelu, GradientBuckets, Layer, LayerNorm, Linear, Loss, Matrix, MseLoss, Optimizer, OptimizerConfig,
+        PositionEmbedding, Relu, Sgd, Sigmoid, StepContext, Tanh, Trainer,
     };
 }
 

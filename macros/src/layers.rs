@@ -42,7 +42,7 @@ pub fn builtin(name: &str, ty: &Type, errors: &mut Errors) -> Result<Option<Laye
     let Some(last) = path.path.segments.last() else { return Ok(None) };
     let kind = last.ident.to_string();
     let arity = match kind.as_str() {
-        "Linear" | "Embedding" | "PositionEmbedding" => 2,
+        "Linear" | "Embedding" | "PositionEmbedding" | "CausalSelfAttention" => 2,
         "LayerNorm" => 1,
         "Relu" | "Gelu" | "Tanh" | "Sigmoid" => 0,
         _ => return Ok(None),
@@ -61,6 +61,22 @@ pub fn builtin(name: &str, ty: &Type, errors: &mut Errors) -> Result<Option<Laye
             LayerSpec::new(name.to_owned(), text, Width::Fixed { input: d, output: d })
                 .with_param("weight", &[positions, d])
                 .with_flops(d as u64)
+        }
+        ("CausalSelfAttention", &[d, heads]) => {
+            if d % heads != 0 {
+                errors.spanned(
+                    ty,
+                    format!("`CausalSelfAttention<{d}, {heads}>`: the width must be a multiple of the heads"),
+                );
+                return Err(());
+            }
+            // The projections' FLOPs; the attention's own grow with the sequence, unknown here.
+            LayerSpec::new(name.to_owned(), text, Width::Fixed { input: d, output: d })
+                .with_param("c_attn.weight", &[d.saturating_mul(3), d])
+                .with_param("c_attn.bias", &[d.saturating_mul(3)])
+                .with_param("c_proj.weight", &[d, d])
+                .with_param("c_proj.bias", &[d])
+                .with_flops((d as u64).saturating_mul(d as u64).saturating_mul(8))
         }
         ("LayerNorm", &[d]) => LayerSpec::new(name.to_owned(), text, Width::Fixed { input: d, output: d })
             .with_param("weight", &[d])
@@ -97,6 +113,7 @@ fn const_args(
         _ => match kind {
             "Embedding" => "expected `Embedding<VOCAB, WIDTH>` with integer literals".to_string(),
             "PositionEmbedding" => "expected `PositionEmbedding<POSITIONS, WIDTH>` with integer literals".to_string(),
+            "CausalSelfAttention" => "expected `CausalSelfAttention<WIDTH, HEADS>` with integer literals".to_string(),
             _ => format!("expected `{kind}<IN, OUT>` with integer literals"),
         },
     };

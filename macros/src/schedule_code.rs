@@ -156,7 +156,8 @@ impl<'s> Names<'s> {
     fn gradient_views(&self, i: usize, owned: bool) -> (TokenStream, TokenStream) {
         let layer = &self.schedule.layers[i];
         let f = &self.fields[i];
-        let view = |p: usize| suffixed(f, &layer.params[p].name);
+        // `c_attn.weight` names the view `attn_c_attn_weight`.
+        let view = |p: usize| suffixed(f, &layer.params[p].name.replace('.', "_"));
         let mut lets = TokenStream::new();
         let mut used: Vec<usize> = layer.params.iter().map(|p| p.bucket).collect();
         used.sort_unstable();

@@ -36,8 +36,8 @@ pub use data::{Batch, Dataset, SyntheticClassification};
 pub use error::{Error, Result};
 pub use init::InitRng;
 pub use layer::{
-    layer_matches, DeviceOp, Embedding, Gelu, Layer, LayerNorm, Linear, ParamDef, PositionEmbedding, ReadyOrder, Relu,
-    Sigmoid, StepContext, Tanh, Width,
+    layer_matches, CausalSelfAttention, DeviceOp, Embedding, Gelu, Layer, LayerNorm, Linear, ParamDef,
+    PositionEmbedding, ReadyOrder, Relu, Sigmoid, StepContext, Tanh, Width,
 };
 pub use loss::{CrossEntropyLoss, DeviceLoss, Loss, MseLoss};
 pub use model::{grad_scale, DistributedModel, GradientBuckets};

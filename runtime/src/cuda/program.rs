@@ -25,15 +25,15 @@ use crate::trace::Activity;
 pub fn check_supported<M: DistributedModel>() -> Result<()> {
     let schedule = M::SCHEDULE;
     let unsupported: Vec<String> = (schedule.layers.iter().zip(M::DEVICE_OPS))
-        .filter(|(_, op)| **op == DeviceOp::Unsupported)
+        .filter(|(_, op)| matches!(op, DeviceOp::Unsupported | DeviceOp::CausalSelfAttention { .. }))
         .map(|(l, _)| format!("`{}` ({})", l.name, l.kind))
         .collect();
     if unsupported.is_empty() {
         return Ok(());
     }
     Err(Error::Cuda(format!(
-        "{} cannot run on the GPU: layer(s) {} have no device kernels (their `Layer::DEVICE_OP` is `Unsupported`); \
-         use `TrainConfig::device` cpu",
+        "{} cannot run on the GPU: layer(s) {} have no device kernels (a `Layer::DEVICE_OP` of `Unsupported`, or \
+         attention, whose kernels are not written yet); use `TrainConfig::device` cpu",
         schedule.model,
         unsupported.join(", ")
     )))
@@ -156,7 +156,7 @@ impl Compute<Cuda> for GpuExec<'_> {
                     ops::position_forward(gpu, (rows, ctx.positions(), width), x.view(), w, &mut y.view_mut())
                 })
             }
-            DeviceOp::Unsupported => Err(unsupported::<L>()),
+            DeviceOp::Unsupported | DeviceOp::CausalSelfAttention { .. } => Err(unsupported::<L>()),
             op => {
                 y.resize(gpu, x.rows(), x.cols())?;
                 let n = x.rows() * x.cols();
@@ -235,7 +235,7 @@ impl Compute<Cuda> for GpuExec<'_> {
                     None => Ok(()),
                 }
             }),
-            (DeviceOp::Unsupported, _) => Err(unsupported::<L>()),
+            (DeviceOp::Unsupported | DeviceOp::CausalSelfAttention { .. }, _) => Err(unsupported::<L>()),
             (op, []) => match dx {
                 Some(dx) => {
                     let n = x.rows() * x.cols();

@@ -46,6 +46,11 @@ pub enum DeviceOp {
     LayerNorm {
         width: usize,
     },
+    /// nanoGPT's causal self-attention over `width` features in `heads` heads.
+    CausalSelfAttention {
+        width: usize,
+        heads: usize,
+    },
     /// Token ids (one column) to rows of a `[vocab, width]` table.
     Embedding {
         vocab: usize,

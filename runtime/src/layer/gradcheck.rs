@@ -177,6 +177,18 @@ fn position_embedding() {
 }
 
 #[test]
+fn causal_self_attention() {
+    // Two sequences of three positions, two heads of four features.
+    let ctx = StepContext::sequences(2, 3);
+    check_in(
+        CausalSelfAttention::<8, 2>::init(&mut InitRng::new(5)),
+        &ctx,
+        Matrix::from_vec(6, 8, InitRng::new(6).uniform(48, 1.0)),
+        7,
+    );
+}
+
+#[test]
 fn layer_norm() {
     check(LayerNorm::<6>::init(&mut InitRng::new(1)), random_input(6, 4), 5);
 }

@@ -6,6 +6,7 @@
 //! different layout from the one the schedule was planned for.
 
 mod activation;
+mod attention;
 mod context;
 mod contract;
 mod embedding;
@@ -14,6 +15,7 @@ mod linear;
 mod weight_bias;
 
 pub use activation::{Gelu, Relu, Sigmoid, Tanh};
+pub use attention::{AttentionSaved, CausalSelfAttention};
 pub use context::StepContext;
 pub use contract::{layer_matches, DeviceOp, Layer, ParamDef};
 pub use embedding::{Embedding, PositionEmbedding};
