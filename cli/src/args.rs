@@ -82,7 +82,7 @@ impl From<Transport> for RunTransport {
 /// Train a `#[distributed_model]` on a deterministic synthetic classification set. Run it with
 /// `mpirun -n N` for N data-parallel ranks; the global batch is batch x N x accumulate.
 #[derive(Clone, Debug, Parser)]
-#[command(version)]
+#[command(version, args_override_self = true)]
 pub struct TrainArgs {
     /// Optimizer steps to run.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
@@ -222,8 +222,16 @@ pub struct TrainArgs {
     pub check_finite: bool,
     /// Train on MNIST-format (IDX) files in DIR (train-images-idx3-ubyte, train-labels-idx1-ubyte)
     /// instead of the synthetic set.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "text")]
     pub data: Option<PathBuf>,
+    /// Train a language model on the characters of a UTF-8 text file, as nanoGPT's
+    /// shakespeare_char: its sorted distinct characters are the vocabulary, windows of --context
+    /// characters from its first 90% the samples, each position's next character the label.
+    #[arg(long, value_name = "FILE")]
+    pub text: Option<PathBuf>,
+    /// Characters per --text sample [default: the rows of the model's PositionEmbedding].
+    #[arg(long, value_name = "N", requires = "text", value_parser = positive_usize)]
+    pub context: Option<usize>,
     /// Write this run's measured per-layer times as a profile for
     /// `#[distributed_model(buckets = profile("FILE"))]` (rank 0, at the end).
     #[arg(long, value_name = "FILE")]

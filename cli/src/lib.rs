@@ -15,16 +15,18 @@ mod comm_bench;
 mod flags;
 mod progress;
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
 use overlap_runtime::data::{SyntheticClassification, TrainingData};
 use overlap_runtime::plan::{plan_buckets, BucketLimits, Schedule};
+use overlap_runtime::text::CharText;
 use overlap_runtime::train::{io_widths, TrainSummary, Trainer};
 use overlap_runtime::{
     command_line::{blas_core, console},
-    device, Communicator, CrossEntropyLoss, DistributedModel, Error, Result,
+    device, Communicator, CrossEntropyLoss, DeviceOp, DistributedModel, Error, Result,
 };
 
 pub use args::TrainArgs;
@@ -36,11 +38,20 @@ const ABORT_GRACE: Duration = Duration::from_secs(2);
 /// Parses the command line, trains `M`, and turns any error into a message and a non-zero exit
 /// status on the rank that hit it.
 pub fn main<M: DistributedModel>() -> ExitCode {
+    main_with_defaults::<M>(&[])
+}
+
+/// `main`, with `defaults` (flags and values) in front of the command line's own arguments, so
+/// that an example can start from its own configuration (nanoGPT's, for `gpt`) and a flag given
+/// on the command line still wins.
+pub fn main_with_defaults<M: DistributedModel>(defaults: &[&str]) -> ExitCode {
     // Before anything starts: this may start the program again with OpenBLAS's kernels named.
     if let Err(why) = blas_core::restart_with_fitting_kernels() {
         console::err_line(&format!("note: {why}; the products run on OpenBLAS's slower kernels"));
     }
-    let args = TrainArgs::parse();
+    let mut argv = std::env::args_os();
+    let program = argv.next().unwrap_or_default();
+    let args = TrainArgs::parse_from(std::iter::once(program).chain(defaults.iter().map(Into::into)).chain(argv));
     if args.cuda_libraries {
         return device::print_cuda_libraries().map_or_else(|e| report_error(&e), |()| ExitCode::SUCCESS);
     }
@@ -123,12 +134,57 @@ fn training_data<M: DistributedModel>(args: &TrainArgs) -> Result<TrainingData> 
     let (features, classes) = io_widths(&schedule).ok_or_else(|| {
         Error::Config(format!("{} has no layer with fixed widths, so its input size is unknown", schedule.model))
     })?;
+    if let Some(file) = &args.text {
+        return text_data::<M>(file, args, features, classes);
+    }
     Ok(match &args.data {
         None => {
             TrainingData::Synthetic(SyntheticClassification::new(args.seed.wrapping_add(0x5eed), features, classes))
         }
         Some(dir) => TrainingData::from_idx_dir(dir, features, classes)?,
     })
+}
+
+/// `--text FILE`, checked against a model that reads token ids and predicts a character.
+fn text_data<M: DistributedModel>(
+    file: &Path,
+    args: &TrainArgs,
+    features: usize,
+    classes: usize,
+) -> Result<TrainingData> {
+    let model = &M::SCHEDULE.model;
+    let positions = M::DEVICE_OPS.iter().find_map(|op| match op {
+        DeviceOp::PositionEmbedding { positions, .. } => Some(*positions),
+        _ => None,
+    });
+    if features != 1 {
+        return Err(Error::Config(format!(
+            "--text feeds token ids, one per row; {model}'s first layer takes {features} inputs (an Embedding takes 1)"
+        )));
+    }
+    let context = match (args.context, positions) {
+        (Some(context), Some(rows)) if context > rows => {
+            return Err(Error::Config(format!(
+                "--context {context}: {model}'s position embedding has rows for {rows} positions"
+            )))
+        }
+        (Some(context), _) => context,
+        (None, Some(rows)) => rows,
+        (None, None) => {
+            return Err(Error::Config(format!(
+                "--text needs --context: {model} has no position embedding to take it from"
+            )))
+        }
+    };
+    let text = CharText::from_file(file, context, args.seed)?;
+    if text.vocab().len() > classes {
+        return Err(Error::Config(format!(
+            "{}: {} distinct characters, but {model} predicts {classes} classes",
+            file.display(),
+            text.vocab().len()
+        )));
+    }
+    Ok(TrainingData::Text(text))
 }
 
 /// The plan `--print-schedule` asked for: the compiled one, or DDP's at its default caps.
@@ -152,6 +208,7 @@ fn refuse_contradictions(args: &TrainArgs) -> Result<()> {
             (args.resume.is_some(), "--resume"),
             (args.init_params.is_some(), "--init-params"),
             (args.data.is_some(), "--data"),
+            (args.text.is_some(), "--text"),
         ]
         .into_iter()
         .filter_map(|(set, flag)| set.then_some(flag))

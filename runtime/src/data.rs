@@ -96,6 +96,7 @@ impl Dataset for TrainingData {
         match self {
             TrainingData::Synthetic(d) => Dataset::fill(d, first, rows, batch),
             TrainingData::Idx(d) => Dataset::fill(d, first, rows, batch),
+            TrainingData::Text(d) => d.fill(first, rows, batch),
         }
     }
 
@@ -103,6 +104,14 @@ impl Dataset for TrainingData {
         match self {
             TrainingData::Synthetic(d) => d.features,
             TrainingData::Idx(d) => IdxDataset::features(d),
+            TrainingData::Text(d) => d.features(),
+        }
+    }
+
+    fn positions(&self) -> usize {
+        match self {
+            TrainingData::Text(d) => d.positions(),
+            _ => 1,
         }
     }
 
@@ -110,15 +119,18 @@ impl Dataset for TrainingData {
         match self {
             TrainingData::Synthetic(d) => d.describe(),
             TrainingData::Idx(d) => Dataset::describe(d),
+            TrainingData::Text(d) => d.describe(),
         }
     }
 }
 
-/// The command line's two sets: the synthetic one, or MNIST-format files.
+/// The command line's sets: the synthetic one, MNIST-format files, or a text's characters.
 pub enum TrainingData {
     Synthetic(SyntheticClassification),
     /// MNIST-format files (`--data DIR`).
     Idx(IdxDataset),
+    /// A UTF-8 text, character by character (`--text FILE`).
+    Text(crate::text::CharText),
 }
 
 impl TrainingData {
@@ -137,14 +149,6 @@ impl TrainingData {
             )));
         }
         Ok(TrainingData::Idx(set))
-    }
-
-    /// Fills `inputs` and `labels` with samples `first..first+len` (the IDX set wraps around).
-    pub fn fill(&self, first: u64, len: usize, inputs: &mut Matrix, labels: &mut Vec<usize>) {
-        match self {
-            TrainingData::Synthetic(d) => d.fill(first, len, inputs, labels),
-            TrainingData::Idx(d) => d.fill(first, len, inputs, labels),
-        }
     }
 }
 

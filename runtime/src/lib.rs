@@ -25,6 +25,7 @@ pub(crate) mod process;
 pub mod profile;
 pub mod program;
 pub mod tensor;
+pub mod text;
 pub mod trace;
 pub mod train;
 

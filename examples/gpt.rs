@@ -1,0 +1,79 @@
+//! nanoGPT's GPT, character level, in the DSL: token and position embeddings, 4 blocks of
+//! pre-norm causal self-attention (4 heads) and a pre-norm MLP (4x wide, GELU), each with its
+//! residual connection, a final LayerNorm and the head. Its defaults are nanoGPT's CPU run of
+//! shakespeare_char (128 features, context 64, batch 12, AdamW at 1e-3 with warm-up and cosine
+//! decay to 1e-4, weight decay 0.1 on matrices, beta2 0.99); any flag given overrides them.
+//!
+//! ```text
+//! cat /usr/share/common-licenses/* > licenses.txt
+//! cargo run --release --example gpt -- --text licenses.txt
+//! mpirun -n 2 target/release/examples/gpt --text licenses.txt --batch 6
+//! ```
+//!
+//! Names follow nanoGPT's where the structure is the same (`wte`, `wpe`, `h.3.mlp.c_fc`,
+//! `ln_f`); each residual half of a block is a block of its own here, so nanoGPT's
+//! `h.N.ln_1` and `h.N.attn` are `h.N.attend.ln_1` and `h.N.attend.attn`, and `h.N.ln_2` is
+//! `h.N.mlp.ln_2`. The vocabulary is at most 96 characters (VOCAB); the head has a bias and is
+//! not tied to `wte` yet.
+
+use overlap::prelude::*;
+
+#[distributed_model(bucket_cap_mb = 25, first_bucket_mb = 1)]
+pub mod gpt {
+    use overlap::prelude::*;
+
+    /// `x + attn(ln_1(x))`.
+    #[residual]
+    pub struct Attend {
+        ln_1: LayerNorm<128>,
+        attn: CausalSelfAttention<128, 4>,
+    }
+
+    /// `x + c_proj(gelu(c_fc(ln_2(x))))`.
+    #[residual]
+    pub struct Mlp {
+        ln_2: LayerNorm<128>,
+        c_fc: Linear<128, 512>,
+        gelu: Gelu,
+        c_proj: Linear<512, 128>,
+    }
+
+    pub struct Block {
+        attend: Attend,
+        mlp: Mlp,
+    }
+
+    pub struct Gpt {
+        wte: Embedding<96, 128>,
+        wpe: PositionEmbedding<64, 128>,
+        h: [Block; 4],
+        ln_f: LayerNorm<128>,
+        lm_head: Linear<128, 96>,
+    }
+}
+
+/// nanoGPT's `config/train_shakespeare_char.py` with its README's CPU settings.
+const NANOGPT_CPU: &[&str] = &[
+    "--batch",
+    "12",
+    "--steps",
+    "2000",
+    "--optimizer",
+    "adamw",
+    "--lr",
+    "1e-3",
+    "--beta2",
+    "0.99",
+    "--weight-decay",
+    "0.1",
+    "--decay-on",
+    "matrices",
+    "--lr-schedule",
+    "cosine:warmup=100,until=2000,min=1e-4",
+    "--log-every",
+    "100",
+];
+
+fn main() -> std::process::ExitCode {
+    overlap_cli::main_with_defaults::<gpt::Gpt>(NANOGPT_CPU)
+}

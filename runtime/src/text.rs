@@ -1,0 +1,155 @@
+//! Character-level text as a `Dataset`, as nanoGPT's `shakespeare_char/prepare.py` makes it: the
+//! vocabulary is the file's distinct characters, sorted; the first 90% of the text is for
+//! training, the rest for validation. A sample is a window of `context` characters from the
+//! training split, with the next character of each position as its label. Which window sample
+//! `i` is depends on `i` and the seed alone (nanoGPT draws random offsets), so each rank reads
+//! its own shard of every step and a resumed or re-ranked run reads the same characters.
+
+use std::path::Path;
+
+use crate::data::{Batch, Dataset};
+use crate::error::{Error, Result};
+
+/// The share of the text that is the training split (nanoGPT's `n = len(data); data[:int(n*0.9)]`).
+const TRAIN_SHARE: f64 = 0.9;
+
+pub struct CharText {
+    /// The sorted distinct characters; a token is an index into it.
+    vocab: Vec<char>,
+    tokens: Vec<u32>,
+    /// Tokens `..train_end` are the training split.
+    train_end: usize,
+    context: usize,
+    seed: u64,
+    name: String,
+}
+
+impl CharText {
+    /// Reads a UTF-8 text file into windows of `context` characters.
+    pub fn from_file(path: &Path, context: usize, seed: u64) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            Error::Dataset(format!("{}: not UTF-8 text (byte {} is not)", path.display(), e.utf8_error().valid_up_to()))
+        })?;
+        CharText::new(&text, context, seed, &path.display().to_string())
+    }
+
+    /// `text` into windows of `context` characters; `name` says where it came from.
+    pub fn new(text: &str, context: usize, seed: u64, name: &str) -> Result<Self> {
+        if context == 0 {
+            return Err(Error::Config("a text sample needs a context of at least 1 character".into()));
+        }
+        let mut vocab: Vec<char> = text.chars().collect();
+        vocab.sort_unstable();
+        vocab.dedup();
+        let tokens: Vec<u32> =
+            text.chars().map(|c| vocab.binary_search(&c).expect("in the vocabulary") as u32).collect();
+        let train_end = (tokens.len() as f64 * TRAIN_SHARE) as usize;
+        if train_end < context + 1 {
+            return Err(Error::Dataset(format!(
+                "{name}: {} characters, of which {train_end} for training: too few for one sample of {context} \
+                 characters and its next one",
+                tokens.len()
+            )));
+        }
+        Ok(CharText { vocab, tokens, train_end, context, seed, name: name.to_string() })
+    }
+
+    /// The sorted distinct characters.
+    pub fn vocab(&self) -> &[char] {
+        &self.vocab
+    }
+
+    /// Characters per sample.
+    pub fn context(&self) -> usize {
+        self.context
+    }
+
+    /// The characters of `tokens`.
+    pub fn decode(&self, tokens: impl IntoIterator<Item = usize>) -> String {
+        tokens.into_iter().map(|t| self.vocab[t]).collect()
+    }
+
+    /// The training split's offset of sample `index`: a SplitMix64 hash of the seed and index.
+    fn offset(&self, index: u64) -> usize {
+        let mut z = self.seed.wrapping_add(index.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        (z % (self.train_end - self.context) as u64) as usize
+    }
+}
+
+impl Dataset for CharText {
+    fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> Result<()> {
+        let t = self.context;
+        batch.inputs.resize(rows * t, 1);
+        batch.labels.clear();
+        let inputs = batch.inputs.as_mut_slice();
+        for s in 0..rows {
+            let at = self.offset(first.wrapping_add(s as u64));
+            for (i, &token) in self.tokens[at..at + t].iter().enumerate() {
+                inputs[s * t + i] = token as f32;
+            }
+            batch.labels.extend(self.tokens[at + 1..at + t + 1].iter().map(|&x| x as usize));
+        }
+        Ok(())
+    }
+
+    fn features(&self) -> usize {
+        1
+    }
+
+    fn positions(&self) -> usize {
+        self.context
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{}: {} characters ({} distinct), windows of {} from the first {}",
+            self.name,
+            self.tokens.len(),
+            self.vocab.len(),
+            self.context,
+            self.train_end
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_of_the_training_split_with_the_next_character_as_label() {
+        let text = "hello world, hello text; ".repeat(8);
+        let mut set = CharText::new(&text, 6, 7, "test").unwrap();
+        assert_eq!(set.vocab().iter().collect::<String>(), " ,;dehlortwx");
+        let mut batch = Batch::default();
+        set.fill(3, 4, &mut batch).unwrap();
+        assert_eq!((batch.inputs.rows(), batch.labels.len()), (24, 24));
+        let train: Vec<char> = text.chars().take(set.train_end).collect();
+        for s in 0..4 {
+            let window: String = (0..6).map(|i| set.vocab()[batch.inputs.row(s * 6 + i)[0] as usize]).collect();
+            let labels = set.decode(batch.labels[s * 6..s * 6 + 6].iter().copied());
+            let at = set.offset(3 + s as u64);
+            assert_eq!(window, train[at..at + 6].iter().collect::<String>());
+            assert_eq!(labels, train[at + 1..at + 7].iter().collect::<String>(), "the next characters");
+            assert!(at + 7 <= set.train_end, "within the training split");
+        }
+        // Sample 4 is the same window whichever batch reads it.
+        let mut again = Batch::default();
+        set.fill(4, 1, &mut again).unwrap();
+        assert_eq!(again.inputs.as_slice(), &batch.inputs.as_slice()[6..12]);
+    }
+
+    #[test]
+    fn texts_too_short_or_not_utf8_are_refused_naming_why() {
+        assert!(CharText::new("abc", 8, 0, "short").err().unwrap().to_string().contains("too few for one sample of 8"));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("latin1.txt");
+        std::fs::write(&path, b"caf\xe9 au lait").unwrap();
+        let err = CharText::from_file(&path, 2, 0).err().unwrap().to_string();
+        assert!(err.contains("not UTF-8 text (byte 3 is not)"), "{err}");
+    }
+}

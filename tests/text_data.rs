@@ -1,0 +1,70 @@
+//! `--text FILE`: a language model trained on a text's characters (the `gpt` example), on one
+//! process and on two ranks alike, and every way a text or a model can fail to fit refused
+//! before step 1 with its reason.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{example, scratch};
+
+/// `example args` in `dir`: (success, stdout and stderr).
+fn run(exe: &str, dir: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(example(exe)).current_dir(dir).args(args).output().expect("the example runs");
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+const TEXT: &str = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n";
+
+#[test]
+fn a_text_trains_the_gpt_example_alike_on_one_and_two_ranks() {
+    let dir = scratch("text");
+    std::fs::write(dir.path().join("t.txt"), TEXT.repeat(20)).unwrap();
+    let common = ["--text", "t.txt", "--steps", "3", "--log-every", "1", "--report", "off"];
+    let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--batch", "2", "--save-params", "one.st"]].concat());
+    assert!(ok, "{text}");
+    assert!(text.contains("step      3  loss"), "{text}");
+    if common::mpirun_available() {
+        let exe = example("gpt");
+        let args =
+            [&["-n", "2", exe.to_str().unwrap()][..], &common, &["--batch", "1", "--save-params", "two.st"]].concat();
+        let out = Command::new("mpirun")
+            .current_dir(dir.path())
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .arg("--oversubscribe")
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let (one, two) = (
+            common::load_sorted_params(&dir.path().join("one.st")),
+            common::load_sorted_params(&dir.path().join("two.st")),
+        );
+        let diff = common::max_relative_difference(&one, &two);
+        assert!(diff < 1e-4, "two ranks of one sequence each read the samples one rank of two reads: {diff:e}");
+    }
+}
+
+#[test]
+fn texts_and_models_that_do_not_fit_are_refused_before_step_1() {
+    let dir = scratch("text-refused");
+    std::fs::write(dir.path().join("t.txt"), TEXT.repeat(20)).unwrap();
+    std::fs::write(dir.path().join("latin1.txt"), b"caf\xe9 au lait, caf\xe9 au lait".repeat(20)).unwrap();
+    let wide: String = (0..200u32).filter_map(|c| char::from_u32(0x4e00 + c)).collect::<String>().repeat(3);
+    std::fs::write(dir.path().join("wide.txt"), wide).unwrap();
+    for (exe, args, expected) in [
+        ("gpt", &["--text", "latin1.txt"][..], "latin1.txt: not UTF-8 text (byte 3 is not)"),
+        ("gpt", &["--text", "wide.txt"], "wide.txt: 200 distinct characters, but Gpt predicts 96 classes"),
+        ("gpt", &["--text", "t.txt", "--context", "100"], "--context 100: Gpt's position embedding has rows for 64"),
+        ("gpt", &["--text", "missing.txt"], "missing.txt"),
+        ("mlp", &["--text", "t.txt"], "--text feeds token ids, one per row; Mlp's first layer takes 784 inputs"),
+        ("gpt", &["--text", "t.txt", "--data", "."], "cannot be used with"),
+    ] {
+        let (ok, text) = run(exe, dir.path(), &[args, &["--steps", "2"]].concat());
+        assert!(!ok, "{exe} {args:?} ran:\n{text}");
+        assert!(text.contains(expected), "{exe} {args:?}: expected `{expected}` in:\n{text}");
+        assert!(!text.contains("step      1"), "{exe} {args:?}: refused only after training began:\n{text}");
+    }
+}
