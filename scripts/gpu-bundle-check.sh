@@ -30,6 +30,9 @@ echo "== mlp trains 2 steps on the CPU from the bundle"
 echo "== resmlp (residual blocks) trains 2 steps on the CPU from the bundle"
 "$root/release/examples/resmlp" --steps 2 --batch 8 --log-every 1
 
+echo "== gpt (attention) trains 2 steps on the CPU from the bundle, on gpu-check.sh's text"
+"$root/release/examples/gpt" --text "$root/gpu-check.sh" --steps 2 --log-every 1 --report off
+
 echo "== the GPU tests without a GPU"
 "$root/release/deps/cuda" --nocapture 2>&1 | tee "$scratch/cuda-tests.txt"
 grep -q "no CUDA driver found" "$scratch/cuda-tests.txt"

@@ -7,7 +7,7 @@
 #   scripts/gpu-bundle.sh [OUT]          # default OUT: target/gpu-bundle.tar.gz
 #
 # The tarball holds, under overlap-gpu/:
-#   release/examples/mlp        the mlp and resmlp examples with the `cuda` feature
+#   release/examples/mlp        the mlp, resmlp and gpt examples with the `cuda` feature
 #   release/deps/cuda           the GPU tests (tests/cuda.rs), release/deps/nvrtc the kernel tests
 #   lib/                        the shared libraries they need beyond glibc (OpenMPI, OpenBLAS, ...)
 #   gpu-check.sh, compare/ddp_peer.py
@@ -32,7 +32,7 @@ for line in sys.stdin:
 }
 
 echo "gpu-bundle: building for x86-64-v3 into $CARGO_TARGET_DIR"
-examples=$(cargo build --release --features cuda --example mlp --example resmlp --message-format=json | executables)
+examples=$(cargo build --release --features cuda --example mlp --example resmlp --example gpt --message-format=json | executables)
 cuda_tests=$(cargo test --release --features cuda --test cuda --no-run --message-format=json | executables)
 nvrtc_tests=$(cargo test --release -p overlap-runtime --features cuda --test nvrtc --no-run --message-format=json |
     executables)

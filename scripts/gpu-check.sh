@@ -5,13 +5,14 @@
 #   scripts/gpu-check.sh [--bundle FILE] [--out DIR]
 #
 #   --bundle FILE  the tarball (default: target/gpu-bundle.tar.gz, or the bundle this script is in)
-#   --out DIR      where the results go (default: gpu-check-out); at most 9 files:
+#   --out DIR      where the results go (default: gpu-check-out); at most 10 files:
 #     env.txt        driver, GPU, CPU, glibc, where cuBLAS / NVRTC / NCCL / ptxas / the sanitizer are
 #     gpu-tests.txt  the GPU tests with --include-ignored (layer gradients vs the CPU, training
 #                    parity, accumulation, resume, NCCL under backward; multi-rank ones need mpirun)
 #     nvrtc.txt      the kernels compiled to CUBIN for sm_80/sm_90; ptxas's report when it exists
 #     mlp.txt        mlp --device cuda, 50 steps, with its JSON report
 #     resmlp.txt     resmlp (8 residual blocks) --device cuda, 50 steps, with its JSON report
+#     gpt.txt        gpt (attention) --device cuda on this script's own text, 50 steps, JSON report
 #     trace.json, timeline.svg   that run's trace and step timeline
 #     sanitizer.txt  compute-sanitizer memcheck and racecheck of the layer-gradient tests (a chain
 #                    and residual blocks)
@@ -88,7 +89,7 @@ sanitize() {
     local tool exe rc=0
     exe=$(sanitizer) || { echo "skipped: compute-sanitizer is not installed (it comes with the CUDA toolkit)"; return 0; }
     for tool in memcheck racecheck; do
-        for test in layer_gradients_match_the_cpu residual_block_gradients_match_the_cpu; do
+        for test in layer_gradients_match_the_cpu residual_block_gradients_match_the_cpu attention_gradients_match_the_cpu; do
             echo "-- compute-sanitizer --tool $tool: $test"
             "$exe" --tool "$tool" --error-exitcode 3 "$root/release/deps/cuda" \
                 --include-ignored --exact "$test" --nocapture || rc=$?
@@ -105,6 +106,10 @@ train_mlp() {
 
 train_resmlp() {
     "$root/release/examples/resmlp" --device cuda --steps "$STEPS" --log-every 10 --report json
+}
+
+train_gpt() {
+    "$root/release/examples/gpt" --device cuda --text "$root/gpu-check.sh" --steps "$STEPS" --log-every 10 --report json
 }
 
 pytorch() {
@@ -136,6 +141,7 @@ step "GPU tests" "$out/gpu-tests.txt" "$root/release/deps/cuda" --include-ignore
 step "NVRTC and ptxas" "$out/nvrtc.txt" "$root/release/deps/nvrtc" --include-ignored --nocapture
 step "mlp --device cuda, $STEPS steps" "$out/mlp.txt" train_mlp
 step "resmlp --device cuda, $STEPS steps" "$out/resmlp.txt" train_resmlp
+step "gpt --device cuda, $STEPS steps" "$out/gpt.txt" train_gpt
 step "compute-sanitizer" "$out/sanitizer.txt" sanitize
 step "PyTorch on the same GPU" "$out/pytorch.txt" pytorch
 

@@ -192,6 +192,35 @@ pub struct TinyLm {
     head: Linear<16, 13>,
 }
 
+/// A GPT in miniature: embeddings, a residual causal self-attention block, the head.
+#[distributed_model(bucket_cap_mb = 1)]
+mod tiny_gpt {
+    use overlap::prelude::*;
+
+    #[residual]
+    pub struct Attend {
+        ln_1: LayerNorm<16>,
+        attn: CausalSelfAttention<16, 4>,
+    }
+
+    pub struct TinyGpt {
+        wte: Embedding<13, 16>,
+        wpe: PositionEmbedding<8, 16>,
+        attend: Attend,
+        ln_f: LayerNorm<16>,
+        lm_head: Linear<16, 13>,
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn attention_gradients_match_the_cpu() {
+    let ids: Vec<f32> = (0..18).map(|i| ((i * 5 + i / 6) % 13) as f32).collect();
+    let labels: Vec<usize> = (0..18).map(|i| (i * 7 + 2) % 13).collect();
+    let ctx = StepContext::sequences(3, 6);
+    assert_same_gradients_on(tiny_gpt::TinyGpt::init(6), &ctx, &Matrix::from_vec(18, 1, ids), &labels);
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
 fn embedding_gradients_match_the_cpu() {

@@ -46,6 +46,11 @@ pub const KERNEL_SOURCES: &[KernelSource] = &[
         kernels: &["layer_norm_forward", "layer_norm_backward_input", "layer_norm_backward_params"],
     },
     KernelSource {
+        file: "attention.cu",
+        source: include_str!("kernels/attention.cu"),
+        kernels: &["causal_softmax", "causal_softmax_backward"],
+    },
+    KernelSource {
         file: "embedding.cu",
         source: include_str!("kernels/embedding.cu"),
         kernels: &["embedding_forward", "embedding_backward", "position_forward", "position_backward"],

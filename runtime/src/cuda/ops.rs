@@ -72,7 +72,7 @@ fn sgemm<A: DevicePtr<f32>, B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
 }
 
 /// Views of one layer's tensors on the device; every view holds at least the elements its
-/// shape needs (checked where the views are made, in `GpuModel`).
+/// shape needs (checked where the views are made, in `cuda::program`).
 type In<'a> = CudaView<'a, f32>;
 type Out<'a, 'b> = &'a mut CudaViewMut<'b, f32>;
 
@@ -226,6 +226,49 @@ pub fn position_backward(
     // SAFETY: reads `sequences * positions * d` gradients and writes `positions * d` elements of
     // dw, which exist.
     launch("position_backward", unsafe { args.launch(elementwise(positions * d)) })
+}
+
+/// Row-major `C (m x n) = op(A)·op(B) + beta·C`, each operand a view of a row-major matrix with
+/// its own row stride (`lda`, `ldb`, `ldc`: a head's columns inside a wider matrix). cuBLAS is
+/// column-major, where each row-major matrix is its own transpose: `Cᵀ = op(B)ᵀ·op(A)ᵀ`.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul(
+    gpu: &Gpu,
+    (transpose_a, transpose_b): (bool, bool),
+    (m, n, k): (usize, usize, usize),
+    (a, lda): (&In, usize),
+    (b, ldb): (&In, usize),
+    beta: f32,
+    (c, ldc): (Out, usize),
+) -> Result<()> {
+    let needs = |rows: usize, cols: usize, ld: usize| if rows == 0 { 0 } else { (rows - 1) * ld + cols };
+    let (a_rows, a_cols) = if transpose_a { (k, m) } else { (m, k) };
+    let (b_rows, b_cols) = if transpose_b { (n, k) } else { (k, n) };
+    assert!(
+        a.len() >= needs(a_rows, a_cols, lda) && b.len() >= needs(b_rows, b_cols, ldb) && c.len() >= needs(m, n, ldc),
+        "matmul: a view is shorter than its shape and row stride address"
+    );
+    sgemm(gpu, (transpose_b, transpose_a), (n, m, k), (b, ldb), (a, lda), beta, (c, ldc))
+}
+
+/// Row `r` of the `[rows, t]` scores becomes the softmax of `scale ×` its first `r mod t + 1`
+/// entries, the rest zero (attention to the same and earlier positions).
+pub fn causal_softmax(gpu: &Gpu, (rows, t): (usize, usize), scale: f32, p: Out) -> Result<()> {
+    let (rows_, t_) = (int(rows), int(t));
+    let mut args = gpu.compute().launch_builder(gpu.kernel("causal_softmax"));
+    args.arg(p).arg(&rows_).arg(&t_).arg(&scale);
+    // SAFETY: touches `rows * t` elements of p, which exist; one block per row of THREADS (a
+    // power of two, at most the kernel's 1024-entry scratch).
+    launch("causal_softmax", unsafe { args.launch(per_row(rows)) })
+}
+
+/// The scores' gradient from the weights' (`ds`, overwritten) and the weights `p`.
+pub fn causal_softmax_backward(gpu: &Gpu, (rows, t): (usize, usize), scale: f32, p: In, ds: Out) -> Result<()> {
+    let (rows_, t_) = (int(rows), int(t));
+    let mut args = gpu.compute().launch_builder(gpu.kernel("causal_softmax_backward"));
+    args.arg(ds).arg(&p).arg(&rows_).arg(&t_).arg(&scale);
+    // SAFETY: touches `rows * t` elements of ds and p, which exist; one block per row.
+    launch("causal_softmax_backward", unsafe { args.launch(per_row(rows)) })
 }
 
 /// Per-row statistics LayerNorm saves for backward.

@@ -70,10 +70,27 @@ impl GpuTensor {
     }
 }
 
-/// What a layer keeps from forward on the GPU: LayerNorm's per-row mean and 1/std.
+/// What a layer keeps from forward on the GPU: LayerNorm's per-row mean and 1/std; attention's
+/// queries, keys and values, weights and heads' outputs.
 #[derive(Default)]
 pub struct GpuSaved {
     pub(super) stats: Option<(CudaSlice<f32>, CudaSlice<f32>)>,
+    pub(super) attention: Option<AttentionBuffers>,
+}
+
+/// `[rows, 3D]` queries, keys and values, `[sequences, heads, t, t]` weights, `[rows, D]` heads.
+pub(super) struct AttentionBuffers {
+    pub(super) qkv: CudaSlice<f32>,
+    pub(super) probs: CudaSlice<f32>,
+    pub(super) heads: CudaSlice<f32>,
+}
+
+/// `buffer` holding at least `n` elements: kept, or replaced by a larger one.
+pub(super) fn at_least(gpu: &Gpu, buffer: &mut Option<CudaSlice<f32>>, n: usize) -> Result<()> {
+    if buffer.as_ref().is_none_or(|b| b.len() < n) {
+        *buffer = Some(gpu.compute().alloc_zeros::<f32>(n.max(1)).map_err(cuda("allocating a work buffer"))?);
+    }
+    Ok(())
 }
 
 /// A bucket being summed: its handle stays with the executor, which the wait point asks for it.
