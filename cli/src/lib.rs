@@ -20,10 +20,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use overlap_runtime::data::{SyntheticClassification, TrainingData};
+use overlap_runtime::data::SyntheticClassification;
 use overlap_runtime::plan::{plan_buckets, BucketLimits, Schedule};
 use overlap_runtime::text::CharText;
 use overlap_runtime::train::{io_widths, TrainSummary, Trainer};
+use overlap_runtime::training_data::TrainingData;
 use overlap_runtime::{
     command_line::{blas_core, console},
     device, Communicator, CrossEntropyLoss, DeviceOp, DistributedModel, Error, Result,

@@ -28,6 +28,7 @@ pub mod tensor;
 pub mod text;
 pub mod trace;
 pub mod train;
+pub mod training_data;
 
 pub use comm::{
     BucketMember, CommConfig, CommMode, Communicator, GradBucket, InFlight, LowRankP, LowRankQ, ParamVecs, Transport,

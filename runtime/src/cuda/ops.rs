@@ -212,7 +212,9 @@ pub fn position_forward(gpu: &Gpu, (rows, positions, d): (usize, usize, usize), 
     launch("position_forward", unsafe { args.launch(elementwise(rows * d)) })
 }
 
-/// `dw[t] (+)= Σ_s dy[s, t]` over `sequences` sequences of `positions` rows of width `d`.
+/// `dw[t] (+)= Σ_s dy[s, t]` over `sequences` sequences of `positions` rows of width `d`. Not
+/// accumulating, the whole table's gradient is zeroed first: the rows past `positions` (a step
+/// of shorter sequences) must not keep an earlier step's values.
 pub fn position_backward(
     gpu: &Gpu,
     (sequences, positions, d): (usize, usize, usize),
@@ -220,7 +222,10 @@ pub fn position_backward(
     dw: Out,
     accumulate: bool,
 ) -> Result<()> {
-    let (s_, p_, d_, add) = (int(sequences), int(positions), int(d), i32::from(accumulate));
+    if !accumulate {
+        gpu.compute().memset_zeros(dw).map_err(cuda("clearing a position-embedding gradient"))?;
+    }
+    let (s_, p_, d_, add) = (int(sequences), int(positions), int(d), 1i32);
     let mut args = gpu.compute().launch_builder(gpu.kernel("position_backward"));
     args.arg(dw).arg(&dy).arg(&s_).arg(&p_).arg(&d_).arg(&add);
     // SAFETY: reads `sequences * positions * d` gradients and writes `positions * d` elements of

@@ -1,0 +1,69 @@
+//! The command line's training sets behind one `Dataset`: the synthetic one, MNIST-format
+//! files, or a text's characters. Apart from `data`, so that the sets (which implement `Dataset`)
+//! are below it and `data` imports none of them.
+
+use crate::data::{Batch, Dataset, SyntheticClassification};
+use crate::error::{Error, Result};
+use crate::idx::{IdxDataset, Split};
+use crate::text::CharText;
+
+impl Dataset for TrainingData {
+    fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> Result<()> {
+        match self {
+            TrainingData::Synthetic(d) => Dataset::fill(d, first, rows, batch),
+            TrainingData::Idx(d) => Dataset::fill(d, first, rows, batch),
+            TrainingData::Text(d) => d.fill(first, rows, batch),
+        }
+    }
+
+    fn features(&self) -> usize {
+        match self {
+            TrainingData::Synthetic(d) => d.features(),
+            TrainingData::Idx(d) => IdxDataset::features(d),
+            TrainingData::Text(d) => d.features(),
+        }
+    }
+
+    fn positions(&self) -> usize {
+        match self {
+            TrainingData::Text(d) => d.positions(),
+            _ => 1,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            TrainingData::Synthetic(d) => d.describe(),
+            TrainingData::Idx(d) => Dataset::describe(d),
+            TrainingData::Text(d) => d.describe(),
+        }
+    }
+}
+
+/// The command line's sets: the synthetic one, MNIST-format files, or a text's characters.
+pub enum TrainingData {
+    Synthetic(SyntheticClassification),
+    /// MNIST-format files (`--data DIR`).
+    Idx(IdxDataset),
+    /// A UTF-8 text, character by character (`--text FILE`).
+    Text(CharText),
+}
+
+impl TrainingData {
+    /// The training split in `dir`, checked against the model's input and output widths.
+    pub fn from_idx_dir(dir: &std::path::Path, features: usize, classes: usize) -> Result<Self> {
+        if !dir.is_dir() {
+            let what = if dir.exists() { "is not a folder" } else { "no such folder" };
+            return Err(Error::Dataset(format!("IDX folder {}: {what}", dir.display())));
+        }
+        let set = IdxDataset::load_dir(dir, Split::Train, classes)?;
+        if set.features() != features {
+            return Err(Error::Config(format!(
+                "{}: images have {} pixels, the model's first layer takes {features} inputs",
+                dir.display(),
+                set.features()
+            )));
+        }
+        Ok(TrainingData::Idx(set))
+    }
+}
