@@ -127,6 +127,10 @@ pub use overlap_runtime::plan;
 /// The device contract of the program `#[distributed_model]` emits (`Program`): where tensors
 /// live (`Storage`: `Host`, or a GPU), and what runs the layers, launches and wait points.
 pub use overlap_runtime::program;
+/// Text from a trained language model (`generate`, as nanoGPT's).
+pub use overlap_runtime::sample;
+/// A text's characters as a `Dataset` (`CharText`).
+pub use overlap_runtime::text;
 /// Spans, the overlap report, the Chrome trace and the timeline.
 pub use overlap_runtime::trace;
 

@@ -97,4 +97,8 @@ fn the_trainer_learns_a_next_token_task() {
         .fit(&mut model, &mut NextToken, &CrossEntropyLoss)
         .unwrap();
     assert!(summary.final_loss < 0.5 * summary.first_loss, "{} -> {}", summary.first_loss, summary.final_loss);
+    // Generation continues the learned rule (next = token + 1), here drawing the likeliest only.
+    let greedy = overlap::sample::SampleConfig { tokens: 6, top_k: Some(1), ..Default::default() };
+    let drawn = overlap::sample::generate(&model, &[3], (11, 4), &greedy);
+    assert_eq!(drawn, [4, 5, 6, 7, 8, 9], "a context longer than 4 keeps its last 4 tokens");
 }

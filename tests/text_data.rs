@@ -25,6 +25,12 @@ fn a_text_trains_the_gpt_example_alike_on_one_and_two_ranks() {
     let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--batch", "2", "--save-params", "one.st"]].concat());
     assert!(ok, "{text}");
     assert!(text.contains("step      3  loss"), "{text}");
+    let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--batch", "2", "--sample", "40"]].concat());
+    assert!(ok, "{text}");
+    let sample = text.split_once("sample (40 characters, temperature 0.8, top-k 200):\n").expect("a sample").1;
+    let drawn: String = sample.chars().take(40).collect();
+    assert_eq!(drawn.chars().count(), 40, "{text}");
+    assert!(drawn.chars().all(|c| TEXT.contains(c)), "only the text's characters: {drawn:?}");
     if common::mpirun_available() {
         let exe = example("gpt");
         let args =

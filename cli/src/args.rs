@@ -232,6 +232,16 @@ pub struct TrainArgs {
     /// Characters per --text sample [default: the rows of the model's PositionEmbedding].
     #[arg(long, value_name = "N", requires = "text", value_parser = positive_usize)]
     pub context: Option<usize>,
+    /// After training, print N characters the model generates (rank 0; needs --text), as
+    /// nanoGPT's sample.py: from a newline, each drawn from the next-character distribution.
+    #[arg(long, value_name = "N", requires = "text", default_value_t = 0)]
+    pub sample: usize,
+    /// --sample's temperature: below 1 sharpens, above 1 flattens.
+    #[arg(long, default_value_t = 0.8, value_parser = positive_f64, allow_hyphen_values = true)]
+    pub temperature: f64,
+    /// --sample draws among the K likeliest characters only.
+    #[arg(long, value_name = "K", default_value_t = 200, value_parser = positive_usize)]
+    pub top_k: usize,
     /// Write this run's measured per-layer times as a profile for
     /// `#[distributed_model(buckets = profile("FILE"))]` (rank 0, at the end).
     #[arg(long, value_name = "FILE")]

@@ -22,6 +22,7 @@ use std::time::Duration;
 use clap::Parser;
 use overlap_runtime::data::SyntheticClassification;
 use overlap_runtime::plan::{plan_buckets, BucketLimits, Schedule};
+use overlap_runtime::sample::{generate, SampleConfig};
 use overlap_runtime::text::CharText;
 use overlap_runtime::train::{io_widths, TrainSummary, Trainer};
 use overlap_runtime::training_data::TrainingData;
@@ -126,7 +127,31 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     }
     let trainer = Trainer::new(comm).config(args.train_config());
     let trainer = if comm.rank() == 0 { trainer.progress(Bar::new()) } else { trainer };
-    trainer.fit(&mut model, &mut data, &CrossEntropyLoss)
+    let summary = trainer.fit(&mut model, &mut data, &CrossEntropyLoss)?;
+    if let (0, TrainingData::Text(text), true) = (comm.rank(), &data, args.sample > 0) {
+        print_sample(&model, text, args);
+    }
+    Ok(summary)
+}
+
+/// `--sample N`: N characters from the trained model, after a newline (or the first
+/// character, in a text without one), on stdout.
+fn print_sample<M: DistributedModel>(model: &M, text: &CharText, args: &TrainArgs) {
+    let config = SampleConfig {
+        tokens: args.sample,
+        temperature: args.temperature as f32,
+        top_k: Some(args.top_k),
+        seed: args.seed,
+    };
+    let start = text.vocab().binary_search(&'\n').unwrap_or(0);
+    let tokens = generate(model, &[start], (text.vocab().len(), text.context()), &config);
+    console::out_line(&format!(
+        "sample ({} characters, temperature {}, top-k {}):\n{}",
+        args.sample,
+        args.temperature,
+        args.top_k,
+        text.decode(tokens)
+    ));
 }
 
 /// The synthetic set, or the IDX files of `--data`, shaped for the model's input and output.

@@ -24,6 +24,7 @@ pub mod params_file;
 pub(crate) mod process;
 pub mod profile;
 pub mod program;
+pub mod sample;
 pub mod tensor;
 pub mod text;
 pub mod trace;

@@ -1,0 +1,101 @@
+//! Text from a trained language model, token by token, as nanoGPT's `generate`: the logits of the
+//! last position divided by the temperature, all but the `top_k` largest dropped, a softmax, and
+//! one draw; the drawn token joins the context (its last `context` tokens) for the next.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::layer::StepContext;
+use crate::model::DistributedModel;
+use crate::tensor::Matrix;
+
+/// How to draw.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SampleConfig {
+    /// Tokens to generate.
+    pub tokens: usize,
+    /// Below 1 sharpens the distribution, above 1 flattens it (nanoGPT's default: 0.8).
+    pub temperature: f32,
+    /// Keep only the `top_k` likeliest tokens (nanoGPT's default: 200); `None` keeps all.
+    pub top_k: Option<usize>,
+    pub seed: u64,
+}
+
+impl Default for SampleConfig {
+    fn default() -> Self {
+        SampleConfig { tokens: 500, temperature: 0.8, top_k: Some(200), seed: 1337 }
+    }
+}
+
+/// `config.tokens` tokens continuing `prompt`, drawn from `model` over the first `vocab` of its
+/// outputs (a model may have more outputs than the text has tokens), seeing at most the last
+/// `context` tokens.
+pub fn generate<M: DistributedModel>(
+    model: &M,
+    prompt: &[usize],
+    (vocab, context): (usize, usize),
+    config: &SampleConfig,
+) -> Vec<usize> {
+    assert!(!prompt.is_empty() && context > 0 && vocab > 0, "generation needs a prompt, a context and a vocabulary");
+    let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
+    let mut tokens = prompt.to_vec();
+    let mut ws = M::Workspace::default();
+    let mut input = Matrix::default();
+    let mut weights = Vec::with_capacity(vocab);
+    for _ in 0..config.tokens {
+        let window = &tokens[tokens.len().saturating_sub(context)..];
+        input.resize(window.len(), 1);
+        for (x, &t) in input.as_mut_slice().iter_mut().zip(window) {
+            *x = t as f32;
+        }
+        let logits = model.forward_with(&StepContext::sequences(1, window.len()), &input, &mut ws);
+        let last = &logits.row(window.len() - 1)[..vocab.min(logits.cols())];
+        tokens.push(draw(last, config, &mut weights, &mut rng));
+    }
+    tokens.split_off(prompt.len())
+}
+
+/// One token from `logits`: scaled, cut to the top k, normalised, drawn.
+fn draw(logits: &[f32], config: &SampleConfig, weights: &mut Vec<f64>, rng: &mut ChaCha8Rng) -> usize {
+    let temperature = f64::from(config.temperature.max(f32::MIN_POSITIVE));
+    let scaled = logits.iter().map(|&l| f64::from(l) / temperature);
+    weights.clear();
+    weights.extend(scaled);
+    if let Some(k) = config.top_k.filter(|&k| k > 0 && k < weights.len()) {
+        let mut sorted = weights.clone();
+        sorted.sort_by(|a, b| b.total_cmp(a));
+        let threshold = sorted[k - 1];
+        weights.iter_mut().filter(|w| **w < threshold).for_each(|w| *w = f64::NEG_INFINITY);
+    }
+    let max = weights.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    weights.iter_mut().for_each(|w| *w = (*w - max).exp());
+    let total: f64 = weights.iter().sum();
+    let mut target = rng.random::<f64>() * total;
+    for (token, &w) in weights.iter().enumerate() {
+        if target < w {
+            return token;
+        }
+        target -= w;
+    }
+    weights.iter().rposition(|&w| w > 0.0).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_one_is_the_likeliest_and_a_low_temperature_nearly_so() {
+        let logits = [0.1f32, 2.0, 1.9, -3.0];
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut weights = Vec::new();
+        let greedy = SampleConfig { top_k: Some(1), temperature: 5.0, ..SampleConfig::default() };
+        assert!((0..50).all(|_| draw(&logits, &greedy, &mut weights, &mut rng) == 1));
+        let cold = SampleConfig { top_k: None, temperature: 1e-3, ..SampleConfig::default() };
+        assert!((0..50).all(|_| draw(&logits, &cold, &mut weights, &mut rng) == 1));
+        // Top 2 at a high temperature: both kept tokens come up, the others never.
+        let warm = SampleConfig { top_k: Some(2), temperature: 10.0, ..SampleConfig::default() };
+        let drawn: Vec<usize> = (0..200).map(|_| draw(&logits, &warm, &mut weights, &mut rng)).collect();
+        assert!(drawn.contains(&1) && drawn.contains(&2) && drawn.iter().all(|&t| t == 1 || t == 2));
+    }
+}
