@@ -11,11 +11,13 @@
 //! - `storage`: the program's values on the GPU (`Cuda`: tensors, buckets, in-flight tickets);
 //! - `params`: parameters and optimizer state on the device, to and from the host model;
 //! - `program`: the calls of the program `#[distributed_model]` emits, queued on the streams;
+//!   `attention`: causal self-attention's products and softmax among them;
 //! - `loss`: softmax cross-entropy on the device;
 //! - `timing`: trace spans from CUDA events; `backend`: the GPU behind the `Trainer`'s loop.
 //!
 //! cudarc loads every CUDA library at run time, so this builds without a toolkit or GPU.
 
+mod attention;
 mod backend;
 mod gpu;
 mod kernels;
