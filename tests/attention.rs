@@ -3,6 +3,8 @@
 //! planned with the attention's parameters in PyTorch's ready order, with gradients that match
 //! finite differences through the whole model, and a next-token task it learns.
 
+mod common;
+
 use overlap::prelude::*;
 use overlap::{Batch, ReportFormat};
 
@@ -38,7 +40,7 @@ pub mod tiny_gpt {
     }
 }
 
-use tiny_gpt::{TinyGpt, TinyGptWorkspace};
+use tiny_gpt::TinyGpt;
 
 fn ids(sequences: usize, positions: usize, first: usize) -> Matrix {
     let values = (0..sequences * positions).map(|i| ((first + i / positions) * 3 + (i % positions) * 2) % 13);
@@ -70,32 +72,7 @@ fn gradients_through_attention_blocks_match_finite_differences() {
     let mut model = TinyGpt::new(&Communicator::single(), 3).unwrap();
     let x = ids(2, 5, 1);
     let w = Matrix::from_vec(10, 13, (0..130).map(|i| ((i * 37 % 53) as f32 / 53.0 - 0.5) * 1.5).collect());
-    let loss = |model: &TinyGpt| -> f64 {
-        let out = model.forward_with(&ctx, &x, &mut TinyGptWorkspace::default()).clone();
-        out.as_slice().iter().zip(w.as_slice()).map(|(o, w)| f64::from(*o) * f64::from(*w)).sum()
-    };
-    let (mut ws, mut grads) = (TinyGptWorkspace::default(), model.new_grads());
-    model.forward_with(&ctx, &x, &mut ws);
-    model.backward_no_sync(&mut ws, &w, &mut grads);
-    let buckets = overlap::GradientBuckets::buckets(&grads);
-    let schedule = &TinyGpt::SCHEDULE;
-    let mut checked = 0;
-    for p in schedule.params() {
-        let info = schedule.param(p);
-        let analytic = buckets[info.bucket].view(info.offset, info.numel()).to_vec();
-        for (k, &a) in analytic.iter().enumerate().step_by(7) {
-            let (h, original) = (1e-2f32, model.param(p)[k]);
-            model.param_mut(p)[k] = original + h;
-            let up = loss(&model);
-            model.param_mut(p)[k] = original - h;
-            let down = loss(&model);
-            model.param_mut(p)[k] = original;
-            let numeric = (up - down) / (2.0 * f64::from(h));
-            let name = schedule.param_name(p);
-            assert!((f64::from(a) - numeric).abs() <= 3e-3 + 3e-2 * numeric.abs(), "{name}[{k}]: {a} vs {numeric}");
-            checked += 1;
-        }
-    }
+    let checked = common::finite_differences::check(&mut model, (&ctx, &x, &w), 7, (3e-3, 3e-2));
     assert!(checked > 500, "{checked} gradients checked");
 }
 

@@ -33,14 +33,7 @@ pub mod tiny {
     }
 }
 
-use tiny::{Net, NetWorkspace};
-
-/// `sum(output ⊙ w)` for a fixed `w`: its gradient with respect to the output is `w`.
-fn loss(model: &Net, x: &Matrix, w: &Matrix) -> f64 {
-    let mut ws = NetWorkspace::default();
-    let out = model.forward(x, &mut ws);
-    out.as_slice().iter().zip(w.as_slice()).map(|(o, w)| f64::from(*o) * f64::from(*w)).sum()
-}
+use tiny::Net;
 
 fn matrix(rows: usize, cols: usize, seed: usize) -> Matrix {
     let values = (0..rows * cols).map(|i| (((i * 37 + seed * 101) % 53) as f32 / 53.0 - 0.5) * 1.5).collect();
@@ -78,38 +71,10 @@ fn blocks_unroll_into_one_schedule_named_by_path() {
 
 #[test]
 fn gradients_of_residual_nested_and_repeated_blocks_match_finite_differences() {
-    let comm = Communicator::single();
-    let mut model = Net::new(&comm, 5).unwrap();
+    let mut model = Net::new(&Communicator::single(), 5).unwrap();
     let (x, w) = (matrix(5, 4, 1), matrix(5, 3, 2));
-    let mut ws = NetWorkspace::default();
-    let mut grads = model.new_grads();
-    model.forward(&x, &mut ws);
-    model.backward_no_sync(&mut ws, &w, &mut grads);
-    let buckets = overlap::GradientBuckets::buckets(&grads);
-    let schedule = &Net::SCHEDULE;
-    let mut checked = 0;
-    for p in schedule.params() {
-        let info = schedule.param(p);
-        let analytic = buckets[info.bucket].view(info.offset, info.numel()).to_vec();
-        for (k, &a) in analytic.iter().enumerate() {
-            let h = 1e-2f32;
-            let original = model.param(p)[k];
-            model.param_mut(p)[k] = original + h;
-            let up = loss(&model, &x, &w);
-            model.param_mut(p)[k] = original - h;
-            let down = loss(&model, &x, &w);
-            model.param_mut(p)[k] = original;
-            let numeric = (up - down) / (2.0 * f64::from(h));
-            let tolerance = 2e-3 + 2e-2 * numeric.abs();
-            assert!(
-                (f64::from(a) - numeric).abs() <= tolerance,
-                "{}[{k}]: backward {a}, finite differences {numeric}",
-                schedule.param_name(p)
-            );
-            checked += 1;
-        }
-    }
-    assert_eq!(checked, schedule.param_count());
+    let checked = common::finite_differences::check(&mut model, (&StepContext::rows(5), &x, &w), 1, (2e-3, 2e-2));
+    assert_eq!(checked, Net::SCHEDULE.param_count());
 }
 
 /// `resmlp args` in `dir`; fails the test unless it succeeds.

@@ -3,6 +3,8 @@
 //! as nanoGPT names them (`wte.weight`, `wpe.weight`), with gradients that match finite
 //! differences through the whole model, and a next-token task the `Trainer` learns.
 
+mod common;
+
 use overlap::prelude::*;
 use overlap::{Batch, ReportFormat};
 
@@ -39,30 +41,7 @@ fn gradients_through_the_embeddings_match_finite_differences() {
     let mut model = TinyLm::new(&Communicator::single(), 5).unwrap();
     let x = ids(3, 2);
     let w = Matrix::from_vec(12, 11, (0..132).map(|i| ((i * 37 % 53) as f32 / 53.0 - 0.5) * 1.5).collect());
-    let loss = |model: &TinyLm| -> f64 {
-        let out = model.forward_with(&ctx, &x, &mut TinyLmWorkspace::default()).clone();
-        out.as_slice().iter().zip(w.as_slice()).map(|(o, w)| f64::from(*o) * f64::from(*w)).sum()
-    };
-    let (mut ws, mut grads) = (TinyLmWorkspace::default(), model.new_grads());
-    model.forward_with(&ctx, &x, &mut ws);
-    model.backward_no_sync(&mut ws, &w, &mut grads);
-    let buckets = overlap::GradientBuckets::buckets(&grads);
-    let schedule = &TinyLm::SCHEDULE;
-    for p in schedule.params() {
-        let info = schedule.param(p);
-        let analytic = buckets[info.bucket].view(info.offset, info.numel()).to_vec();
-        for (k, &a) in analytic.iter().enumerate().step_by(3) {
-            let (h, original) = (1e-2f32, model.param(p)[k]);
-            model.param_mut(p)[k] = original + h;
-            let up = loss(&model);
-            model.param_mut(p)[k] = original - h;
-            let down = loss(&model);
-            model.param_mut(p)[k] = original;
-            let numeric = (up - down) / (2.0 * f64::from(h));
-            let name = schedule.param_name(p);
-            assert!((f64::from(a) - numeric).abs() <= 2e-3 + 2e-2 * numeric.abs(), "{name}[{k}]: {a} vs {numeric}");
-        }
-    }
+    common::finite_differences::check(&mut model, (&ctx, &x, &w), 3, (2e-3, 2e-2));
 }
 
 /// Sequences of 4 tokens; the label of each position is the next token of the sequence's pattern.

@@ -3,6 +3,8 @@
 //! per-token layers keep working on rows. The layer here is a causal mean, written by a user as
 //! attention will be: it mixes the positions of one sequence, never two sequences.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use overlap::plan::ParamRef;
@@ -98,34 +100,15 @@ fn gradients_through_a_position_mixing_layer_match_finite_differences() {
     let ctx = StepContext::sequences(3, 4);
     let mut model = SeqNet::new(&Communicator::single(), 2).unwrap();
     let (x, w) = (matrix(12, 3, 1), matrix(12, 2, 2));
-    let loss = |model: &SeqNet| -> f64 {
-        let out = output(model, &ctx, &x);
-        out.as_slice().iter().zip(w.as_slice()).map(|(o, w)| f64::from(*o) * f64::from(*w)).sum()
-    };
+    common::finite_differences::check(&mut model, (&ctx, &x, &w), 1, (2e-3, 2e-2));
     let (mut ws, mut grads) = (SeqNetWorkspace::default(), model.new_grads());
     model.forward_with(&ctx, &x, &mut ws);
     model.backward_no_sync(&mut ws, &w, &mut grads);
-    let buckets = overlap::GradientBuckets::buckets(&grads);
-    let schedule = &SeqNet::SCHEDULE;
-    for p in schedule.params() {
-        let info = schedule.param(p);
-        let analytic = buckets[info.bucket].view(info.offset, info.numel()).to_vec();
-        for (k, &a) in analytic.iter().enumerate() {
-            let (h, original) = (1e-2f32, model.param(p)[k]);
-            model.param_mut(p)[k] = original + h;
-            let up = loss(&model);
-            model.param_mut(p)[k] = original - h;
-            let down = loss(&model);
-            model.param_mut(p)[k] = original;
-            let numeric = (up - down) / (2.0 * f64::from(h));
-            let name = schedule.param_name(p);
-            assert!((f64::from(a) - numeric).abs() <= 2e-3 + 2e-2 * numeric.abs(), "{name}[{k}]: {a} vs {numeric}");
-        }
-    }
     // Grouped as rows instead, the same input gives other gradients: the context reached backward.
     let (mut rows_ws, mut rows_grads) = (SeqNetWorkspace::default(), model.new_grads());
     model.forward(&x, &mut rows_ws);
     model.backward_no_sync(&mut rows_ws, &w, &mut rows_grads);
+    let schedule = SeqNet::SCHEDULE;
     let embed = schedule.param(ParamRef { layer: 0, param: 0 });
     let view = |g: &SeqNetGrads| overlap::GradientBuckets::buckets(g)[embed.bucket].view(embed.offset, 12).to_vec();
     assert_ne!(view(&grads), view(&rows_grads));

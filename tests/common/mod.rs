@@ -2,6 +2,8 @@
 // Each test binary uses some of these helpers.
 #![allow(dead_code)]
 
+pub mod finite_differences;
+
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
