@@ -62,12 +62,6 @@ impl GpuTensor {
         self.resize(gpu, host.rows(), host.cols())?;
         gpu.compute().memcpy_htod(host.as_slice(), &mut self.view_mut()).map_err(cuda("copying a batch in"))
     }
-
-    /// Copies the tensor out (waits for the GPU).
-    pub fn download(&self, gpu: &Gpu) -> Result<Matrix> {
-        let values = gpu.compute().clone_dtoh(&self.view()).map_err(cuda("copying a tensor out"))?;
-        Ok(Matrix::from_vec(self.rows, self.cols, values))
-    }
 }
 
 /// What a layer keeps from forward on the GPU: LayerNorm's per-row mean and 1/std; attention's

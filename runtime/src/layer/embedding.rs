@@ -17,6 +17,12 @@ pub struct Embedding<const V: usize, const D: usize> {
     pub weight: Vec<f32>,
 }
 
+/// Parameter `index` of a layer whose one parameter is its `weight`.
+fn the_weight<T>(layer: &str, index: usize, weight: T) -> T {
+    assert_eq!(index, 0, "{layer} has one parameter (weight)");
+    weight
+}
+
 /// The token id in row `r` of `input`, checked to be a whole number below `vocab`.
 fn token(input: &Matrix, r: usize, vocab: usize) -> usize {
     let x = input.row(r)[0];
@@ -40,18 +46,15 @@ impl<const V: usize, const D: usize> Layer for Embedding<V, D> {
     }
 
     fn param(&self, index: usize) -> &[f32] {
-        assert_eq!(index, 0, "Embedding has one parameter (weight)");
-        &self.weight
+        the_weight("Embedding", index, &self.weight)
     }
 
     fn param_mut(&mut self, index: usize) -> &mut [f32] {
-        assert_eq!(index, 0, "Embedding has one parameter (weight)");
-        &mut self.weight
+        the_weight("Embedding", index, &mut self.weight)
     }
 
     fn param_vec_mut(&mut self, index: usize) -> Option<&mut Vec<f32>> {
-        assert_eq!(index, 0, "Embedding has one parameter (weight)");
-        Some(&mut self.weight)
+        Some(the_weight("Embedding", index, &mut self.weight))
     }
 
     fn forward(&self, _ctx: &StepContext, input: &Matrix, output: &mut Matrix, _: &mut ()) {
@@ -120,18 +123,15 @@ impl<const T: usize, const D: usize> Layer for PositionEmbedding<T, D> {
     }
 
     fn param(&self, index: usize) -> &[f32] {
-        assert_eq!(index, 0, "PositionEmbedding has one parameter (weight)");
-        &self.weight
+        the_weight("PositionEmbedding", index, &self.weight)
     }
 
     fn param_mut(&mut self, index: usize) -> &mut [f32] {
-        assert_eq!(index, 0, "PositionEmbedding has one parameter (weight)");
-        &mut self.weight
+        the_weight("PositionEmbedding", index, &mut self.weight)
     }
 
     fn param_vec_mut(&mut self, index: usize) -> Option<&mut Vec<f32>> {
-        assert_eq!(index, 0, "PositionEmbedding has one parameter (weight)");
-        Some(&mut self.weight)
+        Some(the_weight("PositionEmbedding", index, &mut self.weight))
     }
 
     fn forward(&self, ctx: &StepContext, input: &Matrix, output: &mut Matrix, _: &mut ()) {

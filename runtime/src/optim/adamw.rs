@@ -2,6 +2,7 @@
 
 use super::elementwise::{AdamWStep, ElementwiseRule, LentState};
 use super::optimizer::Optimizer;
+use super::schedule::DecayExemptions;
 
 /// AdamW. Hyperparameters are not validated here (the CLI layer does): PyTorch's
 /// preconditions apply, i.e. `lr >= 0`, `eps >= 0`, `weight_decay >= 0`, betas in `[0, 1)`.
@@ -17,8 +18,8 @@ pub struct AdamW {
     beta2: f64,
     eps: f64,
     weight_decay: f64,
-    /// Parameters exempt from weight decay, by index (`exempt_from_decay`).
-    exempt: Vec<bool>,
+    /// Parameters exempt from weight decay (`exempt_from_decay`).
+    exempt: DecayExemptions,
     /// Steps begun so far; the bias corrections use it, so it is shared by all parameters.
     step: u64,
     /// First and second moments per parameter index, allocated on that parameter's first
@@ -36,7 +37,7 @@ impl AdamW {
             beta2: 0.999,
             eps: 1e-8,
             weight_decay: 1e-2,
-            exempt: Vec::new(),
+            exempt: DecayExemptions::default(),
             step: 0,
             exp_avg: Vec::new(),
             exp_avg_sq: Vec::new(),
@@ -110,18 +111,16 @@ impl AdamW {
     /// Parameter `index` is not decayed (as a PyTorch parameter group with `weight_decay` 0,
     /// whose update multiplies by exactly 1).
     pub fn exempt_from_decay(&mut self, index: usize) {
-        if index >= self.exempt.len() {
-            self.exempt.resize(index + 1, false);
-        }
-        self.exempt[index] = true;
+        self.exempt.insert(index);
     }
 
     /// `current_step` for parameter `index`: without decay where it is exempt.
     pub fn step_for(&self, index: usize) -> AdamWStep {
         let step = self.current_step();
-        match self.exempt.get(index) {
-            Some(true) => AdamWStep { decay: 1.0, ..step },
-            _ => step,
+        if self.exempt.contains(index) {
+            AdamWStep { decay: 1.0, ..step }
+        } else {
+            step
         }
     }
 

@@ -17,6 +17,24 @@ pub enum DecayOn {
     Matrices,
 }
 
+/// The parameters an optimizer does not decay, by index (`DecayOn::Matrices` exempts the
+/// vectors), as a PyTorch parameter group with `weight_decay` 0.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct DecayExemptions(Vec<bool>);
+
+impl DecayExemptions {
+    pub(crate) fn insert(&mut self, index: usize) {
+        if index >= self.0.len() {
+            self.0.resize(index + 1, false);
+        }
+        self.0[index] = true;
+    }
+
+    pub(crate) fn contains(&self, index: usize) -> bool {
+        self.0.get(index).copied().unwrap_or(false)
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum LrSchedule {
     /// The base rate on every step.

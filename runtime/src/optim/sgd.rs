@@ -2,6 +2,7 @@
 
 use super::elementwise::{ElementwiseRule, LentState, SgdRule};
 use super::optimizer::Optimizer;
+use super::schedule::DecayExemptions;
 
 /// SGD with optional momentum, dampening, Nesterov momentum and (coupled) weight decay.
 ///
@@ -14,8 +15,8 @@ pub struct Sgd {
     momentum: f32,
     dampening: f32,
     weight_decay: f32,
-    /// Parameters exempt from weight decay, by index (`exempt_from_decay`).
-    exempt: Vec<bool>,
+    /// Parameters exempt from weight decay (`exempt_from_decay`).
+    exempt: DecayExemptions,
     nesterov: bool,
     /// Momentum buffer per parameter index; empty until that parameter's first update, so a
     /// steady-state step never allocates, and while it is lent (`lend`).
@@ -30,7 +31,7 @@ impl Sgd {
             momentum: 0.0,
             dampening: 0.0,
             weight_decay: 0.0,
-            exempt: Vec::new(),
+            exempt: DecayExemptions::default(),
             nesterov: false,
             buffers: Vec::new(),
         }
@@ -90,18 +91,16 @@ impl Sgd {
 impl Sgd {
     /// Parameter `index` is not decayed (as a PyTorch parameter group with `weight_decay` 0).
     pub fn exempt_from_decay(&mut self, index: usize) {
-        if index >= self.exempt.len() {
-            self.exempt.resize(index + 1, false);
-        }
-        self.exempt[index] = true;
+        self.exempt.insert(index);
     }
 
     /// The rule of parameter `index`: `rule`, without decay where it is exempt.
     pub fn rule_for(&self, index: usize) -> SgdRule {
         let rule = self.rule();
-        match self.exempt.get(index) {
-            Some(true) => SgdRule { weight_decay: 0.0, ..rule },
-            _ => rule,
+        if self.exempt.contains(index) {
+            SgdRule { weight_decay: 0.0, ..rule }
+        } else {
+            rule
         }
     }
 
