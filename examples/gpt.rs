@@ -2,7 +2,8 @@
 //! pre-norm causal self-attention (4 heads) and a pre-norm MLP (4x wide, GELU), each with its
 //! residual connection, a final LayerNorm and the head. Its defaults are nanoGPT's CPU run of
 //! shakespeare_char (128 features, context 64, batch 12, AdamW at 1e-3 with warm-up and cosine
-//! decay to 1e-4, weight decay 0.1 on matrices, beta2 0.99); any flag given overrides them.
+//! decay to 1e-4, weight decay 0.1 on matrices, beta2 0.99, gradients clipped to norm 1); any flag
+//! given overrides them.
 //!
 //! ```text
 //! cat /usr/share/common-licenses/* > licenses.txt
@@ -70,6 +71,8 @@ const NANOGPT_CPU: &[&str] = &[
     "matrices",
     "--lr-schedule",
     "cosine:warmup=100,until=2000,min=1e-4",
+    "--clip-grad-norm",
+    "1.0",
     "--log-every",
     "100",
 ];

@@ -393,6 +393,21 @@ fn a_model_of_residual_blocks_trains_on_the_gpu_as_on_the_cpu() {
     }
 }
 
+/// Clipping by the global norm on the GPU (the squares summed on the device, the factor folded
+/// into the update kernels) trains as the CPU's clipping does.
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn clipping_by_the_global_norm_matches_the_cpu() {
+    for optimizer in ["sgd", "adamw"] {
+        let clip = ["--optimizer", optimizer, "--clip-grad-norm", "0.05"];
+        let cpu = train_probe("cpu", 20, &clip);
+        let gpu = train_probe("cuda", 20, &clip);
+        assert_params_close(&gpu, &cpu, 1e-3, &format!("{optimizer}, clipped to 0.05, GPU vs CPU after 20 steps"));
+        let unclipped = train_probe("cpu", 20, &["--optimizer", optimizer]);
+        assert!(relative(&unclipped[0].2, &cpu[0].2) > 1e-3, "{optimizer}: 0.05 clips nothing here");
+    }
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
 fn four_micro_steps_equal_one_step_on_four_times_the_batch_on_the_gpu() {

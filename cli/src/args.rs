@@ -122,6 +122,10 @@ pub struct TrainArgs {
     /// them).
     #[arg(long, value_enum, default_value_t = DecayOnArg::All)]
     pub decay_on: DecayOnArg,
+    /// Clip the averaged gradients to this global norm before each update, as PyTorch's
+    /// `clip_grad_norm_` (the updates then wait for every bucket's sums) [default: no clipping].
+    #[arg(long, value_name = "MAX", value_parser = positive_f64)]
+    pub clip_grad_norm: Option<f64>,
     /// Seed of the initial parameters and of the synthetic data.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -275,6 +279,7 @@ impl TrainArgs {
                     DecayOnArg::All => DecayOn::All,
                     DecayOnArg::Matrices => DecayOn::Matrices,
                 },
+                clip_grad_norm: self.clip_grad_norm,
             },
             comm: self.comm_config(),
             observe: self.observe_config(),

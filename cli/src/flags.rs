@@ -25,6 +25,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("`CommConfig::check_finite`", "--check-finite"),
     ("`CommConfig::grad_comm`", "--grad-comm"),
     ("`OptimizerConfig::lr_schedule`", "--lr-schedule"),
+    ("`OptimizerConfig::clip_grad_norm`", "--clip-grad-norm"),
 ];
 
 /// `message` with every setting named by its flag.

@@ -13,7 +13,7 @@ use crate::attr::{self, strip_field_attrs};
 use crate::errors::Errors;
 use crate::helpers::lit;
 use crate::planning::{self, Planned};
-use crate::schedule_code::{backward_body, step_body, Names};
+use crate::schedule_code::{backward_body, step_body, update_bucket_body, Names};
 use crate::{check, crate_path, fallback, nesting, schedule_tokens};
 
 pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -141,6 +141,7 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
     let schedule_const = schedule_tokens::schedule(schedule);
     let (backward, backward_no_sync) = (backward_body(&names, true), backward_body(&names, false));
     let step = step_body(&names);
+    let update_bucket = update_bucket_body(&names);
     let forward = names.forward_body();
     let (param_arms, param_mut_arms) =
         (param_arms(&names, schedule, "param"), param_arms(&names, schedule, "param_mut"));
@@ -265,6 +266,16 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
                 in_flight: #in_flight_on<__S>,
             ) -> ::overlap::Result<#grads_on<__S>> {
                 #step
+            }
+
+            fn update_bucket_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Settle<Self, __S>>(
+                &mut self,
+                dev: &mut __E,
+                index: usize,
+                bucket: &mut __S::Bucket,
+                grad_scale: f32,
+            ) -> ::overlap::Result<()> {
+                #update_bucket
             }
         }
 

@@ -32,6 +32,7 @@ pub fn emit(item: &ItemStruct, errors: &Errors) -> TokenStream {
             fn backward_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Compute<__S> + ::overlap::program::Launch<Self, __S>>(&mut self, _: &mut __E, _: &mut (), _: &__S::Tensor, _: Self::GradsOn<__S>) -> ::core::result::Result<Self::InFlightOn<__S>, __S::Error> { ::core::unreachable!() }
             fn backward_no_sync_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Compute<__S>>(&self, _: &mut __E, _: &mut (), _: &__S::Tensor, _: &mut Self::GradsOn<__S>) -> ::core::result::Result<(), __S::Error> { ::core::unreachable!() }
             fn step_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Settle<Self, __S>>(&mut self, _: &mut __E, _: Self::InFlightOn<__S>) -> ::overlap::Result<Self::GradsOn<__S>> { ::core::unreachable!() }
+            fn update_bucket_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Settle<Self, __S>>(&mut self, _: &mut __E, _: usize, _: &mut __S::Bucket, _: f32) -> ::overlap::Result<()> { ::core::unreachable!() }
         }
         impl ::overlap::DistributedModel for #ident {
             const SCHEDULE: ::overlap::plan::Schedule = ::overlap::__private::invalid_schedule(#model);

@@ -279,33 +279,71 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
     out
 }
 
-/// The optimizer step: for each bucket in launch order, its wait point, then its parameters
-/// taken back updated (the bucket cleared by then), or their updates and the bucket cleared.
+/// The optimizer step. Without clipping, each bucket in launch order: its wait point, then its
+/// updates (`update_bucket_on`), so that a bucket's updates overlap the later buckets' sums.
+/// Clipping by the global norm needs every bucket's sums before the first update: every wait
+/// point, the scale from the norm, then every bucket's updates.
 pub fn step_body(n: &Names) -> TokenStream {
     let (grads_on, in_flight_on, buckets) = (&n.grads_on, &n.in_flight_on, &n.buckets);
     let pending: Vec<Ident> = (0..buckets.len()).map(|k| format_ident!("b{}_in_flight", k)).collect();
-    let mut out = quote! {
+    let waits: Vec<TokenStream> = n
+        .schedule
+        .buckets
+        .iter()
+        .enumerate()
+        .map(|(k, bucket)| {
+            let (b, p, index) = (&buckets[k], &pending[k], lit(k));
+            let wait = match bucket.low_rank {
+                None => format_ident!("wait"),
+                Some(_) => format_ident!("wait_low_rank"),
+            };
+            quote!(let mut #b = dev.#wait(#index, #p)?;)
+        })
+        .collect();
+    let updates: Vec<TokenStream> = (0..buckets.len())
+        .map(|k| {
+            let (b, index) = (&buckets[k], lit(k));
+            quote!(self.update_bucket_on(dev, #index, &mut #b, grad_scale)?;)
+        })
+        .collect();
+    quote! {
         let #in_flight_on { #(#buckets: #pending,)* grad_scale } = in_flight;
-    };
-    for (k, bucket) in n.schedule.buckets.iter().enumerate() {
-        let (b, p, index) = (&buckets[k], &pending[k], lit(k));
-        let wait = match bucket.low_rank {
-            None => format_ident!("wait"),
-            Some(_) => format_ident!("wait_low_rank"),
-        };
-        out.extend(quote!(let mut #b = dev.#wait(#index, #p)?;));
+        if dev.clips() {
+            #(#waits)*
+            let grad_scale = dev.clip(&[#(&#buckets),*], grad_scale)?;
+            #(#updates)*
+            return ::core::result::Result::Ok(#grads_on { #(#buckets,)* micro_steps: 0 });
+        }
+        #(#waits #updates)*
+        ::core::result::Result::Ok(#grads_on { #(#buckets,)* micro_steps: 0 })
+    }
+}
+
+/// Bucket `index`'s updates, after its wait point: its parameters taken back updated (the
+/// bucket cleared by then), or updated here one by one and the bucket cleared.
+pub fn update_bucket_body(n: &Names) -> TokenStream {
+    let arms = n.schedule.buckets.iter().enumerate().map(|(k, bucket)| {
+        let index = lit(k);
         let updates = bucket.params.iter().map(|r| {
             let info = n.schedule.param(*r);
             let (f, j) = (&n.access[r.layer], lit(r.param));
             let (param, off, len) = (lit(info.index), lit(info.offset), lit(info.numel()));
             let slot = quote!(::overlap::program::ParamSlot { bucket: #index, index: #param, offset: #off, len: #len });
-            quote!(dev.update(&mut self.#f, #j, #slot, &#b, grad_scale)?;)
+            quote!(dev.update(&mut self.#f, #j, #slot, bucket, grad_scale)?;)
         });
-        out.extend(quote!(if !dev.give_back_updated(&mut #b, self) {
+        quote!(#index => {
             #(#updates)*
-            dev.clear(#index, &mut #b)?;
-        }));
+        })
+    });
+    let count = lit(n.buckets.len());
+    quote! {
+        if dev.give_back_updated(bucket, self) {
+            return ::core::result::Result::Ok(());
+        }
+        match index {
+            #(#arms)*
+            _ => ::core::unreachable!("bucket {} of {}", index, #count),
+        }
+        dev.clear(index, bucket)
     }
-    out.extend(quote!(::core::result::Result::Ok(#grads_on { #(#buckets,)* micro_steps: 0 })));
-    out
 }

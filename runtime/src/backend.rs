@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::fault;
 use crate::loss::Loss;
 use crate::model::{DistributedModel, GradientBuckets};
-use crate::optim::ChosenOptimizer;
+use crate::optim::{ChosenOptimizer, Optimizer};
 use crate::tensor::Matrix;
 use crate::trace;
 
@@ -36,6 +36,9 @@ pub(crate) trait StepBackend<M: DistributedModel> {
 
     /// Waits for each bucket and updates its parameters; the step is complete on return.
     fn step(&mut self) -> Result<()>;
+
+    /// The global gradient norm of the last step, before clipping, when the run clips.
+    fn grad_norm(&mut self) -> Option<f32>;
 
     /// The parameters and optimizer state as they are now, on the host (for a checkpoint).
     fn host_state(&mut self) -> Result<(&M, &ChosenOptimizer)>;
@@ -134,6 +137,10 @@ impl<M: DistributedModel> StepBackend<M> for CpuBackend<'_, M> {
         let grads = self.model.step(in_flight, &mut self.optimizer);
         self.grads = Some(grads.map_err(|e| name_parameter(e, &self.schedule, self.step))?);
         Ok(())
+    }
+
+    fn grad_norm(&mut self) -> Option<f32> {
+        self.optimizer.grad_clip().and_then(|clip| clip.last_norm())
     }
 
     fn host_state(&mut self) -> Result<(&M, &ChosenOptimizer)> {

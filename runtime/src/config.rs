@@ -29,6 +29,9 @@ pub struct OptimizerConfig {
     pub lr_schedule: LrSchedule,
     /// The parameters `weight_decay` applies to [default: all].
     pub decay_on: DecayOn,
+    /// Clips the averaged gradients to this global norm before each update, as
+    /// `torch.nn.utils.clip_grad_norm_` [default: no clipping].
+    pub clip_grad_norm: Option<f64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -52,6 +55,7 @@ impl Default for OptimizerConfig {
             eps: 1e-8,
             lr_schedule: LrSchedule::Constant,
             decay_on: DecayOn::All,
+            clip_grad_norm: None,
         }
     }
 }
@@ -91,6 +95,11 @@ impl OptimizerConfig {
         OptimizerConfig { decay_on, ..self }
     }
 
+    /// Clips the gradients to a global norm of `max_norm` before each update.
+    pub fn clip_grad_norm(self, max_norm: f64) -> Self {
+        OptimizerConfig { clip_grad_norm: Some(max_norm), ..self }
+    }
+
     /// The base learning rate: `lr`, or the optimizer's default.
     pub fn base_lr(&self) -> f64 {
         self.lr.unwrap_or(match self.kind {
@@ -103,17 +112,25 @@ impl OptimizerConfig {
     /// the parameters of `schedule` (which of them decay).
     pub fn build(&self, schedule: &Schedule) -> ChosenOptimizer {
         let mut optimizer = match self.kind {
-            OptimizerKind::Sgd => ChosenOptimizer::Sgd(
-                Sgd::new(self.base_lr() as f32)
+            OptimizerKind::Sgd => {
+                let sgd = Sgd::new(self.base_lr() as f32)
                     .momentum(self.momentum as f32)
-                    .weight_decay(self.weight_decay.unwrap_or(0.0) as f32),
-            ),
-            OptimizerKind::AdamW => ChosenOptimizer::AdamW(
-                AdamW::new(self.base_lr())
+                    .weight_decay(self.weight_decay.unwrap_or(0.0) as f32);
+                ChosenOptimizer::Sgd(match self.clip_grad_norm {
+                    Some(max_norm) => sgd.clip_grad_norm(max_norm as f32),
+                    None => sgd,
+                })
+            }
+            OptimizerKind::AdamW => {
+                let adamw = AdamW::new(self.base_lr())
                     .betas(self.betas.0, self.betas.1)
                     .eps(self.eps)
-                    .weight_decay(self.weight_decay.unwrap_or(0.01)),
-            ),
+                    .weight_decay(self.weight_decay.unwrap_or(0.01));
+                ChosenOptimizer::AdamW(match self.clip_grad_norm {
+                    Some(max_norm) => adamw.clip_grad_norm(max_norm as f32),
+                    None => adamw,
+                })
+            }
         };
         if self.decay_on == DecayOn::Matrices {
             for p in schedule.params() {
@@ -188,6 +205,7 @@ pub const SETTING_NAMES: &[&str] = &[
     "`CommConfig::check_finite`",
     "`CommConfig::grad_comm`",
     "`OptimizerConfig::lr_schedule`",
+    "`OptimizerConfig::clip_grad_norm`",
 ];
 
 /// Everything about a run but the model, the data and the loss.

@@ -57,8 +57,17 @@ fn events(body: &str) -> Vec<String> {
                 s.split_once(" = dev.wait(").or_else(|| s.split_once(" = dev.wait_low_rank("))
             {
                 Some(format!("wait {}", lhs.trim_start_matches("let mut ")))
-            } else if let Some((_, args)) = s.split_once("dev.give_back_updated(&mut ") {
-                Some(format!("give_back {}", args.split(',').next().unwrap_or_default()))
+            } else if let Some((_, args)) = s.split_once("dev.give_back_updated(") {
+                Some(format!("give_back {}", args.trim_start_matches("&mut ").split(',').next().unwrap_or_default()))
+            } else if let Some((_, args)) = s.split_once("self.update_bucket_on(dev, ") {
+                Some(format!(
+                    "update_bucket {}",
+                    args.split(", ").nth(1).unwrap_or_default().trim_start_matches("&mut ")
+                ))
+            } else if s.contains("= dev.clip(") {
+                Some("clip".into())
+            } else if let Some(arm) = s.strip_suffix(" =>") {
+                Some(format!("bucket {arm}"))
             } else {
                 s.split_once("dev.update(&mut ").map(|(_, rest)| {
                     let param = rest.split(", ").nth(1).unwrap_or_default();
@@ -99,8 +108,10 @@ fn backward_launches_each_bucket_right_after_the_layer_that_completes_it() {
     assert!(!no_sync.contains("all_reduce"), "micro-steps communicate nothing");
 }
 
-/// Each wait point takes back the parameters lent with its bucket, or updates them right there
-/// when they could not be lent.
+/// Each wait point is followed by its bucket's updates, so that they overlap the later buckets'
+/// sums; a clipping step (which needs the global norm first) waits for every bucket, then clips,
+/// then updates. A bucket's updates take back the parameters lent with it, or update them one by
+/// one when they could not be lent.
 #[test]
 fn step_waits_for_each_bucket_right_before_its_updates() {
     let code = mlp();
@@ -108,17 +119,33 @@ fn step_waits_for_each_bucket_right_before_its_updates() {
         events(function(&code, "step_on<")),
         [
             "wait b0",
-            "give_back b0",
+            "wait b1",
+            "wait b2",
+            "clip",
+            "update_bucket b0",
+            "update_bucket b1",
+            "update_bucket b2",
+            "wait b0",
+            "update_bucket b0",
+            "wait b1",
+            "update_bucket b1",
+            "wait b2",
+            "update_bucket b2",
+        ]
+    );
+    assert_eq!(
+        events(function(&code, "update_bucket_on<")),
+        [
+            "give_back bucket",
+            "bucket 0",
             "update head[1]",
             "update head[0]",
             "update fc3[1]",
             "update fc3[0]",
-            "wait b1",
-            "give_back b1",
+            "bucket 1",
             "update fc2[1]",
             "update fc2[0]",
-            "wait b2",
-            "give_back b2",
+            "bucket 2",
             "update fc1[1]",
             "update fc1[0]",
         ]
@@ -205,13 +232,13 @@ fn auto_buckets_are_whole_layers_and_the_docs_give_the_prediction() {
     );
     assert!(code.contains("/// predicted step: ") && code.contains("/// with DDP's 25 MiB cap: "), "{code}");
     // Whole layers: every layer's weight and bias land in the same bucket.
-    let step = function(&code, "step_on<").split_whitespace().collect::<Vec<_>>().join(" ");
+    let updates = function(&code, "update_bucket_on<").split_whitespace().collect::<Vec<_>>().join(" ");
     for layer in ["fc1", "fc2", "fc3", "head"] {
-        let waits_before = |param: &str| {
-            let at = step.find(&format!("dev.update( &mut self.{layer}, {param},")).expect("an update");
-            step[..at].matches("dev.wait(").count()
+        let arms_before = |param: &str| {
+            let at = updates.find(&format!("dev.update( &mut self.{layer}, {param},")).expect("an update");
+            updates[..at].matches(" => {").count()
         };
-        assert_eq!(waits_before("0"), waits_before("1"), "{layer}'s weight and bias are in different buckets");
+        assert_eq!(arms_before("0"), arms_before("1"), "{layer}'s weight and bias are in different buckets");
     }
 }
 

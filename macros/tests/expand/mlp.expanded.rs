@@ -510,120 +510,153 @@ impl ::overlap::program::Program for Mlp {
             b2: b2_in_flight,
             grad_scale,
         } = in_flight;
+        if dev.clips() {
+            let mut b0 = dev.wait(0, b0_in_flight)?;
+            let mut b1 = dev.wait(1, b1_in_flight)?;
+            let mut b2 = dev.wait(2, b2_in_flight)?;
+            let grad_scale = dev.clip(&[&b0, &b1, &b2], grad_scale)?;
+            self.update_bucket_on(dev, 0, &mut b0, grad_scale)?;
+            self.update_bucket_on(dev, 1, &mut b1, grad_scale)?;
+            self.update_bucket_on(dev, 2, &mut b2, grad_scale)?;
+            return ::core::result::Result::Ok(MlpGradsOn {
+                b0,
+                b1,
+                b2,
+                micro_steps: 0,
+            });
+        }
         let mut b0 = dev.wait(0, b0_in_flight)?;
-        if !dev.give_back_updated(&mut b0, self) {
-            dev.update(
-                &mut self.head,
-                1,
-                ::overlap::program::ParamSlot {
-                    bucket: 0,
-                    index: 7,
-                    offset: 0,
-                    len: 10,
-                },
-                &b0,
-                grad_scale,
-            )?;
-            dev.update(
-                &mut self.head,
-                0,
-                ::overlap::program::ParamSlot {
-                    bucket: 0,
-                    index: 6,
-                    offset: 10,
-                    len: 20480,
-                },
-                &b0,
-                grad_scale,
-            )?;
-            dev.update(
-                &mut self.fc3,
-                1,
-                ::overlap::program::ParamSlot {
-                    bucket: 0,
-                    index: 5,
-                    offset: 20490,
-                    len: 2048,
-                },
-                &b0,
-                grad_scale,
-            )?;
-            dev.update(
-                &mut self.fc3,
-                0,
-                ::overlap::program::ParamSlot {
-                    bucket: 0,
-                    index: 4,
-                    offset: 22538,
-                    len: 4194304,
-                },
-                &b0,
-                grad_scale,
-            )?;
-            dev.clear(0, &mut b0)?;
-        }
+        self.update_bucket_on(dev, 0, &mut b0, grad_scale)?;
         let mut b1 = dev.wait(1, b1_in_flight)?;
-        if !dev.give_back_updated(&mut b1, self) {
-            dev.update(
-                &mut self.fc2,
-                1,
-                ::overlap::program::ParamSlot {
-                    bucket: 1,
-                    index: 3,
-                    offset: 0,
-                    len: 2048,
-                },
-                &b1,
-                grad_scale,
-            )?;
-            dev.update(
-                &mut self.fc2,
-                0,
-                ::overlap::program::ParamSlot {
-                    bucket: 1,
-                    index: 2,
-                    offset: 2048,
-                    len: 4194304,
-                },
-                &b1,
-                grad_scale,
-            )?;
-            dev.clear(1, &mut b1)?;
-        }
+        self.update_bucket_on(dev, 1, &mut b1, grad_scale)?;
         let mut b2 = dev.wait(2, b2_in_flight)?;
-        if !dev.give_back_updated(&mut b2, self) {
-            dev.update(
-                &mut self.fc1,
-                1,
-                ::overlap::program::ParamSlot {
-                    bucket: 2,
-                    index: 1,
-                    offset: 0,
-                    len: 2048,
-                },
-                &b2,
-                grad_scale,
-            )?;
-            dev.update(
-                &mut self.fc1,
-                0,
-                ::overlap::program::ParamSlot {
-                    bucket: 2,
-                    index: 0,
-                    offset: 2048,
-                    len: 1605632,
-                },
-                &b2,
-                grad_scale,
-            )?;
-            dev.clear(2, &mut b2)?;
-        }
+        self.update_bucket_on(dev, 2, &mut b2, grad_scale)?;
         ::core::result::Result::Ok(MlpGradsOn {
             b0,
             b1,
             b2,
             micro_steps: 0,
         })
+    }
+    fn update_bucket_on<
+        __S: ::overlap::program::Storage,
+        __E: ::overlap::program::Settle<Self, __S>,
+    >(
+        &mut self,
+        dev: &mut __E,
+        index: usize,
+        bucket: &mut __S::Bucket,
+        grad_scale: f32,
+    ) -> ::overlap::Result<()> {
+        if dev.give_back_updated(bucket, self) {
+            return ::core::result::Result::Ok(());
+        }
+        match index {
+            0 => {
+                dev.update(
+                    &mut self.head,
+                    1,
+                    ::overlap::program::ParamSlot {
+                        bucket: 0,
+                        index: 7,
+                        offset: 0,
+                        len: 10,
+                    },
+                    bucket,
+                    grad_scale,
+                )?;
+                dev.update(
+                    &mut self.head,
+                    0,
+                    ::overlap::program::ParamSlot {
+                        bucket: 0,
+                        index: 6,
+                        offset: 10,
+                        len: 20480,
+                    },
+                    bucket,
+                    grad_scale,
+                )?;
+                dev.update(
+                    &mut self.fc3,
+                    1,
+                    ::overlap::program::ParamSlot {
+                        bucket: 0,
+                        index: 5,
+                        offset: 20490,
+                        len: 2048,
+                    },
+                    bucket,
+                    grad_scale,
+                )?;
+                dev.update(
+                    &mut self.fc3,
+                    0,
+                    ::overlap::program::ParamSlot {
+                        bucket: 0,
+                        index: 4,
+                        offset: 22538,
+                        len: 4194304,
+                    },
+                    bucket,
+                    grad_scale,
+                )?;
+            }
+            1 => {
+                dev.update(
+                    &mut self.fc2,
+                    1,
+                    ::overlap::program::ParamSlot {
+                        bucket: 1,
+                        index: 3,
+                        offset: 0,
+                        len: 2048,
+                    },
+                    bucket,
+                    grad_scale,
+                )?;
+                dev.update(
+                    &mut self.fc2,
+                    0,
+                    ::overlap::program::ParamSlot {
+                        bucket: 1,
+                        index: 2,
+                        offset: 2048,
+                        len: 4194304,
+                    },
+                    bucket,
+                    grad_scale,
+                )?;
+            }
+            2 => {
+                dev.update(
+                    &mut self.fc1,
+                    1,
+                    ::overlap::program::ParamSlot {
+                        bucket: 2,
+                        index: 1,
+                        offset: 0,
+                        len: 2048,
+                    },
+                    bucket,
+                    grad_scale,
+                )?;
+                dev.update(
+                    &mut self.fc1,
+                    0,
+                    ::overlap::program::ParamSlot {
+                        bucket: 2,
+                        index: 0,
+                        offset: 2048,
+                        len: 1605632,
+                    },
+                    bucket,
+                    grad_scale,
+                )?;
+            }
+            _ => ::core::unreachable!("bucket {} of {}", index, 3),
+        }
+        dev.clear(index, bucket)
     }
 }
 /// On the host: the program with the layers' own methods and the communicator.

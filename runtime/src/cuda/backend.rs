@@ -165,6 +165,10 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
         self.step.timeline.end_step()
     }
 
+    fn grad_norm(&mut self) -> Option<f32> {
+        self.step.params.optimizer.grad_clip().and_then(|clip| clip.last_norm())
+    }
+
     fn host_state(&mut self) -> Result<(&M, &ChosenOptimizer)> {
         self.snapshot = self.config.optimizer.build(&M::SCHEDULE);
         self.step.params.save_state(&self.gpu, self.model, &mut self.snapshot)?;

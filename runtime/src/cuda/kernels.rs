@@ -58,7 +58,7 @@ pub const KERNEL_SOURCES: &[KernelSource] = &[
     KernelSource {
         file: "optim.cu",
         source: include_str!("kernels/optim.cu"),
-        kernels: &["sgd_update", "adamw_update"],
+        kernels: &["sgd_update", "adamw_update", "sum_squares"],
     },
 ];
 

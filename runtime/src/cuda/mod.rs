@@ -19,6 +19,7 @@
 
 mod attention;
 mod backend;
+mod clip;
 mod gpu;
 mod kernels;
 pub mod libraries;

@@ -153,6 +153,21 @@ pub fn activation_backward(gpu: &Gpu, op: DeviceOp, n: usize, (x, y, dy): (In, I
     launch(backward, unsafe { args.launch(elementwise(n)) })
 }
 
+/// Blocks of `sum_squares`: the partial sums per bucket the host adds up.
+pub const CLIP_BLOCKS: usize = 256;
+
+/// The squares of `x`'s `n` elements summed in f64 into `CLIP_BLOCKS` partial sums.
+pub fn sum_squares(gpu: &Gpu, n: usize, x: In, partials: &mut CudaViewMut<f64>) -> Result<()> {
+    let n_ = int(n);
+    let mut args = gpu.compute().launch_builder(gpu.kernel("sum_squares"));
+    args.arg(&x).arg(&n_).arg(partials);
+    let config = LaunchConfig { grid_dim: (CLIP_BLOCKS as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+    // SAFETY: sum_squares(const float* x, int n, double* partials) reads `n` elements of x and
+    // writes one partial per block, CLIP_BLOCKS, which `partials` holds (checked by the caller);
+    // its shared array is sized for THREADS = 256 threads.
+    launch("sum_squares", unsafe { args.launch(config) })
+}
+
 /// `y = a + b` over `n` elements (a residual block's output).
 pub fn add(gpu: &Gpu, n: usize, (a, b): (In, In), y: Out) -> Result<()> {
     let n_ = int(n);

@@ -8,7 +8,7 @@ use overlap_plan::Schedule;
 use super::gpu::{cuda, Gpu};
 use super::ops;
 use crate::error::Result;
-use crate::optim::{AdamW, ChosenOptimizer, Optimizer, OptimizerState, Sgd};
+use crate::optim::{AdamW, ChosenOptimizer, GradClip, Optimizer, OptimizerState, Sgd};
 
 pub enum GpuOptimizer {
     Sgd(Sgd),
@@ -66,6 +66,14 @@ impl GpuOptimizer {
         match self {
             GpuOptimizer::Sgd(o) => o.set_lr(lr as f32),
             GpuOptimizer::AdamW(o) => o.set_lr(lr),
+        }
+    }
+
+    /// Clipping by the global gradient norm, when the run clips.
+    pub fn grad_clip(&mut self) -> Option<&mut GradClip> {
+        match self {
+            GpuOptimizer::Sgd(o) => o.grad_clip(),
+            GpuOptimizer::AdamW(o) => o.grad_clip(),
         }
     }
 

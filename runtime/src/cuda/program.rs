@@ -8,6 +8,7 @@ use cudarc::driver::{CudaEvent, CudaSlice, CudaViewMut};
 use overlap_plan::Schedule;
 
 use super::attention::{attention_buffers, Attention};
+use super::clip::ClipPartials;
 use super::gpu::{cuda, Gpu};
 use super::nccl::{GpuComm, GpuInFlight};
 use super::ops::{self, RowStats};
@@ -56,6 +57,8 @@ pub struct GpuStep {
     /// Attention backward's work buffers: the heads' and the projections' gradients, and the
     /// scores'.
     scratch: [Option<CudaSlice<f32>>; 3],
+    /// The gradient norm's partial sums, when the run clips.
+    clip: ClipPartials,
 }
 
 impl GpuStep {
@@ -69,6 +72,7 @@ impl GpuStep {
             timeline,
             updating: None,
             scratch: Default::default(),
+            clip: ClipPartials::default(),
         }
     }
 
@@ -386,6 +390,18 @@ impl<M> Settle<M, Cuda> for GpuExec<'_> {
             self.step.timeline.finish(self.gpu, Activity::Update { bucket: bucket as u32 }, start)?;
         }
         Ok(())
+    }
+
+    fn clips(&mut self) -> bool {
+        self.step.params.optimizer.grad_clip().is_some()
+    }
+
+    fn clip(&mut self, buckets: &[&CudaSlice<f32>], grad_scale: f32) -> Result<f32> {
+        let GpuStep { params, clip, .. } = &mut *self.step;
+        match params.optimizer.grad_clip() {
+            Some(rule) => clip.scale(self.gpu, buckets, rule, grad_scale),
+            None => Ok(grad_scale),
+        }
     }
 }
 

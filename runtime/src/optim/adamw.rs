@@ -1,5 +1,6 @@
 //! Adam with decoupled weight decay, following PyTorch's `torch.optim.AdamW` update rule.
 
+use super::clip::GradClip;
 use super::elementwise::{AdamWStep, ElementwiseRule, LentState};
 use super::optimizer::Optimizer;
 use super::schedule::DecayExemptions;
@@ -20,6 +21,8 @@ pub struct AdamW {
     weight_decay: f64,
     /// Parameters exempt from weight decay (`exempt_from_decay`).
     exempt: DecayExemptions,
+    /// Clipping by the global gradient norm, when set (`clip_grad_norm`).
+    clip: Option<GradClip>,
     /// Steps begun so far; the bias corrections use it, so it is shared by all parameters.
     step: u64,
     /// First and second moments per parameter index, allocated on that parameter's first
@@ -38,6 +41,7 @@ impl AdamW {
             eps: 1e-8,
             weight_decay: 1e-2,
             exempt: DecayExemptions::default(),
+            clip: None,
             step: 0,
             exp_avg: Vec::new(),
             exp_avg_sq: Vec::new(),
@@ -59,6 +63,13 @@ impl AdamW {
     /// gradient.
     pub fn weight_decay(mut self, weight_decay: f64) -> Self {
         self.weight_decay = weight_decay;
+        self
+    }
+
+    /// Clips the gradients to a global norm of `max_norm` before each update, as
+    /// `torch.nn.utils.clip_grad_norm_(max_norm)` before `step()`.
+    pub fn clip_grad_norm(mut self, max_norm: f32) -> Self {
+        self.clip = Some(GradClip::new(max_norm));
         self
     }
 
@@ -147,6 +158,10 @@ impl AdamW {
 }
 
 impl Optimizer for AdamW {
+    fn grad_clip(&mut self) -> Option<&mut GradClip> {
+        self.clip.as_mut()
+    }
+
     fn begin_step(&mut self) {
         self.step += 1;
     }

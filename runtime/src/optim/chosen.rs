@@ -2,6 +2,7 @@
 //! checkpoints use.
 
 use super::adamw::AdamW;
+use super::clip::GradClip;
 use super::elementwise::LentState;
 use super::optimizer::Optimizer;
 use super::sgd::Sgd;
@@ -32,6 +33,13 @@ impl ChosenOptimizer {
 }
 
 impl Optimizer for ChosenOptimizer {
+    fn grad_clip(&mut self) -> Option<&mut GradClip> {
+        match self {
+            ChosenOptimizer::Sgd(o) => o.grad_clip(),
+            ChosenOptimizer::AdamW(o) => o.grad_clip(),
+        }
+    }
+
     fn begin_step(&mut self) {
         match self {
             ChosenOptimizer::Sgd(o) => o.begin_step(),

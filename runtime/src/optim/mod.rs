@@ -4,6 +4,7 @@
 
 mod adamw;
 mod chosen;
+mod clip;
 mod elementwise;
 mod optimizer;
 mod schedule;
@@ -12,6 +13,7 @@ mod state;
 
 pub use adamw::AdamW;
 pub use chosen::ChosenOptimizer;
+pub use clip::{sum_of_squares, GradClip};
 pub use elementwise::{AdamWStep, ElementwiseRule, LentState, SgdRule};
 pub use optimizer::Optimizer;
 pub use schedule::{DecayOn, LrSchedule};

@@ -2,6 +2,7 @@
 //! definition order, updated one by one after the wait point, or lent with their state to the
 //! all-reduce when the update is element-wise.
 
+use super::clip::GradClip;
 use super::elementwise::LentState;
 
 /// An optimizer over the parameters of one model, addressed by their index in definition order.
@@ -25,5 +26,11 @@ pub trait Optimizer {
     /// Takes back what `lend` lent, after the update ran.
     fn give_back(&mut self, index: usize, state: LentState) {
         let _ = (index, state);
+    }
+
+    /// Clipping by the global gradient norm, when the run clips (see `GradClip`): the step then
+    /// lends nothing, waits for every bucket, and updates with the clipped scale. None by default.
+    fn grad_clip(&mut self) -> Option<&mut GradClip> {
+        None
     }
 }

@@ -1,5 +1,6 @@
 //! Stochastic gradient descent with PyTorch's `torch.optim.SGD` update rule.
 
+use super::clip::GradClip;
 use super::elementwise::{ElementwiseRule, LentState, SgdRule};
 use super::optimizer::Optimizer;
 use super::schedule::DecayExemptions;
@@ -17,6 +18,8 @@ pub struct Sgd {
     weight_decay: f32,
     /// Parameters exempt from weight decay (`exempt_from_decay`).
     exempt: DecayExemptions,
+    /// Clipping by the global gradient norm, when set (`clip_grad_norm`).
+    clip: Option<GradClip>,
     nesterov: bool,
     /// Momentum buffer per parameter index; empty until that parameter's first update, so a
     /// steady-state step never allocates, and while it is lent (`lend`).
@@ -32,6 +35,7 @@ impl Sgd {
             dampening: 0.0,
             weight_decay: 0.0,
             exempt: DecayExemptions::default(),
+            clip: None,
             nesterov: false,
             buffers: Vec::new(),
         }
@@ -52,6 +56,13 @@ impl Sgd {
     /// L2 penalty added to the gradient (coupled, unlike [`AdamW`](crate::optim::AdamW)).
     pub fn weight_decay(mut self, weight_decay: f32) -> Self {
         self.weight_decay = weight_decay;
+        self
+    }
+
+    /// Clips the gradients to a global norm of `max_norm` before each update, as
+    /// `torch.nn.utils.clip_grad_norm_(max_norm)` before `step()`.
+    pub fn clip_grad_norm(mut self, max_norm: f32) -> Self {
+        self.clip = Some(GradClip::new(max_norm));
         self
     }
 
@@ -116,6 +127,10 @@ impl Sgd {
 }
 
 impl Optimizer for Sgd {
+    fn grad_clip(&mut self) -> Option<&mut GradClip> {
+        self.clip.as_mut()
+    }
+
     /// SGD keeps no step counter: the first step is detected per parameter.
     fn begin_step(&mut self) {}
 

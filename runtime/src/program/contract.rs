@@ -147,6 +147,14 @@ pub trait Settle<M, S: Storage> {
 
     /// Readies bucket `index` for the next step, after its updates.
     fn clear(&mut self, index: usize, bucket: &mut S::Bucket) -> Result<()>;
+
+    /// Whether the updates need every bucket's sums first (clipping by the global norm): the
+    /// step then waits for every bucket before the first update.
+    fn clips(&mut self) -> bool;
+
+    /// The factor of every update when `clips`: `grad_scale` times the clipping factor of the
+    /// global norm of `buckets`' averaged sums (see `optim::GradClip`).
+    fn clip(&mut self, buckets: &[&S::Bucket], grad_scale: f32) -> Result<f32>;
 }
 
 /// The program `#[distributed_model]` emits, generic over the device: what `DistributedModel`'s
@@ -193,10 +201,20 @@ pub trait Program: Sized {
         grads: &mut Self::GradsOn<S>,
     ) -> std::result::Result<(), S::Error>;
 
-    /// Each bucket's wait point, in launch order, then its parameters' updates.
+    /// Each bucket's wait point, in launch order, then its parameters' updates; when `dev`
+    /// clips, every wait point first, then every bucket's updates.
     fn step_on<S: Storage, E: Settle<Self, S>>(
         &mut self,
         dev: &mut E,
         in_flight: Self::InFlightOn<S>,
     ) -> Result<Self::GradsOn<S>>;
+
+    /// Bucket `index`'s updates after its wait point, factor `grad_scale`, and its `clear`.
+    fn update_bucket_on<S: Storage, E: Settle<Self, S>>(
+        &mut self,
+        dev: &mut E,
+        index: usize,
+        bucket: &mut S::Bucket,
+        grad_scale: f32,
+    ) -> Result<()>;
 }

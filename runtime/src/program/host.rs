@@ -10,7 +10,7 @@ use super::contract::{grad_scale, Compute, Launch, ParamSlot, Settle, Storage};
 use crate::comm::{BucketMember, Communicator, GradBucket, InFlight, LowRankP, LowRankQ, ParamVecs};
 use crate::error::Result;
 use crate::layer::{Layer, StepContext};
-use crate::optim::Optimizer;
+use crate::optim::{sum_of_squares, Optimizer};
 use crate::tensor::Matrix;
 use crate::trace::{self, SpanGuard};
 
@@ -195,7 +195,13 @@ impl<M: ParamVecs, O: Optimizer> Launch<M, Host> for HostLaunch<'_, O> {
         model: &mut M,
         grad_scale: f32,
     ) -> std::result::Result<InFlight, Infallible> {
-        Ok(self.comm.all_reduce_and_update(bucket, members, model, self.optimizer, grad_scale))
+        Ok(self.comm.all_reduce_and_update(
+            bucket,
+            lendable(members, self.optimizer),
+            model,
+            self.optimizer,
+            grad_scale,
+        ))
     }
 
     #[inline]
@@ -207,7 +213,7 @@ impl<M: ParamVecs, O: Optimizer> Launch<M, Host> for HostLaunch<'_, O> {
         model: &mut M,
         grad_scale: f32,
     ) -> std::result::Result<LowRankP, Infallible> {
-        Ok(self.comm.all_reduce_low_rank(bucket, members, model, self.optimizer, grad_scale))
+        Ok(self.comm.all_reduce_low_rank(bucket, lendable(members, self.optimizer), model, self.optimizer, grad_scale))
     }
 
     #[inline]
@@ -260,5 +266,26 @@ impl<M: ParamVecs, O: Optimizer> Settle<M, Host> for HostSettle<'_, O> {
         bucket.clear();
         self.updating = None;
         Ok(())
+    }
+
+    #[inline]
+    fn clips(&mut self) -> bool {
+        self.optimizer.grad_clip().is_some()
+    }
+
+    fn clip(&mut self, buckets: &[&GradBucket], grad_scale: f32) -> Result<f32> {
+        let _span = trace::clip();
+        let sum = buckets.iter().map(|b| sum_of_squares(b.as_slice())).sum();
+        Ok(self.optimizer.grad_clip().map_or(grad_scale, |clip| clip.scale(sum, grad_scale)))
+    }
+}
+
+/// The parameters to lend with a bucket: none when the run clips, whose updates need every
+/// bucket's sums first.
+fn lendable<'m, O: Optimizer>(members: &'m [BucketMember], optimizer: &mut O) -> &'m [BucketMember] {
+    if optimizer.grad_clip().is_some() {
+        &[]
+    } else {
+        members
     }
 }

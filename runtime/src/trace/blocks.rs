@@ -108,6 +108,7 @@ fn style(s: &Span, schedule: &Schedule) -> Option<(&'static str, String, f64)> {
         Activity::Step => return None,
         Activity::Forward { layer: i } => (FORWARD, layer(i), 0.0),
         Activity::Loss => (LOSS, "loss".into(), 0.0),
+        Activity::Clip => (LOSS, "clip".into(), 0.0),
         Activity::Backward { layer: i } => (BACKWARD, layer(i), 0.0),
         Activity::Update { bucket } => (bucket_color(bucket), format!("upd b{bucket}"), 0.0),
         Activity::Compress { bucket } => (bucket_color(bucket), format!("psgd b{bucket}"), 0.0),

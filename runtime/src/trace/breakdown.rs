@@ -76,7 +76,7 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
                         *t += d;
                     }
                 }
-                Activity::Update { .. } => b.update_ns += d,
+                Activity::Update { .. } | Activity::Clip => b.update_ns += d,
                 Activity::Compress { .. } => b.compress_ns += d,
                 Activity::Wait { .. } | Activity::WaitAll => b.exposed_ns += d,
                 Activity::AllReduce { bucket, bytes, .. } => {

@@ -61,6 +61,7 @@ fn event(span: &Span, schedule: &Schedule) -> Value {
         Activity::Step => (format!("step {}", span.step + 1), "step", json!({})),
         Activity::Forward { layer: i } => (format!("{} forward", layer(i)), "forward", json!({"layer": layer(i)})),
         Activity::Loss => ("loss".to_string(), "loss", json!({})),
+        Activity::Clip => ("clip grad norm".to_string(), "update", json!({})),
         Activity::Backward { layer: i } => (format!("{} backward", layer(i)), "backward", json!({"layer": layer(i)})),
         Activity::AllReduce { bucket, bytes, queued_ns } => {
             // `bytes` travelled (one rank's copy); the bucket's FP32 size and format say how many

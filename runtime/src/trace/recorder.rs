@@ -123,6 +123,11 @@ pub fn update(bucket: usize) -> SpanGuard {
     SpanGuard::new(Activity::Update { bucket: bucket as u32 })
 }
 
+/// The global gradient norm of a clipping run.
+pub fn clip() -> SpanGuard {
+    SpanGuard::new(Activity::Clip)
+}
+
 pub fn loss() -> SpanGuard {
     SpanGuard::new(Activity::Loss)
 }

@@ -35,6 +35,9 @@ pub enum Activity {
     Compress {
         bucket: u32,
     },
+    /// The global gradient norm of a clipping run, between the last wait point and the first
+    /// update.
+    Clip,
 }
 
 impl Activity {
@@ -90,6 +93,7 @@ impl Span {
             Activity::WaitAll => (6, 0, 0, 0),
             Activity::Update { bucket } => (7, bucket, 0, 0),
             Activity::Compress { bucket } => (8, bucket, 0, 0),
+            Activity::Clip => (9, 0, 0, 0),
         };
         out.extend_from_slice(&[self.step, (tag << 32) | u64::from(index), self.start_ns, self.end_ns, a, b]);
     }
@@ -108,6 +112,7 @@ impl Span {
             6 => Activity::WaitAll,
             7 => Activity::Update { bucket: index },
             8 => Activity::Compress { bucket: index },
+            9 => Activity::Clip,
             _ => return None,
         };
         Some(Span { rank, step, activity, start_ns, end_ns })
@@ -130,6 +135,7 @@ mod tests {
             Activity::WaitAll,
             Activity::Update { bucket: 4 },
             Activity::Compress { bucket: 5 },
+            Activity::Clip,
         ];
         let mut words = Vec::new();
         let spans: Vec<Span> = activities

@@ -347,7 +347,7 @@ impl Run<'_> {
             step_times.push(started.elapsed());
             progress.advance();
             if logging {
-                let line = log.record(config, comm, step, step_loss, started)?;
+                let line = log.record(config, comm, step, step_loss, backend.grad_norm(), started)?;
                 let note = observer.emulation_note();
                 progress.suspend(&mut || observer.say(&format!("{line}{note}")));
             }

@@ -33,6 +33,11 @@ pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Datas
             config.optimizer.lr_schedule
         )));
     }
+    if let Some(max_norm) = config.optimizer.clip_grad_norm.filter(|m| !(m.is_finite() && *m > 0.0)) {
+        return Err(Error::Config(format!(
+            "`OptimizerConfig::clip_grad_norm` {max_norm}: the largest gradient norm must be positive and finite"
+        )));
+    }
     if config.save.as_ref().is_some_and(|s| s.every == Some(0)) {
         return Err(Error::Config("checkpoints every 0 steps: give a positive interval or none".into()));
     }

@@ -63,13 +63,15 @@ impl LossLog {
     }
 
     /// Averages `loss` (this rank's, summed over its micro-steps) over micro-steps and ranks,
-    /// keeps it, and returns the step's log line with the throughput since `started`.
+    /// keeps it, and returns the step's log line with the throughput since `started` (and the
+    /// gradient norm, when the run clips: the same on every rank).
     pub(crate) fn record(
         &mut self,
         config: &TrainConfig,
         comm: &Communicator,
         step: u64,
         loss: f64,
+        grad_norm: Option<f32>,
         started: Instant,
     ) -> Result<String> {
         let world = comm.world_size();
@@ -79,6 +81,7 @@ impl LossLog {
         }
         self.last = global;
         let rate = config.global_batch(world) as f64 / started.elapsed().as_secs_f64();
-        Ok(format!("step {:>6}  loss {global:.4}  {rate:>8.0} samples/s", step + 1))
+        let norm = grad_norm.map(|n| format!("  grad norm {n:.3}")).unwrap_or_default();
+        Ok(format!("step {:>6}  loss {global:.4}{norm}  {rate:>8.0} samples/s", step + 1))
     }
 }

@@ -50,3 +50,22 @@ extern "C" __global__ void adamw_update(
         value[i] = __fmaf_rn(neg_step_size, __fdiv_rn(m, denom), __fmul_rn(value[i], decay));
     }
 }
+
+// Clipping by the global norm: block b of CLIP_BLOCKS sums the squares of its grid-stride share
+// of x in f64 into partials[b]; the host adds the partials in a fixed order, so the norm does not
+// depend on scheduling. blockDim.x must be 256.
+extern "C" __global__ void sum_squares(const float* x, int n, double* partials) {
+    __shared__ double sums[256];
+    double s = 0.0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        double v = (double)x[i];
+        s += v * v;
+    }
+    sums[threadIdx.x] = s;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+        if (threadIdx.x < stride) sums[threadIdx.x] += sums[threadIdx.x + stride];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partials[blockIdx.x] = sums[0];
+}

@@ -1,0 +1,88 @@
+//! Clipping by the global gradient norm, as `torch.nn.utils.clip_grad_norm_(max_norm)` does
+//! between backward and the optimizer's step.
+//!
+//! The norm is over every parameter's averaged gradient, so it needs every bucket's sums before
+//! the first update: a clipping run lends nothing to the all-reduces, waits for every bucket,
+//! then updates. The all-reduces still overlap backward; what clipping costs is the overlap of
+//! early buckets' updates with later buckets' sums. The factor is folded into the averaging
+//! factor every update already multiplies the sums by, so clipping adds one read of the sums
+//! (their squares) and no write.
+
+/// A run's clipping threshold, and the norm its last step measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GradClip {
+    max_norm: f32,
+    last_norm: Option<f32>,
+}
+
+impl GradClip {
+    /// Clips to `max_norm` (PyTorch's `max_norm`, with `norm_type` 2).
+    pub fn new(max_norm: f32) -> Self {
+        GradClip { max_norm, last_norm: None }
+    }
+
+    pub fn max_norm(&self) -> f32 {
+        self.max_norm
+    }
+
+    /// The global norm of the last step's averaged gradients, before clipping.
+    pub fn last_norm(&self) -> Option<f32> {
+        self.last_norm
+    }
+
+    /// The factor the updates multiply the summed gradients by: `grad_scale` (the averaging),
+    /// times PyTorch's `min(1, max_norm / (norm + 1e-6))`, where `norm` is the averaged
+    /// gradients' norm, `grad_scale · √sum_of_squares` (squares of the sums, in f64).
+    pub fn scale(&mut self, sum_of_squares: f64, grad_scale: f32) -> f32 {
+        let norm = (sum_of_squares.sqrt() * f64::from(grad_scale)) as f32;
+        self.last_norm = Some(norm);
+        let coef = self.max_norm / (norm + 1e-6);
+        // PyTorch multiplies by the clamped factor even when it is 1; a factor of 1 here leaves
+        // the scale as it was. A non-finite norm gives NaN, as PyTorch's does.
+        grad_scale * coef.min(1.0)
+    }
+}
+
+/// The sum of squares of `values`, in f64 (the clipping norm's part from one bucket).
+pub fn sum_of_squares(values: &[f32]) -> f64 {
+    // Four running sums let the loop vectorise; f64 keeps the order of summation immaterial at
+    // f32's precision.
+    let mut acc = [0.0f64; 4];
+    let mut chunks = values.chunks_exact(4);
+    for c in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += f64::from(v) * f64::from(v);
+        }
+    }
+    let tail: f64 = chunks.remainder().iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+    acc.iter().sum::<f64>() + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scales_only_above_the_threshold() {
+        // Sums over 2 ranks: averaged gradient (3, 4) / 1, norm 5.
+        let sums = [6.0f32, 8.0];
+        let mut clip = GradClip::new(1.0);
+        let scale = clip.scale(sum_of_squares(&sums), 0.5);
+        assert_eq!(clip.last_norm(), Some(5.0));
+        assert!((scale - 0.5 / (5.0 + 1e-6)).abs() < 1e-9, "{scale}");
+        let mut loose = GradClip::new(10.0);
+        assert_eq!(loose.scale(sum_of_squares(&sums), 0.5), 0.5);
+    }
+
+    #[test]
+    fn sum_of_squares_covers_the_tail() {
+        let values: Vec<f32> = (1..=7).map(|v| v as f32).collect();
+        assert_eq!(sum_of_squares(&values), 140.0);
+    }
+
+    #[test]
+    fn non_finite_norm_poisons_the_scale() {
+        let mut clip = GradClip::new(1.0);
+        assert!(clip.scale(f64::INFINITY, 1.0).is_nan());
+    }
+}
