@@ -107,7 +107,7 @@ pub use overlap_runtime::{
 pub use overlap_runtime::{
     AdamW, Batch, CrossEntropyLoss, Dataset, DecayOn, Device, DeviceLoss, Loss, LrSchedule, MseLoss, ObserveConfig,
     Optimizer, OptimizerConfig, OptimizerKind, Progress, ReportFormat, SaveConfig, Sgd, SyntheticClassification,
-    TrainConfig, TrainSummary, Trainer,
+    TrainConfig, TrainSummary, Trainer, ValidationConfig,
 };
 // The ranks and their gradient buckets (`GradientBuckets::buckets` gives them between steps).
 pub use overlap_runtime::{CommConfig, CommMode, Communicator, GradBucket, Transport, WireFormat};

@@ -11,7 +11,7 @@ use overlap_runtime::plan::Link;
 use overlap_runtime::profile::Cluster;
 use overlap_runtime::train::{
     Device as RunDevice, ObserveConfig, OptimizerConfig, OptimizerKind as RunOptimizer, ReportFormat as RunReport,
-    SaveConfig, TrainConfig,
+    SaveConfig, TrainConfig, ValidationConfig,
 };
 use overlap_runtime::{CommConfig, CommMode, Transport as RunTransport, WireFormat};
 
@@ -122,6 +122,14 @@ pub struct TrainArgs {
     /// them).
     #[arg(long, value_enum, default_value_t = DecayOnArg::All)]
     pub decay_on: DecayOnArg,
+    /// Measure the loss on held-out data after every N steps and after the last: the --text's
+    /// last 10%, the --data folder's t10k files, or synthetic samples training never reads.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub eval_every: Option<u64>,
+    /// Batches of --batch samples per rank that each held-out measurement reads (the same ones
+    /// every time).
+    #[arg(long, value_name = "B", default_value_t = 20, value_parser = positive_usize)]
+    pub eval_batches: usize,
     /// Clip the averaged gradients to this global norm before each update, as PyTorch's
     /// `clip_grad_norm_` (the updates then wait for every bucket's sums) [default: no clipping].
     #[arg(long, value_name = "MAX", value_parser = positive_f64)]
@@ -292,6 +300,7 @@ impl TrainArgs {
             },
             // A training binary stops cleanly when a scheduler asks it to.
             stop_on_signals: true,
+            validation: self.eval_every.map(|every| ValidationConfig { every, batches: self.eval_batches }),
         }
     }
 

@@ -26,6 +26,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("`CommConfig::grad_comm`", "--grad-comm"),
     ("`OptimizerConfig::lr_schedule`", "--lr-schedule"),
     ("`OptimizerConfig::clip_grad_norm`", "--clip-grad-norm"),
+    ("`TrainConfig::validation`", "--eval-every"),
 ];
 
 /// `message` with every setting named by its flag.

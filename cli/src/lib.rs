@@ -125,8 +125,13 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         // Every rank reads the same file, so every rank starts from the same values.
         overlap_runtime::params_file::load_into(&mut model, path)?;
     }
+    let mut held_out = args.eval_every.map(|_| data.held_out(args.data.as_deref())).transpose()?;
     let trainer = Trainer::new(comm).config(args.train_config());
     let trainer = if comm.rank() == 0 { trainer.progress(Bar::new()) } else { trainer };
+    let trainer = match (&mut held_out, args.eval_every) {
+        (Some(held_out), Some(every)) => trainer.validate(held_out, every, args.eval_batches),
+        _ => trainer,
+    };
     let summary = trainer.fit(&mut model, &mut data, &CrossEntropyLoss)?;
     if let (0, TrainingData::Text(text), true) = (comm.rank(), &data, args.sample > 0) {
         print_sample(&model, text, args);

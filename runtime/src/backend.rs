@@ -30,6 +30,12 @@ pub(crate) trait StepBackend<M: DistributedModel> {
     /// must copy the value out may return 0 when `want_loss` is false.
     fn forward_loss(&mut self, batch: &Batch, loss: &dyn Loss, want_loss: bool) -> Result<f64>;
 
+    /// The mean loss on a held-out `batch`: forward and the loss only, outside any step, so
+    /// recorded in no step's spans.
+    fn held_out_loss(&mut self, batch: &Batch, loss: &dyn Loss) -> Result<f64> {
+        self.forward_loss(batch, loss, true)
+    }
+
     /// Backward of the last forward. Micro-step `micro` of the step; the `last` one launches
     /// every bucket's all-reduce as backward completes it, earlier ones only accumulate.
     fn backward(&mut self, micro: usize, last: bool) -> Result<()>;

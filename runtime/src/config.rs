@@ -206,6 +206,7 @@ pub const SETTING_NAMES: &[&str] = &[
     "`CommConfig::grad_comm`",
     "`OptimizerConfig::lr_schedule`",
     "`OptimizerConfig::clip_grad_norm`",
+    "`TrainConfig::validation`",
 ];
 
 /// Everything about a run but the model, the data and the loss.
@@ -232,6 +233,19 @@ pub struct TrainConfig {
     /// Stop cleanly on SIGTERM / SIGINT (see `stop`): finish the step, checkpoint, return
     /// `Error::Stopped`. Installs process-wide signal handlers for the run.
     pub stop_on_signals: bool,
+    /// The loss on held-out data, every so many steps (the data is given to
+    /// `Trainer::validate`) [default: none].
+    pub validation: Option<ValidationConfig>,
+}
+
+/// How often the held-out loss is measured, and on how much: `batches` batches of
+/// `TrainConfig::batch` samples per rank, the same samples every time (nanoGPT's `estimate_loss`
+/// with `eval_interval` and `eval_iters`, on a fixed draw).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValidationConfig {
+    /// After every `every` steps, and after the last.
+    pub every: u64,
+    pub batches: usize,
 }
 
 impl Default for TrainConfig {
@@ -249,6 +263,7 @@ impl Default for TrainConfig {
             resume: None,
             device: Device::Cpu,
             stop_on_signals: false,
+            validation: None,
         }
     }
 }
@@ -274,6 +289,11 @@ impl TrainConfig {
         self.save
             .as_ref()
             .is_some_and(|s| step + 1 == self.steps || s.every.is_some_and(|n| (step + 1).is_multiple_of(n)))
+    }
+
+    /// Whether step `step` (0-based) ends with the held-out loss: every `every`, and the last.
+    pub fn validates_after(&self, step: u64) -> bool {
+        self.validation.is_some_and(|v| step + 1 == self.steps || (step + 1).is_multiple_of(v.every))
     }
 
     /// Whether step `step` logs its loss: the first one run, every `log_every`, the last.

@@ -94,19 +94,30 @@ impl Dataset for IdxDataset {
 /// Class prototypes are small against the noise, so a run needs many steps to fit the data.
 const PROTOTYPE_SCALE: f32 = 0.2;
 
+#[derive(Clone)]
 pub struct SyntheticClassification {
     seed: u64,
     features: usize,
     classes: usize,
     prototypes: Vec<f32>,
+    /// Added to every index: 0 for training, `HELD_OUT` for the held-out samples.
+    first_index: u64,
 }
+
+/// Where the held-out samples' indices start: far past any a training run reads.
+const HELD_OUT: u64 = 1 << 62;
 
 impl SyntheticClassification {
     pub fn new(seed: u64, features: usize, classes: usize) -> Self {
         assert!(features > 0 && classes > 0, "a classification set needs features and classes");
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let prototypes = (0..features * classes).map(|_| rng.random_range(-PROTOTYPE_SCALE..PROTOTYPE_SCALE)).collect();
-        SyntheticClassification { seed, features, classes, prototypes }
+        SyntheticClassification { seed, features, classes, prototypes, first_index: 0 }
+    }
+
+    /// Samples of the same classes that no training run reads (indices from 2^62 on).
+    pub fn held_out(&self) -> Self {
+        SyntheticClassification { first_index: HELD_OUT, ..self.clone() }
     }
 
     pub fn features(&self) -> usize {
@@ -122,7 +133,7 @@ impl SyntheticClassification {
         inputs.resize(len, self.features);
         labels.clear();
         for r in 0..len {
-            let index = first + r as u64;
+            let index = self.first_index.wrapping_add(first + r as u64);
             let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
             rng.set_stream(index + 1);
             let label = rng.random_range(0..self.classes);

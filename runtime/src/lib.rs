@@ -49,7 +49,7 @@ pub use overlap_plan as plan;
 pub use tensor::Matrix;
 pub use train::{
     Device, ObserveConfig, OptimizerConfig, OptimizerKind, Progress, ReportFormat, SaveConfig, TrainConfig,
-    TrainSummary, Trainer,
+    TrainSummary, Trainer, ValidationConfig,
 };
 
 /// What the command line (`overlap-cli`) and the project's own tests use of the process and

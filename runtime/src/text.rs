@@ -1,11 +1,13 @@
 //! Character-level text as a `Dataset`, as nanoGPT's `shakespeare_char/prepare.py` makes it: the
 //! vocabulary is the file's distinct characters, sorted; the first 90% of the text is for
-//! training, the rest for validation. A sample is a window of `context` characters from the
-//! training split, with the next character of each position as its label. Which window sample
+//! training, the rest for validation (`held_out`). A sample is a window of `context` characters
+//! from its split, with the next character of each position as its label. Which window sample
 //! `i` is depends on `i` and the seed alone (nanoGPT draws random offsets), so each rank reads
 //! its own shard of every step and a resumed or re-ranked run reads the same characters.
 
+use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::data::{Batch, Dataset};
 use crate::error::{Error, Result};
@@ -13,12 +15,15 @@ use crate::error::{Error, Result};
 /// The share of the text that is the training split (nanoGPT's `n = len(data); data[:int(n*0.9)]`).
 const TRAIN_SHARE: f64 = 0.9;
 
+#[derive(Clone)]
 pub struct CharText {
     /// The sorted distinct characters; a token is an index into it.
-    vocab: Vec<char>,
-    tokens: Vec<u32>,
-    /// Tokens `..train_end` are the training split.
+    vocab: Arc<[char]>,
+    tokens: Arc<[u32]>,
+    /// Tokens `..train_end` are the training split, the rest the validation split.
     train_end: usize,
+    /// The tokens this set's windows lie in: one of the splits.
+    split: Range<usize>,
     context: usize,
     seed: u64,
     name: String,
@@ -42,7 +47,7 @@ impl CharText {
         let mut vocab: Vec<char> = text.chars().collect();
         vocab.sort_unstable();
         vocab.dedup();
-        let tokens: Vec<u32> =
+        let tokens: Arc<[u32]> =
             text.chars().map(|c| vocab.binary_search(&c).expect("in the vocabulary") as u32).collect();
         let train_end = (tokens.len() as f64 * TRAIN_SHARE) as usize;
         if train_end < context + 1 {
@@ -52,7 +57,24 @@ impl CharText {
                 tokens.len()
             )));
         }
-        Ok(CharText { vocab, tokens, train_end, context, seed, name: name.to_string() })
+        let (vocab, split) = (vocab.into(), 0..train_end);
+        Ok(CharText { vocab, tokens, train_end, split, context, seed, name: name.to_string() })
+    }
+
+    /// The validation split (the text's last 10%) as a set of its own: the same vocabulary and
+    /// context, windows drawn from that split by index as the training ones are.
+    pub fn held_out(&self) -> Result<CharText> {
+        let split = self.train_end..self.tokens.len();
+        if split.len() < self.context + 1 {
+            return Err(Error::Dataset(format!(
+                "{}: the validation split (the last {} characters) is too short for one sample of {} characters and \
+                 its next one",
+                self.name,
+                split.len(),
+                self.context
+            )));
+        }
+        Ok(CharText { split, name: format!("{} (validation split)", self.name), ..self.clone() })
     }
 
     /// The sorted distinct characters.
@@ -70,13 +92,14 @@ impl CharText {
         tokens.into_iter().map(|t| self.vocab[t]).collect()
     }
 
-    /// The training split's offset of sample `index`: a SplitMix64 hash of the seed and index.
+    /// The offset of sample `index` in the text: in its split, by a SplitMix64 hash of the seed
+    /// and index.
     fn offset(&self, index: u64) -> usize {
         let mut z = self.seed.wrapping_add(index.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^= z >> 31;
-        (z % (self.train_end - self.context) as u64) as usize
+        self.split.start + (z % (self.split.len() - self.context) as u64) as usize
     }
 }
 
@@ -106,12 +129,13 @@ impl Dataset for CharText {
 
     fn describe(&self) -> String {
         format!(
-            "{}: {} characters ({} distinct), windows of {} from the first {}",
+            "{}: {} characters ({} distinct), windows of {} from characters {}..{}",
             self.name,
             self.tokens.len(),
             self.vocab.len(),
             self.context,
-            self.train_end
+            self.split.start,
+            self.split.end
         )
     }
 }
@@ -141,6 +165,23 @@ mod tests {
         let mut again = Batch::default();
         set.fill(4, 1, &mut again).unwrap();
         assert_eq!(again.inputs.as_slice(), &batch.inputs.as_slice()[6..12]);
+    }
+
+    #[test]
+    fn the_held_out_set_reads_only_the_validation_split() {
+        let text: String = (0..400).map(|i| char::from(b'a' + (i * 7 % 26) as u8)).collect();
+        let set = CharText::new(&text, 5, 1, "test").unwrap();
+        let mut held_out = set.held_out().unwrap();
+        assert_eq!(held_out.vocab(), set.vocab());
+        let mut batch = Batch::default();
+        held_out.fill(0, 50, &mut batch).unwrap();
+        for s in 0..50 {
+            let at = held_out.offset(s as u64);
+            assert!(at >= 360 && at + 6 <= 400, "window {s} at {at}: outside the last 10%");
+        }
+        let short = CharText::new(&"abcdefghij".repeat(5), 5, 1, "short").unwrap();
+        let err = short.held_out().err().unwrap().to_string();
+        assert!(err.contains("validation split (the last 5 characters) is too short"), "{err}");
     }
 
     #[test]

@@ -50,6 +50,21 @@ pub enum TrainingData {
 }
 
 impl TrainingData {
+    /// Held-out data for this set: the text's validation split, the test files (`t10k-*`) of
+    /// the IDX folder this set came from (`idx_dir`), or synthetic samples no training reads.
+    pub fn held_out(&self, idx_dir: Option<&std::path::Path>) -> Result<Self> {
+        Ok(match (self, idx_dir) {
+            (TrainingData::Synthetic(d), _) => TrainingData::Synthetic(d.held_out()),
+            (TrainingData::Text(d), _) => TrainingData::Text(d.held_out()?),
+            (TrainingData::Idx(d), Some(dir)) => {
+                TrainingData::Idx(IdxDataset::load_dir(dir, Split::Test, d.classes())?)
+            }
+            (TrainingData::Idx(_), None) => {
+                return Err(Error::Config("held-out IDX data needs the folder the training files came from".into()))
+            }
+        })
+    }
+
     /// The training split in `dir`, checked against the model's input and output widths.
     pub fn from_idx_dir(dir: &std::path::Path, features: usize, classes: usize) -> Result<Self> {
         if !dir.is_dir() {

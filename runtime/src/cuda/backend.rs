@@ -144,6 +144,13 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
         }
     }
 
+    fn held_out_loss(&mut self, batch: &Batch, loss: &dyn Loss) -> Result<f64> {
+        let timed = self.step.timeline.set_enabled(false);
+        let value = self.forward_loss(batch, loss, true);
+        self.step.timeline.set_enabled(timed);
+        value
+    }
+
     fn backward(&mut self, _micro: usize, last: bool) -> Result<()> {
         let grads = self.grads.as_mut().ok_or_else(|| Error::Config("backward twice in one step".into()))?;
         if !last {

@@ -32,6 +32,11 @@ impl Timeline {
         self.enabled
     }
 
+    /// Records from now on only when `enabled`; returns whether it did before.
+    pub fn set_enabled(&mut self, enabled: bool) -> bool {
+        std::mem::replace(&mut self.enabled, enabled)
+    }
+
     /// Marks the start of a step; the GPU is idle (the previous step was synchronised).
     pub fn begin_step(&mut self, gpu: &Gpu) -> Result<()> {
         if self.enabled {

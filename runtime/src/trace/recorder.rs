@@ -56,6 +56,14 @@ pub fn is_enabled() -> bool {
     ENABLED.get()
 }
 
+/// Runs `work` without recording its spans on this thread (work that is not part of a step).
+pub fn paused<T>(work: impl FnOnce() -> T) -> T {
+    let was = ENABLED.replace(false);
+    let out = work();
+    ENABLED.set(was);
+    out
+}
+
 /// The step that spans recorded from now on belong to.
 pub fn set_step(step: u64) {
     if is_enabled() {

@@ -10,6 +10,7 @@ mod preflight;
 mod progress;
 mod stop;
 mod summary;
+mod validation;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -30,7 +31,7 @@ use crate::profile::Cluster;
 use crate::trace;
 
 use crate::backend::{CpuBackend, StepBackend};
-pub use crate::config::{Device, OptimizerConfig, OptimizerKind, SaveConfig, TrainConfig};
+pub use crate::config::{Device, OptimizerConfig, OptimizerKind, SaveConfig, TrainConfig, ValidationConfig};
 pub use crate::error::signal_name;
 pub use crate::observe::{ObserveConfig, ReportFormat};
 use preflight::{check, claim_outputs, resume};
@@ -44,6 +45,8 @@ pub struct Trainer<'c> {
     comm: &'c Communicator,
     config: TrainConfig,
     progress: Box<dyn Progress + 'c>,
+    /// The held-out data of `TrainConfig::validation`.
+    held_out: Option<&'c mut dyn Dataset>,
 }
 
 impl<'c> Trainer<'c> {
@@ -53,13 +56,23 @@ impl<'c> Trainer<'c> {
     /// them to it at the start of the run.
     pub fn new(comm: &'c Communicator) -> Self {
         let config = TrainConfig { comm: comm.config(), ..TrainConfig::default() };
-        Trainer { comm, config, progress: Box::new(NoProgress) }
+        Trainer { comm, config, progress: Box::new(NoProgress), held_out: None }
     }
 
     /// How the ranks' gradients are summed: overlap or not, an emulated link, finite checks,
     /// a run-time wire format and the wait timeout (see [`CommConfig`]).
     pub fn comm(mut self, comm: CommConfig) -> Self {
         self.config.comm = comm;
+        self
+    }
+
+    /// Measures the mean loss on `held_out` (read as the training data is, by global index and
+    /// sharded over the ranks) after every `every` steps and after the last: `batches` batches of
+    /// `batch` samples per rank, the same ones each time. Logged on rank 0 and kept in the
+    /// summary (`TrainSummary::validation_loss`).
+    pub fn validate(mut self, held_out: &'c mut dyn Dataset, every: u64, batches: usize) -> Self {
+        self.config.validation = Some(ValidationConfig { every, batches });
+        self.held_out = Some(held_out);
         self
     }
 
@@ -181,9 +194,10 @@ impl<'c> Trainer<'c> {
         data: &mut impl Dataset,
         loss: &impl Loss,
     ) -> Result<TrainSummary> {
-        let Trainer { comm, config, progress } = self;
+        let Trainer { comm, config, progress, held_out } = self;
         comm.apply(&config.comm)?;
         check(&config, &M::SCHEDULE, data, comm.world_size())?;
+        validation::check(&config, data, held_out.as_deref())?;
         // Held until the run ends: no other run saves into this folder meanwhile.
         let _checkpoint_folder = on_rank0(comm, || claim_outputs(&config))?.flatten();
         let mut optimizer = config.optimizer.build(&M::SCHEDULE);
@@ -209,7 +223,15 @@ impl<'c> Trainer<'c> {
         // Listening until every output is written: a signal after the last step has begun lets
         // the run finish (see `Run::steps`), parameters file included.
         let stop = config.stop_on_signals.then(stop::StopSignals::install).transpose()?;
-        let run = Run { comm, config: &config, progress, about, stop: stop.as_ref(), low_rank };
+        let run = Run {
+            comm,
+            config: &config,
+            progress,
+            about,
+            stop: stop.as_ref(),
+            low_rank,
+            held_out: held_out.map(|d| d as &mut dyn Dataset),
+        };
         let summary = match config.device {
             Device::Cpu => run.steps(CpuBackend::new(model, optimizer, comm), position, data, loss),
             Device::Cuda { gpu } => fit_on_gpu(run, model, optimizer, gpu, position, data, loss),
@@ -251,6 +273,8 @@ struct Run<'r> {
     stop: Option<&'r stop::StopSignals>,
     /// This rank's PowerSGD state from the checkpoint resumed, for the buckets.
     low_rank: Option<checkpoint::low_rank::Restored>,
+    /// The held-out data, when the run validates.
+    held_out: Option<&'r mut dyn Dataset>,
 }
 
 #[cfg(feature = "cuda")]
@@ -294,7 +318,7 @@ impl Run<'_> {
         data: &mut impl Dataset,
         loss: &impl Loss,
     ) -> Result<TrainSummary> {
-        let Run { comm, config, progress, about, stop, low_rank } = self;
+        let Run { comm, config, progress, about, stop, low_rank, mut held_out } = self;
         if let Some(restored) = &low_rank {
             restored.restore(backend.buckets_mut())?;
         }
@@ -354,6 +378,11 @@ impl Run<'_> {
             let mut observed = Ok(());
             progress.suspend(&mut || observed = observer.after_step(step, comm));
             observed?;
+            if let (true, Some(held_out)) = (config.validates_after(step), held_out.as_deref_mut()) {
+                let value = validation::loss(&mut backend, held_out, loss, config, comm, &mut batch)?;
+                log.validated(value);
+                progress.suspend(&mut || observer.say(&format!("step {:>6}  validation loss {value:.4}", step + 1)));
+            }
             let mut saved = None;
             // Every rank's PowerSGD errors go to rank 0 first (a collective: all ranks are here).
             let gathered =

@@ -18,6 +18,8 @@ pub struct TrainSummary {
     pub median_step: Duration,
     /// Samples per second over all ranks, from the median step time.
     pub samples_per_sec: f64,
+    /// The last held-out loss measured, when the run validates (`Trainer::validate`).
+    pub validation_loss: Option<f64>,
 }
 
 impl TrainSummary {
@@ -32,13 +34,15 @@ impl TrainSummary {
             final_loss: log.last,
             median_step,
             samples_per_sec: config.global_batch(world_size) as f64 / median_step.as_secs_f64().max(f64::MIN_POSITIVE),
+            validation_loss: log.validation,
         }
     }
 
     /// The closing line rank 0 prints.
     pub fn describe(&self, mode: CommMode) -> String {
+        let validation = self.validation_loss.map(|v| format!(" (validation {v:.4})")).unwrap_or_default();
         format!(
-            "done: {} steps on {} rank(s) ({}), loss {:.4} -> {:.4}, median step {:.1} ms, {:.0} samples/s",
+            "done: {} steps on {} rank(s) ({}), loss {:.4} -> {:.4}{validation}, median step {:.1} ms, {:.0} samples/s",
             self.steps,
             self.world_size,
             mode.name(),
@@ -50,16 +54,21 @@ impl TrainSummary {
     }
 }
 
-/// The first and last global losses logged.
+/// The first and last global losses logged, and the last held-out one.
 pub(crate) struct LossLog {
     pub first_step: u64,
     pub first: f64,
     pub last: f64,
+    pub validation: Option<f64>,
 }
 
 impl LossLog {
     pub(crate) fn new(first_step: u64) -> Self {
-        LossLog { first_step, first: f64::NAN, last: f64::NAN }
+        LossLog { first_step, first: f64::NAN, last: f64::NAN, validation: None }
+    }
+
+    pub(crate) fn validated(&mut self, loss: f64) {
+        self.validation = Some(loss);
     }
 
     /// Averages `loss` (this rank's, summed over its micro-steps) over micro-steps and ranks,
