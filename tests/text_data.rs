@@ -74,3 +74,33 @@ fn texts_and_models_that_do_not_fit_are_refused_before_step_1() {
         assert!(!text.contains("step      1"), "{exe} {args:?}: refused only after training began:\n{text}");
     }
 }
+
+/// The vocabulary (the text's sorted characters) goes with the parameters file and the
+/// checkpoint; another text's, whose token ids would mean other characters, is refused when
+/// either is loaded, naming the first character that differs.
+#[test]
+fn the_vocabulary_travels_with_parameters_and_checkpoints() {
+    let dir = scratch("text-vocabulary");
+    std::fs::write(dir.path().join("t.txt"), TEXT.repeat(20)).unwrap();
+    std::fs::write(dir.path().join("other.txt"), TEXT.replace('q', "z").repeat(20)).unwrap();
+    let common = ["--steps", "2", "--batch", "2", "--report", "off", "--eval-every", "0"];
+    let (ok, text) =
+        run("gpt", dir.path(), &[&common[..], &["--text", "t.txt", "--save-params", "p.st", "--save", "ck"]].concat());
+    assert!(ok, "{text}");
+    let mut sorted: Vec<char> = TEXT.chars().collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let saved = overlap::params_file::load_vocabulary(&dir.path().join("p.st")).unwrap();
+    assert_eq!(saved, Some(sorted.iter().collect::<String>()), "the parameters file's metadata");
+    // The same text loads and resumes; another does not.
+    let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--text", "t.txt", "--init-params", "p.st"]].concat());
+    assert!(ok, "{text}");
+    let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--text", "other.txt", "--init-params", "p.st"]].concat());
+    assert!(!ok && text.contains("--init-params p.st: a vocabulary of"), "{text}");
+    assert!(text.contains("was 'q', it is 'r' here"), "{text}");
+    let resume = ["--steps", "3", "--batch", "2", "--report", "off", "--eval-every", "0", "--resume", "ck"];
+    let (ok, text) = run("gpt", dir.path(), &[&resume[..], &["--text", "other.txt"]].concat());
+    assert!(!ok && text.contains("token ids would mean other characters"), "{text}");
+    let (ok, text) = run("gpt", dir.path(), &[&resume[..], &["--text", "t.txt"]].concat());
+    assert!(ok, "{text}");
+}

@@ -123,8 +123,9 @@ pub struct TrainArgs {
     #[arg(long, value_enum, default_value_t = DecayOnArg::All)]
     pub decay_on: DecayOnArg,
     /// Measure the loss on held-out data after every N steps and after the last: the --text's
-    /// last 10%, the --data folder's t10k files, or synthetic samples training never reads.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    /// last 10%, the --data folder's t10k files, or synthetic samples training never reads
+    /// (0: never).
+    #[arg(long, value_name = "N")]
     pub eval_every: Option<u64>,
     /// Batches of --batch samples per rank that each held-out measurement reads (the same ones
     /// every time).
@@ -265,6 +266,11 @@ pub struct TrainArgs {
 }
 
 impl TrainArgs {
+    /// `--eval-every`, unless it is 0 (never).
+    pub fn validation_every(&self) -> Option<u64> {
+        self.eval_every.filter(|&n| n > 0)
+    }
+
     /// The run these flags describe, in the runtime's terms.
     pub fn train_config(&self) -> TrainConfig {
         TrainConfig {
@@ -300,7 +306,7 @@ impl TrainArgs {
             },
             // A training binary stops cleanly when a scheduler asks it to.
             stop_on_signals: true,
-            validation: self.eval_every.map(|every| ValidationConfig { every, batches: self.eval_batches }),
+            validation: self.validation_every().map(|every| ValidationConfig { every, batches: self.eval_batches }),
         }
     }
 

@@ -124,11 +124,17 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     if let Some(path) = &args.init_params {
         // Every rank reads the same file, so every rank starts from the same values.
         overlap_runtime::params_file::load_into(&mut model, path)?;
+        let saved = overlap_runtime::params_file::load_vocabulary(path)?;
+        if let (Some(saved), Some(now)) = (saved, overlap_runtime::Dataset::vocabulary(&data)) {
+            if let Some(why) = overlap_runtime::text::vocabulary_mismatch(&saved, &now) {
+                return Err(Error::Config(format!("--init-params {}: {why}", path.display())));
+            }
+        }
     }
-    let mut held_out = args.eval_every.map(|_| data.held_out(args.data.as_deref())).transpose()?;
+    let mut held_out = args.validation_every().map(|_| data.held_out(args.data.as_deref())).transpose()?;
     let trainer = Trainer::new(comm).config(args.train_config());
     let trainer = if comm.rank() == 0 { trainer.progress(Bar::new()) } else { trainer };
-    let trainer = match (&mut held_out, args.eval_every) {
+    let trainer = match (&mut held_out, args.validation_every()) {
         (Some(held_out), Some(every)) => trainer.validate(held_out, every, args.eval_batches),
         _ => trainer,
     };

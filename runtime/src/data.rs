@@ -56,6 +56,13 @@ pub trait Dataset {
     fn describe(&self) -> String {
         format!("{} features per sample", self.features())
     }
+
+    /// What the token ids of a language model's samples stand for, kept with its checkpoints
+    /// and parameters files: a character-level text's sorted characters (token `i` is the
+    /// `i`-th). `None` for data that is not token ids (the default).
+    fn vocabulary(&self) -> Option<String> {
+        None
+    }
 }
 
 impl Dataset for SyntheticClassification {

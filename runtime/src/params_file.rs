@@ -34,20 +34,51 @@ pub(crate) fn model_tensors<M: DistributedModel>(model: &M) -> Vec<Tensor> {
 
 /// A safetensors file holding `tensors`, as bytes.
 pub(crate) fn serialize(tensors: &[Tensor]) -> std::result::Result<Vec<u8>, String> {
+    serialize_with(tensors, None)
+}
+
+/// The same, with the header's `__metadata__` strings.
+fn serialize_with(
+    tensors: &[Tensor],
+    metadata: Option<std::collections::HashMap<String, String>>,
+) -> std::result::Result<Vec<u8>, String> {
     let views = tensors
         .iter()
         .map(|(name, shape, data)| {
             TensorView::new(Dtype::F32, shape.clone(), data).map(|v| (name.as_str(), v)).map_err(|e| e.to_string())
         })
         .collect::<std::result::Result<Vec<_>, _>>()?;
-    safetensors::serialize(views, None).map_err(|e| e.to_string())
+    safetensors::serialize(views, metadata).map_err(|e| e.to_string())
 }
+
+/// The header key of the vocabulary a language model's token ids index (`save_params_with_vocabulary`).
+const VOCABULARY_KEY: &str = "vocabulary";
 
 /// Writes every parameter of `model` to `path` as little-endian f32 tensors, atomically: a kill
 /// or a failed write leaves the previous file (or none), never part of one.
 pub fn save_params<M: DistributedModel>(model: &M, path: &Path) -> Result<()> {
-    let bytes = serialize(&model_tensors(model)).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
+    save_params_with_vocabulary(model, path, None)
+}
+
+/// `save_params`, with the characters a character-level model's token ids index (token `i` is
+/// the `i`-th character) in the file's metadata, as nanoGPT keeps `itos` in `meta.pkl`.
+pub fn save_params_with_vocabulary<M: DistributedModel>(
+    model: &M,
+    path: &Path,
+    vocabulary: Option<&str>,
+) -> Result<()> {
+    let metadata = vocabulary.map(|v| [(VOCABULARY_KEY.to_string(), v.to_string())].into());
+    let bytes = serialize_with(&model_tensors(model), metadata)
+        .map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
     write_atomically(path, &bytes).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+}
+
+/// The vocabulary a parameters file records (`save_params_with_vocabulary`), if any.
+pub fn load_vocabulary(path: &Path) -> Result<Option<String>> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+    let (_, header) =
+        SafeTensors::read_metadata(&bytes).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
+    Ok(header.metadata().as_ref().and_then(|m| m.get(VOCABULARY_KEY)).cloned())
 }
 
 /// Writes `bytes` to a temporary file next to the file `path` names (through a link, the file

@@ -127,6 +127,10 @@ impl Dataset for CharText {
         self.context
     }
 
+    fn vocabulary(&self) -> Option<String> {
+        Some(self.vocab.iter().collect())
+    }
+
     fn describe(&self) -> String {
         format!(
             "{}: {} characters ({} distinct), windows of {} from characters {}..{}",
@@ -138,6 +142,25 @@ impl Dataset for CharText {
             self.split.end
         )
     }
+}
+
+/// Why token ids saved with vocabulary `saved` mean other characters in `now`; `None` when the
+/// two are the same.
+pub fn vocabulary_mismatch(saved: &str, now: &str) -> Option<String> {
+    if saved == now {
+        return None;
+    }
+    let (a, b): (Vec<char>, Vec<char>) = (saved.chars().collect(), now.chars().collect());
+    let first = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+    let at = |v: &[char]| v.get(first).map_or("nothing".to_string(), |c| format!("{c:?}"));
+    Some(format!(
+        "a vocabulary of {} characters was saved and this text has {}: token {first} was {}, it is {} here, so the \
+         token ids would mean other characters",
+        a.len(),
+        b.len(),
+        at(&a),
+        at(&b)
+    ))
 }
 
 #[cfg(test)]
@@ -182,6 +205,15 @@ mod tests {
         let short = CharText::new(&"abcdefghij".repeat(5), 5, 1, "short").unwrap();
         let err = short.held_out().err().unwrap().to_string();
         assert!(err.contains("validation split (the last 5 characters) is too short"), "{err}");
+    }
+
+    #[test]
+    fn vocabularies_that_differ_are_described_at_their_first_difference() {
+        assert_eq!(vocabulary_mismatch("abc", "abc"), None);
+        let why = vocabulary_mismatch(" abc", " abd").unwrap();
+        assert!(why.contains("4 characters was saved and this text has 4: token 3 was 'c', it is 'd' here"), "{why}");
+        let why = vocabulary_mismatch("ab", "abc").unwrap();
+        assert!(why.contains("token 2 was nothing, it is 'c' here"), "{why}");
     }
 
     #[test]

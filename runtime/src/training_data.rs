@@ -31,6 +31,13 @@ impl Dataset for TrainingData {
         }
     }
 
+    fn vocabulary(&self) -> Option<String> {
+        match self {
+            TrainingData::Text(d) => d.vocabulary(),
+            _ => None,
+        }
+    }
+
     fn describe(&self) -> String {
         match self {
             TrainingData::Synthetic(d) => d.describe(),

@@ -68,6 +68,9 @@ pub struct RunAbout {
     /// 16 hex digits; empty in checkpoints written before it was recorded.
     #[serde(default)]
     pub schedule: String,
+    /// What the data's token ids stand for (`Dataset::vocabulary`): a text's sorted characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vocabulary: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

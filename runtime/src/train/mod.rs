@@ -25,7 +25,7 @@ use crate::loss::Loss;
 use crate::model::DistributedModel;
 use crate::observe::Observer;
 use crate::optim::{ChosenOptimizer, LrSchedule};
-use crate::params_file::save_params;
+use crate::params_file::save_params_with_vocabulary;
 use crate::process::console;
 use crate::profile::Cluster;
 use crate::trace;
@@ -209,6 +209,7 @@ impl<'c> Trainer<'c> {
                 None => M::SCHEDULE.grad_comm().unwrap_or_else(|| "fp32".into()),
             },
             schedule: format!("{:016x}", M::SCHEDULE.fingerprint()),
+            vocabulary: data.vocabulary(),
         };
         let (position, low_rank) = resume(&config, model, &mut optimizer, (comm.rank(), comm.world_size()), &about)?;
         if let (0, Device::Cpu, Some(fitting)) = (comm.rank(), config.device, crate::host::blas_core::mismatch()) {
@@ -223,6 +224,7 @@ impl<'c> Trainer<'c> {
         // Listening until every output is written: a signal after the last step has begun lets
         // the run finish (see `Run::steps`), parameters file included.
         let stop = config.stop_on_signals.then(stop::StopSignals::install).transpose()?;
+        let about_vocabulary = about.vocabulary.clone();
         let run = Run {
             comm,
             config: &config,
@@ -237,7 +239,7 @@ impl<'c> Trainer<'c> {
             Device::Cuda { gpu } => fit_on_gpu(run, model, optimizer, gpu, position, data, loss),
         }?;
         if let (0, Some(path)) = (comm.rank(), &config.save_params) {
-            save_params(&*model, path)?;
+            save_params_with_vocabulary(&*model, path, about_vocabulary.as_deref())?;
         }
         if let (0, Some(signal)) = (comm.rank(), stop.as_ref().and_then(stop::StopSignals::received)) {
             console::err_line(&format!(

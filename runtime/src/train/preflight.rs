@@ -274,6 +274,12 @@ pub(super) fn resume<M: DistributedModel>(
                 about.global_batch
             )));
         }
+        let saved_vocabulary = loaded.run.as_ref().and_then(|r| r.vocabulary.as_deref());
+        if let (Some(saved), Some(now)) = (saved_vocabulary, about.vocabulary.as_deref()) {
+            if let Some(why) = crate::text::vocabulary_mismatch(saved, now) {
+                return Err(Error::Checkpoint(format!("{}: {why}", loaded.state_file.display())));
+            }
+        }
         if rank == 0 {
             crate::process::console::err_line(&format!(
                 "resumed from {} at step {}",
