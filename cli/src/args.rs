@@ -132,9 +132,10 @@ pub struct TrainArgs {
     #[arg(long, value_name = "B", default_value_t = 20, value_parser = positive_usize)]
     pub eval_batches: usize,
     /// Clip the averaged gradients to this global norm before each update, as PyTorch's
-    /// `clip_grad_norm_` (the updates then wait for every bucket's sums) [default: no clipping].
-    #[arg(long, value_name = "MAX", value_parser = positive_f64)]
-    pub clip_grad_norm: Option<f64>,
+    /// `clip_grad_norm_` (the updates then wait for every bucket's sums); `off`: no clipping
+    /// [default: off].
+    #[arg(long, value_name = "MAX|off", value_parser = parse_clip)]
+    pub clip_grad_norm: Option<ClipNorm>,
     /// Seed of the initial parameters and of the synthetic data.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -293,7 +294,7 @@ impl TrainArgs {
                     DecayOnArg::All => DecayOn::All,
                     DecayOnArg::Matrices => DecayOn::Matrices,
                 },
-                clip_grad_norm: self.clip_grad_norm,
+                clip_grad_norm: self.clip_grad_norm.and_then(|c| c.0),
             },
             comm: self.comm_config(),
             observe: self.observe_config(),
@@ -406,6 +407,17 @@ fn positive_usize(s: &str) -> Result<usize, String> {
     }
 }
 
+/// `--clip-grad-norm`: a positive norm, or `off` (an example's default can be turned off).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClipNorm(pub Option<f64>);
+
+fn parse_clip(s: &str) -> Result<ClipNorm, String> {
+    match s {
+        "off" => Ok(ClipNorm(None)),
+        _ => positive_f64(s).map(|v| ClipNorm(Some(v))),
+    }
+}
+
 /// Parsed as f64, as PyTorch reads its Python floats: `--beta2 0.999` is PyTorch's 0.999.
 fn positive_f64(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -443,6 +455,21 @@ mod tests {
         assert_eq!(parse(&["mlp", "--print-schedule"]), Some(PrintSchedule::Compiled));
         assert_eq!(parse(&["mlp", "--print-schedule=ddp"]), Some(PrintSchedule::Ddp));
         assert!(TrainArgs::try_parse_from(["mlp", "--print-schedule=other"]).is_err());
+    }
+
+    #[test]
+    fn clipping_and_validation_can_be_turned_off() {
+        let config = |args: &[&str]| TrainArgs::try_parse_from(args).unwrap().train_config();
+        assert_eq!(config(&["gpt", "--clip-grad-norm", "1.5"]).optimizer.clip_grad_norm, Some(1.5));
+        assert_eq!(config(&["gpt", "--clip-grad-norm", "off"]).optimizer.clip_grad_norm, None);
+        assert_eq!(config(&["gpt"]).optimizer.clip_grad_norm, None);
+        for bad in ["0", "-1", "inf", "none"] {
+            assert!(TrainArgs::try_parse_from(["gpt", "--clip-grad-norm", bad]).is_err(), "{bad}");
+        }
+        let validation = config(&["gpt", "--eval-every", "50", "--eval-batches", "4"]).validation;
+        assert_eq!(validation, Some(ValidationConfig { every: 50, batches: 4 }));
+        assert_eq!(config(&["gpt", "--eval-every", "0"]).validation, None);
+        assert!(TrainArgs::try_parse_from(["gpt", "--eval-batches", "0"]).is_err());
     }
 
     #[test]
