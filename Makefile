@@ -77,6 +77,8 @@ bench: deps
 	$(TORCH_PYTHON) compare/ready_order.py
 	# The residual example against its PyTorch twin, step by step (skipped without torch).
 	$(TORCH_PYTHON) compare/blocks_twin.py
+	# The gpt example against its PyTorch twin: 10 steps, 1 and 2 ranks, float64 reference, planted errors.
+	$(TORCH_PYTHON) compare/gpt_twin.py
 	# The residual example's overlap on an emulated link, and its step against compute alone.
 	python3 compare/resmlp_overlap.py
 	TORCH_PYTHON=$(TORCH_PYTHON) python3 compare/run.py $(BENCH_ARGS)

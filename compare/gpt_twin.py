@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""`examples/gpt.rs` against its PyTorch twin: numerics step by step, and a whole run.
+
+The twin is the same GPT written as PyTorch writes it (nested `nn.Module`s named as ours:
+`h.N.attend.{ln_1, attn.c_attn, attn.c_proj}`, `h.N.mlp.{ln_2, c_fc, gelu, c_proj}`, `ln_f`,
+`lm_head`), attention by `F.scaled_dot_product_attention(is_causal=True)`, trained as the example
+trains: AdamW (betas 0.9, 0.99; weight decay 0.1 on parameters of two or more dimensions), the
+warm-up and cosine learning rate, `clip_grad_norm_(1.0)`, cross-entropy over every position, on
+the same windows of the same text (our sampling, SplitMix64 of the seed and the sample index,
+replayed here).
+
+`--steps N` (default 10): from our initial parameters, after each of N steps every tensor of
+ours (`--save-params`) against the twin's, on one process and on 2 ranks (the same global
+batch); and both against the twin in float64, where ours must stay within about 1.5x of
+PyTorch's own float32 distance. Twins with a planted error (the causal mask one position late,
+the softmax scaled by 1/d instead of 1/sqrt(d)) must be caught: ours ends farther from them than
+the float32 floor.
+
+`--run N`: N steps of the example's defaults (2000: nanoGPT's CPU run) by ours and by the twin
+at the same time, one thread each, then both models' loss on the same held-out batches (the
+text's last 10%, 20 batches) and their median step times.
+
+Needs `cargo build --release --examples` and torch with safetensors (prints "skipped" without).
+"""
+
+import argparse
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+VOCAB, CONTEXT, WIDTH, HEADS, LAYERS, BATCH = 96, 64, 128, 4, 4, 12
+LR, MIN_LR, WARMUP, DECAY_UNTIL, BETAS, DECAY, CLIP = 1e-3, 1e-4, 100, 2000, (0.9, 0.99), 0.1, 1.0
+MASK64 = (1 << 64) - 1
+
+
+class Text:
+    """Our `CharText`: sorted characters, 90/10 split, windows by SplitMix64(seed, index)."""
+
+    def __init__(self, path, seed=0):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        self.vocab = sorted(set(text))
+        index = {c: i for i, c in enumerate(self.vocab)}
+        self.tokens = [index[c] for c in text]
+        self.train_end = int(len(self.tokens) * 0.9)
+        self.seed = seed
+
+    def offset(self, index, split):
+        z = (self.seed + index * 0x9E3779B97F4A7C15) & MASK64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        z ^= z >> 31
+        start, end = split
+        return start + z % (end - start - CONTEXT)
+
+    def batch(self, torch, first, rows, held_out=False):
+        split = (self.train_end, len(self.tokens)) if held_out else (0, self.train_end)
+        at = [self.offset(first + s, split) for s in range(rows)]
+        x = torch.tensor([self.tokens[a:a + CONTEXT] for a in at])
+        y = torch.tensor([self.tokens[a + 1:a + CONTEXT + 1] for a in at])
+        return x, y
+
+
+def twin(torch, planted=None):
+    nn, F = torch.nn, torch.nn.functional
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_attn = nn.Linear(WIDTH, 3 * WIDTH)
+            self.c_proj = nn.Linear(WIDTH, WIDTH)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = (z.view(b, t, HEADS, c // HEADS).transpose(1, 2) for z in self.c_attn(x).split(c, dim=2))
+            if planted is None:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                d = c // HEADS
+                scale = 1.0 / d if planted == "scale" else 1.0 / math.sqrt(d)
+                late = 1 if planted == "mask" else 0
+                allowed = torch.ones(t, t, dtype=torch.bool).tril(diagonal=late)
+                scores = (q @ k.transpose(-2, -1)) * scale
+                y = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1) @ v
+            return self.c_proj(y.transpose(1, 2).reshape(b, t, c))
+
+    class Attend(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(WIDTH)
+            self.attn = Attention()
+
+        def forward(self, x):
+            return x + self.attn(self.ln_1(x))
+
+    class Mlp(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_2 = nn.LayerNorm(WIDTH)
+            self.c_fc = nn.Linear(WIDTH, 4 * WIDTH)
+            self.gelu = nn.GELU(approximate="tanh")
+            self.c_proj = nn.Linear(4 * WIDTH, WIDTH)
+
+        def forward(self, x):
+            return x + self.c_proj(self.gelu(self.c_fc(self.ln_2(x))))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attend = Attend()
+            self.mlp = Mlp()
+
+        def forward(self, x):
+            return self.mlp(self.attend(x))
+
+    class Gpt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(VOCAB, WIDTH)
+            self.wpe = nn.Embedding(CONTEXT, WIDTH)
+            self.h = nn.ModuleList(Block() for _ in range(LAYERS))
+            self.ln_f = nn.LayerNorm(WIDTH)
+            self.lm_head = nn.Linear(WIDTH, VOCAB)
+
+        def forward(self, idx):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            for block in self.h:
+                x = block(x)
+            return self.lm_head(self.ln_f(x))
+
+    return Gpt()
+
+
+def lr_at(step):
+    """nanoGPT's get_lr."""
+    if step < WARMUP:
+        return LR * (step + 1) / (WARMUP + 1)
+    if step > DECAY_UNTIL:
+        return MIN_LR
+    ratio = (step - WARMUP) / (DECAY_UNTIL - WARMUP)
+    return MIN_LR + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (LR - MIN_LR)
+
+
+class Trainer:
+    """The twin's training loop, one step at a time."""
+
+    def __init__(self, torch, model):
+        self.torch, self.model, self.step_count = torch, model, 0
+        params = list(model.parameters())
+        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": DECAY},
+                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+        self.opt = torch.optim.AdamW(groups, lr=LR, betas=BETAS, eps=1e-8)
+
+    def step(self, x, y):
+        torch = self.torch
+        for group in self.opt.param_groups:
+            group["lr"] = lr_at(self.step_count)
+        self.opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(self.model(x).view(-1, VOCAB), y.view(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), CLIP)
+        self.opt.step()
+        self.step_count += 1
+        return loss.item()
+
+
+def ours(binary, text, out, steps, ranks=1, extra=()):
+    cmd = [binary, "--text", text, "--steps", str(steps), "--batch", str(BATCH // ranks), "--report", "off",
+           "--eval-every", "0", "--save-params", out, *extra]
+    if ranks > 1:
+        cmd = ["mpirun", "--oversubscribe", "-n", str(ranks), *cmd]
+    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{done.stdout}\n{done.stderr}")
+    return done.stdout + done.stderr
+
+
+def distance(torch, a, b):
+    """The largest per-tensor `|a - b| / |b|` (Euclidean norms) over b's tensors, and its name."""
+    worst = (0.0, "")
+    for name, value in b.items():
+        diff = float(torch.linalg.vector_norm(a[name].double() - value.double()))
+        worst = max(worst, (diff / max(float(torch.linalg.vector_norm(value.double())), 1e-30), name))
+    return worst
+
+
+def numerics(torch, load_file, binary, text_path, steps, work):
+    text = Text(text_path)
+    init = os.path.join(work, "init.safetensors")
+    ours(binary, text_path, init, 1, extra=["--optimizer", "sgd", "--momentum", "0", "--lr", "1e-30",
+                                          "--lr-schedule", "constant", "--clip-grad-norm", "off"])
+    start = load_file(init)
+
+    def trained(dtype, planted=None):
+        model = twin(torch, planted).to(dtype)
+        model.load_state_dict({k: v.to(dtype) for k, v in start.items()}, strict=True)
+        return model, Trainer(torch, model)
+
+    runs = {"f32": trained(torch.float32), "f64": trained(torch.float64),
+            "mask": trained(torch.float32, "mask"), "scale": trained(torch.float32, "scale")}
+    failures, rows = [], []
+    for step in range(steps):
+        x, y = text.batch(torch, step * BATCH, BATCH)
+        for _, trainer in runs.values():
+            trainer.step(x, y)
+        state = {k: {n: v.detach() for n, v in m.state_dict().items()} for k, (m, _) in runs.items()}
+        row = {"pytorch f32": distance(torch, state["f32"], state["f64"])[0]}
+        for ranks in (1, 2):
+            out = os.path.join(work, f"ours-{ranks}-{step + 1}.safetensors")
+            ours(binary, text_path, out, step + 1, ranks, ["--init-params", init])
+            mine = load_file(out)
+            row[f"ours {ranks} rank(s)"] = distance(torch, mine, state["f64"])[0]
+            row[f"ours {ranks} vs twin"] = distance(torch, mine, state["f32"])
+        for planted in ("mask", "scale"):
+            row[f"ours vs {planted} twin"] = distance(torch, load_file(os.path.join(work, f"ours-1-{step + 1}.safetensors")),
+                                                     state[planted])[0]
+        rows.append(row)
+        line = "  ".join(f"{k} {v[0] if isinstance(v, tuple) else v:.1e}" for k, v in row.items())
+        print(f"  step {step + 1:2}: {line}")
+    last = rows[-1]
+    for ranks in (1, 2):
+        ratio = last[f"ours {ranks} rank(s)"] / max(last["pytorch f32"], 1e-30)
+        print(f"ours on {ranks} rank(s) to float64 after {steps} steps: {ratio:.2f}x PyTorch float32's distance")
+        if ratio > 1.5:
+            failures.append(f"{ranks} rank(s): {ratio:.2f}x PyTorch's float32 distance to float64 (at most 1.5)")
+    floor = max(last["ours 1 vs twin"][0], last["pytorch f32"])
+    for planted in ("mask", "scale"):
+        if last[f"ours vs {planted} twin"] < 10 * floor:
+            failures.append(f"the {planted} error is not caught: {last[f'ours vs {planted} twin']:.1e} within 10x "
+                            f"of the float32 floor {floor:.1e}")
+        else:
+            print(f"planted {planted} error caught: {last[f'ours vs {planted} twin']:.1e} against a floor of {floor:.1e}")
+    return failures
+
+
+def held_out_loss(torch, model, text, batches=20):
+    with torch.no_grad():
+        losses = []
+        for k in range(batches):
+            x, y = text.batch(torch, k * BATCH, BATCH, held_out=True)
+            losses.append(float(torch.nn.functional.cross_entropy(model(x).view(-1, VOCAB), y.view(-1))))
+    return sum(losses) / len(losses)
+
+
+def whole_run(torch, load_file, binary, text_path, steps, work):
+    text = Text(text_path)
+    init = os.path.join(work, "init.safetensors")
+    ours(binary, text_path, init, 1, extra=["--optimizer", "sgd", "--momentum", "0", "--lr", "1e-30",
+                                          "--lr-schedule", "constant", "--clip-grad-norm", "off"])
+    final = os.path.join(work, "ours-final.safetensors")
+    # Ours in the background, the twin here: the same two cores' worth of machine for both.
+    cmd = [binary, "--text", text_path, "--steps", str(steps), "--init-params", init, "--report", "off",
+           "--eval-every", str(steps), "--eval-batches", "20", "--log-every", str(max(steps // 10, 1)),
+           "--save-params", final]
+    mine = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    model = twin(torch)
+    model.load_state_dict(load_file(init), strict=True)
+    trainer, times = Trainer(torch, model), []
+    for step in range(steps):
+        x, y = text.batch(torch, step * BATCH, BATCH)
+        started = time.perf_counter()
+        loss = trainer.step(x, y)
+        times.append(time.perf_counter() - started)
+        if (step + 1) % max(steps // 10, 1) == 0:
+            print(f"  twin step {step + 1:5}  loss {loss:.4f}", flush=True)
+    log, _ = mine.communicate()
+    if mine.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{log}")
+    print("  " + "\n  ".join(line for line in log.splitlines() if "loss" in line))
+    theirs = held_out_loss(torch, model, text)
+    our_model = twin(torch)
+    our_model.load_state_dict(load_file(final), strict=True)
+    recomputed = held_out_loss(torch, our_model, text)
+    logged = float(re.findall(r"validation loss ([0-9.]+)", log)[-1])
+    our_step = float(re.search(r"median step ([0-9.]+) ms", log).group(1))
+    their_step = sorted(times)[len(times) // 2] * 1e3
+    print(f"held-out loss after {steps} steps: ours {logged:.4f} (the twin's forward on our final parameters: "
+          f"{recomputed:.4f}), PyTorch {theirs:.4f}: {100 * (logged / theirs - 1):+.2f}%")
+    print(f"median step, side by side, one thread each: ours {our_step:.1f} ms, PyTorch {their_step:.1f} ms: "
+          f"{our_step / their_step:.2f}x")
+    failures = []
+    if abs(logged / theirs - 1) > 0.02:
+        failures.append(f"held-out loss {logged:.4f} is not within 2% of PyTorch's {theirs:.4f}")
+    if abs(recomputed - logged) > 1e-3 * logged:
+        failures.append(f"our logged held-out loss {logged:.4f} differs from the twin's forward on our parameters "
+                        f"{recomputed:.4f}")
+    return failures
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release", "examples"))
+    p.add_argument("--text", help="a UTF-8 file [default: this script]")
+    p.add_argument("--steps", type=int, default=10, help="steps compared one by one")
+    p.add_argument("--run", type=int, metavar="N", help="instead: a whole run of N steps, then held-out losses")
+    args = p.parse_args()
+    try:
+        import torch
+        from safetensors.torch import load_file
+    except ImportError:
+        print("gpt against its PyTorch twin: skipped (torch and safetensors are not importable)")
+        return 0
+    torch.set_num_threads(1)
+    binary = os.path.join(args.bin_dir, "gpt")
+    work = tempfile.mkdtemp(prefix="gpt-twin-")
+    text = args.text or os.path.abspath(__file__)
+    print(f"gpt against its PyTorch twin ({torch.__version__}) on {os.path.basename(text)}")
+    if args.run:
+        failures = whole_run(torch, load_file, binary, text, args.run, work)
+    else:
+        print("largest per-tensor relative distance to the float64 twin (and to the float32 twin)")
+        failures = numerics(torch, load_file, binary, text, args.steps, work)
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
