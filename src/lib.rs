@@ -131,6 +131,8 @@ pub use overlap_runtime::program;
 pub use overlap_runtime::sample;
 /// A text's characters as a `Dataset` (`CharText`).
 pub use overlap_runtime::text;
+/// llm.c's token shards as a `Dataset`, and writing them (`prepare_characters`).
+pub use overlap_runtime::token_shards;
 /// Spans, the overlap report, the Chrome trace and the timeline.
 pub use overlap_runtime::trace;
 

@@ -243,8 +243,14 @@ pub struct TrainArgs {
     /// characters from its first 90% the samples, each position's next character the label.
     #[arg(long, value_name = "FILE")]
     pub text: Option<PathBuf>,
-    /// Characters per --text sample [default: the rows of the model's PositionEmbedding].
-    #[arg(long, value_name = "N", requires = "text", value_parser = positive_usize)]
+    /// Train a language model on llm.c's token shards: a folder's *train*.bin files (its
+    /// *val*.bin files are held out), or one file (and its `val` namesake). Windows of --context
+    /// tokens, one after another, are the samples (`prepare` writes shards from a text).
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["text", "data"])]
+    pub tokens: Option<PathBuf>,
+    /// Characters (--text) or tokens (--tokens) per sample [default: the rows of the model's
+    /// PositionEmbedding].
+    #[arg(long, value_name = "N", value_parser = positive_usize)]
     pub context: Option<usize>,
     /// After training, print N characters the model generates (rank 0; needs --text), as
     /// nanoGPT's sample.py: from a newline, each drawn from the next-character distribution.

@@ -12,23 +12,23 @@
 
 pub mod args;
 mod comm_bench;
+mod datasets;
 mod flags;
+pub mod prepare;
 mod progress;
 
-use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use overlap_runtime::data::SyntheticClassification;
 use overlap_runtime::plan::{plan_buckets, BucketLimits, Schedule};
 use overlap_runtime::sample::{generate, SampleConfig};
 use overlap_runtime::text::CharText;
-use overlap_runtime::train::{io_widths, TrainSummary, Trainer};
+use overlap_runtime::train::{TrainSummary, Trainer};
 use overlap_runtime::training_data::TrainingData;
 use overlap_runtime::{
     command_line::{blas_core, console},
-    device, Communicator, CrossEntropyLoss, DeviceOp, DistributedModel, Error, Result,
+    device, Communicator, CrossEntropyLoss, DistributedModel, Error, Result,
 };
 
 pub use args::TrainArgs;
@@ -107,6 +107,9 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
             }
         }
     }
+    if args.context.is_some() && args.text.is_none() && args.tokens.is_none() {
+        return Err(Error::Config("--context sets the length of --text or --tokens samples; neither is given".into()));
+    }
     if args.comm_only {
         return comm_bench::run::<M>(args, comm);
     }
@@ -119,7 +122,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     if let (0, Some(link), 1) = (comm.rank(), args.link, comm.world_size()) {
         console::err_line(&format!("note: --link {link} has no effect with one rank: there is nothing to all-reduce"));
     }
-    let mut data = training_data::<M>(args)?;
+    let mut data = datasets::training_data::<M>(args)?;
     let mut model = M::new(comm, args.seed)?;
     if let Some(path) = &args.init_params {
         // Every rank reads the same file, so every rank starts from the same values.
@@ -131,7 +134,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
             }
         }
     }
-    let mut held_out = args.validation_every().map(|_| data.held_out(args.data.as_deref())).transpose()?;
+    let mut held_out = args.validation_every().map(|_| datasets::held_out(&data, args)).transpose()?;
     let trainer = Trainer::new(comm).config(args.train_config());
     let trainer = if comm.rank() == 0 { trainer.progress(Bar::new()) } else { trainer };
     let trainer = match (&mut held_out, args.validation_every()) {
@@ -165,65 +168,6 @@ fn print_sample<M: DistributedModel>(model: &M, text: &CharText, args: &TrainArg
     ));
 }
 
-/// The synthetic set, or the IDX files of `--data`, shaped for the model's input and output.
-fn training_data<M: DistributedModel>(args: &TrainArgs) -> Result<TrainingData> {
-    let schedule = M::SCHEDULE;
-    let (features, classes) = io_widths(&schedule).ok_or_else(|| {
-        Error::Config(format!("{} has no layer with fixed widths, so its input size is unknown", schedule.model))
-    })?;
-    if let Some(file) = &args.text {
-        return text_data::<M>(file, args, features, classes);
-    }
-    Ok(match &args.data {
-        None => {
-            TrainingData::Synthetic(SyntheticClassification::new(args.seed.wrapping_add(0x5eed), features, classes))
-        }
-        Some(dir) => TrainingData::from_idx_dir(dir, features, classes)?,
-    })
-}
-
-/// `--text FILE`, checked against a model that reads token ids and predicts a character.
-fn text_data<M: DistributedModel>(
-    file: &Path,
-    args: &TrainArgs,
-    features: usize,
-    classes: usize,
-) -> Result<TrainingData> {
-    let model = &M::SCHEDULE.model;
-    let positions = M::DEVICE_OPS.iter().find_map(|op| match op {
-        DeviceOp::PositionEmbedding { positions, .. } => Some(*positions),
-        _ => None,
-    });
-    if features != 1 {
-        return Err(Error::Config(format!(
-            "--text feeds token ids, one per row; {model}'s first layer takes {features} inputs (an Embedding takes 1)"
-        )));
-    }
-    let context = match (args.context, positions) {
-        (Some(context), Some(rows)) if context > rows => {
-            return Err(Error::Config(format!(
-                "--context {context}: {model}'s position embedding has rows for {rows} positions"
-            )))
-        }
-        (Some(context), _) => context,
-        (None, Some(rows)) => rows,
-        (None, None) => {
-            return Err(Error::Config(format!(
-                "--text needs --context: {model} has no position embedding to take it from"
-            )))
-        }
-    };
-    let text = CharText::from_file(file, context, args.seed)?;
-    if text.vocab().len() > classes {
-        return Err(Error::Config(format!(
-            "{}: {} distinct characters, but {model} predicts {classes} classes",
-            file.display(),
-            text.vocab().len()
-        )));
-    }
-    Ok(TrainingData::Text(text))
-}
-
 /// The plan `--print-schedule` asked for: the compiled one, or DDP's at its default caps.
 fn printed_schedule(schedule: &Schedule, which: args::PrintSchedule) -> Result<Schedule> {
     match which {
@@ -246,6 +190,7 @@ fn refuse_contradictions(args: &TrainArgs) -> Result<()> {
             (args.init_params.is_some(), "--init-params"),
             (args.data.is_some(), "--data"),
             (args.text.is_some(), "--text"),
+            (args.tokens.is_some(), "--tokens"),
         ]
         .into_iter()
         .filter_map(|(set, flag)| set.then_some(flag))

@@ -27,6 +27,7 @@ pub mod program;
 pub mod sample;
 pub mod tensor;
 pub mod text;
+pub mod token_shards;
 pub mod trace;
 pub mod train;
 pub mod training_data;

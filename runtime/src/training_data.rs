@@ -1,11 +1,12 @@
 //! The command line's training sets behind one `Dataset`: the synthetic one, MNIST-format
-//! files, or a text's characters. Apart from `data`, so that the sets (which implement `Dataset`)
+//! files, a text's characters, or llm.c's token shards. Apart from `data`, so that the sets (which implement `Dataset`)
 //! are below it and `data` imports none of them.
 
 use crate::data::{Batch, Dataset, SyntheticClassification};
 use crate::error::{Error, Result};
 use crate::idx::{IdxDataset, Split};
 use crate::text::CharText;
+use crate::token_shards::TokenShards;
 
 impl Dataset for TrainingData {
     fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> Result<()> {
@@ -13,6 +14,7 @@ impl Dataset for TrainingData {
             TrainingData::Synthetic(d) => Dataset::fill(d, first, rows, batch),
             TrainingData::Idx(d) => Dataset::fill(d, first, rows, batch),
             TrainingData::Text(d) => d.fill(first, rows, batch),
+            TrainingData::Tokens(d) => d.fill(first, rows, batch),
         }
     }
 
@@ -21,12 +23,14 @@ impl Dataset for TrainingData {
             TrainingData::Synthetic(d) => d.features(),
             TrainingData::Idx(d) => IdxDataset::features(d),
             TrainingData::Text(d) => d.features(),
+            TrainingData::Tokens(d) => d.features(),
         }
     }
 
     fn positions(&self) -> usize {
         match self {
             TrainingData::Text(d) => d.positions(),
+            TrainingData::Tokens(d) => d.positions(),
             _ => 1,
         }
     }
@@ -34,6 +38,7 @@ impl Dataset for TrainingData {
     fn vocabulary(&self) -> Option<String> {
         match self {
             TrainingData::Text(d) => d.vocabulary(),
+            TrainingData::Tokens(d) => d.vocabulary(),
             _ => None,
         }
     }
@@ -43,6 +48,7 @@ impl Dataset for TrainingData {
             TrainingData::Synthetic(d) => d.describe(),
             TrainingData::Idx(d) => Dataset::describe(d),
             TrainingData::Text(d) => d.describe(),
+            TrainingData::Tokens(d) => d.describe(),
         }
     }
 }
@@ -54,6 +60,8 @@ pub enum TrainingData {
     Idx(IdxDataset),
     /// A UTF-8 text, character by character (`--text FILE`).
     Text(CharText),
+    /// llm.c's token shards (`--tokens PATH`).
+    Tokens(TokenShards),
 }
 
 impl TrainingData {
@@ -68,6 +76,12 @@ impl TrainingData {
             }
             (TrainingData::Idx(_), None) => {
                 return Err(Error::Config("held-out IDX data needs the folder the training files came from".into()))
+            }
+            (TrainingData::Tokens(d), _) => {
+                return Err(Error::Config(format!(
+                    "held-out tokens are the `val` shards beside {} (`token_shards::locate`)",
+                    d.name()
+                )))
             }
         })
     }

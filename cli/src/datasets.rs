@@ -1,0 +1,133 @@
+//! The data the flags choose: the synthetic set, MNIST-format files (`--data`), a text's
+//! characters (`--text`) or llm.c's token shards (`--tokens`), each checked against the model
+//! before step 1, and its held-out counterpart for `--eval-every`.
+
+use std::path::Path;
+
+use overlap_runtime::data::SyntheticClassification;
+use overlap_runtime::text::CharText;
+use overlap_runtime::token_shards::{locate, TokenShards};
+use overlap_runtime::train::io_widths;
+use overlap_runtime::training_data::TrainingData;
+use overlap_runtime::{Dataset, DeviceOp, DistributedModel, Error, Result};
+
+use crate::args::TrainArgs;
+
+/// The synthetic set, or the IDX files of `--data`, shaped for the model's input and output.
+pub(crate) fn training_data<M: DistributedModel>(args: &TrainArgs) -> Result<TrainingData> {
+    let schedule = M::SCHEDULE;
+    let (features, classes) = io_widths(&schedule).ok_or_else(|| {
+        Error::Config(format!("{} has no layer with fixed widths, so its input size is unknown", schedule.model))
+    })?;
+    if let Some(file) = &args.text {
+        return text_data::<M>(file, args, features, classes);
+    }
+    if let Some(path) = &args.tokens {
+        return token_data::<M>(path, args, features, classes);
+    }
+    Ok(match &args.data {
+        None => {
+            TrainingData::Synthetic(SyntheticClassification::new(args.seed.wrapping_add(0x5eed), features, classes))
+        }
+        Some(dir) => TrainingData::from_idx_dir(dir, features, classes)?,
+    })
+}
+
+/// `--text FILE`, checked against a model that reads token ids and predicts a character.
+fn text_data<M: DistributedModel>(
+    file: &Path,
+    args: &TrainArgs,
+    features: usize,
+    classes: usize,
+) -> Result<TrainingData> {
+    let model = &M::SCHEDULE.model;
+    let context = context::<M>("--text", args, features)?;
+    let text = CharText::from_file(file, context, args.seed)?;
+    if text.vocab().len() > classes {
+        return Err(Error::Config(format!(
+            "{}: {} distinct characters, but {model} predicts {classes} classes",
+            file.display(),
+            text.vocab().len()
+        )));
+    }
+    Ok(TrainingData::Text(text))
+}
+
+/// `--tokens PATH`, checked against a model that reads token ids and predicts as many classes as
+/// the shards' largest token needs.
+fn token_data<M: DistributedModel>(
+    path: &Path,
+    args: &TrainArgs,
+    features: usize,
+    classes: usize,
+) -> Result<TrainingData> {
+    let context = context::<M>("--tokens", args, features)?;
+    let (train, _) = locate(path)?;
+    let shards = TokenShards::open(&train, context)?;
+    check_tokens::<M>(&shards, classes)?;
+    Ok(TrainingData::Tokens(shards))
+}
+
+/// No token past the model's vocabulary (its output classes and its token embedding's rows).
+fn check_tokens<M: DistributedModel>(shards: &TokenShards, classes: usize) -> Result<()> {
+    let model = &M::SCHEDULE.model;
+    let rows = M::DEVICE_OPS.iter().find_map(|op| match op {
+        DeviceOp::Embedding { vocab, .. } => Some(*vocab),
+        _ => None,
+    });
+    let limit = rows.map_or(classes, |rows| rows.min(classes));
+    let largest = usize::from(shards.max_token());
+    if largest >= limit {
+        return Err(Error::Config(format!(
+            "{}: token id {largest} is past {model}'s vocabulary of {limit} tokens",
+            shards.name()
+        )));
+    }
+    Ok(())
+}
+
+/// Tokens per sample: `--context`, at most the position embedding's rows, which are the default.
+fn context<M: DistributedModel>(flag: &str, args: &TrainArgs, features: usize) -> Result<usize> {
+    let model = &M::SCHEDULE.model;
+    let positions = M::DEVICE_OPS.iter().find_map(|op| match op {
+        DeviceOp::PositionEmbedding { positions, .. } => Some(*positions),
+        _ => None,
+    });
+    if features != 1 {
+        return Err(Error::Config(format!(
+            "{flag} feeds token ids, one per row; {model}'s first layer takes {features} inputs (an Embedding takes 1)"
+        )));
+    }
+    match (args.context, positions) {
+        (Some(context), Some(rows)) if context > rows => Err(Error::Config(format!(
+            "--context {context}: {model}'s position embedding has rows for {rows} positions"
+        ))),
+        (Some(context), _) => Ok(context),
+        (None, Some(rows)) => Ok(rows),
+        (None, None) => {
+            Err(Error::Config(format!("{flag} needs --context: {model} has no position embedding to take it from")))
+        }
+    }
+}
+
+/// The held-out data of `data`: the text's validation split, the shards' `val` files, the IDX
+/// folder's test files, or synthetic samples no training reads.
+pub(crate) fn held_out(data: &TrainingData, args: &TrainArgs) -> Result<TrainingData> {
+    match (data, &args.tokens) {
+        (TrainingData::Tokens(train), Some(path)) => {
+            let (_, val) = locate(path)?;
+            if val.is_empty() {
+                return Err(Error::Config(format!(
+                    "--eval-every needs held-out shards beside --tokens {}: none named *val*.bin was found",
+                    path.display()
+                )));
+            }
+            let shards = TokenShards::open(&val, train.context())?;
+            if shards.vocabulary() != train.vocabulary() {
+                return Err(Error::Dataset(format!("{}: another vocabulary than the training shards'", shards.name())));
+            }
+            Ok(TrainingData::Tokens(shards))
+        }
+        _ => data.held_out(args.data.as_deref()),
+    }
+}

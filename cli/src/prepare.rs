@@ -1,0 +1,70 @@
+//! The `prepare` command: a UTF-8 text as llm.c's token shards for `--tokens`, character
+//! tokens as nanoGPT's `shakespeare_char/prepare.py` makes them.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use overlap_runtime::token_shards::prepare_characters;
+use overlap_runtime::{Error, Result};
+
+/// Writes a text's characters as llm.c token shards: `<name>_train_NNNNNN.bin` (the first 90%)
+/// and `<name>_val_000000.bin`, with `vocabulary.txt` (token i is its i-th character).
+#[derive(Parser, Debug)]
+#[command(name = "prepare")]
+pub struct PrepareArgs {
+    /// The UTF-8 text.
+    #[arg(long, value_name = "FILE")]
+    pub text: PathBuf,
+    /// The folder to write the shards into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// The shards' name before `_train` / `_val` [default: the text's file name].
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Tokens per training shard (llm.c writes 10^8).
+    #[arg(long, value_name = "N", default_value_t = 100_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub shard_tokens: u64,
+}
+
+/// `prepare`'s `main`.
+pub fn main() -> ExitCode {
+    match run(&PrepareArgs::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &PrepareArgs) -> Result<()> {
+    let bytes = std::fs::read(&args.text).map_err(|source| Error::Io { path: args.text.clone(), source })?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        Error::Dataset(format!(
+            "{}: not UTF-8 text (byte {} is not)",
+            args.text.display(),
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    if text.is_empty() {
+        return Err(Error::Dataset(format!("{}: empty: nothing to prepare", args.text.display())));
+    }
+    let stem = match &args.name {
+        Some(name) => name.clone(),
+        None => args.text.file_stem().map_or("text".into(), |s| s.to_string_lossy().into_owned()),
+    };
+    let shard_tokens = usize::try_from(args.shard_tokens).unwrap_or(usize::MAX);
+    let prepared = prepare_characters(&text, &args.out, &stem, shard_tokens)?;
+    println!(
+        "{}: {} characters ({} distinct): {} training tokens in {} shard(s), {} held out, in {}",
+        args.text.display(),
+        prepared.train_tokens + prepared.val_tokens,
+        prepared.vocabulary.chars().count(),
+        prepared.train_tokens,
+        prepared.train.len(),
+        prepared.val_tokens,
+        args.out.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,339 @@
+//! llm.c's token shards as a `Dataset`: each file is a header of 256 little-endian int32s (magic
+//! 20240520, version 1, the token count, zeros) followed by that many little-endian uint16
+//! tokens. A sample is a window of `context` tokens and the next token of each position as its
+//! label; sample `i` is the `i`-th window of `context` tokens, shard after shard (a window never
+//! spans two shards, as llm.c's loader never reads across one), wrapping around at the end. So
+//! each rank reads its own shard of every step by index, and a resumed or re-ranked run reads the
+//! same tokens.
+//!
+//! `write_shard` writes the same format; `prepare_characters` turns a UTF-8 text into character
+//! tokens (nanoGPT's vocabulary: the sorted distinct characters) in training and validation
+//! shards, with the vocabulary in a file beside them.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::data::{Batch, Dataset};
+use crate::error::{Error, Result};
+
+/// The first int32 of a shard's header.
+pub const MAGIC: i32 = 20240520;
+/// The version of the format with uint16 tokens.
+pub const VERSION: i32 = 1;
+/// Header length, in int32s.
+pub const HEADER_INTS: usize = 256;
+/// The file `prepare_characters` writes the vocabulary to, beside the shards: the characters
+/// of token 0, 1, ..., as UTF-8.
+pub const VOCABULARY_FILE: &str = "vocabulary.txt";
+
+/// One shard's tokens and how many windows it holds.
+struct Shard {
+    tokens: Vec<u16>,
+    windows: u64,
+}
+
+pub struct TokenShards {
+    shards: Vec<Shard>,
+    context: usize,
+    windows: u64,
+    name: String,
+    vocabulary: Option<String>,
+}
+
+impl TokenShards {
+    /// Reads `paths` (in this order) into windows of `context` tokens.
+    pub fn open(paths: &[PathBuf], context: usize) -> Result<Self> {
+        if context == 0 {
+            return Err(Error::Config("a token sample needs a context of at least 1 token".into()));
+        }
+        if paths.is_empty() {
+            return Err(Error::Dataset("no token shards given".into()));
+        }
+        let mut shards = Vec::with_capacity(paths.len());
+        for path in paths {
+            let tokens = read_shard(path)?;
+            let windows = (tokens.len().saturating_sub(1) / context) as u64;
+            if windows == 0 {
+                return Err(Error::Dataset(format!(
+                    "{}: {} tokens, too few for one sample of {context} tokens and its next one",
+                    path.display(),
+                    tokens.len()
+                )));
+            }
+            shards.push(Shard { tokens, windows });
+        }
+        let windows = shards.iter().map(|s| s.windows).sum();
+        let name = match paths {
+            [one] => one.display().to_string(),
+            [first, ..] => format!("{} and {} more shard(s)", first.display(), paths.len() - 1),
+            [] => unreachable!("checked above"),
+        };
+        let vocabulary = read_vocabulary(&paths[0])?;
+        Ok(TokenShards { shards, context, windows, name, vocabulary })
+    }
+
+    /// Tokens per sample.
+    pub fn context(&self) -> usize {
+        self.context
+    }
+
+    /// The shard, or the first of them, for messages.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The largest token id in the shards.
+    pub fn max_token(&self) -> u16 {
+        self.shards.iter().flat_map(|s| s.tokens.iter().copied()).max().unwrap_or(0)
+    }
+
+    pub fn tokens(&self) -> usize {
+        self.shards.iter().map(|s| s.tokens.len()).sum()
+    }
+
+    /// Where sample `index` starts: its shard and offset.
+    fn window(&self, index: u64) -> (&[u16], usize) {
+        let mut w = index % self.windows;
+        for shard in &self.shards {
+            if w < shard.windows {
+                return (&shard.tokens, w as usize * self.context);
+            }
+            w -= shard.windows;
+        }
+        unreachable!("the index is below the window count")
+    }
+}
+
+impl Dataset for TokenShards {
+    fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> Result<()> {
+        let t = self.context;
+        batch.inputs.resize(rows * t, 1);
+        batch.labels.clear();
+        for s in 0..rows {
+            let (tokens, at) = self.window(first.wrapping_add(s as u64));
+            let inputs = &mut batch.inputs.as_mut_slice()[s * t..(s + 1) * t];
+            for (x, &token) in inputs.iter_mut().zip(&tokens[at..at + t]) {
+                *x = f32::from(token);
+            }
+            batch.labels.extend(tokens[at + 1..at + t + 1].iter().map(|&x| usize::from(x)));
+        }
+        Ok(())
+    }
+
+    fn features(&self) -> usize {
+        1
+    }
+
+    fn positions(&self) -> usize {
+        self.context
+    }
+
+    fn vocabulary(&self) -> Option<String> {
+        self.vocabulary.clone()
+    }
+
+    fn describe(&self) -> String {
+        format!("{}: {} tokens, {} windows of {}", self.name, self.tokens(), self.windows, self.context)
+    }
+}
+
+/// The tokens of one shard, its header checked against the format and the file's length.
+pub fn read_shard(path: &Path) -> Result<Vec<u16>> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+    let bad = |why: String| Error::Dataset(format!("{}: {why}", path.display()));
+    let header_bytes = HEADER_INTS * 4;
+    if bytes.len() < header_bytes {
+        return Err(bad(format!(
+            "{} bytes, shorter than the {header_bytes}-byte header of a token shard (llm.c's format)",
+            bytes.len()
+        )));
+    }
+    let int = |i: usize| i32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().expect("4 bytes"));
+    if int(0) != MAGIC {
+        return Err(bad(format!("magic number {}, a token shard starts with {MAGIC} (llm.c's format)", int(0))));
+    }
+    if int(1) != VERSION {
+        return Err(bad(format!("version {}, only version {VERSION} (uint16 tokens) is read", int(1))));
+    }
+    let count = usize::try_from(int(2)).map_err(|_| bad(format!("a token count of {}", int(2))))?;
+    let body = bytes.len() - header_bytes;
+    if body != 2 * count {
+        return Err(bad(format!(
+            "the header counts {count} tokens ({} bytes), the file holds {body} bytes after it",
+            2 * count
+        )));
+    }
+    Ok(bytes[header_bytes..].chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect())
+}
+
+/// Writes `tokens` as one shard, through a temporary file renamed over `path`.
+pub fn write_shard(path: &Path, tokens: &[u16]) -> Result<()> {
+    let count = i32::try_from(tokens.len()).map_err(|_| {
+        Error::Dataset(format!("{}: {} tokens, more than a shard's header counts", path.display(), tokens.len()))
+    })?;
+    let mut bytes = Vec::with_capacity(HEADER_INTS * 4 + tokens.len() * 2);
+    let mut header = [0i32; HEADER_INTS];
+    header[..3].copy_from_slice(&[MAGIC, VERSION, count]);
+    header.iter().for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
+    tokens.iter().for_each(|t| bytes.extend_from_slice(&t.to_le_bytes()));
+    write_file(path, &bytes)
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    let io = |source| Error::Io { path: path.to_owned(), source };
+    let partial = path.with_extension("partial");
+    let mut file = std::fs::File::create(&partial).map_err(io)?;
+    file.write_all(bytes).and_then(|()| file.sync_all()).map_err(io)?;
+    std::fs::rename(&partial, path).map_err(io)
+}
+
+/// The vocabulary file beside a shard, if `prepare_characters` wrote one.
+fn read_vocabulary(shard: &Path) -> Result<Option<String>> {
+    let path = shard.with_file_name(VOCABULARY_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(Error::Io { path, source }),
+    }
+}
+
+/// The training and validation shards of `path`: a folder's `*train*.bin` and `*val*.bin`
+/// files (llm.c's names), each sorted; or one training file and, when it exists, the file named
+/// as it is with `val` for `train`.
+pub fn locate(path: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    if path.is_dir() {
+        let listed = std::fs::read_dir(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+        let mut names: Vec<PathBuf> = listed
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "bin"))
+            .collect();
+        names.sort();
+        let named = |part: &str| -> Vec<PathBuf> {
+            names
+                .iter()
+                .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().contains(part)))
+                .cloned()
+                .collect()
+        };
+        let train = named("train");
+        if train.is_empty() {
+            return Err(Error::Dataset(format!("{}: no token shard named *train*.bin in this folder", path.display())));
+        }
+        return Ok((train, named("val")));
+    }
+    if !path.exists() {
+        return Err(Error::Io { path: path.to_owned(), source: std::io::ErrorKind::NotFound.into() });
+    }
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let val = name.contains("train").then(|| path.with_file_name(name.replace("train", "val")));
+    Ok((vec![path.to_owned()], val.filter(|p| p.exists()).into_iter().collect()))
+}
+
+/// What `prepare_characters` wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Prepared {
+    pub vocabulary: String,
+    pub train: Vec<PathBuf>,
+    pub val: Vec<PathBuf>,
+    pub train_tokens: usize,
+    pub val_tokens: usize,
+}
+
+/// `text` as character tokens in `out`: the first 90% in `<stem>_train_NNNNNN.bin` shards of at
+/// most `shard_tokens` tokens, the rest in `<stem>_val_000000.bin`, and the vocabulary (the sorted
+/// distinct characters) in `vocabulary.txt`.
+pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usize) -> Result<Prepared> {
+    let mut vocab: Vec<char> = text.chars().collect();
+    vocab.sort_unstable();
+    vocab.dedup();
+    if vocab.len() > usize::from(u16::MAX) + 1 {
+        return Err(Error::Dataset(format!("{} distinct characters: token ids are 16-bit", vocab.len())));
+    }
+    let tokens: Vec<u16> = text.chars().map(|c| vocab.binary_search(&c).expect("in the vocabulary") as u16).collect();
+    let train_end = (tokens.len() as f64 * 0.9) as usize;
+    std::fs::create_dir_all(out).map_err(|source| Error::Io { path: out.to_owned(), source })?;
+    let write = |split: &str, parts: &[u16]| -> Result<Vec<PathBuf>> {
+        let mut written = Vec::new();
+        for (k, chunk) in parts.chunks(shard_tokens.max(1)).enumerate() {
+            let path = out.join(format!("{stem}_{split}_{k:06}.bin"));
+            write_shard(&path, chunk)?;
+            written.push(path);
+        }
+        Ok(written)
+    };
+    let (train, val) = (write("train", &tokens[..train_end])?, write("val", &tokens[train_end..])?);
+    let vocabulary: String = vocab.iter().collect();
+    write_file(&out.join(VOCABULARY_FILE), vocabulary.as_bytes())?;
+    Ok(Prepared { vocabulary, train, val, train_tokens: train_end, val_tokens: tokens.len() - train_end })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_round_trip_and_windows_stay_inside_one_shard() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("x_train_000000.bin"), dir.path().join("x_train_000001.bin"));
+        write_shard(&a, &(0..10).collect::<Vec<u16>>()).unwrap();
+        write_shard(&b, &(100..107).collect::<Vec<u16>>()).unwrap();
+        assert_eq!(read_shard(&b).unwrap(), (100..107).collect::<Vec<u16>>());
+        let mut set = TokenShards::open(&[a, b], 3).unwrap();
+        // 9 / 3 = 3 windows in the first shard, 6 / 3 = 2 in the second.
+        let mut batch = Batch::default();
+        set.fill(2, 4, &mut batch).unwrap();
+        let inputs: Vec<u16> = batch.inputs.as_slice().iter().map(|&x| x as u16).collect();
+        assert_eq!(inputs, [6, 7, 8, 100, 101, 102, 103, 104, 105, 0, 1, 2], "windows 2, 3, 4, then 0 again");
+        let labels: Vec<usize> = batch.labels.iter().take(6).copied().collect();
+        assert_eq!(labels, [7, 8, 9, 101, 102, 103]);
+        assert_eq!(set.max_token(), 106);
+    }
+
+    #[test]
+    fn malformed_shards_are_refused_naming_the_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.bin");
+        let mut bytes = vec![0u8; HEADER_INTS * 4 + 6];
+        bytes[..4].copy_from_slice(&7i32.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(read_shard(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("magic number 7, a token shard starts with 20240520"));
+        bytes[..4].copy_from_slice(&MAGIC.to_le_bytes());
+        bytes[4..8].copy_from_slice(&2i32.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(read_shard(&path).unwrap_err().to_string().contains("version 2, only version 1"));
+        bytes[4..8].copy_from_slice(&VERSION.to_le_bytes());
+        bytes[8..12].copy_from_slice(&5i32.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let err = read_shard(&path).unwrap_err().to_string();
+        assert!(err.contains("the header counts 5 tokens (10 bytes), the file holds 6 bytes after it"), "{err}");
+        std::fs::write(&path, b"short").unwrap();
+        assert!(read_shard(&path).unwrap_err().to_string().contains("5 bytes, shorter than the 1024-byte header"));
+        write_shard(&path, &[1, 2]).unwrap();
+        assert!(TokenShards::open(&[path], 4)
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("2 tokens, too few for one sample of 4"));
+    }
+
+    #[test]
+    fn a_prepared_text_is_found_split_and_decodes_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "to be or not to be, ".repeat(50);
+        let prepared = prepare_characters(&text, dir.path(), "play", 300).unwrap();
+        assert_eq!(prepared.vocabulary, " ,belnort");
+        assert_eq!((prepared.train_tokens, prepared.val_tokens), (900, 100));
+        assert_eq!(prepared.train.len(), 3, "900 tokens in shards of 300");
+        let (train, val) = locate(dir.path()).unwrap();
+        assert_eq!((train, val.clone()), (prepared.train.clone(), prepared.val.clone()));
+        assert_eq!(locate(&prepared.train[0]).unwrap().1, Vec::<PathBuf>::new(), "no val_000000 twin of train_000000");
+        let set = TokenShards::open(&val, 8).unwrap();
+        assert_eq!(set.vocabulary().as_deref(), Some(" ,belnort"));
+        let chars: Vec<char> = prepared.vocabulary.chars().collect();
+        let decoded: String = read_shard(&val[0]).unwrap().iter().map(|&t| chars[usize::from(t)]).collect();
+        assert_eq!(decoded, text.chars().skip(900).collect::<String>());
+    }
+}

@@ -1,0 +1,82 @@
+//! llm.c's token shards (`--tokens`): the `prepare` example writes a text's characters as shards,
+//! the `gpt` example trains on them alike on one process and on two ranks, holds out their `val`
+//! shard, and every shard or setting that does not fit is refused before step 1 with its value.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{example, scratch};
+
+/// `example args` in `dir`: (success, stdout and stderr).
+fn run(exe: &str, dir: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(example(exe)).current_dir(dir).args(args).output().expect("the example runs");
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+const TEXT: &str = "Whether 'tis nobler in the mind to suffer the slings and arrows of outrageous fortune, ";
+
+#[test]
+fn prepared_shards_train_the_gpt_example_alike_on_one_and_two_ranks() {
+    let dir = scratch("tokens");
+    std::fs::write(dir.path().join("play.txt"), TEXT.repeat(30)).unwrap();
+    let (ok, text) = run("prepare", dir.path(), &["--text", "play.txt", "--out", "shards", "--shard-tokens", "1000"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("2610 characters (21 distinct): 2349 training tokens in 3 shard(s), 261 held out"), "{text}");
+    let common = ["--tokens", "shards", "--context", "16", "--steps", "3", "--report", "off", "--eval-every", "3"];
+    let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--batch", "4", "--save-params", "one.st"]].concat());
+    assert!(ok, "{text}");
+    assert!(text.contains("step      3  validation loss"), "{text}");
+    let vocabulary = overlap::params_file::load_vocabulary(&dir.path().join("one.st")).unwrap().unwrap();
+    assert_eq!(vocabulary, std::fs::read_to_string(dir.path().join("shards/vocabulary.txt")).unwrap());
+    if common::mpirun_available() {
+        let exe = example("gpt");
+        let args =
+            [&["-n", "2", exe.to_str().unwrap()][..], &common, &["--batch", "2", "--save-params", "two.st"]].concat();
+        let out = Command::new("mpirun")
+            .current_dir(dir.path())
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .arg("--oversubscribe")
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let (one, two) = (
+            common::load_sorted_params(&dir.path().join("one.st")),
+            common::load_sorted_params(&dir.path().join("two.st")),
+        );
+        let diff = common::max_relative_difference(&one, &two);
+        assert!(diff < 1e-4, "two ranks of two windows each read what one rank of four reads: {diff:e}");
+    }
+}
+
+#[test]
+fn shards_and_settings_that_do_not_fit_are_refused_before_step_1() {
+    let dir = scratch("tokens-refused");
+    std::fs::create_dir(dir.path().join("wide")).unwrap();
+    let tokens: Vec<u16> = (0..400).map(|i| (i * 7 % 120) as u16).collect();
+    overlap::token_shards::write_shard(&dir.path().join("wide/x_train.bin"), &tokens).unwrap();
+    std::fs::create_dir(dir.path().join("no-val")).unwrap();
+    overlap::token_shards::write_shard(&dir.path().join("no-val/x_train.bin"), &[1; 400]).unwrap();
+    std::fs::write(dir.path().join("garbage_train.bin"), vec![1u8; 2000]).unwrap();
+    std::fs::create_dir(dir.path().join("empty")).unwrap();
+    for (args, expected) in [
+        (&["--tokens", "wide"][..], "token id 119 is past Gpt's vocabulary of 96 tokens"),
+        (&["--tokens", "no-val", "--eval-every", "2"], "--eval-every needs held-out shards beside --tokens no-val"),
+        (&["--tokens", "garbage_train.bin"], "magic number 16843009, a token shard starts with 20240520"),
+        (&["--tokens", "empty"], "no token shard named *train*.bin in this folder"),
+        (&["--tokens", "missing"], "missing"),
+        (&["--context", "8"], "--context sets the length of --text or --tokens samples; neither is given"),
+        (&["--tokens", "no-val", "--text", "x.txt"], "cannot be used with"),
+    ] {
+        // The example measures held-out loss by default; only the case about it keeps that.
+        let extra: &[&str] =
+            if args.contains(&"--eval-every") { &["--steps", "2"] } else { &["--steps", "2", "--eval-every", "0"] };
+        let (ok, text) = run("gpt", dir.path(), &[args, extra].concat());
+        assert!(!ok, "{args:?} ran:\n{text}");
+        assert!(text.contains(expected), "{args:?}: expected `{expected}` in:\n{text}");
+        assert!(!text.contains("step      1"), "{args:?}: refused only after training began:\n{text}");
+    }
+}
