@@ -324,14 +324,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let text = "to be or not to be, ".repeat(50);
         let prepared = prepare_characters(&text, dir.path(), "play", 300).unwrap();
-        assert_eq!(prepared.vocabulary, " ,belnort");
+        assert_eq!(prepared.vocabulary, " ,benort");
         assert_eq!((prepared.train_tokens, prepared.val_tokens), (900, 100));
         assert_eq!(prepared.train.len(), 3, "900 tokens in shards of 300");
         let (train, val) = locate(dir.path()).unwrap();
         assert_eq!((train, val.clone()), (prepared.train.clone(), prepared.val.clone()));
-        assert_eq!(locate(&prepared.train[0]).unwrap().1, Vec::<PathBuf>::new(), "no val_000000 twin of train_000000");
+        assert_eq!(locate(&prepared.train[0]).unwrap(), (vec![prepared.train[0].clone()], prepared.val.clone()));
+        assert_eq!(locate(&prepared.train[1]).unwrap().1, Vec::<PathBuf>::new(), "no val_000001 beside train_000001");
         let set = TokenShards::open(&val, 8).unwrap();
-        assert_eq!(set.vocabulary().as_deref(), Some(" ,belnort"));
+        assert_eq!(set.vocabulary().as_deref(), Some(" ,benort"));
         let chars: Vec<char> = prepared.vocabulary.chars().collect();
         let decoded: String = read_shard(&val[0]).unwrap().iter().map(|&t| chars[usize::from(t)]).collect();
         assert_eq!(decoded, text.chars().skip(900).collect::<String>());

@@ -5,6 +5,7 @@ use overlap_plan::Width;
 
 use super::context::StepContext;
 use super::contract::{DeviceOp, Layer, ParamDef};
+use super::tanh::tanh;
 use crate::init::InitRng;
 use crate::tensor::Matrix;
 
@@ -13,14 +14,16 @@ const GELU_SCALE: f32 = 0.797_884_6;
 /// Cubic coefficient of the tanh-approximation GELU.
 const GELU_CUBIC: f32 = 0.044_715;
 
+#[inline(always)]
 fn gelu(x: f32) -> f32 {
     let u = GELU_SCALE * (x + GELU_CUBIC * x * x * x);
-    0.5 * x * (1.0 + u.tanh())
+    0.5 * x * (1.0 + tanh(u))
 }
 
+#[inline(always)]
 fn gelu_derivative(x: f32) -> f32 {
     let u = GELU_SCALE * (x + GELU_CUBIC * x * x * x);
-    let t = u.tanh();
+    let t = tanh(u);
     0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_SCALE * (1.0 + 3.0 * GELU_CUBIC * x * x)
 }
 

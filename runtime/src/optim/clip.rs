@@ -37,9 +37,10 @@ impl GradClip {
         let norm = (sum_of_squares.sqrt() * f64::from(grad_scale)) as f32;
         self.last_norm = Some(norm);
         let coef = self.max_norm / (norm + 1e-6);
-        // PyTorch multiplies by the clamped factor even when it is 1; a factor of 1 here leaves
-        // the scale as it was. A non-finite norm gives NaN, as PyTorch's does.
-        grad_scale * coef.min(1.0)
+        // PyTorch's `clamp(max=1.0)`: a NaN norm stays NaN (every gradient becomes NaN, as in
+        // PyTorch), an infinite one gives 0 (finite gradients become 0, infinite ones NaN). A
+        // factor of 1 leaves the scale as it was, as PyTorch's multiplication by 1 does.
+        grad_scale * if coef > 1.0 { 1.0 } else { coef }
     }
 }
 
@@ -81,8 +82,9 @@ mod tests {
     }
 
     #[test]
-    fn non_finite_norm_poisons_the_scale() {
+    fn non_finite_norms_scale_as_pytorchs_clamp_does() {
         let mut clip = GradClip::new(1.0);
-        assert!(clip.scale(f64::INFINITY, 1.0).is_nan());
+        assert_eq!(clip.scale(f64::INFINITY, 1.0), 0.0);
+        assert!(clip.scale(f64::NAN, 1.0).is_nan());
     }
 }
