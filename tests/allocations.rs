@@ -1,7 +1,8 @@
 //! Heap allocations of a training step after warm-up, counted by a global allocator: nothing
 //! allocates, neither our code (layers, buckets, loss, optimizer, the generated
 //! forward/backward/step, the communication thread) nor the products, which all run through
-//! OpenBLAS (its buffers are mapped once). One process, and two ranks under mpirun with each
+//! OpenBLAS (its buffers are mapped once). A GPT (attention, embeddings, residual blocks, clipping)
+//! as well as a chain of dense layers; one process, and two ranks under mpirun with each
 //! gradient transport and each wire format (fp32, bf16, fp16). This counts Rust's allocations; C
 //! libraries' own are invisible to it.
 
@@ -66,7 +67,71 @@ pub struct LowRankNet {
     head: Linear<256, 10>,
 }
 
-/// Allocations over 5 steps after 3 warm-up steps of `Net` on `comm`'s ranks (two micro-steps
+/// A GPT of two blocks: embeddings, causal self-attention, residual blocks, on sequences.
+#[distributed_model(bucket_cap_mb = 0.01, first_bucket_mb = 0.01)]
+pub mod tiny_gpt {
+    use overlap::prelude::*;
+
+    #[residual]
+    pub struct Attend {
+        ln_1: LayerNorm<32>,
+        attn: CausalSelfAttention<32, 4>,
+    }
+
+    #[residual]
+    pub struct Mlp {
+        ln_2: LayerNorm<32>,
+        c_fc: Linear<32, 128>,
+        gelu: Gelu,
+        c_proj: Linear<128, 32>,
+    }
+
+    pub struct Block {
+        attend: Attend,
+        mlp: Mlp,
+    }
+
+    pub struct TinyGpt {
+        wte: Embedding<20, 32>,
+        wpe: PositionEmbedding<8, 32>,
+        h: [Block; 2],
+        ln_f: LayerNorm<32>,
+        lm_head: Linear<32, 20>,
+    }
+}
+
+/// Allocations in 5 steps (the fewest of three rounds) after 3 warm-up steps of the GPT on 4 sequences of 8 tokens, with
+/// AdamW and clipping by the global norm (the step that waits for every bucket first).
+fn count_gpt_allocations(comm: &Communicator) -> usize {
+    use tiny_gpt::{TinyGpt, TinyGptWorkspace};
+    let mut model = TinyGpt::new(comm, 0).unwrap();
+    let (mut grads, mut ws) = (model.new_grads(), TinyGptWorkspace::default());
+    let mut optimizer = AdamW::new(1e-3).clip_grad_norm(0.5);
+    let ctx = StepContext::sequences(4, 8);
+    let tokens = Matrix::from_vec(32, 1, (0..32).map(|i| (i * 7 % 20) as f32).collect());
+    let labels: Vec<usize> = (0..32).map(|i| (i * 7 + 1) % 20).collect();
+    let mut dlogits = Matrix::default();
+    let mut step = |grads: <TinyGpt as DistributedModel>::Grads| {
+        let logits = model.forward_with(&ctx, &tokens, &mut ws);
+        CrossEntropyLoss.forward_backward(logits, &labels, &mut dlogits);
+        let in_flight = model.backward(&mut ws, &dlogits, grads, comm, &mut optimizer);
+        comm.backward_done();
+        model.step(in_flight, &mut optimizer).unwrap()
+    };
+    for _ in 0..3 {
+        grads = step(grads);
+    }
+    let mut grads = Some(grads);
+    let allocations = fewest_of_three(|| {
+        for _ in 0..5 {
+            grads = Some(step(grads.take().expect("kept between rounds")));
+        }
+    });
+    drop(grads);
+    allocations
+}
+
+/// Allocations in 5 steps (the fewest of three rounds) after 3 warm-up steps of `Net` on `comm`'s ranks (two micro-steps
 /// each).
 fn count_step_allocations(comm: &Communicator) -> usize {
     count_allocations_of::<Net>(comm)
@@ -94,13 +159,28 @@ fn count_allocations_of<M: DistributedModel>(comm: &Communicator) -> usize {
     for _ in 0..3 {
         grads = step(grads);
     }
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
-    for _ in 0..5 {
-        grads = step(grads);
-    }
-    let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    let mut grads = Some(grads);
+    let allocations = fewest_of_three(|| {
+        for _ in 0..5 {
+            grads = Some(step(grads.take().expect("kept between rounds")));
+        }
+    });
     drop(grads);
     allocations
+}
+
+/// The fewest allocations `rounds` makes in three calls. The counter is process-wide, and the
+/// test harness allocates on its own thread when another test of this file ends, which can fall
+/// inside one round; an allocation of the step itself shows in every round.
+fn fewest_of_three(mut round: impl FnMut()) -> usize {
+    (0..3)
+        .map(|_| {
+            let before = ALLOCATIONS.load(Ordering::Relaxed);
+            round();
+            ALLOCATIONS.load(Ordering::Relaxed) - before
+        })
+        .min()
+        .expect("three rounds")
 }
 
 /// The counter is process-wide: tests of this file run one at a time.
@@ -115,6 +195,9 @@ fn a_step_after_warm_up_allocates_nothing() {
     let allocations = count_allocations_of::<LowRankNet>(&Communicator::single());
     println!("PowerSGD: 5 steps after warm-up: {allocations} allocations");
     assert_eq!(allocations, 0, "allocations in 5 PowerSGD steps after warm-up");
+    let allocations = count_gpt_allocations(&Communicator::single());
+    println!("GPT with clipping: 5 steps after warm-up: {allocations} allocations");
+    assert_eq!(allocations, 0, "allocations in 5 GPT steps after warm-up");
 }
 
 #[test]
@@ -143,6 +226,9 @@ fn ranks_step_without_allocating() {
         println!("rank {}, {format}: 5 steps after warm-up: {allocations} allocations", comm.rank());
         assert_eq!(allocations, 0, "allocations in 5 steps after warm-up on rank {}, {format}", comm.rank());
     }
+    let allocations = count_gpt_allocations(&comm);
+    println!("rank {}, GPT with clipping: 5 steps after warm-up: {allocations} allocations", comm.rank());
+    assert_eq!(allocations, 0, "allocations in 5 GPT steps on rank {}", comm.rank());
     comm.use_schedule_wire_formats();
     for mode in [CommMode::Overlap, CommMode::AfterBackward] {
         comm = comm.with_mode(mode);

@@ -9,6 +9,7 @@ use overlap_plan::Width;
 use super::context::StepContext;
 use super::contract::{DeviceOp, Layer, ParamDef};
 use super::linear::column_sums;
+use super::scratch::with_scratch;
 use crate::host::gemm::{gemm, MatRef};
 use crate::init::InitRng;
 use crate::tensor::Matrix;
@@ -143,20 +144,21 @@ impl<const D: usize, const H: usize> Layer for CausalSelfAttention<D, H> {
         gemm(1.0, x, MatRef::row_major(&self.c_attn_weight, 3 * D, D).t(), 1.0, &mut saved.qkv, rows, 3 * D);
         saved.probs.resize(sequences * H * t * t, 0.0);
         saved.heads.resize(rows * D, 0.0);
-        let (mut q, mut k, mut v, mut y) = (vec![0.0; t * hd], vec![0.0; t * hd], vec![0.0; t * hd], vec![0.0; t * hd]);
-        for s in 0..sequences {
-            for h in 0..H {
-                gather(&saved.qkv, 3 * D, (s, t, h * hd, hd), &mut q);
-                gather(&saved.qkv, 3 * D, (s, t, D + h * hd, hd), &mut k);
-                gather(&saved.qkv, 3 * D, (s, t, 2 * D + h * hd, hd), &mut v);
-                let probs = &mut saved.probs[(s * H + h) * t * t..(s * H + h + 1) * t * t];
-                let (qm, km) = (MatRef::row_major(&q, t, hd), MatRef::row_major(&k, t, hd));
-                gemm(scale, qm, km.t(), 0.0, probs, t, t);
-                causal_softmax(probs, t);
-                gemm(1.0, MatRef::row_major(probs, t, t), MatRef::row_major(&v, t, hd), 0.0, &mut y, t, hd);
-                scatter(&y, &mut saved.heads, D, (s, t, h * hd, hd));
+        with_scratch([t * hd; 4], |[q, k, v, y]| {
+            for s in 0..sequences {
+                for h in 0..H {
+                    gather(&saved.qkv, 3 * D, (s, t, h * hd, hd), q);
+                    gather(&saved.qkv, 3 * D, (s, t, D + h * hd, hd), k);
+                    gather(&saved.qkv, 3 * D, (s, t, 2 * D + h * hd, hd), v);
+                    let probs = &mut saved.probs[(s * H + h) * t * t..(s * H + h + 1) * t * t];
+                    let (qm, km) = (MatRef::row_major(q, t, hd), MatRef::row_major(k, t, hd));
+                    gemm(scale, qm, km.t(), 0.0, probs, t, t);
+                    causal_softmax(probs, t);
+                    gemm(1.0, MatRef::row_major(probs, t, t), MatRef::row_major(v, t, hd), 0.0, y, t, hd);
+                    scatter(y, &mut saved.heads, D, (s, t, h * hd, hd));
+                }
             }
-        }
+        });
         // output = heads·W_projᵀ + b_proj.
         output.resize(rows, D);
         for r in 0..rows {
@@ -187,47 +189,45 @@ impl<const D: usize, const H: usize> Layer for CausalSelfAttention<D, H> {
         let dy_values = grad_output.as_slice();
         column_sums(d_proj_b, rows, accumulate, |r, c| dy_values[r * D + c]);
         gemm(1.0, dy.t(), MatRef::row_major(&saved.heads, rows, D), 1.0, d_proj_w, D, D);
-        let mut d_heads = vec![0.0; rows * D];
-        gemm(1.0, dy, MatRef::row_major(&self.c_proj_weight, D, D), 0.0, &mut d_heads, rows, D);
-        // Each head: dP = dy_h·vᵀ, dv = Pᵀ·dy_h, dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale,
-        // dq = dS·k, dk = dSᵀ·q.
-        let mut d_qkv = vec![0.0; rows * 3 * D];
-        let buffer = || vec![0.0f32; t * hd];
-        let (mut q, mut k, mut v, mut dyh) = (buffer(), buffer(), buffer(), buffer());
-        let (mut dq, mut dk, mut dv) = (buffer(), buffer(), buffer());
-        let mut ds = vec![0.0f32; t * t];
-        for s in 0..sequences {
-            for h in 0..H {
-                let at = |offset| (s, t, offset, hd);
-                gather(&saved.qkv, 3 * D, at(h * hd), &mut q);
-                gather(&saved.qkv, 3 * D, at(D + h * hd), &mut k);
-                gather(&saved.qkv, 3 * D, at(2 * D + h * hd), &mut v);
-                gather(&d_heads, D, at(h * hd), &mut dyh);
-                let probs = &saved.probs[(s * H + h) * t * t..(s * H + h + 1) * t * t];
-                let (p, dyh_m) = (MatRef::row_major(probs, t, t), MatRef::row_major(&dyh, t, hd));
-                gemm(1.0, dyh_m, MatRef::row_major(&v, t, hd).t(), 0.0, &mut ds, t, t);
-                gemm(1.0, p.t(), dyh_m, 0.0, &mut dv, t, hd);
-                for (ds_row, p_row) in ds.chunks_exact_mut(t).zip(probs.chunks_exact(t)) {
-                    let dot: f32 = ds_row.iter().zip(p_row).map(|(d, p)| d * p).sum();
-                    for (d, p) in ds_row.iter_mut().zip(p_row) {
-                        *d = p * (*d - dot) * scale;
+        let (head, buffers) = (t * hd, [rows * D, rows * 3 * D, t * t]);
+        with_scratch([buffers[0], buffers[1], buffers[2], head, head, head, head, head, head, head], |scratch| {
+            let [d_heads, d_qkv, ds, q, k, v, dyh, dq, dk, dv] = scratch;
+            gemm(1.0, dy, MatRef::row_major(&self.c_proj_weight, D, D), 0.0, d_heads, rows, D);
+            // Each head: dP = dy_h·vᵀ, dv = Pᵀ·dy_h, dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale,
+            // dq = dS·k, dk = dSᵀ·q; every part of d_qkv is written by one of them.
+            for s in 0..sequences {
+                for h in 0..H {
+                    let at = |offset| (s, t, offset, hd);
+                    gather(&saved.qkv, 3 * D, at(h * hd), q);
+                    gather(&saved.qkv, 3 * D, at(D + h * hd), k);
+                    gather(&saved.qkv, 3 * D, at(2 * D + h * hd), v);
+                    gather(d_heads, D, at(h * hd), dyh);
+                    let probs = &saved.probs[(s * H + h) * t * t..(s * H + h + 1) * t * t];
+                    let (p, dyh_m) = (MatRef::row_major(probs, t, t), MatRef::row_major(dyh, t, hd));
+                    gemm(1.0, dyh_m, MatRef::row_major(v, t, hd).t(), 0.0, ds, t, t);
+                    gemm(1.0, p.t(), dyh_m, 0.0, dv, t, hd);
+                    for (ds_row, p_row) in ds.chunks_exact_mut(t).zip(probs.chunks_exact(t)) {
+                        let dot: f32 = ds_row.iter().zip(p_row).map(|(d, p)| d * p).sum();
+                        for (d, p) in ds_row.iter_mut().zip(p_row) {
+                            *d = p * (*d - dot) * scale;
+                        }
                     }
+                    let ds_m = MatRef::row_major(ds, t, t);
+                    gemm(1.0, ds_m, MatRef::row_major(k, t, hd), 0.0, dq, t, hd);
+                    gemm(1.0, ds_m.t(), MatRef::row_major(q, t, hd), 0.0, dk, t, hd);
+                    scatter(dq, d_qkv, 3 * D, at(h * hd));
+                    scatter(dk, d_qkv, 3 * D, at(D + h * hd));
+                    scatter(dv, d_qkv, 3 * D, at(2 * D + h * hd));
                 }
-                let ds_m = MatRef::row_major(&ds, t, t);
-                gemm(1.0, ds_m, MatRef::row_major(&k, t, hd), 0.0, &mut dq, t, hd);
-                gemm(1.0, ds_m.t(), MatRef::row_major(&q, t, hd), 0.0, &mut dk, t, hd);
-                scatter(&dq, &mut d_qkv, 3 * D, at(h * hd));
-                scatter(&dk, &mut d_qkv, 3 * D, at(D + h * hd));
-                scatter(&dv, &mut d_qkv, 3 * D, at(2 * D + h * hd));
             }
-        }
-        // The fused input projection: d_attn_b, d_attn_w, and dx.
-        column_sums(d_attn_b, rows, accumulate, |r, c| d_qkv[r * 3 * D + c]);
-        let d_qkv_m = MatRef::row_major(&d_qkv, rows, 3 * D);
-        gemm(1.0, d_qkv_m.t(), MatRef::row_major(input.as_slice(), rows, D), 1.0, d_attn_w, 3 * D, D);
-        if let Some(dx) = grad_input {
-            dx.resize(rows, D);
-            gemm(1.0, d_qkv_m, MatRef::row_major(&self.c_attn_weight, 3 * D, D), 0.0, dx.as_mut_slice(), rows, D);
-        }
+            // The fused input projection: d_attn_b, d_attn_w, and dx.
+            column_sums(d_attn_b, rows, accumulate, |r, c| d_qkv[r * 3 * D + c]);
+            let d_qkv_m = MatRef::row_major(d_qkv, rows, 3 * D);
+            gemm(1.0, d_qkv_m.t(), MatRef::row_major(input.as_slice(), rows, D), 1.0, d_attn_w, 3 * D, D);
+            if let Some(dx) = grad_input {
+                dx.resize(rows, D);
+                gemm(1.0, d_qkv_m, MatRef::row_major(&self.c_attn_weight, 3 * D, D), 0.0, dx.as_mut_slice(), rows, D);
+            }
+        });
     }
 }

@@ -12,6 +12,7 @@ mod contract;
 mod embedding;
 mod layer_norm;
 mod linear;
+mod scratch;
 mod tanh;
 mod weight_bias;
 
