@@ -101,7 +101,8 @@ pub use overlap_macros::distributed_model;
 // The model contract, the layers, and what a layer of one's own implements.
 pub use overlap_runtime::{
     CausalSelfAttention, DeviceOp, DistributedModel, Embedding, Gelu, GradientBuckets, InitRng, Layer, LayerNorm,
-    Linear, Matrix, ParamDef, PositionEmbedding, ReadyOrder, Relu, Sigmoid, StepContext, Tanh, Width,
+    Linear, Matrix, ParamDef, PositionEmbedding, ReadyOrder, Relu, Sigmoid, StepContext, Tanh, TiedHead, TiedLayer,
+    Width,
 };
 // Training: the loop, its settings, losses, data and optimizers.
 pub use overlap_runtime::{
@@ -142,7 +143,7 @@ pub mod prelude {
     pub use overlap_runtime::{
         AdamW, CausalSelfAttention, CommMode, Communicator, CrossEntropyLoss, Dataset, DistributedModel, Embedding,
         Gelu, GradientBuckets, Layer, LayerNorm, Linear, Loss, Matrix, MseLoss, Optimizer, OptimizerConfig,
-        PositionEmbedding, Relu, Sgd, Sigmoid, StepContext, Tanh, Trainer,
+        PositionEmbedding, Relu, Sgd, Sigmoid, StepContext, Tanh, TiedHead, Trainer,
     };
 }
 

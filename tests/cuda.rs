@@ -192,6 +192,16 @@ pub struct TinyLm {
     head: Linear<16, 13>,
 }
 
+/// The head tied to the token embedding: one weight, two contributions to its gradient.
+#[distributed_model(bucket_cap_mb = 1)]
+pub struct TiedLm {
+    wte: Embedding<13, 16>,
+    wpe: PositionEmbedding<8, 16>,
+    norm: LayerNorm<16>,
+    #[tied(wte)]
+    head: TiedHead<16, 13>,
+}
+
 /// A GPT in miniature: embeddings, a residual causal self-attention block, the head.
 #[distributed_model(bucket_cap_mb = 1)]
 mod tiny_gpt {
@@ -228,6 +238,15 @@ fn embedding_gradients_match_the_cpu() {
     let labels: Vec<usize> = (0..15).map(|i| (i * 5 + 1) % 13).collect();
     let ctx = StepContext::sequences(3, 5);
     assert_same_gradients_on(TinyLm::init(4), &ctx, &Matrix::from_vec(15, 1, ids), &labels);
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn tied_head_gradients_match_the_cpu() {
+    let ids: Vec<f32> = (0..15).map(|i| ((i * 7 + i / 5) % 13) as f32).collect();
+    let labels: Vec<usize> = (0..15).map(|i| (i * 5 + 1) % 13).collect();
+    let ctx = StepContext::sequences(3, 5);
+    assert_same_gradients_on(TiedLm::init(4), &ctx, &Matrix::from_vec(15, 1, ids), &labels);
 }
 
 #[test]

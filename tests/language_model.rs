@@ -81,3 +81,95 @@ fn the_trainer_learns_a_next_token_task() {
     let drawn = overlap::sample::generate(&model, &[3], (11, 4), &greedy);
     assert_eq!(drawn, [4, 5, 6, 7, 8, 9], "a context longer than 4 keeps its last 4 tokens");
 }
+
+/// The head tied to the token embedding, as nanoGPT's `lm_head.weight = wte.weight`.
+#[distributed_model(bucket_cap_mb = 0.0002, first_bucket_mb = 0.0002)]
+pub struct TiedLm {
+    wte: Embedding<11, 8>,
+    wpe: PositionEmbedding<4, 8>,
+    norm: LayerNorm<8>,
+    act: Gelu,
+    #[tied(wte)]
+    head: TiedHead<8, 11>,
+}
+
+#[test]
+fn a_tied_head_has_no_parameter_of_its_own_and_the_schedule_says_whose_it_reads() {
+    let s = &TiedLm::SCHEDULE;
+    let names: Vec<String> = s.params().map(|p| s.param_name(p)).collect();
+    assert_eq!(names, ["wte.weight", "wpe.weight", "norm.weight", "norm.bias"], "one parameter for both");
+    assert_eq!(s.layers[4].tied, Some(overlap::plan::ParamRef { layer: 0, param: 0 }));
+    let wte = s.param(overlap::plan::ParamRef { layer: 0, param: 0 });
+    let text = s.to_string();
+    let launched = &s.layers[s.buckets[wte.bucket].launch_after].name;
+    assert_eq!(launched, "wte", "the tied weight's bucket waits for the embedding's contribution");
+    assert!(
+        text.contains(&format!(
+            "tied: head reads wte.weight as its weight; its gradient adds to that parameter's in b{}",
+            wte.bucket
+        )),
+        "{text}"
+    );
+    assert_ne!(s.fingerprint(), TinyLm::SCHEDULE.fingerprint());
+}
+
+/// Both contributions to the tied weight's gradient, the head's (every row of the table, early
+/// in backward) and the embedding's (the rows used, last), against finite differences.
+#[test]
+fn gradients_through_a_tied_head_match_finite_differences() {
+    let ctx = StepContext::sequences(3, 4);
+    let mut model = TiedLm::new(&Communicator::single(), 5).unwrap();
+    let x = ids(3, 2);
+    let w = Matrix::from_vec(12, 11, (0..132).map(|i| ((i * 37 % 53) as f32 / 53.0 - 0.5) * 1.5).collect());
+    common::finite_differences::check(&mut model, (&ctx, &x, &w), 3, (2e-3, 2e-2));
+}
+
+#[test]
+fn the_trainer_learns_with_a_tied_head() {
+    let comm = Communicator::single();
+    let mut model = TiedLm::new(&comm, 1).unwrap();
+    let summary = Trainer::new(&comm)
+        .steps(60)
+        .batch(8)
+        .optimizer(OptimizerConfig::adamw(0.02))
+        .report(ReportFormat::Off, None)
+        .fit(&mut model, &mut NextToken, &CrossEntropyLoss)
+        .unwrap();
+    assert!(summary.final_loss < 0.5 * summary.first_loss, "{} -> {}", summary.first_loss, summary.final_loss);
+}
+
+/// The tied weight's gradient summed over two micro-steps is twice one's (the embedding adds to
+/// what the head wrote, the head to what the last micro-step left), and a synchronised step
+/// updates the weight by both contributions: SGD's `w - lr·g` with `g` from the micro-step.
+#[test]
+fn a_tied_weight_accumulates_and_updates_with_both_contributions() {
+    use overlap::GradientBuckets;
+    let comm = Communicator::single();
+    let ctx = StepContext::sequences(3, 4);
+    let (x, w) = (ids(3, 2), Matrix::from_vec(12, 11, (0..132).map(|i| (i % 7) as f32 / 7.0 - 0.4).collect()));
+    let mut model = TiedLm::new(&comm, 5).unwrap();
+    let wte = overlap::plan::ParamRef { layer: 0, param: 0 };
+    let schedule = TiedLm::SCHEDULE;
+    let info = schedule.param(wte);
+    let gradient = |model: &TiedLm, passes: usize| {
+        let (mut ws, mut grads) = (TiedLmWorkspace::default(), model.new_grads());
+        for _ in 0..passes {
+            model.forward_with(&ctx, &x, &mut ws);
+            model.backward_no_sync(&mut ws, &w, &mut grads);
+        }
+        grads.buckets()[info.bucket].view(info.offset, info.numel()).to_vec()
+    };
+    let (once, twice) = (gradient(&model, 1), gradient(&model, 2));
+    for (k, (a, b)) in once.iter().zip(&twice).enumerate() {
+        assert!((2.0 * a - b).abs() <= 1e-6 * (1.0 + a.abs()), "wte.weight[{k}]: once {a}, twice {b}");
+    }
+    let before = model.param(wte).to_vec();
+    let mut sgd = overlap::Sgd::new(0.1);
+    let (mut ws, grads) = (TiedLmWorkspace::default(), model.new_grads());
+    model.forward_with(&ctx, &x, &mut ws);
+    let in_flight = model.backward(&mut ws, &w, grads, &comm, &mut sgd);
+    model.step(in_flight, &mut sgd).unwrap();
+    for (k, ((after, b), g)) in model.param(wte).iter().zip(&before).zip(&once).enumerate() {
+        assert!((after - (b - 0.1 * g)).abs() <= 1e-6, "wte.weight[{k}]: {b} - 0.1 * {g} is not {after}");
+    }
+}

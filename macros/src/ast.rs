@@ -82,6 +82,8 @@ pub struct Field<'a> {
     pub spec: Option<LayerSpec>,
     /// Described by `#[layer(...)]`: nothing but the compiler knows whether the type is a layer.
     pub custom: bool,
+    /// `#[tied(field)]`: the sibling whose weight this layer reads (see `tied`).
+    pub tied: Option<(Ident, syn::Attribute)>,
 }
 
 impl<'a> Model<'a> {
@@ -141,7 +143,7 @@ impl<'a> Field<'a> {
                     errors.spanned(
                         &field.ty,
                         format!(
-                            "`{}` is not a built-in layer (Linear, LayerNorm, Relu, Gelu, Tanh, Sigmoid); describe it with \
+                            "`{}` is not a built-in layer (Linear, LayerNorm, Relu, Gelu, Tanh, Sigmoid, Embedding, PositionEmbedding, CausalSelfAttention, TiedHead); describe it with \
                              `#[layer(input = N, output = M, params(weight = [M, N], ...))]` (no input/output for width-preserving layers)",
                             layers::type_text(&field.ty)
                         ),
@@ -158,6 +160,7 @@ impl<'a> Field<'a> {
         } else {
             (own.name.clone(), format_ident!("{}", own.ident))
         };
-        Field { access: own.access, ident: generated, name: shown, ty: &field.ty, spec, custom: attrs.layer.is_some() }
+        let custom = attrs.layer.is_some();
+        Field { access: own.access, ident: generated, name: shown, ty: &field.ty, spec, custom, tied: attrs.tied }
     }
 }

@@ -237,6 +237,9 @@ pub struct FieldAttrs {
     /// then be judged as a built-in layer too.
     pub layer_invalid: bool,
     pub bucket_boundary: bool,
+    /// `#[tied(field)]`: the sibling field whose weight this layer reads, with the attribute
+    /// (for errors).
+    pub tied: Option<(syn::Ident, Attribute)>,
 }
 
 /// This macro's own field attributes, directly or through `cfg_attr` (refused, see `cfg`): removed
@@ -263,6 +266,14 @@ pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
                 Meta::Path(_) if !out.bucket_boundary => out.bucket_boundary = true,
                 Meta::Path(_) => errors.spanned(attr, "duplicate `#[bucket_boundary]`"),
                 _ => errors.spanned(attr, "`#[bucket_boundary]` takes no arguments"),
+            }
+        } else if attr.path().is_ident("tied") {
+            match attr.parse_args::<syn::Ident>() {
+                Ok(_) if out.tied.is_some() => errors.spanned(attr, "duplicate `#[tied(...)]`"),
+                Ok(field) => out.tied = Some((field, attr.clone())),
+                Err(_) => {
+                    errors.spanned(attr, "expected `#[tied(field)]`, naming the embedding whose weight this head reads")
+                }
             }
         } else if attr.path().is_ident("layer") {
             if seen_layer {

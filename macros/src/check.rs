@@ -9,6 +9,7 @@ use crate::layers;
 
 pub fn all(model: &mut Model, errors: &mut Errors) {
     not_empty(model, errors);
+    crate::tied::resolve(model, errors);
     widths_chain(model, errors);
     has_parameters(model, errors);
     sizes_fit(model, errors);

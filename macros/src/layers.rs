@@ -42,7 +42,7 @@ pub fn builtin(name: &str, ty: &Type, errors: &mut Errors) -> Result<Option<Laye
     let Some(last) = path.path.segments.last() else { return Ok(None) };
     let kind = last.ident.to_string();
     let arity = match kind.as_str() {
-        "Linear" | "Embedding" | "PositionEmbedding" | "CausalSelfAttention" => 2,
+        "Linear" | "Embedding" | "PositionEmbedding" | "CausalSelfAttention" | "TiedHead" => 2,
         "LayerNorm" => 1,
         "Relu" | "Gelu" | "Tanh" | "Sigmoid" => 0,
         _ => return Ok(None),
@@ -78,6 +78,9 @@ pub fn builtin(name: &str, ty: &Type, errors: &mut Errors) -> Result<Option<Laye
                 .with_param("c_proj.bias", &[d])
                 .with_flops((d as u64).saturating_mul(d as u64).saturating_mul(8))
         }
+        // No parameter of its own: `#[tied(..)]` names the embedding whose weight it reads (`tied`).
+        ("TiedHead", &[d, vocab]) => LayerSpec::new(name.to_owned(), text, Width::Fixed { input: d, output: vocab })
+            .with_flops((d as u64).saturating_mul(vocab as u64).saturating_mul(2)),
         ("LayerNorm", &[d]) => LayerSpec::new(name.to_owned(), text, Width::Fixed { input: d, output: d })
             .with_param("weight", &[d])
             .with_param("bias", &[d])
@@ -114,6 +117,7 @@ fn const_args(
             "Embedding" => "expected `Embedding<VOCAB, WIDTH>` with integer literals".to_string(),
             "PositionEmbedding" => "expected `PositionEmbedding<POSITIONS, WIDTH>` with integer literals".to_string(),
             "CausalSelfAttention" => "expected `CausalSelfAttention<WIDTH, HEADS>` with integer literals".to_string(),
+            "TiedHead" => "expected `TiedHead<WIDTH, VOCAB>` with integer literals".to_string(),
             _ => format!("expected `{kind}<IN, OUT>` with integer literals"),
         },
     };

@@ -22,6 +22,7 @@ mod planning;
 mod profile;
 mod schedule_code;
 mod schedule_tokens;
+mod tied;
 
 use proc_macro::TokenStream;
 
@@ -37,8 +38,10 @@ use proc_macro::TokenStream;
 /// }
 /// ```
 ///
-/// Built-in layers (`Linear<IN, OUT>`, `LayerNorm<D>`, `Relu`, `Gelu`, `Tanh`, `Sigmoid`) are
-/// read from the type; any other type needs
+/// Built-in layers (`Linear<IN, OUT>`, `LayerNorm<D>`, `Relu`, `Gelu`, `Tanh`, `Sigmoid`,
+/// `Embedding<V, D>`, `PositionEmbedding<T, D>`, `CausalSelfAttention<D, H>`, `TiedHead<D, V>`) are
+/// read from the type; `#[tied(wte)] lm_head: TiedHead<D, V>` reads the weight of the earlier
+/// `wte: Embedding<V, D>` and adds its gradient to it (nanoGPT's tied head); any other type needs
 /// `#[layer(input = N, output = M, params(weight = [M, N], bias = [M]))]` (omit `input` and
 /// `output` for width-preserving layers; add `ready = definition` when the first parameter's
 /// gradient is ready first, as `nn.LayerNorm`'s), which is checked at compile time against the

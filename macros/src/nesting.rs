@@ -170,6 +170,9 @@ impl<'a> Flat<'_, 'a> {
                 errors
                     .spanned(&field.ty, "a block is not a layer: `#[layer(...)]` describes a layer type of one's own");
             }
+            if let Some((_, attr)) = &attrs.tied {
+                errors.spanned(attr, "a block cannot be tied: `#[tied(..)]` goes on a `TiedHead` field");
+            }
             if b == s {
                 errors.spanned(&field.ty, format!("`{ident}` contains itself: a block cannot be nested in itself"));
                 continue;

@@ -4,7 +4,7 @@
 //! it; and the step with each bucket's wait point, then the parameters taken back, or updated
 //! there when they could not be lent. The host and the GPU both run this code.
 
-use overlap_plan::Schedule;
+use overlap_plan::{ParamRef, Schedule};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use syn::{Ident, Type};
@@ -33,6 +33,8 @@ pub struct Names<'s> {
     pub buckets: Vec<Ident>,
     /// Backward stops at the first layer with parameters: nothing before it has gradients.
     pub first_param_layer: usize,
+    /// Per layer, the parameter of an earlier layer it is tied to (`#[tied(..)]`).
+    pub tied: Vec<Option<ParamRef>>,
 }
 
 impl<'s> Names<'s> {
@@ -52,6 +54,7 @@ impl<'s> Names<'s> {
             residuals: model.residuals.iter().map(|r| (r.first, r.last, suffixed(&r.ident, "sum"))).collect(),
             buckets: (0..schedule.buckets.len()).map(|k| format_ident!("b{}", k)).collect(),
             first_param_layer: schedule.layers.iter().position(|l| !l.params.is_empty()).unwrap_or(0),
+            tied: schedule.layers.iter().map(|l| l.tied).collect(),
         }
     }
 
@@ -108,6 +111,18 @@ impl<'s> Names<'s> {
         ending.into_iter()
     }
 
+    /// `::overlap::program::Tied { .. }` for the parameter `t` a layer is tied to.
+    fn tied_arg(&self, t: ParamRef) -> TokenStream {
+        let (layer, owner, param) = (lit(t.layer), &self.access[t.layer], lit(t.param));
+        quote!(::overlap::program::Tied { layer: #layer, owner: &self.#owner, param: #param })
+    }
+
+    /// Whether a later layer is tied to a parameter of layer `i`: that layer's backward then
+    /// adds to a gradient the tied layer already wrote this step.
+    fn is_tied_to(&self, i: usize) -> bool {
+        self.tied.iter().any(|t| t.is_some_and(|t| t.layer == i))
+    }
+
     /// What layer `i` outputs to the next: its own output, or the sum of the outermost residual
     /// block ending with it.
     fn output_of(&self, i: usize) -> TokenStream {
@@ -136,7 +151,13 @@ impl<'s> Names<'s> {
         for (i, f) in self.fields.iter().enumerate() {
             let (input, o, s, index) = (self.input_of(i), suffixed(f, "out"), suffixed(f, "saved"), lit(i));
             let layer = &self.access[i];
-            out.extend(quote!(dev.forward(#index, &self.#layer, &ws.context, &#input, &mut ws.#o, &mut ws.#s)?;));
+            out.extend(match self.tied[i] {
+                None => quote!(dev.forward(#index, &self.#layer, &ws.context, &#input, &mut ws.#o, &mut ws.#s)?;),
+                Some(t) => {
+                    let tied = self.tied_arg(t);
+                    quote!(dev.forward_tied(#index, &self.#layer, #tied, &ws.context, &#input, &mut ws.#o, &mut ws.#s)?;)
+                }
+            });
             // Residual blocks ending here: output = f(x) + x, innermost first.
             let mut from = quote!(ws.#o);
             for (first, _, sum) in self.ending_at(i) {
@@ -229,7 +250,23 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
             quote!(dev.add_assign(&mut ws.#into, #g)?;)
         });
         let kept = quote!((&#input, &ws.#o, &ws.#s));
-        let call = quote!(dev.backward(#index, &self.#layer, &ws.context, #kept, #dy, #views, accumulate, #dx)?;);
+        // A layer another is tied to adds to what that layer wrote earlier in this backward.
+        let accumulate = if n.is_tied_to(i) { quote!(true) } else { quote!(accumulate) };
+        let call = match n.tied[i] {
+            None => quote!(dev.backward(#index, &self.#layer, &ws.context, #kept, #dy, #views, #accumulate, #dx)?;),
+            Some(t) => {
+                // The tied parameter's gradient slot, in its bucket (launched after its owner's
+                // backward, which comes later).
+                let info = n.schedule.param(t);
+                let (b, off, len) = (&buckets[info.bucket], lit(info.offset), lit(info.numel()));
+                let bucket = if sync { quote!(&mut #b) } else { quote!(&mut *#b) };
+                let (view, tied) = (suffixed(f, "tied_grad"), n.tied_arg(t));
+                quote!({
+                    let [mut #view] = __S::views_mut(#bucket, [(#off, #len)]);
+                    dev.backward_tied(#index, &self.#layer, #tied, &ws.context, #kept, #dy, &mut #view, #accumulate, #dx)?;
+                })
+            }
+        };
         out.extend(if lets.is_empty() { quote!(#call #(#skips)*) } else { quote!({ #lets #call } #(#skips)*) });
         if sync {
             // PowerSGD: the P sums of the buckets launched at the previous launch point are in

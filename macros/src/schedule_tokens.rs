@@ -14,6 +14,13 @@ pub fn schedule(s: &Schedule) -> TokenStream {
         let (name, kind, flops) = (l.name.as_ref(), l.kind.as_ref(), Literal::u64_unsuffixed(l.flops_per_sample));
         let width = width(l.width);
         let ready = ready(l.ready);
+        let tied = match l.tied {
+            None => quote!(::core::option::Option::None),
+            Some(t) => {
+                let (layer, param) = (lit(t.layer), lit(t.param));
+                quote!(::core::option::Option::Some(::overlap::plan::ParamRef { layer: #layer, param: #param }))
+            }
+        };
         let params = l.params.iter().map(|p| {
             let (name, index, bucket, offset) = (p.name.as_ref(), lit(p.index), lit(p.bucket), lit(p.offset));
             let shape = p.shape.iter().map(|&d| lit(d));
@@ -35,6 +42,7 @@ pub fn schedule(s: &Schedule) -> TokenStream {
                 flops_per_sample: #flops,
                 params: ::overlap::__private::Cow::Borrowed(&[#(#params),*]),
                 ready: #ready,
+                tied: #tied,
             }
         }
     });

@@ -131,6 +131,7 @@ pub fn plan_buckets_in(
             width: layer.width,
             flops_per_sample: layer.flops_per_sample,
             ready: layer.ready,
+            tied: layer.tied,
             params: layer
                 .params
                 .iter()

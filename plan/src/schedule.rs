@@ -49,6 +49,9 @@ pub struct LayerInfo {
     pub params: Cow<'static, [ParamInfo]>,
     /// The order backward makes the parameters' gradients ready in (the plan followed it).
     pub ready: ReadyOrder,
+    /// The earlier layer's parameter this layer is tied to (see `LayerSpec::tied`): it adds to
+    /// that parameter's gradient, in that parameter's bucket.
+    pub tied: Option<ParamRef>,
 }
 
 /// One gradient bucket: a flat `f32` buffer reduced by one all-reduce.
@@ -118,6 +121,7 @@ impl Schedule {
                 ready: l.ready,
                 flops_per_sample: l.flops_per_sample,
                 bucket_boundary: false,
+                tied: l.tied,
             })
             .collect()
     }
@@ -199,6 +203,11 @@ impl Schedule {
                     h.usize(output);
                 }
                 Width::Preserving => h.usize(usize::MAX),
+            }
+            if let Some(t) = layer.tied {
+                h.str("tied");
+                h.usize(t.layer);
+                h.usize(t.param);
             }
             h.usize(layer.params.len());
             for p in layer.params.iter() {
@@ -324,6 +333,19 @@ impl fmt::Display for Schedule {
                 human_bytes(b.bytes()),
                 members.join(", ")
             )?;
+        }
+        for (i, layer) in self.layers.iter().enumerate() {
+            if let Some(t) = layer.tied {
+                writeln!(
+                    f,
+                    "tied: {} reads {} as its weight; its gradient adds to that parameter's in b{} before the \
+                     all-reduce launched after {}.backward",
+                    self.layers[i].name,
+                    self.param_name(t),
+                    self.param(t).bucket,
+                    self.layers[self.buckets[self.param(t).bucket].launch_after].name
+                )?;
+            }
         }
         Ok(())
     }

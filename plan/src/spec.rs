@@ -89,6 +89,10 @@ pub struct LayerSpec {
     pub flops_per_sample: u64,
     /// Start a new bucket at this layer's first parameter, whatever the caps say.
     pub bucket_boundary: bool,
+    /// The parameter of an earlier layer this one reads as its weight and adds its gradient to
+    /// (a language model's head tied to its token embedding): one parameter, one bucket slot,
+    /// both layers' contributions summed in it before its bucket is reduced.
+    pub tied: Option<crate::schedule::ParamRef>,
 }
 
 impl LayerSpec {
@@ -101,6 +105,7 @@ impl LayerSpec {
             ready: ReadyOrder::Reverse,
             flops_per_sample: 0,
             bucket_boundary: false,
+            tied: None,
         }
     }
 

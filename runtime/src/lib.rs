@@ -41,7 +41,7 @@ pub use error::{Error, Result};
 pub use init::InitRng;
 pub use layer::{
     layer_matches, CausalSelfAttention, DeviceOp, Embedding, Gelu, Layer, LayerNorm, Linear, ParamDef,
-    PositionEmbedding, ReadyOrder, Relu, Sigmoid, StepContext, Tanh, Width,
+    PositionEmbedding, ReadyOrder, Relu, Sigmoid, StepContext, Tanh, TiedHead, TiedLayer, Width,
 };
 pub use loss::{CrossEntropyLoss, DeviceLoss, Loss, MseLoss};
 pub use model::{grad_scale, DistributedModel, GradientBuckets};

@@ -763,6 +763,7 @@ pub mod net {
                             ],
                         ),
                         ready: ::overlap::plan::ReadyOrder::Reverse,
+                        tied: ::core::option::Option::None,
                     },
                     ::overlap::plan::LayerInfo {
                         name: ::overlap::__private::Cow::Borrowed("blocks.0.norm"),
@@ -791,6 +792,7 @@ pub mod net {
                             ],
                         ),
                         ready: ::overlap::plan::ReadyOrder::Definition,
+                        tied: ::core::option::Option::None,
                     },
                     ::overlap::plan::LayerInfo {
                         name: ::overlap::__private::Cow::Borrowed("blocks.0.fc"),
@@ -819,6 +821,7 @@ pub mod net {
                             ],
                         ),
                         ready: ::overlap::plan::ReadyOrder::Reverse,
+                        tied: ::core::option::Option::None,
                     },
                     ::overlap::plan::LayerInfo {
                         name: ::overlap::__private::Cow::Borrowed("blocks.1.norm"),
@@ -847,6 +850,7 @@ pub mod net {
                             ],
                         ),
                         ready: ::overlap::plan::ReadyOrder::Definition,
+                        tied: ::core::option::Option::None,
                     },
                     ::overlap::plan::LayerInfo {
                         name: ::overlap::__private::Cow::Borrowed("blocks.1.fc"),
@@ -875,6 +879,7 @@ pub mod net {
                             ],
                         ),
                         ready: ::overlap::plan::ReadyOrder::Reverse,
+                        tied: ::core::option::Option::None,
                     },
                     ::overlap::plan::LayerInfo {
                         name: ::overlap::__private::Cow::Borrowed("head"),
@@ -903,6 +908,7 @@ pub mod net {
                             ],
                         ),
                         ready: ::overlap::plan::ReadyOrder::Reverse,
+                        tied: ::core::option::Option::None,
                     },
                 ],
             ),

@@ -696,6 +696,7 @@ impl ::overlap::DistributedModel for Mlp {
                         ],
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
+                    tied: ::core::option::Option::None,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act1"),
@@ -704,6 +705,7 @@ impl ::overlap::DistributedModel for Mlp {
                     flops_per_sample: 2048,
                     params: ::overlap::__private::Cow::Borrowed(&[]),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
+                    tied: ::core::option::Option::None,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("fc2"),
@@ -732,6 +734,7 @@ impl ::overlap::DistributedModel for Mlp {
                         ],
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
+                    tied: ::core::option::Option::None,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act2"),
@@ -740,6 +743,7 @@ impl ::overlap::DistributedModel for Mlp {
                     flops_per_sample: 2048,
                     params: ::overlap::__private::Cow::Borrowed(&[]),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
+                    tied: ::core::option::Option::None,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("fc3"),
@@ -768,6 +772,7 @@ impl ::overlap::DistributedModel for Mlp {
                         ],
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
+                    tied: ::core::option::Option::None,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act3"),
@@ -776,6 +781,7 @@ impl ::overlap::DistributedModel for Mlp {
                     flops_per_sample: 2048,
                     params: ::overlap::__private::Cow::Borrowed(&[]),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
+                    tied: ::core::option::Option::None,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("head"),
@@ -804,6 +810,7 @@ impl ::overlap::DistributedModel for Mlp {
                         ],
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
+                    tied: ::core::option::Option::None,
                 },
             ],
         ),

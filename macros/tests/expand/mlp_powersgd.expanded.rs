@@ -701,6 +701,7 @@ impl ::overlap::DistributedModel for Mlp {
                         ],
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
+                    tied: ::core::option::Option::None,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act1"),
@@ -709,6 +710,7 @@ impl ::overlap::DistributedModel for Mlp {
                     flops_per_sample: 2048,
                     params: ::overlap::__private::Cow::Borrowed(&[]),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
+                    tied: ::core::option::Option::None,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("fc2"),
@@ -737,6 +739,7 @@ impl ::overlap::DistributedModel for Mlp {
                         ],
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
+                    tied: ::core::option::Option::None,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act2"),
@@ -745,6 +748,7 @@ impl ::overlap::DistributedModel for Mlp {
                     flops_per_sample: 2048,
                     params: ::overlap::__private::Cow::Borrowed(&[]),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
+                    tied: ::core::option::Option::None,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("fc3"),
@@ -773,6 +777,7 @@ impl ::overlap::DistributedModel for Mlp {
                         ],
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
+                    tied: ::core::option::Option::None,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act3"),
@@ -781,6 +786,7 @@ impl ::overlap::DistributedModel for Mlp {
                     flops_per_sample: 2048,
                     params: ::overlap::__private::Cow::Borrowed(&[]),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
+                    tied: ::core::option::Option::None,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("head"),
@@ -809,6 +815,7 @@ impl ::overlap::DistributedModel for Mlp {
                         ],
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
+                    tied: ::core::option::Option::None,
                 },
             ],
         ),

@@ -76,6 +76,27 @@ fn sgemm<A: DevicePtr<f32>, B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
 type In<'a> = CudaView<'a, f32>;
 type Out<'a, 'b> = &'a mut CudaViewMut<'b, f32>;
 
+/// `y = x·Wᵀ`: `x` is `[rows, input]`, `w` is `[output, input]`, `y` is `[rows, output]` (a
+/// head tied to an embedding table).
+pub fn project(gpu: &Gpu, (input, output, rows): (usize, usize, usize), x: In, w: In, y: Out) -> Result<()> {
+    sgemm(gpu, (true, false), (output, rows, input), (&w, input), (&x, input), 0.0, (y, output))
+}
+
+/// Gradients of `project`: `dW = dyᵀ·x + beta·dW` and, when asked, `dx = dy·W`.
+pub fn project_backward(
+    gpu: &Gpu,
+    (input, output, rows): (usize, usize, usize),
+    (x, w, dy): (In, In, In),
+    (dw, beta): (Out, f32),
+    dx: Option<Out>,
+) -> Result<()> {
+    sgemm(gpu, (false, true), (input, output, rows), (&x, input), (&dy, output), beta, (dw, input))?;
+    if let Some(dx) = dx {
+        sgemm(gpu, (false, false), (input, rows, output), (&w, input), (&dy, output), 0.0, (dx, input))?;
+    }
+    Ok(())
+}
+
 /// `y = x·Wᵀ + b`: `x` is `[rows, input]`, `w` is `[output, input]`, `y` is `[rows, output]`.
 pub fn linear_forward(
     gpu: &Gpu,
@@ -85,7 +106,7 @@ pub fn linear_forward(
     b: In,
     y: Out,
 ) -> Result<()> {
-    sgemm(gpu, (true, false), (output, rows, input), (&w, input), (&x, input), 0.0, (y, output))?;
+    project(gpu, (input, output, rows), x, w, y)?;
     let (rows_, cols) = (int(rows), int(output));
     let mut args = gpu.compute().launch_builder(gpu.kernel("bias_add_rows"));
     args.arg(y).arg(&b).arg(&rows_).arg(&cols);
@@ -105,18 +126,14 @@ pub fn linear_backward(
     accumulate: bool,
     dx: Option<Out>,
 ) -> Result<()> {
-    let beta = if accumulate { 1.0 } else { 0.0 };
-    sgemm(gpu, (false, true), (input, output, rows), (&x, input), (&dy, output), beta, (dw, input))?;
     let (rows_, cols, add) = (int(rows), int(output), i32::from(accumulate));
     let mut args = gpu.compute().launch_builder(gpu.kernel("bias_grad"));
     args.arg(db).arg(&dy).arg(&rows_).arg(&cols).arg(&add);
     // SAFETY: bias_grad(float* dbias, const float* dy, int rows, int cols, int accumulate) reads
     // `rows * cols` elements of dy and writes `cols` of dbias, which exist.
     launch("bias_grad", unsafe { args.launch(elementwise(output)) })?;
-    if let Some(dx) = dx {
-        sgemm(gpu, (false, false), (input, rows, output), (&w, input), (&dy, output), 0.0, (dx, input))?;
-    }
-    Ok(())
+    let beta = if accumulate { 1.0 } else { 0.0 };
+    project_backward(gpu, (input, output, rows), (x, w, dy), (dw, beta), dx)
 }
 
 /// The forward and backward kernel names of an element-wise layer, and whether its backward

@@ -17,9 +17,9 @@ use super::storage::{at_least, Cuda, GpuSaved, GpuTensor, GpuTicket, NoLowRank};
 use super::timing::Timeline;
 use crate::comm::{BucketMember, CommMode};
 use crate::error::{Error, Result};
-use crate::layer::{DeviceOp, Layer, StepContext};
+use crate::layer::{DeviceOp, Layer, StepContext, TiedLayer};
 use crate::model::DistributedModel;
-use crate::program::{grad_scale, Compute, Launch, ParamSlot, Settle};
+use crate::program::{grad_scale, Compute, Launch, ParamSlot, Settle, Tied};
 use crate::trace::Activity;
 
 /// Fails, naming them, when layers of `M` have no device kernels (their `Layer::DEVICE_OP` is
@@ -172,7 +172,7 @@ impl Compute<Cuda> for GpuExec<'_> {
                 let params = [0, 1, 2, 3].map(|p| self.step.params.of_layer(index, p));
                 self.step.timeline.span(gpu, activity, |gpu| shape.forward(gpu, x, params, buffers, y))
             }
-            DeviceOp::Unsupported => Err(unsupported::<L>()),
+            DeviceOp::Unsupported | DeviceOp::TiedHead { .. } => Err(unsupported::<L>()),
             op => {
                 y.resize(gpu, x.rows(), x.cols())?;
                 let n = x.rows() * x.cols();
@@ -268,7 +268,7 @@ impl Compute<Cuda> for GpuExec<'_> {
                     shape.backward(gpu, (x, dy), params, buffers, work, [dwa, dba, dwp, dbp], accumulate, dx.as_mut())
                 })
             }
-            (DeviceOp::Unsupported, _) => Err(unsupported::<L>()),
+            (DeviceOp::Unsupported | DeviceOp::TiedHead { .. }, _) => Err(unsupported::<L>()),
             (op, []) => match dx {
                 Some(dx) => {
                     let n = x.rows() * x.cols();
@@ -280,6 +280,54 @@ impl Compute<Cuda> for GpuExec<'_> {
             },
             (op, grads) => panic!("{op:?} got {} parameter gradients", grads.len()),
         }
+    }
+
+    /// `y = x·Wᵀ` with the tied parameter's device copy as `W`.
+    fn forward_tied<L: TiedLayer, W: Layer>(
+        &mut self,
+        index: usize,
+        _: &L,
+        tied: Tied<'_, W>,
+        ctx: &StepContext,
+        x: &GpuTensor,
+        y: &mut GpuTensor,
+        _: &mut GpuSaved,
+    ) -> Result<()> {
+        let DeviceOp::TiedHead { input, output } = L::DEVICE_OP else { return Err(unsupported::<L>()) };
+        let (gpu, rows) = (self.gpu, ctx.row_count());
+        y.resize(gpu, rows, output)?;
+        let w = self.step.params.of_layer(tied.layer, tied.param);
+        let activity = Activity::Forward { layer: index as u32 };
+        self.step
+            .timeline
+            .span(gpu, activity, |gpu| ops::project(gpu, (input, output, rows), x.view(), w, &mut y.view_mut()))
+    }
+
+    /// The tied weight's gradient gets `dyᵀ·x` added (its slot arrives cleared on a step's first
+    /// contribution), `dx = dy·W`.
+    fn backward_tied<L: TiedLayer, W: Layer>(
+        &mut self,
+        index: usize,
+        _: &L,
+        tied: Tied<'_, W>,
+        ctx: &StepContext,
+        (x, _, _): (&GpuTensor, &GpuTensor, &GpuSaved),
+        dy: &GpuTensor,
+        grad: &mut CudaViewMut<'_, f32>,
+        _accumulate: bool,
+        mut dx: Option<&mut GpuTensor>,
+    ) -> Result<()> {
+        let DeviceOp::TiedHead { input, output } = L::DEVICE_OP else { return Err(unsupported::<L>()) };
+        let (gpu, rows) = (self.gpu, ctx.row_count());
+        if let Some(dx) = dx.as_deref_mut() {
+            dx.resize(gpu, rows, input)?;
+        }
+        let w = self.step.params.of_layer(tied.layer, tied.param);
+        let activity = Activity::Backward { layer: index as u32 };
+        self.step.timeline.span(gpu, activity, |gpu| {
+            let mut dx = dx.map(GpuTensor::view_mut);
+            ops::project_backward(gpu, (input, output, rows), (x.view(), w, dy.view()), (grad, 1.0), dx.as_mut())
+        })
     }
 
     fn set_sum(&mut self, into: &mut GpuTensor, a: &GpuTensor, b: &GpuTensor) -> Result<()> {

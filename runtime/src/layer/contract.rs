@@ -61,6 +61,11 @@ pub enum DeviceOp {
         positions: usize,
         width: usize,
     },
+    /// `y = x·Wᵀ` with `W` the `[output, input]` weight of the layer it is tied to.
+    TiedHead {
+        input: usize,
+        output: usize,
+    },
     Unsupported,
 }
 

@@ -14,6 +14,7 @@ mod layer_norm;
 mod linear;
 mod scratch;
 mod tanh;
+mod tied_head;
 mod weight_bias;
 
 pub use activation::{Gelu, Relu, Sigmoid, Tanh};
@@ -24,6 +25,7 @@ pub use embedding::{Embedding, PositionEmbedding};
 pub use layer_norm::LayerNorm;
 pub use linear::Linear;
 pub use overlap_plan::{ReadyOrder, Width};
+pub use tied_head::{TiedHead, TiedLayer};
 
 #[cfg(test)]
 mod gradcheck;

@@ -5,7 +5,7 @@ use overlap_plan::Schedule;
 
 use crate::comm::BucketMember;
 use crate::error::Result;
-use crate::layer::{Layer, StepContext};
+use crate::layer::{Layer, StepContext, TiedLayer};
 
 /// Where a program's tensors live, and the types its values take there.
 pub trait Storage: Sized + 'static {
@@ -65,11 +65,49 @@ pub trait Compute<S: Storage> {
         dx: Option<&mut S::Tensor>,
     ) -> std::result::Result<(), S::Error>;
 
+    /// Layer `index`, tied to `tied`'s parameter, computes `y` from `x` with that weight.
+    #[allow(clippy::too_many_arguments)]
+    fn forward_tied<L: TiedLayer, W: Layer>(
+        &mut self,
+        index: usize,
+        layer: &L,
+        tied: Tied<'_, W>,
+        ctx: &StepContext,
+        x: &S::Tensor,
+        y: &mut S::Tensor,
+        saved: &mut S::Saved<L>,
+    ) -> std::result::Result<(), S::Error>;
+
+    /// Layer `index`'s backward with the weight it is tied to: its contribution to that weight's
+    /// gradient into `grad` (the tied parameter's view), its input's into `dx` when asked.
+    #[allow(clippy::too_many_arguments)]
+    fn backward_tied<L: TiedLayer, W: Layer>(
+        &mut self,
+        index: usize,
+        layer: &L,
+        tied: Tied<'_, W>,
+        ctx: &StepContext,
+        kept: (&S::Tensor, &S::Tensor, &S::Saved<L>),
+        dy: &S::Tensor,
+        grad: &mut S::GradView<'_>,
+        accumulate: bool,
+        dx: Option<&mut S::Tensor>,
+    ) -> std::result::Result<(), S::Error>;
+
     /// `into = a + b` (a residual block's output).
     fn set_sum(&mut self, into: &mut S::Tensor, a: &S::Tensor, b: &S::Tensor) -> std::result::Result<(), S::Error>;
 
     /// `into += other` (a residual block's skip gradient).
     fn add_assign(&mut self, into: &mut S::Tensor, other: &S::Tensor) -> std::result::Result<(), S::Error>;
+}
+
+/// The parameter a tied layer reads (`#[tied(field)]`): parameter `param` of `owner`, layer
+/// `layer` in definition order.
+#[derive(Clone, Copy, Debug)]
+pub struct Tied<'a, W> {
+    pub layer: usize,
+    pub owner: &'a W,
+    pub param: usize,
 }
 
 /// `1 / (world size x micro-steps)`: turns summed gradients into the global mean, folded into

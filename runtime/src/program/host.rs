@@ -6,10 +6,10 @@ use std::convert::Infallible;
 
 use overlap_plan::Schedule;
 
-use super::contract::{grad_scale, Compute, Launch, ParamSlot, Settle, Storage};
+use super::contract::{grad_scale, Compute, Launch, ParamSlot, Settle, Storage, Tied};
 use crate::comm::{BucketMember, Communicator, GradBucket, InFlight, LowRankP, LowRankQ, ParamVecs};
 use crate::error::Result;
-use crate::layer::{Layer, StepContext};
+use crate::layer::{Layer, StepContext, TiedLayer};
 use crate::optim::{sum_of_squares, Optimizer};
 use crate::tensor::Matrix;
 use crate::trace::{self, SpanGuard};
@@ -82,6 +82,40 @@ impl Compute<Host> for HostCompute {
     ) -> std::result::Result<(), Infallible> {
         let _span = trace::backward(index);
         layer.backward(ctx, x, y, saved, dy, grads, accumulate, dx);
+        Ok(())
+    }
+
+    #[inline]
+    fn forward_tied<L: TiedLayer, W: Layer>(
+        &mut self,
+        index: usize,
+        layer: &L,
+        tied: Tied<'_, W>,
+        ctx: &StepContext,
+        x: &Matrix,
+        y: &mut Matrix,
+        saved: &mut L::Saved,
+    ) -> std::result::Result<(), Infallible> {
+        let _span = trace::forward(index);
+        layer.forward_tied(tied.owner.param(tied.param), ctx, x, y, saved);
+        Ok(())
+    }
+
+    #[inline]
+    fn backward_tied<L: TiedLayer, W: Layer>(
+        &mut self,
+        index: usize,
+        layer: &L,
+        tied: Tied<'_, W>,
+        ctx: &StepContext,
+        (x, y, saved): (&Matrix, &Matrix, &L::Saved),
+        dy: &Matrix,
+        grad: &mut &mut [f32],
+        accumulate: bool,
+        dx: Option<&mut Matrix>,
+    ) -> std::result::Result<(), Infallible> {
+        let _span = trace::backward(index);
+        layer.backward_tied(tied.owner.param(tied.param), ctx, x, y, saved, dy, grad, accumulate, dx);
         Ok(())
     }
 
@@ -162,6 +196,36 @@ impl<O: Optimizer> Compute<Host> for HostLaunch<'_, O> {
         dx: Option<&mut Matrix>,
     ) -> std::result::Result<(), Infallible> {
         HostCompute.backward(index, layer, ctx, kept, dy, grads, accumulate, dx)
+    }
+
+    #[inline]
+    fn forward_tied<L: TiedLayer, W: Layer>(
+        &mut self,
+        index: usize,
+        layer: &L,
+        tied: Tied<'_, W>,
+        ctx: &StepContext,
+        x: &Matrix,
+        y: &mut Matrix,
+        saved: &mut L::Saved,
+    ) -> std::result::Result<(), Infallible> {
+        HostCompute.forward_tied(index, layer, tied, ctx, x, y, saved)
+    }
+
+    #[inline]
+    fn backward_tied<L: TiedLayer, W: Layer>(
+        &mut self,
+        index: usize,
+        layer: &L,
+        tied: Tied<'_, W>,
+        ctx: &StepContext,
+        kept: (&Matrix, &Matrix, &L::Saved),
+        dy: &Matrix,
+        grad: &mut &mut [f32],
+        accumulate: bool,
+        dx: Option<&mut Matrix>,
+    ) -> std::result::Result<(), Infallible> {
+        HostCompute.backward_tied(index, layer, tied, ctx, kept, dy, grad, accumulate, dx)
     }
 
     #[inline]

@@ -14,5 +14,5 @@
 mod contract;
 mod host;
 
-pub use contract::{grad_scale, Compute, Launch, ParamSlot, Program, Settle, Storage};
+pub use contract::{grad_scale, Compute, Launch, ParamSlot, Program, Settle, Storage, Tied};
 pub use host::{Host, HostCompute, HostLaunch, HostSettle};

@@ -373,6 +373,7 @@ mod tests {
     use std::borrow::Cow;
 
     const LAYERS: &[LayerInfo] = &[LayerInfo {
+        tied: None,
         name: Cow::Borrowed("fc"),
         kind: Cow::Borrowed("Linear<2, 2>"),
         width: Width::Fixed { input: 2, output: 2 },

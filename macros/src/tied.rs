@@ -1,0 +1,81 @@
+//! `#[tied(wte)] lm_head: TiedHead<D, V>`: the head reads the weight of `wte`, an
+//! `Embedding<V, D>` of the same struct defined before it, and adds its gradient to that
+//! weight's. Resolved here into `LayerSpec::tied`, so that the planner states the tie in
+//! `SCHEDULE` and the code generator passes the weight and its gradient slot to the head.
+
+use overlap_plan::{ParamRef, Width};
+use syn::ext::IdentExt;
+
+use crate::ast::Model;
+use crate::errors::Errors;
+use crate::layers::type_text;
+
+/// Sets each tied head's `tied`, or reports why it cannot be: a head without `#[tied]`, a tie on
+/// a field that is no `TiedHead`, a name that is no earlier sibling, an embedding of other sizes.
+pub fn resolve(model: &mut Model, errors: &mut Errors) {
+    for i in 0..model.fields.len() {
+        let field = &model.fields[i];
+        let Some(spec) = &field.spec else { continue };
+        let is_head = !field.custom && spec.kind.starts_with("TiedHead<");
+        let Some((target, attr)) = &field.tied else {
+            if is_head {
+                errors.spanned(
+                    field.ty,
+                    format!(
+                        "`{}` reads another layer's weight: name the embedding it is tied to with `#[tied(field)]`",
+                        spec.kind
+                    ),
+                );
+            }
+            continue;
+        };
+        if !is_head {
+            errors.spanned(
+                attr,
+                format!(
+                    "`#[tied(..)]` ties a `TiedHead` to an embedding; `{}` is not a `TiedHead`",
+                    type_text(field.ty)
+                ),
+            );
+            continue;
+        }
+        let Width::Fixed { input: d, output: vocab } = spec.width else { continue };
+        let wanted = match spec.name.rsplit_once('.') {
+            Some((prefix, _)) => format!("{prefix}.{}", target.unraw()),
+            None => target.unraw().to_string(),
+        };
+        let head = spec.name.to_string();
+        let Some(j) = model.fields.iter().position(|f| f.spec.as_ref().is_some_and(|s| s.name == wanted)) else {
+            errors.spanned(target, format!("no layer `{target}` in this struct for `{head}` to be tied to"));
+            continue;
+        };
+        if j > i {
+            errors.spanned(
+                target,
+                format!(
+                    "`{target}` is defined after `{head}`: define the embedding before the head tied to it (backward \
+                     completes the tied weight's gradient at the embedding, after the head)"
+                ),
+            );
+            continue;
+        }
+        let owner = model.fields[j].spec.as_ref().expect("found by its spec");
+        let fits = owner.kind.starts_with("Embedding<")
+            && !model.fields[j].custom
+            && owner.params.first().is_some_and(|p| *p.shape == [vocab, d]);
+        if !fits {
+            errors.spanned(
+                target,
+                format!(
+                    "`{head}: TiedHead<{d}, {vocab}>` reads an `Embedding<{vocab}, {d}>`'s `[{vocab}, {d}]` weight; `{}` is \
+                     `{}`",
+                    owner.name, owner.kind
+                ),
+            );
+            continue;
+        }
+        if let Some(spec) = &mut model.fields[i].spec {
+            spec.tied = Some(ParamRef { layer: j, param: 0 });
+        }
+    }
+}

@@ -1,0 +1,10 @@
+use overlap::prelude::*;
+
+#[distributed_model]
+pub struct Lm {
+    wte: Embedding<65, 32>,
+    norm: LayerNorm<32>,
+    lm_head: TiedHead<32, 65>,
+}
+
+fn main() {}

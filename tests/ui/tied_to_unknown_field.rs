@@ -1,0 +1,11 @@
+use overlap::prelude::*;
+
+#[distributed_model]
+pub struct Lm {
+    wte: Embedding<65, 32>,
+    norm: LayerNorm<32>,
+    #[tied(token_embedding)]
+    lm_head: TiedHead<32, 65>,
+}
+
+fn main() {}
