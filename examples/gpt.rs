@@ -14,8 +14,10 @@
 //! Names follow nanoGPT's where the structure is the same (`wte`, `wpe`, `h.3.mlp.c_fc`,
 //! `ln_f`); each residual half of a block is a block of its own here, so nanoGPT's
 //! `h.N.ln_1` and `h.N.attn` are `h.N.attend.ln_1` and `h.N.attend.attn`, and `h.N.ln_2` is
-//! `h.N.mlp.ln_2`. The vocabulary is at most 96 characters (VOCAB); the head has a bias and is
-//! not tied to `wte` yet.
+//! `h.N.mlp.ln_2`. The head is nanoGPT's: no bias, its weight `wte`'s (`lm_head.weight` is
+//! `wte.weight`). Weights start as nanoGPT's: N(0, 0.02²), biases at zero (`#[init(std = 0.02)]`;
+//! nanoGPT draws its residual projections, `c_proj`, with a smaller deviation still). The
+//! vocabulary is at most 96 characters.
 
 use overlap::prelude::*;
 
@@ -45,11 +47,15 @@ pub mod gpt {
     }
 
     pub struct Gpt {
+        #[init(std = 0.02)]
         wte: Embedding<96, 128>,
+        #[init(std = 0.02)]
         wpe: PositionEmbedding<64, 128>,
+        #[init(std = 0.02)]
         h: [Block; 4],
         ln_f: LayerNorm<128>,
-        lm_head: Linear<128, 96>,
+        #[tied(wte)]
+        lm_head: TiedHead<128, 96>,
     }
 }
 

@@ -173,3 +173,40 @@ fn a_tied_weight_accumulates_and_updates_with_both_contributions() {
         assert!((after - (b - 0.1 * g)).abs() <= 1e-6, "wte.weight[{k}]: {b} - 0.1 * {g} is not {after}");
     }
 }
+
+/// `#[init(std = ..)]` on a layer or a block of layers: nanoGPT's initialisation.
+#[distributed_model(bucket_cap_mb = 1)]
+pub mod initialised {
+    use overlap::prelude::*;
+
+    #[residual]
+    pub struct Res {
+        norm: LayerNorm<8>,
+        fc: Linear<8, 8>,
+    }
+
+    pub struct Net {
+        #[init(std = 0.02)]
+        wte: Embedding<11, 8>,
+        #[init(std = 0.02)]
+        blocks: [Res; 2],
+        head: Linear<8, 11>,
+    }
+}
+
+#[test]
+fn init_std_redraws_the_weights_of_a_layer_and_of_every_layer_of_a_block() {
+    let model = initialised::Net::new(&Communicator::single(), 2).unwrap();
+    let s = &initialised::Net::SCHEDULE;
+    let param = |name: &str| model.param(s.params().find(|&p| s.param_name(p) == name).unwrap()).to_vec();
+    let spread = |v: &[f32]| (v.iter().map(|x| x * x).sum::<f32>() / v.len() as f32).sqrt();
+    for name in ["wte.weight", "blocks.0.fc.weight", "blocks.1.fc.weight"] {
+        let std = spread(&param(name));
+        assert!((0.01..0.03).contains(&std), "{name}: spread {std}, not about 0.02");
+    }
+    assert!(param("blocks.1.fc.bias").iter().all(|&b| b == 0.0), "biases zeroed");
+    assert!(param("blocks.0.norm.weight").iter().all(|&g| g == 1.0), "LayerNorm's gains kept");
+    assert!(spread(&param("head.weight")) > 0.1, "a layer outside keeps PyTorch's default");
+    let again = initialised::Net::new(&Communicator::single(), 2).unwrap();
+    assert_eq!(again.param(overlap::plan::ParamRef { layer: 0, param: 0 }), &param("wte.weight")[..], "deterministic");
+}

@@ -44,6 +44,8 @@ pub struct Prefix {
     pub access: TokenStream,
     /// In generated identifiers: `blocks_3`.
     pub ident: String,
+    /// The `#[init(std = ..)]` of the block fields around these fields, if any.
+    pub init_std: Option<f64>,
 }
 
 impl Prefix {
@@ -58,7 +60,7 @@ impl Prefix {
             (name, ident) = (format!("{name}.{i}"), format!("{ident}_{i}"));
             access = quote!(#access[#lit]);
         }
-        Prefix { name, access, ident }
+        Prefix { name, access, ident, init_std: self.init_std }
     }
 
     fn joined(&self, prefix: &str, separator: char, last: &str) -> String {
@@ -84,6 +86,26 @@ pub struct Field<'a> {
     pub custom: bool,
     /// `#[tied(field)]`: the sibling whose weight this layer reads (see `tied`).
     pub tied: Option<(Ident, syn::Attribute)>,
+    /// `#[init(std = ..)]` on the field or a block around it.
+    pub init_std: Option<f64>,
+}
+
+/// The initial value of a layer of type `ty`, layer `index` of the model: the type's own
+/// `Layer::init`, then, under `#[init(std = ..)]`, its weights redrawn (`init_normal`).
+pub fn init_expr(ty: &Type, index: usize, init_std: Option<f64>) -> TokenStream {
+    let i = crate::helpers::lit(index);
+    let own = quote!(<#ty as ::overlap::Layer>::init(&mut rng));
+    let value = match init_std {
+        None => own,
+        Some(std) => {
+            let std = proc_macro2::Literal::f32_unsuffixed(std as f32);
+            quote!(::overlap::__private::init_normal(#own, &mut rng, #std))
+        }
+    };
+    quote!({
+        let mut rng = ::overlap::InitRng::for_layer(seed, #i);
+        #value
+    })
 }
 
 impl<'a> Model<'a> {
@@ -109,9 +131,8 @@ impl<'a> Model<'a> {
         };
         let ident = &item.ident;
         let inits = fields.iter().enumerate().map(|(i, f)| {
-            let (field, ty) = (&f.ident, f.ty);
-            let i = crate::helpers::lit(i);
-            quote!(#field: <#ty as ::overlap::Layer>::init(&mut ::overlap::InitRng::for_layer(seed, #i)),)
+            let (field, value) = (&f.ident, init_expr(f.ty, i, f.init_std));
+            quote!(#field: #value,)
         });
         let init = quote!(#ident { #(#inits)* });
         Model { item, fields, residuals: Vec::new(), init }
@@ -160,7 +181,16 @@ impl<'a> Field<'a> {
         } else {
             (own.name.clone(), format_ident!("{}", own.ident))
         };
-        let custom = attrs.layer.is_some();
-        Field { access: own.access, ident: generated, name: shown, ty: &field.ty, spec, custom, tied: attrs.tied }
+        let (custom, init_std) = (attrs.layer.is_some(), attrs.init_std.or(prefix.init_std));
+        Field {
+            access: own.access,
+            ident: generated,
+            name: shown,
+            ty: &field.ty,
+            spec,
+            custom,
+            tied: attrs.tied,
+            init_std,
+        }
     }
 }

@@ -240,6 +240,8 @@ pub struct FieldAttrs {
     /// `#[tied(field)]`: the sibling field whose weight this layer reads, with the attribute
     /// (for errors).
     pub tied: Option<(syn::Ident, Attribute)>,
+    /// `#[init(std = 0.02)]`: weights drawn from N(0, std²), biases zeroed (GPT-2's init).
+    pub init_std: Option<f64>,
 }
 
 /// This macro's own field attributes, directly or through `cfg_attr` (refused, see `cfg`): removed
@@ -266,6 +268,22 @@ pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
                 Meta::Path(_) if !out.bucket_boundary => out.bucket_boundary = true,
                 Meta::Path(_) => errors.spanned(attr, "duplicate `#[bucket_boundary]`"),
                 _ => errors.spanned(attr, "`#[bucket_boundary]` takes no arguments"),
+            }
+        } else if attr.path().is_ident("init") {
+            let std =
+                attr.parse_args::<syn::MetaNameValue>().ok().filter(|nv| nv.path.is_ident("std")).and_then(|nv| {
+                    match &nv.value {
+                        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Float(f), .. }) => f.base10_parse::<f64>().ok(),
+                        _ => None,
+                    }
+                });
+            match std {
+                Some(_) if out.init_std.is_some() => errors.spanned(attr, "duplicate `#[init(...)]`"),
+                Some(std) if std.is_finite() && std > 0.0 && std <= 1e6 => out.init_std = Some(std),
+                _ => errors.spanned(
+                    attr,
+                    "expected `#[init(std = 0.02)]`: weights drawn from N(0, std²) with a positive float literal",
+                ),
             }
         } else if attr.path().is_ident("tied") {
             match attr.parse_args::<syn::Ident>() {

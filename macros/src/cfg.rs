@@ -10,7 +10,7 @@ use syn::{Attribute, Meta, Token};
 use crate::errors::Errors;
 
 /// This macro's field attributes.
-pub const OURS: [&str; 3] = ["layer", "bucket_boundary", "tied"];
+pub const OURS: [&str; 4] = ["layer", "bucket_boundary", "tied", "init"];
 
 const CFG_HELP: &str = "a #[distributed_model] field cannot be conditional: the gradient schedule is computed from \
                         the struct's fields at compile time, before `cfg` is evaluated; put the `cfg` on the whole \

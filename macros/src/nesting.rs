@@ -18,7 +18,6 @@ use crate::ast::{Field, Model, Prefix, Residual};
 use crate::attr;
 use crate::cfg;
 use crate::errors::Errors;
-use crate::helpers::lit;
 
 /// Copies of a block in one field (`[Block; N]`), at most: the code is unrolled per copy.
 const MAX_REPEAT: usize = 1024;
@@ -157,10 +156,8 @@ impl<'a> Flat<'_, 'a> {
             let Some((b, repeat)) = block_of(&field.ty, self.structs) else {
                 let i = self.fields.len();
                 let layer = Field::new(field, prefix, &[], errors);
-                let (ty, index) = (layer.ty, lit(i));
-                inits.push(
-                    quote!(#name: <#ty as ::overlap::Layer>::init(&mut ::overlap::InitRng::for_layer(seed, #index))),
-                );
+                let value = crate::ast::init_expr(layer.ty, i, layer.init_std);
+                inits.push(quote!(#name: #value));
                 self.fields.push(layer);
                 continue;
             };
@@ -207,7 +204,8 @@ impl<'a> Flat<'_, 'a> {
             }
             let residual = residual_attr(self.structs[b], errors).is_some();
             let mut one = |this: &mut Self, index: Option<usize>| {
-                let inner = prefix.inner(name, index);
+                let mut inner = prefix.inner(name, index);
+                inner.init_std = attrs.init_std.or(prefix.init_std);
                 let first = this.fields.len();
                 let init = this.unroll(b, &inner, errors);
                 if this.fields.len() == first {

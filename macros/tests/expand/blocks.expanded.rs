@@ -1009,44 +1009,36 @@ pub mod net {
         const RESIDUALS: &'static [(usize, usize)] = &[(1, 2), (3, 4)];
         fn init(seed: u64) -> Self {
             Net {
-                input: <Linear<
-                    4,
-                    8,
-                > as ::overlap::Layer>::init(
-                    &mut ::overlap::InitRng::for_layer(seed, 0),
-                ),
+                input: {
+                    let mut rng = ::overlap::InitRng::for_layer(seed, 0);
+                    <Linear<4, 8> as ::overlap::Layer>::init(&mut rng)
+                },
                 blocks: [
                     Block {
-                        norm: <LayerNorm<
-                            8,
-                        > as ::overlap::Layer>::init(
-                            &mut ::overlap::InitRng::for_layer(seed, 1),
-                        ),
-                        fc: <Linear<
-                            8,
-                            8,
-                        > as ::overlap::Layer>::init(
-                            &mut ::overlap::InitRng::for_layer(seed, 2),
-                        ),
+                        norm: {
+                            let mut rng = ::overlap::InitRng::for_layer(seed, 1);
+                            <LayerNorm<8> as ::overlap::Layer>::init(&mut rng)
+                        },
+                        fc: {
+                            let mut rng = ::overlap::InitRng::for_layer(seed, 2);
+                            <Linear<8, 8> as ::overlap::Layer>::init(&mut rng)
+                        },
                     },
                     Block {
-                        norm: <LayerNorm<
-                            8,
-                        > as ::overlap::Layer>::init(
-                            &mut ::overlap::InitRng::for_layer(seed, 3),
-                        ),
-                        fc: <Linear<
-                            8,
-                            8,
-                        > as ::overlap::Layer>::init(
-                            &mut ::overlap::InitRng::for_layer(seed, 4),
-                        ),
+                        norm: {
+                            let mut rng = ::overlap::InitRng::for_layer(seed, 3);
+                            <LayerNorm<8> as ::overlap::Layer>::init(&mut rng)
+                        },
+                        fc: {
+                            let mut rng = ::overlap::InitRng::for_layer(seed, 4);
+                            <Linear<8, 8> as ::overlap::Layer>::init(&mut rng)
+                        },
                     },
                 ],
-                head: <Linear<
-                    8,
-                    2,
-                > as ::overlap::Layer>::init(&mut ::overlap::InitRng::for_layer(seed, 5)),
+                head: {
+                    let mut rng = ::overlap::InitRng::for_layer(seed, 5);
+                    <Linear<8, 2> as ::overlap::Layer>::init(&mut rng)
+                },
             }
         }
         fn new_grads(&self) -> NetGrads {

@@ -909,31 +909,34 @@ impl ::overlap::DistributedModel for Mlp {
     ];
     fn init(seed: u64) -> Self {
         Mlp {
-            fc1: <Linear<
-                784,
-                2048,
-            > as ::overlap::Layer>::init(&mut ::overlap::InitRng::for_layer(seed, 0)),
-            act1: <Relu as ::overlap::Layer>::init(
-                &mut ::overlap::InitRng::for_layer(seed, 1),
-            ),
-            fc2: <Linear<
-                2048,
-                2048,
-            > as ::overlap::Layer>::init(&mut ::overlap::InitRng::for_layer(seed, 2)),
-            act2: <Relu as ::overlap::Layer>::init(
-                &mut ::overlap::InitRng::for_layer(seed, 3),
-            ),
-            fc3: <Linear<
-                2048,
-                2048,
-            > as ::overlap::Layer>::init(&mut ::overlap::InitRng::for_layer(seed, 4)),
-            act3: <Relu as ::overlap::Layer>::init(
-                &mut ::overlap::InitRng::for_layer(seed, 5),
-            ),
-            head: <Linear<
-                2048,
-                10,
-            > as ::overlap::Layer>::init(&mut ::overlap::InitRng::for_layer(seed, 6)),
+            fc1: {
+                let mut rng = ::overlap::InitRng::for_layer(seed, 0);
+                <Linear<784, 2048> as ::overlap::Layer>::init(&mut rng)
+            },
+            act1: {
+                let mut rng = ::overlap::InitRng::for_layer(seed, 1);
+                <Relu as ::overlap::Layer>::init(&mut rng)
+            },
+            fc2: {
+                let mut rng = ::overlap::InitRng::for_layer(seed, 2);
+                <Linear<2048, 2048> as ::overlap::Layer>::init(&mut rng)
+            },
+            act2: {
+                let mut rng = ::overlap::InitRng::for_layer(seed, 3);
+                <Relu as ::overlap::Layer>::init(&mut rng)
+            },
+            fc3: {
+                let mut rng = ::overlap::InitRng::for_layer(seed, 4);
+                <Linear<2048, 2048> as ::overlap::Layer>::init(&mut rng)
+            },
+            act3: {
+                let mut rng = ::overlap::InitRng::for_layer(seed, 5);
+                <Relu as ::overlap::Layer>::init(&mut rng)
+            },
+            head: {
+                let mut rng = ::overlap::InitRng::for_layer(seed, 6);
+                <Linear<2048, 10> as ::overlap::Layer>::init(&mut rng)
+            },
         }
     }
     fn new_grads(&self) -> MlpGrads {
