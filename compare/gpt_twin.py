@@ -3,7 +3,10 @@
 
 The twin is the same GPT written as PyTorch writes it (nested `nn.Module`s named as ours:
 `h.N.attend.{ln_1, attn.c_attn, attn.c_proj}`, `h.N.mlp.{ln_2, c_fc, gelu, c_proj}`, `ln_f`,
-`lm_head`), attention by `F.scaled_dot_product_attention(is_causal=True)`, trained as the example
+and nanoGPT's `lm_head`, without a bias, its weight `wte`'s: `self.lm_head.weight =
+self.wte.weight`; its state dict lists the shared tensor under both names, so ours loads with
+`lm_head.weight` added as `wte.weight`), attention by
+`F.scaled_dot_product_attention(is_causal=True)`, trained as the example
 trains: AdamW (betas 0.9, 0.99; weight decay 0.1 on parameters of two or more dimensions), the
 warm-up and cosine learning rate, `clip_grad_norm_(1.0)`, cross-entropy over every position, on
 the same windows of the same text (our sampling, SplitMix64 of the seed and the sample index,
@@ -13,8 +16,8 @@ replayed here).
 ours (`--save-params`) against the twin's, on one process and on 2 ranks (the same global
 batch); and both against the twin in float64, where ours must stay within about 1.5x of
 PyTorch's own float32 distance. Twins with a planted error (the causal mask one position late,
-the softmax scaled by 1/d instead of 1/sqrt(d)) must be caught: ours ends farther from them than
-the float32 floor.
+the softmax scaled by 1/d instead of 1/sqrt(d), a head with a weight of its own instead of
+`wte`'s) must be caught: ours ends farther from them than the float32 floor.
 
 `--run N`: N steps of the example's defaults (2000: nanoGPT's CPU run) by ours and by the twin
 at the same time, one thread each, then both models' loss on the same held-out batches (the
@@ -126,7 +129,9 @@ def twin(torch, planted=None):
             self.wpe = nn.Embedding(CONTEXT, WIDTH)
             self.h = nn.ModuleList(Block() for _ in range(LAYERS))
             self.ln_f = nn.LayerNorm(WIDTH)
-            self.lm_head = nn.Linear(WIDTH, VOCAB)
+            self.lm_head = nn.Linear(WIDTH, VOCAB, bias=False)
+            if planted != "untied":
+                self.lm_head.weight = self.wte.weight
 
         def forward(self, idx):
             x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
@@ -181,10 +186,16 @@ def ours(binary, text, out, steps, ranks=1, extra=()):
     return done.stdout + done.stderr
 
 
+def with_head(state):
+    """Our parameters as the twin's (nanoGPT's) state dict: the tied head's weight is `wte`'s."""
+    return {**state, "lm_head.weight": state["wte.weight"]}
+
+
 def distance(torch, a, b):
-    """The largest per-tensor `|a - b| / |b|` (Euclidean norms) over b's tensors, and its name."""
+    """The largest per-tensor `|a - b| / |b|` (Euclidean norms) over a's tensors, and its name."""
     worst = (0.0, "")
-    for name, value in b.items():
+    for name in a:
+        value = b[name]
         diff = float(torch.linalg.vector_norm(a[name].double() - value.double()))
         worst = max(worst, (diff / max(float(torch.linalg.vector_norm(value.double())), 1e-30), name))
     return worst
@@ -199,11 +210,12 @@ def numerics(torch, load_file, binary, text_path, steps, work):
 
     def trained(dtype, planted=None):
         model = twin(torch, planted).to(dtype)
-        model.load_state_dict({k: v.to(dtype) for k, v in start.items()}, strict=True)
+        model.load_state_dict({k: v.to(dtype) for k, v in with_head(start).items()}, strict=True)
         return model, Trainer(torch, model)
 
+    planted = ("mask", "scale", "untied")
     runs = {"f32": trained(torch.float32), "f64": trained(torch.float64),
-            "mask": trained(torch.float32, "mask"), "scale": trained(torch.float32, "scale")}
+            **{error: trained(torch.float32, error) for error in planted}}
     failures, rows = [], []
     for step in range(steps):
         x, y = text.batch(torch, step * BATCH, BATCH)
@@ -217,9 +229,9 @@ def numerics(torch, load_file, binary, text_path, steps, work):
             mine = load_file(out)
             row[f"ours {ranks} rank(s)"] = distance(torch, mine, state["f64"])[0]
             row[f"ours {ranks} vs twin"] = distance(torch, mine, state["f32"])
-        for planted in ("mask", "scale"):
-            row[f"ours vs {planted} twin"] = distance(torch, load_file(os.path.join(work, f"ours-1-{step + 1}.safetensors")),
-                                                     state[planted])[0]
+        for error in planted:
+            row[f"ours vs {error} twin"] = distance(torch, load_file(os.path.join(work, f"ours-1-{step + 1}.safetensors")),
+                                                   state[error])[0]
         rows.append(row)
         line = "  ".join(f"{k} {v[0] if isinstance(v, tuple) else v:.1e}" for k, v in row.items())
         print(f"  step {step + 1:2}: {line}")
@@ -230,12 +242,12 @@ def numerics(torch, load_file, binary, text_path, steps, work):
         if ratio > 1.5:
             failures.append(f"{ranks} rank(s): {ratio:.2f}x PyTorch's float32 distance to float64 (at most 1.5)")
     floor = max(last["ours 1 vs twin"][0], last["pytorch f32"])
-    for planted in ("mask", "scale"):
-        if last[f"ours vs {planted} twin"] < 10 * floor:
-            failures.append(f"the {planted} error is not caught: {last[f'ours vs {planted} twin']:.1e} within 10x "
+    for error in planted:
+        if last[f"ours vs {error} twin"] < 10 * floor:
+            failures.append(f"the {error} error is not caught: {last[f'ours vs {error} twin']:.1e} within 10x "
                             f"of the float32 floor {floor:.1e}")
         else:
-            print(f"planted {planted} error caught: {last[f'ours vs {planted} twin']:.1e} against a floor of {floor:.1e}")
+            print(f"planted {error} error caught: {last[f'ours vs {error} twin']:.1e} against a floor of {floor:.1e}")
     return failures
 
 
@@ -260,7 +272,7 @@ def whole_run(torch, load_file, binary, text_path, steps, work):
            "--save-params", final]
     mine = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     model = twin(torch)
-    model.load_state_dict(load_file(init), strict=True)
+    model.load_state_dict(with_head(load_file(init)), strict=True)
     trainer, times = Trainer(torch, model), []
     for step in range(steps):
         x, y = text.batch(torch, step * BATCH, BATCH)
@@ -275,7 +287,7 @@ def whole_run(torch, load_file, binary, text_path, steps, work):
     print("  " + "\n  ".join(line for line in log.splitlines() if "loss" in line))
     theirs = held_out_loss(torch, model, text)
     our_model = twin(torch)
-    our_model.load_state_dict(load_file(final), strict=True)
+    our_model.load_state_dict(with_head(load_file(final)), strict=True)
     recomputed = held_out_loss(torch, our_model, text)
     logged = float(re.findall(r"validation loss ([0-9.]+)", log)[-1])
     our_step = float(re.search(r"median step ([0-9.]+) ms", log).group(1))
