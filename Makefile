@@ -79,6 +79,8 @@ bench: deps
 	$(TORCH_PYTHON) compare/blocks_twin.py
 	# The gpt example against its PyTorch twin: 10 steps, 1 and 2 ranks, float64 reference, planted errors.
 	$(TORCH_PYTHON) compare/gpt_twin.py
+	# gpt checkpoints into nanoGPT's GPT and back (skipped unless NANOGPT_DIR is a nanoGPT checkout).
+	$(TORCH_PYTHON) scripts/nanogpt.py check
 	# The residual example's overlap on an emulated link, and its step against compute alone.
 	python3 compare/resmlp_overlap.py
 	TORCH_PYTHON=$(TORCH_PYTHON) python3 compare/run.py $(BENCH_ARGS)
