@@ -81,8 +81,9 @@ bench: deps
 	$(TORCH_PYTHON) compare/gpt_twin.py
 	# gpt checkpoints into nanoGPT's GPT and back (skipped unless NANOGPT_DIR is a nanoGPT checkout).
 	$(TORCH_PYTHON) scripts/nanogpt.py check
-	# The residual example's overlap on an emulated link, and its step against compute alone.
-	python3 compare/resmlp_overlap.py
+	# The residual and GPT examples' overlap on an emulated link, and their step against compute alone.
+	python3 compare/overlap_targets.py
+	python3 compare/overlap_targets.py --example gpt --batch 6 -- --text compare/gpt_twin.py --eval-every 0
 	TORCH_PYTHON=$(TORCH_PYTHON) python3 compare/run.py $(BENCH_ARGS)
 	# bf16 and fp16 gradients against FP32 under emulated links (step ratios, bytes on the wire).
 	python3 compare/wire.py

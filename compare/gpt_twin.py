@@ -23,6 +23,10 @@ the softmax scaled by 1/d instead of 1/sqrt(d), a head with a weight of its own 
 at the same time, one thread each, then both models' loss on the same held-out batches (the
 text's last 10%, 20 batches) and their median step times.
 
+`--ddp N`: 2 ranks of 6 sequences each (the same global batch of 12), N steps: ours under mpirun
+against the twin under PyTorch DDP (gloo), one thread per rank, alternating, 3 rounds; the
+median of the per-round ratios of median steps.
+
 Needs `cargo build --release --examples` and torch with safetensors (prints "skipped" without).
 """
 
@@ -305,12 +309,61 @@ def whole_run(torch, load_file, binary, text_path, steps, work):
     return failures
 
 
+def ddp_rank(rank, steps, text_path, init, port, out):
+    """One rank of the twin under DDP (gloo), its median step time written to `out` by rank 0."""
+    import torch
+    import torch.distributed as dist
+    from safetensors.torch import load_file
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    text = Text(text_path)
+    model = twin(torch)
+    model.load_state_dict(with_head(load_file(init)), strict=True)
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    trainer, times = Trainer(torch, ddp), []
+    per_rank = BATCH // 2
+    for step in range(steps):
+        x, y = text.batch(torch, step * BATCH + rank * per_rank, per_rank)
+        dist.barrier()
+        started = time.perf_counter()
+        trainer.step(x, y)
+        times.append(time.perf_counter() - started)
+    if rank == 0:
+        with open(out, "w") as f:
+            f.write(str(sorted(times[2:])[len(times[2:]) // 2] * 1e3))
+    dist.destroy_process_group()
+
+
+def ddp_comparison(torch, binary, text_path, steps, work):
+    import torch.multiprocessing as mp
+
+    init = os.path.join(work, "init.safetensors")
+    ours(binary, text_path, init, 1, extra=["--optimizer", "sgd", "--momentum", "0", "--lr", "1e-30",
+                                          "--lr-schedule", "constant", "--clip-grad-norm", "off"])
+    ratios = []
+    for round_ in range(3):
+        log = ours(binary, text_path, os.path.join(work, "ddp-ours.safetensors"), steps, 2, ["--init-params", init])
+        our_step = float(re.search(r"median step ([0-9.]+) ms", log).group(1))
+        out = os.path.join(work, f"ddp-{round_}.txt")
+        mp.spawn(ddp_rank, args=(steps, text_path, init, 29500 + round_, out), nprocs=2, join=True)
+        with open(out) as f:
+            their_step = float(f.read())
+        ratios.append(our_step / their_step)
+        print(f"  round {round_ + 1}: ours (mpirun -n 2) {our_step:.1f} ms, PyTorch DDP (gloo) {their_step:.1f} ms: "
+              f"{ratios[-1]:.2f}x")
+    ratio = sorted(ratios)[1]
+    print(f"2 ranks, global batch {BATCH}, median of 3 rounds: ours {ratio:.2f}x PyTorch DDP's step")
+    return []
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release", "examples"))
     p.add_argument("--text", help="a UTF-8 file [default: this script]")
     p.add_argument("--steps", type=int, default=10, help="steps compared one by one")
     p.add_argument("--run", type=int, metavar="N", help="instead: a whole run of N steps, then held-out losses")
+    p.add_argument("--ddp", type=int, metavar="N", help="instead: N steps on 2 ranks against PyTorch DDP (gloo)")
     args = p.parse_args()
     try:
         import torch
@@ -323,7 +376,9 @@ def main():
     work = tempfile.mkdtemp(prefix="gpt-twin-")
     text = args.text or os.path.abspath(__file__)
     print(f"gpt against its PyTorch twin ({torch.__version__}) on {os.path.basename(text)}")
-    if args.run:
+    if args.ddp:
+        failures = ddp_comparison(torch, binary, text, args.ddp, work)
+    elif args.run:
         failures = whole_run(torch, load_file, binary, text, args.run, work)
     else:
         print("largest per-tensor relative distance to the float64 twin (and to the float32 twin)")

@@ -11,6 +11,9 @@
 //! mpirun -n 2 target/release/examples/gpt --text licenses.txt --batch 6
 //! ```
 //!
+//! Buckets of 0.5 MiB, about two per block, so that the last one (the first block's LayerNorm,
+//! `wpe` and the tied `wte`, complete only after the embedding's backward) is small.
+//!
 //! Names follow nanoGPT's where the structure is the same (`wte`, `wpe`, `h.3.mlp.c_fc`,
 //! `ln_f`); each residual half of a block is a block of its own here, so nanoGPT's
 //! `h.N.ln_1` and `h.N.attn` are `h.N.attend.ln_1` and `h.N.attend.attn`, and `h.N.ln_2` is
@@ -21,7 +24,7 @@
 
 use overlap::prelude::*;
 
-#[distributed_model(bucket_cap_mb = 25, first_bucket_mb = 1)]
+#[distributed_model(bucket_cap_mb = 0.5, first_bucket_mb = 0.5)]
 pub mod gpt {
     use overlap::prelude::*;
 

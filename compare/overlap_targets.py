@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""The residual example's overlap, printed with its targets (run by `make bench`).
+"""An example's overlap on 2 ranks, printed with its targets (run by `make bench`).
 
-`examples/resmlp.rs` (eight residual blocks, one bucket per block) on 2 ranks, 64 samples per
-rank: under an emulated link of 5 us and 1 GB/s, how much of its all-reduce time the compute
-hides (target: at least 0.8); on shared memory, its step against its compute-only step (target:
-at most 1.05), modes alternating round by round, medians. Timing claims live here, printed, never
+By default `examples/resmlp.rs` (eight residual blocks, one bucket per block), 64 samples per
+rank; `--example gpt --batch 6 -- --text FILE` the GPT. Under an emulated link of 5 us and
+1 GB/s, how much of its all-reduce time the compute hides (target: at least 0.8); on shared
+memory, its step against its compute-only step (target: at most 1.05), modes alternating round
+by round, medians. Arguments after `--` go to every run. Timing claims live here, printed, never
 in `make test`. Needs `cargo build --release --examples`.
 """
 
@@ -19,9 +20,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
 
-def report(binary, flags, steps):
-    cmd = ["mpirun", "--oversubscribe", "-n", "2", binary, "--steps", str(steps), "--batch", "64",
-           "--report", "json", *flags]
+def report(binary, flags, steps, batch, extra):
+    cmd = ["mpirun", "--oversubscribe", "-n", "2", binary, "--steps", str(steps), "--batch", str(batch),
+           "--report", "json", *extra, *flags]
     done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{done.stdout}\n{done.stderr}")
@@ -33,17 +34,21 @@ def main():
     p.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release", "examples"))
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--example", default="resmlp")
+    p.add_argument("--batch", type=int, default=64, help="samples per rank")
+    p.add_argument("extra", nargs="*", help="after --: arguments for every run")
     args = p.parse_args()
-    binary = os.path.join(args.bin_dir, "resmlp")
-    hidden = [report(binary, ["--link", "latency=5us,bandwidth=1GB/s"], args.steps)["hidden_fraction"]
-              for _ in range(args.rounds)]
+    binary = os.path.join(args.bin_dir, args.example)
+    run = lambda flags: report(binary, flags, args.steps, args.batch, args.extra)  # noqa: E731
+    hidden = [run(["--link", "latency=5us,bandwidth=1GB/s"])["hidden_fraction"] for _ in range(args.rounds)]
     ratios = []
     for i in range(args.rounds):
         modes = [[], ["--compute-only"]] if i % 2 == 0 else [["--compute-only"], []]
-        steps = {tuple(m): report(binary, m, args.steps)["step_ms"] for m in modes}
+        steps = {tuple(m): run(m)["step_ms"] for m in modes}
         ratios.append(steps[()] / steps[("--compute-only",)])
     h, r = statistics.median(hidden), statistics.median(ratios)
-    print(f"resmlp, 2 ranks, 64 samples per rank, medians of {args.rounds} rounds of {args.steps} steps")
+    print(f"{args.example}, 2 ranks, {args.batch} samples per rank, medians of {args.rounds} rounds of "
+          f"{args.steps} steps")
     print(f"  hidden under latency=5us,bandwidth=1GB/s: {h:.3f} of the all-reduce "
           f"(target >= 0.8: {'met' if h >= 0.8 else 'missed'}); rounds {' '.join(f'{x:.3f}' for x in hidden)}")
     print(f"  step / compute-only step on shared memory: {r:.3f} "
