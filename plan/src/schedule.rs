@@ -12,12 +12,7 @@ use crate::low_rank::LowRank;
 use crate::spec::{LayerSpec, ParamSpec, ReadyOrder, Width, ELEM_BYTES, MIB};
 use crate::wire::{GradComm, WireFormat};
 
-/// A parameter, by layer index and parameter index within that layer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ParamRef {
-    pub layer: usize,
-    pub param: usize,
-}
+pub use crate::spec::ParamRef;
 
 /// Where one parameter's gradient lives.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -74,6 +74,13 @@ impl ParamSpec {
     }
 }
 
+/// A parameter, by layer index and parameter index within that layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ParamRef {
+    pub layer: usize,
+    pub param: usize,
+}
+
 /// One field of the model struct, as the planner sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LayerSpec {
@@ -92,7 +99,7 @@ pub struct LayerSpec {
     /// The parameter of an earlier layer this one reads as its weight and adds its gradient to
     /// (a language model's head tied to its token embedding): one parameter, one bucket slot,
     /// both layers' contributions summed in it before its bucket is reduced.
-    pub tied: Option<crate::schedule::ParamRef>,
+    pub tied: Option<ParamRef>,
 }
 
 impl LayerSpec {

@@ -11,6 +11,7 @@ use crate::comm::{Communicator, GradBucket};
 use crate::data::Batch;
 use crate::error::{Error, Result};
 use crate::fault;
+use crate::layer::{check_token_ids, DeviceOp};
 use crate::loss::Loss;
 use crate::model::{DistributedModel, GradientBuckets};
 use crate::optim::{ChosenOptimizer, Optimizer};
@@ -116,6 +117,9 @@ impl<M: DistributedModel> StepBackend<M> for CpuBackend<'_, M> {
     }
 
     fn forward_loss(&mut self, batch: &Batch, loss: &dyn Loss, _want_loss: bool) -> Result<f64> {
+        if let Some(DeviceOp::Embedding { vocab, .. }) = M::DEVICE_OPS.first() {
+            check_token_ids(&batch.inputs, *vocab)?;
+        }
         let output = self.model.forward_with(&batch.context, &batch.inputs, &mut self.ws);
         let span = trace::loss();
         let value = loss.loss_and_gradient(output, batch, &mut self.grad_output)?;

@@ -129,7 +129,7 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
         self.labels.clear();
         self.labels.extend(batch.labels.iter().map(|&l| l as u32));
         if let Some(DeviceOp::Embedding { vocab, .. }) = M::DEVICE_OPS.first() {
-            check_token_ids(&batch.inputs, *vocab)?;
+            crate::layer::check_token_ids(&batch.inputs, *vocab)?;
         }
         self.input.upload(&self.gpu, &batch.inputs)?;
         let mut dev = self.step.on(&self.gpu, &self.gpu_comm);
@@ -188,17 +188,5 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
 
     fn describe(&self) -> Option<String> {
         Some(self.gpu.describe())
-    }
-}
-
-/// The token ids of a batch, before they index a table on the GPU (the CPU layer checks them
-/// as it reads them).
-fn check_token_ids(inputs: &crate::tensor::Matrix, vocab: usize) -> Result<()> {
-    match inputs.as_slice().iter().position(|&x| !(x >= 0.0 && x.fract() == 0.0 && (x as usize) < vocab)) {
-        None => Ok(()),
-        Some(r) => Err(Error::Dataset(format!(
-            "row {r} of the batch holds {}, not a token id below the embedding's {vocab}",
-            inputs.as_slice()[r]
-        ))),
     }
 }

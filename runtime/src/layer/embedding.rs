@@ -178,3 +178,16 @@ impl<const T: usize, const D: usize> Layer for PositionEmbedding<T, D> {
         }
     }
 }
+
+/// The token ids of a batch checked before a model's first `Embedding<vocab, _>` reads them, so
+/// that a dataset's bad id is an error naming it rather than the layer's panic (the training
+/// loop calls it on both devices).
+pub fn check_token_ids(inputs: &Matrix, vocab: usize) -> crate::error::Result<()> {
+    match inputs.as_slice().iter().position(|&x| !(x >= 0.0 && x.fract() == 0.0 && (x as usize) < vocab)) {
+        None => Ok(()),
+        Some(r) => Err(crate::error::Error::Dataset(format!(
+            "row {r} of the batch holds {}, not a token id below the embedding's {vocab}",
+            inputs.as_slice()[r]
+        ))),
+    }
+}
