@@ -707,6 +707,26 @@ def catalogue() -> list:
     add(c, f"mlp --steps 2 --batch 4 --report off --init-params {model}", 0, setup=ck())
     add(c, "mlp --steps 2 --batch 4 --report off --init-params nowhere.safetensors", 1, "nowhere.safetensors")
     add(c, "mlp --steps 2 --batch 4 --report off --init-params ck --resume ck", 2, "cannot be used with", setup=ck())
+
+    # 16. Language models: texts, token shards, clipping and held-out losses that cannot work.
+    c = "language-model"
+    text = "python3 -c \"print('to be or not to be, ' * 30)\" > t.txt && "
+    add(c, "gpt --clip-grad-norm 0", 2, "must be a finite number greater than 0, got 0")
+    add(c, "gpt --clip-grad-norm none", 2, "invalid float literal")
+    add(c, "gpt --eval-batches 0", 2, "must be at least 1")
+    add(c, "gpt --context 8", 1, "--context sets the length of --text or --tokens samples; neither is given")
+    # 601 characters: 540 to train on, 61 held out, too few for a window of 64 and its next one.
+    add(c, text + "gpt --text t.txt --steps 2 --batch 2", 1,
+        "validation split (the last 61 characters) is too short for one sample of 64", forbid="step      1")
+    add(c, text + "gpt --text t.txt --steps 2 --batch 2 --eval-every 0 --report off", 0)
+    add(c, "printf 'xx' > x_train.bin && gpt --tokens x_train.bin", 1, "shorter than the 1024-byte header")
+    add(c, text + "prepare --text t.txt --out shards && gpt --tokens shards --context 100", 1,
+        "--context 100: Gpt's position embedding has rows for 64 positions")
+    add(c, text + "prepare --text t.txt --out shards && gpt --tokens shards --context 16 --steps 2 --batch 2 "
+           "--report off", 0)
+    add(c, "prepare --text missing.txt --out shards", 1, "missing.txt")
+    add(c, "printf '' > e.txt && prepare --text e.txt --out shards", 1, "empty: nothing to prepare")
+    add(c, "printf 'caf\\351' > l.txt && prepare --text l.txt --out shards", 1, "not UTF-8 text (byte 3 is not)")
     return cases
 
 
