@@ -100,39 +100,28 @@ pub mod tiny_gpt {
     }
 }
 
-/// Allocations in 5 steps (the fewest of three rounds) after 3 warm-up steps of the GPT on 4 sequences of 8 tokens, with
-/// AdamW and clipping by the global norm (the step that waits for every bucket first).
+/// `after_warm_up` of the GPT on 4 sequences of 8 tokens, with AdamW and clipping by the global
+/// norm (the step that waits for every bucket first).
 fn count_gpt_allocations(comm: &Communicator) -> usize {
     use tiny_gpt::{TinyGpt, TinyGptWorkspace};
     let mut model = TinyGpt::new(comm, 0).unwrap();
-    let (mut grads, mut ws) = (model.new_grads(), TinyGptWorkspace::default());
+    let (grads, mut ws) = (model.new_grads(), TinyGptWorkspace::default());
     let mut optimizer = AdamW::new(1e-3).clip_grad_norm(0.5);
     let ctx = StepContext::sequences(4, 8);
     let tokens = Matrix::from_vec(32, 1, (0..32).map(|i| (i * 7 % 20) as f32).collect());
     let labels: Vec<usize> = (0..32).map(|i| (i * 7 + 1) % 20).collect();
     let mut dlogits = Matrix::default();
-    let mut step = |grads: <TinyGpt as DistributedModel>::Grads| {
+    let step = |grads: <TinyGpt as DistributedModel>::Grads| {
         let logits = model.forward_with(&ctx, &tokens, &mut ws);
         CrossEntropyLoss.forward_backward(logits, &labels, &mut dlogits);
         let in_flight = model.backward(&mut ws, &dlogits, grads, comm, &mut optimizer);
         comm.backward_done();
         model.step(in_flight, &mut optimizer).unwrap()
     };
-    for _ in 0..3 {
-        grads = step(grads);
-    }
-    let mut grads = Some(grads);
-    let allocations = fewest_of_three(|| {
-        for _ in 0..5 {
-            grads = Some(step(grads.take().expect("kept between rounds")));
-        }
-    });
-    drop(grads);
-    allocations
+    after_warm_up(grads, step)
 }
 
-/// Allocations in 5 steps (the fewest of three rounds) after 3 warm-up steps of `Net` on `comm`'s ranks (two micro-steps
-/// each).
+/// `after_warm_up` of `Net` on `comm`'s ranks (two micro-steps each).
 fn count_step_allocations(comm: &Communicator) -> usize {
     count_allocations_of::<Net>(comm)
 }
@@ -140,12 +129,12 @@ fn count_step_allocations(comm: &Communicator) -> usize {
 /// `count_step_allocations` for any model of `Net`'s input and output widths.
 fn count_allocations_of<M: DistributedModel>(comm: &Communicator) -> usize {
     let mut model = M::new(comm, 0).unwrap();
-    let (mut grads, mut ws) = (model.new_grads(), M::Workspace::default());
+    let (grads, mut ws) = (model.new_grads(), M::Workspace::default());
     let mut optimizer = AdamW::new(1e-3);
     let inputs = Matrix::from_vec(32, 64, (0..32 * 64).map(|i| (i % 13) as f32 / 13.0).collect());
     let labels: Vec<usize> = (0..32).map(|i| i % 10).collect();
     let mut dlogits = Matrix::default();
-    let mut step = |grads: M::Grads| {
+    let step = |grads: M::Grads| {
         let mut grads = grads;
         let logits = model.forward(&inputs, &mut ws);
         CrossEntropyLoss.forward_backward(logits, &labels, &mut dlogits);
@@ -156,17 +145,21 @@ fn count_allocations_of<M: DistributedModel>(comm: &Communicator) -> usize {
         comm.backward_done();
         model.step(in_flight, &mut optimizer).unwrap()
     };
+    after_warm_up(grads, step)
+}
+
+/// Allocations in 5 steps after 3 warm-up steps (`step` takes the buckets and returns them), the
+/// fewest of three rounds.
+fn after_warm_up<G>(mut grads: G, mut step: impl FnMut(G) -> G) -> usize {
     for _ in 0..3 {
         grads = step(grads);
     }
     let mut grads = Some(grads);
-    let allocations = fewest_of_three(|| {
+    fewest_of_three(|| {
         for _ in 0..5 {
             grads = Some(step(grads.take().expect("kept between rounds")));
         }
-    });
-    drop(grads);
-    allocations
+    })
 }
 
 /// The fewest allocations `rounds` makes in three calls. The counter is process-wide, and the

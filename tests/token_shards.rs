@@ -31,18 +31,9 @@ fn prepared_shards_train_the_gpt_example_alike_on_one_and_two_ranks() {
     let vocabulary = overlap::params_file::load_vocabulary(&dir.path().join("one.st")).unwrap().unwrap();
     assert_eq!(vocabulary, std::fs::read_to_string(dir.path().join("shards/vocabulary.txt")).unwrap());
     if common::mpirun_available() {
-        let exe = example("gpt");
-        let args =
-            [&["-n", "2", exe.to_str().unwrap()][..], &common, &["--batch", "2", "--save-params", "two.st"]].concat();
-        let out = Command::new("mpirun")
-            .current_dir(dir.path())
-            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-            .arg("--oversubscribe")
-            .args(&args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let (exe, wdir) = (example("gpt"), dir.path().to_str().unwrap());
+        let ranks = ["--wdir", wdir, "-n", "2", exe.to_str().unwrap()];
+        common::mpirun_ok(&[&ranks[..], &common, &["--batch", "2", "--save-params", "two.st"]].concat());
         let (one, two) = (
             common::load_sorted_params(&dir.path().join("one.st")),
             common::load_sorted_params(&dir.path().join("two.st")),
