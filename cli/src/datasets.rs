@@ -13,7 +13,8 @@ use overlap_runtime::{Dataset, DeviceOp, DistributedModel, Error, Result};
 
 use crate::args::TrainArgs;
 
-/// The synthetic set, or the IDX files of `--data`, shaped for the model's input and output.
+/// The training data the flags choose (the synthetic set unless `--text`, `--tokens` or `--data`
+/// names one), shaped for the model's input and output.
 pub(crate) fn training_data<M: DistributedModel>(args: &TrainArgs) -> Result<TrainingData> {
     let schedule = M::SCHEDULE;
     let (features, classes) = io_widths(&schedule).ok_or_else(|| {
