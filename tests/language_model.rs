@@ -23,6 +23,29 @@ fn ids(sequences: usize, first: usize) -> Matrix {
     Matrix::from_vec(sequences * 4, 1, values.collect())
 }
 
+/// `M`'s gradients, on 3 sequences, against finite differences of its forward.
+fn gradients_match_finite_differences<M: DistributedModel>() {
+    let ctx = StepContext::sequences(3, 4);
+    let mut model = M::new(&Communicator::single(), 5).unwrap();
+    let w = Matrix::from_vec(12, 11, (0..132).map(|i| ((i * 37 % 53) as f32 / 53.0 - 0.5) * 1.5).collect());
+    common::finite_differences::check(&mut model, (&ctx, &ids(3, 2), &w), 3, (2e-3, 2e-2));
+}
+
+/// `M` trained by the `Trainer` on `NextToken` for 60 steps: its loss at least halves.
+fn learns_the_next_token_task<M: DistributedModel>() -> M {
+    let comm = Communicator::single();
+    let mut model = M::new(&comm, 1).unwrap();
+    let summary = Trainer::new(&comm)
+        .steps(60)
+        .batch(8)
+        .optimizer(OptimizerConfig::adamw(0.02))
+        .report(ReportFormat::Off, None)
+        .fit(&mut model, &mut NextToken, &CrossEntropyLoss)
+        .unwrap();
+    assert!(summary.final_loss < 0.5 * summary.first_loss, "{} -> {}", summary.first_loss, summary.final_loss);
+    model
+}
+
 #[test]
 fn embeddings_are_named_and_shaped_as_nanogpts() {
     let s = &TinyLm::SCHEDULE;
@@ -37,11 +60,7 @@ fn embeddings_are_named_and_shaped_as_nanogpts() {
 
 #[test]
 fn gradients_through_the_embeddings_match_finite_differences() {
-    let ctx = StepContext::sequences(3, 4);
-    let mut model = TinyLm::new(&Communicator::single(), 5).unwrap();
-    let x = ids(3, 2);
-    let w = Matrix::from_vec(12, 11, (0..132).map(|i| ((i * 37 % 53) as f32 / 53.0 - 0.5) * 1.5).collect());
-    common::finite_differences::check(&mut model, (&ctx, &x, &w), 3, (2e-3, 2e-2));
+    gradients_match_finite_differences::<TinyLm>();
 }
 
 /// Sequences of 4 tokens; the label of each position is the next token of the sequence's pattern.
@@ -66,16 +85,7 @@ impl Dataset for NextToken {
 
 #[test]
 fn the_trainer_learns_a_next_token_task() {
-    let comm = Communicator::single();
-    let mut model = TinyLm::new(&comm, 1).unwrap();
-    let summary = Trainer::new(&comm)
-        .steps(60)
-        .batch(8)
-        .optimizer(OptimizerConfig::adamw(0.02))
-        .report(ReportFormat::Off, None)
-        .fit(&mut model, &mut NextToken, &CrossEntropyLoss)
-        .unwrap();
-    assert!(summary.final_loss < 0.5 * summary.first_loss, "{} -> {}", summary.first_loss, summary.final_loss);
+    let model = learns_the_next_token_task::<TinyLm>();
     // Generation continues the learned rule (next = token + 1), here drawing the likeliest only.
     let greedy = overlap::sample::SampleConfig { tokens: 6, top_k: Some(1), ..Default::default() };
     let drawn = overlap::sample::generate(&model, &[3], (11, 4), &greedy);
@@ -117,25 +127,12 @@ fn a_tied_head_has_no_parameter_of_its_own_and_the_schedule_says_whose_it_reads(
 /// in backward) and the embedding's (the rows used, last), against finite differences.
 #[test]
 fn gradients_through_a_tied_head_match_finite_differences() {
-    let ctx = StepContext::sequences(3, 4);
-    let mut model = TiedLm::new(&Communicator::single(), 5).unwrap();
-    let x = ids(3, 2);
-    let w = Matrix::from_vec(12, 11, (0..132).map(|i| ((i * 37 % 53) as f32 / 53.0 - 0.5) * 1.5).collect());
-    common::finite_differences::check(&mut model, (&ctx, &x, &w), 3, (2e-3, 2e-2));
+    gradients_match_finite_differences::<TiedLm>();
 }
 
 #[test]
 fn the_trainer_learns_with_a_tied_head() {
-    let comm = Communicator::single();
-    let mut model = TiedLm::new(&comm, 1).unwrap();
-    let summary = Trainer::new(&comm)
-        .steps(60)
-        .batch(8)
-        .optimizer(OptimizerConfig::adamw(0.02))
-        .report(ReportFormat::Off, None)
-        .fit(&mut model, &mut NextToken, &CrossEntropyLoss)
-        .unwrap();
-    assert!(summary.final_loss < 0.5 * summary.first_loss, "{} -> {}", summary.first_loss, summary.final_loss);
+    learns_the_next_token_task::<TiedLm>();
 }
 
 /// The tied weight's gradient summed over two micro-steps is twice one's (the embedding adds to
