@@ -181,6 +181,7 @@ pub mod __private {
             limits: BucketLimits::Unlimited,
             layers: Cow::Borrowed(&[]),
             buckets: Cow::Borrowed(&[]),
+            shard_optimizer: false,
         }
     }
 }

@@ -234,6 +234,14 @@ pub struct TrainArgs {
     /// infinite.
     #[arg(long)]
     pub check_finite: bool,
+    /// Keep optimizer state for this rank's 1/N of every bucket only (ZeRO-1): buckets are
+    /// reduce-scattered, each rank updates its slice, the updated slices are all-gathered; the
+    /// same parameters as without, less memory [default: the model's `shard_optimizer`].
+    #[arg(long, overrides_with = "no_shard_optimizer")]
+    pub shard_optimizer: bool,
+    /// Keep the whole optimizer state on every rank, whatever the model's `shard_optimizer` says.
+    #[arg(long, overrides_with = "shard_optimizer")]
+    pub no_shard_optimizer: bool,
     /// Train on MNIST-format (IDX) files in DIR (train-images-idx3-ubyte, train-labels-idx1-ubyte)
     /// instead of the synthetic set.
     #[arg(long, value_name = "DIR", conflicts_with = "text")]
@@ -330,6 +338,11 @@ impl TrainArgs {
             check_finite: self.check_finite,
             grad_comm: self.grad_comm,
             wait_timeout: self.comm_timeout(),
+            shard_optimizer: match (self.shard_optimizer, self.no_shard_optimizer) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
         }
     }
 

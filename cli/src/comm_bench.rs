@@ -18,7 +18,8 @@ pub fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result
         schedule.buckets.iter().enumerate().map(|(k, b)| GradBucket::zeros(k, b.numel)).collect();
     let mut in_flight: Vec<InFlight> = Vec::with_capacity(buckets.len());
     let observe = args.observe_config();
-    let shape = RunShape { steps: args.steps, batch: args.batch, accumulate: 1, optimizer_buffers: 0 };
+    let shape =
+        RunShape { steps: args.steps, batch: args.batch, accumulate: 1, optimizer_buffers: 0, optimizer_shards: 1 };
     let mut observer = Observer::start(&observe, shape, comm, schedule.clone())?;
     let mut times = Vec::with_capacity(args.steps as usize);
     for step in 0..args.steps {

@@ -24,6 +24,9 @@ const FLAGS: &[(&str, &str)] = &[
     ("`CommConfig::wait_timeout`", "--comm-timeout"),
     ("`CommConfig::check_finite`", "--check-finite"),
     ("`CommConfig::grad_comm`", "--grad-comm"),
+    // Sharding is two flags: turned off, named with its value.
+    ("`CommConfig::shard_optimizer` false", "--no-shard-optimizer"),
+    ("`CommConfig::shard_optimizer`", "--shard-optimizer"),
     ("`OptimizerConfig::lr_schedule`", "--lr-schedule"),
     ("`OptimizerConfig::clip_grad_norm`", "--clip-grad-norm"),
     ("`TrainConfig::validation`", "--eval-every"),

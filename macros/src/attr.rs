@@ -21,28 +21,63 @@ pub struct ModelConfig {
     pub grad_comm: GradComm,
     /// `crate = "path"`: where generated code finds `overlap` when it is not `::overlap`.
     pub krate: Option<syn::Path>,
+    /// `shard_optimizer`: optimizer state sharded over the ranks by default (ZeRO-1).
+    pub shard_optimizer: bool,
 }
 
 /// Parses `bucket_cap_mb = 25, first_bucket_mb = 1` (both optional; integers or decimals) and
 /// `bucket_order = ready | ddp_first_iteration` (optional), or `buckets = auto(...)` /
-/// `buckets = profile(...)`; and, with either, `grad_comm = fp32 | bf16 | fp16 | powersgd(..)`.
+/// `buckets = profile(...)`; and, with either, `grad_comm = fp32 | bf16 | fp16 | powersgd(..)` and
+/// the bare flag `shard_optimizer` (or `shard_optimizer = true | false`).
 pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> ModelConfig {
-    let (mut grad_comm, mut krate) = (GradComm::Format(WireFormat::Fp32), None);
-    let planning = planning_config(args, &mut grad_comm, &mut krate, errors);
-    ModelConfig { planning, grad_comm, krate }
+    let (mut grad_comm, mut krate, mut shard_optimizer) = (GradComm::Format(WireFormat::Fp32), None, false);
+    let planning = planning_config(args, &mut grad_comm, &mut krate, &mut shard_optimizer, errors);
+    ModelConfig { planning, grad_comm, krate, shard_optimizer }
+}
+
+const SHARD_HELP: &str = "`shard_optimizer` is a flag: write `shard_optimizer` (or `shard_optimizer = true`) to shard \
+                          the optimizer state over the ranks, `shard_optimizer = false` (the default) to keep it whole";
+
+/// The settings as `key = value` pairs, the flag `shard_optimizer` taken out (set in `shard`);
+/// anything else that is not a pair is reported.
+fn name_value_pairs(metas: Punctuated<Meta, Token![,]>, shard: &mut bool, errors: &mut Errors) -> Vec<MetaNameValue> {
+    let mut pairs = Vec::new();
+    let mut flagged = false;
+    for meta in metas {
+        match meta {
+            Meta::NameValue(pair) => pairs.push(pair),
+            Meta::Path(path) if path_name(&path) == "shard_optimizer" => {
+                if std::mem::replace(&mut flagged, true) {
+                    errors.spanned(&path, "duplicate key `shard_optimizer`");
+                }
+                *shard = true;
+            }
+            Meta::Path(path) => errors.spanned(
+                &path,
+                format!("`{}` needs a value (`key = value`); the only flag is `shard_optimizer`", path_name(&path)),
+            ),
+            Meta::List(list) => errors.spanned(&list, "expected `key = value` or the flag `shard_optimizer`"),
+        }
+    }
+    if flagged && pairs.iter().any(|p| path_name(&p.path) == "shard_optimizer") {
+        let pair = pairs.iter().find(|p| path_name(&p.path) == "shard_optimizer").expect("found above");
+        errors.spanned(&pair.path, "duplicate key `shard_optimizer`");
+    }
+    pairs
 }
 
 fn planning_config(
     args: proc_macro2::TokenStream,
     grad_comm: &mut GradComm,
     krate: &mut Option<syn::Path>,
+    shard: &mut bool,
     errors: &mut Errors,
 ) -> Planning {
     let (mut first_bucket_bytes, mut bucket_cap_bytes) = (DEFAULT_FIRST_BUCKET_MB * MIB, DEFAULT_BUCKET_CAP_MB * MIB);
     let mut order = BucketOrder::Ready;
     let mut planner: Option<(Planning, proc_macro2::TokenStream)> = None;
-    let pairs = match syn::parse::Parser::parse2(Punctuated::<MetaNameValue, Token![,]>::parse_terminated, args) {
-        Ok(pairs) => pairs,
+    let pairs = match syn::parse::Parser::parse2(Punctuated::<Meta, Token![,]>::parse_terminated, args) {
+        Ok(metas) => name_value_pairs(metas, shard, errors),
         Err(e) => {
             errors.push(syn::Error::new(
                 e.span(),
@@ -78,6 +113,13 @@ fn planning_config(
                 *krate = crate_path(&pair.value, errors);
                 continue;
             }
+            "shard_optimizer" => {
+                match &pair.value {
+                    Expr::Lit(ExprLit { lit: Lit::Bool(b), .. }) => *shard = b.value,
+                    other => errors.spanned(other, SHARD_HELP),
+                }
+                continue;
+            }
             "buckets" => {
                 if let Some(p) = planning::parse(&pair.value, errors) {
                     planner = Some((p, quote::ToTokens::to_token_stream(pair)));
@@ -87,8 +129,8 @@ fn planning_config(
             _ => {
                 errors.spanned(
                     &pair.path,
-                    "unknown key; expected `bucket_cap_mb`, `first_bucket_mb`, `bucket_order`, `buckets`, `grad_comm` or \
-                     `crate`",
+                    "unknown key; expected `bucket_cap_mb`, `first_bucket_mb`, `bucket_order`, `buckets`, `grad_comm`, \
+                     `shard_optimizer` or `crate`",
                 );
                 continue;
             }
@@ -99,7 +141,7 @@ fn planning_config(
     }
     match planner {
         Some((planning, tokens)) => {
-            if seen.iter().any(|k| !["buckets", "grad_comm", "crate"].contains(&k.as_str())) {
+            if seen.iter().any(|k| !["buckets", "grad_comm", "crate", "shard_optimizer"].contains(&k.as_str())) {
                 errors.spanned(
                     tokens,
                     "`buckets = ...` chooses the bucket boundaries itself: remove `bucket_cap_mb`, `first_bucket_mb` \

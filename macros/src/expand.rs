@@ -40,6 +40,7 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     if errors.is_empty() {
         if let Some(mut planned) = planning::plan(&config.planning, &item.ident, &model.specs(), &mut errors) {
             planned.schedule = planned.schedule.with_grad_comm(config.grad_comm);
+            planned.schedule.shard_optimizer = config.shard_optimizer;
             code = Some(emit(&model, &planned));
         }
     }
@@ -67,6 +68,7 @@ fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: 
     if let (Some(model), true) = (&model, errors.is_empty()) {
         if let Some(mut planned) = planning::plan(&config.planning, &model.item.ident, &model.specs(), &mut errors) {
             planned.schedule = planned.schedule.with_grad_comm(config.grad_comm);
+            planned.schedule.shard_optimizer = config.shard_optimizer;
             code = Some(emit(model, &planned));
         }
     }

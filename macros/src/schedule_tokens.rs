@@ -10,6 +10,7 @@ use crate::helpers::lit;
 pub fn schedule(s: &Schedule) -> TokenStream {
     let model = s.model.as_ref();
     let limits = limits(s.limits);
+    let shard_optimizer = s.shard_optimizer;
     let layers = s.layers.iter().map(|l| {
         let (name, kind, flops) = (l.name.as_ref(), l.kind.as_ref(), Literal::u64_unsuffixed(l.flops_per_sample));
         let width = width(l.width);
@@ -80,6 +81,7 @@ pub fn schedule(s: &Schedule) -> TokenStream {
             limits: #limits,
             layers: ::overlap::__private::Cow::Borrowed(&[#(#layers),*]),
             buckets: ::overlap::__private::Cow::Borrowed(&[#(#buckets),*]),
+            shard_optimizer: #shard_optimizer,
         }
     }
 }

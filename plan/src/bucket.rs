@@ -153,6 +153,7 @@ pub fn plan_buckets_in(
         limits: *limits,
         layers: Cow::Owned(layers),
         buckets: Cow::Owned(buckets),
+        shard_optimizer: false,
     })
 }
 

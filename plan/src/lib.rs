@@ -12,6 +12,7 @@ mod link;
 mod low_rank;
 mod profile;
 mod schedule;
+mod shard;
 mod simulate;
 mod spec;
 mod wire;
@@ -23,6 +24,7 @@ pub use link::{Link, LinkPreset, LINK_PRESETS};
 pub use low_rank::LowRank;
 pub use profile::{LayerTimes, Profile, PROFILE_FORMAT};
 pub use schedule::{human_bytes, BucketInfo, LayerInfo, ParamInfo, ParamRef, Schedule};
+pub use shard::{owned_part, shard_of};
 pub use simulate::{
     sim_buckets, simulate, BucketTimes, Prediction, SimBucket, SimLowRank, StepCosts, DEFAULT_UPDATE_S_PER_BYTE,
     LOW_RANK_S_PER_BYTE, NARROWING_S_PER_BYTE,

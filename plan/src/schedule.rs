@@ -80,6 +80,10 @@ pub struct Schedule {
     pub limits: BucketLimits,
     pub layers: Cow<'static, [LayerInfo]>,
     pub buckets: Cow<'static, [BucketInfo]>,
+    /// `#[distributed_model(shard_optimizer)]`: by default each rank keeps optimizer state for
+    /// its own slice of every bucket (see `shard_of`), the buckets reduce-scattered and the
+    /// updated slices all-gathered. A run may choose otherwise (`CommConfig::shard_optimizer`).
+    pub shard_optimizer: bool,
 }
 
 impl Schedule {
@@ -227,6 +231,10 @@ impl Schedule {
                 h.usize(low_rank.start_iter as usize);
             }
         }
+        // Unsharded adds nothing, so such a model's fingerprint is what it was before sharding.
+        if self.shard_optimizer {
+            h.str("shard_optimizer");
+        }
         h.0
     }
 }
@@ -300,6 +308,13 @@ impl fmt::Display for Schedule {
                 human_bytes(self.total_wire_bytes()),
                 human_bytes(self.total_bytes()),
                 self.total_bytes() as f64 / self.total_wire_bytes().max(1) as f64
+            )?;
+        }
+        if self.shard_optimizer {
+            writeln!(
+                f,
+                "optimizer state sharded: each bucket is reduce-scattered, each rank updates its own 1/N slice \
+                 (balanced to the element) with state for it alone, and the updated slices are all-gathered"
             )?;
         }
         let wire_header = if narrows { format!(" {:>17}", "on the wire") } else { String::new() };

@@ -204,6 +204,7 @@ pub const SETTING_NAMES: &[&str] = &[
     "`CommConfig::wait_timeout`",
     "`CommConfig::check_finite`",
     "`CommConfig::grad_comm`",
+    "`CommConfig::shard_optimizer`",
     "`OptimizerConfig::lr_schedule`",
     "`OptimizerConfig::clip_grad_norm`",
     "`TrainConfig::validation`",
@@ -276,6 +277,7 @@ impl TrainConfig {
             batch: self.batch,
             accumulate: self.accumulate,
             optimizer_buffers: self.optimizer.buffers_per_param(),
+            optimizer_shards: 1,
         }
     }
 

@@ -69,6 +69,9 @@ pub struct RunShape {
     pub accumulate: usize,
     /// Optimizer buffers per parameter element (0, 1 or 2).
     pub optimizer_buffers: usize,
+    /// Ranks the optimizer state is sharded over (`CommConfig::shard_optimizer`); 1 when every
+    /// rank keeps all of it.
+    pub optimizer_shards: usize,
 }
 
 impl RunShape {}
@@ -95,7 +98,15 @@ pub struct Observer<'a> {
 
 impl<'a> Observer<'a> {
     /// Starts recording if any output needs it, with a common time zero on all ranks.
-    pub fn start(config: &'a ObserveConfig, run: RunShape, comm: &Communicator, schedule: Schedule) -> Result<Self> {
+    pub fn start(
+        config: &'a ObserveConfig,
+        mut run: RunShape,
+        comm: &Communicator,
+        schedule: Schedule,
+    ) -> Result<Self> {
+        if comm.shards_optimizer() {
+            run.optimizer_shards = comm.world_size();
+        }
         let recording = config.records();
         let window = config.report_every.unwrap_or(DEFAULT_WINDOW);
         if recording {
@@ -171,6 +182,8 @@ impl<'a> Observer<'a> {
         let memory = Memory {
             peak_rss_mib: rss.iter().map(|&b| b as f64 / MIB).collect(),
             needed_mib: self.needed_bytes() as f64 / MIB,
+            optimizer_state_mib: optimizer_state_bytes(&self.schedule, &self.run).unwrap_or(usize::MAX) as f64 / MIB,
+            optimizer_shards: self.run.optimizer_shards,
         };
         let all = std::mem::take(&mut self.breakdowns);
         let costs = profile::measured_costs(&all, &self.schedule);
@@ -293,7 +306,7 @@ pub fn recording_bytes(config: &ObserveConfig, schedule: &Schedule, run: &RunSha
 /// that does not even fit in the address space.
 pub fn needed_bytes(schedule: &Schedule, run: &RunShape) -> Option<usize> {
     let params = schedule.total_bytes();
-    let state = run.optimizer_buffers.checked_mul(params)?;
+    let state = optimizer_state_bytes(schedule, run)?;
     // Each layer keeps its output and the gradient with respect to it, per sample.
     let (mut width, mut per_sample) = (0usize, 0usize);
     for layer in schedule.layers.iter() {
@@ -305,6 +318,15 @@ pub fn needed_bytes(schedule: &Schedule, run: &RunShape) -> Option<usize> {
     }
     let activations = run.batch.checked_mul(per_sample)?.checked_mul(ELEM_BYTES)?;
     params.checked_mul(2)?.checked_add(state)?.checked_add(activations)
+}
+
+/// The optimizer state of the rank that keeps the most, in bytes: all of it, or when it is
+/// sharded over `run.optimizer_shards` ranks, rank 0's slices (the largest, by an element per
+/// bucket at most; see `overlap_plan::shard_of`).
+pub fn optimizer_state_bytes(schedule: &Schedule, run: &RunShape) -> Option<usize> {
+    let shards = run.optimizer_shards.max(1);
+    let elements = schedule.buckets.iter().map(|b| overlap_plan::shard_of(b.numel, shards, 0).len()).sum::<usize>();
+    run.optimizer_buffers.checked_mul(elements)?.checked_mul(ELEM_BYTES)
 }
 
 /// Memory the kernel says is available to new allocations (`MemAvailable`; Linux only).

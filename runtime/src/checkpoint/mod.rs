@@ -21,6 +21,7 @@ mod claim;
 mod durable;
 mod layout;
 pub mod low_rank;
+pub mod shards;
 
 pub use claim::{claim, DirLock};
 

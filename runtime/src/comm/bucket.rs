@@ -30,6 +30,9 @@ pub struct GradBucket {
     wire: WireFormat,
     /// PowerSGD's state, when the schedule compresses this bucket (see `low_rank`).
     low_rank: Option<Box<LowRankState>>,
+    /// Reduce-scattered, its lent parameters updated in this rank's shard alone and all-gathered,
+    /// instead of all-reduced (sharded optimizer state; see `lend_sharded`).
+    sharded: bool,
 }
 
 impl GradBucket {
@@ -41,6 +44,7 @@ impl GradBucket {
             lent: Lent::default(),
             wire: WireFormat::Fp32,
             low_rank: None,
+            sharded: false,
         }
     }
 
@@ -55,7 +59,7 @@ impl GradBucket {
 
     /// A bucket holding `data` (a message of PowerSGD's factors), without copying it.
     pub(crate) fn from_vec(index: usize, data: Vec<f32>) -> Self {
-        GradBucket { index, data, lent: Lent::default(), wire: WireFormat::Fp32, low_rank: None }
+        GradBucket { index, data, lent: Lent::default(), wire: WireFormat::Fp32, low_rank: None, sharded: false }
     }
 
     /// The values, without copying them.
@@ -90,7 +94,28 @@ impl GradBucket {
         optimizer: &mut O,
         grad_scale: f32,
     ) -> bool {
-        self.lent.lend(members, params, optimizer, grad_scale)
+        self.lent.lend(members, params, optimizer, grad_scale, None)
+    }
+
+    /// Lends as `lend_for_update`, with optimizer state for `shard` (this rank's elements of the
+    /// bucket) alone, and marks the bucket to be reduce-scattered, its shard updated and the
+    /// updated values all-gathered into every rank's parameters. `false`, and nothing lent, when
+    /// the model or the optimizer cannot lend every parameter.
+    pub(crate) fn lend_sharded<P: ParamVecs, O: Optimizer>(
+        &mut self,
+        members: &[BucketMember],
+        params: &mut P,
+        optimizer: &mut O,
+        grad_scale: f32,
+        shard: std::ops::Range<usize>,
+    ) -> bool {
+        self.sharded = self.lent.lend(members, params, optimizer, grad_scale, Some(shard));
+        self.sharded
+    }
+
+    /// Whether this bucket goes as a reduce-scatter and an all-gather (see `lend_sharded`).
+    pub(crate) fn is_sharded(&self) -> bool {
+        self.sharded
     }
 
     /// Gives the lent parameters, now updated, back to `params` and their state to `optimizer`;
@@ -100,6 +125,7 @@ impl GradBucket {
             return false;
         }
         self.lent.give_back(params, optimizer);
+        self.sharded = false;
         true
     }
 

@@ -15,6 +15,8 @@
 
 use std::ops::Range;
 
+use overlap_plan::owned_part;
+
 use crate::optim::{LentState, Optimizer};
 
 /// Where lent parameters come from and go back to: the `Vec` holding each of the model's
@@ -45,6 +47,10 @@ struct LentParam {
     /// Where its gradient starts in the bucket.
     offset: usize,
     value: Vec<f32>,
+    /// The elements this rank updates, of the parameter's own: all of them, or with sharded
+    /// optimizer state the part inside this rank's shard of the bucket, which is all the state
+    /// covers (its element 0 is the parameter's element `owned.start`).
+    owned: Range<usize>,
     state: LentState,
 }
 
@@ -64,12 +70,15 @@ impl Lent {
     /// Takes the bucket's parameters, `members`, out of `params` and their state out of
     /// `optimizer`, when every one of them can be lent; otherwise lends nothing and returns
     /// `false`.
+    /// With `shard` (elements of the bucket), each parameter lends only the state of its part
+    /// inside it, and only that part is updated here (sharded optimizer state).
     pub(crate) fn lend<P: ParamVecs, O: Optimizer>(
         &mut self,
         members: &[BucketMember],
         params: &mut P,
         optimizer: &mut O,
         grad_scale: f32,
+        shard: Option<Range<usize>>,
     ) -> bool {
         debug_assert!(self.is_empty(), "the bucket already has parameters lent");
         self.grad_scale = grad_scale;
@@ -79,12 +88,13 @@ impl Lent {
                 return false;
             };
             let value = std::mem::take(value);
-            let Some(state) = optimizer.lend(index, value.len()) else {
+            let owned = shard.as_ref().map_or(0..value.len(), |shard| owned_part(offset, value.len(), shard));
+            let Some(state) = optimizer.lend(index, owned.len()) else {
                 *params.param_vec_mut(index).expect("lent a moment ago") = value;
                 self.give_back(params, optimizer);
                 return false;
             };
-            self.params.push(LentParam { index, offset, value, state });
+            self.params.push(LentParam { index, offset, value, owned, state });
         }
         true
     }
@@ -94,11 +104,42 @@ impl Lent {
     pub(crate) fn update(&mut self, range: Range<usize>, sums: &[f32]) {
         debug_assert_eq!(range.len(), sums.len());
         for p in &mut self.params {
-            let (start, end) = (p.offset.max(range.start), (p.offset + p.value.len()).min(range.end));
+            let (owned_start, owned_end) = (p.offset + p.owned.start, p.offset + p.owned.end);
+            let (start, end) = (owned_start.max(range.start), owned_end.min(range.end));
             if start < end {
                 let own = start - p.offset..end - p.offset;
                 let grad = &sums[start - range.start..end - range.start];
-                p.state.apply(own.clone(), &mut p.value[own], grad, self.grad_scale);
+                let state = own.start - p.owned.start..own.end - p.owned.start;
+                p.state.apply(state, &mut p.value[own], grad, self.grad_scale);
+            }
+        }
+    }
+
+    /// Copies the lent parameters' values at `range` of the bucket into `out` (`range.len()`
+    /// long): what an all-gather sends of this rank's updated shard.
+    pub(crate) fn read_values(&self, range: Range<usize>, out: &mut [f32]) {
+        self.each_overlap(range, |p, own, at| out[at].copy_from_slice(&p.value[own]));
+    }
+
+    /// Sets the lent parameters' values at `range` of the bucket from `values`: another rank's
+    /// updated shard, as an all-gather brings it.
+    pub(crate) fn write_values(&mut self, range: Range<usize>, values: &[f32]) {
+        for p in &mut self.params {
+            let (start, end) = (p.offset.max(range.start), (p.offset + p.value.len()).min(range.end));
+            if start < end {
+                p.value[start - p.offset..end - p.offset]
+                    .copy_from_slice(&values[start - range.start..end - range.start]);
+            }
+        }
+    }
+
+    /// Calls `f` with each parameter overlapping `range` of the bucket, the overlap as the
+    /// parameter's elements and as positions in `range`.
+    fn each_overlap(&self, range: Range<usize>, mut f: impl FnMut(&LentParam, Range<usize>, Range<usize>)) {
+        for p in &self.params {
+            let (start, end) = (p.offset.max(range.start), (p.offset + p.value.len()).min(range.end));
+            if start < end {
+                f(p, start - p.offset..end - p.offset, start - range.start..end - range.start);
             }
         }
     }

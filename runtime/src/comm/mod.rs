@@ -18,11 +18,13 @@ mod mailbox;
 mod mode;
 mod mpi_calls;
 mod mpi_server;
+mod mpi_shards;
 mod mpi_thread;
 mod narrow_mpi;
 mod narrow_shared;
 mod settings;
 mod shared_memory;
+mod shared_shards;
 mod wire;
 
 pub use bucket::{GradBucket, InFlight};
@@ -69,6 +71,11 @@ pub struct Communicator {
     mailboxes: RefCell<Vec<Arc<Mailbox<Reduced>>>>,
     /// For the exchanges `backward_done` runs and waits for itself (PowerSGD without overlap).
     exchanges: RefCell<Arc<Mailbox<Reduced>>>,
+    /// The run's choice to shard the optimizer state (`CommConfig::shard_optimizer`), and the
+    /// model's (`Schedule::shard_optimizer`, from the handshake), which holds when the run
+    /// chose nothing.
+    shard_chosen: Cell<Option<bool>>,
+    shard_by_schedule: Cell<bool>,
 }
 
 /// What `AfterBackward` mode holds until backward is done.
@@ -136,6 +143,8 @@ impl Communicator {
             held: RefCell::default(),
             mailboxes: RefCell::default(),
             exchanges: RefCell::default(),
+            shard_chosen: Cell::new(None),
+            shard_by_schedule: Cell::new(false),
         }
     }
 
@@ -186,6 +195,7 @@ impl Communicator {
         self.apply_wait_timeout(config.wait_timeout);
         self.checks.set(WaitChecks { finite: config.check_finite, ..self.checks.get() });
         self.wire.borrow_mut().chosen = config.grad_comm.map(Chosen::All);
+        self.shard_chosen.set(config.shard_optimizer);
         Ok(())
     }
 
@@ -203,6 +213,23 @@ impl Communicator {
             check_finite: self.checks.get().finite,
             grad_comm,
             wait_timeout: self.checks.get().timeout,
+            shard_optimizer: self.shard_chosen.get(),
+        }
+    }
+
+    /// Whether each rank keeps optimizer state for its own slice of every bucket only: the run's
+    /// choice (`CommConfig::shard_optimizer`), else the model's (from `check_same_schedule`).
+    pub fn shards_optimizer(&self) -> bool {
+        self.shard_chosen.get().unwrap_or(self.shard_by_schedule.get())
+    }
+
+    /// This rank's slice of a bucket of `numel` elements when the optimizer state is sharded (see
+    /// `overlap_plan::shard_of`); the whole bucket otherwise.
+    pub fn shard(&self, numel: usize) -> std::ops::Range<usize> {
+        if self.shards_optimizer() {
+            overlap_plan::shard_of(numel, self.world_size(), self.rank())
+        } else {
+            0..numel
         }
     }
 
@@ -342,7 +369,22 @@ impl Communicator {
         optimizer: &mut O,
         grad_scale: f32,
     ) -> InFlight {
-        if !self.checks.get().finite {
+        if self.shards_optimizer() {
+            let shard = self.shard(bucket.len());
+            let index = bucket.index();
+            // A run refuses what cannot shard before its first step (`Trainer::fit`); here the
+            // contract is broken by the caller, and the sums would have nowhere to go.
+            assert!(
+                !members.is_empty() && !self.checks.get().finite,
+                "bucket {index}: sharded optimizer state updates every parameter as its slice is summed, which \
+                 clipping by the global norm and --check-finite do not allow"
+            );
+            assert!(
+                bucket.lend_sharded(members, params, optimizer, grad_scale, shard),
+                "bucket {index}: sharded optimizer state needs every parameter lent with its state (an element-wise \
+                 optimizer such as SGD or AdamW, and layers that expose their parameters' `Vec`s)"
+            );
+        } else if !self.checks.get().finite {
             bucket.lend_for_update(members, params, optimizer, grad_scale);
         }
         self.all_reduce_async(bucket)
@@ -426,20 +468,29 @@ impl Communicator {
     /// Every rank's `data` at rank 0, bit for bit, indexed by rank; `None` on the other ranks
     /// (through the u64 gather, two values to a word).
     pub fn gather_f32_to_root(&self, data: &[f32]) -> Result<Option<Vec<Vec<f32>>>> {
-        let words = data
-            .chunks(2)
-            .map(|pair| u64::from(pair[0].to_bits()) | u64::from(pair.get(1).map_or(0, |v| v.to_bits())) << 32)
+        self.gather_f32_varying_to_root(data)
+    }
+
+    /// Every rank's `data`, of any length, at rank 0, bit for bit, indexed by rank; `None` on
+    /// the other ranks (through the u64 gather: the length, then two values to a word).
+    pub fn gather_f32_varying_to_root(&self, data: &[f32]) -> Result<Option<Vec<Vec<f32>>>> {
+        let words = std::iter::once(data.len() as u64)
+            .chain(
+                data.chunks(2)
+                    .map(|pair| u64::from(pair[0].to_bits()) | u64::from(pair.get(1).map_or(0, |v| v.to_bits())) << 32),
+            )
             .collect();
         let gathered = self.gather_u64_to_root(words)?;
         Ok(gathered.map(|ranks| {
             ranks
                 .into_iter()
                 .map(|words| {
-                    let mut values: Vec<f32> = words
+                    let len = words.first().map_or(0, |&n| n as usize);
+                    let mut values: Vec<f32> = words[1..]
                         .iter()
                         .flat_map(|w| [f32::from_bits(*w as u32), f32::from_bits((w >> 32) as u32)])
                         .collect();
-                    values.truncate(data.len()); // Every rank sends as many values.
+                    values.truncate(len);
                     values
                 })
                 .collect()
@@ -495,6 +546,24 @@ impl Communicator {
             )));
         }
         self.wire.borrow_mut().schedule = schedule.buckets.iter().map(|b| b.wire).collect();
+        self.agree_on_sharding(schedule)
+    }
+
+    /// Fails on every rank unless all of them shard the optimizer state (or none does), with
+    /// `schedule`'s choice where the run made none: a rank reduce-scattering a bucket another
+    /// all-reduces would hang. Collective.
+    pub fn agree_on_sharding(&self, schedule: &Schedule) -> Result<()> {
+        self.shard_by_schedule.set(schedule.shard_optimizer);
+        let sharding = self.all_gather_u64(u64::from(self.shards_optimizer()))?;
+        if let Some(rank) = sharding.iter().position(|&s| s != sharding[0]) {
+            let says = |s: u64| if s == 1 { "shards" } else { "does not shard" };
+            return Err(Error::Config(format!(
+                "ranks disagree on sharding the optimizer state: rank 0 {} it, rank {rank} {} \
+                 (`CommConfig::shard_optimizer`)",
+                says(sharding[0]),
+                says(sharding[rank])
+            )));
+        }
         Ok(())
     }
 }

@@ -57,6 +57,12 @@ extern "C" {
     fn overlap_mpi_in_place() -> *mut c_void;
 }
 
+/// The implementation's `MPI_IN_PLACE`, for the calls made outside this file.
+pub(super) fn in_place() -> *mut c_void {
+    // SAFETY: `in_place.c` returns a constant; it reads and writes nothing.
+    unsafe { overlap_mpi_in_place() }
+}
+
 /// Largest element count per call: MPI counts are `int`.
 const MAX_COUNT: usize = 1 << 30;
 

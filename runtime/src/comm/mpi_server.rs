@@ -17,6 +17,7 @@ use super::bucket::{GradBucket, Reduced};
 use super::mailbox::Reply;
 use super::mode::Transport;
 use super::mpi_calls::{self, all_reduce_in_place, gather_to_root, Gathered};
+use super::mpi_shards::MpiShards;
 use super::narrow_mpi::NarrowMpi;
 use super::shared_memory::SharedMemory;
 use super::wire::Narrowing;
@@ -120,6 +121,7 @@ fn serve_requests(
     let mut link: Option<Link> = None;
     let mut all_reduces = 0u64;
     let mut narrow_mpi = NarrowMpi::default();
+    let mut mpi_shards = MpiShards::default();
     // A collective some rank never joins ends in `abort` once this rank gives up (`aborting`).
     let done = |finished: bool| {
         if !finished {
@@ -140,8 +142,11 @@ fn serve_requests(
                 let started = Instant::now();
                 // One rank sends nothing, so rounds nothing (`mpirun -n 1` comes here too).
                 let narrowing = Narrowing::new(bucket.wire_format(), size).filter(|_| size > 1);
+                let sharded = bucket.is_sharded() && size > 1;
                 let (data, lent) = bucket.data_and_lent();
                 let reduced = match (&mut shared, narrowing) {
+                    (Some(shared), _) if sharded => shared.reduce_scatter_and_gather(data, lent, aborting),
+                    (None, _) if sharded => mpi_shards.reduce_scatter_and_gather(world, data, lent, aborting),
                     (Some(shared), None) => shared.all_reduce(data, lent, aborting),
                     (Some(shared), Some(narrowing)) => shared.all_reduce_narrow(data, lent, narrowing, aborting),
                     (None, Some(narrowing)) => narrow_mpi.all_reduce(world, data, lent, narrowing, aborting),

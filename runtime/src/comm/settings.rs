@@ -30,6 +30,11 @@ pub struct CommConfig {
     pub grad_comm: Option<WireFormat>,
     /// Bound on every wait for the other ranks (`None`: as long as the job lives).
     pub wait_timeout: Option<Duration>,
+    /// Shard the optimizer state over the ranks (ZeRO-1: each bucket reduce-scattered, each rank
+    /// updating its own slice with state for it alone, the slices all-gathered) or keep it whole
+    /// on every rank; `None`: as the model's `#[distributed_model(shard_optimizer)]` says. Every
+    /// rank must choose the same.
+    pub shard_optimizer: Option<bool>,
 }
 
 impl Default for CommConfig {
@@ -41,6 +46,7 @@ impl Default for CommConfig {
             check_finite: false,
             grad_comm: None,
             wait_timeout: Some(DEFAULT_COMM_TIMEOUT),
+            shard_optimizer: None,
         }
     }
 }

@@ -7,8 +7,9 @@
 //! its chunk in, sums one part of the chunk over all ranks, and copies the other parts' sums out.
 //! Each gradient is read and written once from main memory; the rest is cache traffic.
 //!
-//! Every element is summed by exactly one rank (its own value, then the others' in rank order)
-//! and copied to the others: all ranks end with bit-identical gradients. When parameters are
+//! Every element is summed by exactly one rank, in rank order whichever rank it is, and copied to
+//! the others: all ranks end with bit-identical gradients, the very floats a reduce-scatter of
+//! the same bucket gives (`shared_shards`). When parameters are
 //! lent with the bucket (`lent`), nothing is copied out: each rank updates its parameters from
 //! the sums in the slots, its own part's and then the others', and clears the bucket as it reads
 //! it, for the next step.
@@ -212,19 +213,26 @@ impl SharedMemory {
             // SAFETY: see above; `mine` is within the chunk, and this rank's slot is memory no
             // slice of `piece` covers.
             let published = unsafe { std::slice::from_raw_parts_mut(me.slot(slot, mine.clone()), mine.len()) };
-            // SAFETY: see above.
-            let theirs =
-                |segment: &Segment| unsafe { std::slice::from_raw_parts(segment.slot(slot, mine.clone()), mine.len()) };
-            if fused {
-                // The sum goes to the slot only: the lent parameters read it there. Our part of
-                // the bucket is read for the last time, and cleared block by block.
-                for block in blocks(0..sum.len()) {
-                    let others = self.others().map(|segment| &theirs(segment)[block.clone()]);
-                    add_into_slot(&sum[block.clone()], others, &mut published[block.clone()]);
+            // The sum goes to the slot, block by block while it is in L1; then, unless the lent
+            // parameters read it there, back into our part of the bucket. A lent bucket's part is
+            // read here for the last time, and cleared.
+            for block in blocks(0..sum.len()) {
+                let own = &sum[block.clone()];
+                let value = |r: usize| {
+                    if r == self.rank {
+                        own
+                    } else {
+                        let at = mine.start + block.start..mine.start + block.end;
+                        // SAFETY: see above.
+                        unsafe { std::slice::from_raw_parts(self.segments[r].slot(slot, at.clone()), at.len()) }
+                    }
+                };
+                sum_in_rank_order(ranks, value, &mut published[block.clone()]);
+                if fused {
                     sum[block].fill(0.0);
+                } else {
+                    sum[block.clone()].copy_from_slice(&published[block]);
                 }
-            } else {
-                add_in_place(sum, self.others().map(theirs), published);
             }
             self.publish(Flag::Reduced, s);
             if fused {
@@ -247,11 +255,6 @@ impl SharedMemory {
             self.publish(Flag::Consumed, s);
         }
         true
-    }
-
-    /// The other ranks' segments, in rank order.
-    fn others(&self) -> impl Iterator<Item = &Segment> {
-        self.segments.iter().enumerate().filter(move |&(peer, _)| peer != self.rank).map(|(_, segment)| segment)
     }
 
     /// `rank`'s `flag`, which other processes change only through atomic operations.
@@ -285,38 +288,17 @@ impl Drop for SharedMemory {
     }
 }
 
-/// `sum += others` in rank order, the last addition also writing the sum to `published`: one
-/// pass instead of two.
-fn add_in_place<'a>(sum: &mut [f32], others: impl Iterator<Item = &'a [f32]>, published: &mut [f32]) {
-    let mut others = others.peekable();
-    while let Some(theirs) = others.next() {
-        if others.peek().is_some() {
-            sum.iter_mut().zip(theirs).for_each(|(s, t)| *s += *t);
-        } else {
-            for ((s, t), p) in sum.iter_mut().zip(theirs).zip(published.iter_mut()) {
-                *s += *t;
-                *p = *s;
-            }
-        }
-    }
-}
-
-/// `published = own + others`, added in the same order as `add_in_place`, so the same floats;
-/// `own` is left as it was.
-fn add_into_slot<'a>(own: &[f32], others: impl Iterator<Item = &'a [f32]>, published: &mut [f32]) {
-    for (k, theirs) in others.enumerate() {
-        if k == 0 {
-            for ((p, o), t) in published.iter_mut().zip(own).zip(theirs) {
-                *p = *o + *t;
-            }
-        } else {
-            published.iter_mut().zip(theirs).for_each(|(p, t)| *p += *t);
-        }
+/// `out = v(0) + v(1) + ... + v(ranks - 1)`, added in rank order whichever rank sums: every
+/// rank's sums are the same floats, and a reduce-scatter's (`shared_shards`) are the all-reduce's.
+pub(super) fn sum_in_rank_order<'a>(ranks: usize, value: impl Fn(usize) -> &'a [f32], out: &mut [f32]) {
+    out.copy_from_slice(value(0));
+    for r in 1..ranks {
+        out.iter_mut().zip(value(r)).for_each(|(o, v)| *o += *v);
     }
 }
 
 /// `range` in pieces of `BLOCK` elements, the last one shorter.
-fn blocks(range: Range<usize>) -> impl Iterator<Item = Range<usize>> {
+pub(super) fn blocks(range: Range<usize>) -> impl Iterator<Item = Range<usize>> {
     range.clone().step_by(BLOCK).map(move |start| start..(start + BLOCK).min(range.end))
 }
 

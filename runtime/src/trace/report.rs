@@ -64,6 +64,10 @@ pub struct Memory {
     pub peak_rss_mib: Vec<f64>,
     /// Parameters + gradients + optimizer state + activations of one rank, MiB.
     pub needed_mib: f64,
+    /// The optimizer state of the rank that keeps the most, MiB.
+    pub optimizer_state_mib: f64,
+    /// Ranks the optimizer state is sharded over; 1 when each keeps all of it.
+    pub optimizer_shards: usize,
 }
 
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -310,6 +314,11 @@ impl fmt::Display for OverlapReport {
                 m.needed_mib,
                 peak / m.needed_mib.max(f64::MIN_POSITIVE)
             )?;
+            let sharded = match m.optimizer_shards {
+                1 => "whole on every rank".to_string(),
+                n => format!("sharded over {n} ranks"),
+            };
+            writeln!(f, "  optimizer state: {:.2} MiB per rank, {sharded}", m.optimizer_state_mib)?;
         }
         if self.world_size > 1 {
             // FP32 runs keep their table; narrow ones say what travelled.
@@ -399,6 +408,7 @@ mod tests {
         limits: BucketLimits::Unlimited,
         layers: Cow::Borrowed(LAYERS),
         buckets: Cow::Borrowed(BUCKETS),
+        shard_optimizer: false,
     };
 
     fn step(step: u64, rank: u32, compute_ms: u64, reduce_ms: u64, exposed_ms: u64) -> StepBreakdown {

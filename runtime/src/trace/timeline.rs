@@ -240,6 +240,7 @@ mod tests {
             limits: overlap_plan::BucketLimits::Unlimited,
             layers: std::borrow::Cow::Borrowed(&[]),
             buckets: std::borrow::Cow::Borrowed(&[]),
+            shard_optimizer: false,
         }
     }
 

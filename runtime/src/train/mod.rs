@@ -196,6 +196,7 @@ impl<'c> Trainer<'c> {
     ) -> Result<TrainSummary> {
         let Trainer { comm, config, progress, held_out } = self;
         comm.apply(&config.comm)?;
+        comm.agree_on_sharding(&M::SCHEDULE)?;
         check(&config, &M::SCHEDULE, data, comm.world_size())?;
         validation::check(&config, data, held_out.as_deref())?;
         // Held until the run ends: no other run saves into this folder meanwhile.
@@ -212,6 +213,10 @@ impl<'c> Trainer<'c> {
             vocabulary: data.vocabulary(),
         };
         let (position, low_rank) = resume(&config, model, &mut optimizer, (comm.rank(), comm.world_size()), &about)?;
+        if comm.shards_optimizer() {
+            // A checkpoint holds whole state (see `checkpoint::shards`): this rank keeps its slices.
+            checkpoint::shards::keep_own(&mut optimizer, &M::SCHEDULE, comm);
+        }
         if let (0, Device::Cpu, Some(fitting)) = (comm.rank(), config.device, crate::host::blas_core::mismatch()) {
             console::err_line(&format!(
                 "note: OpenBLAS runs its {} kernels, and this CPU runs {fitting}'s (several times faster): set \
@@ -248,6 +253,36 @@ impl<'c> Trainer<'c> {
             ));
         }
         Ok(summary)
+    }
+}
+
+/// Every rank's slices of the optimizer state, joined at rank 0 for a checkpoint, when the run
+/// shards them (a collective: every rank is here); `None` otherwise and on the other ranks.
+fn join_shards<M: DistributedModel>(
+    backend: &mut impl StepBackend<M>,
+    comm: &Communicator,
+) -> Result<Option<checkpoint::shards::Joined>> {
+    if !comm.shards_optimizer() {
+        return Ok(None);
+    }
+    let (_, optimizer) = backend.host_state()?;
+    checkpoint::shards::gather(optimizer, &M::SCHEDULE, comm)
+}
+
+/// Rank 0 writes a checkpoint of the backend's state into `save.dir`: the optimizer state joined
+/// from every rank's slices when it is sharded (`joined`), the backend's own otherwise.
+fn write_checkpoint<M: DistributedModel>(
+    backend: &mut impl StepBackend<M>,
+    save: &SaveConfig,
+    position: Position,
+    about: &checkpoint::RunAbout,
+    low_rank: Option<checkpoint::low_rank::Gathered>,
+    joined: Option<checkpoint::shards::Joined>,
+) -> Result<PathBuf> {
+    let (model, optimizer) = backend.host_state()?;
+    match &joined {
+        Some(joined) => checkpoint::save(&save.dir, model, joined, position, about, low_rank.as_ref()),
+        None => checkpoint::save(&save.dir, model, optimizer, position, about, low_rank.as_ref()),
     }
 }
 
@@ -390,11 +425,10 @@ impl Run<'_> {
             let gathered =
                 if config.saves_after(step) { checkpoint::low_rank::gather(&backend.buckets(), comm)? } else { None };
             if config.saves_after(step) {
+                let joined = join_shards(&mut backend, comm)?;
                 // Rank 0 writes (its failure kept, not returned yet: the others are waiting).
                 let written = match (rank, &config.save) {
-                    (0, Some(save)) => Some(backend.host_state().and_then(|(model, optimizer)| {
-                        checkpoint::save(&save.dir, model, optimizer, position, &about, gathered.as_ref())
-                    })),
+                    (0, Some(save)) => Some(write_checkpoint(&mut backend, save, position, &about, gathered, joined)),
                     _ => None,
                 };
                 // The other ranks wait for rank 0's write here, not in their next wait point,
@@ -414,10 +448,9 @@ impl Run<'_> {
             progress.finish();
             let unsaved = config.save.is_some() && !config.saves_after(step);
             let gathered = if unsaved { checkpoint::low_rank::gather(&backend.buckets(), comm)? } else { None };
+            let joined = if unsaved { join_shards(&mut backend, comm)? } else { None };
             let written = match (rank, &config.save, &saved) {
-                (0, Some(save), None) => Some(backend.host_state().and_then(|(model, optimizer)| {
-                    checkpoint::save(&save.dir, model, optimizer, position, &about, gathered.as_ref())
-                })),
+                (0, Some(save), None) => Some(write_checkpoint(&mut backend, save, position, &about, gathered, joined)),
                 _ => None,
             };
             backend.finish()?;

@@ -67,6 +67,7 @@ pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Datas
             config.accumulate, config.batch
         )));
     }
+    check_sharding(config, schedule)?;
     if config.device == Device::Cpu {
         check_memory(config, schedule)?;
     } else if let Some(chosen) = schedule.grad_comm() {
@@ -248,6 +249,49 @@ pub fn io_widths(schedule: &Schedule) -> Option<(usize, usize)> {
         })
     };
     Some((fixed().next()?.0, fixed().next_back()?.1))
+}
+
+/// Settings that sharded optimizer state cannot run with, refused by name. Each rank updates its
+/// own slice of a bucket on the communication thread as the slice's sums arrive, with state for
+/// that slice alone: nothing may need the sums first (clipping's global norm, the finiteness
+/// check) or send them otherwise (narrow formats, PowerSGD); and only the CPU does it so far.
+fn check_sharding(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
+    if !config.comm.shard_optimizer.unwrap_or(schedule.shard_optimizer) {
+        return Ok(());
+    }
+    let how = if config.comm.shard_optimizer.is_some() {
+        "`CommConfig::shard_optimizer`".to_string()
+    } else {
+        format!("{}'s `#[distributed_model(shard_optimizer)]`", schedule.model)
+    };
+    let narrow = match config.comm.grad_comm {
+        Some(format) => (format != crate::comm::WireFormat::Fp32).then(|| format!("`CommConfig::grad_comm` {format}")),
+        None => schedule.grad_comm().map(|g| format!("the model's `grad_comm = {g}`")),
+    };
+    let conflicts = [
+        (config.device != Device::Cpu).then(|| {
+            "`TrainConfig::device` cuda: the GPU's reduce-scatter and all-gather are not built yet".to_string()
+        }),
+        config.optimizer.clip_grad_norm.map(|max| {
+            format!(
+                "`OptimizerConfig::clip_grad_norm` {max}: the global norm needs every slice's sums before any update"
+            )
+        }),
+        config
+            .comm
+            .check_finite
+            .then(|| "`CommConfig::check_finite`: it checks the sums before any update".to_string()),
+        narrow.map(|n| format!("{n}: sharded buckets travel in FP32 (pass --grad-comm fp32)")),
+    ];
+    let conflicts: Vec<String> = conflicts.into_iter().flatten().collect();
+    if conflicts.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "{how} shards the optimizer state, which this run cannot do with {}; turn sharding off \
+         (`CommConfig::shard_optimizer` false) or change them",
+        conflicts.join("; ")
+    )))
 }
 
 /// Where training starts: step 0, or the newest checkpoint of `resume` (loaded into `model`
