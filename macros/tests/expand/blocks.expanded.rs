@@ -994,6 +994,7 @@ pub mod net {
                     },
                 ],
             ),
+            shard_optimizer: false,
         };
         type Workspace = NetWorkspace;
         type Grads = NetGrads;

@@ -894,6 +894,7 @@ impl ::overlap::DistributedModel for Mlp {
                 },
             ],
         ),
+        shard_optimizer: false,
     };
     type Workspace = MlpWorkspace;
     type Grads = MlpGrads;
