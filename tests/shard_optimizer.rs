@@ -94,7 +94,7 @@ fn sharded_state_gives_the_same_bits_on_2_3_and_4_ranks() {
 
 #[test]
 fn the_model_attribute_is_in_the_schedule_and_its_fingerprint() {
-    assert!(SmallSharded::SCHEDULE.shard_optimizer && !Small::SCHEDULE.shard_optimizer);
+    const { assert!(SmallSharded::SCHEDULE.shard_optimizer && !Small::SCHEDULE.shard_optimizer) };
     assert_ne!(Small::SCHEDULE.fingerprint(), SmallSharded::SCHEDULE.fingerprint());
     assert!(SmallSharded::SCHEDULE.to_string().contains("optimizer state sharded"));
     assert!(!Small::SCHEDULE.to_string().contains("sharded"));
