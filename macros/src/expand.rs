@@ -144,7 +144,32 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
     let (backward, backward_no_sync) = (backward_body(&names, true), backward_body(&names, false));
     let step = step_body(&names);
     let update_bucket = update_bucket_body(&names);
-    let forward = names.forward_body();
+    let forward = names.forward_body(false);
+    let forward_gathering = schedule.shard_optimizer.then(|| {
+        let body = names.forward_body(true);
+        quote! {
+            /// The forward after a sharded step: each all-gather's wait point right before the
+            /// first layer that reads its parameters.
+            fn forward_gathering_on<
+                'w,
+                __S: ::overlap::program::Storage,
+                __E: ::overlap::program::Compute<__S>,
+                __G: ::overlap::program::Gather<Self, __S>,
+            >(
+                &mut self,
+                dev: &mut __E,
+                gather: &mut __G,
+                ctx: &::overlap::StepContext,
+                input: &__S::Tensor,
+                ws: &'w mut #workspace_on<__S>,
+            ) -> ::overlap::Result<&'w __S::Tensor>
+            where
+                ::overlap::Error: ::core::convert::From<__S::Error>,
+            {
+                #body
+            }
+        }
+    });
     let (param_arms, param_mut_arms) =
         (param_arms(&names, schedule, "param"), param_arms(&names, schedule, "param_mut"));
     let param_vec_arms = schedule.layers.iter().zip(&names.access).flat_map(|(layer, f)| {
@@ -238,6 +263,8 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
                 #forward
             }
 
+            #forward_gathering
+
             #(#[doc = #table])*
             fn backward_on<
                 __S: ::overlap::program::Storage,
@@ -310,6 +337,24 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
                 let ::core::result::Result::Ok(output) =
                     ::overlap::program::Program::forward_on(self, &mut ::overlap::program::HostCompute, ctx, input, ws);
                 output
+            }
+
+            fn forward_gathering<'w>(
+                &mut self,
+                ctx: &::overlap::StepContext,
+                input: &::overlap::Matrix,
+                ws: &'w mut #workspace,
+                comm: &::overlap::Communicator,
+            ) -> ::overlap::Result<&'w ::overlap::Matrix> {
+                ::core::assert_eq!(input.rows(), ctx.row_count(), "the input's rows are not the step context's");
+                ::overlap::program::Program::forward_gathering_on(
+                    self,
+                    &mut ::overlap::program::HostCompute,
+                    &mut ::overlap::program::HostGather::new(comm),
+                    ctx,
+                    input,
+                    ws,
+                )
             }
 
             fn backward<O: ::overlap::Optimizer>(

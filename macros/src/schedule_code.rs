@@ -143,12 +143,27 @@ impl<'s> Names<'s> {
         }
     }
 
-    pub fn forward_body(&self) -> TokenStream {
+    /// The forward pass; with `gathering` (`forward_gathering_on`), each bucket's all-gather
+    /// wait point right before the first layer that reads one of its parameters, the first
+    /// layers' first.
+    pub fn forward_body(&self, gathering: bool) -> TokenStream {
         let mut out = quote! {
             ws.context = *ctx;
             dev.copy_input(input, &mut ws.input)?;
         };
+        let first_reader: Vec<usize> = self
+            .schedule
+            .buckets
+            .iter()
+            .map(|b| b.params.iter().map(|p| p.layer).min().unwrap_or(usize::MAX))
+            .collect();
         for (i, f) in self.fields.iter().enumerate() {
+            if gathering {
+                for k in (0..first_reader.len()).rev().filter(|&k| first_reader[k] == i) {
+                    let k = lit(k);
+                    out.extend(quote!(gather.wait_gather(#k, self)?;));
+                }
+            }
             let (input, o, s, index) = (self.input_of(i), suffixed(f, "out"), suffixed(f, "saved"), lit(i));
             let layer = &self.access[i];
             out.extend(match self.tied[i] {
@@ -291,6 +306,14 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
                     let #pending = dev.#launch(#index, #b, &[#(#members),*], self, grad_scale)?;
                 ));
             }
+        }
+    }
+    if sync && n.schedule.shard_optimizer {
+        // Sharded optimizer state: the all-gathers of the updated shards, queued behind every
+        // reduce-scatter in the order the next forward reads them (the last bucket first).
+        for (k, b) in n.schedule.buckets.iter().enumerate().rev() {
+            let (index, numel) = (lit(k), lit(b.numel));
+            out.extend(quote!(dev.launch_gather(#index, #numel)?;));
         }
     }
     if sync {

@@ -64,11 +64,27 @@ impl Link {
 
     /// Seconds a ring all-reduce of `bytes` takes on `ranks` ranks; zero for one rank.
     pub fn ring_all_reduce_seconds(&self, bytes: usize, ranks: usize) -> f64 {
+        2.0 * self.ring_pass_seconds(bytes, ranks)
+    }
+
+    /// A ring reduce-scatter of `bytes` over `ranks`: `(n-1)·α + (n-1)/n · S/B`, half an
+    /// all-reduce.
+    pub fn ring_reduce_scatter_seconds(&self, bytes: usize, ranks: usize) -> f64 {
+        self.ring_pass_seconds(bytes, ranks)
+    }
+
+    /// A ring all-gather of `bytes` (the whole buffer) over `ranks`: as a reduce-scatter.
+    pub fn ring_all_gather_seconds(&self, bytes: usize, ranks: usize) -> f64 {
+        self.ring_pass_seconds(bytes, ranks)
+    }
+
+    /// One pass around the ring: `n - 1` hops, each moving `1/n` of the buffer.
+    fn ring_pass_seconds(&self, bytes: usize, ranks: usize) -> f64 {
         if ranks <= 1 {
             return 0.0;
         }
         let n = ranks as f64;
-        2.0 * (n - 1.0) * self.latency_s + 2.0 * (n - 1.0) / n * bytes as f64 / self.bandwidth_bytes_per_s
+        (n - 1.0) * self.latency_s + (n - 1.0) / n * bytes as f64 / self.bandwidth_bytes_per_s
     }
 }
 

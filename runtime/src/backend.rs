@@ -120,7 +120,7 @@ impl<M: DistributedModel> StepBackend<M> for CpuBackend<'_, M> {
         if let Some(DeviceOp::Embedding { vocab, .. }) = M::DEVICE_OPS.first() {
             check_token_ids(&batch.inputs, *vocab)?;
         }
-        let output = self.model.forward_with(&batch.context, &batch.inputs, &mut self.ws);
+        let output = self.model.forward_gathering(&batch.context, &batch.inputs, &mut self.ws, self.comm)?;
         let span = trace::loss();
         let value = loss.loss_and_gradient(output, batch, &mut self.grad_output)?;
         drop(span);
@@ -154,6 +154,8 @@ impl<M: DistributedModel> StepBackend<M> for CpuBackend<'_, M> {
     }
 
     fn host_state(&mut self) -> Result<(&M, &ChosenOptimizer)> {
+        // Sharded parameters come back from their all-gathers first.
+        self.comm.finish_gathers(self.model)?;
         Ok((self.model, &self.optimizer))
     }
 
@@ -166,7 +168,7 @@ impl<M: DistributedModel> StepBackend<M> for CpuBackend<'_, M> {
     }
 
     fn finish(&mut self) -> Result<()> {
-        Ok(())
+        self.comm.finish_gathers(self.model)
     }
 }
 

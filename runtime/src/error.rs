@@ -85,3 +85,10 @@ pub fn signal_name(signal: i32) -> String {
         other => format!("signal {other}"),
     }
 }
+
+/// What the host's operations fail with (`program::Host`'s `Storage::Error`): never.
+impl From<std::convert::Infallible> for Error {
+    fn from(never: std::convert::Infallible) -> Self {
+        match never {}
+    }
+}

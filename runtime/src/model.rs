@@ -5,7 +5,7 @@
 
 use overlap_plan::{ParamRef, Schedule};
 
-use crate::comm::{Communicator, GradBucket};
+use crate::comm::{Communicator, GradBucket, ParamVecs};
 use crate::error::Result;
 use crate::layer::{DeviceOp, StepContext};
 use crate::optim::Optimizer;
@@ -19,7 +19,7 @@ use crate::tensor::Matrix;
 /// as soon as backward completes it and returns the in-flight buckets) → `step` (which waits for
 /// each bucket and finishes its parameters' update, and gives the buckets back). These run the
 /// model's `Program` on the host; a GPU runs the same program with its own storage.
-pub trait DistributedModel: Program {
+pub trait DistributedModel: Program + ParamVecs {
     /// The compiled plan: buckets, offsets, launch points.
     const SCHEDULE: Schedule;
 
@@ -44,6 +44,18 @@ pub trait DistributedModel: Program {
     /// Runs every layer on `input`, `ctx.row_count()` rows grouped into sequences as `ctx` says,
     /// keeping what backward needs (the context included) in `ws`; returns the model output.
     fn forward_with<'w>(&self, ctx: &StepContext, input: &Matrix, ws: &'w mut Self::Workspace) -> &'w Matrix;
+
+    /// `forward_with` after a step that sharded the optimizer state: waits for the all-gathers
+    /// of the parameters, each right before the first layer that reads them when the model was
+    /// compiled with `shard_optimizer` (all of them first otherwise), and gives them back to the
+    /// model. What a training loop calls; equal to `forward_with` when nothing is in flight.
+    fn forward_gathering<'w>(
+        &mut self,
+        ctx: &StepContext,
+        input: &Matrix,
+        ws: &'w mut Self::Workspace,
+        comm: &Communicator,
+    ) -> Result<&'w Matrix>;
 
     /// `forward_with` on rows of independent samples.
     fn forward<'w>(&self, input: &Matrix, ws: &'w mut Self::Workspace) -> &'w Matrix {

@@ -30,9 +30,23 @@ pub struct GradBucket {
     wire: WireFormat,
     /// PowerSGD's state, when the schedule compresses this bucket (see `low_rank`).
     low_rank: Option<Box<LowRankState>>,
-    /// Reduce-scattered, its lent parameters updated in this rank's shard alone and all-gathered,
-    /// instead of all-reduced (sharded optimizer state; see `lend_sharded`).
-    sharded: bool,
+    /// All-reduced, or reduce-scattered with its lent parameters updated in this rank's shard
+    /// alone (sharded optimizer state; see `lend_sharded`).
+    sharding: Sharding,
+}
+
+/// How a bucket's sums reach the parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sharding {
+    /// All-reduced: every rank has every sum (and updates every element it was lent).
+    Whole,
+    /// Reduce-scattered and updated in this rank's shard, then all-gathered into the lent
+    /// parameters before the bucket comes back.
+    GatherHere,
+    /// Reduce-scattered and updated in this rank's shard; the parameters' values stay on the
+    /// communication thread for the all-gather the step launches for the next forward
+    /// (`Communicator::launch_gather`), whose wait point gives them back.
+    GatherInForward,
 }
 
 impl GradBucket {
@@ -44,7 +58,7 @@ impl GradBucket {
             lent: Lent::default(),
             wire: WireFormat::Fp32,
             low_rank: None,
-            sharded: false,
+            sharding: Sharding::Whole,
         }
     }
 
@@ -59,7 +73,7 @@ impl GradBucket {
 
     /// A bucket holding `data` (a message of PowerSGD's factors), without copying it.
     pub(crate) fn from_vec(index: usize, data: Vec<f32>) -> Self {
-        GradBucket { index, data, lent: Lent::default(), wire: WireFormat::Fp32, low_rank: None, sharded: false }
+        GradBucket { index, data, lent: Lent::default(), wire: WireFormat::Fp32, low_rank: None, sharding: Sharding::Whole }
     }
 
     /// The values, without copying them.
@@ -99,23 +113,24 @@ impl GradBucket {
 
     /// Lends as `lend_for_update`, with optimizer state for `shard` (this rank's elements of the
     /// bucket) alone, and marks the bucket to be reduce-scattered, its shard updated and the
-    /// updated values all-gathered into every rank's parameters. `false`, and nothing lent, when
-    /// the model or the optimizer cannot lend every parameter.
+    /// updated values all-gathered into every rank's parameters, as `sharding` says. `false`,
+    /// and nothing lent, when the model or the optimizer cannot lend every parameter.
     pub(crate) fn lend_sharded<P: ParamVecs, O: Optimizer>(
         &mut self,
         members: &[BucketMember],
         params: &mut P,
         optimizer: &mut O,
         grad_scale: f32,
-        shard: std::ops::Range<usize>,
+        (shard, sharding): (std::ops::Range<usize>, Sharding),
     ) -> bool {
-        self.sharded = self.lent.lend(members, params, optimizer, grad_scale, Some(shard));
-        self.sharded
+        let lent = self.lent.lend(members, params, optimizer, grad_scale, Some(shard));
+        self.sharding = if lent { sharding } else { Sharding::Whole };
+        lent
     }
 
-    /// Whether this bucket goes as a reduce-scatter and an all-gather (see `lend_sharded`).
-    pub(crate) fn is_sharded(&self) -> bool {
-        self.sharded
+    /// How this bucket's sums reach the parameters (see `lend_sharded`).
+    pub(crate) fn sharding(&self) -> Sharding {
+        self.sharding
     }
 
     /// Gives the lent parameters, now updated, back to `params` and their state to `optimizer`;
@@ -125,7 +140,7 @@ impl GradBucket {
             return false;
         }
         self.lent.give_back(params, optimizer);
-        self.sharded = false;
+        self.sharding = Sharding::Whole;
         true
     }
 

@@ -39,14 +39,21 @@ pub struct BucketMember {
 /// L2 cache.
 const CLEAR_BLOCK: usize = 1 << 14;
 
-/// One lent parameter: its values, where its gradient sits in the bucket, and its state.
+/// One lent parameter's values and where its gradient starts in the bucket.
 #[derive(Debug)]
-struct LentParam {
+struct LentValue {
     /// Its index in definition order (the optimizer's and `ParamVecs`').
     index: usize,
     /// Where its gradient starts in the bucket.
     offset: usize,
     value: Vec<f32>,
+}
+
+/// One lent parameter's optimizer state.
+#[derive(Debug)]
+struct LentStateOf {
+    /// The parameter's index in definition order.
+    index: usize,
     /// The elements this rank updates, of the parameter's own: all of them, or with sharded
     /// optimizer state the part inside this rank's shard of the bucket, which is all the state
     /// covers (its element 0 is the parameter's element `owned.start`).
@@ -54,17 +61,67 @@ struct LentParam {
     state: LentState,
 }
 
-/// The parameters lent with one bucket; empty when its update runs after the wait point. The
-/// vector is kept from step to step, so lending allocates nothing after the first step.
+/// The values of the parameters lent with one bucket, addressed by the bucket's elements: what
+/// an all-gather reads (this rank's shard) and writes (the others'). With the all-gathers in the
+/// next forward (`#[distributed_model(shard_optimizer)]`) they travel on without their state,
+/// and the forward's wait point gives them back (`give_back`).
+#[derive(Debug, Default)]
+pub(crate) struct ParamValues {
+    params: Vec<LentValue>,
+}
+
+impl ParamValues {
+    /// Copies the values at `range` of the bucket into `out` (`range.len()` long): what an
+    /// all-gather sends of this rank's updated shard.
+    pub(crate) fn read_values(&self, range: Range<usize>, out: &mut [f32]) {
+        for p in &self.params {
+            if let Some((own, at)) = overlap(p, &range) {
+                out[at].copy_from_slice(&p.value[own]);
+            }
+        }
+    }
+
+    /// Sets the values at `range` of the bucket from `values`: another rank's updated shard, as
+    /// an all-gather brings it.
+    pub(crate) fn write_values(&mut self, range: Range<usize>, values: &[f32]) {
+        for p in &mut self.params {
+            if let Some((own, at)) = overlap(p, &range) {
+                p.value[own].copy_from_slice(&values[at]);
+            }
+        }
+    }
+
+    /// Puts every parameter back into `params`.
+    pub(crate) fn give_back<P: ParamVecs>(&mut self, params: &mut P) {
+        for p in self.params.drain(..) {
+            let Some(value) = params.param_vec_mut(p.index) else {
+                panic!("parameter {} was lent, so it can be given back", p.index);
+            };
+            *value = p.value;
+        }
+    }
+}
+
+/// The part of `range` of the bucket that parameter `p` covers: as its own elements, and as
+/// positions in `range`.
+fn overlap(p: &LentValue, range: &Range<usize>) -> Option<(Range<usize>, Range<usize>)> {
+    let (start, end) = (p.offset.max(range.start), (p.offset + p.value.len()).min(range.end));
+    (start < end).then(|| (start - p.offset..end - p.offset, start - range.start..end - range.start))
+}
+
+/// The parameters lent with one bucket and their state; empty when its update runs after the
+/// wait point. The vectors are kept from step to step, so lending allocates nothing after the
+/// first step (but when the values go on to an all-gather in the next forward).
 #[derive(Debug, Default)]
 pub(crate) struct Lent {
-    params: Vec<LentParam>,
+    values: ParamValues,
+    states: Vec<LentStateOf>,
     grad_scale: f32,
 }
 
 impl Lent {
     pub(crate) fn is_empty(&self) -> bool {
-        self.params.is_empty()
+        self.states.is_empty()
     }
 
     /// Takes the bucket's parameters, `members`, out of `params` and their state out of
@@ -94,7 +151,8 @@ impl Lent {
                 self.give_back(params, optimizer);
                 return false;
             };
-            self.params.push(LentParam { index, offset, value, owned, state });
+            self.values.params.push(LentValue { index, offset, value });
+            self.states.push(LentStateOf { index, owned, state });
         }
         true
     }
@@ -103,45 +161,28 @@ impl Lent {
     /// sums over all ranks, `sums` (`range.len()` long).
     pub(crate) fn update(&mut self, range: Range<usize>, sums: &[f32]) {
         debug_assert_eq!(range.len(), sums.len());
-        for p in &mut self.params {
-            let (owned_start, owned_end) = (p.offset + p.owned.start, p.offset + p.owned.end);
+        debug_assert_eq!(self.values.params.len(), self.states.len(), "the values went on without their state");
+        for (p, s) in self.values.params.iter_mut().zip(&mut self.states) {
+            let (owned_start, owned_end) = (p.offset + s.owned.start, p.offset + s.owned.end);
             let (start, end) = (owned_start.max(range.start), owned_end.min(range.end));
             if start < end {
                 let own = start - p.offset..end - p.offset;
                 let grad = &sums[start - range.start..end - range.start];
-                let state = own.start - p.owned.start..own.end - p.owned.start;
-                p.state.apply(state, &mut p.value[own], grad, self.grad_scale);
+                let state = own.start - s.owned.start..own.end - s.owned.start;
+                s.state.apply(state, &mut p.value[own], grad, self.grad_scale);
             }
         }
     }
 
-    /// Copies the lent parameters' values at `range` of the bucket into `out` (`range.len()`
-    /// long): what an all-gather sends of this rank's updated shard.
-    pub(crate) fn read_values(&self, range: Range<usize>, out: &mut [f32]) {
-        self.each_overlap(range, |p, own, at| out[at].copy_from_slice(&p.value[own]));
+    /// The lent parameters' values, for an all-gather of the updated shards.
+    pub(crate) fn values_mut(&mut self) -> &mut ParamValues {
+        &mut self.values
     }
 
-    /// Sets the lent parameters' values at `range` of the bucket from `values`: another rank's
-    /// updated shard, as an all-gather brings it.
-    pub(crate) fn write_values(&mut self, range: Range<usize>, values: &[f32]) {
-        for p in &mut self.params {
-            let (start, end) = (p.offset.max(range.start), (p.offset + p.value.len()).min(range.end));
-            if start < end {
-                p.value[start - p.offset..end - p.offset]
-                    .copy_from_slice(&values[start - range.start..end - range.start]);
-            }
-        }
-    }
-
-    /// Calls `f` with each parameter overlapping `range` of the bucket, the overlap as the
-    /// parameter's elements and as positions in `range`.
-    fn each_overlap(&self, range: Range<usize>, mut f: impl FnMut(&LentParam, Range<usize>, Range<usize>)) {
-        for p in &self.params {
-            let (start, end) = (p.offset.max(range.start), (p.offset + p.value.len()).min(range.end));
-            if start < end {
-                f(p, start - p.offset..end - p.offset, start - range.start..end - range.start);
-            }
-        }
+    /// Takes the values out, to go on to an all-gather in the next forward; their state stays
+    /// and goes back to the optimizer with the bucket (`give_back`).
+    pub(crate) fn take_values(&mut self) -> ParamValues {
+        std::mem::take(&mut self.values)
     }
 
     /// Updates the lent parameters from sums that fill the whole bucket, `sums`, and clears them
@@ -159,14 +200,13 @@ impl Lent {
         }
     }
 
-    /// Puts every lent parameter back into `params` and its state into `optimizer`.
+    /// Puts every lent parameter still here back into `params` and every state into
+    /// `optimizer`. Values taken on to an all-gather (`take_values`) come back at its wait
+    /// point; until then those parameters stay empty.
     pub(crate) fn give_back<P: ParamVecs, O: Optimizer>(&mut self, params: &mut P, optimizer: &mut O) {
-        for p in self.params.drain(..) {
-            let Some(value) = params.param_vec_mut(p.index) else {
-                panic!("parameter {} was lent, so it can be given back", p.index);
-            };
-            *value = p.value;
-            optimizer.give_back(p.index, p.state);
+        self.values.give_back(params);
+        for s in self.states.drain(..) {
+            optimizer.give_back(s.index, s.state);
         }
     }
 }

@@ -12,6 +12,7 @@
 mod backoff;
 mod board;
 mod bucket;
+mod gather;
 mod lent;
 mod low_rank;
 mod mailbox;
@@ -44,7 +45,7 @@ use crate::error::{Error, Result};
 use crate::optim::Optimizer;
 use crate::trace::recorder::record;
 use crate::trace::span::Activity;
-use bucket::{Reduced, WaitChecks};
+use bucket::{Reduced, Sharding, WaitChecks};
 use mailbox::{Mailbox, Reply};
 use mpi_thread::MpiThread;
 use wire::{Chosen, WirePlan};
@@ -76,6 +77,12 @@ pub struct Communicator {
     /// chose nothing.
     shard_chosen: Cell<Option<bool>>,
     shard_by_schedule: Cell<bool>,
+    /// Whether the model's generated code has the all-gathers' launches and wait points
+    /// (`#[distributed_model(shard_optimizer)]`; see `gather`).
+    gather_points: Cell<bool>,
+    /// The all-gathers in flight, by bucket index, and their reused mailboxes.
+    gathers: RefCell<Vec<Option<gather::GatherInFlight>>>,
+    gather_mailboxes: RefCell<Vec<Arc<Mailbox<gather::GatheredParams>>>>,
 }
 
 /// What `AfterBackward` mode holds until backward is done.
@@ -84,6 +91,8 @@ enum Held {
     Reduce(GradBucket, Reply<Reduced>),
     /// A low-rank bucket whose P and Q exchanges `backward_done` runs in turn.
     LowRank(GradBucket, Reply<Reduced>),
+    /// The all-gather of a sharded bucket's updated shards.
+    Gather { index: usize, numel: usize, reply: Reply<gather::GatheredParams> },
 }
 
 enum Backend {
@@ -145,6 +154,9 @@ impl Communicator {
             exchanges: RefCell::default(),
             shard_chosen: Cell::new(None),
             shard_by_schedule: Cell::new(false),
+            gather_points: Cell::new(false),
+            gathers: RefCell::default(),
+            gather_mailboxes: RefCell::default(),
         }
     }
 
@@ -370,7 +382,8 @@ impl Communicator {
         grad_scale: f32,
     ) -> InFlight {
         if self.shards_optimizer() {
-            let shard = self.shard(bucket.len());
+            let gather = if self.gathers_in_forward() { Sharding::GatherInForward } else { Sharding::GatherHere };
+            let shard = (self.shard(bucket.len()), gather);
             let index = bucket.index();
             // A run refuses what cannot shard before its first step (`Trainer::fit`); here the
             // contract is broken by the caller, and the sums would have nowhere to go.
@@ -412,6 +425,7 @@ impl Communicator {
                 match entry {
                     Held::Reduce(bucket, reply) => t.all_reduce(bucket, reply),
                     Held::LowRank(bucket, reply) => self.low_rank_after_backward(t, bucket, reply),
+                    Held::Gather { index, numel, reply } => t.all_gather(index, numel, reply),
                 }
             }
             drop(held);
@@ -554,6 +568,7 @@ impl Communicator {
     /// all-reduces would hang. Collective.
     pub fn agree_on_sharding(&self, schedule: &Schedule) -> Result<()> {
         self.shard_by_schedule.set(schedule.shard_optimizer);
+        self.gather_points.set(schedule.shard_optimizer);
         let sharding = self.all_gather_u64(u64::from(self.shards_optimizer()))?;
         if let Some(rank) = sharding.iter().position(|&s| s != sharding[0]) {
             let says = |s: u64| if s == 1 { "shards" } else { "does not shard" };

@@ -13,7 +13,8 @@ use mpi::Threading;
 use overlap_plan::Link;
 
 use super::board::{self, Board};
-use super::bucket::{GradBucket, Reduced};
+use super::bucket::{GradBucket, Reduced, Sharding};
+use super::gather::{GatheredParams, Gathers};
 use super::mailbox::Reply;
 use super::mode::Transport;
 use super::mpi_calls::{self, all_reduce_in_place, gather_to_root, Gathered};
@@ -25,6 +26,9 @@ use super::wire::Narrowing;
 /// What the compute thread asks of the communication thread.
 pub(super) enum Request {
     AllReduce(GradBucket, Reply<Reduced>),
+    /// The all-gather of bucket `index`'s updated shards (its `numel` elements), whose values an
+    /// earlier reduce-scatter kept here (`Sharding::GatherInForward`).
+    AllGather { index: usize, numel: usize, reply: Reply<GatheredParams> },
     /// Emulate this link from now on (`None`: run at the machine's own speed).
     EmulateLink(Option<Link>),
     /// Replies once every earlier request has been served.
@@ -122,6 +126,7 @@ fn serve_requests(
     let mut all_reduces = 0u64;
     let mut narrow_mpi = NarrowMpi::default();
     let mut mpi_shards = MpiShards::default();
+    let mut gathers = Gathers::default();
     // A collective some rank never joins ends in `abort` once this rank gives up (`aborting`).
     let done = |finished: bool| {
         if !finished {
@@ -142,11 +147,22 @@ fn serve_requests(
                 let started = Instant::now();
                 // One rank sends nothing, so rounds nothing (`mpirun -n 1` comes here too).
                 let narrowing = Narrowing::new(bucket.wire_format(), size).filter(|_| size > 1);
-                let sharded = bucket.is_sharded() && size > 1;
+                let sharding = if size > 1 { bucket.sharding() } else { Sharding::Whole };
+                let index = bucket.index();
                 let (data, lent) = bucket.data_and_lent();
                 let reduced = match (&mut shared, narrowing) {
-                    (Some(shared), _) if sharded => shared.reduce_scatter_and_gather(data, lent, aborting),
-                    (None, _) if sharded => mpi_shards.reduce_scatter_and_gather(world, data, lent, aborting),
+                    (Some(shared), _) if sharding == Sharding::GatherHere => {
+                        shared.reduce_scatter_and_gather(data, lent, aborting)
+                    }
+                    (None, _) if sharding == Sharding::GatherHere => {
+                        mpi_shards.reduce_scatter_and_gather(world, data, lent, aborting)
+                    }
+                    (Some(shared), _) if sharding == Sharding::GatherInForward => {
+                        shared.reduce_scatter(data, lent, aborting) && gathers.keep(index, lent)
+                    }
+                    (None, _) if sharding == Sharding::GatherInForward => {
+                        mpi_shards.reduce_scatter(world, data, lent, aborting) && gathers.keep(index, lent)
+                    }
                     (Some(shared), None) => shared.all_reduce(data, lent, aborting),
                     (Some(shared), Some(narrowing)) => shared.all_reduce_narrow(data, lent, narrowing, aborting),
                     (None, Some(narrowing)) => narrow_mpi.all_reduce(world, data, lent, narrowing, aborting),
@@ -164,12 +180,33 @@ fn serve_requests(
                 if let Some(link) = &link {
                     // The bytes that travel: half a bucket's for bf16 and fp16.
                     let bytes = bucket.len() * bucket.wire_format().bytes_per_value();
-                    let hold = hold_for(link.ring_all_reduce_seconds(bytes, size));
+                    let hold = hold_for(match sharding {
+                        // The all-gather comes later, in the next forward.
+                        Sharding::GatherInForward => link.ring_reduce_scatter_seconds(bytes, size),
+                        _ => link.ring_all_reduce_seconds(bytes, size),
+                    });
                     if !hold_until(started.checked_add(hold), aborting) {
                         abort(world);
                     }
                 }
                 reply.send(Reduced { bucket, started, finished: Instant::now() });
+            }
+            Request::AllGather { index, numel, reply } => {
+                let started = Instant::now();
+                let mut values = gathers.take(index);
+                let gathered = match &mut shared {
+                    Some(shared) => shared.all_gather(numel, &mut values, aborting),
+                    None => mpi_shards.all_gather(world, gathers.buffer(index, numel), &mut values, aborting),
+                };
+                if !gathered {
+                    abort(world);
+                }
+                let bytes = numel * std::mem::size_of::<f32>();
+                let hold = link.map_or(Duration::ZERO, |link| hold_for(link.ring_all_gather_seconds(bytes, size)));
+                if !hold_until(started.checked_add(hold), aborting) {
+                    abort(world);
+                }
+                reply.send(GatheredParams { values, started, finished: Instant::now() });
             }
             Request::EmulateLink(emulated) => link = emulated,
             Request::Flush(reply) => reply.send(()),

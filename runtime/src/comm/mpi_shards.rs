@@ -13,7 +13,7 @@ use mpi::traits::*;
 
 use overlap_plan::shard_of;
 
-use super::lent::Lent;
+use super::lent::{Lent, ParamValues};
 use super::mpi_calls::{in_place, poll};
 
 /// The shards' element counts and offsets as MPI takes them, kept from bucket to bucket so that a
@@ -35,20 +35,19 @@ impl MpiShards {
         lent: &mut Lent,
         aborting: &AtomicBool,
     ) -> bool {
-        let (rank, ranks, len) = (world.rank() as usize, world.size() as usize, data.len());
-        assert!(
-            c_int::try_from(len).is_ok(),
-            "a bucket of {len} elements is more than one MPI call can count: plan smaller buckets (`bucket_cap_mb`)"
-        );
-        self.counts.clear();
-        self.offsets.clear();
-        for r in 0..ranks {
-            let shard = shard_of(len, ranks, r);
-            // Both fit: they are at most `len`, checked above.
-            self.counts.push(shard.len() as c_int);
-            self.offsets.push(shard.start as c_int);
-        }
-        let give_up = || aborting.load(Ordering::Relaxed);
+        self.reduce_scatter(world, data, lent, aborting) && self.all_gather(world, data, lent.values_mut(), aborting)
+    }
+
+    /// Reduce-scatter and update: the sums of this rank's shard of `data` go to the lent
+    /// parameters there; `data` is cleared.
+    pub(super) fn reduce_scatter(
+        &mut self,
+        world: &SimpleCommunicator,
+        data: &mut [f32],
+        lent: &mut Lent,
+        aborting: &AtomicBool,
+    ) -> bool {
+        let (rank, ranks, len) = self.shards(world, data.len());
         let ptr = data.as_mut_ptr().cast::<c_void>();
         let start = |request: *mut mpi::ffi::MPI_Request| {
             // SAFETY: `data` is an exclusively borrowed, initialised buffer of `len` f32 values
@@ -68,17 +67,35 @@ impl MpiShards {
                 )
             }
         };
-        if !poll(start, "MPI_Ireduce_scatter", give_up) {
+        if !poll(start, "MPI_Ireduce_scatter", || aborting.load(Ordering::Relaxed)) {
             return false;
         }
         let shard = shard_of(len, ranks, rank);
         data.copy_within(0..shard.len(), shard.start);
-        lent.update(shard.clone(), &data[shard.clone()]);
-        lent.read_values(shard.clone(), &mut data[shard.clone()]);
-        let ptr = data.as_mut_ptr().cast::<c_void>();
+        lent.update(shard.clone(), &data[shard]);
+        data.fill(0.0);
+        true
+    }
+
+    /// All-gather of every rank's updated shard of a bucket into the parameters' `values`,
+    /// through `buffer` (the bucket's length).
+    pub(super) fn all_gather(
+        &mut self,
+        world: &SimpleCommunicator,
+        buffer: &mut [f32],
+        values: &mut ParamValues,
+        aborting: &AtomicBool,
+    ) -> bool {
+        let (rank, ranks, len) = self.shards(world, buffer.len());
+        let shard = shard_of(len, ranks, rank);
+        values.read_values(shard.clone(), &mut buffer[shard.clone()]);
+        let ptr = buffer.as_mut_ptr().cast::<c_void>();
         let start = |request: *mut mpi::ffi::MPI_Request| {
-            // SAFETY: as above; with MPI_IN_PLACE each rank's contribution is read from its
-            // place in the buffer, `counts[r]` values at `offsets[r]`, inside the `len` values.
+            // SAFETY: `buffer` is an exclusively borrowed buffer of `len` f32 values; with
+            // MPI_IN_PLACE each rank's contribution is read from its place in it, `counts[r]`
+            // values at `offsets[r]`, inside the `len` values, and every other place is written.
+            // It stays borrowed until `poll` has seen the request complete (or the job is
+            // aborted). `world` is alive; this is the MPI thread.
             unsafe {
                 mpi::ffi::MPI_Iallgatherv(
                     in_place(),
@@ -93,12 +110,30 @@ impl MpiShards {
                 )
             }
         };
-        if !poll(start, "MPI_Iallgatherv", give_up) {
+        if !poll(start, "MPI_Iallgatherv", || aborting.load(Ordering::Relaxed)) {
             return false;
         }
-        lent.write_values(0..shard.start, &data[..shard.start]);
-        lent.write_values(shard.end..len, &data[shard.end..]);
-        data.fill(0.0);
+        values.write_values(0..shard.start, &buffer[..shard.start]);
+        values.write_values(shard.end..len, &buffer[shard.end..]);
+        buffer.fill(0.0);
         true
+    }
+
+    /// This rank, the ranks, and a bucket's `len`, with every rank's shard of it as MPI counts.
+    fn shards(&mut self, world: &SimpleCommunicator, len: usize) -> (usize, usize, usize) {
+        let (rank, ranks) = (world.rank() as usize, world.size() as usize);
+        assert!(
+            c_int::try_from(len).is_ok(),
+            "a bucket of {len} elements is more than one MPI call can count: plan smaller buckets (`bucket_cap_mb`)"
+        );
+        self.counts.clear();
+        self.offsets.clear();
+        for r in 0..ranks {
+            let shard = shard_of(len, ranks, r);
+            // Both fit: they are at most `len`, checked above.
+            self.counts.push(shard.len() as c_int);
+            self.offsets.push(shard.start as c_int);
+        }
+        (rank, ranks, len)
     }
 }

@@ -115,6 +115,13 @@ impl MpiThread {
         let _ = self.send(Request::AllReduce(bucket, reply));
     }
 
+    /// Queues the all-gather of bucket `index`'s updated shards (`numel` elements), whose
+    /// reduce-scatter was queued before; the parameters come back on `reply`.
+    pub(super) fn all_gather(&self, index: usize, numel: usize, reply: Reply<super::gather::GatheredParams>) {
+        // A send error means the thread is gone; dropping `reply` makes the wait report it.
+        let _ = self.send(Request::AllGather { index, numel, reply });
+    }
+
     /// Holds each later all-reduce until `link`'s ring cost model says it would have finished.
     pub(super) fn emulate_link(&self, link: Option<Link>) -> Result<()> {
         self.send(Request::EmulateLink(link))

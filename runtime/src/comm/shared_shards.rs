@@ -15,7 +15,7 @@ use std::sync::atomic::AtomicBool;
 
 use overlap_plan::shard_of;
 
-use super::lent::Lent;
+use super::lent::{Lent, ParamValues};
 use super::shared_memory::{blocks, sum_in_rank_order, Flag, SharedMemory, CHUNK, SLOTS};
 
 impl SharedMemory {
@@ -29,19 +29,14 @@ impl SharedMemory {
         lent: &mut Lent,
         aborting: &AtomicBool,
     ) -> bool {
-        let shard = shard_of(data.len(), self.segments.len(), self.rank);
-        self.reduce_scatter(data, lent, &shard, aborting) && self.all_gather(data.len(), lent, aborting)
+        self.reduce_scatter(data, lent, aborting) && self.all_gather(data.len(), lent.values_mut(), aborting)
     }
 
-    /// Reduce-scatter and update: the sums of `shard` go to the lent parameters.
-    fn reduce_scatter(
-        &mut self,
-        data: &mut [f32],
-        lent: &mut Lent,
-        shard: &Range<usize>,
-        aborting: &AtomicBool,
-    ) -> bool {
+    /// Reduce-scatter and update: the sums of this rank's shard of `data` go to the lent
+    /// parameters there; `data` is cleared.
+    pub(super) fn reduce_scatter(&mut self, data: &mut [f32], lent: &mut Lent, aborting: &AtomicBool) -> bool {
         let ranks = self.segments.len();
+        let shard = &shard_of(data.len(), ranks, self.rank);
         let me = self.segments[self.rank];
         for (c, piece) in data.chunks_mut(CHUNK).enumerate() {
             let at = c * CHUNK;
@@ -97,8 +92,9 @@ impl SharedMemory {
         true
     }
 
-    /// All-gather of every rank's updated shard of a bucket of `len` into the lent parameters.
-    fn all_gather(&mut self, len: usize, lent: &mut Lent, aborting: &AtomicBool) -> bool {
+    /// All-gather of every rank's updated shard of a bucket of `len` into the parameters'
+    /// `values`.
+    pub(super) fn all_gather(&mut self, len: usize, values: &mut ParamValues, aborting: &AtomicBool) -> bool {
         let (ranks, me) = (self.segments.len(), self.segments[self.rank]);
         for at in (0..len).step_by(CHUNK) {
             let chunk_len = CHUNK.min(len - at);
@@ -111,7 +107,7 @@ impl SharedMemory {
             // `Consumed >= s - SLOTS` and before our `Posted = s`; the others' are read only
             // between their `Posted >= s` and our `Consumed = s`, inside the chunk.
             let out = unsafe { std::slice::from_raw_parts_mut(me.slot(slot, mine.clone()), mine.len()) };
-            lent.read_values(at + mine.start..at + mine.end, out);
+            values.read_values(at + mine.start..at + mine.end, out);
             self.publish(Flag::Posted, s);
             if !self.wait_all(Flag::Posted, s, aborting) {
                 return false;
@@ -120,10 +116,10 @@ impl SharedMemory {
                 let theirs = within(&shard_of(len, ranks, peer), at, chunk_len);
                 if !theirs.is_empty() {
                     // SAFETY: see above.
-                    let values = unsafe {
+                    let updated = unsafe {
                         std::slice::from_raw_parts(self.segments[peer].slot(slot, theirs.clone()), theirs.len())
                     };
-                    lent.write_values(at + theirs.start..at + theirs.end, values);
+                    values.write_values(at + theirs.start..at + theirs.end, updated);
                 }
             }
             self.publish(Flag::Consumed, s);

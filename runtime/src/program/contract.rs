@@ -158,8 +158,26 @@ pub trait Launch<M, S: Storage> {
     /// Turns a PowerSGD bucket from its P sums to its Q all-reduce.
     fn reduce_q(&mut self, p: S::LowRankP) -> std::result::Result<S::LowRankQ, S::Error>;
 
+    /// Starts the all-gather of bucket `index`'s updated shards (`numel` elements), for the next
+    /// forward, when its reduce-scatter kept them for it (sharded optimizer state; the model
+    /// compiled with `shard_optimizer`). A device that never shards has nothing to start.
+    fn launch_gather(&mut self, index: usize, numel: usize) -> std::result::Result<(), S::Error> {
+        let _ = (index, numel);
+        Ok(())
+    }
+
     /// After the last launch of backward.
     fn backward_done(&mut self) -> std::result::Result<(), S::Error>;
+}
+
+/// The wait points of the all-gathers in forward, for model `M` (sharded optimizer state).
+pub trait Gather<M, S: Storage> {
+    /// Waits for bucket `index`'s all-gather, when one is in flight, and gives its parameters
+    /// back to `model`.
+    fn wait_gather(&mut self, index: usize, model: &mut M) -> Result<()>;
+
+    /// Waits for every all-gather in flight, as `wait_gather` does.
+    fn wait_all_gathers(&mut self, model: &mut M) -> Result<()>;
 }
 
 /// The wait points of a step's buckets and the updates after them, for model `M`.
@@ -219,6 +237,25 @@ pub trait Program: Sized {
         input: &S::Tensor,
         ws: &'w mut Self::WorkspaceOn<S>,
     ) -> std::result::Result<&'w S::Tensor, S::Error>;
+
+    /// `forward_on` after the step that sharded its optimizer state, for the model that placed
+    /// the all-gathers in forward (`#[distributed_model(shard_optimizer)]`): each all-gather's
+    /// wait point right before the first layer that reads its parameters. Any other model waits
+    /// for every one in flight first.
+    fn forward_gathering_on<'w, S: Storage, E: Compute<S>, G: Gather<Self, S>>(
+        &mut self,
+        dev: &mut E,
+        gather: &mut G,
+        ctx: &StepContext,
+        input: &S::Tensor,
+        ws: &'w mut Self::WorkspaceOn<S>,
+    ) -> Result<&'w S::Tensor>
+    where
+        crate::error::Error: From<S::Error>,
+    {
+        gather.wait_all_gathers(self)?;
+        Ok(self.forward_on(dev, ctx, input, ws)?)
+    }
 
     /// Backward from `dy`, each bucket's all-reduce launched right after the layer that
     /// completes it.

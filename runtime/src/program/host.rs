@@ -6,7 +6,7 @@ use std::convert::Infallible;
 
 use overlap_plan::Schedule;
 
-use super::contract::{grad_scale, Compute, Launch, ParamSlot, Settle, Storage, Tied};
+use super::contract::{grad_scale, Compute, Gather, Launch, ParamSlot, Settle, Storage, Tied};
 use crate::comm::{BucketMember, Communicator, GradBucket, InFlight, LowRankP, LowRankQ, ParamVecs};
 use crate::error::Result;
 use crate::layer::{Layer, StepContext, TiedLayer};
@@ -286,6 +286,12 @@ impl<M: ParamVecs, O: Optimizer> Launch<M, Host> for HostLaunch<'_, O> {
     }
 
     #[inline]
+    fn launch_gather(&mut self, index: usize, numel: usize) -> std::result::Result<(), Infallible> {
+        self.comm.launch_gather(index, numel);
+        Ok(())
+    }
+
+    #[inline]
     fn backward_done(&mut self) -> std::result::Result<(), Infallible> {
         self.comm.backward_done();
         Ok(())
@@ -341,6 +347,29 @@ impl<M: ParamVecs, O: Optimizer> Settle<M, Host> for HostSettle<'_, O> {
         let _span = trace::clip();
         let sum = buckets.iter().map(|b| sum_of_squares(b.as_slice())).sum();
         Ok(self.optimizer.grad_clip().map_or(grad_scale, |clip| clip.scale(sum, grad_scale)))
+    }
+}
+
+/// The forward's all-gather wait points on the host: the communicator's.
+pub struct HostGather<'a> {
+    comm: &'a Communicator,
+}
+
+impl<'a> HostGather<'a> {
+    pub fn new(comm: &'a Communicator) -> Self {
+        HostGather { comm }
+    }
+}
+
+impl<M: ParamVecs> Gather<M, Host> for HostGather<'_> {
+    #[inline]
+    fn wait_gather(&mut self, index: usize, model: &mut M) -> Result<()> {
+        self.comm.wait_gather(index, model)
+    }
+
+    #[inline]
+    fn wait_all_gathers(&mut self, model: &mut M) -> Result<()> {
+        self.comm.finish_gathers(model)
     }
 }
 

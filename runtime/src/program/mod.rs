@@ -3,7 +3,8 @@
 //! The macro writes one forward, one backward and one step per model, generic over where the
 //! tensors live (`Storage`: the host or a GPU) and over what runs each call (`Compute`: a layer's
 //! forward and backward, the residual sums; `Launch`: a bucket's all-reduce started during
-//! backward; `Settle`: its wait point and its parameters' updates). The CPU and the GPU run that same code, so the schedule `cargo expand`
+//! backward; `Settle`: its wait point and its parameters' updates; `Gather`: the wait points of
+//! sharded parameters' all-gathers in the next forward). The CPU and the GPU run that same code, so the schedule `cargo expand`
 //! shows is the one both execute: the launches after the backward calls that complete their
 //! buckets, the wait points before the updates. No device interprets `SCHEDULE` at run time.
 //!
@@ -14,5 +15,5 @@
 mod contract;
 mod host;
 
-pub use contract::{grad_scale, Compute, Launch, ParamSlot, Program, Settle, Storage, Tied};
-pub use host::{Host, HostCompute, HostLaunch, HostSettle};
+pub use contract::{grad_scale, Compute, Gather, Launch, ParamSlot, Program, Settle, Storage, Tied};
+pub use host::{Host, HostCompute, HostGather, HostLaunch, HostSettle};

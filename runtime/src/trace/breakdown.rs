@@ -78,8 +78,9 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
                 }
                 Activity::Update { .. } | Activity::Clip => b.update_ns += d,
                 Activity::Compress { .. } => b.compress_ns += d,
-                Activity::Wait { .. } | Activity::WaitAll => b.exposed_ns += d,
-                Activity::AllReduce { bucket, bytes, .. } => {
+                Activity::Wait { .. } | Activity::WaitAll | Activity::WaitGather { .. } => b.exposed_ns += d,
+                // A sharded bucket's all-gather is the second half of its all-reduce.
+                Activity::AllReduce { bucket, bytes, .. } | Activity::AllGather { bucket, bytes, .. } => {
                     b.all_reduce_ns += d;
                     if let Some(t) = b.buckets.get_mut(bucket as usize) {
                         // PowerSGD sends two messages per bucket and step.

@@ -83,6 +83,17 @@ fn event(span: &Span, schedule: &Schedule) -> Value {
         }
         Activity::Wait { bucket } => (format!("wait b{bucket}"), "wait", json!({"bucket": bucket})),
         Activity::WaitAll => ("wait all buckets".to_string(), "wait", json!({})),
+        Activity::AllGather { bucket, bytes, queued_ns } => (
+            format!("all-gather b{bucket}"),
+            "all-gather",
+            json!({
+                "bucket": bucket,
+                "bytes": bytes,
+                "queued_us": queued_ns as f64 / 1e3,
+                "waited_in_queue_us": span.start_ns.saturating_sub(queued_ns) as f64 / 1e3,
+            }),
+        ),
+        Activity::WaitGather { bucket } => (format!("wait all-gather b{bucket}"), "wait", json!({"bucket": bucket})),
         Activity::Update { bucket } => (format!("update b{bucket}"), "optimizer", json!({"bucket": bucket})),
         Activity::Compress { bucket } => (format!("powersgd b{bucket}"), "compression", json!({"bucket": bucket})),
     };

@@ -96,6 +96,16 @@ pub fn record_all_reduce(bucket: usize, bytes: usize, queued: Instant, started: 
     }
 }
 
+/// As `record_all_reduce`, for a bucket's all-gather of updated shards.
+pub fn record_all_gather(bucket: usize, bytes: usize, queued: Instant, started: Instant, finished: Instant) {
+    if is_enabled() {
+        RECORDER.with_borrow_mut(|r| {
+            let activity = Activity::AllGather { bucket: bucket as u32, bytes: bytes as u64, queued_ns: r.ns(queued) };
+            r.push(activity, started, finished);
+        });
+    }
+}
+
 /// Measures from now until the guard is dropped.
 #[must_use = "the span ends when this guard is dropped"]
 pub struct SpanGuard {

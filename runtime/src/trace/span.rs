@@ -38,17 +38,28 @@ pub enum Activity {
     /// The global gradient norm of a clipping run, between the last wait point and the first
     /// update.
     Clip,
+    /// One bucket's all-gather of updated shards (sharded optimizer state) on the communication
+    /// thread; `queued_ns` is when the step launched it.
+    AllGather {
+        bucket: u32,
+        bytes: u64,
+        queued_ns: u64,
+    },
+    /// The forward blocked until a bucket's parameters were all-gathered.
+    WaitGather {
+        bucket: u32,
+    },
 }
 
 impl Activity {
     /// Work on the communication thread rather than the compute thread.
     pub fn is_communication(&self) -> bool {
-        matches!(self, Activity::AllReduce { .. })
+        matches!(self, Activity::AllReduce { .. } | Activity::AllGather { .. })
     }
 
     /// Time the compute thread spent blocked on communication.
     pub fn is_wait(&self) -> bool {
-        matches!(self, Activity::Wait { .. } | Activity::WaitAll)
+        matches!(self, Activity::Wait { .. } | Activity::WaitAll | Activity::WaitGather { .. })
     }
 }
 
@@ -94,6 +105,8 @@ impl Span {
             Activity::Update { bucket } => (7, bucket, 0, 0),
             Activity::Compress { bucket } => (8, bucket, 0, 0),
             Activity::Clip => (9, 0, 0, 0),
+            Activity::AllGather { bucket, bytes, queued_ns } => (10, bucket, bytes, queued_ns),
+            Activity::WaitGather { bucket } => (11, bucket, 0, 0),
         };
         out.extend_from_slice(&[self.step, (tag << 32) | u64::from(index), self.start_ns, self.end_ns, a, b]);
     }
@@ -113,6 +126,8 @@ impl Span {
             7 => Activity::Update { bucket: index },
             8 => Activity::Compress { bucket: index },
             9 => Activity::Clip,
+            10 => Activity::AllGather { bucket: index, bytes: a, queued_ns: b },
+            11 => Activity::WaitGather { bucket: index },
             _ => return None,
         };
         Some(Span { rank, step, activity, start_ns, end_ns })
@@ -136,6 +151,8 @@ mod tests {
             Activity::Update { bucket: 4 },
             Activity::Compress { bucket: 5 },
             Activity::Clip,
+            Activity::AllGather { bucket: 3, bytes: 4 << 20, queued_ns: 7_000 },
+            Activity::WaitGather { bucket: 3 },
         ];
         let mut words = Vec::new();
         let spans: Vec<Span> = activities
