@@ -186,3 +186,44 @@ fn ranks_that_disagree_on_sharding_stop_with_an_error() {
         "{text}"
     );
 }
+
+/// The `mlp_zero` example's trace on 2 ranks over a slow emulated link: each bucket is
+/// reduce-scattered in backward; the all-gathers are launched after the last one in the order
+/// forward reads them, each starts after its bucket's reduce-scatter, and the next forward waits
+/// for each right before the first layer that reads it, computing while the later ones travel.
+#[test]
+fn the_all_gathers_run_in_the_next_forward() {
+    if !common::mpirun_available() {
+        return;
+    }
+    let dir = common::scratch("shard-trace");
+    let path = dir.path().join("run.json");
+    let exe = common::example("mlp_zero");
+    let (exe, trace) = (exe.to_str().unwrap(), path.to_str().unwrap());
+    let link = ["--link", "latency=10us,bandwidth=2GB/s", "--trace", trace];
+    common::mpirun_ok(&[&["-n", "2", exe, "--steps", "3", "--batch", "8", "--report", "off"][..], &link].concat());
+    let trace: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let span = |step: u64, name: &str| {
+        let found = events.iter().find(|e| e["ph"] == "X" && e["pid"] == 0 && e["args"]["step"] == step && e["name"] == name);
+        let e = found.unwrap_or_else(|| panic!("step {step}: no span `{name}` on rank 0"));
+        let start = e["ts"].as_f64().unwrap();
+        (start, start + e["dur"].as_f64().unwrap(), e["args"]["queued_us"].as_f64())
+    };
+    // Buckets: b0 = head and fc3, b1 = fc2, b2 = fc1 (see the example).
+    for step in [2, 3] {
+        let mut queued = Vec::new();
+        for (bucket, reader) in [(2, "fc1"), (1, "fc2"), (0, "fc3")] {
+            let gather = span(step, &format!("all-gather b{bucket}"));
+            let scatter = span(step - 1, &format!("reduce-scatter b{bucket}"));
+            assert!(gather.0 >= scatter.1, "step {step}: b{bucket}'s all-gather starts after its reduce-scatter");
+            let wait = span(step, &format!("wait all-gather b{bucket}"));
+            let forward = span(step, &format!("{reader} forward"));
+            assert!(forward.0 >= wait.1 && wait.1 >= gather.1, "step {step}: {reader} waits for b{bucket}'s all-gather");
+            queued.push(gather.2.unwrap());
+        }
+        assert!(queued.windows(2).all(|q| q[0] <= q[1]), "step {step}: launched in forward order: {queued:?}");
+        let (fc1, gather_b1) = (span(step, "fc1 forward"), span(step, "all-gather b1"));
+        assert!(fc1.0 < gather_b1.1, "step {step}: fc1's forward runs while fc2's parameters are gathered");
+    }
+}

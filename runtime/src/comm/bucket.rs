@@ -15,7 +15,7 @@ use super::mailbox::{Pending, Undelivered};
 use super::wire::WireFormat;
 use crate::error::{Error, Result};
 use crate::optim::Optimizer;
-use crate::trace::recorder::{record, record_all_reduce};
+use crate::trace::recorder::{record, record_all_reduce, record_reduce_scatter};
 use crate::trace::span::Activity;
 
 /// One flat gradient buffer. Each parameter's gradient is a view at the offset the schedule
@@ -286,7 +286,12 @@ impl InFlight {
                     Undelivered::Abandoned => Error::CommThreadDied("reducing a gradient bucket"),
                 })?;
                 record(Activity::Wait { bucket: self.index as u32 }, blocked, Instant::now());
-                record_all_reduce(self.index, bytes, queued, reduced.started, reduced.finished);
+                let (started, finished) = (reduced.started, reduced.finished);
+                if reduced.bucket.sharding == Sharding::GatherInForward {
+                    record_reduce_scatter(self.index, bytes, queued, started, finished);
+                } else {
+                    record_all_reduce(self.index, bytes, queued, started, finished);
+                }
                 (reduced.bucket, checks)
             }
         };

@@ -29,6 +29,7 @@ mod shared_shards;
 mod wire;
 
 pub use bucket::{GradBucket, InFlight};
+
 pub use lent::{BucketMember, ParamVecs};
 pub use low_rank::{LowRankP, LowRankQ, LowRankState};
 pub use mode::{CommMode, Transport};
@@ -84,6 +85,9 @@ pub struct Communicator {
     gathers: RefCell<Vec<Option<gather::GatherInFlight>>>,
     gather_mailboxes: RefCell<Vec<Arc<Mailbox<gather::GatheredParams>>>>,
 }
+
+/// A sum over ranks on its way (`Communicator::start_sum_f64`): the value itself on one process.
+pub struct PendingSum(std::result::Result<f64, std::sync::mpsc::Receiver<f64>>);
 
 /// What `AfterBackward` mode holds until backward is done.
 enum Held {
@@ -468,6 +472,25 @@ impl Communicator {
         match &self.backend {
             Backend::Single => Ok(value),
             Backend::Mpi(t) => t.sum_f64(value),
+        }
+    }
+
+    /// Starts summing `value` over all ranks without waiting (a metric such as the loss, queued
+    /// before the step's launches so that nothing queued later delays it); `finish_sum` gives
+    /// the sum.
+    pub fn start_sum_f64(&self, value: f64) -> Result<PendingSum> {
+        Ok(PendingSum(match &self.backend {
+            Backend::Single => Ok(value),
+            Backend::Mpi(t) => Err(t.start_sum_f64(value)?),
+        }))
+    }
+
+    /// The sum `start_sum_f64` started.
+    pub fn finish_sum(&self, pending: PendingSum) -> Result<f64> {
+        match (pending.0, &self.backend) {
+            (Ok(value), _) => Ok(value),
+            (Err(answer), Backend::Mpi(t)) => t.finish_sum(answer),
+            (Err(_), Backend::Single) => unreachable!("a single process answers at once"),
         }
     }
 

@@ -10,7 +10,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, sync_channel, RecvTimeoutError, Sender, SyncSender};
+use std::sync::mpsc::{channel, sync_channel, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -193,6 +193,18 @@ impl MpiThread {
         self.call(|reply| Request::SumF64(value, reply), "summing a metric")
     }
 
+    /// Queues the sum of `value` over all ranks; `finish_sum` waits for it.
+    pub(super) fn start_sum_f64(&self, value: f64) -> Result<Receiver<f64>> {
+        let (reply, answer) = channel();
+        self.send(Request::SumF64(value, reply))?;
+        Ok(answer)
+    }
+
+    /// The sum `start_sum_f64` queued, waited for as long as the communication timeout allows.
+    pub(super) fn finish_sum(&self, answer: Receiver<f64>) -> Result<f64> {
+        self.await_answer(answer, "summing a metric", self.timeout.get())
+    }
+
     pub(super) fn all_gather_u64(&self, value: u64) -> Result<Vec<u64>> {
         self.call(|reply| Request::AllGatherU64(value, reply), "exchanging schedule fingerprints")
     }
@@ -233,6 +245,11 @@ impl MpiThread {
     ) -> Result<T> {
         let (reply, answer) = channel();
         self.send(make(reply))?;
+        self.await_answer(answer, what, bound)
+    }
+
+    /// Waits up to `bound` for the answer to a request sent.
+    fn await_answer<T>(&self, answer: Receiver<T>, what: &'static str, bound: Option<Duration>) -> Result<T> {
         let Some(bound) = bound else { return answer.recv().map_err(|_| Error::CommThreadDied(what)) };
         answer.recv_timeout(bound).map_err(|e| match e {
             RecvTimeoutError::Disconnected => Error::CommThreadDied(what),

@@ -49,8 +49,9 @@ pub(super) fn draw_block(svg: &mut String, b: &Block, placement: &Placement, y: 
     let (left, w) = (b.left, b.width);
     let top = y + b.lane as f64 * LANE + 2.0;
     let mut bar_height = LANE - 4.0;
-    if let Activity::AllReduce { bucket, queued_ns, .. } | Activity::AllGather { bucket, queued_ns, .. } =
-        b.span.activity
+    if let Activity::AllReduce { bucket, queued_ns, .. }
+    | Activity::ReduceScatter { bucket, queued_ns, .. }
+    | Activity::AllGather { bucket, queued_ns, .. } = b.span.activity
     {
         // Launched but not yet started: a dashed line under the bars, launch to start.
         bar_height = LANE - QUEUE_BAND;
@@ -119,6 +120,9 @@ fn style(s: &Span, schedule: &Schedule) -> Option<(&'static str, String, f64)> {
         Activity::WaitGather { bucket } => (WAIT, format!("gather b{bucket}"), 0.0),
         Activity::AllGather { bucket, bytes, .. } => {
             (bucket_color(bucket), format!("ag b{bucket} {}", human_bytes(bytes as usize)), 1.0)
+        }
+        Activity::ReduceScatter { bucket, bytes, .. } => {
+            (bucket_color(bucket), format!("rs b{bucket} {}", human_bytes(bytes as usize)), 1.0)
         }
         Activity::AllReduce { bucket, bytes, .. } => {
             (bucket_color(bucket), format!("b{bucket} {}", human_bytes(bytes as usize)), 1.0)

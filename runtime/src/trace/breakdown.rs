@@ -79,12 +79,17 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
                 Activity::Update { .. } | Activity::Clip => b.update_ns += d,
                 Activity::Compress { .. } => b.compress_ns += d,
                 Activity::Wait { .. } | Activity::WaitAll | Activity::WaitGather { .. } => b.exposed_ns += d,
-                // A sharded bucket's all-gather is the second half of its all-reduce.
-                Activity::AllReduce { bucket, bytes, .. } | Activity::AllGather { bucket, bytes, .. } => {
+                // A sharded bucket's reduce-scatter and all-gather are the halves of its
+                // all-reduce: the bytes are counted once, with the reduce-scatter.
+                Activity::AllReduce { bucket, bytes, .. }
+                | Activity::ReduceScatter { bucket, bytes, .. }
+                | Activity::AllGather { bucket, bytes, .. } => {
                     b.all_reduce_ns += d;
                     if let Some(t) = b.buckets.get_mut(bucket as usize) {
                         // PowerSGD sends two messages per bucket and step.
-                        t.bytes += bytes;
+                        if !matches!(s.activity, Activity::AllGather { .. }) {
+                            t.bytes += bytes;
+                        }
                         t.all_reduce_ns += d;
                         t.exposed_ns +=
                             group.iter().filter(|w| w.activity.is_wait()).map(|w| intersection(w, s)).sum::<u64>();

@@ -83,9 +83,12 @@ fn event(span: &Span, schedule: &Schedule) -> Value {
         }
         Activity::Wait { bucket } => (format!("wait b{bucket}"), "wait", json!({"bucket": bucket})),
         Activity::WaitAll => ("wait all buckets".to_string(), "wait", json!({})),
-        Activity::AllGather { bucket, bytes, queued_ns } => (
-            format!("all-gather b{bucket}"),
-            "all-gather",
+        Activity::AllGather { bucket, bytes, queued_ns } | Activity::ReduceScatter { bucket, bytes, queued_ns } => (
+            match span.activity {
+                Activity::AllGather { .. } => format!("all-gather b{bucket}"),
+                _ => format!("reduce-scatter b{bucket}"),
+            },
+            if matches!(span.activity, Activity::AllGather { .. }) { "all-gather" } else { "reduce-scatter" },
             json!({
                 "bucket": bucket,
                 "bytes": bytes,

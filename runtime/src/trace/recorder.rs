@@ -106,6 +106,17 @@ pub fn record_all_gather(bucket: usize, bytes: usize, queued: Instant, started: 
     }
 }
 
+/// As `record_all_reduce`, for a bucket's reduce-scatter whose all-gather comes in the next
+/// forward.
+pub fn record_reduce_scatter(bucket: usize, bytes: usize, queued: Instant, started: Instant, finished: Instant) {
+    if is_enabled() {
+        RECORDER.with_borrow_mut(|r| {
+            let queued_ns = r.ns(queued);
+            r.push(Activity::ReduceScatter { bucket: bucket as u32, bytes: bytes as u64, queued_ns }, started, finished);
+        });
+    }
+}
+
 /// Measures from now until the guard is dropped.
 #[must_use = "the span ends when this guard is dropped"]
 pub struct SpanGuard {

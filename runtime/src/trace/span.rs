@@ -38,6 +38,13 @@ pub enum Activity {
     /// The global gradient norm of a clipping run, between the last wait point and the first
     /// update.
     Clip,
+    /// One bucket's reduce-scatter (sharded optimizer state, its all-gather in the next
+    /// forward), from start to finish on the communication thread; `queued_ns` as above.
+    ReduceScatter {
+        bucket: u32,
+        bytes: u64,
+        queued_ns: u64,
+    },
     /// One bucket's all-gather of updated shards (sharded optimizer state) on the communication
     /// thread; `queued_ns` is when the step launched it.
     AllGather {
@@ -54,7 +61,7 @@ pub enum Activity {
 impl Activity {
     /// Work on the communication thread rather than the compute thread.
     pub fn is_communication(&self) -> bool {
-        matches!(self, Activity::AllReduce { .. } | Activity::AllGather { .. })
+        matches!(self, Activity::AllReduce { .. } | Activity::ReduceScatter { .. } | Activity::AllGather { .. })
     }
 
     /// Time the compute thread spent blocked on communication.
@@ -107,6 +114,7 @@ impl Span {
             Activity::Clip => (9, 0, 0, 0),
             Activity::AllGather { bucket, bytes, queued_ns } => (10, bucket, bytes, queued_ns),
             Activity::WaitGather { bucket } => (11, bucket, 0, 0),
+            Activity::ReduceScatter { bucket, bytes, queued_ns } => (12, bucket, bytes, queued_ns),
         };
         out.extend_from_slice(&[self.step, (tag << 32) | u64::from(index), self.start_ns, self.end_ns, a, b]);
     }
@@ -128,6 +136,7 @@ impl Span {
             9 => Activity::Clip,
             10 => Activity::AllGather { bucket: index, bytes: a, queued_ns: b },
             11 => Activity::WaitGather { bucket: index },
+            12 => Activity::ReduceScatter { bucket: index, bytes: a, queued_ns: b },
             _ => return None,
         };
         Some(Span { rank, step, activity, start_ns, end_ns })
@@ -153,6 +162,7 @@ mod tests {
             Activity::Clip,
             Activity::AllGather { bucket: 3, bytes: 4 << 20, queued_ns: 7_000 },
             Activity::WaitGather { bucket: 3 },
+            Activity::ReduceScatter { bucket: 1, bytes: 8 << 20, queued_ns: 9_000 },
         ];
         let mut words = Vec::new();
         let spans: Vec<Span> = activities

@@ -383,6 +383,7 @@ impl Run<'_> {
             let step_span = trace::step();
             let logging = config.logs(first_step, step);
             let mut step_loss = 0.0f64;
+            let (mut summed_loss, mut stop_vote) = (None, None);
             for micro in 0..config.accumulate {
                 let first = shard_start_after(position.samples_seen, micro, world, rank, config.batch);
                 data.fill(first, config.batch, &mut batch)?;
@@ -395,7 +396,16 @@ impl Run<'_> {
                     )));
                 }
                 step_loss += backend.forward_loss(&batch, loss, logging)?;
-                backend.backward(micro, micro + 1 == config.accumulate)?;
+                let last = micro + 1 == config.accumulate;
+                if logging && last {
+                    // Queued before backward's launches, so that no reduction (nor the sharded
+                    // state's all-gathers for the next forward) delays the log line.
+                    summed_loss = Some(comm.start_sum_f64(step_loss / config.accumulate as f64)?);
+                }
+                if last {
+                    stop_vote = stop.map(|s| s.start_vote(comm)).transpose()?;
+                }
+                backend.backward(micro, last)?;
             }
             backend.step()?;
             drop(step_span);
@@ -407,8 +417,8 @@ impl Run<'_> {
             position = Position { next_step: step + 1, samples_seen };
             step_times.push(started.elapsed());
             progress.advance();
-            if logging {
-                let line = log.record(config, comm, step, step_loss, backend.grad_norm(), started)?;
+            if let Some(summed) = summed_loss {
+                let line = log.record(config, comm, step, summed, backend.grad_norm(), started)?;
                 let note = observer.emulation_note();
                 progress.suspend(&mut || observer.say(&format!("{line}{note}")));
             }
@@ -444,7 +454,8 @@ impl Run<'_> {
             if step + 1 == config.steps {
                 continue;
             }
-            let Some(signal) = stop.map(|s| s.agreed(comm)).transpose()?.flatten() else { continue };
+            let voted = stop.zip(stop_vote).map(|(s, vote)| s.agreed(comm, vote)).transpose()?;
+            let Some(signal) = voted.flatten() else { continue };
             progress.finish();
             let unsaved = config.save.is_some() && !config.saves_after(step);
             let gathered = if unsaved { checkpoint::low_rank::gather(&backend.buckets(), comm)? } else { None };

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::flag;
 
-use crate::comm::Communicator;
+use crate::comm::{Communicator, PendingSum};
 use crate::error::{Error, Result};
 
 /// What the handlers read and write.
@@ -103,13 +103,21 @@ impl StopSignals {
         (flags.seen.load(Ordering::SeqCst) && signal != 0).then_some(signal as i32)
     }
 
-    /// After a step, on every rank: the signal one of the ranks got, if any (collective).
-    pub(crate) fn agreed(&self, comm: &Communicator) -> Result<Option<i32>> {
+    /// During a step, on every rank, before its launches: starts counting the ranks that got a
+    /// signal (collective), for `agreed` after the step. Queued early, it waits for nothing the
+    /// step queues later (the sharded state's all-gathers for the next forward).
+    pub(crate) fn start_vote(&self, comm: &Communicator) -> Result<PendingSum> {
+        comm.start_sum_f64(f64::from(self.received().unwrap_or(0)))
+    }
+
+    /// After a step, on every rank: the signal one of the ranks got by `start_vote`, if any
+    /// (collective); a later one is seen after the next step.
+    pub(crate) fn agreed(&self, comm: &Communicator, vote: PendingSum) -> Result<Option<i32>> {
         let mine = self.received().unwrap_or(0);
         if comm.world_size() == 1 {
             return Ok((mine != 0).then_some(mine));
         }
-        if comm.sum_f64(mine as f64)? == 0.0 {
+        if comm.finish_sum(vote)? == 0.0 {
             return Ok(None);
         }
         let all = comm.all_gather_u64(mine as u64)?;

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::comm::{CommMode, Communicator};
+use crate::comm::{CommMode, Communicator, PendingSum};
 use crate::config::TrainConfig;
 use crate::error::Result;
 
@@ -71,20 +71,21 @@ impl LossLog {
         self.validation = Some(loss);
     }
 
-    /// Averages `loss` (this rank's, summed over its micro-steps) over micro-steps and ranks,
-    /// keeps it, and returns the step's log line with the throughput since `started` (and the
-    /// gradient norm, when the run clips: the same on every rank).
+    /// Averages the step's loss over ranks (`summed`: every rank's mean over its micro-steps,
+    /// summed over ranks, as `start_sum_f64` began it during the step), keeps it, and returns the
+    /// step's log line with the throughput since `started` (and the gradient norm, when the run
+    /// clips: the same on every rank).
     pub(crate) fn record(
         &mut self,
         config: &TrainConfig,
         comm: &Communicator,
         step: u64,
-        loss: f64,
+        summed: PendingSum,
         grad_norm: Option<f32>,
         started: Instant,
     ) -> Result<String> {
         let world = comm.world_size();
-        let global = comm.sum_f64(loss / config.accumulate as f64)? / world as f64;
+        let global = comm.finish_sum(summed)? / world as f64;
         if step == self.first_step {
             self.first = global;
         }
