@@ -205,7 +205,8 @@ fn the_all_gathers_run_in_the_next_forward() {
     let trace: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let events = trace["traceEvents"].as_array().unwrap();
     let span = |step: u64, name: &str| {
-        let found = events.iter().find(|e| e["ph"] == "X" && e["pid"] == 0 && e["args"]["step"] == step && e["name"] == name);
+        let found =
+            events.iter().find(|e| e["ph"] == "X" && e["pid"] == 0 && e["args"]["step"] == step && e["name"] == name);
         let e = found.unwrap_or_else(|| panic!("step {step}: no span `{name}` on rank 0"));
         let start = e["ts"].as_f64().unwrap();
         (start, start + e["dur"].as_f64().unwrap(), e["args"]["queued_us"].as_f64())
@@ -219,7 +220,10 @@ fn the_all_gathers_run_in_the_next_forward() {
             assert!(gather.0 >= scatter.1, "step {step}: b{bucket}'s all-gather starts after its reduce-scatter");
             let wait = span(step, &format!("wait all-gather b{bucket}"));
             let forward = span(step, &format!("{reader} forward"));
-            assert!(forward.0 >= wait.1 && wait.1 >= gather.1, "step {step}: {reader} waits for b{bucket}'s all-gather");
+            assert!(
+                forward.0 >= wait.1 && wait.1 >= gather.1,
+                "step {step}: {reader} waits for b{bucket}'s all-gather"
+            );
             queued.push(gather.2.unwrap());
         }
         assert!(queued.windows(2).all(|q| q[0] <= q[1]), "step {step}: launched in forward order: {queued:?}");

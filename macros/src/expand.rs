@@ -481,4 +481,6 @@ fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<TokenStream> {
 #[cfg(test)]
 mod fuzz_tests;
 #[cfg(test)]
+mod shard_tests;
+#[cfg(test)]
 mod tests;

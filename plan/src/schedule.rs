@@ -314,7 +314,8 @@ impl fmt::Display for Schedule {
             writeln!(
                 f,
                 "optimizer state sharded: each bucket is reduce-scattered, each rank updates its own 1/N slice \
-                 (balanced to the element) with state for it alone, and the updated slices are all-gathered"
+                 (balanced to the element) with state for it alone, and the updated slices are all-gathered in \
+                 the next forward, each waited for right before the first layer that reads it"
             )?;
         }
         let wire_header = if narrows { format!(" {:>17}", "on the wire") } else { String::new() };

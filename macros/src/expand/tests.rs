@@ -9,11 +9,11 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
     prettyplease::unparse(&syn::parse2::<syn::File>(tokens).expect("the expansion parses as a file"))
 }
 
-fn mlp() -> String {
+pub(super) fn mlp() -> String {
     mlp_with(quote!(bucket_cap_mb = 8, first_bucket_mb = 1))
 }
 
-fn mlp_with(attr: proc_macro2::TokenStream) -> String {
+pub(super) fn mlp_with(attr: proc_macro2::TokenStream) -> String {
     pretty(expand(
         attr,
         quote! {
@@ -31,7 +31,7 @@ fn mlp_with(attr: proc_macro2::TokenStream) -> String {
 }
 
 /// The body of the generated function `name`, up to the next function.
-fn function<'a>(code: &'a str, name: &str) -> &'a str {
+pub(super) fn function<'a>(code: &'a str, name: &str) -> &'a str {
     let start = code.find(&format!("fn {name}")).unwrap_or_else(|| panic!("no fn {name}"));
     let rest = &code[start + 3..];
     &code[start..start + 3 + rest.find("\n    fn ").unwrap_or(rest.len())]

@@ -951,6 +951,25 @@ impl ::overlap::DistributedModel for Mlp {
         );
         output
     }
+    fn forward_gathering<'w>(
+        &mut self,
+        ctx: &::overlap::StepContext,
+        input: &::overlap::Matrix,
+        ws: &'w mut MlpWorkspace,
+        comm: &::overlap::Communicator,
+    ) -> ::overlap::Result<&'w ::overlap::Matrix> {
+        ::core::assert_eq!(
+            input.rows(), ctx.row_count(), "the input's rows are not the step context's"
+        );
+        ::overlap::program::Program::forward_gathering_on(
+            self,
+            &mut ::overlap::program::HostCompute,
+            &mut ::overlap::program::HostGather::new(comm),
+            ctx,
+            input,
+            ws,
+        )
+    }
     fn backward<O: ::overlap::Optimizer>(
         &mut self,
         ws: &mut MlpWorkspace,

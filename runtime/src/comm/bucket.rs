@@ -73,7 +73,14 @@ impl GradBucket {
 
     /// A bucket holding `data` (a message of PowerSGD's factors), without copying it.
     pub(crate) fn from_vec(index: usize, data: Vec<f32>) -> Self {
-        GradBucket { index, data, lent: Lent::default(), wire: WireFormat::Fp32, low_rank: None, sharding: Sharding::Whole }
+        GradBucket {
+            index,
+            data,
+            lent: Lent::default(),
+            wire: WireFormat::Fp32,
+            low_rank: None,
+            sharding: Sharding::Whole,
+        }
     }
 
     /// The values, without copying them.

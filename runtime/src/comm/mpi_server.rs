@@ -28,7 +28,11 @@ pub(super) enum Request {
     AllReduce(GradBucket, Reply<Reduced>),
     /// The all-gather of bucket `index`'s updated shards (its `numel` elements), whose values an
     /// earlier reduce-scatter kept here (`Sharding::GatherInForward`).
-    AllGather { index: usize, numel: usize, reply: Reply<GatheredParams> },
+    AllGather {
+        index: usize,
+        numel: usize,
+        reply: Reply<GatheredParams>,
+    },
     /// Emulate this link from now on (`None`: run at the machine's own speed).
     EmulateLink(Option<Link>),
     /// Replies once every earlier request has been served.

@@ -19,6 +19,10 @@ pub struct StepBreakdown {
     pub all_reduce_ns: u64,
     /// Time the compute thread was blocked in wait points.
     pub exposed_ns: u64,
+    /// Of these: the sharded state's all-gathers on the communication thread, and the forward's
+    /// time blocked in their wait points.
+    pub all_gather_ns: u64,
+    pub gather_exposed_ns: u64,
     /// Per bucket, in launch order.
     pub buckets: Vec<BucketTiming>,
     /// Per layer (definition order): forward and backward time, summed over micro-steps.
@@ -78,7 +82,11 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
                 }
                 Activity::Update { .. } | Activity::Clip => b.update_ns += d,
                 Activity::Compress { .. } => b.compress_ns += d,
-                Activity::Wait { .. } | Activity::WaitAll | Activity::WaitGather { .. } => b.exposed_ns += d,
+                Activity::Wait { .. } | Activity::WaitAll => b.exposed_ns += d,
+                Activity::WaitGather { .. } => {
+                    b.exposed_ns += d;
+                    b.gather_exposed_ns += d;
+                }
                 // A sharded bucket's reduce-scatter and all-gather are the halves of its
                 // all-reduce: the bytes are counted once, with the reduce-scatter.
                 Activity::AllReduce { bucket, bytes, .. }
@@ -87,7 +95,9 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
                     b.all_reduce_ns += d;
                     if let Some(t) = b.buckets.get_mut(bucket as usize) {
                         // PowerSGD sends two messages per bucket and step.
-                        if !matches!(s.activity, Activity::AllGather { .. }) {
+                        if matches!(s.activity, Activity::AllGather { .. }) {
+                            b.all_gather_ns += d;
+                        } else {
                             t.bytes += bytes;
                         }
                         t.all_reduce_ns += d;

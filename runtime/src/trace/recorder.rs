@@ -112,7 +112,11 @@ pub fn record_reduce_scatter(bucket: usize, bytes: usize, queued: Instant, start
     if is_enabled() {
         RECORDER.with_borrow_mut(|r| {
             let queued_ns = r.ns(queued);
-            r.push(Activity::ReduceScatter { bucket: bucket as u32, bytes: bytes as u64, queued_ns }, started, finished);
+            r.push(
+                Activity::ReduceScatter { bucket: bucket as u32, bytes: bytes as u64, queued_ns },
+                started,
+                finished,
+            );
         });
     }
 }

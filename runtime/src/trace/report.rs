@@ -56,6 +56,20 @@ pub struct OverlapReport {
     pub predicted: Option<PredictedStep>,
     /// Peak memory against what training needs, in the final report.
     pub memory: Option<Memory>,
+    /// The sharded optimizer state's all-gathers, when they ran in forward.
+    pub all_gather: Option<GatherReport>,
+}
+
+/// The all-gathers of sharded optimizer state in the next forward (part of `all_reduce_ms` and
+/// `exposed_ms`, which count both halves of each bucket's reduction).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct GatherReport {
+    /// Sum over buckets on the communication thread.
+    pub all_gather_ms: f64,
+    /// The forward's time blocked in their wait points.
+    pub waited_ms: f64,
+    /// `1 - waited / all-gather`.
+    pub hidden_fraction: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -124,6 +138,12 @@ impl OverlapReport {
         let compression_ms = mean(&|b| b.compress_ns);
         let compute_ms = mean(&|b| b.compute_ns());
         let (all_reduce_ms, exposed_ms) = (mean(&|b| b.all_reduce_ns), mean(&|b| b.exposed_ns));
+        let (all_gather_ms, gather_waited_ms) = (mean(&|b| b.all_gather_ns), mean(&|b| b.gather_exposed_ns));
+        let all_gather = (all_gather_ms > 0.0).then(|| GatherReport {
+            all_gather_ms,
+            waited_ms: gather_waited_ms,
+            hidden_fraction: (1.0 - gather_waited_ms / all_gather_ms).clamp(0.0, 1.0),
+        });
         let other_ms = mean(&|b| b.step_ns.saturating_sub(b.compute_ns() + b.exposed_ns));
         let lower_bound_ms = compute_ms.max(all_reduce_ms);
 
@@ -211,6 +231,7 @@ impl OverlapReport {
             straggler_gap_ms: median(steps.iter().map(|s| gap(s))),
             predicted: None,
             memory: None,
+            all_gather,
         })
     }
 
@@ -293,6 +314,18 @@ impl fmt::Display for OverlapReport {
                 &format!("{:.1}% of the all-reduce time (1 - exposed / all-reduce)", h * 100.0),
             )?,
             None => writeln!(f, "  one rank: nothing to all-reduce")?,
+        }
+        if let Some(g) = &self.all_gather {
+            line(
+                f,
+                "all-gather",
+                g.all_gather_ms,
+                &format!(
+                    "sharded state, in forward: {:.2} ms waited there, {:.1}% hidden (included above)",
+                    g.waited_ms,
+                    g.hidden_fraction * 100.0
+                ),
+            )?;
         }
         if let Some(p) = &self.predicted {
             writeln!(

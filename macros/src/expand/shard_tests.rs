@@ -1,0 +1,78 @@
+//! The expansion of a model whose optimizer state is sharded (`shard_optimizer`): the
+//! all-gathers' launches at the end of backward, in the order forward reads them, and their wait
+//! points in `forward_gathering_on`, each right before the first layer that reads its bucket.
+
+use quote::quote;
+
+use super::tests::{function, mlp, mlp_with};
+
+fn mlp_zero() -> String {
+    mlp_with(quote!(shard_optimizer, bucket_cap_mb = 8, first_bucket_mb = 1))
+}
+
+/// The statements of `body` that launch, wait for or read, in order, flattened to one line each.
+fn gather_events(body: &str) -> Vec<String> {
+    let flat = body.split_whitespace().collect::<Vec<_>>().join(" ").replace(" .", ".").replace("( ", "(");
+    flat.split(';')
+        .filter_map(|s| {
+            let s = s.trim();
+            let call =
+                |name: &str| s.split_once(name).map(|(_, args)| args.split([',', ')']).next().unwrap_or("").trim());
+            if let Some(index) = call("dev.launch_gather(") {
+                Some(format!("launch_gather {index}"))
+            } else if let Some(index) = call("gather.wait_gather(") {
+                Some(format!("wait_gather {index}"))
+            } else if s.contains("dev.launch(") {
+                Some("launch".into())
+            } else if s.contains("dev.backward_done()") {
+                Some("backward_done".into())
+            } else {
+                s.split_once("dev.forward(").map(|(_, args)| {
+                    let layer = args.split("&self.").nth(1).and_then(|r| r.split(',').next()).unwrap_or("");
+                    format!("forward {layer}")
+                })
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn mlp_zero_expansion_snapshot() {
+    expect_test::expect_file!["../../tests/expand/mlp_zero.expanded.rs"].assert_eq(&mlp_zero());
+}
+
+#[test]
+fn the_all_gathers_are_launched_after_the_last_reduce_scatter_in_forward_order() {
+    let code = mlp_zero();
+    let events = gather_events(function(&code, "backward_on"));
+    let tail: Vec<&str> = events.iter().rev().take(5).rev().map(String::as_str).collect();
+    assert_eq!(tail, ["launch", "launch_gather 2", "launch_gather 1", "launch_gather 0", "backward_done"]);
+    assert_eq!(events.iter().filter(|e| e.starts_with("launch_gather")).count(), 3);
+}
+
+#[test]
+fn forward_waits_for_each_all_gather_right_before_the_first_layer_that_reads_it() {
+    let code = mlp_zero();
+    let events = gather_events(function(&code, "forward_gathering_on"));
+    let want = [
+        "wait_gather 2",
+        "forward fc1",
+        "forward act1",
+        "wait_gather 1",
+        "forward fc2",
+        "forward act2",
+        "wait_gather 0",
+        "forward fc3",
+        "forward act3",
+        "forward head",
+    ];
+    assert_eq!(events, want);
+}
+
+#[test]
+fn a_model_without_shard_optimizer_has_no_gather_points() {
+    let code = mlp();
+    assert!(!code.contains("launch_gather") && !code.contains("fn forward_gathering_on"));
+    // Its `DistributedModel::forward_gathering` waits for whatever is in flight, then forwards.
+    assert!(function(&code, "forward_gathering").contains("forward_gathering_on"));
+}
