@@ -87,6 +87,8 @@ bench: deps
 	TORCH_PYTHON=$(TORCH_PYTHON) python3 compare/run.py $(BENCH_ARGS)
 	# bf16 and fp16 gradients against FP32 under emulated links (step ratios, bytes on the wire).
 	python3 compare/wire.py
+	# Sharded optimizer state against whole state: step ratio, all-gathers hidden in forward, memory.
+	python3 compare/sharding.py
 	# The timing claims make test leaves out: overlap hidden on an emulated link, the simulator's
 	# error, the profile-guided plan against DDP's caps (each prints its numbers and targets).
 	cargo test --release --test trace --test simulator -- --ignored --nocapture --test-threads 1

@@ -43,11 +43,15 @@ pub fn emit(item: &ItemStruct, errors: &Errors) -> TokenStream {
             fn init(_: u64) -> Self { ::core::unreachable!() }
             fn new_grads(&self) -> Self::Grads { ::core::unreachable!() }
             fn forward_with<'w>(&self, _: &::overlap::StepContext, _: &::overlap::Matrix, _: &'w mut ()) -> &'w ::overlap::Matrix { ::core::unreachable!() }
+            fn forward_gathering<'w>(&mut self, _: &::overlap::StepContext, _: &::overlap::Matrix, _: &'w mut (), _: &::overlap::Communicator) -> ::overlap::Result<&'w ::overlap::Matrix> { ::core::unreachable!() }
             fn backward<O: ::overlap::Optimizer>(&mut self, _: &mut (), _: &::overlap::Matrix, _: Self::Grads, _: &::overlap::Communicator, _: &mut O) -> Self::InFlight { ::core::unreachable!() }
             fn backward_no_sync(&self, _: &mut (), _: &::overlap::Matrix, _: &mut Self::Grads) { ::core::unreachable!() }
             fn step<O: ::overlap::Optimizer>(&mut self, _: Self::InFlight, _: &mut O) -> ::overlap::Result<Self::Grads> { ::core::unreachable!() }
             fn param(&self, _: ::overlap::plan::ParamRef) -> &[f32] { ::core::unreachable!() }
             fn param_mut(&mut self, _: ::overlap::plan::ParamRef) -> &mut [f32] { ::core::unreachable!() }
+        }
+        impl ::overlap::__private::ParamVecs for #ident {
+            fn param_vec_mut(&mut self, _: usize) -> ::core::option::Option<&mut ::std::vec::Vec<f32>> { ::core::unreachable!() }
         }
     }
 }

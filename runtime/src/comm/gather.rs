@@ -14,67 +14,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::bucket::WaitChecks;
-use super::lent::{Lent, ParamValues};
-use super::mailbox::{Mailbox, Pending, Undelivered};
+use super::gathering::GatherInFlight;
+use super::mailbox::Mailbox;
 use super::{Backend, CommMode, Communicator, Held, ParamVecs};
-use crate::error::{Error, Result};
-use crate::trace::recorder::{record, record_all_gather};
-use crate::trace::span::Activity;
-
-/// Bucket `index`'s parameters, every rank's updated shard in them, as the communication thread
-/// hands them back.
-pub(crate) struct GatheredParams {
-    pub values: ParamValues,
-    pub started: Instant,
-    pub finished: Instant,
-}
-
-/// An all-gather on its way: the only way to its parameters is `Communicator::wait_gather`.
-pub(crate) struct GatherInFlight {
-    reply: Pending<GatheredParams>,
-    bytes: usize,
-    queued: Instant,
-}
-
-/// On the communication thread: the values each reduce-scatter left for its all-gather, and the
-/// buffers MPI gathers through, kept from step to step.
-#[derive(Default)]
-pub(super) struct Gathers {
-    kept: Vec<Option<ParamValues>>,
-    buffers: Vec<Vec<f32>>,
-}
-
-impl Gathers {
-    /// Keeps the values of bucket `index`'s `lent` parameters for its all-gather; their state
-    /// goes back with the bucket. Always `true` (it comes after a reduce-scatter that went well).
-    pub(super) fn keep(&mut self, index: usize, lent: &mut Lent) -> bool {
-        if self.kept.len() <= index {
-            self.kept.resize_with(index + 1, || None);
-        }
-        self.kept[index] = Some(lent.take_values());
-        true
-    }
-
-    /// The values bucket `index`'s reduce-scatter kept. Every rank queues the reduce-scatter of
-    /// a bucket before its all-gather (the generated code launches them so), so they are here.
-    pub(super) fn take(&mut self, index: usize) -> ParamValues {
-        let kept = self.kept.get_mut(index).and_then(Option::take);
-        kept.unwrap_or_else(|| panic!("bucket {index}'s all-gather came before its reduce-scatter"))
-    }
-
-    /// A zeroed buffer of `numel` values for bucket `index`'s all-gather through MPI.
-    pub(super) fn buffer(&mut self, index: usize, numel: usize) -> &mut [f32] {
-        if self.buffers.len() <= index {
-            self.buffers.resize_with(index + 1, Vec::new);
-        }
-        let buffer = &mut self.buffers[index];
-        if buffer.len() != numel {
-            *buffer = vec![0.0; numel];
-        }
-        buffer
-    }
-}
+use crate::error::Result;
 
 impl Communicator {
     /// Whether the all-gathers of sharded buckets wait for the next forward (the model was
@@ -119,19 +62,7 @@ impl Communicator {
         let Some(in_flight) = self.gathers.borrow_mut().get_mut(index).and_then(Option::take) else {
             return Ok(());
         };
-        let checks: WaitChecks = self.checks.get();
-        let blocked = Instant::now();
-        let mut gathered = in_flight.reply.wait(checks.timeout).map_err(|e| match e {
-            Undelivered::TimedOut => Error::CommTimeout {
-                bucket: index,
-                rank: checks.rank,
-                waited: checks.timeout.unwrap_or_default(),
-                behind: super::board::laggards(),
-            },
-            Undelivered::Abandoned => Error::CommThreadDied("all-gathering a bucket's parameters"),
-        })?;
-        record(Activity::WaitGather { bucket: index as u32 }, blocked, Instant::now());
-        record_all_gather(index, in_flight.bytes, in_flight.queued, gathered.started, gathered.finished);
+        let mut gathered = in_flight.wait(index, self.checks.get())?;
         gathered.values.give_back(params);
         Ok(())
     }

@@ -13,6 +13,7 @@ mod backoff;
 mod board;
 mod bucket;
 mod gather;
+mod gathering;
 mod lent;
 mod low_rank;
 mod mailbox;
@@ -82,8 +83,8 @@ pub struct Communicator {
     /// (`#[distributed_model(shard_optimizer)]`; see `gather`).
     gather_points: Cell<bool>,
     /// The all-gathers in flight, by bucket index, and their reused mailboxes.
-    gathers: RefCell<Vec<Option<gather::GatherInFlight>>>,
-    gather_mailboxes: RefCell<Vec<Arc<Mailbox<gather::GatheredParams>>>>,
+    gathers: RefCell<Vec<Option<gathering::GatherInFlight>>>,
+    gather_mailboxes: RefCell<Vec<Arc<Mailbox<gathering::GatheredParams>>>>,
 }
 
 /// A sum over ranks on its way (`Communicator::start_sum_f64`): the value itself on one process.
@@ -96,7 +97,7 @@ enum Held {
     /// A low-rank bucket whose P and Q exchanges `backward_done` runs in turn.
     LowRank(GradBucket, Reply<Reduced>),
     /// The all-gather of a sharded bucket's updated shards.
-    Gather { index: usize, numel: usize, reply: Reply<gather::GatheredParams> },
+    Gather { index: usize, numel: usize, reply: Reply<gathering::GatheredParams> },
 }
 
 enum Backend {
@@ -394,7 +395,7 @@ impl Communicator {
             assert!(
                 !members.is_empty() && !self.checks.get().finite,
                 "bucket {index}: sharded optimizer state updates every parameter as its slice is summed, which \
-                 clipping by the global norm and --check-finite do not allow"
+                 clipping by the global norm and `CommConfig::check_finite` do not allow"
             );
             assert!(
                 bucket.lend_sharded(members, params, optimizer, grad_scale, shard),

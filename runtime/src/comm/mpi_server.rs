@@ -14,7 +14,7 @@ use overlap_plan::Link;
 
 use super::board::{self, Board};
 use super::bucket::{GradBucket, Reduced, Sharding};
-use super::gather::{GatheredParams, Gathers};
+use super::gathering::{GatheredParams, Gathers};
 use super::mailbox::Reply;
 use super::mode::Transport;
 use super::mpi_calls::{self, all_reduce_in_place, gather_to_root, Gathered};

@@ -117,7 +117,7 @@ impl MpiThread {
 
     /// Queues the all-gather of bucket `index`'s updated shards (`numel` elements), whose
     /// reduce-scatter was queued before; the parameters come back on `reply`.
-    pub(super) fn all_gather(&self, index: usize, numel: usize, reply: Reply<super::gather::GatheredParams>) {
+    pub(super) fn all_gather(&self, index: usize, numel: usize, reply: Reply<super::gathering::GatheredParams>) {
         // A send error means the thread is gone; dropping `reply` makes the wait report it.
         let _ = self.send(Request::AllGather { index, numel, reply });
     }

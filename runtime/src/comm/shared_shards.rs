@@ -147,10 +147,10 @@ mod tests {
 
     #[test]
     fn a_shard_seen_from_a_chunk() {
-        assert_eq!(within(&(10..20), 0, 8), 8..8);
+        assert!(within(&(10..20), 0, 8).is_empty());
         assert_eq!(within(&(10..20), 8, 8), 2..8);
         assert_eq!(within(&(10..20), 16, 8), 0..4);
-        assert_eq!(within(&(10..20), 24, 8), 8..8);
+        assert!(within(&(10..20), 24, 8).is_empty());
         assert_eq!(within(&(0..40), 8, 8), 0..8);
     }
 }

@@ -174,6 +174,6 @@ mod tests {
         assert_eq!(words.len(), spans.len() * WORDS);
         let back: Vec<Span> = words.chunks(WORDS).map(|w| Span::decode(1, w).unwrap()).collect();
         assert_eq!(back, spans);
-        assert_eq!(Span::decode(0, &[0, 10 << 32, 0, 0, 0, 0]), None, "a tag no `encode` writes");
+        assert_eq!(Span::decode(0, &[0, 13 << 32, 0, 0, 0, 0]), None, "a tag no `encode` writes");
     }
 }

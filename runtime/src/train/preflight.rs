@@ -281,7 +281,7 @@ fn check_sharding(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
             .comm
             .check_finite
             .then(|| "`CommConfig::check_finite`: it checks the sums before any update".to_string()),
-        narrow.map(|n| format!("{n}: sharded buckets travel in FP32 (pass --grad-comm fp32)")),
+        narrow.map(|n| format!("{n}: sharded buckets travel in FP32 (`CommConfig::grad_comm` fp32)")),
     ];
     let conflicts: Vec<String> = conflicts.into_iter().flatten().collect();
     if conflicts.is_empty() {

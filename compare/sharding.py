@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Sharded optimizer state against whole state, printed with the targets (run by `make bench`).
+
+`examples/mlp_zero.rs` (the all-gathers placed in forward) against `examples/mlp` (the same
+layers and buckets), AdamW, side by side, the two alternating round by round, medians:
+
+- on shared memory, 2 ranks: the sharded step over the unsharded one (target: at most 1.05);
+- under an emulated link of 5 us and 1 GB/s, 2 ranks: the share of the all-gathers' time that
+  forward hides (target: at least 0.7), for each batch given;
+- on 4 ranks: the optimizer state per rank (target: a quarter) and the peak RSS of each.
+
+Timing claims live here, printed, never in `make test`. Needs `cargo build --release --examples`.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+LINK = ["--link", "latency=5us,bandwidth=1GB/s"]
+
+
+def report(binary, ranks, steps, batch, extra):
+    cmd = ["mpirun", "--oversubscribe", "-n", str(ranks), binary, "--steps", str(steps), "--batch", str(batch),
+           "--optimizer", "adamw", "--report", "json", *extra]
+    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{done.stdout}\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release", "examples"))
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--batches", type=int, nargs="+", default=[64, 256], help="samples per rank under the link")
+    args = p.parse_args()
+    whole, sharded = (os.path.join(args.bin_dir, name) for name in ("mlp", "mlp_zero"))
+
+    ratios = []
+    for _ in range(args.rounds):
+        a = report(whole, 2, args.steps, 64, [])["step_ms"]
+        b = report(sharded, 2, args.steps, 64, [])["step_ms"]
+        ratios.append(b / a)
+    ratio = statistics.median(ratios)
+    print(f"shared memory, 2 ranks, batch 64: sharded step / whole step = {ratio:.3f} "
+          f"(rounds {', '.join(f'{r:.3f}' for r in ratios)}; target <= 1.05: {'met' if ratio <= 1.05 else 'MISSED'})")
+
+    for batch in args.batches:
+        hidden, steps = [], []
+        for _ in range(args.rounds):
+            r = report(sharded, 2, args.steps, batch, LINK)
+            hidden.append(r["all_gather"]["hidden_fraction"])
+            steps.append((report(whole, 2, args.steps, batch, LINK)["step_ms"], r["step_ms"]))
+        h = statistics.median(hidden)
+        step_ratio = statistics.median(s / w for w, s in steps)
+        print(f"5 us, 1 GB/s, 2 ranks, batch {batch}: {h:.3f} of the all-gathers hidden behind forward "
+              f"(target >= 0.7: {'met' if h >= 0.7 else 'MISSED'}); sharded step / whole step {step_ratio:.3f}")
+
+    m_whole = report(whole, 4, 5, 16, [])["memory"]
+    m_sharded = report(sharded, 4, 5, 16, [])["memory"]
+    share = m_sharded["optimizer_state_mib"] / m_whole["optimizer_state_mib"]
+    print(f"4 ranks: optimizer state {m_sharded['optimizer_state_mib']:.2f} vs {m_whole['optimizer_state_mib']:.2f} MiB "
+          f"per rank ({share:.3f}; target 0.25: {'met' if abs(share - 0.25) < 0.01 else 'MISSED'}); peak RSS "
+          f"{max(m_sharded['peak_rss_mib']):.1f} vs {max(m_whole['peak_rss_mib']):.1f} MiB "
+          f"(estimates {m_sharded['needed_mib']:.1f} vs {m_whole['needed_mib']:.1f} MiB)")
+
+
+if __name__ == "__main__":
+    main()
