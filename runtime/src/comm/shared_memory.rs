@@ -289,8 +289,8 @@ impl Drop for SharedMemory {
 }
 
 /// `out = v(0) + v(1) + ... + v(ranks - 1)`, added in rank order whichever rank sums: every
-/// rank's sums are the same floats, and a reduce-scatter's (`shared_shards`) are the all-reduce's.
-pub(super) fn sum_in_rank_order<'a>(ranks: usize, value: impl Fn(usize) -> &'a [f32], out: &mut [f32]) {
+/// rank's sums are the same floats, and a reduce-scatter's (`shared_shards`) read the same sums.
+fn sum_in_rank_order<'a>(ranks: usize, value: impl Fn(usize) -> &'a [f32], out: &mut [f32]) {
     out.copy_from_slice(value(0));
     for r in 1..ranks {
         out.iter_mut().zip(value(r)).for_each(|(o, v)| *o += *v);
@@ -298,7 +298,7 @@ pub(super) fn sum_in_rank_order<'a>(ranks: usize, value: impl Fn(usize) -> &'a [
 }
 
 /// `range` in pieces of `BLOCK` elements, the last one shorter.
-pub(super) fn blocks(range: Range<usize>) -> impl Iterator<Item = Range<usize>> {
+fn blocks(range: Range<usize>) -> impl Iterator<Item = Range<usize>> {
     range.clone().step_by(BLOCK).map(move |start| start..(start + BLOCK).min(range.end))
 }
 
