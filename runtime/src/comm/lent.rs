@@ -126,9 +126,8 @@ impl Lent {
 
     /// Takes the bucket's parameters, `members`, out of `params` and their state out of
     /// `optimizer`, when every one of them can be lent; otherwise lends nothing and returns
-    /// `false`.
-    /// With `shard` (elements of the bucket), each parameter lends only the state of its part
-    /// inside it, and only that part is updated here (sharded optimizer state).
+    /// `false`. With `shard` (elements of the bucket), each parameter lends only the state of its
+    /// part inside it, and only that part is updated here (sharded optimizer state).
     pub(crate) fn lend<P: ParamVecs, O: Optimizer>(
         &mut self,
         members: &[BucketMember],
