@@ -402,7 +402,8 @@ impl Run<'_> {
                     // state's all-gathers for the next forward) delays the log line.
                     summed_loss = Some(comm.start_sum_f64(step_loss / config.accumulate as f64)?);
                 }
-                if last {
+                if last && comm.gathers_in_forward() {
+                    // The same for the stop vote, which otherwise waits for the step's end.
                     stop_vote = stop.map(|s| s.start_vote(comm)).transpose()?;
                 }
                 backend.backward(micro, last)?;
@@ -454,7 +455,11 @@ impl Run<'_> {
             if step + 1 == config.steps {
                 continue;
             }
-            let voted = stop.zip(stop_vote).map(|(s, vote)| s.agreed(comm, vote)).transpose()?;
+            let vote = match stop_vote {
+                Some(vote) => Some(vote),
+                None => stop.map(|s| s.start_vote(comm)).transpose()?,
+            };
+            let voted = stop.zip(vote).map(|(s, vote)| s.agreed(comm, vote)).transpose()?;
             let Some(signal) = voted.flatten() else { continue };
             progress.finish();
             let unsaved = config.save.is_some() && !config.saves_after(step);

@@ -1,7 +1,10 @@
 //! Stopping cleanly on SIGTERM or SIGINT: what schedulers send before preemption (Slurm, then
 //! SIGKILL after its KillWait), what `mpirun` sends its ranks when it gets either, and Ctrl-C.
 //! During a run the handler only records the signal. At the end of each step the ranks agree
-//! whether any of them got one (a one-number all-reduce), so that all stop after the same step;
+//! whether any of them got one (a one-number all-reduce), so that all stop after the same step
+//! (when sharded parameters are all-gathered in the next forward, the vote is queued before the
+//! step's backward instead, so as not to wait behind those all-gathers: a signal after it stops
+//! the run one step later);
 //! the `Trainer` then writes a checkpoint if the run saves, and returns `Error::Stopped`. A
 //! signal during the last step stops nothing: the run has reached its end, and finishes with
 //! every output it writes. A second signal ends the process at once, with status 128 + signal.
@@ -103,9 +106,9 @@ impl StopSignals {
         (flags.seen.load(Ordering::SeqCst) && signal != 0).then_some(signal as i32)
     }
 
-    /// During a step, on every rank, before its launches: starts counting the ranks that got a
-    /// signal (collective), for `agreed` after the step. Queued early, it waits for nothing the
-    /// step queues later (the sharded state's all-gathers for the next forward).
+    /// On every rank: starts counting the ranks that got a signal (collective), for `agreed`.
+    /// At the end of a step, or before its backward when anything the step queues later would
+    /// delay it (the sharded state's all-gathers for the next forward).
     pub(crate) fn start_vote(&self, comm: &Communicator) -> Result<PendingSum> {
         comm.start_sum_f64(f64::from(self.received().unwrap_or(0)))
     }
