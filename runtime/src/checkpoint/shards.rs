@@ -33,7 +33,7 @@ pub fn gather<O: OptimizerState>(optimizer: &O, schedule: &Schedule, comm: &Comm
         let mut whole = Vec::with_capacity(names);
         for b in 0..names {
             let part = mine.as_ref().map_or(&[][..], |buffers| buffers[b]);
-            if let Some(parts) = comm.gather_f32_varying_to_root(part)? {
+            if let Some(parts) = comm.gather_f32_to_root(part)? {
                 whole.push(parts.concat());
             }
         }

@@ -240,16 +240,6 @@ impl Communicator {
         self.shard_chosen.get().unwrap_or(self.shard_by_schedule.get())
     }
 
-    /// This rank's slice of a bucket of `numel` elements when the optimizer state is sharded (see
-    /// `overlap_plan::shard_of`); the whole bucket otherwise.
-    pub fn shard(&self, numel: usize) -> std::ops::Range<usize> {
-        if self.shards_optimizer() {
-            overlap_plan::shard_of(numel, self.world_size(), self.rank())
-        } else {
-            0..numel
-        }
-    }
-
     /// Sends every bucket's gradients in `format` (see `WireFormat`), whatever the schedule's
     /// `grad_comm` says (`--grad-comm`), and replaces an earlier choice. Every rank must choose
     /// the same (the schedule handshake checks it). The GPU's NCCL sums stay FP32 for now (narrow
@@ -388,7 +378,7 @@ impl Communicator {
     ) -> InFlight {
         if self.shards_optimizer() {
             let gather = if self.gathers_in_forward() { Sharding::GatherInForward } else { Sharding::GatherHere };
-            let shard = (self.shard(bucket.len()), gather);
+            let shard = (overlap_plan::shard_of(bucket.len(), self.world_size(), self.rank()), gather);
             let index = bucket.index();
             // A run refuses what cannot shard before its first step (`Trainer::fit`); here the
             // contract is broken by the caller, and the sums would have nowhere to go.
@@ -503,15 +493,9 @@ impl Communicator {
         }
     }
 
-    /// Every rank's `data` at rank 0, bit for bit, indexed by rank; `None` on the other ranks
-    /// (through the u64 gather, two values to a word).
-    pub fn gather_f32_to_root(&self, data: &[f32]) -> Result<Option<Vec<Vec<f32>>>> {
-        self.gather_f32_varying_to_root(data)
-    }
-
     /// Every rank's `data`, of any length, at rank 0, bit for bit, indexed by rank; `None` on
     /// the other ranks (through the u64 gather: the length, then two values to a word).
-    pub fn gather_f32_varying_to_root(&self, data: &[f32]) -> Result<Option<Vec<Vec<f32>>>> {
+    pub fn gather_f32_to_root(&self, data: &[f32]) -> Result<Option<Vec<Vec<f32>>>> {
         let words = std::iter::once(data.len() as u64)
             .chain(
                 data.chunks(2)

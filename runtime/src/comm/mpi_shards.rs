@@ -5,6 +5,7 @@
 //! from the communication thread.
 
 use std::ffi::{c_int, c_void};
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use mpi::raw::AsRaw;
@@ -47,11 +48,11 @@ impl MpiShards {
         lent: &mut Lent,
         aborting: &AtomicBool,
     ) -> bool {
-        let (rank, ranks, len) = self.shards(world, data.len());
+        let shard = self.shards(world, data.len());
         let ptr = data.as_mut_ptr().cast::<c_void>();
         let start = |request: *mut mpi::ffi::MPI_Request| {
-            // SAFETY: `data` is an exclusively borrowed, initialised buffer of `len` f32 values
-            // (MPI_FLOAT), and `counts` (one per rank of `world`) add up to `len`. MPI_IN_PLACE
+            // SAFETY: `data` is an exclusively borrowed, initialised buffer of f32 values
+            // (MPI_FLOAT), and `counts` (one per rank of `world`) add up to its length. MPI_IN_PLACE
             // makes MPI read the whole buffer and write this rank's sums to its start; both stay
             // borrowed and untouched until `poll` has seen the request complete (or the job is
             // aborted). `world` is alive; this is the MPI thread.
@@ -70,7 +71,6 @@ impl MpiShards {
         if !poll(start, "MPI_Ireduce_scatter", || aborting.load(Ordering::Relaxed)) {
             return false;
         }
-        let shard = shard_of(len, ranks, rank);
         data.copy_within(0..shard.len(), shard.start);
         lent.update(shard.clone(), &data[shard]);
         data.fill(0.0);
@@ -86,8 +86,7 @@ impl MpiShards {
         values: &mut ParamValues,
         aborting: &AtomicBool,
     ) -> bool {
-        let (rank, ranks, len) = self.shards(world, buffer.len());
-        let shard = shard_of(len, ranks, rank);
+        let (shard, len) = (self.shards(world, buffer.len()), buffer.len());
         values.read_values(shard.clone(), &mut buffer[shard.clone()]);
         let ptr = buffer.as_mut_ptr().cast::<c_void>();
         let start = |request: *mut mpi::ffi::MPI_Request| {
@@ -119,8 +118,8 @@ impl MpiShards {
         true
     }
 
-    /// This rank, the ranks, and a bucket's `len`, with every rank's shard of it as MPI counts.
-    fn shards(&mut self, world: &SimpleCommunicator, len: usize) -> (usize, usize, usize) {
+    /// Every rank's shard of a bucket of `len` as MPI counts and offsets; returns this rank's.
+    fn shards(&mut self, world: &SimpleCommunicator, len: usize) -> Range<usize> {
         let (rank, ranks) = (world.rank() as usize, world.size() as usize);
         assert!(
             c_int::try_from(len).is_ok(),
@@ -134,6 +133,6 @@ impl MpiShards {
             self.counts.push(shard.len() as c_int);
             self.offsets.push(shard.start as c_int);
         }
-        (rank, ranks, len)
+        shard_of(len, ranks, rank)
     }
 }

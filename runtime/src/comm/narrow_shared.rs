@@ -50,9 +50,7 @@ impl SharedMemory {
         let mut widened = [0.0f32; BLOCK];
         for (c, piece) in data.chunks_mut(CHUNK).enumerate() {
             let at = c * CHUNK;
-            self.sequence += 1;
-            let s = self.sequence;
-            let slot = (s % SLOTS as u64) as usize;
+            let (s, slot) = self.next_chunk();
             let mine = part(piece.len(), ranks, me);
             // The others are done reading this slot's previous chunk (its sent values, then sums).
             if !self.wait_all(Flag::Consumed, s.saturating_sub(SLOTS as u64), aborting) {

@@ -171,9 +171,7 @@ impl SharedMemory {
         let fused = !lent.is_empty();
         for (c, piece) in data.chunks_mut(CHUNK).enumerate() {
             let at = c * CHUNK;
-            self.sequence += 1;
-            let s = self.sequence;
-            let slot = (s % SLOTS as u64) as usize;
+            let (s, slot) = self.next_chunk();
             let mine = part(piece.len(), ranks, self.rank);
             // The others are done reading this slot's previous chunk.
             if !self.wait_all(Flag::Consumed, s.saturating_sub(SLOTS as u64), aborting) {
@@ -255,6 +253,12 @@ impl SharedMemory {
             self.publish(Flag::Consumed, s);
         }
         true
+    }
+
+    /// The next chunk's sequence number and the slot it goes through.
+    pub(super) fn next_chunk(&mut self) -> (u64, usize) {
+        self.sequence += 1;
+        (self.sequence, (self.sequence % SLOTS as u64) as usize)
     }
 
     /// `rank`'s `flag`, which other processes change only through atomic operations.

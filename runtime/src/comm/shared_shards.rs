@@ -9,10 +9,9 @@
 //! for its update. All-gather: each rank copies its updated values into its slot, and every rank
 //! copies the others' into its parameters. The bucket comes back cleared for the next step.
 
-use std::ops::Range;
 use std::sync::atomic::AtomicBool;
 
-use overlap_plan::shard_of;
+use overlap_plan::{owned_part, shard_of};
 
 use super::lent::{Lent, ParamValues};
 use super::shared_memory::{Flag, SharedMemory, CHUNK, SLOTS};
@@ -52,10 +51,14 @@ impl SharedMemory {
             if !self.wait_all(Flag::Consumed, s.saturating_sub(SLOTS as u64), aborting) {
                 return false;
             }
-            let mine = within(&shard_of(len, ranks, self.rank), at, chunk_len);
-            // SAFETY: as in `reduce_scatter`: our slot is written only after every rank's
-            // `Consumed >= s - SLOTS` and before our `Posted = s`; the others' are read only
-            // between their `Posted >= s` and our `Consumed = s`, inside the chunk.
+            // This rank's shard and each peer's, as positions in the chunk.
+            let mine = owned_part(at, chunk_len, &shard_of(len, ranks, self.rank));
+            // SAFETY (all slot accesses below): our slot is written only after every rank's
+            // `Consumed >= s - SLOTS` (nobody reads it then) and before our `Posted = s`; another
+            // rank's slot is read only between its `Posted >= s` and our `Consumed = s`, during
+            // which its owner does not write it. Release stores and acquire loads of the flags
+            // order these accesses across processes. Every range is within the chunk, so inside
+            // the mapped segments.
             let out = unsafe { std::slice::from_raw_parts_mut(me.slot(slot, mine.clone()), mine.len()) };
             values.read_values(at + mine.start..at + mine.end, out);
             self.publish(Flag::Posted, s);
@@ -63,7 +66,7 @@ impl SharedMemory {
                 return false;
             }
             for peer in (0..ranks).filter(|&peer| peer != self.rank) {
-                let theirs = within(&shard_of(len, ranks, peer), at, chunk_len);
+                let theirs = owned_part(at, chunk_len, &shard_of(len, ranks, peer));
                 if !theirs.is_empty() {
                     // SAFETY: see above.
                     let updated = unsafe {
@@ -75,32 +78,5 @@ impl SharedMemory {
             self.publish(Flag::Consumed, s);
         }
         true
-    }
-
-    /// The next chunk's sequence number and the slot it goes through.
-    fn next_chunk(&mut self) -> (u64, usize) {
-        self.sequence += 1;
-        (self.sequence, (self.sequence % SLOTS as u64) as usize)
-    }
-}
-
-/// The part of `shard` inside the chunk at `at..at + len`, as positions in the chunk.
-fn within(shard: &Range<usize>, at: usize, len: usize) -> Range<usize> {
-    let start = shard.start.clamp(at, at + len);
-    let end = shard.end.clamp(start, at + len);
-    start - at..end - at
-}
-
-#[cfg(test)]
-mod tests {
-    use super::within;
-
-    #[test]
-    fn a_shard_seen_from_a_chunk() {
-        assert!(within(&(10..20), 0, 8).is_empty());
-        assert_eq!(within(&(10..20), 8, 8), 2..8);
-        assert_eq!(within(&(10..20), 16, 8), 0..4);
-        assert!(within(&(10..20), 24, 8).is_empty());
-        assert_eq!(within(&(0..40), 8, 8), 0..8);
     }
 }
