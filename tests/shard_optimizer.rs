@@ -53,9 +53,12 @@ fn train<M: DistributedModel>(
     M::SCHEDULE.params().map(|p| model.param(p).to_vec()).collect()
 }
 
-fn optimizers() -> [OptimizerConfig; 2] {
+/// SGD with momentum and AdamW, each also clipped by a global norm every step exceeds (so that
+/// the clipping factor is in every update).
+fn optimizers() -> [OptimizerConfig; 4] {
     let adamw = OptimizerConfig { kind: OptimizerKind::AdamW, lr: Some(0.01), ..OptimizerConfig::default() };
-    [OptimizerConfig::default(), adamw]
+    let clipped = |o: OptimizerConfig| OptimizerConfig { clip_grad_norm: Some(0.05), ..o };
+    [OptimizerConfig::default(), adamw, clipped(OptimizerConfig::default()), clipped(adamw)]
 }
 
 /// On every rank of an mpirun job (see `common::run_on_ranks`): sharded and whole state give
@@ -67,7 +70,16 @@ fn sharded_state_gives_the_same_bits_as_whole_state() {
     for optimizer in optimizers() {
         for accumulate in [1, 2] {
             let whole = train::<Small>(&comm, optimizer, accumulate, None);
-            let what = format!("{:?}, {accumulate} micro-step(s), {} ranks", optimizer.kind, comm.world_size());
+            let what = format!(
+                "{:?} clipped at {:?}, {accumulate} micro-step(s), {} ranks",
+                optimizer.kind,
+                optimizer.clip_grad_norm,
+                comm.world_size()
+            );
+            if optimizer.clip_grad_norm.is_some() {
+                let unclipped = OptimizerConfig { clip_grad_norm: None, ..optimizer };
+                assert_ne!(train::<Small>(&comm, unclipped, accumulate, None), whole, "{what}: the clip acts");
+            }
             assert_eq!(train::<Small>(&comm, optimizer, accumulate, Some(true)), whole, "{what}: sharded by the run");
             assert_eq!(
                 train::<SmallSharded>(&comm, optimizer, accumulate, None),
@@ -76,6 +88,17 @@ fn sharded_state_gives_the_same_bits_as_whole_state() {
             );
             assert_eq!(train::<SmallSharded>(&comm, optimizer, accumulate, Some(false)), whole, "{what}: turned off");
         }
+    }
+}
+
+/// One process shards nothing, but a sharded model still lends every bucket and, clipping,
+/// updates after the global norm at the wait points.
+#[test]
+fn one_process_sharded_gives_the_same_bits_as_whole_state() {
+    let comm = Communicator::single();
+    for optimizer in optimizers() {
+        let whole = train::<Small>(&comm, optimizer, 1, None);
+        assert_eq!(train::<SmallSharded>(&comm, optimizer, 1, None), whole, "{optimizer:?}");
     }
 }
 
@@ -116,19 +139,16 @@ fn what_sharding_cannot_run_with_is_refused_by_name() {
             .unwrap_err()
             .to_string()
     };
-    let clipped = OptimizerConfig { clip_grad_norm: Some(1.0), ..OptimizerConfig::default() };
-    let e = refused(CommConfig::default(), clipped);
-    assert!(e.contains("SmallSharded's `#[distributed_model(shard_optimizer)]`"), "{e}");
-    assert!(e.contains("`OptimizerConfig::clip_grad_norm` 1"), "{e}");
     let checked = CommConfig { check_finite: true, grad_comm: Some(WireFormat::Bf16), ..CommConfig::default() };
     let e = refused(checked, OptimizerConfig::default());
+    assert!(e.contains("SmallSharded's `#[distributed_model(shard_optimizer)]`"), "{e}");
     assert!(e.contains("`CommConfig::check_finite`") && e.contains("`CommConfig::grad_comm` bf16"), "{e}");
     // Turned off, the same settings run.
     let mut model = SmallSharded::new(&comm, 1).unwrap();
-    let off = CommConfig { shard_optimizer: Some(false), ..CommConfig::default() };
+    let off = CommConfig { shard_optimizer: Some(false), check_finite: true, ..CommConfig::default() };
     Trainer::new(&comm)
         .comm(off)
-        .optimizer(clipped)
+        .optimizer(OptimizerConfig::default())
         .steps(1)
         .report(ReportFormat::Off, None)
         .fit(&mut model, &mut SyntheticClassification::new(5, 7, 5), &CrossEntropyLoss)
@@ -149,7 +169,7 @@ fn checkpoints_resume_sharded_or_not_on_another_number_of_ranks() {
     let (exe, wdir) = (exe.to_str().unwrap(), dir.path().to_str().unwrap());
     let run = |ranks: &str, steps: &str, save: &str, extra: &[&str]| {
         let base = ["--wdir", wdir, "-n", ranks, exe, "--text", "t.txt", "--batch", "1", "--steps", steps];
-        let quiet = ["--report", "off", "--clip-grad-norm", "off", "--eval-every", "0", "--save", save];
+        let quiet = ["--report", "off", "--eval-every", "0", "--save", save];
         common::mpirun_ok(&[&base[..], &quiet, extra].concat());
     };
     run("2", "2", "a", &["--shard-optimizer"]);

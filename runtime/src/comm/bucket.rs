@@ -135,6 +135,39 @@ impl GradBucket {
         lent
     }
 
+    /// Defers the update of the lent shard until the step's global gradient norm is known (see
+    /// `Lent::await_clip`).
+    pub(crate) fn await_clip(&mut self, clip: crate::optim::GradClip, shard: std::ops::Range<usize>) {
+        self.lent.await_clip(clip, shard);
+    }
+
+    /// This bucket's part of the squared gradient norm (of its sums, unscaled): its kept shard's
+    /// when its update awaits the clip, else all of its gradients.
+    pub(crate) fn clip_sum_of_squares(&self) -> f64 {
+        if self.lent.awaits_clip() {
+            self.lent.stashed_sum_of_squares()
+        } else {
+            crate::optim::sum_of_squares(&self.data)
+        }
+    }
+
+    /// Whether the lent shard's update awaits the step's global norm.
+    pub(crate) fn awaits_clip(&self) -> bool {
+        self.lent.awaits_clip()
+    }
+
+    /// Updates the lent shard, if it awaits the clip, from the squared global norm (see
+    /// `Lent::apply_clipped`).
+    pub(crate) fn apply_clipped(&mut self, sum_of_squares: f64) {
+        self.lent.apply_clipped(sum_of_squares);
+    }
+
+    /// The global norm the communication thread's clip measured for this step, if it updated
+    /// this bucket.
+    pub(crate) fn clipped_norm(&self) -> Option<f32> {
+        self.lent.clipped_norm()
+    }
+
     /// How this bucket's sums reach the parameters (see `lend_sharded`).
     pub(crate) fn sharding(&self) -> Sharding {
         self.sharding

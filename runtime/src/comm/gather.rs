@@ -37,6 +37,8 @@ impl Communicator {
         if !self.gathers_in_forward() {
             return;
         }
+        // The step's updates, when they await the clip, come before any all-gather.
+        self.ask_for_clip();
         let mut boxes = self.gather_mailboxes.borrow_mut();
         if boxes.len() <= index {
             boxes.resize_with(index + 1, Arc::default);

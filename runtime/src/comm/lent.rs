@@ -17,7 +17,7 @@ use std::ops::Range;
 
 use overlap_plan::owned_part;
 
-use crate::optim::{LentState, Optimizer};
+use crate::optim::{sum_of_squares, GradClip, LentState, Optimizer};
 
 /// Where lent parameters come from and go back to: the `Vec` holding each of the model's
 /// parameters, by its index in definition order. `#[distributed_model]` implements it.
@@ -117,6 +117,23 @@ pub(crate) struct Lent {
     values: ParamValues,
     states: Vec<LentStateOf>,
     grad_scale: f32,
+    /// With sharded state and clipping: the shard's sums, kept until the global norm is known.
+    stash: Stash,
+}
+
+/// A sharded bucket's sums while its update waits for the step's global gradient norm
+/// (clipping): each rank holds only its shard's sums, so the norm is the sum over ranks of every
+/// shard's squares, one scalar all-reduce after the last reduce-scatter (`Lent::apply_clipped`).
+/// The vector is kept from step to step.
+#[derive(Debug, Default)]
+struct Stash {
+    /// The threshold and, once applied, the norm it measured; `None` when the update is not
+    /// deferred.
+    clip: Option<GradClip>,
+    applied: bool,
+    /// The bucket's elements whose sums are kept: this rank's shard.
+    shard: Range<usize>,
+    sums: Vec<f32>,
 }
 
 impl Lent {
@@ -156,10 +173,55 @@ impl Lent {
         true
     }
 
+    /// Defers the update of `shard` (the state lent covers) until the step's global gradient
+    /// norm is known: `update` keeps the sums instead, and `apply_clipped` updates from them.
+    pub(crate) fn await_clip(&mut self, clip: GradClip, shard: Range<usize>) {
+        let stash = &mut self.stash;
+        stash.sums.clear();
+        stash.sums.resize(shard.len(), 0.0);
+        (stash.clip, stash.applied, stash.shard) = (Some(clip), false, shard);
+    }
+
+    /// Whether the update waits for the global norm (`await_clip`, not yet `apply_clipped`).
+    pub(crate) fn awaits_clip(&self) -> bool {
+        self.stash.clip.is_some() && !self.stash.applied
+    }
+
+    /// The sum of squares of the kept sums, in f64: this rank's part of the squared norm.
+    pub(crate) fn stashed_sum_of_squares(&self) -> f64 {
+        sum_of_squares(&self.stash.sums)
+    }
+
+    /// Updates the shard from the kept sums, scaled by the clipping factor of the global norm
+    /// whose square (of the sums, over every bucket and rank) is `sum_of_squares`.
+    pub(crate) fn apply_clipped(&mut self, sum_of_squares: f64) {
+        let Some(clip) = self.stash.clip.as_mut().filter(|_| !self.stash.applied) else { return };
+        self.grad_scale = clip.scale(sum_of_squares, self.grad_scale);
+        self.stash.applied = true;
+        let sums = std::mem::take(&mut self.stash.sums);
+        self.update(self.stash.shard.clone(), &sums);
+        self.stash.sums = sums;
+    }
+
+    /// The global norm `apply_clipped` measured, for the optimizer's record of it.
+    pub(crate) fn clipped_norm(&self) -> Option<f32> {
+        self.stash.clip.filter(|_| self.stash.applied).and_then(|clip| clip.last_norm())
+    }
+
     /// Updates the parameters' elements whose gradients sit at `range` of the bucket, from their
-    /// sums over all ranks, `sums` (`range.len()` long).
+    /// sums over all ranks, `sums` (`range.len()` long); keeps the sums of the shard instead
+    /// while the update awaits the global norm.
     pub(crate) fn update(&mut self, range: Range<usize>, sums: &[f32]) {
         debug_assert_eq!(range.len(), sums.len());
+        if self.awaits_clip() {
+            let shard = &self.stash.shard;
+            let (start, end) = (shard.start.max(range.start), shard.end.min(range.end));
+            if start < end {
+                self.stash.sums[start - shard.start..end - shard.start]
+                    .copy_from_slice(&sums[start - range.start..end - range.start]);
+            }
+            return;
+        }
         debug_assert_eq!(self.values.params.len(), self.states.len(), "the values went on without their state");
         for (p, s) in self.values.params.iter_mut().zip(&mut self.states) {
             let (owned_start, owned_end) = (p.offset + s.owned.start, p.offset + s.owned.end);
@@ -203,6 +265,7 @@ impl Lent {
     /// `optimizer`. Values taken on to an all-gather (`take_values`) come back at its wait
     /// point; until then those parameters stay empty.
     pub(crate) fn give_back<P: ParamVecs, O: Optimizer>(&mut self, params: &mut P, optimizer: &mut O) {
+        self.stash.clip = None;
         self.values.give_back(params);
         for s in self.states.drain(..) {
             optimizer.give_back(s.index, s.state);

@@ -25,6 +25,8 @@ mod mpi_thread;
 mod narrow_mpi;
 mod narrow_shared;
 mod settings;
+mod shard_launch;
+mod shard_server;
 mod shared_memory;
 mod shared_shards;
 mod wire;
@@ -47,7 +49,7 @@ use crate::error::{Error, Result};
 use crate::optim::Optimizer;
 use crate::trace::recorder::record;
 use crate::trace::span::Activity;
-use bucket::{Reduced, Sharding, WaitChecks};
+use bucket::{Reduced, WaitChecks};
 use mailbox::{Mailbox, Reply};
 use mpi_thread::MpiThread;
 use wire::{Chosen, WirePlan};
@@ -85,6 +87,8 @@ pub struct Communicator {
     /// The all-gathers in flight, by bucket index, and their reused mailboxes.
     gathers: RefCell<Vec<Option<gathering::GatherInFlight>>>,
     gather_mailboxes: RefCell<Vec<Arc<Mailbox<gathering::GatheredParams>>>>,
+    /// Whether this step's sharded buckets await a clip not yet asked for (see `shard_server`).
+    clip_due: Cell<bool>,
 }
 
 /// A sum over ranks on its way (`Communicator::start_sum_f64`): the value itself on one process.
@@ -98,6 +102,8 @@ enum Held {
     LowRank(GradBucket, Reply<Reduced>),
     /// The all-gather of a sharded bucket's updated shards.
     Gather { index: usize, numel: usize, reply: Reply<gathering::GatheredParams> },
+    /// The clip of the sharded buckets before it.
+    ClipShards,
 }
 
 enum Backend {
@@ -162,6 +168,7 @@ impl Communicator {
             gather_points: Cell::new(false),
             gathers: RefCell::default(),
             gather_mailboxes: RefCell::default(),
+            clip_due: Cell::new(false),
         }
     }
 
@@ -367,7 +374,8 @@ impl Communicator {
     /// `all_reduce_async`, with the bucket's parameters, `members`, and their optimizer state
     /// lent to it so that they are updated as the gradients are summed (see
     /// `GradBucket::lend_for_update`). With `--check-finite` nothing is lent: the wait point
-    /// checks the sums before any update.
+    /// checks the sums before any update. With sharded optimizer state, every bucket is lent (see
+    /// `lend_shard`).
     pub fn all_reduce_and_update<P: ParamVecs, O: Optimizer>(
         &self,
         mut bucket: GradBucket,
@@ -377,21 +385,7 @@ impl Communicator {
         grad_scale: f32,
     ) -> InFlight {
         if self.shards_optimizer() {
-            let gather = if self.gathers_in_forward() { Sharding::GatherInForward } else { Sharding::GatherHere };
-            let shard = (overlap_plan::shard_of(bucket.len(), self.world_size(), self.rank()), gather);
-            let index = bucket.index();
-            // A run refuses what cannot shard before its first step (`Trainer::fit`); here the
-            // contract is broken by the caller, and the sums would have nowhere to go.
-            assert!(
-                !members.is_empty() && !self.checks.get().finite,
-                "bucket {index}: sharded optimizer state updates every parameter as its slice is summed, which \
-                 clipping by the global norm and `CommConfig::check_finite` do not allow"
-            );
-            assert!(
-                bucket.lend_sharded(members, params, optimizer, grad_scale, shard),
-                "bucket {index}: sharded optimizer state needs every parameter lent with its state (an element-wise \
-                 optimizer such as SGD or AdamW, and layers that expose their parameters' `Vec`s)"
-            );
+            self.lend_shard(&mut bucket, members, params, optimizer, grad_scale);
         } else if !self.checks.get().finite {
             bucket.lend_for_update(members, params, optimizer, grad_scale);
         }
@@ -410,6 +404,7 @@ impl Communicator {
     /// Marks the end of backward. In `AfterBackward` mode this is when the held reductions start,
     /// and it blocks until all of them are done, as a step without overlap does.
     pub fn backward_done(&self) {
+        self.ask_for_clip();
         if let Backend::Mpi(t) = &self.backend {
             let mut held = self.held.borrow_mut();
             if held.is_empty() {
@@ -421,6 +416,7 @@ impl Communicator {
                     Held::Reduce(bucket, reply) => t.all_reduce(bucket, reply),
                     Held::LowRank(bucket, reply) => self.low_rank_after_backward(t, bucket, reply),
                     Held::Gather { index, numel, reply } => t.all_gather(index, numel, reply),
+                    Held::ClipShards => t.clip_shards(),
                 }
             }
             drop(held);

@@ -14,12 +14,12 @@ use overlap_plan::Link;
 
 use super::board::{self, Board};
 use super::bucket::{GradBucket, Reduced, Sharding};
-use super::gathering::{GatheredParams, Gathers};
+use super::gathering::GatheredParams;
 use super::mailbox::Reply;
 use super::mode::Transport;
 use super::mpi_calls::{self, all_reduce_in_place, gather_to_root, Gathered};
-use super::mpi_shards::MpiShards;
 use super::narrow_mpi::NarrowMpi;
+use super::shard_server::ShardServer;
 use super::shared_memory::SharedMemory;
 use super::wire::Narrowing;
 
@@ -33,6 +33,8 @@ pub(super) enum Request {
         numel: usize,
         reply: Reply<GatheredParams>,
     },
+    /// The step's clip of sharded buckets, after their last reduce-scatter (`ShardServer::clip`).
+    ClipShards,
     /// Emulate this link from now on (`None`: run at the machine's own speed).
     EmulateLink(Option<Link>),
     /// Replies once every earlier request has been served.
@@ -129,8 +131,7 @@ fn serve_requests(
     let mut link: Option<Link> = None;
     let mut all_reduces = 0u64;
     let mut narrow_mpi = NarrowMpi::default();
-    let mut mpi_shards = MpiShards::default();
-    let mut gathers = Gathers::default();
+    let mut shards = ShardServer::default();
     // A collective some rank never joins ends in `abort` once this rank gives up (`aborting`).
     let done = |finished: bool| {
         if !finished {
@@ -152,59 +153,54 @@ fn serve_requests(
                 // One rank sends nothing, so rounds nothing (`mpirun -n 1` comes here too).
                 let narrowing = Narrowing::new(bucket.wire_format(), size).filter(|_| size > 1);
                 let sharding = if size > 1 { bucket.sharding() } else { Sharding::Whole };
-                let index = bucket.index();
-                let (data, lent) = bucket.data_and_lent();
-                let reduced = match (&mut shared, narrowing) {
-                    (Some(shared), _) if sharding == Sharding::GatherHere => {
-                        shared.reduce_scatter_and_gather(data, lent, aborting)
-                    }
-                    (None, _) if sharding == Sharding::GatherHere => {
-                        mpi_shards.reduce_scatter_and_gather(world, data, lent, aborting)
-                    }
-                    (Some(shared), _) if sharding == Sharding::GatherInForward => {
-                        shared.reduce_scatter(data, lent, aborting) && gathers.keep(index, lent)
-                    }
-                    (None, _) if sharding == Sharding::GatherInForward => {
-                        mpi_shards.reduce_scatter(world, data, lent, aborting) && gathers.keep(index, lent)
-                    }
-                    (Some(shared), None) => shared.all_reduce(data, lent, aborting),
-                    (Some(shared), Some(narrowing)) => shared.all_reduce_narrow(data, lent, narrowing, aborting),
-                    (None, Some(narrowing)) => narrow_mpi.all_reduce(world, data, lent, narrowing, aborting),
-                    (None, None) => {
-                        let done = all_reduce_in_place(world, data, aborting);
-                        if done {
-                            lent.update_and_clear(data);
+                let reduced = if sharding == Sharding::Whole {
+                    let (data, lent) = bucket.data_and_lent();
+                    match (&mut shared, narrowing) {
+                        (Some(shared), None) => shared.all_reduce(data, lent, aborting),
+                        (Some(shared), Some(narrowing)) => shared.all_reduce_narrow(data, lent, narrowing, aborting),
+                        (None, Some(narrowing)) => narrow_mpi.all_reduce(world, data, lent, narrowing, aborting),
+                        (None, None) => {
+                            let done = all_reduce_in_place(world, data, aborting);
+                            if done {
+                                lent.update_and_clear(data);
+                            }
+                            done
                         }
-                        done
                     }
+                } else {
+                    shards.reduce_scatter(world, &mut shared, &mut bucket, aborting)
                 };
                 if !reduced {
                     abort(world);
                 }
+                let awaits_clip = bucket.data_and_lent().1.awaits_clip();
                 if let Some(link) = &link {
                     // The bytes that travel: half a bucket's for bf16 and fp16.
                     let bytes = bucket.len() * bucket.wire_format().bytes_per_value();
                     let hold = hold_for(match sharding {
-                        // The all-gather comes later, in the next forward.
+                        Sharding::Whole => link.ring_all_reduce_seconds(bytes, size),
+                        // The all-gather comes later: in the next forward, or after the clip.
                         Sharding::GatherInForward => link.ring_reduce_scatter_seconds(bytes, size),
-                        _ => link.ring_all_reduce_seconds(bytes, size),
+                        Sharding::GatherHere if awaits_clip => link.ring_reduce_scatter_seconds(bytes, size),
+                        Sharding::GatherHere => link.ring_all_reduce_seconds(bytes, size),
                     });
                     if !hold_until(started.checked_add(hold), aborting) {
                         abort(world);
                     }
                 }
-                reply.send(Reduced { bucket, started, finished: Instant::now() });
+                let reduced = Reduced { bucket, started, finished: Instant::now() };
+                if awaits_clip {
+                    shards.hold_for_clip(reduced, reply);
+                } else {
+                    reply.send(reduced);
+                }
             }
+            Request::ClipShards => done(shards.clip(world, &mut shared, link.as_ref(), aborting)),
             Request::AllGather { index, numel, reply } => {
                 let started = Instant::now();
-                let mut values = gathers.take(index);
-                let gathered = match &mut shared {
-                    Some(shared) => shared.all_gather(numel, &mut values, aborting),
-                    None => mpi_shards.all_gather(world, gathers.buffer(index, numel), &mut values, aborting),
-                };
-                if !gathered {
+                let Some(values) = shards.all_gather(world, &mut shared, (index, numel), aborting) else {
                     abort(world);
-                }
+                };
                 let bytes = numel * std::mem::size_of::<f32>();
                 let hold = link.map_or(Duration::ZERO, |link| hold_for(link.ring_all_gather_seconds(bytes, size)));
                 if !hold_until(started.checked_add(hold), aborting) {
@@ -263,7 +259,7 @@ impl Request {
 
 /// The cost model's `seconds` as a hold: a time too long for a `Duration` (only a link no one
 /// could build, which the `--link` parser refuses) saturates; a negative or NaN one is none.
-fn hold_for(seconds: f64) -> Duration {
+pub(super) fn hold_for(seconds: f64) -> Duration {
     match Duration::try_from_secs_f64(seconds) {
         Ok(hold) => hold,
         Err(_) if seconds > 0.0 => Duration::MAX,
@@ -273,7 +269,7 @@ fn hold_for(seconds: f64) -> Duration {
 
 /// Sleeps (rather than spins: the cores belong to the compute threads) until `deadline` (`None`:
 /// one too far ahead for an instant, so until aborted); `false` if `aborting` was set meanwhile.
-fn hold_until(deadline: Option<Instant>, aborting: &AtomicBool) -> bool {
+pub(super) fn hold_until(deadline: Option<Instant>, aborting: &AtomicBool) -> bool {
     loop {
         if aborting.load(Ordering::Relaxed) {
             return false;

@@ -26,19 +26,6 @@ pub(super) struct MpiShards {
 }
 
 impl MpiShards {
-    /// Sums this rank's shard of `data` over all ranks, updates the `lent` parameters there, and
-    /// gives every rank's parameters the others' updated shards; clears `data`. `false` if
-    /// `aborting` was set while it waited for another rank.
-    pub(super) fn reduce_scatter_and_gather(
-        &mut self,
-        world: &SimpleCommunicator,
-        data: &mut [f32],
-        lent: &mut Lent,
-        aborting: &AtomicBool,
-    ) -> bool {
-        self.reduce_scatter(world, data, lent, aborting) && self.all_gather(world, data, lent.values_mut(), aborting)
-    }
-
     /// Reduce-scatter and update: the sums of this rank's shard of `data` go to the lent
     /// parameters there; `data` is cleared.
     pub(super) fn reduce_scatter(

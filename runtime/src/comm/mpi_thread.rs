@@ -122,6 +122,13 @@ impl MpiThread {
         let _ = self.send(Request::AllGather { index, numel, reply });
     }
 
+    /// Queues the step's clip of the sharded buckets queued before it (`ShardServer::clip`),
+    /// which returns them to their wait points.
+    pub(super) fn clip_shards(&self) {
+        // A send error means the thread is gone; the buckets' waits report it.
+        let _ = self.send(Request::ClipShards);
+    }
+
     /// Holds each later all-reduce until `link`'s ring cost model says it would have finished.
     pub(super) fn emulate_link(&self, link: Option<Link>) -> Result<()> {
         self.send(Request::EmulateLink(link))

@@ -17,19 +17,6 @@ use super::lent::{Lent, ParamValues};
 use super::shared_memory::{Flag, SharedMemory, CHUNK, SLOTS};
 
 impl SharedMemory {
-    /// Sums this rank's shard of `data` over all ranks, updates the `lent` parameters there, and
-    /// gives every rank's parameters the others' updated shards; clears `data`. Every rank must
-    /// call it with the same length, in the same order. `false` if `aborting` was set while it
-    /// waited for another rank.
-    pub(super) fn reduce_scatter_and_gather(
-        &mut self,
-        data: &mut [f32],
-        lent: &mut Lent,
-        aborting: &AtomicBool,
-    ) -> bool {
-        self.reduce_scatter(data, lent, aborting) && self.all_gather(data.len(), lent.values_mut(), aborting)
-    }
-
     /// Reduce-scatter and update: the sums of this rank's shard of `data` go to the lent
     /// parameters there; `data` is cleared.
     ///

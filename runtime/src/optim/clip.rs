@@ -30,6 +30,12 @@ impl GradClip {
         self.last_norm
     }
 
+    /// Records `norm` as the last step's, measured elsewhere (by the communication thread, for
+    /// sharded optimizer state).
+    pub fn record_norm(&mut self, norm: f32) {
+        self.last_norm = Some(norm);
+    }
+
     /// The factor the updates multiply the summed gradients by: `grad_scale` (the averaging),
     /// times PyTorch's `min(1, max_norm / (norm + 1e-6))`, where `norm` is the averaged
     /// gradients' norm, `grad_scale · √sum_of_squares` (squares of the sums, in f64).

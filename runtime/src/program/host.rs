@@ -10,7 +10,7 @@ use super::contract::{grad_scale, Compute, Gather, Launch, ParamSlot, Settle, St
 use crate::comm::{BucketMember, Communicator, GradBucket, InFlight, LowRankP, LowRankQ, ParamVecs};
 use crate::error::Result;
 use crate::layer::{Layer, StepContext, TiedLayer};
-use crate::optim::{sum_of_squares, Optimizer};
+use crate::optim::Optimizer;
 use crate::tensor::Matrix;
 use crate::trace::{self, SpanGuard};
 
@@ -152,11 +152,14 @@ pub struct HostSettle<'a, O: Optimizer> {
     /// The span of the bucket whose parameters are being updated, from its first update to its
     /// `clear`.
     updating: Option<SpanGuard>,
+    /// The step's squared gradient norm, when sharded buckets await it for their updates (one
+    /// process, or no communication: see `Communicator::lend_shard`).
+    clip_sum_of_squares: Option<f64>,
 }
 
 impl<'a, O: Optimizer> HostSettle<'a, O> {
     pub fn new(optimizer: &'a mut O) -> Self {
-        HostSettle { optimizer, updating: None }
+        HostSettle { optimizer, updating: None, clip_sum_of_squares: None }
     }
 }
 impl<O: Optimizer> Compute<Host> for HostLaunch<'_, O> {
@@ -261,7 +264,7 @@ impl<M: ParamVecs, O: Optimizer> Launch<M, Host> for HostLaunch<'_, O> {
     ) -> std::result::Result<InFlight, Infallible> {
         Ok(self.comm.all_reduce_and_update(
             bucket,
-            lendable(members, self.optimizer),
+            lendable(members, self.optimizer, self.comm),
             model,
             self.optimizer,
             grad_scale,
@@ -277,7 +280,13 @@ impl<M: ParamVecs, O: Optimizer> Launch<M, Host> for HostLaunch<'_, O> {
         model: &mut M,
         grad_scale: f32,
     ) -> std::result::Result<LowRankP, Infallible> {
-        Ok(self.comm.all_reduce_low_rank(bucket, lendable(members, self.optimizer), model, self.optimizer, grad_scale))
+        Ok(self.comm.all_reduce_low_rank(
+            bucket,
+            lendable(members, self.optimizer, self.comm),
+            model,
+            self.optimizer,
+            grad_scale,
+        ))
     }
 
     #[inline]
@@ -311,6 +320,9 @@ impl<M: ParamVecs, O: Optimizer> Settle<M, Host> for HostSettle<'_, O> {
 
     #[inline]
     fn give_back_updated(&mut self, bucket: &mut GradBucket, model: &mut M) -> bool {
+        if let Some(sum_of_squares) = self.clip_sum_of_squares {
+            bucket.apply_clipped(sum_of_squares);
+        }
         bucket.give_back_updated(model, self.optimizer)
     }
 
@@ -345,8 +357,15 @@ impl<M: ParamVecs, O: Optimizer> Settle<M, Host> for HostSettle<'_, O> {
 
     fn clip(&mut self, buckets: &[&GradBucket], grad_scale: f32) -> Result<f32> {
         let _span = trace::clip();
-        let sum = buckets.iter().map(|b| sum_of_squares(b.as_slice())).sum();
-        Ok(self.optimizer.grad_clip().map_or(grad_scale, |clip| clip.scale(sum, grad_scale)))
+        let Some(clip) = self.optimizer.grad_clip() else { return Ok(grad_scale) };
+        // Sharded buckets the communication thread updated after its own clip bring its norm.
+        if let Some(norm) = buckets.iter().find_map(|b| b.clipped_norm()) {
+            clip.record_norm(norm);
+            return Ok(grad_scale);
+        }
+        let sum = buckets.iter().map(|b| b.clip_sum_of_squares()).sum();
+        self.clip_sum_of_squares = buckets.iter().any(|b| b.awaits_clip()).then_some(sum);
+        Ok(clip.scale(sum, grad_scale))
     }
 }
 
@@ -374,9 +393,14 @@ impl<M: ParamVecs> Gather<M, Host> for HostGather<'_> {
 }
 
 /// The parameters to lend with a bucket: none when the run clips, whose updates need every
-/// bucket's sums first.
-fn lendable<'m, O: Optimizer>(members: &'m [BucketMember], optimizer: &mut O) -> &'m [BucketMember] {
-    if optimizer.grad_clip().is_some() {
+/// bucket's sums first, unless the optimizer state is sharded (whose lent updates wait for the
+/// global norm).
+fn lendable<'m, O: Optimizer>(
+    members: &'m [BucketMember],
+    optimizer: &mut O,
+    comm: &Communicator,
+) -> &'m [BucketMember] {
+    if optimizer.grad_clip().is_some() && !comm.shards_optimizer() {
         &[]
     } else {
         members

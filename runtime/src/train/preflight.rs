@@ -252,9 +252,9 @@ pub fn io_widths(schedule: &Schedule) -> Option<(usize, usize)> {
 }
 
 /// Settings that sharded optimizer state cannot run with, refused by name. Each rank updates its
-/// own slice of a bucket on the communication thread as the slice's sums arrive, with state for
-/// that slice alone: nothing may need the sums first (clipping's global norm, the finiteness
-/// check) or send them otherwise (narrow formats, PowerSGD); and only the CPU does it so far.
+/// own slice of a bucket on the communication thread, with state for that slice alone (after the
+/// step's global norm when it clips): nothing may check the sums first (the finiteness check) or
+/// send them otherwise (narrow formats, PowerSGD); and only the CPU does it so far.
 fn check_sharding(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
     if !config.comm.shard_optimizer.unwrap_or(schedule.shard_optimizer) {
         return Ok(());
@@ -271,11 +271,6 @@ fn check_sharding(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
     let conflicts = [
         (config.device != Device::Cpu).then(|| {
             "`TrainConfig::device` cuda: the GPU's reduce-scatter and all-gather are not built yet".to_string()
-        }),
-        config.optimizer.clip_grad_norm.map(|max| {
-            format!(
-                "`OptimizerConfig::clip_grad_norm` {max}: the global norm needs every slice's sums before any update"
-            )
         }),
         config
             .comm

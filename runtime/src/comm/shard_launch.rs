@@ -1,0 +1,59 @@
+//! The compute thread's side of a sharded bucket's launch (ZeRO-1): what it lends to the
+//! reduce-scatter, and when a clipping step asks the communication thread for its clip (see
+//! `shard_server`).
+
+use overlap_plan::shard_of;
+
+use super::bucket::Sharding;
+use super::{Backend, BucketMember, CommMode, Communicator, GradBucket, Held, ParamVecs};
+use crate::optim::Optimizer;
+
+impl Communicator {
+    /// Lends `members` with the optimizer state of this rank's shard of `bucket`, to be updated
+    /// as the shard's sums arrive; with clipping, once the step's global norm is known (the
+    /// communication thread's clip, or the wait point's on one process or without
+    /// communication).
+    pub(super) fn lend_shard<P: ParamVecs, O: Optimizer>(
+        &self,
+        bucket: &mut GradBucket,
+        members: &[BucketMember],
+        params: &mut P,
+        optimizer: &mut O,
+        grad_scale: f32,
+    ) {
+        let gather = if self.gathers_in_forward() { Sharding::GatherInForward } else { Sharding::GatherHere };
+        let shard = shard_of(bucket.len(), self.world_size(), self.rank());
+        let index = bucket.index();
+        // A run refuses what cannot shard before its first step (`Trainer::fit`); here the
+        // contract is broken by the caller, and the sums would have nowhere to go.
+        assert!(
+            !members.is_empty() && !self.checks.get().finite,
+            "bucket {index}: sharded optimizer state updates every parameter from its slice's sums, which \
+             `CommConfig::check_finite` does not allow"
+        );
+        assert!(
+            bucket.lend_sharded(members, params, optimizer, grad_scale, (shard.clone(), gather)),
+            "bucket {index}: sharded optimizer state needs every parameter lent with its state (an element-wise \
+             optimizer such as SGD or AdamW, and layers that expose their parameters' `Vec`s)"
+        );
+        if let Some(clip) = optimizer.grad_clip() {
+            bucket.await_clip(*clip, shard);
+            let reduced_elsewhere = matches!(self.backend, Backend::Mpi(_)) && self.mode.get() != CommMode::Skip;
+            self.clip_due.set(reduced_elsewhere);
+        }
+    }
+
+    /// Asks for the step's clip after its last reduce-scatter, when its buckets await one: at
+    /// the first all-gather launched for the next forward, or at the end of backward.
+    pub(super) fn ask_for_clip(&self) {
+        let Backend::Mpi(t) = &self.backend else { return };
+        if !self.clip_due.replace(false) {
+            return;
+        }
+        if self.mode.get() == CommMode::AfterBackward {
+            self.held.borrow_mut().push(Held::ClipShards);
+        } else {
+            t.clip_shards();
+        }
+    }
+}
