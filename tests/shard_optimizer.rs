@@ -31,6 +31,16 @@ pub struct SmallSharded {
     head: Linear<7, 5>,
 }
 
+/// `Small` with PowerSGD buckets, whose factors cannot be reduce-scattered.
+#[distributed_model(bucket_cap_mb = 0.0001, first_bucket_mb = 0.0001, grad_comm = powersgd(rank = 2))]
+pub struct SmallLowRank {
+    fc1: Linear<7, 13>,
+    act1: Relu,
+    fc2: Linear<13, 7>,
+    act2: Tanh,
+    head: Linear<7, 5>,
+}
+
 /// `M` after 4 steps of `optimizer` with `accumulate` micro-steps, its state sharded or not.
 fn train<M: DistributedModel>(
     comm: &Communicator,
@@ -38,9 +48,21 @@ fn train<M: DistributedModel>(
     accumulate: usize,
     shard: Option<bool>,
 ) -> Vec<Vec<f32>> {
+    train_over::<M>(comm, optimizer, accumulate, shard, WireFormat::Fp32)
+}
+
+/// `train`, with the gradients on the wire in `wire`.
+fn train_over<M: DistributedModel>(
+    comm: &Communicator,
+    optimizer: OptimizerConfig,
+    accumulate: usize,
+    shard: Option<bool>,
+    wire: WireFormat,
+) -> Vec<Vec<f32>> {
     let mut model = M::new(comm, 11).unwrap();
     let mut data = SyntheticClassification::new(5, 7, 5);
-    let settings = CommConfig { mode: comm.mode(), shard_optimizer: shard, ..CommConfig::default() };
+    let settings =
+        CommConfig { mode: comm.mode(), shard_optimizer: shard, grad_comm: Some(wire), ..CommConfig::default() };
     Trainer::new(comm)
         .comm(settings)
         .optimizer(optimizer)
@@ -88,6 +110,14 @@ fn sharded_state_gives_the_same_bits_as_whole_state() {
             );
             assert_eq!(train::<SmallSharded>(&comm, optimizer, accumulate, Some(false)), whole, "{what}: turned off");
         }
+    }
+    // Narrow formats: FP32 sums rounded once, the same bits as the unsharded narrow all-reduce.
+    for (optimizer, wire) in optimizers().into_iter().zip([WireFormat::Bf16, WireFormat::Fp16].into_iter().cycle()) {
+        let whole = train_over::<Small>(&comm, optimizer, 1, None, wire);
+        assert_ne!(whole, train::<Small>(&comm, optimizer, 1, None), "{wire} rounds");
+        let what = format!("{:?} clipped at {:?}, {wire}", optimizer.kind, optimizer.clip_grad_norm);
+        assert_eq!(train_over::<Small>(&comm, optimizer, 1, Some(true), wire), whole, "{what}: sharded by the run");
+        assert_eq!(train_over::<SmallSharded>(&comm, optimizer, 1, None, wire), whole, "{what}: sharded by the model");
     }
 }
 
@@ -139,10 +169,20 @@ fn what_sharding_cannot_run_with_is_refused_by_name() {
             .unwrap_err()
             .to_string()
     };
-    let checked = CommConfig { check_finite: true, grad_comm: Some(WireFormat::Bf16), ..CommConfig::default() };
+    let checked = CommConfig { check_finite: true, ..CommConfig::default() };
     let e = refused(checked, OptimizerConfig::default());
     assert!(e.contains("SmallSharded's `#[distributed_model(shard_optimizer)]`"), "{e}");
-    assert!(e.contains("`CommConfig::check_finite`") && e.contains("`CommConfig::grad_comm` bf16"), "{e}");
+    assert!(e.contains("`CommConfig::check_finite`"), "{e}");
+    let mut model = SmallLowRank::new(&comm, 1).unwrap();
+    let sharded = CommConfig { shard_optimizer: Some(true), ..CommConfig::default() };
+    let e = Trainer::new(&comm)
+        .comm(sharded)
+        .steps(1)
+        .report(ReportFormat::Off, None)
+        .fit(&mut model, &mut SyntheticClassification::new(5, 7, 5), &CrossEntropyLoss)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`CommConfig::shard_optimizer`") && e.contains("PowerSGD's factors"), "{e}");
     // Turned off, the same settings run.
     let mut model = SmallSharded::new(&comm, 1).unwrap();
     let off = CommConfig { shard_optimizer: Some(false), check_finite: true, ..CommConfig::default() };

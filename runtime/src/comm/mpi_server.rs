@@ -168,7 +168,7 @@ fn serve_requests(
                         }
                     }
                 } else {
-                    shards.reduce_scatter(world, &mut shared, &mut bucket, aborting)
+                    shards.reduce_scatter((world, &mut shared), &mut bucket, (narrowing, &mut narrow_mpi), aborting)
                 };
                 if !reduced {
                     abort(world);

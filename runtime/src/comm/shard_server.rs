@@ -25,7 +25,9 @@ use super::mailbox::Reply;
 use super::mpi_calls;
 use super::mpi_server::{hold_for, hold_until};
 use super::mpi_shards::MpiShards;
+use super::narrow_mpi::NarrowMpi;
 use super::shared_memory::SharedMemory;
+use super::wire::Narrowing;
 
 /// What the communication thread keeps of sharded buckets between requests.
 #[derive(Default)]
@@ -43,18 +45,26 @@ impl ShardServer {
     /// the step launches later (`Sharding::GatherInForward`). A bucket that awaits the clip only
     /// keeps its sums (`hold_for_clip` takes it next). `false` if `aborting` was set while it
     /// waited for another rank.
+    ///
+    /// With `narrowing` (bf16 or fp16 on the wire) the bucket goes through the narrow
+    /// all-reduce's passes, whose FP32 sums, rounded once, reach the lent update only where this
+    /// rank's state covers them: the same bits as unsharded, at the narrow all-reduce's traffic
+    /// (on MPI, that includes the all-gather of the narrow sums, which a reduce-scatter would not
+    /// need).
     pub(super) fn reduce_scatter(
         &mut self,
-        world: &SimpleCommunicator,
-        shared: &mut Option<SharedMemory>,
+        (world, shared): (&SimpleCommunicator, &mut Option<SharedMemory>),
         bucket: &mut GradBucket,
+        (narrowing, narrow_mpi): (Option<Narrowing>, &mut NarrowMpi),
         aborting: &AtomicBool,
     ) -> bool {
         let reduced = {
             let (data, lent) = bucket.data_and_lent();
-            match shared {
-                Some(shared) => shared.reduce_scatter(data, lent, aborting),
-                None => self.mpi.reduce_scatter(world, data, lent, aborting),
+            match (shared.as_mut(), narrowing) {
+                (Some(shared), None) => shared.reduce_scatter(data, lent, aborting),
+                (None, None) => self.mpi.reduce_scatter(world, data, lent, aborting),
+                (Some(shared), Some(narrowing)) => shared.all_reduce_narrow(data, lent, narrowing, aborting),
+                (None, Some(narrowing)) => narrow_mpi.all_reduce(world, data, lent, narrowing, aborting),
             }
         };
         reduced && (bucket.data_and_lent().1.awaits_clip() || self.share_update(world, shared, bucket, aborting))

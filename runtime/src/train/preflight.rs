@@ -254,7 +254,7 @@ pub fn io_widths(schedule: &Schedule) -> Option<(usize, usize)> {
 /// Settings that sharded optimizer state cannot run with, refused by name. Each rank updates its
 /// own slice of a bucket on the communication thread, with state for that slice alone (after the
 /// step's global norm when it clips): nothing may check the sums first (the finiteness check) or
-/// send them otherwise (narrow formats, PowerSGD); and only the CPU does it so far.
+/// send something else than them (PowerSGD's factors); and only the CPU does it so far.
 fn check_sharding(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
     if !config.comm.shard_optimizer.unwrap_or(schedule.shard_optimizer) {
         return Ok(());
@@ -264,10 +264,7 @@ fn check_sharding(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
     } else {
         format!("{}'s `#[distributed_model(shard_optimizer)]`", schedule.model)
     };
-    let narrow = match config.comm.grad_comm {
-        Some(format) => (format != crate::comm::WireFormat::Fp32).then(|| format!("`CommConfig::grad_comm` {format}")),
-        None => schedule.grad_comm().map(|g| format!("the model's `grad_comm = {g}`")),
-    };
+    let low_rank = schedule.buckets.iter().find_map(|b| b.low_rank);
     let conflicts = [
         (config.device != Device::Cpu).then(|| {
             "`TrainConfig::device` cuda: the GPU's reduce-scatter and all-gather are not built yet".to_string()
@@ -276,7 +273,7 @@ fn check_sharding(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
             .comm
             .check_finite
             .then(|| "`CommConfig::check_finite`: it checks the sums before any update".to_string()),
-        narrow.map(|n| format!("{n}: sharded buckets travel in FP32 (`CommConfig::grad_comm` fp32)")),
+        low_rank.map(|r| format!("the model's `grad_comm = {r}`: PowerSGD's factors cannot be reduce-scattered")),
     ];
     let conflicts: Vec<String> = conflicts.into_iter().flatten().collect();
     if conflicts.is_empty() {
