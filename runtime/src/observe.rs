@@ -7,7 +7,9 @@
 
 use std::path::PathBuf;
 
-use overlap_plan::{sim_buckets, simulate, Link, Schedule, StepCosts, Width, ELEM_BYTES};
+use overlap_plan::{
+    first_reads, sim_buckets, simulate_sharded, Link, Schedule, SimSharding, StepCosts, Width, ELEM_BYTES,
+};
 
 use crate::comm::{CommMode, Communicator, Transport};
 use crate::error::Result;
@@ -86,6 +88,8 @@ pub struct Observer<'a> {
     link: Option<Link>,
     /// What sums the gradients (`None` for one rank).
     transport: Option<Transport>,
+    /// How the optimizer state is kept, as the simulator runs it (`profile::sim_sharding`).
+    sharding: SimSharding,
     recording: bool,
     window: u64,
     /// At rank 0: every gathered step's breakdowns, by step then rank.
@@ -118,12 +122,13 @@ impl<'a> Observer<'a> {
         Ok(Observer {
             config,
             run,
-            schedule: as_sent(schedule, comm),
             world_size: comm.world_size(),
             rank: comm.rank(),
             mode: comm.mode(),
             link: comm.emulated_link().filter(|_| comm.world_size() > 1),
             transport: comm.transport(),
+            sharding: profile::sim_sharding(&schedule, comm.shards_optimizer()),
+            schedule: as_sent(schedule, comm),
             recording,
             window,
             breakdowns: Vec::new(),
@@ -195,7 +200,7 @@ impl<'a> Observer<'a> {
         }
         for &cluster in &self.config.simulate {
             if let Some(costs) = &costs {
-                let rows = profile::predictions(&self.schedule, costs, cluster);
+                let rows = profile::predictions(&self.schedule, costs, cluster, self.sharding);
                 self.say(profile::prediction_table(&self.schedule.model, cluster, &rows).trim_end());
             }
         }
@@ -249,11 +254,15 @@ impl<'a> Observer<'a> {
         // Under an emulated link the simulator can be checked against this very run.
         if let (Some(r), Some(link), Some(costs)) = (&mut report, self.link, costs) {
             let overlap = self.mode == CommMode::Overlap;
-            let p = simulate(&sim_buckets(&self.schedule), costs, &link, self.world_size, overlap);
+            let buckets = sim_buckets(&self.schedule);
+            let reads = first_reads(&self.schedule);
+            let p = simulate_sharded(&buckets, &reads, costs, (&link, self.world_size), overlap, self.sharding);
             r.predicted = Some(PredictedStep {
                 step_ms: p.step_s * 1e3,
                 all_reduce_ms: p.comm_s * 1e3,
                 exposed_ms: p.exposed_s * 1e3,
+                all_gather_ms: p.all_gather_s * 1e3,
+                gather_exposed_ms: p.gather_exposed_s * 1e3,
             });
         }
         match (report, self.config.report) {

@@ -8,8 +8,9 @@ use std::path::Path;
 use std::str::FromStr;
 
 use overlap_plan::{
-    plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, BucketLimits, BucketOrder, GradComm, LayerSpec,
-    Link, Prediction, Profile, Schedule, StepCosts, Strategy, Target, WireFormat, DEFAULT_BUCKET_CAP_MB, MIB,
+    first_reads, plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, simulate_sharded, BucketLimits,
+    BucketOrder, GradComm, LayerSpec, Link, Prediction, Profile, Schedule, SimSharding, StepCosts, Strategy, Target,
+    WireFormat, DEFAULT_BUCKET_CAP_MB, MIB,
 };
 
 use crate::error::{Error, Result};
@@ -72,19 +73,47 @@ impl FromStr for Cluster {
     }
 }
 
-/// The compiled plan and the alternatives, each simulated on `cluster` with `costs`.
-pub fn predictions(schedule: &Schedule, costs: &StepCosts, cluster: Cluster) -> Vec<(String, usize, Prediction)> {
+/// How a run of `schedule` keeps its optimizer state, as the simulator runs it: whole, or
+/// (`sharded`) with the all-gathers where the generated code puts them.
+pub fn sim_sharding(schedule: &Schedule, sharded: bool) -> SimSharding {
+    match (sharded, schedule.shard_optimizer) {
+        (false, _) => SimSharding::Whole,
+        (true, true) => SimSharding::GatherInForward,
+        (true, false) => SimSharding::GatherHere,
+    }
+}
+
+/// The compiled plan and the alternatives, each simulated on `cluster` with `costs`; the
+/// compiled plan with the optimizer state kept as the run keeps it (`sharding`), and kept the
+/// other way.
+pub fn predictions(
+    schedule: &Schedule,
+    costs: &StepCosts,
+    cluster: Cluster,
+    sharding: SimSharding,
+) -> Vec<(String, usize, Prediction)> {
     let target = Target { costs: costs.clone(), link: cluster.link, world: cluster.world };
     let sim = |s: &Schedule| simulate(&sim_buckets(s), costs, &cluster.link, cluster.world, true);
+    let as_run = |s: &Schedule, overlap: bool, sharding: SimSharding| {
+        let link = (&cluster.link, cluster.world);
+        simulate_sharded(&sim_buckets(s), &first_reads(s), costs, link, overlap, sharding)
+    };
     let specs = schedule.layer_specs();
+    let n = schedule.buckets.len();
     let mut out = vec![
-        ("compiled (this binary)".to_string(), schedule.buckets.len(), sim(schedule)),
-        (
-            "compiled, no overlap".to_string(),
-            schedule.buckets.len(),
-            simulate(&sim_buckets(schedule), costs, &cluster.link, cluster.world, false),
-        ),
+        ("compiled (this binary)".to_string(), n, as_run(schedule, true, sharding)),
+        ("compiled, no overlap".to_string(), n, as_run(schedule, false, sharding)),
     ];
+    let (other, name) = match sharding {
+        SimSharding::Whole if schedule.shard_optimizer => {
+            (SimSharding::GatherInForward, "compiled, sharded state (ZeRO-1)")
+        }
+        SimSharding::Whole => (SimSharding::GatherHere, "compiled, sharded state (ZeRO-1)"),
+        _ => (SimSharding::Whole, "compiled, whole optimizer state"),
+    };
+    if schedule.buckets.iter().all(|b| b.low_rank.is_none()) {
+        out.push((name.to_string(), n, as_run(schedule, true, other)));
+    }
     if schedule.narrows() {
         // The gain of the narrow formats on this cluster: the same buckets in FP32.
         let fp32 = schedule.clone().with_wire(WireFormat::Fp32);
@@ -195,6 +224,32 @@ mod tests {
     }
 
     #[test]
+    fn the_compiled_plan_is_predicted_with_its_optimizer_state_kept_both_ways() {
+        let linear = |name: &'static str, input, output| {
+            LayerSpec::new(name, "Linear", overlap_plan::Width::Fixed { input, output })
+                .with_param("weight", &[output, input])
+                .with_flops(2 * (input * output) as u64)
+        };
+        let specs = vec![linear("fc1", 256, 512), linear("fc2", 512, 512)];
+        let limits = BucketLimits::Capped { first_bucket_bytes: 1, bucket_cap_bytes: 1 };
+        let mut schedule = plan_buckets("M", &specs, &limits).unwrap();
+        schedule.shard_optimizer = true;
+        let costs = StepCosts { forward_s: vec![1e-3; 2], backward_s: vec![2e-3; 2], update_s_per_byte: 1e-10 };
+        let cluster: Cluster = "world=8,link=10gbe".parse().unwrap();
+        let row = |rows: &[(String, usize, Prediction)], name: &str| {
+            rows.iter().find(|r| r.0 == name).map(|r| r.2.clone()).unwrap_or_else(|| panic!("no row {name}"))
+        };
+        let sharded = predictions(&schedule, &costs, cluster, sim_sharding(&schedule, true));
+        let (compiled, whole) =
+            (row(&sharded, "compiled (this binary)"), row(&sharded, "compiled, whole optimizer state"));
+        assert!(compiled.all_gather_s > 0.0 && whole.all_gather_s == 0.0);
+        assert!(compiled.update_s < whole.update_s, "each rank updates an eighth");
+        let unsharded = predictions(&schedule, &costs, cluster, sim_sharding(&schedule, false));
+        assert_eq!(row(&unsharded, "compiled (this binary)"), whole);
+        assert_eq!(row(&unsharded, "compiled, sharded state (ZeRO-1)"), compiled);
+    }
+
+    #[test]
     fn a_narrow_schedule_is_predicted_against_its_fp32_self_and_compared_in_its_format() {
         let linear = |name: &'static str, input, output| {
             LayerSpec::new(name, "Linear", overlap_plan::Width::Fixed { input, output })
@@ -205,7 +260,7 @@ mod tests {
         let fp32 = plan_buckets("M", &specs, &BucketLimits::default()).unwrap();
         let costs = StepCosts { forward_s: vec![1e-3; 2], backward_s: vec![2e-3; 2], update_s_per_byte: 0.0 };
         let cluster: Cluster = "world=8,link=10gbe".parse().unwrap();
-        let rows = |s: &Schedule| predictions(s, &costs, cluster);
+        let rows = |s: &Schedule| predictions(s, &costs, cluster, SimSharding::Whole);
         let (wide, narrow) = (rows(&fp32), rows(&fp32.clone().with_wire(WireFormat::Bf16)));
         let step = |rows: &[(String, usize, Prediction)], name: &str| {
             rows.iter().find(|r| r.0 == name).map(|r| r.2.step_s).unwrap_or_else(|| panic!("no row {name}"))

@@ -89,6 +89,10 @@ pub struct PredictedStep {
     pub step_ms: f64,
     pub all_reduce_ms: f64,
     pub exposed_ms: f64,
+    /// The sharded state's all-gathers in forward (part of `all_reduce_ms`), and the forward's
+    /// wait for them (part of `exposed_ms`); 0 without.
+    pub all_gather_ms: f64,
+    pub gather_exposed_ms: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -336,6 +340,13 @@ impl fmt::Display for OverlapReport {
                 p.all_reduce_ms,
                 p.exposed_ms
             )?;
+            if p.all_gather_ms > 0.0 {
+                writeln!(
+                    f,
+                    "  simulator, all-gathers in forward: {:.2} ms, {:.2} ms waited there",
+                    p.all_gather_ms, p.gather_exposed_ms
+                )?;
+            }
         }
         if let Some(m) = &self.memory {
             let peak = m.peak_rss_mib.iter().copied().fold(0.0, f64::max);

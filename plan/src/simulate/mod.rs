@@ -3,6 +3,12 @@
 //! and ends, when each wait point returns; hence the predicted step time and exposed
 //! communication.
 
+mod sharded;
+#[cfg(test)]
+mod sharded_tests;
+
+pub use sharded::{first_reads, simulate_sharded, SimSharding};
+
 use crate::link::Link;
 use crate::schedule::Schedule;
 use crate::spec::ELEM_BYTES;
@@ -109,13 +115,24 @@ impl SimBucket {
             let p = l.wire_bytes / 2;
             return link.ring_all_reduce_seconds(p, world) + link.ring_all_reduce_seconds(l.wire_bytes - p, world);
         }
-        let wire_bytes = match self.wire {
+        link.ring_all_reduce_seconds(self.wire_bytes(), world) + self.conversion_seconds(world)
+    }
+
+    /// The bytes of its gradients in the format they travel in.
+    fn wire_bytes(&self) -> usize {
+        match self.wire {
             WireFormat::Fp32 => self.bytes,
             narrow => self.bytes / ELEM_BYTES * narrow.bytes_per_value(),
-        };
-        let converting =
-            if self.wire != WireFormat::Fp32 && world > 1 { self.bytes as f64 * NARROWING_S_PER_BYTE } else { 0.0 };
-        link.ring_all_reduce_seconds(wire_bytes, world) + converting
+        }
+    }
+
+    /// Narrowing its gradients and widening the sums back (none in FP32, or with one rank).
+    fn conversion_seconds(&self, world: usize) -> f64 {
+        if self.wire != WireFormat::Fp32 && world > 1 {
+            self.bytes as f64 * NARROWING_S_PER_BYTE
+        } else {
+            0.0
+        }
     }
 }
 
@@ -135,8 +152,12 @@ pub struct Prediction {
     pub update_s: f64,
     /// Sum of the all-reduce times.
     pub comm_s: f64,
-    /// Time the compute thread waits in wait points.
+    /// Time the compute thread waits in wait points (the all-gathers' in forward included).
     pub exposed_s: f64,
+    /// Sum of the all-gathers' times when they run in forward (part of `comm_s`).
+    pub all_gather_s: f64,
+    /// The forward's time waiting for them (part of `exposed_s`).
+    pub gather_exposed_s: f64,
     pub buckets: Vec<BucketTimes>,
 }
 
@@ -201,6 +222,8 @@ pub fn simulate(buckets: &[SimBucket], costs: &StepCosts, link: &Link, world: us
         update_s,
         comm_s: times.iter().map(|b| b.end_s - b.start_s).sum(),
         exposed_s,
+        all_gather_s: 0.0,
+        gather_exposed_s: 0.0,
         buckets: times,
     }
 }
