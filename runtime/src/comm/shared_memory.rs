@@ -38,7 +38,7 @@ const SEGMENT_BYTES: usize = HEADER_BYTES + SLOTS * CHUNK * std::mem::size_of::<
 /// for all of them (mappings are page-aligned, so the offset from a line is the same everywhere).
 const ALIGN: usize = 64;
 /// Parts of a chunk start on cache-line boundaries so that no two ranks write one line.
-const PART_ALIGN: usize = 64 / std::mem::size_of::<f32>();
+pub(super) const PART_ALIGN: usize = 64 / std::mem::size_of::<f32>();
 
 /// Elements of a lent bucket read, then cleared, at a time: 16 KiB, well inside L1.
 const BLOCK: usize = 1 << 12;
@@ -294,7 +294,7 @@ impl Drop for SharedMemory {
 
 /// `out = v(0) + v(1) + ... + v(ranks - 1)`, added in rank order whichever rank sums: every
 /// rank's sums are the same floats, and a reduce-scatter's (`shared_shards`) read the same sums.
-fn sum_in_rank_order<'a>(ranks: usize, value: impl Fn(usize) -> &'a [f32], out: &mut [f32]) {
+pub(super) fn sum_in_rank_order<'a>(ranks: usize, value: impl Fn(usize) -> &'a [f32], out: &mut [f32]) {
     out.copy_from_slice(value(0));
     for r in 1..ranks {
         out.iter_mut().zip(value(r)).for_each(|(o, v)| *o += *v);
@@ -302,7 +302,7 @@ fn sum_in_rank_order<'a>(ranks: usize, value: impl Fn(usize) -> &'a [f32], out: 
 }
 
 /// `range` in pieces of `BLOCK` elements, the last one shorter.
-fn blocks(range: Range<usize>) -> impl Iterator<Item = Range<usize>> {
+pub(super) fn blocks(range: Range<usize>) -> impl Iterator<Item = Range<usize>> {
     range.clone().step_by(BLOCK).map(move |start| start..(start + BLOCK).min(range.end))
 }
 
