@@ -195,6 +195,22 @@ fn what_sharding_cannot_run_with_is_refused_by_name() {
         .unwrap();
 }
 
+/// A layer that keeps its parameters to itself (no `Layer::param_vec_mut`, as the
+/// `custom_layer` example's `Gain`) cannot lend them to a reduce-scatter: refused by name before
+/// the first step, on one process as on several.
+#[test]
+fn a_layer_that_cannot_lend_its_parameters_is_refused_by_name() {
+    let out = std::process::Command::new(common::example("custom_layer"))
+        .args(["--steps", "1", "--batch", "2", "--report", "off", "--shard-optimizer"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("--shard-optimizer shards the optimizer state"), "{stderr}");
+    assert!(stderr.contains("does not expose its `Vec`") && stderr.contains("a Gain"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 /// Checkpoints of a sharded run are the files an unsharded run writes, and either resumes the
 /// other on another number of ranks: 2 ranks to step 2, then 3 ranks to step 4, sharded first or
 /// second, give the same bits (each phase sums in the same order both ways).

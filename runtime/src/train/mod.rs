@@ -198,6 +198,7 @@ impl<'c> Trainer<'c> {
         comm.apply(&config.comm)?;
         comm.agree_on_sharding(&M::SCHEDULE)?;
         check(&config, &M::SCHEDULE, data, comm.world_size())?;
+        preflight::check_lendable(&config, comm, model)?;
         validation::check(&config, data, held_out.as_deref())?;
         // Held until the run ends: no other run saves into this folder meanwhile.
         let _checkpoint_folder = on_rank0(comm, || claim_outputs(&config))?.flatten();

@@ -259,11 +259,7 @@ fn check_sharding(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
     if !config.comm.shard_optimizer.unwrap_or(schedule.shard_optimizer) {
         return Ok(());
     }
-    let how = if config.comm.shard_optimizer.is_some() {
-        "`CommConfig::shard_optimizer`".to_string()
-    } else {
-        format!("{}'s `#[distributed_model(shard_optimizer)]`", schedule.model)
-    };
+    let how = sharded_by(config, schedule);
     let low_rank = schedule.buckets.iter().find_map(|b| b.low_rank);
     let conflicts = [
         (config.device != Device::Cpu).then(|| {
@@ -283,6 +279,42 @@ fn check_sharding(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
         "{how} shards the optimizer state, which this run cannot do with {}; turn sharding off \
          (`CommConfig::shard_optimizer` false) or change them",
         conflicts.join("; ")
+    )))
+}
+
+/// Who chose to shard the optimizer state: the run, or the model's attribute.
+fn sharded_by(config: &TrainConfig, schedule: &Schedule) -> String {
+    if config.comm.shard_optimizer.is_some() {
+        "`CommConfig::shard_optimizer`".to_string()
+    } else {
+        format!("{}'s `#[distributed_model(shard_optimizer)]`", schedule.model)
+    }
+}
+
+/// With sharded optimizer state every parameter travels with its bucket to be updated there,
+/// which a layer allows by exposing its `Vec` (`Layer::param_vec_mut`); one that does not is
+/// refused by name before the first step.
+pub(super) fn check_lendable<M: DistributedModel>(
+    config: &TrainConfig,
+    comm: &Communicator,
+    model: &mut M,
+) -> Result<()> {
+    let schedule = &M::SCHEDULE;
+    if !comm.shards_optimizer() {
+        return Ok(());
+    }
+    let Some(p) = schedule.params().find(|&p| model.param_vec_mut(schedule.param(p).index).is_none()) else {
+        return Ok(());
+    };
+    let layer = &schedule.layers[p.layer];
+    Err(Error::Config(format!(
+        "{} shards the optimizer state, which lends every parameter to its bucket's reduce-scatter, but `{}` \
+         (layer `{}`, a {}) does not expose its `Vec` (`Layer::param_vec_mut`); implement it, or turn sharding off \
+         (`CommConfig::shard_optimizer` false)",
+        sharded_by(config, schedule),
+        schedule.param_name(p),
+        layer.name,
+        layer.kind
     )))
 }
 
