@@ -145,7 +145,7 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
     let step = step_body(&names);
     let update_bucket = update_bucket_body(&names);
     let forward = names.forward_body(false);
-    let forward_gathering = schedule.shard_optimizer.then(|| {
+    let forward_gathering = {
         let body = names.forward_body(true);
         quote! {
             /// The forward after a sharded step: each all-gather's wait point right before the
@@ -169,7 +169,7 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
                 #body
             }
         }
-    });
+    };
     let (param_arms, param_mut_arms) =
         (param_arms(&names, schedule, "param"), param_arms(&names, schedule, "param_mut"));
     let param_vec_arms = schedule.layers.iter().zip(&names.access).flat_map(|(layer, f)| {

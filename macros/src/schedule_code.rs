@@ -151,11 +151,15 @@ impl<'s> Names<'s> {
             ws.context = *ctx;
             dev.copy_input(input, &mut ws.input)?;
         };
+        // PowerSGD's buckets are never sharded: nothing to wait for.
         let first_reader: Vec<usize> = self
             .schedule
             .buckets
             .iter()
-            .map(|b| b.params.iter().map(|p| p.layer).min().unwrap_or(usize::MAX))
+            .map(|b| match b.low_rank {
+                None => b.params.iter().map(|p| p.layer).min().unwrap_or(usize::MAX),
+                Some(_) => usize::MAX,
+            })
             .collect();
         for (i, f) in self.fields.iter().enumerate() {
             if gathering {
@@ -308,10 +312,11 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
             }
         }
     }
-    if sync && n.schedule.shard_optimizer {
-        // Sharded optimizer state: the all-gathers of the updated shards, queued behind every
-        // reduce-scatter in the order the next forward reads them (the last bucket first).
-        for (k, b) in n.schedule.buckets.iter().enumerate().rev() {
+    if sync {
+        // Sharded optimizer state (when the run shards it): the all-gathers of the updated
+        // shards, queued behind every reduce-scatter in the order the next forward reads them
+        // (the last bucket first). PowerSGD's buckets are never sharded.
+        for (k, b) in n.schedule.buckets.iter().enumerate().rev().filter(|(_, b)| b.low_rank.is_none()) {
             let (index, numel) = (lit(k), lit(b.numel));
             out.extend(quote!(dev.launch_gather(#index, #numel)?;));
         }

@@ -46,9 +46,9 @@ pub trait DistributedModel: Program + ParamVecs {
     fn forward_with<'w>(&self, ctx: &StepContext, input: &Matrix, ws: &'w mut Self::Workspace) -> &'w Matrix;
 
     /// `forward_with` after a step that sharded the optimizer state: waits for the all-gathers
-    /// of the parameters, each right before the first layer that reads them when the model was
-    /// compiled with `shard_optimizer` (all of them first otherwise), and gives them back to the
-    /// model. What a training loop calls; equal to `forward_with` when nothing is in flight.
+    /// of the parameters, each right before the first layer that reads them, and gives them back
+    /// to the model. What a training loop calls; equal to `forward_with` when nothing is in
+    /// flight.
     fn forward_gathering<'w>(
         &mut self,
         ctx: &StepContext,

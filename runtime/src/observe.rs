@@ -127,7 +127,7 @@ impl<'a> Observer<'a> {
             mode: comm.mode(),
             link: comm.emulated_link().filter(|_| comm.world_size() > 1),
             transport: comm.transport(),
-            sharding: profile::sim_sharding(&schedule, comm.shards_optimizer()),
+            sharding: profile::sim_sharding(comm.shards_optimizer()),
             schedule: as_sent(schedule, comm),
             recording,
             window,

@@ -73,13 +73,13 @@ impl FromStr for Cluster {
     }
 }
 
-/// How a run of `schedule` keeps its optimizer state, as the simulator runs it: whole, or
-/// (`sharded`) with the all-gathers where the generated code puts them.
-pub fn sim_sharding(schedule: &Schedule, sharded: bool) -> SimSharding {
-    match (sharded, schedule.shard_optimizer) {
-        (false, _) => SimSharding::Whole,
-        (true, true) => SimSharding::GatherInForward,
-        (true, false) => SimSharding::GatherHere,
+/// How a run keeps its optimizer state, as the simulator runs it: whole, or (`sharded`) with
+/// the all-gathers where the generated code puts them, in the next forward.
+pub fn sim_sharding(sharded: bool) -> SimSharding {
+    if sharded {
+        SimSharding::GatherInForward
+    } else {
+        SimSharding::Whole
     }
 }
 
@@ -104,15 +104,16 @@ pub fn predictions(
         ("compiled (this binary)".to_string(), n, as_run(schedule, true, sharding)),
         ("compiled, no overlap".to_string(), n, as_run(schedule, false, sharding)),
     ];
-    let (other, name) = match sharding {
-        SimSharding::Whole if schedule.shard_optimizer => {
-            (SimSharding::GatherInForward, "compiled, sharded state (ZeRO-1)")
-        }
-        SimSharding::Whole => (SimSharding::GatherHere, "compiled, sharded state (ZeRO-1)"),
-        _ => (SimSharding::Whole, "compiled, whole optimizer state"),
+    // The other ways to keep the state, for the cost or gain of sharding on this cluster.
+    let others = match sharding {
+        SimSharding::Whole => [(SimSharding::GatherInForward, "compiled, sharded state (ZeRO-1)")],
+        _ => [(SimSharding::Whole, "compiled, whole optimizer state")],
     };
+    let inside = (SimSharding::GatherHere, "compiled, sharded, all-gathers inside the step");
     if schedule.buckets.iter().all(|b| b.low_rank.is_none()) {
-        out.push((name.to_string(), n, as_run(schedule, true, other)));
+        for (other, name) in others.into_iter().chain([inside]) {
+            out.push((name.to_string(), n, as_run(schedule, true, other)));
+        }
     }
     if schedule.narrows() {
         // The gain of the narrow formats on this cluster: the same buckets in FP32.
@@ -232,21 +233,22 @@ mod tests {
         };
         let specs = vec![linear("fc1", 256, 512), linear("fc2", 512, 512)];
         let limits = BucketLimits::Capped { first_bucket_bytes: 1, bucket_cap_bytes: 1 };
-        let mut schedule = plan_buckets("M", &specs, &limits).unwrap();
-        schedule.shard_optimizer = true;
+        let schedule = plan_buckets("M", &specs, &limits).unwrap();
         let costs = StepCosts { forward_s: vec![1e-3; 2], backward_s: vec![2e-3; 2], update_s_per_byte: 1e-10 };
         let cluster: Cluster = "world=8,link=10gbe".parse().unwrap();
         let row = |rows: &[(String, usize, Prediction)], name: &str| {
             rows.iter().find(|r| r.0 == name).map(|r| r.2.clone()).unwrap_or_else(|| panic!("no row {name}"))
         };
-        let sharded = predictions(&schedule, &costs, cluster, sim_sharding(&schedule, true));
+        let sharded = predictions(&schedule, &costs, cluster, sim_sharding(true));
         let (compiled, whole) =
             (row(&sharded, "compiled (this binary)"), row(&sharded, "compiled, whole optimizer state"));
         assert!(compiled.all_gather_s > 0.0 && whole.all_gather_s == 0.0);
         assert!(compiled.update_s < whole.update_s, "each rank updates an eighth");
-        let unsharded = predictions(&schedule, &costs, cluster, sim_sharding(&schedule, false));
+        let unsharded = predictions(&schedule, &costs, cluster, sim_sharding(false));
         assert_eq!(row(&unsharded, "compiled (this binary)"), whole);
         assert_eq!(row(&unsharded, "compiled, sharded state (ZeRO-1)"), compiled);
+        let inside = row(&sharded, "compiled, sharded, all-gathers inside the step");
+        assert!(inside.all_gather_s == 0.0 && inside.step_s >= compiled.step_s, "{inside:?} against {compiled:?}");
     }
 
     #[test]

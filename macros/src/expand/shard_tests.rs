@@ -1,10 +1,11 @@
-//! The expansion of a model whose optimizer state is sharded (`shard_optimizer`): the
-//! all-gathers' launches at the end of backward, in the order forward reads them, and their wait
-//! points in `forward_gathering_on`, each right before the first layer that reads its bucket.
+//! The all-gathers of sharded optimizer state in the expansion of every model (without PowerSGD
+//! buckets): their launches at the end of backward, in the order forward reads them, and their
+//! wait points in `forward_gathering_on`, each right before the first layer that reads its
+//! bucket. `shard_optimizer` only makes sharding the model's default.
 
 use quote::quote;
 
-use super::tests::{function, mlp, mlp_with};
+use super::tests::{function, mlp_with};
 
 fn mlp_zero() -> String {
     mlp_with(quote!(shard_optimizer, bucket_cap_mb = 8, first_bucket_mb = 1))
@@ -70,9 +71,22 @@ fn forward_waits_for_each_all_gather_right_before_the_first_layer_that_reads_it(
 }
 
 #[test]
-fn a_model_without_shard_optimizer_has_no_gather_points() {
-    let code = mlp();
-    assert!(!code.contains("launch_gather") && !code.contains("fn forward_gathering_on"));
-    // Its `DistributedModel::forward_gathering` waits for whatever is in flight, then forwards.
-    assert!(function(&code, "forward_gathering").contains("forward_gathering_on"));
+fn a_model_without_shard_optimizer_has_the_same_gather_points() {
+    let (plain, zero) = (mlp_with(quote!(bucket_cap_mb = 8, first_bucket_mb = 1)), mlp_zero());
+    for f in ["backward_on", "forward_gathering_on"] {
+        assert_eq!(gather_events(function(&plain, f)), gather_events(function(&zero, f)), "{f}");
+    }
+}
+
+#[test]
+fn a_model_with_powersgd_buckets_gathers_its_other_buckets_only() {
+    let code = mlp_with(quote!(bucket_cap_mb = 8, first_bucket_mb = 1, grad_comm = powersgd(rank = 2)));
+    let launched = gather_events(function(&code, "backward_on"));
+    let waited = gather_events(function(&code, "forward_gathering_on"));
+    let (launched, waited) = (
+        launched.iter().filter(|e| e.starts_with("launch_gather")).count(),
+        waited.iter().filter(|e| e.starts_with("wait_gather")).count(),
+    );
+    assert!(code.contains("launch_low_rank"), "some bucket is PowerSGD's");
+    assert!(launched == waited && launched < 3, "{launched} launched, {waited} waited for");
 }

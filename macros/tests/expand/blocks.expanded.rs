@@ -200,6 +200,81 @@ pub mod net {
             )?;
             ::core::result::Result::Ok(&ws.head_out)
         }
+        /// The forward after a sharded step: each all-gather's wait point right before the
+        /// first layer that reads its parameters.
+        fn forward_gathering_on<
+            'w,
+            __S: ::overlap::program::Storage,
+            __E: ::overlap::program::Compute<__S>,
+            __G: ::overlap::program::Gather<Self, __S>,
+        >(
+            &mut self,
+            dev: &mut __E,
+            gather: &mut __G,
+            ctx: &::overlap::StepContext,
+            input: &__S::Tensor,
+            ws: &'w mut NetWorkspaceOn<__S>,
+        ) -> ::overlap::Result<&'w __S::Tensor>
+        where
+            ::overlap::Error: ::core::convert::From<__S::Error>,
+        {
+            ws.context = *ctx;
+            dev.copy_input(input, &mut ws.input)?;
+            gather.wait_gather(2, self)?;
+            dev.forward(
+                0,
+                &self.input,
+                &ws.context,
+                &ws.input,
+                &mut ws.input_out,
+                &mut ws.input_saved,
+            )?;
+            gather.wait_gather(1, self)?;
+            dev.forward(
+                1,
+                &self.blocks[0].norm,
+                &ws.context,
+                &ws.input_out,
+                &mut ws.blocks_0_norm_out,
+                &mut ws.blocks_0_norm_saved,
+            )?;
+            dev.forward(
+                2,
+                &self.blocks[0].fc,
+                &ws.context,
+                &ws.blocks_0_norm_out,
+                &mut ws.blocks_0_fc_out,
+                &mut ws.blocks_0_fc_saved,
+            )?;
+            dev.set_sum(&mut ws.blocks_0_sum, &ws.blocks_0_fc_out, &ws.input_out)?;
+            gather.wait_gather(0, self)?;
+            dev.forward(
+                3,
+                &self.blocks[1].norm,
+                &ws.context,
+                &ws.blocks_0_sum,
+                &mut ws.blocks_1_norm_out,
+                &mut ws.blocks_1_norm_saved,
+            )?;
+            dev.forward(
+                4,
+                &self.blocks[1].fc,
+                &ws.context,
+                &ws.blocks_1_norm_out,
+                &mut ws.blocks_1_fc_out,
+                &mut ws.blocks_1_fc_saved,
+            )?;
+            dev.set_sum(&mut ws.blocks_1_sum, &ws.blocks_1_fc_out, &ws.blocks_0_sum)?;
+            dev.forward(
+                5,
+                &self.head,
+                &ws.context,
+                &ws.blocks_1_sum,
+                &mut ws.head_out,
+                &mut ws.head_saved,
+            )?;
+            ::core::result::Result::Ok(&ws.head_out)
+        }
         /// ```text
         /// schedule of Net: 3 buckets, 234 parameters (936 B), first bucket closes at 1.00 MiB, others at 1.00 MiB
         /// bucket  all-reduce launched after       bytes  members (buffer order)
@@ -394,6 +469,9 @@ pub mod net {
                     self,
                     grad_scale,
                 )?;
+            dev.launch_gather(2, 40)?;
+            dev.launch_gather(1, 88)?;
+            dev.launch_gather(0, 106)?;
             dev.backward_done()?;
             ::core::result::Result::Ok(NetInFlightOn {
                 b0: b0_in_flight,

@@ -205,6 +205,87 @@ impl ::overlap::program::Program for Mlp {
         )?;
         ::core::result::Result::Ok(&ws.head_out)
     }
+    /// The forward after a sharded step: each all-gather's wait point right before the
+    /// first layer that reads its parameters.
+    fn forward_gathering_on<
+        'w,
+        __S: ::overlap::program::Storage,
+        __E: ::overlap::program::Compute<__S>,
+        __G: ::overlap::program::Gather<Self, __S>,
+    >(
+        &mut self,
+        dev: &mut __E,
+        gather: &mut __G,
+        ctx: &::overlap::StepContext,
+        input: &__S::Tensor,
+        ws: &'w mut MlpWorkspaceOn<__S>,
+    ) -> ::overlap::Result<&'w __S::Tensor>
+    where
+        ::overlap::Error: ::core::convert::From<__S::Error>,
+    {
+        ws.context = *ctx;
+        dev.copy_input(input, &mut ws.input)?;
+        gather.wait_gather(2, self)?;
+        dev.forward(
+            0,
+            &self.fc1,
+            &ws.context,
+            &ws.input,
+            &mut ws.fc1_out,
+            &mut ws.fc1_saved,
+        )?;
+        dev.forward(
+            1,
+            &self.act1,
+            &ws.context,
+            &ws.fc1_out,
+            &mut ws.act1_out,
+            &mut ws.act1_saved,
+        )?;
+        gather.wait_gather(1, self)?;
+        dev.forward(
+            2,
+            &self.fc2,
+            &ws.context,
+            &ws.act1_out,
+            &mut ws.fc2_out,
+            &mut ws.fc2_saved,
+        )?;
+        dev.forward(
+            3,
+            &self.act2,
+            &ws.context,
+            &ws.fc2_out,
+            &mut ws.act2_out,
+            &mut ws.act2_saved,
+        )?;
+        gather.wait_gather(0, self)?;
+        dev.forward(
+            4,
+            &self.fc3,
+            &ws.context,
+            &ws.act2_out,
+            &mut ws.fc3_out,
+            &mut ws.fc3_saved,
+        )?;
+        dev.forward(
+            5,
+            &self.act3,
+            &ws.context,
+            &ws.fc3_out,
+            &mut ws.act3_out,
+            &mut ws.act3_saved,
+        )?;
+        dev.forward(
+            6,
+            &self.head,
+            &ws.context,
+            &ws.act3_out,
+            &mut ws.head_out,
+            &mut ws.head_saved,
+        )?;
+        ::core::result::Result::Ok(&ws.head_out)
+    }
     /// ```text
     /// schedule of Mlp: 3 buckets, 10020874 parameters (38.23 MiB), first bucket closes at 1.00 MiB, others at 8.00 MiB
     /// bucket  all-reduce launched after       bytes  members (buffer order)
@@ -379,6 +460,9 @@ impl ::overlap::program::Program for Mlp {
                 self,
                 grad_scale,
             )?;
+        dev.launch_gather(2, 1607680)?;
+        dev.launch_gather(1, 4196352)?;
+        dev.launch_gather(0, 4216842)?;
         dev.backward_done()?;
         ::core::result::Result::Ok(MlpInFlightOn {
             b0: b0_in_flight,

@@ -13,12 +13,12 @@ pub enum SimSharding {
     /// Whole on every rank: each bucket all-reduced, all of it updated by every rank.
     #[default]
     Whole,
-    /// Sharded, each bucket's all-gather right after its reduce-scatter (a run that shards a
-    /// model compiled without `shard_optimizer`).
+    /// Sharded, each bucket's all-gather right after its reduce-scatter, inside the step (as
+    /// llm.c's `-z 1` and DeepSpeed's ZeRO-1 run them): for comparison.
     GatherHere,
     /// Sharded, the all-gathers launched after backward in forward order and each waited for in
-    /// the next forward right before the first layer reading its bucket
-    /// (`#[distributed_model(shard_optimizer)]`).
+    /// the next forward right before the first layer reading its bucket (what the generated code
+    /// runs).
     GatherInForward,
 }
 

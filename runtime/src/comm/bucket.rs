@@ -40,13 +40,10 @@ pub struct GradBucket {
 pub(crate) enum Sharding {
     /// All-reduced: every rank has every sum (and updates every element it was lent).
     Whole,
-    /// Reduce-scattered and updated in this rank's shard, then all-gathered into the lent
-    /// parameters before the bucket comes back.
-    GatherHere,
     /// Reduce-scattered and updated in this rank's shard; the parameters' values stay on the
     /// communication thread for the all-gather the step launches for the next forward
     /// (`Communicator::launch_gather`), whose wait point gives them back.
-    GatherInForward,
+    Sharded,
 }
 
 impl GradBucket {
@@ -120,7 +117,7 @@ impl GradBucket {
 
     /// Lends as `lend_for_update`, with optimizer state for `shard` (this rank's elements of the
     /// bucket) alone, and marks the bucket to be reduce-scattered, its shard updated and the
-    /// updated values all-gathered into every rank's parameters, as `sharding` says. `false`,
+    /// updated values kept for the all-gather the step launches for the next forward. `false`,
     /// and nothing lent, when the model or the optimizer cannot lend every parameter.
     pub(crate) fn lend_sharded<P: ParamVecs, O: Optimizer>(
         &mut self,
@@ -128,10 +125,10 @@ impl GradBucket {
         params: &mut P,
         optimizer: &mut O,
         grad_scale: f32,
-        (shard, sharding): (std::ops::Range<usize>, Sharding),
+        shard: std::ops::Range<usize>,
     ) -> bool {
         let lent = self.lent.lend(members, params, optimizer, grad_scale, Some(shard));
-        self.sharding = if lent { sharding } else { Sharding::Whole };
+        self.sharding = if lent { Sharding::Sharded } else { Sharding::Whole };
         lent
     }
 
@@ -327,7 +324,7 @@ impl InFlight {
                 })?;
                 record(Activity::Wait { bucket: self.index as u32 }, blocked, Instant::now());
                 let (started, finished) = (reduced.started, reduced.finished);
-                if reduced.bucket.sharding == Sharding::GatherInForward {
+                if reduced.bucket.sharding == Sharding::Sharded {
                     record_reduce_scatter(self.index, bytes, queued, started, finished);
                 } else {
                     record_all_reduce(self.index, bytes, queued, started, finished);

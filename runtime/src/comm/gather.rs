@@ -1,5 +1,5 @@
-//! The all-gathers of sharded optimizer state, placed in the next forward
-//! (`#[distributed_model(shard_optimizer)]`).
+//! The all-gathers of sharded optimizer state, placed in the next forward by the generated code
+//! of every model (without PowerSGD buckets).
 //!
 //! Each bucket's reduce-scatter updates this rank's shard of its parameters and leaves their
 //! values on the communication thread (`Gathers::keep`). The step then launches one all-gather
@@ -20,13 +20,10 @@ use super::{Backend, CommMode, Communicator, Held, ParamVecs};
 use crate::error::Result;
 
 impl Communicator {
-    /// Whether the all-gathers of sharded buckets wait for the next forward (the model was
-    /// compiled with `shard_optimizer` and the run shards) rather than end each reduce-scatter.
+    /// Whether sharded buckets' all-gathers are launched for the next forward: the run shards,
+    /// across processes (one process has nothing to gather, and `--compute-only` sends nothing).
     pub(crate) fn gathers_in_forward(&self) -> bool {
-        self.shards_optimizer()
-            && self.gather_points.get()
-            && matches!(self.backend, Backend::Mpi(_))
-            && self.mode.get() != CommMode::Skip
+        self.shards_optimizer() && matches!(self.backend, Backend::Mpi(_)) && self.mode.get() != CommMode::Skip
     }
 
     /// Starts the all-gather of bucket `index`'s updated shards (`numel` elements), when its

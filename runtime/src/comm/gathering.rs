@@ -56,13 +56,12 @@ pub(super) struct Gathers {
 
 impl Gathers {
     /// Keeps the values of bucket `index`'s `lent` parameters for its all-gather; their state
-    /// goes back with the bucket. Always `true` (it comes after a reduce-scatter that went well).
-    pub(super) fn keep(&mut self, index: usize, lent: &mut Lent) -> bool {
+    /// goes back with the bucket.
+    pub(super) fn keep(&mut self, index: usize, lent: &mut Lent) {
         if self.kept.len() <= index {
             self.kept.resize_with(index + 1, || None);
         }
         self.kept[index] = Some(lent.take_values());
-        true
     }
 
     /// The values bucket `index`'s reduce-scatter kept. Every rank queues the reduce-scatter of

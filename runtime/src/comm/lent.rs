@@ -62,9 +62,9 @@ struct LentStateOf {
 }
 
 /// The values of the parameters lent with one bucket, addressed by the bucket's elements: what
-/// an all-gather reads (this rank's shard) and writes (the others'). With the all-gathers in the
-/// next forward (`#[distributed_model(shard_optimizer)]`) they travel on without their state,
-/// and the forward's wait point gives them back (`give_back`).
+/// an all-gather reads (this rank's shard) and writes (the others'). They travel on to the
+/// all-gather in the next forward without their state, and its wait point gives them back
+/// (`give_back`).
 #[derive(Debug, Default)]
 pub(crate) struct ParamValues {
     params: Vec<LentValue>,
@@ -233,11 +233,6 @@ impl Lent {
                 s.state.apply(state, &mut p.value[own], grad, self.grad_scale);
             }
         }
-    }
-
-    /// The lent parameters' values, for an all-gather of the updated shards.
-    pub(crate) fn values_mut(&mut self) -> &mut ParamValues {
-        &mut self.values
     }
 
     /// Takes the values out, to go on to an all-gather in the next forward; their state stays

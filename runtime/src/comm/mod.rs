@@ -81,9 +81,6 @@ pub struct Communicator {
     /// chose nothing.
     shard_chosen: Cell<Option<bool>>,
     shard_by_schedule: Cell<bool>,
-    /// Whether the model's generated code has the all-gathers' launches and wait points
-    /// (`#[distributed_model(shard_optimizer)]`; see `gather`).
-    gather_points: Cell<bool>,
     /// The all-gathers in flight, by bucket index, and their reused mailboxes.
     gathers: RefCell<Vec<Option<gathering::GatherInFlight>>>,
     gather_mailboxes: RefCell<Vec<Arc<Mailbox<gathering::GatheredParams>>>>,
@@ -165,7 +162,6 @@ impl Communicator {
             exchanges: RefCell::default(),
             shard_chosen: Cell::new(None),
             shard_by_schedule: Cell::new(false),
-            gather_points: Cell::new(false),
             gathers: RefCell::default(),
             gather_mailboxes: RefCell::default(),
             clip_due: Cell::new(false),
@@ -572,7 +568,6 @@ impl Communicator {
     /// all-reduces would hang. Collective.
     pub fn agree_on_sharding(&self, schedule: &Schedule) -> Result<()> {
         self.shard_by_schedule.set(schedule.shard_optimizer);
-        self.gather_points.set(schedule.shard_optimizer);
         let sharding = self.all_gather_u64(u64::from(self.shards_optimizer()))?;
         if let Some(rank) = sharding.iter().position(|&s| s != sharding[0]) {
             let says = |s: u64| if s == 1 { "shards" } else { "does not shard" };

@@ -27,7 +27,7 @@ use super::wire::Narrowing;
 pub(super) enum Request {
     AllReduce(GradBucket, Reply<Reduced>),
     /// The all-gather of bucket `index`'s updated shards (its `numel` elements), whose values an
-    /// earlier reduce-scatter kept here (`Sharding::GatherInForward`).
+    /// earlier reduce-scatter kept here (`Sharding::Sharded`).
     AllGather {
         index: usize,
         numel: usize,
@@ -179,10 +179,8 @@ fn serve_requests(
                     let bytes = bucket.len() * bucket.wire_format().bytes_per_value();
                     let hold = hold_for(match sharding {
                         Sharding::Whole => link.ring_all_reduce_seconds(bytes, size),
-                        // The all-gather comes later: in the next forward, or after the clip.
-                        Sharding::GatherInForward => link.ring_reduce_scatter_seconds(bytes, size),
-                        Sharding::GatherHere if awaits_clip => link.ring_reduce_scatter_seconds(bytes, size),
-                        Sharding::GatherHere => link.ring_all_reduce_seconds(bytes, size),
+                        // The all-gather comes later, in the next forward.
+                        Sharding::Sharded => link.ring_reduce_scatter_seconds(bytes, size),
                     });
                     if !hold_until(started.checked_add(hold), aborting) {
                         abort(world);
@@ -195,7 +193,7 @@ fn serve_requests(
                     reply.send(reduced);
                 }
             }
-            Request::ClipShards => done(shards.clip(world, &mut shared, link.as_ref(), aborting)),
+            Request::ClipShards => done(shards.clip(world, aborting)),
             Request::AllGather { index, numel, reply } => {
                 let started = Instant::now();
                 let Some(values) = shards.all_gather(world, &mut shared, (index, numel), aborting) else {
@@ -259,7 +257,7 @@ impl Request {
 
 /// The cost model's `seconds` as a hold: a time too long for a `Duration` (only a link no one
 /// could build, which the `--link` parser refuses) saturates; a negative or NaN one is none.
-pub(super) fn hold_for(seconds: f64) -> Duration {
+fn hold_for(seconds: f64) -> Duration {
     match Duration::try_from_secs_f64(seconds) {
         Ok(hold) => hold,
         Err(_) if seconds > 0.0 => Duration::MAX,
@@ -269,7 +267,7 @@ pub(super) fn hold_for(seconds: f64) -> Duration {
 
 /// Sleeps (rather than spins: the cores belong to the compute threads) until `deadline` (`None`:
 /// one too far ahead for an instant, so until aborted); `false` if `aborting` was set meanwhile.
-pub(super) fn hold_until(deadline: Option<Instant>, aborting: &AtomicBool) -> bool {
+fn hold_until(deadline: Option<Instant>, aborting: &AtomicBool) -> bool {
     loop {
         if aborting.load(Ordering::Relaxed) {
             return false;

@@ -4,7 +4,6 @@
 
 use overlap_plan::shard_of;
 
-use super::bucket::Sharding;
 use super::{Backend, BucketMember, CommMode, Communicator, GradBucket, Held, ParamVecs};
 use crate::optim::Optimizer;
 
@@ -21,7 +20,6 @@ impl Communicator {
         optimizer: &mut O,
         grad_scale: f32,
     ) {
-        let gather = if self.gathers_in_forward() { Sharding::GatherInForward } else { Sharding::GatherHere };
         let shard = shard_of(bucket.len(), self.world_size(), self.rank());
         let index = bucket.index();
         // A run refuses what cannot shard before its first step (`Trainer::fit`); here the
@@ -32,7 +30,7 @@ impl Communicator {
              `CommConfig::check_finite` does not allow"
         );
         assert!(
-            bucket.lend_sharded(members, params, optimizer, grad_scale, (shard.clone(), gather)),
+            bucket.lend_sharded(members, params, optimizer, grad_scale, shard.clone()),
             "bucket {index}: sharded optimizer state needs every parameter lent with its state (an element-wise \
              optimizer such as SGD or AdamW, and layers that expose their parameters' `Vec`s)"
         );

@@ -1,29 +1,25 @@
 //! The communication thread's side of sharded buckets (ZeRO-1): each bucket's reduce-scatter
-//! and the update of this rank's shard, its all-gather (right after, or kept for the next
-//! forward's launch), and, when the run clips by the global gradient norm, the scalar all-reduce
-//! of the shards' squares that the updates wait for.
+//! and the update of this rank's shard, the updated values kept for its all-gather in the next
+//! forward, and, when the run clips by the global gradient norm, the scalar all-reduce of the
+//! shards' squares that the updates wait for.
 //!
 //! Clipping needs every bucket's sums before any update, and with sharded state each rank holds
 //! only its shards' sums. So a clipping step's reduce-scatters keep their sums (`Lent::await_clip`)
 //! and their buckets here; after the last one the compute thread asks for the clip
 //! (`Request::ClipShards`), which sums every rank's part of the squared norm, updates each
-//! shard with the clipping factor, and then all-gathers or keeps it as the bucket says. The
+//! shard with the clipping factor, and keeps its values for the all-gather. The
 //! reduce-scatters still overlap backward; what clipping costs is the overlap of the updates
 //! with later buckets' sums, as it does unsharded.
 
 use std::sync::atomic::AtomicBool;
-use std::time::Instant;
 
 use mpi::topology::SimpleCommunicator;
 
-use overlap_plan::Link;
-
-use super::bucket::{GradBucket, Reduced, Sharding};
+use super::bucket::{GradBucket, Reduced};
 use super::gathering::Gathers;
 use super::lent::ParamValues;
 use super::mailbox::Reply;
 use super::mpi_calls;
-use super::mpi_server::{hold_for, hold_until};
 use super::mpi_shards::MpiShards;
 use super::narrow_mpi::NarrowMpi;
 use super::shared_memory::SharedMemory;
@@ -40,11 +36,10 @@ pub(super) struct ShardServer {
 }
 
 impl ShardServer {
-    /// Reduce-scatters `bucket` and updates this rank's shard of its lent parameters; then
-    /// all-gathers the updated values (`Sharding::GatherHere`) or keeps them for the all-gather
-    /// the step launches later (`Sharding::GatherInForward`). A bucket that awaits the clip only
-    /// keeps its sums (`hold_for_clip` takes it next). `false` if `aborting` was set while it
-    /// waited for another rank.
+    /// Reduce-scatters `bucket` and updates this rank's shard of its lent parameters, whose
+    /// values it keeps for the all-gather the step launches for the next forward. A bucket that
+    /// awaits the clip only keeps its sums (`hold_for_clip` takes it next). `false` if
+    /// `aborting` was set while it waited for another rank.
     ///
     /// With `narrowing` (bf16 or fp16 on the wire) the bucket goes through the narrow
     /// all-reduce's passes, whose FP32 sums, rounded once, reach the lent update only where this
@@ -58,34 +53,18 @@ impl ShardServer {
         (narrowing, narrow_mpi): (Option<Narrowing>, &mut NarrowMpi),
         aborting: &AtomicBool,
     ) -> bool {
-        let reduced = {
-            let (data, lent) = bucket.data_and_lent();
-            match (shared.as_mut(), narrowing) {
-                (Some(shared), None) => shared.reduce_scatter(data, lent, aborting),
-                (None, None) => self.mpi.reduce_scatter(world, data, lent, aborting),
-                (Some(shared), Some(narrowing)) => shared.all_reduce_narrow(data, lent, narrowing, aborting),
-                (None, Some(narrowing)) => narrow_mpi.all_reduce(world, data, lent, narrowing, aborting),
-            }
-        };
-        reduced && (bucket.data_and_lent().1.awaits_clip() || self.share_update(world, shared, bucket, aborting))
-    }
-
-    /// After the update of `bucket`'s shard: its all-gather now, or its values kept for later.
-    fn share_update(
-        &mut self,
-        world: &SimpleCommunicator,
-        shared: &mut Option<SharedMemory>,
-        bucket: &mut GradBucket,
-        aborting: &AtomicBool,
-    ) -> bool {
-        let (index, sharding) = (bucket.index(), bucket.sharding());
+        let index = bucket.index();
         let (data, lent) = bucket.data_and_lent();
-        match (sharding, shared) {
-            (Sharding::GatherHere, Some(shared)) => shared.all_gather(data.len(), lent.values_mut(), aborting),
-            // The bucket's own gradients, cleared by the reduce-scatter, are the buffer.
-            (Sharding::GatherHere, None) => self.mpi.all_gather(world, data, lent.values_mut(), aborting),
-            _ => self.gathers.keep(index, lent),
+        let reduced = match (shared.as_mut(), narrowing) {
+            (Some(shared), None) => shared.reduce_scatter(data, lent, aborting),
+            (None, None) => self.mpi.reduce_scatter(world, data, lent, aborting),
+            (Some(shared), Some(narrowing)) => shared.all_reduce_narrow(data, lent, narrowing, aborting),
+            (None, Some(narrowing)) => narrow_mpi.all_reduce(world, data, lent, narrowing, aborting),
+        };
+        if reduced && !lent.awaits_clip() {
+            self.gathers.keep(index, lent);
         }
+        reduced
     }
 
     /// The all-gather of bucket `index`'s updated shards (`numel` elements), whose values its
@@ -111,45 +90,21 @@ impl ShardServer {
     }
 
     /// The step's clip: sums every rank's squares of its shards' sums (one scalar all-reduce),
-    /// updates each held bucket's shard with the clipping factor, all-gathers or keeps the
-    /// values as the bucket says, and returns the buckets to the compute thread, which reads the
-    /// norm from them (`GradBucket::clipped_norm`). Over `link`, each all-gather here is held
-    /// for its emulated time. `false` if `aborting` was set while it waited for another rank.
-    pub(super) fn clip(
-        &mut self,
-        world: &SimpleCommunicator,
-        shared: &mut Option<SharedMemory>,
-        link: Option<&Link>,
-        aborting: &AtomicBool,
-    ) -> bool {
+    /// updates each held bucket's shard with the clipping factor, keeps its values for the
+    /// all-gather, and returns the buckets to the compute thread, which reads the norm from them
+    /// (`GradBucket::clipped_norm`). `false` if `aborting` was set while it waited for another
+    /// rank.
+    pub(super) fn clip(&mut self, world: &SimpleCommunicator, aborting: &AtomicBool) -> bool {
         let mine: f64 =
             self.awaiting_clip.iter_mut().map(|(r, _)| r.bucket.data_and_lent().1.stashed_sum_of_squares()).sum();
         let Some(sum_of_squares) = mpi_calls::sum_f64(world, mine, aborting) else { return false };
-        let mut awaiting = std::mem::take(&mut self.awaiting_clip);
-        for (mut reduced, reply) in awaiting.drain(..) {
-            let started = Instant::now();
-            reduced.bucket.data_and_lent().1.apply_clipped(sum_of_squares);
-            if !self.share_update(world, shared, &mut reduced.bucket, aborting) {
-                return false;
-            }
-            if reduced.bucket.sharding() == Sharding::GatherHere {
-                let bytes = reduced.bucket.len() * std::mem::size_of::<f32>();
-                let hold = link.map_or(std::time::Duration::ZERO, |l| {
-                    hold_for(l.ring_all_gather_seconds(bytes, world_size(world)))
-                });
-                if !hold_until(started.checked_add(hold), aborting) {
-                    return false;
-                }
-            }
+        for (mut reduced, reply) in self.awaiting_clip.drain(..) {
+            let index = reduced.bucket.index();
+            let lent = reduced.bucket.data_and_lent().1;
+            lent.apply_clipped(sum_of_squares);
+            self.gathers.keep(index, lent);
             reply.send(reduced);
         }
-        // The vector keeps its capacity for the next step.
-        self.awaiting_clip = awaiting;
         true
     }
-}
-
-fn world_size(world: &SimpleCommunicator) -> usize {
-    use mpi::traits::Communicator;
-    world.size() as usize
 }

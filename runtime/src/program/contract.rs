@@ -159,8 +159,8 @@ pub trait Launch<M, S: Storage> {
     fn reduce_q(&mut self, p: S::LowRankP) -> std::result::Result<S::LowRankQ, S::Error>;
 
     /// Starts the all-gather of bucket `index`'s updated shards (`numel` elements), for the next
-    /// forward, when its reduce-scatter kept them for it (sharded optimizer state; the model
-    /// compiled with `shard_optimizer`). A device that never shards has nothing to start.
+    /// forward, when its reduce-scatter kept them for it (the run shards the optimizer state).
+    /// A device that never shards has nothing to start.
     fn launch_gather(&mut self, index: usize, numel: usize) -> std::result::Result<(), S::Error> {
         let _ = (index, numel);
         Ok(())
@@ -238,10 +238,9 @@ pub trait Program: Sized {
         ws: &'w mut Self::WorkspaceOn<S>,
     ) -> std::result::Result<&'w S::Tensor, S::Error>;
 
-    /// `forward_on` after the step that sharded its optimizer state, for the model that placed
-    /// the all-gathers in forward (`#[distributed_model(shard_optimizer)]`): each all-gather's
-    /// wait point right before the first layer that reads its parameters. Any other model waits
-    /// for every one in flight first.
+    /// `forward_on` after the step that sharded its optimizer state: the generated code places
+    /// each all-gather's wait point right before the first layer that reads its parameters. This
+    /// default, for a program without wait points, waits for every one in flight first.
     fn forward_gathering_on<'w, S: Storage, E: Compute<S>, G: Gather<Self, S>>(
         &mut self,
         dev: &mut E,
