@@ -22,8 +22,8 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+import jobs
+
 SAMPLES, GLOBAL_BATCH, STEPS = 256, 32, 10
 # The float32 floor after 10 steps: each side rounds in its own order (products, reductions).
 TOLERANCE = 1e-4
@@ -46,11 +46,7 @@ def ours(binary, data, out, steps, ranks, optimizer, lr, init=None):
         cmd += ["--init-params", init]
     if optimizer == "sgd":
         cmd += ["--momentum", "0.9"]
-    if ranks > 1:
-        cmd = ["mpirun", "--oversubscribe", "-n", str(ranks), *cmd]
-    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{done.stdout}\n{done.stderr}")
+    jobs.run(jobs.on_ranks(ranks, cmd), timeout=600)
 
 
 def twin(torch):
@@ -95,7 +91,7 @@ def largest_difference(torch, model, theirs):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release", "examples"))
+    p.add_argument("--bin-dir", default=os.path.join(jobs.ROOT, "target", "release", "examples"))
     args = p.parse_args()
     try:
         import torch

@@ -7,13 +7,12 @@ mode's median step for both and the median of the per-round ratios (new / old).
 """
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+import jobs
+
 MODES = {
     "overlap": [],
     "no overlap": ["--no-overlap"],
@@ -25,11 +24,8 @@ MODES = {
 
 def step_ms(mlp, args, flags):
     base = [mlp, "--steps", str(args.steps), "--batch", str(args.batch), "--report", "json"]
-    cmd = base if flags is None else ["mpirun", "--oversubscribe", "-n", str(args.ranks), *base, *flags]
-    out = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=900)
-    if out.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{out.stdout}\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])["step_ms"]
+    cmd = base if flags is None else jobs.on_ranks(args.ranks, [*base, *flags])
+    return jobs.report(cmd)["step_ms"]
 
 
 def main():

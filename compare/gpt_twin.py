@@ -39,8 +39,8 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+import jobs
+
 VOCAB, CONTEXT, WIDTH, HEADS, LAYERS, BATCH = 96, 64, 128, 4, 4, 12
 LR, MIN_LR, WARMUP, DECAY_UNTIL, BETAS, DECAY, CLIP = 1e-3, 1e-4, 100, 2000, (0.9, 0.99), 0.1, 1.0
 MASK64 = (1 << 64) - 1
@@ -182,11 +182,7 @@ class Trainer:
 def ours(binary, text, out, steps, ranks=1, extra=()):
     cmd = [binary, "--text", text, "--steps", str(steps), "--batch", str(BATCH // ranks), "--report", "off",
            "--eval-every", "0", "--save-params", out, *extra]
-    if ranks > 1:
-        cmd = ["mpirun", "--oversubscribe", "-n", str(ranks), *cmd]
-    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=3600)
-    if done.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{done.stdout}\n{done.stderr}")
+    done = jobs.run(jobs.on_ranks(ranks, cmd), timeout=3600)
     return done.stdout + done.stderr
 
 
@@ -274,7 +270,7 @@ def whole_run(torch, load_file, binary, text_path, steps, work):
     cmd = [binary, "--text", text_path, "--steps", str(steps), "--init-params", init, "--report", "off",
            "--eval-every", str(steps), "--eval-batches", "20", "--log-every", str(max(steps // 10, 1)),
            "--save-params", final]
-    mine = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    mine = subprocess.Popen(cmd, env=jobs.ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     model = twin(torch)
     model.load_state_dict(with_head(load_file(init)), strict=True)
     trainer, times = Trainer(torch, model), []
@@ -359,7 +355,7 @@ def ddp_comparison(torch, binary, text_path, steps, work):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release", "examples"))
+    p.add_argument("--bin-dir", default=os.path.join(jobs.ROOT, "target", "release", "examples"))
     p.add_argument("--text", help="a UTF-8 file [default: this script]")
     p.add_argument("--steps", type=int, default=10, help="steps compared one by one")
     p.add_argument("--run", type=int, metavar="N", help="instead: a whole run of N steps, then held-out losses")

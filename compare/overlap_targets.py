@@ -10,28 +10,21 @@ in `make test`. Needs `cargo build --release --examples`.
 """
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+import jobs
 
 
 def report(binary, flags, steps, batch, extra):
-    cmd = ["mpirun", "--oversubscribe", "-n", "2", binary, "--steps", str(steps), "--batch", str(batch),
-           "--report", "json", *extra, *flags]
-    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{done.stdout}\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    cmd = [binary, "--steps", str(steps), "--batch", str(batch), "--report", "json", *extra, *flags]
+    return jobs.report(jobs.on_ranks(2, cmd), timeout=600)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release", "examples"))
+    p.add_argument("--bin-dir", default=os.path.join(jobs.ROOT, "target", "release", "examples"))
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--example", default="resmlp")

@@ -23,7 +23,8 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import jobs
+
 
 # The examples' layers: (field, kind, arguments), as in examples/*.rs.
 TOWER = [("fc1", "Linear", (64, 1024)), ("act1", "Relu", ())]
@@ -114,7 +115,7 @@ def ddp_buckets(torch, model, features, **kwargs):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release", "examples"))
+    p.add_argument("--bin-dir", default=os.path.join(jobs.ROOT, "target", "release", "examples"))
     args = p.parse_args()
     try:
         import torch

@@ -17,9 +17,9 @@ import statistics
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MLP = os.path.join(ROOT, "target", "release", "examples", "mlp")
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+import jobs
+
+MLP = os.path.join(jobs.ROOT, "target", "release", "examples", "mlp")
 TARGETS = {
     "overlap / PyTorch DDP": 0.5,
     "overlap / compute only": 1.15,
@@ -28,17 +28,9 @@ TARGETS = {
 }
 
 
-def run(cmd):
-    out = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=900)
-    if out.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{out.stdout}\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def ours(args, ranks, flags):
-    base = [MLP, "--steps", str(args.steps), "--batch", str(args.batch), "--report", "json", *flags]
-    cmd = ["mpirun", "--oversubscribe", "-n", str(ranks), *base] if ranks > 1 else base
-    return run(cmd)
+    return jobs.report(jobs.on_ranks(ranks, [MLP, "--steps", str(args.steps), "--batch", str(args.batch),
+                                             "--report", "json", *flags]))
 
 
 def torch_version(python):
@@ -50,11 +42,11 @@ def torch_version(python):
 
 
 def peer(args, single, threads=1):
-    script = os.path.join(ROOT, "compare", "ddp_peer.py")
+    script = os.path.join(jobs.ROOT, "compare", "ddp_peer.py")
     common = [script, "--steps", str(args.steps), "--batch", str(args.batch)]
     if single:
-        return run([args.torch_python, *common, "--single", "--threads", str(threads)])
-    return run([args.torch_python, "-m", "torch.distributed.run", "--nproc_per_node", str(args.ranks), *common])
+        return jobs.report([args.torch_python, *common, "--single", "--threads", str(threads)])
+    return jobs.report([args.torch_python, "-m", "torch.distributed.run", "--nproc_per_node", str(args.ranks), *common])
 
 
 def main():
@@ -63,7 +55,7 @@ def main():
     p.add_argument("--batch", type=int, default=64, help="samples per rank (PyTorch DDP's too)")
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--json", default=os.path.join(ROOT, "compare", "results.json"))
+    p.add_argument("--json", default=os.path.join(jobs.ROOT, "compare", "results.json"))
     p.add_argument("--torch-python", default=os.environ.get("TORCH_PYTHON", sys.executable),
                    help="a Python with torch installed (pip install torch); skipped when absent")
     args = p.parse_args()

@@ -14,29 +14,22 @@ Timing claims live here, printed, never in `make test`. Needs `cargo build --rel
 """
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+import jobs
+
 LINK = ["--link", "latency=5us,bandwidth=1GB/s"]
 
 
 def report(binary, ranks, steps, batch, extra):
-    cmd = ["mpirun", "--oversubscribe", "-n", str(ranks), binary, "--steps", str(steps), "--batch", str(batch),
-           "--optimizer", "adamw", "--report", "json", *extra]
-    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{done.stdout}\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    cmd = [binary, "--steps", str(steps), "--batch", str(batch), "--optimizer", "adamw", "--report", "json", *extra]
+    return jobs.report(jobs.on_ranks(ranks, cmd))
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release", "examples"))
+    p.add_argument("--bin-dir", default=os.path.join(jobs.ROOT, "target", "release", "examples"))
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--batches", type=int, nargs="+", default=[64, 256], help="samples per rank under the link")

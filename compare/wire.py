@@ -12,17 +12,15 @@ rounds' ratios) and the bytes on the wire per rank from the report.
 """
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXAMPLES = os.path.join(ROOT, "target", "release", "examples")
+import jobs
+
+EXAMPLES = os.path.join(jobs.ROOT, "target", "release", "examples")
 MLP = os.path.join(EXAMPLES, "mlp")
 MLP_POWERSGD = os.path.join(EXAMPLES, "mlp_powersgd")
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 LINKS = ["latency=30us,bandwidth=0.25GB/s", "10gbe", "100gbe"]
 FORMATS = ["fp32", "bf16", "fp16", "powersgd"]
 SLOW = "latency=30us,bandwidth=0.25GB/s"
@@ -35,12 +33,8 @@ FEWER_BYTES = {"powersgd": 50.0}
 def step(args, link, fmt):
     # PowerSGD is compiled into its binary; the narrow formats are chosen at run time.
     binary, choice = (MLP_POWERSGD, []) if fmt == "powersgd" else (MLP, ["--grad-comm", fmt])
-    cmd = ["mpirun", "--oversubscribe", "-n", "2", binary, "--steps", str(args.steps), "--batch", str(args.batch),
-           "--link", link, "--report", "json"] + choice
-    out = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=900)
-    if out.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{out.stdout}\n{out.stderr}")
-    report = json.loads(out.stdout.strip().splitlines()[-1])
+    cmd = [binary, "--steps", str(args.steps), "--batch", str(args.batch), "--link", link, "--report", "json"]
+    report = jobs.report(jobs.on_ranks(2, cmd + choice))
     wire = sum(b["wire_bytes"] for b in report["buckets"])
     full = sum(b["bytes"] for b in report["buckets"])
     return report["step_ms"], wire, full, report["compute_ms"], report["all_reduce_ms"]

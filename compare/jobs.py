@@ -1,0 +1,30 @@
+"""What every comparison script needs to run the examples: the repository's root, the
+environment mpirun needs as root, and one way to run a command (under mpirun on several ranks)
+that stops the script with the command's output when it fails."""
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# OpenMPI refuses to run as root (CI containers) unless told it is intended.
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+
+
+def on_ranks(ranks, cmd):
+    """`cmd` under mpirun on `ranks` ranks; as it is for one (no launcher)."""
+    return ["mpirun", "--oversubscribe", "-n", str(ranks), *cmd] if ranks > 1 else list(cmd)
+
+
+def run(cmd, timeout=900):
+    """Runs `cmd`; exits with its output if it fails. Returns the finished process."""
+    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def report(cmd, timeout=900):
+    """The JSON report (`--report json`) `cmd` prints last."""
+    return json.loads(run(cmd, timeout).stdout.strip().splitlines()[-1])
