@@ -182,6 +182,7 @@ pub mod __private {
             layers: Cow::Borrowed(&[]),
             buckets: Cow::Borrowed(&[]),
             shard_optimizer: false,
+            gathers: Cow::Borrowed(&[]),
         }
     }
 }

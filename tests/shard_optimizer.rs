@@ -31,6 +31,17 @@ pub struct SmallSharded {
     head: Linear<7, 5>,
 }
 
+/// `Small` in one bucket, all-gathered one layer at a time (`gathers = per_layer`): each piece's
+/// wait point before its layer.
+#[distributed_model(shard_optimizer, gathers = per_layer, bucket_cap_mb = 1, first_bucket_mb = 1)]
+pub struct SmallByLayer {
+    fc1: Linear<7, 13>,
+    act1: Relu,
+    fc2: Linear<13, 7>,
+    act2: Tanh,
+    head: Linear<7, 5>,
+}
+
 /// `Small` with PowerSGD buckets, whose factors cannot be reduce-scattered.
 #[distributed_model(bucket_cap_mb = 0.0001, first_bucket_mb = 0.0001, grad_comm = powersgd(rank = 2))]
 pub struct SmallLowRank {
@@ -109,6 +120,8 @@ fn sharded_state_gives_the_same_bits_as_whole_state() {
                 "{what}: sharded by the model"
             );
             assert_eq!(train::<SmallSharded>(&comm, optimizer, accumulate, Some(false)), whole, "{what}: turned off");
+            let by_layer = train::<SmallByLayer>(&comm, optimizer, accumulate, Some(false));
+            assert_eq!(train::<SmallByLayer>(&comm, optimizer, accumulate, None), by_layer, "{what}: by layer");
         }
     }
     // Narrow formats: FP32 sums rounded once, the same bits as the unsharded narrow all-reduce.
@@ -179,6 +192,9 @@ fn sharded_state_gives_the_same_bits_on_2_3_and_4_ranks() {
 
 #[test]
 fn the_model_attribute_is_in_the_schedule_and_its_fingerprint() {
+    let by_layer = SmallByLayer::SCHEDULE;
+    assert_eq!((by_layer.buckets.len(), by_layer.gather_groups().len()), (1, 3));
+    assert!(by_layer.to_string().contains("b0[138..242] before fc1, b0[40..138] before fc2, b0[0..40] before head"));
     let (sharded, whole) = (SmallSharded::SCHEDULE, Small::SCHEDULE);
     assert!(sharded.shard_optimizer && !whole.shard_optimizer);
     assert_ne!(whole.fingerprint(), sharded.fingerprint());

@@ -13,6 +13,7 @@ use crate::cfg;
 use crate::errors::Errors;
 use crate::helpers::{expr_name, int_literal, path_name, positive_int};
 use crate::planning::{self, Planning};
+use crate::shard_attr::{gathers_value, shard_value, Gathers};
 
 /// What `#[distributed_model(...)]` asks for: how to plan the buckets, and the format their
 /// gradients travel in.
@@ -23,20 +24,26 @@ pub struct ModelConfig {
     pub krate: Option<syn::Path>,
     /// `shard_optimizer`: optimizer state sharded over the ranks by default (ZeRO-1).
     pub shard_optimizer: bool,
+    /// `gathers = ...`: the all-gathers' grouping, when given.
+    pub gathers: Option<Gathers>,
 }
 
 /// Parses `bucket_cap_mb = 25, first_bucket_mb = 1` (both optional; integers or decimals) and
 /// `bucket_order = ready | ddp_first_iteration` (optional), or `buckets = auto(...)` /
 /// `buckets = profile(...)`; and, with either, `grad_comm = fp32 | bf16 | fp16 | powersgd(..)` and
-/// the bare flag `shard_optimizer` (or `shard_optimizer = true | false`).
+/// the bare flag `shard_optimizer` (or `shard_optimizer = true | false`) and `gathers = ...` (see
+/// `shard_attr`).
 pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> ModelConfig {
-    let (mut grad_comm, mut krate, mut shard_optimizer) = (GradComm::Format(WireFormat::Fp32), None, false);
-    let planning = planning_config(args, &mut grad_comm, &mut krate, &mut shard_optimizer, errors);
-    ModelConfig { planning, grad_comm, krate, shard_optimizer }
+    let mut config = ModelConfig {
+        planning: Planning::Caps(BucketLimits::default(), BucketOrder::Ready),
+        grad_comm: GradComm::Format(WireFormat::Fp32),
+        krate: None,
+        shard_optimizer: false,
+        gathers: None,
+    };
+    config.planning = planning_config(args, &mut config, errors);
+    config
 }
-
-const SHARD_HELP: &str = "`shard_optimizer` is a flag: write `shard_optimizer` (or `shard_optimizer = true`) to shard \
-                          the optimizer state over the ranks, `shard_optimizer = false` (the default) to keep it whole";
 
 /// The settings as `key = value` pairs, the flag `shard_optimizer` taken out (set in `shard`);
 /// anything else that is not a pair is reported.
@@ -66,18 +73,13 @@ fn name_value_pairs(metas: Punctuated<Meta, Token![,]>, shard: &mut bool, errors
     pairs
 }
 
-fn planning_config(
-    args: proc_macro2::TokenStream,
-    grad_comm: &mut GradComm,
-    krate: &mut Option<syn::Path>,
-    shard: &mut bool,
-    errors: &mut Errors,
-) -> Planning {
+/// The planning the pairs ask for; the other settings go to `config`.
+fn planning_config(args: proc_macro2::TokenStream, config: &mut ModelConfig, errors: &mut Errors) -> Planning {
     let (mut first_bucket_bytes, mut bucket_cap_bytes) = (DEFAULT_FIRST_BUCKET_MB * MIB, DEFAULT_BUCKET_CAP_MB * MIB);
     let mut order = BucketOrder::Ready;
     let mut planner: Option<(Planning, proc_macro2::TokenStream)> = None;
     let pairs = match syn::parse::Parser::parse2(Punctuated::<Meta, Token![,]>::parse_terminated, args) {
-        Ok(metas) => name_value_pairs(metas, shard, errors),
+        Ok(metas) => name_value_pairs(metas, &mut config.shard_optimizer, errors),
         Err(e) => {
             errors.push(syn::Error::new(
                 e.span(),
@@ -105,19 +107,22 @@ fn planning_config(
             }
             "grad_comm" => {
                 if let Some(format) = grad_comm_value(&pair.value, errors) {
-                    *grad_comm = format;
+                    config.grad_comm = format;
                 }
                 continue;
             }
             "crate" => {
-                *krate = crate_path(&pair.value, errors);
+                config.krate = crate_path(&pair.value, errors);
                 continue;
             }
             "shard_optimizer" => {
-                match &pair.value {
-                    Expr::Lit(ExprLit { lit: Lit::Bool(b), .. }) => *shard = b.value,
-                    other => errors.spanned(other, SHARD_HELP),
+                if let Some(shard) = shard_value(&pair.value, errors) {
+                    config.shard_optimizer = shard;
                 }
+                continue;
+            }
+            "gathers" => {
+                config.gathers = gathers_value(&pair.value, errors);
                 continue;
             }
             "buckets" => {
@@ -130,7 +135,7 @@ fn planning_config(
                 errors.spanned(
                     &pair.path,
                     "unknown key; expected `bucket_cap_mb`, `first_bucket_mb`, `bucket_order`, `buckets`, `grad_comm`, \
-                     `shard_optimizer` or `crate`",
+                     `shard_optimizer`, `gathers` or `crate`",
                 );
                 continue;
             }
@@ -141,7 +146,10 @@ fn planning_config(
     }
     match planner {
         Some((planning, tokens)) => {
-            if seen.iter().any(|k| !["buckets", "grad_comm", "crate", "shard_optimizer"].contains(&k.as_str())) {
+            if seen
+                .iter()
+                .any(|k| !["buckets", "grad_comm", "crate", "shard_optimizer", "gathers"].contains(&k.as_str()))
+            {
                 errors.spanned(
                     tokens,
                     "`buckets = ...` chooses the bucket boundaries itself: remove `bucket_cap_mb`, `first_bucket_mb` \

@@ -14,6 +14,7 @@ use crate::errors::Errors;
 use crate::helpers::lit;
 use crate::planning::{self, Planned};
 use crate::schedule_code::{backward_body, step_body, update_bucket_body, Names};
+use crate::shard_attr::Gathers;
 use crate::{check, crate_path, fallback, nesting, schedule_tokens};
 
 pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -38,14 +39,37 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     check::all(&mut model, &mut errors);
     let mut code = None;
     if errors.is_empty() {
-        if let Some(mut planned) = planning::plan(&config.planning, &item.ident, &model.specs(), &mut errors) {
-            planned.schedule = planned.schedule.with_grad_comm(config.grad_comm);
-            planned.schedule.shard_optimizer = config.shard_optimizer;
-            code = Some(emit(&model, &planned));
+        if let Some(planned) = planning::plan(&config.planning, &item.ident, &model.specs(), &mut errors) {
+            code = Some(emit(&model, &configured(planned, &config)));
         }
     }
     let code = code.unwrap_or_else(|| fallback::emit(&item, &errors));
     with_crate(code, &config)
+}
+
+/// The plan with the attribute's gradient formats and sharding default, and the all-gathers'
+/// grouping: as `gathers = ...` says, else, when a cost model chose the buckets, the one it
+/// predicts fastest (noted in the docs), else one per bucket.
+fn configured(mut planned: Planned, config: &attr::ModelConfig) -> Planned {
+    planned.schedule = planned.schedule.with_grad_comm(config.grad_comm);
+    planned.schedule.shard_optimizer = config.shard_optimizer;
+    let schedule = &planned.schedule;
+    let gathers = match (config.gathers, &planned.target) {
+        (Some(Gathers::PerBucket), _) | (None, None) => return planned,
+        (Some(Gathers::PerLayer), _) => overlap_plan::gathers_per_layer(schedule),
+        (None, Some(target)) => overlap_plan::choose_gathers(schedule, target),
+    };
+    // One per bucket is what no list means, and keeps the fingerprint.
+    if gathers != overlap_plan::gathers_per_bucket(schedule) {
+        if config.gathers.is_none() {
+            let (chosen, buckets) = (gathers.len(), schedule.buckets.len());
+            planned.notes.push(format!(
+                "all-gathers of sharded state chosen by the same cost model: {chosen} for {buckets} buckets"
+            ));
+        }
+        planned.schedule.gathers = std::borrow::Cow::Owned(gathers);
+    }
+    planned
 }
 
 /// `code` with its `::overlap::` paths where `crate = ".."` says the crate is.
@@ -66,10 +90,8 @@ fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: 
     }
     let mut code = None;
     if let (Some(model), true) = (&model, errors.is_empty()) {
-        if let Some(mut planned) = planning::plan(&config.planning, &model.item.ident, &model.specs(), &mut errors) {
-            planned.schedule = planned.schedule.with_grad_comm(config.grad_comm);
-            planned.schedule.shard_optimizer = config.shard_optimizer;
-            code = Some(emit(model, &planned));
+        if let Some(planned) = planning::plan(&config.planning, &model.item.ident, &model.specs(), &mut errors) {
+            code = Some(emit(model, &configured(planned, config)));
         }
     }
     let root = structs.model.map(|m| structs.all[m]);

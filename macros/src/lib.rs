@@ -22,6 +22,7 @@ mod planning;
 mod profile;
 mod schedule_code;
 mod schedule_tokens;
+mod shard_attr;
 mod tied;
 
 use proc_macro::TokenStream;

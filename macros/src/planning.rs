@@ -30,6 +30,9 @@ pub struct Planned {
     /// A file the plan was read from: the expansion `include_bytes!`s it so that cargo
     /// recompiles when it changes.
     pub input_file: Option<String>,
+    /// The cost model the buckets were chosen by (`auto`, `profile`), which also chooses the
+    /// all-gathers' grouping.
+    pub target: Option<Target>,
 }
 
 const AUTO_HELP: &str = "expected `auto(link = \"ib-hdr\", world = 64)`, optionally with `batch = <samples per rank>` \
@@ -121,7 +124,7 @@ pub fn plan(planning: &Planning, ident: &Ident, specs: &[LayerSpec], errors: &mu
             return plan_buckets_in(&name, specs, &limits, order)
                 .map_err(|e| errors.spanned(span, e))
                 .ok()
-                .map(|schedule| Planned { schedule, notes, input_file: None });
+                .map(|schedule| Planned { schedule, notes, input_file: None, target: None });
         }
         &Planning::Auto { link, world, batch, gflops } => {
             let costs = StepCosts::from_flops(specs.iter().map(|l| l.flops_per_sample), batch, gflops * 1e9);
@@ -148,7 +151,8 @@ pub fn plan(planning: &Planning, ident: &Ident, specs: &[LayerSpec], errors: &mu
         prediction_line("predicted step", &predicted),
         prediction_line("with DDP's 25 MiB cap", &with_caps),
     ];
-    Some(Planned { schedule, notes, input_file: input_file.map(|f: PathBuf| f.display().to_string()) })
+    let input_file = input_file.map(|f: PathBuf| f.display().to_string());
+    Some(Planned { schedule, notes, input_file, target: Some(target) })
 }
 
 fn prediction_line(what: &str, p: &Prediction) -> String {

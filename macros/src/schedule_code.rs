@@ -143,29 +143,19 @@ impl<'s> Names<'s> {
         }
     }
 
-    /// The forward pass; with `gathering` (`forward_gathering_on`), each bucket's all-gather
-    /// wait point right before the first layer that reads one of its parameters, the first
-    /// layers' first.
+    /// The forward pass; with `gathering` (`forward_gathering_on`), each all-gather's wait point
+    /// right before the first layer that reads one of its parameters.
     pub fn forward_body(&self, gathering: bool) -> TokenStream {
         let mut out = quote! {
             ws.context = *ctx;
             dev.copy_input(input, &mut ws.input)?;
         };
-        // PowerSGD's buckets are never sharded: nothing to wait for.
-        let first_reader: Vec<usize> = self
-            .schedule
-            .buckets
-            .iter()
-            .map(|b| match b.low_rank {
-                None => b.params.iter().map(|p| p.layer).min().unwrap_or(usize::MAX),
-                Some(_) => usize::MAX,
-            })
-            .collect();
+        let gathers = self.schedule.gather_groups();
         for (i, f) in self.fields.iter().enumerate() {
             if gathering {
-                for k in (0..first_reader.len()).rev().filter(|&k| first_reader[k] == i) {
-                    let k = lit(k);
-                    out.extend(quote!(gather.wait_gather(#k, self)?;));
+                for (g, _) in gathers.iter().enumerate().filter(|(_, group)| group.first_read == i) {
+                    let g = lit(g);
+                    out.extend(quote!(gather.wait_gather(#g, self)?;));
                 }
             }
             let (input, o, s, index) = (self.input_of(i), suffixed(f, "out"), suffixed(f, "saved"), lit(i));
@@ -314,11 +304,11 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
     }
     if sync {
         // Sharded optimizer state (when the run shards it): the all-gathers of the updated
-        // shards, queued behind every reduce-scatter in the order the next forward reads them
-        // (the last bucket first). PowerSGD's buckets are never sharded.
-        for (k, b) in n.schedule.buckets.iter().enumerate().rev().filter(|(_, b)| b.low_rank.is_none()) {
-            let (index, numel) = (lit(k), lit(b.numel));
-            out.extend(quote!(dev.launch_gather(#index, #numel)?;));
+        // shards (group, bucket, its elements), queued behind every reduce-scatter in the order
+        // the next forward reads them. PowerSGD's buckets are never sharded.
+        for (g, group) in n.schedule.gather_groups().iter().enumerate() {
+            let (g, bucket, start, end) = (lit(g), lit(group.bucket), lit(group.start), lit(group.end));
+            out.extend(quote!(dev.launch_gather(#g, #bucket, #start..#end)?;));
         }
     }
     if sync {

@@ -75,6 +75,10 @@ pub fn schedule(s: &Schedule) -> TokenStream {
             }
         }
     });
+    let gathers = s.gathers.iter().map(|g| {
+        let (bucket, start, end, first_read) = (lit(g.bucket), lit(g.start), lit(g.end), lit(g.first_read));
+        quote!(::overlap::plan::GatherGroup { bucket: #bucket, start: #start, end: #end, first_read: #first_read })
+    });
     quote! {
         ::overlap::plan::Schedule {
             model: ::overlap::__private::Cow::Borrowed(#model),
@@ -82,6 +86,7 @@ pub fn schedule(s: &Schedule) -> TokenStream {
             layers: ::overlap::__private::Cow::Borrowed(&[#(#layers),*]),
             buckets: ::overlap::__private::Cow::Borrowed(&[#(#buckets),*]),
             shard_optimizer: #shard_optimizer,
+            gathers: ::overlap::__private::Cow::Borrowed(&[#(#gathers),*]),
         }
     }
 }

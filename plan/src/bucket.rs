@@ -154,6 +154,7 @@ pub fn plan_buckets_in(
         layers: Cow::Owned(layers),
         buckets: Cow::Owned(buckets),
         shard_optimizer: false,
+        gathers: Cow::Borrowed(&[]),
     })
 }
 

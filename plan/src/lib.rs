@@ -7,6 +7,7 @@
 
 mod auto;
 mod bucket;
+mod gather;
 mod limits;
 mod link;
 mod low_rank;
@@ -19,6 +20,7 @@ mod wire;
 
 pub use auto::{plan_auto, Strategy, Target, EXHAUSTIVE_LAYERS};
 pub use bucket::{plan_buckets, plan_buckets_in, BucketOrder, PlanError};
+pub use gather::{choose_gathers, gathers_per_bucket, gathers_per_layer, GatherGroup};
 pub use limits::{BucketLimits, DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB};
 pub use link::{Link, LinkPreset, LINK_PRESETS};
 pub use low_rank::LowRank;
@@ -26,8 +28,8 @@ pub use profile::{LayerTimes, Profile, PROFILE_FORMAT};
 pub use schedule::{human_bytes, BucketInfo, LayerInfo, ParamInfo, ParamRef, Schedule};
 pub use shard::{owned_part, shard_of};
 pub use simulate::{
-    first_reads, sim_buckets, simulate, simulate_sharded, BucketTimes, Prediction, SimBucket, SimLowRank, SimSharding,
-    StepCosts, DEFAULT_UPDATE_S_PER_BYTE, LOW_RANK_S_PER_BYTE, NARROWING_S_PER_BYTE,
+    sim_buckets, simulate, simulate_sharded, BucketTimes, Prediction, SimBucket, SimLowRank, SimSharding, StepCosts,
+    DEFAULT_UPDATE_S_PER_BYTE, LOW_RANK_S_PER_BYTE, NARROWING_S_PER_BYTE,
 };
 pub use spec::{LayerSpec, ParamSpec, ReadyOrder, Width, ELEM_BYTES, MAX_TENSOR_NUMEL, MIB};
 pub use wire::{GradComm, WireFormat};

@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use crate::gather::{gathers_per_bucket, GatherGroup};
 use crate::limits::BucketLimits;
 use crate::low_rank::LowRank;
 use crate::spec::{LayerSpec, ParamSpec, ReadyOrder, Width, ELEM_BYTES, MIB};
@@ -84,6 +85,9 @@ pub struct Schedule {
     /// its own slice of every bucket (see `shard_of`), the buckets reduce-scattered and the
     /// updated slices all-gathered. A run may choose otherwise (`CommConfig::shard_optimizer`).
     pub shard_optimizer: bool,
+    /// The all-gathers of sharded state in the next forward, in launch order, when they are not
+    /// one per bucket (the default, and what empty means; see `gather_groups`).
+    pub gathers: Cow<'static, [GatherGroup]>,
 }
 
 impl Schedule {
@@ -102,6 +106,16 @@ impl Schedule {
             .iter()
             .enumerate()
             .flat_map(|(layer, l)| (0..l.params.len()).map(move |param| ParamRef { layer, param }))
+    }
+
+    /// The all-gathers of sharded optimizer state, in launch (forward) order: `gathers`, or one
+    /// per bucket.
+    pub fn gather_groups(&self) -> Vec<GatherGroup> {
+        if self.gathers.is_empty() {
+            gathers_per_bucket(self)
+        } else {
+            self.gathers.to_vec()
+        }
     }
 
     pub fn param_count(&self) -> usize {
@@ -235,6 +249,10 @@ impl Schedule {
         if self.shard_optimizer {
             h.str("shard_optimizer");
         }
+        // So does the default grouping of the all-gathers.
+        for g in self.gathers.iter() {
+            [g.bucket, g.start, g.end, g.first_read].iter().for_each(|&v| h.usize(v));
+        }
         h.0
     }
 }
@@ -317,6 +335,21 @@ impl fmt::Display for Schedule {
                  (balanced to the element) with state for it alone, and the updated slices are all-gathered in \
                  the next forward, each waited for right before the first layer that reads it"
             )?;
+        }
+        if !self.gathers.is_empty() {
+            let groups: Vec<String> = self
+                .gathers
+                .iter()
+                .map(|g| {
+                    let part = if g.end - g.start == self.buckets[g.bucket].numel {
+                        String::new()
+                    } else {
+                        format!("[{}..{}]", g.start, g.end)
+                    };
+                    format!("b{}{part} before {}", g.bucket, self.layers[g.first_read].name)
+                })
+                .collect();
+            writeln!(f, "all-gathers of sharded state, in launch order: {}", groups.join(", "))?;
         }
         let wire_header = if narrows { format!(" {:>17}", "on the wire") } else { String::new() };
         writeln!(

@@ -7,9 +7,7 @@
 
 use std::path::PathBuf;
 
-use overlap_plan::{
-    first_reads, sim_buckets, simulate_sharded, Link, Schedule, SimSharding, StepCosts, Width, ELEM_BYTES,
-};
+use overlap_plan::{sim_buckets, simulate_sharded, Link, Schedule, SimSharding, StepCosts, Width, ELEM_BYTES};
 
 use crate::comm::{CommMode, Communicator, Transport};
 use crate::error::Result;
@@ -255,7 +253,7 @@ impl<'a> Observer<'a> {
         if let (Some(r), Some(link), Some(costs)) = (&mut report, self.link, costs) {
             let overlap = self.mode == CommMode::Overlap;
             let buckets = sim_buckets(&self.schedule);
-            let reads = first_reads(&self.schedule);
+            let reads = self.schedule.gather_groups();
             let p = simulate_sharded(&buckets, &reads, costs, (&link, self.world_size), overlap, self.sharding);
             r.predicted = Some(PredictedStep {
                 step_ms: p.step_s * 1e3,

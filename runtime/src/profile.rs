@@ -8,7 +8,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 use overlap_plan::{
-    first_reads, plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, simulate_sharded, BucketLimits,
+    gathers_per_layer, plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, simulate_sharded, BucketLimits,
     BucketOrder, GradComm, LayerSpec, Link, Prediction, Profile, Schedule, SimSharding, StepCosts, Strategy, Target,
     WireFormat, DEFAULT_BUCKET_CAP_MB, MIB,
 };
@@ -96,7 +96,7 @@ pub fn predictions(
     let sim = |s: &Schedule| simulate(&sim_buckets(s), costs, &cluster.link, cluster.world, true);
     let as_run = |s: &Schedule, overlap: bool, sharding: SimSharding| {
         let link = (&cluster.link, cluster.world);
-        simulate_sharded(&sim_buckets(s), &first_reads(s), costs, link, overlap, sharding)
+        simulate_sharded(&sim_buckets(s), &s.gather_groups(), costs, link, overlap, sharding)
     };
     let specs = schedule.layer_specs();
     let n = schedule.buckets.len();
@@ -113,6 +113,13 @@ pub fn predictions(
     if schedule.buckets.iter().all(|b| b.low_rank.is_none()) {
         for (other, name) in others.into_iter().chain([inside]) {
             out.push((name.to_string(), n, as_run(schedule, true, other)));
+        }
+        // What `gathers = per_layer` would do here.
+        let by_layer = gathers_per_layer(schedule);
+        if by_layer != schedule.gather_groups() {
+            let split = Schedule { gathers: std::borrow::Cow::Owned(by_layer), ..schedule.clone() };
+            let row = "compiled, sharded, all-gathers per layer".to_string();
+            out.push((row, n, as_run(&split, true, SimSharding::GatherInForward)));
         }
     }
     if schedule.narrows() {
@@ -249,6 +256,12 @@ mod tests {
         assert_eq!(row(&unsharded, "compiled, sharded state (ZeRO-1)"), compiled);
         let inside = row(&sharded, "compiled, sharded, all-gathers inside the step");
         assert!(inside.all_gather_s == 0.0 && inside.step_s >= compiled.step_s, "{inside:?} against {compiled:?}");
+        // A bucket per layer already: no row for gathering by layer; one bucket for both: a row.
+        assert!(!sharded.iter().any(|r| r.0 == "compiled, sharded, all-gathers per layer"));
+        let one = plan_buckets("M", &specs, &BucketLimits::Unlimited).unwrap();
+        let rows = predictions(&one, &costs, cluster, sim_sharding(true));
+        let split = row(&rows, "compiled, sharded, all-gathers per layer");
+        assert!(split.gather_exposed_s < row(&rows, "compiled (this binary)").gather_exposed_s);
     }
 
     #[test]

@@ -19,8 +19,9 @@ fn gather_events(body: &str) -> Vec<String> {
             let s = s.trim();
             let call =
                 |name: &str| s.split_once(name).map(|(_, args)| args.split([',', ')']).next().unwrap_or("").trim());
-            if let Some(index) = call("dev.launch_gather(") {
-                Some(format!("launch_gather {index}"))
+            if let Some((_, args)) = s.split_once("dev.launch_gather(") {
+                let args: Vec<&str> = args.trim_end_matches(")?").split(',').map(str::trim).collect();
+                Some(format!("launch_gather {} b{} {}", args[0], args[1], args.get(2).unwrap_or(&"")))
             } else if let Some(index) = call("gather.wait_gather(") {
                 Some(format!("wait_gather {index}"))
             } else if s.contains("dev.launch(") {
@@ -47,7 +48,14 @@ fn the_all_gathers_are_launched_after_the_last_reduce_scatter_in_forward_order()
     let code = mlp_zero();
     let events = gather_events(function(&code, "backward_on"));
     let tail: Vec<&str> = events.iter().rev().take(5).rev().map(String::as_str).collect();
-    assert_eq!(tail, ["launch", "launch_gather 2", "launch_gather 1", "launch_gather 0", "backward_done"]);
+    let want = [
+        "launch",
+        "launch_gather 0 b2 0..1607680",
+        "launch_gather 1 b1 0..4196352",
+        "launch_gather 2 b0 0..4216842",
+        "backward_done",
+    ];
+    assert_eq!(tail, want);
     assert_eq!(events.iter().filter(|e| e.starts_with("launch_gather")).count(), 3);
 }
 
@@ -56,13 +64,13 @@ fn forward_waits_for_each_all_gather_right_before_the_first_layer_that_reads_it(
     let code = mlp_zero();
     let events = gather_events(function(&code, "forward_gathering_on"));
     let want = [
-        "wait_gather 2",
+        "wait_gather 0",
         "forward fc1",
         "forward act1",
         "wait_gather 1",
         "forward fc2",
         "forward act2",
-        "wait_gather 0",
+        "wait_gather 2",
         "forward fc3",
         "forward act3",
         "forward head",
@@ -89,4 +97,27 @@ fn a_model_with_powersgd_buckets_gathers_its_other_buckets_only() {
     );
     assert!(code.contains("launch_low_rank"), "some bucket is PowerSGD's");
     assert!(launched == waited && launched < 3, "{launched} launched, {waited} waited for");
+}
+
+/// A grouping other than the buckets' (as a cost model chooses it: `choose_gathers`): one
+/// bucket gathered in one piece per layer, each launched in forward order and waited for right
+/// before its layer.
+#[test]
+fn a_bucket_gathered_by_layer_is_launched_and_waited_for_piece_by_piece() {
+    let item: syn::ItemStruct = syn::parse_quote! {
+        pub struct Two { fc1: Linear<4, 8>, act: Relu, fc2: Linear<8, 4> }
+    };
+    let mut errors = crate::errors::Errors::default();
+    let model = crate::ast::Model::from_struct(&item, &mut errors);
+    let mut schedule =
+        overlap_plan::plan_buckets("Two", &model.specs(), &overlap_plan::BucketLimits::Unlimited).unwrap();
+    schedule.gathers = std::borrow::Cow::Owned(overlap_plan::gathers_per_layer(&schedule));
+    let planned = crate::planning::Planned { schedule, notes: vec![], input_file: None, target: None };
+    let code = super::tests::pretty(super::emit(&model, &planned));
+    let launches = gather_events(function(&code, "backward_on"));
+    let launches: Vec<&str> = launches.iter().filter(|e| e.starts_with("launch_gather")).map(String::as_str).collect();
+    assert_eq!(launches, ["launch_gather 0 b0 36..76", "launch_gather 1 b0 0..36"]);
+    let waits = gather_events(function(&code, "forward_gathering_on"));
+    assert_eq!(waits, ["wait_gather 0", "forward fc1", "forward act", "wait_gather 1", "forward fc2"]);
+    assert!(code.contains("all-gathers of sharded state, in launch order: b0[36..76] before fc1, b0[0..36] before fc2"));
 }

@@ -5,7 +5,7 @@ use quote::quote;
 
 use super::expand;
 
-fn pretty(tokens: proc_macro2::TokenStream) -> String {
+pub(super) fn pretty(tokens: proc_macro2::TokenStream) -> String {
     prettyplease::unparse(&syn::parse2::<syn::File>(tokens).expect("the expansion parses as a file"))
 }
 

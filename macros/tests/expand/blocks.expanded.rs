@@ -220,7 +220,7 @@ pub mod net {
         {
             ws.context = *ctx;
             dev.copy_input(input, &mut ws.input)?;
-            gather.wait_gather(2, self)?;
+            gather.wait_gather(0, self)?;
             dev.forward(
                 0,
                 &self.input,
@@ -247,7 +247,7 @@ pub mod net {
                 &mut ws.blocks_0_fc_saved,
             )?;
             dev.set_sum(&mut ws.blocks_0_sum, &ws.blocks_0_fc_out, &ws.input_out)?;
-            gather.wait_gather(0, self)?;
+            gather.wait_gather(2, self)?;
             dev.forward(
                 3,
                 &self.blocks[1].norm,
@@ -469,9 +469,9 @@ pub mod net {
                     self,
                     grad_scale,
                 )?;
-            dev.launch_gather(2, 40)?;
-            dev.launch_gather(1, 88)?;
-            dev.launch_gather(0, 106)?;
+            dev.launch_gather(0, 2, 0..40)?;
+            dev.launch_gather(1, 1, 0..88)?;
+            dev.launch_gather(2, 0, 0..106)?;
             dev.backward_done()?;
             ::core::result::Result::Ok(NetInFlightOn {
                 b0: b0_in_flight,
@@ -1073,6 +1073,7 @@ pub mod net {
                 ],
             ),
             shard_optimizer: false,
+            gathers: ::overlap::__private::Cow::Borrowed(&[]),
         };
         type Workspace = NetWorkspace;
         type Grads = NetGrads;

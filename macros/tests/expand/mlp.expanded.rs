@@ -225,7 +225,7 @@ impl ::overlap::program::Program for Mlp {
     {
         ws.context = *ctx;
         dev.copy_input(input, &mut ws.input)?;
-        gather.wait_gather(2, self)?;
+        gather.wait_gather(0, self)?;
         dev.forward(
             0,
             &self.fc1,
@@ -259,7 +259,7 @@ impl ::overlap::program::Program for Mlp {
             &mut ws.act2_out,
             &mut ws.act2_saved,
         )?;
-        gather.wait_gather(0, self)?;
+        gather.wait_gather(2, self)?;
         dev.forward(
             4,
             &self.fc3,
@@ -460,9 +460,9 @@ impl ::overlap::program::Program for Mlp {
                 self,
                 grad_scale,
             )?;
-        dev.launch_gather(2, 1607680)?;
-        dev.launch_gather(1, 4196352)?;
-        dev.launch_gather(0, 4216842)?;
+        dev.launch_gather(0, 2, 0..1607680)?;
+        dev.launch_gather(1, 1, 0..4196352)?;
+        dev.launch_gather(2, 0, 0..4216842)?;
         dev.backward_done()?;
         ::core::result::Result::Ok(MlpInFlightOn {
             b0: b0_in_flight,
@@ -965,6 +965,7 @@ impl ::overlap::DistributedModel for Mlp {
             ],
         ),
         shard_optimizer: false,
+        gathers: ::overlap::__private::Cow::Borrowed(&[]),
     };
     type Workspace = MlpWorkspace;
     type Grads = MlpGrads;

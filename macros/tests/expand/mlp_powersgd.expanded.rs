@@ -973,6 +973,7 @@ impl ::overlap::DistributedModel for Mlp {
             ],
         ),
         shard_optimizer: false,
+        gathers: ::overlap::__private::Cow::Borrowed(&[]),
     };
     type Workspace = MlpWorkspace;
     type Grads = MlpGrads;

@@ -7,7 +7,7 @@ mod sharded;
 #[cfg(test)]
 mod sharded_tests;
 
-pub use sharded::{first_reads, simulate_sharded, SimSharding};
+pub use sharded::{simulate_sharded, SimSharding};
 
 use crate::link::Link;
 use crate::schedule::Schedule;

@@ -1,11 +1,11 @@
 //! The step of sharded optimizer state (ZeRO-1) in the simulation: each bucket reduce-scattered
 //! in backward, its shard (1/N of it) updated, and the updated shards all-gathered, either right
-//! after each reduce-scatter or in the next forward, where each layer waits for the all-gather
-//! of the first bucket it reads.
+//! after each reduce-scatter or in the next forward, where each layer waits for the all-gathers
+//! (`GatherGroup`s) of the parameters it is the first to read.
 
 use super::{BucketTimes, Prediction, SimBucket, StepCosts};
+use crate::gather::GatherGroup;
 use crate::link::Link;
-use crate::schedule::Schedule;
 
 /// How a step keeps its optimizer state, as the simulation runs it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -20,12 +20,6 @@ pub enum SimSharding {
     /// the next forward right before the first layer reading its bucket (what the generated code
     /// runs).
     GatherInForward,
-}
-
-/// For each bucket of `schedule` (launch order), the first layer in forward order that reads
-/// one of its parameters: where the next forward waits for its all-gather.
-pub fn first_reads(schedule: &Schedule) -> Vec<usize> {
-    schedule.buckets.iter().map(|b| b.params.iter().map(|p| p.layer).min().unwrap_or(usize::MAX)).collect()
 }
 
 impl SimBucket {
@@ -46,7 +40,7 @@ impl SimBucket {
 }
 
 /// Simulates one step of `buckets` as `simulate` does, with the optimizer state kept as
-/// `sharding` says; `first_reads` (by bucket) places the all-gathers' wait points in forward.
+/// `sharding` says; `gathers` (in launch order) are the all-gathers in forward.
 ///
 /// In the steady state a `GatherInForward` step starts with the previous step's all-gathers
 /// queued, in forward order, behind its last reduce-scatter, which that step waited for: so they
@@ -55,7 +49,7 @@ impl SimBucket {
 /// last, and the step waits for all of them.
 pub fn simulate_sharded(
     buckets: &[SimBucket],
-    first_reads: &[usize],
+    gathers: &[GatherGroup],
     costs: &StepCosts,
     (link, world): (&Link, usize),
     overlap: bool,
@@ -65,23 +59,23 @@ pub fn simulate_sharded(
         return super::simulate(buckets, costs, link, world, overlap);
     }
     let mut comm_free = 0.0f64;
-    let mut gather_end = vec![0.0f64; buckets.len()];
+    let mut gather_end = vec![0.0f64; gathers.len()];
     let mut gather_s = 0.0;
     if sharding == SimSharding::GatherInForward && overlap {
-        for k in (0..buckets.len()).rev() {
-            let seconds = buckets[k].all_gather_seconds(link, world);
+        for (g, end) in gathers.iter().zip(&mut gather_end) {
+            let seconds = link.ring_all_gather_seconds(g.bytes(), world);
             comm_free += seconds;
             gather_s += seconds;
-            gather_end[k] = comm_free;
+            *end = comm_free;
         }
     }
-    // Forward, each layer after the all-gathers of the buckets it is the first to read.
+    // Forward, each layer after the all-gathers of the parameters it is the first to read.
     let (mut t, mut gather_exposed_s) = (0.0f64, 0.0f64);
     for (i, &f) in costs.forward_s.iter().enumerate() {
-        for k in (0..buckets.len()).filter(|&k| first_reads.get(k) == Some(&i)) {
-            if gather_end[k] > t {
-                gather_exposed_s += gather_end[k] - t;
-                t = gather_end[k];
+        for (_, &end) in gathers.iter().zip(&gather_end).filter(|(g, _)| g.first_read == i) {
+            if end > t {
+                gather_exposed_s += end - t;
+                t = end;
             }
         }
         t += f;
@@ -114,8 +108,8 @@ pub fn simulate_sharded(
     if !overlap {
         // Every reduce-scatter, then (in forward's place) every all-gather, before the updates.
         if sharding == SimSharding::GatherInForward {
-            for b in buckets {
-                let seconds = b.all_gather_seconds(link, world);
+            for g in gathers {
+                let seconds = link.ring_all_gather_seconds(g.bytes(), world);
                 comm_free += seconds;
                 gather_s += seconds;
             }

@@ -1,9 +1,10 @@
 //! The all-gathers of sharded optimizer state, placed in the next forward by the generated code
-//! of every model (without PowerSGD buckets).
+//! of every model (PowerSGD's buckets aside).
 //!
 //! Each bucket's reduce-scatter updates this rank's shard of its parameters and leaves their
-//! values on the communication thread (`Gathers::keep`). The step then launches one all-gather
-//! per bucket in the order the next forward reads them, the first layers' first
+//! values on the communication thread (`Gathers::keep`). The step then launches the all-gathers
+//! the plan groups them in (`Schedule::gather_groups`: one per bucket, or pieces of a bucket
+//! that different layers read first) in the order the next forward reads them, the first layers' first
 //! (`Communicator::launch_gather`, which the generated `backward_on` calls after its last
 //! launch); the forward waits for each right before the first layer that reads its parameters
 //! (`Communicator::wait_gather`, from the generated `forward_gathering_on`), which gives them
@@ -11,6 +12,7 @@
 //! (`forward_with`), a checkpoint or the end of a run first waits for all of them
 //! (`finish_gathers`).
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -26,10 +28,11 @@ impl Communicator {
         self.shards_optimizer() && matches!(self.backend, Backend::Mpi(_)) && self.mode.get() != CommMode::Skip
     }
 
-    /// Starts the all-gather of bucket `index`'s updated shards (`numel` elements), when its
-    /// reduce-scatter kept them for it; nothing otherwise. The generated `backward_on` calls it
-    /// for every bucket after the last launch, in the order the next forward needs them.
-    pub fn launch_gather(&self, index: usize, numel: usize) {
+    /// Starts all-gather `group` (in launch order): of elements `elements` of bucket `bucket`'s
+    /// updated shards, when its reduce-scatter kept them for it; nothing otherwise. The generated
+    /// `backward_on` calls it for each after the last launch, in the order the next forward
+    /// needs them.
+    pub fn launch_gather(&self, group: usize, bucket: usize, elements: Range<usize>) {
         let Backend::Mpi(t) = &self.backend else { return };
         if !self.gathers_in_forward() {
             return;
@@ -37,31 +40,31 @@ impl Communicator {
         // The step's updates, when they await the clip, come before any all-gather.
         self.ask_for_clip();
         let mut boxes = self.gather_mailboxes.borrow_mut();
-        if boxes.len() <= index {
-            boxes.resize_with(index + 1, Arc::default);
+        if boxes.len() <= group {
+            boxes.resize_with(group + 1, Arc::default);
         }
-        let (reply, pending) = Mailbox::open(&mut boxes[index]);
+        let (reply, pending) = Mailbox::open(&mut boxes[group]);
         drop(boxes);
+        let bytes = elements.len() * std::mem::size_of::<f32>();
         if self.mode.get() == CommMode::AfterBackward {
-            self.held.borrow_mut().push(Held::Gather { index, numel, reply });
+            self.held.borrow_mut().push(Held::Gather { bucket, elements, reply });
         } else {
-            t.all_gather(index, numel, reply);
+            t.all_gather(bucket, elements, reply);
         }
         let mut gathers = self.gathers.borrow_mut();
-        if gathers.len() <= index {
-            gathers.resize_with(index + 1, || None);
+        if gathers.len() <= group {
+            gathers.resize_with(group + 1, || None);
         }
-        let bytes = numel * std::mem::size_of::<f32>();
-        gathers[index] = Some(GatherInFlight { reply: pending, bytes, queued: Instant::now() });
+        gathers[group] = Some(GatherInFlight { reply: pending, bucket, bytes, queued: Instant::now() });
     }
 
-    /// The wait point of bucket `index`'s all-gather: gives its parameters, every rank's updated
-    /// shard in them, back to `params`. Nothing to do when none is in flight.
-    pub fn wait_gather<P: ParamVecs>(&self, index: usize, params: &mut P) -> Result<()> {
-        let Some(in_flight) = self.gathers.borrow_mut().get_mut(index).and_then(Option::take) else {
+    /// The wait point of all-gather `group`: gives its parameters, every rank's updated shard in
+    /// them, back to `params`. Nothing to do when none is in flight.
+    pub fn wait_gather<P: ParamVecs>(&self, group: usize, params: &mut P) -> Result<()> {
+        let Some(in_flight) = self.gathers.borrow_mut().get_mut(group).and_then(Option::take) else {
             return Ok(());
         };
-        let mut gathered = in_flight.wait(index, self.checks.get())?;
+        let mut gathered = in_flight.wait(self.checks.get())?;
         gathered.values.give_back(params);
         Ok(())
     }
@@ -71,6 +74,6 @@ impl Communicator {
     /// of a run).
     pub fn finish_gathers<P: ParamVecs>(&self, params: &mut P) -> Result<()> {
         let count = self.gathers.borrow().len();
-        (0..count).rev().try_for_each(|index| self.wait_gather(index, params))
+        (0..count).try_for_each(|group| self.wait_gather(group, params))
     }
 }

@@ -2,6 +2,7 @@
 //! parameters' values on their way back, the handle that waits for them, and what the
 //! communication thread keeps between a bucket's reduce-scatter and its all-gather.
 
+use std::ops::Range;
 use std::time::Instant;
 
 use super::bucket::WaitChecks;
@@ -11,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::trace::recorder::{record, record_all_gather};
 use crate::trace::span::Activity;
 
-/// Bucket `index`'s parameters, every rank's updated shard in them, as the communication thread
+/// An all-gather's parameters, every rank's updated shard in them, as the communication thread
 /// hands them back.
 pub(crate) struct GatheredParams {
     pub values: ParamValues,
@@ -22,14 +23,17 @@ pub(crate) struct GatheredParams {
 /// An all-gather on its way: the only way to its parameters is `wait`.
 pub(crate) struct GatherInFlight {
     pub reply: Pending<GatheredParams>,
+    /// The bucket whose parameters it carries (all of them, or some).
+    pub bucket: usize,
     pub bytes: usize,
     pub queued: Instant,
 }
 
 impl GatherInFlight {
-    /// Blocks until bucket `index`'s all-gather is done, within `checks.timeout`; the time
-    /// blocked and the all-gather go to the trace.
-    pub(crate) fn wait(self, index: usize, checks: WaitChecks) -> Result<GatheredParams> {
+    /// Blocks until the all-gather is done, within `checks.timeout`; the time blocked and the
+    /// all-gather go to the trace.
+    pub(crate) fn wait(self, checks: WaitChecks) -> Result<GatheredParams> {
+        let index = self.bucket;
         let blocked = Instant::now();
         let gathered = self.reply.wait(checks.timeout).map_err(|e| match e {
             Undelivered::TimedOut => Error::CommTimeout {
@@ -46,40 +50,43 @@ impl GatherInFlight {
     }
 }
 
-/// On the communication thread: the values each reduce-scatter left for its all-gather, and the
-/// buffers MPI gathers through, kept from step to step.
+/// On the communication thread: the values each reduce-scatter left for its all-gathers (with
+/// its bucket's length), and the buffer MPI gathers through, kept from step to step.
 #[derive(Default)]
 pub(super) struct Gathers {
-    kept: Vec<Option<ParamValues>>,
-    buffers: Vec<Vec<f32>>,
+    kept: Vec<Option<(usize, ParamValues)>>,
+    buffer: Vec<f32>,
 }
 
 impl Gathers {
-    /// Keeps the values of bucket `index`'s `lent` parameters for its all-gather; their state
-    /// goes back with the bucket.
-    pub(super) fn keep(&mut self, index: usize, lent: &mut Lent) {
+    /// Keeps the values of bucket `index`'s `lent` parameters (of `numel` elements) for its
+    /// all-gathers; their state goes back with the bucket.
+    pub(super) fn keep(&mut self, index: usize, numel: usize, lent: &mut Lent) {
         if self.kept.len() <= index {
             self.kept.resize_with(index + 1, || None);
         }
-        self.kept[index] = Some(lent.take_values());
+        self.kept[index] = Some((numel, lent.take_values()));
     }
 
-    /// The values bucket `index`'s reduce-scatter kept. Every rank queues the reduce-scatter of
-    /// a bucket before its all-gather (the generated code launches them so), so they are here.
-    pub(super) fn take(&mut self, index: usize) -> ParamValues {
-        let kept = self.kept.get_mut(index).and_then(Option::take);
-        kept.unwrap_or_else(|| panic!("bucket {index}'s all-gather came before its reduce-scatter"))
+    /// The values of the parameters in `elements` of bucket `bucket` that its reduce-scatter
+    /// kept, and the bucket's length. Every rank queues the reduce-scatter of a bucket before
+    /// its all-gathers (the generated code launches them so), so they are here.
+    pub(super) fn take(&mut self, bucket: usize, elements: Range<usize>) -> (usize, ParamValues) {
+        let kept = self.kept.get_mut(bucket).and_then(Option::as_mut);
+        let (numel, values) =
+            kept.unwrap_or_else(|| panic!("bucket {bucket}'s all-gather came before its reduce-scatter"));
+        let (numel, taken, drained) = (*numel, values.split_off(elements), values.is_empty());
+        if drained {
+            self.kept[bucket] = None;
+        }
+        (numel, taken)
     }
 
-    /// A zeroed buffer of `numel` values for bucket `index`'s all-gather through MPI.
-    pub(super) fn buffer(&mut self, index: usize, numel: usize) -> &mut [f32] {
-        if self.buffers.len() <= index {
-            self.buffers.resize_with(index + 1, Vec::new);
+    /// A buffer of at least `len` values for an all-gather through MPI.
+    pub(super) fn buffer(&mut self, len: usize) -> &mut [f32] {
+        if self.buffer.len() < len {
+            self.buffer.resize(len, 0.0);
         }
-        let buffer = &mut self.buffers[index];
-        if buffer.len() != numel {
-            *buffer = vec![0.0; numel];
-        }
-        buffer
+        &mut self.buffer[..len]
     }
 }

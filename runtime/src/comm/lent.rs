@@ -91,6 +91,19 @@ impl ParamValues {
         }
     }
 
+    /// Takes out the parameters whose elements start in `range` of the bucket (an all-gather
+    /// group's, which holds whole parameters).
+    pub(crate) fn split_off(&mut self, range: Range<usize>) -> ParamValues {
+        let (inside, outside) = std::mem::take(&mut self.params).into_iter().partition(|p| range.contains(&p.offset));
+        self.params = outside;
+        ParamValues { params: inside }
+    }
+
+    /// Whether no parameter is left.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.params.is_empty()
+    }
+
     /// Puts every parameter back into `params`.
     pub(crate) fn give_back<P: ParamVecs>(&mut self, params: &mut P) {
         for p in self.params.drain(..) {

@@ -81,7 +81,7 @@ pub struct Communicator {
     /// chose nothing.
     shard_chosen: Cell<Option<bool>>,
     shard_by_schedule: Cell<bool>,
-    /// The all-gathers in flight, by bucket index, and their reused mailboxes.
+    /// The all-gathers in flight, by their index in launch order, and their reused mailboxes.
     gathers: RefCell<Vec<Option<gathering::GatherInFlight>>>,
     gather_mailboxes: RefCell<Vec<Arc<Mailbox<gathering::GatheredParams>>>>,
     /// Whether this step's sharded buckets await a clip not yet asked for (see `shard_server`).
@@ -97,8 +97,8 @@ enum Held {
     Reduce(GradBucket, Reply<Reduced>),
     /// A low-rank bucket whose P and Q exchanges `backward_done` runs in turn.
     LowRank(GradBucket, Reply<Reduced>),
-    /// The all-gather of a sharded bucket's updated shards.
-    Gather { index: usize, numel: usize, reply: Reply<gathering::GatheredParams> },
+    /// An all-gather of a sharded bucket's updated shards (`elements` of bucket `bucket`).
+    Gather { bucket: usize, elements: std::ops::Range<usize>, reply: Reply<gathering::GatheredParams> },
     /// The clip of the sharded buckets before it.
     ClipShards,
 }
@@ -411,7 +411,7 @@ impl Communicator {
                 match entry {
                     Held::Reduce(bucket, reply) => t.all_reduce(bucket, reply),
                     Held::LowRank(bucket, reply) => self.low_rank_after_backward(t, bucket, reply),
-                    Held::Gather { index, numel, reply } => t.all_gather(index, numel, reply),
+                    Held::Gather { bucket, elements, reply } => t.all_gather(bucket, elements, reply),
                     Held::ClipShards => t.clip_shards(),
                 }
             }

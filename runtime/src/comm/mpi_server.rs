@@ -26,11 +26,11 @@ use super::wire::Narrowing;
 /// What the compute thread asks of the communication thread.
 pub(super) enum Request {
     AllReduce(GradBucket, Reply<Reduced>),
-    /// The all-gather of bucket `index`'s updated shards (its `numel` elements), whose values an
-    /// earlier reduce-scatter kept here (`Sharding::Sharded`).
+    /// The all-gather of elements `elements` of bucket `bucket`'s updated shards, whose values
+    /// an earlier reduce-scatter kept here (`Sharding::Sharded`).
     AllGather {
-        index: usize,
-        numel: usize,
+        bucket: usize,
+        elements: std::ops::Range<usize>,
         reply: Reply<GatheredParams>,
     },
     /// The step's clip of sharded buckets, after their last reduce-scatter (`ShardServer::clip`).
@@ -194,12 +194,12 @@ fn serve_requests(
                 }
             }
             Request::ClipShards => done(shards.clip(world, aborting)),
-            Request::AllGather { index, numel, reply } => {
+            Request::AllGather { bucket, elements, reply } => {
                 let started = Instant::now();
-                let Some(values) = shards.all_gather(world, &mut shared, (index, numel), aborting) else {
+                let bytes = elements.len() * std::mem::size_of::<f32>();
+                let Some(values) = shards.all_gather((world, &mut shared), bucket, elements, aborting) else {
                     abort(world);
                 };
-                let bytes = numel * std::mem::size_of::<f32>();
                 let hold = link.map_or(Duration::ZERO, |link| hold_for(link.ring_all_gather_seconds(bytes, size)));
                 if !hold_until(started.checked_add(hold), aborting) {
                     abort(world);

@@ -64,24 +64,26 @@ impl MpiShards {
         true
     }
 
-    /// All-gather of every rank's updated shard of a bucket into the parameters' `values`,
-    /// through `buffer` (the bucket's length).
+    /// All-gather of elements `elements` of every rank's updated shard of a bucket of `len` into
+    /// the parameters' `values`, through `buffer` (at least `elements.len()` long).
     pub(super) fn all_gather(
         &mut self,
         world: &SimpleCommunicator,
-        buffer: &mut [f32],
+        (buffer, len): (&mut [f32], usize),
+        elements: Range<usize>,
         values: &mut ParamValues,
         aborting: &AtomicBool,
     ) -> bool {
-        let (shard, len) = (self.shards(world, buffer.len()), buffer.len());
-        values.read_values(shard.clone(), &mut buffer[shard.clone()]);
+        let mine = self.pieces(world, len, &elements);
+        let (at, buffer) = (elements.start, &mut buffer[..elements.len()]);
+        values.read_values(mine.clone(), &mut buffer[mine.start - at..mine.end - at]);
         let ptr = buffer.as_mut_ptr().cast::<c_void>();
         let start = |request: *mut mpi::ffi::MPI_Request| {
-            // SAFETY: `buffer` is an exclusively borrowed buffer of `len` f32 values; with
-            // MPI_IN_PLACE each rank's contribution is read from its place in it, `counts[r]`
-            // values at `offsets[r]`, inside the `len` values, and every other place is written.
-            // It stays borrowed until `poll` has seen the request complete (or the job is
-            // aborted). `world` is alive; this is the MPI thread.
+            // SAFETY: `buffer` is an exclusively borrowed buffer of `elements.len()` f32 values;
+            // with MPI_IN_PLACE each rank's contribution is read from its place in it,
+            // `counts[r]` values at `offsets[r]`, inside those values, and every other place is
+            // written. It stays borrowed until `poll` has seen the request complete (or the job
+            // is aborted). `world` is alive; this is the MPI thread.
             unsafe {
                 mpi::ffi::MPI_Iallgatherv(
                     in_place(),
@@ -99,14 +101,19 @@ impl MpiShards {
         if !poll(start, "MPI_Iallgatherv", || aborting.load(Ordering::Relaxed)) {
             return false;
         }
-        values.write_values(0..shard.start, &buffer[..shard.start]);
-        values.write_values(shard.end..len, &buffer[shard.end..]);
-        buffer.fill(0.0);
+        values.write_values(at..mine.start, &buffer[..mine.start - at]);
+        values.write_values(mine.end..elements.end, &buffer[mine.end - at..]);
         true
     }
 
     /// Every rank's shard of a bucket of `len` as MPI counts and offsets; returns this rank's.
     fn shards(&mut self, world: &SimpleCommunicator, len: usize) -> Range<usize> {
+        self.pieces(world, len, &(0..len))
+    }
+
+    /// Every rank's shard of a bucket of `len`, within `elements`, as MPI counts and offsets
+    /// from `elements.start`; returns this rank's, as elements of the bucket.
+    fn pieces(&mut self, world: &SimpleCommunicator, len: usize, elements: &Range<usize>) -> Range<usize> {
         let (rank, ranks) = (world.rank() as usize, world.size() as usize);
         assert!(
             c_int::try_from(len).is_ok(),
@@ -114,12 +121,17 @@ impl MpiShards {
         );
         self.counts.clear();
         self.offsets.clear();
-        for r in 0..ranks {
+        let within = |r: usize| {
             let shard = shard_of(len, ranks, r);
+            let start = shard.start.clamp(elements.start, elements.end);
+            start..shard.end.clamp(start, elements.end)
+        };
+        for r in 0..ranks {
+            let piece = within(r);
             // Both fit: they are at most `len`, checked above.
-            self.counts.push(shard.len() as c_int);
-            self.offsets.push(shard.start as c_int);
+            self.counts.push(piece.len() as c_int);
+            self.offsets.push((piece.start - elements.start) as c_int);
         }
-        shard_of(len, ranks, rank)
+        within(rank)
     }
 }

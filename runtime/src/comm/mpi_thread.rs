@@ -115,11 +115,16 @@ impl MpiThread {
         let _ = self.send(Request::AllReduce(bucket, reply));
     }
 
-    /// Queues the all-gather of bucket `index`'s updated shards (`numel` elements), whose
+    /// Queues the all-gather of elements `elements` of bucket `bucket`'s updated shards, whose
     /// reduce-scatter was queued before; the parameters come back on `reply`.
-    pub(super) fn all_gather(&self, index: usize, numel: usize, reply: Reply<super::gathering::GatheredParams>) {
+    pub(super) fn all_gather(
+        &self,
+        bucket: usize,
+        elements: std::ops::Range<usize>,
+        reply: Reply<super::gathering::GatheredParams>,
+    ) {
         // A send error means the thread is gone; dropping `reply` makes the wait report it.
-        let _ = self.send(Request::AllGather { index, numel, reply });
+        let _ = self.send(Request::AllGather { bucket, elements, reply });
     }
 
     /// Queues the step's clip of the sharded buckets queued before it (`ShardServer::clip`),

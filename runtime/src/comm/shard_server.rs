@@ -11,6 +11,7 @@
 //! reduce-scatters still overlap backward; what clipping costs is the overlap of the updates
 //! with later buckets' sums, as it does unsharded.
 
+use std::ops::Range;
 use std::sync::atomic::AtomicBool;
 
 use mpi::topology::SimpleCommunicator;
@@ -62,24 +63,27 @@ impl ShardServer {
             (None, Some(narrowing)) => narrow_mpi.all_reduce(world, data, lent, narrowing, aborting),
         };
         if reduced && !lent.awaits_clip() {
-            self.gathers.keep(index, lent);
+            self.gathers.keep(index, data.len(), lent);
         }
         reduced
     }
 
-    /// The all-gather of bucket `index`'s updated shards (`numel` elements), whose values its
-    /// reduce-scatter kept; `None` if `aborting` was set while it waited for another rank.
+    /// The all-gather of elements `elements` of bucket `bucket`'s updated shards, whose values
+    /// its reduce-scatter kept; `None` if `aborting` was set while it waited for another rank.
     pub(super) fn all_gather(
         &mut self,
-        world: &SimpleCommunicator,
-        shared: &mut Option<SharedMemory>,
-        (index, numel): (usize, usize),
+        (world, shared): (&SimpleCommunicator, &mut Option<SharedMemory>),
+        bucket: usize,
+        elements: Range<usize>,
         aborting: &AtomicBool,
     ) -> Option<ParamValues> {
-        let mut values = self.gathers.take(index);
+        let (numel, mut values) = self.gathers.take(bucket, elements.clone());
         let gathered = match shared {
-            Some(shared) => shared.all_gather(numel, &mut values, aborting),
-            None => self.mpi.all_gather(world, self.gathers.buffer(index, numel), &mut values, aborting),
+            Some(shared) => shared.all_gather(numel, elements, &mut values, aborting),
+            None => {
+                let buffer = self.gathers.buffer(elements.len());
+                self.mpi.all_gather(world, (buffer, numel), elements, &mut values, aborting)
+            }
         };
         gathered.then_some(values)
     }
@@ -100,9 +104,9 @@ impl ShardServer {
         let Some(sum_of_squares) = mpi_calls::sum_f64(world, mine, aborting) else { return false };
         for (mut reduced, reply) in self.awaiting_clip.drain(..) {
             let index = reduced.bucket.index();
-            let lent = reduced.bucket.data_and_lent().1;
+            let (data, lent) = reduced.bucket.data_and_lent();
             lent.apply_clipped(sum_of_squares);
-            self.gathers.keep(index, lent);
+            self.gathers.keep(index, data.len(), lent);
             reply.send(reduced);
         }
         true

@@ -41,7 +41,7 @@ impl SharedMemory {
             // these accesses across processes. Every area lies within the slot (`ranks ·
             // piece_len <= CHUNK`), so inside the mapped segments.
             for owner in (0..ranks).filter(|&r| r != self.rank) {
-                let at = piece(len, ranks, owner, round);
+                let at = shard_piece(len, ranks, owner, round);
                 // The gradients are read here for the last time: each block is cleared for the
                 // next step right after it is copied, while it is in L1.
                 for block in blocks(0..at.len()) {
@@ -57,7 +57,7 @@ impl SharedMemory {
             if !self.wait_all(Flag::Posted, s, aborting) {
                 return false;
             }
-            let (at, base) = (piece(len, ranks, self.rank, round), self.rank * piece_len);
+            let (at, base) = (shard_piece(len, ranks, self.rank, round), self.rank * piece_len);
             // SAFETY: see above; our piece's area of our own slot, which no slice of `data` covers.
             let sums = unsafe { std::slice::from_raw_parts_mut(me.slot(slot, base..base + at.len()), at.len()) };
             for block in blocks(0..at.len()) {
@@ -81,12 +81,24 @@ impl SharedMemory {
         true
     }
 
-    /// All-gather of every rank's updated shard of a bucket of `len` into the parameters'
-    /// `values`. `false` if `aborting` was set while it waited for another rank.
-    pub(super) fn all_gather(&mut self, len: usize, values: &mut ParamValues, aborting: &AtomicBool) -> bool {
+    /// All-gather of elements `elements` of every rank's updated shard of a bucket of `len` into
+    /// the parameters' `values`. `false` if `aborting` was set while it waited for another rank.
+    pub(super) fn all_gather(
+        &mut self,
+        len: usize,
+        elements: Range<usize>,
+        values: &mut ParamValues,
+        aborting: &AtomicBool,
+    ) -> bool {
         let (ranks, me) = (self.segments.len(), self.segments[self.rank]);
         let piece_len = piece_len(ranks);
-        for round in 0..rounds(len, ranks) {
+        let within = |r: usize| {
+            let shard = shard_of(len, ranks, r);
+            let start = shard.start.clamp(elements.start, elements.end);
+            start..shard.end.clamp(start, elements.end)
+        };
+        let rounds = (0..ranks).map(|r| within(r).len().div_ceil(piece_len)).max().unwrap_or(0);
+        for round in 0..rounds {
             let (s, slot) = self.next_chunk();
             if !self.wait_all(Flag::Consumed, s.saturating_sub(SLOTS as u64), aborting) {
                 return false;
@@ -96,7 +108,7 @@ impl SharedMemory {
             // rank's slot is read only between its `Posted >= s` and our `Consumed = s`, during
             // which its owner does not write it. Release stores and acquire loads of the flags
             // order these accesses across processes. Every area lies within the slot.
-            let (mine, base) = (piece(len, ranks, self.rank, round), self.rank * piece_len);
+            let (mine, base) = (piece(within(self.rank), round, piece_len), self.rank * piece_len);
             let out = unsafe { std::slice::from_raw_parts_mut(me.slot(slot, base..base + mine.len()), mine.len()) };
             values.read_values(mine, out);
             self.publish(Flag::Posted, s);
@@ -104,7 +116,7 @@ impl SharedMemory {
                 return false;
             }
             for peer in (0..ranks).filter(|&peer| peer != self.rank) {
-                let (theirs, base) = (piece(len, ranks, peer, round), peer * piece_len);
+                let (theirs, base) = (piece(within(peer), round, piece_len), peer * piece_len);
                 // SAFETY: see above.
                 let updated = unsafe {
                     std::slice::from_raw_parts(self.segments[peer].slot(slot, base..base + theirs.len()), theirs.len())
@@ -128,12 +140,16 @@ fn rounds(len: usize, ranks: usize) -> usize {
     shard_of(len, ranks, 0).len().div_ceil(piece_len(ranks))
 }
 
-/// Round `round`'s piece of `rank`'s shard of a bucket of `len`, as elements of the bucket (empty
-/// past the shard's end).
-fn piece(len: usize, ranks: usize, rank: usize, round: usize) -> Range<usize> {
-    let shard = shard_of(len, ranks, rank);
-    let start = (shard.start + round * piece_len(ranks)).min(shard.end);
-    start..(start + piece_len(ranks)).min(shard.end)
+/// Round `round`'s piece of `elements` (a rank's shard of a bucket, or its part of an
+/// all-gather), in pieces of `piece_len`; empty past its end.
+fn piece(elements: Range<usize>, round: usize, piece_len: usize) -> Range<usize> {
+    let start = (elements.start + round * piece_len).min(elements.end);
+    start..(start + piece_len).min(elements.end)
+}
+
+/// Round `round`'s piece of `rank`'s shard of a bucket of `len`.
+fn shard_piece(len: usize, ranks: usize, rank: usize, round: usize) -> Range<usize> {
+    piece(shard_of(len, ranks, rank), round, piece_len(ranks))
 }
 
 #[cfg(test)]
@@ -149,7 +165,7 @@ mod tests {
                     let shard = shard_of(len, ranks, rank);
                     let mut next = shard.start;
                     for round in 0..rounds(len, ranks) {
-                        let p = piece(len, ranks, rank, round);
+                        let p = shard_piece(len, ranks, rank, round);
                         assert_eq!(p.start, next, "len {len}, {ranks} ranks, rank {rank}, round {round}");
                         next = p.end;
                     }

@@ -158,11 +158,16 @@ pub trait Launch<M, S: Storage> {
     /// Turns a PowerSGD bucket from its P sums to its Q all-reduce.
     fn reduce_q(&mut self, p: S::LowRankP) -> std::result::Result<S::LowRankQ, S::Error>;
 
-    /// Starts the all-gather of bucket `index`'s updated shards (`numel` elements), for the next
-    /// forward, when its reduce-scatter kept them for it (the run shards the optimizer state).
-    /// A device that never shards has nothing to start.
-    fn launch_gather(&mut self, index: usize, numel: usize) -> std::result::Result<(), S::Error> {
-        let _ = (index, numel);
+    /// Starts all-gather `group` (in launch order) of elements `elements` of bucket `bucket`'s
+    /// updated shards, for the next forward, when its reduce-scatter kept them for it (the run
+    /// shards the optimizer state). A device that never shards has nothing to start.
+    fn launch_gather(
+        &mut self,
+        group: usize,
+        bucket: usize,
+        elements: std::ops::Range<usize>,
+    ) -> std::result::Result<(), S::Error> {
+        let _ = (group, bucket, elements);
         Ok(())
     }
 
@@ -172,9 +177,9 @@ pub trait Launch<M, S: Storage> {
 
 /// The wait points of the all-gathers in forward, for model `M` (sharded optimizer state).
 pub trait Gather<M, S: Storage> {
-    /// Waits for bucket `index`'s all-gather, when one is in flight, and gives its parameters
-    /// back to `model`.
-    fn wait_gather(&mut self, index: usize, model: &mut M) -> Result<()>;
+    /// Waits for all-gather `group` (in launch order), when it is in flight, and gives its
+    /// parameters back to `model`.
+    fn wait_gather(&mut self, group: usize, model: &mut M) -> Result<()>;
 
     /// Waits for every all-gather in flight, as `wait_gather` does.
     fn wait_all_gathers(&mut self, model: &mut M) -> Result<()>;

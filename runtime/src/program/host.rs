@@ -295,8 +295,13 @@ impl<M: ParamVecs, O: Optimizer> Launch<M, Host> for HostLaunch<'_, O> {
     }
 
     #[inline]
-    fn launch_gather(&mut self, index: usize, numel: usize) -> std::result::Result<(), Infallible> {
-        self.comm.launch_gather(index, numel);
+    fn launch_gather(
+        &mut self,
+        group: usize,
+        bucket: usize,
+        elements: std::ops::Range<usize>,
+    ) -> std::result::Result<(), Infallible> {
+        self.comm.launch_gather(group, bucket, elements);
         Ok(())
     }
 
@@ -382,8 +387,8 @@ impl<'a> HostGather<'a> {
 
 impl<M: ParamVecs> Gather<M, Host> for HostGather<'_> {
     #[inline]
-    fn wait_gather(&mut self, index: usize, model: &mut M) -> Result<()> {
-        self.comm.wait_gather(index, model)
+    fn wait_gather(&mut self, group: usize, model: &mut M) -> Result<()> {
+        self.comm.wait_gather(group, model)
     }
 
     #[inline]

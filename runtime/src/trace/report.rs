@@ -453,6 +453,7 @@ mod tests {
         layers: Cow::Borrowed(LAYERS),
         buckets: Cow::Borrowed(BUCKETS),
         shard_optimizer: false,
+        gathers: Cow::Borrowed(&[]),
     };
 
     fn step(step: u64, rank: u32, compute_ms: u64, reduce_ms: u64, exposed_ms: u64) -> StepBreakdown {

@@ -241,6 +241,7 @@ mod tests {
             layers: std::borrow::Cow::Borrowed(&[]),
             buckets: std::borrow::Cow::Borrowed(&[]),
             shard_optimizer: false,
+            gathers: std::borrow::Cow::Borrowed(&[]),
         }
     }
 
