@@ -259,6 +259,27 @@ fn a_layer_that_cannot_lend_its_parameters_is_refused_by_name() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// One rank under mpirun has nothing to scatter or gather: sharded, with and without clipping, it
+/// trains the unsharded run's parameters, bit for bit.
+#[test]
+fn one_rank_under_mpirun_trains_as_unsharded() {
+    if !common::mpirun_available() {
+        return;
+    }
+    let dir = common::scratch("shard-one-rank");
+    let exe = common::example("mlp_zero");
+    let (exe, wdir) = (exe.to_str().unwrap(), dir.path().to_str().unwrap());
+    for clip in ["off", "0.05"] {
+        let run = |shard: &str| {
+            let out = format!("{}-{clip}.safetensors", shard.trim_start_matches("--"));
+            let args = ["--wdir", wdir, "-n", "1", exe, "--steps", "3", "--batch", "4", "--report", "off"];
+            common::mpirun_ok(&[&args[..], &[shard, "--clip-grad-norm", clip, "--save-params", &out]].concat());
+            std::fs::read(dir.path().join(out)).unwrap()
+        };
+        assert!(run("--shard-optimizer") == run("--no-shard-optimizer"), "clipping {clip}: the parameters differ");
+    }
+}
+
 /// Checkpoints of a sharded run are the files an unsharded run writes, and either resumes the
 /// other on another number of ranks: 2 ranks to step 2, then 3 ranks to step 4, sharded first or
 /// second, give the same bits (each phase sums in the same order both ways).

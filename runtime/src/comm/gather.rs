@@ -23,9 +23,12 @@ use crate::error::Result;
 
 impl Communicator {
     /// Whether sharded buckets' all-gathers are launched for the next forward: the run shards,
-    /// across processes (one process has nothing to gather, and `--compute-only` sends nothing).
+    /// over several ranks (one has nothing to gather, and `--compute-only` sends nothing).
     pub(crate) fn gathers_in_forward(&self) -> bool {
-        self.shards_optimizer() && matches!(self.backend, Backend::Mpi(_)) && self.mode.get() != CommMode::Skip
+        self.shards_optimizer()
+            && self.world_size() > 1
+            && matches!(self.backend, Backend::Mpi(_))
+            && self.mode.get() != CommMode::Skip
     }
 
     /// Starts all-gather `group` (in launch order): of elements `elements` of bucket `bucket`'s

@@ -173,7 +173,8 @@ fn serve_requests(
                 if !reduced {
                     abort(world);
                 }
-                let awaits_clip = bucket.data_and_lent().1.awaits_clip();
+                // One rank's bucket is not sharded here: its wait point clips it.
+                let awaits_clip = sharding == Sharding::Sharded && bucket.data_and_lent().1.awaits_clip();
                 if let Some(link) = &link {
                     // The bytes that travel: half a bucket's for bf16 and fp16.
                     let bytes = bucket.len() * bucket.wire_format().bytes_per_value();

@@ -36,8 +36,9 @@ impl Communicator {
         );
         if let Some(clip) = optimizer.grad_clip() {
             bucket.await_clip(*clip, shard);
-            let reduced_elsewhere = matches!(self.backend, Backend::Mpi(_)) && self.mode.get() != CommMode::Skip;
-            self.clip_due.set(reduced_elsewhere);
+            // Reduce-scattered by the communication thread, which clips them; otherwise (one
+            // rank, no communication) the wait points clip.
+            self.clip_due.set(self.gathers_in_forward());
         }
     }
 
