@@ -9,23 +9,20 @@
 //! (`choose_gathers`).
 
 use crate::auto::Target;
+pub use crate::gather_group::GatherGroup;
 use crate::schedule::Schedule;
-use crate::simulate::{sim_buckets, simulate_sharded, SimSharding};
-use crate::spec::ELEM_BYTES;
+use crate::simulate::sharded::{simulate_sharded, SimSharding};
+use crate::simulate::sim_buckets;
 
-/// One all-gather: elements `start..end` of bucket `bucket` (whole parameters), waited for before
-/// layer `first_read`, the first in forward order to read one of them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GatherGroup {
-    pub bucket: usize,
-    pub start: usize,
-    pub end: usize,
-    pub first_read: usize,
-}
-
-impl GatherGroup {
-    pub fn bytes(&self) -> usize {
-        (self.end - self.start) * ELEM_BYTES
+impl Schedule {
+    /// The all-gathers of sharded optimizer state, in launch (forward) order: `gathers`, or one
+    /// per bucket.
+    pub fn gather_groups(&self) -> Vec<GatherGroup> {
+        if self.gathers.is_empty() {
+            gathers_per_bucket(self)
+        } else {
+            self.gathers.to_vec()
+        }
     }
 }
 
@@ -113,7 +110,11 @@ pub fn choose_gathers(schedule: &Schedule, target: &Target) -> Vec<GatherGroup> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{plan_buckets, BucketLimits, LayerSpec, Link, StepCosts, Width};
+    use crate::bucket::plan_buckets;
+    use crate::limits::BucketLimits;
+    use crate::link::Link;
+    use crate::simulate::StepCosts;
+    use crate::spec::{LayerSpec, Width};
 
     /// fc1 (4 -> 8), an activation, fc2 (8 -> 4), in one bucket: fc2's 36 elements first (backward
     /// fills it last layer first), then fc1's 40.

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::gather::{gathers_per_bucket, GatherGroup};
+use crate::gather_group::GatherGroup;
 use crate::limits::BucketLimits;
 use crate::low_rank::LowRank;
 use crate::spec::{LayerSpec, ParamSpec, ReadyOrder, Width, ELEM_BYTES, MIB};
@@ -106,16 +106,6 @@ impl Schedule {
             .iter()
             .enumerate()
             .flat_map(|(layer, l)| (0..l.params.len()).map(move |param| ParamRef { layer, param }))
-    }
-
-    /// The all-gathers of sharded optimizer state, in launch (forward) order: `gathers`, or one
-    /// per bucket.
-    pub fn gather_groups(&self) -> Vec<GatherGroup> {
-        if self.gathers.is_empty() {
-            gathers_per_bucket(self)
-        } else {
-            self.gathers.to_vec()
-        }
     }
 
     pub fn param_count(&self) -> usize {

@@ -3,11 +3,9 @@
 //! and ends, when each wait point returns; hence the predicted step time and exposed
 //! communication.
 
-mod sharded;
+pub(crate) mod sharded;
 #[cfg(test)]
 mod sharded_tests;
-
-pub use sharded::{simulate_sharded, SimSharding};
 
 use crate::link::Link;
 use crate::schedule::Schedule;

@@ -4,7 +4,7 @@
 //! (`GatherGroup`s) of the parameters it is the first to read.
 
 use super::{BucketTimes, Prediction, SimBucket, StepCosts};
-use crate::gather::GatherGroup;
+use crate::gather_group::GatherGroup;
 use crate::link::Link;
 
 /// How a step keeps its optimizer state, as the simulation runs it.

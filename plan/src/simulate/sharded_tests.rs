@@ -1,5 +1,6 @@
+use super::sharded::{simulate_sharded, SimSharding};
 use super::*;
-use crate::gather::GatherGroup;
+use crate::gather_group::GatherGroup;
 
 /// Three layers: forward 1 s each, backward 2 s each, free updates.
 fn costs() -> StepCosts {
