@@ -42,11 +42,10 @@ impl ShardServer {
     /// awaits the clip only keeps its sums (`hold_for_clip` takes it next). `false` if
     /// `aborting` was set while it waited for another rank.
     ///
-    /// With `narrowing` (bf16 or fp16 on the wire) the bucket goes through the narrow
-    /// all-reduce's passes, whose FP32 sums, rounded once, reach the lent update only where this
-    /// rank's state covers them: the same bits as unsharded, at the narrow all-reduce's traffic
-    /// (on MPI, that includes the all-gather of the narrow sums, which a reduce-scatter would not
-    /// need).
+    /// With `narrowing` (bf16 or fp16 on the wire) the update reads the FP32 sums of this rank's
+    /// shard, rounded once, as the narrow all-reduce rounds them: the same bits as unsharded. MPI
+    /// reduce-scatters the narrow values (`NarrowMpi::reduce_scatter`); shared memory runs the
+    /// narrow all-reduce's passes, whose other sums the lent update skips.
     pub(super) fn reduce_scatter(
         &mut self,
         (world, shared): (&SimpleCommunicator, &mut Option<SharedMemory>),
@@ -60,7 +59,7 @@ impl ShardServer {
             (Some(shared), None) => shared.reduce_scatter(data, lent, aborting),
             (None, None) => self.mpi.reduce_scatter(world, data, lent, aborting),
             (Some(shared), Some(narrowing)) => shared.all_reduce_narrow(data, lent, narrowing, aborting),
-            (None, Some(narrowing)) => narrow_mpi.all_reduce(world, data, lent, narrowing, aborting),
+            (None, Some(narrowing)) => narrow_mpi.reduce_scatter(world, data, lent, narrowing, aborting),
         };
         if reduced && !lent.awaits_clip() {
             self.gathers.keep(index, data.len(), lent);
