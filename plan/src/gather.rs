@@ -11,8 +11,7 @@
 use crate::auto::Target;
 pub use crate::gather_group::GatherGroup;
 use crate::schedule::Schedule;
-use crate::simulate::sharded::{simulate_sharded, SimSharding};
-use crate::simulate::sim_buckets;
+use crate::simulate::{sim_buckets, simulate_sharded, SimSharding};
 
 impl Schedule {
     /// The all-gathers of sharded optimizer state, in launch (forward) order: `gathers`, or one

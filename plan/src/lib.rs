@@ -28,10 +28,9 @@ pub use low_rank::LowRank;
 pub use profile::{LayerTimes, Profile, PROFILE_FORMAT};
 pub use schedule::{human_bytes, BucketInfo, LayerInfo, ParamInfo, ParamRef, Schedule};
 pub use shard::{owned_part, shard_of};
-pub use simulate::sharded::{simulate_sharded, SimSharding};
 pub use simulate::{
-    sim_buckets, simulate, BucketTimes, Prediction, SimBucket, SimLowRank, StepCosts, DEFAULT_UPDATE_S_PER_BYTE,
-    LOW_RANK_S_PER_BYTE, NARROWING_S_PER_BYTE,
+    sim_buckets, simulate, simulate_sharded, BucketTimes, Prediction, SimBucket, SimLowRank, SimSharding, StepCosts,
+    DEFAULT_UPDATE_S_PER_BYTE, LOW_RANK_S_PER_BYTE, NARROWING_S_PER_BYTE,
 };
 pub use spec::{LayerSpec, ParamSpec, ReadyOrder, Width, ELEM_BYTES, MAX_TENSOR_NUMEL, MIB};
 pub use wire::{GradComm, WireFormat};

@@ -1,12 +1,14 @@
 //! A discrete-event simulation of one training step for a given bucket plan: when each bucket's
-//! gradients are ready, when its all-reduce starts (one collective at a time, in launch order)
-//! and ends, when each wait point returns; hence the predicted step time and exposed
-//! communication.
+//! gradients are ready, when its all-reduce (or, with sharded optimizer state, its
+//! reduce-scatter, and its all-gather in the next forward) starts (one collective at a time, in
+//! launch order) and ends, when each wait point returns; hence the predicted step time and
+//! exposed communication.
 
-pub(crate) mod sharded;
+mod sharded;
 #[cfg(test)]
 mod sharded_tests;
 
+use crate::gather_group::GatherGroup;
 use crate::link::Link;
 use crate::schedule::Schedule;
 use crate::spec::ELEM_BYTES;
@@ -174,54 +176,124 @@ impl Prediction {
 /// `overlap` false every all-reduce starts only after the whole backward and the updates only
 /// after the last one (the baseline, as `--no-overlap` runs it).
 pub fn simulate(buckets: &[SimBucket], costs: &StepCosts, link: &Link, world: usize, overlap: bool) -> Prediction {
-    let forward_s: f64 = costs.forward_s.iter().sum();
+    simulate_sharded(buckets, &[], costs, (link, world), overlap, SimSharding::Whole)
+}
+
+/// How a step keeps its optimizer state, as the simulation runs it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SimSharding {
+    /// Whole on every rank: each bucket all-reduced, all of it updated by every rank.
+    #[default]
+    Whole,
+    /// Sharded, each bucket's all-gather right after its reduce-scatter, inside the step (as
+    /// llm.c's `-z 1` and DeepSpeed's ZeRO-1 run them): for comparison.
+    GatherHere,
+    /// Sharded, the all-gathers launched after backward in forward order and each waited for in
+    /// the next forward right before the first layer reading its bucket (what the generated code
+    /// runs).
+    GatherInForward,
+}
+
+/// Simulates one step of `buckets` as `simulate` does, with the optimizer state kept as
+/// `sharding` says; `gathers` (in launch order) are the all-gathers in forward.
+///
+/// Sharded, each bucket is reduce-scattered and each rank updates 1/N of it. In the steady state
+/// a `GatherInForward` step starts with the previous step's all-gathers queued, in launch order,
+/// behind its last reduce-scatter, which that step waited for: so they run from the step's
+/// start, one collective at a time, forward waits for each before its first reader, and the
+/// reduce-scatters queue behind them. Without overlap every collective runs after backward, the
+/// all-gathers last, and the step waits for all of them.
+pub fn simulate_sharded(
+    buckets: &[SimBucket],
+    gathers: &[GatherGroup],
+    costs: &StepCosts,
+    (link, world): (&Link, usize),
+    overlap: bool,
+    sharding: SimSharding,
+) -> Prediction {
+    // One rank has nothing to scatter or gather.
+    let sharding = if world > 1 { sharding } else { SimSharding::Whole };
+    let gathers = if sharding == SimSharding::GatherInForward { gathers } else { &[] };
+    let gather_seconds = |g: &GatherGroup| link.ring_all_gather_seconds(g.bytes(), world);
+    let (mut comm_free, mut gather_s) = (0.0f64, 0.0f64);
+    let mut gather_end = vec![0.0f64; gathers.len()];
+    if overlap {
+        for (g, end) in gathers.iter().zip(&mut gather_end) {
+            (comm_free, gather_s) = (comm_free + gather_seconds(g), gather_s + gather_seconds(g));
+            *end = comm_free;
+        }
+    }
+    // Forward, each layer after the all-gathers of the parameters it is the first to read.
+    let (mut t, mut gather_exposed_s) = (0.0f64, 0.0f64);
+    for (i, &f) in costs.forward_s.iter().enumerate() {
+        for (_, &end) in gathers.iter().zip(&gather_end).filter(|(g, _)| g.first_read == i) {
+            if end > t {
+                gather_exposed_s += end - t;
+                t = end;
+            }
+        }
+        t += f;
+    }
+    let forward_end = t;
     // Backward runs from the last layer down to the first one with parameters; the layers
     // before it need no gradients, and the generated code skips them.
     let first = buckets.iter().map(|b| b.launch_after).min().unwrap_or(0);
     let layers = costs.backward_s.len();
-    let mut done = vec![forward_s; layers];
-    let mut t = forward_s;
+    let mut done = vec![forward_end; layers];
     for i in (first..layers).rev() {
         t += costs.backward_s[i];
         done[i] = t;
     }
     let backward_end = t;
-    let mut comm_free = 0.0f64;
     let times: Vec<BucketTimes> = buckets
         .iter()
         .map(|b| {
             let ready_s =
                 if overlap { done.get(b.launch_after).copied().unwrap_or(backward_end) } else { backward_end };
             let start_s = ready_s.max(comm_free);
-            comm_free = start_s + b.comm_seconds(link, world);
+            comm_free = start_s
+                + match sharding {
+                    SimSharding::Whole => b.comm_seconds(link, world),
+                    SimSharding::GatherHere => {
+                        b.reduce_scatter_seconds(link, world) + b.all_gather_seconds(link, world)
+                    }
+                    SimSharding::GatherInForward => b.reduce_scatter_seconds(link, world),
+                };
             BucketTimes { ready_s, start_s, end_s: comm_free }
         })
         .collect();
-    let (mut t, mut exposed_s, mut update_s) = (backward_end, 0.0, 0.0);
+    let (mut exposed_s, mut update_s) = (gather_exposed_s, 0.0);
     if !overlap {
-        // Without overlap the step waits for every reduction before the first update.
+        // Every reduction (then, in forward's place, every all-gather) before the first update.
+        for g in gathers {
+            (comm_free, gather_s) = (comm_free + gather_seconds(g), gather_s + gather_seconds(g));
+        }
         t = backward_end.max(comm_free);
-        exposed_s = t - backward_end;
+        exposed_s += t - backward_end;
     }
     for (b, times) in buckets.iter().zip(&times) {
         if times.end_s > t {
             exposed_s += times.end_s - t;
             t = times.end_s;
         }
-        // PowerSGD's compression runs on the compute thread: counted with the update.
-        let u = b.bytes as f64 * costs.update_s_per_byte + b.compression_seconds();
+        // PowerSGD's compression runs on the compute thread: counted with the update. Sharded,
+        // each rank updates its shard alone.
+        let u = match sharding {
+            SimSharding::Whole => b.bytes as f64 * costs.update_s_per_byte + b.compression_seconds(),
+            _ => b.bytes as f64 / world as f64 * costs.update_s_per_byte,
+        };
         update_s += u;
         t += u;
     }
     Prediction {
         step_s: t,
-        forward_s,
-        backward_s: backward_end - forward_s,
+        forward_s: costs.forward_s.iter().sum(),
+        backward_s: backward_end - forward_end,
         update_s,
-        comm_s: times.iter().map(|b| b.end_s - b.start_s).sum(),
+        comm_s: times.iter().map(|b| b.end_s - b.start_s).sum::<f64>() + gather_s,
         exposed_s,
-        all_gather_s: 0.0,
-        gather_exposed_s: 0.0,
+        all_gather_s: gather_s,
+        gather_exposed_s,
         buckets: times,
     }
 }

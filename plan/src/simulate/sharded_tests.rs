@@ -1,4 +1,3 @@
-use super::sharded::{simulate_sharded, SimSharding};
 use super::*;
 use crate::gather_group::GatherGroup;
 
