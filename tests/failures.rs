@@ -151,6 +151,11 @@ fn a_non_finite_gradient_names_the_parameter_and_step() {
     assert!(text.contains("non-finite gradient NaN in `head.bias` (element 0) at step 3"), "{text}");
     let (ok, text, _) = job(None, &["--check-finite"]);
     assert!(ok, "finite gradients pass the check:\n{text}");
+    // Sharded, each rank checks its own slice; the ranks agree on the first non-finite sum.
+    let (ok, text, took) = job(Some("nan:2:3"), &["--check-finite", "--shard-optimizer"]);
+    assert_ends_promptly(ok, &text, took, "NaN gradient, sharded");
+    let every_rank = text.matches("non-finite gradient NaN in `head.bias` (element 0) at step 3").count();
+    assert_eq!(every_rank, 3, "each of the 3 ranks names it, though rank 0 alone holds its sum:\n{text}");
 }
 
 /// The pids the /dev/shm progress boards still record, from their 64-byte slots (word 1).

@@ -59,21 +59,27 @@ fn train<M: DistributedModel>(
     accumulate: usize,
     shard: Option<bool>,
 ) -> Vec<Vec<f32>> {
-    train_over::<M>(comm, optimizer, accumulate, shard, WireFormat::Fp32)
+    train_over::<M>(comm, optimizer, accumulate, shard, (WireFormat::Fp32, false))
 }
 
-/// `train`, with the gradients on the wire in `wire`.
+/// `train`, with the gradients on the wire in `wire`, and checked for finite sums with
+/// `check_finite`.
 fn train_over<M: DistributedModel>(
     comm: &Communicator,
     optimizer: OptimizerConfig,
     accumulate: usize,
     shard: Option<bool>,
-    wire: WireFormat,
+    (wire, check_finite): (WireFormat, bool),
 ) -> Vec<Vec<f32>> {
     let mut model = M::new(comm, 11).unwrap();
     let mut data = SyntheticClassification::new(5, 7, 5);
-    let settings =
-        CommConfig { mode: comm.mode(), shard_optimizer: shard, grad_comm: Some(wire), ..CommConfig::default() };
+    let settings = CommConfig {
+        mode: comm.mode(),
+        shard_optimizer: shard,
+        grad_comm: Some(wire),
+        check_finite,
+        ..CommConfig::default()
+    };
     Trainer::new(comm)
         .comm(settings)
         .optimizer(optimizer)
@@ -126,11 +132,19 @@ fn sharded_state_gives_the_same_bits_as_whole_state() {
     }
     // Narrow formats: FP32 sums rounded once, the same bits as the unsharded narrow all-reduce.
     for (optimizer, wire) in optimizers().into_iter().zip([WireFormat::Bf16, WireFormat::Fp16].into_iter().cycle()) {
-        let whole = train_over::<Small>(&comm, optimizer, 1, None, wire);
+        let whole = train_over::<Small>(&comm, optimizer, 1, None, (wire, false));
         assert_ne!(whole, train::<Small>(&comm, optimizer, 1, None), "{wire} rounds");
         let what = format!("{:?} clipped at {:?}, {wire}", optimizer.kind, optimizer.clip_grad_norm);
-        assert_eq!(train_over::<Small>(&comm, optimizer, 1, Some(true), wire), whole, "{what}: sharded by the run");
-        assert_eq!(train_over::<SmallSharded>(&comm, optimizer, 1, None, wire), whole, "{what}: sharded by the model");
+        let sharded = train_over::<Small>(&comm, optimizer, 1, Some(true), (wire, false));
+        assert_eq!(sharded, whole, "{what}: sharded by the run");
+        let by_model = train_over::<SmallSharded>(&comm, optimizer, 1, None, (wire, false));
+        assert_eq!(by_model, whole, "{what}: sharded by the model");
+    }
+    // The finiteness check (finite sums here) waits for every rank's norm and changes nothing.
+    for optimizer in optimizers() {
+        let whole = train::<Small>(&comm, optimizer, 1, None);
+        let checked = train_over::<Small>(&comm, optimizer, 1, Some(true), (WireFormat::Fp32, true));
+        assert_eq!(checked, whole, "{optimizer:?}: sharded and checked");
     }
 }
 
@@ -205,22 +219,6 @@ fn the_model_attribute_is_in_the_schedule_and_its_fingerprint() {
 #[test]
 fn what_sharding_cannot_run_with_is_refused_by_name() {
     let comm = Communicator::single();
-    let refused = |comm_config: CommConfig, optimizer: OptimizerConfig| {
-        let mut model = SmallSharded::new(&comm, 1).unwrap();
-        let mut data = SyntheticClassification::new(5, 7, 5);
-        Trainer::new(&comm)
-            .comm(comm_config)
-            .optimizer(optimizer)
-            .steps(1)
-            .report(ReportFormat::Off, None)
-            .fit(&mut model, &mut data, &CrossEntropyLoss)
-            .unwrap_err()
-            .to_string()
-    };
-    let checked = CommConfig { check_finite: true, ..CommConfig::default() };
-    let e = refused(checked, OptimizerConfig::default());
-    assert!(e.contains("SmallSharded's `#[distributed_model(shard_optimizer)]`"), "{e}");
-    assert!(e.contains("`CommConfig::check_finite`"), "{e}");
     let mut model = SmallLowRank::new(&comm, 1).unwrap();
     let sharded = CommConfig { shard_optimizer: Some(true), ..CommConfig::default() };
     let e = Trainer::new(&comm)
@@ -231,12 +229,10 @@ fn what_sharding_cannot_run_with_is_refused_by_name() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("`CommConfig::shard_optimizer`") && e.contains("PowerSGD's factors"), "{e}");
-    // Turned off, the same settings run.
-    let mut model = SmallSharded::new(&comm, 1).unwrap();
-    let off = CommConfig { shard_optimizer: Some(false), check_finite: true, ..CommConfig::default() };
+    // Turned off, the same model runs.
+    let mut model = SmallLowRank::new(&comm, 1).unwrap();
     Trainer::new(&comm)
-        .comm(off)
-        .optimizer(OptimizerConfig::default())
+        .comm(CommConfig { shard_optimizer: Some(false), ..CommConfig::default() })
         .steps(1)
         .report(ReportFormat::Off, None)
         .fit(&mut model, &mut SyntheticClassification::new(5, 7, 5), &CrossEntropyLoss)

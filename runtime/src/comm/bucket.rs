@@ -132,10 +132,15 @@ impl GradBucket {
         lent
     }
 
-    /// Defers the update of the lent shard until the step's global gradient norm is known (see
-    /// `Lent::await_clip`).
-    pub(crate) fn await_clip(&mut self, clip: crate::optim::GradClip, shard: std::ops::Range<usize>) {
-        self.lent.await_clip(clip, shard);
+    /// Defers the update of the lent shard until the step's global gradient norm is known, to
+    /// clip by it or to check it (see `Lent::await_clip`).
+    pub(crate) fn await_clip(
+        &mut self,
+        clip: Option<crate::optim::GradClip>,
+        check_finite: bool,
+        shard: std::ops::Range<usize>,
+    ) {
+        self.lent.await_clip(clip, check_finite, shard);
     }
 
     /// This bucket's part of the squared gradient norm (of its sums, unscaled): its kept shard's
@@ -333,8 +338,14 @@ impl InFlight {
             }
         };
         if checks.finite {
-            if let Some(offset) = bucket.data.iter().position(|g| !g.is_finite()) {
-                let (index, format, value) = (self.index, bucket.wire, bucket.data[offset]);
+            // A sharded bucket's sums were checked with every rank's (`ShardServer::settle`): the
+            // first non-finite one is reported at its own bucket's wait point.
+            let found = match bucket.lent.non_finite() {
+                Some((at, offset, value)) => (at == self.index).then_some((offset, value)),
+                None => bucket.data.iter().position(|g| !g.is_finite()).map(|offset| (offset, bucket.data[offset])),
+            };
+            if let Some((offset, value)) = found {
+                let (index, format) = (self.index, bucket.wire);
                 // An infinity from a narrow format is (almost surely) its range, not the model.
                 return Err(if format != WireFormat::Fp32 && value.is_infinite() {
                     Error::WireOverflow { bucket: index, format, offset, value }

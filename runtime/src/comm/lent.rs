@@ -130,20 +130,28 @@ pub(crate) struct Lent {
     values: ParamValues,
     states: Vec<LentStateOf>,
     grad_scale: f32,
-    /// With sharded state and clipping: the shard's sums, kept until the global norm is known.
+    /// With sharded state, clipping or the finiteness check: the shard's sums, kept until the
+    /// global norm is known.
     stash: Stash,
 }
 
-/// A sharded bucket's sums while its update waits for the step's global gradient norm
-/// (clipping): each rank holds only its shard's sums, so the norm is the sum over ranks of every
-/// shard's squares, one scalar all-reduce after the last reduce-scatter (`Lent::apply_clipped`).
-/// The vector is kept from step to step.
+/// A sharded bucket's sums while its update waits for the step's global gradient norm (for
+/// clipping, and for the finiteness check: the norm is finite exactly when every sum is): each
+/// rank holds only its shard's sums, so the norm is the sum over ranks of every shard's squares,
+/// one scalar all-reduce after the last reduce-scatter (`Lent::apply_clipped`). The vector is
+/// kept from step to step.
 #[derive(Debug, Default)]
 struct Stash {
-    /// The threshold and, once applied, the norm it measured; `None` when the update is not
-    /// deferred.
+    /// Whether the update waits for the norm.
+    deferred: bool,
+    /// The clipping threshold and, once applied, the norm it measured.
     clip: Option<GradClip>,
+    /// Whether a non-finite sum stops the step (`CommConfig::check_finite`).
+    check_finite: bool,
     applied: bool,
+    /// The first non-finite sum over every rank and bucket (bucket, element, value), when the
+    /// check found one: the update did not run.
+    non_finite: Option<(usize, usize, f32)>,
     /// The bucket's elements whose sums are kept: this rank's shard.
     shard: Range<usize>,
     sums: Vec<f32>,
@@ -187,17 +195,40 @@ impl Lent {
     }
 
     /// Defers the update of `shard` (the state lent covers) until the step's global gradient
-    /// norm is known: `update` keeps the sums instead, and `apply_clipped` updates from them.
-    pub(crate) fn await_clip(&mut self, clip: GradClip, shard: Range<usize>) {
+    /// norm is known, to clip by it (`clip`) or to check it (`check_finite`): `update` keeps the
+    /// sums instead, and `apply_clipped` updates from them.
+    pub(crate) fn await_clip(&mut self, clip: Option<GradClip>, check_finite: bool, shard: Range<usize>) {
         let stash = &mut self.stash;
         stash.sums.clear();
         stash.sums.resize(shard.len(), 0.0);
-        (stash.clip, stash.applied, stash.shard) = (Some(clip), false, shard);
+        (stash.deferred, stash.clip, stash.check_finite, stash.applied) = (true, clip, check_finite, false);
+        (stash.non_finite, stash.shard) = (None, shard);
     }
 
     /// Whether the update waits for the global norm (`await_clip`, not yet `apply_clipped`).
     pub(crate) fn awaits_clip(&self) -> bool {
-        self.stash.clip.is_some() && !self.stash.applied
+        self.stash.deferred && !self.stash.applied
+    }
+
+    /// Whether a non-finite norm stops the step rather than reach the update.
+    pub(crate) fn checks_finite(&self) -> bool {
+        self.stash.check_finite
+    }
+
+    /// The first non-finite kept sum: its element of the bucket, and its value.
+    pub(crate) fn first_non_finite(&self) -> Option<(usize, f32)> {
+        let at = self.stash.sums.iter().position(|s| !s.is_finite())?;
+        Some((self.stash.shard.start + at, self.stash.sums[at]))
+    }
+
+    /// Skips the update: the check found `found` (bucket, element, value), on some rank.
+    pub(crate) fn refuse_non_finite(&mut self, found: (usize, usize, f32)) {
+        (self.stash.applied, self.stash.non_finite) = (true, Some(found));
+    }
+
+    /// What the finiteness check found, when it stopped the update.
+    pub(crate) fn non_finite(&self) -> Option<(usize, usize, f32)> {
+        self.stash.non_finite
     }
 
     /// The sum of squares of the kept sums, in f64: this rank's part of the squared norm.
@@ -208,8 +239,12 @@ impl Lent {
     /// Updates the shard from the kept sums, scaled by the clipping factor of the global norm
     /// whose square (of the sums, over every bucket and rank) is `sum_of_squares`.
     pub(crate) fn apply_clipped(&mut self, sum_of_squares: f64) {
-        let Some(clip) = self.stash.clip.as_mut().filter(|_| !self.stash.applied) else { return };
-        self.grad_scale = clip.scale(sum_of_squares, self.grad_scale);
+        if !self.awaits_clip() {
+            return;
+        }
+        if let Some(clip) = self.stash.clip.as_mut() {
+            self.grad_scale = clip.scale(sum_of_squares, self.grad_scale);
+        }
         self.stash.applied = true;
         let sums = std::mem::take(&mut self.stash.sums);
         self.update(self.stash.shard.clone(), &sums);
@@ -218,7 +253,10 @@ impl Lent {
 
     /// The global norm `apply_clipped` measured, for the optimizer's record of it.
     pub(crate) fn clipped_norm(&self) -> Option<f32> {
-        self.stash.clip.filter(|_| self.stash.applied).and_then(|clip| clip.last_norm())
+        self.stash
+            .clip
+            .filter(|_| self.stash.applied && self.stash.non_finite.is_none())
+            .and_then(|clip| clip.last_norm())
     }
 
     /// Updates the parameters' elements whose gradients sit at `range` of the bucket, from their
@@ -273,7 +311,7 @@ impl Lent {
     /// `optimizer`. Values taken on to an all-gather (`take_values`) come back at its wait
     /// point; until then those parameters stay empty.
     pub(crate) fn give_back<P: ParamVecs, O: Optimizer>(&mut self, params: &mut P, optimizer: &mut O) {
-        self.stash.clip = None;
+        (self.stash.deferred, self.stash.clip) = (false, None);
         self.values.give_back(params);
         for s in self.states.drain(..) {
             optimizer.give_back(s.index, s.state);

@@ -26,6 +26,12 @@ use super::narrow_mpi::NarrowMpi;
 use super::shared_memory::SharedMemory;
 use super::wire::Narrowing;
 
+/// Bits of a non-finite sum's key for its element in the bucket (buckets are far smaller than
+/// 2^40 elements); the bucket's index is above them.
+const ELEMENT_BITS: u32 = 40;
+/// The key of no non-finite sum: after every other.
+const NONE_FOUND: u64 = u64::MAX;
+
 /// What the communication thread keeps of sharded buckets between requests.
 #[derive(Default)]
 pub(super) struct ShardServer {
@@ -92,22 +98,56 @@ impl ShardServer {
         self.awaiting_clip.push((reduced, reply));
     }
 
-    /// The step's clip: sums every rank's squares of its shards' sums (one scalar all-reduce),
-    /// updates each held bucket's shard with the clipping factor, keeps its values for the
-    /// all-gather, and returns the buckets to the compute thread, which reads the norm from them
-    /// (`GradBucket::clipped_norm`). `false` if `aborting` was set while it waited for another
-    /// rank.
+    /// The step's clip and check: sums every rank's squares of its shards' sums (one scalar
+    /// all-reduce), updates each held bucket's shard with the clipping factor, keeps its values
+    /// for the all-gather, and returns the buckets to the compute thread, which reads the norm
+    /// from them (`GradBucket::clipped_norm`). With the finiteness check, a non-finite norm (some
+    /// sum is) updates nothing: the ranks agree on the first non-finite sum (one all-gather of
+    /// its place, one of its value), which the wait point of its bucket reports. `false` if
+    /// `aborting` was set while it waited for another rank.
     pub(super) fn clip(&mut self, world: &SimpleCommunicator, aborting: &AtomicBool) -> bool {
         let mine: f64 =
             self.awaiting_clip.iter_mut().map(|(r, _)| r.bucket.data_and_lent().1.stashed_sum_of_squares()).sum();
         let Some(sum_of_squares) = mpi_calls::sum_f64(world, mine, aborting) else { return false };
+        let checks = self.awaiting_clip.first_mut().is_some_and(|(r, _)| r.bucket.data_and_lent().1.checks_finite());
+        let found = if checks && !sum_of_squares.is_finite() {
+            let Some((key, value)) = self.first_non_finite(world, aborting) else { return false };
+            // The squares of f32 sums cannot overflow their f64 sum: a non-finite norm has a
+            // non-finite sum somewhere, so some rank's key is not `NONE_FOUND`.
+            (key != NONE_FOUND).then_some((
+                (key >> ELEMENT_BITS) as usize,
+                (key & ((1 << ELEMENT_BITS) - 1)) as usize,
+                value,
+            ))
+        } else {
+            None
+        };
         for (mut reduced, reply) in self.awaiting_clip.drain(..) {
             let index = reduced.bucket.index();
             let (data, lent) = reduced.bucket.data_and_lent();
-            lent.apply_clipped(sum_of_squares);
+            match found {
+                Some(found) => lent.refuse_non_finite(found),
+                None => lent.apply_clipped(sum_of_squares),
+            }
             self.gathers.keep(index, data.len(), lent);
             reply.send(reduced);
         }
         true
+    }
+
+    /// The first non-finite sum of the held buckets over every rank, in launch order: its key
+    /// (bucket, element) and value; `NONE_FOUND` if no rank has one. `None` if `aborting` was set
+    /// while it waited for another rank.
+    fn first_non_finite(&mut self, world: &SimpleCommunicator, aborting: &AtomicBool) -> Option<(u64, f32)> {
+        let mine = self.awaiting_clip.iter_mut().find_map(|(r, _)| {
+            let index = r.bucket.index();
+            r.bucket.data_and_lent().1.first_non_finite().map(|(at, value)| (index, at, value))
+        });
+        // (bucket, element) as one key that orders them; none found sorts last.
+        let key = mine.map_or(NONE_FOUND, |(bucket, at, _)| ((bucket as u64) << ELEMENT_BITS) | at as u64);
+        let keys = mpi_calls::all_gather_u64(world, key, aborting)?;
+        let values = mpi_calls::all_gather_u64(world, mine.map_or(0, |(_, _, v)| u64::from(v.to_bits())), aborting)?;
+        let (rank, &first) = keys.iter().enumerate().min_by_key(|&(_, k)| *k)?;
+        Some((first, f32::from_bits(values[rank] as u32)))
     }
 }

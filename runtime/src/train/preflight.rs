@@ -253,8 +253,8 @@ pub fn io_widths(schedule: &Schedule) -> Option<(usize, usize)> {
 
 /// Settings that sharded optimizer state cannot run with, refused by name. Each rank updates its
 /// own slice of a bucket on the communication thread, with state for that slice alone (after the
-/// step's global norm when it clips): nothing may check the sums first (the finiteness check) or
-/// send something else than them (PowerSGD's factors); and only the CPU does it so far.
+/// step's global norm when it clips or checks the sums): nothing may send something else than
+/// the sums (PowerSGD's factors); and only the CPU does it so far.
 fn check_sharding(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
     if !config.comm.shard_optimizer.unwrap_or(schedule.shard_optimizer) {
         return Ok(());
@@ -265,10 +265,6 @@ fn check_sharding(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
         (config.device != Device::Cpu).then(|| {
             "`TrainConfig::device` cuda: the GPU's reduce-scatter and all-gather are not built yet".to_string()
         }),
-        config
-            .comm
-            .check_finite
-            .then(|| "`CommConfig::check_finite`: it checks the sums before any update".to_string()),
         low_rank.map(|r| format!("the model's `grad_comm = {r}`: PowerSGD's factors cannot be reduce-scattered")),
     ];
     let conflicts: Vec<String> = conflicts.into_iter().flatten().collect();
