@@ -338,7 +338,7 @@ impl InFlight {
             }
         };
         if checks.finite {
-            // A sharded bucket's sums were checked with every rank's (`ShardServer::settle`): the
+            // A sharded bucket's sums were checked with every rank's (`ShardServer::clip`): the
             // first non-finite one is reported at its own bucket's wait point.
             let found = match bucket.lent.non_finite() {
                 Some((at, offset, value)) => (at == self.index).then_some((offset, value)),

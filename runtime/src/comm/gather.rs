@@ -4,7 +4,7 @@
 //! Each bucket's reduce-scatter updates this rank's shard of its parameters and leaves their
 //! values on the communication thread (`Gathers::keep`). The step then launches the all-gathers
 //! the plan groups them in (`Schedule::gather_groups`: one per bucket, or pieces of a bucket
-//! that different layers read first) in the order the next forward reads them, the first layers' first
+//! that different layers read first) in the order the next forward reads them
 //! (`Communicator::launch_gather`, which the generated `backward_on` calls after its last
 //! launch); the forward waits for each right before the first layer that reads its parameters
 //! (`Communicator::wait_gather`, from the generated `forward_gathering_on`), which gives them

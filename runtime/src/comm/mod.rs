@@ -370,8 +370,8 @@ impl Communicator {
     /// `all_reduce_async`, with the bucket's parameters, `members`, and their optimizer state
     /// lent to it so that they are updated as the gradients are summed (see
     /// `GradBucket::lend_for_update`). With `--check-finite` nothing is lent: the wait point
-    /// checks the sums before any update. With sharded optimizer state, every bucket is lent (see
-    /// `lend_shard`).
+    /// checks the sums before any update. With sharded optimizer state, every bucket is lent, its
+    /// updates waiting for the check (see `lend_shard`).
     pub fn all_reduce_and_update<P: ParamVecs, O: Optimizer>(
         &self,
         mut bucket: GradBucket,
