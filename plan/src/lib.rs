@@ -27,7 +27,7 @@ pub use link::{Link, LinkPreset, LINK_PRESETS};
 pub use low_rank::LowRank;
 pub use profile::{LayerTimes, Profile, PROFILE_FORMAT};
 pub use schedule::{human_bytes, BucketInfo, LayerInfo, ParamInfo, ParamRef, Schedule};
-pub use shard::{owned_part, shard_of};
+pub use shard::{owned_part, round_piece, shard_of, shard_within};
 pub use simulate::{
     sim_buckets, simulate, simulate_sharded, BucketTimes, Prediction, SimBucket, SimLowRank, SimSharding, StepCosts,
     DEFAULT_UPDATE_S_PER_BYTE, LOW_RANK_S_PER_BYTE, NARROWING_S_PER_BYTE,

@@ -25,6 +25,20 @@ pub fn owned_part(offset: usize, len: usize, shard: &Range<usize>) -> Range<usiz
     start - offset..end - offset
 }
 
+/// Rank `rank`'s shard of a bucket of `numel` cut to `range` (empty when they do not meet), as
+/// elements of the bucket: what it sends of an all-gather of `range`.
+pub fn shard_within(numel: usize, world: usize, rank: usize, range: &Range<usize>) -> Range<usize> {
+    let part = owned_part(range.start, range.len(), &shard_of(numel, world, rank));
+    range.start + part.start..range.start + part.end
+}
+
+/// Round `round`'s run of at most `piece_len` elements of `range`, in order (empty past its
+/// end): how a transport carries a shard through buffers of bounded size.
+pub fn round_piece(range: Range<usize>, round: usize, piece_len: usize) -> Range<usize> {
+    let start = (range.start + round * piece_len).min(range.end);
+    start..(start + piece_len).min(range.end)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,6 +64,16 @@ mod tests {
         assert_eq!(shard_of(10, 3, 0), 0..4);
         assert_eq!(shard_of(10, 3, 1), 4..7);
         assert_eq!(shard_of(10, 3, 2), 7..10);
+    }
+
+    #[test]
+    fn a_shard_cut_to_a_range_and_a_range_in_rounds() {
+        // Shards of 10 on 3 ranks: 0..4, 4..7, 7..10.
+        let cut: Vec<_> = (0..3).map(|r| shard_within(10, 3, r, &(3..8))).collect();
+        assert_eq!(cut, [3..4, 4..7, 7..8]);
+        assert!(shard_within(10, 3, 2, &(0..5)).is_empty() && shard_within(10, 3, 0, &(6..9)).is_empty());
+        let rounds: Vec<_> = (0..4).map(|k| round_piece(3..10, k, 3)).collect();
+        assert_eq!(rounds, [3..6, 6..9, 9..10, 10..10]);
     }
 
     #[test]

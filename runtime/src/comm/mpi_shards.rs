@@ -12,7 +12,7 @@ use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
-use overlap_plan::shard_of;
+use overlap_plan::shard_within;
 
 use super::lent::{Lent, ParamValues};
 use super::mpi_calls::{in_place, poll};
@@ -121,11 +121,7 @@ impl MpiShards {
         );
         self.counts.clear();
         self.offsets.clear();
-        let within = |r: usize| {
-            let shard = shard_of(len, ranks, r);
-            let start = shard.start.clamp(elements.start, elements.end);
-            start..shard.end.clamp(start, elements.end)
-        };
+        let within = |r: usize| shard_within(len, ranks, r, elements);
         for r in 0..ranks {
             let piece = within(r);
             // Both fit: they are at most `len`, checked above.

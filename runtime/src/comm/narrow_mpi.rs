@@ -19,7 +19,7 @@ use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
-use overlap_plan::shard_of;
+use overlap_plan::{round_piece, shard_of};
 
 use super::lent::Lent;
 use super::mpi_calls::poll;
@@ -163,9 +163,7 @@ fn piece(len: usize, ranks: usize, rank: usize, round: usize) -> Range<usize> {
 }
 
 fn piece_of(len: usize, ranks: usize, rank: usize, round: usize, part_len: usize) -> Range<usize> {
-    let shard = shard_of(len, ranks, rank);
-    let start = (shard.start + round * part_len).min(shard.end);
-    start..(start + part_len).min(shard.end)
+    round_piece(shard_of(len, ranks, rank), round, part_len)
 }
 
 /// Runs `call` (an all-to-all or an all-gather of `count` u16 values per rank) from `send` into

@@ -16,7 +16,7 @@
 use std::ops::Range;
 use std::sync::atomic::AtomicBool;
 
-use overlap_plan::shard_of;
+use overlap_plan::{round_piece, shard_of, shard_within};
 
 use super::lent::{Lent, ParamValues};
 use super::shared_memory::{blocks, sum_in_rank_order, Flag, SharedMemory, CHUNK, PART_ALIGN, SLOTS};
@@ -92,11 +92,7 @@ impl SharedMemory {
     ) -> bool {
         let (ranks, me) = (self.segments.len(), self.segments[self.rank]);
         let piece_len = piece_len(ranks);
-        let within = |r: usize| {
-            let shard = shard_of(len, ranks, r);
-            let start = shard.start.clamp(elements.start, elements.end);
-            start..shard.end.clamp(start, elements.end)
-        };
+        let within = |r: usize| shard_within(len, ranks, r, &elements);
         let rounds = (0..ranks).map(|r| within(r).len().div_ceil(piece_len)).max().unwrap_or(0);
         for round in 0..rounds {
             let (s, slot) = self.next_chunk();
@@ -108,7 +104,7 @@ impl SharedMemory {
             // rank's slot is read only between its `Posted >= s` and our `Consumed = s`, during
             // which its owner does not write it. Release stores and acquire loads of the flags
             // order these accesses across processes. Every area lies within the slot.
-            let (mine, base) = (piece(within(self.rank), round, piece_len), self.rank * piece_len);
+            let (mine, base) = (round_piece(within(self.rank), round, piece_len), self.rank * piece_len);
             let out = unsafe { std::slice::from_raw_parts_mut(me.slot(slot, base..base + mine.len()), mine.len()) };
             values.read_values(mine, out);
             self.publish(Flag::Posted, s);
@@ -116,7 +112,7 @@ impl SharedMemory {
                 return false;
             }
             for peer in (0..ranks).filter(|&peer| peer != self.rank) {
-                let (theirs, base) = (piece(within(peer), round, piece_len), peer * piece_len);
+                let (theirs, base) = (round_piece(within(peer), round, piece_len), peer * piece_len);
                 // SAFETY: see above.
                 let updated = unsafe {
                     std::slice::from_raw_parts(self.segments[peer].slot(slot, base..base + theirs.len()), theirs.len())
@@ -140,16 +136,9 @@ fn rounds(len: usize, ranks: usize) -> usize {
     shard_of(len, ranks, 0).len().div_ceil(piece_len(ranks))
 }
 
-/// Round `round`'s piece of `elements` (a rank's shard of a bucket, or its part of an
-/// all-gather), in pieces of `piece_len`; empty past its end.
-fn piece(elements: Range<usize>, round: usize, piece_len: usize) -> Range<usize> {
-    let start = (elements.start + round * piece_len).min(elements.end);
-    start..(start + piece_len).min(elements.end)
-}
-
 /// Round `round`'s piece of `rank`'s shard of a bucket of `len`.
 fn shard_piece(len: usize, ranks: usize, rank: usize, round: usize) -> Range<usize> {
-    piece(shard_of(len, ranks, rank), round, piece_len(ranks))
+    round_piece(shard_of(len, ranks, rank), round, piece_len(ranks))
 }
 
 #[cfg(test)]
