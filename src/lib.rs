@@ -121,6 +121,8 @@ pub use overlap_runtime::checkpoint;
 pub use overlap_runtime::cuda;
 /// MNIST-format (IDX) files as a `Dataset`.
 pub use overlap_runtime::idx;
+/// What a rank's training needs in memory: the report's estimate and the preflight's.
+pub use overlap_runtime::memory;
 /// Parameters alone, as a safetensors file named like PyTorch's `state_dict`.
 pub use overlap_runtime::params_file;
 /// The compiled plan as data: `Schedule`, buckets, layers, the cost model and simulator.

@@ -4,10 +4,11 @@
 //! OpenBLAS (its buffers are mapped once). A GPT (attention, embeddings, residual blocks, clipping)
 //! as well as a chain of dense layers; one process, and two ranks under mpirun with each
 //! gradient transport and each wire format (fp32, bf16, fp16). This counts Rust's allocations; C
-//! libraries' own are invisible to it.
+//! libraries' own are invisible to it. The bytes it sees live also check the memory estimate
+//! against what the workspace of a step really holds.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
 use overlap::prelude::*;
 use overlap::{CommMode, WireFormat};
@@ -19,8 +20,15 @@ struct Counting;
 /// Allocations so far, in this process.
 static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
 
+/// Bytes allocated and not yet freed, in this process.
+static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
+
 fn count() {
     ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+}
+
+fn live(change: isize) {
+    LIVE_BYTES.fetch_add(change, Ordering::Relaxed);
 }
 
 // SAFETY: every call is forwarded unchanged to the system allocator, which upholds the
@@ -28,15 +36,18 @@ fn count() {
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count();
+        live(layout.size() as isize);
         // SAFETY: forwarded with the caller's layout, as the caller guarantees it is valid.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        live(-(layout.size() as isize));
         // SAFETY: `ptr` came from `System.alloc` with this layout (every allocation goes there).
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count();
+        live(new_size as isize - layout.size() as isize);
         // SAFETY: as for `dealloc`; `new_size` comes from the caller, who guarantees it.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -191,6 +202,35 @@ fn a_step_after_warm_up_allocates_nothing() {
     let allocations = count_gpt_allocations(&Communicator::single());
     println!("GPT with clipping: 5 steps after warm-up: {allocations} allocations");
     assert_eq!(allocations, 0, "allocations in 5 GPT steps after warm-up");
+}
+
+/// The bytes one forward and backward of the GPT leave allocated (the workspace, the loss's
+/// gradient, attention's scratch), with the gradient buckets made before, against
+/// `memory::activation_bytes_of`: the report's memory line and the preflight refusal use it.
+#[test]
+fn the_memory_estimate_counts_what_a_step_keeps() {
+    use tiny_gpt::{TinyGpt, TinyGptWorkspace};
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let comm = Communicator::single();
+    let mut model = TinyGpt::new(&comm, 0).unwrap();
+    let grads = model.new_grads();
+    let mut optimizer = Sgd::new(0.1);
+    let (sequences, positions) = (16, 8);
+    let ctx = StepContext::sequences(sequences, positions);
+    let rows = sequences * positions;
+    let tokens = Matrix::from_vec(rows, 1, (0..rows).map(|i| (i * 7 % 20) as f32).collect());
+    let labels: Vec<usize> = (0..rows).map(|i| (i * 7 + 1) % 20).collect();
+    let before = LIVE_BYTES.load(Ordering::Relaxed);
+    let (mut ws, mut dlogits) = (TinyGptWorkspace::default(), Matrix::default());
+    let logits = model.forward_with(&ctx, &tokens, &mut ws);
+    CrossEntropyLoss.forward_backward(logits, &labels, &mut dlogits);
+    let in_flight = model.backward(&mut ws, &dlogits, grads, &comm, &mut optimizer);
+    comm.backward_done();
+    let kept = (LIVE_BYTES.load(Ordering::Relaxed) - before) as f64;
+    drop(model.step(in_flight, &mut optimizer).unwrap());
+    let estimate = overlap::memory::activation_bytes_of::<TinyGpt>(sequences, positions).unwrap() as f64;
+    println!("one step keeps {kept} bytes; the estimate is {estimate}");
+    assert!((0.95..=1.05).contains(&(estimate / kept)), "estimate {estimate} bytes for {kept} kept");
 }
 
 #[test]

@@ -6,7 +6,8 @@
 use std::time::Instant;
 
 use overlap_runtime::comm::{Communicator, GradBucket, InFlight};
-use overlap_runtime::observe::{Observer, RunShape};
+use overlap_runtime::memory::RunShape;
+use overlap_runtime::observe::Observer;
 use overlap_runtime::{trace, DistributedModel, Result};
 
 use crate::args::TrainArgs;
@@ -18,8 +19,14 @@ pub fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result
         schedule.buckets.iter().enumerate().map(|(k, b)| GradBucket::zeros(k, b.numel)).collect();
     let mut in_flight: Vec<InFlight> = Vec::with_capacity(buckets.len());
     let observe = args.observe_config();
-    let shape =
-        RunShape { steps: args.steps, batch: args.batch, accumulate: 1, optimizer_buffers: 0, optimizer_shards: 1 };
+    let shape = RunShape {
+        steps: args.steps,
+        batch: args.batch,
+        accumulate: 1,
+        optimizer_buffers: 0,
+        optimizer_shards: 1,
+        activation_bytes: Some(0),
+    };
     let mut observer = Observer::start(&observe, shape, comm, schedule.clone())?;
     let mut times = Vec::with_capacity(args.steps as usize);
     for step in 0..args.steps {

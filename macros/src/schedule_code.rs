@@ -35,11 +35,19 @@ pub struct Names<'s> {
     pub first_param_layer: usize,
     /// Per layer, the parameter of an earlier layer it is tied to (`#[tied(..)]`).
     pub tied: Vec<Option<ParamRef>>,
+    /// Per layer, the workspace slot (`grad_<slot>`) of the gradient with respect to its output,
+    /// where backward keeps one (`overlap_plan::assign_grad_slots`); and how many slots there are.
+    pub grad_slots: Vec<Option<usize>>,
+    pub grad_slot_count: usize,
 }
 
 impl<'s> Names<'s> {
     pub fn new(model: &Model, schedule: &'s Schedule) -> Self {
         let ident = &model.item.ident;
+        let first_param_layer = schedule.layers.iter().position(|l| !l.params.is_empty()).unwrap_or(0);
+        let spans: Vec<(usize, usize)> = model.residuals.iter().map(|r| (r.first, r.last)).collect();
+        let (grad_slots, grad_slot_count) =
+            overlap_plan::assign_grad_slots(model.fields.len(), first_param_layer, &spans);
         Names {
             schedule,
             workspace: format_ident!("{}Workspace", ident),
@@ -53,8 +61,10 @@ impl<'s> Names<'s> {
             types: model.fields.iter().map(|f| f.ty.clone()).collect(),
             residuals: model.residuals.iter().map(|r| (r.first, r.last, suffixed(&r.ident, "sum"))).collect(),
             buckets: (0..schedule.buckets.len()).map(|k| format_ident!("b{}", k)).collect(),
-            first_param_layer: schedule.layers.iter().position(|l| !l.params.is_empty()).unwrap_or(0),
+            first_param_layer,
             tied: schedule.layers.iter().map(|l| l.tied).collect(),
+            grad_slots,
+            grad_slot_count,
         }
     }
 
@@ -71,21 +81,20 @@ impl<'s> Names<'s> {
         self.fields.len() - 1
     }
 
-    /// The step's `context` and `input`, then per layer `<name>_out` and `<name>_saved`, and
-    /// `<name>_grad` (the loss gradient with respect to that layer's output) where backward
-    /// needs one; tensors of storage `__S`.
+    /// The step's `context` and `input`, then per layer `<name>_out` and `<name>_saved`, the
+    /// residual blocks' sums, and `grad_0`, `grad_1`, ...: the buffers backward passes the loss
+    /// gradients with respect to layer outputs in, shared by liveness; tensors of storage `__S`.
     pub fn workspace_fields(&self) -> TokenStream {
         let mut out = quote!(pub context: ::overlap::StepContext, pub input: __S::Tensor,);
-        for (i, (f, ty)) in self.fields.iter().zip(&self.types).enumerate() {
+        for (f, ty) in self.fields.iter().zip(&self.types) {
             let (o, s) = (suffixed(f, "out"), suffixed(f, "saved"));
             out.extend(quote!(pub #o: __S::Tensor, pub #s: __S::Saved<#ty>,));
-            if i >= self.first_param_layer && i < self.last() {
-                let g = suffixed(f, "grad");
-                out.extend(quote!(pub #g: __S::Tensor,));
-            }
         }
         for (_, _, sum) in &self.residuals {
             out.extend(quote!(pub #sum: __S::Tensor,));
+        }
+        for g in self.grad_buffers() {
+            out.extend(quote!(pub #g: __S::Tensor,));
         }
         out
     }
@@ -93,14 +102,36 @@ impl<'s> Names<'s> {
     /// Every workspace field's name, for its `Default`.
     pub fn workspace_field_names(&self) -> Vec<Ident> {
         let mut out = vec![format_ident!("context"), format_ident!("input")];
-        for (i, f) in self.fields.iter().enumerate() {
+        for f in &self.fields {
             out.extend([suffixed(f, "out"), suffixed(f, "saved")]);
-            if i >= self.first_param_layer && i < self.last() {
-                out.push(suffixed(f, "grad"));
-            }
         }
         out.extend(self.residuals.iter().map(|(_, _, sum)| sum.clone()));
+        out.extend(self.grad_buffers());
         out
+    }
+
+    fn grad_buffers(&self) -> impl Iterator<Item = Ident> {
+        (0..self.grad_slot_count).map(|slot| format_ident!("grad_{}", slot))
+    }
+
+    /// The gradient with respect to layer `j`'s output: `dy` (the loss's) for the last layer,
+    /// else its workspace buffer.
+    fn grad_of(&self, j: usize) -> TokenStream {
+        match self.grad_slots[j] {
+            None => quote!(dy),
+            Some(slot) => {
+                let g = format_ident!("grad_{}", slot);
+                quote!(&ws.#g)
+            }
+        }
+    }
+
+    /// The buffer layer `j`'s backward writes its input's gradient into (`j` > the first layer
+    /// with parameters).
+    fn grad_buffer_mut(&self, j: usize) -> TokenStream {
+        let slot = self.grad_slots[j].expect("a layer after the first with parameters has a gradient buffer");
+        let g = format_ident!("grad_{}", slot);
+        quote!(&mut ws.#g)
     }
 
     /// The residual blocks that end at layer `i`, innermost (latest first layer) first: each adds
@@ -233,30 +264,19 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
     for i in (n.first_param_layer..n.fields.len()).rev() {
         let f = &n.fields[i];
         let (input, o, s) = (n.input_of(i), suffixed(f, "out"), suffixed(f, "saved"));
-        let dy = if i == n.last() {
-            quote!(dy)
-        } else {
-            let g = suffixed(f, "grad");
-            quote!(&ws.#g)
-        };
+        let dy = n.grad_of(i);
         let dx = if i == n.first_param_layer {
             quote!(::core::option::Option::None)
         } else {
-            let g = suffixed(&n.fields[i - 1], "grad");
-            quote!(::core::option::Option::Some(&mut ws.#g))
+            let g = n.grad_buffer_mut(i - 1);
+            quote!(::core::option::Option::Some(#g))
         };
         let (lets, views) = n.gradient_views(i, sync);
         let (index, layer) = (lit(i), &n.access[i]);
         // A residual block starting here passes its output's gradient straight to its input too.
         let skips = n.residuals.iter().filter(|r| r.0 == i && i > n.first_param_layer).map(|(_, last, _)| {
-            let into = suffixed(&n.fields[i - 1], "grad");
-            let g = if *last == n.last() {
-                quote!(dy)
-            } else {
-                let g = suffixed(&n.fields[*last], "grad");
-                quote!(&ws.#g)
-            };
-            quote!(dev.add_assign(&mut ws.#into, #g)?;)
+            let (into, g) = (n.grad_buffer_mut(i - 1), n.grad_of(*last));
+            quote!(dev.add_assign(#into, #g)?;)
         });
         let kept = quote!((&#input, &ws.#o, &ws.#s));
         // A layer another is tied to adds to what that layer wrote earlier in this backward.

@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 
 use crate::comm::CommConfig;
-use crate::observe::{ObserveConfig, RunShape};
+use crate::memory::RunShape;
+use crate::observe::ObserveConfig;
 use overlap_plan::Schedule;
 
 use crate::optim::{AdamW, ChosenOptimizer, DecayOn, LrSchedule, Sgd};
@@ -270,14 +271,16 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
-    /// The size of the run this describes, as observation budgets it.
-    pub fn run_shape(&self) -> RunShape {
+    /// The size of the run this describes, as observation budgets it, with what each
+    /// micro-step keeps for backward (`memory::activation_bytes_of`).
+    pub fn run_shape(&self, activation_bytes: Option<usize>) -> RunShape {
         RunShape {
             steps: self.steps,
             batch: self.batch,
             accumulate: self.accumulate,
             optimizer_buffers: self.optimizer.buffers_per_param(),
             optimizer_shards: 1,
+            activation_bytes,
         }
     }
 

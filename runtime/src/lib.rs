@@ -17,6 +17,7 @@ pub mod idx;
 pub mod init;
 pub mod layer;
 pub mod loss;
+pub mod memory;
 pub mod model;
 pub mod observe;
 pub mod optim;

@@ -7,10 +7,11 @@
 
 use std::path::PathBuf;
 
-use overlap_plan::{sim_buckets, simulate_sharded, Link, Schedule, SimSharding, StepCosts, Width, ELEM_BYTES};
+use overlap_plan::{sim_buckets, simulate_sharded, Link, Schedule, SimSharding, StepCosts};
 
 use crate::comm::{CommMode, Communicator, Transport};
 use crate::error::Result;
+use crate::memory::{needed_bytes, optimizer_state_bytes, peak_rss_bytes, RunShape};
 use crate::process::console;
 use crate::profile::{self, Cluster};
 use crate::trace::{self, Memory, OverlapReport, PredictedStep, RunInfo, Span, StepBreakdown};
@@ -22,7 +23,6 @@ const DEFAULT_WINDOW: u64 = 100;
 /// `--accumulate`) lets the buffer grow in its first window instead, and keeps the size it grew to.
 const RESERVED_SPANS: usize = 1 << 18;
 
-/// The size of the run being observed: for the recording buffers and the memory estimate.
 /// How the overlap report is printed (rank 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ReportFormat {
@@ -61,20 +61,6 @@ impl ObserveConfig {
             || !self.simulate.is_empty()
     }
 }
-
-#[derive(Clone, Copy, Debug)]
-pub struct RunShape {
-    pub steps: u64,
-    pub batch: usize,
-    pub accumulate: usize,
-    /// Optimizer buffers per parameter element (0, 1 or 2).
-    pub optimizer_buffers: usize,
-    /// Ranks the optimizer state is sharded over (`CommConfig::shard_optimizer`); 1 when every
-    /// rank keeps all of it.
-    pub optimizer_shards: usize,
-}
-
-impl RunShape {}
 
 pub struct Observer<'a> {
     config: &'a ObserveConfig,
@@ -307,49 +293,6 @@ pub fn recording_bytes(config: &ObserveConfig, schedule: &Schedule, run: &RunSha
         window: of_every_rank(window_steps, span + trace::span::WORDS as u64 * 8),
         trace: if config.trace.is_some() { of_every_rank(run.steps, span) } else { Some(0) },
     }
-}
-
-/// Parameters, gradients, optimizer state and activations of one rank, in bytes; `None` when
-/// that does not even fit in the address space.
-pub fn needed_bytes(schedule: &Schedule, run: &RunShape) -> Option<usize> {
-    let params = schedule.total_bytes();
-    let state = optimizer_state_bytes(schedule, run)?;
-    // Each layer keeps its output and the gradient with respect to it, per sample.
-    let (mut width, mut per_sample) = (0usize, 0usize);
-    for layer in schedule.layers.iter() {
-        if let Width::Fixed { input, output } = layer.width {
-            per_sample = per_sample.checked_add(if width == 0 { input } else { 0 })?;
-            width = output;
-        }
-        per_sample = per_sample.checked_add(width.checked_mul(2)?)?;
-    }
-    let activations = run.batch.checked_mul(per_sample)?.checked_mul(ELEM_BYTES)?;
-    params.checked_mul(2)?.checked_add(state)?.checked_add(activations)
-}
-
-/// The optimizer state of the rank that keeps the most, in bytes: all of it, or when it is
-/// sharded over `run.optimizer_shards` ranks, rank 0's slices (the largest, by an element per
-/// bucket at most; see `overlap_plan::shard_of`).
-pub fn optimizer_state_bytes(schedule: &Schedule, run: &RunShape) -> Option<usize> {
-    let shards = run.optimizer_shards.max(1);
-    let elements = schedule.buckets.iter().map(|b| overlap_plan::shard_of(b.numel, shards, 0).len()).sum::<usize>();
-    run.optimizer_buffers.checked_mul(elements)?.checked_mul(ELEM_BYTES)
-}
-
-/// Memory the kernel says is available to new allocations (`MemAvailable`; Linux only).
-pub fn available_bytes() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
-/// This process's peak resident set size (`VmHWM` in `/proc/self/status`; Linux only).
-fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 /// `schedule` with each bucket's format as `comm` sends it (the schedule's `grad_comm`, or

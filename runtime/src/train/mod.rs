@@ -197,7 +197,7 @@ impl<'c> Trainer<'c> {
         let Trainer { comm, config, progress, held_out } = self;
         comm.apply(&config.comm)?;
         comm.agree_on_sharding(&M::SCHEDULE)?;
-        check(&config, &M::SCHEDULE, data, comm.world_size())?;
+        check::<M>(&config, data, comm.world_size())?;
         preflight::check_lendable(&config, comm, model)?;
         validation::check(&config, data, held_out.as_deref())?;
         // Held until the run ends: no other run saves into this folder meanwhile.
@@ -362,7 +362,8 @@ impl Run<'_> {
         }
         let (rank, world) = (comm.rank(), comm.world_size());
         let schedule = M::SCHEDULE;
-        let mut observer = Observer::start(&config.observe, config.run_shape(), comm, schedule.clone())?;
+        let activations = crate::memory::activation_bytes_of::<M>(config.batch, data.positions());
+        let mut observer = Observer::start(&config.observe, config.run_shape(activations), comm, schedule.clone())?;
         if let Some(device) = backend.describe() {
             observer.say(&format!("training {} on {device} per rank", schedule.model));
         }

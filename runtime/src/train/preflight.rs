@@ -11,13 +11,16 @@ use crate::comm::{CommMode, Communicator};
 use crate::config::{Device, TrainConfig};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
+use crate::memory::RunShape;
 use crate::model::DistributedModel;
 use crate::optim::ChosenOptimizer;
 use crate::process::output_paths::{self, identity};
 
 /// Settings that cannot run on `world` ranks, and a dataset that does not fit the model, refused
 /// before anything starts.
-pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Dataset, world: usize) -> Result<()> {
+pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Dataset, world: usize) -> Result<()> {
+    let schedule = &M::SCHEDULE;
+    let run = config.run_shape(crate::memory::activation_bytes_of::<M>(config.batch, data.positions()));
     let zero = [
         ("steps", config.steps == 0),
         ("batch", config.batch == 0),
@@ -69,12 +72,12 @@ pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Datas
     }
     check_sharding(config, schedule)?;
     if config.device == Device::Cpu {
-        check_memory(config, schedule)?;
+        check_memory(config, schedule, &run)?;
     } else if let Some(chosen) = schedule.grad_comm() {
         // Refused before the GPU is even opened: the same on machines without one.
         return Err(Error::GradCommOnGpu { model: schedule.model.to_string(), chosen });
     }
-    check_recording(config, schedule, world)?;
+    check_recording(config, schedule, &run, world)?;
     let Some((features, _)) = io_widths(schedule) else {
         return Err(Error::Config(format!("{} has no layer with fixed widths", schedule.model)));
     };
@@ -91,10 +94,10 @@ pub(super) fn check(config: &TrainConfig, schedule: &Schedule, data: &impl Datas
 
 /// Refuses, before allocating anything, a run whose parameters, gradients, optimizer state and
 /// activations cannot fit in the memory this machine has available (or in any address space).
-fn check_memory(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
+fn check_memory(config: &TrainConfig, schedule: &Schedule, run: &RunShape) -> Result<()> {
     const GIB: f64 = (1u64 << 30) as f64;
-    let needed = crate::observe::needed_bytes(schedule, &config.run_shape());
-    let available = crate::observe::available_bytes();
+    let needed = crate::memory::needed_bytes(schedule, run);
+    let available = crate::memory::available_bytes();
     match (needed, available) {
         (None, _) => Err(Error::Config(format!(
             "{} with a batch of {} samples per rank needs more memory than any machine can address",
@@ -114,12 +117,12 @@ fn check_memory(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
 
 /// Refuses recording that rank 0 could not hold: one window of every rank's spans (a huge
 /// `--report-every`, or `--accumulate`), or, with `--trace`, every span of the run.
-fn check_recording(config: &TrainConfig, schedule: &Schedule, world: usize) -> Result<()> {
+fn check_recording(config: &TrainConfig, schedule: &Schedule, run: &RunShape, world: usize) -> Result<()> {
     if !config.observe.records() {
         return Ok(());
     }
-    let needs = crate::observe::recording_bytes(&config.observe, schedule, &config.run_shape(), world);
-    let available = crate::observe::available_bytes();
+    let needs = crate::observe::recording_bytes(&config.observe, schedule, run, world);
+    let available = crate::memory::available_bytes();
     let beyond = |bytes: Option<u64>| match (bytes, available) {
         (None, _) => Some("more memory than any machine can address".to_string()),
         (Some(b), Some(a)) if b > a => {
