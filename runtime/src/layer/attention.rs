@@ -8,6 +8,7 @@ use overlap_plan::Width;
 
 use super::context::StepContext;
 use super::contract::{DeviceOp, Layer, ParamDef};
+use super::exp::exp;
 use super::linear::column_sums;
 use super::scratch::with_scratch;
 use crate::host::gemm::{gemm, MatRef};
@@ -53,15 +54,19 @@ fn scatter(src: &[f32], dst: &mut [f32], width: usize, (s, t, offset, hd): (usiz
 }
 
 /// Row `i` of the scores becomes the softmax of its first `i + 1` entries; the rest are zero.
+/// The exponentials are vectorised (`exp`), and so is their sum, in `LANES` partial sums.
 fn causal_softmax(scores: &mut [f32], t: usize) {
+    const LANES: usize = 8;
     for (i, row) in scores.chunks_exact_mut(t).enumerate() {
         let (allowed, masked) = row.split_at_mut(i + 1);
         let max = allowed.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0.0f32;
-        for p in allowed.iter_mut() {
-            *p = (*p - max).exp();
-            sum += *p;
+        allowed.iter_mut().for_each(|p| *p = exp(*p - max));
+        let mut lanes = [0.0f32; LANES];
+        let mut chunks = allowed.chunks_exact(LANES);
+        for chunk in &mut chunks {
+            lanes.iter_mut().zip(chunk).for_each(|(l, p)| *l += p);
         }
+        let sum = lanes.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>();
         let inv = 1.0 / sum;
         allowed.iter_mut().for_each(|p| *p *= inv);
         masked.fill(0.0);

@@ -10,6 +10,7 @@ mod attention;
 mod context;
 mod contract;
 mod embedding;
+mod exp;
 mod init_normal;
 mod layer_norm;
 mod linear;
