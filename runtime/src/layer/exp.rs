@@ -16,7 +16,7 @@ const LN2_LOW: f32 = -2.121_944_4e-4;
 /// Adding and subtracting `1.5·2^23` rounds a float of magnitude below `2^22` to an integer.
 const ROUND: f32 = 12_582_912.0;
 /// Cephes' `expf` polynomial `p`, highest degree first: `exp(r) ≈ 1 + r + r²·p(r)`.
-const P: [f32; 6] = [1.987_569_15e-4, 1.398_199_95e-3, 8.333_451_9e-3, 4.166_579_6e-2, 1.666_666_55e-1, 5.000_000_1e-1];
+const P: [f32; 6] = [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_6e-1, 0.5];
 
 /// `2^k` for `-75 <= k <= 64`, from its exponent bits.
 #[inline(always)]
