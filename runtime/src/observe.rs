@@ -172,6 +172,7 @@ impl<'a> Observer<'a> {
             peak_rss_mib: rss.iter().map(|&b| b as f64 / MIB).collect(),
             needed_mib: self.needed_bytes() as f64 / MIB,
             optimizer_state_mib: optimizer_state_bytes(&self.schedule, &self.run).unwrap_or(usize::MAX) as f64 / MIB,
+            activations_mib: self.run.activation_bytes.unwrap_or(usize::MAX) as f64 / MIB,
             optimizer_shards: self.run.optimizer_shards,
         };
         let all = std::mem::take(&mut self.breakdowns);

@@ -80,6 +80,8 @@ pub struct Memory {
     pub needed_mib: f64,
     /// The optimizer state of the rank that keeps the most, MiB.
     pub optimizer_state_mib: f64,
+    /// What a micro-step keeps from forward for backward (part of `needed_mib`), MiB.
+    pub activations_mib: f64,
     /// Ranks the optimizer state is sharded over; 1 when each keeps all of it.
     pub optimizer_shards: usize,
 }
@@ -363,6 +365,11 @@ impl fmt::Display for OverlapReport {
                 n => format!("sharded over {n} ranks"),
             };
             writeln!(f, "  optimizer state: {:.2} MiB per rank, {sharded}", m.optimizer_state_mib)?;
+            writeln!(
+                f,
+                "  activations: {:.2} MiB per rank: each layer's output and saved state, backward's gradient buffers",
+                m.activations_mib
+            )?;
         }
         if self.world_size > 1 {
             // FP32 runs keep their table; narrow ones say what travelled.
@@ -501,6 +508,27 @@ mod tests {
         assert_eq!(json["hidden_fraction"], 0.75);
         assert!(r.to_string().contains("75.0% of the all-reduce time"));
         assert!(OverlapReport::new(&[], &SCHEDULE, 2, CommMode::Overlap, None).is_none());
+    }
+
+    #[test]
+    fn memory_lines_give_the_peak_against_the_need_and_its_parts() {
+        let mut r =
+            OverlapReport::new(&[step(0, 0, 10, 4, 1), step(0, 1, 10, 4, 1)], &SCHEDULE, 2, CommMode::Overlap, None)
+                .unwrap();
+        r.memory = Some(Memory {
+            peak_rss_mib: vec![59.2, 61.0],
+            needed_mib: 50.0,
+            optimizer_state_mib: 6.25,
+            activations_mib: 36.5,
+            optimizer_shards: 2,
+        });
+        let text = r.to_string();
+        assert!(text.contains("peak RSS 61.0 MiB (largest rank) for 50.0 MiB of parameters"), "{text}");
+        assert!(text.contains("and activations: 1.22x"), "{text}");
+        assert!(text.contains("optimizer state: 6.25 MiB per rank, sharded over 2 ranks"), "{text}");
+        assert!(text.contains("activations: 36.50 MiB per rank"), "{text}");
+        let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(json["memory"]["activations_mib"], 36.5);
     }
 
     #[test]
