@@ -170,6 +170,7 @@ fn sizes_beyond_the_machine_are_refused_before_anything_is_allocated() {
     assert!(!ok && text.contains("needs more memory than any machine can address"), "{text}");
     let (ok, text) = mlp(&["--batch", "1000000", "--steps", "1"]);
     assert!(!ok && text.contains("GiB per rank") && text.contains("GiB available"), "{text}");
+    assert!(text.contains("64.0 GiB of activations, which a smaller --batch reduces"), "{text}");
     assert!(!text.contains("panicked"), "{text}");
     // A huge step count is a long run, not an allocation: it starts training.
     let mut run = Command::new(example("mlp"))

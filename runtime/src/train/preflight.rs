@@ -105,10 +105,12 @@ fn check_memory(config: &TrainConfig, schedule: &Schedule, run: &RunShape) -> Re
         ))),
         (Some(needed), Some(available)) if needed as u64 > available => Err(Error::Config(format!(
             "{} with a batch of {} samples per rank needs about {:.1} GiB per rank (parameters, gradients, \
-             optimizer state, activations); this machine has {:.1} GiB available",
+             optimizer state, and {:.1} GiB of activations, which a smaller `TrainConfig::batch` reduces); this \
+             machine has {:.1} GiB available",
             schedule.model,
             config.batch,
             needed as f64 / GIB,
+            run.activation_bytes.unwrap_or(0) as f64 / GIB,
             available as f64 / GIB
         ))),
         _ => Ok(()),
