@@ -2,24 +2,32 @@
 //! a model is one of these; buffers are reused across steps (resizing keeps the allocation).
 
 /// Row-major `rows x cols` matrix of `f32`.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default)]
 pub struct Matrix {
     rows: usize,
     cols: usize,
+    /// The first `rows * cols` values are the matrix; any after them are left from a larger
+    /// shape, so that a buffer shared by tensors of several shapes (backward's gradient
+    /// buffers) changes shape without clearing memory.
     data: Vec<f32>,
+}
+
+impl PartialEq for Matrix {
+    fn eq(&self, other: &Self) -> bool {
+        (self.rows, self.cols) == (other.rows, other.cols) && self.as_slice() == other.as_slice()
+    }
 }
 
 impl Clone for Matrix {
     fn clone(&self) -> Self {
-        Matrix { rows: self.rows, cols: self.cols, data: self.data.clone() }
+        Matrix { rows: self.rows, cols: self.cols, data: self.as_slice().to_vec() }
     }
 
     /// Reuses this matrix's allocation (the derived one would allocate anew): the generated
     /// forward copies each step's input this way.
     fn clone_from(&mut self, source: &Self) {
-        self.rows = source.rows;
-        self.cols = source.cols;
-        self.data.clone_from(&source.data);
+        self.resize(source.rows, source.cols);
+        self.as_mut_slice().copy_from_slice(source.as_slice());
     }
 }
 
@@ -34,12 +42,15 @@ impl Matrix {
         Matrix { rows, cols, data }
     }
 
-    /// Makes this a `rows x cols` matrix, reusing the allocation when it is large enough.
-    /// Contents are unspecified afterwards: callers overwrite every element.
+    /// Makes this a `rows x cols` matrix, reusing the allocation when it is large enough (and
+    /// then writing no memory). Contents are unspecified afterwards: callers overwrite every
+    /// element.
     pub fn resize(&mut self, rows: usize, cols: usize) {
         self.rows = rows;
         self.cols = cols;
-        self.data.resize(rows * cols, 0.0);
+        if self.data.len() < rows * cols {
+            self.data.resize(rows * cols, 0.0);
+        }
     }
 
     pub fn rows(&self) -> usize {
@@ -51,11 +62,11 @@ impl Matrix {
     }
 
     pub fn as_slice(&self) -> &[f32] {
-        &self.data
+        &self.data[..self.rows * self.cols]
     }
 
     pub fn as_mut_slice(&mut self) -> &mut [f32] {
-        &mut self.data
+        &mut self.data[..self.rows * self.cols]
     }
 
     pub fn row(&self, r: usize) -> &[f32] {
@@ -67,7 +78,9 @@ impl Matrix {
     }
 
     pub fn into_vec(self) -> Vec<f32> {
-        self.data
+        let mut data = self.data;
+        data.truncate(self.rows * self.cols);
+        data
     }
 
     /// `self = a + b`, element by element (resized to their shape): a residual connection's
@@ -75,7 +88,7 @@ impl Matrix {
     pub fn set_sum(&mut self, a: &Matrix, b: &Matrix) {
         assert_eq!((a.rows, a.cols), (b.rows, b.cols), "a residual sum needs equal shapes");
         self.resize(a.rows, a.cols);
-        for ((s, x), y) in self.data.iter_mut().zip(&a.data).zip(&b.data) {
+        for ((s, x), y) in self.as_mut_slice().iter_mut().zip(a.as_slice()).zip(b.as_slice()) {
             *s = x + y;
         }
     }
@@ -84,6 +97,29 @@ impl Matrix {
     /// gradient its block's first layer computed for the block's input.
     pub fn add_assign(&mut self, other: &Matrix) {
         assert_eq!((self.rows, self.cols), (other.rows, other.cols), "a skip gradient needs equal shapes");
-        self.data.iter_mut().zip(&other.data).for_each(|(s, x)| *s += x);
+        self.as_mut_slice().iter_mut().zip(other.as_slice()).for_each(|(s, x)| *s += x);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shape_change_within_the_allocation_keeps_it_and_only_the_shape_is_seen() {
+        let mut m = Matrix::from_vec(2, 3, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let at = m.as_slice().as_ptr();
+        m.resize(1, 2);
+        assert_eq!(m.as_slice(), &[1.0, 2.0]);
+        assert_eq!(m, Matrix::from_vec(1, 2, vec![1.0, 2.0]), "leftovers are not compared");
+        assert_eq!(m.clone().into_vec(), vec![1.0, 2.0]);
+        assert_eq!(m.clone().as_slice().len(), 2);
+        m.resize(3, 2);
+        assert_eq!((m.as_slice().as_ptr(), m.as_slice().len()), (at, 6), "no new allocation");
+        m.resize(4, 2);
+        assert_eq!(m.as_slice().len(), 8);
+        let mut copy = Matrix::default();
+        copy.clone_from(&Matrix::from_vec(1, 1, vec![7.0]));
+        assert_eq!(copy, Matrix::from_vec(1, 1, vec![7.0]));
     }
 }
