@@ -89,6 +89,8 @@ bench: deps
 	python3 compare/wire.py
 	# Sharded optimizer state against whole state: step ratio, all-gathers hidden in forward, memory.
 	python3 compare/sharding.py
+	# Peak RSS against what training needs (parameters, gradients, optimizer state, activations).
+	python3 compare/memory.py
 	# The timing claims make test leaves out: overlap hidden on an emulated link, the simulator's
 	# error, the profile-guided plan against DDP's caps (each prints its numbers and targets).
 	cargo test --release --test trace --test simulator -- --ignored --nocapture --test-threads 1
