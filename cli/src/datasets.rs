@@ -7,7 +7,6 @@ use std::path::Path;
 use overlap_runtime::data::SyntheticClassification;
 use overlap_runtime::text::CharText;
 use overlap_runtime::token_shards::{locate, TokenShards};
-use overlap_runtime::train::io_widths;
 use overlap_runtime::training_data::TrainingData;
 use overlap_runtime::{Dataset, DeviceOp, DistributedModel, Error, Result};
 
@@ -17,7 +16,7 @@ use crate::args::TrainArgs;
 /// names one), shaped for the model's input and output.
 pub(crate) fn training_data<M: DistributedModel>(args: &TrainArgs) -> Result<TrainingData> {
     let schedule = M::SCHEDULE;
-    let (features, classes) = io_widths(&schedule).ok_or_else(|| {
+    let (features, classes) = schedule.io_widths().ok_or_else(|| {
         Error::Config(format!("{} has no layer with fixed widths, so its input size is unknown", schedule.model))
     })?;
     if let Some(file) = &args.text {

@@ -44,7 +44,7 @@ pub struct Names<'s> {
 impl<'s> Names<'s> {
     pub fn new(model: &Model, schedule: &'s Schedule) -> Self {
         let ident = &model.item.ident;
-        let first_param_layer = schedule.layers.iter().position(|l| !l.params.is_empty()).unwrap_or(0);
+        let first_param_layer = schedule.first_layer_with_params();
         let spans: Vec<(usize, usize)> = model.residuals.iter().map(|r| (r.first, r.last)).collect();
         let (grad_slots, grad_slot_count) =
             overlap_plan::assign_grad_slots(model.fields.len(), first_param_layer, &spans);

@@ -108,6 +108,24 @@ impl Schedule {
             .flat_map(|(layer, l)| (0..l.params.len()).map(move |param| ParamRef { layer, param }))
     }
 
+    /// Input width of the first fixed-width layer and output width of the last one: what the
+    /// model reads and writes per row.
+    pub fn io_widths(&self) -> Option<(usize, usize)> {
+        let fixed = || {
+            self.layers.iter().filter_map(|l| match l.width {
+                Width::Fixed { input, output } => Some((input, output)),
+                Width::Preserving => None,
+            })
+        };
+        Some((fixed().next()?.0, fixed().next_back()?.1))
+    }
+
+    /// The first layer with parameters: backward stops there, since nothing before it has
+    /// gradients (0 when no layer has any).
+    pub fn first_layer_with_params(&self) -> usize {
+        self.layers.iter().position(|l| !l.params.is_empty()).unwrap_or(0)
+    }
+
     pub fn param_count(&self) -> usize {
         self.buckets.iter().map(|b| b.numel).fold(0, usize::saturating_add)
     }

@@ -62,13 +62,7 @@ pub fn activation_bytes(
     let layers = &schedule.layers;
     // Each layer's output width, following the widths through width-preserving layers.
     let mut widths = Vec::with_capacity(layers.len());
-    let mut width = match layers.iter().find_map(|l| match l.width {
-        Width::Fixed { input, .. } => Some(input),
-        Width::Preserving => None,
-    }) {
-        Some(input) => input,
-        None => return Some(0),
-    };
+    let Some((mut width, _)) = schedule.io_widths() else { return Some(0) };
     let mut per_row = width; // the input's copy
     for layer in layers.iter() {
         if let Width::Fixed { output, .. } = layer.width {
@@ -96,8 +90,7 @@ pub fn activation_bytes(
         }
     }
     per_row = per_row.checked_add(scratch_per_row)?;
-    let first_param_layer = layers.iter().position(|l| !l.params.is_empty()).unwrap_or(0);
-    let (slots, count) = assign_grad_slots(layers.len(), first_param_layer, residuals);
+    let (slots, count) = assign_grad_slots(layers.len(), schedule.first_layer_with_params(), residuals);
     let mut slot_widths = vec![0usize; count];
     for (slot, width) in slots.iter().zip(&widths) {
         if let Some(slot) = *slot {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use overlap_plan::{Schedule, Width};
+use overlap_plan::Schedule;
 
 use crate::checkpoint::{self, Position};
 use crate::comm::{CommMode, Communicator};
@@ -78,7 +78,7 @@ pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Datas
         return Err(Error::GradCommOnGpu { model: schedule.model.to_string(), chosen });
     }
     check_recording(config, schedule, &run, world)?;
-    let Some((features, _)) = io_widths(schedule) else {
+    let Some((features, _)) = schedule.io_widths() else {
         return Err(Error::Config(format!("{} has no layer with fixed widths", schedule.model)));
     };
     if data.features() != features {
@@ -243,17 +243,6 @@ fn changes(saved: &checkpoint::RunAbout, now: &checkpoint::RunAbout) -> Vec<Stri
         ));
     }
     changes
-}
-
-/// Input width of the first fixed-width layer and output width of the last one.
-pub fn io_widths(schedule: &Schedule) -> Option<(usize, usize)> {
-    let fixed = || {
-        schedule.layers.iter().filter_map(|l| match l.width {
-            Width::Fixed { input, output } => Some((input, output)),
-            Width::Preserving => None,
-        })
-    };
-    Some((fixed().next()?.0, fixed().next_back()?.1))
 }
 
 /// Settings that sharded optimizer state cannot run with, refused by name. Each rank updates its
