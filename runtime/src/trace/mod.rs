@@ -15,6 +15,7 @@ mod labels;
 // below the half that gathers and reports (`collect` uses a communicator).
 pub(crate) mod recorder;
 mod report;
+mod report_text;
 pub(crate) mod span;
 mod timeline;
 

@@ -1,0 +1,173 @@
+//! The overlap report as people read it: the step's time by part, what was hidden, the
+//! simulator's prediction, memory, and one line per bucket (`--report text`, the default). The
+//! figures themselves, and their JSON, are in `report`.
+
+use std::fmt;
+
+use overlap_plan::human_bytes;
+
+use super::report::OverlapReport;
+
+impl fmt::Display for OverlapReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "overlap report: {}, {} rank(s), {}{}, steps {}..={} ({} step{}; medians over steps of the mean over ranks)",
+            self.model,
+            self.world_size,
+            self.mode,
+            self.transport.map(|t| format!(" over {t}")).unwrap_or_default(),
+            self.first_step,
+            self.last_step,
+            self.steps,
+            if self.steps == 1 { "" } else { "s" },
+        )?;
+        if let Some(link) = &self.emulated_link {
+            writeln!(
+                f,
+                "EMULATED LINK: {link} (ring cost model; each all-reduce is held until it would have finished)"
+            )?;
+        }
+        let line = |f: &mut fmt::Formatter<'_>, name: &str, ms: f64, note: &str| {
+            writeln!(f, "{}", format!("  {name:<12}{ms:>9.2} ms  {note}").trim_end())
+        };
+        line(
+            f,
+            "step",
+            self.step_ms,
+            &format!(
+                "lower bound max(compute, all-reduce) = {:.2} ms; step is {:.1}% above it",
+                self.lower_bound_ms,
+                self.above_lower_bound * 100.0
+            ),
+        )?;
+        line(f, "forward", self.forward_ms, "")?;
+        line(f, "loss", self.loss_ms, "")?;
+        line(f, "backward", self.backward_ms, "")?;
+        line(f, "optimizer", self.optimizer_ms, "updates after the wait points (lent ones run in the all-reduce)")?;
+        if self.compression_ms > 0.0 {
+            line(
+                f,
+                "powersgd",
+                self.compression_ms,
+                "error feedback, factors and decompression on the compute thread",
+            )?;
+            line(f, "compute", self.compute_ms, "forward + loss + backward + optimizer + powersgd")?;
+        } else {
+            line(f, "compute", self.compute_ms, "forward + loss + backward + optimizer")?;
+        }
+        line(f, "all-reduce", self.all_reduce_ms, "sum over buckets, and lent updates, on the communication thread")?;
+        line(f, "exposed", self.exposed_ms, "compute thread blocked in wait points")?;
+        line(f, "other", self.other_ms, "step - compute - exposed: data loading, bookkeeping")?;
+        match self.hidden_fraction {
+            Some(h) => line(
+                f,
+                "hidden",
+                self.hidden_ms,
+                &format!("{:.1}% of the all-reduce time (1 - exposed / all-reduce)", h * 100.0),
+            )?,
+            None => writeln!(f, "  one rank: nothing to all-reduce")?,
+        }
+        if let Some(g) = &self.all_gather {
+            line(
+                f,
+                "all-gather",
+                g.all_gather_ms,
+                &format!(
+                    "sharded state, in forward: {:.2} ms waited there, {:.1}% hidden (included above)",
+                    g.waited_ms,
+                    g.hidden_fraction * 100.0
+                ),
+            )?;
+        }
+        if let Some(p) = &self.predicted {
+            writeln!(
+                f,
+                "  simulator, from this run's layer times and link: step {:.2} ms ({:+.1}% off), all-reduce {:.2} ms, exposed {:.2} ms",
+                p.step_ms,
+                (p.step_ms / self.step_ms - 1.0) * 100.0,
+                p.all_reduce_ms,
+                p.exposed_ms
+            )?;
+            if p.all_gather_ms > 0.0 {
+                writeln!(
+                    f,
+                    "  simulator, all-gathers in forward: {:.2} ms, {:.2} ms waited there",
+                    p.all_gather_ms, p.gather_exposed_ms
+                )?;
+            }
+        }
+        if let Some(m) = &self.memory {
+            let peak = m.peak_rss_mib.iter().copied().fold(0.0, f64::max);
+            writeln!(
+                f,
+                "  memory: peak RSS {:.1} MiB (largest rank) for {:.1} MiB of parameters, gradients, optimizer state \
+                 and activations: {:.2}x",
+                peak,
+                m.needed_mib,
+                peak / m.needed_mib.max(f64::MIN_POSITIVE)
+            )?;
+            let sharded = match m.optimizer_shards {
+                1 => "whole on every rank".to_string(),
+                n => format!("sharded over {n} ranks"),
+            };
+            writeln!(f, "  optimizer state: {:.2} MiB per rank, {sharded}", m.optimizer_state_mib)?;
+            writeln!(
+                f,
+                "  activations: {:.2} MiB per rank: each layer's output and saved state, backward's gradient buffers",
+                m.activations_mib
+            )?;
+        }
+        if self.world_size > 1 {
+            // FP32 runs keep their table; narrow ones say what travelled.
+            let narrow = self.buckets.iter().any(|b| b.wire_bytes != b.bytes);
+            if narrow {
+                let (sent, full) = self.buckets.iter().fold((0, 0), |(s, t), b| (s + b.wire_bytes, t + b.bytes));
+                let how = if self.buckets.iter().any(|b| b.wire_format.starts_with("rank")) {
+                    "PowerSGD's factors, median step"
+                } else {
+                    "summed in FP32"
+                };
+                writeln!(
+                    f,
+                    "  on the wire: {} per rank for {} of FP32 gradients, {:.2}x fewer bytes ({how})",
+                    human_bytes(sent),
+                    human_bytes(full),
+                    full as f64 / sent.max(1) as f64
+                )?;
+            }
+            let wire_header = if narrow { "      on the wire" } else { "" };
+            writeln!(f, "  bucket        bytes{wire_header}  launched after       all-reduce       busbw     exposed")?;
+            for b in &self.buckets {
+                let wire = if narrow {
+                    format!("{:>17}", format!("{} {}", b.wire_format, human_bytes(b.wire_bytes)))
+                } else {
+                    String::new()
+                };
+                writeln!(
+                    f,
+                    "  b{:<4}{:>12}{wire}  {:<18}{:>9.2} ms{:>8.2} GB/s{:>9.2} ms",
+                    b.bucket,
+                    human_bytes(b.bytes),
+                    b.launched_after,
+                    b.all_reduce_ms,
+                    b.bus_bandwidth_gb_s,
+                    b.exposed_ms
+                )?;
+            }
+            let slowest: Vec<String> = self
+                .ranks
+                .iter()
+                .filter(|r| r.slowest_in_steps > 0)
+                .map(|r| format!("rank {} in {} step(s) (compute {:.2} ms)", r.rank, r.slowest_in_steps, r.compute_ms))
+                .collect();
+            writeln!(
+                f,
+                "  slowest rank: {}; median gap to the fastest {:.2} ms, which the others spend waiting",
+                slowest.join(", "),
+                self.straggler_gap_ms
+            )?;
+        }
+        Ok(())
+    }
+}
