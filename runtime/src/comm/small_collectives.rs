@@ -1,6 +1,6 @@
 //! The job's small collectives, outside the gradients' path: rank 0's values to every rank
-//! (NCCL's unique id, a resumed checkpoint), metrics summed over ranks (the loss), gathers to
-//! rank 0 (checkpoint shards, profiles), barriers, and the start-up agreements that must fail
+//! (the initial parameters, NCCL's unique id), metrics summed over ranks (the loss), gathers to
+//! rank 0 (checkpoint shards, trace spans), barriers, and the start-up agreements that must fail
 //! on every rank rather than hang (the schedule's fingerprint, wire formats, sharding).
 
 use overlap_plan::Schedule;
