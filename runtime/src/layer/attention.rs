@@ -9,6 +9,7 @@ use overlap_plan::Width;
 use super::context::StepContext;
 use super::contract::{DeviceOp, Layer, ParamDef};
 use super::exp::exp;
+use super::lanes::{self, LANES};
 use super::linear::column_sums;
 use super::scratch::with_scratch;
 use crate::host::gemm::{gemm, MatRef};
@@ -54,22 +55,23 @@ fn scatter(src: &[f32], dst: &mut [f32], width: usize, (s, t, offset, hd): (usiz
 }
 
 /// Row `i` of the scores becomes the softmax of its first `i + 1` entries; the rest are zero.
-/// The exponentials are vectorised (`exp`), and so is their sum, in `LANES` partial sums.
+/// The exponentials run over the allowed entries rounded up to whole vectors of `LANES` (the
+/// extra ones then zeroed), so that no row ends in a scalar loop; the maximum and the sum are
+/// `lanes` reductions.
 fn causal_softmax(scores: &mut [f32], t: usize) {
-    const LANES: usize = 8;
     for (i, row) in scores.chunks_exact_mut(t).enumerate() {
-        let (allowed, masked) = row.split_at_mut(i + 1);
-        let max = allowed.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        allowed.iter_mut().for_each(|p| *p = exp(*p - max));
-        let mut lanes = [0.0f32; LANES];
-        let mut chunks = allowed.chunks_exact(LANES);
-        for chunk in &mut chunks {
-            lanes.iter_mut().zip(chunk).for_each(|(l, p)| *l += p);
+        let allowed = i + 1;
+        let max = lanes::max(&row[..allowed]);
+        let (active, masked) = row.split_at_mut(allowed.next_multiple_of(LANES).min(t));
+        let mut blocks = active.chunks_exact_mut(LANES);
+        for block in &mut blocks {
+            block.iter_mut().for_each(|p| *p = exp(*p - max));
         }
-        let sum = lanes.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>();
-        let inv = 1.0 / sum;
-        allowed.iter_mut().for_each(|p| *p *= inv);
+        blocks.into_remainder().iter_mut().for_each(|p| *p = exp(*p - max));
+        active[allowed..].fill(0.0);
         masked.fill(0.0);
+        let inv = 1.0 / lanes::sum(active);
+        active[..allowed].iter_mut().for_each(|p| *p *= inv);
     }
 }
 
@@ -212,7 +214,7 @@ impl<const D: usize, const H: usize> Layer for CausalSelfAttention<D, H> {
                     gemm(1.0, dyh_m, MatRef::row_major(v, t, hd).t(), 0.0, ds, t, t);
                     gemm(1.0, p.t(), dyh_m, 0.0, dv, t, hd);
                     for (ds_row, p_row) in ds.chunks_exact_mut(t).zip(probs.chunks_exact(t)) {
-                        let dot: f32 = ds_row.iter().zip(p_row).map(|(d, p)| d * p).sum();
+                        let dot = lanes::dot(ds_row, p_row);
                         for (d, p) in ds_row.iter_mut().zip(p_row) {
                             *d = p * (*d - dot) * scale;
                         }

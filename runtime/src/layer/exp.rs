@@ -5,6 +5,8 @@
 //! powers of two written into exponent bits, so that subnormal results round once and overflow
 //! gives infinity. Within 2 ulps of the correctly rounded value (`tests`); libm's is within 1.
 
+use super::lanes::mul_add;
+
 /// Inputs are clamped to this range, outside which `e^x` rounds to 0 or overflows in f32 alike.
 const LOW: f32 = -104.0;
 const HIGH: f32 = 89.0;
@@ -33,7 +35,7 @@ pub(crate) fn exp(x: f32) -> f32 {
     let r = c - k * LN2_HIGH - k * LN2_LOW;
     let mut p = P[0];
     for &a in &P[1..] {
-        p = p * r + a;
+        p = mul_add(p, r, a);
     }
     let e_r = p * r * r + r + 1.0;
     // k lies in [-150, 128]: halves of it are normal powers of two, and the first product exact.

@@ -5,6 +5,7 @@ use overlap_plan::{ReadyOrder, Width};
 
 use super::context::StepContext;
 use super::contract::{DeviceOp, Layer, ParamDef};
+use super::lanes;
 use super::scratch::with_scratch;
 use super::weight_bias::{assert_not_lent, weight_or_bias};
 use crate::init::InitRng;
@@ -83,8 +84,8 @@ impl<const D: usize> Layer for LayerNorm<D> {
         for r in 0..rows {
             let x = input.row(r);
             // Two passes: subtracting the mean first avoids the cancellation of E[x²] - E[x]².
-            let mean = x.iter().sum::<f32>() / n;
-            let var = x.iter().map(|&v| (v - mean) * (v - mean)).sum::<f32>() / n;
+            let mean = lanes::sum(x) / n;
+            let var = lanes::squared_deviations(x, mean) / n;
             let rstd = 1.0 / (var + EPS).sqrt();
             saved.mean[r] = mean;
             saved.rstd[r] = rstd;

@@ -12,6 +12,7 @@ mod contract;
 mod embedding;
 mod exp;
 mod init_normal;
+mod lanes;
 mod layer_norm;
 mod linear;
 mod scratch;

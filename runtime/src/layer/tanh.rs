@@ -5,6 +5,8 @@
 //! round worse than `x` does. Within 8 ulps of the correctly rounded value everywhere, 0.74 on
 //! average (`tests`); libm's is within 2.
 
+use super::lanes::mul_add;
+
 /// Beyond this, tanh rounds to ±1 in f32.
 const CLAMP: f32 = 7.998_811_7;
 /// Below this, tanh(x) is x in f32.
@@ -22,11 +24,11 @@ pub(crate) fn tanh(x: f32) -> f32 {
     let x2 = c * c;
     let mut p = ALPHA[6];
     for &a in ALPHA[..6].iter().rev() {
-        p = p * x2 + a;
+        p = mul_add(p, x2, a);
     }
     let mut q = BETA[3];
     for &b in BETA[..3].iter().rev() {
-        q = q * x2 + b;
+        q = mul_add(q, x2, b);
     }
     let r = c * p / q;
     if x.abs() < TINY {
