@@ -113,7 +113,8 @@ train_gpt() {
     local gpt=$root/release/examples/gpt flags=(--text "$root/gpu-check.sh" --eval-every 10 --eval-batches 2)
     local cpu gpu log rc=0
     cpu=$("$gpt" "${flags[@]}" --steps 1 --report off | awk '/^step +1 +loss/ { print $4 }')
-    log=$("$gpt" "${flags[@]}" --device cuda --steps "$STEPS" --log-every 10 --report json) || rc=$?
+    # With --report json the JSON alone goes to stdout; the step lines go to stderr.
+    log=$("$gpt" "${flags[@]}" --device cuda --steps "$STEPS" --log-every 10 --report json 2>&1) || rc=$?
     echo "$log"
     ((rc == 0)) || return $rc
     gpu=$(awk '/^step +1 +loss/ { print $4 }' <<<"$log")

@@ -427,6 +427,25 @@ fn clipping_by_the_global_norm_matches_the_cpu() {
     }
 }
 
+/// The tied weight's gradient slot over many steps: each step's first backward writes the
+/// head's contribution over the last step's sums, which stay in the bucket, and the embedding's
+/// rows are added to it (a head that added would train on every earlier step's gradients too).
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn a_tied_language_model_trains_on_the_gpu_as_on_the_cpu() {
+    let dir = common::scratch("cuda-tied-text");
+    let text = dir.path().join("text.txt");
+    let words = ["abc", "bad", "cafe", "fig", "hid", "jab", "dig", "ice"];
+    let line: Vec<&str> = (0..600).map(|i| words[(i * 5 + i / 7) % words.len()]).collect();
+    std::fs::write(&text, line.join(" ")).unwrap();
+    for optimizer in ["sgd", "adamw"] {
+        let extra = ["--optimizer", optimizer, "--text", text.to_str().unwrap(), "--batch", "4"];
+        let cpu = train::<TiedLm>("cpu", 20, &extra);
+        let gpu = train::<TiedLm>("cuda", 20, &extra);
+        assert_params_close(&gpu, &cpu, 1e-3, &format!("{optimizer}, tied head, GPU vs CPU after 20 steps"));
+    }
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
 fn four_micro_steps_equal_one_step_on_four_times_the_batch_on_the_gpu() {

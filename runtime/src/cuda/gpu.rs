@@ -87,6 +87,20 @@ impl Gpu {
         }
         // Loads cuBLAS, NVRTC and NCCL from wherever they are, or lists where they were sought.
         let located = libraries::prepare().map_err(Error::Cuda)?;
+        // CUDA 13's libraries fail inside their first call on a driver of CUDA 12 (before 580).
+        if let (Some((release, found)), Some(driver)) = (located.cuda_release(), driver_cuda_version()) {
+            if driver < (release, 0) {
+                return Err(Error::Cuda(format!(
+                    "{} ({}) is CUDA {release}'s, but the NVIDIA driver supports CUDA {}.{}: update the driver \
+                     (CUDA 13 needs 580 or later), or put CUDA {}'s libraries first on LD_LIBRARY_PATH",
+                    found.library,
+                    found.path.display(),
+                    driver.0,
+                    driver.1,
+                    driver.0
+                )));
+            }
+        }
         // SAFETY: only tries to open the library by its usual names; no symbol is called.
         if !unsafe { cudarc::cublas::sys::is_culib_present() } {
             return Err(Error::Cuda(format!("cuBLAS was found but cudarc cannot open it:\n{located}")));

@@ -183,6 +183,14 @@ impl Located {
         self.found.iter().find(|f| f.library == what)
     }
 
+    /// The newest CUDA release a found library was built for, from its soname
+    /// (`libcublas.so.13`: 13), with that library: its driver must support that release. NCCL's
+    /// soname numbers its own releases and is left out.
+    pub fn cuda_release(&self) -> Option<(i32, &Found)> {
+        let release = |f: &Found| f.path.file_name()?.to_str()?.rsplit_once(".so.")?.1.parse::<i32>().ok();
+        self.found.iter().filter(|f| f.library != "NCCL").filter_map(|f| Some((release(f)?, f))).max_by_key(|&(r, _)| r)
+    }
+
     /// Fails with every missing library, where the search looked and what provides each.
     pub fn require_all(&self) -> Result<(), String> {
         if self.missing.is_empty() {

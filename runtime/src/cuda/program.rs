@@ -303,8 +303,9 @@ impl Compute<Cuda> for GpuExec<'_> {
             .span(gpu, activity, |gpu| ops::project(gpu, (input, output, rows), x.view(), w, &mut y.view_mut()))
     }
 
-    /// The tied weight's gradient gets `dyᵀ·x` added (its slot arrives cleared on a step's first
-    /// contribution), `dx = dy·W`.
+    /// The tied weight's gradient slot gets `dyᵀ·x`, written on a step's first backward
+    /// (`accumulate` false: the slot still holds the last step's sums, which `clear` leaves) and
+    /// added on later micro-steps; the embedding then adds its rows. `dx = dy·W`.
     fn backward_tied<L: TiedLayer, W: Layer>(
         &mut self,
         index: usize,
@@ -314,10 +315,11 @@ impl Compute<Cuda> for GpuExec<'_> {
         (x, _, _): (&GpuTensor, &GpuTensor, &GpuSaved),
         dy: &GpuTensor,
         grad: &mut CudaViewMut<'_, f32>,
-        _accumulate: bool,
+        accumulate: bool,
         mut dx: Option<&mut GpuTensor>,
     ) -> Result<()> {
         let DeviceOp::TiedHead { input, output } = L::DEVICE_OP else { return Err(unsupported::<L>()) };
+        let beta = if accumulate { 1.0 } else { 0.0 };
         let (gpu, rows) = (self.gpu, ctx.row_count());
         if let Some(dx) = dx.as_deref_mut() {
             dx.resize(gpu, rows, input)?;
@@ -326,7 +328,7 @@ impl Compute<Cuda> for GpuExec<'_> {
         let activity = Activity::Backward { layer: index as u32 };
         self.step.timeline.span(gpu, activity, |gpu| {
             let mut dx = dx.map(GpuTensor::view_mut);
-            ops::project_backward(gpu, (input, output, rows), (x.view(), w, dy.view()), (grad, 1.0), dx.as_mut())
+            ops::project_backward(gpu, (input, output, rows), (x.view(), w, dy.view()), (grad, beta), dx.as_mut())
         })
     }
 
@@ -342,8 +344,9 @@ impl Compute<Cuda> for GpuExec<'_> {
 
 impl<M> Launch<M, Cuda> for GpuExec<'_> {
     fn grad_scale(&self, micro_steps: usize) -> f32 {
-        let reducing = if self.step.mode == CommMode::Skip { 1 } else { self.step.world_size };
-        grad_scale(reducing, micro_steps)
+        // As the CPU's: `--compute-only` skips the sums, not the averaging, so that both
+        // devices update alike in every mode.
+        grad_scale(self.step.world_size, micro_steps)
     }
 
     fn begin_step(&mut self) {

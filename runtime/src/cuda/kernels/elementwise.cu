@@ -7,14 +7,14 @@
 
 extern "C" __global__ void bias_add_rows(float* y, const float* bias, int rows, int cols) {
     int n = rows * cols;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         y[i] += bias[i % cols];
     }
 }
 
 // dbias[c] (+)= sum over rows of dy[r, c]: one thread per column.
 extern "C" __global__ void bias_grad(float* dbias, const float* dy, int rows, int cols, int accumulate) {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += blockDim.x * gridDim.x) {
+    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += (long long)blockDim.x * gridDim.x) {
         float sum = 0.0f;
         for (int r = 0; r < rows; ++r) {
             sum += dy[r * cols + c];
@@ -24,20 +24,20 @@ extern "C" __global__ void bias_grad(float* dbias, const float* dy, int rows, in
 }
 
 extern "C" __global__ void relu_forward(float* y, const float* x, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         y[i] = x[i] > 0.0f ? x[i] : 0.0f;
     }
 }
 
 extern "C" __global__ void relu_backward(float* dx, const float* x, const float* dy, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
     }
 }
 
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 extern "C" __global__ void gelu_forward(float* y, const float* x, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         float v = x[i];
         float t = tanhf(SQRT_2_OVER_PI * (v + GELU_CUBIC * v * v * v));
         y[i] = 0.5f * v * (1.0f + t);
@@ -45,7 +45,7 @@ extern "C" __global__ void gelu_forward(float* y, const float* x, int n) {
 }
 
 extern "C" __global__ void gelu_backward(float* dx, const float* x, const float* dy, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         float v = x[i];
         float t = tanhf(SQRT_2_OVER_PI * (v + GELU_CUBIC * v * v * v));
         float dt = (1.0f - t * t) * SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_CUBIC * v * v);
@@ -54,40 +54,40 @@ extern "C" __global__ void gelu_backward(float* dx, const float* x, const float*
 }
 
 extern "C" __global__ void tanh_forward(float* y, const float* x, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         y[i] = tanhf(x[i]);
     }
 }
 
 // From the saved output: d tanh = 1 - y^2.
 extern "C" __global__ void tanh_backward(float* dx, const float* y, const float* dy, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         dx[i] = dy[i] * (1.0f - y[i] * y[i]);
     }
 }
 
 extern "C" __global__ void sigmoid_forward(float* y, const float* x, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         y[i] = 1.0f / (1.0f + expf(-x[i]));
     }
 }
 
 // From the saved output: d sigmoid = y (1 - y).
 extern "C" __global__ void sigmoid_backward(float* dx, const float* y, const float* dy, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         dx[i] = dy[i] * y[i] * (1.0f - y[i]);
     }
 }
 
 // Residual blocks: y = a + b (the block's output), and y += a (its skip gradient).
 extern "C" __global__ void add(float* y, const float* a, const float* b, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         y[i] = a[i] + b[i];
     }
 }
 
 extern "C" __global__ void add_into(float* y, const float* a, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         y[i] += a[i];
     }
 }

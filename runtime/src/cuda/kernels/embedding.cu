@@ -4,7 +4,7 @@
 // y[r, :] = w[ids[r], :]
 extern "C" __global__ void embedding_forward(float* y, const float* ids, const float* w, int rows, int d) {
     int n = rows * d;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         int r = i / d;
         y[i] = w[(int)ids[r] * d + (i - r * d)];
     }
@@ -14,7 +14,7 @@ extern "C" __global__ void embedding_forward(float* y, const float* ids, const f
 // when not accumulating).
 extern "C" __global__ void embedding_backward(float* dw, const float* ids, const float* dy, int rows, int d) {
     int n = rows * d;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         int r = i / d;
         atomicAdd(&dw[(int)ids[r] * d + (i - r * d)], dy[i]);
     }
@@ -23,7 +23,7 @@ extern "C" __global__ void embedding_backward(float* dw, const float* ids, const
 // y[r, :] = x[r, :] + w[r % positions, :]
 extern "C" __global__ void position_forward(float* y, const float* x, const float* w, int rows, int positions, int d) {
     int n = rows * d;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         int r = i / d;
         y[i] = x[i] + w[(r % positions) * d + (i - r * d)];
     }
@@ -33,7 +33,7 @@ extern "C" __global__ void position_forward(float* y, const float* x, const floa
 extern "C" __global__ void position_backward(
     float* dw, const float* dy, int sequences, int positions, int d, int accumulate) {
     int n = positions * d;
-    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += blockDim.x * gridDim.x) {
+    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < n; j += (long long)blockDim.x * gridDim.x) {
         float sum = 0.0f;
         for (int s = 0; s < sequences; ++s) {
             sum += dy[s * n + j];

@@ -76,7 +76,7 @@ extern "C" __global__ void layer_norm_backward_input(
 extern "C" __global__ void layer_norm_backward_params(
     float* dgamma, float* dbeta, const float* x, const float* dy, const float* mean, const float* rstd, int rows, int d,
     int accumulate) {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < d; c += blockDim.x * gridDim.x) {
+    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < d; c += (long long)blockDim.x * gridDim.x) {
         float sum_gamma = 0.0f, sum_beta = 0.0f;
         for (int r = 0; r < rows; ++r) {
             float g = dy[(size_t)r * d + c];

@@ -6,7 +6,7 @@
 extern "C" __global__ void sgd_update(
     float* value, float* momentum_buffer, const float* grad, int n, float lr, float momentum, float dampening,
     float weight_decay, int nesterov, int first, float grad_scale) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         float g = grad[i] * grad_scale + weight_decay * value[i];
         if (momentum != 0.0f) {
             float b = first ? g : momentum * momentum_buffer[i] + (1.0f - dampening) * g;
@@ -36,7 +36,7 @@ extern "C" __global__ void adamw_update(
     float* value, float* exp_avg, float* exp_avg_sq, const float* grad, int n, float decay, float lerp_weight,
     float beta2, float one_minus_beta2, float inv_bias_correction2_sqrt, float eps, float neg_step_size,
     float grad_scale) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         float g = __fmul_rn(grad[i], grad_scale);
         float m = exp_avg[i];
         float d = __fsub_rn(g, m);
@@ -57,7 +57,7 @@ extern "C" __global__ void adamw_update(
 extern "C" __global__ void sum_squares(const float* x, int n, double* partials) {
     __shared__ double sums[256];
     double s = 0.0;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         double v = (double)x[i];
         s += v * v;
     }

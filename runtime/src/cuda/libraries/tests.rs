@@ -123,3 +123,22 @@ fn the_nccl_link_points_at_the_library_found_and_is_replaced_when_it_moves() {
     let dir = nccl_link_in(&machine.path().join("links"), &second).unwrap();
     assert_eq!(std::fs::read_link(dir.join("libnccl.so")).unwrap(), second);
 }
+
+#[test]
+fn the_cuda_release_the_libraries_need_is_read_from_their_sonames() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new) = (dir.path().join("old"), dir.path().join("new"));
+    touch(&old, &["libcublasLt.so.12", "libcublas.so.12", "libnvrtc.so.12", "libnccl.so.2"]);
+    touch(&new, &["libnvrtc.so.13"]);
+    let search = |dirs: &[&Path]| SearchEnv {
+        ld_library_path: Some(std::env::join_paths(dirs).unwrap()),
+        ..SearchEnv::default()
+    };
+    let twelve = locate(&search(&[&old]));
+    assert_eq!(twelve.cuda_release().map(|(r, _)| r), Some(12));
+    let mixed = locate(&search(&[&new, &old]));
+    let (release, found) = mixed.cuda_release().unwrap();
+    assert_eq!((release, found.library), (13, "NVRTC"));
+    let none = locate(&SearchEnv::default());
+    assert_eq!(none.cuda_release().map(|(r, _)| r), None);
+}
