@@ -33,6 +33,17 @@ pub struct GradBucket {
     /// All-reduced, or reduce-scattered with its lent parameters updated in this rank's shard
     /// alone (sharded optimizer state; see `lend_sharded`).
     sharding: Sharding,
+    /// Clipping's part of the norm, measured on the communication thread as the sums arrive
+    /// (see `measure_norm_on_arrival`).
+    norm: ArrivalNorm,
+}
+
+/// A bucket's squared norm taken where its sums arrive, in cache, instead of on the compute
+/// thread after the step's last wait point: the clip there then only adds the buckets' figures.
+#[derive(Clone, Copy, Debug, Default)]
+struct ArrivalNorm {
+    asked: bool,
+    measured: Option<f64>,
 }
 
 /// How a bucket's sums reach the parameters.
@@ -56,6 +67,7 @@ impl GradBucket {
             wire: WireFormat::Fp32,
             low_rank: None,
             sharding: Sharding::Whole,
+            norm: ArrivalNorm::default(),
         }
     }
 
@@ -77,6 +89,7 @@ impl GradBucket {
             wire: WireFormat::Fp32,
             low_rank: None,
             sharding: Sharding::Whole,
+            norm: ArrivalNorm::default(),
         }
     }
 
@@ -148,8 +161,24 @@ impl GradBucket {
     pub(crate) fn clip_sum_of_squares(&self) -> f64 {
         if self.lent.awaits_clip() {
             self.lent.stashed_sum_of_squares()
+        } else if let Some(measured) = self.norm.measured {
+            measured
         } else {
             crate::optim::sum_of_squares(&self.data)
+        }
+    }
+
+    /// Asks the communication thread to measure the sums' squared norm as they arrive (the run
+    /// clips, and nothing is lent: the update waits for the global norm).
+    pub(crate) fn measure_norm_on_arrival(&mut self) {
+        self.norm.asked = true;
+    }
+
+    /// On the communication thread, once the sums are in `data`: measures them when asked. The
+    /// same function over the same floats as `clip_sum_of_squares` would run, so the same value.
+    pub(crate) fn arrived(&mut self) {
+        if self.norm.asked && self.lent.is_empty() {
+            self.norm.measured = Some(crate::optim::sum_of_squares(&self.data));
         }
     }
 
@@ -210,6 +239,7 @@ impl GradBucket {
     /// calls it after an update that ran after the wait point; lent updates clear as they go.
     pub fn clear(&mut self) {
         self.data.fill(0.0);
+        self.norm = ArrivalNorm::default();
         // A low-rank bucket starts the next step from this rank's errors (see `low_rank`).
         if let Some(state) = self.low_rank.as_deref_mut() {
             state.restore_aside(&mut self.data);
@@ -370,6 +400,24 @@ mod tests {
         c.fill(2.0);
         assert_eq!(b.as_slice(), &[0.0, 1.0, 1.0, 0.0, 0.0, 2.0, 2.0, 2.0, 0.0, 0.0]);
         assert_eq!(b.view(5, 3), &[2.0; 3]);
+    }
+
+    #[test]
+    fn the_norm_taken_on_arrival_is_the_one_the_clip_would_take_and_lasts_one_step() {
+        let mut b = GradBucket::zeros(0, 5);
+        b.views_mut([(0, 5)])[0].copy_from_slice(&[3.0, -4.0, 0.5, 1e-3, 2.0]);
+        let direct = crate::optim::sum_of_squares(b.as_slice());
+        b.arrived();
+        assert!(b.norm.measured.is_none(), "measured unasked");
+        b.measure_norm_on_arrival();
+        b.arrived();
+        assert_eq!(b.norm.measured.map(f64::to_bits), Some(direct.to_bits()));
+        // The clip reads the figure, not the data: changed data would show a stale one.
+        b.views_mut([(0, 1)])[0][0] = 30.0;
+        assert_eq!(b.clip_sum_of_squares().to_bits(), direct.to_bits());
+        b.clear();
+        assert!(b.norm.measured.is_none() && !b.norm.asked, "the next step measures afresh");
+        assert_eq!(b.clip_sum_of_squares(), 0.0);
     }
 
     #[test]

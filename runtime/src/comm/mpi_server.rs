@@ -173,6 +173,9 @@ fn serve_requests(
                 if !reduced {
                     abort(world);
                 }
+                if sharding == Sharding::Whole {
+                    bucket.arrived();
+                }
                 // One rank's bucket is not sharded here: its wait point clips it.
                 let awaits_clip = sharding == Sharding::Sharded && bucket.data_and_lent().1.awaits_clip();
                 if let Some(link) = &link {

@@ -257,11 +257,14 @@ impl<M: ParamVecs, O: Optimizer> Launch<M, Host> for HostLaunch<'_, O> {
     fn launch(
         &mut self,
         _index: usize,
-        bucket: GradBucket,
+        mut bucket: GradBucket,
         members: &[BucketMember],
         model: &mut M,
         grad_scale: f32,
     ) -> std::result::Result<InFlight, Infallible> {
+        if self.optimizer.grad_clip().is_some() && !self.comm.shards_optimizer() {
+            bucket.measure_norm_on_arrival();
+        }
         Ok(self.comm.all_reduce_and_update(
             bucket,
             lendable(members, self.optimizer, self.comm),
