@@ -40,10 +40,12 @@ pub struct GradBucket {
 
 /// A bucket's squared norm taken where its sums arrive, in cache, instead of on the compute
 /// thread after the step's last wait point: the clip there then only adds the buckets' figures.
-#[derive(Clone, Copy, Debug, Default)]
-struct ArrivalNorm {
-    asked: bool,
-    measured: Option<f64>,
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+enum ArrivalNorm {
+    #[default]
+    Unasked,
+    Asked,
+    Measured(f64),
 }
 
 /// How a bucket's sums reach the parameters.
@@ -161,7 +163,7 @@ impl GradBucket {
     pub(crate) fn clip_sum_of_squares(&self) -> f64 {
         if self.lent.awaits_clip() {
             self.lent.stashed_sum_of_squares()
-        } else if let Some(measured) = self.norm.measured {
+        } else if let ArrivalNorm::Measured(measured) = self.norm {
             measured
         } else {
             crate::optim::sum_of_squares(&self.data)
@@ -171,14 +173,14 @@ impl GradBucket {
     /// Asks the communication thread to measure the sums' squared norm as they arrive (the run
     /// clips, and nothing is lent: the update waits for the global norm).
     pub(crate) fn measure_norm_on_arrival(&mut self) {
-        self.norm.asked = true;
+        self.norm = ArrivalNorm::Asked;
     }
 
     /// On the communication thread, once the sums are in `data`: measures them when asked. The
     /// same function over the same floats as `clip_sum_of_squares` would run, so the same value.
     pub(crate) fn arrived(&mut self) {
-        if self.norm.asked && self.lent.is_empty() {
-            self.norm.measured = Some(crate::optim::sum_of_squares(&self.data));
+        if self.norm == ArrivalNorm::Asked && self.lent.is_empty() {
+            self.norm = ArrivalNorm::Measured(crate::optim::sum_of_squares(&self.data));
         }
     }
 
@@ -408,15 +410,15 @@ mod tests {
         b.views_mut([(0, 5)])[0].copy_from_slice(&[3.0, -4.0, 0.5, 1e-3, 2.0]);
         let direct = crate::optim::sum_of_squares(b.as_slice());
         b.arrived();
-        assert!(b.norm.measured.is_none(), "measured unasked");
+        assert_eq!(b.norm, ArrivalNorm::Unasked, "measured unasked");
         b.measure_norm_on_arrival();
         b.arrived();
-        assert_eq!(b.norm.measured.map(f64::to_bits), Some(direct.to_bits()));
+        assert_eq!(b.norm, ArrivalNorm::Measured(direct));
         // The clip reads the figure, not the data: changed data would show a stale one.
         b.views_mut([(0, 1)])[0][0] = 30.0;
         assert_eq!(b.clip_sum_of_squares().to_bits(), direct.to_bits());
         b.clear();
-        assert!(b.norm.measured.is_none() && !b.norm.asked, "the next step measures afresh");
+        assert_eq!(b.norm, ArrivalNorm::Unasked, "the next step measures afresh");
         assert_eq!(b.clip_sum_of_squares(), 0.0);
     }
 

@@ -15,6 +15,10 @@ use crate::trace::span::Activity;
 
 /// A low-rank bucket whose P factors (with the values sent whole) are being summed.
 #[must_use = "a low-rank bucket must be turned around with `reduce_q`, then waited for in `step`"]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per low-rank bucket in flight; boxing the bucket would allocate every step"
+)]
 pub enum LowRankP {
     /// Sent whole (the first `start_iter` steps, a run-time `--grad-comm`, or without overlap):
     /// the bucket comes back summed.
@@ -25,6 +29,10 @@ pub enum LowRankP {
 
 /// A low-rank bucket whose Q factors are being summed: what `step` waits for.
 #[must_use = "in-flight gradients must be passed to `step`"]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per low-rank bucket in flight; boxing the bucket would allocate every step"
+)]
 pub enum LowRankQ {
     Whole(InFlight),
     Summing {
