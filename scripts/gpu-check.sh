@@ -48,6 +48,10 @@ fi
 mlp=$root/release/examples/mlp
 # Only the bundle's own libraries are added; the CUDA ones are found by the binaries themselves.
 export LD_LIBRARY_PATH=$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The bundle carries the build host's libmpi but not OpenMPI's launcher and plugins, so this
+# machine's mpirun (if any) cannot start its binaries: the GPU tests run their ranks as one
+# process each, and say so.
+export OVERLAP_TESTS_MPIRUN=off
 
 failed=()
 step() { # step NAME FILE COMMAND...: runs COMMAND, output to FILE, records a failure

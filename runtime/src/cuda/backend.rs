@@ -11,7 +11,7 @@ use super::program::{check_supported, GpuStep};
 use super::storage::{Cuda, GpuTensor};
 use super::timing::Timeline;
 use crate::backend::StepBackend;
-use crate::comm::Communicator;
+use crate::comm::{Communicator, WireFormat, DEFAULT_COMM_TIMEOUT};
 use crate::config::TrainConfig;
 use crate::data::Batch;
 use crate::error::{Error, Result};
@@ -77,6 +77,16 @@ impl<'a, M: DistributedModel> GpuBackend<'a, M> {
             (comm.emulated_link().is_some(), "an emulated link"),
             (config.observe.write_profile.is_some(), "writing a profile"),
             (!config.observe.simulate.is_empty(), "simulating other clusters"),
+            (comm.checks_finite(), "checking that the sums are finite (`CommConfig::check_finite`)"),
+            (
+                comm.wire_format_chosen()
+                    && (0..M::SCHEDULE.buckets.len()).any(|b| comm.wire_format(b) != WireFormat::Fp32),
+                "gradients on the wire narrower than FP32 (`CommConfig::grad_comm`)",
+            ),
+            (
+                comm.wait_timeout().is_some_and(|t| t != DEFAULT_COMM_TIMEOUT),
+                "a bound on the waits (`CommConfig::wait_timeout`): NCCL's waits are not bounded yet",
+            ),
         ]
         .into_iter()
         .filter_map(|(asked, what)| asked.then_some(what))

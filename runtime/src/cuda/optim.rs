@@ -7,7 +7,7 @@ use overlap_plan::Schedule;
 
 use super::gpu::{cuda, Gpu};
 use super::ops;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::optim::{AdamW, ChosenOptimizer, GradClip, Optimizer, OptimizerState, Sgd};
 
 pub enum GpuOptimizer {
@@ -57,7 +57,7 @@ impl GpuOptimizer {
     }
 
     /// Whether parameters carry buffers at all (SGD without momentum does not).
-    fn keeps_buffers(&self) -> bool {
+    pub(super) fn keeps_buffers(&self) -> bool {
         !matches!(self, GpuOptimizer::Sgd(sgd) if sgd.rule().momentum == 0.0)
     }
 
@@ -134,6 +134,14 @@ impl ParamState {
 
     /// Restores this parameter's buffers from a checkpoint (shapes already checked by the loader).
     pub fn upload(&mut self, gpu: &Gpu, buffers: &[&[f32]]) -> Result<()> {
+        let lengths = |device: &[CudaSlice<f32>]| device.iter().map(CudaSlice::len).collect::<Vec<_>>();
+        let given: Vec<usize> = buffers.iter().map(|b| b.len()).collect();
+        if lengths(&self.buffers) != given {
+            return Err(Error::Cuda(format!(
+                "optimizer state of {given:?} values for buffers of {:?} on the GPU (a bug: the loader checks shapes)",
+                lengths(&self.buffers)
+            )));
+        }
         for (device, host) in self.buffers.iter_mut().zip(buffers) {
             gpu.compute().memcpy_htod(*host, device).map_err(cuda("copying optimizer state in"))?;
         }

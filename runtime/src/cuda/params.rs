@@ -75,6 +75,11 @@ impl GpuParams {
     /// Restores the optimizer state a checkpoint loaded into `from` (the parameters came with
     /// the host model this was built from).
     pub fn load_state(&mut self, gpu: &Gpu, from: &ChosenOptimizer) -> Result<()> {
+        // A checkpoint's momentum buffers, resumed without momentum, have nothing to go to (as
+        // on the CPU, which then keeps none either).
+        if !self.optimizer.keeps_buffers() {
+            return Ok(());
+        }
         for (index, state) in self.states.iter_mut().enumerate() {
             if let Some(buffers) = from.buffers(index) {
                 state.upload(gpu, &buffers)?;
