@@ -298,7 +298,7 @@ fn a_step_after_dropped_in_flight_buckets_runs_and_computes_the_same_gradients()
     };
     let first = gradients();
     let after_a_drop = gradients();
-    gpu.synchronize().expect("no CUDA error after buckets were dropped in flight");
+    gpu.finish("the step after the dropped buckets").expect("no CUDA error after buckets were dropped in flight");
     assert_eq!(first, after_a_drop, "a step after dropped buckets computes the same gradients");
 }
 

@@ -210,7 +210,6 @@ fn refuse_cpu_only_flags(args: &TrainArgs) -> Result<()> {
     let refused: Vec<&str> = [
         (args.comm_only, "--comm-only"),
         (args.link.is_some(), "--link"),
-        (args.comm_timeout.is_some(), "--comm-timeout"),
         (args.check_finite, "--check-finite"),
         (args.grad_comm.is_some_and(|f| f != overlap_runtime::WireFormat::Fp32), "--grad-comm"),
         (args.write_profile.is_some(), "--write-profile"),

@@ -1,5 +1,6 @@
-//! How the communication thread waits: it shares the cores with the compute threads, so after a
-//! few back-to-back checks it sleeps between them, longer and longer.
+//! How the communication thread waits (and the GPU backend's host, for its GPU): it shares the
+//! cores with the compute threads, so after a few back-to-back checks it sleeps between them,
+//! longer and longer.
 
 use std::time::{Duration, Instant};
 
@@ -8,7 +9,7 @@ use std::time::{Duration, Instant};
 /// The checks run back to back for `spin` (what is awaited may be microseconds away); then the
 /// thread sleeps between checks, from `FIRST_SLEEP` doubling up to `LONGEST_SLEEP`, leaving the
 /// core to compute.
-pub(super) fn wait_until(spin: Duration, mut done: impl FnMut() -> bool, give_up: impl Fn() -> bool) -> bool {
+pub(crate) fn wait_until(spin: Duration, mut done: impl FnMut() -> bool, give_up: impl Fn() -> bool) -> bool {
     let started = Instant::now();
     let mut sleeps = 0u32;
     loop {

@@ -10,7 +10,7 @@
 //! NCCL communicator is `cuda::GpuComm`. The small collectives outside the gradients' path (metrics,
 //! broadcasts, start-up agreements) are in `small_collectives`.
 
-mod backoff;
+pub(crate) mod backoff;
 mod board;
 mod bucket;
 mod gather;

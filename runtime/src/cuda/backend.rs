@@ -11,7 +11,7 @@ use super::program::{check_supported, GpuStep};
 use super::storage::{Cuda, GpuTensor};
 use super::timing::Timeline;
 use crate::backend::StepBackend;
-use crate::comm::{Communicator, WireFormat, DEFAULT_COMM_TIMEOUT};
+use crate::comm::{Communicator, WireFormat};
 use crate::config::TrainConfig;
 use crate::data::Batch;
 use crate::error::{Error, Result};
@@ -83,10 +83,6 @@ impl<'a, M: DistributedModel> GpuBackend<'a, M> {
                     && (0..M::SCHEDULE.buckets.len()).any(|b| comm.wire_format(b) != WireFormat::Fp32),
                 "gradients on the wire narrower than FP32 (`CommConfig::grad_comm`)",
             ),
-            (
-                comm.wait_timeout().is_some_and(|t| t != DEFAULT_COMM_TIMEOUT),
-                "a bound on the waits (`CommConfig::wait_timeout`): NCCL's waits are not bounded yet",
-            ),
         ]
         .into_iter()
         .filter_map(|(asked, what)| asked.then_some(what))
@@ -94,7 +90,8 @@ impl<'a, M: DistributedModel> GpuBackend<'a, M> {
         if !cpu_only.is_empty() {
             return Err(Error::Config(format!("not supported on the GPU yet: {}", cpu_only.join(", "))));
         }
-        let gpu = Gpu::open(setup.ordinal)?;
+        let mut gpu = Gpu::open(setup.ordinal)?;
+        gpu.set_wait_bound(comm.wait_timeout(), comm.rank());
         let mut params =
             GpuParams::new(&gpu, &*model, GpuOptimizer::like(&optimizer, &config.optimizer, &M::SCHEDULE))?;
         params.load_state(&gpu, &optimizer)?;
@@ -117,6 +114,17 @@ impl<'a, M: DistributedModel> GpuBackend<'a, M> {
             gpu_comm,
             gpu,
         })
+    }
+}
+
+impl<M: DistributedModel> GpuBackend<'_, M> {
+    /// `result`, after aborting NCCL when it is a wait for the GPU that timed out: NCCL's sums
+    /// still queued would otherwise keep the streams, and this process, from ever ending.
+    fn ended_by<T>(&mut self, result: Result<T>) -> Result<T> {
+        if let Err(Error::CollectiveTimeout { .. }) = &result {
+            self.gpu_comm.abort();
+        }
+        result
     }
 }
 
@@ -148,6 +156,8 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
         self.step.timeline.span(&self.gpu, Activity::Loss, |gpu| loss.forward_backward(gpu, logits, labels))?;
         // Copying the loss out waits for the GPU: only on the steps that log it.
         if want_loss {
+            let waited = self.gpu.finish("finishing forward on the GPU to read the loss");
+            self.ended_by(waited)?;
             self.loss.mean_loss(&self.gpu)
         } else {
             Ok(0.0)
@@ -177,8 +187,11 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
     fn step(&mut self) -> Result<()> {
         let in_flight = self.in_flight.take().ok_or_else(|| Error::Config("a step without a backward".into()))?;
         let mut dev = self.step.on(&self.gpu, &self.gpu_comm);
-        self.grads = Some(self.model.step_on(&mut dev, in_flight)?);
-        self.gpu.synchronize()?;
+        let stepped = self.model.step_on(&mut dev, in_flight);
+        let stepped = self.ended_by(stepped)?;
+        self.grads = Some(stepped);
+        let finished = self.gpu.finish("finishing a step on the GPU");
+        self.ended_by(finished)?;
         self.step.timeline.end_step()
     }
 

@@ -35,6 +35,8 @@ impl ClipPartials {
             let mut out = partials.slice_mut(k * CLIP_BLOCKS..(k + 1) * CLIP_BLOCKS);
             ops::sum_squares(gpu, bucket.len(), bucket.as_view(), &mut out)?;
         }
+        // The copy waits for the GPU, and the sums before it for every rank: within the bound.
+        gpu.finish("summing the gradients' squares for clipping on the GPU")?;
         let host = gpu
             .compute()
             .clone_dtoh(&partials.slice(..needed))

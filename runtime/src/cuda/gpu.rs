@@ -9,13 +9,16 @@
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cudarc::cublas::CudaBlas;
+use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
 use cudarc::nvrtc::Ptx;
 
 use super::kernels::{compile, nvrtc_available, KERNEL_SOURCES};
 use super::libraries;
+use crate::comm::backoff::wait_until;
 use crate::error::{Error, Result};
 
 /// Whether libcuda (the driver) can be loaded here.
@@ -60,7 +63,12 @@ pub struct Gpu {
     /// a sticky CUDA error and would turn a clear error into a panic (see `Drop`).
     blas: ManuallyDrop<CudaBlas>,
     kernels: HashMap<&'static str, CudaFunction>,
+    /// How long `finish` waits at most (`CommConfig::wait_timeout`), and this rank.
+    wait_bound: (Option<Duration>, usize),
 }
+
+/// How long `Gpu::finish` checks back to back before sleeping between checks.
+const FINISH_SPIN: Duration = Duration::from_millis(50);
 
 impl Gpu {
     /// Opens GPU `ordinal`, or says clearly why it cannot: no driver, no such GPU, no NVRTC or
@@ -139,7 +147,7 @@ impl Gpu {
         let compute = ctx.new_stream().map_err(cuda("creating the compute stream"))?;
         let comm = ctx.new_stream().map_err(cuda("creating the communication stream"))?;
         let blas = CudaBlas::new(Arc::clone(&compute)).map_err(|e| Error::Cuda(format!("cuBLAS: {e:?}")))?;
-        Ok(Gpu { ordinal, name, arch, compute, comm, blas: ManuallyDrop::new(blas), kernels })
+        Ok(Gpu { ordinal, name, arch, compute, comm, blas: ManuallyDrop::new(blas), kernels, wait_bound: (None, 0) })
     }
 
     /// `GPU 0 (NVIDIA H200, sm_90)`.
@@ -164,9 +172,46 @@ impl Gpu {
         self.kernels.get(name).unwrap_or_else(|| panic!("kernel `{name}` is not in KERNEL_SOURCES"))
     }
 
-    /// Waits for everything queued on the compute stream (once per step, after the last update).
-    pub fn synchronize(&self) -> Result<()> {
-        self.compute.synchronize().map_err(cuda("synchronising the compute stream"))
+    /// Bounds every later `finish` (`CommConfig::wait_timeout`; `None`: unbounded), whose
+    /// error then names `rank`.
+    pub fn set_wait_bound(&mut self, bound: Option<Duration>, rank: usize) {
+        self.wait_bound = (bound, rank);
+    }
+
+    /// Waits for everything queued on the compute stream so far (once per step, after the last
+    /// update; before a copy to the host), for at most the wait bound, `what` naming the wait in
+    /// the error. NCCL's sums wait for every rank, so a rank that stopped would otherwise leave
+    /// the others blocked here for good. Checks back to back for `FINISH_SPIN` (a step's tail is
+    /// usually microseconds away), then sleeps between checks.
+    pub fn finish(&self, what: &'static str) -> Result<()> {
+        let event = self
+            .compute
+            .record_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
+            .map_err(cuda("recording the end of the queued work"))?;
+        let ((bound, rank), started) = (self.wait_bound, Instant::now());
+        let mut failed = None;
+        let done = || match event.try_is_complete() {
+            Ok(complete) => complete,
+            Err(e) => {
+                failed = Some(e);
+                true
+            }
+        };
+        let finished = wait_until(FINISH_SPIN, done, || bound.is_some_and(|b| started.elapsed() >= b));
+        if let Some(e) = failed {
+            return Err(cuda(what)(e));
+        }
+        if finished {
+            return Ok(());
+        }
+        Err(Error::CollectiveTimeout {
+            what,
+            rank,
+            waited: started.elapsed(),
+            behind: "the GPU's queued work includes NCCL sums, which wait for every rank: one has stopped, \
+                     or is far behind"
+                .into(),
+        })
     }
 }
 
