@@ -173,9 +173,6 @@ fn serve_requests(
                 if !reduced {
                     abort(world);
                 }
-                if sharding == Sharding::Whole {
-                    bucket.arrived();
-                }
                 // One rank's bucket is not sharded here: its wait point clips it.
                 let awaits_clip = sharding == Sharding::Sharded && bucket.data_and_lent().1.awaits_clip();
                 if let Some(link) = &link {
@@ -190,7 +187,12 @@ fn serve_requests(
                         abort(world);
                     }
                 }
-                let reduced = Reduced { bucket, started, finished: Instant::now() };
+                let mut reduced = Reduced { bucket, started, finished: Instant::now() };
+                // After `finished`: the all-reduce's time (the trace, the report, a written
+                // profile) stays the transport's alone.
+                if sharding == Sharding::Whole {
+                    reduced.bucket.arrived();
+                }
                 if awaits_clip {
                     shards.hold_for_clip(reduced, reply);
                 } else {

@@ -118,11 +118,11 @@ impl<'a, M: DistributedModel> GpuBackend<'a, M> {
 }
 
 impl<M: DistributedModel> GpuBackend<'_, M> {
-    /// `result`, after aborting NCCL when it is a wait for the GPU that timed out: NCCL's sums
-    /// still queued would otherwise keep the streams, and this process, from ever ending.
+    /// `result`, after abandoning NCCL's communicator when it is a wait for the GPU that timed
+    /// out: dropping it would wait for sums that may never end (see `GpuComm::abandon`).
     fn ended_by<T>(&mut self, result: Result<T>) -> Result<T> {
         if let Err(Error::CollectiveTimeout { .. }) = &result {
-            self.gpu_comm.abort();
+            self.gpu_comm.abandon();
         }
         result
     }

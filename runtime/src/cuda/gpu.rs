@@ -6,6 +6,7 @@
 //! (an event record and a stream wait around every kernel and cuBLAS call) is turned off before
 //! the first buffer exists. What makes that sound is stated where the context is opened.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
@@ -65,6 +66,8 @@ pub struct Gpu {
     kernels: HashMap<&'static str, CudaFunction>,
     /// How long `finish` waits at most (`CommConfig::wait_timeout`), and this rank.
     wait_bound: (Option<Duration>, usize),
+    /// A `finish` timed out: work queued on the streams may never end (see `Drop`).
+    stuck: Cell<bool>,
 }
 
 /// How long `Gpu::finish` checks back to back before sleeping between checks.
@@ -147,7 +150,17 @@ impl Gpu {
         let compute = ctx.new_stream().map_err(cuda("creating the compute stream"))?;
         let comm = ctx.new_stream().map_err(cuda("creating the communication stream"))?;
         let blas = CudaBlas::new(Arc::clone(&compute)).map_err(|e| Error::Cuda(format!("cuBLAS: {e:?}")))?;
-        Ok(Gpu { ordinal, name, arch, compute, comm, blas: ManuallyDrop::new(blas), kernels, wait_bound: (None, 0) })
+        Ok(Gpu {
+            ordinal,
+            name,
+            arch,
+            compute,
+            comm,
+            blas: ManuallyDrop::new(blas),
+            kernels,
+            wait_bound: (None, 0),
+            stuck: Cell::new(false),
+        })
     }
 
     /// `GPU 0 (NVIDIA H200, sm_90)`.
@@ -204,12 +217,14 @@ impl Gpu {
         if finished {
             return Ok(());
         }
+        self.stuck.set(true);
         Err(Error::CollectiveTimeout {
             what,
             rank,
             waited: started.elapsed(),
-            behind: "the GPU's queued work includes NCCL sums, which wait for every rank: one has stopped, \
-                     or is far behind"
+            behind: "the bound covers the work the host queued ahead of the GPU, NCCL's sums included, which \
+                     wait for every rank: one has stopped or is far behind (or a step takes longer than the \
+                     bound); the GPU's queued work is left to this process's exit"
                 .into(),
         })
     }
@@ -221,6 +236,13 @@ impl Drop for Gpu {
     /// destroy status and hide the error already reported; the handle is then left to the
     /// process's exit, which the error is about to cause.
     fn drop(&mut self) {
+        if self.stuck.get() {
+            // Nothing may wait for the streams now, nor destroy them (or the context) under work
+            // that may never end: kept alive, with the cuBLAS handle, until the process exits.
+            std::mem::forget(Arc::clone(&self.compute));
+            std::mem::forget(Arc::clone(&self.comm));
+            return;
+        }
         let healthy = self.compute.synchronize().is_ok() && self.comm.synchronize().is_ok();
         if healthy {
             // SAFETY: dropped once, here, and never used again.

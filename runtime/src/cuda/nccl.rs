@@ -36,8 +36,8 @@ pub struct GpuComm {
     comm: Arc<CudaStream>,
     /// Record timing events around each all-reduce (for the trace and the report).
     timed: bool,
-    /// `abort` ended the communicator (and freed it).
-    aborted: bool,
+    /// `abandon` left the communicator to the process's exit.
+    abandoned: bool,
 }
 
 /// A bucket being summed on the communication stream. `wait` is the only way back to it.
@@ -71,14 +71,14 @@ impl GpuComm {
         let id = Id::uninit(bytes.map(|b| b as std::ffi::c_char));
         let nccl = Comm::from_rank(Arc::clone(&stream), comm.rank(), comm.world_size(), id)
             .map_err(cuda("joining the NCCL communicator"))?;
-        Ok(GpuComm { nccl: ManuallyDrop::new(nccl), compute, comm: stream, timed, aborted: false })
+        Ok(GpuComm { nccl: ManuallyDrop::new(nccl), compute, comm: stream, timed, abandoned: false })
     }
 
     /// Starts summing `data` (bucket `bucket`) over all ranks, after the kernels queued so far
     /// on the compute stream, and returns the handle that owns it meanwhile.
     pub fn all_reduce(&self, bucket: usize, mut data: CudaSlice<f32>) -> Result<GpuInFlight> {
-        if self.aborted {
-            return Err(Error::Cuda("NCCL's communicator was aborted after a wait timed out".into()));
+        if self.abandoned {
+            return Err(Error::Cuda("NCCL's communicator was abandoned after a wait for the GPU timed out".into()));
         }
         let ready = self.compute.record_event(None).map_err(cuda("recording a gradient-ready event"))?;
         self.comm.wait(&ready).map_err(cuda("ordering the communication stream"))?;
@@ -102,20 +102,12 @@ impl GpuComm {
 }
 
 impl GpuComm {
-    /// Ends the communicator now, with its sums in flight (`ncclCommAbort` stops them): after a
-    /// wait for the GPU timed out, the streams would never drain otherwise. A failure to abort
-    /// (cudarc panics on it) is caught: the error already reported is the one that matters.
-    pub fn abort(&mut self) {
-        if std::mem::replace(&mut self.aborted, true) {
-            return;
-        }
-        // SAFETY: dropped once (`aborted` guards this and `Drop`), and never used again: the
-        // only use, `all_reduce`, fails first once `aborted` is set.
-        let dropped =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe { ManuallyDrop::drop(&mut self.nccl) }));
-        if dropped.is_err() {
-            eprintln!("NCCL's communicator could not be aborted cleanly");
-        }
+    /// Leaves the communicator, with its sums in flight, to the process's exit: after a wait for
+    /// the GPU timed out, a peer is gone and the streams would never drain, so neither
+    /// `ncclCommAbort` (which can block on them too) nor a synchronising drop is safe to call.
+    /// Later all-reduces are refused.
+    pub fn abandon(&mut self) {
+        self.abandoned = true;
     }
 }
 
@@ -123,8 +115,8 @@ impl Drop for GpuComm {
     /// Aborts the communicator only while both streams are healthy; after a sticky CUDA error
     /// the abort fails, cudarc would panic, and the error already reported would be lost.
     fn drop(&mut self) {
-        if self.aborted {
-            return;
+        if self.abandoned {
+            return; // the communicator stays undropped: see `abandon`
         }
         if self.compute.synchronize().is_ok() && self.comm.synchronize().is_ok() {
             // SAFETY: dropped once, here, and never used again.

@@ -5,7 +5,8 @@
 //! products took 4 cycles per element that way.
 //!
 //! Each result depends only on the values and their positions, never on the caller: every rank
-//! and every run rounds it the same way.
+//! and every run of one build rounds it the same way (`mul_add` fuses only where the build
+//! targets FMA, so builds for other CPUs may round `exp` and `tanh` differently).
 
 /// `a·b + c`, rounded once where the CPU has fused multiply-add (every x86-64-v3 CPU: the
 /// vectorised polynomials of `exp` and `tanh` then take half the instructions), else rounded
@@ -59,10 +60,10 @@ fn lane_sums(a: &[f32], b: &[f32], term: impl Fn(f32, f32) -> f32) -> f32 {
     halve(lanes, |a, b| a + b)
 }
 
-/// The largest of `xs` (`-inf` when empty), exact in any grouping. A NaN may or may not be
-/// returned (one comparison per element, as the vector instruction does): callers feed the
-/// maximum back into arithmetic with every element, which turns a NaN input into NaN outputs
-/// either way.
+/// The largest of `xs` (`-inf` when empty), exact in any grouping. NaNs are passed over (one
+/// comparison per element, as the vector instruction makes it; an all-NaN row gives `-inf`):
+/// callers feed the maximum back into arithmetic with every element, which turns a NaN input
+/// into NaN outputs all the same.
 #[inline(always)]
 pub(crate) fn max(xs: &[f32]) -> f32 {
     let larger = |a: f32, b: f32| if b > a { b } else { a };
