@@ -147,7 +147,7 @@ fn gpu_gradients<M: DistributedModel>(
 ) -> (f64, Vec<Vec<f32>>) {
     let gpu = Gpu::open(0).expect("a GPU");
     let comm = GpuComm::new(&gpu, &Communicator::single(), false).unwrap();
-    let params = GpuParams::new(&gpu, &*model, GpuOptimizer::Sgd(Sgd::new(0.1))).unwrap();
+    let params = GpuParams::new(&gpu, &*model, GpuOptimizer::Sgd(Sgd::new(0.1)), None).unwrap();
     let mut step = GpuStep::new(params, &M::SCHEDULE, CommMode::Skip, 1, Timeline::new(false));
     let mut dev = step.on(&gpu, &comm);
     let mut input = GpuTensor::default();
@@ -274,7 +274,7 @@ fn a_step_after_dropped_in_flight_buckets_runs_and_computes_the_same_gradients()
     let gpu = Gpu::open(0).expect("a GPU");
     let comm = GpuComm::new(&gpu, &Communicator::single(), false).unwrap();
     // A learning rate of 0: the steps leave the parameters as they are.
-    let params = GpuParams::new(&gpu, &model, GpuOptimizer::Sgd(Sgd::new(0.0))).unwrap();
+    let params = GpuParams::new(&gpu, &model, GpuOptimizer::Sgd(Sgd::new(0.0)), None).unwrap();
     let mut step = GpuStep::new(params, &Probe::SCHEDULE, CommMode::Overlap, 1, Timeline::new(false));
     let (mut input, mut loss, mut ws) =
         (GpuTensor::default(), GpuCrossEntropy::default(), ProbeWorkspaceOn::<Cuda>::default());
@@ -444,6 +444,39 @@ fn a_tied_language_model_trains_on_the_gpu_as_on_the_cpu() {
         let gpu = train::<TiedLm>("cuda", 20, &extra);
         assert_params_close(&gpu, &cpu, 1e-3, &format!("{optimizer}, tied head, GPU vs CPU after 20 steps"));
     }
+}
+
+/// Sharded optimizer state on the GPU: the reduce-scatter (grouped reduces), the updates of
+/// this rank's parts and the all-gathers (grouped broadcasts) around them. On one GPU the shard
+/// is every bucket whole, so the parameters must be the whole-state run's bit for bit; with
+/// clipping too (the norm's partial sums summed over the ranks by NCCL).
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn sharded_optimizer_state_trains_as_whole_state_on_the_gpu() {
+    for optimizer in ["sgd", "adamw"] {
+        for clip in [&[][..], &["--clip-grad-norm", "0.05"][..]] {
+            let extra: Vec<&str> = ["--optimizer", optimizer].iter().copied().chain(clip.iter().copied()).collect();
+            let whole = train_probe("cuda", 12, &extra);
+            let sharded = train_probe("cuda", 12, &[&extra[..], &["--shard-optimizer"]].concat());
+            assert_eq!(sharded, whole, "{optimizer} {clip:?}: sharded state trains otherwise than whole state");
+            let cpu = train_probe("cpu", 12, &[&extra[..], &["--shard-optimizer"]].concat());
+            assert_params_close(&sharded, &cpu, 1e-3, &format!("{optimizer} {clip:?}, sharded, GPU vs CPU"));
+        }
+    }
+}
+
+/// A checkpoint of sharded state written on the GPU holds whole state (joined as the CPU joins
+/// it), so a run resumes from it without sharding as if it had never stopped.
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn a_sharded_checkpoint_on_the_gpu_resumes_unsharded() {
+    let root = common::scratch("cuda-resume-sharded");
+    let (whole, split) = (root.path().join("whole"), root.path().join("split"));
+    let (whole, split) = (whole.to_str().unwrap(), split.to_str().unwrap());
+    let uninterrupted = train_probe("cuda", 10, &["--optimizer", "adamw", "--save", whole]);
+    train_probe("cuda", 5, &["--optimizer", "adamw", "--shard-optimizer", "--save", split]);
+    let resumed = train_probe("cuda", 10, &["--optimizer", "adamw", "--resume", split, "--save", split]);
+    assert_eq!(uninterrupted, resumed, "5 sharded + resume + 5 whole steps differ from 10 whole");
 }
 
 #[test]

@@ -8,6 +8,7 @@ use super::nccl::GpuComm;
 use super::optim::GpuOptimizer;
 use super::params::GpuParams;
 use super::program::{check_supported, GpuStep};
+use super::shards::GpuShards;
 use super::storage::{Cuda, GpuTensor};
 use super::timing::Timeline;
 use crate::backend::StepBackend;
@@ -19,6 +20,7 @@ use crate::layer::DeviceOp;
 use crate::loss::{DeviceLoss, Loss};
 use crate::model::DistributedModel;
 use crate::optim::ChosenOptimizer;
+use crate::program::Gather;
 use crate::trace::Activity;
 
 /// What opening the GPU backend needs besides the model.
@@ -46,9 +48,26 @@ pub struct GpuBackend<'a, M: DistributedModel> {
     input: GpuTensor,
     loss: GpuCrossEntropy,
     labels: Vec<u32>,
+    /// This rank's parts of the optimizer state and the all-gathers, when the run shards it.
+    shards: Option<GpuShards>,
     step: GpuStep,
     gpu_comm: GpuComm,
     gpu: Gpu,
+}
+
+/// The next forward's wait points for the all-gathers of sharded state.
+struct GpuGather<'a> {
+    shards: &'a mut GpuShards,
+}
+
+impl<M> Gather<M, Cuda> for GpuGather<'_> {
+    fn wait_gather(&mut self, group: usize, _: &mut M) -> Result<()> {
+        self.shards.wait(group)
+    }
+
+    fn wait_all_gathers(&mut self, _: &mut M) -> Result<()> {
+        self.shards.wait_all()
+    }
 }
 
 impl<'a, M: DistributedModel> GpuBackend<'a, M> {
@@ -92,8 +111,10 @@ impl<'a, M: DistributedModel> GpuBackend<'a, M> {
         }
         let mut gpu = Gpu::open(setup.ordinal)?;
         gpu.set_wait_bound(comm.wait_timeout(), comm.rank());
-        let mut params =
-            GpuParams::new(&gpu, &*model, GpuOptimizer::like(&optimizer, &config.optimizer, &M::SCHEDULE))?;
+        let shards =
+            comm.shards_optimizer().then(|| GpuShards::new(&gpu, &M::SCHEDULE, comm.world_size(), comm.rank()));
+        let chosen = GpuOptimizer::like(&optimizer, &config.optimizer, &M::SCHEDULE);
+        let mut params = GpuParams::new(&gpu, &*model, chosen, shards.as_ref())?;
         params.load_state(&gpu, &optimizer)?;
         let gpu_comm = GpuComm::new(&gpu, comm, setup.timed)?;
         let timeline = Timeline::new(setup.timed);
@@ -110,6 +131,7 @@ impl<'a, M: DistributedModel> GpuBackend<'a, M> {
             input: GpuTensor::default(),
             loss: GpuCrossEntropy::default(),
             labels: Vec::new(),
+            shards,
             step,
             gpu_comm,
             gpu,
@@ -118,6 +140,12 @@ impl<'a, M: DistributedModel> GpuBackend<'a, M> {
 }
 
 impl<M: DistributedModel> GpuBackend<'_, M> {
+    /// Orders the compute stream after every all-gather of sharded state in flight, before the
+    /// parameters are copied to the host (the copies run on it).
+    fn gathered(&mut self) -> Result<()> {
+        self.shards.as_mut().map_or(Ok(()), GpuShards::wait_all)
+    }
+
     /// `result`, after abandoning NCCL's communicator when it is a wait for the GPU that timed
     /// out: dropping it would wait for sums that may never end (see `GpuComm::abandon`).
     fn ended_by<T>(&mut self, result: Result<T>) -> Result<T> {
@@ -151,7 +179,17 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
         }
         self.input.upload(&self.gpu, &batch.inputs)?;
         let mut dev = self.step.on(&self.gpu, &self.gpu_comm);
-        let logits = self.model.forward_on(&mut dev, &batch.context, &self.input, &mut self.ws)?;
+        let logits = match self.shards.as_mut() {
+            // Each all-gather's wait point right before the first layer that reads it.
+            Some(shards) => self.model.forward_gathering_on(
+                &mut dev,
+                &mut GpuGather { shards },
+                &batch.context,
+                &self.input,
+                &mut self.ws,
+            )?,
+            None => self.model.forward_on(&mut dev, &batch.context, &self.input, &mut self.ws)?,
+        };
         let (loss, labels) = (&mut self.loss, &self.labels);
         self.step.timeline.span(&self.gpu, Activity::Loss, |gpu| loss.forward_backward(gpu, logits, labels))?;
         // Copying the loss out waits for the GPU: only on the steps that log it.
@@ -179,14 +217,14 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
         }
         let grads = self.grads.take().expect("checked above");
         self.step.set_mode(self.comm.mode());
-        let mut dev = self.step.on(&self.gpu, &self.gpu_comm);
+        let mut dev = self.step.sharding(&self.gpu, &self.gpu_comm, self.shards.as_mut());
         self.in_flight = Some(self.model.backward_on(&mut dev, &mut self.ws, self.loss.grad(), grads)?);
         Ok(())
     }
 
     fn step(&mut self) -> Result<()> {
         let in_flight = self.in_flight.take().ok_or_else(|| Error::Config("a step without a backward".into()))?;
-        let mut dev = self.step.on(&self.gpu, &self.gpu_comm);
+        let mut dev = self.step.sharding(&self.gpu, &self.gpu_comm, self.shards.as_mut());
         let stepped = self.model.step_on(&mut dev, in_flight);
         let stepped = self.ended_by(stepped)?;
         self.grads = Some(stepped);
@@ -199,13 +237,17 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
         self.step.params.optimizer.grad_clip().and_then(|clip| clip.last_norm())
     }
 
+    /// With sharded state: this rank's parts, as the CPU's sharded optimizer holds them (the
+    /// checkpoint joins them from every rank).
     fn host_state(&mut self) -> Result<(&M, &ChosenOptimizer)> {
+        self.gathered()?;
         self.snapshot = self.config.optimizer.build(&M::SCHEDULE);
         self.step.params.save_state(&self.gpu, self.model, &mut self.snapshot)?;
         Ok((self.model, &self.snapshot))
     }
 
     fn finish(&mut self) -> Result<()> {
+        self.gathered()?;
         self.step.params.download(&self.gpu, self.model)
     }
 

@@ -3,9 +3,12 @@
 //! only time a clipping step's host waits for the GPU), then the same `GradClip` as the CPU's
 //! turns the norm into the factor of every update.
 
+use std::ops::Range;
+
 use cudarc::driver::CudaSlice;
 
 use super::gpu::{cuda, Gpu};
+use super::nccl::GpuComm;
 use super::ops::{self, CLIP_BLOCKS};
 use crate::error::Result;
 use crate::optim::GradClip;
@@ -18,10 +21,13 @@ pub struct ClipPartials {
 
 impl ClipPartials {
     /// `grad_scale` times the clipping factor of `buckets`' global norm (see `GradClip::scale`).
+    /// With `sharded`, each bucket's squares are those of this rank's shard (its range), and
+    /// the partial sums are summed over the ranks by NCCL before they are read.
     pub fn scale(
         &mut self,
         gpu: &Gpu,
         buckets: &[&CudaSlice<f32>],
+        sharded: Option<(&GpuComm, Vec<Range<usize>>)>,
         clip: &mut GradClip,
         grad_scale: f32,
     ) -> Result<f32> {
@@ -33,7 +39,11 @@ impl ClipPartials {
         let partials = self.partials.as_mut().expect("allocated above");
         for (k, bucket) in buckets.iter().enumerate() {
             let mut out = partials.slice_mut(k * CLIP_BLOCKS..(k + 1) * CLIP_BLOCKS);
-            ops::sum_squares(gpu, bucket.len(), bucket.as_view(), &mut out)?;
+            let counted = sharded.as_ref().map_or(0..bucket.len(), |(_, shards)| shards[k].clone());
+            ops::sum_squares(gpu, counted.len(), bucket.slice(counted), &mut out)?;
+        }
+        if let Some((comm, _)) = &sharded {
+            comm.sum_f64_in_place(partials)?;
         }
         // The copy waits for the GPU, and the sums before it for every rank: within the bound.
         gpu.finish("summing the gradients' squares for clipping on the GPU")?;

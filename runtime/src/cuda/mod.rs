@@ -6,10 +6,12 @@
 //! - `libraries`: where cuBLAS, NVRTC and NCCL are on this machine, loaded before cudarc asks;
 //! - `gpu`: context, compute and communication streams, cuBLAS, the loaded kernels;
 //! - `ops`: one layer operation at a time, queued on the compute stream;
-//! - `nccl`: bucket all-reduces on the communication stream, and their in-flight handles;
+//! - `nccl`: bucket all-reduces (or reduce-scatters) on the communication stream, and their
+//!   in-flight handles;
 //! - `optim`: optimizer state on the device and the fused updates;
 //! - `storage`: the program's values on the GPU (`Cuda`: tensors, buckets, in-flight tickets);
 //! - `params`: parameters and optimizer state on the device, to and from the host model;
+//! - `shards`: sharded optimizer state: this rank's parts, and the all-gathers of the updates;
 //! - `program`: the calls of the program `#[distributed_model]` emits, queued on the streams;
 //!   `attention`: causal self-attention's products and softmax among them;
 //! - `loss`: softmax cross-entropy on the device;
@@ -29,6 +31,7 @@ pub mod ops;
 mod optim;
 mod params;
 mod program;
+mod shards;
 mod storage;
 mod timing;
 
@@ -40,5 +43,6 @@ pub use nccl::{EventPair, GpuComm, GpuInFlight};
 pub use optim::GpuOptimizer;
 pub use params::GpuParams;
 pub use program::{check_supported, GpuExec, GpuStep};
+pub use shards::GpuShards;
 pub use storage::{Cuda, GpuSaved, GpuTensor, GpuTicket, NoLowRank};
 pub use timing::Timeline;

@@ -11,11 +11,13 @@
 //! thread that queues GPU work.
 
 use std::mem::ManuallyDrop;
+use std::ops::Range;
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
-use cudarc::nccl::{Comm, Id, ReduceOp};
+use cudarc::nccl::{group_end, group_start, Comm, Id, ReduceOp};
+use overlap_plan::{shard_of, shard_within};
 
 use super::gpu::{cuda, Gpu};
 use super::libraries;
@@ -76,15 +78,104 @@ impl GpuComm {
 
     /// Starts summing `data` (bucket `bucket`) over all ranks, after the kernels queued so far
     /// on the compute stream, and returns the handle that owns it meanwhile.
-    pub fn all_reduce(&self, bucket: usize, mut data: CudaSlice<f32>) -> Result<GpuInFlight> {
+    pub fn all_reduce(&self, bucket: usize, data: CudaSlice<f32>) -> Result<GpuInFlight> {
+        self.sum_with(bucket, data, |nccl, data| {
+            nccl.all_reduce_in_place(data, &ReduceOp::Sum).map(drop).map_err(cuda("NCCL all-reduce"))
+        })
+    }
+
+    /// Starts summing each rank's shard of `data` (`shard_of`, balanced to the element, as the
+    /// CPU's) into that rank's `data` alone: one in-place reduce per rank, rooted at it, in one
+    /// NCCL group, since `ncclReduceScatter` needs equal shards. The handle owns `data`
+    /// meanwhile; only this rank's shard holds sums afterwards.
+    pub fn reduce_scatter(&self, bucket: usize, data: CudaSlice<f32>) -> Result<GpuInFlight> {
+        let world = self.nccl.world_size();
+        self.sum_with(bucket, data, |nccl, data| {
+            grouped(|| {
+                for rank in 0..world {
+                    let shard = shard_of(data.len(), world, rank);
+                    if !shard.is_empty() {
+                        let mut view = data.slice_mut(shard);
+                        nccl.reduce_in_place(&mut view, &ReduceOp::Sum, rank as i32).map_err(cuda("NCCL reduce"))?;
+                    }
+                }
+                Ok(())
+            })
+        })
+    }
+
+    /// Queues, on the communication stream, the copy of every rank's shard of `range` of `data`
+    /// (a bucket's values, `shard_within`) to every other rank: one in-place broadcast per rank,
+    /// rooted at it, in one NCCL group (the shards differ in length by up to one element, which
+    /// `ncclAllGather` does not allow).
+    pub fn all_gather_pieces(&self, data: &mut CudaSlice<f32>, range: &Range<usize>) -> Result<()> {
+        self.check_usable()?;
+        let world = self.nccl.world_size();
+        grouped(|| {
+            for rank in 0..world {
+                let piece = shard_within(data.len(), world, rank, range);
+                if !piece.is_empty() {
+                    let mut view = data.slice_mut(piece);
+                    self.nccl.broadcast_in_place(&mut view, rank as i32).map_err(cuda("NCCL broadcast"))?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Sums `values` over the ranks in place, on the communication stream, ordered after the
+    /// compute stream's work so far and before its next (the clipping norm's partial sums of a
+    /// sharded run).
+    pub fn sum_f64_in_place(&self, values: &mut CudaSlice<f64>) -> Result<()> {
+        self.check_usable()?;
+        self.order_after_compute()?;
+        self.nccl.all_reduce_in_place(values, &ReduceOp::Sum).map_err(cuda("NCCL all-reduce of the norm"))?;
+        self.order_before_compute()
+    }
+
+    /// The communication stream, for the copies around the all-gathers.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.comm
+    }
+
+    /// Makes the communication stream wait for everything queued on the compute stream so far.
+    pub fn order_after_compute(&self) -> Result<()> {
+        let ready = self.compute.record_event(None).map_err(cuda("recording a ready event"))?;
+        self.comm.wait(&ready).map_err(cuda("ordering the communication stream"))
+    }
+
+    /// Makes the compute stream wait for everything queued on the communication stream so far.
+    fn order_before_compute(&self) -> Result<()> {
+        let done = self.comm.record_event(None).map_err(cuda("recording a done event"))?;
+        self.compute.wait(&done).map_err(cuda("ordering the compute stream"))
+    }
+
+    /// Records an event after the communication stream's work so far (a wait point's).
+    pub fn record_done(&self) -> Result<CudaEvent> {
+        let flags = Some(CUevent_flags::CU_EVENT_DISABLE_TIMING);
+        self.comm.record_event(flags).map_err(cuda("recording a done event"))
+    }
+
+    fn check_usable(&self) -> Result<()> {
         if self.abandoned {
             return Err(Error::Cuda("NCCL's communicator was abandoned after a wait for the GPU timed out".into()));
         }
-        let ready = self.compute.record_event(None).map_err(cuda("recording a gradient-ready event"))?;
-        self.comm.wait(&ready).map_err(cuda("ordering the communication stream"))?;
+        Ok(())
+    }
+
+    /// Queues `sum` of `data` on the communication stream after the compute stream's work so
+    /// far, between the events the handle keeps.
+    fn sum_with(
+        &self,
+        bucket: usize,
+        mut data: CudaSlice<f32>,
+        sum: impl FnOnce(&Comm, &mut CudaSlice<f32>) -> Result<()>,
+    ) -> Result<GpuInFlight> {
+        self.check_usable()?;
+        self.order_after_compute()?;
         let started = self.timed.then(|| self.comm.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))).transpose();
         let started = started.map_err(cuda("recording a timing event"))?;
-        let reduced = self.nccl.all_reduce_in_place(&mut data, &ReduceOp::Sum).map_err(cuda("NCCL all-reduce"));
+        let reduced = sum(&self.nccl, &mut data);
         // When timed, the done event is also the end of the all-reduce's span: the compute stream
         // waits for it, so it has completed once the step is synchronised. It is recorded even
         // when NCCL refused the call, so that the bucket is freed only after the stream is past it.
@@ -161,4 +252,13 @@ impl Drop for GpuInFlight {
             std::mem::forget(data);
         }
     }
+}
+
+/// Runs `calls` between `ncclGroupStart` and `ncclGroupEnd`, which is always called once the
+/// group started, so that NCCL is never left inside a group.
+fn grouped(calls: impl FnOnce() -> Result<()>) -> Result<()> {
+    group_start().map_err(cuda("starting an NCCL group"))?;
+    let queued = calls();
+    let ended = group_end().map_err(cuda("ending an NCCL group"));
+    queued.and(ended.map(drop))
 }

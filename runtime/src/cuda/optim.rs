@@ -2,7 +2,7 @@
 //! the step count come from the CPU optimizers (`Sgd`, `AdamW`), so both backends follow one
 //! definition of PyTorch's rules.
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, CudaViewMut};
 use overlap_plan::Schedule;
 
 use super::gpu::{cuda, Gpu};
@@ -26,6 +26,10 @@ pub struct ParamState {
 impl GpuOptimizer {
     /// Zeroed state for a parameter of `numel` elements.
     pub fn new_state(&self, gpu: &Gpu, numel: usize) -> Result<ParamState> {
+        if numel == 0 {
+            // A parameter this rank owns none of (sharded state): never updated here.
+            return Ok(ParamState { buffers: Vec::new(), updated: false });
+        }
         let count = match self {
             // The kernel never touches the buffer without momentum; one element stands in for it.
             GpuOptimizer::Sgd(sgd) if sgd.rule().momentum == 0.0 => return zeros(gpu, &[1]),
@@ -90,7 +94,7 @@ impl GpuOptimizer {
         &self,
         gpu: &Gpu,
         index: usize,
-        value: &mut CudaSlice<f32>,
+        value: &mut CudaViewMut<f32>,
         state: &mut ParamState,
         grad: cudarc::driver::CudaView<f32>,
         grad_scale: f32,
@@ -98,19 +102,13 @@ impl GpuOptimizer {
         let first = !state.updated;
         state.updated = true;
         match (self, state.buffers.as_mut_slice()) {
-            (GpuOptimizer::Sgd(sgd), [momentum]) => ops::sgd_update(
-                gpu,
-                sgd.rule_for(index),
-                &mut value.as_view_mut(),
-                &mut momentum.as_view_mut(),
-                grad,
-                first,
-                grad_scale,
-            ),
+            (GpuOptimizer::Sgd(sgd), [momentum]) => {
+                ops::sgd_update(gpu, sgd.rule_for(index), value, &mut momentum.as_view_mut(), grad, first, grad_scale)
+            }
             (GpuOptimizer::AdamW(adamw), [m, v]) => ops::adamw_update(
                 gpu,
                 adamw.step_for(index),
-                &mut value.as_view_mut(),
+                value,
                 (&mut m.as_view_mut(), &mut v.as_view_mut()),
                 grad,
                 grad_scale,
@@ -136,6 +134,9 @@ impl ParamState {
     pub fn upload(&mut self, gpu: &Gpu, buffers: &[&[f32]]) -> Result<()> {
         let lengths = |device: &[CudaSlice<f32>]| device.iter().map(CudaSlice::len).collect::<Vec<_>>();
         let given: Vec<usize> = buffers.iter().map(|b| b.len()).collect();
+        if self.buffers.is_empty() && given.iter().all(|&n| n == 0) {
+            return Ok(()); // owns none of the parameter (sharded state): nothing to keep
+        }
         if lengths(&self.buffers) != given {
             return Err(Error::Cuda(format!(
                 "optimizer state of {given:?} values for buffers of {:?} on the GPU (a bug: the loader checks shapes)",

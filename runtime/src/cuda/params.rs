@@ -2,11 +2,14 @@
 //! schedule, and their way to and from the host model (at the start, for a checkpoint, at the
 //! end).
 
+use std::ops::Range;
+
 use cudarc::driver::{CudaSlice, CudaView};
 use overlap_plan::Schedule;
 
 use super::gpu::{cuda, Gpu};
 use super::optim::{GpuOptimizer, ParamState};
+use super::shards::GpuShards;
 use crate::error::Result;
 use crate::model::DistributedModel;
 use crate::optim::{ChosenOptimizer, OptimizerState};
@@ -22,16 +25,25 @@ pub struct GpuParams {
 }
 
 impl GpuParams {
-    /// Copies `model`'s parameters to the GPU, with zeroed optimizer state.
-    pub fn new<M: DistributedModel>(gpu: &Gpu, model: &M, optimizer: GpuOptimizer) -> Result<Self> {
+    /// Copies `model`'s parameters to the GPU, with zeroed optimizer state: for each parameter
+    /// whole, or, with `shards`, for this rank's part of it alone.
+    pub fn new<M: DistributedModel>(
+        gpu: &Gpu,
+        model: &M,
+        optimizer: GpuOptimizer,
+        shards: Option<&GpuShards>,
+    ) -> Result<Self> {
         let schedule = M::SCHEDULE;
         let count = schedule.params().count();
         let (mut values, mut states) = (Vec::with_capacity(count), Vec::with_capacity(count));
         for p in schedule.params() {
-            debug_assert_eq!(schedule.param(p).index, values.len(), "parameters are indexed in definition order");
+            let info = schedule.param(p);
+            debug_assert_eq!(info.index, values.len(), "parameters are indexed in definition order");
             let host = model.param(p);
             values.push(gpu.compute().clone_htod(host).map_err(cuda("copying parameters to the GPU"))?);
-            states.push(optimizer.new_state(gpu, host.len())?);
+            let kept = shards
+                .map_or(host.len(), |s| s.owned(schedule.buckets[info.bucket].numel, info.offset, host.len()).len());
+            states.push(optimizer.new_state(gpu, kept)?);
         }
         let by_layer = schedule.layers.iter().map(|l| l.params.iter().map(|p| p.index).collect()).collect();
         Ok(GpuParams { schedule, values, states, by_layer, optimizer })
@@ -44,7 +56,36 @@ impl GpuParams {
 
     /// Queues parameter `index`'s update from its summed gradient.
     pub fn update(&mut self, gpu: &Gpu, index: usize, grad: CudaView<f32>, grad_scale: f32) -> Result<()> {
-        self.optimizer.update(gpu, index, &mut self.values[index], &mut self.states[index], grad, grad_scale)
+        let value = &mut self.values[index].as_view_mut();
+        self.optimizer.update(gpu, index, value, &mut self.states[index], grad, grad_scale)
+    }
+
+    /// Queues the update of elements `part` of parameter `index` (this rank's, whose state alone
+    /// it keeps when the run shards it) from their summed gradients.
+    pub fn update_part(
+        &mut self,
+        gpu: &Gpu,
+        index: usize,
+        part: Range<usize>,
+        grad: CudaView<f32>,
+        grad_scale: f32,
+    ) -> Result<()> {
+        let value = &mut self.values[index].slice_mut(part);
+        self.optimizer.update(gpu, index, value, &mut self.states[index], grad, grad_scale)
+    }
+
+    /// The schedule the parameters are laid out by.
+    pub fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+
+    /// Parameter `index`'s values (for the all-gathers of sharded state).
+    pub(super) fn value(&self, index: usize) -> &CudaSlice<f32> {
+        &self.values[index]
+    }
+
+    pub(super) fn value_mut(&mut self, index: usize) -> &mut CudaSlice<f32> {
+        &mut self.values[index]
     }
 
     /// Copies every parameter back into `model` (for saving, or comparing with the CPU).

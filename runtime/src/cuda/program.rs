@@ -13,6 +13,7 @@ use super::gpu::{cuda, Gpu};
 use super::nccl::{GpuComm, GpuInFlight};
 use super::ops::{self, RowStats};
 use super::params::GpuParams;
+use super::shards::GpuShards;
 use super::storage::{at_least, Cuda, GpuSaved, GpuTensor, GpuTicket, NoLowRank};
 use super::timing::Timeline;
 use crate::comm::{BucketMember, CommMode};
@@ -91,7 +92,19 @@ impl GpuStep {
 
     /// The executor of one call of the program.
     pub fn on<'a>(&'a mut self, gpu: &'a Gpu, comm: &'a GpuComm) -> GpuExec<'a> {
-        GpuExec { gpu, comm, step: self }
+        GpuExec { gpu, comm, step: self, shards: None }
+    }
+
+    /// The executor of a backward or a step of a run that shards its optimizer state
+    /// (`shards`: reduce-scatters instead of all-reduces, updates of this rank's parts, the
+    /// all-gathers after them).
+    pub fn sharding<'a>(
+        &'a mut self,
+        gpu: &'a Gpu,
+        comm: &'a GpuComm,
+        shards: Option<&'a mut GpuShards>,
+    ) -> GpuExec<'a> {
+        GpuExec { gpu, comm, step: self, shards }
     }
 }
 
@@ -100,6 +113,17 @@ pub struct GpuExec<'a> {
     gpu: &'a Gpu,
     comm: &'a GpuComm,
     step: &'a mut GpuStep,
+    shards: Option<&'a mut GpuShards>,
+}
+
+impl GpuExec<'_> {
+    /// Starts summing bucket `index`: all of it, or each rank's shard into that rank.
+    fn sum(&self, index: usize, bucket: CudaSlice<f32>) -> Result<GpuInFlight> {
+        match self.shards {
+            Some(_) => self.comm.reduce_scatter(index, bucket),
+            None => self.comm.all_reduce(index, bucket),
+        }
+    }
 }
 
 impl Compute<Cuda> for GpuExec<'_> {
@@ -362,7 +386,7 @@ impl<M> Launch<M, Cuda> for GpuExec<'_> {
         _: f32,
     ) -> Result<GpuTicket> {
         match self.step.mode {
-            CommMode::Overlap => self.step.in_flight[index] = Some(self.comm.all_reduce(index, bucket)?),
+            CommMode::Overlap => self.step.in_flight[index] = Some(self.sum(index, bucket)?),
             CommMode::AfterBackward => self.step.held.push((index, bucket)),
             CommMode::Skip => self.step.in_flight[index] = Some(GpuInFlight::unreduced(index, bucket)),
         }
@@ -384,6 +408,14 @@ impl<M> Launch<M, Cuda> for GpuExec<'_> {
         match p {}
     }
 
+    /// Notes the group for its bucket's `clear`, after the updates it gathers (see `shards`).
+    fn launch_gather(&mut self, group: usize, bucket: usize, elements: std::ops::Range<usize>) -> Result<()> {
+        if let Some(shards) = self.shards.as_deref_mut() {
+            shards.ask(group, bucket, elements);
+        }
+        Ok(())
+    }
+
     fn backward_done(&mut self) -> Result<()> {
         if self.step.held.is_empty() {
             return Ok(());
@@ -391,7 +423,7 @@ impl<M> Launch<M, Cuda> for GpuExec<'_> {
         // As DDP without overlap: every reduction starts after backward, and the updates start
         // after all of them.
         for (k, bucket) in std::mem::take(&mut self.step.held) {
-            self.step.in_flight[k] = Some(self.comm.all_reduce(k, bucket)?);
+            self.step.in_flight[k] = Some(self.sum(k, bucket)?);
         }
         let in_flight = &self.step.in_flight;
         self.step.timeline.span(self.gpu, Activity::WaitAll, |gpu| {
@@ -405,7 +437,8 @@ impl<M> Settle<M, Cuda> for GpuExec<'_> {
         debug_assert_eq!(ticket.bucket, index);
         let flight = self.step.in_flight[index].take().expect("a bucket is waited for once, after its launch");
         let (data, events) = self.step.timeline.wait(self.gpu, index, |gpu| flight.wait(gpu.compute()))?;
-        self.step.timeline.all_reduce(index, std::mem::size_of::<f32>() * data.len(), events);
+        let sharded = self.shards.is_some();
+        self.step.timeline.all_reduce(index, std::mem::size_of::<f32>() * data.len(), events, sharded);
         Ok(data)
     }
 
@@ -429,16 +462,29 @@ impl<M> Settle<M, Cuda> for GpuExec<'_> {
             let start = self.step.timeline.start(self.gpu)?;
             self.step.updating = Some((slot.bucket, start));
         }
-        let grad = bucket.slice(slot.offset..slot.offset + slot.len);
-        self.step.params.update(self.gpu, slot.index, grad, scale)
+        let Some(shards) = self.shards.as_deref() else {
+            let grad = bucket.slice(slot.offset..slot.offset + slot.len);
+            return self.step.params.update(self.gpu, slot.index, grad, scale);
+        };
+        // Sharded: this rank's part alone, whose sums the reduce-scatter left here.
+        let part = shards.owned(bucket.len(), slot.offset, slot.len);
+        if part.is_empty() {
+            return Ok(());
+        }
+        let grad = bucket.slice(slot.offset + part.start..slot.offset + part.end);
+        self.step.params.update_part(self.gpu, slot.index, part, grad, scale)
     }
 
     /// Nothing to clear: the first backward of a step writes the gradients rather than adding
     /// to them (`accumulate` is false there).
+    /// With sharded state, the bucket's all-gathers follow its updates here.
     fn clear(&mut self, index: usize, _: &mut CudaSlice<f32>) -> Result<()> {
         if let Some((bucket, start)) = self.step.updating.take() {
             debug_assert_eq!(bucket, index);
             self.step.timeline.finish(self.gpu, Activity::Update { bucket: bucket as u32 }, start)?;
+        }
+        if let Some(shards) = self.shards.as_deref_mut() {
+            shards.queue_gathers(self.gpu, self.comm, &mut self.step.params, index)?;
         }
         Ok(())
     }
@@ -449,8 +495,11 @@ impl<M> Settle<M, Cuda> for GpuExec<'_> {
 
     fn clip(&mut self, buckets: &[&CudaSlice<f32>], grad_scale: f32) -> Result<f32> {
         let GpuStep { params, clip, .. } = &mut *self.step;
+        // Sharded: each rank's shards hold the sums, so the squares are its shards', summed
+        // over the ranks.
+        let sharded = self.shards.as_deref().map(|s| (self.comm, buckets.iter().map(|b| s.shard(b.len())).collect()));
         match params.optimizer.grad_clip() {
-            Some(rule) => clip.scale(self.gpu, buckets, rule, grad_scale),
+            Some(rule) => clip.scale(self.gpu, buckets, sharded, rule, grad_scale),
             None => Ok(grad_scale),
         }
     }

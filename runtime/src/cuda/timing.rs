@@ -18,8 +18,9 @@ pub struct Timeline {
     /// An event at the start of the step, and the host instant it stands for.
     anchor: Option<(CudaEvent, Instant)>,
     spans: Vec<(Activity, EventPair)>,
-    /// `(bucket, bytes, events)` of each all-reduce on the communication stream.
-    all_reduces: Vec<(usize, usize, EventPair)>,
+    /// `(bucket, bytes, events, sharded)` of each all-reduce (or, sharded, reduce-scatter) on
+    /// the communication stream.
+    all_reduces: Vec<(usize, usize, EventPair, bool)>,
 }
 
 impl Timeline {
@@ -76,10 +77,11 @@ impl Timeline {
         self.span(gpu, Activity::Wait { bucket: bucket as u32 }, work)
     }
 
-    /// Keeps the timing events of bucket `bucket`'s all-reduce, if it was timed.
-    pub fn all_reduce(&mut self, bucket: usize, bytes: usize, events: Option<EventPair>) {
+    /// Keeps the timing events of bucket `bucket`'s all-reduce (`sharded`: reduce-scatter), if
+    /// it was timed.
+    pub fn all_reduce(&mut self, bucket: usize, bytes: usize, events: Option<EventPair>, sharded: bool) {
         if let (true, Some(events)) = (self.enabled, events) {
-            self.all_reduces.push((bucket, bytes, events));
+            self.all_reduces.push((bucket, bytes, events, sharded));
         }
     }
 
@@ -95,9 +97,10 @@ impl Timeline {
         for (activity, (start, end)) in self.spans.drain(..) {
             trace::record(activity, instant(&start)?, instant(&end)?);
         }
-        for (bucket, bytes, (start, end)) in self.all_reduces.drain(..) {
+        for (bucket, bytes, (start, end), sharded) in self.all_reduces.drain(..) {
             let (started, finished) = (instant(&start)?, instant(&end)?);
-            trace::record_all_reduce(bucket, bytes, started, started, finished);
+            let record = if sharded { trace::record_reduce_scatter } else { trace::record_all_reduce };
+            record(bucket, bytes, started, started, finished);
         }
         Ok(())
     }

@@ -248,19 +248,15 @@ fn changes(saved: &checkpoint::RunAbout, now: &checkpoint::RunAbout) -> Vec<Stri
 /// Settings that sharded optimizer state cannot run with, refused by name. Each rank updates its
 /// own slice of a bucket on the communication thread, with state for that slice alone (after the
 /// step's global norm when it clips or checks the sums): nothing may send something else than
-/// the sums (PowerSGD's factors); and only the CPU does it so far.
+/// the sums (PowerSGD's factors).
 fn check_sharding(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
     if !config.comm.shard_optimizer.unwrap_or(schedule.shard_optimizer) {
         return Ok(());
     }
     let how = sharded_by(config, schedule);
     let low_rank = schedule.buckets.iter().find_map(|b| b.low_rank);
-    let conflicts = [
-        (config.device != Device::Cpu).then(|| {
-            "`TrainConfig::device` cuda: the GPU's reduce-scatter and all-gather are not built yet".to_string()
-        }),
-        low_rank.map(|r| format!("the model's `grad_comm = {r}`: PowerSGD's factors cannot be reduce-scattered")),
-    ];
+    let conflicts =
+        [low_rank.map(|r| format!("the model's `grad_comm = {r}`: PowerSGD's factors cannot be reduce-scattered"))];
     let conflicts: Vec<String> = conflicts.into_iter().flatten().collect();
     if conflicts.is_empty() {
         return Ok(());

@@ -1,0 +1,137 @@
+//! Sharded optimizer state on the GPU (ZeRO-1), as the CPU shards it: rank `r` owns
+//! `shard_of(numel, world, r)` of every bucket, keeps optimizer state for that part of each
+//! parameter alone (`owned_part`), and updates only it from the bucket's sums, which the
+//! reduce-scatter (`GpuComm::reduce_scatter`) left there. The same ownership as the CPU's, so
+//! checkpoints join and split the state the same way (`checkpoint::shards`).
+//!
+//! The updated parameters then travel back to every rank before the next forward reads them:
+//! the generated code asks for each all-gather group at the end of backward
+//! (`Launch::launch_gather`), the GPU queues it on the communication stream once its bucket's
+//! updates are queued (`Settle::clear`): this rank's parts copied into the bucket's layout,
+//! every rank's shard of the group broadcast from it, the group's parameters copied back out.
+//! The next forward's wait point for the group makes the compute stream wait for that.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
+use overlap_plan::{owned_part, shard_of, Schedule};
+
+use super::gpu::{cuda, Gpu};
+use super::nccl::GpuComm;
+use super::params::GpuParams;
+use crate::error::Result;
+
+pub struct GpuShards {
+    world: usize,
+    rank: usize,
+    compute: Arc<CudaStream>,
+    /// Per bucket, its parameters' values in the bucket's layout, for the all-gathers.
+    flat: Vec<Option<CudaSlice<f32>>>,
+    /// The all-gather groups the step asked for (`group`, bucket, elements), queued at their
+    /// bucket's `clear`.
+    asked: Vec<(usize, usize, Range<usize>)>,
+    /// Per group, what its wait point waits for, until it has.
+    done: Vec<Option<CudaEvent>>,
+}
+
+impl GpuShards {
+    pub fn new(gpu: &Gpu, schedule: &Schedule, world: usize, rank: usize) -> Self {
+        GpuShards {
+            world,
+            rank,
+            compute: Arc::clone(gpu.compute()),
+            flat: (0..schedule.buckets.len()).map(|_| None).collect(),
+            asked: Vec::new(),
+            done: (0..schedule.gather_groups().len()).map(|_| None).collect(),
+        }
+    }
+
+    /// This rank's part of a parameter at `offset..offset + len` of a bucket of `numel`, as a
+    /// range of the parameter's own elements (empty when it owns none of it).
+    pub fn owned(&self, numel: usize, offset: usize, len: usize) -> Range<usize> {
+        owned_part(offset, len, &shard_of(numel, self.world, self.rank))
+    }
+
+    /// This rank's shard of a bucket of `numel`, as elements of the bucket.
+    pub fn shard(&self, numel: usize) -> Range<usize> {
+        shard_of(numel, self.world, self.rank)
+    }
+
+    /// Notes all-gather `group` (elements `elements` of bucket `bucket`), queued at the
+    /// bucket's `clear`.
+    pub fn ask(&mut self, group: usize, bucket: usize, elements: Range<usize>) {
+        self.asked.push((group, bucket, elements));
+    }
+
+    /// Queues the all-gathers asked for of bucket `bucket`, whose updates are queued on the
+    /// compute stream: on the communication stream after them, this rank's parts of the
+    /// bucket's parameters into its layout, each group's shards from every rank, and the group's
+    /// parameters back out of it.
+    pub fn queue_gathers(&mut self, gpu: &Gpu, comm: &GpuComm, params: &mut GpuParams, bucket: usize) -> Result<()> {
+        let groups: Vec<(usize, Range<usize>)> =
+            self.asked.iter().filter(|(_, b, _)| *b == bucket).map(|(g, _, r)| (*g, r.clone())).collect();
+        if groups.is_empty() {
+            return Ok(());
+        }
+        self.asked.retain(|(_, b, _)| *b != bucket);
+        let schedule = params.schedule().clone();
+        let info = &schedule.buckets[bucket];
+        if self.flat[bucket].is_none() {
+            // Allocated on the compute stream, before the ready event the copies below wait for.
+            let flat = gpu.compute().alloc_zeros::<f32>(info.numel.max(1)).map_err(cuda("allocating an all-gather"))?;
+            self.flat[bucket] = Some(flat);
+        }
+        let shard = self.shard(info.numel);
+        let flat = self.flat[bucket].as_mut().expect("allocated above");
+        let stream = comm.stream();
+        comm.order_after_compute()?;
+        for &p in info.params.iter() {
+            let param = schedule.param(p);
+            let own = owned_part(param.offset, param.numel(), &shard);
+            if own.is_empty() {
+                continue;
+            }
+            let at = param.offset + own.start..param.offset + own.end;
+            let value = params.value(param.index).slice(own);
+            stream.memcpy_dtod(&value, &mut flat.slice_mut(at)).map_err(cuda("copying a shard for its all-gather"))?;
+        }
+        for (group, elements) in groups {
+            comm.all_gather_pieces(flat, &elements)?;
+            for &p in info.params.iter() {
+                let param = schedule.param(p);
+                let part = owned_part(param.offset, param.numel(), &elements);
+                if part.is_empty() {
+                    continue;
+                }
+                let at = param.offset + part.start..param.offset + part.end;
+                let mut value = params.value_mut(param.index).slice_mut(part);
+                stream.memcpy_dtod(&flat.slice(at), &mut value).map_err(cuda("copying gathered parameters back"))?;
+            }
+            self.done[group] = Some(comm.record_done()?);
+        }
+        Ok(())
+    }
+
+    /// The wait point of all-gather `group`: the compute stream waits for it (the host does not).
+    pub fn wait(&mut self, group: usize) -> Result<()> {
+        match self.done.get_mut(group).and_then(Option::take) {
+            Some(done) => self.compute.wait(&done).map_err(cuda("waiting for an all-gather")),
+            None => Ok(()),
+        }
+    }
+
+    /// Every all-gather's wait point at once (before a forward without wait points, or reading
+    /// the parameters back to the host).
+    pub fn wait_all(&mut self) -> Result<()> {
+        (0..self.done.len()).try_for_each(|g| self.wait(g))
+    }
+}
+
+impl Drop for GpuShards {
+    /// The gather buffers are freed on the compute stream: it waits for the copies out of them
+    /// first (a step that failed may have left some queued).
+    fn drop(&mut self) {
+        let _ = self.wait_all();
+    }
+}
