@@ -8,8 +8,8 @@ mod common;
 mod pytorch_adamw;
 
 use overlap::cuda::{
-    driver_present, gpu_count, Cuda, Gpu, GpuComm, GpuCrossEntropy, GpuOptimizer, GpuParams, GpuStep, GpuTensor,
-    Timeline,
+    driver_present, gpu_count, Cuda, Gpu, GpuComm, GpuCrossEntropy, GpuOptimizer, GpuParams, GpuShards, GpuStep,
+    GpuTensor, Timeline,
 };
 use overlap::prelude::*;
 use overlap::program::Program;
@@ -463,6 +463,66 @@ fn sharded_optimizer_state_trains_as_whole_state_on_the_gpu() {
             assert_params_close(&sharded, &cpu, 1e-3, &format!("{optimizer} {clip:?}, sharded, GPU vs CPU"));
         }
     }
+}
+
+/// One rank's parts of sharded state, on one GPU as if it were rank 1 of 3 (the NCCL paths
+/// between ranks need several GPUs): each parameter's part is updated alone, with momentum kept
+/// for that part alone, as the CPU's optimizer updates those elements of the whole parameter;
+/// the rest stays as it was until the all-gathers.
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn a_rank_s_parts_of_sharded_state_update_as_the_cpu_updates_them() {
+    use overlap_runtime::optim::{ChosenOptimizer, OptimizerState};
+    let gpu = Gpu::open(0).expect("a GPU");
+    let schedule = Probe::SCHEDULE;
+    let (model, sgd) = (Probe::init(5), Sgd::new(0.1).momentum(0.9));
+    let shards = GpuShards::new(&gpu, &schedule, 3, 1);
+    let mut params = GpuParams::new(&gpu, &model, GpuOptimizer::Sgd(sgd.clone()), Some(&shards)).unwrap();
+    let (mut cpu_model, mut cpu) = (Probe::init(5), sgd.clone());
+    let mut parts = Vec::new();
+    for p in schedule.params() {
+        let info = schedule.param(p);
+        let len = info.numel();
+        let grad: Vec<f32> = (0..len).map(|i| ((i * 37 + info.index * 11) % 23) as f32 / 23.0 - 0.5).collect();
+        let part = shards.owned(schedule.buckets[info.bucket].numel, info.offset, len);
+        // Two updates: the momentum buffer's first (the gradient itself) and a later one.
+        for _ in 0..2 {
+            let on_gpu = gpu.compute().clone_htod(&grad).unwrap();
+            if !part.is_empty() {
+                params.update_part(&gpu, info.index, part.clone(), on_gpu.slice(part.clone()), 1.0).unwrap();
+            }
+            cpu.update(info.index, cpu_model.param_mut(p), &grad, 1.0);
+        }
+        parts.push((p, info.index, part));
+    }
+    let (mut gpu_model, mut saved) = (Probe::init(5), ChosenOptimizer::Sgd(sgd));
+    params.save_state(&gpu, &mut gpu_model, &mut saved).unwrap();
+    let (mut owned, mut total) = (0, 0);
+    for (p, index, part) in parts {
+        let (initial, got, want) = (model.param(p), gpu_model.param(p), cpu_model.param(p));
+        for (i, &g) in got.iter().enumerate() {
+            let expected = if part.contains(&i) { want[i] } else { initial[i] };
+            assert!(
+                (g - expected).abs() <= 1e-6 * expected.abs().max(1.0),
+                "parameter {index}[{i}]: {g} vs {expected}"
+            );
+        }
+        match (saved.buffers(index), part.is_empty()) {
+            (None, true) => {}
+            (Some(buffers), false) => {
+                let want = &cpu.momentum_buffer(index).expect("the CPU kept momentum")[part.clone()];
+                assert_eq!(buffers[0].len(), part.len(), "parameter {index}: state for its part alone");
+                for (g, w) in buffers[0].iter().zip(want) {
+                    assert!((g - w).abs() <= 1e-6 * w.abs().max(1.0), "parameter {index}'s momentum: {g} vs {w}");
+                }
+            }
+            (state, _) => {
+                panic!("parameter {index} owns {part:?} and keeps {:?} values of state", state.map(|b| b[0].len()))
+            }
+        }
+        (owned, total) = (owned + part.len(), total + got.len());
+    }
+    assert!(owned > 0 && owned < total, "rank 1 of 3 owns {owned} of {total} values");
 }
 
 /// A checkpoint of sharded state written on the GPU holds whole state (joined as the CPU joins

@@ -143,7 +143,11 @@ impl<M: DistributedModel> GpuBackend<'_, M> {
     /// Orders the compute stream after every all-gather of sharded state in flight, before the
     /// parameters are copied to the host (the copies run on it).
     fn gathered(&mut self) -> Result<()> {
-        self.shards.as_mut().map_or(Ok(()), GpuShards::wait_all)
+        let Some(shards) = self.shards.as_mut() else { return Ok(()) };
+        shards.wait_all()?;
+        // Within the bound: the all-gathers wait for every rank.
+        let finished = self.gpu.finish("waiting for the all-gathers of sharded optimizer state");
+        self.ended_by(finished)
     }
 
     /// `result`, after abandoning NCCL's communicator when it is a wait for the GPU that timed
@@ -161,6 +165,9 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
         // Buckets a failed step left in flight are freed after their sums (see `GpuInFlight`).
         self.step.drop_in_flight();
         self.in_flight = None;
+        if let Some(shards) = self.shards.as_mut() {
+            shards.begin_step();
+        }
         if self.grads.is_none() {
             self.grads = Some(self.model.new_grads_on(&mut self.step.on(&self.gpu, &self.gpu_comm))?);
         }

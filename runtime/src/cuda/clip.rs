@@ -22,12 +22,12 @@ pub struct ClipPartials {
 impl ClipPartials {
     /// `grad_scale` times the clipping factor of `buckets`' global norm (see `GradClip::scale`).
     /// With `sharded`, each bucket's squares are those of this rank's shard (its range), and
-    /// the partial sums are summed over the ranks by NCCL before they are read.
+    /// the partial sums are summed over the ranks by NCCL (when given one) before they are read.
     pub fn scale(
         &mut self,
         gpu: &Gpu,
         buckets: &[&CudaSlice<f32>],
-        sharded: Option<(&GpuComm, Vec<Range<usize>>)>,
+        sharded: Option<(Option<&GpuComm>, Vec<Range<usize>>)>,
         clip: &mut GradClip,
         grad_scale: f32,
     ) -> Result<f32> {
@@ -42,7 +42,7 @@ impl ClipPartials {
             let counted = sharded.as_ref().map_or(0..bucket.len(), |(_, shards)| shards[k].clone());
             ops::sum_squares(gpu, counted.len(), bucket.slice(counted), &mut out)?;
         }
-        if let Some((comm, _)) = &sharded {
+        if let Some((Some(comm), _)) = &sharded {
             comm.sum_f64_in_place(partials)?;
         }
         // The copy waits for the GPU, and the sums before it for every rank: within the bound.

@@ -130,11 +130,13 @@ impl Gpu {
         // tracking, cudarc requires that no buffer is freed while another stream still uses it,
         // used by another stream before its allocation completes, or written by two streams at
         // once. Here: every buffer is allocated, used by kernels and cuBLAS, and freed on the
-        // compute stream; the communication stream touches only a gradient bucket, between a
-        // ready event recorded on the compute stream after the bucket's last writer and a done
-        // event that the compute stream waits for before the bucket is used or freed again
-        // (`GpuInFlight` owns the bucket meanwhile and waits for that event even when dropped
-        // on an error path).
+        // compute stream; the communication stream touches a gradient bucket, and with sharded
+        // optimizer state the parameters of a bucket and its all-gather buffer, only between a
+        // ready event recorded on the compute stream after their last writer (the backward
+        // kernels; the bucket's updates) and a done event that the compute stream waits for
+        // before they are used or freed again (`GpuInFlight` owns a bucket meanwhile and waits
+        // for that event even when dropped on an error path; forward's wait points or
+        // `gathered` wait for the all-gathers, and `GpuShards`'s drop for all its work).
         unsafe { ctx.disable_event_tracking() };
         let name = ctx.name().map_err(cuda("reading the GPU name"))?;
         let (major, minor) = ctx.compute_capability().map_err(cuda("reading the compute capability"))?;

@@ -409,9 +409,11 @@ impl<M> Launch<M, Cuda> for GpuExec<'_> {
     }
 
     /// Notes the group for its bucket's `clear`, after the updates it gathers (see `shards`).
+    /// `--compute-only` gathers nothing, as on the CPU.
     fn launch_gather(&mut self, group: usize, bucket: usize, elements: std::ops::Range<usize>) -> Result<()> {
-        if let Some(shards) = self.shards.as_deref_mut() {
-            shards.ask(group, bucket, elements);
+        match self.shards.as_deref_mut() {
+            Some(shards) if self.step.mode != CommMode::Skip => shards.ask(group, bucket, elements),
+            _ => {}
         }
         Ok(())
     }
@@ -494,12 +496,14 @@ impl<M> Settle<M, Cuda> for GpuExec<'_> {
     }
 
     fn clip(&mut self, buckets: &[&CudaSlice<f32>], grad_scale: f32) -> Result<f32> {
-        let GpuStep { params, clip, .. } = &mut *self.step;
         // Sharded: each rank's shards hold the sums, so the squares are its shards', summed
         // over the ranks.
-        let sharded = self.shards.as_deref().map(|s| (self.comm, buckets.iter().map(|b| s.shard(b.len())).collect()));
+        let shards: Option<Vec<_>> = self.shards.as_deref().map(|s| buckets.iter().map(|b| s.shard(b.len())).collect());
+        // `--compute-only` sums nothing over the ranks, its norm included.
+        let summing = (self.step.mode != CommMode::Skip).then_some(self.comm);
+        let GpuStep { params, clip, .. } = &mut *self.step;
         match params.optimizer.grad_clip() {
-            Some(rule) => clip.scale(self.gpu, buckets, sharded, rule, grad_scale),
+            Some(rule) => clip.scale(self.gpu, buckets, shards.map(|s| (summing, s)), rule, grad_scale),
             None => Ok(grad_scale),
         }
     }

@@ -7,9 +7,10 @@
 //! The updated parameters then travel back to every rank before the next forward reads them:
 //! the generated code asks for each all-gather group at the end of backward
 //! (`Launch::launch_gather`), the GPU queues it on the communication stream once its bucket's
-//! updates are queued (`Settle::clear`): this rank's parts copied into the bucket's layout,
-//! every rank's shard of the group broadcast from it, the group's parameters copied back out.
-//! The next forward's wait point for the group makes the compute stream wait for that.
+//! updates are queued (`Settle::clear`), in the order forward reads them: this rank's parts
+//! copied into the bucket's layout, every rank's shard of the group broadcast from it, the
+//! group's parameters copied back out. The next forward's wait point for the group makes the
+//! compute stream wait for that.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -26,11 +27,15 @@ pub struct GpuShards {
     world: usize,
     rank: usize,
     compute: Arc<CudaStream>,
+    comm: Arc<CudaStream>,
     /// Per bucket, its parameters' values in the bucket's layout, for the all-gathers.
     flat: Vec<Option<CudaSlice<f32>>>,
-    /// The all-gather groups the step asked for (`group`, bucket, elements), queued at their
-    /// bucket's `clear`.
+    /// Per bucket, whether this step's updates of it are queued and this rank's parts copied in.
+    copied: Vec<bool>,
+    /// The all-gather groups the step asked for (`group`, bucket, elements), in the order the
+    /// next forward reads them, and how many of them are queued.
     asked: Vec<(usize, usize, Range<usize>)>,
+    queued: usize,
     /// Per group, what its wait point waits for, until it has.
     done: Vec<Option<CudaEvent>>,
 }
@@ -41,8 +46,11 @@ impl GpuShards {
             world,
             rank,
             compute: Arc::clone(gpu.compute()),
+            comm: Arc::clone(gpu.comm()),
             flat: (0..schedule.buckets.len()).map(|_| None).collect(),
+            copied: vec![false; schedule.buckets.len()],
             asked: Vec::new(),
+            queued: 0,
             done: (0..schedule.gather_groups().len()).map(|_| None).collect(),
         }
     }
@@ -58,57 +66,60 @@ impl GpuShards {
         shard_of(numel, self.world, self.rank)
     }
 
-    /// Notes all-gather `group` (elements `elements` of bucket `bucket`), queued at the
-    /// bucket's `clear`.
+    /// Forgets what a step that did not finish asked for (its gathers never queued).
+    pub fn begin_step(&mut self) {
+        self.asked.clear();
+        self.queued = 0;
+        self.copied.fill(false);
+    }
+
+    /// Notes all-gather `group` (elements `elements` of bucket `bucket`), queued once its
+    /// bucket's updates are (`queue_gathers`).
     pub fn ask(&mut self, group: usize, bucket: usize, elements: Range<usize>) {
         self.asked.push((group, bucket, elements));
     }
 
-    /// Queues the all-gathers asked for of bucket `bucket`, whose updates are queued on the
-    /// compute stream: on the communication stream after them, this rank's parts of the
-    /// bucket's parameters into its layout, each group's shards from every rank, and the group's
-    /// parameters back out of it.
+    /// After bucket `bucket`'s updates are queued on the compute stream: on the communication
+    /// stream, this rank's parts of the bucket's parameters copied into its layout; then, in the
+    /// order the next forward reads them, every asked group whose bucket is copied so far (each
+    /// rank's shard of the group broadcast from it, the group's parameters copied back out).
+    /// Buckets are updated in launch order, the reverse of forward's, so the first groups go
+    /// once the last bucket is updated, and in forward order from there.
     pub fn queue_gathers(&mut self, gpu: &Gpu, comm: &GpuComm, params: &mut GpuParams, bucket: usize) -> Result<()> {
-        let groups: Vec<(usize, Range<usize>)> =
-            self.asked.iter().filter(|(_, b, _)| *b == bucket).map(|(g, _, r)| (*g, r.clone())).collect();
-        if groups.is_empty() {
+        if !self.asked.iter().any(|(_, b, _)| *b == bucket) {
             return Ok(());
         }
-        self.asked.retain(|(_, b, _)| *b != bucket);
         let schedule = params.schedule().clone();
-        let info = &schedule.buckets[bucket];
+        let numel = schedule.buckets[bucket].numel;
         if self.flat[bucket].is_none() {
             // Allocated on the compute stream, before the ready event the copies below wait for.
-            let flat = gpu.compute().alloc_zeros::<f32>(info.numel.max(1)).map_err(cuda("allocating an all-gather"))?;
+            let flat = gpu.compute().alloc_zeros::<f32>(numel.max(1)).map_err(cuda("allocating an all-gather"))?;
             self.flat[bucket] = Some(flat);
         }
-        let shard = self.shard(info.numel);
-        let flat = self.flat[bucket].as_mut().expect("allocated above");
-        let stream = comm.stream();
         comm.order_after_compute()?;
-        for &p in info.params.iter() {
+        let shard = self.shard(numel);
+        let flat = self.flat[bucket].as_mut().expect("allocated above");
+        for &p in schedule.buckets[bucket].params.iter() {
             let param = schedule.param(p);
             let own = owned_part(param.offset, param.numel(), &shard);
-            if own.is_empty() {
-                continue;
+            if !own.is_empty() {
+                let at = param.offset + own.start..param.offset + own.end;
+                let value = params.value(param.index).slice(own);
+                let copy = comm.stream().memcpy_dtod(&value, &mut flat.slice_mut(at));
+                copy.map_err(cuda("copying a shard for its all-gather"))?;
             }
-            let at = param.offset + own.start..param.offset + own.end;
-            let value = params.value(param.index).slice(own);
-            stream.memcpy_dtod(&value, &mut flat.slice_mut(at)).map_err(cuda("copying a shard for its all-gather"))?;
         }
-        for (group, elements) in groups {
-            comm.all_gather_pieces(flat, &elements)?;
-            for &p in info.params.iter() {
-                let param = schedule.param(p);
-                let part = owned_part(param.offset, param.numel(), &elements);
-                if part.is_empty() {
-                    continue;
-                }
-                let at = param.offset + part.start..param.offset + part.end;
-                let mut value = params.value_mut(param.index).slice_mut(part);
-                stream.memcpy_dtod(&flat.slice(at), &mut value).map_err(cuda("copying gathered parameters back"))?;
+        self.copied[bucket] = true;
+        while let Some((group, b, elements)) = self.asked.get(self.queued).cloned() {
+            if !self.copied[b] {
+                break;
             }
+            self.queued += 1;
+            let flat = self.flat[b].as_mut().expect("copied buckets have their buffer");
+            let queued = gather_group(comm, params, &schedule, b, flat, &elements);
+            // Recorded whatever happened, so that nothing frees the buffer under queued work.
             self.done[group] = Some(comm.record_done()?);
+            queued?;
         }
         Ok(())
     }
@@ -129,9 +140,35 @@ impl GpuShards {
 }
 
 impl Drop for GpuShards {
-    /// The gather buffers are freed on the compute stream: it waits for the copies out of them
-    /// first (a step that failed may have left some queued).
+    /// The gather buffers are freed on the compute stream: it waits first for everything queued
+    /// on the communication stream (a step that failed may have left copies without an event).
     fn drop(&mut self) {
-        let _ = self.wait_all();
+        if let Ok(queued) = self.comm.record_event(None) {
+            let _ = self.compute.wait(&queued);
+        }
     }
+}
+
+/// Queues group `elements` of bucket `bucket` on the communication stream: every rank's shard of
+/// it broadcast from that rank in `flat`, then the group's parameters copied out of `flat`.
+fn gather_group(
+    comm: &GpuComm,
+    params: &mut GpuParams,
+    schedule: &Schedule,
+    bucket: usize,
+    flat: &mut CudaSlice<f32>,
+    elements: &Range<usize>,
+) -> Result<()> {
+    comm.all_gather_pieces(flat, elements)?;
+    for &p in schedule.buckets[bucket].params.iter() {
+        let param = schedule.param(p);
+        let part = owned_part(param.offset, param.numel(), elements);
+        if !part.is_empty() {
+            let at = param.offset + part.start..param.offset + part.end;
+            let mut value = params.value_mut(param.index).slice_mut(part);
+            let copy = comm.stream().memcpy_dtod(&flat.slice(at), &mut value);
+            copy.map_err(cuda("copying gathered parameters back"))?;
+        }
+    }
+    Ok(())
 }

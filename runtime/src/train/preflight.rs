@@ -286,7 +286,8 @@ pub(super) fn check_lendable<M: DistributedModel>(
     model: &mut M,
 ) -> Result<()> {
     let schedule = &M::SCHEDULE;
-    if !comm.shards_optimizer() {
+    // The GPU lends nothing: its updates run on the device after the wait points.
+    if !comm.shards_optimizer() || config.device != Device::Cpu {
         return Ok(());
     }
     let Some(p) = schedule.params().find(|&p| model.param_vec_mut(schedule.param(p).index).is_none()) else {
