@@ -477,7 +477,7 @@ fn a_rank_s_parts_of_sharded_state_update_as_the_cpu_updates_them() {
     let schedule = Probe::SCHEDULE;
     let (model, sgd) = (Probe::init(5), Sgd::new(0.1).momentum(0.9));
     let shards = GpuShards::new(&gpu, &schedule, 3, 1);
-    let mut params = GpuParams::new(&gpu, &model, GpuOptimizer::Sgd(sgd.clone()), Some(&shards)).unwrap();
+    let mut params = GpuParams::new(&gpu, &model, GpuOptimizer::Sgd(sgd.clone()), Some((3, 1))).unwrap();
     let (mut cpu_model, mut cpu) = (Probe::init(5), sgd.clone());
     let mut parts = Vec::new();
     for p in schedule.params() {

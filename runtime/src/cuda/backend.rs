@@ -114,7 +114,8 @@ impl<'a, M: DistributedModel> GpuBackend<'a, M> {
         let shards =
             comm.shards_optimizer().then(|| GpuShards::new(&gpu, &M::SCHEDULE, comm.world_size(), comm.rank()));
         let chosen = GpuOptimizer::like(&optimizer, &config.optimizer, &M::SCHEDULE);
-        let mut params = GpuParams::new(&gpu, &*model, chosen, shards.as_ref())?;
+        let sharded = shards.is_some().then_some((comm.world_size(), comm.rank()));
+        let mut params = GpuParams::new(&gpu, &*model, chosen, sharded)?;
         params.load_state(&gpu, &optimizer)?;
         let gpu_comm = GpuComm::new(&gpu, comm, setup.timed)?;
         let timeline = Timeline::new(setup.timed);

@@ -5,11 +5,10 @@
 use std::ops::Range;
 
 use cudarc::driver::{CudaSlice, CudaView};
-use overlap_plan::Schedule;
+use overlap_plan::{owned_part, shard_of, Schedule};
 
 use super::gpu::{cuda, Gpu};
 use super::optim::{GpuOptimizer, ParamState};
-use super::shards::GpuShards;
 use crate::error::Result;
 use crate::model::DistributedModel;
 use crate::optim::{ChosenOptimizer, OptimizerState};
@@ -26,12 +25,13 @@ pub struct GpuParams {
 
 impl GpuParams {
     /// Copies `model`'s parameters to the GPU, with zeroed optimizer state: for each parameter
-    /// whole, or, with `shards`, for this rank's part of it alone.
+    /// whole, or, with `sharded` (`(world, rank)` of a run that shards the state), for this
+    /// rank's part of it alone (`owned_part` of its bucket's `shard_of`, as `GpuShards` updates).
     pub fn new<M: DistributedModel>(
         gpu: &Gpu,
         model: &M,
         optimizer: GpuOptimizer,
-        shards: Option<&GpuShards>,
+        sharded: Option<(usize, usize)>,
     ) -> Result<Self> {
         let schedule = M::SCHEDULE;
         let count = schedule.params().count();
@@ -41,8 +41,10 @@ impl GpuParams {
             debug_assert_eq!(info.index, values.len(), "parameters are indexed in definition order");
             let host = model.param(p);
             values.push(gpu.compute().clone_htod(host).map_err(cuda("copying parameters to the GPU"))?);
-            let kept = shards
-                .map_or(host.len(), |s| s.owned(schedule.buckets[info.bucket].numel, info.offset, host.len()).len());
+            let kept = sharded.map_or(host.len(), |(world, rank)| {
+                let shard = shard_of(schedule.buckets[info.bucket].numel, world, rank);
+                owned_part(info.offset, host.len(), &shard).len()
+            });
             states.push(optimizer.new_state(gpu, kept)?);
         }
         let by_layer = schedule.layers.iter().map(|l| l.params.iter().map(|p| p.index).collect()).collect();

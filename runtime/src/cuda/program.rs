@@ -1,8 +1,10 @@
 //! The program `#[distributed_model]` emits, run on a GPU: each layer call queues its cuBLAS
 //! products and kernels (chosen by the layer's `DeviceOp`) on the compute stream, each launch an
 //! NCCL all-reduce on the communication stream, each wait point a stream wait, each update a
-//! fused optimizer kernel. The host never waits inside a step. Parameters and optimizer state
-//! live here (`GpuParams`), by the parameter's index in the schedule.
+//! fused optimizer kernel (those in `buckets`). The host never waits inside a step. Parameters
+//! and optimizer state live here (`GpuParams`), by the parameter's index in the schedule.
+
+mod buckets;
 
 use cudarc::driver::{CudaEvent, CudaSlice, CudaViewMut};
 use overlap_plan::Schedule;
@@ -14,13 +16,13 @@ use super::nccl::{GpuComm, GpuInFlight};
 use super::ops::{self, RowStats};
 use super::params::GpuParams;
 use super::shards::GpuShards;
-use super::storage::{at_least, Cuda, GpuSaved, GpuTensor, GpuTicket, NoLowRank};
+use super::storage::{at_least, Cuda, GpuSaved, GpuTensor};
 use super::timing::Timeline;
-use crate::comm::{BucketMember, CommMode};
+use crate::comm::CommMode;
 use crate::error::{Error, Result};
 use crate::layer::{DeviceOp, Layer, StepContext, TiedLayer};
 use crate::model::DistributedModel;
-use crate::program::{grad_scale, Compute, Launch, ParamSlot, Settle, Tied};
+use crate::program::{Compute, Tied};
 use crate::trace::Activity;
 
 /// Fails, naming them, when layers of `M` have no device kernels (their `Layer::DEVICE_OP` is
@@ -114,16 +116,6 @@ pub struct GpuExec<'a> {
     comm: &'a GpuComm,
     step: &'a mut GpuStep,
     shards: Option<&'a mut GpuShards>,
-}
-
-impl GpuExec<'_> {
-    /// Starts summing bucket `index`: all of it, or each rank's shard into that rank.
-    fn sum(&self, index: usize, bucket: CudaSlice<f32>) -> Result<GpuInFlight> {
-        match self.shards {
-            Some(_) => self.comm.reduce_scatter(index, bucket),
-            None => self.comm.all_reduce(index, bucket),
-        }
-    }
 }
 
 impl Compute<Cuda> for GpuExec<'_> {
@@ -363,149 +355,6 @@ impl Compute<Cuda> for GpuExec<'_> {
 
     fn add_assign(&mut self, into: &mut GpuTensor, other: &GpuTensor) -> Result<()> {
         ops::add_into(self.gpu, other.rows() * other.cols(), other.view(), &mut into.view_mut())
-    }
-}
-
-impl<M> Launch<M, Cuda> for GpuExec<'_> {
-    fn grad_scale(&self, micro_steps: usize) -> f32 {
-        // As the CPU's: `--compute-only` skips the sums, not the averaging, so that both
-        // devices update alike in every mode.
-        grad_scale(self.step.world_size, micro_steps)
-    }
-
-    fn begin_step(&mut self) {
-        self.step.params.optimizer.begin_step();
-    }
-
-    fn launch(
-        &mut self,
-        index: usize,
-        bucket: CudaSlice<f32>,
-        _: &[BucketMember],
-        _: &mut M,
-        _: f32,
-    ) -> Result<GpuTicket> {
-        match self.step.mode {
-            CommMode::Overlap => self.step.in_flight[index] = Some(self.sum(index, bucket)?),
-            CommMode::AfterBackward => self.step.held.push((index, bucket)),
-            CommMode::Skip => self.step.in_flight[index] = Some(GpuInFlight::unreduced(index, bucket)),
-        }
-        Ok(GpuTicket { bucket: index })
-    }
-
-    fn launch_low_rank(
-        &mut self,
-        _: usize,
-        _: CudaSlice<f32>,
-        _: &[BucketMember],
-        _: &mut M,
-        _: f32,
-    ) -> Result<NoLowRank> {
-        Err(Error::Cuda("PowerSGD does not run on the GPU".into()))
-    }
-
-    fn reduce_q(&mut self, p: NoLowRank) -> Result<NoLowRank> {
-        match p {}
-    }
-
-    /// Notes the group for its bucket's `clear`, after the updates it gathers (see `shards`).
-    /// `--compute-only` gathers nothing, as on the CPU.
-    fn launch_gather(&mut self, group: usize, bucket: usize, elements: std::ops::Range<usize>) -> Result<()> {
-        match self.shards.as_deref_mut() {
-            Some(shards) if self.step.mode != CommMode::Skip => shards.ask(group, bucket, elements),
-            _ => {}
-        }
-        Ok(())
-    }
-
-    fn backward_done(&mut self) -> Result<()> {
-        if self.step.held.is_empty() {
-            return Ok(());
-        }
-        // As DDP without overlap: every reduction starts after backward, and the updates start
-        // after all of them.
-        for (k, bucket) in std::mem::take(&mut self.step.held) {
-            self.step.in_flight[k] = Some(self.sum(k, bucket)?);
-        }
-        let in_flight = &self.step.in_flight;
-        self.step.timeline.span(self.gpu, Activity::WaitAll, |gpu| {
-            in_flight.iter().flatten().try_for_each(|f| f.order_before(gpu.compute()))
-        })
-    }
-}
-
-impl<M> Settle<M, Cuda> for GpuExec<'_> {
-    fn wait(&mut self, index: usize, ticket: GpuTicket) -> Result<CudaSlice<f32>> {
-        debug_assert_eq!(ticket.bucket, index);
-        let flight = self.step.in_flight[index].take().expect("a bucket is waited for once, after its launch");
-        let (data, events) = self.step.timeline.wait(self.gpu, index, |gpu| flight.wait(gpu.compute()))?;
-        let sharded = self.shards.is_some();
-        self.step.timeline.all_reduce(index, std::mem::size_of::<f32>() * data.len(), events, sharded);
-        Ok(data)
-    }
-
-    fn wait_low_rank(&mut self, _: usize, q: NoLowRank) -> Result<CudaSlice<f32>> {
-        match q {}
-    }
-
-    fn give_back_updated(&mut self, _: &mut CudaSlice<f32>, _: &mut M) -> bool {
-        false // nothing is lent on the GPU: the updates are queued after the wait point
-    }
-
-    fn update<L: Layer>(
-        &mut self,
-        _: &mut L,
-        _: usize,
-        slot: ParamSlot,
-        bucket: &CudaSlice<f32>,
-        scale: f32,
-    ) -> Result<()> {
-        if self.step.updating.is_none() {
-            let start = self.step.timeline.start(self.gpu)?;
-            self.step.updating = Some((slot.bucket, start));
-        }
-        let Some(shards) = self.shards.as_deref() else {
-            let grad = bucket.slice(slot.offset..slot.offset + slot.len);
-            return self.step.params.update(self.gpu, slot.index, grad, scale);
-        };
-        // Sharded: this rank's part alone, whose sums the reduce-scatter left here.
-        let part = shards.owned(bucket.len(), slot.offset, slot.len);
-        if part.is_empty() {
-            return Ok(());
-        }
-        let grad = bucket.slice(slot.offset + part.start..slot.offset + part.end);
-        self.step.params.update_part(self.gpu, slot.index, part, grad, scale)
-    }
-
-    /// Nothing to clear: the first backward of a step writes the gradients rather than adding
-    /// to them (`accumulate` is false there).
-    /// With sharded state, the bucket's all-gathers follow its updates here.
-    fn clear(&mut self, index: usize, _: &mut CudaSlice<f32>) -> Result<()> {
-        if let Some((bucket, start)) = self.step.updating.take() {
-            debug_assert_eq!(bucket, index);
-            self.step.timeline.finish(self.gpu, Activity::Update { bucket: bucket as u32 }, start)?;
-        }
-        if let Some(shards) = self.shards.as_deref_mut() {
-            shards.queue_gathers(self.gpu, self.comm, &mut self.step.params, index)?;
-        }
-        Ok(())
-    }
-
-    fn clips(&mut self) -> bool {
-        self.step.params.optimizer.grad_clip().is_some()
-    }
-
-    fn clip(&mut self, buckets: &[&CudaSlice<f32>], grad_scale: f32) -> Result<f32> {
-        // Sharded: each rank's shards hold the sums, so the squares are its shards', summed
-        // over the ranks.
-        let shards: Option<Vec<_>> = self.shards.as_deref().map(|s| buckets.iter().map(|b| s.shard(b.len())).collect());
-        // `--compute-only` sums nothing over the ranks, its norm included.
-        let summing = (self.step.mode != CommMode::Skip).then_some(self.comm);
-        let GpuStep { params, clip, .. } = &mut *self.step;
-        match params.optimizer.grad_clip() {
-            Some(rule) => clip.scale(self.gpu, buckets, shards.map(|s| (summing, s)), rule, grad_scale),
-            None => Ok(grad_scale),
-        }
     }
 }
 
