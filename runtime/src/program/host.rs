@@ -262,7 +262,7 @@ impl<M: ParamVecs, O: Optimizer> Launch<M, Host> for HostLaunch<'_, O> {
         model: &mut M,
         grad_scale: f32,
     ) -> std::result::Result<InFlight, Infallible> {
-        if self.optimizer.grad_clip().is_some() && !self.comm.shards_optimizer() {
+        if updates_await_every_sum(self.optimizer, self.comm) {
             bucket.measure_norm_on_arrival();
         }
         Ok(self.comm.all_reduce_and_update(
@@ -400,17 +400,23 @@ impl<M: ParamVecs> Gather<M, Host> for HostGather<'_> {
     }
 }
 
-/// The parameters to lend with a bucket: none when the run clips, whose updates need every
-/// bucket's sums first, unless the optimizer state is sharded (whose lent updates wait for the
-/// global norm).
+/// The parameters to lend with a bucket: none when the updates await every bucket's sums.
 fn lendable<'m, O: Optimizer>(
     members: &'m [BucketMember],
     optimizer: &mut O,
     comm: &Communicator,
 ) -> &'m [BucketMember] {
-    if optimizer.grad_clip().is_some() && !comm.shards_optimizer() {
+    if updates_await_every_sum(optimizer, comm) {
         &[]
     } else {
         members
     }
+}
+
+/// Whether the updates follow the step's last wait point: the run clips, so they need the global
+/// norm of every bucket's sums, unless the optimizer state is sharded (whose lent updates wait
+/// for the norm on the communication thread). Nothing is lent then, and each bucket's part of
+/// the norm is taken as its sums arrive.
+fn updates_await_every_sum<O: Optimizer>(optimizer: &mut O, comm: &Communicator) -> bool {
+    optimizer.grad_clip().is_some() && !comm.shards_optimizer()
 }
