@@ -21,13 +21,14 @@ pub struct ClipPartials {
 
 impl ClipPartials {
     /// `grad_scale` times the clipping factor of `buckets`' global norm (see `GradClip::scale`).
-    /// With `sharded`, each bucket's squares are those of this rank's shard (its range), and
-    /// the partial sums are summed over the ranks by NCCL (when given one) before they are read.
+    /// With `shards`, each bucket's squares are those of this rank's shard (its range); with
+    /// `over_ranks`, the partial sums are summed over the ranks by NCCL before they are read.
     pub fn scale(
         &mut self,
         gpu: &Gpu,
         buckets: &[&CudaSlice<f32>],
-        sharded: Option<(Option<&GpuComm>, Vec<Range<usize>>)>,
+        shards: Option<&[Range<usize>]>,
+        over_ranks: Option<&GpuComm>,
         clip: &mut GradClip,
         grad_scale: f32,
     ) -> Result<f32> {
@@ -39,10 +40,10 @@ impl ClipPartials {
         let partials = self.partials.as_mut().expect("allocated above");
         for (k, bucket) in buckets.iter().enumerate() {
             let mut out = partials.slice_mut(k * CLIP_BLOCKS..(k + 1) * CLIP_BLOCKS);
-            let counted = sharded.as_ref().map_or(0..bucket.len(), |(_, shards)| shards[k].clone());
+            let counted = shards.map_or(0..bucket.len(), |shards| shards[k].clone());
             ops::sum_squares(gpu, counted.len(), bucket.slice(counted), &mut out)?;
         }
-        if let Some((Some(comm), _)) = &sharded {
+        if let Some(comm) = over_ranks {
             comm.sum_f64_in_place(partials)?;
         }
         // The copy waits for the GPU, and the sums before it for every rank: within the bound.

@@ -157,10 +157,10 @@ impl<M> Settle<M, Cuda> for GpuExec<'_> {
         // over the ranks.
         let shards: Option<Vec<_>> = self.shards.as_deref().map(|s| buckets.iter().map(|b| s.shard(b.len())).collect());
         // `--compute-only` sums nothing over the ranks, its norm included.
-        let summing = (self.step.mode != CommMode::Skip).then_some(self.comm);
+        let over_ranks = shards.is_some().then_some(self.comm).filter(|_| self.step.mode != CommMode::Skip);
         let GpuStep { params, clip, .. } = &mut *self.step;
         match params.optimizer.grad_clip() {
-            Some(rule) => clip.scale(self.gpu, buckets, shards.map(|s| (summing, s)), rule, grad_scale),
+            Some(rule) => clip.scale(self.gpu, buckets, shards.as_deref(), over_ranks, rule, grad_scale),
             None => Ok(grad_scale),
         }
     }
