@@ -33,6 +33,15 @@ impl<'a> MatRef<'a> {
         MatRef { data, rows, cols, row_stride: cols as isize, col_stride: 1 }
     }
 
+    /// Views `rows x cols` elements of a larger row-major matrix whose rows are `row_stride`
+    /// apart, from element `at` (one head's columns of a `[tokens, 3D]` projection, say): the
+    /// library reads them in place, with no copy into a dense buffer. Panics if the block is not
+    /// inside `data` or the rows overlap (caller bugs).
+    pub fn block(data: &'a [f32], at: usize, rows: usize, cols: usize, row_stride: usize) -> Self {
+        let data = &data[block_span(data.len(), at, rows, cols, row_stride, "MatRef::block")];
+        MatRef { data, rows, cols, row_stride: row_stride as isize, col_stride: 1 }
+    }
+
     /// The transpose, as a view of the same data (strides swapped, nothing copied).
     pub fn t(self) -> Self {
         MatRef {
@@ -43,6 +52,52 @@ impl<'a> MatRef<'a> {
             col_stride: self.row_stride,
         }
     }
+}
+
+/// The output of a product: `rows x cols` elements of a row-major matrix whose rows are
+/// `row_stride` apart, written in place (one head's columns of the attention's outputs).
+#[derive(Debug)]
+pub struct MatMut<'a> {
+    data: &'a mut [f32],
+    rows: usize,
+    cols: usize,
+    row_stride: usize,
+}
+
+impl<'a> MatMut<'a> {
+    /// All of `data` as a dense row-major `rows x cols` matrix; panics if the length differs.
+    pub fn row_major(data: &'a mut [f32], rows: usize, cols: usize) -> Self {
+        assert_eq!(
+            data.len(),
+            rows * cols,
+            "MatMut::row_major: {rows}x{cols} needs {} values, got {}",
+            rows * cols,
+            data.len()
+        );
+        MatMut { data, rows, cols, row_stride: cols }
+    }
+
+    /// `rows x cols` elements from element `at`, rows `row_stride` apart (see [`MatRef::block`]).
+    pub fn block(data: &'a mut [f32], at: usize, rows: usize, cols: usize, row_stride: usize) -> Self {
+        let span = block_span(data.len(), at, rows, cols, row_stride, "MatMut::block");
+        MatMut { data: &mut data[span], rows, cols, row_stride }
+    }
+}
+
+/// The elements a block of `rows x cols` from `at` with rows `row_stride` apart spans, checked
+/// to lie inside a slice of `len` with rows that do not overlap.
+fn block_span(
+    len: usize,
+    at: usize,
+    rows: usize,
+    cols: usize,
+    row_stride: usize,
+    what: &str,
+) -> std::ops::Range<usize> {
+    assert!(row_stride >= cols, "{what}: rows of {cols} values cannot be {row_stride} apart");
+    let end = if rows == 0 || cols == 0 { at } else { at + (rows - 1) * row_stride + cols };
+    assert!(end <= len, "{what}: {rows}x{cols} from {at}, rows {row_stride} apart, ends at {end}, past {len}");
+    at..end
 }
 
 /// Which library computes a product. Measured on the mlp's layers (64 x 2048 x 2048, one
@@ -76,23 +131,30 @@ enum Kernel {
 /// uninitialised-in-spirit buffer. Panics on mismatched shapes or a wrong `c` length (caller
 /// bugs).
 pub fn gemm(alpha: f32, a: MatRef, b: MatRef, beta: f32, c: &mut [f32], c_rows: usize, c_cols: usize) {
-    gemm_with(Kernel::OpenBlas, alpha, a, b, beta, c, c_rows, c_cols);
+    gemm_with(Kernel::OpenBlas, alpha, a, b, beta, MatMut::row_major(c, c_rows, c_cols));
+}
+
+/// `C = alpha·A·B + beta·C` into a strided block `c` (see [`MatMut::block`]); elements between
+/// its rows are left as they are.
+pub fn gemm_into(alpha: f32, a: MatRef, b: MatRef, beta: f32, c: MatMut) {
+    gemm_with(Kernel::OpenBlas, alpha, a, b, beta, c);
 }
 
 /// [`gemm`] through the library `kernel`, or matrixmultiply where OpenBLAS cannot take it.
-#[allow(clippy::too_many_arguments)]
-fn gemm_with(kernel: Kernel, alpha: f32, a: MatRef, b: MatRef, beta: f32, c: &mut [f32], c_rows: usize, c_cols: usize) {
+fn gemm_with(kernel: Kernel, alpha: f32, a: MatRef, b: MatRef, beta: f32, c: MatMut) {
+    let (c_rows, c_cols) = (c.rows, c.cols);
     assert_eq!(a.cols, b.rows, "gemm: A is {}x{} but B is {}x{}", a.rows, a.cols, b.rows, b.cols);
     assert!(a.rows == c_rows && b.cols == c_cols, "gemm: A·B is {}x{} but C is {c_rows}x{c_cols}", a.rows, b.cols);
-    assert_eq!(c.len(), c_rows * c_cols, "gemm: C of {c_rows}x{c_cols} needs {} values", c_rows * c_cols);
     // SAFETY: `MatRef` can only be built by `row_major` (which checks `data.len() == rows * cols`
-    // with strides `(cols, 1)`) and `t` (which swaps dims and strides together), so every
-    // element `(i, j)` of `a` and `b` lies inside its slice. The asserts above make the product
-    // `c_rows x a.cols x c_cols`, and `c` is an exclusively borrowed, row-major slice of exactly
-    // `c_rows * c_cols` elements with strides `(c_cols, 1)`, which never alias each other. `c`
-    // cannot overlap `a` or `b`: it is `&mut` while they are shared borrows.
+    // with strides `(cols, 1)`), `block` (which checks that its last row ends inside `data`)
+    // and `t` (which swaps dims and strides together), so every element `(i, j)` of `a` and `b`
+    // lies inside its slice. `MatMut` is built the same two ways, so every `(i, j)` of `c`, at
+    // `i * row_stride + j` with `j < cols <= row_stride`, lies inside its exclusively borrowed
+    // slice and no two of them coincide. The asserts above make the product
+    // `c_rows x a.cols x c_cols`. `c` cannot overlap `a` or `b`: it is `&mut` while they are
+    // shared borrows.
     let kernel = match kernel {
-        Kernel::OpenBlas if !openblas::takes(a, b, c_rows, c_cols) => Kernel::MatrixMultiply,
+        Kernel::OpenBlas if !openblas::takes(a, b, &c) => Kernel::MatrixMultiply,
         chosen => chosen,
     };
     match kernel {
@@ -110,12 +172,12 @@ fn gemm_with(kernel: Kernel, alpha: f32, a: MatRef, b: MatRef, beta: f32, c: &mu
                 b.row_stride,
                 b.col_stride,
                 beta,
-                c.as_mut_ptr(),
-                c_cols as isize,
+                c.data.as_mut_ptr(),
+                c.row_stride as isize,
                 1,
             );
         },
-        Kernel::OpenBlas => openblas::sgemm(alpha, a, b, beta, c, c_rows, c_cols),
+        Kernel::OpenBlas => openblas::sgemm(alpha, a, b, beta, c),
     }
 }
 
@@ -126,7 +188,7 @@ mod openblas {
 
     use cblas_sys::{cblas_sgemm, CBLAS_LAYOUT, CBLAS_TRANSPOSE};
 
-    use super::MatRef;
+    use super::{MatMut, MatRef};
 
     extern "C" {
         /// OpenBLAS's own setter: its pthread build starts one worker per core at load time.
@@ -135,8 +197,8 @@ mod openblas {
 
     /// Whether CBLAS can take these operands as they are: no empty dimension (a leading
     /// dimension of 0 is an argument error there) and every size within `c_int`.
-    pub(super) fn takes(a: MatRef, b: MatRef, c_rows: usize, c_cols: usize) -> bool {
-        let dims = [a.rows, a.cols, b.cols, c_rows, c_cols];
+    pub(super) fn takes(a: MatRef, b: MatRef, c: &MatMut) -> bool {
+        let dims = [a.rows, a.cols, b.cols, c.rows, c.cols, c.row_stride];
         let fits = |n: usize| n > 0 && c_int::try_from(n).is_ok();
         dims.into_iter().all(fits)
             && [a, b].iter().all(|m| layout(m).is_some_and(|(_, ld)| c_int::try_from(ld).is_ok()))
@@ -158,7 +220,7 @@ mod openblas {
     static APPLIED: AtomicUsize = AtomicUsize::new(0);
 
     /// `C = alpha·A·B + beta·C`; the caller checked shapes and [`takes`].
-    pub(super) fn sgemm(alpha: f32, a: MatRef, b: MatRef, beta: f32, c: &mut [f32], c_rows: usize, c_cols: usize) {
+    pub(super) fn sgemm(alpha: f32, a: MatRef, b: MatRef, beta: f32, c: MatMut) {
         let threads = crate::host::threads::count();
         if APPLIED.swap(threads, Ordering::Relaxed) != threads {
             // SAFETY: a plain setter with no pointer arguments; `threads` is small (a CLI count).
@@ -168,15 +230,16 @@ mod openblas {
         // SAFETY: `takes` made every size and leading dimension a positive `c_int`, and `layout`
         // describes each view exactly as its strides address it, so CBLAS reads only elements
         // of `a.data` and `b.data` (see the bound argument in `gemm_with`). `c` is the
-        // exclusively borrowed row-major `c_rows x c_cols` matrix with leading dimension
-        // `c_cols`. With `beta == 0` OpenBLAS overwrites `C` without reading it.
+        // exclusively borrowed row-major `c.rows x c.cols` block with leading dimension
+        // `c.row_stride`, inside `c.data`. With `beta == 0` OpenBLAS overwrites `C` without
+        // reading it.
         unsafe {
             cblas_sgemm(
                 CBLAS_LAYOUT::CblasRowMajor,
                 ta,
                 tb,
-                c_rows as c_int,
-                c_cols as c_int,
+                c.rows as c_int,
+                c.cols as c_int,
                 a.cols as c_int,
                 alpha,
                 a.data.as_ptr(),
@@ -184,8 +247,8 @@ mod openblas {
                 b.data.as_ptr(),
                 ldb as c_int,
                 beta,
-                c.as_mut_ptr(),
-                c_cols as c_int,
+                c.data.as_mut_ptr(),
+                c.row_stride as c_int,
             );
         }
     }
@@ -233,7 +296,7 @@ mod tests {
             let want = naive(0.5, a, b, 2.0, &c0);
             for kernel in [Kernel::MatrixMultiply, Kernel::OpenBlas] {
                 let mut c = c0.clone();
-                gemm_with(kernel, 0.5, a, b, 2.0, &mut c, m, n);
+                gemm_with(kernel, 0.5, a, b, 2.0, MatMut::row_major(&mut c, m, n));
                 assert_close(&c, &want);
             }
         }
@@ -245,7 +308,14 @@ mod tests {
         let b = [5.0, 6.0, 7.0, 8.0];
         for kernel in [Kernel::MatrixMultiply, Kernel::OpenBlas] {
             let mut c = [f32::NAN; 4];
-            gemm_with(kernel, 1.0, MatRef::row_major(&a, 2, 2), MatRef::row_major(&b, 2, 2), 0.0, &mut c, 2, 2);
+            gemm_with(
+                kernel,
+                1.0,
+                MatRef::row_major(&a, 2, 2),
+                MatRef::row_major(&b, 2, 2),
+                0.0,
+                MatMut::row_major(&mut c, 2, 2),
+            );
             assert_eq!(c, [19.0, 22.0, 43.0, 50.0]);
         }
     }
@@ -254,9 +324,59 @@ mod tests {
     fn empty_inner_dimension_scales_c() {
         for kernel in [Kernel::MatrixMultiply, Kernel::OpenBlas] {
             let mut c = [1.0, 2.0];
-            gemm_with(kernel, 1.0, MatRef::row_major(&[], 2, 0), MatRef::row_major(&[], 0, 1), 3.0, &mut c, 2, 1);
+            gemm_with(
+                kernel,
+                1.0,
+                MatRef::row_major(&[], 2, 0),
+                MatRef::row_major(&[], 0, 1),
+                3.0,
+                MatMut::row_major(&mut c, 2, 1),
+            );
             assert_eq!(c, [3.0, 6.0]);
         }
+    }
+
+    #[test]
+    fn blocks_are_read_and_written_in_place() {
+        // One head's columns of a [t, 3 x width] projection times another's, into the head's
+        // columns of a [t, width] output; the elements around the block stay as they were.
+        let mut rng = InitRng::new(11);
+        let (t, hd, width) = (5, 3, 7);
+        let qkv = rng.uniform(t * 3 * width, 1.0);
+        let (q, k) = (MatRef::block(&qkv, 2, t, hd, 3 * width), MatRef::block(&qkv, width + 2, t, hd, 3 * width));
+        let dense = |m: MatRef| {
+            (0..m.rows).flat_map(|i| (0..m.cols).map(move |j| (i, j))).map(|(i, j)| at(&m, i, j)).collect::<Vec<_>>()
+        };
+        let (q_dense, k_dense) = (dense(q), dense(k));
+        let want = naive(
+            1.0,
+            MatRef::row_major(&q_dense, t, hd),
+            MatRef::row_major(&k_dense, t, hd).t(),
+            0.0,
+            &vec![0.0; t * t],
+        );
+        for kernel in [Kernel::MatrixMultiply, Kernel::OpenBlas] {
+            let mut out = vec![-1.0; t * 2 * t];
+            gemm_with(kernel, 1.0, q, k.t(), 0.0, MatMut::block(&mut out, 1, t, t, 2 * t));
+            for i in 0..t {
+                assert_close(&out[i * 2 * t + 1..i * 2 * t + 1 + t], &want[i * t..(i + 1) * t]);
+            }
+            let untouched = out.iter().enumerate().filter(|&(n, _)| n % (2 * t) == 0 || n % (2 * t) > t);
+            assert!(untouched.clone().all(|(_, &v)| v == -1.0), "{kernel:?} wrote outside the block");
+            assert_eq!(untouched.count(), t * t);
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "MatRef::block: 2x3 from 4, rows 5 apart, ends at 12, past 11")]
+    fn rejects_a_block_past_the_end() {
+        MatRef::block(&[0.0; 11], 4, 2, 3, 5);
+    }
+
+    #[test]
+    #[should_panic(expected = "MatMut::block: rows of 3 values cannot be 2 apart")]
+    fn rejects_overlapping_rows() {
+        MatMut::block(&mut [0.0; 12], 0, 2, 3, 2);
     }
 
     #[test]
@@ -274,7 +394,7 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "gemm: C of 2x2 needs 4 values")]
+    #[should_panic(expected = "MatMut::row_major: 2x2 needs 4 values, got 3")]
     fn rejects_short_c() {
         let mut c = [0.0; 3];
         gemm(1.0, MatRef::row_major(&[0.0; 4], 2, 2), MatRef::row_major(&[0.0; 4], 2, 2), 0.0, &mut c, 2, 2);

@@ -2,7 +2,8 @@
 //! (`c_attn`, `[3D, D]`), `H` heads of `D / H` features attending to their own and earlier
 //! positions of the same sequence (scaled dot product, a numerically stable softmax over the
 //! allowed positions only, no mask materialised), and an output projection (`c_proj`). The
-//! products are BLAS calls per sequence and head; a sequence's rows come from the step context.
+//! products are BLAS calls per sequence and head, on each head's columns where they lie; a
+//! sequence's rows come from the step context.
 
 use overlap_plan::Width;
 
@@ -12,7 +13,7 @@ use super::exp::exp;
 use super::lanes::{self, LANES};
 use super::linear::column_sums;
 use super::scratch::with_scratch;
-use crate::host::gemm::{gemm, MatRef};
+use crate::host::gemm::{gemm, gemm_into, MatMut, MatRef};
 use crate::init::InitRng;
 use crate::tensor::Matrix;
 
@@ -37,41 +38,37 @@ pub struct AttentionSaved {
     heads: Vec<f32>,
 }
 
-/// One head's `[T, hd]` slices of a `[rows, width]` matrix: rows of sequence `s`, columns from
-/// `offset`.
-fn gather(src: &[f32], width: usize, (s, t, offset, hd): (usize, usize, usize, usize), dst: &mut [f32]) {
-    for i in 0..t {
-        let row = (s * t + i) * width + offset;
-        dst[i * hd..(i + 1) * hd].copy_from_slice(&src[row..row + hd]);
-    }
-}
-
-/// The inverse of `gather`.
-fn scatter(src: &[f32], dst: &mut [f32], width: usize, (s, t, offset, hd): (usize, usize, usize, usize)) {
-    for i in 0..t {
-        let row = (s * t + i) * width + offset;
-        dst[row..row + hd].copy_from_slice(&src[i * hd..(i + 1) * hd]);
-    }
+/// Where sequence `s`'s first row starts in a matrix of `width` columns, plus `offset` columns:
+/// one head's `[T, hd]` block of it is read and written in place (`MatRef::block`), with no copy.
+fn block_at((s, t, width): (usize, usize, usize), offset: usize) -> usize {
+    s * t * width + offset
 }
 
 /// Row `i` of the scores becomes the softmax of its first `i + 1` entries; the rest are zero.
-/// The exponentials run over the allowed entries rounded up to whole vectors of `LANES` (the
-/// extra ones then zeroed), so that no row ends in a scalar loop; the maximum and the sum are
+/// Each row is read in whole vectors of `LANES` up to the allowed entries rounded up, the extra
+/// ones counted as −∞ in the maximum and set to zero instead of exponentiated, so that no row
+/// ends in a scalar loop (a GPT step has 6 thousand rows of 64); the maximum and the sum are
 /// `lanes` reductions.
 fn causal_softmax(scores: &mut [f32], t: usize) {
     for (i, row) in scores.chunks_exact_mut(t).enumerate() {
         let allowed = i + 1;
-        let max = lanes::max(&row[..allowed]);
         let (active, masked) = row.split_at_mut(allowed.next_multiple_of(LANES).min(t));
+        let max = lanes::max_of_first(active, allowed);
+        let whole = active.len() / LANES * LANES;
         let mut blocks = active.chunks_exact_mut(LANES);
-        for block in &mut blocks {
-            block.iter_mut().for_each(|p| *p = exp(*p - max));
+        let exponentiate = |at: usize, block: &mut [f32]| {
+            for (j, p) in block.iter_mut().enumerate() {
+                let e = exp(*p - max);
+                *p = if at + j < allowed { e } else { 0.0 };
+            }
+        };
+        for (b, block) in (&mut blocks).enumerate() {
+            exponentiate(b * LANES, block);
         }
-        blocks.into_remainder().iter_mut().for_each(|p| *p = exp(*p - max));
-        active[allowed..].fill(0.0);
-        masked.fill(0.0);
+        exponentiate(whole, blocks.into_remainder());
         let inv = 1.0 / lanes::sum(active);
-        active[..allowed].iter_mut().for_each(|p| *p *= inv);
+        active.iter_mut().for_each(|p| *p *= inv);
+        masked.fill(0.0);
     }
 }
 
@@ -151,21 +148,20 @@ impl<const D: usize, const H: usize> Layer for CausalSelfAttention<D, H> {
         gemm(1.0, x, MatRef::row_major(&self.c_attn_weight, 3 * D, D).t(), 1.0, &mut saved.qkv, rows, 3 * D);
         saved.probs.resize(sequences * H * t * t, 0.0);
         saved.heads.resize(rows * D, 0.0);
-        with_scratch([t * hd; 4], |[q, k, v, y]| {
-            for s in 0..sequences {
-                for h in 0..H {
-                    gather(&saved.qkv, 3 * D, (s, t, h * hd, hd), q);
-                    gather(&saved.qkv, 3 * D, (s, t, D + h * hd, hd), k);
-                    gather(&saved.qkv, 3 * D, (s, t, 2 * D + h * hd, hd), v);
-                    let probs = &mut saved.probs[(s * H + h) * t * t..(s * H + h + 1) * t * t];
-                    let (qm, km) = (MatRef::row_major(q, t, hd), MatRef::row_major(k, t, hd));
-                    gemm(scale, qm, km.t(), 0.0, probs, t, t);
-                    causal_softmax(probs, t);
-                    gemm(1.0, MatRef::row_major(probs, t, t), MatRef::row_major(v, t, hd), 0.0, y, t, hd);
-                    scatter(y, &mut saved.heads, D, (s, t, h * hd, hd));
-                }
+        let AttentionSaved { qkv, probs, heads } = saved;
+        for s in 0..sequences {
+            let (in_qkv, in_heads) = (|offset| block_at((s, t, 3 * D), offset), |offset| block_at((s, t, D), offset));
+            for h in 0..H {
+                let q = MatRef::block(qkv, in_qkv(h * hd), t, hd, 3 * D);
+                let k = MatRef::block(qkv, in_qkv(D + h * hd), t, hd, 3 * D);
+                let v = MatRef::block(qkv, in_qkv(2 * D + h * hd), t, hd, 3 * D);
+                let probs = &mut probs[(s * H + h) * t * t..(s * H + h + 1) * t * t];
+                gemm(scale, q, k.t(), 0.0, probs, t, t);
+                causal_softmax(probs, t);
+                let y = MatMut::block(heads, in_heads(h * hd), t, hd, D);
+                gemm_into(1.0, MatRef::row_major(probs, t, t), v, 0.0, y);
             }
-        });
+        }
         // output = heads·W_projᵀ + b_proj.
         output.resize(rows, D);
         for r in 0..rows {
@@ -196,23 +192,22 @@ impl<const D: usize, const H: usize> Layer for CausalSelfAttention<D, H> {
         let dy_values = grad_output.as_slice();
         column_sums(d_proj_b, rows, accumulate, |r, c| dy_values[r * D + c]);
         gemm(1.0, dy.t(), MatRef::row_major(&saved.heads, rows, D), 1.0, d_proj_w, D, D);
-        let (head, buffers) = (t * hd, [rows * D, rows * 3 * D, t * t]);
-        with_scratch([buffers[0], buffers[1], buffers[2], head, head, head, head, head, head, head], |scratch| {
-            let [d_heads, d_qkv, ds, q, k, v, dyh, dq, dk, dv] = scratch;
+        with_scratch([rows * D, rows * 3 * D, t * t], |[d_heads, d_qkv, ds]| {
             gemm(1.0, dy, MatRef::row_major(&self.c_proj_weight, D, D), 0.0, d_heads, rows, D);
             // Each head: dP = dy_h·vᵀ, dv = Pᵀ·dy_h, dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale,
             // dq = dS·k, dk = dSᵀ·q; every part of d_qkv is written by one of them.
             for s in 0..sequences {
+                let (in_qkv, in_heads) =
+                    (|offset| block_at((s, t, 3 * D), offset), |offset| block_at((s, t, D), offset));
                 for h in 0..H {
-                    let at = |offset| (s, t, offset, hd);
-                    gather(&saved.qkv, 3 * D, at(h * hd), q);
-                    gather(&saved.qkv, 3 * D, at(D + h * hd), k);
-                    gather(&saved.qkv, 3 * D, at(2 * D + h * hd), v);
-                    gather(d_heads, D, at(h * hd), dyh);
+                    let q = MatRef::block(&saved.qkv, in_qkv(h * hd), t, hd, 3 * D);
+                    let k = MatRef::block(&saved.qkv, in_qkv(D + h * hd), t, hd, 3 * D);
+                    let v = MatRef::block(&saved.qkv, in_qkv(2 * D + h * hd), t, hd, 3 * D);
+                    let dyh = MatRef::block(d_heads, in_heads(h * hd), t, hd, D);
                     let probs = &saved.probs[(s * H + h) * t * t..(s * H + h + 1) * t * t];
-                    let (p, dyh_m) = (MatRef::row_major(probs, t, t), MatRef::row_major(dyh, t, hd));
-                    gemm(1.0, dyh_m, MatRef::row_major(v, t, hd).t(), 0.0, ds, t, t);
-                    gemm(1.0, p.t(), dyh_m, 0.0, dv, t, hd);
+                    let p = MatRef::row_major(probs, t, t);
+                    gemm(1.0, dyh, v.t(), 0.0, ds, t, t);
+                    gemm_into(1.0, p.t(), dyh, 0.0, MatMut::block(d_qkv, in_qkv(2 * D + h * hd), t, hd, 3 * D));
                     for (ds_row, p_row) in ds.chunks_exact_mut(t).zip(probs.chunks_exact(t)) {
                         let dot = lanes::dot(ds_row, p_row);
                         for (d, p) in ds_row.iter_mut().zip(p_row) {
@@ -220,11 +215,8 @@ impl<const D: usize, const H: usize> Layer for CausalSelfAttention<D, H> {
                         }
                     }
                     let ds_m = MatRef::row_major(ds, t, t);
-                    gemm(1.0, ds_m, MatRef::row_major(k, t, hd), 0.0, dq, t, hd);
-                    gemm(1.0, ds_m.t(), MatRef::row_major(q, t, hd), 0.0, dk, t, hd);
-                    scatter(dq, d_qkv, 3 * D, at(h * hd));
-                    scatter(dk, d_qkv, 3 * D, at(D + h * hd));
-                    scatter(dv, d_qkv, 3 * D, at(2 * D + h * hd));
+                    gemm_into(1.0, ds_m, k, 0.0, MatMut::block(d_qkv, in_qkv(h * hd), t, hd, 3 * D));
+                    gemm_into(1.0, ds_m.t(), q, 0.0, MatMut::block(d_qkv, in_qkv(D + h * hd), t, hd, 3 * D));
                 }
             }
             // The fused input projection: d_attn_b, d_attn_w, and dx.
@@ -236,5 +228,36 @@ impl<const D: usize, const H: usize> Layer for CausalSelfAttention<D, H> {
                 gemm(1.0, d_qkv_m, MatRef::row_major(&self.c_attn_weight, 3 * D, D), 0.0, dx.as_mut_slice(), rows, D);
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causal_softmax_matches_f64_and_zeroes_the_future() {
+        for t in [1, 5, 16, 17, 40, 64] {
+            let mut scores: Vec<f32> = (0..t * t).map(|n| ((n * 7919 % 101) as f32 - 50.0) / 7.0).collect();
+            let original = scores.clone();
+            causal_softmax(&mut scores, t);
+            for i in 0..t {
+                let row = &original[i * t..=i * t + i];
+                let max = row.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(f64::from(x)));
+                let total: f64 = row.iter().map(|&x| (f64::from(x) - max).exp()).sum();
+                for j in 0..t {
+                    let got = scores[i * t + j];
+                    if j > i {
+                        assert_eq!(got.to_bits(), 0, "t {t}: ({i}, {j}) is in the future");
+                    } else {
+                        let want = (f64::from(original[i * t + j]) - max).exp() / total;
+                        assert!(
+                            (f64::from(got) - want).abs() <= 1e-6 * want.max(1e-3),
+                            "t {t}: ({i}, {j}) {got} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }

@@ -60,23 +60,30 @@ fn lane_sums(a: &[f32], b: &[f32], term: impl Fn(f32, f32) -> f32) -> f32 {
     halve(lanes, |a, b| a + b)
 }
 
-/// The largest of `xs` (`-inf` when empty), exact in any grouping. NaNs are passed over (one
-/// comparison per element, as the vector instruction makes it; an all-NaN row gives `-inf`):
-/// callers feed the maximum back into arithmetic with every element, which turns a NaN input
-/// into NaN outputs all the same.
+/// The lanes combined pairwise, halving: `op(lane[i], lane[i + 8])`, then `+ 4`, `+ 2`, `+ 1`.
+/// The largest of `xs[..n]` (`-inf` when `n` is 0), exact in any grouping, reading `xs` in whole
+/// vectors of `LANES` (entries from `n` on count as −∞, whatever they hold), so that a prefix of
+/// any length costs no scalar loop when `xs` is a whole number of vectors. NaNs are passed over
+/// (one comparison per element, as the vector instruction makes it; an all-NaN prefix gives
+/// `-inf`): callers feed the maximum back into arithmetic with every element, which turns a NaN
+/// input into NaN outputs all the same.
 #[inline(always)]
-pub(crate) fn max(xs: &[f32]) -> f32 {
+pub(crate) fn max_of_first(xs: &[f32], n: usize) -> f32 {
     let larger = |a: f32, b: f32| if b > a { b } else { a };
     let mut lanes = [f32::NEG_INFINITY; LANES];
     let mut chunks = xs.chunks_exact(LANES);
-    for chunk in &mut chunks {
-        lanes.iter_mut().zip(chunk).for_each(|(l, &x)| *l = larger(*l, x));
+    for (c, chunk) in (&mut chunks).enumerate() {
+        for (l, (m, &x)) in lanes.iter_mut().zip(chunk).enumerate() {
+            *m = larger(*m, if c * LANES + l < n { x } else { f32::NEG_INFINITY });
+        }
     }
-    lanes.iter_mut().zip(chunks.remainder()).for_each(|(l, &x)| *l = larger(*l, x));
+    let at = xs.len() / LANES * LANES;
+    for (l, (m, &x)) in lanes.iter_mut().zip(chunks.remainder()).enumerate() {
+        *m = larger(*m, if at + l < n { x } else { f32::NEG_INFINITY });
+    }
     halve(lanes, larger)
 }
 
-/// The lanes combined pairwise, halving: `op(lane[i], lane[i + 8])`, then `+ 4`, `+ 2`, `+ 1`.
 #[inline(always)]
 fn halve(mut lanes: [f32; LANES], op: impl Fn(f32, f32) -> f32) -> f32 {
     let mut width = LANES / 2;
@@ -130,7 +137,12 @@ mod tests {
     fn max_is_the_sequential_fold() {
         for n in [0, 1, 3, 16, 31, 64] {
             let xs: Vec<f32> = (0..n).map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.5).collect();
-            assert_eq!(max(&xs), xs.iter().copied().fold(f32::NEG_INFINITY, f32::max), "n = {n}");
+            for first in 0..=n {
+                let mut padded = xs.clone();
+                padded[first..].fill(f32::INFINITY);
+                let want = xs[..first].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                assert_eq!(max_of_first(&padded, first), want, "first {first} of {n}");
+            }
         }
     }
 }
