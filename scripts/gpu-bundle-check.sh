@@ -5,7 +5,9 @@
 # - with LD_LIBRARY_PATH naming only the bundle, mlp trains 2 steps on the CPU;
 # - the GPU tests run and report the no-driver error (the GPU-only ones show as ignored);
 # - mlp --device cuda fails with that error and exit status 1, never a panic;
-# - gpu-check.sh parses its arguments and refuses a missing bundle.
+# - gpu-check.sh parses its arguments and refuses a missing bundle; run whole, it goes through
+#   every step, writes every file and names each failure; a step that hangs is stopped at the
+#   check's --seconds and the steps after it are reported as not run.
 set -euo pipefail
 bundle=${1:-target/gpu-bundle.tar.gz}
 scratch=$(mktemp -d)
@@ -53,4 +55,29 @@ set +e
 rc=$?
 set -e
 [[ $rc == 2 ]] && grep -q "no bundle at" "$scratch/check.txt" || { cat "$scratch/check.txt"; exit 1; }
+echo "== gpu-check.sh without a GPU: every step runs, fails clearly, and the check says so"
+set +e
+"$root/gpu-check.sh" --bundle "$bundle" --out "$scratch/whole" >"$scratch/whole.txt" 2>&1
+rc=$?
+set -e
+cat "$scratch/whole.txt"
+[[ $rc == 1 ]] || { echo "expected exit status 1, got $rc" >&2; exit 1; }
+for f in env gpu-tests mlp gpt resmlp pytorch nvrtc sanitizer; do
+    [[ -s $scratch/whole/$f.txt ]] || { echo "gpu-check.sh wrote no $f.txt" >&2; exit 1; }
+done
+grep -q "^  GPU tests (exit" "$scratch/whole.txt"
+grep -q "no CUDA driver found" "$scratch/whole/mlp.txt"
+
+echo "== gpu-check.sh stops a hung step at its --seconds"
+printf '#!/bin/sh\nsleep 600\n' >"$scratch/hanging-python"
+chmod +x "$scratch/hanging-python"
+set +e
+PYTHON=$scratch/hanging-python timeout 60 "$root/gpu-check.sh" --bundle "$bundle" --out "$scratch/hung" --seconds 12 \
+    >"$scratch/hung.txt" 2>&1
+rc=$?
+set -e
+cat "$scratch/hung.txt"
+[[ $rc == 1 ]] || { echo "expected exit status 1, got $rc" >&2; exit 1; }
+grep -q "^  environment (timed out after 12 s" "$scratch/hung.txt"
+grep -q "^  GPU tests (not run: out of time)" "$scratch/hung.txt"
 echo "gpu-bundle-check: ok"

@@ -2,9 +2,14 @@
 # The GPU check, for a machine with an NVIDIA GPU and its driver but possibly no cargo, no
 # compiler, no network and no OpenMPI. It runs the bundle scripts/gpu-bundle.sh built elsewhere:
 #
-#   scripts/gpu-check.sh [--bundle FILE] [--out DIR]
+#   scripts/gpu-check.sh [--bundle FILE] [--out DIR] [--seconds N]
 #
 #   --bundle FILE  the tarball (default: target/gpu-bundle.tar.gz, or the bundle this script is in)
+#   --seconds N    the whole check's time (default 480): GPU time is often lent by the minute.
+#                  Each step also has a limit of its own, so a hang (a collective that never
+#                  completes, a kernel that never ends) costs that step, not the rest; a step
+#                  the remaining time cannot hold is reported as not run. The steps run most
+#                  telling first: the GPU tests, then training, then PyTorch, kernels, sanitizer.
 #   --out DIR      where the results go (default: gpu-check-out); at most 10 files:
 #     env.txt        driver, GPU, CPU, glibc, where cuBLAS / NVRTC / NCCL / ptxas / the sanitizer are
 #     gpu-tests.txt  the GPU tests with --include-ignored (layer gradients vs the CPU, training
@@ -15,21 +20,24 @@
 #     gpt.txt        gpt (attention, tied head, clipping, held-out loss) --device cuda on this
 #                    script's own text, 50 steps, JSON report; its first loss against the CPU's
 #     trace.json, timeline.svg   that run's trace and step timeline
-#     sanitizer.txt  compute-sanitizer memcheck and racecheck of the layer-gradient tests (a chain
-#                    and residual blocks)
+#     sanitizer.txt  compute-sanitizer memcheck and racecheck of the layer-gradient tests (a chain,
+#                    residual blocks, attention, the tied head)
 #     pytorch.txt    the same model and batch in PyTorch on the same GPU (one process, and DDP
 #                    with NCCL at world size 1), and our step time over theirs
 # Every step's failure is printed and the script goes on; it exits non-zero if any step failed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bundle="" out=gpu-check-out
+bundle="" out=gpu-check-out seconds=480
+usage() { echo "usage: $0 [--bundle FILE] [--out DIR] [--seconds N]" >&2; exit 2; }
 while (($#)); do
     case $1 in
-    --bundle) bundle=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    *) echo "usage: $0 [--bundle FILE] [--out DIR]" >&2; exit 2 ;;
+    --bundle) (($# >= 2)) || usage; bundle=$2; shift 2 ;;
+    --out) (($# >= 2)) || usage; out=$2; shift 2 ;;
+    --seconds) [[ ${2:-} =~ ^[0-9]+$ ]] || usage; seconds=$2; shift 2 ;;
+    *) usage ;;
     esac
 done
+deadline=$((SECONDS + seconds))
 STEPS=${STEPS:-50}
 PYTHON=${PYTHON:-python3}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
@@ -54,14 +62,28 @@ export LD_LIBRARY_PATH=$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export OVERLAP_TESTS_MPIRUN=off
 
 failed=()
-step() { # step NAME FILE COMMAND...: runs COMMAND, output to FILE, records a failure
-    local name=$1 file=$2 started=$SECONDS rc
-    shift 2
+# step NAME FILE LIMIT COMMAND...: runs COMMAND (a function of this script or a program) for at
+# most LIMIT seconds and what is left before the deadline, output to FILE; records a failure.
+step() {
+    local name=$1 file=$2 limit=$3 started=$SECONDS rc left
+    shift 3
     echo "== $name"
-    "$@" >"$file" 2>&1
+    left=$((deadline - SECONDS))
+    ((left < limit)) && limit=$left
+    if ((limit < 10)); then
+        echo "not run: the check's --seconds $seconds were spent" >"$file"
+        failed+=("$name (not run: out of time)")
+        echo "   NOT RUN: out of time"
+        return
+    fi
+    timeout --kill-after=10 "$limit" bash -c '"$@"' step "$@" >"$file" 2>&1
     rc=$?
     tail -n 5 "$file" | sed 's/^/   /'
-    if ((rc != 0)); then
+    if ((rc == 124 || rc == 137)); then
+        echo "timed out after $limit s" >>"$file"
+        failed+=("$name (timed out after $limit s, see $(basename "$file"))")
+        echo "   TIMED OUT after $limit s"
+    elif ((rc != 0)); then
         failed+=("$name (exit $rc, see $(basename "$file"))")
         echo "   FAILED: exit $rc after $((SECONDS - started)) s"
     else
@@ -103,7 +125,6 @@ sanitize() {
     return $rc
 }
 
-ours_ms=""
 train_mlp() {
     "$mlp" --device cuda --steps "$STEPS" --log-every 10 --report json \
         --trace "$out/trace.json" --timeline "$out/timeline.svg" || return $?
@@ -130,7 +151,7 @@ train_gpt() {
 pytorch() {
     "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
         { echo "skipped: PyTorch with CUDA is not importable by $PYTHON"; return 0; }
-    local single ddp
+    local single ddp ours_ms
     single=$("$PYTHON" "$root/compare/ddp_peer.py" --single --device cuda --steps "$STEPS" | tail -1) || return 1
     ddp=$("$PYTHON" "$root/compare/ddp_peer.py" --device cuda --steps "$STEPS" | tail -1) || return 1
     echo "PyTorch, one process: $single"
@@ -147,18 +168,22 @@ print(f"ours / PyTorch {t[\"mode\"]}: {float(ms) / t[\"step_ms\"]:.3f}")'
     done
 }
 
-step "environment" "$out/env.txt" environment
+# The steps run in a child shell (under `timeout`), which needs the functions and settings.
+export -f environment sanitizer sanitize train_mlp train_resmlp train_gpt pytorch
+export root out mlp STEPS PYTHON
+
+step "environment" "$out/env.txt" 60 environment
 # NCCL ships as libnccl.so.2, which cudarc does not ask for: mlp restarts itself with a link to
 # it on the loader's path; the test binaries get that link's folder from here.
 nccl_link=$(sed -n 's/^NCCL link //p' "$out/env.txt")
 [[ -n $nccl_link ]] && export LD_LIBRARY_PATH=$(dirname "$nccl_link"):$LD_LIBRARY_PATH
-step "GPU tests" "$out/gpu-tests.txt" "$root/release/deps/cuda" --include-ignored --nocapture --test-threads 1
-step "NVRTC and ptxas" "$out/nvrtc.txt" "$root/release/deps/nvrtc" --include-ignored --nocapture
-step "mlp --device cuda, $STEPS steps" "$out/mlp.txt" train_mlp
-step "resmlp --device cuda, $STEPS steps" "$out/resmlp.txt" train_resmlp
-step "gpt --device cuda, $STEPS steps" "$out/gpt.txt" train_gpt
-step "compute-sanitizer" "$out/sanitizer.txt" sanitize
-step "PyTorch on the same GPU" "$out/pytorch.txt" pytorch
+step "GPU tests" "$out/gpu-tests.txt" 240 "$root/release/deps/cuda" --include-ignored --nocapture --test-threads 1
+step "mlp --device cuda, $STEPS steps" "$out/mlp.txt" 90 train_mlp
+step "gpt --device cuda, $STEPS steps" "$out/gpt.txt" 120 train_gpt
+step "resmlp --device cuda, $STEPS steps" "$out/resmlp.txt" 90 train_resmlp
+step "PyTorch on the same GPU" "$out/pytorch.txt" 120 pytorch
+step "NVRTC and ptxas" "$out/nvrtc.txt" 90 "$root/release/deps/nvrtc" --include-ignored --nocapture
+step "compute-sanitizer" "$out/sanitizer.txt" 240 sanitize
 
 echo
 if ((${#failed[@]})); then
