@@ -105,6 +105,22 @@ environment() {
     "$mlp" --cuda-libraries
 }
 
+# One process per GPU test, each stopped after a minute: a test that hangs (an NCCL call that
+# never returns) loses itself, not the tests after it.
+gpu_tests() {
+    local exe=$root/release/deps/cuda name status failures=() count=0
+    for name in $("$exe" --list --include-ignored 2>/dev/null | sed -n 's/: test$//p'); do
+        count=$((count + 1))
+        timeout --kill-after=5 60 "$exe" --include-ignored --exact "$name" --nocapture --test-threads 1
+        status=$?
+        ((status == 124 || status == 137)) && echo "$name: timed out after 60 s"
+        ((status == 0)) || failures+=("$name")
+    done
+    ((count > 0)) || { echo "no GPU tests listed by $exe"; return 1; }
+    ((${#failures[@]} == 0)) || { echo "${#failures[@]} of $count GPU tests failed: ${failures[*]}"; return 1; }
+    echo "all $count GPU tests passed"
+}
+
 sanitizer() {
     command -v compute-sanitizer && return 0
     ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | awk 'NR == 1 { print; found = 1 } END { exit !found }' && return 0
@@ -169,7 +185,7 @@ print(f"ours / PyTorch {t[\"mode\"]}: {float(ms) / t[\"step_ms\"]:.3f}")'
 }
 
 # The steps run in a child shell (under `timeout`), which needs the functions and settings.
-export -f environment sanitizer sanitize train_mlp train_resmlp train_gpt pytorch
+export -f environment gpu_tests sanitizer sanitize train_mlp train_resmlp train_gpt pytorch
 export root out mlp STEPS PYTHON
 
 step "environment" "$out/env.txt" 60 environment
@@ -177,7 +193,7 @@ step "environment" "$out/env.txt" 60 environment
 # it on the loader's path; the test binaries get that link's folder from here.
 nccl_link=$(sed -n 's/^NCCL link //p' "$out/env.txt")
 [[ -n $nccl_link ]] && export LD_LIBRARY_PATH=$(dirname "$nccl_link"):$LD_LIBRARY_PATH
-step "GPU tests" "$out/gpu-tests.txt" 240 "$root/release/deps/cuda" --include-ignored --nocapture --test-threads 1
+step "GPU tests" "$out/gpu-tests.txt" 240 gpu_tests
 step "mlp --device cuda, $STEPS steps" "$out/mlp.txt" 90 train_mlp
 step "gpt --device cuda, $STEPS steps" "$out/gpt.txt" 120 train_gpt
 step "resmlp --device cuda, $STEPS steps" "$out/resmlp.txt" 90 train_resmlp
