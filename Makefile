@@ -6,7 +6,7 @@
 #   make bad-inputs  155 adversarial inputs against the example binaries (not part of make test)
 # They install the Debian packages they need when missing (as root, or with sudo).
 
-APT_PACKAGES := libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev libopenblas-dev
+APT_PACKAGES := libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev libopenblas-dev g++
 RANKS ?= 2
 MPIRUN := mpirun --oversubscribe -n $(RANKS)
 

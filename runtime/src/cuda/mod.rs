@@ -5,7 +5,8 @@
 //!   kernel with the `nvidia-cuda-nvrtc-cu12` wheel's libnvrtc);
 //! - `libraries`: where cuBLAS, NVRTC and NCCL are on this machine, loaded before cudarc asks;
 //! - `gpu`: context, compute and communication streams, cuBLAS, the loaded kernels;
-//! - `ops`: one layer operation at a time, queued on the compute stream;
+//! - `ops`: one layer operation at a time, queued on the compute stream, in the grids of
+//!   `launch_shapes` (plain arithmetic, shared with the kernels' CPU emulation);
 //! - `nccl`: bucket all-reduces (or reduce-scatters) on the communication stream, and their
 //!   in-flight handles;
 //! - `optim`: optimizer state on the device and the fused updates;
@@ -24,6 +25,7 @@ mod backend;
 mod clip;
 mod gpu;
 mod kernels;
+mod launch_shapes;
 pub mod libraries;
 mod loss;
 mod nccl;

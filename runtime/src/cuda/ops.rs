@@ -14,19 +14,21 @@ use crate::error::{Error, Result};
 use crate::layer::DeviceOp;
 use crate::optim::{AdamWStep, SgdRule};
 
-/// Threads per block of the grid-stride kernels, and of the one-block-per-row reductions (a
-/// power of two, at most 1024, as those kernels require).
-const THREADS: u32 = 256;
+pub use super::launch_shapes::CLIP_BLOCKS;
+use super::launch_shapes::{self, Shape};
 
-/// Enough blocks for `n` elements, one per thread, capped (the kernels loop over the rest).
-fn elementwise(n: usize) -> LaunchConfig {
-    let blocks = n.div_ceil(THREADS as usize).clamp(1, 65_535) as u32;
-    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+fn config(shape: Shape) -> LaunchConfig {
+    LaunchConfig { grid_dim: (shape.grid, 1, 1), block_dim: (shape.block, 1, 1), shared_mem_bytes: 0 }
 }
 
-/// One block per row.
+/// Enough blocks for `n` elements (`launch_shapes::elementwise`).
+fn elementwise(n: usize) -> LaunchConfig {
+    config(launch_shapes::elementwise(n))
+}
+
+/// One block per row (`launch_shapes::per_row`).
 fn per_row(rows: usize) -> LaunchConfig {
-    LaunchConfig { grid_dim: (rows.max(1) as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+    config(launch_shapes::per_row(rows))
 }
 
 /// A size as the kernels' `int`; the macro refuses tensors of more than `MAX_TENSOR_NUMEL`
@@ -170,19 +172,15 @@ pub fn activation_backward(gpu: &Gpu, op: DeviceOp, n: usize, (x, y, dy): (In, I
     launch(backward, unsafe { args.launch(elementwise(n)) })
 }
 
-/// Blocks of `sum_squares`: the partial sums per bucket the host adds up.
-pub const CLIP_BLOCKS: usize = 256;
-
 /// The squares of `x`'s `n` elements summed in f64 into `CLIP_BLOCKS` partial sums.
 pub fn sum_squares(gpu: &Gpu, n: usize, x: In, partials: &mut CudaViewMut<f64>) -> Result<()> {
     let n_ = int(n);
     let mut args = gpu.compute().launch_builder(gpu.kernel("sum_squares"));
     args.arg(&x).arg(&n_).arg(partials);
-    let config = LaunchConfig { grid_dim: (CLIP_BLOCKS as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: sum_squares(const float* x, int n, double* partials) reads `n` elements of x and
     // writes one partial per block, CLIP_BLOCKS, which `partials` holds (checked by the caller);
     // its shared array is sized for THREADS = 256 threads.
-    launch("sum_squares", unsafe { args.launch(config) })
+    launch("sum_squares", unsafe { args.launch(config(launch_shapes::clip())) })
 }
 
 /// `y = a + b` over `n` elements (a residual block's output).

@@ -1,0 +1,571 @@
+//! The GPU backend's kernels (`runtime/src/cuda/kernels/*.cu`), compiled for the CPU under
+//! `src/emulator.h` and launched there in the grids the backend uses (`launch_shapes`, the
+//! backend's own file): one safe function per kernel, taking the kernel's arguments as slices,
+//! with every length the kernel relies on checked first.
+
+#[path = "../../../runtime/src/cuda/launch_shapes.rs"]
+pub mod launch_shapes;
+
+pub use launch_shapes::Shape;
+use overlap_runtime::optim::{AdamWStep, SgdRule};
+
+mod ffi {
+    extern "C" {
+        pub fn emu_causal_softmax(grid: u32, block: u32, p: *mut f32, rows: i32, t: i32, scale: f32);
+        pub fn emu_causal_softmax_backward(
+            grid: u32,
+            block: u32,
+            ds: *mut f32,
+            p: *const f32,
+            rows: i32,
+            t: i32,
+            scale: f32,
+        );
+        pub fn emu_softmax_cross_entropy(
+            grid: u32,
+            block: u32,
+            loss: *mut f32,
+            dlogits: *mut f32,
+            logits: *const f32,
+            labels: *const u32,
+            rows: i32,
+            classes: i32,
+        );
+        pub fn emu_bias_add_rows(grid: u32, block: u32, y: *mut f32, bias: *const f32, rows: i32, cols: i32);
+        pub fn emu_bias_grad(
+            grid: u32,
+            block: u32,
+            dbias: *mut f32,
+            dy: *const f32,
+            rows: i32,
+            cols: i32,
+            accumulate: i32,
+        );
+        pub fn emu_relu_forward(grid: u32, block: u32, y: *mut f32, x: *const f32, n: i32);
+        pub fn emu_relu_backward(grid: u32, block: u32, dx: *mut f32, x: *const f32, dy: *const f32, n: i32);
+        pub fn emu_gelu_forward(grid: u32, block: u32, y: *mut f32, x: *const f32, n: i32);
+        pub fn emu_gelu_backward(grid: u32, block: u32, dx: *mut f32, x: *const f32, dy: *const f32, n: i32);
+        pub fn emu_tanh_forward(grid: u32, block: u32, y: *mut f32, x: *const f32, n: i32);
+        pub fn emu_tanh_backward(grid: u32, block: u32, dx: *mut f32, y: *const f32, dy: *const f32, n: i32);
+        pub fn emu_sigmoid_forward(grid: u32, block: u32, y: *mut f32, x: *const f32, n: i32);
+        pub fn emu_sigmoid_backward(grid: u32, block: u32, dx: *mut f32, y: *const f32, dy: *const f32, n: i32);
+        pub fn emu_add(grid: u32, block: u32, y: *mut f32, a: *const f32, b: *const f32, n: i32);
+        pub fn emu_add_into(grid: u32, block: u32, y: *mut f32, a: *const f32, n: i32);
+        pub fn emu_embedding_forward(
+            grid: u32,
+            block: u32,
+            y: *mut f32,
+            ids: *const f32,
+            w: *const f32,
+            rows: i32,
+            d: i32,
+        );
+        pub fn emu_embedding_backward(
+            grid: u32,
+            block: u32,
+            dw: *mut f32,
+            ids: *const f32,
+            dy: *const f32,
+            rows: i32,
+            d: i32,
+        );
+        pub fn emu_position_forward(
+            grid: u32,
+            block: u32,
+            y: *mut f32,
+            x: *const f32,
+            w: *const f32,
+            rows: i32,
+            positions: i32,
+            d: i32,
+        );
+        pub fn emu_position_backward(
+            grid: u32,
+            block: u32,
+            dw: *mut f32,
+            dy: *const f32,
+            sequences: i32,
+            positions: i32,
+            d: i32,
+            accumulate: i32,
+        );
+        pub fn emu_layer_norm_forward(
+            grid: u32,
+            block: u32,
+            y: *mut f32,
+            mean: *mut f32,
+            rstd: *mut f32,
+            x: *const f32,
+            gamma: *const f32,
+            beta: *const f32,
+            rows: i32,
+            d: i32,
+        );
+        pub fn emu_layer_norm_backward_input(
+            grid: u32,
+            block: u32,
+            dx: *mut f32,
+            x: *const f32,
+            dy: *const f32,
+            gamma: *const f32,
+            mean: *const f32,
+            rstd: *const f32,
+            rows: i32,
+            d: i32,
+        );
+        pub fn emu_layer_norm_backward_params(
+            grid: u32,
+            block: u32,
+            dgamma: *mut f32,
+            dbeta: *mut f32,
+            x: *const f32,
+            dy: *const f32,
+            mean: *const f32,
+            rstd: *const f32,
+            rows: i32,
+            d: i32,
+            accumulate: i32,
+        );
+        pub fn emu_sgd_update(
+            grid: u32,
+            block: u32,
+            value: *mut f32,
+            momentum_buffer: *mut f32,
+            grad: *const f32,
+            n: i32,
+            lr: f32,
+            momentum: f32,
+            dampening: f32,
+            weight_decay: f32,
+            nesterov: i32,
+            first: i32,
+            grad_scale: f32,
+        );
+        pub fn emu_adamw_update(
+            grid: u32,
+            block: u32,
+            value: *mut f32,
+            exp_avg: *mut f32,
+            exp_avg_sq: *mut f32,
+            grad: *const f32,
+            n: i32,
+            decay: f32,
+            lerp_weight: f32,
+            beta2: f32,
+            one_minus_beta2: f32,
+            inv_bias_correction2_sqrt: f32,
+            eps: f32,
+            neg_step_size: f32,
+            grad_scale: f32,
+        );
+        pub fn emu_sum_squares(grid: u32, block: u32, x: *const f32, n: i32, partials: *mut f64);
+    }
+}
+
+/// A size as the kernels' `int`.
+fn int(n: usize) -> i32 {
+    i32::try_from(n).expect("the kernels take sizes below 2^31")
+}
+
+/// Panics unless `slice` holds at least `needed` elements (a caller bug).
+fn holds<T>(slice: &[T], needed: usize, what: &str) {
+    assert!(slice.len() >= needed, "{what}: {} elements, the kernel reads or writes {needed}", slice.len());
+}
+
+/// The element-wise layers with a kernel pair each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    Relu,
+    Gelu,
+    Tanh,
+    Sigmoid,
+}
+
+impl Activation {
+    /// Whether the backward kernel reads the layer's output (tanh, sigmoid) rather than its input.
+    pub fn backward_reads_output(self) -> bool {
+        matches!(self, Activation::Tanh | Activation::Sigmoid)
+    }
+}
+
+/// `y = f(x)`.
+pub fn activation_forward(shape: Shape, f: Activation, y: &mut [f32], x: &[f32]) {
+    holds(y, x.len(), "y");
+    let kernel = match f {
+        Activation::Relu => ffi::emu_relu_forward,
+        Activation::Gelu => ffi::emu_gelu_forward,
+        Activation::Tanh => ffi::emu_tanh_forward,
+        Activation::Sigmoid => ffi::emu_sigmoid_forward,
+    };
+    // SAFETY: the forward kernels touch `n` elements of y and x, which both hold.
+    unsafe { kernel(shape.grid, shape.block, y.as_mut_ptr(), x.as_ptr(), int(x.len())) }
+}
+
+/// `dx = f'(·) ∘ dy`, from the layer's input or output (`Activation::backward_reads_output`).
+pub fn activation_backward(shape: Shape, f: Activation, dx: &mut [f32], x_or_y: &[f32], dy: &[f32]) {
+    holds(dx, dy.len(), "dx");
+    holds(x_or_y, dy.len(), "x or y");
+    let kernel = match f {
+        Activation::Relu => ffi::emu_relu_backward,
+        Activation::Gelu => ffi::emu_gelu_backward,
+        Activation::Tanh => ffi::emu_tanh_backward,
+        Activation::Sigmoid => ffi::emu_sigmoid_backward,
+    };
+    // SAFETY: the backward kernels touch `n` elements of each, which all hold.
+    unsafe { kernel(shape.grid, shape.block, dx.as_mut_ptr(), x_or_y.as_ptr(), dy.as_ptr(), int(dy.len())) }
+}
+
+/// `y[r, c] += bias[c]` over `[rows, bias.len()]`.
+pub fn bias_add_rows(shape: Shape, y: &mut [f32], bias: &[f32], rows: usize) {
+    holds(y, rows * bias.len(), "y");
+    // SAFETY: touches rows x cols elements of y and cols of bias, which they hold.
+    unsafe {
+        ffi::emu_bias_add_rows(shape.grid, shape.block, y.as_mut_ptr(), bias.as_ptr(), int(rows), int(bias.len()))
+    }
+}
+
+/// `dbias (+)= column sums of dy`, `dy` being `[rows, dbias.len()]`.
+pub fn bias_grad(shape: Shape, dbias: &mut [f32], dy: &[f32], rows: usize, accumulate: bool) {
+    let cols = dbias.len();
+    holds(dy, rows * cols, "dy");
+    // SAFETY: reads rows x cols of dy, writes cols of dbias, which they hold.
+    unsafe {
+        ffi::emu_bias_grad(
+            shape.grid,
+            shape.block,
+            dbias.as_mut_ptr(),
+            dy.as_ptr(),
+            int(rows),
+            int(cols),
+            i32::from(accumulate),
+        )
+    }
+}
+
+/// `y = a + b`.
+pub fn add(shape: Shape, y: &mut [f32], a: &[f32], b: &[f32]) {
+    holds(y, a.len(), "y");
+    holds(b, a.len(), "b");
+    // SAFETY: touches n elements of each, which all hold.
+    unsafe { ffi::emu_add(shape.grid, shape.block, y.as_mut_ptr(), a.as_ptr(), b.as_ptr(), int(a.len())) }
+}
+
+/// `y += a`.
+pub fn add_into(shape: Shape, y: &mut [f32], a: &[f32]) {
+    holds(y, a.len(), "y");
+    // SAFETY: touches n elements of each, which both hold.
+    unsafe { ffi::emu_add_into(shape.grid, shape.block, y.as_mut_ptr(), a.as_ptr(), int(a.len())) }
+}
+
+/// Panics unless every id is an integral float naming a row of a table of `table_rows`.
+fn check_ids(ids: &[f32], table_rows: usize) {
+    for (r, &id) in ids.iter().enumerate() {
+        assert!(
+            id >= 0.0 && id.fract() == 0.0 && (id as usize) < table_rows,
+            "id {id} of row {r} is not a row of the table"
+        );
+    }
+}
+
+/// `y[r] = w[ids[r]]`, rows of width `d`.
+pub fn embedding_forward(shape: Shape, y: &mut [f32], ids: &[f32], w: &[f32], d: usize) {
+    check_ids(ids, w.len() / d);
+    holds(y, ids.len() * d, "y");
+    // SAFETY: writes rows x d of y and reads the rows of w the ids name, which exist (checked).
+    unsafe {
+        ffi::emu_embedding_forward(
+            shape.grid,
+            shape.block,
+            y.as_mut_ptr(),
+            ids.as_ptr(),
+            w.as_ptr(),
+            int(ids.len()),
+            int(d),
+        )
+    }
+}
+
+/// `dw[ids[r]] += dy[r]`.
+pub fn embedding_backward(shape: Shape, dw: &mut [f32], ids: &[f32], dy: &[f32], d: usize) {
+    check_ids(ids, dw.len() / d);
+    holds(dy, ids.len() * d, "dy");
+    // SAFETY: reads rows x d of dy and adds into the rows of dw the ids name, which exist.
+    unsafe {
+        ffi::emu_embedding_backward(
+            shape.grid,
+            shape.block,
+            dw.as_mut_ptr(),
+            ids.as_ptr(),
+            dy.as_ptr(),
+            int(ids.len()),
+            int(d),
+        )
+    }
+}
+
+/// `y[r] = x[r] + w[r mod positions]`, rows of width `d`.
+pub fn position_forward(shape: Shape, y: &mut [f32], x: &[f32], w: &[f32], (positions, d): (usize, usize)) {
+    let rows = x.len() / d;
+    holds(y, rows * d, "y");
+    holds(w, positions * d, "w");
+    // SAFETY: touches rows x d of y and x, positions x d of w, which they hold.
+    unsafe {
+        ffi::emu_position_forward(
+            shape.grid,
+            shape.block,
+            y.as_mut_ptr(),
+            x.as_ptr(),
+            w.as_ptr(),
+            int(rows),
+            int(positions),
+            int(d),
+        )
+    }
+}
+
+/// `dw[t] (+)= Σ_s dy[s, t]` over `sequences` sequences of `positions` rows of width `d`.
+pub fn position_backward(
+    shape: Shape,
+    dw: &mut [f32],
+    dy: &[f32],
+    (sequences, positions, d): (usize, usize, usize),
+    accumulate: bool,
+) {
+    holds(dw, positions * d, "dw");
+    holds(dy, sequences * positions * d, "dy");
+    let add = i32::from(accumulate);
+    // SAFETY: reads sequences x positions x d of dy and writes positions x d of dw, which they hold.
+    unsafe {
+        ffi::emu_position_backward(
+            shape.grid,
+            shape.block,
+            dw.as_mut_ptr(),
+            dy.as_ptr(),
+            int(sequences),
+            int(positions),
+            int(d),
+            add,
+        )
+    }
+}
+
+/// Row `r` of `[rows, t]` scores becomes the causal softmax of `scale ×` its entries.
+pub fn causal_softmax(shape: Shape, p: &mut [f32], (rows, t): (usize, usize), scale: f32) {
+    holds(p, rows * t, "p");
+    // SAFETY: touches rows x t of p, which it holds.
+    unsafe { ffi::emu_causal_softmax(shape.grid, shape.block, p.as_mut_ptr(), int(rows), int(t), scale) }
+}
+
+/// The scores' gradient from the weights' (`ds`, overwritten) and the weights `p`.
+pub fn causal_softmax_backward(shape: Shape, ds: &mut [f32], p: &[f32], (rows, t): (usize, usize), scale: f32) {
+    holds(ds, rows * t, "ds");
+    holds(p, rows * t, "p");
+    // SAFETY: touches rows x t of ds and p, which they hold.
+    unsafe {
+        ffi::emu_causal_softmax_backward(shape.grid, shape.block, ds.as_mut_ptr(), p.as_ptr(), int(rows), int(t), scale)
+    }
+}
+
+/// Softmax cross-entropy of `[labels.len(), classes]` logits: each row's loss, and the mean
+/// loss's gradient.
+pub fn softmax_cross_entropy(
+    shape: Shape,
+    (loss, dlogits): (&mut [f32], &mut [f32]),
+    logits: &[f32],
+    labels: &[u32],
+    classes: usize,
+) {
+    let rows = labels.len();
+    assert!(labels.iter().all(|&l| (l as usize) < classes), "a label is not below {classes}");
+    holds(loss, rows, "loss");
+    holds(dlogits, rows * classes, "dlogits");
+    holds(logits, rows * classes, "logits");
+    // SAFETY: touches rows of loss and labels and rows x classes of the logits and their
+    // gradient, which they hold; every label indexes a class (checked).
+    unsafe {
+        ffi::emu_softmax_cross_entropy(
+            shape.grid,
+            shape.block,
+            loss.as_mut_ptr(),
+            dlogits.as_mut_ptr(),
+            logits.as_ptr(),
+            labels.as_ptr(),
+            int(rows),
+            int(classes),
+        )
+    }
+}
+
+/// LayerNorm's row statistics, saved by forward.
+pub struct RowStats<'a> {
+    pub mean: &'a mut [f32],
+    pub rstd: &'a mut [f32],
+}
+
+/// LayerNorm over `gamma.len()` features of `rows` rows.
+pub fn layer_norm_forward(
+    shape: Shape,
+    y: &mut [f32],
+    stats: RowStats,
+    x: &[f32],
+    (gamma, beta): (&[f32], &[f32]),
+    rows: usize,
+) {
+    let d = gamma.len();
+    holds(y, rows * d, "y");
+    holds(x, rows * d, "x");
+    holds(beta, d, "beta");
+    holds(stats.mean, rows, "mean");
+    holds(stats.rstd, rows, "rstd");
+    // SAFETY: touches rows x d of y and x, rows of mean and rstd, d of gamma and beta.
+    unsafe {
+        ffi::emu_layer_norm_forward(
+            shape.grid,
+            shape.block,
+            y.as_mut_ptr(),
+            stats.mean.as_mut_ptr(),
+            stats.rstd.as_mut_ptr(),
+            x.as_ptr(),
+            gamma.as_ptr(),
+            beta.as_ptr(),
+            int(rows),
+            int(d),
+        )
+    }
+}
+
+/// LayerNorm's input gradient, one block per row.
+pub fn layer_norm_backward_input(
+    shape: Shape,
+    dx: &mut [f32],
+    (x, dy, gamma): (&[f32], &[f32], &[f32]),
+    (mean, rstd): (&[f32], &[f32]),
+) {
+    let (d, rows) = (gamma.len(), mean.len());
+    for (slice, what) in [(&*dx, "dx"), (x, "x"), (dy, "dy")] {
+        holds(slice, rows * d, what);
+    }
+    holds(rstd, rows, "rstd");
+    // SAFETY: touches rows x d of dx, x and dy, rows of mean and rstd, d of gamma.
+    unsafe {
+        ffi::emu_layer_norm_backward_input(
+            shape.grid,
+            shape.block,
+            dx.as_mut_ptr(),
+            x.as_ptr(),
+            dy.as_ptr(),
+            gamma.as_ptr(),
+            mean.as_ptr(),
+            rstd.as_ptr(),
+            int(rows),
+            int(d),
+        )
+    }
+}
+
+/// LayerNorm's parameter gradients, one thread per feature.
+pub fn layer_norm_backward_params(
+    shape: Shape,
+    (dgamma, dbeta): (&mut [f32], &mut [f32]),
+    (x, dy): (&[f32], &[f32]),
+    (mean, rstd): (&[f32], &[f32]),
+    accumulate: bool,
+) {
+    let (d, rows) = (dgamma.len(), mean.len());
+    holds(dbeta, d, "dbeta");
+    holds(x, rows * d, "x");
+    holds(dy, rows * d, "dy");
+    holds(rstd, rows, "rstd");
+    // SAFETY: reads rows x d of x and dy and rows of mean and rstd; writes d of dgamma and dbeta.
+    unsafe {
+        ffi::emu_layer_norm_backward_params(
+            shape.grid,
+            shape.block,
+            dgamma.as_mut_ptr(),
+            dbeta.as_mut_ptr(),
+            x.as_ptr(),
+            dy.as_ptr(),
+            mean.as_ptr(),
+            rstd.as_ptr(),
+            int(rows),
+            int(d),
+            i32::from(accumulate),
+        )
+    }
+}
+
+/// One SGD update of `value` from `grad`, as `cuda::ops::sgd_update` launches it.
+pub fn sgd_update(
+    shape: Shape,
+    rule: SgdRule,
+    (value, momentum_buffer): (&mut [f32], &mut [f32]),
+    grad: &[f32],
+    first: bool,
+    grad_scale: f32,
+) {
+    let n = value.len();
+    holds(momentum_buffer, n, "momentum buffer");
+    holds(grad, n, "grad");
+    // SAFETY: touches n elements of each, which all hold.
+    unsafe {
+        ffi::emu_sgd_update(
+            shape.grid,
+            shape.block,
+            value.as_mut_ptr(),
+            momentum_buffer.as_mut_ptr(),
+            grad.as_ptr(),
+            int(n),
+            rule.lr,
+            rule.momentum,
+            rule.dampening,
+            rule.weight_decay,
+            i32::from(rule.nesterov),
+            i32::from(first),
+            grad_scale,
+        )
+    }
+}
+
+/// One AdamW update, with the step's coefficients as `cuda::ops::adamw_update` passes them
+/// (the reciprocal of the bias correction taken in f32, as PyTorch's CUDA division does).
+pub fn adamw_update(
+    shape: Shape,
+    step: AdamWStep,
+    (value, exp_avg, exp_avg_sq): (&mut [f32], &mut [f32], &mut [f32]),
+    grad: &[f32],
+    grad_scale: f32,
+) {
+    let n = value.len();
+    holds(exp_avg, n, "exp_avg");
+    holds(exp_avg_sq, n, "exp_avg_sq");
+    holds(grad, n, "grad");
+    let inv_bias_correction2_sqrt = 1.0 / step.bias_correction2_sqrt;
+    // SAFETY: touches n elements of each, which all hold.
+    unsafe {
+        ffi::emu_adamw_update(
+            shape.grid,
+            shape.block,
+            value.as_mut_ptr(),
+            exp_avg.as_mut_ptr(),
+            exp_avg_sq.as_mut_ptr(),
+            grad.as_ptr(),
+            int(n),
+            step.decay,
+            step.lerp_weight,
+            step.beta2,
+            step.one_minus_beta2,
+            inv_bias_correction2_sqrt,
+            step.eps,
+            step.neg_step_size,
+            grad_scale,
+        )
+    }
+}
+
+/// The squares of `x` summed in f64 into one partial sum per block.
+pub fn sum_squares(shape: Shape, x: &[f32], partials: &mut [f64]) {
+    assert_eq!(shape.block, 256, "sum_squares' shared array holds 256 threads' sums");
+    holds(partials, shape.grid as usize, "partials");
+    // SAFETY: reads n elements of x and writes one partial per block, which partials holds.
+    unsafe { ffi::emu_sum_squares(shape.grid, shape.block, x.as_ptr(), int(x.len()), partials.as_mut_ptr()) }
+}

@@ -1,0 +1,87 @@
+//! The GPU backend's optimizer and clipping kernels, run on the CPU: AdamW bit for bit as
+//! PyTorch's CUDA ops round it (the fixture the GPU test uses), SGD against the CPU optimizer,
+//! and the squared norm's partial sums against f64.
+
+#[path = "../../../runtime/tests/pytorch_adamw/mod.rs"]
+mod pytorch_adamw;
+
+use kernel_emulation::launch_shapes::{clip, elementwise, CLIP_BLOCKS, THREADS};
+use kernel_emulation::{self as emu, Shape};
+use overlap_runtime::{AdamW, InitRng, Optimizer, Sgd};
+
+fn relative(got: &[f32], want: &[f32]) -> f64 {
+    let diff: f64 = got.iter().zip(want).map(|(&g, &w)| (f64::from(g) - f64::from(w)).powi(2)).sum();
+    let norm: f64 = want.iter().map(|&w| f64::from(w).powi(2)).sum();
+    (diff / norm.max(1e-30)).sqrt()
+}
+
+#[test]
+fn adamw_kernel_rounds_as_pytorch_does_on_cuda() {
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let mut compared = 0;
+    for case in pytorch_adamw::cases() {
+        let h = case.hyper;
+        for k in 0..case.steps.len() {
+            let mut opt = AdamW::new(h.lr).betas(h.beta1, h.beta2).eps(h.eps).weight_decay(h.weight_decay);
+            opt.set_step_count(case.step_number(k) - 1);
+            opt.begin_step();
+            for (before, recorded) in case.before(k).into_iter().zip(&case.steps[k]) {
+                let (mut value, mut m, mut v) =
+                    (before.value.clone(), before.exp_avg.clone(), before.exp_avg_sq.clone());
+                let shape = elementwise(value.len());
+                emu::adamw_update(shape, opt.current_step(), (&mut value, &mut m, &mut v), &recorded.grad, 1.0);
+                let mut want = before.clone();
+                pytorch_adamw::pytorch_cuda_step(h, case.step_number(k), &mut want, &recorded.grad);
+                let at = format!("{}, step {}", case.name, case.step_number(k));
+                for (got, want) in [(&value, &want.value), (&m, &want.exp_avg), (&v, &want.exp_avg_sq)] {
+                    assert_eq!(bits(got), bits(want), "{at}: the kernel rounds otherwise than PyTorch's CUDA ops");
+                }
+                let cpu = &recorded.after;
+                for (got, want) in [(&value, &cpu.value), (&m, &cpu.exp_avg), (&v, &cpu.exp_avg_sq)] {
+                    assert!(relative(got, want) <= 1e-6, "{at}: {:e} from PyTorch's CPU results", relative(got, want));
+                }
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 0, "the fixture holds no steps");
+}
+
+#[test]
+fn sgd_kernel_matches_the_cpu_optimizer_over_three_steps() {
+    let n = 1000;
+    let mut rng = InitRng::new(21);
+    let start = rng.uniform(n, 1.0);
+    let grads: Vec<Vec<f32>> = (0..3).map(|_| rng.uniform(n, 1.0)).collect();
+    for (momentum, dampening, nesterov, weight_decay) in
+        [(0.0, 0.0, false, 0.0), (0.9, 0.1, false, 0.01), (0.9, 0.0, true, 0.05)]
+    {
+        let mut cpu =
+            Sgd::new(0.1).momentum(momentum).dampening(dampening).nesterov(nesterov).weight_decay(weight_decay);
+        let (mut want, mut got, mut buffer) = (start.clone(), start.clone(), vec![0.0; n]);
+        for (step, grad) in grads.iter().enumerate() {
+            cpu.begin_step();
+            cpu.update(0, &mut want, grad, 0.5);
+            let shape = if step == 1 { Shape { grid: 1, block: THREADS } } else { elementwise(n) };
+            emu::sgd_update(shape, cpu.rule_for(0), (&mut got, &mut buffer), grad, step == 0, 0.5);
+            let at = format!("momentum {momentum}, dampening {dampening}, nesterov {nesterov}, step {step}");
+            assert!(relative(&got, &want) <= 1e-6, "{at}: {:e} from the CPU", relative(&got, &want));
+            if momentum != 0.0 {
+                let cpu_buffer = cpu.momentum_buffer(0).expect("the CPU keeps a buffer");
+                assert!(relative(&buffer, cpu_buffer) <= 1e-6, "{at}: momentum buffer");
+            }
+        }
+    }
+}
+
+#[test]
+fn squared_norm_partials_add_up_to_the_f64_sum() {
+    for n in [1, 255, 100_003] {
+        let x = InitRng::new(22).uniform(n, 3.0);
+        let mut partials = vec![f64::NAN; CLIP_BLOCKS];
+        emu::sum_squares(clip(), &x, &mut partials);
+        let want: f64 = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+        let got: f64 = partials.iter().sum();
+        assert!((got - want).abs() <= 1e-12 * want, "{n} elements: {got} against {want}");
+    }
+}
