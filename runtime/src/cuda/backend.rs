@@ -167,7 +167,7 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
         self.step.drop_in_flight();
         self.in_flight = None;
         if let Some(shards) = self.shards.as_mut() {
-            shards.begin_step();
+            shards.begin_step(self.step.timeline.is_enabled());
         }
         if self.grads.is_none() {
             self.grads = Some(self.model.new_grads_on(&mut self.step.on(&self.gpu, &self.gpu_comm))?);
@@ -238,6 +238,9 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
         self.grads = Some(stepped);
         let finished = self.gpu.finish("finishing a step on the GPU");
         self.ended_by(finished)?;
+        if let Some(shards) = self.shards.as_mut() {
+            self.step.timeline.add_spans(shards.take_wait_spans());
+        }
         self.step.timeline.end_step()
     }
 

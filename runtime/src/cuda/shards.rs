@@ -10,7 +10,8 @@
 //! updates are queued (`Settle::clear`), in the order forward reads them: this rank's parts
 //! copied into the bucket's layout, every rank's shard of the group broadcast from it, the
 //! group's parameters copied back out. The next forward's wait point for the group makes the
-//! compute stream wait for that.
+//! compute stream wait for that. When the step is timed, each group's all-gather and each wait
+//! point are bracketed by timing events (`Timeline::all_gather`, `take_wait_spans`).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -19,9 +20,11 @@ use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use overlap_plan::{owned_part, shard_of, Schedule};
 
 use super::gpu::{cuda, Gpu};
-use super::nccl::GpuComm;
+use super::nccl::{EventPair, GpuComm};
 use super::params::GpuParams;
+use super::timing::{timed_event, Timeline};
 use crate::error::Result;
+use crate::trace::Activity;
 
 pub struct GpuShards {
     world: usize,
@@ -38,6 +41,11 @@ pub struct GpuShards {
     queued: usize,
     /// Per group, what its wait point waits for, until it has.
     done: Vec<Option<CudaEvent>>,
+    /// Per group, its bucket (the trace names wait points by bucket, as on the CPU).
+    group_bucket: Vec<usize>,
+    /// Whether this step's wait points are timed, and the timing events of those passed.
+    timed: bool,
+    wait_spans: Vec<(Activity, EventPair)>,
 }
 
 impl GpuShards {
@@ -52,6 +60,9 @@ impl GpuShards {
             asked: Vec::new(),
             queued: 0,
             done: (0..schedule.gather_groups().len()).map(|_| None).collect(),
+            group_bucket: schedule.gather_groups().iter().map(|g| g.bucket).collect(),
+            timed: false,
+            wait_spans: Vec::new(),
         }
     }
 
@@ -66,11 +77,19 @@ impl GpuShards {
         shard_of(numel, self.world, self.rank)
     }
 
-    /// Forgets what a step that did not finish asked for (its gathers never queued).
-    pub fn begin_step(&mut self) {
+    /// Forgets what a step that did not finish asked for (its gathers never queued); `timed`:
+    /// whether this step's wait points are timed.
+    pub fn begin_step(&mut self, timed: bool) {
         self.asked.clear();
         self.queued = 0;
         self.copied.fill(false);
+        self.timed = timed;
+        self.wait_spans.clear();
+    }
+
+    /// The timing events of the wait points passed since the step began, for the timeline.
+    pub fn take_wait_spans(&mut self) -> std::vec::Drain<'_, (Activity, EventPair)> {
+        self.wait_spans.drain(..)
     }
 
     /// Notes all-gather `group` (elements `elements` of bucket `bucket`), queued once its
@@ -85,7 +104,13 @@ impl GpuShards {
     /// rank's shard of the group broadcast from it, the group's parameters copied back out).
     /// Buckets are updated in launch order, the reverse of forward's, so the first groups go
     /// once the last bucket is updated, and in forward order from there.
-    pub fn queue_gathers(&mut self, gpu: &Gpu, comm: &GpuComm, params: &mut GpuParams, bucket: usize) -> Result<()> {
+    pub fn queue_gathers(
+        &mut self,
+        gpu: &Gpu,
+        comm: &GpuComm,
+        (params, timeline): (&mut GpuParams, &mut Timeline),
+        bucket: usize,
+    ) -> Result<()> {
         if !self.asked.iter().any(|(_, b, _)| *b == bucket) {
             return Ok(());
         }
@@ -116,20 +141,30 @@ impl GpuShards {
             }
             self.queued += 1;
             let flat = self.flat[b].as_mut().expect("copied buckets have their buffer");
+            let start = timeline.stamp(comm.stream())?;
             let queued = gather_group(comm, params, &schedule, b, flat, &elements);
             // Recorded whatever happened, so that nothing frees the buffer under queued work.
             self.done[group] = Some(comm.record_done()?);
             queued?;
+            if let Some(start) = start {
+                let end = timeline.stamp(comm.stream())?.expect("the timeline records: it stamped the start");
+                timeline.all_gather(b, elements.len() * std::mem::size_of::<f32>(), (start, end));
+            }
         }
         Ok(())
     }
 
     /// The wait point of all-gather `group`: the compute stream waits for it (the host does not).
+    /// Timed, the span between its events is how long the compute stream sat idle for it.
     pub fn wait(&mut self, group: usize) -> Result<()> {
-        match self.done.get_mut(group).and_then(Option::take) {
-            Some(done) => self.compute.wait(&done).map_err(cuda("waiting for an all-gather")),
-            None => Ok(()),
+        let Some(done) = self.done.get_mut(group).and_then(Option::take) else { return Ok(()) };
+        let start = self.timed.then(|| timed_event(&self.compute)).transpose()?;
+        self.compute.wait(&done).map_err(cuda("waiting for an all-gather"))?;
+        if let Some(start) = start {
+            let activity = Activity::WaitGather { bucket: self.group_bucket[group] as u32 };
+            self.wait_spans.push((activity, (start, timed_event(&self.compute)?)));
         }
+        Ok(())
     }
 
     /// Every all-gather's wait point at once (before a forward without wait points, or reading

@@ -143,7 +143,7 @@ impl<M> Settle<M, Cuda> for GpuExec<'_> {
             self.step.timeline.finish(self.gpu, Activity::Update { bucket: bucket as u32 }, start)?;
         }
         if let Some(shards) = self.shards.as_deref_mut() {
-            shards.queue_gathers(self.gpu, self.comm, &mut self.step.params, index)?;
+            shards.queue_gathers(self.gpu, self.comm, (&mut self.step.params, &mut self.step.timeline), index)?;
         }
         Ok(())
     }
