@@ -10,32 +10,25 @@ use super::ops;
 use super::storage::{AttentionBuffers, GpuSaved, GpuTensor};
 use crate::error::Result;
 
-/// The shape of one attention call: `sequences` of `t` positions, `width` features in `heads`.
-#[derive(Clone, Copy)]
-pub(super) struct Attention {
-    pub(super) sequences: usize,
-    pub(super) t: usize,
-    pub(super) width: usize,
-    pub(super) heads: usize,
+pub(super) use super::products::Attention;
+use super::products::HeadProduct;
+
+/// Queues `p` on the compute stream, its `A` and `B` read from `a` and `b` and `C` written into
+/// `c` at the offsets `p` gives.
+fn per_head(
+    gpu: &Gpu,
+    p: HeadProduct,
+    (a, b): (&CudaSlice<f32>, &CudaSlice<f32>),
+    c: &mut CudaSlice<f32>,
+) -> Result<()> {
+    ops::product(gpu, p.product, (&a.slice(p.a..), &b.slice(p.b..)), 0.0, &mut c.slice_mut(p.c..))
 }
 
 impl Attention {
-    fn rows(&self) -> usize {
-        self.sequences * self.t
-    }
-
-    fn head(&self) -> usize {
-        self.width / self.heads
-    }
-
-    /// Elements of the `[sequences, heads, t, t]` scores.
-    pub(super) fn scores(&self) -> usize {
-        self.sequences * self.heads * self.t * self.t
-    }
-
-    /// Offset of sequence `s`'s first row, column `column`, in a matrix of `width` columns.
-    fn at(&self, s: usize, width: usize, column: usize) -> usize {
-        s * self.t * width + column
+    /// Every (sequence, head), in the order the products are queued.
+    fn each_head(&self) -> impl Iterator<Item = (usize, usize)> {
+        let heads = self.heads;
+        (0..self.sequences).flat_map(move |s| (0..heads).map(move |h| (s, h)))
     }
 
     /// `c_attn`, each head's scores, the causal softmax, each head's weighted values, `c_proj`.
@@ -50,22 +43,13 @@ impl Attention {
         let (d, t, hd, rows) = (self.width, self.t, self.head(), self.rows());
         let [wa, ba, wp, bp] = params;
         ops::linear_forward(gpu, (d, 3 * d, rows), x.view(), wa, ba, &mut b.qkv.slice_mut(..rows * 3 * d))?;
-        for s in 0..self.sequences {
-            for h in 0..self.heads {
-                let (q, k) = (b.qkv.slice(self.at(s, 3 * d, h * hd)..), b.qkv.slice(self.at(s, 3 * d, d + h * hd)..));
-                let scores = &mut b.probs.slice_mut((s * self.heads + h) * t * t..);
-                ops::matmul(gpu, (false, true), (t, t, hd), (&q, 3 * d), (&k, 3 * d), 0.0, (scores, t))?;
-            }
+        for (s, h) in self.each_head() {
+            per_head(gpu, self.head_scores(s, h), (&b.qkv, &b.qkv), &mut b.probs)?;
         }
         let scale = 1.0 / (hd as f32).sqrt();
         ops::causal_softmax(gpu, (self.sequences * self.heads * t, t), scale, &mut b.probs.slice_mut(..self.scores()))?;
-        for s in 0..self.sequences {
-            for h in 0..self.heads {
-                let (p, v) =
-                    (b.probs.slice((s * self.heads + h) * t * t..), b.qkv.slice(self.at(s, 3 * d, 2 * d + h * hd)..));
-                let out = &mut b.heads.slice_mut(self.at(s, d, h * hd)..);
-                ops::matmul(gpu, (false, false), (t, hd, t), (&p, t), (&v, 3 * d), 0.0, (out, d))?;
-            }
+        for (s, h) in self.each_head() {
+            per_head(gpu, self.head_values(s, h), (&b.probs, &b.qkv), &mut b.heads)?;
         }
         ops::linear_forward(gpu, (d, d, rows), b.heads.slice(..rows * d), wp, bp, &mut y.view_mut())
     }
@@ -88,16 +72,9 @@ impl Attention {
         let heads_out = b.heads.slice(..rows * d);
         let d_heads_out = &mut d_heads.slice_mut(..rows * d);
         ops::linear_backward(gpu, (d, d, rows), (heads_out, wp, dy.view()), (dwp, dbp), accumulate, Some(d_heads_out))?;
-        for s in 0..self.sequences {
-            for h in 0..self.heads {
-                let at = (s * self.heads + h) * t * t;
-                let (dyh, v) =
-                    (d_heads.slice(self.at(s, d, h * hd)..), b.qkv.slice(self.at(s, 3 * d, 2 * d + h * hd)..));
-                ops::matmul(gpu, (false, true), (t, t, hd), (&dyh, d), (&v, 3 * d), 0.0, (&mut ds.slice_mut(at..), t))?;
-                let p = b.probs.slice(at..);
-                let dv = &mut d_qkv.slice_mut(self.at(s, 3 * d, 2 * d + h * hd)..);
-                ops::matmul(gpu, (true, false), (t, hd, t), (&p, t), (&dyh, d), 0.0, (dv, 3 * d))?;
-            }
+        for (s, h) in self.each_head() {
+            per_head(gpu, self.head_weights_gradient(s, h), (d_heads, &b.qkv), ds)?;
+            per_head(gpu, self.head_values_gradient(s, h), (&b.probs, d_heads), d_qkv)?;
         }
         let scale = 1.0 / (hd as f32).sqrt();
         let (scores, probs) = (self.scores(), b.probs.slice(..self.scores()));
@@ -108,15 +85,9 @@ impl Attention {
             probs,
             &mut ds.slice_mut(..scores),
         )?;
-        for s in 0..self.sequences {
-            for h in 0..self.heads {
-                let dsh = ds.slice((s * self.heads + h) * t * t..);
-                let (q, k) = (b.qkv.slice(self.at(s, 3 * d, h * hd)..), b.qkv.slice(self.at(s, 3 * d, d + h * hd)..));
-                let dq = &mut d_qkv.slice_mut(self.at(s, 3 * d, h * hd)..);
-                ops::matmul(gpu, (false, false), (t, hd, t), (&dsh, t), (&k, 3 * d), 0.0, (dq, 3 * d))?;
-                let dk = &mut d_qkv.slice_mut(self.at(s, 3 * d, d + h * hd)..);
-                ops::matmul(gpu, (true, false), (t, hd, t), (&dsh, t), (&q, 3 * d), 0.0, (dk, 3 * d))?;
-            }
+        for (s, h) in self.each_head() {
+            per_head(gpu, self.head_queries_gradient(s, h), (ds, &b.qkv), d_qkv)?;
+            per_head(gpu, self.head_keys_gradient(s, h), (ds, &b.qkv), d_qkv)?;
         }
         let d_qkv_in = d_qkv.slice(..rows * 3 * d);
         ops::linear_backward(gpu, (d, 3 * d, rows), (x.view(), wa, d_qkv_in), (dwa, dba), accumulate, dx)

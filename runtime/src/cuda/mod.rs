@@ -6,7 +6,8 @@
 //! - `libraries`: where cuBLAS, NVRTC and NCCL are on this machine, loaded before cudarc asks;
 //! - `gpu`: context, compute and communication streams, cuBLAS, the loaded kernels;
 //! - `ops`: one layer operation at a time, queued on the compute stream, in the grids of
-//!   `launch_shapes` (plain arithmetic, shared with the kernels' CPU emulation);
+//!   `launch_shapes` and the cuBLAS arguments of `products` (plain arithmetic, shared with the
+//!   kernels' CPU emulation);
 //! - `nccl`: bucket all-reduces (or reduce-scatters) on the communication stream, and their
 //!   in-flight handles;
 //! - `optim`: optimizer state on the device and the fused updates;
@@ -32,6 +33,7 @@ mod nccl;
 pub mod ops;
 mod optim;
 mod params;
+mod products;
 mod program;
 mod shards;
 mod storage;

@@ -1,9 +1,6 @@
 //! The device operations of one layer step, queued on the compute stream: cuBLAS products in
-//! row-major layout and the NVRTC kernels. Nothing here waits for the GPU.
-//!
-//! cuBLAS is column-major, and a row-major `r x c` matrix is the column-major `c x r` matrix of
-//! its transpose; so `Y = X·Wᵀ` (row-major) is computed as `Yᵀ = W·Xᵀ` (column-major), and so on
-//! for the two backward products.
+//! row-major layout (`products`: how each is handed to column-major cuBLAS) and the NVRTC
+//! kernels. Nothing here waits for the GPU.
 
 use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
 use cudarc::cublas::{Gemm, GemmConfig};
@@ -16,6 +13,7 @@ use crate::optim::{AdamWStep, SgdRule};
 
 pub use super::launch_shapes::CLIP_BLOCKS;
 use super::launch_shapes::{self, Shape};
+use super::products::{self, ColumnMajor, RowMajor};
 
 fn config(shape: Shape) -> LaunchConfig {
     LaunchConfig { grid_dim: (shape.grid, 1, 1), block_dim: (shape.block, 1, 1), shared_mem_bytes: 0 }
@@ -44,33 +42,42 @@ fn launch(
     result.map(|_| ()).map_err(cuda(what))
 }
 
-/// `C (m x n) = op(A)·op(B) + beta·C`, column-major, on the compute stream.
-#[allow(clippy::too_many_arguments)]
+/// One cuBLAS product (`products::ColumnMajor`) on the compute stream: `C = op(first)·op(second)
+/// + beta·C`.
 fn sgemm<A: DevicePtr<f32>, B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
     gpu: &Gpu,
-    (transa, transb): (bool, bool),
-    (m, n, k): (usize, usize, usize),
-    (a, lda): (&A, usize),
-    (b, ldb): (&B, usize),
+    p: ColumnMajor,
+    (first, second): (&A, &B),
     beta: f32,
-    (c, ldc): (&mut C, usize),
+    c: &mut C,
 ) -> Result<()> {
     let op = |t| if t { CUBLAS_OP_T } else { CUBLAS_OP_N };
     let cfg = GemmConfig {
-        transa: op(transa),
-        transb: op(transb),
-        m: int(m),
-        n: int(n),
-        k: int(k),
+        transa: op(p.transa),
+        transb: op(p.transb),
+        m: int(p.m),
+        n: int(p.n),
+        k: int(p.k),
         alpha: 1.0f32,
-        lda: int(lda),
-        ldb: int(ldb),
+        lda: int(p.lda),
+        ldb: int(p.ldb),
         beta,
-        ldc: int(ldc),
+        ldc: int(p.ldc),
     };
     // SAFETY: every caller passes buffers holding at least the elements the shapes and leading
-    // dimensions address (checked by the asserts in `linear_*`), all on this GPU.
-    unsafe { gpu.blas().gemm(cfg, a, b, c) }.map_err(|e| Error::Cuda(format!("cuBLAS sgemm: {e:?}")))
+    // dimensions address (checked in `product`), all on this GPU.
+    unsafe { gpu.blas().gemm(cfg, first, second, c) }.map_err(|e| Error::Cuda(format!("cuBLAS sgemm: {e:?}")))
+}
+
+/// The row-major product `p` of `a` and `b` into `c` (see `products`), its views' lengths
+/// checked against what the shapes and row strides address.
+pub fn product(gpu: &Gpu, p: RowMajor, (a, b): (&In, &In), beta: f32, c: Out) -> Result<()> {
+    let (a_needs, b_needs, c_needs) = p.needs_elements();
+    assert!(
+        a.len() >= a_needs && b.len() >= b_needs && c.len() >= c_needs,
+        "matmul: a view is shorter than its shape and row stride address"
+    );
+    sgemm(gpu, p.column_major(), (b, a), beta, c)
 }
 
 /// Views of one layer's tensors on the device; every view holds at least the elements its
@@ -81,7 +88,7 @@ type Out<'a, 'b> = &'a mut CudaViewMut<'b, f32>;
 /// `y = x·Wᵀ`: `x` is `[rows, input]`, `w` is `[output, input]`, `y` is `[rows, output]` (a
 /// head tied to an embedding table).
 pub fn project(gpu: &Gpu, (input, output, rows): (usize, usize, usize), x: In, w: In, y: Out) -> Result<()> {
-    sgemm(gpu, (true, false), (output, rows, input), (&w, input), (&x, input), 0.0, (y, output))
+    product(gpu, products::projection(input, output, rows), (&x, &w), 0.0, y)
 }
 
 /// Gradients of `project`: `dW = dyᵀ·x + beta·dW` and, when asked, `dx = dy·W`.
@@ -92,9 +99,9 @@ pub fn project_backward(
     (dw, beta): (Out, f32),
     dx: Option<Out>,
 ) -> Result<()> {
-    sgemm(gpu, (false, true), (input, output, rows), (&x, input), (&dy, output), beta, (dw, input))?;
+    product(gpu, products::weight_gradient(input, output, rows), (&dy, &x), beta, dw)?;
     if let Some(dx) = dx {
-        sgemm(gpu, (false, false), (input, rows, output), (&w, input), (&dy, output), 0.0, (dx, input))?;
+        product(gpu, products::input_gradient(input, output, rows), (&dy, &w), 0.0, dx)?;
     }
     Ok(())
 }
@@ -261,29 +268,6 @@ pub fn position_backward(
     // SAFETY: reads `sequences * positions * d` gradients and writes `positions * d` elements of
     // dw, which exist.
     launch("position_backward", unsafe { args.launch(elementwise(positions * d)) })
-}
-
-/// Row-major `C (m x n) = op(A)·op(B) + beta·C`, each operand a view of a row-major matrix with
-/// its own row stride (`lda`, `ldb`, `ldc`: a head's columns inside a wider matrix). cuBLAS is
-/// column-major, where each row-major matrix is its own transpose: `Cᵀ = op(B)ᵀ·op(A)ᵀ`.
-#[allow(clippy::too_many_arguments)]
-pub fn matmul(
-    gpu: &Gpu,
-    (transpose_a, transpose_b): (bool, bool),
-    (m, n, k): (usize, usize, usize),
-    (a, lda): (&In, usize),
-    (b, ldb): (&In, usize),
-    beta: f32,
-    (c, ldc): (Out, usize),
-) -> Result<()> {
-    let needs = |rows: usize, cols: usize, ld: usize| if rows == 0 { 0 } else { (rows - 1) * ld + cols };
-    let (a_rows, a_cols) = if transpose_a { (k, m) } else { (m, k) };
-    let (b_rows, b_cols) = if transpose_b { (n, k) } else { (k, n) };
-    assert!(
-        a.len() >= needs(a_rows, a_cols, lda) && b.len() >= needs(b_rows, b_cols, ldb) && c.len() >= needs(m, n, ldc),
-        "matmul: a view is shorter than its shape and row stride address"
-    );
-    sgemm(gpu, (transpose_b, transpose_a), (n, m, k), (b, ldb), (a, lda), beta, (c, ldc))
 }
 
 /// Row `r` of the `[rows, t]` scores becomes the softmax of `scale ×` its first `r mod t + 1`

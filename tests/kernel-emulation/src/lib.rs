@@ -1,10 +1,13 @@
 //! The GPU backend's kernels (`runtime/src/cuda/kernels/*.cu`), compiled for the CPU under
 //! `src/emulator.h` and launched there in the grids the backend uses (`launch_shapes`, the
 //! backend's own file): one safe function per kernel, taking the kernel's arguments as slices,
-//! with every length the kernel relies on checked first.
+//! with every length the kernel relies on checked first. `products` (the backend's file too) is
+//! how the backend hands its products to cuBLAS; `cublas_sgemm` computes one as cuBLAS defines it.
 
 #[path = "../../../runtime/src/cuda/launch_shapes.rs"]
 pub mod launch_shapes;
+#[path = "../../../runtime/src/cuda/products.rs"]
+pub mod products;
 
 pub use launch_shapes::Shape;
 use overlap_runtime::optim::{AdamWStep, SgdRule};
@@ -417,4 +420,31 @@ pub fn sum_squares(shape: Shape, x: &[f32], partials: &mut [f64]) {
     holds(partials, shape.grid as usize, "partials");
     // SAFETY: reads n elements of x and writes one partial per block, which partials holds.
     unsafe { ffi::emu_sum_squares(shape.grid, shape.block, x.as_ptr(), int(x.len()), partials.as_mut_ptr()) }
+}
+
+/// One `sgemm` as cuBLAS (column-major BLAS) defines it, from the definition: `C[i + j·ldc] =
+/// Σ_l op(first)[i, l]·op(second)[l, j] + beta·C[i + j·ldc]`, where `op(X)[i, l]` is
+/// `X[l + i·ld]` when transposed and `X[i + l·ld]` otherwise; summed in f64.
+pub fn cublas_sgemm(p: products::ColumnMajor, first: &[f32], second: &[f32], beta: f32, c: &mut [f32]) {
+    let at = |x: &[f32], transposed: bool, ld: usize, (i, l): (usize, usize)| {
+        f64::from(if transposed { x[l + i * ld] } else { x[i + l * ld] })
+    };
+    for j in 0..p.n {
+        for i in 0..p.m {
+            let sum: f64 =
+                (0..p.k).map(|l| at(first, p.transa, p.lda, (i, l)) * at(second, p.transb, p.ldb, (l, j))).sum();
+            let out = &mut c[i + j * p.ldc];
+            *out = (sum + if beta == 0.0 { 0.0 } else { f64::from(beta) * f64::from(*out) }) as f32;
+        }
+    }
+}
+
+/// The row-major product `p` of `a` and `b` into `c`, handed to `cublas_sgemm` as the backend's
+/// `ops::product` hands it to cuBLAS.
+pub fn product(p: products::RowMajor, (a, b): (&[f32], &[f32]), beta: f32, c: &mut [f32]) {
+    let (a_needs, b_needs, c_needs) = p.needs_elements();
+    holds(a, a_needs, "a");
+    holds(b, b_needs, "b");
+    holds(c, c_needs, "c");
+    cublas_sgemm(p.column_major(), b, a, beta, c);
 }
