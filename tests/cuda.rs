@@ -314,41 +314,14 @@ fn adamw_kernel_rounds_as_pytorch_does_on_cuda() {
         stream.memcpy_htod(host, &mut device).unwrap();
         device
     };
-    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    for case in pytorch_adamw::cases() {
-        let h = case.hyper;
-        for k in 0..case.steps.len() {
-            let mut opt = AdamW::new(h.lr).betas(h.beta1, h.beta2).eps(h.eps).weight_decay(h.weight_decay);
-            opt.set_step_count(case.step_number(k) - 1);
-            opt.begin_step();
-            for (before, recorded) in case.before(k).into_iter().zip(&case.steps[k]) {
-                let (mut value, mut m, mut v) =
-                    (upload(&before.value), upload(&before.exp_avg), upload(&before.exp_avg_sq));
-                let grad = upload(&recorded.grad);
-                let moments = (&mut m.as_view_mut(), &mut v.as_view_mut());
-                overlap::cuda::ops::adamw_update(
-                    &gpu,
-                    opt.current_step(),
-                    &mut value.as_view_mut(),
-                    moments,
-                    grad.as_view(),
-                    1.0,
-                )
-                .unwrap();
-                let got = [&value, &m, &v].map(|d| stream.clone_dtoh(d).unwrap());
-                let mut want = before.clone();
-                pytorch_adamw::pytorch_cuda_step(h, case.step_number(k), &mut want, &recorded.grad);
-                let at = format!("{}, step {}", case.name, case.step_number(k));
-                for (g, w) in got.iter().zip([&want.value, &want.exp_avg, &want.exp_avg_sq]) {
-                    assert_eq!(bits(g), bits(w), "{at}: the kernel rounds otherwise than PyTorch's CUDA ops");
-                }
-                let cpu = &recorded.after;
-                for (g, w) in got.iter().zip([&cpu.value, &cpu.exp_avg, &cpu.exp_avg_sq]) {
-                    assert!(relative(g, w) <= 1e-6, "{at}: {:e} from PyTorch's CPU results", relative(g, w));
-                }
-            }
-        }
-    }
+    pytorch_adamw::check_cuda_kernel(|step, before, grad| {
+        let (mut value, mut m, mut v) = (upload(&before.value), upload(&before.exp_avg), upload(&before.exp_avg_sq));
+        let grad = upload(grad);
+        let moments = (&mut m.as_view_mut(), &mut v.as_view_mut());
+        overlap::cuda::ops::adamw_update(&gpu, step, &mut value.as_view_mut(), moments, grad.as_view(), 1.0).unwrap();
+        let [value, exp_avg, exp_avg_sq] = [&value, &m, &v].map(|d| stream.clone_dtoh(d).unwrap());
+        pytorch_adamw::Tensors { value, exp_avg, exp_avg_sq }
+    });
 }
 
 /// Asserts that each tensor of `got` is within `tolerance` of the same tensor of `want` (relative

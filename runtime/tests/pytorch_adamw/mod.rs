@@ -210,3 +210,49 @@ fn addcdiv_(t: &mut [f32], t1: &[f32], t2: &[f32], value: f64) {
         *x += scalar(value) * a / b;
     }
 }
+
+/// Holds an AdamW kernel to PyTorch's CUDA rounding: `update(coefficients, state, grad)` returns
+/// the state one step after `state`. Over every recorded step it must give the bits
+/// `pytorch_cuda_step` gives, and stay within 1e-6 (relative) of PyTorch's CPU results. Returns
+/// how many parameter steps it compared.
+pub fn check_cuda_kernel(
+    mut update: impl FnMut(overlap_runtime::optim::AdamWStep, &Tensors, &[f32]) -> Tensors,
+) -> usize {
+    use overlap_runtime::Optimizer;
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let relative = |a: &[f32], b: &[f32]| {
+        let diff: f64 = a.iter().zip(b).map(|(x, y)| f64::from(x - y).powi(2)).sum::<f64>().sqrt();
+        let norm: f64 = b.iter().map(|y| f64::from(*y).powi(2)).sum::<f64>().sqrt();
+        diff / norm.max(f64::MIN_POSITIVE)
+    };
+    let mut compared = 0;
+    for case in cases() {
+        let h = case.hyper;
+        for k in 0..case.steps.len() {
+            let mut opt =
+                overlap_runtime::AdamW::new(h.lr).betas(h.beta1, h.beta2).eps(h.eps).weight_decay(h.weight_decay);
+            opt.set_step_count(case.step_number(k) - 1);
+            opt.begin_step();
+            for (before, recorded) in case.before(k).into_iter().zip(&case.steps[k]) {
+                let got = update(opt.current_step(), &before, &recorded.grad);
+                let mut want = before.clone();
+                pytorch_cuda_step(h, case.step_number(k), &mut want, &recorded.grad);
+                let at = format!("{}, step {}", case.name, case.step_number(k));
+                for (g, w) in pairs(&got, &want) {
+                    assert_eq!(bits(g), bits(w), "{at}: the kernel rounds otherwise than PyTorch's CUDA ops");
+                }
+                for (g, w) in pairs(&got, &recorded.after) {
+                    assert!(relative(g, w) <= 1e-6, "{at}: {:e} from PyTorch's CPU results", relative(g, w));
+                }
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 0, "the fixture holds no steps");
+    compared
+}
+
+/// The three tensors of `got` beside those of `want`.
+fn pairs<'a>(got: &'a Tensors, want: &'a Tensors) -> [(&'a [f32], &'a [f32]); 3] {
+    [(&got.value, &want.value), (&got.exp_avg, &want.exp_avg), (&got.exp_avg_sq, &want.exp_avg_sq)]
+}
