@@ -3,24 +3,14 @@
 //! formula in f64). Sizes straddle the block size, so that rows wider than a block and grids
 //! that loop over their elements are both exercised.
 
+mod common;
+
+use common::{assert_close, values};
 use kernel_emulation::launch_shapes::{elementwise, per_row, THREADS};
 use kernel_emulation::{self as emu, Activation, RowStats, Shape};
 use overlap_runtime::{
-    CrossEntropyLoss, Embedding, Gelu, InitRng, Layer, LayerNorm, Matrix, PositionEmbedding, Relu, Sigmoid,
-    StepContext, Tanh,
+    CrossEntropyLoss, Embedding, Gelu, Layer, LayerNorm, Matrix, PositionEmbedding, Relu, Sigmoid, StepContext, Tanh,
 };
-
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    InitRng::new(seed).uniform(n, 2.0)
-}
-
-/// `|got - want| <= tol · max(1, |want|)` everywhere.
-fn assert_close(got: &[f32], want: &[f32], tol: f32, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() <= tol * w.abs().max(1.0), "{what}, element {i}: {g} against {w}");
-    }
-}
 
 /// A grid too small for its elements: every thread loops (the backend's grids are capped).
 const LOOPING: Shape = Shape { grid: 2, block: THREADS };
@@ -36,8 +26,8 @@ fn cpu_activation<L: Layer<Saved = ()>>(layer: L, x: &Matrix, dy: &Matrix) -> (V
 #[test]
 fn element_wise_layers_match_the_cpu_layers() {
     let (rows, cols) = (3, 517);
-    let x = Matrix::from_vec(rows, cols, values(rows * cols, 1));
-    let dy = Matrix::from_vec(rows, cols, values(rows * cols, 2));
+    let x = Matrix::from_vec(rows, cols, values(rows * cols, 1, 2.0));
+    let dy = Matrix::from_vec(rows, cols, values(rows * cols, 2, 2.0));
     let n = rows * cols;
     for (f, tol) in
         [(Activation::Relu, 0.0), (Activation::Gelu, 2e-6), (Activation::Tanh, 2e-6), (Activation::Sigmoid, 2e-6)]
@@ -64,7 +54,7 @@ fn element_wise_layers_match_the_cpu_layers() {
 #[test]
 fn bias_and_residual_kernels_add_what_they_say() {
     let (rows, cols) = (37, 300);
-    let (y0, bias, dy) = (values(rows * cols, 3), values(cols, 4), values(rows * cols, 5));
+    let (y0, bias, dy) = (values(rows * cols, 3, 2.0), values(cols, 4, 2.0), values(rows * cols, 5, 2.0));
     for shape in [elementwise(rows * cols), LOOPING] {
         let mut y = y0.clone();
         emu::bias_add_rows(shape, &mut y, &bias, rows);
@@ -81,7 +71,7 @@ fn bias_and_residual_kernels_add_what_they_say() {
         let twice: Vec<f32> = column_sums.iter().map(|s| 2.0 * s).collect();
         assert_close(&dbias, &twice, 1e-5, "bias_grad, accumulating");
     }
-    let (a, b) = (values(1000, 6), values(1000, 7));
+    let (a, b) = (values(1000, 6, 2.0), values(1000, 7, 2.0));
     let mut y = vec![f32::NAN; 1000];
     emu::add(elementwise(1000), &mut y, &a, &b);
     assert_eq!(y, a.iter().zip(&b).map(|(a, b)| a + b).collect::<Vec<_>>(), "add");
@@ -94,11 +84,11 @@ fn embeddings_match_the_cpu_layers_with_repeated_tokens() {
     const V: usize = 11;
     const D: usize = 37;
     let rows = 50;
-    let table = Embedding::<V, D> { weight: values(V * D, 8) };
+    let table = Embedding::<V, D> { weight: values(V * D, 8, 2.0) };
     // Every token comes back several times: their gradients meet in one row (the atomics).
     let ids = Matrix::from_vec(rows, 1, (0..rows).map(|r| ((r * 7) % V) as f32).collect());
     let ctx = StepContext::rows(rows);
-    let (mut want_y, dy) = (Matrix::default(), Matrix::from_vec(rows, D, values(rows * D, 9)));
+    let (mut want_y, dy) = (Matrix::default(), Matrix::from_vec(rows, D, values(rows * D, 9, 2.0)));
     table.forward(&ctx, &ids, &mut want_y, &mut ());
     let mut want_dw = vec![0.0; V * D];
     table.backward(&ctx, &ids, &want_y, &(), &dy, &mut [&mut want_dw], false, None);
@@ -116,10 +106,10 @@ fn embeddings_match_the_cpu_layers_with_repeated_tokens() {
     const T: usize = 16;
     let (sequences, positions) = (3, 10);
     let rows = sequences * positions;
-    let wpe = PositionEmbedding::<T, D> { weight: values(T * D, 10) };
+    let wpe = PositionEmbedding::<T, D> { weight: values(T * D, 10, 2.0) };
     let ctx = StepContext::sequences(sequences, positions);
-    let x = Matrix::from_vec(rows, D, values(rows * D, 11));
-    let dy = Matrix::from_vec(rows, D, values(rows * D, 12));
+    let x = Matrix::from_vec(rows, D, values(rows * D, 11, 2.0));
+    let dy = Matrix::from_vec(rows, D, values(rows * D, 12, 2.0));
     let mut want_y = Matrix::default();
     wpe.forward(&ctx, &x, &mut want_y, &mut ());
     let mut want_dw = vec![0.0; T * D];
@@ -134,11 +124,11 @@ fn embeddings_match_the_cpu_layers_with_repeated_tokens() {
 }
 
 fn layer_norm_matches<const D: usize>(rows: usize) {
-    let mut norm = LayerNorm::<D> { weight: values(D, 13), bias: values(D, 14) };
+    let mut norm = LayerNorm::<D> { weight: values(D, 13, 2.0), bias: values(D, 14, 2.0) };
     norm.weight.iter_mut().for_each(|w| *w += 1.5);
     let ctx = StepContext::rows(rows);
-    let x = Matrix::from_vec(rows, D, values(rows * D, 15).iter().map(|v| 3.0 * v + 0.7).collect());
-    let dy = Matrix::from_vec(rows, D, values(rows * D, 16));
+    let x = Matrix::from_vec(rows, D, values(rows * D, 15, 2.0).iter().map(|v| 3.0 * v + 0.7).collect());
+    let dy = Matrix::from_vec(rows, D, values(rows * D, 16, 2.0));
     let (mut want_y, mut saved) = (Matrix::default(), Default::default());
     norm.forward(&ctx, &x, &mut want_y, &mut saved);
     let (mut want_dgamma, mut want_dbeta, mut want_dx) = (vec![0.0; D], vec![0.0; D], Matrix::default());
@@ -176,7 +166,7 @@ fn layer_norm_matches_the_cpu_layer_narrower_and_wider_than_a_block() {
 fn cross_entropy_matches_the_cpu_loss() {
     for classes in [65, 300] {
         let rows = 7;
-        let logits = Matrix::from_vec(rows, classes, values(rows * classes, 17).iter().map(|v| 4.0 * v).collect());
+        let logits = Matrix::from_vec(rows, classes, values(rows * classes, 17, 2.0).iter().map(|v| 4.0 * v).collect());
         let labels: Vec<usize> = (0..rows).map(|r| (r * 13) % classes).collect();
         let mut want_grad = Matrix::default();
         let want_loss = CrossEntropyLoss.forward_backward(&logits, &labels, &mut want_grad);
@@ -198,7 +188,7 @@ fn causal_softmax_and_its_gradient_match_the_definition() {
     for t in [20, 300] {
         let rows = if t > 256 { 2 * t } else { 4 * t };
         let scale = 0.3;
-        let scores = values(rows * t, 18).iter().map(|v| 5.0 * v).collect::<Vec<f32>>();
+        let scores = values(rows * t, 18, 2.0).iter().map(|v| 5.0 * v).collect::<Vec<f32>>();
         let mut p = scores.clone();
         emu::causal_softmax(per_row(rows), &mut p, (rows, t), scale);
         let mut want = vec![0.0f64; rows * t];
@@ -218,7 +208,7 @@ fn causal_softmax_and_its_gradient_match_the_definition() {
             "{t}: the future is zero"
         );
 
-        let dweights = values(rows * t, 19);
+        let dweights = values(rows * t, 19, 2.0);
         let mut ds = dweights.clone();
         emu::causal_softmax_backward(per_row(rows), &mut ds, &p, (rows, t), scale);
         let mut want = vec![0.0f32; rows * t];

@@ -4,21 +4,13 @@
 //! order and at the offsets `cuda::attention` queues them, and the kernels) against the CPU
 //! layers.
 
+mod common;
+
+use common::{assert_close, values};
 use kernel_emulation::launch_shapes::{elementwise, per_row};
 use kernel_emulation::products::{self, Attention, HeadProduct, RowMajor};
-use kernel_emulation::{self as emu};
-use overlap_runtime::{CausalSelfAttention, InitRng, Layer, Linear, Matrix, StepContext};
-
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    InitRng::new(seed).uniform(n, 1.0)
-}
-
-fn assert_close(got: &[f32], want: &[f32], tol: f32, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() <= tol * w.abs().max(1.0), "{what}, element {i}: {g} against {w}");
-    }
-}
+use kernel_emulation as emu;
+use overlap_runtime::{CausalSelfAttention, Layer, Linear, Matrix, StepContext};
 
 #[test]
 fn row_major_products_are_the_column_major_products_cublas_computes() {
@@ -28,8 +20,8 @@ fn row_major_products_are_the_column_major_products_cublas_computes() {
         let (a_rows, a_cols) = if transpose.0 { (k, m) } else { (m, k) };
         let (b_rows, b_cols) = if transpose.1 { (n, k) } else { (k, n) };
         let (lda, ldb, ldc) = (a_cols + 2, b_cols + 3, n + 4);
-        let (a, b) = (values(a_rows * lda, 1), values(b_rows * ldb, 2));
-        let c0 = values(m * ldc, 3);
+        let (a, b) = (values(a_rows * lda, 1, 1.0), values(b_rows * ldb, 2, 1.0));
+        let c0 = values(m * ldc, 3, 1.0);
         let op = |x: &[f32], transposed: bool, ld: usize, (i, j): (usize, usize)| {
             f64::from(if transposed { x[j * ld + i] } else { x[i * ld + j] })
         };
@@ -56,10 +48,10 @@ fn a_linear_layer_on_the_gpu_path_matches_the_cpu_layer() {
     const IN: usize = 37;
     const OUT: usize = 29;
     let rows = 11;
-    let layer = Linear::<IN, OUT> { weight: values(OUT * IN, 4), bias: values(OUT, 5) };
+    let layer = Linear::<IN, OUT> { weight: values(OUT * IN, 4, 1.0), bias: values(OUT, 5, 1.0) };
     let ctx = StepContext::rows(rows);
-    let x = Matrix::from_vec(rows, IN, values(rows * IN, 6));
-    let dy = Matrix::from_vec(rows, OUT, values(rows * OUT, 7));
+    let x = Matrix::from_vec(rows, IN, values(rows * IN, 6, 1.0));
+    let dy = Matrix::from_vec(rows, OUT, values(rows * OUT, 7, 1.0));
     let (mut want_y, mut want_dx) = (Matrix::default(), Matrix::default());
     layer.forward(&ctx, &x, &mut want_y, &mut ());
     let (mut want_dw, mut want_db) = (vec![0.0; OUT * IN], vec![0.0; OUT]);
@@ -91,14 +83,14 @@ fn attention_on_the_gpu_path_matches_the_cpu_layer() {
     let (sequences, t) = (2, 5);
     let rows = sequences * t;
     let layer = CausalSelfAttention::<D, H> {
-        c_attn_weight: values(3 * D * D, 8),
-        c_attn_bias: values(3 * D, 9),
-        c_proj_weight: values(D * D, 10),
-        c_proj_bias: values(D, 11),
+        c_attn_weight: values(3 * D * D, 8, 1.0),
+        c_attn_bias: values(3 * D, 9, 1.0),
+        c_proj_weight: values(D * D, 10, 1.0),
+        c_proj_bias: values(D, 11, 1.0),
     };
     let ctx = StepContext::sequences(sequences, t);
-    let x = Matrix::from_vec(rows, D, values(rows * D, 12));
-    let dy = Matrix::from_vec(rows, D, values(rows * D, 13));
+    let x = Matrix::from_vec(rows, D, values(rows * D, 12, 1.0));
+    let dy = Matrix::from_vec(rows, D, values(rows * D, 13, 1.0));
     let (mut want_y, mut saved, mut want_dx) = (Matrix::default(), Default::default(), Matrix::default());
     layer.forward(&ctx, &x, &mut want_y, &mut saved);
     let mut want: [Vec<f32>; 4] = [vec![0.0; 3 * D * D], vec![0.0; 3 * D], vec![0.0; D * D], vec![0.0; D]];
