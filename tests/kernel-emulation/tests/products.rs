@@ -7,9 +7,9 @@
 mod common;
 
 use common::{assert_close, values};
+use kernel_emulation as emu;
 use kernel_emulation::launch_shapes::{elementwise, per_row};
 use kernel_emulation::products::{self, Attention, HeadProduct, RowMajor};
-use kernel_emulation as emu;
 use overlap_runtime::{CausalSelfAttention, Layer, Linear, Matrix, StepContext};
 
 #[test]
