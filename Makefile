@@ -55,6 +55,8 @@ test: deps nvrtc
 	cargo test -p overlap-runtime --features cuda --lib cuda::
 	OVERLAP_NVRTC_WHEEL=$(abspath $(NVRTC_DIR)) cargo test -p overlap-runtime --features cuda --test library_search -- --include-ignored
 	cargo test --features cuda --test cuda  # without a GPU: the no-driver error; the GPU tests show as ignored
+	# The kernels under ThreadSanitizer, a block's threads at once: no unsynchronised access.
+	tests/kernel-emulation/races/run.sh
 	# The GPU bundle for machines without a toolchain: it builds, and runs here from its own libraries.
 	scripts/gpu-bundle.sh
 	scripts/gpu-bundle-check.sh

@@ -1,0 +1,56 @@
+// Every kernel of the GPU backend once, under ThreadSanitizer (run.sh builds and runs this): the
+// emulation runs a block's threads at once, so two threads of a block that touch one value
+// without a barrier or an atomic between them are a data race it reports. The values computed
+// are checked by the Rust tests (../tests); here only the accesses matter. Shapes straddle the
+// block size: rows of 40 and 300 scores, 300 classes, LayerNorm rows of 700.
+#include <cstdio>
+#include <vector>
+#include <random>
+extern "C" {
+void emu_causal_softmax(unsigned, unsigned, float*, int, int, float);
+void emu_causal_softmax_backward(unsigned, unsigned, float*, const float*, int, int, float);
+void emu_softmax_cross_entropy(unsigned, unsigned, float*, float*, const float*, const unsigned*, int, int);
+void emu_bias_add_rows(unsigned, unsigned, float*, const float*, int, int);
+void emu_bias_grad(unsigned, unsigned, float*, const float*, int, int, int);
+void emu_gelu_forward(unsigned, unsigned, float*, const float*, int);
+void emu_gelu_backward(unsigned, unsigned, float*, const float*, const float*, int);
+void emu_embedding_forward(unsigned, unsigned, float*, const float*, const float*, int, int);
+void emu_embedding_backward(unsigned, unsigned, float*, const float*, const float*, int, int);
+void emu_position_forward(unsigned, unsigned, float*, const float*, const float*, int, int, int);
+void emu_position_backward(unsigned, unsigned, float*, const float*, int, int, int, int);
+void emu_layer_norm_forward(unsigned, unsigned, float*, float*, float*, const float*, const float*, const float*, int, int);
+void emu_layer_norm_backward_input(unsigned, unsigned, float*, const float*, const float*, const float*, const float*, const float*, int, int);
+void emu_layer_norm_backward_params(unsigned, unsigned, float*, float*, const float*, const float*, const float*, const float*, int, int, int);
+void emu_adamw_update(unsigned, unsigned, float*, float*, float*, const float*, int, float, float, float, float, float, float, float, float);
+void emu_sgd_update(unsigned, unsigned, float*, float*, const float*, int, float, float, float, float, int, int, float);
+void emu_sum_squares(unsigned, unsigned, const float*, int, double*);
+}
+int main() {
+    std::mt19937 g(1); std::uniform_real_distribution<float> u(-1, 1);
+    auto vec = [&](size_t n) { std::vector<float> v(n); for (auto& x : v) x = u(g); return v; };
+    int t = 40, rows = 3 * t;
+    auto p = vec(rows * t); emu_causal_softmax(rows, 256, p.data(), rows, t, 0.3f);
+    auto ds = vec(rows * t); emu_causal_softmax_backward(rows, 256, ds.data(), p.data(), rows, t, 0.3f);
+    int t2 = 300; auto p2 = vec(t2 * t2); emu_causal_softmax(t2, 256, p2.data(), t2, t2, 0.3f);
+    int r = 7, c = 300; auto logits = vec(r * c); std::vector<float> loss(r), dl(r * c); std::vector<unsigned> labels(r, 3);
+    emu_softmax_cross_entropy(r, 256, loss.data(), dl.data(), logits.data(), labels.data(), r, c);
+    auto y = vec(r * c), b = vec(c); emu_bias_add_rows(2, 256, y.data(), b.data(), r, c);
+    std::vector<float> db(c); emu_bias_grad(2, 256, db.data(), y.data(), r, c, 0);
+    auto x = vec(2000); std::vector<float> gy(2000), gx(2000); emu_gelu_forward(3, 256, gy.data(), x.data(), 2000);
+    emu_gelu_backward(3, 256, gx.data(), x.data(), gy.data(), 2000);
+    int V = 11, D = 37, R = 50; std::vector<float> ids(R); for (int i = 0; i < R; ++i) ids[i] = float((i * 7) % V);
+    auto w = vec(V * D); std::vector<float> e(R * D), dw(V * D); emu_embedding_forward(4, 256, e.data(), ids.data(), w.data(), R, D);
+    emu_embedding_backward(4, 256, dw.data(), ids.data(), e.data(), R, D);
+    auto pw = vec(16 * D), px = vec(30 * D); std::vector<float> py(30 * D), pdw(16 * D);
+    emu_position_forward(4, 256, py.data(), px.data(), pw.data(), 30, 10, D);
+    emu_position_backward(2, 256, pdw.data(), py.data(), 3, 10, D, 1);
+    int d = 700, lr = 3; auto lx = vec(lr * d), gam = vec(d), bet = vec(d); std::vector<float> ly(lr * d), mean(lr), rstd(lr), ldx(lr * d), dg(d), dbb(d);
+    emu_layer_norm_forward(lr, 256, ly.data(), mean.data(), rstd.data(), lx.data(), gam.data(), bet.data(), lr, d);
+    emu_layer_norm_backward_input(lr, 256, ldx.data(), lx.data(), ly.data(), gam.data(), mean.data(), rstd.data(), lr, d);
+    emu_layer_norm_backward_params(3, 256, dg.data(), dbb.data(), lx.data(), ly.data(), mean.data(), rstd.data(), lr, d, 0);
+    auto v = vec(1000), m = vec(1000), s = vec(1000), gr = vec(1000); for (auto& q : s) q = q * q;
+    emu_adamw_update(4, 256, v.data(), m.data(), s.data(), gr.data(), 1000, 0.99f, 0.1f, 0.999f, 0.001f, 1.2f, 1e-8f, -0.001f, 1.0f);
+    emu_sgd_update(4, 256, v.data(), m.data(), gr.data(), 1000, 0.1f, 0.9f, 0.0f, 0.0f, 1, 0, 1.0f);
+    std::vector<double> parts(256); emu_sum_squares(256, 256, x.data(), 2000, parts.data());
+    std::printf("kernel-races: every kernel ran\n");
+}
