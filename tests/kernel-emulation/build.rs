@@ -4,6 +4,7 @@ fn main() {
     let kernels = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../runtime/src/cuda/kernels");
     println!("cargo:rerun-if-changed=src/emulator.h");
     println!("cargo:rerun-if-changed=src/kernels.cpp");
+    println!("cargo:rerun-if-changed=src/launchers.h");
     println!("cargo:rerun-if-changed={}", kernels.display());
     cc::Build::new()
         .cpp(true)

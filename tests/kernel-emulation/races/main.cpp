@@ -6,33 +6,8 @@
 #include <cstdio>
 #include <vector>
 #include <random>
-extern "C" {
-void emu_causal_softmax(unsigned, unsigned, float*, int, int, float);
-void emu_causal_softmax_backward(unsigned, unsigned, float*, const float*, int, int, float);
-void emu_softmax_cross_entropy(unsigned, unsigned, float*, float*, const float*, const unsigned*, int, int);
-void emu_bias_add_rows(unsigned, unsigned, float*, const float*, int, int);
-void emu_bias_grad(unsigned, unsigned, float*, const float*, int, int, int);
-void emu_relu_forward(unsigned, unsigned, float*, const float*, int);
-void emu_relu_backward(unsigned, unsigned, float*, const float*, const float*, int);
-void emu_tanh_forward(unsigned, unsigned, float*, const float*, int);
-void emu_tanh_backward(unsigned, unsigned, float*, const float*, const float*, int);
-void emu_sigmoid_forward(unsigned, unsigned, float*, const float*, int);
-void emu_sigmoid_backward(unsigned, unsigned, float*, const float*, const float*, int);
-void emu_add(unsigned, unsigned, float*, const float*, const float*, int);
-void emu_add_into(unsigned, unsigned, float*, const float*, int);
-void emu_gelu_forward(unsigned, unsigned, float*, const float*, int);
-void emu_gelu_backward(unsigned, unsigned, float*, const float*, const float*, int);
-void emu_embedding_forward(unsigned, unsigned, float*, const float*, const float*, int, int);
-void emu_embedding_backward(unsigned, unsigned, float*, const float*, const float*, int, int);
-void emu_position_forward(unsigned, unsigned, float*, const float*, const float*, int, int, int);
-void emu_position_backward(unsigned, unsigned, float*, const float*, int, int, int, int);
-void emu_layer_norm_forward(unsigned, unsigned, float*, float*, float*, const float*, const float*, const float*, int, int);
-void emu_layer_norm_backward_input(unsigned, unsigned, float*, const float*, const float*, const float*, const float*, const float*, int, int);
-void emu_layer_norm_backward_params(unsigned, unsigned, float*, float*, const float*, const float*, const float*, const float*, int, int, int);
-void emu_adamw_update(unsigned, unsigned, float*, float*, float*, const float*, int, float, float, float, float, float, float, float, float);
-void emu_sgd_update(unsigned, unsigned, float*, float*, const float*, int, float, float, float, float, int, int, float);
-void emu_sum_squares(unsigned, unsigned, const float*, int, double*);
-}
+#define LAUNCHER(kernel, params, args) extern "C" void emu_##kernel(unsigned grid, unsigned block, params);
+#include "launchers.h"
 int main() {
     std::mt19937 g(1); std::uniform_real_distribution<float> u(-1, 1);
     auto vec = [&](size_t n) { std::vector<float> v(n); for (auto& x : v) x = u(g); return v; };
