@@ -75,7 +75,7 @@ pub fn product(gpu: &Gpu, p: RowMajor, (a, b): (&In, &In), beta: f32, c: Out) ->
     let (a_needs, b_needs, c_needs) = p.needs_elements();
     assert!(
         a.len() >= a_needs && b.len() >= b_needs && c.len() >= c_needs,
-        "matmul: a view is shorter than its shape and row stride address"
+        "product: a view is shorter than its shape and row stride address"
     );
     sgemm(gpu, p.column_major(), (b, a), beta, c)
 }

@@ -113,7 +113,7 @@ impl Timeline {
     /// The start of a span whose work is queued by several calls (a bucket's updates); `None`
     /// when not recording. `finish` ends it.
     pub fn start(&mut self, gpu: &Gpu) -> Result<Option<CudaEvent>> {
-        self.enabled.then(|| timed_event(gpu.compute())).transpose()
+        self.stamp(gpu.compute())
     }
 
     /// Ends the span `start` began, recorded as `activity`.
