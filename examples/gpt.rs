@@ -63,33 +63,26 @@ pub mod gpt {
 }
 
 /// nanoGPT's `config/train_shakespeare_char.py` with its README's CPU settings.
-const NANOGPT_CPU: &[&str] = &[
-    "--batch",
-    "12",
-    "--steps",
-    "2000",
-    "--optimizer",
-    "adamw",
-    "--lr",
-    "1e-3",
-    "--beta2",
-    "0.99",
-    "--weight-decay",
-    "0.1",
-    "--decay-on",
-    "matrices",
-    "--lr-schedule",
-    "cosine:warmup=100,until=2000,min=1e-4",
-    "--clip-grad-norm",
-    "1.0",
-    "--eval-every",
-    "250",
-    "--eval-batches",
-    "20",
-    "--log-every",
-    "100",
-];
+const NANOGPT_CPU: overlap_cli::ExampleDefaults = overlap_cli::ExampleDefaults {
+    about: "Train nanoGPT's character-level GPT on a UTF-8 text (--text) or llm.c token shards \
+            (--tokens), with nanoGPT's CPU settings as the defaults below. Run it with `mpirun -n N` for N \
+            data-parallel ranks; the global batch is batch x N x accumulate.",
+    flags: &[
+        ("--batch", "12"),
+        ("--steps", "2000"),
+        ("--optimizer", "adamw"),
+        ("--lr", "1e-3"),
+        ("--beta2", "0.99"),
+        ("--weight-decay", "0.1"),
+        ("--decay-on", "matrices"),
+        ("--lr-schedule", "cosine:warmup=100,until=2000,min=1e-4"),
+        ("--clip-grad-norm", "1.0"),
+        ("--eval-every", "250"),
+        ("--eval-batches", "20"),
+        ("--log-every", "100"),
+    ],
+};
 
 fn main() -> std::process::ExitCode {
-    overlap_cli::main_with_defaults::<gpt::Gpt>(NANOGPT_CPU)
+    overlap_cli::main_with_defaults::<gpt::Gpt>(&NANOGPT_CPU)
 }

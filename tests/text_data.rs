@@ -55,7 +55,7 @@ fn texts_and_models_that_do_not_fit_are_refused_before_step_1() {
     let wide: String = (0..200u32).filter_map(|c| char::from_u32(0x4e00 + c)).collect::<String>().repeat(3);
     std::fs::write(dir.path().join("wide.txt"), wide).unwrap();
     for (exe, args, expected) in [
-        ("gpt", &["--text", "latin1.txt"][..], "latin1.txt: not UTF-8 text (byte 3 is not)"),
+        ("gpt", &["--text", "latin1.txt"][..], "latin1.txt: not UTF-8 text (invalid at byte 3)"),
         ("gpt", &["--text", "wide.txt"], "wide.txt: 200 distinct characters, but Gpt predicts 96 classes"),
         ("gpt", &["--text", "t.txt", "--context", "100"], "--context 100: Gpt's position embedding has rows for 64"),
         ("gpt", &["--text", "missing.txt"], "missing.txt"),

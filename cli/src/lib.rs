@@ -13,6 +13,7 @@
 pub mod args;
 mod comm_bench;
 mod datasets;
+pub mod example_defaults;
 mod flags;
 pub mod prepare;
 mod progress;
@@ -32,6 +33,7 @@ use overlap_runtime::{
 };
 
 pub use args::TrainArgs;
+pub use example_defaults::ExampleDefaults;
 pub use progress::Bar;
 
 /// How long a failing rank waits for the others to fail too before aborting the job.
@@ -40,20 +42,25 @@ const ABORT_GRACE: Duration = Duration::from_secs(2);
 /// Parses the command line, trains `M`, and turns any error into a message and a non-zero exit
 /// status on the rank that hit it.
 pub fn main<M: DistributedModel>() -> ExitCode {
-    main_with_defaults::<M>(&[])
+    fit_blas_kernels();
+    run_main::<M>(TrainArgs::parse())
 }
 
-/// `main`, with `defaults` (flags and values) in front of the command line's own arguments, so
-/// that an example can start from its own configuration (nanoGPT's, for `gpt`) and a flag given
-/// on the command line still wins.
-pub fn main_with_defaults<M: DistributedModel>(defaults: &[&str]) -> ExitCode {
-    // Before anything starts: this may start the program again with OpenBLAS's kernels named.
+/// `main`, starting from an example's own configuration (nanoGPT's, for `gpt`): its flags'
+/// defaults, shown by `--help`, and its description; a flag given on the command line still wins.
+pub fn main_with_defaults<M: DistributedModel>(defaults: &ExampleDefaults) -> ExitCode {
+    fit_blas_kernels();
+    run_main::<M>(example_defaults::parse(defaults, std::env::args_os()))
+}
+
+/// Before anything starts: this may start the program again with OpenBLAS's kernels named.
+fn fit_blas_kernels() {
     if let Err(why) = blas_core::restart_with_fitting_kernels() {
         console::err_line(&format!("note: {why}; the products run on OpenBLAS's slower kernels"));
     }
-    let mut argv = std::env::args_os();
-    let program = argv.next().unwrap_or_default();
-    let args = TrainArgs::parse_from(std::iter::once(program).chain(defaults.iter().map(Into::into)).chain(argv));
+}
+
+fn run_main<M: DistributedModel>(args: TrainArgs) -> ExitCode {
     if args.cuda_libraries {
         return device::print_cuda_libraries().map_or_else(|e| report_error(&e), |()| ExitCode::SUCCESS);
     }

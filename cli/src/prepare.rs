@@ -42,7 +42,7 @@ fn run(args: &PrepareArgs) -> Result<()> {
     let bytes = std::fs::read(&args.text).map_err(|source| Error::Io { path: args.text.clone(), source })?;
     let text = String::from_utf8(bytes).map_err(|e| {
         Error::Dataset(format!(
-            "{}: not UTF-8 text (byte {} is not)",
+            "{}: not UTF-8 text (invalid at byte {})",
             args.text.display(),
             e.utf8_error().valid_up_to()
         ))

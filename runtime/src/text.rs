@@ -34,7 +34,11 @@ impl CharText {
     pub fn from_file(path: &Path, context: usize, seed: u64) -> Result<Self> {
         let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
         let text = String::from_utf8(bytes).map_err(|e| {
-            Error::Dataset(format!("{}: not UTF-8 text (byte {} is not)", path.display(), e.utf8_error().valid_up_to()))
+            Error::Dataset(format!(
+                "{}: not UTF-8 text (invalid at byte {})",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            ))
         })?;
         CharText::new(&text, context, seed, &path.display().to_string())
     }
@@ -223,6 +227,6 @@ mod tests {
         let path = dir.path().join("latin1.txt");
         std::fs::write(&path, b"caf\xe9 au lait").unwrap();
         let err = CharText::from_file(&path, 2, 0).err().unwrap().to_string();
-        assert!(err.contains("not UTF-8 text (byte 3 is not)"), "{err}");
+        assert!(err.contains("not UTF-8 text (invalid at byte 3)"), "{err}");
     }
 }

@@ -221,8 +221,9 @@ pub fn locate(path: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
         }
         return Ok((train, named("val")));
     }
-    if !path.exists() {
-        return Err(Error::Io { path: path.to_owned(), source: std::io::ErrorKind::NotFound.into() });
+    // The system's own words for a missing or unreadable file.
+    if let Err(source) = std::fs::metadata(path) {
+        return Err(Error::Io { path: path.to_owned(), source });
     }
     let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
     let val = name.contains("train").then(|| path.with_file_name(name.replace("train", "val")));
@@ -331,6 +332,8 @@ mod tests {
         assert_eq!((train, val.clone()), (prepared.train.clone(), prepared.val.clone()));
         assert_eq!(locate(&prepared.train[0]).unwrap(), (vec![prepared.train[0].clone()], prepared.val.clone()));
         assert_eq!(locate(&prepared.train[1]).unwrap().1, Vec::<PathBuf>::new(), "no val_000001 beside train_000001");
+        let missing = locate(&dir.path().join("nothing.bin")).unwrap_err().to_string();
+        assert!(missing.contains("nothing.bin") && missing.contains("No such file or directory"), "{missing}");
         let set = TokenShards::open(&val, 8).unwrap();
         assert_eq!(set.vocabulary().as_deref(), Some(" ,benort"));
         let chars: Vec<char> = prepared.vocabulary.chars().collect();

@@ -372,5 +372,5 @@ def catalogue() -> list:
            "--report off", 0)
     add(c, "prepare --text missing.txt --out shards", 1, "missing.txt")
     add(c, "printf '' > e.txt && prepare --text e.txt --out shards", 1, "empty: nothing to prepare")
-    add(c, "printf 'caf\\351' > l.txt && prepare --text l.txt --out shards", 1, "not UTF-8 text (byte 3 is not)")
+    add(c, "printf 'caf\\351' > l.txt && prepare --text l.txt --out shards", 1, "not UTF-8 text (invalid at byte 3)")
     return cases

@@ -1,0 +1,121 @@
+//! An example's own configuration as the command line's defaults.
+//!
+//! `gpt` starts from nanoGPT's settings rather than the synthetic set's. Making them the flags'
+//! defaults (not arguments slipped in front of the user's) lets `--help` print the values the
+//! program will actually use, and any flag given on the command line still wins.
+
+use clap::{ArgMatches, CommandFactory, FromArgMatches};
+
+use crate::TrainArgs;
+
+/// What an example changes about the common command line.
+#[derive(Clone, Copy, Debug)]
+pub struct ExampleDefaults {
+    /// The first paragraph of `--help`: what this program trains, and on what.
+    pub about: &'static str,
+    /// `(flag, value)` pairs, the flag spelled as on the command line (`"--batch"`).
+    pub flags: &'static [(&'static str, &'static str)],
+}
+
+/// The command line with `defaults` applied. Panics if a flag does not exist or its value does
+/// not parse: both are mistakes in the example's source, not in what a user typed.
+pub fn command(defaults: &ExampleDefaults) -> clap::Command {
+    let mut command = TrainArgs::command().about(defaults.about).long_about(None);
+    for &(flag, value) in defaults.flags {
+        let long = flag.strip_prefix("--").unwrap_or(flag);
+        let id = command
+            .get_arguments()
+            .find(|arg| arg.get_long() == Some(long))
+            .map(|arg| arg.get_id().clone())
+            .unwrap_or_else(|| panic!("example default {flag}: the command line has no such flag"));
+        command = command.mut_arg(id, |arg| {
+            let arg = match arg.get_long_help().map(|h| h.to_string()) {
+                Some(help) => arg.long_help(without_stated_default(&help)),
+                None => arg,
+            };
+            let arg = match arg.get_help().map(|h| h.to_string()) {
+                Some(help) => arg.help(without_stated_default(&help)),
+                None => arg,
+            };
+            arg.default_value(value)
+        });
+    }
+    // Fails here, on every run, rather than only on the run that leaves the flag out.
+    let checked = command.clone().no_binary_name(true).try_get_matches_from([""; 0]);
+    if let Err(e) = checked.and_then(|matches| TrainArgs::from_arg_matches(&matches)) {
+        panic!("an example default does not parse: {e}");
+    }
+    command
+}
+
+/// A flag's help without the default its doc comment states in words (`[default: off]`, which
+/// clap cannot know), since the example's value now follows it in clap's own brackets.
+fn without_stated_default(help: &str) -> String {
+    match help.find(" [default:") {
+        Some(at) => {
+            let end = help[at..].find(']').map_or(help.len(), |close| at + close + 1);
+            format!("{}{}", &help[..at], &help[end..])
+        }
+        None => help.to_owned(),
+    }
+}
+
+/// Parses `argv` (program name first) against the command line with `defaults` applied, exiting
+/// with clap's message on a bad flag as `Parser::parse` does.
+pub fn parse(defaults: &ExampleDefaults, argv: impl IntoIterator<Item = std::ffi::OsString>) -> TrainArgs {
+    let matches: ArgMatches = command(defaults).get_matches_from(argv);
+    TrainArgs::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEFAULTS: ExampleDefaults = ExampleDefaults {
+        about: "Train the test's model.",
+        flags: &[("--batch", "12"), ("--optimizer", "adamw"), ("--clip-grad-norm", "1.0")],
+    };
+
+    fn try_parse(args: &[&str]) -> TrainArgs {
+        let matches = command(&DEFAULTS).try_get_matches_from(std::iter::once("gpt").chain(args.iter().copied()));
+        TrainArgs::from_arg_matches(&matches.unwrap()).unwrap()
+    }
+
+    #[test]
+    fn example_defaults_apply_and_the_command_line_wins() {
+        let plain = try_parse(&[]);
+        assert_eq!(plain.batch, 12);
+        assert!(matches!(plain.optimizer, crate::args::OptimizerKind::Adamw));
+        assert_eq!(plain.train_config().optimizer.clip_grad_norm, Some(1.0));
+        let given = try_parse(&["--batch", "3", "--clip-grad-norm", "off"]);
+        assert_eq!(given.batch, 3);
+        assert_eq!(given.train_config().optimizer.clip_grad_norm, None);
+    }
+
+    #[test]
+    fn help_shows_the_example_defaults_and_its_description() {
+        let help = command(&DEFAULTS).render_long_help().to_string();
+        assert!(help.starts_with("Train the test's model."), "{help}");
+        assert!(!help.contains("synthetic classification set"), "{help}");
+        let batch = help.split("--batch").nth(1).unwrap();
+        let batch = &batch[..batch.find("--").unwrap()];
+        assert!(batch.contains("[default: 12]"), "{batch}");
+        assert!(!batch.contains("[default: 64]"), "{batch}");
+        // The stated default of the common command line gives way to the example's.
+        let clip = help.split("--clip-grad-norm").nth(1).unwrap();
+        let clip = &clip[..clip.find("--").unwrap()];
+        assert!(clip.contains("[default: 1.0]") && !clip.contains("[default: off]"), "{clip}");
+    }
+
+    #[test]
+    #[should_panic(expected = "--no-such-flag: the command line has no such flag")]
+    fn an_unknown_flag_in_the_defaults_is_named() {
+        command(&ExampleDefaults { about: "", flags: &[("--no-such-flag", "1")] });
+    }
+
+    #[test]
+    #[should_panic(expected = "an example default does not parse")]
+    fn a_default_that_does_not_parse_is_refused() {
+        command(&ExampleDefaults { about: "", flags: &[("--batch", "none")] });
+    }
+}
