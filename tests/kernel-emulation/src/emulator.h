@@ -13,10 +13,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+#include <cstdint>
 
 struct dim3 {
     unsigned x, y, z;
@@ -34,6 +36,105 @@ inline thread_local std::barrier<>* block_barrier = nullptr;
 // arrays are the process's, not a launch's (Rust's test threads launch concurrently).
 inline std::mutex launching;
 
+#if defined(EMU_FIBERS) && !defined(__x86_64__)
+#error "the fibers switch stacks in x86-64 assembly"
+#endif
+#ifdef EMU_FIBERS
+// A block's threads as fibers of the calling thread instead of threads of their own (the fake
+// driver's build, which launches thousands of kernels: creating and meeting hundreds of system
+// threads per launch took minutes). Each fiber runs until it reaches __syncthreads() or returns;
+// the block goes round its fibers until all have returned, so that a round takes every fiber from
+// one barrier to the next, as the barrier would. A switch saves and loads only the registers a
+// call preserves (glibc's swapcontext also makes a system call for the signal mask, which was
+// half of the time); include this header in one translation unit only, for the symbol below.
+}  // namespace emu
+
+// Saves the callee-saved registers on the current stack, stores its pointer in *from, and
+// continues on `to`, a stack this function saved earlier or one `emu::fiber_stack` prepared.
+extern "C" void emu_switch(void** from, void* to);
+asm(R"(
+    .text
+    .globl emu_switch
+    .hidden emu_switch
+    .type emu_switch, @function
+emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_switch, .-emu_switch
+)");
+
+namespace emu {
+struct Fibers {
+    void* scheduler = nullptr;
+    std::vector<void*> saved;
+    std::vector<std::unique_ptr<char[]>> stacks;
+    std::vector<bool> done;
+    unsigned running = 0;
+    const std::function<void()>* body = nullptr;
+};
+inline thread_local Fibers fibers;
+constexpr size_t FIBER_STACK = 256 * 1024;
+
+[[noreturn]] inline void fiber_entry() {
+    (*fibers.body)();
+    fibers.done[fibers.running] = true;
+    emu_switch(&fibers.saved[fibers.running], fibers.scheduler);
+    __builtin_unreachable();
+}
+
+// A fresh stack whose first switch to it enters `fiber_entry` as if called: six zeroed
+// registers to pop, then the entry as the return address, then a null one for its own frame.
+inline void* fiber_stack(char* base) {
+    auto top = reinterpret_cast<uintptr_t>(base + FIBER_STACK) & ~uintptr_t(15);
+    auto* slots = reinterpret_cast<void**>(top) - 8;
+    for (int i = 0; i < 6; ++i) slots[i] = nullptr;
+    slots[6] = reinterpret_cast<void*>(&fiber_entry);
+    slots[7] = nullptr;
+    return slots;
+}
+
+template <typename Kernel>
+void launch(unsigned grid, unsigned block, Kernel kernel) {
+    std::lock_guard<std::mutex> one_at_a_time(launching);
+    grid_dim = {grid, 1, 1};
+    block_dim = {block, 1, 1};
+    const std::function<void()> body = kernel;
+    Fibers& f = fibers;
+    f.body = &body;
+    f.saved.resize(block);
+    while (f.stacks.size() < block) f.stacks.push_back(std::make_unique<char[]>(FIBER_STACK));
+    for (unsigned b = 0; b < grid; ++b) {
+        block_index = {b, 0, 0};
+        f.done.assign(block, false);
+        for (unsigned t = 0; t < block; ++t) f.saved[t] = fiber_stack(f.stacks[t].get());
+        for (unsigned live = block; live > 0;) {
+            live = 0;
+            for (unsigned t = 0; t < block; ++t) {
+                if (f.done[t]) continue;
+                f.running = t;
+                thread_index = {t, 0, 0};
+                emu_switch(&f.scheduler, f.saved[t]);
+                live += !f.done[t];
+            }
+        }
+    }
+}
+
+inline void sync_block() { emu_switch(&fibers.saved[fibers.running], fibers.scheduler); }
+#else
 // Runs `kernel` (a call of one __global__ function) over `grid` blocks of `block` threads.
 template <typename Kernel>
 void launch(unsigned grid, unsigned block, Kernel kernel) {
@@ -61,6 +162,9 @@ void launch(unsigned grid, unsigned block, Kernel kernel) {
     }
     for (auto& thread : threads) thread.join();
 }
+
+inline void sync_block() { block_barrier->arrive_and_wait(); }
+#endif
 }  // namespace emu
 
 #define threadIdx emu::thread_index
@@ -71,7 +175,7 @@ void launch(unsigned grid, unsigned block, Kernel kernel) {
 #define __device__
 #define __shared__ static
 
-inline void __syncthreads() { emu::block_barrier->arrive_and_wait(); }
+inline void __syncthreads() { emu::sync_block(); }
 
 inline float __int_as_float(int bits) {
     float f;

@@ -1,0 +1,109 @@
+// Streams and events as the driver defines them: a stream runs its work in the order it was
+// queued, on a thread of its own, so that work on two streams runs at once unless an event
+// orders it, as on the GPU. A missing wait between streams then shows as a wrong or poisoned
+// value (or a different one from run to run), not as luck of a serial order.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+class Stream {
+   public:
+    Stream() : worker_([this] { run(); }) {}
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+    // As cuStreamDestroy: the work already queued still runs.
+    ~Stream() {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stopping_ = true;
+        }
+        queued_.notify_all();
+        worker_.join();
+    }
+
+    // Queues `work`; the ticket is what `wait_for` waits for to know it has run.
+    uint64_t enqueue(std::function<void()> work) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        queue_.push_back(std::move(work));
+        queued_.notify_all();
+        return ++enqueued_;
+    }
+
+    void wait_for(uint64_t ticket) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        ran_.wait(lock, [&] { return completed_ >= ticket; });
+    }
+
+    bool has_run(uint64_t ticket) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return completed_ >= ticket;
+    }
+
+    // Everything queued so far has run.
+    void synchronize() {
+        uint64_t last;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            last = enqueued_;
+        }
+        wait_for(last);
+    }
+
+   private:
+    void run() {
+        std::unique_lock<std::mutex> lock(mutex_);
+        for (;;) {
+            queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+            if (queue_.empty()) return;
+            std::function<void()> work = std::move(queue_.front());
+            queue_.pop_front();
+            lock.unlock();
+            work();
+            lock.lock();
+            ++completed_;
+            ran_.notify_all();
+        }
+    }
+
+    std::mutex mutex_;
+    std::condition_variable queued_, ran_;
+    std::deque<std::function<void()>> queue_;
+    uint64_t enqueued_ = 0, completed_ = 0;
+    bool stopping_ = false;
+    // Last: it starts running `run` as soon as it is constructed.
+    std::thread worker_;
+};
+
+// One cuEventRecord: where in which stream, and when it ran there.
+struct Recording {
+    std::shared_ptr<Stream> stream;
+    uint64_t ticket = 0;
+    std::shared_ptr<std::chrono::steady_clock::time_point> at;
+
+    bool complete() const { return !stream || stream->has_run(ticket); }
+    void wait() const {
+        if (stream) stream->wait_for(ticket);
+    }
+};
+
+struct FakeEvent {
+    std::mutex mutex;
+    bool timing = true;
+    // The latest recording: what waits and queries refer to, as the driver's events do.
+    Recording latest;
+
+    Recording current() {
+        std::lock_guard<std::mutex> lock(mutex);
+        return latest;
+    }
+};
+
+struct FakeStream {
+    std::shared_ptr<Stream> stream;
+};
