@@ -62,7 +62,7 @@ EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, int transa, int tran
         fake_cuda_check_range(reinterpret_cast<CUdeviceptr>(b), span(b_rows, b_cols, ldb), "cublasSgemm B");
     }
     fake_cuda_check_range(reinterpret_cast<CUdeviceptr>(c), span(m, n, ldc), "cublasSgemm C");
-    enqueue(handle->stream, [=] {
+    enqueue(handle->stream, "sgemm", [=] {
         cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, scale, a,
                     lda, b, ldb, keep, c, ldc);
     });

@@ -124,9 +124,9 @@ struct FakeFunction {
     Launcher launcher;
 };
 
-EXPORT void fake_cuda_enqueue(CUstream stream, std::function<void()>* work) {
+EXPORT void fake_cuda_enqueue(CUstream stream, std::function<void()>* work, const char* label) {
     std::unique_ptr<std::function<void()>> owned(work);
-    stream_of(stream)->enqueue(std::move(*owned));
+    stream_of(stream)->enqueue(std::move(*owned), label);
 }
 
 EXPORT void fake_cuda_check_range(CUdeviceptr at, size_t bytes, const char* what) { check_range(at, bytes, what); }
@@ -282,7 +282,7 @@ EXPORT CUresult cuStreamQuery(CUstream stream) {
 
 EXPORT CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned) {
     Recording recorded = event->current();
-    stream_of(stream)->enqueue([recorded] { recorded.wait(); });
+    stream_of(stream)->enqueue([recorded] { recorded.wait(); }, "wait for an event");
     return CUDA_SUCCESS;
 }
 
@@ -307,7 +307,7 @@ EXPORT CUresult cuEventRecord(CUevent event, CUstream stream) {
     auto at = std::make_shared<std::chrono::steady_clock::time_point>();
     // Queued under the event's lock, so that the ticket stored is this recording's.
     std::lock_guard<std::mutex> lock(event->mutex);
-    uint64_t ticket = s->enqueue([at] { *at = std::chrono::steady_clock::now(); });
+    uint64_t ticket = s->enqueue([at] { *at = std::chrono::steady_clock::now(); }, "event record");
     event->latest = Recording{s, ticket, at};
     return CUDA_SUCCESS;
 }
@@ -366,7 +366,7 @@ EXPORT CUresult cuMemFreeAsync(CUdeviceptr at, CUstream stream) {
         std::lock_guard<std::mutex> lock(registry_mutex);
         if (!allocations.count(static_cast<uintptr_t>(at))) return CUDA_ERROR_INVALID_VALUE;
     }
-    stream_of(stream)->enqueue([at] { release(at); });
+    stream_of(stream)->enqueue([at] { release(at); }, "free");
     return CUDA_SUCCESS;
 }
 
@@ -379,7 +379,7 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t by
     stream_of(stream)->enqueue([dst, staged] {
         check_range(dst, staged->size(), "cuMemcpyHtoDAsync (when it ran)");
         std::memcpy(reinterpret_cast<void*>(dst), staged->data(), staged->size());
-    });
+    }, "copy to the device");
     return CUDA_SUCCESS;
 }
 
@@ -390,7 +390,7 @@ EXPORT CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, C
     uint64_t ticket = s->enqueue([dst, src, bytes] {
         check_range(src, bytes, "cuMemcpyDtoHAsync (when it ran)");
         std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
-    });
+    }, "copy to the host");
     s->wait_for(ticket);
     return CUDA_SUCCESS;
 }
@@ -402,7 +402,7 @@ EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t by
         check_range(dst, bytes, "cuMemcpyDtoDAsync destination (when it ran)");
         check_range(src, bytes, "cuMemcpyDtoDAsync source (when it ran)");
         std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
-    });
+    }, "copy on the device");
     return CUDA_SUCCESS;
 }
 
@@ -411,7 +411,7 @@ EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t cou
     stream_of(stream)->enqueue([dst, value, count] {
         check_range(dst, count, "cuMemsetD8Async (when it ran)");
         std::memset(reinterpret_cast<void*>(dst), value, count);
-    });
+    }, "memset");
     return CUDA_SUCCESS;
 }
 
@@ -420,7 +420,7 @@ EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t count, 
     stream_of(stream)->enqueue([dst, value, count] {
         check_range(dst, count * 4, "cuMemsetD32Async (when it ran)");
         std::fill_n(reinterpret_cast<unsigned*>(dst), count, value);
-    });
+    }, "memset");
     return CUDA_SUCCESS;
 }
 
@@ -474,7 +474,7 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned grid_x, unsigned grid_y, u
         fake_cuda_fail(message);
     }
     if (grid_x == 0 || block_x == 0 || block_x > 1024) return CUDA_ERROR_INVALID_VALUE;
-    stream_of(stream)->enqueue(f->launcher(grid_x, block_x, params));
+    stream_of(stream)->enqueue(f->launcher(grid_x, block_x, params), f->name.c_str());
     return CUDA_SUCCESS;
 }
 

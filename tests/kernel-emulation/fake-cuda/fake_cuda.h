@@ -41,12 +41,12 @@ enum : CUresult {
 extern "C" {
 // Queues `work` on `stream` (NULL: the default stream), to run after everything queued there
 // before it, as a kernel would. Exported by the fake libcuda for the fake cuBLAS and NCCL.
-void fake_cuda_enqueue(CUstream stream, std::function<void()>* work);
+void fake_cuda_enqueue(CUstream stream, std::function<void()>* work, const char* label);
 // Fails unless [at, at + bytes) lies inside one live device allocation; `what` names the caller.
 void fake_cuda_check_range(CUdeviceptr at, size_t bytes, const char* what);
 }
 
-// `work` on `stream`, owned by the queue from here on.
-inline void enqueue(CUstream stream, std::function<void()> work) {
-    fake_cuda_enqueue(stream, new std::function<void()>(std::move(work)));
+// `work` on `stream`, owned by the queue from here on; `label` names it in FAKE_CUDA_TRACE's lines.
+inline void enqueue(CUstream stream, const char* label, std::function<void()> work) {
+    fake_cuda_enqueue(stream, new std::function<void()>(std::move(work)), label);
 }

@@ -2,7 +2,7 @@
 // POSIX shared-memory segment named by its unique id, with one staging slot and one progress
 // counter per rank. A collective runs on the caller's stream, as NCCL's kernels do, in chunks
 // that fit a slot: each rank stages its part, all meet, each reads what it needs, all meet again.
-// Sums are added in rank order. Each rank also posts what collective it is running, and every
+// Sums are added in rank order, and each collective starts late, as over a slow link. Each rank also posts what collective it is running, and every
 // rank checks the others post the same one: mismatched calls, which hang or corrupt on a GPU,
 // end the process with a message naming both. A rank that waits a minute for the others says
 // so and ends the process too.
@@ -16,6 +16,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fake_cuda.h"
@@ -34,6 +35,17 @@ namespace {
 const size_t SLOT_BYTES = 4 << 20;
 const int MAX_RANKS = 64;
 const auto PATIENCE = std::chrono::seconds(60);
+// Each collective starts this late (FAKE_NCCL_LATENCY_US overrides it): a link is slow next to
+// the kernels, and work that reads a sum without waiting for it then reads it unsummed.
+const int LATENCY_US_DEFAULT = 20000;
+
+void link_latency() {
+    static const int latency = [] {
+        const char* set = std::getenv("FAKE_NCCL_LATENCY_US");
+        return set ? std::atoi(set) : LATENCY_US_DEFAULT;
+    }();
+    if (latency > 0) std::this_thread::sleep_for(std::chrono::microseconds(latency));
+}
 
 // What a rank is running, posted for the others to compare.
 struct Posted {
@@ -170,6 +182,7 @@ struct FakeComm {
 namespace {
 struct Call {
     CUstream stream;
+    const char* label;
     std::function<void()> run;
 };
 thread_local int group_depth = 0;
@@ -179,14 +192,15 @@ ncclResult_t submit(FakeComm* comm, CUstream stream, Kind kind, int datatype, in
                     std::function<void(FakeComm*)> body) {
     if (!comm || element_size(datatype) == 0 || root >= comm->ranks) return ncclInvalidArgument;
     Posted posted{++comm->sequence, kind, datatype, root, count};
-    Call call{stream, [comm, posted, body] {
+    Call call{stream, kind_name(kind), [comm, posted, body] {
+                  link_latency();
                   comm->agree(posted);
                   body(comm);
               }};
     if (group_depth > 0) {
         grouped.push_back(std::move(call));
     } else {
-        enqueue(call.stream, std::move(call.run));
+        enqueue(call.stream, call.label, std::move(call.run));
     }
     return ncclSuccess;
 }
@@ -274,7 +288,7 @@ EXPORT ncclResult_t ncclGroupStart() {
 EXPORT ncclResult_t ncclGroupEnd() {
     if (group_depth == 0) return ncclInvalidUsage;
     if (--group_depth == 0) {
-        for (Call& call : grouped) enqueue(call.stream, std::move(call.run));
+        for (Call& call : grouped) enqueue(call.stream, call.label, std::move(call.run));
         grouped.clear();
     }
     return ncclSuccess;

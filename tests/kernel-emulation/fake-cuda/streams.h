@@ -6,6 +6,10 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <unistd.h>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -27,8 +31,32 @@ class Stream {
         worker_.join();
     }
 
-    // Queues `work`; the ticket is what `wait_for` waits for to know it has run.
-    uint64_t enqueue(std::function<void()> work) {
+    // Queues `work`; the ticket is what `wait_for` waits for to know it has run. With
+    // FAKE_CUDA_SERIAL set, every stream runs its work before the call returns (one order of
+    // all work, as if each call waited for the device): a difference between the two modes
+    // points at a missing order between streams rather than at the numbers.
+    uint64_t enqueue(std::function<void()> work, const char* label = "work") {
+        static const bool serial = std::getenv("FAKE_CUDA_SERIAL") != nullptr;
+        static const bool traced = std::getenv("FAKE_CUDA_TRACE") != nullptr;
+        if (traced) {
+            std::string name = label;
+            work = [this, name, inner = std::move(work)] {
+                std::fprintf(stderr, "fake CUDA trace: pid %d stream %p runs %s\n", getpid(), static_cast<void*>(this),
+                             name.c_str());
+                inner();
+            };
+        }
+        if (serial) {
+            uint64_t ticket;
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                queue_.push_back(std::move(work));
+                queued_.notify_all();
+                ticket = ++enqueued_;
+            }
+            wait_for(ticket);
+            return ticket;
+        }
         std::lock_guard<std::mutex> lock(mutex_);
         queue_.push_back(std::move(work));
         queued_.notify_all();
