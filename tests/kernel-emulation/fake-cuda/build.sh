@@ -11,7 +11,7 @@ flags=(-std=c++20 -O2 -DEMU_FIBERS -fPIC -shared -pthread -Wall -Wextra -Wno-sig
     -fvisibility=hidden -I"$here" -I"$here/../src" -I"$repo/runtime/src/cuda/kernels")
 # The kernels round as the GPU does only what they spell out: nothing else may be fused.
 g++ "${flags[@]}" -ffp-contract=off -Wl,-soname,libcuda.so.1 -o "$out/libcuda.so.1" \
-    "$here/driver.cpp" "$here/kernel_table.cpp"
+    "$here/driver.cpp" "$here/streams.cpp" "$here/memory.cpp" "$here/kernel_table.cpp"
 ln -sf libcuda.so.1 "$out/libcuda.so"
 g++ "${flags[@]}" -ffp-contract=off -Wl,-soname,libcublas.so.13 -o "$out/libcublas.so.13" "$here/cublas.cpp" -lopenblas \
     -L"$out" -l:libcuda.so.1 -Wl,-rpath,'$ORIGIN'

@@ -1,13 +1,9 @@
 // The CUDA driver API on the CPU (libcuda.so), as much of it as cudarc and the GPU backend call:
-// device memory is host memory (a device pointer is its address), streams and events are
-// streams.h's, modules are the images NVRTC compiled, and a kernel launch runs the kernel's CPU
-// build (kernel_table.cpp) on its stream. What the real driver would refuse is refused; what
-// would be undefined (a copy outside an allocation, an unknown attribute, a 2-D grid the
-// emulator cannot run) ends the process with a message naming it.
-//
-// Memory is poisoned so that the bugs a GPU hides show: a new allocation holds NaNs (all bits
-// set), and a freed one is filled with NaNs and kept unused for a while, so that work still
-// reading it after the free computes NaNs instead of plausible numbers.
+// devices and contexts here, with modules (the images NVRTC compiled) and kernel launches (the
+// kernel's CPU build, kernel_table.cpp, queued on its stream); streams and events in
+// streams.cpp, device memory in memory.cpp. What the real driver would refuse is refused; what
+// would be undefined (an unknown attribute, a 2-D grid the emulator cannot run) ends the process
+// with a message naming it.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -15,103 +11,22 @@
 #include <string>
 #include <vector>
 
-#include "fake_cuda.h"
+#include "driver.h"
 #include "kernel_table.h"
-#include "streams.h"
-
-#define EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
 const int DEVICES_DEFAULT = 1;
-const size_t TOTAL_MEMORY = 141ull << 30;
-// Freed bytes kept poisoned before they are handed back to the C library.
-const size_t QUARANTINE_BYTES = 1ull << 30;
-
-std::mutex registry_mutex;
-// Every stream created, for cuCtxSynchronize and for frees that wait for the device.
-std::vector<std::weak_ptr<Stream>> streams;
-// Live allocations: address -> bytes.
-std::map<uintptr_t, size_t> allocations;
-std::deque<std::pair<void*, size_t>> quarantine;
-size_t quarantined = 0;
+const int DEVICES_AT_MOST = 64;
 
 int device_count() {
     const char* set = std::getenv("FAKE_CUDA_DEVICES");
-    return set ? std::max(1, std::atoi(set)) : DEVICES_DEFAULT;
-}
-
-std::shared_ptr<Stream> new_stream() {
-    auto stream = std::make_shared<Stream>();
-    std::lock_guard<std::mutex> lock(registry_mutex);
-    streams.push_back(stream);
-    return stream;
-}
-
-// The legacy default stream (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD).
-std::shared_ptr<Stream> default_stream() {
-    static std::shared_ptr<Stream> stream = new_stream();
-    return stream;
-}
-
-std::shared_ptr<Stream> stream_of(CUstream handle) {
-    if (reinterpret_cast<uintptr_t>(handle) <= 2) return default_stream();
-    return handle->stream;
-}
-
-void synchronize_all() {
-    std::vector<std::shared_ptr<Stream>> live;
-    {
-        std::lock_guard<std::mutex> lock(registry_mutex);
-        for (auto& weak : streams)
-            if (auto stream = weak.lock()) live.push_back(stream);
-    }
-    for (auto& stream : live) stream->synchronize();
-}
-
-void check_range(CUdeviceptr at, size_t bytes, const char* what) {
-    std::lock_guard<std::mutex> lock(registry_mutex);
-    auto after = allocations.upper_bound(static_cast<uintptr_t>(at));
-    if (after != allocations.begin()) {
-        auto [base, size] = *std::prev(after);
-        if (at >= base && at + bytes <= base + size) return;
-    }
-    char message[256];
-    std::snprintf(message, sizeof message, "%s: %zu bytes at 0x%llx are not inside one live allocation", what, bytes,
-                  at);
-    fake_cuda_fail(message);
-}
-
-CUdeviceptr allocate(size_t bytes) {
-    void* memory = nullptr;
-    if (posix_memalign(&memory, 256, std::max<size_t>(bytes, 1)) != 0) return 0;
-    std::memset(memory, 0xff, bytes);
-    std::lock_guard<std::mutex> lock(registry_mutex);
-    allocations[reinterpret_cast<uintptr_t>(memory)] = bytes;
-    return reinterpret_cast<CUdeviceptr>(memory);
-}
-
-CUresult release(CUdeviceptr at) {
-    std::lock_guard<std::mutex> lock(registry_mutex);
-    auto found = allocations.find(static_cast<uintptr_t>(at));
-    if (found == allocations.end()) return CUDA_ERROR_INVALID_VALUE;
-    size_t bytes = found->second;
-    allocations.erase(found);
-    void* memory = reinterpret_cast<void*>(at);
-    std::memset(memory, 0xff, bytes);
-    quarantine.emplace_back(memory, bytes);
-    quarantined += bytes;
-    while (quarantined > QUARANTINE_BYTES) {
-        std::free(quarantine.front().first);
-        quarantined -= quarantine.front().second;
-        quarantine.pop_front();
-    }
-    return CUDA_SUCCESS;
+    return set ? std::clamp(std::atoi(set), 1, DEVICES_AT_MOST) : DEVICES_DEFAULT;
 }
 
 struct FakeContextState {
     CUdevice device;
 };
-FakeContextState contexts[64];
+FakeContextState contexts[DEVICES_AT_MOST];
 thread_local CUcontext current = nullptr;
 }  // namespace
 
@@ -123,13 +38,6 @@ struct FakeFunction {
     std::string name;
     Launcher launcher;
 };
-
-EXPORT void fake_cuda_enqueue(CUstream stream, std::function<void()>* work, const char* label) {
-    std::unique_ptr<std::function<void()>> owned(work);
-    stream_of(stream)->enqueue(std::move(*owned), label);
-}
-
-EXPORT void fake_cuda_check_range(CUdeviceptr at, size_t bytes, const char* what) { check_range(at, bytes, what); }
 
 // ---- Initialisation, devices, contexts ----
 
@@ -156,45 +64,32 @@ EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice) {
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice) {
-    *bytes = TOTAL_MEMORY;
-    return CUDA_SUCCESS;
-}
+namespace {
+// An H200's answers to the attributes asked for (CUdevice_attribute's numbers).
+const std::pair<int, int> ATTRIBUTES[] = {
+    {1, 1024},        // MAX_THREADS_PER_BLOCK
+    {2, 1024},        // MAX_BLOCK_DIM_X
+    {5, 2147483647},  // MAX_GRID_DIM_X
+    {8, 49152},       // MAX_SHARED_MEMORY_PER_BLOCK
+    {10, 32},         // WARP_SIZE
+    {16, 132},        // MULTIPROCESSOR_COUNT
+    {31, 1},          // CONCURRENT_KERNELS
+    {33, 0},          // PCI_BUS_ID
+    {34, 0},          // PCI_DEVICE_ID
+    {41, 1},          // UNIFIED_ADDRESSING
+    {50, 0},          // PCI_DOMAIN_ID
+    {75, 9},          // COMPUTE_CAPABILITY_MAJOR
+    {76, 0},          // COMPUTE_CAPABILITY_MINOR
+    {115, 1},         // MEMORY_POOLS_SUPPORTED
+};
+}  // namespace
 
 EXPORT CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice) {
-    switch (attribute) {
-        case 1:  // MAX_THREADS_PER_BLOCK
-        case 2:  // MAX_BLOCK_DIM_X
-            *value = 1024;
+    for (auto [known, answer] : ATTRIBUTES) {
+        if (known == attribute) {
+            *value = answer;
             return CUDA_SUCCESS;
-        case 5:  // MAX_GRID_DIM_X
-            *value = 2147483647;
-            return CUDA_SUCCESS;
-        case 8:  // MAX_SHARED_MEMORY_PER_BLOCK
-            *value = 49152;
-            return CUDA_SUCCESS;
-        case 10:  // WARP_SIZE
-            *value = 32;
-            return CUDA_SUCCESS;
-        case 16:  // MULTIPROCESSOR_COUNT
-            *value = 132;
-            return CUDA_SUCCESS;
-        case 31:  // CONCURRENT_KERNELS
-        case 41:  // UNIFIED_ADDRESSING
-        case 115:  // MEMORY_POOLS_SUPPORTED
-            *value = 1;
-            return CUDA_SUCCESS;
-        case 33:  // PCI_BUS_ID
-        case 34:  // PCI_DEVICE_ID
-        case 50:  // PCI_DOMAIN_ID
-            *value = 0;
-            return CUDA_SUCCESS;
-        case 75:  // COMPUTE_CAPABILITY_MAJOR
-            *value = 9;
-            return CUDA_SUCCESS;
-        case 76:  // COMPUTE_CAPABILITY_MINOR
-            *value = 0;
-            return CUDA_SUCCESS;
+        }
     }
     char message[96];
     std::snprintf(message, sizeof message, "cuDeviceGetAttribute: attribute %d has no fake value yet", attribute);
@@ -231,203 +126,41 @@ EXPORT CUresult cuCtxSynchronize() {
     return CUDA_SUCCESS;
 }
 
+namespace {
+// The results this fake returns, by name and in words.
+struct Described {
+    CUresult code;
+    const char* name;
+    const char* text;
+};
+const Described RESULTS[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+};
+const Described UNKNOWN = {-1, "CUDA_ERROR_UNKNOWN", "unknown error (fake CUDA)"};
+
+const Described& described(CUresult code) {
+    for (const Described& d : RESULTS)
+        if (d.code == code) return d;
+    return UNKNOWN;
+}
+}  // namespace
+
 EXPORT CUresult cuGetErrorString(CUresult error, const char** text) {
-    switch (error) {
-        case CUDA_SUCCESS: *text = "no error"; break;
-        case CUDA_ERROR_INVALID_VALUE: *text = "invalid argument"; break;
-        case CUDA_ERROR_OUT_OF_MEMORY: *text = "out of memory"; break;
-        case CUDA_ERROR_INVALID_IMAGE: *text = "device kernel image is invalid"; break;
-        case CUDA_ERROR_NOT_FOUND: *text = "named symbol not found"; break;
-        case CUDA_ERROR_NOT_READY: *text = "device not ready"; break;
-        default: *text = "unknown error (fake CUDA)";
-    }
+    *text = described(error).text;
     return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuGetErrorName(CUresult error, const char** text) {
-    switch (error) {
-        case CUDA_SUCCESS: *text = "CUDA_SUCCESS"; break;
-        case CUDA_ERROR_INVALID_VALUE: *text = "CUDA_ERROR_INVALID_VALUE"; break;
-        case CUDA_ERROR_OUT_OF_MEMORY: *text = "CUDA_ERROR_OUT_OF_MEMORY"; break;
-        case CUDA_ERROR_INVALID_IMAGE: *text = "CUDA_ERROR_INVALID_IMAGE"; break;
-        case CUDA_ERROR_NOT_FOUND: *text = "CUDA_ERROR_NOT_FOUND"; break;
-        case CUDA_ERROR_NOT_READY: *text = "CUDA_ERROR_NOT_READY"; break;
-        default: *text = "CUDA_ERROR_UNKNOWN";
-    }
+    *text = described(error).name;
     return CUDA_SUCCESS;
 }
 
-// ---- Streams and events ----
-
-EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned) {
-    *stream = new FakeStream{new_stream()};
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
-    delete stream;
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuStreamSynchronize(CUstream stream) {
-    stream_of(stream)->synchronize();
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuStreamQuery(CUstream stream) {
-    auto s = stream_of(stream);
-    uint64_t probe = s->enqueue([] {});
-    return s->has_run(probe) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-}
-
-EXPORT CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned) {
-    Recording recorded = event->current();
-    stream_of(stream)->enqueue([recorded] { recorded.wait(); }, "wait for an event");
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuLaunchHostFunc(CUstream stream, CUhostFn function, void* data) {
-    stream_of(stream)->enqueue([function, data] { function(data); });
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuEventCreate(CUevent* event, unsigned flags) {
-    *event = new FakeEvent;
-    (*event)->timing = (flags & 2) == 0;  // CU_EVENT_DISABLE_TIMING
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuEventDestroy_v2(CUevent event) {
-    delete event;
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuEventRecord(CUevent event, CUstream stream) {
-    auto s = stream_of(stream);
-    auto at = std::make_shared<std::chrono::steady_clock::time_point>();
-    // Queued under the event's lock, so that the ticket stored is this recording's.
-    std::lock_guard<std::mutex> lock(event->mutex);
-    uint64_t ticket = s->enqueue([at] { *at = std::chrono::steady_clock::now(); }, "event record");
-    event->latest = Recording{s, ticket, at};
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuEventQuery(CUevent event) {
-    return event->current().complete() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-}
-
-EXPORT CUresult cuEventSynchronize(CUevent event) {
-    event->current().wait();
-    return CUDA_SUCCESS;
-}
-
-static CUresult elapsed(float* milliseconds, CUevent start, CUevent end) {
-    if (!start->timing || !end->timing) return CUDA_ERROR_INVALID_HANDLE;
-    Recording a = start->current(), b = end->current();
-    if (!a.stream || !b.stream) return CUDA_ERROR_INVALID_HANDLE;
-    if (!a.complete() || !b.complete()) return CUDA_ERROR_NOT_READY;
-    *milliseconds = std::chrono::duration<float, std::milli>(*b.at - *a.at).count();
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) { return elapsed(ms, start, end); }
-EXPORT CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) { return elapsed(ms, start, end); }
-
-// ---- Memory ----
-
-EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
-    *total = TOTAL_MEMORY;
-    std::lock_guard<std::mutex> lock(registry_mutex);
-    size_t used = 0;
-    for (auto& [base, bytes] : allocations) used += bytes;
-    *free = TOTAL_MEMORY - std::min(used, TOTAL_MEMORY);
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* at, size_t bytes) {
-    *at = allocate(bytes);
-    return *at ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-// Stream-ordered allocation: the memory is usable by work queued on `stream` after this, and
-// by other streams once they are ordered after it; allocating at once is one valid schedule.
-EXPORT CUresult cuMemAllocAsync(CUdeviceptr* at, size_t bytes, CUstream) { return cuMemAlloc_v2(at, bytes); }
-
-// As cudaFree: waits for the device, so that nothing queued still uses the memory.
-EXPORT CUresult cuMemFree_v2(CUdeviceptr at) {
-    synchronize_all();
-    return release(at);
-}
-
-// Freed when `stream` reaches this point; work on other streams not ordered before it that
-// still reads the memory afterwards reads NaNs.
-EXPORT CUresult cuMemFreeAsync(CUdeviceptr at, CUstream stream) {
-    {
-        std::lock_guard<std::mutex> lock(registry_mutex);
-        if (!allocations.count(static_cast<uintptr_t>(at))) return CUDA_ERROR_INVALID_VALUE;
-    }
-    stream_of(stream)->enqueue([at] { release(at); }, "free");
-    return CUDA_SUCCESS;
-}
-
-// From pageable host memory: the source is staged before the call returns, as the driver does,
-// so the caller may reuse its buffer at once.
-EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
-    check_range(dst, bytes, "cuMemcpyHtoDAsync");
-    auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(src),
-                                                               static_cast<const unsigned char*>(src) + bytes);
-    stream_of(stream)->enqueue([dst, staged] {
-        check_range(dst, staged->size(), "cuMemcpyHtoDAsync (when it ran)");
-        std::memcpy(reinterpret_cast<void*>(dst), staged->data(), staged->size());
-    }, "copy to the device");
-    return CUDA_SUCCESS;
-}
-
-// To pageable host memory: returns once the copy is done, after the work queued before it.
-EXPORT CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
-    check_range(src, bytes, "cuMemcpyDtoHAsync");
-    auto s = stream_of(stream);
-    uint64_t ticket = s->enqueue([dst, src, bytes] {
-        check_range(src, bytes, "cuMemcpyDtoHAsync (when it ran)");
-        std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
-    }, "copy to the host");
-    s->wait_for(ticket);
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
-    check_range(dst, bytes, "cuMemcpyDtoDAsync destination");
-    check_range(src, bytes, "cuMemcpyDtoDAsync source");
-    stream_of(stream)->enqueue([dst, src, bytes] {
-        check_range(dst, bytes, "cuMemcpyDtoDAsync destination (when it ran)");
-        check_range(src, bytes, "cuMemcpyDtoDAsync source (when it ran)");
-        std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
-    }, "copy on the device");
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t count, CUstream stream) {
-    check_range(dst, count, "cuMemsetD8Async");
-    stream_of(stream)->enqueue([dst, value, count] {
-        check_range(dst, count, "cuMemsetD8Async (when it ran)");
-        std::memset(reinterpret_cast<void*>(dst), value, count);
-    }, "memset");
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t count, CUstream stream) {
-    check_range(dst, count * 4, "cuMemsetD32Async");
-    stream_of(stream)->enqueue([dst, value, count] {
-        check_range(dst, count * 4, "cuMemsetD32Async (when it ran)");
-        std::fill_n(reinterpret_cast<unsigned*>(dst), count, value);
-    }, "memset");
-    return CUDA_SUCCESS;
-}
-
-// ---- Modules and launches ----
-
-// `image` is NVRTC's CUBIN, an ELF file: the kernels it defines are the known kernel names its
-// string table holds.
 EXPORT CUresult cuModuleLoadData(CUmodule* module, const void* image) {
     const unsigned char* bytes = static_cast<const unsigned char*>(image);
     if (std::memcmp(bytes, "\x7f" "ELF", 4) != 0 || bytes[4] != 2) return CUDA_ERROR_INVALID_IMAGE;
