@@ -55,7 +55,7 @@ test: deps nvrtc
 	cargo test -p overlap-runtime --features cuda --lib cuda::
 	OVERLAP_NVRTC_WHEEL=$(abspath $(NVRTC_DIR)) cargo test -p overlap-runtime --features cuda --test library_search -- --include-ignored
 	cargo test --features cuda --test cuda  # without a GPU: the no-driver error; the GPU tests show as ignored
-	# The same tests against fake CUDA libraries that run the GPU program on the CPU (two fake GPUs).
+	# The same tests against fake CUDA libraries that run the GPU program on the CPU (three fake GPUs).
 	NVRTC_LIB=$(NVRTC_LIB) tests/kernel-emulation/fake-cuda/run.sh
 	# The kernels under ThreadSanitizer, a block's threads at once: no unsynchronised access.
 	tests/kernel-emulation/races/run.sh
