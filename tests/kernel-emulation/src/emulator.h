@@ -1,24 +1,25 @@
 // CUDA's execution model on the CPU, enough of it to run the GPU backend's kernels
 // (runtime/src/cuda/kernels/*.cu) unchanged where there is no GPU: a grid's blocks run one after
 // another, each block's threads at once on threads of their own, meeting at __syncthreads() on a
-// barrier; a kernel's __shared__ arrays become static ones, which is each block's own memory since
-// blocks do not overlap. Atomics are std::atomic_ref. The intrinsics that fix a rounding
-// (__fmaf_rn and the like) round as they do on the GPU; the rest is the host's IEEE arithmetic
-// with nothing contracted into FMAs (built with -ffp-contract=off), and the host's libm for
-// expf, logf and tanhf (within an ulp or two of CUDA's).
+// barrier (built with EMU_FIBERS, as fibers of one thread taking turns between the barriers); a
+// kernel's __shared__ arrays become static ones, which is each block's own memory since blocks do
+// not overlap. Atomics are std::atomic_ref. The intrinsics that fix a rounding (__fmaf_rn and the
+// like) round as they do on the GPU; the rest is the host's IEEE arithmetic with nothing
+// contracted into FMAs (built with -ffp-contract=off), and the host's libm for expf, logf and
+// tanhf (within an ulp or two of CUDA's).
 #pragma once
 
 #include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
-#include <cstdint>
 
 struct dim3 {
     unsigned x, y, z;
@@ -115,7 +116,8 @@ void launch(unsigned grid, unsigned block, Kernel kernel) {
     Fibers& f = fibers;
     f.body = &body;
     f.saved.resize(block);
-    while (f.stacks.size() < block) f.stacks.push_back(std::make_unique<char[]>(FIBER_STACK));
+    // Left uninitialised, so that only the pages a fiber touches are ever backed by memory.
+    while (f.stacks.size() < block) f.stacks.emplace_back(new char[FIBER_STACK]);
     for (unsigned b = 0; b < grid; ++b) {
         block_index = {b, 0, 0};
         f.done.assign(block, false);
