@@ -6,7 +6,7 @@
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
-use crate::TrainArgs;
+use crate::args::TrainArgs;
 
 /// What an example changes about the common command line.
 #[derive(Clone, Copy, Debug)]
