@@ -5,6 +5,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/emulator.h");
     println!("cargo:rerun-if-changed=src/kernels.cpp");
     println!("cargo:rerun-if-changed=src/launchers.h");
+    println!("cargo:rerun-if-changed=src/kernel_sources.h");
     println!("cargo:rerun-if-changed={}", kernels.display());
     cc::Build::new()
         .cpp(true)

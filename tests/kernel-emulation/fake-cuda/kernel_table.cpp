@@ -1,14 +1,7 @@
-// The kernel sources under emulator.h, as in ../src/kernels.cpp, and a table from each kernel's
+// The kernel sources under the emulator (kernel_sources.h), and a table from each kernel's
 // name to a launcher that reads its arguments the way the driver does: one pointer per argument,
 // each read as the type the kernel's signature gives it.
-#include "emulator.h"
-
-#include "attention.cu"
-#include "cross_entropy.cu"
-#include "elementwise.cu"
-#include "embedding.cu"
-#include "layer_norm.cu"
-#include "optim.cu"
+#include "kernel_sources.h"
 
 #include <cstring>
 #include <map>

@@ -2,10 +2,11 @@
 // POSIX shared-memory segment named by its unique id, with one staging slot and one progress
 // counter per rank. A collective runs on the caller's stream, as NCCL's kernels do, in chunks
 // that fit a slot: each rank stages its part, all meet, each reads what it needs, all meet again.
-// Sums are added in rank order, and each collective starts late, as over a slow link. Each rank also posts what collective it is running, and every
-// rank checks the others post the same one: mismatched calls, which hang or corrupt on a GPU,
-// end the process with a message naming both. A rank that waits a minute for the others says
-// so and ends the process too.
+// Sums are added in rank order, and each collective starts late, as over a slow link. Each rank
+// also posts what collective it is running, and every rank checks the others post the same one:
+// mismatched calls, which hang or corrupt on a GPU, end the process with a message naming both.
+// A rank that waits a minute for the others says so and ends the process too. Only the
+// collectives the backend calls exist: all-reduce, reduce and broadcast.
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -65,10 +66,12 @@ struct Segment {
 };
 
 const char* kind_name(int kind) {
-    static const char* names[] = {"all-reduce", "reduce", "broadcast", "reduce-scatter", "all-gather"};
+    static const char* names[] = {"all-reduce", "reduce", "broadcast"};
     return names[kind];
 }
-enum Kind { ALL_REDUCE, REDUCE, BROADCAST, REDUCE_SCATTER, ALL_GATHER };
+// The collectives the backend calls (its reduce-scatter and all-gather are per-rank reduces and
+// broadcasts, since its shards differ in length).
+enum Kind { ALL_REDUCE, REDUCE, BROADCAST };
 
 size_t element_size(int datatype) {
     switch (datatype) {
@@ -322,32 +325,5 @@ EXPORT ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, in
     check(recv, bytes, "ncclBroadcast receive buffer");
     return submit(comm, stream, BROADCAST, datatype, root, count, [=](FakeComm* c) {
         c->broadcast(static_cast<const unsigned char*>(send), static_cast<unsigned char*>(recv), bytes, root);
-    });
-}
-
-EXPORT ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, int datatype, int op,
-                                      FakeComm* comm, CUstream stream) {
-    if (op != ncclSum || !comm) return ncclInvalidArgument;
-    size_t size = element_size(datatype);
-    check(send, count * comm->ranks * size, "ncclReduceScatter send buffer");
-    check(recv, count * size, "ncclReduceScatter receive buffer");
-    return submit(comm, stream, REDUCE_SCATTER, datatype, -1, count, [=](FakeComm* c) {
-        std::vector<unsigned char> mine(count * size);
-        for (int r = 0; r < c->ranks; ++r)
-            c->reduce(static_cast<const unsigned char*>(send) + r * count * size, mine.data(), count, datatype, r);
-        std::memcpy(recv, mine.data(), mine.size());
-    });
-}
-
-EXPORT ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, int datatype, FakeComm* comm,
-                                  CUstream stream) {
-    if (!comm) return ncclInvalidArgument;
-    size_t bytes = count * element_size(datatype);
-    check(send, bytes, "ncclAllGather send buffer");
-    check(recv, bytes * comm->ranks, "ncclAllGather receive buffer");
-    return submit(comm, stream, ALL_GATHER, datatype, -1, count, [=](FakeComm* c) {
-        std::vector<unsigned char> own(static_cast<const unsigned char*>(send), static_cast<const unsigned char*>(send) + bytes);
-        for (int r = 0; r < c->ranks; ++r)
-            c->broadcast(own.data(), static_cast<unsigned char*>(recv) + r * bytes, bytes, r);
     });
 }

@@ -60,9 +60,7 @@ EXPORT CUresult cuStreamSynchronize(CUstream stream) {
 }
 
 EXPORT CUresult cuStreamQuery(CUstream stream) {
-    auto s = stream_of(stream);
-    uint64_t probe = s->enqueue([] {});
-    return s->has_run(probe) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    return stream_of(stream)->idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 EXPORT CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned) {

@@ -46,21 +46,15 @@ class Stream {
                 inner();
             };
         }
-        if (serial) {
-            uint64_t ticket;
-            {
-                std::lock_guard<std::mutex> lock(mutex_);
-                queue_.push_back(std::move(work));
-                queued_.notify_all();
-                ticket = ++enqueued_;
-            }
-            wait_for(ticket);
-            return ticket;
+        uint64_t ticket;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            queue_.push_back(std::move(work));
+            queued_.notify_all();
+            ticket = ++enqueued_;
         }
-        std::lock_guard<std::mutex> lock(mutex_);
-        queue_.push_back(std::move(work));
-        queued_.notify_all();
-        return ++enqueued_;
+        if (serial) wait_for(ticket);
+        return ticket;
     }
 
     void wait_for(uint64_t ticket) {
@@ -74,6 +68,12 @@ class Stream {
     }
 
     // Everything queued so far has run.
+    bool idle() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return completed_ == enqueued_;
+    }
+
+    // Waits until everything queued so far has run.
     void synchronize() {
         uint64_t last;
         {

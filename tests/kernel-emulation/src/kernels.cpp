@@ -1,13 +1,6 @@
 // The GPU backend's kernel sources, compiled for the CPU under emulator.h, and one C entry per
 // kernel, `emu_<kernel>(grid, block, the kernel's own arguments)`, that launches it there.
-#include "emulator.h"
-
-#include "attention.cu"
-#include "cross_entropy.cu"
-#include "elementwise.cu"
-#include "embedding.cu"
-#include "layer_norm.cu"
-#include "optim.cu"
+#include "kernel_sources.h"
 
 namespace {
 template <typename... Args>
