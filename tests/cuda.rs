@@ -407,16 +407,23 @@ fn clipping_by_the_global_norm_matches_the_cpu() {
 #[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
 fn a_tied_language_model_trains_on_the_gpu_as_on_the_cpu() {
     let dir = common::scratch("cuda-tied-text");
-    let text = dir.path().join("text.txt");
-    let words = ["abc", "bad", "cafe", "fig", "hid", "jab", "dig", "ice"];
-    let line: Vec<&str> = (0..600).map(|i| words[(i * 5 + i / 7) % words.len()]).collect();
-    std::fs::write(&text, line.join(" ")).unwrap();
+    let text = word_text(dir.path());
     for optimizer in ["sgd", "adamw"] {
         let extra = ["--optimizer", optimizer, "--text", text.to_str().unwrap(), "--batch", "4"];
         let cpu = train::<TiedLm>("cpu", 20, &extra);
         let gpu = train::<TiedLm>("cuda", 20, &extra);
         assert_params_close(&gpu, &cpu, 1e-3, &format!("{optimizer}, tied head, GPU vs CPU after 20 steps"));
     }
+}
+
+/// A text of 600 words from a vocabulary of 11 characters, written as `text.txt` in `dir`: the
+/// character-level models' data in these tests.
+fn word_text(dir: &std::path::Path) -> std::path::PathBuf {
+    let text = dir.join("text.txt");
+    let words = ["abc", "bad", "cafe", "fig", "hid", "jab", "dig", "ice"];
+    let line: Vec<&str> = (0..600).map(|i| words[(i * 5 + i / 7) % words.len()]).collect();
+    std::fs::write(&text, line.join(" ")).unwrap();
+    text
 }
 
 /// Sharded optimizer state on the GPU: the reduce-scatter (grouped reduces), the updates of
@@ -651,10 +658,7 @@ fn ranks_on_gpus_train_the_gpt_as_cpu_ranks() {
         return;
     }
     let dir = common::scratch("cuda-ranks");
-    let text = dir.path().join("text.txt");
-    let words = ["abc", "bad", "cafe", "fig", "hid", "jab", "dig", "ice"];
-    let line: Vec<&str> = (0..600).map(|i| words[(i * 5 + i / 7) % words.len()]).collect();
-    std::fs::write(&text, line.join(" ")).unwrap();
+    let text = word_text(dir.path());
     let exe = common::example("gpt");
     let run = |device: &str, extra: &[&str]| {
         let tag: String = extra.concat().chars().filter(char::is_ascii_alphanumeric).collect();
