@@ -7,9 +7,9 @@ use quote::{format_ident, quote};
 use syn::ext::IdentExt;
 use syn::{Fields, Ident, ItemStruct, Type};
 
-use crate::attr;
 use crate::cfg;
 use crate::errors::Errors;
+use crate::field_attr;
 use crate::layers;
 
 pub struct Model<'a> {
@@ -152,7 +152,7 @@ impl<'a> Field<'a> {
         let own = prefix.inner(ident, None);
         let name = own.name.clone();
         cfg::check_field(&field.attrs, errors);
-        let attrs = attr::field_attrs(&field.attrs, errors);
+        let attrs = field_attr::field_attrs(&field.attrs, errors);
         let is_type_param =
             matches!(&field.ty, Type::Path(p) if p.qself.is_none() && type_params.iter().any(|t| p.path.is_ident(*t)));
         let spec = match &attrs.layer {

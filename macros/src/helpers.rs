@@ -54,3 +54,12 @@ pub fn lit(n: usize) -> Literal {
 pub fn suffixed(base: &Ident, suffix: &str) -> Ident {
     format_ident!("{}_{}", base, suffix)
 }
+
+/// Fills `slot` with `value` once; a second occurrence of the key (at `at`) is an error.
+pub fn set_once<T>(slot: &mut Option<T>, value: Option<T>, at: impl quote::ToTokens, errors: &mut Errors) {
+    if slot.is_some() {
+        errors.spanned(at, "duplicate key");
+    } else if value.is_some() {
+        *slot = value;
+    }
+}

@@ -7,8 +7,8 @@ use overlap_plan::{LayerSpec, ReadyOrder, Width};
 use quote::ToTokens;
 use syn::{GenericArgument, PathArguments, Type};
 
-use crate::attr::LayerAttr;
 use crate::errors::Errors;
+use crate::field_attr::LayerAttr;
 use crate::helpers::{positive_int, positive_value};
 
 /// Approximate forward FLOPs per element of the element-wise built-ins (used by cost models).

@@ -15,6 +15,7 @@ mod crate_path;
 mod errors;
 mod expand;
 mod fallback;
+mod field_attr;
 mod helpers;
 mod layers;
 mod nesting;

@@ -15,9 +15,9 @@ use quote::{format_ident, quote, ToTokens};
 use syn::{Expr, Fields, Item, ItemMod, ItemStruct, Meta, Type};
 
 use crate::ast::{Field, Model, Prefix, Residual};
-use crate::attr;
 use crate::cfg;
 use crate::errors::Errors;
+use crate::field_attr;
 
 /// Copies of a block in one field (`[Block; N]`), at most: the code is unrolled per copy.
 const MAX_REPEAT: usize = 1024;
@@ -96,7 +96,7 @@ pub fn model<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Option<Model<'a>
 /// struct's own type (refused above) becomes `()`, so that the compiler adds no errors of its own
 /// about an infinitely large type.
 pub fn stripped(s: &ItemStruct) -> ItemStruct {
-    let mut stripped = attr::strip_field_attrs(s);
+    let mut stripped = field_attr::strip_field_attrs(s);
     stripped.attrs.retain(|a| !a.path().is_ident("residual"));
     for field in stripped.fields.iter_mut() {
         if matches!(&field.ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident(&s.ident)) {
@@ -162,7 +162,7 @@ impl<'a> Flat<'_, 'a> {
                 continue;
             };
             cfg::check_field(&field.attrs, errors);
-            let attrs = attr::field_attrs(&field.attrs, errors);
+            let attrs = field_attr::field_attrs(&field.attrs, errors);
             if attrs.layer.is_some() {
                 errors
                     .spanned(&field.ty, "a block is not a layer: `#[layer(...)]` describes a layer type of one's own");

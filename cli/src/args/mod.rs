@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use overlap_runtime::optim::{DecayOn, LrSchedule};
 use overlap_runtime::plan::Link;
 use overlap_runtime::profile::Cluster;
@@ -13,71 +13,19 @@ use overlap_runtime::train::{
     Device as RunDevice, ObserveConfig, OptimizerConfig, OptimizerKind as RunOptimizer, ReportFormat as RunReport,
     SaveConfig, TrainConfig, ValidationConfig,
 };
-use overlap_runtime::{CommConfig, CommMode, Transport as RunTransport, WireFormat};
+use overlap_runtime::{CommConfig, CommMode, WireFormat};
 
-/// Which plan `--print-schedule` prints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum PrintSchedule {
-    /// The plan this binary was compiled with.
-    Compiled,
-    /// DDP's rebuilt buckets at its default caps, for the same layers (no boundaries).
-    Ddp,
-}
+mod choices;
+#[cfg(test)]
+mod tests;
+mod values;
 
-/// `--decay-on`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum DecayOnArg {
-    All,
-    Matrices,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum OptimizerKind {
-    /// SGD with momentum (PyTorch's rule).
-    Sgd,
-    /// AdamW (PyTorch's rule and defaults).
-    Adamw,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ReportFormat {
-    /// A table for people.
-    Text,
-    /// One JSON document per report on stdout, for scripts (log lines then go to stderr).
-    Json,
-    /// No report (and no recording unless --trace or --timeline asks for it).
-    Off,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, ValueEnum)]
-pub enum Device {
-    /// This process's CPU (one thread computes, one communicates).
-    #[default]
-    Cpu,
-    /// One NVIDIA GPU per process: cuBLAS, NVRTC kernels, NCCL (needs the `cuda` feature).
-    Cuda,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, ValueEnum)]
-pub enum Transport {
-    /// Shared memory when every rank is on this node, else MPI.
-    #[default]
-    Auto,
-    /// Each rank sums a part of every chunk in a shared-memory window (one node only).
-    SharedMemory,
-    /// OpenMPI's own all-reduce.
-    Mpi,
-}
-
-impl From<Transport> for RunTransport {
-    fn from(t: Transport) -> Self {
-        match t {
-            Transport::Auto => RunTransport::Auto,
-            Transport::SharedMemory => RunTransport::SharedMemory,
-            Transport::Mpi => RunTransport::Mpi,
-        }
-    }
-}
+pub use choices::{DecayOnArg, Device, OptimizerKind, PrintSchedule, ReportFormat, Transport};
+use values::{
+    beta, non_negative_f64, parse_clip, parse_cluster, parse_link, parse_lr_schedule, parse_timeout, positive_f64,
+    positive_usize,
+};
+pub use values::{ClipNorm, Timeout};
 
 /// Train a `#[distributed_model]` on a deterministic synthetic classification set. Run it with
 /// `mpirun -n N` for N data-parallel ranks; the global batch is batch x N x accumulate.
@@ -361,220 +309,9 @@ impl TrainArgs {
             simulate: self.simulate.clone(),
         }
     }
-}
 
-fn parse_cluster(s: &str) -> Result<Cluster, String> {
-    s.parse()
-}
-
-/// `60s`, `500ms`, `2m`, `1.5s`: a positive time.
-impl TrainArgs {
     /// `--comm-timeout`, or the default bound when it is not given.
     pub fn comm_timeout(&self) -> Option<Duration> {
         self.comm_timeout.map_or(Some(overlap_runtime::comm::DEFAULT_COMM_TIMEOUT), |t| t.0)
-    }
-}
-
-/// `--comm-timeout`: a bound, or none (`off`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Timeout(pub Option<Duration>);
-
-fn parse_timeout(s: &str) -> Result<Timeout, String> {
-    match s {
-        "off" | "none" => Ok(Timeout(None)),
-        _ => parse_duration(s).map(|d| Timeout(Some(d))),
-    }
-}
-
-/// The longest `--comm-timeout` taken: a bound beyond a year is no bound (`off` says so), and
-/// a deadline that far ahead may not be representable as an instant.
-const LONGEST_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let at = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let (number, unit) = (&s[..at], s[at..].trim());
-    let value: f64 = number.parse().map_err(|_| format!("`{s}` does not start with a number"))?;
-    let seconds = match unit {
-        "ms" => value / 1e3,
-        "s" => value,
-        "m" | "min" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => return Err(format!("`{s}` needs a unit: ms, s, m or h")),
-    };
-    if seconds > LONGEST_TIMEOUT.as_secs_f64() {
-        return Err(format!("`{s}` is too long: at most 8760h (a year); `off` waits as long as the job lives"));
-    }
-    match Duration::try_from_secs_f64(seconds) {
-        Ok(d) if !d.is_zero() => Ok(d),
-        _ => Err(format!("`{s}` must be a positive time")),
-    }
-}
-
-fn parse_link(s: &str) -> Result<Link, String> {
-    s.parse()
-}
-
-fn parse_lr_schedule(s: &str) -> Result<LrSchedule, String> {
-    s.parse()
-}
-
-fn positive_usize(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(v) => Ok(v),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// `--clip-grad-norm`: a positive norm, or `off` (an example's default can be turned off).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ClipNorm(pub Option<f64>);
-
-fn parse_clip(s: &str) -> Result<ClipNorm, String> {
-    match s {
-        "off" => Ok(ClipNorm(None)),
-        _ => positive_f64(s).map(|v| ClipNorm(Some(v))),
-    }
-}
-
-/// Parsed as f64, as PyTorch reads its Python floats: `--beta2 0.999` is PyTorch's 0.999.
-fn positive_f64(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        Ok(v) => Err(format!("must be a finite number greater than 0, got {v}")),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-fn non_negative_f64(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        Ok(v) => Err(format!("must be a finite number of at least 0, got {v}")),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// PyTorch's precondition on AdamW's betas.
-fn beta(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if (0.0..1.0).contains(&v) => Ok(v),
-        Ok(v) => Err(format!("must be at least 0 and less than 1, got {v}")),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn print_schedule_takes_an_optional_plan() {
-        let parse = |args: &[&str]| TrainArgs::try_parse_from(args).unwrap().print_schedule;
-        assert_eq!(parse(&["mlp"]), None);
-        assert_eq!(parse(&["mlp", "--print-schedule"]), Some(PrintSchedule::Compiled));
-        assert_eq!(parse(&["mlp", "--print-schedule=ddp"]), Some(PrintSchedule::Ddp));
-        assert!(TrainArgs::try_parse_from(["mlp", "--print-schedule=other"]).is_err());
-    }
-
-    #[test]
-    fn clipping_and_validation_can_be_turned_off() {
-        let config = |args: &[&str]| TrainArgs::try_parse_from(args).unwrap().train_config();
-        assert_eq!(config(&["gpt", "--clip-grad-norm", "1.5"]).optimizer.clip_grad_norm, Some(1.5));
-        assert_eq!(config(&["gpt", "--clip-grad-norm", "off"]).optimizer.clip_grad_norm, None);
-        assert_eq!(config(&["gpt"]).optimizer.clip_grad_norm, None);
-        for bad in ["0", "-1", "inf", "none"] {
-            assert!(TrainArgs::try_parse_from(["gpt", "--clip-grad-norm", bad]).is_err(), "{bad}");
-        }
-        let validation = config(&["gpt", "--eval-every", "50", "--eval-batches", "4"]).validation;
-        assert_eq!(validation, Some(ValidationConfig { every: 50, batches: 4 }));
-        assert_eq!(config(&["gpt", "--eval-every", "0"]).validation, None);
-        assert!(TrainArgs::try_parse_from(["gpt", "--eval-batches", "0"]).is_err());
-    }
-
-    #[test]
-    fn bad_values_are_refused_with_a_message() {
-        for bad in [
-            &["--batch", "0"][..],
-            &["--lr", "-1"],
-            &["--lr", "nan"],
-            &["--steps", "0"],
-            &["--optimizer", "lbfgs"],
-            &["--momentum", "-0.5"],
-            &["--beta1", "1"],
-            &["--beta2", "-0.1"],
-            &["--eps", "nan"],
-            &["--link", "latency=5"],
-            &["--link", "infiniband"],
-            &["--report", "xml"],
-            &["--report-every", "0"],
-            &["--comm-timeout", "60"],
-            &["--comm-timeout", "0s"],
-            &["--comm-timeout", "-5s"],
-            &["--save-every", "0"],
-            &["--threads", "0"],
-            &["--simulate", "world=0,link=ib-hdr"],
-            &["--simulate", "link=ib-hdr"],
-            &["--grad-comm", "fp8"],
-            &["--link", "latency=1e20s"],
-            &["--simulate", "world=64,link=latency=1e300s"],
-            &["--weight-decay", "-inf"],
-            &["--lr", "-inf"],
-            &["--eps", "-1e-8"],
-            &["--comm-timeout", "99999999999999999999h"],
-        ] {
-            let err = TrainArgs::try_parse_from(std::iter::once("mlp").chain(bad.iter().copied())).unwrap_err();
-            assert!(err.to_string().contains(bad[0]), "{err}");
-        }
-        let ok = TrainArgs::try_parse_from(["mlp", "--optimizer", "adamw", "--accumulate", "4"]).unwrap();
-        assert_eq!((ok.optimizer, ok.accumulate, ok.batch, ok.threads), (OptimizerKind::Adamw, 4, 64, 1));
-        // The f64 a Python float would be, not an f32 widened.
-        let ok =
-            TrainArgs::try_parse_from(["mlp", "--optimizer", "adamw", "--beta2", "0.999", "--lr", "3e-4"]).unwrap();
-        let optimizer = ok.train_config().optimizer;
-        assert_eq!((optimizer.betas, optimizer.lr, optimizer.eps), ((0.9, 0.999), Some(3e-4), 1e-8));
-        let ok = TrainArgs::try_parse_from(["mlp", "--link", "ib-hdr", "--report", "json"]).unwrap();
-        assert_eq!((ok.link, ok.report), (Link::preset("ib-hdr"), ReportFormat::Json));
-        let ok =
-            TrainArgs::try_parse_from(["mlp", "--comm-timeout", "1.5s", "--save", "d", "--save-every", "5"]).unwrap();
-        assert_eq!((ok.comm_timeout(), ok.save_every), (Some(Duration::from_millis(1500)), Some(5)));
-        let default = TrainArgs::try_parse_from(["mlp"]).unwrap().comm_timeout();
-        assert_eq!(default, Some(overlap_runtime::comm::DEFAULT_COMM_TIMEOUT));
-        assert_eq!(default, Some(Duration::from_secs(600)), "the help says 10m");
-        let off = TrainArgs::try_parse_from(["mlp", "--comm-timeout", "off"]).unwrap().comm_timeout();
-        assert_eq!(off, None);
-        let year = TrainArgs::try_parse_from(["mlp", "--comm-timeout", "8760h"]).unwrap().comm_timeout();
-        assert_eq!(year, Some(LONGEST_TIMEOUT));
-        let ok = TrainArgs::try_parse_from(["mlp", "--grad-comm", "bf16"]).unwrap();
-        assert_eq!(ok.grad_comm, Some(WireFormat::Bf16));
-        let err = TrainArgs::try_parse_from(["mlp", "--save-every", "5"]).unwrap_err();
-        assert!(err.to_string().contains("--save"), "{err}");
-        let cosine = TrainArgs::try_parse_from(["mlp", "--lr-schedule", "cosine:warmup=100,until=5000,min=1e-4"]);
-        let schedule = cosine.unwrap().train_config().optimizer.lr_schedule;
-        assert_eq!(schedule, LrSchedule::WarmupCosine { warmup: 100, decay_until: 5000, min_lr: 1e-4 });
-        let err = TrainArgs::try_parse_from(["mlp", "--lr-schedule", "cosine:warmup=100"]).unwrap_err().to_string();
-        assert!(err.contains("--lr-schedule") && err.contains("lacks until, min"), "{err}");
-    }
-
-    #[test]
-    fn values_that_look_like_flags_reach_their_parser() {
-        for (flag, value, expected) in [
-            ("--weight-decay", "-inf", "must be a finite number of at least 0, got -inf"),
-            ("--lr", "-inf", "must be a finite number greater than 0, got -inf"),
-            ("--momentum", "-inf", "must be a finite number of at least 0"),
-            ("--beta1", "-inf", "must be at least 0 and less than 1"),
-            ("--beta2", "-0.5", "must be at least 0 and less than 1"),
-            ("--eps", "-inf", "must be a finite number of at least 0"),
-        ] {
-            let err = TrainArgs::try_parse_from(["mlp", flag, value]).unwrap_err().to_string();
-            assert!(err.contains(flag) && err.contains(expected), "{flag} {value}: {err}");
-        }
-    }
-
-    #[test]
-    fn absurd_timeouts_are_too_long_not_negative() {
-        for long in ["99999999999999999999h", "18000000000000000000s", "8761h"] {
-            let err = TrainArgs::try_parse_from(["mlp", "--comm-timeout", long]).unwrap_err().to_string();
-            assert!(err.contains("is too long") && err.contains("`off`"), "{long}: {err}");
-        }
     }
 }

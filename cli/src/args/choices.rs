@@ -1,0 +1,69 @@
+//! The flags that take one of a few named values (`clap::ValueEnum`), and their runtime
+//! counterparts where the names differ.
+
+use clap::ValueEnum;
+use overlap_runtime::Transport as RunTransport;
+
+/// Which plan `--print-schedule` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PrintSchedule {
+    /// The plan this binary was compiled with.
+    Compiled,
+    /// DDP's rebuilt buckets at its default caps, for the same layers (no boundaries).
+    Ddp,
+}
+
+/// `--decay-on`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DecayOnArg {
+    All,
+    Matrices,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OptimizerKind {
+    /// SGD with momentum (PyTorch's rule).
+    Sgd,
+    /// AdamW (PyTorch's rule and defaults).
+    Adamw,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// A table for people.
+    Text,
+    /// One JSON document per report on stdout, for scripts (log lines then go to stderr).
+    Json,
+    /// No report (and no recording unless --trace or --timeline asks for it).
+    Off,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, ValueEnum)]
+pub enum Device {
+    /// This process's CPU (one thread computes, one communicates).
+    #[default]
+    Cpu,
+    /// One NVIDIA GPU per process: cuBLAS, NVRTC kernels, NCCL (needs the `cuda` feature).
+    Cuda,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, ValueEnum)]
+pub enum Transport {
+    /// Shared memory when every rank is on this node, else MPI.
+    #[default]
+    Auto,
+    /// Each rank sums a part of every chunk in a shared-memory window (one node only).
+    SharedMemory,
+    /// OpenMPI's own all-reduce.
+    Mpi,
+}
+
+impl From<Transport> for RunTransport {
+    fn from(t: Transport) -> Self {
+        match t {
+            Transport::Auto => RunTransport::Auto,
+            Transport::SharedMemory => RunTransport::SharedMemory,
+            Transport::Mpi => RunTransport::Mpi,
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! The flags parsed as a user types them: defaults, refusals and their messages.
+
+use std::time::Duration;
+
+use clap::Parser;
+use overlap_runtime::optim::LrSchedule;
+use overlap_runtime::plan::Link;
+use overlap_runtime::train::ValidationConfig;
+use overlap_runtime::WireFormat;
+
+use super::values::LONGEST_TIMEOUT;
+use super::{OptimizerKind, PrintSchedule, ReportFormat, TrainArgs};
+
+#[test]
+fn print_schedule_takes_an_optional_plan() {
+    let parse = |args: &[&str]| TrainArgs::try_parse_from(args).unwrap().print_schedule;
+    assert_eq!(parse(&["mlp"]), None);
+    assert_eq!(parse(&["mlp", "--print-schedule"]), Some(PrintSchedule::Compiled));
+    assert_eq!(parse(&["mlp", "--print-schedule=ddp"]), Some(PrintSchedule::Ddp));
+    assert!(TrainArgs::try_parse_from(["mlp", "--print-schedule=other"]).is_err());
+}
+
+#[test]
+fn clipping_and_validation_can_be_turned_off() {
+    let config = |args: &[&str]| TrainArgs::try_parse_from(args).unwrap().train_config();
+    assert_eq!(config(&["gpt", "--clip-grad-norm", "1.5"]).optimizer.clip_grad_norm, Some(1.5));
+    assert_eq!(config(&["gpt", "--clip-grad-norm", "off"]).optimizer.clip_grad_norm, None);
+    assert_eq!(config(&["gpt"]).optimizer.clip_grad_norm, None);
+    for bad in ["0", "-1", "inf", "none"] {
+        assert!(TrainArgs::try_parse_from(["gpt", "--clip-grad-norm", bad]).is_err(), "{bad}");
+    }
+    let validation = config(&["gpt", "--eval-every", "50", "--eval-batches", "4"]).validation;
+    assert_eq!(validation, Some(ValidationConfig { every: 50, batches: 4 }));
+    assert_eq!(config(&["gpt", "--eval-every", "0"]).validation, None);
+    assert!(TrainArgs::try_parse_from(["gpt", "--eval-batches", "0"]).is_err());
+}
+
+#[test]
+fn bad_values_are_refused_with_a_message() {
+    for bad in [
+        &["--batch", "0"][..],
+        &["--lr", "-1"],
+        &["--lr", "nan"],
+        &["--steps", "0"],
+        &["--optimizer", "lbfgs"],
+        &["--momentum", "-0.5"],
+        &["--beta1", "1"],
+        &["--beta2", "-0.1"],
+        &["--eps", "nan"],
+        &["--link", "latency=5"],
+        &["--link", "infiniband"],
+        &["--report", "xml"],
+        &["--report-every", "0"],
+        &["--comm-timeout", "60"],
+        &["--comm-timeout", "0s"],
+        &["--comm-timeout", "-5s"],
+        &["--save-every", "0"],
+        &["--threads", "0"],
+        &["--simulate", "world=0,link=ib-hdr"],
+        &["--simulate", "link=ib-hdr"],
+        &["--grad-comm", "fp8"],
+        &["--link", "latency=1e20s"],
+        &["--simulate", "world=64,link=latency=1e300s"],
+        &["--weight-decay", "-inf"],
+        &["--lr", "-inf"],
+        &["--eps", "-1e-8"],
+        &["--comm-timeout", "99999999999999999999h"],
+    ] {
+        let err = TrainArgs::try_parse_from(std::iter::once("mlp").chain(bad.iter().copied())).unwrap_err();
+        assert!(err.to_string().contains(bad[0]), "{err}");
+    }
+    let ok = TrainArgs::try_parse_from(["mlp", "--optimizer", "adamw", "--accumulate", "4"]).unwrap();
+    assert_eq!((ok.optimizer, ok.accumulate, ok.batch, ok.threads), (OptimizerKind::Adamw, 4, 64, 1));
+    // The f64 a Python float would be, not an f32 widened.
+    let ok = TrainArgs::try_parse_from(["mlp", "--optimizer", "adamw", "--beta2", "0.999", "--lr", "3e-4"]).unwrap();
+    let optimizer = ok.train_config().optimizer;
+    assert_eq!((optimizer.betas, optimizer.lr, optimizer.eps), ((0.9, 0.999), Some(3e-4), 1e-8));
+    let ok = TrainArgs::try_parse_from(["mlp", "--link", "ib-hdr", "--report", "json"]).unwrap();
+    assert_eq!((ok.link, ok.report), (Link::preset("ib-hdr"), ReportFormat::Json));
+    let ok = TrainArgs::try_parse_from(["mlp", "--comm-timeout", "1.5s", "--save", "d", "--save-every", "5"]).unwrap();
+    assert_eq!((ok.comm_timeout(), ok.save_every), (Some(Duration::from_millis(1500)), Some(5)));
+    let default = TrainArgs::try_parse_from(["mlp"]).unwrap().comm_timeout();
+    assert_eq!(default, Some(overlap_runtime::comm::DEFAULT_COMM_TIMEOUT));
+    assert_eq!(default, Some(Duration::from_secs(600)), "the help says 10m");
+    let off = TrainArgs::try_parse_from(["mlp", "--comm-timeout", "off"]).unwrap().comm_timeout();
+    assert_eq!(off, None);
+    let year = TrainArgs::try_parse_from(["mlp", "--comm-timeout", "8760h"]).unwrap().comm_timeout();
+    assert_eq!(year, Some(LONGEST_TIMEOUT));
+    let ok = TrainArgs::try_parse_from(["mlp", "--grad-comm", "bf16"]).unwrap();
+    assert_eq!(ok.grad_comm, Some(WireFormat::Bf16));
+    let err = TrainArgs::try_parse_from(["mlp", "--save-every", "5"]).unwrap_err();
+    assert!(err.to_string().contains("--save"), "{err}");
+    let cosine = TrainArgs::try_parse_from(["mlp", "--lr-schedule", "cosine:warmup=100,until=5000,min=1e-4"]);
+    let schedule = cosine.unwrap().train_config().optimizer.lr_schedule;
+    assert_eq!(schedule, LrSchedule::WarmupCosine { warmup: 100, decay_until: 5000, min_lr: 1e-4 });
+    let err = TrainArgs::try_parse_from(["mlp", "--lr-schedule", "cosine:warmup=100"]).unwrap_err().to_string();
+    assert!(err.contains("--lr-schedule") && err.contains("lacks until, min"), "{err}");
+}
+
+#[test]
+fn values_that_look_like_flags_reach_their_parser() {
+    for (flag, value, expected) in [
+        ("--weight-decay", "-inf", "must be a finite number of at least 0, got -inf"),
+        ("--lr", "-inf", "must be a finite number greater than 0, got -inf"),
+        ("--momentum", "-inf", "must be a finite number of at least 0"),
+        ("--beta1", "-inf", "must be at least 0 and less than 1"),
+        ("--beta2", "-0.5", "must be at least 0 and less than 1"),
+        ("--eps", "-inf", "must be a finite number of at least 0"),
+    ] {
+        let err = TrainArgs::try_parse_from(["mlp", flag, value]).unwrap_err().to_string();
+        assert!(err.contains(flag) && err.contains(expected), "{flag} {value}: {err}");
+    }
+}
+
+#[test]
+fn absurd_timeouts_are_too_long_not_negative() {
+    for long in ["99999999999999999999h", "18000000000000000000s", "8761h"] {
+        let err = TrainArgs::try_parse_from(["mlp", "--comm-timeout", long]).unwrap_err().to_string();
+        assert!(err.contains("is too long") && err.contains("`off`"), "{long}: {err}");
+    }
+}

@@ -1,0 +1,101 @@
+//! The flags' value parsers: each refuses a bad value with a message that says what it takes,
+//! before anything starts (clap names the flag).
+
+use std::time::Duration;
+
+use overlap_runtime::optim::LrSchedule;
+use overlap_runtime::plan::Link;
+use overlap_runtime::profile::Cluster;
+
+pub(super) fn parse_cluster(s: &str) -> Result<Cluster, String> {
+    s.parse()
+}
+
+/// `--comm-timeout`: a bound, or none (`off`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeout(pub Option<Duration>);
+
+pub(super) fn parse_timeout(s: &str) -> Result<Timeout, String> {
+    match s {
+        "off" | "none" => Ok(Timeout(None)),
+        _ => parse_duration(s).map(|d| Timeout(Some(d))),
+    }
+}
+
+/// The longest `--comm-timeout` taken: a bound beyond a year is no bound (`off` says so), and
+/// a deadline that far ahead may not be representable as an instant.
+pub(super) const LONGEST_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// `60s`, `500ms`, `2m`, `1.5s`: a positive time.
+pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {
+    let at = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (number, unit) = (&s[..at], s[at..].trim());
+    let value: f64 = number.parse().map_err(|_| format!("`{s}` does not start with a number"))?;
+    let seconds = match unit {
+        "ms" => value / 1e3,
+        "s" => value,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("`{s}` needs a unit: ms, s, m or h")),
+    };
+    if seconds > LONGEST_TIMEOUT.as_secs_f64() {
+        return Err(format!("`{s}` is too long: at most 8760h (a year); `off` waits as long as the job lives"));
+    }
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!("`{s}` must be a positive time")),
+    }
+}
+
+pub(super) fn parse_link(s: &str) -> Result<Link, String> {
+    s.parse()
+}
+
+pub(super) fn parse_lr_schedule(s: &str) -> Result<LrSchedule, String> {
+    s.parse()
+}
+
+pub(super) fn positive_usize(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(v) => Ok(v),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `--clip-grad-norm`: a positive norm, or `off` (an example's default can be turned off).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClipNorm(pub Option<f64>);
+
+pub(super) fn parse_clip(s: &str) -> Result<ClipNorm, String> {
+    match s {
+        "off" => Ok(ClipNorm(None)),
+        _ => positive_f64(s).map(|v| ClipNorm(Some(v))),
+    }
+}
+
+/// Parsed as f64, as PyTorch reads its Python floats: `--beta2 0.999` is PyTorch's 0.999.
+pub(super) fn positive_f64(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(v) => Err(format!("must be a finite number greater than 0, got {v}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+pub(super) fn non_negative_f64(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        Ok(v) => Err(format!("must be a finite number of at least 0, got {v}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// PyTorch's precondition on AdamW's betas.
+pub(super) fn beta(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..1.0).contains(&v) => Ok(v),
+        Ok(v) => Err(format!("must be at least 0 and less than 1, got {v}")),
+        Err(e) => Err(e.to_string()),
+    }
+}

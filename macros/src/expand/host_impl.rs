@@ -1,0 +1,159 @@
+//! The host's side of the expansion: `DistributedModel` (the program run with the layers' own
+//! methods and the communicator, the schedule as a constant, parameters by reference) and the
+//! `Vec`s of the parameters that sharded state and the lent updates reach.
+
+use overlap_plan::Schedule;
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+
+use crate::ast::Model;
+use crate::helpers::lit;
+use crate::schedule_code::Names;
+use crate::schedule_tokens;
+
+/// `impl DistributedModel` and `impl ParamVecs` for the model, both bounded by `guard` (the
+/// `#[layer(...)]` types' `Layer` bounds, as every generated item using them).
+pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guard: &TokenStream) -> TokenStream {
+    let Names { workspace, grads, in_flight, .. } = names;
+    let ident = &model.item.ident;
+    let model_name = ident.to_string();
+    let types = &names.types;
+    let init = &model.init;
+    // Only a model with residual blocks says so: a chain keeps the trait's empty default.
+    let residuals = (!model.residuals.is_empty()).then(|| {
+        let pairs = model.residuals.iter().map(|r| {
+            let (first, last) = (lit(r.first), lit(r.last));
+            quote!((#first, #last))
+        });
+        quote!(const RESIDUALS: &'static [(usize, usize)] = &[#(#pairs),*];)
+    });
+    let schedule_const = schedule_tokens::schedule(schedule);
+    let (param_arms, param_mut_arms) = (param_arms(names, schedule, "param"), param_arms(names, schedule, "param_mut"));
+    let param_vec_arms = schedule.layers.iter().zip(&names.access).flat_map(|(layer, f)| {
+        layer.params.iter().enumerate().map(move |(j, p)| {
+            let (index, j) = (lit(p.index), lit(j));
+            quote!(#index => self.#f.param_vec_mut(#j),)
+        })
+    });
+    quote! {
+        /// On the host: the program with the layers' own methods and the communicator.
+        impl ::overlap::DistributedModel for #ident #guard {
+            const SCHEDULE: ::overlap::plan::Schedule = #schedule_const;
+            type Workspace = #workspace;
+            type Grads = #grads;
+            type InFlight = #in_flight;
+            const DEVICE_OPS: &'static [::overlap::DeviceOp] = &[#(<#types as ::overlap::Layer>::DEVICE_OP),*];
+            #residuals
+
+            fn init(seed: u64) -> Self {
+                #init
+            }
+
+            fn new_grads(&self) -> #grads {
+                let ::core::result::Result::Ok(grads) =
+                    ::overlap::program::Program::new_grads_on(self, &mut ::overlap::program::HostCompute);
+                grads
+            }
+
+            fn forward_with<'w>(
+                &self,
+                ctx: &::overlap::StepContext,
+                input: &::overlap::Matrix,
+                ws: &'w mut #workspace,
+            ) -> &'w ::overlap::Matrix {
+                ::core::assert_eq!(input.rows(), ctx.row_count(), "the input's rows are not the step context's");
+                let ::core::result::Result::Ok(output) =
+                    ::overlap::program::Program::forward_on(self, &mut ::overlap::program::HostCompute, ctx, input, ws);
+                output
+            }
+
+            fn forward_gathering<'w>(
+                &mut self,
+                ctx: &::overlap::StepContext,
+                input: &::overlap::Matrix,
+                ws: &'w mut #workspace,
+                comm: &::overlap::Communicator,
+            ) -> ::overlap::Result<&'w ::overlap::Matrix> {
+                ::core::assert_eq!(input.rows(), ctx.row_count(), "the input's rows are not the step context's");
+                ::overlap::program::Program::forward_gathering_on(
+                    self,
+                    &mut ::overlap::program::HostCompute,
+                    &mut ::overlap::program::HostGather::new(comm),
+                    ctx,
+                    input,
+                    ws,
+                )
+            }
+
+            fn backward<O: ::overlap::Optimizer>(
+                &mut self,
+                ws: &mut #workspace,
+                dy: &::overlap::Matrix,
+                grads: #grads,
+                comm: &::overlap::Communicator,
+                optimizer: &mut O,
+            ) -> #in_flight {
+                let mut dev = ::overlap::program::HostLaunch::new(comm, optimizer);
+                let ::core::result::Result::Ok(in_flight) =
+                    ::overlap::program::Program::backward_on(self, &mut dev, ws, dy, grads);
+                in_flight
+            }
+
+            fn backward_no_sync(&self, ws: &mut #workspace, dy: &::overlap::Matrix, grads: &mut #grads) {
+                let ::core::result::Result::Ok(()) = ::overlap::program::Program::backward_no_sync_on(
+                    self,
+                    &mut ::overlap::program::HostCompute,
+                    ws,
+                    dy,
+                    grads,
+                );
+            }
+
+            fn step<O: ::overlap::Optimizer>(&mut self, in_flight: #in_flight, optimizer: &mut O) -> ::overlap::Result<#grads> {
+                ::overlap::program::Program::step_on(self, &mut ::overlap::program::HostSettle::new(optimizer), in_flight)
+            }
+
+            fn param(&self, p: ::overlap::plan::ParamRef) -> &[f32] {
+                use ::overlap::Layer as _;
+                match p.layer {
+                    #(#param_arms)*
+                    _ => ::core::panic!("{:?} is not a parameter of {}", p, #model_name),
+                }
+            }
+
+            fn param_mut(&mut self, p: ::overlap::plan::ParamRef) -> &mut [f32] {
+                use ::overlap::Layer as _;
+                match p.layer {
+                    #(#param_mut_arms)*
+                    _ => ::core::panic!("{:?} is not a parameter of {}", p, #model_name),
+                }
+            }
+        }
+
+        impl ::overlap::__private::ParamVecs for #ident #guard {
+            fn param_vec_mut(&mut self, index: usize) -> ::core::option::Option<&mut ::std::vec::Vec<f32>> {
+                use ::overlap::Layer as _;
+                match index {
+                    #(#param_vec_arms)*
+                    _ => ::core::panic!("{} has no parameter {}", #model_name, index),
+                }
+            }
+        }
+    }
+}
+
+/// `<layer index> => self.<field>.<method>(p.param),` for every layer with parameters: the arms
+/// of `param` and `param_mut`.
+fn param_arms(names: &Names, schedule: &Schedule, method: &str) -> Vec<TokenStream> {
+    let method = format_ident!("{}", method);
+    schedule
+        .layers
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !l.params.is_empty())
+        .map(|(i, _)| {
+            let (f, i) = (&names.access[i], lit(i));
+            quote!(#i => self.#f.#method(p.param),)
+        })
+        .collect()
+}

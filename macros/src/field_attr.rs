@@ -1,0 +1,194 @@
+//! The fields' attribute syntax: `#[layer(...)]`, `#[bucket_boundary]`, `#[tied(..)]` and
+//! `#[init(..)]`. Every key is checked; unknown, duplicate and bad values are all reported.
+
+use overlap_plan::ReadyOrder;
+use syn::punctuated::Punctuated;
+use syn::{Attribute, Expr, ItemStruct, LitInt, Meta, MetaNameValue, Token};
+
+use crate::cfg;
+use crate::errors::Errors;
+use crate::helpers::{expr_name, int_literal, path_name, positive_int, set_once};
+
+/// What `#[layer(...)]` says about a custom layer.
+pub struct LayerAttr {
+    pub width: Option<(LitInt, LitInt)>,
+    pub params: Vec<(syn::Ident, Vec<LitInt>)>,
+    pub flops: Option<u64>,
+    /// `ready = reverse | definition`: the type's `Layer::READY_ORDER` (default `reverse`).
+    pub ready: ReadyOrder,
+}
+
+/// The field attributes this macro consumes.
+#[derive(Default)]
+pub struct FieldAttrs {
+    pub layer: Option<LayerAttr>,
+    /// A `#[layer(...)]` was there but invalid (already reported): the field's type must not
+    /// then be judged as a built-in layer too.
+    pub layer_invalid: bool,
+    pub bucket_boundary: bool,
+    /// `#[tied(field)]`: the sibling field whose weight this layer reads, with the attribute
+    /// (for errors).
+    pub tied: Option<(syn::Ident, Attribute)>,
+    /// `#[init(std = 0.02)]`: weights drawn from N(0, std²), biases zeroed (GPT-2's init).
+    pub init_std: Option<f64>,
+}
+
+/// This macro's own field attributes, directly or through `cfg_attr` (refused, see `cfg`): removed
+/// from the struct it emits, so that the compiler never sees an attribute it does not know.
+pub fn is_ours(attr: &Attribute) -> bool {
+    cfg::OURS.iter().any(|name| attr.path().is_ident(name)) || cfg::applies_ours(attr)
+}
+
+/// The struct as written, without this macro's field attributes.
+pub fn strip_field_attrs(item: &ItemStruct) -> ItemStruct {
+    let mut item = item.clone();
+    for field in item.fields.iter_mut() {
+        field.attrs.retain(|a| !is_ours(a));
+    }
+    item
+}
+
+pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
+    let mut out = FieldAttrs::default();
+    let mut seen_layer = false;
+    for attr in attrs {
+        if attr.path().is_ident("bucket_boundary") {
+            match &attr.meta {
+                Meta::Path(_) if !out.bucket_boundary => out.bucket_boundary = true,
+                Meta::Path(_) => errors.spanned(attr, "duplicate `#[bucket_boundary]`"),
+                _ => errors.spanned(attr, "`#[bucket_boundary]` takes no arguments"),
+            }
+        } else if attr.path().is_ident("init") {
+            let std =
+                attr.parse_args::<syn::MetaNameValue>().ok().filter(|nv| nv.path.is_ident("std")).and_then(|nv| {
+                    match &nv.value {
+                        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Float(f), .. }) => f.base10_parse::<f64>().ok(),
+                        _ => None,
+                    }
+                });
+            match std {
+                Some(_) if out.init_std.is_some() => errors.spanned(attr, "duplicate `#[init(...)]`"),
+                Some(std) if std.is_finite() && std > 0.0 && std <= 1e6 => out.init_std = Some(std),
+                _ => errors.spanned(
+                    attr,
+                    "expected `#[init(std = 0.02)]`: weights drawn from N(0, std²) with a positive float literal",
+                ),
+            }
+        } else if attr.path().is_ident("tied") {
+            match attr.parse_args::<syn::Ident>() {
+                Ok(_) if out.tied.is_some() => errors.spanned(attr, "duplicate `#[tied(...)]`"),
+                Ok(field) => out.tied = Some((field, attr.clone())),
+                Err(_) => {
+                    errors.spanned(attr, "expected `#[tied(field)]`, naming the embedding whose weight this head reads")
+                }
+            }
+        } else if attr.path().is_ident("layer") {
+            if seen_layer {
+                errors.spanned(attr, "duplicate `#[layer(...)]` attribute");
+                continue;
+            }
+            seen_layer = true;
+            out.layer = layer_attr(attr, errors);
+            out.layer_invalid = out.layer.is_none();
+        }
+    }
+    out
+}
+
+fn layer_attr(attr: &Attribute, errors: &mut Errors) -> Option<LayerAttr> {
+    let items = match attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated) {
+        Ok(items) => items,
+        Err(e) => {
+            errors.push(e);
+            return None;
+        }
+    };
+    let (mut input, mut output, mut params, mut flops, mut ready) = (None, None, None, None, None);
+    let before = errors.len();
+    for item in &items {
+        let key = path_name(item.path());
+        match (key.as_str(), item) {
+            ("input", Meta::NameValue(nv)) => {
+                set_once(&mut input, positive_int(&nv.value, "input", errors), nv, errors)
+            }
+            ("output", Meta::NameValue(nv)) => {
+                set_once(&mut output, positive_int(&nv.value, "output", errors), nv, errors)
+            }
+            ("flops", Meta::NameValue(nv)) => {
+                let value = int_literal(&nv.value).and_then(|l| l.base10_parse::<u64>().ok());
+                if value.is_none() {
+                    errors.spanned(&nv.value, "`flops` must be an integer literal (forward FLOPs per sample)");
+                }
+                set_once(&mut flops, value, nv, errors);
+            }
+            ("ready", Meta::NameValue(nv)) => set_once(&mut ready, ready_order(&nv.value, errors), nv, errors),
+            ("params", Meta::List(list)) => {
+                let parsed = param_shapes(list, errors);
+                set_once(&mut params, Some(parsed), list, errors);
+            }
+            ("input" | "output" | "flops", _) => errors.spanned(item, format!("expected `{key} = <integer>`")),
+            ("params", _) => errors.spanned(item, "expected `params(name = [dims..], ...)`"),
+            ("ready", _) => errors.spanned(item, "expected `ready = reverse` or `ready = definition`"),
+            _ => errors.spanned(item.path(), "unknown key; expected `input`, `output`, `params`, `flops` or `ready`"),
+        }
+    }
+    let width = match (input, output) {
+        (Some(i), Some(o)) => Some((i, o)),
+        (None, None) => None,
+        _ => {
+            errors.spanned(attr, "give both `input` and `output`, or neither for a width-preserving layer");
+            None
+        }
+    };
+    let ready = ready.unwrap_or_default();
+    (errors.len() == before).then(|| LayerAttr { width, params: params.unwrap_or_default(), flops, ready })
+}
+
+/// `reverse` (last parameter ready first, as `nn.Linear`) or `definition` (first first, as
+/// `nn.LayerNorm`).
+fn ready_order(value: &Expr, errors: &mut Errors) -> Option<ReadyOrder> {
+    let order = match expr_name(value).as_str() {
+        "reverse" => Some(ReadyOrder::Reverse),
+        "definition" => Some(ReadyOrder::Definition),
+        _ => None,
+    };
+    if order.is_none() {
+        errors.spanned(
+            value,
+            "`ready` must be `reverse` (the last parameter's gradient ready first, as `nn.Linear`) or `definition` \
+             (the first first, as `nn.LayerNorm`): the order the layer's `Layer::READY_ORDER` states",
+        );
+    }
+    order
+}
+
+/// `weight = [64, 128], bias = [64]`.
+fn param_shapes(list: &syn::MetaList, errors: &mut Errors) -> Vec<(syn::Ident, Vec<LitInt>)> {
+    let pairs = match list.parse_args_with(Punctuated::<MetaNameValue, Token![,]>::parse_terminated) {
+        Ok(pairs) => pairs,
+        Err(e) => {
+            errors.push(e);
+            return Vec::new();
+        }
+    };
+    let mut out: Vec<(syn::Ident, Vec<LitInt>)> = Vec::new();
+    for pair in pairs {
+        let Some(name) = pair.path.get_ident().cloned() else {
+            errors.spanned(&pair.path, "a parameter name must be a plain identifier");
+            continue;
+        };
+        if out.iter().any(|(n, _)| *n == name) {
+            errors.spanned(&name, format!("duplicate parameter `{name}`"));
+            continue;
+        }
+        let Expr::Array(array) = &pair.value else {
+            errors.spanned(&pair.value, "a parameter shape is a list of dimensions, e.g. `[64, 128]`");
+            continue;
+        };
+        let dims: Vec<LitInt> = array.elems.iter().filter_map(|e| positive_int(e, "a dimension", errors)).collect();
+        if dims.len() == array.elems.len() {
+            out.push((name, dims));
+        }
+    }
+    out
+}

@@ -1,0 +1,257 @@
+//! One run of `Trainer::fit`: the step loop, the same on every device (`StepBackend`), with
+//! its log lines, validation, checkpoints and the stop on a signal that every rank agrees on.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use super::progress::Progress;
+use super::stop;
+use super::summary::{LossLog, TrainSummary};
+use super::validation;
+use crate::backend::StepBackend;
+use crate::checkpoint::{self, Position};
+use crate::comm::Communicator;
+use crate::config::{SaveConfig, TrainConfig};
+use crate::data::{shard_start_after, Batch, Dataset};
+use crate::error::{Error, Result};
+use crate::fault;
+use crate::layer::StepContext;
+use crate::loss::Loss;
+use crate::model::DistributedModel;
+use crate::observe::Observer;
+use crate::optim::{ChosenOptimizer, LrSchedule};
+use crate::trace;
+
+/// Every rank's slices of the optimizer state, joined at rank 0 for a checkpoint, when the run
+/// shards them (a collective: every rank is here); `None` otherwise and on the other ranks.
+fn join_shards<M: DistributedModel>(
+    backend: &mut impl StepBackend<M>,
+    comm: &Communicator,
+) -> Result<Option<checkpoint::shards::Joined>> {
+    if !comm.shards_optimizer() {
+        return Ok(None);
+    }
+    let (_, optimizer) = backend.host_state()?;
+    checkpoint::shards::gather(optimizer, &M::SCHEDULE, comm)
+}
+
+/// Rank 0 writes a checkpoint of the backend's state into `save.dir`: the optimizer state joined
+/// from every rank's slices when it is sharded (`joined`), the backend's own otherwise.
+fn write_checkpoint<M: DistributedModel>(
+    backend: &mut impl StepBackend<M>,
+    save: &SaveConfig,
+    position: Position,
+    about: &checkpoint::RunAbout,
+    low_rank: Option<checkpoint::low_rank::Gathered>,
+    joined: Option<checkpoint::shards::Joined>,
+) -> Result<PathBuf> {
+    let (model, optimizer) = backend.host_state()?;
+    match &joined {
+        Some(joined) => checkpoint::save(&save.dir, model, joined, position, about, low_rank.as_ref()),
+        None => checkpoint::save(&save.dir, model, optimizer, position, about, low_rank.as_ref()),
+    }
+}
+
+/// Rank 0's checkpoint write (`written`, `None` elsewhere), shared: every rank returns rank 0's
+/// folder, or an error when the write failed (rank 0 its own), so that every rank stops alike.
+fn shared_outcome(comm: &Communicator, written: Option<Result<PathBuf>>) -> Result<Option<PathBuf>> {
+    let mut ok = [u8::from(!matches!(written, Some(Err(_))))];
+    comm.broadcast_bytes_from_root(&mut ok)?;
+    match written {
+        Some(result) => result.map(Some),
+        None if ok[0] == 1 => Ok(None),
+        None => Err(Error::Checkpoint("rank 0 could not write the checkpoint (its message says why)".into())),
+    }
+}
+
+/// The run `fit` is doing.
+pub(super) struct Run<'r> {
+    pub(super) comm: &'r Communicator,
+    pub(super) config: &'r TrainConfig,
+    /// Rank 0's display; `NoProgress` elsewhere.
+    pub(super) progress: &'r dyn Progress,
+    /// What the run reads, recorded in its checkpoints.
+    pub(super) about: checkpoint::RunAbout,
+    /// Listening for SIGTERM / SIGINT, when the run stops on them.
+    pub(super) stop: Option<&'r stop::StopSignals>,
+    /// This rank's PowerSGD state from the checkpoint resumed, for the buckets.
+    pub(super) low_rank: Option<checkpoint::low_rank::Restored>,
+    /// The held-out data, when the run validates.
+    pub(super) held_out: Option<&'r mut dyn Dataset>,
+}
+
+/// The run on a GPU: its backend, then the same loop.
+#[cfg(feature = "cuda")]
+pub(super) fn fit_on_gpu<M: DistributedModel>(
+    run: Run,
+    model: &mut M,
+    optimizer: ChosenOptimizer,
+    gpu: Option<usize>,
+    position: Position,
+    data: &mut impl Dataset,
+    loss: &impl Loss,
+) -> Result<TrainSummary> {
+    let setup = crate::cuda::GpuSetup {
+        ordinal: crate::config::Device::gpu_ordinal(gpu),
+        config: run.config,
+        timed: run.config.observe.records(),
+    };
+    let backend = crate::cuda::GpuBackend::open(setup, model, optimizer, run.comm, loss)?;
+    run.steps(backend, position, data, loss)
+}
+
+#[cfg(not(feature = "cuda"))]
+pub(super) fn fit_on_gpu<M: DistributedModel>(
+    _: Run,
+    _: &mut M,
+    _: ChosenOptimizer,
+    _: Option<usize>,
+    _: Position,
+    _: &mut impl Dataset,
+    _: &impl Loss,
+) -> Result<TrainSummary> {
+    Err(Error::CudaNotBuilt("`TrainConfig::device` cuda"))
+}
+
+impl Run<'_> {
+    /// The loop, the same on every device.
+    pub(super) fn steps<M: DistributedModel>(
+        self,
+        mut backend: impl StepBackend<M>,
+        mut position: Position,
+        data: &mut impl Dataset,
+        loss: &impl Loss,
+    ) -> Result<TrainSummary> {
+        let Run { comm, config, progress, about, stop, low_rank, mut held_out } = self;
+        if let Some(restored) = &low_rank {
+            restored.restore(backend.buckets_mut())?;
+        }
+        let (rank, world) = (comm.rank(), comm.world_size());
+        let schedule = M::SCHEDULE;
+        let activations = crate::memory::activation_bytes_of::<M>(config.batch, data.positions());
+        let mut observer = Observer::start(&config.observe, config.run_shape(activations), comm, schedule.clone())?;
+        if let Some(device) = backend.describe() {
+            observer.say(&format!("training {} on {device} per rank", schedule.model));
+        }
+        let first_step = position.next_step;
+        let global_batch = config.global_batch(world);
+        progress.start(first_step, config.steps);
+        let mut batch = Batch::default();
+        let mut step_times = Vec::with_capacity(config.steps.saturating_sub(first_step).min(1 << 20) as usize);
+        let mut log = LossLog::new(first_step);
+        let positions = data.positions().max(1);
+        for step in first_step..config.steps {
+            fault::at_step(rank, step);
+            trace::set_step(step);
+            let started = Instant::now();
+            if config.optimizer.lr_schedule != LrSchedule::Constant {
+                backend.set_lr(config.optimizer.lr_schedule.lr(config.optimizer.base_lr(), step));
+            }
+            backend.begin_step(step)?;
+            let step_span = trace::step();
+            let logging = config.logs(first_step, step);
+            let mut step_loss = 0.0f64;
+            let (mut summed_loss, mut stop_vote) = (None, None);
+            for micro in 0..config.accumulate {
+                let first = shard_start_after(position.samples_seen, micro, world, rank, config.batch);
+                data.fill(first, config.batch, &mut batch)?;
+                batch.context = StepContext::sequences(config.batch, positions);
+                if batch.rows() != batch.context.row_count() {
+                    return Err(Error::Dataset(format!(
+                        "asked for {} samples of {positions} position(s) from index {first}, the dataset filled {} rows",
+                        config.batch,
+                        batch.rows()
+                    )));
+                }
+                step_loss += backend.forward_loss(&batch, loss, logging)?;
+                let last = micro + 1 == config.accumulate;
+                if logging && last {
+                    // Queued before backward's launches, so that no reduction (nor the sharded
+                    // state's all-gathers for the next forward) delays the log line.
+                    summed_loss = Some(comm.start_sum_f64(step_loss / config.accumulate as f64)?);
+                }
+                if last && comm.gathers_in_forward() {
+                    // The same for the stop vote, which otherwise waits for the step's end.
+                    stop_vote = stop.map(|s| s.start_vote(comm)).transpose()?;
+                }
+                backend.backward(micro, last)?;
+            }
+            backend.step()?;
+            drop(step_span);
+            // `check` and `resume` leave room for the first step; 2^64 samples later, this.
+            let samples_seen = position
+                .samples_seen
+                .checked_add(global_batch)
+                .ok_or_else(|| Error::Dataset(format!("the data position passed 2^64 samples at step {}", step + 1)))?;
+            position = Position { next_step: step + 1, samples_seen };
+            step_times.push(started.elapsed());
+            progress.advance();
+            if let Some(summed) = summed_loss {
+                let line = log.record(config, comm, step, summed, backend.grad_norm(), started)?;
+                let note = observer.emulation_note();
+                progress.suspend(&mut || observer.say(&format!("{line}{note}")));
+            }
+            let mut observed = Ok(());
+            progress.suspend(&mut || observed = observer.after_step(step, comm));
+            observed?;
+            if let (true, Some(held_out)) = (config.validates_after(step), held_out.as_deref_mut()) {
+                let value = validation::loss(&mut backend, held_out, loss, config, comm, &mut batch)?;
+                log.validated(value);
+                progress.suspend(&mut || observer.say(&format!("step {:>6}  validation loss {value:.4}", step + 1)));
+            }
+            let mut saved = None;
+            // Every rank's PowerSGD errors go to rank 0 first (a collective: all ranks are here).
+            let gathered =
+                if config.saves_after(step) { checkpoint::low_rank::gather(&backend.buckets(), comm)? } else { None };
+            if config.saves_after(step) {
+                let joined = join_shards(&mut backend, comm)?;
+                // Rank 0 writes (its failure kept, not returned yet: the others are waiting).
+                let written = match (rank, &config.save) {
+                    (0, Some(save)) => Some(write_checkpoint(&mut backend, save, position, &about, gathered, joined)),
+                    _ => None,
+                };
+                // The other ranks wait for rank 0's write here, not in their next wait point,
+                // whose timeout is about communication; then every rank learns how it went, so
+                // that a failed write ends every rank at once, alike.
+                comm.wait_for_checkpoint_write()?;
+                saved = shared_outcome(comm, written)?;
+                if let Some(written) = &saved {
+                    progress.suspend(&mut || observer.say(&format!("checkpoint: {}", written.display())));
+                }
+            }
+            // After the last step the run is done: a signal that came during it stops nothing.
+            if step + 1 == config.steps {
+                continue;
+            }
+            let vote = match stop_vote {
+                Some(vote) => Some(vote),
+                None => stop.map(|s| s.start_vote(comm)).transpose()?,
+            };
+            let voted = stop.zip(vote).map(|(s, vote)| s.agreed(comm, vote)).transpose()?;
+            let Some(signal) = voted.flatten() else { continue };
+            progress.finish();
+            let unsaved = config.save.is_some() && !config.saves_after(step);
+            let gathered = if unsaved { checkpoint::low_rank::gather(&backend.buckets(), comm)? } else { None };
+            let joined = if unsaved { join_shards(&mut backend, comm)? } else { None };
+            let written = match (rank, &config.save, &saved) {
+                (0, Some(save), None) => Some(write_checkpoint(&mut backend, save, position, &about, gathered, joined)),
+                _ => None,
+            };
+            backend.finish()?;
+            comm.wait_for_checkpoint_write()?;
+            if unsaved {
+                saved = shared_outcome(comm, written)?;
+            }
+            let checkpoint = config.save.as_ref().map(|s| saved.unwrap_or_else(|| s.dir.clone()));
+            return Err(Error::Stopped { signal, step: step + 1, checkpoint });
+        }
+        progress.finish();
+        backend.finish()?;
+        comm.barrier()?;
+        let summary = TrainSummary::new(config, world, &log, step_times);
+        let on = backend.describe().map(|d| format!(" on {d}")).unwrap_or_default();
+        observer.say(&format!("{}{on}{}", summary.describe(comm.mode()), observer.emulation_note()));
+        observer.finish(comm)?;
+        Ok(summary)
+    }
+}
