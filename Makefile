@@ -86,7 +86,7 @@ bench: deps
 	# gpt checkpoints into nanoGPT's GPT and back (skipped unless NANOGPT_DIR is a nanoGPT checkout).
 	$(TORCH_PYTHON) scripts/nanogpt.py check
 	# The residual and GPT examples' overlap on an emulated link, and their step against compute alone.
-	python3 compare/overlap_targets.py
+	python3 compare/overlap_targets.py --link-batches 64 128
 	python3 compare/overlap_targets.py --example gpt --batch 6 -- --text compare/gpt_twin.py --eval-every 0
 	TORCH_PYTHON=$(TORCH_PYTHON) python3 compare/run.py $(BENCH_ARGS)
 	# bf16 and fp16 gradients against FP32 under emulated links (step ratios, bytes on the wire).
