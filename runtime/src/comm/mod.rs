@@ -13,6 +13,7 @@
 pub(crate) mod backoff;
 mod board;
 mod bucket;
+mod configure;
 mod gather;
 mod gathering;
 mod lent;
@@ -54,7 +55,7 @@ use crate::trace::span::Activity;
 use bucket::{Reduced, WaitChecks};
 use mailbox::{Mailbox, Reply};
 use mpi_thread::MpiThread;
-use wire::{Chosen, WirePlan};
+use wire::WirePlan;
 
 /// How long the other ranks wait for rank 0 to write a checkpoint, at least: a write of
 /// gigabytes to a slow disk may take longer than any communication should.
@@ -170,114 +171,6 @@ impl Communicator {
         }
     }
 
-    /// Makes every wait point and blocking collective fail after `timeout`, naming the ranks it
-    /// waited for (`None`: block as long as the job lives). `DEFAULT_COMM_TIMEOUT` until set.
-    pub fn set_wait_timeout(&mut self, timeout: Option<Duration>) {
-        self.apply_wait_timeout(timeout);
-    }
-
-    fn apply_wait_timeout(&self, timeout: Option<Duration>) {
-        self.checks.set(WaitChecks { timeout, ..self.checks.get() });
-        if let Backend::Mpi(t) = &self.backend {
-            t.set_timeout(timeout);
-        }
-    }
-
-    /// The bound `set_wait_timeout` set.
-    pub fn wait_timeout(&self) -> Option<Duration> {
-        self.checks.get().timeout
-    }
-
-    /// Makes every wait point fail on a NaN or infinity in the reduced gradients.
-    pub fn set_check_finite(&mut self, check: bool) {
-        self.checks.set(WaitChecks { finite: check, ..self.checks.get() });
-    }
-
-    /// Whether every wait point checks that the reduced gradients are finite.
-    pub fn checks_finite(&self) -> bool {
-        self.checks.get().finite
-    }
-
-    /// The communication settings as `config` gives them, all at once: what a `Trainer` run does
-    /// at its start (`TrainConfig::comm`), and a loop of one's own may do too. The transport was
-    /// chosen when the communicator started; a config naming another is refused.
-    pub fn apply(&self, config: &CommConfig) -> Result<()> {
-        if let (Some(running), wanted) = (self.transport(), config.transport) {
-            if wanted != Transport::Auto && wanted != running {
-                return Err(Error::Config(format!(
-                    "`CommConfig::transport` {} asks for another transport than this communicator started with \
-                     ({}): the transport is chosen when it starts (`Communicator::start_with`)",
-                    wanted.name(),
-                    running.name()
-                )));
-            }
-        }
-        self.mode.set(config.mode);
-        self.apply_link(config.link)?;
-        self.apply_wait_timeout(config.wait_timeout);
-        self.checks.set(WaitChecks { finite: config.check_finite, ..self.checks.get() });
-        self.wire.borrow_mut().chosen = config.grad_comm.map(Chosen::All);
-        self.shard_chosen.set(config.shard_optimizer);
-        Ok(())
-    }
-
-    /// The settings this communicator runs with now, as a `CommConfig` (what `apply` would set;
-    /// a per-bucket choice of formats reads as none).
-    pub fn config(&self) -> CommConfig {
-        let grad_comm = match &self.wire.borrow().chosen {
-            Some(Chosen::All(format)) => Some(*format),
-            _ => None,
-        };
-        CommConfig {
-            transport: self.transport().unwrap_or(Transport::Auto),
-            mode: self.mode.get(),
-            link: self.link.get(),
-            check_finite: self.checks.get().finite,
-            grad_comm,
-            wait_timeout: self.checks.get().timeout,
-            shard_optimizer: self.shard_chosen.get(),
-        }
-    }
-
-    /// Whether each rank keeps optimizer state for its own slice of every bucket only: the run's
-    /// choice (`CommConfig::shard_optimizer`), else the model's (from `check_same_schedule`).
-    pub fn shards_optimizer(&self) -> bool {
-        self.shard_chosen.get().unwrap_or(self.shard_by_schedule.get())
-    }
-
-    /// Sends every bucket's gradients in `format` (see `WireFormat`), whatever the schedule's
-    /// `grad_comm` says (`--grad-comm`), and replaces an earlier choice. Every rank must choose
-    /// the same (the schedule handshake checks it). The GPU's NCCL sums stay FP32 for now (narrow
-    /// formats are refused there).
-    pub fn set_wire_format(&mut self, format: WireFormat) {
-        self.wire.get_mut().chosen = Some(Chosen::All(format));
-    }
-
-    /// Sends bucket `k`'s gradients (launch order) in `formats[k]`, and the buckets past the
-    /// slice in FP32, instead of the schedule's formats; replaces an earlier choice (of
-    /// `set_wire_format` too). Every rank must choose the same (checked at the handshake).
-    pub fn set_bucket_wire_formats(&mut self, formats: &[WireFormat]) {
-        self.wire.get_mut().chosen = Some(Chosen::ByBucket(formats.to_vec()));
-    }
-
-    /// Whether the run chose the formats (`set_wire_format`, `set_bucket_wire_formats`): then
-    /// buckets the schedule compresses with PowerSGD are sent whole, in the chosen format.
-    pub fn wire_format_chosen(&self) -> bool {
-        self.wire.borrow().chosen.is_some()
-    }
-
-    /// Undoes `set_wire_format` and `set_bucket_wire_formats`: each bucket travels as the
-    /// schedule says again (low-rank buckets compressed).
-    pub fn use_schedule_wire_formats(&mut self) {
-        self.wire.get_mut().chosen = None;
-    }
-
-    /// The format bucket `bucket`'s gradients travel in. With one rank nothing travels, and
-    /// nothing is rounded whatever this says.
-    pub fn wire_format(&self, bucket: usize) -> WireFormat {
-        self.wire.borrow().of(bucket)
-    }
-
     /// Ends the whole job after this rank failed. Waits up to `grace` for the other ranks to
     /// fail too (then every rank has printed its reason and all exit normally); if they do not
     /// arrive, they are stuck waiting for this rank, and MPI_Abort ends them.
@@ -285,34 +178,6 @@ impl Communicator {
         if let Backend::Mpi(t) = &self.backend {
             t.abort_job(grace);
         }
-    }
-
-    pub fn with_mode(self, mode: CommMode) -> Self {
-        self.mode.set(mode);
-        self
-    }
-
-    pub fn mode(&self) -> CommMode {
-        self.mode.get()
-    }
-
-    /// Makes every later all-reduce take at least as long as it would on `link` (ring cost
-    /// model; the real transfer still happens). With one rank there is nothing to emulate.
-    pub fn emulate_link(&mut self, link: Option<Link>) -> Result<()> {
-        self.apply_link(link)
-    }
-
-    fn apply_link(&self, link: Option<Link>) -> Result<()> {
-        if let Backend::Mpi(t) = &self.backend {
-            t.emulate_link(link)?;
-        }
-        self.link.set(link);
-        Ok(())
-    }
-
-    /// The interconnect being emulated, if any.
-    pub fn emulated_link(&self) -> Option<Link> {
-        self.link.get()
     }
 
     /// What sums the gradients: `None` for a single process (nothing to sum).
