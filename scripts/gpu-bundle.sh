@@ -8,7 +8,7 @@
 #
 # The tarball holds, under overlap-gpu/:
 #   release/examples/mlp        the mlp, resmlp and gpt examples with the `cuda` feature
-#   release/deps/cuda           the GPU tests (tests/cuda.rs), release/deps/nvrtc the kernel tests
+#   release/deps/cuda           the GPU tests (tests/cuda/), release/deps/nvrtc the kernel tests
 #   lib/                        the shared libraries they need beyond glibc (OpenMPI, OpenBLAS, ...)
 #   gpu-check.sh, compare/ddp_peer.py
 # Binaries are built for x86-64-v3 (AVX2, no AVX-512), overriding .cargo/config.toml's

@@ -132,7 +132,8 @@ sanitize() {
     local tool exe rc=0
     exe=$(sanitizer) || { echo "skipped: compute-sanitizer is not installed (it comes with the CUDA toolkit)"; return 0; }
     for tool in memcheck racecheck; do
-        for test in layer_gradients_match_the_cpu residual_block_gradients_match_the_cpu attention_gradients_match_the_cpu tied_head_gradients_match_the_cpu; do
+        for test in gradients::layer_gradients_match_the_cpu gradients::residual_block_gradients_match_the_cpu \
+            gradients::attention_gradients_match_the_cpu gradients::tied_head_gradients_match_the_cpu; do
             echo "-- compute-sanitizer --tool $tool: $test"
             "$exe" --tool "$tool" --error-exitcode 3 "$root/release/deps/cuda" \
                 --include-ignored --exact "$test" --nocapture || rc=$?

@@ -1,0 +1,87 @@
+//! The small models the GPU tests run on both devices: every layer kind (`Probe`), embeddings,
+//! a tied head, attention in a residual block, and residual blocks alone.
+
+use overlap::prelude::*;
+use overlap::Matrix;
+
+/// Every layer kind the GPU runs, at small odd widths.
+#[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1)]
+pub struct Probe {
+    fc1: Linear<16, 40>,
+    act1: Gelu,
+    norm: LayerNorm<40>,
+    fc2: Linear<40, 33>,
+    act2: Tanh,
+    fc3: Linear<33, 24>,
+    act3: Sigmoid,
+    fc4: Linear<24, 24>,
+    act4: Relu,
+    head: Linear<24, 5>,
+}
+
+/// A deterministic batch of `rows` samples for `Probe`.
+pub fn batch(rows: usize) -> (Matrix, Vec<usize>) {
+    let mut inputs = Matrix::default();
+    inputs.resize(rows, 16);
+    for (i, v) in inputs.as_mut_slice().iter_mut().enumerate() {
+        *v = ((i * 7919 % 113) as f32 / 113.0 - 0.5) * 2.0;
+    }
+    (inputs, (0..rows).map(|r| r * 3 % 5).collect())
+}
+
+/// Token and position embeddings, three sequences of five positions.
+#[distributed_model(bucket_cap_mb = 1)]
+pub struct TinyLm {
+    wte: Embedding<13, 16>,
+    wpe: PositionEmbedding<8, 16>,
+    norm: LayerNorm<16>,
+    head: Linear<16, 13>,
+}
+
+/// The head tied to the token embedding: one weight, two contributions to its gradient.
+#[distributed_model(bucket_cap_mb = 1)]
+pub struct TiedLm {
+    wte: Embedding<13, 16>,
+    wpe: PositionEmbedding<8, 16>,
+    norm: LayerNorm<16>,
+    #[tied(wte)]
+    head: TiedHead<16, 13>,
+}
+
+/// A GPT in miniature: embeddings, a residual causal self-attention block, the head.
+#[distributed_model(bucket_cap_mb = 1)]
+pub mod tiny_gpt {
+    use overlap::prelude::*;
+
+    #[residual]
+    pub struct Attend {
+        ln_1: LayerNorm<16>,
+        attn: CausalSelfAttention<16, 4>,
+    }
+
+    pub struct TinyGpt {
+        wte: Embedding<13, 16>,
+        wpe: PositionEmbedding<8, 16>,
+        attend: Attend,
+        ln_f: LayerNorm<16>,
+        lm_head: Linear<16, 13>,
+    }
+}
+
+/// Residual blocks alone: a linear layer and GELU inside the skip.
+#[distributed_model(bucket_cap_mb = 1)]
+pub mod residual_net {
+    use overlap::prelude::*;
+
+    #[residual]
+    pub struct Block {
+        fc: Linear<8, 8>,
+        act: Gelu,
+    }
+
+    pub struct ResidualNet {
+        input: Linear<4, 8>,
+        block: Block,
+        head: Linear<8, 2>,
+    }
+}
