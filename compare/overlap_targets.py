@@ -2,12 +2,12 @@
 """An example's overlap on 2 ranks, printed with its targets (run by `make bench`).
 
 By default `examples/resmlp.rs` (eight residual blocks, one bucket per block), 64 samples per
-rank, and 128 under the link; `--example gpt --batch 6 -- --text FILE` the GPT. Under an
-emulated link of 5 us and 1 GB/s, how much of its all-reduce time the compute hides (target: at
-least 0.8), for each batch of `--link-batches`, beside backward's time over the all-reduces':
-whole state's all-reduces overlap backward only (the next forward reads what they update), so
-where backward is the shorter the share stays near that ratio. On shared memory, its step against its
-compute-only step (target: at most 1.05), modes alternating round by round, medians. Arguments
+rank; `--example gpt --batch 6 -- --text FILE` the GPT. Under an emulated link of 5 us and
+1 GB/s, for each batch of `--link-batches`: how much of its all-reduce time the compute hides
+(target: at least 0.8), beside backward's time over the all-reduce's. A whole state's
+all-reduces overlap backward only (the next forward reads what they update), so where backward
+is the shorter, the share stays near that ratio. On shared memory: its step against its
+compute-only step (target: at most 1.05). Modes alternate round by round; medians. Arguments
 after `--` go to every run. Timing claims live here, printed, never in `make test`. Needs
 `cargo build --release --examples`.
 """
