@@ -11,8 +11,8 @@ use crate::helpers::lit;
 use crate::schedule_code::Names;
 use crate::schedule_tokens;
 
-/// `impl DistributedModel` and `impl ParamVecs` for the model, both bounded by `guard` (the
-/// `#[layer(...)]` types' `Layer` bounds, as every generated item using them).
+/// `impl DistributedModel` and `impl ParamVecs` for the model, both under `guard`: the `Layer`
+/// bounds on the `#[layer(...)]` types, as on every generated item that uses them.
 pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guard: &TokenStream) -> TokenStream {
     let Names { workspace, grads, in_flight, .. } = names;
     let ident = &model.item.ident;
