@@ -1,27 +1,23 @@
-// Device memory of the fake driver: host memory, a device pointer its address. It is poisoned so
-// that the bugs a GPU hides show: a new allocation holds NaNs (all bits set), and a freed one is
-// filled with NaNs and kept unused for a while, so that work still reading it after the free
-// computes NaNs instead of plausible numbers. Copies and fills outside a live allocation end the
-// process with a message naming them.
+// Device memory of the fake driver: host memory, a device pointer its address. It is poisoned and
+// guarded (guarded.cpp) so that the bugs a GPU hides show: a new allocation holds NaNs (all bits
+// set); an access past either end of it, or to it once freed, ends the process naming the
+// allocation. Copies and fills outside a live allocation end the process with a message naming
+// them before they run.
 #include <algorithm>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <vector>
 
 #include "driver.h"
+#include "guarded.h"
 
 namespace {
 const size_t TOTAL_MEMORY = 141ull << 30;
-// Freed bytes kept poisoned before they are handed back to the C library.
-const size_t QUARANTINE_BYTES = 1ull << 30;
 
 std::mutex memory_mutex;
 // Live allocations: address -> bytes.
 std::map<uintptr_t, size_t> allocations;
-std::deque<std::pair<void*, size_t>> quarantine;
-size_t quarantined = 0;
 
 }  // namespace
 
@@ -39,29 +35,23 @@ void check_range(CUdeviceptr at, size_t bytes, const char* what) {
 }
 
 static CUdeviceptr allocate(size_t bytes) {
-    void* memory = nullptr;
-    if (posix_memalign(&memory, 256, std::max<size_t>(bytes, 1)) != 0) return 0;
-    std::memset(memory, 0xff, bytes);
+    void* memory = guarded_allocate(bytes);
+    if (memory == nullptr) return 0;
     std::lock_guard<std::mutex> lock(memory_mutex);
     allocations[reinterpret_cast<uintptr_t>(memory)] = bytes;
     return reinterpret_cast<CUdeviceptr>(memory);
 }
 
 static CUresult release(CUdeviceptr at) {
-    std::lock_guard<std::mutex> lock(memory_mutex);
-    auto found = allocations.find(static_cast<uintptr_t>(at));
-    if (found == allocations.end()) return CUDA_ERROR_INVALID_VALUE;
-    size_t bytes = found->second;
-    allocations.erase(found);
-    void* memory = reinterpret_cast<void*>(at);
-    std::memset(memory, 0xff, bytes);
-    quarantine.emplace_back(memory, bytes);
-    quarantined += bytes;
-    while (quarantined > QUARANTINE_BYTES) {
-        std::free(quarantine.front().first);
-        quarantined -= quarantine.front().second;
-        quarantine.pop_front();
+    size_t bytes;
+    {
+        std::lock_guard<std::mutex> lock(memory_mutex);
+        auto found = allocations.find(static_cast<uintptr_t>(at));
+        if (found == allocations.end()) return CUDA_ERROR_INVALID_VALUE;
+        bytes = found->second;
+        allocations.erase(found);
     }
+    guarded_release(reinterpret_cast<void*>(at), bytes);
     return CUDA_SUCCESS;
 }
 

@@ -5,6 +5,8 @@
 
 #include "driver.h"
 
+thread_local const char* running_work = nullptr;
+
 namespace {
 std::mutex registry_mutex;
 // Every stream created, for cuCtxSynchronize and for frees that wait for the device.

@@ -16,6 +16,10 @@
 #include <mutex>
 #include <thread>
 
+// What this thread's stream is running now (nullptr between pieces of work), for messages about
+// a fault in it.
+extern thread_local const char* running_work;
+
 class Stream {
    public:
     Stream() : worker_([this] { run(); }) {}
@@ -37,19 +41,10 @@ class Stream {
     // points at a missing order between streams rather than at the numbers.
     uint64_t enqueue(std::function<void()> work, const char* label = "work") {
         static const bool serial = std::getenv("FAKE_CUDA_SERIAL") != nullptr;
-        static const bool traced = std::getenv("FAKE_CUDA_TRACE") != nullptr;
-        if (traced) {
-            std::string name = label;
-            work = [this, name, inner = std::move(work)] {
-                std::fprintf(stderr, "fake CUDA trace: pid %d stream %p runs %s\n", getpid(), static_cast<void*>(this),
-                             name.c_str());
-                inner();
-            };
-        }
         uint64_t ticket;
         {
             std::lock_guard<std::mutex> lock(mutex_);
-            queue_.push_back(std::move(work));
+            queue_.push_back(Work{std::move(work), label});
             queued_.notify_all();
             ticket = ++enqueued_;
         }
@@ -84,15 +79,28 @@ class Stream {
     }
 
    private:
+    // A piece of work and what FAKE_CUDA_TRACE and the guard pages' messages call it.
+    struct Work {
+        std::function<void()> run;
+        std::string label;
+    };
+
     void run() {
+        static const bool traced = std::getenv("FAKE_CUDA_TRACE") != nullptr;
         std::unique_lock<std::mutex> lock(mutex_);
         for (;;) {
             queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
             if (queue_.empty()) return;
-            std::function<void()> work = std::move(queue_.front());
+            Work work = std::move(queue_.front());
             queue_.pop_front();
             lock.unlock();
-            work();
+            if (traced) {
+                std::fprintf(stderr, "fake CUDA trace: pid %d stream %p runs %s\n", getpid(), static_cast<void*>(this),
+                             work.label.c_str());
+            }
+            running_work = work.label.c_str();
+            work.run();
+            running_work = nullptr;
             lock.lock();
             ++completed_;
             ran_.notify_all();
@@ -101,7 +109,7 @@ class Stream {
 
     std::mutex mutex_;
     std::condition_variable queued_, ran_;
-    std::deque<std::function<void()>> queue_;
+    std::deque<Work> queue_;
     uint64_t enqueued_ = 0, completed_ = 0;
     bool stopping_ = false;
     // Last: it starts running `run` as soon as it is constructed.
