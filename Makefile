@@ -19,8 +19,8 @@ NVRTC_DIR := .tools/nvrtc
 NVRTC_LIB := $(abspath $(NVRTC_DIR))/nvidia/cuda_nvrtc/lib
 NVRTC_WHEEL := nvidia-cuda-nvrtc-cu12==12.9.86
 # CUDA 13's libnvrtc, the one PyTorch's CUDA 13 wheels carry to GPU machines (where the backend
-# compiles its kernels at start-up): the kernels must compile cleanly with it too, and the fake
-# GPU's tests run its CUBIN.
+# compiles its kernels at start-up): the kernels must compile cleanly and without spills with it
+# too, and the fake GPU's tests run its CUBIN.
 NVRTC13_DIR := .tools/nvrtc13
 NVRTC13_LIB := $(abspath $(NVRTC13_DIR))/nvidia/cu13/lib
 NVRTC13_WHEEL := nvidia-cuda-nvrtc==13.2.86
@@ -28,6 +28,10 @@ NVRTC13_WHEEL := nvidia-cuda-nvrtc==13.2.86
 NVCC_DIR := .tools/nvcc
 PTXAS := $(abspath $(NVCC_DIR))/nvidia/cuda_nvcc/bin/ptxas
 NVCC_WHEEL := nvidia-cuda-nvcc-cu12==12.9.86
+# And CUDA 13's, for the PTX CUDA 13's NVRTC writes.
+NVCC13_DIR := .tools/nvcc13
+PTXAS13 := $(abspath $(NVCC13_DIR))/nvidia/cu13/bin/ptxas
+NVCC13_WHEEL := nvidia-cuda-nvcc==13.2.86
 
 .PHONY: deps nvrtc example test bench gpu-bundle bad-inputs
 
@@ -49,6 +53,8 @@ nvrtc:
 		--disable-pip-version-check --root-user-action=ignore --target $(NVRTC13_DIR) $(NVRTC13_WHEEL)
 	@test -e $(PTXAS) || { PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet \
 		--disable-pip-version-check --root-user-action=ignore --no-deps --target $(NVCC_DIR) $(NVCC_WHEEL) && chmod +x $(PTXAS); }
+	@test -e $(PTXAS13) || { PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet \
+		--disable-pip-version-check --root-user-action=ignore --no-deps --target $(NVCC13_DIR) $(NVCC13_WHEEL) && chmod +x $(PTXAS13); }
 
 example: deps
 	cargo build --release --examples
@@ -59,8 +65,8 @@ test: deps nvrtc
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy --workspace --all-targets --features cuda -- -D warnings
 	LD_LIBRARY_PATH=$(NVRTC_LIB) OVERLAP_PTXAS=$(PTXAS) cargo test -p overlap-runtime --features cuda --test nvrtc -- --include-ignored --nocapture
-	# Again with CUDA 13's NVRTC (its PTX is newer than the 12.9 ptxas reads: that test is skipped).
-	LD_LIBRARY_PATH=$(NVRTC13_LIB) cargo test -p overlap-runtime --features cuda --test nvrtc -- --include-ignored --nocapture --skip every_kernel_assembles_for_sm90_without_spills
+	# Again with CUDA 13's NVRTC and ptxas, as on the GPU machines.
+	LD_LIBRARY_PATH=$(NVRTC13_LIB) OVERLAP_PTXAS=$(PTXAS13) cargo test -p overlap-runtime --features cuda --test nvrtc -- --include-ignored --nocapture
 	# The CUDA library search: a fake machine's folders, then the real NVRTC wheel off the loader's path.
 	cargo test -p overlap-runtime --features cuda --lib cuda::
 	OVERLAP_NVRTC_WHEEL=$(abspath $(NVRTC_DIR)) cargo test -p overlap-runtime --features cuda --test library_search -- --include-ignored
