@@ -82,7 +82,9 @@ bool describe(uintptr_t at, char* message, size_t size) {
     if (after == mappings.begin()) return false;
     const auto& [base, m] = *std::prev(after);
     if (at >= base + m.length) return false;
-    const char* where = m.freed ? "already freed" : at >= m.start + m.bytes ? "past its end" : "before its start";
+    // Inside the allocation, only a free (under way, or done) makes a page inaccessible.
+    const bool inside = at >= m.start && at < m.start + m.bytes;
+    const char* where = m.freed || inside ? "already freed" : at >= m.start ? "past its end" : "before its start";
     std::snprintf(message, size, "fake CUDA: an access at byte %lld of the %zu-byte device allocation at 0x%llx, %s\n",
                   static_cast<long long>(at) - static_cast<long long>(m.start), m.bytes,
                   static_cast<unsigned long long>(m.start), where);
