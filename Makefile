@@ -80,7 +80,8 @@ test: deps nvrtc
 	scripts/gpu-bundle.sh
 	scripts/gpu-bundle-check.sh
 	cargo build --workspace --bins --examples  # tests/mpi.rs and tests/external.rs run these under mpirun
-	# The examples as users build them never honour OVERLAP_FAULT (only tests/faults' fault-mlp does).
+	# The examples as users build them never honour OVERLAP_FAULT (only tests/faults' fault-mlp does;
+	# tests/failures.rs checks the workspace-built ones, which have the feature compiled in).
 	cargo build --release --example mlp
 	OVERLAP_FAULT=kill:0:1 target/release/examples/mlp --steps 2 --batch 4 --report off --log-every 1000
 	cargo test --workspace --doc

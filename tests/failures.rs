@@ -222,3 +222,24 @@ fn a_rank_killed_in_start_up_leaves_nothing_in_dev_shm() {
     let left: Vec<u32> = pids_on_progress_boards().into_iter().filter(|p| ranks.iter().any(|r| r.0 == *p)).collect();
     assert!(left.is_empty(), "a board in /dev/shm still records ranks {left:?} of the killed job");
 }
+
+/// The examples ignore a stray `OVERLAP_FAULT`, even as `make test` builds them: with the whole
+/// workspace, so with the fault harness's feature compiled in (Cargo unifies features across the
+/// members built together). Only `fault-mlp` turns injection on.
+#[test]
+fn the_examples_ignore_a_stray_fault_variable() {
+    let out = std::process::Command::new(common::example("mlp"))
+        .env("OVERLAP_FAULT", "kill:0:1")
+        .args(["--steps", "2", "--batch", "4", "--report", "off"])
+        .output()
+        .expect("mlp starts");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+    assert!(out.status.success(), "{:?}:\n{text}", out.status);
+    assert!(text.contains("done: 2 steps"), "{text}");
+    let fault = std::process::Command::new(fault_mlp())
+        .env("OVERLAP_FAULT", "kill:0:1")
+        .args(["--steps", "2", "--batch", "4", "--report", "off"])
+        .output()
+        .expect("fault-mlp starts");
+    assert!(!fault.status.success(), "fault-mlp honours the variable: {:?}", fault.status);
+}

@@ -1,8 +1,11 @@
 //! Fault injection for the reliability tests: `OVERLAP_FAULT` makes a run die at a chosen
 //! point, so tests can check what survives. Only with the `fault-injection` feature, which
 //! only this repository's fault harness enables (`tests/faults`: the `mlp` example as a binary
-//! of its own, `fault-mlp`); the examples users build never honour the variable. Without it
-//! every check is a constant `false`. With it but unset, every check is one read of a value parsed once.
+//! of its own, `fault-mlp`), and only in a process whose `main` calls [`enable`]: Cargo compiles
+//! a feature into every workspace member built in the same command (`cargo build --workspace`
+//! gives the examples this one too), so the feature alone does not decide; the examples users
+//! build never honour the variable. Without the feature every check is a constant `false`; with
+//! it, one load of a flag, then of a value parsed once.
 //!
 //! - `save:<stage>:<n>`: SIGKILL this process at `<stage>` of its `n`-th checkpoint save
 //!   (stages: see `SaveStage`).
@@ -22,7 +25,7 @@
 //!   `handshake`: before the schedule check), during its first checkpoint write (`saving`, once
 //!   the model file is written) or, given a number, when that step (1-based) begins.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// Points of a checkpoint save, in the order they happen.
@@ -89,8 +92,18 @@ enum StopPoint {
 /// The start-up points `stop:<rank>:<point>` can name.
 const START_UP_POINTS: [&str; 3] = ["mpi-init", "shared-memory", "handshake"];
 
+/// Set by [`enable`].
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Makes this process honour `OVERLAP_FAULT` (with the `fault-injection` feature; nothing
+/// without it). The fault harness's binary calls it first thing in `main`, before any thread
+/// starts.
+pub fn enable() {
+    ENABLED.store(true, Ordering::Relaxed);
+}
+
 fn fault() -> Option<&'static Fault> {
-    if !cfg!(feature = "fault-injection") {
+    if !cfg!(feature = "fault-injection") || !ENABLED.load(Ordering::Relaxed) {
         return None;
     }
     static FAULT: OnceLock<Option<Fault>> = OnceLock::new();

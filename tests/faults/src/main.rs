@@ -7,5 +7,6 @@
 mod example;
 
 fn main() -> std::process::ExitCode {
+    overlap_runtime::fault::enable();
     overlap_cli::main::<example::Mlp>()
 }
