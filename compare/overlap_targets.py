@@ -9,9 +9,9 @@ all-reduces overlap backward only (the next forward reads what they update), so 
 is the shorter, the share stays near that ratio. On shared memory: its step against its
 compute-only step (target: at most 1.05), beside what the all-reduces alone take (`--comm-only`)
 over the compute-only step: on two cores, each shared by a rank's compute and communication
-threads, that work is added to the step, not hidden. Modes alternate round by round; medians. Arguments
-after `--` go to every run. Timing claims live here, printed, never in `make test`. Needs
-`cargo build --release --examples`.
+threads, that work is added to the step, not hidden. Modes alternate round by round; medians.
+Arguments after `--` go to every run. Timing claims live here, printed, never in `make test`.
+Needs `cargo build --release --examples`.
 """
 
 import argparse
@@ -20,6 +20,9 @@ import statistics
 import sys
 
 import jobs
+
+# The flags naming training data, which `--comm-only` refuses.
+DATA_FLAGS = ("--data", "--text", "--tokens")
 
 
 def report(binary, flags, steps, batch, extra):
@@ -76,9 +79,6 @@ def without_data(extra):
         elif not any(arg.startswith(f + "=") for f in DATA_FLAGS):
             kept.append(arg)
     return kept
-
-
-DATA_FLAGS = ("--data", "--text", "--tokens")
 
 
 if __name__ == "__main__":
