@@ -41,7 +41,6 @@ def main():
     p.add_argument("extra", nargs="*", help="after --: arguments for every run")
     args = p.parse_args()
     binary = os.path.join(args.bin_dir, args.example)
-    run = lambda flags: report(binary, flags, args.steps, args.batch, args.extra)  # noqa: E731
     print(f"{args.example}, 2 ranks, medians of {args.rounds} rounds of {args.steps} steps")
     for batch in args.link_batches or [args.batch]:
         reports = [report(binary, ["--link", "latency=5us,bandwidth=1GB/s"], args.steps, batch, args.extra)
@@ -53,11 +52,15 @@ def main():
               f"(target >= 0.8: {'met' if h >= 0.8 else 'missed'}; backward lasts {ratio:.3f} of the all-reduce); "
               f"rounds {' '.join(f'{x:.3f}' for x in hidden)}")
     ratios, comm_shares = [], []
-    comm_only = lambda: report(binary, ["--comm-only"], args.steps, args.batch, without_data(args.extra))  # noqa: E731
+    modes = {
+        "step": ([], args.extra),
+        "compute": (["--compute-only"], args.extra),
+        "comm": (["--comm-only"], without_data(args.extra)),
+    }
     for i in range(args.rounds):
-        modes = {"step": lambda: run([]), "compute": lambda: run(["--compute-only"]), "comm": comm_only}
         order = list(modes) if i % 2 == 0 else list(modes)[::-1]
-        steps = {name: modes[name]()["step_ms"] for name in order}
+        steps = {name: report(binary, modes[name][0], args.steps, args.batch, modes[name][1])["step_ms"]
+                 for name in order}
         ratios.append(steps["step"] / steps["compute"])
         comm_shares.append(steps["comm"] / steps["compute"])
     r = statistics.median(ratios)

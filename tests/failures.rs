@@ -228,18 +228,18 @@ fn a_rank_killed_in_start_up_leaves_nothing_in_dev_shm() {
 /// members built together). Only `fault-mlp` turns injection on.
 #[test]
 fn the_examples_ignore_a_stray_fault_variable() {
-    let out = std::process::Command::new(common::example("mlp"))
-        .env("OVERLAP_FAULT", "kill:0:1")
-        .args(["--steps", "2", "--batch", "4", "--report", "off"])
-        .output()
-        .expect("mlp starts");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
-    assert!(out.status.success(), "{:?}:\n{text}", out.status);
+    let run_with_kill_at_step_1 = |exe: std::path::PathBuf| {
+        let out = std::process::Command::new(&exe)
+            .env("OVERLAP_FAULT", "kill:0:1")
+            .args(["--steps", "2", "--batch", "4", "--report", "off"])
+            .output()
+            .unwrap_or_else(|e| panic!("{} starts: {e}", exe.display()));
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+        (out.status, text)
+    };
+    let (status, text) = run_with_kill_at_step_1(common::example("mlp"));
+    assert!(status.success(), "{status:?}:\n{text}");
     assert!(text.contains("done: 2 steps"), "{text}");
-    let fault = std::process::Command::new(fault_mlp())
-        .env("OVERLAP_FAULT", "kill:0:1")
-        .args(["--steps", "2", "--batch", "4", "--report", "off"])
-        .output()
-        .expect("fault-mlp starts");
-    assert!(!fault.status.success(), "fault-mlp honours the variable: {:?}", fault.status);
+    let (status, _) = run_with_kill_at_step_1(fault_mlp());
+    assert!(!status.success(), "fault-mlp honours the variable: {status:?}");
 }
