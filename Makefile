@@ -60,18 +60,24 @@ example: deps
 	cargo build --release --examples
 	$(MPIRUN) target/release/examples/mlp
 
+# Every test build is one build: the whole workspace with the GPU backend (and with fault injection,
+# which tests/faults' Cargo.toml asks for and only its fault-mlp turns on), so that each crate
+# compiles once for the NVRTC, fake-GPU, mpirun and unit tests alike.
+WORKSPACE := --workspace --features cuda
+
 test: deps nvrtc
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	cargo clippy --workspace --all-targets --features cuda -- -D warnings
-	LD_LIBRARY_PATH=$(NVRTC_LIB) OVERLAP_PTXAS=$(PTXAS) cargo test -p overlap-runtime --features cuda --test nvrtc -- --include-ignored --nocapture
+	cargo clippy $(WORKSPACE) --all-targets -- -D warnings
+	LD_LIBRARY_PATH=$(NVRTC_LIB) OVERLAP_PTXAS=$(PTXAS) cargo test $(WORKSPACE) --test nvrtc -- --include-ignored --nocapture
 	# Again with CUDA 13's NVRTC and ptxas, as on the GPU machines.
-	LD_LIBRARY_PATH=$(NVRTC13_LIB) OVERLAP_PTXAS=$(PTXAS13) cargo test -p overlap-runtime --features cuda --test nvrtc -- --include-ignored --nocapture
-	# The CUDA library search: a fake machine's folders, then the real NVRTC wheel off the loader's path.
-	cargo test -p overlap-runtime --features cuda --lib cuda::
-	OVERLAP_NVRTC_WHEEL=$(abspath $(NVRTC_DIR)) cargo test -p overlap-runtime --features cuda --test library_search -- --include-ignored
-	cargo test --features cuda --test cuda  # without a GPU: the no-driver error; the GPU tests show as ignored
-	# The same tests against fake CUDA libraries that run the GPU program on the CPU (three fake GPUs),
+	LD_LIBRARY_PATH=$(NVRTC13_LIB) OVERLAP_PTXAS=$(PTXAS13) cargo test $(WORKSPACE) --test nvrtc -- --include-ignored --nocapture
+	# The CUDA library search against the real NVRTC wheel off the loader's path (the unit tests
+	# below search a fake machine's folders).
+	OVERLAP_NVRTC_WHEEL=$(abspath $(NVRTC_DIR)) cargo test $(WORKSPACE) --test library_search -- --include-ignored
+	# tests/mpi.rs, tests/external.rs and the fake GPU's multi-rank tests run these under mpirun.
+	cargo build $(WORKSPACE) --bins --examples
+	# The GPU tests against fake CUDA libraries that run the GPU program on the CPU (three fake GPUs),
 	# with the kernels compiled by CUDA 13's NVRTC, as on the GPU machines.
 	NVRTC_LIB=$(NVRTC13_LIB) tests/kernel-emulation/fake-cuda/run.sh
 	# The kernels under ThreadSanitizer, a block's threads at once: no unsynchronised access.
@@ -79,13 +85,13 @@ test: deps nvrtc
 	# The GPU bundle for machines without a toolchain: it builds, and runs here from its own libraries.
 	scripts/gpu-bundle.sh
 	scripts/gpu-bundle-check.sh
-	cargo build --workspace --bins --examples  # tests/mpi.rs and tests/external.rs run these under mpirun
-	# The examples as users build them never honour OVERLAP_FAULT (only tests/faults' fault-mlp does;
-	# tests/failures.rs checks the workspace-built ones, which have the feature compiled in).
-	cargo build --release --example mlp
-	OVERLAP_FAULT=kill:0:1 target/release/examples/mlp --steps 2 --batch 4 --report off --log-every 1000
-	cargo test --workspace --doc
-	cargo test --workspace --all-targets --no-fail-fast
+	# The default build, without the GPU backend: what asking it for CUDA says.
+	cargo test -p overlap-runtime --lib device::
+	cargo test $(WORKSPACE) --doc
+	# Every test of every crate; without a GPU the GPU tests show as ignored, and those needing no
+	# driver check the no-driver error. The examples never honour OVERLAP_FAULT, though this build
+	# compiles fault injection into them (tests/failures.rs checks it).
+	cargo test $(WORKSPACE) --all-targets --no-fail-fast
 
 # The tarball scripts/gpu-check.sh runs on a GPU machine without cargo (see the README).
 gpu-bundle: deps

@@ -31,8 +31,9 @@ guard write-before-the-start "a write at byte -4 of the 20-byte device allocatio
 guard read-after-the-free "already freed"
 guard clean
 echo "fake CUDA: the guard pages stop every misuse of device memory checked"
-# The examples the tests start (mlp, under mpirun), built with the GPU backend.
-cargo build --features cuda --examples
+# The examples the tests start (mlp, under mpirun), built with the GPU backend; the workspace as
+# `make test` builds it, so that this builds nothing twice.
+cargo build --workspace --features cuda --bins --examples
 export LD_LIBRARY_PATH="$fake:$NVRTC_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export FAKE_CUDA_DEVICES=3
-cargo test --features cuda --test cuda -- --include-ignored
+cargo test --workspace --features cuda --test cuda -- --include-ignored
