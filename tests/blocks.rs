@@ -35,6 +35,33 @@ pub mod tiny {
 
 use tiny::Net;
 
+/// A module's `//!` docs and `#![..]` attributes stay inside it, and a tied head or embedding
+/// written with its path is recognised as one.
+#[distributed_model]
+pub mod documented {
+    //! A tied language model of one residual block.
+    #![allow(clippy::all)]
+    use overlap::prelude::*;
+
+    #[residual]
+    pub struct Block {
+        fc: Linear<8, 8>,
+    }
+
+    pub struct Lm {
+        wte: overlap::Embedding<11, 8>,
+        block: Block,
+        #[tied(wte)]
+        head: overlap::TiedHead<8, 11>,
+    }
+}
+
+#[test]
+fn a_documented_module_with_a_tied_head_by_path_plans_the_tie() {
+    let schedule = &documented::Lm::SCHEDULE;
+    assert_eq!(schedule.layers[2].tied, Some(ParamRef { layer: 0, param: 0 }));
+}
+
 fn matrix(rows: usize, cols: usize, seed: usize) -> Matrix {
     let values = (0..rows * cols).map(|i| (((i * 37 + seed * 101) % 53) as f32 / 53.0 - 0.5) * 1.5).collect();
     Matrix::from_vec(rows, cols, values)

@@ -29,3 +29,33 @@ fn raw_field_names_are_saved_without_their_prefix() {
     names.sort();
     assert_eq!(names, ["match.bias", "match.weight", "type.bias", "type.weight"]);
 }
+
+/// A parameter of a described layer named with a raw identifier is `type` in the schedule too.
+#[distributed_model]
+struct RawParameter {
+    #[layer(input = 4, output = 3, params(r#type = [3, 4], bias = [3]))]
+    fc: Linear<4, 3>,
+}
+
+/// A block named with a raw identifier is the same block as its plain name.
+#[distributed_model]
+mod raw_block {
+    use overlap::prelude::*;
+
+    pub struct r#Block {
+        fc: Linear<4, 4>,
+    }
+
+    pub struct Net {
+        block: Block,
+        head: Linear<4, 2>,
+    }
+}
+
+#[test]
+fn raw_parameter_and_block_names_are_plain_in_the_schedule() {
+    assert_eq!(RawParameter::SCHEDULE.param_name(ParamRef { layer: 0, param: 0 }), "fc.type");
+    let schedule = &raw_block::Net::SCHEDULE;
+    let names: Vec<&str> = schedule.layers.iter().map(|l| l.name.as_ref()).collect();
+    assert_eq!(names, ["block.fc", "head"]);
+}

@@ -3,12 +3,15 @@
 
 use overlap_plan::{LayerSpec, Width, ELEM_BYTES, MAX_TENSOR_NUMEL};
 
+use syn::ext::IdentExt;
+
 use crate::ast::Model;
 use crate::errors::Errors;
 use crate::layers;
 
 pub fn all(model: &mut Model, errors: &mut Errors) {
     not_empty(model, errors);
+    distinct_identifiers(model, errors);
     crate::tied::resolve(model, errors);
     widths_chain(model, errors);
     has_parameters(model, errors);
@@ -63,6 +66,29 @@ fn oversized(spec: &LayerSpec) -> Option<String> {
     }
 }
 
+/// Each layer's workspace entries are named after it (`blocks_0_fc_out`): a field `blocks_0_fc`
+/// beside the block field `blocks: [Block; N]` would share them with `blocks.0.fc`, and two fields
+/// of one name (the compiler's own error) would too. Reported once per clash, at the field written
+/// in the struct where it arises (the one without a path), else at the later one.
+fn distinct_identifiers(model: &Model, errors: &mut Errors) {
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (i, field) in model.fields.iter().enumerate() {
+        let ident = field.ident.unraw().to_string();
+        let Some(&j) = seen.get(&ident) else {
+            seen.insert(ident, i);
+            continue;
+        };
+        let (earlier, later) = (&model.fields[j], field);
+        let at = if later.name.contains('.') && !earlier.name.contains('.') { earlier } else { later };
+        let what = if earlier.name == later.name {
+            format!("two layers are named `{}`", later.name)
+        } else {
+            format!("`{}` and `{}` would share the generated name `{ident}_out`", earlier.name, later.name)
+        };
+        errors.spanned(at.ty, format!("{what}: rename one of them"));
+    }
+}
+
 fn not_empty(model: &Model, errors: &mut Errors) {
     if model.item.fields.is_empty() && matches!(model.item.fields, syn::Fields::Named(_)) {
         errors.spanned(&model.item.ident, "a #[distributed_model] needs at least one layer");
@@ -98,7 +124,7 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
                 if let Some((width, _)) = &flowing {
                     if spec.flops_per_sample == 0 {
                         spec.flops_per_sample =
-                            layers::elementwise_flops(last_segment(&spec.kind)).saturating_mul(*width as u64);
+                            layers::elementwise_flops(layers::kind_name(&spec.kind)).saturating_mul(*width as u64);
                     }
                     flowing = Some((*width, field.name.clone()));
                 }
@@ -109,10 +135,21 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
     residual_widths(model, &into, &out, errors);
 }
 
-/// A residual block adds its input to its output: both must have one width.
+/// A residual block adds its input to its output: both must have one width. Where no width flows
+/// into the block (it starts the model, or follows element-wise layers only), its input is what
+/// its first fixed-width layer takes, the layers before that one keeping the width.
 fn residual_widths(model: &Model, into: &[Option<usize>], out: &[Option<usize>], errors: &mut Errors) {
     for r in &model.residuals {
-        if let (Some(x), Some(y)) = (into[r.first], out[r.last]) {
+        let own_input = || {
+            let specs = model.fields[r.first..=r.last].iter().map(|f| f.spec.as_ref());
+            // The first layer that is not element-wise; none if a layer before it is invalid.
+            let first = specs.map(|s| s.map(|s| s.width)).find(|w| !matches!(w, Some(Width::Preserving)))?;
+            match first? {
+                Width::Fixed { input, .. } => Some(input),
+                Width::Preserving => None,
+            }
+        };
+        if let (Some(x), Some(y)) = (into[r.first].or_else(own_input), out[r.last]) {
             if x != y {
                 errors.spanned(
                     &r.at,
@@ -133,8 +170,4 @@ fn has_parameters(model: &Model, errors: &mut Errors) {
     if all_known && !model.fields.is_empty() && !any_params {
         errors.spanned(&model.item.ident, "this model has no parameters, so there are no gradients to all-reduce");
     }
-}
-
-fn last_segment(kind: &str) -> &str {
-    kind.rsplit("::").next().unwrap_or(kind).trim()
 }

@@ -95,19 +95,25 @@ fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: 
             code = Some(emit(model, &configured(planned, config)));
         }
     }
-    let root = structs.model.map(|m| structs.all[m]);
-    let code = code.unwrap_or_else(|| match root {
-        Some(root) if root.generics.params.is_empty() => fallback::emit(root, &errors),
+    let code = code.unwrap_or_else(|| match structs.model {
+        // Without `#[residual]` on it (refused), so that the compiler adds no error of its own.
+        Some(root) if structs.all[root].generics.params.is_empty() => {
+            fallback::emit(&nesting::stripped(&structs.all, root), &errors)
+        }
         _ => errors.to_compile_errors(),
     });
     let blocks =
-        structs.all.iter().filter(|s| root.is_none_or(|r| !std::ptr::eq(**s, r))).map(|s| nesting::stripped(s));
+        (0..structs.all.len()).filter(|&s| structs.model != Some(s)).map(|s| nesting::stripped(&structs.all, s));
     let others =
         module.content.iter().flat_map(|(_, items)| items.iter()).filter(|i| !matches!(i, syn::Item::Struct(_)));
-    let (attrs, vis, unsafety, ident) = (&module.attrs, &module.vis, &module.unsafety, &module.ident);
+    // `//!` docs and `#![..]` attributes belong inside the braces.
+    let (inner, outer): (Vec<_>, Vec<_>) =
+        module.attrs.iter().partition(|a| matches!(a.style, syn::AttrStyle::Inner(_)));
+    let (vis, unsafety, ident) = (&module.vis, &module.unsafety, &module.ident);
     quote! {
-        #(#attrs)*
+        #(#outer)*
         #vis #unsafety mod #ident {
+            #(#inner)*
             #(#others)*
             #(#blocks)*
             #code

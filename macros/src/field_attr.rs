@@ -68,7 +68,8 @@ pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
                 });
             match std {
                 Some(_) if out.init_std.is_some() => errors.spanned(attr, "duplicate `#[init(...)]`"),
-                Some(std) if std.is_finite() && std > 0.0 && std <= 1e6 => out.init_std = Some(std),
+                // Checked as the f32 the weights are drawn with: 1e-50 would be 0.
+                Some(std) if (std as f32).is_normal() && std > 0.0 && std <= 1e6 => out.init_std = Some(std),
                 _ => errors.spanned(
                     attr,
                     "expected `#[init(std = 0.02)]`: weights drawn from N(0, std²) with a positive float literal",

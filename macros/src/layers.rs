@@ -5,6 +5,7 @@
 
 use overlap_plan::{LayerSpec, ReadyOrder, Width};
 use quote::ToTokens;
+use syn::ext::IdentExt;
 use syn::{GenericArgument, PathArguments, Type};
 
 use crate::errors::Errors;
@@ -27,7 +28,8 @@ pub fn custom(name: &str, ty: &Type, attr: &LayerAttr) -> LayerSpec {
     let mut spec = LayerSpec::new(name.to_owned(), type_text(ty), width).with_ready(attr.ready);
     for (param, dims) in &attr.params {
         let shape: Vec<usize> = dims.iter().map(positive_value).collect();
-        spec.params.push(overlap_plan::ParamSpec::new(param.to_string(), shape));
+        // `r#type` is `type` in the schedule and checkpoints (PyTorch's name) and in generated names.
+        spec.params.push(overlap_plan::ParamSpec::new(param.unraw().to_string(), shape));
     }
     spec.flops_per_sample = attr.flops.unwrap_or_else(|| {
         spec.params.iter().map(|p| p.numel() as u64).fold(0u64, u64::saturating_add).saturating_mul(2)
@@ -89,6 +91,12 @@ pub fn builtin(name: &str, ty: &Type, errors: &mut Errors) -> Result<Option<Laye
         _ => LayerSpec::new(name.to_owned(), text, Width::Preserving),
     };
     Ok(Some(spec))
+}
+
+/// The type's name without its path and generic arguments: `Linear` for `overlap::Linear<4, 2>`.
+pub fn kind_name(kind: &str) -> &str {
+    let last = kind.rsplit("::").next().unwrap_or(kind);
+    last.split('<').next().unwrap_or(last).trim()
 }
 
 /// FLOPs per element of a width-preserving built-in, once its width is known.

@@ -12,6 +12,7 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, ToTokens};
+use syn::ext::IdentExt;
 use syn::{Expr, Fields, Item, ItemMod, ItemStruct, Meta, Type};
 
 use crate::ast::{Field, Model, Prefix, Residual};
@@ -21,6 +22,10 @@ use crate::field_attr;
 
 /// Copies of a block in one field (`[Block; N]`), at most: the code is unrolled per copy.
 const MAX_REPEAT: usize = 1024;
+
+/// Layers of one model, blocks unrolled, at most: arrays of arrays multiply (three nested
+/// `[_; 1024]` would be a billion layers), and each layer is a few lines of generated code.
+const MAX_LAYERS: usize = 8192;
 
 /// The structs of `module`, in order, and which of them is the model (`None` when that could not
 /// be told; already reported).
@@ -42,8 +47,14 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
         errors.spanned(&module.ident, "this module holds no struct: put the model and its blocks in it");
         return Structs { all, model: None };
     }
+    // A struct that uses itself is not made a block by that (`unroll` reports the use).
     let used: Vec<bool> = (0..all.len())
-        .map(|b| all.iter().flat_map(|s| s.fields.iter()).any(|f| block_of(&f.ty, &all).is_some_and(|(u, _)| u == b)))
+        .map(|b| {
+            let users = all.iter().enumerate().filter(|&(s, _)| s != b);
+            users
+                .flat_map(|(s, item)| item.fields.iter().map(move |f| (s, f)))
+                .any(|(s, f)| block_of(&f.ty, &all, s).is_some_and(|(u, _)| u == b))
+        })
         .collect();
     let roots: Vec<usize> = (0..all.len()).filter(|&s| !used[s]).collect();
     let model = match roots.as_slice() {
@@ -87,32 +98,37 @@ pub fn model<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Option<Model<'a>
     if let Some(r) = residual_attr(structs.all[root], errors) {
         errors.spanned(r, "the model itself cannot be residual: mark a block `#[residual]` and use it in the model");
     }
-    let mut flat = Flat { structs: &structs.all, fields: Vec::new(), residuals: Vec::new() };
+    let mut flat = Flat { structs: &structs.all, fields: Vec::new(), residuals: Vec::new(), too_many: false };
     let init = flat.unroll(root, &Prefix::default(), errors);
     Some(Model { item: structs.all[root], fields: flat.fields, residuals: flat.residuals, init })
 }
 
-/// The module's structs as they are emitted: without this macro's attributes. A field of a
-/// struct's own type (refused above) becomes `()`, so that the compiler adds no errors of its own
-/// about an infinitely large type.
-pub fn stripped(s: &ItemStruct) -> ItemStruct {
-    let mut stripped = field_attr::strip_field_attrs(s);
+/// The module's struct `all[s]` as it is emitted: without this macro's attributes. A field of the
+/// struct's own type or of a struct defined after it (refused in `unroll`) becomes `()`, so that
+/// the compiler adds no errors of its own about an infinitely large type.
+pub fn stripped(all: &[&ItemStruct], s: usize) -> ItemStruct {
+    let mut stripped = field_attr::strip_field_attrs(all[s]);
     stripped.attrs.retain(|a| !a.path().is_ident("residual"));
     for field in stripped.fields.iter_mut() {
-        if matches!(&field.ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident(&s.ident)) {
+        if block_of(&field.ty, all, s).is_some_and(|(b, _)| b >= s) {
             field.ty = syn::parse_quote!(());
         }
     }
     stripped
 }
 
-/// Whether `ty` is a block of `all` (`Block`), or `N` of them (`[Block; N]`, the length `None`
-/// when it is not a literal, reported by `unroll`).
-fn block_of(ty: &Type, all: &[&ItemStruct]) -> Option<(usize, Option<Option<usize>>)> {
+/// Whether `ty`, in a field of `all[within]`, is a block of `all` (`Block`; `Self` is
+/// `all[within]`), or `N` of them (`[Block; N]`, the length `None` when it is not a literal,
+/// reported by `unroll`).
+fn block_of(ty: &Type, all: &[&ItemStruct], within: usize) -> Option<(usize, Option<Option<usize>>)> {
     let named = |ty: &Type| match ty {
         // One segment, generic arguments or not (a generic block is refused with the block).
         Type::Path(p) if p.qself.is_none() && p.path.leading_colon.is_none() && p.path.segments.len() == 1 => {
-            all.iter().position(|s| s.ident == p.path.segments[0].ident)
+            let ident = &p.path.segments[0].ident;
+            if ident == "Self" {
+                return Some(within);
+            }
+            all.iter().position(|s| s.ident.unraw() == ident.unraw())
         }
         _ => None,
     };
@@ -130,9 +146,13 @@ fn block_of(ty: &Type, all: &[&ItemStruct]) -> Option<(usize, Option<Option<usiz
 
 /// `#[residual]` on a struct, if there (an argument is reported).
 fn residual_attr<'s>(s: &'s ItemStruct, errors: &mut Errors) -> Option<&'s syn::Attribute> {
-    let attr = s.attrs.iter().find(|a| a.path().is_ident("residual"))?;
+    let mut all = s.attrs.iter().filter(|a| a.path().is_ident("residual"));
+    let attr = all.next()?;
     if !matches!(attr.meta, Meta::Path(_)) {
         errors.spanned(attr, "`#[residual]` takes no arguments");
+    }
+    for again in all {
+        errors.spanned(again, "duplicate `#[residual]`");
     }
     Some(attr)
 }
@@ -142,6 +162,8 @@ struct Flat<'s, 'a> {
     structs: &'s [&'a ItemStruct],
     fields: Vec<Field<'a>>,
     residuals: Vec<Residual>,
+    /// Unrolling passed `MAX_LAYERS` (reported once, at the innermost repeat that did).
+    too_many: bool,
 }
 
 impl<'a> Flat<'_, 'a> {
@@ -152,8 +174,11 @@ impl<'a> Flat<'_, 'a> {
         let ident = &item.ident;
         let mut inits = Vec::new();
         for field in item.fields.iter() {
+            if self.too_many {
+                break;
+            }
             let Some(name) = &field.ident else { continue };
-            let Some((b, repeat)) = block_of(&field.ty, self.structs) else {
+            let Some((b, repeat)) = block_of(&field.ty, self.structs, s) else {
                 let i = self.fields.len();
                 let layer = Field::new(field, prefix, &[], errors);
                 let value = crate::ast::init_expr(layer.ty, i, layer.init_std);
@@ -208,8 +233,20 @@ impl<'a> Flat<'_, 'a> {
                 inner.init_std = attrs.init_std.or(prefix.init_std);
                 let first = this.fields.len();
                 let init = this.unroll(b, &inner, errors);
+                if this.fields.len() > MAX_LAYERS && !this.too_many {
+                    this.too_many = true;
+                    errors.spanned(
+                        &field.ty,
+                        format!(
+                            "this unrolls the model past {MAX_LAYERS} layers: repeat fewer blocks, or smaller ones"
+                        ),
+                    );
+                }
                 if this.fields.len() == first {
-                    errors.spanned(&field.ty, "a block needs at least one layer");
+                    // A block of unnamed fields is reported with the block.
+                    if matches!(this.structs[b].fields, Fields::Named(_)) {
+                        errors.spanned(&field.ty, "a block needs at least one layer");
+                    }
                 } else {
                     if attrs.bucket_boundary {
                         if let Some(spec) = &mut this.fields[first].spec {
@@ -227,7 +264,13 @@ impl<'a> Flat<'_, 'a> {
             let init = match copies {
                 None => one(self, None),
                 Some(n) => {
-                    let each: Vec<TokenStream> = (0..n).map(|i| one(self, Some(i))).collect();
+                    let mut each: Vec<TokenStream> = Vec::new();
+                    for i in 0..n {
+                        if self.too_many {
+                            break;
+                        }
+                        each.push(one(self, Some(i)));
+                    }
                     quote!([#(#each),*])
                 }
             };

@@ -8,7 +8,7 @@ use syn::ext::IdentExt;
 
 use crate::ast::Model;
 use crate::errors::Errors;
-use crate::layers::type_text;
+use crate::layers::{kind_name, type_text};
 
 /// Sets each tied head's `tied`, or reports why it cannot be: a head without `#[tied]`, a tie on
 /// a field that is no `TiedHead`, a name that is no earlier sibling, an embedding of other sizes.
@@ -16,7 +16,7 @@ pub fn resolve(model: &mut Model, errors: &mut Errors) {
     for i in 0..model.fields.len() {
         let field = &model.fields[i];
         let Some(spec) = &field.spec else { continue };
-        let is_head = !field.custom && spec.kind.starts_with("TiedHead<");
+        let is_head = !field.custom && kind_name(&spec.kind) == "TiedHead";
         let Some((target, attr)) = &field.tied else {
             if is_head {
                 errors.spanned(
@@ -46,6 +46,9 @@ pub fn resolve(model: &mut Model, errors: &mut Errors) {
         };
         let head = spec.name.to_string();
         let Some(j) = model.fields.iter().position(|f| f.spec.as_ref().is_some_and(|s| s.name == wanted)) else {
+            if model.fields.iter().any(|f| f.spec.is_none() && f.name == wanted) {
+                continue; // The embedding itself is malformed, and reported.
+            }
             errors.spanned(target, format!("no layer `{target}` in this struct for `{head}` to be tied to"));
             continue;
         };
@@ -60,7 +63,7 @@ pub fn resolve(model: &mut Model, errors: &mut Errors) {
             continue;
         }
         let owner = model.fields[j].spec.as_ref().expect("found by its spec");
-        let fits = owner.kind.starts_with("Embedding<")
+        let fits = kind_name(&owner.kind) == "Embedding"
             && !model.fields[j].custom
             && owner.params.first().is_some_and(|p| *p.shape == [vocab, d]);
         if !fits {

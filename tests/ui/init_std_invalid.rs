@@ -8,6 +8,9 @@ pub struct Lm {
     norm: LayerNorm<32>,
     #[init(std = -0.5)]
     head: Linear<32, 65>,
+    // 0 once rounded to the f32 the weights are drawn with.
+    #[init(std = 1e-50)]
+    out: Linear<65, 65>,
 }
 
 fn main() {}
