@@ -54,14 +54,24 @@ fn shards_and_settings_that_do_not_fit_are_refused_before_step_1() {
     overlap::token_shards::write_shard(&dir.path().join("no-val/x_train.bin"), &[1; 400]).unwrap();
     std::fs::write(dir.path().join("garbage_train.bin"), vec![1u8; 2000]).unwrap();
     std::fs::create_dir(dir.path().join("empty")).unwrap();
+    // A held-out token past the vocabulary is refused before step 1 too, not at the measurement.
+    std::fs::create_dir(dir.path().join("wide-val")).unwrap();
+    overlap::token_shards::write_shard(&dir.path().join("wide-val/x_train.bin"), &[1; 400]).unwrap();
+    overlap::token_shards::write_shard(&dir.path().join("wide-val/x_val.bin"), &tokens).unwrap();
     for (args, expected) in [
         (&["--tokens", "wide"][..], "token id 119 is past Gpt's vocabulary of 96 tokens"),
         (&["--tokens", "no-val", "--eval-every", "2"], "--eval-every needs held-out shards beside --tokens no-val"),
         (&["--tokens", "garbage_train.bin"], "magic number 16843009, a token shard starts with 20240520"),
-        (&["--tokens", "empty"], "no token shard named *train*.bin in this folder"),
+        (&["--tokens", "empty"], "no token shard named *_train.bin or *_train_NNNNNN.bin in this folder"),
         (&["--tokens", "missing"], "missing"),
         (&["--context", "8"], "--context sets the length of --text or --tokens samples; neither is given"),
         (&["--tokens", "no-val", "--text", "x.txt"], "cannot be used with"),
+        (
+            &["--tokens", "wide-val", "--eval-every", "2"],
+            "x_val.bin: token id 119 is past Gpt's vocabulary of 96 tokens",
+        ),
+        // --sample decodes characters of a --text; with --tokens it would be silently skipped.
+        (&["--tokens", "no-val", "--sample", "5"], "'--sample <N>'"),
     ] {
         // The example measures held-out loss by default; only the case about it keeps that.
         let extra: &[&str] =

@@ -112,13 +112,13 @@ fn context<M: DistributedModel>(flag: &str, args: &TrainArgs, features: usize) -
 
 /// The held-out data of `data`: the text's validation split, the shards' `val` files, the IDX
 /// folder's test files, or synthetic samples no training reads.
-pub(crate) fn held_out(data: &TrainingData, args: &TrainArgs) -> Result<TrainingData> {
+pub(crate) fn held_out<M: DistributedModel>(data: &TrainingData, args: &TrainArgs) -> Result<TrainingData> {
     match (data, &args.tokens) {
         (TrainingData::Tokens(train), Some(path)) => {
             let (_, val) = locate(path)?;
             if val.is_empty() {
                 return Err(Error::Config(format!(
-                    "--eval-every needs held-out shards beside --tokens {}: none named *val*.bin was found",
+                    "--eval-every needs held-out shards beside --tokens {}: none named *_val.bin or *_val_NNNNNN.bin was found",
                     path.display()
                 )));
             }
@@ -126,6 +126,9 @@ pub(crate) fn held_out(data: &TrainingData, args: &TrainArgs) -> Result<Training
             if shards.vocabulary() != train.vocabulary() {
                 return Err(Error::Dataset(format!("{}: another vocabulary than the training shards'", shards.name())));
             }
+            // Before step 1, as the training shards are, not at the first measurement.
+            let classes = M::SCHEDULE.io_widths().map_or(usize::MAX, |(_, classes)| classes);
+            check_tokens::<M>(&shards, classes)?;
             Ok(TrainingData::Tokens(shards))
         }
         _ => data.held_out(args.data.as_deref()),

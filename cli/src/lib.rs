@@ -141,7 +141,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
             }
         }
     }
-    let mut held_out = args.validation_every().map(|_| datasets::held_out(&data, args)).transpose()?;
+    let mut held_out = args.validation_every().map(|_| datasets::held_out::<M>(&data, args)).transpose()?;
     let trainer = Trainer::new(comm).config(args.train_config());
     let trainer = if comm.rank() == 0 { trainer.progress(Bar::new()) } else { trainer };
     let trainer = match (&mut held_out, args.validation_every()) {

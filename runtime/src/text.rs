@@ -137,13 +137,15 @@ impl Dataset for CharText {
 
     fn describe(&self) -> String {
         format!(
-            "{}: {} characters ({} distinct), windows of {} from characters {}..{}",
+            "{}: {} characters ({} distinct), windows of {} from characters {}..{} (seed {})",
             self.name,
             self.tokens.len(),
             self.vocab.len(),
             self.context,
             self.split.start,
-            self.split.end
+            self.split.end,
+            // The seed places the windows: a resumed run with another reads other samples.
+            self.seed
         )
     }
 }
@@ -170,6 +172,14 @@ pub fn vocabulary_mismatch(saved: &str, now: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_description_a_resumed_run_is_compared_by_names_the_seed() {
+        let text = "hello world, hello text; ".repeat(8);
+        let (a, b) = (CharText::new(&text, 6, 7, "t").unwrap(), CharText::new(&text, 6, 8, "t").unwrap());
+        assert!(a.describe().ends_with("(seed 7)"), "{}", a.describe());
+        assert_ne!(a.describe(), b.describe(), "other seeds read other windows");
+    }
 
     #[test]
     fn windows_of_the_training_split_with_the_next_character_as_label() {

@@ -197,9 +197,32 @@ fn read_vocabulary(shard: &Path) -> Result<Option<String>> {
     }
 }
 
-/// The training and validation shards of `path`: a folder's `*train*.bin` and `*val*.bin`
-/// files (llm.c's names), each sorted; or one training file and, when it exists, the file named
-/// as it is with `val` for `train`.
+/// Where a shard's name says which split it holds, and which: the last part of its stem, parts
+/// separated by `_`, `-` or `.`, not counting trailing numbers, is `train` or `val` (llm.c's
+/// `fineweb_train_000001.bin`, `tiny_shakespeare_val.bin`). Only that part counts, so that the
+/// shards `prepare` writes for `train.txt` or `interval.txt` (`train_val_000000.bin`,
+/// `interval_train_000000.bin`) fall in the split their names end with.
+fn split_part(file_name: &str) -> Option<(std::ops::Range<usize>, bool)> {
+    let stem = file_name.strip_suffix(".bin")?;
+    let mut end = stem.len();
+    loop {
+        let start = stem[..end].rfind(['_', '-', '.']).map_or(0, |i| i + 1);
+        let part = &stem[start..end];
+        if !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) && start > 0 {
+            end = start - 1;
+            continue;
+        }
+        return match part {
+            "train" => Some((start..end, true)),
+            "val" => Some((start..end, false)),
+            _ => None,
+        };
+    }
+}
+
+/// The training and validation shards of `path`: a folder's `.bin` files whose names end in
+/// `train` or `val` (before their numbers; see `split_part`), each sorted; or one training file
+/// and, when it exists, the file named as it is with `val` for that `train`.
 pub fn locate(path: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
     if path.is_dir() {
         let listed = std::fs::read_dir(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
@@ -208,25 +231,26 @@ pub fn locate(path: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
             .filter(|p| p.extension().is_some_and(|x| x == "bin"))
             .collect();
         names.sort();
-        let named = |part: &str| -> Vec<PathBuf> {
-            names
-                .iter()
-                .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().contains(part)))
-                .cloned()
-                .collect()
-        };
-        let train = named("train");
+        let split = |p: &PathBuf| p.file_name().and_then(|n| split_part(&n.to_string_lossy()).map(|(_, train)| train));
+        let (train, val): (Vec<PathBuf>, Vec<PathBuf>) =
+            names.into_iter().filter(|p| split(p).is_some()).partition(|p| split(p) == Some(true));
         if train.is_empty() {
-            return Err(Error::Dataset(format!("{}: no token shard named *train*.bin in this folder", path.display())));
+            return Err(Error::Dataset(format!(
+                "{}: no token shard named *_train.bin or *_train_NNNNNN.bin in this folder",
+                path.display()
+            )));
         }
-        return Ok((train, named("val")));
+        return Ok((train, val));
     }
     // The system's own words for a missing or unreadable file.
     if let Err(source) = std::fs::metadata(path) {
         return Err(Error::Io { path: path.to_owned(), source });
     }
     let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    let val = name.contains("train").then(|| path.with_file_name(name.replace("train", "val")));
+    let val = match split_part(&name) {
+        Some((part, true)) => Some(path.with_file_name(format!("{}val{}", &name[..part.start], &name[part.end..]))),
+        _ => None,
+    };
     Ok((vec![path.to_owned()], val.filter(|p| p.exists()).into_iter().collect()))
 }
 
@@ -339,5 +363,39 @@ mod tests {
         let chars: Vec<char> = prepared.vocabulary.chars().collect();
         let decoded: String = read_shard(&val[0]).unwrap().iter().map(|&t| chars[usize::from(t)]).collect();
         assert_eq!(decoded, text.chars().skip(900).collect::<String>());
+    }
+
+    #[test]
+    fn a_shard_s_split_is_the_last_part_of_its_name() {
+        let split = |name: &str| split_part(name).map(|(_, train)| if train { "train" } else { "val" });
+        for (name, want) in [
+            ("fineweb_train_000001.bin", Some("train")),
+            ("tiny_shakespeare_val.bin", Some("val")),
+            ("TinyStories-train.bin", Some("train")),
+            ("train.bin", Some("train")),
+            // Texts whose names hold the words, prepared: the split is the last part.
+            ("train_val_000000.bin", Some("val")),
+            ("interval_train_000000.bin", Some("train")),
+            ("training_notes_val_000000.bin", Some("val")),
+            ("interval.bin", None),
+            ("val_notes.bin", None),
+            ("000001.bin", None),
+            ("train.txt", None),
+        ] {
+            assert_eq!(split(name), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn shards_of_texts_named_like_splits_are_found_in_their_own_split() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "to be or not to be, ".repeat(50);
+        let prepared = prepare_characters(&text, dir.path(), "train", 1000).unwrap();
+        let (train, val) = locate(dir.path()).unwrap();
+        assert_eq!((&train, &val), (&prepared.train, &prepared.val), "train_train_* and train_val_*");
+        assert_eq!(locate(&train[0]).unwrap(), (train.clone(), val), "the val shard beside train_train_000000");
+        let other = tempfile::tempdir().unwrap();
+        let prepared = prepare_characters(&text, other.path(), "interval", 1000).unwrap();
+        assert_eq!(locate(other.path()).unwrap(), (prepared.train, prepared.val));
     }
 }

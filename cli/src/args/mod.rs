@@ -199,8 +199,8 @@ pub struct TrainArgs {
     /// characters from its first 90% the samples, each position's next character the label.
     #[arg(long, value_name = "FILE")]
     pub text: Option<PathBuf>,
-    /// Train a language model on llm.c's token shards: a folder's *train*.bin files (its
-    /// *val*.bin files are held out), or one file (and its `val` namesake). Windows of --context
+    /// Train a language model on llm.c's token shards: a folder's *_train[_NNNNNN].bin files (its
+    /// *_val[_NNNNNN].bin files are held out), or one file (and its `val` namesake). Windows of --context
     /// tokens, one after another, are the samples (`prepare` writes shards from a text).
     #[arg(long, value_name = "PATH", conflicts_with_all = ["text", "data"])]
     pub tokens: Option<PathBuf>,
@@ -210,7 +210,8 @@ pub struct TrainArgs {
     pub context: Option<usize>,
     /// After training, print N characters the model generates (rank 0; needs --text), as
     /// nanoGPT's sample.py: from a newline, each drawn from the next-character distribution.
-    #[arg(long, value_name = "N", requires = "text", default_value_t = 0)]
+    // `requires` alone is met by --tokens, which conflicts with --text: refuse it by name.
+    #[arg(long, value_name = "N", requires = "text", conflicts_with_all = ["tokens", "data"], default_value_t = 0)]
     pub sample: usize,
     /// --sample's temperature: below 1 sharpens, above 1 flattens.
     #[arg(long, default_value_t = 0.8, value_parser = positive_f64, allow_hyphen_values = true)]
