@@ -254,6 +254,26 @@ pub fn locate(path: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
     Ok((vec![path.to_owned()], val.filter(|p| p.exists()).into_iter().collect()))
 }
 
+/// `--tokens` reads every shard of a folder, against the one `vocabulary.txt`: shards of another
+/// text, or more of an earlier run of this one, must not be left beside new ones.
+fn refuse_earlier_shards(out: &Path) -> Result<()> {
+    let Ok(listed) = std::fs::read_dir(out) else { return Ok(()) }; // Missing: created next.
+    let mut earlier: Vec<String> = listed
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n == "vocabulary.txt" || split_part(n).is_some())
+        .collect();
+    earlier.sort();
+    match earlier.first() {
+        None => Ok(()),
+        Some(first) => Err(Error::Dataset(format!(
+            "{}: already holds token shards or a vocabulary ({first}, {} file(s) in all); --tokens reads every shard \
+             of a folder, so write into an empty one",
+            out.display(),
+            earlier.len()
+        ))),
+    }
+}
+
 /// What `prepare_characters` wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Prepared {
@@ -276,6 +296,7 @@ pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usiz
     }
     let tokens: Vec<u16> = text.chars().map(|c| vocab.binary_search(&c).expect("in the vocabulary") as u16).collect();
     let train_end = (tokens.len() as f64 * 0.9) as usize;
+    refuse_earlier_shards(out)?;
     std::fs::create_dir_all(out).map_err(|source| Error::Io { path: out.to_owned(), source })?;
     let write = |split: &str, parts: &[u16]| -> Result<Vec<PathBuf>> {
         let mut written = Vec::new();
@@ -397,5 +418,11 @@ mod tests {
         let other = tempfile::tempdir().unwrap();
         let prepared = prepare_characters(&text, other.path(), "interval", 1000).unwrap();
         assert_eq!(locate(other.path()).unwrap(), (prepared.train, prepared.val));
+        // Another text's shards beside these would be read with this vocabulary: refused.
+        let again = prepare_characters("abc", other.path(), "other", 1000).unwrap_err().to_string();
+        assert!(
+            again.contains("already holds token shards or a vocabulary (interval_train_000000.bin, 3 file(s)"),
+            "{again}"
+        );
     }
 }
