@@ -36,6 +36,25 @@ pub fn check_field(attrs: &[Attribute], errors: &mut Errors) {
     }
 }
 
+/// Reports `#[cfg(...)]` on a struct of a module of blocks, and `#[cfg_attr(..)]` that would apply
+/// `#[cfg]` or `#[residual]` to it: the model is planned from every struct of the module, found
+/// by name, before `cfg` is evaluated.
+pub fn check_struct(attrs: &[Attribute], errors: &mut Errors) {
+    const HELP: &str = "a struct of a #[distributed_model] module cannot be conditional: the model and its blocks \
+                        are planned at compile time, before `cfg` is evaluated; put the `cfg` on the whole module, \
+                        or write one module per configuration";
+    for attr in attrs {
+        if attr.path().is_ident("cfg") || applies(attr, "cfg") || applies(attr, "residual") {
+            errors.spanned(attr, HELP);
+        }
+    }
+}
+
+/// Whether `attr` is `#[cfg_attr(..)]` applying (possibly nested) the attribute `name`.
+pub fn applies(attr: &Attribute, name: &str) -> bool {
+    conditional(attr).is_some_and(|applied| applied.iter().any(|m| m.path().is_ident(name)))
+}
+
 /// Whether `attr` is `#[cfg_attr(..)]` applying (possibly nested) one of this macro's attributes:
 /// such attributes are removed from the struct the macro emits after reporting them.
 pub fn applies_ours(attr: &Attribute) -> bool {

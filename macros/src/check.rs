@@ -99,6 +99,8 @@ fn not_empty(model: &Model, errors: &mut Errors) {
 /// take that width (which also gives them their FLOP count).
 fn widths_chain(model: &mut Model, errors: &mut Errors) {
     let mut flowing: Option<(usize, String)> = None;
+    // Copies of a repeated block share their tokens: one error at them, for the first copy.
+    let mut reported: std::collections::HashSet<*const syn::Type> = std::collections::HashSet::new();
     // The width into each layer, and out of it (after the residual sums ending there).
     let (mut into, mut out) = (vec![None; model.fields.len()], vec![None; model.fields.len()]);
     for (i, field) in model.fields.iter_mut().enumerate() {
@@ -111,7 +113,7 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
         match spec.width {
             Width::Fixed { input, output } => {
                 if let Some((width, from)) = &flowing {
-                    if *width != input {
+                    if *width != input && reported.insert(field.ty as *const syn::Type) {
                         errors.spanned(
                             field.ty,
                             format!("`{}` expects input width {input}, but the previous layer `{from}` outputs width {width}", field.name),

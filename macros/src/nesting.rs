@@ -43,6 +43,9 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
     };
     let all: Vec<&ItemStruct> =
         items.iter().filter_map(|i| if let Item::Struct(s) = i { Some(s) } else { None }).collect();
+    for s in &all {
+        cfg::check_struct(&s.attrs, errors);
+    }
     if all.is_empty() {
         errors.spanned(&module.ident, "this module holds no struct: put the model and its blocks in it");
         return Structs { all, model: None };
@@ -108,7 +111,8 @@ pub fn model<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Option<Model<'a>
 /// the compiler adds no errors of its own about an infinitely large type.
 pub fn stripped(all: &[&ItemStruct], s: usize) -> ItemStruct {
     let mut stripped = field_attr::strip_field_attrs(all[s]);
-    stripped.attrs.retain(|a| !a.path().is_ident("residual"));
+    // `#[residual]`, and through `cfg_attr` (refused), which the compiler would not know.
+    stripped.attrs.retain(|a| !a.path().is_ident("residual") && !cfg::applies(a, "residual"));
     for field in stripped.fields.iter_mut() {
         if block_of(&field.ty, all, s).is_some_and(|(b, _)| b >= s) {
             field.ty = syn::parse_quote!(());
