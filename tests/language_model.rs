@@ -88,8 +88,17 @@ fn the_trainer_learns_a_next_token_task() {
     let model = learns_the_next_token_task::<TinyLm>();
     // Generation continues the learned rule (next = token + 1), here drawing the likeliest only.
     let greedy = overlap::sample::SampleConfig { tokens: 6, top_k: Some(1), ..Default::default() };
-    let drawn = overlap::sample::generate(&model, &[3], (11, 4), &greedy);
+    let drawn = overlap::sample::generate(&model, &[3], (11, 4), &greedy).unwrap();
     assert_eq!(drawn, [4, 5, 6, 7, 8, 9], "a context longer than 4 keeps its last 4 tokens");
+}
+
+#[test]
+fn a_model_with_non_finite_outputs_is_not_sampled() {
+    let mut model = TinyLm::init(5);
+    model.param_mut(overlap::plan::ParamRef { layer: 4, param: 1 })[2] = f32::NAN;
+    let config = overlap::sample::SampleConfig { tokens: 3, ..Default::default() };
+    let error = overlap::sample::generate(&model, &[3], (11, 4), &config).unwrap_err().to_string();
+    assert!(error.starts_with("sampling: the model's output for token 2 is NaN (drawing token 0"), "{error}");
 }
 
 /// The head tied to the token embedding, as nanoGPT's `lm_head.weight = wte.weight`.

@@ -150,14 +150,14 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     };
     let summary = trainer.fit(&mut model, &mut data, &CrossEntropyLoss)?;
     if let (0, TrainingData::Text(text), true) = (comm.rank(), &data, args.sample > 0) {
-        print_sample(&model, text, args);
+        print_sample(&model, text, args)?;
     }
     Ok(summary)
 }
 
 /// `--sample N`: N characters from the trained model, after a newline (or the first
 /// character, in a text without one), on stdout.
-fn print_sample<M: DistributedModel>(model: &M, text: &CharText, args: &TrainArgs) {
+fn print_sample<M: DistributedModel>(model: &M, text: &CharText, args: &TrainArgs) -> Result<()> {
     let config = SampleConfig {
         tokens: args.sample,
         temperature: args.temperature as f32,
@@ -165,7 +165,7 @@ fn print_sample<M: DistributedModel>(model: &M, text: &CharText, args: &TrainArg
         seed: args.seed,
     };
     let start = text.vocab().binary_search(&'\n').unwrap_or(0);
-    let tokens = generate(model, &[start], (text.vocab().len(), text.context()), &config);
+    let tokens = generate(model, &[start], (text.vocab().len(), text.context()), &config)?;
     console::out_line(&format!(
         "sample ({} characters, temperature {}, top-k {}):\n{}",
         args.sample,
@@ -173,6 +173,7 @@ fn print_sample<M: DistributedModel>(model: &M, text: &CharText, args: &TrainArg
         args.top_k,
         text.decode(tokens)
     ));
+    Ok(())
 }
 
 /// The plan `--print-schedule` asked for: the compiled one, or DDP's at its default caps.

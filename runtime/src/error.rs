@@ -41,6 +41,12 @@ pub enum Error {
          (fp16: ±65504): send this bucket as bf16 or fp32"
     )]
     WireOverflow { bucket: usize, format: overlap_plan::WireFormat, offset: usize, value: f32 },
+    /// Sampling from a model whose outputs are NaN or infinite: it would draw one token forever.
+    #[error(
+        "sampling: the model's output for token {token} is {value} (drawing token {drawn} of the sample): its \
+         parameters are not finite, as after a diverged run"
+    )]
+    NonFiniteOutput { token: usize, drawn: usize, value: f32 },
     /// A model whose `grad_comm` the GPU backend does not run (`Schedule::grad_comm`).
     #[error(
         "{model}: grad_comm = {chosen} is not supported on the GPU yet (NCCL sums FP32 there, and PowerSGD runs \

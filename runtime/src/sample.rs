@@ -5,6 +5,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::error::{Error, Result};
 use crate::layer::StepContext;
 use crate::model::DistributedModel;
 use crate::tensor::Matrix;
@@ -29,13 +30,13 @@ impl Default for SampleConfig {
 
 /// `config.tokens` tokens continuing `prompt`, drawn from `model` over the first `vocab` of its
 /// outputs (a model may have more outputs than the text has tokens), seeing at most the last
-/// `context` tokens.
+/// `context` tokens. An output that is not finite is an error, not a draw.
 pub fn generate<M: DistributedModel>(
     model: &M,
     prompt: &[usize],
     (vocab, context): (usize, usize),
     config: &SampleConfig,
-) -> Vec<usize> {
+) -> Result<Vec<usize>> {
     assert!(!prompt.is_empty() && context > 0 && vocab > 0, "generation needs a prompt, a context and a vocabulary");
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
     let mut tokens = prompt.to_vec();
@@ -50,9 +51,12 @@ pub fn generate<M: DistributedModel>(
         }
         let logits = model.forward_with(&StepContext::sequences(1, window.len()), &input, &mut ws);
         let last = &logits.row(window.len() - 1)[..vocab.min(logits.cols())];
+        if let Some(token) = last.iter().position(|l| !l.is_finite()) {
+            return Err(Error::NonFiniteOutput { token, drawn: tokens.len() - prompt.len(), value: last[token] });
+        }
         tokens.push(draw(last, config, &mut weights, &mut rng));
     }
-    tokens.split_off(prompt.len())
+    Ok(tokens.split_off(prompt.len()))
 }
 
 /// One token from `logits`: scaled, cut to the top k, normalised, drawn.
