@@ -85,6 +85,9 @@ fn with_crate(code: TokenStream, config: &attr::ModelConfig) -> TokenStream {
 /// written (without this macro's attributes), and the model's code inside it.
 fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: Errors) -> TokenStream {
     let structs = nesting::structs(module, &mut errors);
+    if let Some(root) = structs.model {
+        nesting::generated_names_free(module, &structs.all[root].ident, &mut errors);
+    }
     let mut model = nesting::model(&structs, &mut errors);
     if let Some(model) = &mut model {
         check::all(model, &mut errors);

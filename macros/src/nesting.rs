@@ -84,6 +84,35 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
     Structs { all, model }
 }
 
+/// The types the macro emits beside the model `model` (see `schedule_code::Names`).
+pub const GENERATED_TYPES: [&str; 6] = ["Workspace", "Grads", "InFlight", "WorkspaceOn", "GradsOn", "InFlightOn"];
+
+/// Items of `module` named as a type the macro emits for `model` (`NetGrads`), one error each.
+pub fn generated_names_free(module: &ItemMod, model: &syn::Ident, errors: &mut Errors) {
+    let items = module.content.iter().flat_map(|(_, items)| items.iter());
+    for item in items {
+        let ident = match item {
+            Item::Struct(i) => &i.ident,
+            Item::Enum(i) => &i.ident,
+            Item::Union(i) => &i.ident,
+            Item::Type(i) => &i.ident,
+            Item::Trait(i) => &i.ident,
+            Item::Fn(i) => &i.sig.ident,
+            Item::Const(i) => &i.ident,
+            Item::Static(i) => &i.ident,
+            Item::Mod(i) => &i.ident,
+            _ => continue,
+        };
+        let name = ident.unraw().to_string();
+        if let Some(kind) = GENERATED_TYPES.iter().find(|k| name == format!("{}{k}", model.unraw())) {
+            errors.spanned(
+                ident,
+                format!("`{name}` is the name of the model's generated `{kind}` type: give this item another name"),
+            );
+        }
+    }
+}
+
 /// The model `structs.model` with its blocks unrolled.
 pub fn model<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Option<Model<'a>> {
     let root = structs.model?;
