@@ -266,8 +266,8 @@ fn refuse_earlier_shards(out: &Path) -> Result<()> {
     match earlier.first() {
         None => Ok(()),
         Some(first) => Err(Error::Dataset(format!(
-            "{}: already holds token shards or a vocabulary ({first}, {} file(s) in all); --tokens reads every shard \
-             of a folder, so write into an empty one",
+            "{}: already holds token shards or a vocabulary ({first}, {} file(s) in all); a folder's shards are \
+             read together, against one vocabulary, so write into an empty one",
             out.display(),
             earlier.len()
         ))),
