@@ -23,7 +23,7 @@ pub(crate) fn training_data<M: DistributedModel>(args: &TrainArgs) -> Result<Tra
         return text_data::<M>(file, args, features, classes);
     }
     if let Some(path) = &args.tokens {
-        return token_data::<M>(path, args, features, classes);
+        return token_data::<M>(path, args, features);
     }
     Ok(match &args.data {
         None => {
@@ -55,22 +55,19 @@ fn text_data<M: DistributedModel>(
 
 /// `--tokens PATH`, checked against a model that reads token ids and predicts as many classes as
 /// the shards' largest token needs.
-fn token_data<M: DistributedModel>(
-    path: &Path,
-    args: &TrainArgs,
-    features: usize,
-    classes: usize,
-) -> Result<TrainingData> {
+fn token_data<M: DistributedModel>(path: &Path, args: &TrainArgs, features: usize) -> Result<TrainingData> {
     let context = context::<M>("--tokens", args, features)?;
     let (train, _) = locate(path)?;
     let shards = TokenShards::open(&train, context)?;
-    check_tokens::<M>(&shards, classes)?;
+    check_tokens::<M>(&shards)?;
     Ok(TrainingData::Tokens(shards))
 }
 
 /// No token past the model's vocabulary (its output classes and its token embedding's rows).
-fn check_tokens<M: DistributedModel>(shards: &TokenShards, classes: usize) -> Result<()> {
+fn check_tokens<M: DistributedModel>(shards: &TokenShards) -> Result<()> {
     let model = &M::SCHEDULE.model;
+    // `training_data` has already refused a model without them.
+    let classes = M::SCHEDULE.io_widths().map_or(usize::MAX, |(_, classes)| classes);
     let rows = M::DEVICE_OPS.iter().find_map(|op| match op {
         DeviceOp::Embedding { vocab, .. } => Some(*vocab),
         _ => None,
@@ -127,8 +124,7 @@ pub(crate) fn held_out<M: DistributedModel>(data: &TrainingData, args: &TrainArg
                 return Err(Error::Dataset(format!("{}: another vocabulary than the training shards'", shards.name())));
             }
             // Before step 1, as the training shards are, not at the first measurement.
-            let classes = M::SCHEDULE.io_widths().map_or(usize::MAX, |(_, classes)| classes);
-            check_tokens::<M>(&shards, classes)?;
+            check_tokens::<M>(&shards)?;
             Ok(TrainingData::Tokens(shards))
         }
         _ => data.held_out(args.data.as_deref()),

@@ -95,8 +95,9 @@ pub fn builtin(name: &str, ty: &Type, errors: &mut Errors) -> Result<Option<Laye
 
 /// The type's name without its path and generic arguments: `Linear` for `overlap::Linear<4, 2>`.
 pub fn kind_name(kind: &str) -> &str {
-    let last = kind.rsplit("::").next().unwrap_or(kind);
-    last.split('<').next().unwrap_or(last).trim()
+    // The generic arguments first: they may hold paths of their own (`Gain<crate::Width>`).
+    let path = kind.split('<').next().unwrap_or(kind);
+    path.rsplit("::").next().unwrap_or(path).trim()
 }
 
 /// FLOPs per element of a width-preserving built-in, once its width is known.

@@ -48,14 +48,17 @@ impl<'s> Names<'s> {
         let spans: Vec<(usize, usize)> = model.residuals.iter().map(|r| (r.first, r.last)).collect();
         let (grad_slots, grad_slot_count) =
             overlap_plan::assign_grad_slots(model.fields.len(), first_param_layer, &spans);
+        // One list of these names, which a module's own items are also checked against.
+        let [workspace, grads, in_flight, workspace_on, grads_on, in_flight_on] =
+            crate::nesting::GENERATED_TYPES.map(|kind| format_ident!("{}{}", ident, kind));
         Names {
             schedule,
-            workspace: format_ident!("{}Workspace", ident),
-            grads: format_ident!("{}Grads", ident),
-            in_flight: format_ident!("{}InFlight", ident),
-            workspace_on: format_ident!("{}WorkspaceOn", ident),
-            grads_on: format_ident!("{}GradsOn", ident),
-            in_flight_on: format_ident!("{}InFlightOn", ident),
+            workspace,
+            grads,
+            in_flight,
+            workspace_on,
+            grads_on,
+            in_flight_on,
             fields: model.fields.iter().map(|f| f.ident.clone()).collect(),
             access: model.fields.iter().map(|f| f.access.clone()).collect(),
             types: model.fields.iter().map(|f| f.ty.clone()).collect(),
