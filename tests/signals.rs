@@ -118,3 +118,27 @@ fn two_sigints_that_end_mpirun_at_once_still_stop_the_ranks_with_a_checkpoint() 
     let resume = ["--batch", "4", "--report", "off", "--steps", &steps, "--resume", ck_arg];
     common::mpirun_ok(&[&["-n", "3", exe.to_str().unwrap()][..], &resume].concat());
 }
+
+/// SIGTERM while the ranks measure the held-out loss (here a pass far longer than any grace
+/// period a scheduler gives): the pass stops at its next batch, the ranks stop after the step,
+/// with its checkpoint, as they would between two steps.
+#[test]
+fn sigterm_during_validation_stops_it_and_the_run_with_a_checkpoint() {
+    let root = scratch("validating");
+    let (ck, exe) = (root.path().join("ck"), example("mlp"));
+    let ck_arg = ck.to_str().unwrap();
+    let args = ["--batch", "4", "--report", "off", "--steps", "100000", "--log-every", "1", "--save", ck_arg];
+    let validation = ["--eval-every", "3", "--eval-batches", "100000000"];
+    // mpirun ends the ranks with SIGKILL 3 s after it passes SIGTERM on.
+    let launch = ["--oversubscribe", "--mca", "odls_base_sigkill_timeout", "3", "-n", "2"];
+    let (job, mut stdout) = start_job(&launch, &exe, &[&args[..], &validation].concat(), "step      3 ");
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&job, libc::SIGTERM);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let out = job.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("stopped by SIGTERM after step 3"), "stdout after the signal:\n{rest}\nstderr:\n{stderr}");
+    assert!(rest.contains("step      3  validation cut short by a stop signal ("), "{rest}");
+    assert_eq!(latest_step(&ck), 3, "the checkpoint of the step validated");
+}

@@ -88,10 +88,11 @@ fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: 
     if let Some(root) = structs.model {
         nesting::generated_names_free(module, &structs.all[root].ident, &mut errors);
     }
-    let mut model = nesting::model(&structs, &mut errors);
-    if let Some(model) = &mut model {
-        check::all(model, &mut errors);
+    let mut trees = nesting::trees(&structs, &mut errors);
+    for tree in &mut trees {
+        check::all(tree, &mut errors);
     }
+    let model = if structs.model.is_some() { trees.pop() } else { None };
     let mut code = None;
     if let (Some(model), true) = (&model, errors.is_empty()) {
         if let Some(planned) = planning::plan(&config.planning, &model.item.ident, &model.specs(), &mut errors) {

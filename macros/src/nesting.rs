@@ -32,6 +32,8 @@ const MAX_LAYERS: usize = 8192;
 pub struct Structs<'a> {
     pub all: Vec<&'a ItemStruct>,
     pub model: Option<usize>,
+    /// The structs no other struct uses: the model alone, or the candidates reported as too many.
+    roots: Vec<usize>,
 }
 
 /// The module's structs, its model found: the one struct no other struct uses.
@@ -39,7 +41,7 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
     let Some((_, items)) = &module.content else {
         errors
             .spanned(module, "the model's structs must be written inside the module: `mod net { .. }`, not `mod net;`");
-        return Structs { all: Vec::new(), model: None };
+        return Structs { all: Vec::new(), model: None, roots: Vec::new() };
     };
     let all: Vec<&ItemStruct> =
         items.iter().filter_map(|i| if let Item::Struct(s) = i { Some(s) } else { None }).collect();
@@ -48,7 +50,7 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
     }
     if all.is_empty() {
         errors.spanned(&module.ident, "this module holds no struct: put the model and its blocks in it");
-        return Structs { all, model: None };
+        return Structs { all, model: None, roots: Vec::new() };
     }
     // A struct that uses itself is not made a block by that (`unroll` reports the use).
     let used: Vec<bool> = (0..all.len())
@@ -81,7 +83,7 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
             None
         }
     };
-    Structs { all, model }
+    Structs { all, model, roots }
 }
 
 /// The types the macro emits beside the model `model` (see `schedule_code::Names`).
@@ -113,9 +115,13 @@ pub fn generated_names_free(module: &ItemMod, model: &syn::Ident, errors: &mut E
     }
 }
 
-/// The model `structs.model` with its blocks unrolled.
-pub fn model<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Option<Model<'a>> {
-    let root = structs.model?;
+/// The model `structs.model` with its blocks unrolled. Where the module holds several candidates
+/// (reported), each is unrolled as if it were the model, so that the errors in them and their
+/// blocks show in the same compile (the compiler shows an error repeated at one place once).
+pub fn trees<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Vec<Model<'a>> {
+    if structs.roots.is_empty() {
+        return Vec::new();
+    }
     for s in &structs.all {
         if !s.generics.params.is_empty() || s.generics.where_clause.is_some() {
             errors.spanned(
@@ -127,12 +133,18 @@ pub fn model<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Option<Model<'a>
             errors.spanned(&s.ident, "a model or block needs named fields, one per layer or block");
         }
     }
-    if let Some(r) = residual_attr(structs.all[root], errors) {
-        errors.spanned(r, "the model itself cannot be residual: mark a block `#[residual]` and use it in the model");
+    if let Some(root) = structs.model {
+        if let Some(r) = residual_attr(structs.all[root], errors) {
+            errors
+                .spanned(r, "the model itself cannot be residual: mark a block `#[residual]` and use it in the model");
+        }
     }
-    let mut flat = Flat { structs: &structs.all, fields: Vec::new(), residuals: Vec::new(), too_many: false };
-    let init = flat.unroll(root, &Prefix::default(), errors);
-    Some(Model { item: structs.all[root], fields: flat.fields, residuals: flat.residuals, init })
+    let tree = |root: usize, errors: &mut Errors| {
+        let mut flat = Flat { structs: &structs.all, fields: Vec::new(), residuals: Vec::new(), too_many: false };
+        let init = flat.unroll(root, &Prefix::default(), errors);
+        Model { item: structs.all[root], fields: flat.fields, residuals: flat.residuals, init }
+    };
+    structs.roots.iter().map(|&root| tree(root, errors)).collect()
 }
 
 /// The module's struct `all[s]` as it is emitted: without this macro's attributes. A field of the

@@ -71,6 +71,10 @@ pub(super) fn serve(
     board.inspect(|b| b.reach(board::MPI_INITIALISED));
     crate::fault::at_start_up("shared-memory");
     let (rank, size) = (world.rank() as usize, world.size() as usize);
+    // Where ranks that failed meet before they end (`AbortJob`). On `world`, that barrier could
+    // match a collective another rank waits in (a metric's sum, an all-reduce over MPI): MPI
+    // would then report a truncated message instead of the failing rank's error.
+    let failed_ranks = world.duplicate();
     // Sleeps between polls should last what they ask for, not the default 50 us of slack.
     // SAFETY: PR_SET_TIMERSLACK takes one integer argument and only changes this thread's
     // timer slack; a failure leaves the default, which is merely coarser.
@@ -111,7 +115,7 @@ pub(super) fn serve(
     // ranks, which wait for this one. Left initialised, the process exits non-zero (its compute
     // thread reports the dead thread) and mpirun ends the job.
     let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        serve_requests(&world, shared, inbox, aborting, board)
+        serve_requests((&world, &failed_ranks), shared, inbox, aborting, board)
     }));
     if served.is_err() {
         std::mem::forget(universe);
@@ -119,9 +123,9 @@ pub(super) fn serve(
 }
 
 /// Serves requests in order until the channel closes; gradients go through `shared` memory when
-/// there is one, else through MPI.
+/// there is one, else through MPI; ranks that failed meet on `failed_ranks` alone.
 fn serve_requests(
-    world: &SimpleCommunicator,
+    (world, failed_ranks): (&SimpleCommunicator, &SimpleCommunicator),
     mut shared: Option<SharedMemory>,
     inbox: Receiver<Request>,
     aborting: &AtomicBool,
@@ -245,7 +249,7 @@ fn serve_requests(
                 // A grace period no instant can hold never ends (the flag still does).
                 let deadline = Instant::now().checked_add(grace);
                 let give_up = || aborting.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d);
-                if !mpi_calls::barrier(world, give_up) {
+                if !mpi_calls::barrier(failed_ranks, give_up) {
                     abort(world);
                 }
                 let _ = reply.send(());

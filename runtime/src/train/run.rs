@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::progress::Progress;
 use super::stop;
 use super::summary::{LossLog, TrainSummary};
-use super::validation;
+use super::validation::{self, HeldOutLoss};
 use crate::backend::StepBackend;
 use crate::checkpoint::{self, Position};
 use crate::comm::Communicator;
@@ -195,9 +195,16 @@ impl Run<'_> {
             progress.suspend(&mut || observed = observer.after_step(step, comm));
             observed?;
             if let (true, Some(held_out)) = (config.validates_after(step), held_out.as_deref_mut()) {
-                let value = validation::loss(&mut backend, held_out, loss, config, comm, &mut batch)?;
-                log.validated(value);
-                progress.suspend(&mut || observer.say(&format!("step {:>6}  validation loss {value:.4}", step + 1)));
+                let line = match validation::loss(&mut backend, held_out, loss, (config, stop), comm, &mut batch)? {
+                    HeldOutLoss::Measured(value) => {
+                        log.validated(value);
+                        format!("step {:>6}  validation loss {value:.4}", step + 1)
+                    }
+                    HeldOutLoss::CutShort { done, of } => {
+                        format!("step {:>6}  validation cut short by a stop signal ({done} of {of} batches)", step + 1)
+                    }
+                };
+                progress.suspend(&mut || observer.say(&line));
             }
             let mut saved = None;
             // Every rank's PowerSGD errors go to rank 0 first (a collective: all ranks are here).

@@ -6,6 +6,7 @@
 //! step's backward instead, so as not to wait behind those all-gathers: a signal after it stops
 //! the run one step later);
 //! the `Trainer` then writes a checkpoint if the run saves, and returns `Error::Stopped`. A
+//! validation pass after the step stops at its next batch (`validation::HeldOutLoss::CutShort`). A
 //! signal during the last step stops nothing: the run has reached its end, and finishes with
 //! every output it writes. A second signal ends the process at once, with status 128 + signal.
 //!

@@ -1,8 +1,10 @@
 //! The loss on held-out data every so many steps (`TrainConfig::validation`), as nanoGPT's
 //! `estimate_loss`: forward and the loss only, on the same samples each time, sharded over the
 //! ranks as training batches are, averaged over every rank's batches. Its forward calls are kept
-//! out of the trace, which times training steps.
+//! out of the trace, which times training steps. A stop signal ends a pass at the next batch, so
+//! that the run stops after the step as it would without validation.
 
+use super::stop::StopSignals;
 use crate::backend::StepBackend;
 use crate::comm::Communicator;
 use crate::config::TrainConfig;
@@ -42,22 +44,37 @@ pub(super) fn check(config: &TrainConfig, train: &dyn Dataset, held_out: Option<
     Ok(())
 }
 
-/// The global mean loss over `batches` held-out batches of every rank (every rank calls it).
+/// What one validation pass found.
+#[derive(Debug, PartialEq)]
+pub(super) enum HeldOutLoss {
+    /// The global mean loss over every rank's batches.
+    Measured(f64),
+    /// A signal (SIGTERM, SIGINT) stopped some rank's pass after `done` of the `of` batches of
+    /// all ranks, so that the run can stop after this step as the signal asks, instead of
+    /// measuring on past a scheduler's grace period. A part of the batches is no measurement.
+    CutShort { done: u64, of: u64 },
+}
+
+/// The global mean loss over `batches` held-out batches of every rank (every rank calls it);
+/// each rank stops early once it got a stop signal, and the ranks agree on the outcome.
 pub(super) fn loss<M: DistributedModel>(
     backend: &mut impl StepBackend<M>,
     held_out: &mut dyn Dataset,
     loss: &dyn Loss,
-    config: &TrainConfig,
+    (config, stop): (&TrainConfig, Option<&StopSignals>),
     comm: &Communicator,
     batch: &mut Batch,
-) -> Result<f64> {
-    let batches = config.validation.map_or(0, |v| v.batches);
+) -> Result<HeldOutLoss> {
+    let batches = config.validation.map_or(0, |v| v.batches) as u64;
     let (rank, world) = (comm.rank(), comm.world_size());
     let positions = held_out.positions().max(1);
     let global_batch = (config.batch * world) as u64;
-    let mut sum = 0.0f64;
+    let (mut sum, mut done) = (0.0f64, 0u64);
     trace::paused(|| -> Result<()> {
-        for k in 0..batches as u64 {
+        for k in 0..batches {
+            if stop.is_some_and(|s| s.received().is_some()) {
+                break;
+            }
             let first = shard_start_after(k * global_batch, 0, world, rank, config.batch);
             held_out.fill(first, config.batch, batch)?;
             batch.context = StepContext::sequences(config.batch, positions);
@@ -70,8 +87,11 @@ pub(super) fn loss<M: DistributedModel>(
                 )));
             }
             sum += backend.held_out_loss(batch, loss)?;
+            done += 1;
         }
         Ok(())
     })?;
-    Ok(comm.sum_f64(sum)? / (batches * world) as f64)
+    // Both sums on every rank, whether it stopped early or not.
+    let (sum, done, of) = (comm.sum_f64(sum)?, comm.sum_f64(done as f64)? as u64, batches * world as u64);
+    Ok(if done == of { HeldOutLoss::Measured(sum / of as f64) } else { HeldOutLoss::CutShort { done, of } })
 }
