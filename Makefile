@@ -69,6 +69,8 @@ test: deps nvrtc
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy $(WORKSPACE) --all-targets -- -D warnings
+	# The API docs, links included (`cargo doc` warns where `--help` text reads as a broken link).
+	RUSTDOCFLAGS="-D warnings" cargo doc $(WORKSPACE) --no-deps
 	LD_LIBRARY_PATH=$(NVRTC_LIB) OVERLAP_PTXAS=$(PTXAS) cargo test $(WORKSPACE) --test nvrtc -- --include-ignored --nocapture
 	# Again with CUDA 13's NVRTC and ptxas, as on the GPU machines.
 	LD_LIBRARY_PATH=$(NVRTC13_LIB) OVERLAP_PTXAS=$(PTXAS13) cargo test $(WORKSPACE) --test nvrtc -- --include-ignored --nocapture

@@ -199,9 +199,10 @@ pub struct TrainArgs {
     /// characters from its first 90% the samples, each position's next character the label.
     #[arg(long, value_name = "FILE")]
     pub text: Option<PathBuf>,
-    /// Train a language model on llm.c's token shards: a folder's *_train[_NNNNNN].bin files (its
-    /// *_val[_NNNNNN].bin files are held out), or one file (and its `val` namesake). Windows of --context
-    /// tokens, one after another, are the samples (`prepare` writes shards from a text).
+    /// Train a language model on llm.c's token shards: a folder's *_train.bin or *_train_NNNNNN.bin
+    /// files (its *_val.bin or *_val_NNNNNN.bin files are held out), or one file (and its `val`
+    /// namesake). Windows of --context tokens, one after another, are the samples (`prepare` writes
+    /// shards from a text).
     #[arg(long, value_name = "PATH", conflicts_with_all = ["text", "data"])]
     pub tokens: Option<PathBuf>,
     /// Characters (--text) or tokens (--tokens) per sample [default: the rows of the model's
