@@ -97,9 +97,19 @@ fn a_folder_with_another_runs_checkpoints_is_refused_unless_resumed_or_overwritt
     assert_eq!(std::fs::read_to_string(root.path().join("ck/latest")).unwrap().trim(), "step-00000002");
     let (ok, text) = mlp(&["--steps", "4", "--batch", "4", "--save", dir, "--resume", dir]);
     assert!(ok, "continuing the run in place is allowed:\n{text}");
+    // A run told to replace them that is then refused at start-up leaves them: here it resumes
+    // from a checkpoint of another optimizer.
+    let (ok, text) = mlp(&["--steps", "6", "--batch", "4", "--save", &format!("{dir}-other")]);
+    assert!(ok, "{text}");
+    let refused = ["--overwrite", "--resume", &format!("{dir}-other"), "--optimizer", "adamw", "--steps", "8"];
+    let (ok, text) = mlp(&[&["--batch", "4", "--save", dir][..], &refused].concat());
+    assert!(!ok && text.contains("adamw"), "{text}");
+    assert_eq!(std::fs::read_to_string(root.path().join("ck/latest")).unwrap().trim(), "step-00000004");
+    assert!(root.path().join("ck/step-00000004/model.safetensors").exists(), "the replaced run's checkpoint is whole");
     let (ok, text) = run(&["--seed", "1", "--overwrite"]);
     assert!(ok, "--overwrite replaces them:\n{text}");
     assert_eq!(std::fs::read_to_string(root.path().join("ck/latest")).unwrap().trim(), "step-00000002");
+    assert!(!root.path().join("ck/step-00000004").exists(), "the replaced run's checkpoints are gone");
 }
 
 #[test]
@@ -333,6 +343,16 @@ fn outputs_that_would_overwrite_each_other_or_the_checkpoints_are_refused_up_fro
     }
     let (ok, text) = mlp(&["--steps", "2", "--batch", "4", "--save", &ck, "--save-params", &format!("{ck}/latest")]);
     assert!(!ok && text.contains("is in the checkpoint folder") && text.contains("(--save)"), "{text}");
+    // Nor in the folder the run resumes from, though it saves elsewhere or not at all.
+    let (ok, text) = mlp(&["--steps", "2", "--batch", "4", "--save", &ck]);
+    assert!(ok, "{text}");
+    let model_file = format!("{ck}/step-00000002/model.safetensors");
+    for output in ["--save-params", "--trace"] {
+        let (ok, text) = mlp(&["--steps", "3", "--batch", "4", "--resume", &ck, output, &model_file]);
+        assert!(!ok && text.contains("is in the checkpoint folder") && text.contains("(--resume)"), "{text}");
+    }
+    let (ok, text) = mlp(&["--steps", "3", "--batch", "4", "--resume", &ck]);
+    assert!(ok, "the checkpoint resumed from is whole: {text}");
 }
 
 #[test]

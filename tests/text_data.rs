@@ -70,7 +70,7 @@ fn texts_and_models_that_do_not_fit_are_refused_before_step_1() {
 }
 
 /// The vocabulary (the text's sorted characters) goes with the parameters file and the
-/// checkpoint; another text's, whose token ids would mean other characters, is refused when
+/// checkpoint (its state and its parameters file); another text's, whose token ids would mean other characters, is refused when
 /// either is loaded, naming the first character that differs.
 #[test]
 fn the_vocabulary_travels_with_parameters_and_checkpoints() {
@@ -92,6 +92,11 @@ fn the_vocabulary_travels_with_parameters_and_checkpoints() {
     let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--text", "other.txt", "--init-params", "p.st"]].concat());
     assert!(!ok && text.contains("--init-params p.st: a vocabulary of"), "{text}");
     assert!(text.contains("was 'q', it is 'r' here"), "{text}");
+    // A checkpoint's parameters file records it too.
+    let model_file = "ck/step-00000002/model.safetensors";
+    let (ok, text) =
+        run("gpt", dir.path(), &[&common[..], &["--text", "other.txt", "--init-params", model_file]].concat());
+    assert!(!ok && text.contains("was 'q', it is 'r' here"), "{text}");
     let resume = ["--steps", "3", "--batch", "2", "--report", "off", "--eval-every", "0", "--resume", "ck"];
     let (ok, text) = run("gpt", dir.path(), &[&resume[..], &["--text", "other.txt"]].concat());
     assert!(!ok && text.contains("token ids would mean other characters"), "{text}");

@@ -67,10 +67,20 @@ pub fn save_params_with_vocabulary<M: DistributedModel>(
     path: &Path,
     vocabulary: Option<&str>,
 ) -> Result<()> {
-    let metadata = vocabulary.map(|v| [(VOCABULARY_KEY.to_string(), v.to_string())].into());
-    let bytes = serialize_with(&model_tensors(model), metadata)
-        .map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
+    let bytes =
+        model_file_bytes(model, vocabulary).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
     write_atomically(path, &bytes).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+}
+
+/// A parameters file of `model`, as bytes, its vocabulary in the metadata: what `--save-params`
+/// writes, and a checkpoint's model file, so that either, given to `--init-params`, is checked
+/// against the text the run reads.
+pub(crate) fn model_file_bytes<M: DistributedModel>(
+    model: &M,
+    vocabulary: Option<&str>,
+) -> std::result::Result<Vec<u8>, String> {
+    let metadata = vocabulary.map(|v| [(VOCABULARY_KEY.to_string(), v.to_string())].into());
+    serialize_with(&model_tensors(model), metadata)
 }
 
 /// The vocabulary a parameters file records (`save_params_with_vocabulary`), if any.

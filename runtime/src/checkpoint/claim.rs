@@ -1,12 +1,14 @@
 //! Taking a checkpoint folder for a run: one run at a time (an advisory lock naming its holder),
 //! and never over another run's checkpoints unless the run continues them or was told to
-//! replace them.
+//! replace them. Those it replaces are removed only once the run has passed every check and
+//! trains (`DirLock::replace_old`): a run refused at start-up (a checkpoint that does not load, a
+//! missing GPU) leaves them as they were.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::layout::{step_dir_name, step_of, LATEST};
 use crate::error::{Error, Result};
@@ -18,6 +20,22 @@ const LOCK_FILE: &str = ".lock";
 #[derive(Debug)]
 pub struct DirLock {
     _file: File,
+    dir: PathBuf,
+    /// Another run's `latest` and step folders, to remove before this run's first step.
+    old: Vec<String>,
+}
+
+impl DirLock {
+    /// Removes the checkpoints of the run this one replaces (`SaveConfig::overwrite`), if any; on
+    /// rank 0, right before the first step.
+    pub fn replace_old(&mut self) -> Result<()> {
+        for name in std::mem::take(&mut self.old) {
+            let old = self.dir.join(&name);
+            let removed = if name == LATEST { std::fs::remove_file(&old) } else { std::fs::remove_dir_all(&old) };
+            removed.map_err(|source| Error::Io { path: old, source })?;
+        }
+        Ok(())
+    }
 }
 
 /// Claims `dir` for this run's checkpoints (rank 0, before step 1). `continues` says the run
@@ -60,23 +78,16 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Re
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let holder = format!("process {} on {}", std::process::id(), host.trim());
     file.set_len(0).and_then(|()| file.rewind()).and_then(|()| file.write_all(holder.as_bytes())).map_err(io)?;
-    if !continues {
-        let found = checkpoints_in(dir);
-        if !found.is_empty() && !overwrite {
-            return Err(Error::Checkpoint(format!(
-                "{} holds another run's checkpoints ({}): continue that run with `TrainConfig::resume` {0}, or \
-                 replace them with `SaveConfig::overwrite`",
-                dir.display(),
-                found.join(", ")
-            )));
-        }
-        for name in found {
-            let old = dir.join(&name);
-            let removed = if name == LATEST { std::fs::remove_file(&old) } else { std::fs::remove_dir_all(&old) };
-            removed.map_err(|source| Error::Io { path: old, source })?;
-        }
+    let old = if continues { Vec::new() } else { checkpoints_in(dir) };
+    if !old.is_empty() && !overwrite {
+        return Err(Error::Checkpoint(format!(
+            "{} holds another run's checkpoints ({}): continue that run with `TrainConfig::resume` {0}, or replace \
+             them with `SaveConfig::overwrite`",
+            dir.display(),
+            old.join(", ")
+        )));
     }
-    Ok(DirLock { _file: file })
+    Ok(DirLock { _file: file, dir: dir.to_path_buf(), old })
 }
 
 /// The longest path a checkpoint of the run writes (`dir/step-N/optimizer.safetensors` at its

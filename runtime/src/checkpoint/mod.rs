@@ -34,7 +34,7 @@ use crate::error::{Error, Result};
 use crate::fault::{self, SaveStage};
 use crate::model::DistributedModel;
 use crate::optim::OptimizerState;
-use crate::params_file::{model_tensors, read_checked, serialize, to_bytes, Tensor};
+use crate::params_file::{model_file_bytes, read_checked, serialize, to_bytes, Tensor};
 use layout::{step_dir_name, step_of, LATEST};
 
 const FORMAT: &str = "overlap-checkpoint/1";
@@ -157,7 +157,7 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
     }
     std::fs::create_dir(&step_dir).map_err(io(&step_dir))?;
 
-    let model_bytes = serialize(&model_tensors(model)).map_err(Error::Checkpoint)?;
+    let model_bytes = model_file_bytes(model, run.vocabulary.as_deref()).map_err(Error::Checkpoint)?;
     let optimizer_bytes = serialize(&optimizer_tensors::<M, O>(optimizer)).map_err(Error::Checkpoint)?;
     let low_rank_bytes = low_rank.map(|g| serialize(&g.tensors)).transpose().map_err(Error::Checkpoint)?;
     let mut files = BTreeMap::new();

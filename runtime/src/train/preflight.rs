@@ -193,8 +193,8 @@ fn output_files(config: &TrainConfig) -> impl Iterator<Item = (&Path, &'static s
     .filter_map(|(path, what)| path.as_deref().map(|p| (p, what)))
 }
 
-/// Two outputs of one run never name the same file, and none lies in the checkpoint folder, whose
-/// files are the checkpoints' own (`latest`, the step folders, the lock): refused before step 1,
+/// Two outputs of one run never name the same file, and none lies in a checkpoint folder (the one
+/// saved to, the one resumed from), whose files are the checkpoints' own (`latest`, the step folders, the lock): refused before step 1,
 /// when nothing is lost yet, rather than one result silently replacing another.
 fn distinct_outputs(config: &TrainConfig) -> Result<()> {
     let files: Vec<(PathBuf, &str)> = output_files(config).map(|(p, what)| (identity(p), what)).collect();
@@ -206,12 +206,16 @@ fn distinct_outputs(config: &TrainConfig) -> Result<()> {
             )));
         }
     }
-    if let Some(save) = &config.save {
-        let folder = identity(&save.dir);
+    let folders = [
+        config.save.as_ref().map(|s| (&s.dir, "`SaveConfig::dir`")),
+        config.resume.as_ref().map(|dir| (dir, "`TrainConfig::resume`")),
+    ];
+    for (folder, setting) in folders.into_iter().flatten() {
+        let folder = identity(folder);
         if let Some((path, what)) = files.iter().find(|(p, _)| p.starts_with(&folder)) {
             return Err(Error::Config(format!(
-                "{what} {} is in the checkpoint folder {} (`SaveConfig::dir`), whose files are the checkpoints' \
-                 own: write it elsewhere",
+                "{what} {} is in the checkpoint folder {} ({setting}), whose files are the checkpoints' own: write \
+                 it elsewhere",
                 path.display(),
                 folder.display()
             )));

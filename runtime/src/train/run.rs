@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use super::preflight::on_rank0;
 use super::progress::Progress;
 use super::stop;
 use super::summary::{LossLog, TrainSummary};
@@ -78,6 +79,9 @@ pub(super) struct Run<'r> {
     pub(super) low_rank: Option<checkpoint::low_rank::Restored>,
     /// The held-out data, when the run validates.
     pub(super) held_out: Option<&'r mut dyn Dataset>,
+    /// The checkpoint folder, on rank 0 when the run saves: the checkpoints it replaces go
+    /// once every check has passed, right before the first step.
+    pub(super) checkpoint_folder: Option<&'r mut checkpoint::DirLock>,
 }
 
 /// The run on a GPU: its backend, then the same loop.
@@ -122,7 +126,7 @@ impl Run<'_> {
         data: &mut impl Dataset,
         loss: &impl Loss,
     ) -> Result<TrainSummary> {
-        let Run { comm, config, progress, about, stop, low_rank, mut held_out } = self;
+        let Run { comm, config, progress, about, stop, low_rank, mut held_out, checkpoint_folder } = self;
         if let Some(restored) = &low_rank {
             restored.restore(backend.buckets_mut())?;
         }
@@ -133,6 +137,7 @@ impl Run<'_> {
         if let Some(device) = backend.describe() {
             observer.say(&format!("training {} on {device} per rank", schedule.model));
         }
+        on_rank0(comm, || checkpoint_folder.map_or(Ok(()), checkpoint::DirLock::replace_old))?;
         let first_step = position.next_step;
         let global_batch = config.global_batch(world);
         progress.start(first_step, config.steps);
