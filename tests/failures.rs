@@ -129,6 +129,16 @@ fn a_checkpoint_rank_0_fails_to_write_ends_every_rank_at_once_with_its_message()
     assert!(text.contains("rank 0: error: ") && text.contains("No space left on device"), "{text}");
     assert!(text.contains("rank 1: error: checkpoint: rank 0 could not write the checkpoint"), "{text}");
     assert!(!text.contains("--comm-timeout") && !text.contains("behind"), "no rank waited it out:\n{text}");
+    // The failed save leaves no part of its step behind; the first stays published.
+    assert_eq!(std::fs::read_to_string(ck.join("latest")).unwrap().trim(), "step-00000001");
+    assert!(!ck.join("step-00000002").exists(), "the failed save's folder is removed");
+    // A failed save's folder found without `latest` is no run's checkpoint: a new run saves there.
+    std::fs::remove_file(ck.join("latest")).unwrap();
+    std::fs::create_dir(ck.join("step-00000009")).unwrap();
+    let (ok, text, _) = job(None, &["--save", ck.to_str().unwrap(), "--save-every", "4"]);
+    assert!(ok, "{text}");
+    assert_eq!(std::fs::read_to_string(ck.join("latest")).unwrap().trim(), "step-00000012");
+    assert!(!ck.join("step-00000009").exists(), "the unpublished folder is removed");
 }
 
 #[test]

@@ -84,16 +84,24 @@ fn a_resumed_run_continues_the_schedule() {
 
 #[test]
 fn a_schedule_that_cannot_be_followed_is_refused_before_step_1() {
-    let comm = Communicator::single();
-    let mut model = Tiny::new(&comm, 4).unwrap();
+    let refusal = |optimizer: OptimizerConfig| {
+        let comm = Communicator::single();
+        let mut model = Tiny::new(&comm, 4).unwrap();
+        Trainer::new(&comm)
+            .steps(3)
+            .optimizer(optimizer)
+            .report(ReportFormat::Off, None)
+            .fit(&mut model, &mut SyntheticClassification::new(1, 6, 3), &CrossEntropyLoss)
+            .unwrap_err()
+            .to_string()
+    };
     let bad = LrSchedule::WarmupCosine { warmup: 5, decay_until: 5, min_lr: 0.0 };
-    let err = Trainer::new(&comm)
-        .steps(3)
-        .optimizer(OptimizerConfig::sgd(0.1).lr_schedule(bad))
-        .report(ReportFormat::Off, None)
-        .fit(&mut model, &mut SyntheticClassification::new(1, 6, 3), &CrossEntropyLoss)
-        .unwrap_err()
-        .to_string();
+    let err = refusal(OptimizerConfig::sgd(0.1).lr_schedule(bad));
     assert!(err.contains("`OptimizerConfig::lr_schedule` cosine:warmup=5,until=5,min=0e0"), "{err}");
     assert!(err.contains("the decay must end after the warm-up"), "{err}");
+    // A minimum above the rate (nanoGPT's 1e-4 kept after lowering the rate to 1e-5) would make
+    // the "decay" raise the rate tenfold.
+    let rising = LrSchedule::WarmupCosine { warmup: 1, decay_until: 5, min_lr: 1e-4 };
+    let err = refusal(OptimizerConfig::adamw(1e-5).lr_schedule(rising));
+    assert!(err.contains("its minimum rate 1e-4 is above the learning rate 1e-5 (`OptimizerConfig::lr`)"), "{err}");
 }

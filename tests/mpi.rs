@@ -124,3 +124,41 @@ fn ranks_with_different_models_stop_with_an_error_naming_them() {
     }
     assert!(stderr.contains("rank(s) [1] have a different model or bucket plan than rank 0"), "{stderr}");
 }
+
+/// Each rank reads its own command line: ranks given other settings than rank 0's stop before
+/// step 1, every rank naming the flags that differ and the ranks, instead of training apart
+/// (another learning rate or batch), hanging (another step count) or failing inside MPI
+/// (a report on one rank only). Settings that do not apply to the optimizer chosen do not count.
+#[test]
+fn ranks_with_different_settings_stop_with_an_error_naming_the_flags() {
+    let mlp = example("mlp");
+    let exe = mlp.to_str().unwrap();
+    let common = ["--steps", "3", "--batch", "4", "--report", "off", "--comm-timeout", "20s"];
+    let cases: [(&[&str], &[&str]); 4] = [
+        (
+            &["--lr", "0.1", "--batch", "8"],
+            &["--lr (rank(s) [1]; this rank's: ", "--batch (rank(s) [1]; this rank's: "],
+        ),
+        (&["--steps", "4"], &["--steps (rank(s) [1]; this rank's: "]),
+        (&["--report", "text"], &["--report (rank(s) [1]; this rank's: "]),
+        (&["--optimizer", "adamw"], &["--optimizer (rank(s) [1]; this rank's: "]),
+    ];
+    for (rank_1, named) in cases {
+        let started = std::time::Instant::now();
+        let out = mpirun(&[&["-n", "1", exe][..], &common, &[":", "-n", "1", exe], &common, rank_1].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{rank_1:?} on rank 1 trained:\n{stderr}");
+        assert!(started.elapsed().as_secs() < 30, "{rank_1:?}: the mismatch must not wait for the timeout");
+        for rank in 0..2 {
+            let says = format!("rank {rank}: error: invalid configuration: ranks run with other settings than rank 0");
+            assert!(stderr.contains(&says), "{rank_1:?}:\n{stderr}");
+        }
+        for name in named {
+            assert!(stderr.contains(name), "{rank_1:?}: expected `{name}` in:\n{stderr}");
+        }
+        assert!(!stderr.contains("MPI_ERR") && !stderr.contains("step      1"), "{rank_1:?}:\n{stderr}");
+    }
+    // AdamW's betas on every rank, but SGD on rank 1's side only reads its momentum: alike.
+    let out = mpirun(&[&["-n", "1", exe][..], &common, &["--beta1", "0.5", ":", "-n", "1", exe], &common].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -8,7 +8,7 @@ use std::time::Instant;
 use overlap_runtime::comm::{Communicator, GradBucket, InFlight};
 use overlap_runtime::memory::RunShape;
 use overlap_runtime::observe::Observer;
-use overlap_runtime::{trace, DistributedModel, Result};
+use overlap_runtime::{trace, train, DistributedModel, Result};
 
 use crate::args::TrainArgs;
 
@@ -27,8 +27,10 @@ pub fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result
         optimizer_shards: 1,
         activation_bytes: Some(0),
     };
+    // As a training run: what the report and the trace keep must fit at rank 0.
+    train::check_recording(&args.train_config(), &schedule, &shape, comm.world_size())?;
     let mut observer = Observer::start(&observe, shape, comm, schedule.clone())?;
-    let mut times = Vec::with_capacity(args.steps as usize);
+    let mut times = Vec::with_capacity(args.steps.min(1 << 20) as usize);
     for step in 0..args.steps {
         trace::set_step(step);
         let started = Instant::now();

@@ -64,7 +64,7 @@ fn without_stated_default(help: &str) -> String {
 /// with clap's message on a bad flag as `Parser::parse` does.
 pub fn parse(defaults: &ExampleDefaults, argv: impl IntoIterator<Item = std::ffi::OsString>) -> TrainArgs {
     let matches: ArgMatches = command(defaults).get_matches_from(argv);
-    TrainArgs::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    TrainArgs::from_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 #[cfg(test)]

@@ -5,18 +5,23 @@
 /// Each setting the library's messages name, and the flag that sets it; a setting that is
 /// several flags is named with its value (longer entries first).
 const FLAGS: &[(&str, &str)] = &[
+    ("`TrainConfig::steps`", "--steps"),
     ("`TrainConfig::batch`", "--batch"),
     ("`TrainConfig::accumulate`", "--accumulate"),
+    ("`TrainConfig::log_every`", "--log-every"),
     ("`TrainConfig::save_params`", "--save-params"),
     ("`TrainConfig::resume`", "--resume"),
     ("`TrainConfig::device`", "--device"),
     ("`TrainConfig::device.gpu`", "--gpu"),
     ("`SaveConfig::dir`", "--save"),
     ("`SaveConfig::overwrite`", "--overwrite"),
+    ("`ObserveConfig::report`", "--report"),
     ("`ObserveConfig::report_every`", "--report-every"),
     ("`ObserveConfig::trace`", "--trace"),
     ("`ObserveConfig::timeline`", "--timeline"),
     ("`ObserveConfig::write_profile`", "--write-profile"),
+    ("`ObserveConfig::simulate`", "--simulate"),
+    ("`CommConfig::link`", "--link"),
     ("`CommConfig::transport`", "--all-reduce"),
     // The mode is two flags: named with its value.
     ("`CommConfig::mode` compute-only", "--compute-only"),
@@ -27,6 +32,13 @@ const FLAGS: &[(&str, &str)] = &[
     // Sharding is two flags: turned off, named with its value.
     ("`CommConfig::shard_optimizer` false", "--no-shard-optimizer"),
     ("`CommConfig::shard_optimizer`", "--shard-optimizer"),
+    ("`OptimizerConfig::kind`", "--optimizer"),
+    ("`OptimizerConfig::lr`", "--lr"),
+    ("`OptimizerConfig::momentum`", "--momentum"),
+    ("`OptimizerConfig::weight_decay`", "--weight-decay"),
+    ("`OptimizerConfig::betas`", "--beta1/--beta2"),
+    ("`OptimizerConfig::eps`", "--eps"),
+    ("`OptimizerConfig::decay_on`", "--decay-on"),
     ("`OptimizerConfig::lr_schedule`", "--lr-schedule"),
     ("`OptimizerConfig::clip_grad_norm`", "--clip-grad-norm"),
     ("`TrainConfig::validation`", "--eval-every"),

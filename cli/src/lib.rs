@@ -17,11 +17,12 @@ pub mod example_defaults;
 mod flags;
 pub mod prepare;
 mod progress;
+mod unused_flags;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::CommandFactory;
 use overlap_runtime::plan::{plan_buckets, BucketLimits, Schedule};
 use overlap_runtime::sample::{generate, SampleConfig};
 use overlap_runtime::text::CharText;
@@ -43,7 +44,8 @@ const ABORT_GRACE: Duration = Duration::from_secs(2);
 /// status on the rank that hit it.
 pub fn main<M: DistributedModel>() -> ExitCode {
     fit_blas_kernels();
-    run_main::<M>(TrainArgs::parse())
+    let matches = TrainArgs::command().get_matches();
+    run_main::<M>(TrainArgs::from_matches(&matches).unwrap_or_else(|e| e.exit()))
 }
 
 /// `main`, starting from an example's own configuration (nanoGPT's, for `gpt`): its flags'
@@ -105,6 +107,9 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
         return Ok(());
     }
     refuse_contradictions(args)?;
+    if rank == 0 {
+        unused_flags::notes(args, comm.world_size()).iter().for_each(|note| console::err_line(note));
+    }
     match args.device {
         args::Device::Cpu => use_threads(args.threads, rank),
         args::Device::Cuda => {
@@ -126,9 +131,6 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
 /// Trains `M` as the flags say, on the synthetic set or `--data` (the `Trainer` writes
 /// `--save-params` and the other outputs).
 pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<TrainSummary> {
-    if let (0, Some(link), 1) = (comm.rank(), args.link, comm.world_size()) {
-        console::err_line(&format!("note: --link {link} has no effect with one rank: there is nothing to all-reduce"));
-    }
     let mut data = datasets::training_data::<M>(args)?;
     let mut model = M::new(comm, args.seed)?;
     if let Some(path) = &args.init_params {
@@ -190,27 +192,7 @@ fn refuse_contradictions(args: &TrainArgs) -> Result<()> {
     if args.gpu.is_some() && args.device == args::Device::Cpu {
         return Err(Error::Config("--gpu chooses a GPU for --device cuda; this run is on the CPU".into()));
     }
-    if args.comm_only {
-        let ignored: Vec<&str> = [
-            (args.save.is_some(), "--save"),
-            (args.save_params.is_some(), "--save-params"),
-            (args.resume.is_some(), "--resume"),
-            (args.init_params.is_some(), "--init-params"),
-            (args.data.is_some(), "--data"),
-            (args.text.is_some(), "--text"),
-            (args.tokens.is_some(), "--tokens"),
-        ]
-        .into_iter()
-        .filter_map(|(set, flag)| set.then_some(flag))
-        .collect();
-        if !ignored.is_empty() {
-            return Err(Error::Config(format!(
-                "--comm-only trains nothing, so it has nothing to do with {}",
-                ignored.join(", ")
-            )));
-        }
-    }
-    Ok(())
+    unused_flags::refuse_with_comm_only(args)
 }
 
 /// Flags whose machinery exists only on the CPU so far, refused together with one message.

@@ -28,7 +28,7 @@ pub use limits::{BucketLimits, DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB};
 pub use link::{Link, LinkPreset, LINK_PRESETS};
 pub use low_rank::LowRank;
 pub use profile::{LayerTimes, Profile, PROFILE_FORMAT};
-pub use schedule::{human_bytes, BucketInfo, LayerInfo, ParamInfo, ParamRef, Schedule};
+pub use schedule::{human_bytes, BucketInfo, Fnv, LayerInfo, ParamInfo, ParamRef, Schedule};
 pub use shard::{owned_part, round_piece, shard_of, shard_within};
 pub use simulate::{
     sim_buckets, simulate, simulate_sharded, BucketTimes, Prediction, SimBucket, SimLowRank, SimSharding, StepCosts,

@@ -265,11 +265,22 @@ impl Schedule {
     }
 }
 
-struct Fnv(u64);
+/// FNV-1a, 64 bits: the same on every rank and build, for what ranks compare before they
+/// exchange anything (the schedule here, a run's settings in the runtime).
+pub struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv::new()
+    }
+}
 
 impl Fnv {
-    fn new() -> Self {
+    pub fn new() -> Self {
         Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    pub fn finish(&self) -> u64 {
+        self.0
     }
     fn bytes(&mut self, bytes: &[u8]) {
         for &b in bytes {
@@ -277,10 +288,10 @@ impl Fnv {
             self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
         }
     }
-    fn usize(&mut self, v: usize) {
+    pub fn usize(&mut self, v: usize) {
         self.bytes(&(v as u64).to_le_bytes());
     }
-    fn str(&mut self, s: &str) {
+    pub fn str(&mut self, s: &str) {
         self.usize(s.len());
         self.bytes(s.as_bytes());
     }

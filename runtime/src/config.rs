@@ -109,6 +109,14 @@ impl OptimizerConfig {
         })
     }
 
+    /// The weight decay: `weight_decay`, or the optimizer's default.
+    pub fn base_weight_decay(&self) -> f64 {
+        self.weight_decay.unwrap_or(match self.kind {
+            OptimizerKind::Sgd => 0.0,
+            OptimizerKind::AdamW => 0.01,
+        })
+    }
+
     /// A fresh optimizer with these settings and no state (SGD keeps its numbers in f32), for
     /// the parameters of `schedule` (which of them decay).
     pub fn build(&self, schedule: &Schedule) -> ChosenOptimizer {
@@ -116,7 +124,7 @@ impl OptimizerConfig {
             OptimizerKind::Sgd => {
                 let sgd = Sgd::new(self.base_lr() as f32)
                     .momentum(self.momentum as f32)
-                    .weight_decay(self.weight_decay.unwrap_or(0.0) as f32);
+                    .weight_decay(self.base_weight_decay() as f32);
                 ChosenOptimizer::Sgd(match self.clip_grad_norm {
                     Some(max_norm) => sgd.clip_grad_norm(max_norm as f32),
                     None => sgd,
@@ -126,7 +134,7 @@ impl OptimizerConfig {
                 let adamw = AdamW::new(self.base_lr())
                     .betas(self.betas.0, self.betas.1)
                     .eps(self.eps)
-                    .weight_decay(self.weight_decay.unwrap_or(0.01));
+                    .weight_decay(self.base_weight_decay());
                 ChosenOptimizer::AdamW(match self.clip_grad_norm {
                     Some(max_norm) => adamw.clip_grad_norm(max_norm as f32),
                     None => adamw,
@@ -201,24 +209,36 @@ fn gpu_of_local_rank(var: impl Fn(&str) -> Option<String>) -> usize {
 /// 64 is too large ..."``): a front end that sets them otherwise, as the command line does with
 /// its flags, shows its own names for them (`overlap-cli`'s `flags` maps every one of these).
 pub const SETTING_NAMES: &[&str] = &[
+    "`TrainConfig::steps`",
     "`TrainConfig::batch`",
     "`TrainConfig::accumulate`",
+    "`TrainConfig::log_every`",
     "`TrainConfig::save_params`",
     "`TrainConfig::resume`",
     "`TrainConfig::device`",
     "`TrainConfig::device.gpu`",
     "`SaveConfig::dir`",
     "`SaveConfig::overwrite`",
+    "`ObserveConfig::report`",
     "`ObserveConfig::report_every`",
     "`ObserveConfig::trace`",
     "`ObserveConfig::timeline`",
     "`ObserveConfig::write_profile`",
+    "`ObserveConfig::simulate`",
     "`CommConfig::transport`",
     "`CommConfig::mode`",
+    "`CommConfig::link`",
     "`CommConfig::wait_timeout`",
     "`CommConfig::check_finite`",
     "`CommConfig::grad_comm`",
     "`CommConfig::shard_optimizer`",
+    "`OptimizerConfig::kind`",
+    "`OptimizerConfig::lr`",
+    "`OptimizerConfig::momentum`",
+    "`OptimizerConfig::weight_decay`",
+    "`OptimizerConfig::betas`",
+    "`OptimizerConfig::eps`",
+    "`OptimizerConfig::decay_on`",
     "`OptimizerConfig::lr_schedule`",
     "`OptimizerConfig::clip_grad_norm`",
     "`TrainConfig::validation`",

@@ -2,10 +2,6 @@
 //! `safetensors.torch.load_file` reads them directly.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 
 use safetensors::tensor::{Dtype, TensorView};
@@ -13,6 +9,7 @@ use safetensors::SafeTensors;
 
 use crate::error::{Error, Result};
 use crate::model::DistributedModel;
+use crate::process::atomic_write::write_atomically;
 
 /// `(name, shape, little-endian f32 bytes)`: a tensor ready to be written.
 pub(crate) type Tensor = (String, Vec<usize>, Vec<u8>);
@@ -69,7 +66,8 @@ pub fn save_params_with_vocabulary<M: DistributedModel>(
 ) -> Result<()> {
     let bytes =
         model_file_bytes(model, vocabulary).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
-    write_atomically(path, &bytes).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+    write_atomically(path, |file| file.write_all(&bytes))
+        .map_err(|source| Error::Io { path: path.to_path_buf(), source })
 }
 
 /// A parameters file of `model`, as bytes, its vocabulary in the metadata: what `--save-params`
@@ -89,62 +87,6 @@ pub fn load_vocabulary(path: &Path) -> Result<Option<String>> {
     let (_, header) =
         SafeTensors::read_metadata(&bytes).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
     Ok(header.metadata().as_ref().and_then(|m| m.get(VOCABULARY_KEY)).cloned())
-}
-
-/// Writes `bytes` to a temporary file next to the file `path` names (through a link, the file
-/// it points to), syncs it, renames it over that file and syncs the folder. Something other
-/// than a file there (a device, a pipe, a terminal) cannot be replaced, and neither can a file
-/// reached through an open descriptor (`/dev/stdout` of `>> job.log`, `/proc/self/fd/N`), whose
-/// owner means it to be written to, not swapped: those are written in place, appended to.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    if target.metadata().is_ok_and(|m| !m.is_file()) || names_a_descriptor(path) {
-        return OpenOptions::new().append(true).open(path)?.write_all(bytes);
-    }
-    let folder = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let tmp = folder.join(temporary_name(&target));
-    let written = File::create(&tmp).and_then(|mut file| {
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        crate::fault::at_params_synced();
-        std::fs::rename(&tmp, &target)
-    });
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written?;
-    File::open(folder)?.sync_all()
-}
-
-/// Whether `path`, or a link on the way from it, names an open descriptor (`/proc/..`,
-/// `/dev/fd/N`, `/dev/stdout` and its kin) rather than a file of a folder (`/dev/shm/x` is one).
-fn names_a_descriptor(path: &Path) -> bool {
-    let descriptor = |p: &Path| {
-        p.starts_with("/proc")
-            || p.starts_with("/dev/fd")
-            || ["/dev/stdin", "/dev/stdout", "/dev/stderr"].iter().any(|d| p == Path::new(d))
-    };
-    let mut at = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    for _ in 0..40 {
-        if descriptor(&at) {
-            return true;
-        }
-        match std::fs::read_link(&at) {
-            Ok(next) => at = at.parent().map_or(next.clone(), |folder| folder.join(&next)),
-            Err(_) => return false,
-        }
-    }
-    false
-}
-
-/// `.<name>.tmp`, hidden and the same on every write of one file (a write killed midway leaves
-/// it for the next to replace), with the name cut to fit the file system's 255 bytes.
-fn temporary_name(target: &Path) -> OsString {
-    let name = target.file_name().map_or(&[][..], |n| n.as_bytes());
-    let mut tmp = b".".to_vec();
-    tmp.extend_from_slice(&name[..name.len().min(240)]);
-    tmp.extend_from_slice(b".tmp");
-    OsString::from_vec(tmp)
 }
 
 /// The f32 values of each tensor of `bytes`, by name, if every tensor is in `expected` with the
@@ -224,51 +166,4 @@ pub fn load_params(path: &Path) -> Result<Vec<NamedTensor>> {
         out.push((name.to_string(), view.shape().to_vec(), f32_values(view.data())));
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_write_replaces_the_file_whole_and_leaves_nothing_beside_it() {
-        let root = tempfile::tempdir().unwrap();
-        let path = root.path().join("p.safetensors");
-        std::fs::write(&path, b"the previous run's").unwrap();
-        write_atomically(&path, b"this run's").unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"this run's");
-        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "no temporary file is left");
-        // Through a link, the file it names is replaced and the link stays.
-        let link = root.path().join("link.safetensors");
-        std::os::unix::fs::symlink(&path, &link).unwrap();
-        write_atomically(&link, b"through the link").unwrap();
-        assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
-        assert_eq!(std::fs::read(&path).unwrap(), b"through the link");
-        // A name as long as the file system takes still has a temporary name it takes.
-        let longest = root.path().join("a".repeat(255));
-        write_atomically(&longest, b"long").unwrap();
-        assert_eq!(std::fs::read(&longest).unwrap(), b"long");
-        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 3);
-    }
-
-    #[test]
-    fn a_file_reached_through_an_open_descriptor_is_appended_to_not_replaced() {
-        // `--save-params /dev/stdout >> job.log`: the log keeps what it had.
-        let root = tempfile::tempdir().unwrap();
-        let log = root.path().join("job.log");
-        std::fs::write(&log, b"earlier lines\n").unwrap();
-        let open = OpenOptions::new().append(true).open(&log).unwrap();
-        let descriptor = std::path::PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&open)));
-        write_atomically(&descriptor, b"parameters").unwrap();
-        assert_eq!(std::fs::read(&log).unwrap(), b"earlier lines\nparameters");
-        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "nothing renamed beside it");
-        // A link in a folder of one's own to such a name is one too.
-        let link = root.path().join("out");
-        std::os::unix::fs::symlink(&descriptor, &link).unwrap();
-        write_atomically(&link, b"!").unwrap();
-        assert_eq!(std::fs::read(&log).unwrap(), b"earlier lines\nparameters!");
-        assert!(!names_a_descriptor(&root.path().join("plain")));
-        assert!(!names_a_descriptor(Path::new("/dev/shm/params.safetensors")));
-        assert!(names_a_descriptor(Path::new("/dev/stdout")));
-    }
 }

@@ -14,6 +14,7 @@ use overlap_plan::{
 };
 
 use crate::error::{Error, Result};
+use crate::process::atomic_write::write_atomically;
 use crate::trace::{median, StepBreakdown};
 
 /// Per-layer times over the measured steps (the first one, a warm-up, left out when there are
@@ -47,7 +48,8 @@ pub fn write_profile(
     link: Option<Link>,
 ) -> Result<()> {
     let json = Profile::measured(schedule, costs, world_size, batch, link).to_json();
-    std::fs::write(path, json).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+    write_atomically(path, |out| out.write_all(json.as_bytes()))
+        .map_err(|source| Error::Io { path: path.to_path_buf(), source })
 }
 
 /// A cluster to predict for: `world=64,link=ib-ndr` (the link takes the rest of the text, so

@@ -296,6 +296,19 @@ pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usiz
     }
     let tokens: Vec<u16> = text.chars().map(|c| vocab.binary_search(&c).expect("in the vocabulary") as u16).collect();
     let train_end = (tokens.len() as f64 * 0.9) as usize;
+    if train_end < 2 {
+        return Err(Error::Dataset(format!(
+            "{} character(s): their first 90% ({train_end} token(s)) cannot make one training sample, an input and \
+             the token after it",
+            tokens.len()
+        )));
+    }
+    // The shards go into `out`, named after `stem`: a path would put them elsewhere.
+    if stem.is_empty() || stem.contains(['/', '\0']) || stem == "." || stem == ".." {
+        return Err(Error::Config(format!(
+            "shard name {stem:?}: give a plain name (no `/`), which the shards' file names start with"
+        )));
+    }
     refuse_earlier_shards(out)?;
     std::fs::create_dir_all(out).map_err(|source| Error::Io { path: out.to_owned(), source })?;
     let write = |split: &str, parts: &[u16]| -> Result<Vec<PathBuf>> {
@@ -424,5 +437,18 @@ mod tests {
             again.contains("already holds token shards or a vocabulary (interval_train_000000.bin, 3 file(s)"),
             "{again}"
         );
+    }
+
+    #[test]
+    fn a_text_too_short_to_train_on_or_a_name_that_is_a_path_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("shards");
+        let short = prepare_characters("x", &out, "one", 1000).unwrap_err().to_string();
+        assert!(short.contains("1 character(s): their first 90% (0 token(s)) cannot make one training"), "{short}");
+        for name in ["../escape", "a/b", "..", ""] {
+            let refused = prepare_characters("to be or not to be", &out, name, 1000).unwrap_err().to_string();
+            assert!(refused.contains("give a plain name (no `/`)"), "{name}: {refused}");
+        }
+        assert!(!out.exists() && std::fs::read_dir(dir.path()).unwrap().count() == 0, "nothing was written");
     }
 }

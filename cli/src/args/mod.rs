@@ -2,10 +2,12 @@
 //! message before anything starts. `TrainArgs::train_config` turns them into the runtime's plain
 //! settings.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, FromArgMatches, Id, Parser};
 use overlap_runtime::optim::{DecayOn, LrSchedule};
 use overlap_runtime::plan::Link;
 use overlap_runtime::profile::Cluster;
@@ -149,7 +151,8 @@ pub struct TrainArgs {
     /// The format gradients travel in between ranks, for every bucket: fp32, or bf16 / fp16
     /// (half the bytes; each rank's values rounded once to be sent, summed in FP32, the sum
     /// rounded once) [default: the model's `grad_comm`, see --print-schedule]. A model compiled
-    /// with `grad_comm = powersgd(..)` then sends its buckets whole, in this format.
+    /// with `grad_comm = powersgd(..)` then sends its buckets whole, in this format (still
+    /// through PowerSGD's code path, which --shard-optimizer cannot take).
     #[arg(long, value_name = "FORMAT", value_parser = str::parse::<WireFormat>)]
     pub grad_comm: Option<WireFormat>,
     /// Write checkpoints (parameters, optimizer state, step, data position) into DIR: at the
@@ -228,9 +231,26 @@ pub struct TrainArgs {
     /// run, for the compiled plan and the alternatives: world=64,link=ib-ndr (repeatable).
     #[arg(long, value_name = "CLUSTER", value_parser = parse_cluster)]
     pub simulate: Vec<Cluster>,
+    /// The flags the command line gave, by id (`beta1`, `top_k`), not those left at their
+    /// defaults: a flag given that the run does not read gets a note (`unused_flags`).
+    #[arg(skip)]
+    pub given: BTreeSet<String>,
 }
 
 impl TrainArgs {
+    /// The flags `matches` holds, with which of them the command line gave.
+    pub fn from_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut args = TrainArgs::from_arg_matches(matches)?;
+        let typed = |id: &&Id| matches.value_source(id.as_str()) == Some(ValueSource::CommandLine);
+        args.given = matches.ids().filter(typed).map(|id| id.to_string()).collect();
+        Ok(args)
+    }
+
+    /// Whether the command line gave the flag of field `id` (`"beta1"`), rather than its default.
+    pub fn gave(&self, id: &str) -> bool {
+        self.given.contains(id)
+    }
+
     /// `--eval-every`, unless it is 0 (never).
     pub fn validation_every(&self) -> Option<u64> {
         self.eval_every.filter(|&n| n > 0)

@@ -21,7 +21,8 @@ const LOCK_FILE: &str = ".lock";
 pub struct DirLock {
     _file: File,
     dir: PathBuf,
-    /// Another run's `latest` and step folders, to remove before this run's first step.
+    /// Another run's `latest` and step folders (or step folders no `latest` names, left by a
+    /// failed save), to remove before this run's first step.
     old: Vec<String>,
 }
 
@@ -79,7 +80,9 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Re
     let holder = format!("process {} on {}", std::process::id(), host.trim());
     file.set_len(0).and_then(|()| file.rewind()).and_then(|()| file.write_all(holder.as_bytes())).map_err(io)?;
     let old = if continues { Vec::new() } else { checkpoints_in(dir) };
-    if !old.is_empty() && !overwrite {
+    // Without `latest`, step folders are what failed or interrupted saves left: no run's
+    // checkpoints, removed like replaced ones.
+    if old.iter().any(|name| name == LATEST) && !overwrite {
         return Err(Error::Checkpoint(format!(
             "{} holds another run's checkpoints ({}): continue that run with `TrainConfig::resume` {0}, or replace \
              them with `SaveConfig::overwrite`",

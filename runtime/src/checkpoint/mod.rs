@@ -156,7 +156,37 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
         std::fs::remove_dir_all(&step_dir).map_err(io(&step_dir))?; // Left by an interrupted save.
     }
     std::fs::create_dir(&step_dir).map_err(io(&step_dir))?;
+    // A save that fails leaves no part of a step folder: `latest` still names the previous one.
+    let written = write_step(&step_dir, model, optimizer, position, run, low_rank, nth);
+    if written.is_err() {
+        let _ = std::fs::remove_dir_all(&step_dir);
+    }
+    written?;
+    durable::sync_dir(dir)?;
+    fault::at_save_stage(SaveStage::Synced, nth);
+    durable::replace_atomically(&dir.join(LATEST), name.as_bytes(), |step| {
+        fault::at_save_stage(
+            match step {
+                durable::Step::TemporaryWritten => SaveStage::PointerWritten,
+                durable::Step::Renamed => SaveStage::Renamed,
+            },
+            nth,
+        )
+    })?;
+    remove_old(dir, &name);
+    Ok(step_dir)
+}
 
+/// The files of the checkpoint at `step_dir`, written and synced with the folder.
+fn write_step<M: DistributedModel, O: OptimizerState>(
+    step_dir: &Path,
+    model: &M,
+    optimizer: &O,
+    position: Position,
+    run: &RunAbout,
+    low_rank: Option<&low_rank::Gathered>,
+    nth: u64,
+) -> Result<()> {
     let model_bytes = model_file_bytes(model, run.vocabulary.as_deref()).map_err(Error::Checkpoint)?;
     let optimizer_bytes = serialize(&optimizer_tensors::<M, O>(optimizer)).map_err(Error::Checkpoint)?;
     let low_rank_bytes = low_rank.map(|g| serialize(&g.tensors)).transpose().map_err(Error::Checkpoint)?;
@@ -200,20 +230,8 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
     for (file, path) in &written {
         durable::sync(file, path)?;
     }
-    durable::sync_dir(&step_dir)?;
-    durable::sync_dir(dir)?;
-    fault::at_save_stage(SaveStage::Synced, nth);
-    durable::replace_atomically(&dir.join(LATEST), name.as_bytes(), |step| {
-        fault::at_save_stage(
-            match step {
-                durable::Step::TemporaryWritten => SaveStage::PointerWritten,
-                durable::Step::Renamed => SaveStage::Renamed,
-            },
-            nth,
-        )
-    })?;
-    remove_old(dir, &name);
-    Ok(step_dir)
+    durable::sync_dir(step_dir)?;
+    Ok(())
 }
 
 /// Restores `model` and `optimizer` from the newest checkpoint in `dir` and says where training

@@ -138,8 +138,7 @@ impl Communicator {
         let formats = self.all_gather_u64(self.wire.borrow().override_code())?;
         if let Some(rank) = formats.iter().position(|&f| f != formats[0]) {
             return Err(Error::Config(format!(
-                "ranks disagree on the gradients' wire formats: rank {rank} chose others than rank 0 (`CommConfig::grad_comm`, \
-                 set_wire_format, set_bucket_wire_formats)"
+                "ranks disagree on the gradients' wire formats: rank {rank} chose others than rank 0 (`CommConfig::grad_comm`)"
             )));
         }
         self.wire.borrow_mut().schedule = schedule.buckets.iter().map(|b| b.wire).collect();

@@ -26,13 +26,20 @@ pub fn check_file(path: &Path, what: &str) -> Result<()> {
 }
 
 /// The file or folder `path` names, as one absolute path whatever way it is written: resolved
-/// through links where it exists, else its folder resolved and its name appended (so that
-/// `out/t.json`, `./out/t.json` and a link to it compare equal).
+/// through links where it exists, else its folder resolved and its name appended, after any
+/// links to it (so that `out/t.json`, `./out/t.json` and a link to it compare equal, whether it
+/// exists yet or not).
 pub fn identity(path: &Path) -> PathBuf {
     if let Ok(resolved) = path.canonicalize() {
         return resolved;
     }
-    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    // A link to a file not yet there is that file (a bounded chain: links may loop).
+    for _ in 0..40 {
+        let Ok(next) = std::fs::read_link(&absolute) else { break };
+        let joined = absolute.parent().map_or(next.clone(), |folder| folder.join(&next));
+        absolute = std::path::absolute(&joined).unwrap_or(joined);
+    }
     match (absolute.parent(), absolute.file_name()) {
         (Some(parent), Some(name)) => parent.canonicalize().map_or(absolute.clone(), |p| p.join(name)),
         _ => absolute,
@@ -70,6 +77,19 @@ mod tests {
         assert!(folder.contains("is a folder; give a file name"), "{folder}");
         let dir = check_dir(&file, "--save").unwrap_err().to_string();
         assert!(dir.contains("--save") && dir.contains("exists and is not a folder"), "{dir}");
+    }
+
+    #[test]
+    fn a_link_to_a_file_not_yet_written_is_that_file() {
+        let root = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("target.json", root.path().join("link.json")).unwrap();
+        let target = identity(&root.path().join("target.json"));
+        assert_eq!(identity(&root.path().join("link.json")), target);
+        assert_eq!(identity(&root.path().join("./link.json")), target);
+        // Links in a loop end somewhere, without hanging.
+        std::os::unix::fs::symlink("b", root.path().join("a")).unwrap();
+        std::os::unix::fs::symlink("a", root.path().join("b")).unwrap();
+        let _ = identity(&root.path().join("a"));
     }
 
     #[test]

@@ -1,8 +1,7 @@
 //! Chrome trace-event files (Perfetto, chrome://tracing): one process per rank, a compute track
 //! and a communication track, bucket ids, bytes on the wire and their format as arguments.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 
 use overlap_plan::Schedule;
@@ -10,19 +9,18 @@ use serde_json::{json, Value};
 
 use super::span::{Activity, RunInfo, Span};
 use crate::error::{Error, Result};
+use crate::process::atomic_write::write_atomically;
 
 const COMPUTE_TRACK: u32 = 0;
 const COMMUNICATION_TRACK: u32 = 1;
 
 /// Writes `spans` (every rank's) to `path`, streaming one event at a time.
 pub fn write_chrome_trace(path: &Path, spans: &[Span], info: &RunInfo) -> Result<()> {
-    let io = |source| Error::Io { path: path.to_path_buf(), source };
-    let mut out = BufWriter::new(File::create(path).map_err(io)?);
-    write_events(&mut out, spans, info).map_err(io)?;
-    out.flush().map_err(io)
+    write_atomically(path, |out| write_events(out, spans, info))
+        .map_err(|source| Error::Io { path: path.to_path_buf(), source })
 }
 
-fn write_events(out: &mut impl Write, spans: &[Span], info: &RunInfo) -> std::io::Result<()> {
+fn write_events(out: &mut dyn Write, spans: &[Span], info: &RunInfo) -> std::io::Result<()> {
     out.write_all(b"{\"traceEvents\":[\n")?;
     let mut first = true;
     let mut emit = |out: &mut dyn Write, event: Value| -> std::io::Result<()> {

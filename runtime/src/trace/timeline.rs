@@ -13,6 +13,7 @@ use super::labels::{self, Placement};
 use super::report::median;
 use super::span::{Activity, RunInfo, Span};
 use crate::error::{Error, Result};
+use crate::process::atomic_write::write_atomically;
 
 const TOP: f64 = 92.0;
 const ROW_GAP: f64 = 22.0;
@@ -33,7 +34,9 @@ pub fn representative_step(breakdowns: &[StepBreakdown]) -> Option<u64> {
 }
 
 pub fn write_timeline(path: &Path, spans: &[Span], step: u64, info: &RunInfo) -> Result<()> {
-    std::fs::write(path, render(spans, step, info)).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+    let svg = render(spans, step, info);
+    write_atomically(path, |out| out.write_all(svg.as_bytes()))
+        .map_err(|source| Error::Io { path: path.to_path_buf(), source })
 }
 
 /// The SVG document for `step`.

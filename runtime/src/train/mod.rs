@@ -6,6 +6,7 @@
 //! The facade's crate documentation (`overlap`) shows a whole run: a model, a loss and a
 //! dataset of one's own, fitted by a `Trainer`.
 
+mod agreement;
 mod preflight;
 mod progress;
 mod run;
@@ -29,8 +30,8 @@ use crate::backend::CpuBackend;
 pub use crate::config::{Device, OptimizerConfig, OptimizerKind, SaveConfig, TrainConfig, ValidationConfig};
 pub use crate::error::signal_name;
 pub use crate::observe::{ObserveConfig, ReportFormat};
-pub use preflight::on_rank0;
 use preflight::{check, claim_outputs, resume};
+pub use preflight::{check_recording, on_rank0};
 pub use progress::{NoProgress, Progress};
 use run::{fit_on_gpu, Run};
 pub use summary::TrainSummary;
@@ -191,6 +192,7 @@ impl<'c> Trainer<'c> {
     ) -> Result<TrainSummary> {
         let Trainer { comm, config, progress, held_out } = self;
         comm.apply(&config.comm)?;
+        agreement::check(&config, comm)?;
         comm.agree_on_sharding(&M::SCHEDULE)?;
         check::<M>(&config, data, comm.world_size())?;
         preflight::check_lendable(&config, comm, model)?;

@@ -13,7 +13,7 @@ use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::memory::RunShape;
 use crate::model::DistributedModel;
-use crate::optim::ChosenOptimizer;
+use crate::optim::{ChosenOptimizer, LrSchedule};
 use crate::process::output_paths::{self, identity};
 
 /// Settings that cannot run on `world` ranks, and a dataset that does not fit the model, refused
@@ -35,6 +35,16 @@ pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Datas
             "`OptimizerConfig::lr_schedule` {}: {problem}",
             config.optimizer.lr_schedule
         )));
+    }
+    if let (LrSchedule::WarmupCosine { min_lr, .. }, base) = (config.optimizer.lr_schedule, config.optimizer.base_lr())
+    {
+        if min_lr > base {
+            return Err(Error::Config(format!(
+                "`OptimizerConfig::lr_schedule` {}: its minimum rate {min_lr:e} is above the learning rate {base:e} \
+                 (`OptimizerConfig::lr`), so the decay would raise the rate; give a minimum of at most the rate",
+                config.optimizer.lr_schedule
+            )));
+        }
     }
     if let Some(max_norm) = config.optimizer.clip_grad_norm.filter(|m| !(m.is_finite() && *m > 0.0)) {
         return Err(Error::Config(format!(
@@ -119,7 +129,7 @@ fn check_memory(config: &TrainConfig, schedule: &Schedule, run: &RunShape) -> Re
 
 /// Refuses recording that rank 0 could not hold: one window of every rank's spans (a huge
 /// `--report-every`, or `--accumulate`), or, with `--trace`, every span of the run.
-fn check_recording(config: &TrainConfig, schedule: &Schedule, run: &RunShape, world: usize) -> Result<()> {
+pub fn check_recording(config: &TrainConfig, schedule: &Schedule, run: &RunShape, world: usize) -> Result<()> {
     if !config.observe.records() {
         return Ok(());
     }
@@ -259,8 +269,10 @@ fn check_sharding(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
     }
     let how = sharded_by(config, schedule);
     let low_rank = schedule.buckets.iter().find_map(|b| b.low_rank);
-    let conflicts =
-        [low_rank.map(|r| format!("the model's `grad_comm = {r}`: PowerSGD's factors cannot be reduce-scattered"))];
+    // A run-time format sends such buckets whole, but through the same low-rank path.
+    let whole = if config.comm.grad_comm.is_some() { ", even sent whole (`CommConfig::grad_comm`)" } else { "" };
+    let conflicts = [low_rank
+        .map(|r| format!("the model's `grad_comm = {r}`: PowerSGD's buckets cannot be reduce-scattered{whole}"))];
     let conflicts: Vec<String> = conflicts.into_iter().flatten().collect();
     if conflicts.is_empty() {
         return Ok(());

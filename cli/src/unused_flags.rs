@@ -1,0 +1,114 @@
+//! Flags given on the command line that the run does not read. A flag accepted and then ignored
+//! looks as if it had worked: training flags with `--comm-only`, which trains nothing, are
+//! refused; the others get a note from rank 0 (a script may pass `--momentum` whichever
+//! optimizer it picks), which says what the flag needs.
+
+use overlap_runtime::{Error, Result};
+
+use crate::args::{OptimizerKind, ReportFormat, TrainArgs};
+
+/// Refuses, with `--comm-only`, every flag that configures training or its outputs.
+pub fn refuse_with_comm_only(args: &TrainArgs) -> Result<()> {
+    if !args.comm_only {
+        return Ok(());
+    }
+    let given = |id: &str| args.gave(id);
+    let trains = [
+        ("accumulate", "--accumulate"),
+        ("optimizer", "--optimizer"),
+        ("lr", "--lr"),
+        ("momentum", "--momentum"),
+        ("weight_decay", "--weight-decay"),
+        ("beta1", "--beta1"),
+        ("beta2", "--beta2"),
+        ("eps", "--eps"),
+        ("lr_schedule", "--lr-schedule"),
+        ("decay_on", "--decay-on"),
+        ("clip_grad_norm", "--clip-grad-norm"),
+        ("eval_batches", "--eval-batches"),
+        ("check_finite", "--check-finite"),
+    ];
+    let outputs = [
+        (args.save.is_some(), "--save"),
+        (args.save_params.is_some(), "--save-params"),
+        (args.resume.is_some(), "--resume"),
+        (args.init_params.is_some(), "--init-params"),
+        (args.data.is_some(), "--data"),
+        (args.text.is_some(), "--text"),
+        (args.tokens.is_some(), "--tokens"),
+        (given("eval_every") && args.validation_every().is_some(), "--eval-every"),
+        // Measured without compute, per-layer times are zeros: no profile or prediction to make.
+        (args.write_profile.is_some(), "--write-profile"),
+        (!args.simulate.is_empty(), "--simulate"),
+    ];
+    let ignored: Vec<&str> = trains
+        .iter()
+        .filter(|(id, _)| given(id))
+        .map(|&(_, flag)| flag)
+        .chain(outputs.iter().filter(|(set, _)| *set).map(|&(_, flag)| flag))
+        .collect();
+    if ignored.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Config(format!("--comm-only trains nothing, so it has nothing to do with {}", ignored.join(", "))))
+}
+
+/// A note for each flag given that this run does not read, saying what it needs.
+pub fn notes(args: &TrainArgs, world: usize) -> Vec<String> {
+    let given = |id: &str| args.gave(id);
+    let adamw = args.optimizer == OptimizerKind::Adamw;
+    let unread = [
+        (adamw && given("momentum"), "--momentum", "with --optimizer adamw (it reads --beta1 and --beta2)"),
+        (!adamw && given("beta1"), "--beta1", "with --optimizer sgd"),
+        (!adamw && given("beta2"), "--beta2", "with --optimizer sgd"),
+        (!adamw && given("eps"), "--eps", "with --optimizer sgd"),
+        (args.sample == 0 && given("temperature"), "--temperature", "without --sample"),
+        (args.sample == 0 && given("top_k"), "--top-k", "without --sample"),
+        (args.validation_every().is_none() && given("eval_batches"), "--eval-batches", "without --eval-every"),
+        (args.report == ReportFormat::Off && given("report_every"), "--report-every", "with --report off"),
+        (args.compute_only && args.link.is_some(), "--link", "with --compute-only: nothing is all-reduced"),
+        (args.compute_only && given("grad_comm"), "--grad-comm", "with --compute-only: nothing is all-reduced"),
+        (world == 1 && args.link.is_some(), "--link", "with one rank: there is nothing to all-reduce"),
+        (world == 1 && given("grad_comm"), "--grad-comm", "with one rank: there is nothing to all-reduce"),
+    ];
+    unread
+        .iter()
+        .filter(|(unread, ..)| *unread)
+        .map(|(_, flag, why)| format!("note: {flag} has no effect {why}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> TrainArgs {
+        let matches = TrainArgs::command().try_get_matches_from(std::iter::once("mlp").chain(args.iter().copied()));
+        TrainArgs::from_matches(&matches.unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_flag_given_that_the_run_does_not_read_gets_a_note_and_defaults_none() {
+        assert!(notes(&parse(&[]), 2).is_empty(), "defaults are not given");
+        assert!(notes(&parse(&["--optimizer", "adamw", "--beta1", "0.8"]), 2).is_empty(), "AdamW reads it");
+        let said = notes(&parse(&["--optimizer", "adamw", "--momentum", "0.5", "--top-k", "5"]), 2);
+        assert_eq!(
+            said,
+            [
+                "note: --momentum has no effect with --optimizer adamw (it reads --beta1 and --beta2)",
+                "note: --top-k has no effect without --sample"
+            ]
+        );
+        let one_rank = notes(&parse(&["--link", "10gbe"]), 1);
+        assert_eq!(one_rank, ["note: --link has no effect with one rank: there is nothing to all-reduce"]);
+    }
+
+    #[test]
+    fn comm_only_refuses_the_training_flags_given_and_only_those() {
+        assert!(refuse_with_comm_only(&parse(&["--comm-only", "--steps", "3", "--link", "10gbe"])).is_ok());
+        let refused = refuse_with_comm_only(&parse(&["--comm-only", "--lr", "0.1", "--write-profile", "p.json"]));
+        let message = refused.unwrap_err().to_string();
+        assert!(message.contains("nothing to do with --lr, --write-profile"), "{message}");
+    }
+}

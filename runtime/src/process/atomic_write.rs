@@ -1,0 +1,116 @@
+//! Replacing a file whole or not at all: a run's outputs (the parameters, the trace, the
+//! timeline, the profile) are written beside their file and renamed over it, so that a full disk
+//! or a kill midway leaves the previous file, never part of a new one.
+
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::Path;
+
+/// Writes a file through `write` into a temporary file next to the file `path` names (through a
+/// link, the file it points to), syncs it, renames it over that file and syncs the folder. Something other
+/// than a file there (a device, a pipe, a terminal) cannot be replaced, and neither can a file
+/// reached through an open descriptor (`/dev/stdout` of `>> job.log`, `/proc/self/fd/N`), whose
+/// owner means it to be written to, not swapped: those are written in place, appended to.
+pub fn write_atomically(path: &Path, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    if target.metadata().is_ok_and(|m| !m.is_file()) || names_a_descriptor(path) {
+        let mut out = BufWriter::new(OpenOptions::new().append(true).open(path)?);
+        write(&mut out)?;
+        return out.flush();
+    }
+    let folder = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let tmp = folder.join(temporary_name(&target));
+    let written = File::create(&tmp).and_then(|file| {
+        let mut out = BufWriter::new(file);
+        write(&mut out)?;
+        let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
+        file.sync_all()?;
+        crate::fault::at_params_synced();
+        std::fs::rename(&tmp, &target)
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
+    File::open(folder)?.sync_all()
+}
+
+/// Whether `path`, or a link on the way from it, names an open descriptor (`/proc/..`,
+/// `/dev/fd/N`, `/dev/stdout` and its kin) rather than a file of a folder (`/dev/shm/x` is one).
+fn names_a_descriptor(path: &Path) -> bool {
+    let descriptor = |p: &Path| {
+        p.starts_with("/proc")
+            || p.starts_with("/dev/fd")
+            || ["/dev/stdin", "/dev/stdout", "/dev/stderr"].iter().any(|d| p == Path::new(d))
+    };
+    let mut at = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    for _ in 0..40 {
+        if descriptor(&at) {
+            return true;
+        }
+        match std::fs::read_link(&at) {
+            Ok(next) => at = at.parent().map_or(next.clone(), |folder| folder.join(&next)),
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// `.<name>.tmp`, hidden and the same on every write of one file (a write killed midway leaves
+/// it for the next to replace), with the name cut to fit the file system's 255 bytes.
+fn temporary_name(target: &Path) -> OsString {
+    let name = target.file_name().map_or(&[][..], |n| n.as_bytes());
+    let mut tmp = b".".to_vec();
+    tmp.extend_from_slice(&name[..name.len().min(240)]);
+    tmp.extend_from_slice(b".tmp");
+    OsString::from_vec(tmp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_replaces_the_file_whole_and_leaves_nothing_beside_it() {
+        let root = tempfile::tempdir().unwrap();
+        let path = root.path().join("p.safetensors");
+        std::fs::write(&path, b"the previous run's").unwrap();
+        write_atomically(&path, |f| f.write_all(b"this run's")).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"this run's");
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "no temporary file is left");
+        // Through a link, the file it names is replaced and the link stays.
+        let link = root.path().join("link.safetensors");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        write_atomically(&link, |f| f.write_all(b"through the link")).unwrap();
+        assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(&path).unwrap(), b"through the link");
+        // A name as long as the file system takes still has a temporary name it takes.
+        let longest = root.path().join("a".repeat(255));
+        write_atomically(&longest, |f| f.write_all(b"long")).unwrap();
+        assert_eq!(std::fs::read(&longest).unwrap(), b"long");
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 3);
+    }
+
+    #[test]
+    fn a_file_reached_through_an_open_descriptor_is_appended_to_not_replaced() {
+        // `--save-params /dev/stdout >> job.log`: the log keeps what it had.
+        let root = tempfile::tempdir().unwrap();
+        let log = root.path().join("job.log");
+        std::fs::write(&log, b"earlier lines\n").unwrap();
+        let open = OpenOptions::new().append(true).open(&log).unwrap();
+        let descriptor = std::path::PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&open)));
+        write_atomically(&descriptor, |f| f.write_all(b"parameters")).unwrap();
+        assert_eq!(std::fs::read(&log).unwrap(), b"earlier lines\nparameters");
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "nothing renamed beside it");
+        // A link in a folder of one's own to such a name is one too.
+        let link = root.path().join("out");
+        std::os::unix::fs::symlink(&descriptor, &link).unwrap();
+        write_atomically(&link, |f| f.write_all(b"!")).unwrap();
+        assert_eq!(std::fs::read(&log).unwrap(), b"earlier lines\nparameters!");
+        assert!(!names_a_descriptor(&root.path().join("plain")));
+        assert!(!names_a_descriptor(Path::new("/dev/shm/params.safetensors")));
+        assert!(names_a_descriptor(Path::new("/dev/stdout")));
+    }
+}

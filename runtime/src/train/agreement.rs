@@ -1,0 +1,93 @@
+//! The settings every rank must share, compared before step 1. Each rank builds its own
+//! `TrainConfig` (a command line per process, or a program that reads its own environment), and
+//! ranks that differ would apply other updates without a word (another learning rate, batch or
+//! optimizer), or wait in a collective the others never start (another step count, log
+//! interval, checkpoint or report): a hang, or MPI's own error about mismatched messages. The
+//! schedule, the gradients' wire formats and sharding are compared where the communicator takes
+//! them; this is the rest. One 64-bit hash per rank when they agree; only when they do not, one
+//! more per setting, to name those that differ.
+
+use overlap_plan::Fnv;
+
+use crate::comm::Communicator;
+use crate::config::{Device, OptimizerKind, TrainConfig};
+use crate::error::{Error, Result};
+
+/// Fails on every rank, naming each setting that differs from rank 0's and the ranks that
+/// differ, unless every rank runs with the same settings (collective).
+pub(super) fn check(config: &TrainConfig, comm: &Communicator) -> Result<()> {
+    if comm.world_size() == 1 {
+        return Ok(());
+    }
+    let settings = shared(config, comm);
+    let mut all = Fnv::new();
+    for (name, value) in &settings {
+        all.str(name);
+        all.str(value);
+    }
+    let hashes = comm.all_gather_u64(all.finish())?;
+    if hashes.iter().all(|&h| h == hashes[0]) {
+        return Ok(());
+    }
+    let mut differing = Vec::new();
+    for (name, value) in &settings {
+        let mut one = Fnv::new();
+        one.str(value);
+        let each = comm.all_gather_u64(one.finish())?;
+        let ranks: Vec<usize> = (0..each.len()).filter(|&r| each[r] != each[0]).collect();
+        if !ranks.is_empty() {
+            differing.push(format!("{name} (rank(s) {ranks:?}; this rank's: {value})"));
+        }
+    }
+    Err(Error::Config(format!(
+        "ranks run with other settings than rank 0, which every rank must share: {}",
+        differing.join(", ")
+    )))
+}
+
+/// `(setting, value)` for each setting the ranks must share, as this rank has it: the values
+/// that take effect (an optimizer's defaults filled in, a folder's presence rather than its
+/// path, which may differ from node to node), so that only differences that matter count.
+fn shared(config: &TrainConfig, comm: &Communicator) -> Vec<(&'static str, String)> {
+    let optimizer = &config.optimizer;
+    let set = |present: bool| if present { "set" } else { "not set" }.to_string();
+    let observe = &config.observe;
+    let mut settings = vec![
+        ("`TrainConfig::steps`", config.steps.to_string()),
+        ("`TrainConfig::batch`", config.batch.to_string()),
+        ("`TrainConfig::accumulate`", config.accumulate.to_string()),
+        ("`TrainConfig::log_every`", config.log_every.to_string()),
+        ("`OptimizerConfig::kind`", format!("{:?}", optimizer.kind)),
+        ("`OptimizerConfig::lr`", optimizer.base_lr().to_string()),
+        ("`OptimizerConfig::weight_decay`", optimizer.base_weight_decay().to_string()),
+        ("`OptimizerConfig::lr_schedule`", format!("{:?}", optimizer.lr_schedule)),
+        ("`OptimizerConfig::decay_on`", format!("{:?}", optimizer.decay_on)),
+        ("`OptimizerConfig::clip_grad_norm`", format!("{:?}", optimizer.clip_grad_norm)),
+        ("`CommConfig::mode`", comm.mode().name().to_string()),
+        ("`CommConfig::transport`", format!("{:?}", comm.transport())),
+        ("`CommConfig::link`", config.comm.link.map_or_else(|| "none".into(), |l| l.to_string())),
+        ("`CommConfig::check_finite`", config.comm.check_finite.to_string()),
+        ("`TrainConfig::validation`", format!("{:?}", config.validation)),
+        (
+            "`SaveConfig::dir`",
+            config.save.as_ref().map_or_else(|| "no checkpoints".into(), |s| format!("{:?}", s.every)),
+        ),
+        ("`TrainConfig::resume`", set(config.resume.is_some())),
+        ("`ObserveConfig::report`", format!("{:?}", observe.report)),
+        ("`ObserveConfig::report_every`", format!("{:?}", observe.report_every)),
+        ("`ObserveConfig::trace`", set(observe.trace.is_some())),
+        ("`ObserveConfig::timeline`", set(observe.timeline.is_some())),
+        ("`ObserveConfig::write_profile`", set(observe.write_profile.is_some())),
+        ("`ObserveConfig::simulate`", format!("{:?}", observe.simulate)),
+        ("`TrainConfig::device`", if config.device == Device::Cpu { "cpu" } else { "cuda" }.into()),
+        ("`Trainer::stop_on_signals`", config.stop_on_signals.to_string()),
+    ];
+    // What the chosen optimizer reads, and only that; the same list on every rank, whatever it
+    // chose, since `check` runs one collective per entry.
+    let (sgd, adamw) = (optimizer.kind == OptimizerKind::Sgd, optimizer.kind == OptimizerKind::AdamW);
+    let read = |reads: bool, value: String| if reads { value } else { "unused".into() };
+    settings.push(("`OptimizerConfig::momentum`", read(sgd, optimizer.momentum.to_string())));
+    settings.push(("`OptimizerConfig::betas`", read(adamw, format!("{:?}", optimizer.betas))));
+    settings.push(("`OptimizerConfig::eps`", read(adamw, optimizer.eps.to_string())));
+    settings
+}
