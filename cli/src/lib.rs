@@ -100,6 +100,9 @@ fn run_main<M: DistributedModel>(args: TrainArgs) -> ExitCode {
 
 fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
     let rank = comm.rank();
+    if rank == 0 {
+        unused_flags::notes(args, comm.world_size()).iter().for_each(|note| console::err_line(note));
+    }
     if let Some(which) = args.print_schedule {
         if rank == 0 {
             console::out(&printed_schedule(&M::SCHEDULE, which)?.to_string());
@@ -107,9 +110,6 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
         return Ok(());
     }
     refuse_contradictions(args)?;
-    if rank == 0 {
-        unused_flags::notes(args, comm.world_size()).iter().for_each(|note| console::err_line(note));
-    }
     match args.device {
         args::Device::Cpu => use_threads(args.threads, rank),
         args::Device::Cuda => {

@@ -5,7 +5,11 @@
 
 use overlap_runtime::{Error, Result};
 
-use crate::args::{OptimizerKind, ReportFormat, TrainArgs};
+use crate::args::{OptimizerKind, PrintSchedule, ReportFormat, TrainArgs};
+
+/// Why a run-time choice is not in what `--print-schedule` prints.
+const AS_COMPILED: &str =
+    "on --print-schedule, which prints the schedule as compiled (a run's choice is in its report)";
 
 /// Refuses, with `--comm-only`, every flag that configures training or its outputs.
 pub fn refuse_with_comm_only(args: &TrainArgs) -> Result<()> {
@@ -57,6 +61,7 @@ pub fn refuse_with_comm_only(args: &TrainArgs) -> Result<()> {
 pub fn notes(args: &TrainArgs, world: usize) -> Vec<String> {
     let given = |id: &str| args.gave(id);
     let adamw = args.optimizer == OptimizerKind::Adamw;
+    let printing = args.print_schedule == Some(PrintSchedule::Compiled);
     let unread = [
         (adamw && given("momentum"), "--momentum", "with --optimizer adamw (it reads --beta1 and --beta2)"),
         (!adamw && given("beta1"), "--beta1", "with --optimizer sgd"),
@@ -70,6 +75,9 @@ pub fn notes(args: &TrainArgs, world: usize) -> Vec<String> {
         (args.compute_only && given("grad_comm"), "--grad-comm", "with --compute-only: nothing is all-reduced"),
         (world == 1 && args.link.is_some(), "--link", "with one rank: there is nothing to all-reduce"),
         (world == 1 && given("grad_comm"), "--grad-comm", "with one rank: there is nothing to all-reduce"),
+        (printing && given("grad_comm"), "--grad-comm", AS_COMPILED),
+        (printing && given("shard_optimizer"), "--shard-optimizer", AS_COMPILED),
+        (printing && given("no_shard_optimizer"), "--no-shard-optimizer", AS_COMPILED),
     ];
     unread
         .iter()

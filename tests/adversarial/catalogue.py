@@ -119,7 +119,9 @@ def catalogue() -> list:
     stop = [Signal(signal.SIGSTOP, "step      3 ", to="rank1")]
     add(c, f"mpirun -n 2 mlp {LOOP} --comm-timeout 5s", 1, "was not reduced within 5s", signals=stop, timeout=40,
         within=30)
-    add(c, f"mpirun -n 2 mlp {LOOP} --all-reduce mpi --comm-timeout 5s", 1, "was not reduced within 5s",
+    # Over MPI the step's loss sum and the stop vote queue on the same thread as the all-reduces:
+    # which wait gives up first depends on where rank 1 stopped; each names it as stopped.
+    add(c, f"mpirun -n 2 mlp {LOOP} --all-reduce mpi --comm-timeout 5s", 1, "its process is stopped by a signal",
         signals=stop, timeout=40, within=30)
     add(c, f"mpirun -n 2 mlp {LOOP} --no-overlap --comm-timeout 5s", 1, "within 5s", signals=stop, timeout=40,
         within=30)
@@ -155,6 +157,24 @@ def catalogue() -> list:
     add(c, "mlp --comm-only --steps 1 --save ck --save-params p.st --resume ck --data data", 1,
         "nothing to do with --save, --save-params, --resume, --data")
     add(c, "mlp --comm-only --compute-only", 2, "cannot be used with")
+    add(c, "mlp --comm-only --steps 1 --lr 0.1 --eval-every 2 --write-profile p.json", 1,
+        "nothing to do with --lr, --eval-every, --write-profile")
+    add(c, "mlp --comm-only --steps 18446744073709551615 --trace t.json", 1, "trace a shorter run")
+
+    # 7b. Ranks given other settings: every rank names the flags that differ, before step 1.
+    c = "rank-settings"
+    add(c, "mpirun -n 1 mlp --steps 3 --batch 4 --report off : -n 1 mlp --steps 4 --batch 4 --report off", 1,
+        "--steps (rank(s) [1]; this rank's: ", within=30)
+    add(c, "mpirun -n 1 mlp --steps 3 --batch 4 --report off : -n 1 mlp --steps 3 --batch 4 --report text", 1,
+        "--report (rank(s) [1]; this rank's: ", within=30)
+    add(c, "mpirun -n 1 mlp --steps 3 --batch 4 --report off : -n 1 mlp --steps 3 --batch 4 --report off --save ck",
+        1, "--save (rank(s) [1]; this rank's: ", within=30)
+    add(c, f"mlp {RUN} --optimizer adamw --lr 1e-5 --lr-schedule cosine:warmup=1,until=5,min=1e-4", 1,
+        "its minimum rate 1e-4 is above the learning rate 1e-5")
+    add(c, "prepare --text one.txt --out shards", 1, "cannot make one training sample",
+        setup=write("one.txt", b"x"))
+    add(c, "prepare --text t.txt --out shards --name ../escape", 1, "give a plain name",
+        setup=write("t.txt", b"to be or not to be, that is the question"))
     add(c, "mlp --no-overlap --compute-only", 2, "cannot be used with")
 
     # 8. Resuming another run: warnings for a changed run, refusals for another model or optimizer.
