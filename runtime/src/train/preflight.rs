@@ -204,8 +204,9 @@ fn output_files(config: &TrainConfig) -> impl Iterator<Item = (&Path, &'static s
 }
 
 /// Two outputs of one run never name the same file, and none lies in a checkpoint folder (the one
-/// saved to, the one resumed from), whose files are the checkpoints' own (`latest`, the step folders, the lock): refused before step 1,
-/// when nothing is lost yet, rather than one result silently replacing another.
+/// saved to, the one resumed from), whose files are the checkpoints' own (`latest`, the step
+/// folders, the lock): refused before step 1, when nothing is lost yet, rather than one result
+/// silently replacing another.
 fn distinct_outputs(config: &TrainConfig) -> Result<()> {
     let files: Vec<(PathBuf, &str)> = output_files(config).map(|(p, what)| (identity(p), what)).collect();
     for (k, (path, what)) in files.iter().enumerate() {
