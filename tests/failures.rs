@@ -132,13 +132,18 @@ fn a_checkpoint_rank_0_fails_to_write_ends_every_rank_at_once_with_its_message()
     // The failed save leaves no part of its step behind; the first stays published.
     assert_eq!(std::fs::read_to_string(ck.join("latest")).unwrap().trim(), "step-00000001");
     assert!(!ck.join("step-00000002").exists(), "the failed save's folder is removed");
-    // A failed save's folder found without `latest` is no run's checkpoint: a new run saves there.
+    // Step folders no `latest` names cannot be resumed: the refusal says so, and what to do.
     std::fs::remove_file(ck.join("latest")).unwrap();
     std::fs::create_dir(ck.join("step-00000009")).unwrap();
-    let (ok, text, _) = job(None, &["--save", ck.to_str().unwrap(), "--save-every", "4"]);
+    let save = ["--save", ck.to_str().unwrap(), "--save-every", "4"];
+    let (ok, text, _) = job(None, &save);
+    let said = "holds another run's checkpoints (step-00000001, step-00000009): no `latest` names any of them";
+    assert!(!ok && text.contains(said), "{text}");
+    assert!(!ok && text.contains("remove them, or replace them with --overwrite"), "{text}");
+    let (ok, text, _) = job(None, &[&save[..], &["--overwrite"]].concat());
     assert!(ok, "{text}");
     assert_eq!(std::fs::read_to_string(ck.join("latest")).unwrap().trim(), "step-00000012");
-    assert!(!ck.join("step-00000009").exists(), "the unpublished folder is removed");
+    assert!(!ck.join("step-00000009").exists(), "the unpublished folder is replaced");
 }
 
 #[test]

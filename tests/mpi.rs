@@ -134,7 +134,7 @@ fn ranks_with_different_settings_stop_with_an_error_naming_the_flags() {
     let mlp = example("mlp");
     let exe = mlp.to_str().unwrap();
     let common = ["--steps", "3", "--batch", "4", "--report", "off", "--comm-timeout", "20s"];
-    let cases: [(&[&str], &[&str]); 4] = [
+    let cases: [(&[&str], &[&str]); 5] = [
         (
             &["--lr", "0.1", "--batch", "8"],
             &["--lr (rank(s) [1]; this rank's: ", "--batch (rank(s) [1]; this rank's: "],
@@ -142,6 +142,8 @@ fn ranks_with_different_settings_stop_with_an_error_naming_the_flags() {
         (&["--steps", "4"], &["--steps (rank(s) [1]; this rank's: "]),
         (&["--report", "text"], &["--report (rank(s) [1]; this rank's: "]),
         (&["--optimizer", "adamw"], &["--optimizer (rank(s) [1]; this rank's: "]),
+        // The command line's own: the seed picks each rank's samples.
+        (&["--seed", "3"], &["--seed (rank(s) [1]; this rank's: "]),
     ];
     for (rank_1, named) in cases {
         let started = std::time::Instant::now();

@@ -15,6 +15,8 @@ const FLAGS: &[(&str, &str)] = &[
     ("`TrainConfig::device.gpu`", "--gpu"),
     ("`SaveConfig::dir`", "--save"),
     ("`SaveConfig::overwrite`", "--overwrite"),
+    ("`SaveConfig::every`", "--save-every"),
+    ("`ValidationConfig::batches`", "--eval-batches"),
     ("`ObserveConfig::report`", "--report"),
     ("`ObserveConfig::report_every`", "--report-every"),
     ("`ObserveConfig::trace`", "--trace"),

@@ -131,6 +131,8 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
 /// Trains `M` as the flags say, on the synthetic set or `--data` (the `Trainer` writes
 /// `--save-params` and the other outputs).
 pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<TrainSummary> {
+    // What the `Trainer` cannot compare, since it never sees it: the data and the start.
+    overlap_runtime::train::agree(comm, &args.shared_beyond_train_config())?;
     let mut data = datasets::training_data::<M>(args)?;
     let mut model = M::new(comm, args.seed)?;
     if let Some(path) = &args.init_params {

@@ -30,7 +30,6 @@ pub fn refuse_with_comm_only(args: &TrainArgs) -> Result<()> {
         ("decay_on", "--decay-on"),
         ("clip_grad_norm", "--clip-grad-norm"),
         ("eval_batches", "--eval-batches"),
-        ("check_finite", "--check-finite"),
     ];
     let outputs = [
         (args.save.is_some(), "--save"),
@@ -79,11 +78,16 @@ pub fn notes(args: &TrainArgs, world: usize) -> Vec<String> {
         (printing && given("shard_optimizer"), "--shard-optimizer", AS_COMPILED),
         (printing && given("no_shard_optimizer"), "--no-shard-optimizer", AS_COMPILED),
     ];
-    unread
-        .iter()
-        .filter(|(unread, ..)| *unread)
-        .map(|(_, flag, why)| format!("note: {flag} has no effect {why}"))
-        .collect()
+    let mut noted: Vec<&str> = Vec::new();
+    let mut notes = Vec::new();
+    // One note per flag: the first reason listed.
+    for &(_, flag, why) in unread.iter().filter(|(unread, ..)| *unread) {
+        if !noted.contains(&flag) {
+            noted.push(flag);
+            notes.push(format!("note: {flag} has no effect {why}"));
+        }
+    }
+    notes
 }
 
 #[cfg(test)]

@@ -219,6 +219,8 @@ pub const SETTING_NAMES: &[&str] = &[
     "`TrainConfig::device.gpu`",
     "`SaveConfig::dir`",
     "`SaveConfig::overwrite`",
+    "`SaveConfig::every`",
+    "`ValidationConfig::batches`",
     "`ObserveConfig::report`",
     "`ObserveConfig::report_every`",
     "`ObserveConfig::trace`",

@@ -66,7 +66,7 @@ pub fn save_params_with_vocabulary<M: DistributedModel>(
 ) -> Result<()> {
     let bytes =
         model_file_bytes(model, vocabulary).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
-    write_atomically(path, |file| file.write_all(&bytes))
+    write_atomically(path, |file| file.write_all(&bytes), crate::fault::at_params_synced)
         .map_err(|source| Error::Io { path: path.to_path_buf(), source })
 }
 

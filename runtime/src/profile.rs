@@ -48,7 +48,7 @@ pub fn write_profile(
     link: Option<Link>,
 ) -> Result<()> {
     let json = Profile::measured(schedule, costs, world_size, batch, link).to_json();
-    write_atomically(path, |out| out.write_all(json.as_bytes()))
+    write_atomically(path, |out| out.write_all(json.as_bytes()), || {})
         .map_err(|source| Error::Io { path: path.to_path_buf(), source })
 }
 

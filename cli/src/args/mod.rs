@@ -232,9 +232,10 @@ pub struct TrainArgs {
     #[arg(long, value_name = "CLUSTER", value_parser = parse_cluster)]
     pub simulate: Vec<Cluster>,
     /// The flags the command line gave, by id (`beta1`, `top_k`), not those left at their
-    /// defaults: a flag given that the run does not read gets a note (`unused_flags`).
+    /// defaults: a flag given that the run does not read gets a note (`unused_flags`). Filled
+    /// by `from_matches` only: parsed otherwise, the arguments count as all defaults.
     #[arg(skip)]
-    pub given: BTreeSet<String>,
+    given: BTreeSet<String>,
 }
 
 impl TrainArgs {
@@ -249,6 +250,24 @@ impl TrainArgs {
     /// Whether the command line gave the flag of field `id` (`"beta1"`), rather than its default.
     pub fn gave(&self, id: &str) -> bool {
         self.given.contains(id)
+    }
+
+    /// The flags every rank must share that `TrainConfig` does not hold (the `Trainer` compares
+    /// those): which data, its samples' length, the seed that picks them, the starting point.
+    pub fn shared_beyond_train_config(&self) -> Vec<(&'static str, String)> {
+        let set = |present: bool| if present { "set" } else { "not set" }.to_string();
+        let data = match (&self.data, &self.text, &self.tokens) {
+            (Some(_), ..) => "--data",
+            (_, Some(_), _) => "--text",
+            (.., Some(_)) => "--tokens",
+            _ => "the synthetic set",
+        };
+        vec![
+            ("--data, --text or --tokens", data.to_string()),
+            ("--context", self.context.map_or_else(|| "the model's".into(), |n| n.to_string())),
+            ("--seed", self.seed.to_string()),
+            ("--init-params", set(self.init_params.is_some())),
+        ]
     }
 
     /// `--eval-every`, unless it is 0 (never).

@@ -21,8 +21,7 @@ const LOCK_FILE: &str = ".lock";
 pub struct DirLock {
     _file: File,
     dir: PathBuf,
-    /// Another run's `latest` and step folders (or step folders no `latest` names, left by a
-    /// failed save), to remove before this run's first step.
+    /// Another run's `latest` and step folders, to remove before this run's first step.
     old: Vec<String>,
 }
 
@@ -32,7 +31,8 @@ impl DirLock {
     pub fn replace_old(&mut self) -> Result<()> {
         for name in std::mem::take(&mut self.old) {
             let old = self.dir.join(&name);
-            let removed = if name == LATEST { std::fs::remove_file(&old) } else { std::fs::remove_dir_all(&old) };
+            let folder = old.symlink_metadata().is_ok_and(|m| m.is_dir());
+            let removed = if folder { std::fs::remove_dir_all(&old) } else { std::fs::remove_file(&old) };
             removed.map_err(|source| Error::Io { path: old, source })?;
         }
         Ok(())
@@ -80,12 +80,17 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Re
     let holder = format!("process {} on {}", std::process::id(), host.trim());
     file.set_len(0).and_then(|()| file.rewind()).and_then(|()| file.write_all(holder.as_bytes())).map_err(io)?;
     let old = if continues { Vec::new() } else { checkpoints_in(dir) };
-    // Without `latest`, step folders are what failed or interrupted saves left: no run's
-    // checkpoints, removed like replaced ones.
-    if old.iter().any(|name| name == LATEST) && !overwrite {
+    if !old.is_empty() && !overwrite {
+        // Without `latest` nothing can be resumed: step folders a save left unfinished, or a
+        // folder copied in part.
+        let advice = if old.iter().any(|name| name == LATEST) {
+            format!("continue that run with `TrainConfig::resume` {}", dir.display())
+        } else {
+            "no `latest` names any of them (a save that did not finish, or a folder copied in part): remove them"
+                .to_string()
+        };
         return Err(Error::Checkpoint(format!(
-            "{} holds another run's checkpoints ({}): continue that run with `TrainConfig::resume` {0}, or replace \
-             them with `SaveConfig::overwrite`",
+            "{} holds another run's checkpoints ({}): {advice}, or replace them with `SaveConfig::overwrite`",
             dir.display(),
             old.join(", ")
         )));

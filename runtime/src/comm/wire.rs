@@ -56,10 +56,9 @@ impl WirePlan {
             Some(Chosen::All(format)) => *format as u64 + 1,
             // FNV-1a of the list, marked apart from the codes above by its top bit.
             Some(Chosen::ByBucket(list)) => {
-                let hash = list
-                    .iter()
-                    .fold(0xcbf2_9ce4_8422_2325u64, |h, &f| (h ^ (f as u64 + 1)).wrapping_mul(0x100_0000_01b3));
-                hash | 1 << 63
+                let mut hash = overlap_plan::Fnv::new();
+                list.iter().for_each(|&f| hash.usize(f as usize + 1));
+                hash.finish() | 1 << 63
             }
         }
     }

@@ -8,13 +8,21 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 
+use super::output_paths::{identity, link_hops};
+
 /// Writes a file through `write` into a temporary file next to the file `path` names (through a
 /// link, the file it points to), syncs it, renames it over that file and syncs the folder. Something other
 /// than a file there (a device, a pipe, a terminal) cannot be replaced, and neither can a file
 /// reached through an open descriptor (`/dev/stdout` of `>> job.log`, `/proc/self/fd/N`), whose
 /// owner means it to be written to, not swapped: those are written in place, appended to.
-pub fn write_atomically(path: &Path, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
-    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+/// `before_rename` runs once the new file is synced (the fault harness stops a save there).
+pub fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    before_rename: impl FnOnce(),
+) -> io::Result<()> {
+    // Through links, to a file that may not exist yet.
+    let target = identity(path);
     if target.metadata().is_ok_and(|m| !m.is_file()) || names_a_descriptor(path) {
         let mut out = BufWriter::new(OpenOptions::new().append(true).open(path)?);
         write(&mut out)?;
@@ -27,7 +35,7 @@ pub fn write_atomically(path: &Path, write: impl FnOnce(&mut dyn Write) -> io::R
         write(&mut out)?;
         let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
         file.sync_all()?;
-        crate::fault::at_params_synced();
+        before_rename();
         std::fs::rename(&tmp, &target)
     });
     if written.is_err() {
@@ -45,17 +53,7 @@ fn names_a_descriptor(path: &Path) -> bool {
             || p.starts_with("/dev/fd")
             || ["/dev/stdin", "/dev/stdout", "/dev/stderr"].iter().any(|d| p == Path::new(d))
     };
-    let mut at = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    for _ in 0..40 {
-        if descriptor(&at) {
-            return true;
-        }
-        match std::fs::read_link(&at) {
-            Ok(next) => at = at.parent().map_or(next.clone(), |folder| folder.join(&next)),
-            Err(_) => return false,
-        }
-    }
-    false
+    link_hops(path).iter().any(|p| descriptor(p))
 }
 
 /// `.<name>.tmp`, hidden and the same on every write of one file (a write killed midway leaves
@@ -77,18 +75,26 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let path = root.path().join("p.safetensors");
         std::fs::write(&path, b"the previous run's").unwrap();
-        write_atomically(&path, |f| f.write_all(b"this run's")).unwrap();
+        write_atomically(&path, |f| f.write_all(b"this run's"), || {}).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"this run's");
         assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "no temporary file is left");
         // Through a link, the file it names is replaced and the link stays.
         let link = root.path().join("link.safetensors");
         std::os::unix::fs::symlink(&path, &link).unwrap();
-        write_atomically(&link, |f| f.write_all(b"through the link")).unwrap();
+        write_atomically(&link, |f| f.write_all(b"through the link"), || {}).unwrap();
         assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
         assert_eq!(std::fs::read(&path).unwrap(), b"through the link");
+        // Through a link to a file not there yet, that file is written and the link stays.
+        let ahead = root.path().join("ahead.json");
+        std::os::unix::fs::symlink("later.json", &ahead).unwrap();
+        write_atomically(&ahead, |f| f.write_all(b"first"), || {}).unwrap();
+        assert!(ahead.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(root.path().join("later.json")).unwrap(), b"first");
+        std::fs::remove_file(&ahead).unwrap();
+        std::fs::remove_file(root.path().join("later.json")).unwrap();
         // A name as long as the file system takes still has a temporary name it takes.
         let longest = root.path().join("a".repeat(255));
-        write_atomically(&longest, |f| f.write_all(b"long")).unwrap();
+        write_atomically(&longest, |f| f.write_all(b"long"), || {}).unwrap();
         assert_eq!(std::fs::read(&longest).unwrap(), b"long");
         assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 3);
     }
@@ -101,13 +107,13 @@ mod tests {
         std::fs::write(&log, b"earlier lines\n").unwrap();
         let open = OpenOptions::new().append(true).open(&log).unwrap();
         let descriptor = std::path::PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&open)));
-        write_atomically(&descriptor, |f| f.write_all(b"parameters")).unwrap();
+        write_atomically(&descriptor, |f| f.write_all(b"parameters"), || {}).unwrap();
         assert_eq!(std::fs::read(&log).unwrap(), b"earlier lines\nparameters");
         assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "nothing renamed beside it");
         // A link in a folder of one's own to such a name is one too.
         let link = root.path().join("out");
         std::os::unix::fs::symlink(&descriptor, &link).unwrap();
-        write_atomically(&link, |f| f.write_all(b"!")).unwrap();
+        write_atomically(&link, |f| f.write_all(b"!"), || {}).unwrap();
         assert_eq!(std::fs::read(&log).unwrap(), b"earlier lines\nparameters!");
         assert!(!names_a_descriptor(&root.path().join("plain")));
         assert!(!names_a_descriptor(Path::new("/dev/shm/params.safetensors")));

@@ -33,17 +33,26 @@ pub fn identity(path: &Path) -> PathBuf {
     if let Ok(resolved) = path.canonicalize() {
         return resolved;
     }
-    let mut absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    // A link to a file not yet there is that file (a bounded chain: links may loop).
-    for _ in 0..40 {
-        let Ok(next) = std::fs::read_link(&absolute) else { break };
-        let joined = absolute.parent().map_or(next.clone(), |folder| folder.join(&next));
-        absolute = std::path::absolute(&joined).unwrap_or(joined);
-    }
+    // A link to a file not yet there is that file.
+    let absolute = link_hops(path).pop().unwrap_or_else(|| path.to_path_buf());
     match (absolute.parent(), absolute.file_name()) {
         (Some(parent), Some(name)) => parent.canonicalize().map_or(absolute.clone(), |p| p.join(name)),
         _ => absolute,
     }
+}
+
+/// `path` made absolute, then each path the links it leads through name, in order (at most 40:
+/// links may loop).
+pub fn link_hops(path: &Path) -> Vec<PathBuf> {
+    let mut at = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut hops = vec![at.clone()];
+    for _ in 0..40 {
+        let Ok(next) = std::fs::read_link(&at) else { break };
+        let joined = at.parent().map_or(next.clone(), |folder| folder.join(&next));
+        at = std::path::absolute(&joined).unwrap_or(joined);
+        hops.push(at.clone());
+    }
+    hops
 }
 
 /// `dir` is a folder (created if missing) that takes new files.

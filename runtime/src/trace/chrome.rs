@@ -16,7 +16,7 @@ const COMMUNICATION_TRACK: u32 = 1;
 
 /// Writes `spans` (every rank's) to `path`, streaming one event at a time.
 pub fn write_chrome_trace(path: &Path, spans: &[Span], info: &RunInfo) -> Result<()> {
-    write_atomically(path, |out| write_events(out, spans, info))
+    write_atomically(path, |out| write_events(out, spans, info), || {})
         .map_err(|source| Error::Io { path: path.to_path_buf(), source })
 }
 

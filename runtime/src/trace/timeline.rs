@@ -35,7 +35,7 @@ pub fn representative_step(breakdowns: &[StepBreakdown]) -> Option<u64> {
 
 pub fn write_timeline(path: &Path, spans: &[Span], step: u64, info: &RunInfo) -> Result<()> {
     let svg = render(spans, step, info);
-    write_atomically(path, |out| out.write_all(svg.as_bytes()))
+    write_atomically(path, |out| out.write_all(svg.as_bytes()), || {})
         .map_err(|source| Error::Io { path: path.to_path_buf(), source })
 }
 

@@ -16,12 +16,19 @@ use crate::error::{Error, Result};
 /// Fails on every rank, naming each setting that differs from rank 0's and the ranks that
 /// differ, unless every rank runs with the same settings (collective).
 pub(super) fn check(config: &TrainConfig, comm: &Communicator) -> Result<()> {
+    agree(comm, &shared(config, comm))
+}
+
+/// Fails on every rank unless every rank holds the same `(setting, value)` list, naming each
+/// setting whose value differs from rank 0's, with the ranks (collective; every rank must pass
+/// a list of the same length). Also for settings a front end has beyond `TrainConfig` (the
+/// command line's seed, its data flags).
+pub fn agree(comm: &Communicator, settings: &[(&str, String)]) -> Result<()> {
     if comm.world_size() == 1 {
         return Ok(());
     }
-    let settings = shared(config, comm);
     let mut all = Fnv::new();
-    for (name, value) in &settings {
+    for (name, value) in settings {
         all.str(name);
         all.str(value);
     }
@@ -30,7 +37,7 @@ pub(super) fn check(config: &TrainConfig, comm: &Communicator) -> Result<()> {
         return Ok(());
     }
     let mut differing = Vec::new();
-    for (name, value) in &settings {
+    for (name, value) in settings {
         let mut one = Fnv::new();
         one.str(value);
         let each = comm.all_gather_u64(one.finish())?;
@@ -64,22 +71,18 @@ fn shared(config: &TrainConfig, comm: &Communicator) -> Vec<(&'static str, Strin
         ("`OptimizerConfig::decay_on`", format!("{:?}", optimizer.decay_on)),
         ("`OptimizerConfig::clip_grad_norm`", optimizer.clip_grad_norm.map_or_else(|| "off".into(), |m| m.to_string())),
         ("`CommConfig::mode`", comm.mode().name().to_string()),
-        ("`CommConfig::transport`", format!("{:?}", comm.transport())),
+        ("`CommConfig::transport`", comm.transport().map_or("none", |t| t.name()).into()),
         ("`CommConfig::link`", config.comm.link.map_or_else(|| "none".into(), |l| l.to_string())),
         ("`CommConfig::check_finite`", config.comm.check_finite.to_string()),
         (
             "`TrainConfig::validation`",
-            config
-                .validation
-                .map_or_else(|| "none".into(), |v| format!("every {} steps, {} batches", v.every, v.batches)),
+            config.validation.map_or_else(|| "none".into(), |v| format!("every {}", v.every)),
         ),
+        ("`ValidationConfig::batches`", config.validation.map_or_else(|| "none".into(), |v| v.batches.to_string())),
+        ("`SaveConfig::dir`", set(config.save.is_some())),
         (
-            "`SaveConfig::dir`",
-            match config.save.as_ref().map(|s| s.every) {
-                None => "no checkpoints".into(),
-                Some(None) => "a checkpoint at the end".into(),
-                Some(Some(n)) => format!("a checkpoint every {n} steps"),
-            },
+            "`SaveConfig::every`",
+            config.save.as_ref().and_then(|s| s.every).map_or_else(|| "none".into(), |n| n.to_string()),
         ),
         ("`TrainConfig::resume`", set(config.resume.is_some())),
         ("`ObserveConfig::report`", format!("{:?}", observe.report)),

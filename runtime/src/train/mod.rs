@@ -30,6 +30,7 @@ use crate::backend::CpuBackend;
 pub use crate::config::{Device, OptimizerConfig, OptimizerKind, SaveConfig, TrainConfig, ValidationConfig};
 pub use crate::error::signal_name;
 pub use crate::observe::{ObserveConfig, ReportFormat};
+pub use agreement::agree;
 use preflight::{check, claim_outputs, resume};
 pub use preflight::{check_recording, on_rank0};
 pub use progress::{NoProgress, Progress};

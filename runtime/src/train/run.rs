@@ -206,6 +206,8 @@ impl Run<'_> {
                         format!("step {:>6}  validation loss {value:.4}", step + 1)
                     }
                     HeldOutLoss::CutShort { done, of } => {
+                        // An earlier step's value is not this one's: the summary reports none.
+                        log.validation = None;
                         format!("step {:>6}  validation cut short by a stop signal ({done} of {of} batches)", step + 1)
                     }
                 };

@@ -8,7 +8,8 @@
 //! the `Trainer` then writes a checkpoint if the run saves, and returns `Error::Stopped`. A
 //! validation pass after the step stops at its next batch (`validation::HeldOutLoss::CutShort`). A
 //! signal during the last step stops nothing: the run has reached its end, and finishes with
-//! every output it writes. A second signal ends the process at once, with status 128 + signal.
+//! every output it writes (only a validation pass then measuring stops early, and the summary
+//! reports no held-out loss). A second signal ends the process at once, with status 128 + signal.
 //!
 //! The handlers are installed once per process and stay: outside a run they perform the
 //! signal's default action (the process ends, as if they were not there), so a program that
