@@ -98,7 +98,8 @@ def catalogue() -> list:
     for flag in ["--batch", "--steps", "--threads"]:
         add(c, f"mlp {flag} 0", 2, flag)
     add(c, "mlp --save ck --save-every 0", 2, "--save-every")
-    add(c, "mlp --batch -1", 2, UNEXPECTED)
+    add(c, "mlp --batch -1", 2, "must be a whole number of at least 1")
+    add(c, "mlp --steps -1", 2, "invalid value '-1' for '--steps")
     add(c, "mlp --batch abc", 2, "--batch")
 
     # Learning rates and optimizer settings (there are no --beta flags: AdamW uses PyTorch's).

@@ -35,10 +35,10 @@ pub use values::{ClipNorm, Timeout};
 #[command(version, args_override_self = true)]
 pub struct TrainArgs {
     /// Optimizer steps to run.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..), allow_hyphen_values = true)]
     pub steps: u64,
     /// Samples per rank per micro-step.
-    #[arg(long, default_value_t = 64, value_parser = positive_usize)]
+    #[arg(long, default_value_t = 64, value_parser = positive_usize, allow_hyphen_values = true)]
     pub batch: usize,
     // The number flags below take values that start with `-` (`-1`, `-inf`), so that their own
     // parser says what is wrong rather than clap taking the value for a flag.
@@ -79,7 +79,7 @@ pub struct TrainArgs {
     pub eval_every: Option<u64>,
     /// Batches of --batch samples per rank that each held-out measurement reads (the same ones
     /// every time).
-    #[arg(long, value_name = "B", default_value_t = 20, value_parser = positive_usize)]
+    #[arg(long, value_name = "B", default_value_t = 20, value_parser = positive_usize, allow_hyphen_values = true)]
     pub eval_batches: usize,
     /// Clip the averaged gradients to this global norm before each update, as PyTorch's
     /// `clip_grad_norm_` (the updates then wait for every bucket's sums); `off`: no clipping
@@ -87,14 +87,14 @@ pub struct TrainArgs {
     #[arg(long, value_name = "MAX|off", value_parser = parse_clip)]
     pub clip_grad_norm: Option<ClipNorm>,
     /// Seed of the initial parameters and of the synthetic data.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
     pub seed: u64,
     /// Micro-steps per optimizer step (gradient accumulation; only the last one communicates).
-    #[arg(long, default_value_t = 1, value_parser = positive_usize)]
+    #[arg(long, default_value_t = 1, value_parser = positive_usize, allow_hyphen_values = true)]
     pub accumulate: usize,
     /// Threads for the matrix products of a rank that owns several cores (e.g. `mpirun --map-by
     /// slot:PE=4`). Results agree with one thread to rounding.
-    #[arg(long, default_value_t = 1, value_parser = positive_usize)]
+    #[arg(long, default_value_t = 1, value_parser = positive_usize, allow_hyphen_values = true)]
     pub threads: usize,
     /// Print the compiled bucket schedule and exit; `=ddp`: the buckets PyTorch DDP's default
     /// arguments give this model (rebuilt: 1 MiB, then 25 MiB, in gradient-ready order).
@@ -110,7 +110,7 @@ pub struct TrainArgs {
     #[arg(long)]
     pub comm_only: bool,
     /// Log loss and throughput every N steps (rank 0).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..), allow_hyphen_values = true)]
     pub log_every: u64,
     /// Write the final parameters to this safetensors file (rank 0), named like PyTorch's
     /// state_dict (`fc1.weight`, `fc1.bias`, ...).
@@ -121,7 +121,7 @@ pub struct TrainArgs {
     #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
     pub report: ReportFormat,
     /// Also print the report every N steps, over those N steps.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), allow_hyphen_values = true)]
     pub report_every: Option<u64>,
     /// Write every rank's spans as one Chrome trace-event file (open it in Perfetto or
     /// chrome://tracing): one process per rank, compute and communication tracks.
@@ -164,7 +164,7 @@ pub struct TrainArgs {
     #[arg(long, requires = "save")]
     pub overwrite: bool,
     /// Checkpoint every N steps (needs --save).
-    #[arg(long, value_name = "N", requires = "save", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", requires = "save", value_parser = clap::value_parser!(u64).range(1..), allow_hyphen_values = true)]
     pub save_every: Option<u64>,
     /// Continue from the newest checkpoint in DIR; --steps stays the total to reach.
     #[arg(long, value_name = "DIR")]
@@ -210,18 +210,18 @@ pub struct TrainArgs {
     pub tokens: Option<PathBuf>,
     /// Characters (--text) or tokens (--tokens) per sample [default: the rows of the model's
     /// PositionEmbedding].
-    #[arg(long, value_name = "N", value_parser = positive_usize)]
+    #[arg(long, value_name = "N", value_parser = positive_usize, allow_hyphen_values = true)]
     pub context: Option<usize>,
     /// After training, print N characters the model generates (rank 0; needs --text), as
     /// nanoGPT's sample.py: from a newline, each drawn from the next-character distribution.
     // `requires` alone is met by --tokens, which conflicts with --text: refuse it by name.
-    #[arg(long, value_name = "N", requires = "text", conflicts_with_all = ["tokens", "data"], default_value_t = 0)]
+    #[arg(long, value_name = "N", requires = "text", conflicts_with_all = ["tokens", "data"], default_value_t = 0, allow_hyphen_values = true)]
     pub sample: usize,
     /// --sample's temperature: below 1 sharpens, above 1 flattens.
     #[arg(long, default_value_t = 0.8, value_parser = positive_f64, allow_hyphen_values = true)]
     pub temperature: f64,
     /// --sample draws among the K likeliest characters only.
-    #[arg(long, value_name = "K", default_value_t = 200, value_parser = positive_usize)]
+    #[arg(long, value_name = "K", default_value_t = 200, value_parser = positive_usize, allow_hyphen_values = true)]
     pub top_k: usize,
     /// Write this run's measured per-layer times as a profile for
     /// `#[distributed_model(buckets = profile("FILE"))]` (rank 0, at the end).

@@ -59,7 +59,7 @@ pub(super) fn positive_usize(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(0) => Err("must be at least 1".into()),
         Ok(v) => Ok(v),
-        Err(e) => Err(e.to_string()),
+        Err(_) => Err("must be a whole number of at least 1".into()),
     }
 }
 
