@@ -164,7 +164,13 @@ pub struct TrainArgs {
     #[arg(long, requires = "save")]
     pub overwrite: bool,
     /// Checkpoint every N steps (needs --save).
-    #[arg(long, value_name = "N", requires = "save", value_parser = clap::value_parser!(u64).range(1..), allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "save",
+        value_parser = clap::value_parser!(u64).range(1..),
+        allow_hyphen_values = true
+    )]
     pub save_every: Option<u64>,
     /// Continue from the newest checkpoint in DIR; --steps stays the total to reach.
     #[arg(long, value_name = "DIR")]
@@ -215,7 +221,14 @@ pub struct TrainArgs {
     /// After training, print N characters the model generates (rank 0; needs --text), as
     /// nanoGPT's sample.py: from a newline, each drawn from the next-character distribution.
     // `requires` alone is met by --tokens, which conflicts with --text: refuse it by name.
-    #[arg(long, value_name = "N", requires = "text", conflicts_with_all = ["tokens", "data"], default_value_t = 0, allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "text",
+        conflicts_with_all = ["tokens", "data"],
+        default_value_t = 0,
+        allow_hyphen_values = true
+    )]
     pub sample: usize,
     /// --sample's temperature: below 1 sharpens, above 1 flattens.
     #[arg(long, default_value_t = 0.8, value_parser = positive_f64, allow_hyphen_values = true)]

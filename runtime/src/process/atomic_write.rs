@@ -11,11 +11,12 @@ use std::path::Path;
 use super::output_paths::{identity, link_hops};
 
 /// Writes a file through `write` into a temporary file next to the file `path` names (through a
-/// link, the file it points to), syncs it, renames it over that file and syncs the folder. Something other
-/// than a file there (a device, a pipe, a terminal) cannot be replaced, and neither can a file
-/// reached through an open descriptor (`/dev/stdout` of `>> job.log`, `/proc/self/fd/N`), whose
-/// owner means it to be written to, not swapped: those are written in place, appended to.
-/// `before_rename` runs once the new file is synced (the fault harness stops a save there).
+/// link, the file it points to), syncs it, renames it over that file and syncs the folder.
+/// Something other than a file there (a device, a pipe, a terminal) cannot be replaced, and
+/// neither can a file reached through an open descriptor (`/dev/stdout` of `>> job.log`,
+/// `/proc/self/fd/N`), whose owner means it to be written to, not swapped: those are written in
+/// place, appended to. `before_rename` runs once the new file is synced (the fault harness stops
+/// a save there).
 pub fn write_atomically(
     path: &Path,
     write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
