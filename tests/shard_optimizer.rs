@@ -228,7 +228,10 @@ fn what_sharding_cannot_run_with_is_refused_by_name() {
         .fit(&mut model, &mut SyntheticClassification::new(5, 7, 5), &CrossEntropyLoss)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("`CommConfig::shard_optimizer`") && e.contains("PowerSGD's buckets cannot be reduce-scattered"), "{e}");
+    assert!(
+        e.contains("`CommConfig::shard_optimizer`") && e.contains("PowerSGD's buckets cannot be reduce-scattered"),
+        "{e}"
+    );
     // Turned off, the same model runs.
     let mut model = SmallLowRank::new(&comm, 1).unwrap();
     Trainer::new(&comm)
