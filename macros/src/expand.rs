@@ -85,21 +85,21 @@ fn with_crate(code: TokenStream, config: &attr::ModelConfig) -> TokenStream {
 /// written (without this macro's attributes), and the model's code inside it.
 fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: Errors) -> TokenStream {
     let structs = nesting::structs(module, &mut errors);
-    if let Some(root) = structs.model {
+    if let Some(root) = structs.model() {
         nesting::generated_names_free(module, &structs.all[root].ident, &mut errors);
     }
     let mut trees = nesting::trees(&structs, &mut errors);
     for tree in &mut trees {
         check::all(tree, &mut errors);
     }
-    let model = if structs.model.is_some() { trees.pop() } else { None };
+    let model = if structs.model().is_some() { trees.pop() } else { None };
     let mut code = None;
     if let (Some(model), true) = (&model, errors.is_empty()) {
         if let Some(planned) = planning::plan(&config.planning, &model.item.ident, &model.specs(), &mut errors) {
             code = Some(emit(model, &configured(planned, config)));
         }
     }
-    let code = code.unwrap_or_else(|| match structs.model {
+    let code = code.unwrap_or_else(|| match structs.model() {
         // Without `#[residual]` on it (refused), so that the compiler adds no error of its own.
         Some(root) if structs.all[root].generics.params.is_empty() => {
             fallback::emit(&nesting::stripped(&structs.all, root), &errors)
@@ -107,7 +107,7 @@ fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: 
         _ => errors.to_compile_errors(),
     });
     let blocks =
-        (0..structs.all.len()).filter(|&s| structs.model != Some(s)).map(|s| nesting::stripped(&structs.all, s));
+        (0..structs.all.len()).filter(|&s| structs.model() != Some(s)).map(|s| nesting::stripped(&structs.all, s));
     let others =
         module.content.iter().flat_map(|(_, items)| items.iter()).filter(|i| !matches!(i, syn::Item::Struct(_)));
     // `//!` docs and `#![..]` attributes belong inside the braces.

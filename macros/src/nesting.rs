@@ -27,13 +27,21 @@ const MAX_REPEAT: usize = 1024;
 /// `[_; 1024]` would be a billion layers), and each layer is a few lines of generated code.
 const MAX_LAYERS: usize = 8192;
 
-/// The structs of `module`, in order, and which of them is the model (`None` when that could not
-/// be told; already reported).
+/// The structs of `module`, in order, and those no other struct uses: the model alone, or none
+/// or several candidates (already reported).
 pub struct Structs<'a> {
     pub all: Vec<&'a ItemStruct>,
-    pub model: Option<usize>,
-    /// The structs no other struct uses: the model alone, or the candidates reported as too many.
     roots: Vec<usize>,
+}
+
+impl Structs<'_> {
+    /// The model: the one struct no other uses (`None` when that could not be told).
+    pub fn model(&self) -> Option<usize> {
+        match self.roots[..] {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
 }
 
 /// The module's structs, its model found: the one struct no other struct uses.
@@ -41,7 +49,7 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
     let Some((_, items)) = &module.content else {
         errors
             .spanned(module, "the model's structs must be written inside the module: `mod net { .. }`, not `mod net;`");
-        return Structs { all: Vec::new(), model: None, roots: Vec::new() };
+        return Structs { all: Vec::new(), roots: Vec::new() };
     };
     let all: Vec<&ItemStruct> =
         items.iter().filter_map(|i| if let Item::Struct(s) = i { Some(s) } else { None }).collect();
@@ -50,7 +58,7 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
     }
     if all.is_empty() {
         errors.spanned(&module.ident, "this module holds no struct: put the model and its blocks in it");
-        return Structs { all, model: None, roots: Vec::new() };
+        return Structs { all, roots: Vec::new() };
     }
     // A struct that uses itself is not made a block by that (`unroll` reports the use).
     let used: Vec<bool> = (0..all.len())
@@ -62,12 +70,9 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
         })
         .collect();
     let roots: Vec<usize> = (0..all.len()).filter(|&s| !used[s]).collect();
-    let model = match roots.as_slice() {
-        [one] => Some(*one),
-        [] => {
-            errors.spanned(&module.ident, "every struct in this module is used by another: one must be the model");
-            None
-        }
+    match roots.as_slice() {
+        [_] => {}
+        [] => errors.spanned(&module.ident, "every struct in this module is used by another: one must be the model"),
         several => {
             let names: Vec<String> = several.iter().map(|&s| format!("`{}`", all[s].ident)).collect();
             for &s in &several[1..] {
@@ -80,10 +85,9 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
                     ),
                 );
             }
-            None
         }
-    };
-    Structs { all, model, roots }
+    }
+    Structs { all, roots }
 }
 
 /// The types the macro emits beside the model `model` (see `schedule_code::Names`).
@@ -115,7 +119,7 @@ pub fn generated_names_free(module: &ItemMod, model: &syn::Ident, errors: &mut E
     }
 }
 
-/// The model `structs.model` with its blocks unrolled. Where the module holds several candidates
+/// The model `structs.model()` with its blocks unrolled. Where the module holds several candidates
 /// (reported), each is unrolled as if it were the model, so that the errors in them and their
 /// blocks show in the same compile (the compiler shows an error repeated at one place once).
 pub fn trees<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Vec<Model<'a>> {
@@ -133,7 +137,7 @@ pub fn trees<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Vec<Model<'a>> {
             errors.spanned(&s.ident, "a model or block needs named fields, one per layer or block");
         }
     }
-    if let Some(root) = structs.model {
+    if let Some(root) = structs.model() {
         if let Some(r) = residual_attr(structs.all[root], errors) {
             errors
                 .spanned(r, "the model itself cannot be residual: mark a block `#[residual]` and use it in the model");
