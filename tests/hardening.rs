@@ -106,6 +106,12 @@ fn a_folder_with_another_runs_checkpoints_is_refused_unless_resumed_or_overwritt
     assert!(!ok && text.contains("adamw"), "{text}");
     assert_eq!(std::fs::read_to_string(root.path().join("ck/latest")).unwrap().trim(), "step-00000004");
     assert!(root.path().join("ck/step-00000004/model.safetensors").exists(), "the replaced run's checkpoint is whole");
+    // Nor does it leave the folders it made for its outputs.
+    let (fresh, trace) = (root.path().join("new/ck"), root.path().join("traces/a/trace.json"));
+    let outputs = ["--save", fresh.to_str().unwrap(), "--trace", trace.to_str().unwrap()];
+    let (ok, text) = mlp(&[&["--batch", "4"][..], &refused[1..], &outputs].concat());
+    assert!(!ok && text.contains("adamw"), "{text}");
+    assert!(!root.path().join("new").exists() && !root.path().join("traces").exists(), "empty folders are left");
     let (ok, text) = run(&["--seed", "1", "--overwrite"]);
     assert!(ok, "--overwrite replaces them:\n{text}");
     assert_eq!(std::fs::read_to_string(root.path().join("ck/latest")).unwrap().trim(), "step-00000002");

@@ -23,6 +23,22 @@ pub struct DirLock {
     dir: PathBuf,
     /// Another run's `latest` and step folders, to remove before this run's first step.
     old: Vec<String>,
+    /// The folder and those above it, when this run made them: removed again with the lock if
+    /// the run saved nothing (it was refused, or failed before its first save).
+    made: output_paths::MadeFolders,
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        let only_the_lock = || {
+            std::fs::read_dir(&self.dir)
+                .is_ok_and(|entries| entries.filter_map(|e| e.ok()).all(|e| e.file_name() == LOCK_FILE))
+        };
+        if self.made.any() && only_the_lock() {
+            // The folders themselves go when `made` is dropped, right after.
+            let _ = std::fs::remove_file(self.dir.join(LOCK_FILE));
+        }
+    }
 }
 
 impl DirLock {
@@ -43,7 +59,7 @@ impl DirLock {
 /// resumes from this very folder; `overwrite` allows replacing another run's checkpoints;
 /// `last_step` is the step of the last checkpoint the run will write, whose path is its longest.
 pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Result<DirLock> {
-    output_paths::check_dir(dir, "checkpoint folder")?;
+    let made = output_paths::check_dir(dir, "checkpoint folder")?;
     longest_path_fits(dir, last_step)?;
     let path = dir.join(LOCK_FILE);
     let io = |source| Error::Io { path: path.clone(), source };
@@ -95,7 +111,7 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Re
             old.join(", ")
         )));
     }
-    Ok(DirLock { _file: file, dir: dir.to_path_buf(), old })
+    Ok(DirLock { _file: file, dir: dir.to_path_buf(), old, made })
 }
 
 /// The longest path a checkpoint of the run writes (`dir/step-N/optimizer.safetensors` at its

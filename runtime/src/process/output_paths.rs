@@ -8,21 +8,51 @@ use crate::error::{Error, Result};
 /// `path` can be created or replaced as a file: it is not a folder, its folder exists (it is
 /// created if missing) and takes a new file, and, when nothing is there yet, a file of that very
 /// name can be made (a name too long for the file system fails here, not after the run).
-pub fn check_file(path: &Path, what: &str) -> Result<()> {
+pub fn check_file(path: &Path, what: &str) -> Result<MadeFolders> {
     if path.is_dir() {
         return Err(Error::Config(format!("{what} {}: is a folder; give a file name", path.display())));
     }
     let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    check_dir(folder, what).map_err(|e| match e {
+    let made = check_dir(folder, what).map_err(|e| match e {
         Error::Config(why) => Error::Config(format!("{why} (the folder of {})", path.display())),
         other => other,
     })?;
     if path.symlink_metadata().is_ok() {
-        return Ok(()); // A file (or a link to one) is there: it will be replaced or written.
+        return Ok(made); // A file (or a link to one) is there: it will be replaced or written.
     }
     std::fs::File::create_new(path)
         .and_then(|_| std::fs::remove_file(path))
-        .map_err(|e| Error::Config(format!("{what} {}: cannot be created: {e}", path.display())))
+        .map_err(|e| Error::Config(format!("{what} {}: cannot be created: {e}", path.display())))?;
+    Ok(made)
+}
+
+/// The folders the checks made for outputs not yet written, outermost first. Those still empty
+/// when it is dropped (the run was refused, or ended before writing there) are removed again:
+/// a run that did not start leaves no trace in the file system.
+#[derive(Debug, Default)]
+#[must_use = "the folders are removed again when this is dropped"]
+pub struct MadeFolders(Vec<PathBuf>);
+
+impl MadeFolders {
+    /// Adds the folders another check made (each list runs outermost first, so removing in
+    /// reverse order removes a folder's children before it).
+    pub fn extend(&mut self, mut other: MadeFolders) {
+        self.0.append(&mut other.0);
+    }
+
+    /// Whether this check made any folder (the output's folder did not exist before the run).
+    pub fn any(&self) -> bool {
+        !self.0.is_empty()
+    }
+}
+
+impl Drop for MadeFolders {
+    fn drop(&mut self) {
+        for folder in self.0.iter().rev() {
+            // Fails, as meant, on a folder that holds anything.
+            let _ = std::fs::remove_dir(folder);
+        }
+    }
 }
 
 /// The file or folder `path` names, as one absolute path whatever way it is written: resolved
@@ -55,17 +85,25 @@ pub fn link_hops(path: &Path) -> Vec<PathBuf> {
     hops
 }
 
-/// `dir` is a folder (created if missing) that takes new files.
-pub fn check_dir(dir: &Path, what: &str) -> Result<()> {
+/// `dir` is a folder (created if missing, with the folders above it) that takes new files.
+pub fn check_dir(dir: &Path, what: &str) -> Result<MadeFolders> {
     if dir.exists() && !dir.is_dir() {
         return Err(Error::Config(format!("{what} {}: exists and is not a folder", dir.display())));
     }
+    let mut missing: Vec<PathBuf> = dir
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && a.symlink_metadata().is_err())
+        .map(Path::to_path_buf)
+        .collect();
+    missing.reverse();
+    let made = MadeFolders(missing);
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::Config(format!("{what} {}: the folder cannot be created: {e}", dir.display())))?;
     let probe = dir.join(format!(".overlap-write-test-{}", std::process::id()));
     std::fs::File::create(&probe)
         .and_then(|_| std::fs::remove_file(&probe))
-        .map_err(|e| Error::Config(format!("{what} {}: cannot write in this folder: {e}", dir.display())))
+        .map_err(|e| Error::Config(format!("{what} {}: cannot write in this folder: {e}", dir.display())))?;
+    Ok(made)
 }
 
 #[cfg(test)]
@@ -102,12 +140,21 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_folder_is_created_and_left_empty() {
+    fn a_missing_folder_is_created_and_removed_again_unless_written_to() {
         let root = tempfile::tempdir().unwrap();
-        let nested = root.path().join("a/b/run.json");
-        check_file(&nested, "--trace").unwrap();
+        let made = check_file(&root.path().join("a/b/run.json"), "--trace").unwrap();
         assert!(root.path().join("a/b").is_dir());
         assert_eq!(std::fs::read_dir(root.path().join("a/b")).unwrap().count(), 0, "the probe file is removed");
+        drop(made);
+        assert!(!root.path().join("a").exists(), "a refused run leaves no empty folders");
+
+        let mut made = check_file(&root.path().join("a/b/run.json"), "--trace").unwrap();
+        made.extend(check_file(&root.path().join("a/c/t.json"), "--timeline").unwrap());
+        std::fs::write(root.path().join("a/b/run.json"), b"written").unwrap();
+        drop(made);
+        assert!(root.path().join("a/b/run.json").is_file(), "a folder with an output is kept");
+        assert!(!root.path().join("a/c").exists(), "the other, empty, is removed");
+        assert!(check_file(&root.path().join("a/b/x.json"), "--trace").unwrap().0.is_empty(), "nothing new is made");
     }
 
     #[test]
@@ -119,7 +166,7 @@ mod tests {
         assert!(err.contains("too long"), "the system's reason is given: {err}");
         let there = root.path().join("params.safetensors");
         std::fs::write(&there, b"the previous run's").unwrap();
-        check_file(&there, "--save-params").unwrap();
+        let _made = check_file(&there, "--save-params").unwrap();
         assert_eq!(std::fs::read(&there).unwrap(), b"the previous run's");
         assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "nothing is left behind");
     }

@@ -198,8 +198,9 @@ impl<'c> Trainer<'c> {
         check::<M>(&config, data, comm.world_size())?;
         preflight::check_lendable(&config, comm, model)?;
         validation::check(&config, data, held_out.as_deref())?;
-        // Held until the run ends: no other run saves into this folder meanwhile.
-        let mut checkpoint_folder = on_rank0(comm, || claim_outputs(&config))?.flatten();
+        // Held until the run ends: no other run saves into this folder meanwhile, and folders
+        // made for outputs are removed again if the run fails before writing there.
+        let mut outputs = on_rank0(comm, || claim_outputs(&config))?.unwrap_or_default();
         let mut optimizer = config.optimizer.build(&M::SCHEDULE);
         let about = checkpoint::RunAbout {
             global_batch: config.global_batch(comm.world_size()),
@@ -237,7 +238,7 @@ impl<'c> Trainer<'c> {
             stop: stop.as_ref(),
             low_rank,
             held_out: held_out.map(|d| d as &mut dyn Dataset),
-            checkpoint_folder: checkpoint_folder.as_mut(),
+            checkpoint_folder: outputs.checkpoint_folder.as_mut(),
         };
         let summary = match config.device {
             Device::Cpu => run.steps(CpuBackend::new(model, optimizer, comm), position, data, loss),

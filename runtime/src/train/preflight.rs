@@ -178,16 +178,26 @@ pub fn on_rank0<T>(comm: &Communicator, check: impl FnOnce() -> Result<T>) -> Re
     }
 }
 
+/// The outputs' folders, held for the run: the checkpoint folder's lock, and the folders the
+/// checks made, removed again if the run ends having written nothing there.
+#[derive(Debug, Default)]
+pub(super) struct ClaimedOutputs {
+    pub checkpoint_folder: Option<checkpoint::DirLock>,
+    _made: output_paths::MadeFolders,
+}
+
 /// Every file and folder the run will write, checked before step 1; the checkpoint folder is
 /// claimed (locked, and refused if it holds another run's checkpoints).
-pub(super) fn claim_outputs(config: &TrainConfig) -> Result<Option<checkpoint::DirLock>> {
+pub(super) fn claim_outputs(config: &TrainConfig) -> Result<ClaimedOutputs> {
+    let mut made = output_paths::MadeFolders::default();
     for (path, what) in output_files(config) {
-        output_paths::check_file(path, what)?;
+        made.extend(output_paths::check_file(path, what)?);
     }
     distinct_outputs(config)?;
-    let Some(save) = &config.save else { return Ok(None) };
+    let Some(save) = &config.save else { return Ok(ClaimedOutputs { checkpoint_folder: None, _made: made }) };
     let continues = config.resume.as_deref().is_some_and(|r| identity(r) == identity(&save.dir));
-    checkpoint::claim(&save.dir, continues, save.overwrite, config.steps).map(Some)
+    let lock = checkpoint::claim(&save.dir, continues, save.overwrite, config.steps)?;
+    Ok(ClaimedOutputs { checkpoint_folder: Some(lock), _made: made })
 }
 
 /// The files the run writes besides its checkpoints, each with the setting that names it.
