@@ -208,6 +208,11 @@ impl Run<'_> {
                     HeldOutLoss::CutShort { done, of } => {
                         // An earlier step's value is not this one's: the summary reports none.
                         log.validation = None;
+                        // A vote queued before backward (sharded state) missed the signal that
+                        // cut the pass: the ranks vote again after it, and stop after this step.
+                        if let Some(early) = stop_vote.take() {
+                            comm.finish_sum(early)?;
+                        }
                         format!("step {:>6}  validation cut short by a stop signal ({done} of {of} batches)", step + 1)
                     }
                 };
