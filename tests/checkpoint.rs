@@ -163,7 +163,9 @@ fn damaged_or_foreign_checkpoints_are_refused_clearly() {
         .args(["--steps", "4", "--batch", "4", "--optimizer", "adamw", "--resume", good.to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&out.stderr).contains("optimizer `sgd`, this run uses `adamw`"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("optimizer `sgd`, this run uses `adamw`"), "{err}");
+    assert!(!err.contains("momentum_buffer"), "one line for the optimizer, not one per tensor of its state:\n{err}");
 }
 
 fn failed(out: Output) -> String {

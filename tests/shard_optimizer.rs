@@ -331,6 +331,24 @@ fn ranks_that_disagree_on_sharding_stop_with_an_error() {
     );
 }
 
+/// `--compute-only` on a sharded model updates each rank's own slices and gathers nothing: it
+/// says so, since the loss then is no training's, and its report says nothing was all-reduced.
+#[test]
+fn compute_only_with_sharded_state_says_what_it_runs() {
+    if !common::mpirun_available() {
+        return;
+    }
+    let exe = common::example("mlp_zero");
+    let out = common::mpirun(&["-n", "2", exe.to_str().unwrap(), "--steps", "2", "--batch", "2", "--compute-only"]);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("note: compute-only with sharded optimizer state: each rank updates its own slice"),
+        "{text}"
+    );
+    assert!(text.contains("compute-only: nothing is all-reduced"), "{text}");
+}
+
 /// The `mlp_zero` example's trace on 2 ranks over a slow emulated link: each bucket is
 /// reduce-scattered in backward; the all-gathers are launched after the last one in the order
 /// forward reads them, each starts after its bucket's reduce-scatter, and the next forward waits

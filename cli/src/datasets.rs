@@ -6,7 +6,7 @@ use std::path::Path;
 
 use overlap_runtime::data::SyntheticClassification;
 use overlap_runtime::text::CharText;
-use overlap_runtime::token_shards::{locate, TokenShards};
+use overlap_runtime::token_shards::{locate, val_namesake, TokenShards};
 use overlap_runtime::training_data::TrainingData;
 use overlap_runtime::{Dataset, DeviceOp, DistributedModel, Error, Result};
 
@@ -24,6 +24,14 @@ pub(crate) fn training_data<M: DistributedModel>(args: &TrainArgs) -> Result<Tra
     }
     if let Some(path) = &args.tokens {
         return token_data::<M>(path, args, features);
+    }
+    if embedding_rows::<M>().is_some() {
+        // The synthetic set and image files hold features, not token ids.
+        let given = args.data.as_ref().map_or(String::new(), |dir| format!(" (--data {} holds images)", dir.display()));
+        return Err(Error::Config(format!(
+            "{} reads token ids: give it a text (--text FILE) or token shards (--tokens PATH){given}",
+            schedule.model
+        )));
     }
     Ok(match &args.data {
         None => {
@@ -68,11 +76,7 @@ fn check_tokens<M: DistributedModel>(shards: &TokenShards) -> Result<()> {
     let model = &M::SCHEDULE.model;
     // `training_data` has already refused a model without them.
     let classes = M::SCHEDULE.io_widths().map_or(usize::MAX, |(_, classes)| classes);
-    let rows = M::DEVICE_OPS.iter().find_map(|op| match op {
-        DeviceOp::Embedding { vocab, .. } => Some(*vocab),
-        _ => None,
-    });
-    let limit = rows.map_or(classes, |rows| rows.min(classes));
+    let limit = embedding_rows::<M>().map_or(classes, |rows| rows.min(classes));
     let largest = usize::from(shards.max_token());
     if largest >= limit {
         return Err(Error::Config(format!(
@@ -81,6 +85,14 @@ fn check_tokens<M: DistributedModel>(shards: &TokenShards) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The rows of the model's token embedding, if it reads token ids.
+fn embedding_rows<M: DistributedModel>() -> Option<usize> {
+    M::DEVICE_OPS.iter().find_map(|op| match op {
+        DeviceOp::Embedding { vocab, .. } => Some(*vocab),
+        _ => None,
+    })
 }
 
 /// Tokens per sample: `--context`, at most the position embedding's rows, which are the default.
@@ -114,12 +126,26 @@ pub(crate) fn held_out<M: DistributedModel>(data: &TrainingData, args: &TrainArg
         (TrainingData::Tokens(train), Some(path)) => {
             let (_, val) = locate(path)?;
             if val.is_empty() {
+                let looked_for = if path.is_dir() {
+                    "no file named *_val.bin or *_val_NNNNNN.bin is in the folder".to_string()
+                } else {
+                    match val_namesake(path) {
+                        Some(val) => {
+                            format!("{} is not there (give the folder to read every shard in it)", val.display())
+                        }
+                        None => "its name has no `train` part to pair it with a `val` file".to_string(),
+                    }
+                };
                 return Err(Error::Config(format!(
-                    "--eval-every needs held-out shards beside --tokens {}: none named *_val.bin or *_val_NNNNNN.bin was found",
+                    "--eval-every needs held-out shards beside --tokens {}: {looked_for}; or train without held-out \
+                     loss (--eval-every 0)",
                     path.display()
                 )));
             }
-            let shards = TokenShards::open(&val, train.context())?;
+            let shards = TokenShards::open(&val, train.context()).map_err(|e| match e {
+                Error::Dataset(why) => Error::Dataset(format!("{why} (held-out data: --eval-every 0 measures none)")),
+                other => other,
+            })?;
             if shards.vocabulary() != train.vocabulary() {
                 return Err(Error::Dataset(format!("{}: another vocabulary than the training shards'", shards.name())));
             }

@@ -56,7 +56,7 @@ impl CharText {
         let train_end = (tokens.len() as f64 * TRAIN_SHARE) as usize;
         if train_end < context + 1 {
             return Err(Error::Dataset(format!(
-                "{name}: {} characters, of which {train_end} for training: too few for one sample of {context} \
+                "{name}: {} character(s), of which {train_end} for training: too few for one sample of {context} \
                  characters and its next one",
                 tokens.len()
             )));

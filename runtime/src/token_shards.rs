@@ -69,7 +69,19 @@ impl TokenShards {
             [] => unreachable!("checked above"),
         };
         let vocabulary = read_vocabulary(&paths[0])?;
-        Ok(TokenShards { shards, context, windows, name, vocabulary })
+        let shards = TokenShards { shards, context, windows, name, vocabulary };
+        // Past the saved vocabulary a token id stands for nothing, even where the model has rows.
+        if let Some(vocabulary) = &shards.vocabulary {
+            let (largest, known) = (usize::from(shards.max_token()), vocabulary.chars().count());
+            if largest >= known {
+                return Err(Error::Dataset(format!(
+                    "{}: token id {largest} is past the {known} characters of {}",
+                    shards.name,
+                    paths[0].with_file_name(VOCABULARY_FILE).display()
+                )));
+            }
+        }
+        Ok(shards)
     }
 
     /// Tokens per sample.
@@ -246,12 +258,17 @@ pub fn locate(path: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
     if let Err(source) = std::fs::metadata(path) {
         return Err(Error::Io { path: path.to_owned(), source });
     }
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    let val = match split_part(&name) {
-        Some((part, true)) => Some(path.with_file_name(format!("{}val{}", &name[..part.start], &name[part.end..]))),
+    Ok((vec![path.to_owned()], val_namesake(path).filter(|p| p.exists()).into_iter().collect()))
+}
+
+/// The validation file that goes with one training file: its name with `val` for its `train`
+/// part (`tiny_train_000002.bin`: `tiny_val_000002.bin`), whether it exists or not.
+pub fn val_namesake(train: &Path) -> Option<PathBuf> {
+    let name = train.file_name()?.to_string_lossy().to_string();
+    match split_part(&name) {
+        Some((part, true)) => Some(train.with_file_name(format!("{}val{}", &name[..part.start], &name[part.end..]))),
         _ => None,
-    };
-    Ok((vec![path.to_owned()], val.filter(|p| p.exists()).into_iter().collect()))
+    }
 }
 
 /// `--tokens` reads every shard of a folder, against the one `vocabulary.txt`: shards of another
@@ -312,8 +329,11 @@ pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usiz
     refuse_earlier_shards(out)?;
     std::fs::create_dir_all(out).map_err(|source| Error::Io { path: out.to_owned(), source })?;
     let write = |split: &str, parts: &[u16]| -> Result<Vec<PathBuf>> {
+        // Equal shards of at most `shard_tokens`, not full ones and a short last one, which
+        // could be too short for one sample.
+        let count = parts.len().div_ceil(shard_tokens.max(1)).max(1);
         let mut written = Vec::new();
-        for (k, chunk) in parts.chunks(shard_tokens.max(1)).enumerate() {
+        for (k, chunk) in parts.chunks(parts.len().div_ceil(count).max(1)).enumerate() {
             let path = out.join(format!("{stem}_{split}_{k:06}.bin"));
             write_shard(&path, chunk)?;
             written.push(path);
@@ -397,6 +417,19 @@ mod tests {
         let chars: Vec<char> = prepared.vocabulary.chars().collect();
         let decoded: String = read_shard(&val[0]).unwrap().iter().map(|&t| chars[usize::from(t)]).collect();
         assert_eq!(decoded, text.chars().skip(900).collect::<String>());
+
+        // 900 tokens in shards of at most 890: two of 450, not one of 890 and one of 10.
+        let even = tempfile::tempdir().unwrap();
+        let prepared = prepare_characters(&text, even.path(), "play", 890).unwrap();
+        let sizes: Vec<usize> = prepared.train.iter().map(|p| read_shard(p).unwrap().len()).collect();
+        assert_eq!(sizes, [450, 450]);
+
+        // A token past the vocabulary saved beside the shards stands for no character.
+        let mut tokens = read_shard(&prepared.train[0]).unwrap();
+        tokens[3] = 8;
+        write_shard(&prepared.train[0], &tokens).unwrap();
+        let past = TokenShards::open(&prepared.train, 8).err().unwrap().to_string();
+        assert!(past.contains("token id 8 is past the 8 characters of") && past.contains("vocabulary.txt"), "{past}");
     }
 
     #[test]

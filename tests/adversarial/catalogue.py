@@ -365,6 +365,9 @@ def catalogue() -> list:
         setup=ck("mlp_powersgd"), forbid="step      3")
     add(c, "mlp --steps 4 --batch 4 --report off --resume ck --grad-comm bf16", 0,
         "gradients that travel otherwise: as fp32 before, as bf16 (chosen at run time) now", setup=ck())
+    # Sharded state writes the files whole state does: no other schedule to warn about.
+    add(c, "mlp --steps 4 --batch 4 --report off --resume ck", 0, setup=ck("mlp_zero"),
+        forbid="another compiled schedule")
 
     # 15. A parameters file to start from: it must fit the model exactly, as load_state_dict(strict=True).
     c = "init-params"

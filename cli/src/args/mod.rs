@@ -75,7 +75,7 @@ pub struct TrainArgs {
     /// Measure the loss on held-out data after every N steps and after the last: the --text's
     /// last 10%, the --data folder's t10k files, or synthetic samples training never reads
     /// (0: never).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub eval_every: Option<u64>,
     /// Batches of --batch samples per rank that each held-out measurement reads (the same ones
     /// every time).
@@ -84,7 +84,7 @@ pub struct TrainArgs {
     /// Clip the averaged gradients to this global norm before each update, as PyTorch's
     /// `clip_grad_norm_` (the updates then wait for every bucket's sums); `off`: no clipping
     /// [default: off].
-    #[arg(long, value_name = "MAX|off", value_parser = parse_clip)]
+    #[arg(long, value_name = "MAX|off", value_parser = parse_clip, allow_hyphen_values = true)]
     pub clip_grad_norm: Option<ClipNorm>,
     /// Seed of the initial parameters and of the synthetic data.
     #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
@@ -142,7 +142,7 @@ pub struct TrainArgs {
     #[arg(long)]
     pub cuda_libraries: bool,
     /// The GPU to use with --device cuda [default: the MPI local rank].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub gpu: Option<usize>,
     /// What sums the gradients: shared memory when every rank is on one node (auto), or
     /// OpenMPI's all-reduce.

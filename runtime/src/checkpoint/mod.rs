@@ -65,8 +65,9 @@ pub struct RunAbout {
     /// checkpoints written before it was recorded.
     #[serde(default)]
     pub gradients: String,
-    /// The compiled schedule's fingerprint (its buckets, wire formats and PowerSGD rank), as
-    /// 16 hex digits; empty in checkpoints written before it was recorded.
+    /// The compiled schedule's fingerprint (its buckets, wire formats and PowerSGD rank; not its
+    /// `shard_optimizer`, whose checkpoints are the same: `Schedule::plan_fingerprint`), as 16 hex
+    /// digits; empty in checkpoints written before it was recorded.
     #[serde(default)]
     pub schedule: String,
     /// What the data's token ids stand for (`Dataset::vocabulary`): a text's sorted characters.
@@ -325,11 +326,16 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
         .iter()
         .flat_map(|b| model_shapes.iter().map(move |(name, shape)| (format!("{b}.{name}"), shape.clone())))
         .collect();
-    let buffers = read_checked(&optimizer_bytes, &state_shapes, |_| false)
-        .map_err(|p| {
-            problems.extend(p.into_iter().map(|p| format!("{}: {p}", step_dir.join(OPTIMIZER_FILE).display())))
+    // Another optimizer's buffers cannot fit: the line above says why, once, not per tensor.
+    let buffers = (state.optimizer == optimizer.kind())
+        .then(|| {
+            read_checked(&optimizer_bytes, &state_shapes, |_| false)
+                .map_err(|p| {
+                    problems.extend(p.into_iter().map(|p| format!("{}: {p}", step_dir.join(OPTIMIZER_FILE).display())))
+                })
+                .ok()
         })
-        .ok();
+        .flatten();
     // PowerSGD's state, when both the model and the checkpoint have one.
     let compresses = M::SCHEDULE.buckets.iter().any(|b| b.low_rank.is_some());
     if let (Some(meta), false) = (state.powersgd, compresses) {

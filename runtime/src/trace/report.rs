@@ -380,6 +380,9 @@ mod tests {
         let single = OverlapReport::new(&[step(0, 0, 10, 0, 0)], &SCHEDULE, 1, CommMode::Overlap, link).unwrap();
         assert_eq!((single.hidden_fraction, single.emulated_link.as_deref()), (None, None));
         assert!(single.to_string().contains("one rank: nothing to all-reduce"));
+        let skipped =
+            OverlapReport::new(&[step(0, 0, 10, 0, 0), step(0, 1, 10, 0, 0)], &SCHEDULE, 2, CommMode::Skip, None);
+        assert!(skipped.unwrap().to_string().contains("compute-only: nothing is all-reduced"));
     }
 
     #[test]

@@ -66,6 +66,7 @@ impl fmt::Display for OverlapReport {
                 self.hidden_ms,
                 &format!("{:.1}% of the all-reduce time (1 - exposed / all-reduce)", h * 100.0),
             )?,
+            None if self.world_size > 1 => writeln!(f, "  {}: nothing is all-reduced", self.mode)?,
             None => writeln!(f, "  one rank: nothing to all-reduce")?,
         }
         if let Some(g) = &self.all_gather {

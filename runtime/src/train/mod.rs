@@ -17,7 +17,7 @@ mod validation;
 use std::path::PathBuf;
 
 use crate::checkpoint;
-use crate::comm::{CommConfig, Communicator};
+use crate::comm::{CommConfig, CommMode, Communicator};
 use crate::data::Dataset;
 use crate::error::Result;
 use crate::loss::Loss;
@@ -209,13 +209,20 @@ impl<'c> Trainer<'c> {
                 Some(format) => format!("{format} (chosen at run time)"),
                 None => M::SCHEDULE.grad_comm().unwrap_or_else(|| "fp32".into()),
             },
-            schedule: format!("{:016x}", M::SCHEDULE.fingerprint()),
+            schedule: format!("{:016x}", M::SCHEDULE.plan_fingerprint()),
             vocabulary: data.vocabulary(),
         };
         let (position, low_rank) = resume(&config, model, &mut optimizer, (comm.rank(), comm.world_size()), &about)?;
         if comm.shards_optimizer() {
             // A checkpoint holds whole state (see `checkpoint::shards`): this rank keeps its slices.
             checkpoint::shards::keep_own(&mut optimizer, &M::SCHEDULE, comm);
+        }
+        if comm.rank() == 0 && comm.world_size() > 1 && comm.shards_optimizer() && comm.mode() == CommMode::Skip {
+            console::err_line(
+                "note: compute-only with sharded optimizer state: each rank updates its own slice of every bucket \
+                 and gathers none, so the rest of its parameters keep their first values (the steps time a sharded \
+                 step without its communication)",
+            );
         }
         if let (0, Device::Cpu, Some(fitting)) = (comm.rank(), config.device, crate::host::blas_core::mismatch()) {
             console::err_line(&format!(
