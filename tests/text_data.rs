@@ -25,12 +25,25 @@ fn a_text_trains_the_gpt_example_alike_on_one_and_two_ranks() {
     let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--batch", "2", "--save-params", "one.st"]].concat());
     assert!(ok, "{text}");
     assert!(text.contains("step      3  loss"), "{text}");
-    let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--batch", "2", "--sample", "40"]].concat());
+    let sampled = ["--batch", "2", "--sample", "40", "--save-params", "sampled.st"];
+    let (ok, text) = run("gpt", dir.path(), &[&common[..], &sampled].concat());
     assert!(ok, "{text}");
-    let sample = text.split_once("sample (40 characters, temperature 0.8, top-k 200):\n").expect("a sample").1;
-    let drawn: String = sample.chars().take(40).collect();
+    let heading = "sample (40 characters, temperature 0.8, top-k 200):\n";
+    let sample = |text: &str| -> String { text.split_once(heading).expect("a sample").1.chars().take(40).collect() };
+    let drawn = sample(&text);
     assert_eq!(drawn.chars().count(), 40, "{text}");
     assert!(drawn.chars().all(|c| TEXT.contains(c)), "only the text's characters: {drawn:?}");
+    // The same sample from the saved parameters, without training (`--steps 0`).
+    let (ok, again) =
+        run("gpt", dir.path(), &["--text", "t.txt", "--steps", "0", "--init-params", "sampled.st", "--sample", "40"]);
+    assert!(ok && !again.contains("step      1"), "{again}");
+    assert_eq!(sample(&again), drawn, "{again}");
+    let (ok, refused) = run("gpt", dir.path(), &["--text", "t.txt", "--steps", "0", "--sample", "40"]);
+    assert!(
+        !ok && refused
+            .contains("--steps 0 trains nothing: it samples (--sample N) from the parameters of --init-params"),
+        "{refused}"
+    );
     if common::mpirun_available() {
         let (exe, wdir) = (example("gpt"), dir.path().to_str().unwrap());
         let ranks = ["--wdir", wdir, "-n", "2", exe.to_str().unwrap()];

@@ -125,7 +125,42 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
     if args.comm_only {
         return comm_bench::run::<M>(args, comm);
     }
+    if args.steps == 0 {
+        return sample_only::<M>(args, comm);
+    }
     train::<M>(args, comm).map(drop)
+}
+
+/// `--steps 0`: no training, a sample from the parameters `--init-params` loads.
+fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
+    if args.sample == 0 || args.init_params.is_none() {
+        return Err(Error::Config(
+            "--steps 0 trains nothing: it samples (--sample N) from the parameters of --init-params FILE".into(),
+        ));
+    }
+    let data = datasets::training_data::<M>(args)?;
+    let model = starting_model::<M>(args, comm, &data)?;
+    match (comm.rank(), &data) {
+        (0, TrainingData::Text(text)) => print_sample(&model, text, args),
+        _ => Ok(()),
+    }
+}
+
+/// The model every rank starts from: `--seed`'s initial values, or `--init-params`' (checked
+/// against the data's vocabulary when both record one).
+fn starting_model<M: DistributedModel>(args: &TrainArgs, comm: &Communicator, data: &TrainingData) -> Result<M> {
+    let mut model = M::new(comm, args.seed)?;
+    if let Some(path) = &args.init_params {
+        // Every rank reads the same file, so every rank starts from the same values.
+        overlap_runtime::params_file::load_into(&mut model, path)?;
+        let saved = overlap_runtime::params_file::load_vocabulary(path)?;
+        if let (Some(saved), Some(now)) = (saved, overlap_runtime::Dataset::vocabulary(data)) {
+            if let Some(why) = overlap_runtime::text::vocabulary_mismatch(&saved, &now) {
+                return Err(Error::Config(format!("--init-params {}: {why}", path.display())));
+            }
+        }
+    }
+    Ok(model)
 }
 
 /// Trains `M` as the flags say, on the synthetic set or `--data` (the `Trainer` writes
@@ -134,17 +169,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     // What the `Trainer` cannot compare, since it never sees it: the data and the start.
     overlap_runtime::train::agree(comm, &args.shared_beyond_train_config())?;
     let mut data = datasets::training_data::<M>(args)?;
-    let mut model = M::new(comm, args.seed)?;
-    if let Some(path) = &args.init_params {
-        // Every rank reads the same file, so every rank starts from the same values.
-        overlap_runtime::params_file::load_into(&mut model, path)?;
-        let saved = overlap_runtime::params_file::load_vocabulary(path)?;
-        if let (Some(saved), Some(now)) = (saved, overlap_runtime::Dataset::vocabulary(&data)) {
-            if let Some(why) = overlap_runtime::text::vocabulary_mismatch(&saved, &now) {
-                return Err(Error::Config(format!("--init-params {}: {why}", path.display())));
-            }
-        }
-    }
+    let mut model = starting_model::<M>(args, comm, &data)?;
     let mut held_out = args.validation_every().map(|_| datasets::held_out::<M>(&data, args)).transpose()?;
     let trainer = Trainer::new(comm).config(args.train_config());
     let trainer = if comm.rank() == 0 { trainer.progress(Bar::new()) } else { trainer };

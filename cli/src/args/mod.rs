@@ -34,8 +34,8 @@ pub use values::{ClipNorm, Timeout};
 #[derive(Clone, Debug, Parser)]
 #[command(version, args_override_self = true)]
 pub struct TrainArgs {
-    /// Optimizer steps to run.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..), allow_hyphen_values = true)]
+    /// Optimizer steps to run (0: none, only --sample from --init-params).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64), allow_hyphen_values = true)]
     pub steps: u64,
     /// Samples per rank per micro-step.
     #[arg(long, default_value_t = 64, value_parser = positive_usize, allow_hyphen_values = true)]

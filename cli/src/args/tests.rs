@@ -41,7 +41,7 @@ fn bad_values_are_refused_with_a_message() {
         &["--batch", "0"][..],
         &["--lr", "-1"],
         &["--lr", "nan"],
-        &["--steps", "0"],
+        &["--steps", "-1"],
         &["--optimizer", "lbfgs"],
         &["--momentum", "-0.5"],
         &["--beta1", "1"],
