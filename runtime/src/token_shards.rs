@@ -252,6 +252,24 @@ pub fn locate(path: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
                 path.display()
             )));
         }
+        // The name before the split: shards of two names are two datasets, not one.
+        let stem = |p: &PathBuf| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            // Every file here has a split part (`locate` kept only those).
+            split_part(&name).map(|(part, _)| name[..part.start].trim_end_matches(['_', '-', '.']).to_string())
+        };
+        let mut stems: Vec<String> = train.iter().chain(&val).filter_map(stem).collect();
+        stems.sort();
+        stems.dedup();
+        if let [first, second, ..] = &stems[..] {
+            return Err(Error::Dataset(format!(
+                "{}: holds shards of {} names ({first:?}, {second:?}{}), read as one dataset they would mix two \
+                 texts: give one file, or a folder of one name's shards",
+                path.display(),
+                stems.len(),
+                if stems.len() > 2 { ", ..." } else { "" }
+            )));
+        }
         return Ok((train, val));
     }
     // The system's own words for a missing or unreadable file.
@@ -410,6 +428,11 @@ mod tests {
         assert_eq!((train, val.clone()), (prepared.train.clone(), prepared.val.clone()));
         assert_eq!(locate(&prepared.train[0]).unwrap(), (vec![prepared.train[0].clone()], prepared.val.clone()));
         assert_eq!(locate(&prepared.train[1]).unwrap().1, Vec::<PathBuf>::new(), "no val_000001 beside train_000001");
+        let other = dir.path().join("poem_train.bin");
+        write_shard(&other, &[1; 20]).unwrap();
+        let mixed = locate(dir.path()).unwrap_err().to_string();
+        assert!(mixed.contains(r#"holds shards of 2 names ("play", "poem")"#), "{mixed}");
+        std::fs::remove_file(other).unwrap();
         let missing = locate(&dir.path().join("nothing.bin")).unwrap_err().to_string();
         assert!(missing.contains("nothing.bin") && missing.contains("No such file or directory"), "{missing}");
         let set = TokenShards::open(&val, 8).unwrap();
