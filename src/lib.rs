@@ -145,7 +145,7 @@ pub mod prelude {
     pub use overlap_runtime::{
         AdamW, CausalSelfAttention, CommMode, Communicator, CrossEntropyLoss, Dataset, DistributedModel, Embedding,
         Gelu, GradientBuckets, Layer, LayerNorm, Linear, Loss, Matrix, MseLoss, Optimizer, OptimizerConfig,
-        PositionEmbedding, Relu, Sgd, Sigmoid, StepContext, Tanh, TiedHead, Trainer,
+        PositionEmbedding, Relu, Sgd, Sigmoid, StepContext, Tanh, TiedHead, TrainSummary, Trainer,
     };
 }
 

@@ -207,5 +207,8 @@ fn a_dataset_that_fills_fewer_rows_than_its_positions_say_is_refused() {
         .fit(&mut model, &mut Short, &CrossEntropyLoss)
         .unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("asked for 2 samples of 4 position(s)") && text.contains("filled 2 rows"), "{text}");
+    assert!(
+        text.contains("asked the dataset for 2 samples of 4 position(s)") && text.contains("filled 2 rows"),
+        "{text}"
+    );
 }

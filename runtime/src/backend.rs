@@ -121,9 +121,21 @@ impl<M: DistributedModel> StepBackend<M> for CpuBackend<'_, M> {
             check_token_ids(&batch.inputs, *vocab)?;
         }
         let output = self.model.forward_gathering(&batch.context, &batch.inputs, &mut self.ws, self.comm)?;
+        let shape = (output.rows(), output.cols());
         let span = trace::loss();
         let value = loss.loss_and_gradient(output, batch, &mut self.grad_output)?;
         drop(span);
+        if (self.grad_output.rows(), self.grad_output.cols()) != shape {
+            // Backward reads it as the output's gradient: another shape is the loss's mistake.
+            return Err(Error::Loss(format!(
+                "the loss's gradient is {}x{}, the model's output {}x{}: `Loss::loss_and_gradient` must give one \
+                 value per output",
+                self.grad_output.rows(),
+                self.grad_output.cols(),
+                shape.0,
+                shape.1
+            )));
+        }
         if fault::poison_gradient(self.comm.rank(), self.step) {
             self.grad_output.as_mut_slice()[0] = f32::NAN;
         }

@@ -109,6 +109,38 @@ impl OptimizerConfig {
         })
     }
 
+    /// What makes these settings unusable, if anything: the values PyTorch's optimizers refuse
+    /// in their constructors, and NaN or infinite ones, which would train to NaN silently.
+    pub fn problem(&self) -> Option<String> {
+        let unsigned = |v: f64| v.is_finite() && v >= 0.0;
+        let (lr, decay, (beta1, beta2)) = (self.base_lr(), self.base_weight_decay(), self.betas);
+        let adamw = self.kind == OptimizerKind::AdamW;
+        let problems = [
+            (!unsigned(lr), format!("`OptimizerConfig::lr` {lr}: must be finite and not negative")),
+            (!unsigned(decay), format!("`OptimizerConfig::weight_decay` {decay}: must be finite and not negative")),
+            (
+                !adamw && !unsigned(self.momentum),
+                format!("`OptimizerConfig::momentum` {}: must be finite and not negative", self.momentum),
+            ),
+            (
+                adamw && !((0.0..1.0).contains(&beta1) && (0.0..1.0).contains(&beta2)),
+                format!("`OptimizerConfig::betas` ({beta1}, {beta2}): each must be in [0, 1)"),
+            ),
+            (
+                adamw && !unsigned(self.eps),
+                format!("`OptimizerConfig::eps` {}: must be finite and not negative", self.eps),
+            ),
+            (
+                self.clip_grad_norm.is_some_and(|m| !(m.is_finite() && m > 0.0)),
+                format!(
+                    "`OptimizerConfig::clip_grad_norm` {}: the largest gradient norm must be positive and finite",
+                    self.clip_grad_norm.unwrap_or_default()
+                ),
+            ),
+        ];
+        problems.into_iter().find_map(|(bad, why)| bad.then_some(why))
+    }
+
     /// The weight decay: `weight_decay`, or the optimizer's default.
     pub fn base_weight_decay(&self) -> f64 {
         self.weight_decay.unwrap_or(match self.kind {

@@ -10,7 +10,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::idx::IdxDataset;
 use crate::layer::StepContext;
 use crate::tensor::Matrix;
@@ -33,6 +33,27 @@ pub struct Batch {
 impl Batch {
     pub fn rows(&self) -> usize {
         self.inputs.rows()
+    }
+
+    /// After `Dataset::fill`: `samples` samples of `context.positions` rows each, of `features`
+    /// columns each, or an error naming what `source` filled instead (a dataset that fills
+    /// otherwise would fail deep inside the first layer).
+    pub(crate) fn check_filled(&self, source: &str, samples: usize, first: u64, features: usize) -> Result<()> {
+        let positions = self.context.row_count() / samples.max(1);
+        if self.rows() != self.context.row_count() {
+            return Err(Error::Dataset(format!(
+                "asked {source} for {samples} samples of {positions} position(s) from index {first}, it filled {} rows",
+                self.rows()
+            )));
+        }
+        if self.inputs.cols() != features {
+            return Err(Error::Dataset(format!(
+                "{source} filled rows of {} columns from index {first}, and says its samples have {features} features \
+                 (`Dataset::features`)",
+                self.inputs.cols()
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -67,7 +88,7 @@ pub trait Dataset {
 
 impl Dataset for SyntheticClassification {
     fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> Result<()> {
-        SyntheticClassification::fill(self, first, rows, &mut batch.inputs, &mut batch.labels);
+        SyntheticClassification::fill_into(self, first, rows, &mut batch.inputs, &mut batch.labels);
         Ok(())
     }
 
@@ -85,7 +106,7 @@ impl Dataset for SyntheticClassification {
 
 impl Dataset for IdxDataset {
     fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> Result<()> {
-        IdxDataset::fill(self, first, rows, &mut batch.inputs, &mut batch.labels);
+        IdxDataset::fill_into(self, first, rows, &mut batch.inputs, &mut batch.labels);
         Ok(())
     }
 
@@ -136,7 +157,7 @@ impl SyntheticClassification {
     }
 
     /// Fills `inputs` (resized to `len x features`) and `labels` with samples `first..first+len`.
-    pub fn fill(&self, first: u64, len: usize, inputs: &mut Matrix, labels: &mut Vec<usize>) {
+    pub fn fill_into(&self, first: u64, len: usize, inputs: &mut Matrix, labels: &mut Vec<usize>) {
         inputs.resize(len, self.features);
         labels.clear();
         for r in 0..len {
@@ -175,8 +196,8 @@ mod tests {
     fn samples_depend_only_on_their_index() {
         let data = SyntheticClassification::new(7, 5, 3);
         let (mut a, mut la, mut b, mut lb) = (Matrix::default(), vec![], Matrix::default(), vec![]);
-        data.fill(10, 4, &mut a, &mut la);
-        data.fill(12, 1, &mut b, &mut lb);
+        data.fill_into(10, 4, &mut a, &mut la);
+        data.fill_into(12, 1, &mut b, &mut lb);
         assert_eq!(a.row(2), b.row(0));
         assert_eq!(la[2], lb[0]);
         assert!(la.iter().all(|&l| l < 3));

@@ -299,7 +299,7 @@ impl IdxDataset {
 
     /// Fills `inputs` (resized to `len x features`) and `labels` with samples `first..first+len`,
     /// wrapping around modulo `self.len()` so that any step index maps onto the set.
-    pub fn fill(&self, first: u64, len: usize, inputs: &mut Matrix, labels: &mut Vec<usize>) {
+    pub fn fill_into(&self, first: u64, len: usize, inputs: &mut Matrix, labels: &mut Vec<usize>) {
         inputs.resize(len, self.features);
         labels.clear();
         let n = self.len();

@@ -67,7 +67,7 @@ fn round_trip_through_files() {
     let data = IdxDataset::load_dir(dir.path(), Split::Train, 3).unwrap();
     assert_eq!((data.len(), data.is_empty(), data.features(), data.classes()), (3, false, 4, 3));
     let (mut inputs, mut labels) = (Matrix::default(), vec![]);
-    data.fill(0, 3, &mut inputs, &mut labels);
+    data.fill_into(0, 3, &mut inputs, &mut labels);
     assert_eq!((inputs.rows(), inputs.cols()), (3, 4));
     let expected: Vec<f32> = (0..12).map(|p| p as f32 / 255.0).collect();
     assert_eq!(inputs.as_slice(), expected.as_slice());
@@ -95,16 +95,16 @@ fn fill_wraps_around() {
     let (i, l) = (dir.write("i", &image_file(3, 1, 2)), dir.write("l", &label_file(&[0, 1, 2])));
     let data = IdxDataset::load(&i, &l, 3).unwrap();
     let (mut inputs, mut labels) = (Matrix::default(), vec![]);
-    data.fill(2, 5, &mut inputs, &mut labels);
+    data.fill_into(2, 5, &mut inputs, &mut labels);
     assert_eq!(labels, [2, 0, 1, 2, 0]);
     assert_eq!(inputs.row(0), [4.0 / 255.0, 5.0 / 255.0]);
     assert_eq!(inputs.row(1), [0.0, 1.0 / 255.0]);
     assert_eq!(inputs.row(4), inputs.row(1));
     // Same samples as the unwrapped indices; huge step indices do not overflow.
     let (mut other, mut other_labels) = (Matrix::default(), vec![]);
-    data.fill(2 + 3 * 1000, 5, &mut other, &mut other_labels);
+    data.fill_into(2 + 3 * 1000, 5, &mut other, &mut other_labels);
     assert_eq!((&inputs, &labels), (&other, &other_labels));
-    data.fill(u64::MAX, 2, &mut other, &mut other_labels); // u64::MAX % 3 == 0
+    data.fill_into(u64::MAX, 2, &mut other, &mut other_labels); // u64::MAX % 3 == 0
     assert_eq!(other_labels, [0, 1]);
 }
 

@@ -22,10 +22,11 @@ pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Datas
     let schedule = &M::SCHEDULE;
     let run = config.run_shape(crate::memory::activation_bytes_of::<M>(config.batch, data.positions()));
     let zero = [
-        ("steps", config.steps == 0),
-        ("batch", config.batch == 0),
-        ("accumulate", config.accumulate == 0),
-        ("log_every", config.log_every == 0),
+        ("`TrainConfig::steps`", config.steps == 0),
+        ("`TrainConfig::batch`", config.batch == 0),
+        ("`TrainConfig::accumulate`", config.accumulate == 0),
+        ("`TrainConfig::log_every`", config.log_every == 0),
+        ("`ObserveConfig::report_every`", config.observe.report_every == Some(0)),
     ];
     if let Some((name, _)) = zero.iter().find(|(_, is_zero)| *is_zero) {
         return Err(Error::Config(format!("{name} must be at least 1")));
@@ -46,10 +47,8 @@ pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Datas
             )));
         }
     }
-    if let Some(max_norm) = config.optimizer.clip_grad_norm.filter(|m| !(m.is_finite() && *m > 0.0)) {
-        return Err(Error::Config(format!(
-            "`OptimizerConfig::clip_grad_norm` {max_norm}: the largest gradient norm must be positive and finite"
-        )));
+    if let Some(problem) = config.optimizer.problem() {
+        return Err(Error::Config(problem));
     }
     if config.save.as_ref().is_some_and(|s| s.every == Some(0)) {
         return Err(Error::Config("checkpoints every 0 steps: give a positive interval or none".into()));

@@ -161,13 +161,7 @@ impl Run<'_> {
                 let first = shard_start_after(position.samples_seen, micro, world, rank, config.batch);
                 data.fill(first, config.batch, &mut batch)?;
                 batch.context = StepContext::sequences(config.batch, positions);
-                if batch.rows() != batch.context.row_count() {
-                    return Err(Error::Dataset(format!(
-                        "asked for {} samples of {positions} position(s) from index {first}, the dataset filled {} rows",
-                        config.batch,
-                        batch.rows()
-                    )));
-                }
+                batch.check_filled("the dataset", config.batch, first, data.features())?;
                 step_loss += backend.forward_loss(&batch, loss, logging)?;
                 let last = micro + 1 == config.accumulate;
                 if logging && last {

@@ -78,14 +78,7 @@ pub(super) fn loss<M: DistributedModel>(
             let first = shard_start_after(k * global_batch, 0, world, rank, config.batch);
             held_out.fill(first, config.batch, batch)?;
             batch.context = StepContext::sequences(config.batch, positions);
-            if batch.rows() != batch.context.row_count() {
-                return Err(Error::Dataset(format!(
-                    "asked the held-out data for {} samples of {positions} position(s) from index {first}, it filled {} \
-                     rows",
-                    config.batch,
-                    batch.rows()
-                )));
-            }
+            batch.check_filled("the held-out data", config.batch, first, held_out.features())?;
             sum += backend.held_out_loss(batch, loss)?;
             done += 1;
         }

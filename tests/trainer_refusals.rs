@@ -1,0 +1,85 @@
+//! What a library user can get wrong through the `Trainer`, their own dataset and loss, or the
+//! settings' numbers, is an error naming it before or at the step it happens: never a panic
+//! deep inside a layer, nor a run that trains to NaN.
+
+use overlap::prelude::*;
+use overlap::{Batch, Dataset, Loss, Matrix, ReportFormat, SyntheticClassification};
+
+#[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1)]
+pub struct Small {
+    fc1: Linear<4, 8>,
+    act: Relu,
+    head: Linear<8, 3>,
+}
+
+fn fit(
+    configure: impl FnOnce(Trainer) -> Trainer,
+    data: &mut impl Dataset,
+    loss: &impl Loss,
+) -> overlap::Result<TrainSummary> {
+    let comm = Communicator::single();
+    let mut model = Small::new(&comm, 1).unwrap();
+    let trainer = Trainer::new(&comm).steps(2).batch(4).report(ReportFormat::Off, None);
+    configure(trainer).fit(&mut model, data, loss)
+}
+
+/// Says its samples have 4 features and fills 5 columns.
+struct TooWide;
+
+impl Dataset for TooWide {
+    fn fill(&mut self, _first: u64, rows: usize, batch: &mut Batch) -> overlap::Result<()> {
+        batch.inputs.resize(rows, 5);
+        batch.labels = vec![0; rows];
+        Ok(())
+    }
+
+    fn features(&self) -> usize {
+        4
+    }
+}
+
+/// Cross-entropy whose gradient has a row too many.
+struct OffByOne;
+
+impl Loss for OffByOne {
+    fn loss_and_gradient(&self, output: &Matrix, batch: &Batch, grad: &mut Matrix) -> overlap::Result<f32> {
+        let value = CrossEntropyLoss.loss_and_gradient(output, batch, grad)?;
+        grad.resize(output.rows() + 1, output.cols());
+        Ok(value)
+    }
+}
+
+#[test]
+fn a_dataset_or_loss_of_the_wrong_shape_is_an_error_not_a_panic() {
+    let err = fit(|t| t, &mut TooWide, &CrossEntropyLoss).unwrap_err().to_string();
+    assert!(err.contains("the dataset filled rows of 5 columns from index 0, and says its samples have 4"), "{err}");
+    let err = fit(|t| t, &mut SyntheticClassification::new(3, 4, 3), &OffByOne).unwrap_err().to_string();
+    assert!(err.contains("the loss's gradient is 5x3, the model's output 4x3"), "{err}");
+}
+
+#[test]
+fn optimizer_numbers_pytorch_refuses_or_nan_are_refused_by_name() {
+    for (optimizer, expected) in [
+        (OptimizerConfig::sgd(f64::NAN), "`OptimizerConfig::lr` NaN: must be finite and not negative"),
+        (OptimizerConfig::adamw(-1.0), "`OptimizerConfig::lr` -1: must be finite and not negative"),
+        (OptimizerConfig::sgd(0.1).weight_decay(f64::NAN), "`OptimizerConfig::weight_decay` NaN"),
+        (OptimizerConfig::sgd(0.1).momentum(-0.5), "`OptimizerConfig::momentum` -0.5"),
+        (OptimizerConfig::adamw(1e-3).betas(1.0, 0.9), "`OptimizerConfig::betas` (1, 0.9): each must be in [0, 1)"),
+        (OptimizerConfig::adamw(1e-3).eps(f64::INFINITY), "`OptimizerConfig::eps` inf"),
+        (OptimizerConfig::sgd(0.1).clip_grad_norm(0.0), "`OptimizerConfig::clip_grad_norm` 0"),
+    ] {
+        let mut data = SyntheticClassification::new(3, 4, 3);
+        let err = fit(|t| t.optimizer(optimizer), &mut data, &CrossEntropyLoss).unwrap_err().to_string();
+        assert!(err.contains(expected), "{optimizer:?}: expected `{expected}` in {err}");
+    }
+    // What an optimizer ignores is not checked: SGD has no betas.
+    let mut data = SyntheticClassification::new(3, 4, 3);
+    fit(|t| t.optimizer(OptimizerConfig::sgd(0.1).betas(2.0, 2.0)), &mut data, &CrossEntropyLoss).unwrap();
+}
+
+#[test]
+fn a_report_every_0_steps_is_refused() {
+    let mut data = SyntheticClassification::new(3, 4, 3);
+    let err = fit(|t| t.report(ReportFormat::Text, Some(0)), &mut data, &CrossEntropyLoss).unwrap_err().to_string();
+    assert!(err.contains("`ObserveConfig::report_every` must be at least 1"), "{err}");
+}
