@@ -28,6 +28,8 @@ pub struct Model<'a> {
 pub struct Residual {
     pub first: usize,
     pub last: usize,
+    /// Its path from the model (`blocks.3`), for errors.
+    pub name: String,
     /// For its workspace entry (`blocks_3_sum`).
     pub ident: Ident,
     /// The use of the block, for errors (its field's type).

@@ -5,7 +5,7 @@ use overlap_plan::{LayerSpec, Width, ELEM_BYTES, MAX_TENSOR_NUMEL};
 
 use syn::ext::IdentExt;
 
-use crate::ast::Model;
+use crate::ast::{Model, Residual};
 use crate::errors::Errors;
 use crate::layers;
 
@@ -86,6 +86,20 @@ fn distinct_identifiers(model: &Model, errors: &mut Errors) {
             format!("`{}` and `{}` would share the generated name `{ident}_out`", earlier.name, later.name)
         };
         errors.spanned(at.ty, format!("{what}: rename one of them"));
+    }
+    // Residual blocks name their sums the same way (`a_b_sum` for `a.b` and for `a_b`).
+    let mut sums: std::collections::HashMap<String, &Residual> = std::collections::HashMap::new();
+    for later in &model.residuals {
+        let ident = later.ident.unraw().to_string();
+        let Some(earlier) = sums.insert(ident.clone(), later) else { continue };
+        let at = if later.name.contains('.') && !earlier.name.contains('.') { earlier } else { later };
+        errors.spanned(
+            &at.at,
+            format!(
+                "residual blocks `{}` and `{}` would share the generated name `{ident}_sum`: rename one of them",
+                earlier.name, later.name
+            ),
+        );
     }
 }
 

@@ -305,7 +305,7 @@ impl<'a> Flat<'_, 'a> {
                     if residual {
                         let last = this.fields.len() - 1;
                         let (ident, at) = (format_ident!("{}", inner.ident), field.ty.to_token_stream());
-                        this.residuals.push(Residual { first, last, ident, at });
+                        this.residuals.push(Residual { first, last, name: inner.name.clone(), ident, at });
                     }
                 }
                 init

@@ -87,17 +87,26 @@ impl<'s> Names<'s> {
     /// The step's `context` and `input`, then per layer `<name>_out` and `<name>_saved`, the
     /// residual blocks' sums, and `grad_0`, `grad_1`, ...: the buffers backward passes the loss
     /// gradients with respect to layer outputs in, shared by liveness; tensors of storage `__S`.
+    /// Each with a line of documentation, so that a crate that denies `missing_docs` compiles.
     pub fn workspace_fields(&self) -> TokenStream {
-        let mut out = quote!(pub context: ::overlap::StepContext, pub input: __S::Tensor,);
-        for (f, ty) in self.fields.iter().zip(&self.types) {
+        let mut out = quote! {
+            #[doc = " The step's batch shape (sequences x positions)."]
+            pub context: ::overlap::StepContext,
+            #[doc = " The step's input rows."]
+            pub input: __S::Tensor,
+        };
+        for ((f, ty), layer) in self.fields.iter().zip(&self.types).zip(self.schedule.layers.iter()) {
             let (o, s) = (suffixed(f, "out"), suffixed(f, "saved"));
-            out.extend(quote!(pub #o: __S::Tensor, pub #s: __S::Saved<#ty>,));
+            let (out_doc, saved_doc) =
+                (format!(" `{}`'s output.", layer.name), format!(" What `{}` keeps for its backward.", layer.name));
+            out.extend(quote!(#[doc = #out_doc] pub #o: __S::Tensor, #[doc = #saved_doc] pub #s: __S::Saved<#ty>,));
         }
-        for (_, _, sum) in &self.residuals {
-            out.extend(quote!(pub #sum: __S::Tensor,));
+        for (first, _, sum) in &self.residuals {
+            let doc = format!(" The residual sum of the block starting at `{}`.", self.schedule.layers[*first].name);
+            out.extend(quote!(#[doc = #doc] pub #sum: __S::Tensor,));
         }
         for g in self.grad_buffers() {
-            out.extend(quote!(pub #g: __S::Tensor,));
+            out.extend(quote!(#[doc = " A gradient backward passes between layers."] pub #g: __S::Tensor,));
         }
         out
     }

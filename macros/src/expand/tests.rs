@@ -405,3 +405,24 @@ fn a_module_of_residual_blocks_expands_to_straight_line_code() {
     assert!(!code.contains("#[residual]"), "our attributes are removed");
     expect_test::expect_file!["../../tests/expand/blocks.expanded.rs"].assert_eq(&code);
 }
+
+/// The user's documentation stays the item's summary: the schedule follows it, under a heading.
+#[test]
+fn the_users_documentation_comes_before_the_schedule() {
+    let code = pretty(expand(
+        quote!(),
+        quote! {
+            /// A small net.
+            ///
+            /// Its second paragraph.
+            #[derive(Debug)]
+            pub struct Small {
+                fc: Linear<4, 2>,
+            }
+        },
+    ));
+    let at = |needle: &str| code.find(needle).unwrap_or_else(|| panic!("{needle} in\n{code}"));
+    assert!(at("/// A small net.") < at("/// Its second paragraph."), "{code}");
+    assert!(at("/// Its second paragraph.") < at("/// # Schedule") && at("/// # Schedule") < at("```text"), "{code}");
+    assert!(at("```text") < at("#[derive(Debug)]") && at("#[derive(Debug)]") < at("pub struct Small"), "{code}");
+}
