@@ -163,14 +163,7 @@ impl<'a> Field<'a> {
             None => match layers::builtin(&name, &field.ty, errors) {
                 Ok(Some(spec)) => Some(spec),
                 Ok(None) => {
-                    errors.spanned(
-                        &field.ty,
-                        format!(
-                            "`{}` is not a built-in layer (Linear, LayerNorm, Relu, Gelu, Tanh, Sigmoid, Embedding, PositionEmbedding, CausalSelfAttention, TiedHead); describe it with \
-                             `#[layer(input = N, output = M, params(weight = [M, N], ...))]` (no input/output for width-preserving layers)",
-                            layers::type_text(&field.ty)
-                        ),
-                    );
+                    errors.spanned(&field.ty, layers::not_a_layer(&field.ty));
                     None
                 }
                 Err(()) => None,

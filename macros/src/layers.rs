@@ -168,6 +168,46 @@ fn const_args(
     }
 }
 
+/// Why a field's type is no layer, and what would make it one: an array of layers, a path to a
+/// struct elsewhere, or a type the macro does not know.
+pub fn not_a_layer(ty: &Type) -> String {
+    const BUILT_IN: &str =
+        "Linear, LayerNorm, Relu, Gelu, Tanh, Sigmoid, Embedding, PositionEmbedding, CausalSelfAttention, TiedHead";
+    let shown = shown_type(ty);
+    match ty {
+        Type::Array(_) => format!(
+            "`{shown}`: an array repeats a block (a struct of layers defined beside the model in its \
+             `#[distributed_model]` module), not a layer; make a block of the layers, and repeat it"
+        ),
+        Type::Path(p)
+            if p.qself.is_none()
+                && p.path.segments.len() > 1
+                && p.path.segments.iter().all(|s| s.arguments.is_empty()) =>
+        {
+            format!(
+                "`{shown}` is not a built-in layer ({BUILT_IN}); a block is named by its struct's name alone, \
+                 defined beside the model in its `#[distributed_model]` module; a layer of your own is described \
+                 with `#[layer(input = N, output = M, params(weight = [M, N], ...))]`"
+            )
+        }
+        _ => format!(
+            "`{shown}` is not a built-in layer ({BUILT_IN}) nor a block of the model's module (found by its \
+             struct's name, not through an alias); describe a layer of your own with \
+             `#[layer(input = N, output = M, params(weight = [M, N], ...))]` (no input/output for width-preserving \
+             layers)"
+        ),
+    }
+}
+
+/// The type as a message shows it: `crate::other::Block`, `&'static Linear<4, 4>`, `[Relu; 2]`.
+pub fn shown_type(ty: &Type) -> String {
+    let mut text = type_text(ty);
+    for (spaced, tight) in [(" :: ", "::"), (":: ", "::"), ("& ", "&"), (" ;", ";"), ("[ ", "["), (" ]", "]")] {
+        text = text.replace(spaced, tight);
+    }
+    text
+}
+
 /// The type as the user wrote it, normalised (`Linear<784, 2048>`), for tables and fingerprints.
 pub fn type_text(ty: &Type) -> String {
     ty.to_token_stream().to_string().replace(" < ", "<").replace(" >", ">").replace(" ,", ",")

@@ -8,7 +8,7 @@ use syn::ext::IdentExt;
 
 use crate::ast::Model;
 use crate::errors::Errors;
-use crate::layers::{kind_name, type_text};
+use crate::layers::{kind_name, shown_type};
 
 /// Sets each tied head's `tied`, or reports why it cannot be: a head without `#[tied]`, a tie on
 /// a field that is no `TiedHead`, a name that is no earlier sibling, an embedding of other sizes.
@@ -34,7 +34,7 @@ pub fn resolve(model: &mut Model, errors: &mut Errors) {
                 attr,
                 format!(
                     "`#[tied(..)]` ties a `TiedHead` to an embedding; `{}` is not a `TiedHead`",
-                    type_text(field.ty)
+                    shown_type(field.ty)
                 ),
             );
             continue;
