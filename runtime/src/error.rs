@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum Error {
     #[error("MPI could not be initialised: {0}")]
     MpiInit(String),
@@ -96,5 +96,22 @@ pub fn signal_name(signal: i32) -> String {
 impl From<std::convert::Infallible> for Error {
     fn from(never: std::convert::Infallible) -> Self {
         match never {}
+    }
+}
+
+/// The message, as `Display` writes it: what `fn main() -> overlap::Result<()>` and `unwrap`
+/// print on an error, for a user to read rather than a variant's fields.
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn debug_prints_the_message() {
+        let error = super::Error::Config("`TrainConfig::batch` must be at least 1".into());
+        assert_eq!(format!("{error:?}"), "invalid configuration: `TrainConfig::batch` must be at least 1");
     }
 }
