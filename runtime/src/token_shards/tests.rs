@@ -1,0 +1,136 @@
+//! Shards written and read back, malformed ones refused, and what `prepare_characters` writes.
+
+use super::*;
+
+#[test]
+fn shards_round_trip_and_windows_stay_inside_one_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("x_train_000000.bin"), dir.path().join("x_train_000001.bin"));
+    write_shard(&a, &(0..10).collect::<Vec<u16>>()).unwrap();
+    write_shard(&b, &(100..107).collect::<Vec<u16>>()).unwrap();
+    assert_eq!(read_shard(&b).unwrap(), (100..107).collect::<Vec<u16>>());
+    let mut set = TokenShards::open(&[a, b], 3).unwrap();
+    // 9 / 3 = 3 windows in the first shard, 6 / 3 = 2 in the second.
+    let mut batch = Batch::default();
+    set.fill(2, 4, &mut batch).unwrap();
+    let inputs: Vec<u16> = batch.inputs.as_slice().iter().map(|&x| x as u16).collect();
+    assert_eq!(inputs, [6, 7, 8, 100, 101, 102, 103, 104, 105, 0, 1, 2], "windows 2, 3, 4, then 0 again");
+    let labels: Vec<usize> = batch.labels.iter().take(6).copied().collect();
+    assert_eq!(labels, [7, 8, 9, 101, 102, 103]);
+    assert_eq!(set.max_token(), 106);
+}
+
+#[test]
+fn malformed_shards_are_refused_naming_the_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.bin");
+    let mut bytes = vec![0u8; HEADER_INTS * 4 + 6];
+    bytes[..4].copy_from_slice(&7i32.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(read_shard(&path).unwrap_err().to_string().contains("magic number 7, a token shard starts with 20240520"));
+    bytes[..4].copy_from_slice(&MAGIC.to_le_bytes());
+    bytes[4..8].copy_from_slice(&2i32.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(read_shard(&path).unwrap_err().to_string().contains("version 2, only version 1"));
+    bytes[4..8].copy_from_slice(&VERSION.to_le_bytes());
+    bytes[8..12].copy_from_slice(&5i32.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let err = read_shard(&path).unwrap_err().to_string();
+    assert!(err.contains("the header counts 5 tokens (10 bytes), the file holds 6 bytes after it"), "{err}");
+    std::fs::write(&path, b"short").unwrap();
+    assert!(read_shard(&path).unwrap_err().to_string().contains("5 bytes, shorter than the 1024-byte header"));
+    write_shard(&path, &[1, 2]).unwrap();
+    assert!(TokenShards::open(&[path], 4).err().unwrap().to_string().contains("2 tokens, too few for one sample of 4"));
+}
+
+#[test]
+fn a_prepared_text_is_found_split_and_decodes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "to be or not to be, ".repeat(50);
+    let prepared = prepare_characters(&text, dir.path(), "play", 300).unwrap();
+    assert_eq!(prepared.vocabulary, " ,benort");
+    assert_eq!((prepared.train_tokens, prepared.val_tokens), (900, 100));
+    assert_eq!(prepared.train.len(), 3, "900 tokens in shards of 300");
+    let (train, val) = locate(dir.path()).unwrap();
+    assert_eq!((train, val.clone()), (prepared.train.clone(), prepared.val.clone()));
+    assert_eq!(locate(&prepared.train[0]).unwrap(), (vec![prepared.train[0].clone()], prepared.val.clone()));
+    assert_eq!(locate(&prepared.train[1]).unwrap().1, Vec::<PathBuf>::new(), "no val_000001 beside train_000001");
+    let other = dir.path().join("poem_train.bin");
+    write_shard(&other, &[1; 20]).unwrap();
+    let mixed = locate(dir.path()).unwrap_err().to_string();
+    assert!(mixed.contains(r#"holds shards of 2 names ("play", "poem")"#), "{mixed}");
+    std::fs::remove_file(other).unwrap();
+    let missing = locate(&dir.path().join("nothing.bin")).unwrap_err().to_string();
+    assert!(missing.contains("nothing.bin") && missing.contains("No such file or directory"), "{missing}");
+    let set = TokenShards::open(&val, 8).unwrap();
+    assert_eq!(set.vocabulary().as_deref(), Some(" ,benort"));
+    let chars: Vec<char> = prepared.vocabulary.chars().collect();
+    let decoded: String = read_shard(&val[0]).unwrap().iter().map(|&t| chars[usize::from(t)]).collect();
+    assert_eq!(decoded, text.chars().skip(900).collect::<String>());
+
+    // 900 tokens in shards of at most 890: two of 450, not one of 890 and one of 10.
+    let even = tempfile::tempdir().unwrap();
+    let prepared = prepare_characters(&text, even.path(), "play", 890).unwrap();
+    let sizes: Vec<usize> = prepared.train.iter().map(|p| read_shard(p).unwrap().len()).collect();
+    assert_eq!(sizes, [450, 450]);
+
+    // A token past the vocabulary saved beside the shards stands for no character.
+    let mut tokens = read_shard(&prepared.train[0]).unwrap();
+    tokens[3] = 8;
+    write_shard(&prepared.train[0], &tokens).unwrap();
+    let past = TokenShards::open(&prepared.train, 8).err().unwrap().to_string();
+    assert!(past.contains("token id 8 is past the 8 characters of") && past.contains("vocabulary.txt"), "{past}");
+}
+
+#[test]
+fn a_shard_s_split_is_the_last_part_of_its_name() {
+    let split = |name: &str| split_part(name).map(|(_, train)| if train { "train" } else { "val" });
+    for (name, want) in [
+        ("fineweb_train_000001.bin", Some("train")),
+        ("tiny_shakespeare_val.bin", Some("val")),
+        ("TinyStories-train.bin", Some("train")),
+        ("train.bin", Some("train")),
+        // Texts whose names hold the words, prepared: the split is the last part.
+        ("train_val_000000.bin", Some("val")),
+        ("interval_train_000000.bin", Some("train")),
+        ("training_notes_val_000000.bin", Some("val")),
+        ("interval.bin", None),
+        ("val_notes.bin", None),
+        ("000001.bin", None),
+        ("train.txt", None),
+    ] {
+        assert_eq!(split(name), want, "{name}");
+    }
+}
+
+#[test]
+fn shards_of_texts_named_like_splits_are_found_in_their_own_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "to be or not to be, ".repeat(50);
+    let prepared = prepare_characters(&text, dir.path(), "train", 1000).unwrap();
+    let (train, val) = locate(dir.path()).unwrap();
+    assert_eq!((&train, &val), (&prepared.train, &prepared.val), "train_train_* and train_val_*");
+    assert_eq!(locate(&train[0]).unwrap(), (train.clone(), val), "the val shard beside train_train_000000");
+    let other = tempfile::tempdir().unwrap();
+    let prepared = prepare_characters(&text, other.path(), "interval", 1000).unwrap();
+    assert_eq!(locate(other.path()).unwrap(), (prepared.train, prepared.val));
+    // Another text's shards beside these would be read with this vocabulary: refused.
+    let again = prepare_characters("abc", other.path(), "other", 1000).unwrap_err().to_string();
+    assert!(
+        again.contains("already holds token shards or a vocabulary (interval_train_000000.bin, 3 file(s)"),
+        "{again}"
+    );
+}
+
+#[test]
+fn a_text_too_short_to_train_on_or_a_name_that_is_a_path_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("shards");
+    let short = prepare_characters("x", &out, "one", 1000).unwrap_err().to_string();
+    assert!(short.contains("1 character(s): their first 90% (0 token(s)) cannot make one training"), "{short}");
+    for name in ["../escape", "a/b", "..", ""] {
+        let refused = prepare_characters("to be or not to be", &out, name, 1000).unwrap_err().to_string();
+        assert!(refused.contains("give a plain name (no `/`)"), "{name}: {refused}");
+    }
+    assert!(!out.exists() && std::fs::read_dir(dir.path()).unwrap().count() == 0, "nothing was written");
+}
