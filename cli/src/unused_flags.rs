@@ -5,11 +5,10 @@
 
 use overlap_runtime::{Error, Result};
 
-use crate::args::{OptimizerKind, PrintSchedule, ReportFormat, TrainArgs};
+use crate::args::{OptimizerKind, ReportFormat, TrainArgs};
 
 /// Why a run-time choice is not in what `--print-schedule` prints.
-const AS_COMPILED: &str =
-    "on --print-schedule, which prints the schedule as compiled (a run's choice is in its report)";
+const AS_COMPILED: &str = "on --print-schedule, which prints a schedule as planned (a run's choice is in its report)";
 
 /// Refuses, with `--comm-only`, every flag that configures training or its outputs.
 pub fn refuse_with_comm_only(args: &TrainArgs) -> Result<()> {
@@ -60,7 +59,7 @@ pub fn refuse_with_comm_only(args: &TrainArgs) -> Result<()> {
 pub fn notes(args: &TrainArgs, world: usize) -> Vec<String> {
     let given = |id: &str| args.gave(id);
     let adamw = args.optimizer == OptimizerKind::Adamw;
-    let printing = args.print_schedule == Some(PrintSchedule::Compiled);
+    let printing = args.print_schedule.is_some();
     let unread = [
         (adamw && given("momentum"), "--momentum", "with --optimizer adamw (it reads --beta1 and --beta2)"),
         (!adamw && given("beta1"), "--beta1", "with --optimizer sgd"),
@@ -74,6 +73,7 @@ pub fn notes(args: &TrainArgs, world: usize) -> Vec<String> {
         (args.compute_only && given("grad_comm"), "--grad-comm", "with --compute-only: nothing is all-reduced"),
         (world == 1 && args.link.is_some(), "--link", "with one rank: there is nothing to all-reduce"),
         (world == 1 && given("grad_comm"), "--grad-comm", "with one rank: there is nothing to all-reduce"),
+        (world == 1 && given("shard_optimizer"), "--shard-optimizer", "with one rank: it keeps all the state"),
         (printing && given("grad_comm"), "--grad-comm", AS_COMPILED),
         (printing && given("shard_optimizer"), "--shard-optimizer", AS_COMPILED),
         (printing && given("no_shard_optimizer"), "--no-shard-optimizer", AS_COMPILED),
@@ -112,8 +112,16 @@ mod tests {
                 "note: --top-k has no effect without --sample"
             ]
         );
-        let one_rank = notes(&parse(&["--link", "10gbe"]), 1);
-        assert_eq!(one_rank, ["note: --link has no effect with one rank: there is nothing to all-reduce"]);
+        let one_rank = notes(&parse(&["--link", "10gbe", "--shard-optimizer"]), 1);
+        assert_eq!(
+            one_rank,
+            [
+                "note: --link has no effect with one rank: there is nothing to all-reduce",
+                "note: --shard-optimizer has no effect with one rank: it keeps all the state"
+            ]
+        );
+        let ddp = notes(&parse(&["--print-schedule=ddp", "--shard-optimizer"]), 2);
+        assert_eq!(ddp, [format!("note: --shard-optimizer has no effect {AS_COMPILED}")]);
     }
 
     #[test]
