@@ -57,7 +57,8 @@ set -e
 [[ $rc == 2 ]] && grep -q "no bundle at" "$scratch/check.txt" || { cat "$scratch/check.txt"; exit 1; }
 echo "== gpu-check.sh without a GPU: every step runs, fails clearly, and the check says so"
 set +e
-"$root/gpu-check.sh" --bundle "$bundle" --out "$scratch/whole" >"$scratch/whole.txt" 2>&1
+"$root/gpu-check.sh" --bundle "$bundle" --out "$scratch/whole" --archive "$scratch/packed/whole.tar.gz" \
+    >"$scratch/whole.txt" 2>&1
 rc=$?
 set -e
 cat "$scratch/whole.txt"
@@ -67,6 +68,11 @@ for f in env gpu-tests mlp gpt resmlp pytorch nvrtc sanitizer; do
 done
 grep -q "^  GPU tests (exit" "$scratch/whole.txt"
 grep -q "no CUDA driver found" "$scratch/whole/mlp.txt"
+# A run that fails midway shows its output (here at once), and fails its step.
+grep -q "no CUDA driver found" "$scratch/whole/gpt.txt"
+grep -q "^  gpt --device cuda, 50 steps (exit" "$scratch/whole.txt"
+# Every result is in the one archive too.
+tar -tzf "$scratch/packed/whole.tar.gz" | grep -q "^whole/gpu-tests.txt$"
 
 echo "== gpu-check.sh stops a hung step at its --seconds"
 printf '#!/bin/sh\nsleep 600\n' >"$scratch/hanging-python"

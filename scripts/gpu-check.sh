@@ -2,7 +2,7 @@
 # The GPU check, for a machine with an NVIDIA GPU and its driver but possibly no cargo, no
 # compiler, no network and no OpenMPI. It runs the bundle scripts/gpu-bundle.sh built elsewhere:
 #
-#   scripts/gpu-check.sh [--bundle FILE] [--out DIR] [--seconds N]
+#   scripts/gpu-check.sh [--bundle FILE] [--out DIR] [--seconds N] [--archive FILE]
 #
 #   --bundle FILE  the tarball (default: target/gpu-bundle.tar.gz, or the bundle this script is in)
 #   --seconds N    the whole check's time (default 480): GPU time is often lent by the minute.
@@ -10,6 +10,8 @@
 #                  completes, a kernel that never ends) costs that step, not the rest; a step
 #                  the remaining time cannot hold is reported as not run. The steps run most
 #                  telling first: the GPU tests, then training, then PyTorch, kernels, sanitizer.
+#   --archive FILE also packs the results into one gzipped tarball FILE at the end, or when the
+#                  check is stopped (SIGTERM, SIGINT): one file to bring back from the machine.
 #   --out DIR      where the results go (default: gpu-check-out); at most 10 files:
 #     env.txt        driver, GPU, CPU, glibc, where cuBLAS / NVRTC / NCCL / ptxas / the sanitizer are
 #     gpu-tests.txt  the GPU tests with --include-ignored (layer gradients vs the CPU, training
@@ -27,13 +29,14 @@
 # Every step's failure is printed and the script goes on; it exits non-zero if any step failed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bundle="" out=gpu-check-out seconds=480
-usage() { echo "usage: $0 [--bundle FILE] [--out DIR] [--seconds N]" >&2; exit 2; }
+bundle="" out=gpu-check-out seconds=480 archive=""
+usage() { echo "usage: $0 [--bundle FILE] [--out DIR] [--seconds N] [--archive FILE]" >&2; exit 2; }
 while (($#)); do
     case $1 in
     --bundle) (($# >= 2)) || usage; bundle=$2; shift 2 ;;
     --out) (($# >= 2)) || usage; out=$2; shift 2 ;;
     --seconds) [[ ${2:-} =~ ^[0-9]+$ ]] || usage; seconds=$2; shift 2 ;;
+    --archive) (($# >= 2)) || usage; archive=$2; shift 2 ;;
     *) usage ;;
     esac
 done
@@ -41,6 +44,22 @@ deadline=$((SECONDS + seconds))
 STEPS=${STEPS:-50}
 PYTHON=${PYTHON:-python3}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
+if [[ -n $archive ]]; then
+    mkdir -p "$(dirname "$archive")" && archive=$(cd "$(dirname "$archive")" && pwd)/$(basename "$archive")
+fi
+# The binaries find the CUDA libraries through the `python3` on PATH (PyTorch's wheels): the
+# Python given is the one they should ask.
+if pybin=$(command -v "$PYTHON"); then
+    export PATH=$(dirname "$pybin"):$PATH
+fi
+unpacked=""
+finish() {
+    [[ -z $archive ]] || tar -C "$(dirname "$out")" -czf "$archive" "$(basename "$out")"
+    [[ -z $unpacked ]] || rm -rf "$unpacked"
+}
+trap finish EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 # The bundle: given, or the one this script was unpacked from, or the default build output.
 if [[ -z $bundle && -x $here/release/examples/mlp ]]; then
@@ -49,12 +68,13 @@ else
     bundle=${bundle:-$here/../target/gpu-bundle.tar.gz}
     [[ -f $bundle ]] || { echo "gpu-check: no bundle at $bundle: build it with scripts/gpu-bundle.sh" >&2; exit 2; }
     unpacked=$(mktemp -d)
-    trap 'rm -rf "$unpacked"' EXIT
     tar -C "$unpacked" -xzf "$bundle" || { echo "gpu-check: $bundle is not a readable tarball" >&2; exit 2; }
     root=$unpacked/overlap-gpu
 fi
 mlp=$root/release/examples/mlp
 # Only the bundle's own libraries are added; the CUDA ones are found by the binaries themselves.
+# Python (PyTorch) runs with the machine's own: the bundle's are the build host's.
+export SYSTEM_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 export LD_LIBRARY_PATH=$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # The bundle carries the build host's libmpi but not OpenMPI's launcher and plugins, so this
 # machine's mpirun (if any) cannot start its binaries: the GPU tests run their ranks as one
@@ -64,6 +84,8 @@ export OVERLAP_TESTS_MPIRUN=off
 failed=()
 # step NAME FILE LIMIT COMMAND...: runs COMMAND (a function of this script or a program) for at
 # most LIMIT seconds and what is left before the deadline, output to FILE; records a failure.
+# STEP_END (seconds since the epoch) tells the command when it is stopped, so that what it
+# starts under a `timeout` of its own ends by then too; pipelines fail when any part does.
 step() {
     local name=$1 file=$2 limit=$3 started=$SECONDS rc left
     shift 3
@@ -76,7 +98,7 @@ step() {
         echo "   NOT RUN: out of time"
         return
     fi
-    timeout --kill-after=10 "$limit" bash -c '"$@"' step "$@" >"$file" 2>&1
+    STEP_END=$(($(date +%s) + limit)) timeout --kill-after=10 "$limit" bash -o pipefail -c '"$@"' step "$@" >"$file" 2>&1
     rc=$?
     tail -n 5 "$file" | sed 's/^/   /'
     if ((rc == 124 || rc == 137)); then
@@ -100,20 +122,28 @@ environment() {
     echo "ptxas: $(command -v ptxas || ls /usr/local/cuda/bin/ptxas 2>/dev/null || echo none)"
     echo "compute-sanitizer: $(sanitizer || echo none)"
     echo "mpirun: $(command -v mpirun || echo none)"
-    echo "python: $($PYTHON -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1)"
+    echo "python: $(LD_LIBRARY_PATH=$SYSTEM_LD_LIBRARY_PATH "$PYTHON" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1)"
     echo "libraries found by the binaries:"
     "$mlp" --cuda-libraries
+}
+
+# The seconds a command started now may run: LIMIT, or what is left of the step.
+within_step() {
+    local left=$((STEP_END - $(date +%s) - 3))
+    ((left < $1)) && echo "$left" || echo "$1"
 }
 
 # One process per GPU test, each stopped after a minute: a test that hangs (an NCCL call that
 # never returns) loses itself, not the tests after it.
 gpu_tests() {
-    local exe=$root/release/deps/cuda name status failures=() count=0
+    local exe=$root/release/deps/cuda name status failures=() count=0 limit
     for name in $("$exe" --list --include-ignored 2>/dev/null | sed -n 's/: test$//p'); do
         count=$((count + 1))
-        timeout --kill-after=5 60 "$exe" --include-ignored --exact "$name" --nocapture --test-threads 1
+        limit=$(within_step 60)
+        ((limit >= 5)) || { echo "$name and the tests after it: not run, the step's time is spent"; failures+=("$name"); break; }
+        timeout --kill-after=2 "$limit" "$exe" --include-ignored --exact "$name" --nocapture --test-threads 1
         status=$?
-        ((status == 124 || status == 137)) && echo "$name: timed out after 60 s"
+        ((status == 124 || status == 137)) && echo "$name: timed out after $limit s"
         ((status == 0)) || failures+=("$name")
     done
     ((count > 0)) || { echo "no GPU tests listed by $exe"; return 1; }
@@ -129,13 +159,15 @@ sanitizer() {
 }
 
 sanitize() {
-    local tool exe rc=0
+    local tool exe rc=0 limit
     exe=$(sanitizer) || { echo "skipped: compute-sanitizer is not installed (it comes with the CUDA toolkit)"; return 0; }
     for tool in memcheck racecheck; do
         for test in gradients::layer_gradients_match_the_cpu gradients::residual_block_gradients_match_the_cpu \
             gradients::attention_gradients_match_the_cpu gradients::tied_head_gradients_match_the_cpu; do
             echo "-- compute-sanitizer --tool $tool: $test"
-            "$exe" --tool "$tool" --error-exitcode 3 "$root/release/deps/cuda" \
+            limit=$(within_step 120)
+            ((limit >= 5)) || { echo "not run: the step's time is spent"; return 1; }
+            timeout --kill-after=2 "$limit" "$exe" --tool "$tool" --error-exitcode 3 "$root/release/deps/cuda" \
                 --include-ignored --exact "$test" --nocapture || rc=$?
         done
     done
@@ -155,17 +187,22 @@ train_gpt() {
     local gpt=$root/release/examples/gpt flags=(--text "$root/gpu-check.sh" --eval-every 10 --eval-batches 2)
     local cpu gpu log rc=0
     cpu=$("$gpt" "${flags[@]}" --steps 1 --report off | awk '/^step +1 +loss/ { print $4 }')
-    # With --report json the JSON alone goes to stdout; the step lines go to stderr.
-    log=$("$gpt" "${flags[@]}" --device cuda --steps "$STEPS" --log-every 10 --report json 2>&1) || rc=$?
-    echo "$log"
+    # With --report json the JSON alone goes to stdout; the step lines go to stderr. Into the
+    # step's file as they come, so that a run stopped midway still shows how far it got.
+    log=$(mktemp)
+    "$gpt" "${flags[@]}" --device cuda --steps "$STEPS" --log-every 10 --report json 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    gpu=$(awk '/^step +1 +loss/ { print $4 }' "$log")
+    rm -f "$log"
     ((rc == 0)) || return $rc
-    gpu=$(awk '/^step +1 +loss/ { print $4 }' <<<"$log")
     echo "first loss: CPU $cpu, GPU $gpu"
     awk -v a="$cpu" -v b="$gpu" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * a) }' ||
         { echo "the GPU's first loss is not the CPU's"; return 1; }
 }
 
 pytorch() {
+    # With the machine's libraries, not the bundle's.
+    export LD_LIBRARY_PATH=$SYSTEM_LD_LIBRARY_PATH
     "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
         { echo "skipped: PyTorch with CUDA is not importable by $PYTHON"; return 0; }
     local single ddp ours_ms
@@ -181,12 +218,12 @@ pytorch() {
 import json, sys
 ms, rest = sys.stdin.read().split(" ", 1)
 t = json.loads(rest)
-print(f"ours / PyTorch {t[\"mode\"]}: {float(ms) / t[\"step_ms\"]:.3f}")'
+print("ours / PyTorch %s: %.3f" % (t["mode"], float(ms) / t["step_ms"]))' || return 1
     done
 }
 
 # The steps run in a child shell (under `timeout`), which needs the functions and settings.
-export -f environment gpu_tests sanitizer sanitize train_mlp train_resmlp train_gpt pytorch
+export -f environment within_step gpu_tests sanitizer sanitize train_mlp train_resmlp train_gpt pytorch
 export root out mlp STEPS PYTHON
 
 step "environment" "$out/env.txt" 60 environment
