@@ -122,18 +122,18 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
     if args.context.is_some() && args.text.is_none() && args.tokens.is_none() {
         return Err(Error::Config("--context sets the length of --text or --tokens samples; neither is given".into()));
     }
-    if args.comm_only {
-        return comm_bench::run::<M>(args, comm);
-    }
     if args.steps == 0 {
         return sample_only::<M>(args, comm);
+    }
+    if args.comm_only {
+        return comm_bench::run::<M>(args, comm);
     }
     train::<M>(args, comm).map(drop)
 }
 
 /// `--steps 0`: no training, a sample from the parameters `--init-params` loads.
 fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
-    if args.sample == 0 || args.init_params.is_none() {
+    if args.sample == 0 || args.init_params.is_none() || args.comm_only {
         return Err(Error::Config(
             "--steps 0 trains nothing: it samples (--sample N) from the parameters of --init-params FILE".into(),
         ));

@@ -398,6 +398,7 @@ def catalogue() -> list:
     add(c, "printf '' > e.txt && prepare --text e.txt --out shards", 1, "empty: nothing to prepare")
     add(c, "printf 'caf\\351' > l.txt && prepare --text l.txt --out shards", 1, "not UTF-8 text (invalid at byte 3)")
     add(c, "gpt --steps 2", 1, "Gpt reads token ids: give it a text (--text FILE) or token shards (--tokens PATH)")
+    add(c, "mlp --comm-only --steps 0", 1, "--steps 0 trains nothing")
     add(c, text + "gpt --text t.txt --steps 0 --sample 5", 1, "--steps 0 trains nothing")
     add(c, text + "prepare --text t.txt --out s --name a && prepare --text t.txt --out s2 --name b && "
            "mv s2/b_train_000000.bin s/ && gpt --tokens s --context 16 --eval-every 0", 1,
