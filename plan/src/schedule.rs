@@ -384,14 +384,17 @@ impl fmt::Display for Schedule {
             writeln!(f, "all-gathers of sharded state, in launch order: {}", groups.join(", "))?;
         }
         let wire_header = if narrows { format!(" {:>17}", "on the wire") } else { String::new() };
+        let after = |b: &BucketInfo| format!("{}.backward", self.layers[b.launch_after].name);
+        // As wide as the longest launch point (deep block paths), so that the columns line up.
+        let width = self.buckets.iter().map(|b| after(b).len()).max().unwrap_or(0).max(25);
         writeln!(
             f,
-            "{:<7} {:<25} {:>11}{wire_header}  members (buffer order)",
+            "{:<7} {:<width$} {:>11}{wire_header}  members (buffer order)",
             "bucket", "all-reduce launched after", "bytes"
         )?;
         for (k, b) in self.buckets.iter().enumerate() {
             let members: Vec<String> = b.params.iter().map(|&r| self.param_name(r)).collect();
-            let after = format!("{}.backward", self.layers[b.launch_after].name);
+            let after = after(b);
             let wire = if narrows {
                 let format = match b.low_rank {
                     Some(l) => format!("rank {}", l.rank),
@@ -403,7 +406,7 @@ impl fmt::Display for Schedule {
             };
             writeln!(
                 f,
-                "{:<7} {:<25} {:>11}{wire}  {}",
+                "{:<7} {:<width$} {:>11}{wire}  {}",
                 format!("b{k}"),
                 after,
                 human_bytes(b.bytes()),

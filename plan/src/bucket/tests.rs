@@ -206,6 +206,18 @@ fn table_lists_buckets_in_launch_order() {
 }
 
 #[test]
+fn the_table_widens_for_long_block_paths() {
+    let layers = vec![linear("encoder.stages.11.blocks.3.mlp.fc", 4, 4), linear("head", 4, 2)];
+    let s = plan_buckets("M", &layers, &config(1, 1)).unwrap();
+    let table = s.to_string();
+    let lines: Vec<&str> = table.lines().filter(|l| l.starts_with('b')).collect();
+    assert_eq!(lines.len(), 5, "{table}");
+    // The members column starts at one place on every line, the header's included.
+    let members_at: Vec<usize> = lines.iter().map(|l| l.find("  members").or_else(|| l.rfind("  ")).unwrap()).collect();
+    assert!(members_at.windows(2).all(|w| w[0] == w[1]), "{table}");
+}
+
+#[test]
 fn each_parameter_knows_its_index_in_definition_order() {
     let layers = vec![linear("a", 4, 4), relu("r"), linear("b", 4, 4), linear("c", 4, 2)];
     for order in [BucketOrder::Ready, BucketOrder::DdpFirstIteration] {
