@@ -58,8 +58,15 @@ finish() {
     [[ -z $unpacked ]] || rm -rf "$unpacked"
 }
 trap finish EXIT
-trap 'exit 143' TERM
-trap 'exit 130' INT
+# A step runs in the background (`wait` returns on a signal, a foreground command would not),
+# under a `timeout` that leads a process group of its own: stopped with it, then archived.
+step_pid=""
+stop_step() {
+    [[ -z $step_pid ]] || kill -TERM -- "-$step_pid" 2>/dev/null
+    exit "$1"
+}
+trap 'stop_step 143' TERM
+trap 'stop_step 130' INT
 
 # The bundle: given, or the one this script was unpacked from, or the default build output.
 if [[ -z $bundle && -x $here/release/examples/mlp ]]; then
@@ -98,8 +105,11 @@ step() {
         echo "   NOT RUN: out of time"
         return
     fi
-    STEP_END=$(($(date +%s) + limit)) timeout --kill-after=10 "$limit" bash -o pipefail -c '"$@"' step "$@" >"$file" 2>&1
+    STEP_END=$(($(date +%s) + limit)) timeout --kill-after=10 "$limit" bash -o pipefail -c '"$@"' step "$@" >"$file" 2>&1 &
+    step_pid=$!
+    wait "$step_pid"
     rc=$?
+    step_pid=""
     tail -n 5 "$file" | sed 's/^/   /'
     if ((rc == 124 || rc == 137)); then
         echo "timed out after $limit s" >>"$file"

@@ -111,7 +111,10 @@ fn a_folder_with_another_runs_checkpoints_is_refused_unless_resumed_or_overwritt
     let outputs = ["--save", fresh.to_str().unwrap(), "--trace", trace.to_str().unwrap()];
     let (ok, text) = mlp(&[&["--batch", "4"][..], &refused[1..], &outputs].concat());
     assert!(!ok && text.contains("adamw"), "{text}");
-    assert!(!root.path().join("new").exists() && !root.path().join("traces").exists(), "empty folders are left");
+    assert!(
+        !root.path().join("new").exists() && !root.path().join("traces").exists(),
+        "the empty folders it made are removed"
+    );
     let (ok, text) = run(&["--seed", "1", "--overwrite"]);
     assert!(ok, "--overwrite replaces them:\n{text}");
     assert_eq!(std::fs::read_to_string(root.path().join("ck/latest")).unwrap().trim(), "step-00000002");

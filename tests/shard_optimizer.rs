@@ -212,6 +212,12 @@ fn the_model_attribute_is_in_the_schedule_and_its_fingerprint() {
     let (sharded, whole) = (SmallSharded::SCHEDULE, Small::SCHEDULE);
     assert!(sharded.shard_optimizer && !whole.shard_optimizer);
     assert_ne!(whole.fingerprint(), sharded.fingerprint());
+    // What a checkpoint records: the fingerprint the schedule has unsharded (what checkpoints of
+    // unsharded models always held).
+    let unsharded = overlap::plan::Schedule { shard_optimizer: false, ..sharded.clone() };
+    assert_eq!(sharded.plan_fingerprint(), unsharded.fingerprint());
+    assert_ne!(sharded.plan_fingerprint(), sharded.fingerprint());
+    assert_eq!(whole.plan_fingerprint(), whole.fingerprint());
     assert!(sharded.to_string().contains("optimizer state sharded"));
     assert!(!whole.to_string().contains("sharded"));
 }

@@ -138,6 +138,7 @@ fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Re
             "--steps 0 trains nothing: it samples (--sample N) from the parameters of --init-params FILE".into(),
         ));
     }
+    unused_flags::refuse_with_sample_only(args)?;
     let data = datasets::training_data::<M>(args)?;
     let model = starting_model::<M>(args, comm, &data)?;
     match (comm.rank(), &data) {

@@ -22,8 +22,8 @@ pub struct PrepareArgs {
     /// The shards' name before `_train` / `_val` [default: the text's file name].
     #[arg(long)]
     pub name: Option<String>,
-    /// Tokens per shard at most: each split is cut into equal shards of at most N (llm.c writes
-    /// 10^8 per shard).
+    /// Tokens per shard at most: each split is cut into shards of at most N that differ by one
+    /// token at most (llm.c writes 10^8 per shard).
     #[arg(long, value_name = "N", default_value_t = 100_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub shard_tokens: u64,
 }

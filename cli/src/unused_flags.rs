@@ -55,6 +55,47 @@ pub fn refuse_with_comm_only(args: &TrainArgs) -> Result<()> {
     Err(Error::Config(format!("--comm-only trains nothing, so it has nothing to do with {}", ignored.join(", "))))
 }
 
+/// Refuses, with `--steps 0` (a sample from `--init-params` alone), every flag given that
+/// configures training, communication or an output: none of them would do anything.
+pub fn refuse_with_sample_only(args: &TrainArgs) -> Result<()> {
+    const TRAINING_IDS: [&str; 28] = [
+        "batch",
+        "accumulate",
+        "optimizer",
+        "lr",
+        "momentum",
+        "weight_decay",
+        "beta1",
+        "beta2",
+        "eps",
+        "lr_schedule",
+        "decay_on",
+        "clip_grad_norm",
+        "eval_every",
+        "eval_batches",
+        "save",
+        "save_every",
+        "save_params",
+        "resume",
+        "trace",
+        "timeline",
+        "write_profile",
+        "simulate",
+        "link",
+        "grad_comm",
+        "shard_optimizer",
+        "compute_only",
+        "no_overlap",
+        "device",
+    ];
+    let ignored: Vec<String> =
+        TRAINING_IDS.iter().filter(|id| args.gave(id)).map(|id| format!("--{}", id.replace('_', "-"))).collect();
+    if args.steps != 0 || ignored.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Config(format!("--steps 0 trains nothing, so it has nothing to do with {}", ignored.join(", "))))
+}
+
 /// A note for each flag given that this run does not read, saying what it needs.
 pub fn notes(args: &TrainArgs, world: usize) -> Vec<String> {
     let given = |id: &str| args.gave(id);
@@ -122,6 +163,20 @@ mod tests {
         );
         let ddp = notes(&parse(&["--print-schedule=ddp", "--shard-optimizer"]), 2);
         assert_eq!(ddp, [format!("note: --shard-optimizer has no effect {AS_COMPILED}")]);
+    }
+
+    #[test]
+    fn sampling_alone_refuses_the_training_flags_given() {
+        let sampling = ["--steps", "0", "--sample", "5", "--init-params", "p.st", "--text", "t.txt"];
+        assert!(refuse_with_sample_only(&parse(&sampling)).is_ok());
+        let refused =
+            refuse_with_sample_only(&parse(&[&sampling[..], &["--save-params", "q.st", "--lr", "0.1"]].concat()));
+        let message = refused.unwrap_err().to_string();
+        assert!(
+            message.contains("--steps 0 trains nothing, so it has nothing to do with --lr, --save-params"),
+            "{message}"
+        );
+        assert!(refuse_with_sample_only(&parse(&["--steps", "3", "--lr", "0.1"])).is_ok());
     }
 
     #[test]

@@ -130,7 +130,8 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
     let mut item = strip_field_attrs(model.item);
     // The table in a code block, so that rustdoc keeps its columns; the planner's notes after it.
     // After the user's own documentation, whose first line is the summary rustdoc lists.
-    let after_docs = item.attrs.iter().rposition(|a| a.path().is_ident("doc")).map_or(0, |i| i + 1);
+    let is_doc_text = |a: &syn::Attribute| a.path().is_ident("doc") && matches!(a.meta, syn::Meta::NameValue(_));
+    let after_docs = item.attrs.iter().rposition(is_doc_text).map_or(0, |i| i + 1);
     let printed = schedule.to_string();
     let table: Vec<String> = ["```text"]
         .into_iter()

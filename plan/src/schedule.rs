@@ -205,9 +205,20 @@ impl Schedule {
     /// A stable 64-bit hash (FNV-1a) of everything that must agree between ranks: layers, shapes,
     /// bucket layout and launch points. Ranks compare it before exchanging any gradient.
     pub fn fingerprint(&self) -> u64 {
+        self.plan_fingerprint_with(self.shard_optimizer)
+    }
+
+    /// The fingerprint without where the optimizer state lives: a checkpoint records it, so that
+    /// resuming sharded what ran whole, or the reverse, is no other schedule (their files and
+    /// results are the same). Equal to `fingerprint` for an unsharded model.
+    pub fn plan_fingerprint(&self) -> u64 {
+        self.plan_fingerprint_with(false)
+    }
+
+    fn plan_fingerprint_with(&self, shard_optimizer: bool) -> u64 {
         let mut h = self.plan_hash();
         // Unsharded adds nothing, so such a model's fingerprint is what it was before sharding.
-        if self.shard_optimizer {
+        if shard_optimizer {
             h.str("shard_optimizer");
         }
         // So does the default grouping of the all-gathers.
@@ -215,14 +226,6 @@ impl Schedule {
             [g.bucket, g.start, g.end, g.first_read].iter().for_each(|&v| h.usize(v));
         }
         h.0
-    }
-
-    /// The fingerprint of what decides a run's numbers (layers, shapes, buckets, wire formats,
-    /// PowerSGD), without where the optimizer state lives: a checkpoint records it, so that
-    /// resuming sharded what ran whole, or the reverse, is no other schedule (their files and
-    /// results are the same). Equal to `fingerprint` for an unsharded model.
-    pub fn plan_fingerprint(&self) -> u64 {
-        self.plan_hash().0
     }
 
     fn plan_hash(&self) -> Fnv {

@@ -347,14 +347,22 @@ pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usiz
     refuse_earlier_shards(out)?;
     std::fs::create_dir_all(out).map_err(|source| Error::Io { path: out.to_owned(), source })?;
     let write = |split: &str, parts: &[u16]| -> Result<Vec<PathBuf>> {
-        // Equal shards of at most `shard_tokens`, not full ones and a short last one, which
+        // Shards of at most `shard_tokens` as equal as can be, not full ones and a short last one, which
         // could be too short for one sample.
+        // The first `n % count` shards take one token more than the others.
         let count = parts.len().div_ceil(shard_tokens.max(1)).max(1);
+        let (size, longer) = (parts.len() / count, parts.len() % count);
         let mut written = Vec::new();
-        for (k, chunk) in parts.chunks(parts.len().div_ceil(count).max(1)).enumerate() {
+        let mut start = 0;
+        for k in 0..count {
+            let end = start + size + usize::from(k < longer);
+            if end == start {
+                break; // An empty split writes no shard.
+            }
             let path = out.join(format!("{stem}_{split}_{k:06}.bin"));
-            write_shard(&path, chunk)?;
+            write_shard(&path, &parts[start..end])?;
             written.push(path);
+            start = end;
         }
         Ok(written)
     };

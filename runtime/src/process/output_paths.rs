@@ -90,9 +90,12 @@ pub fn check_dir(dir: &Path, what: &str) -> Result<MadeFolders> {
     if dir.exists() && !dir.is_dir() {
         return Err(Error::Config(format!("{what} {}: exists and is not a folder", dir.display())));
     }
+    // Through `..` a missing folder's path names one that exists (`new/../ck` is `ck`): such a
+    // path is not taken apart, and nothing it makes is removed again.
+    let plain = !dir.components().any(|c| c == std::path::Component::ParentDir);
     let mut missing: Vec<PathBuf> = dir
         .ancestors()
-        .take_while(|a| !a.as_os_str().is_empty() && a.symlink_metadata().is_err())
+        .take_while(|a| plain && !a.as_os_str().is_empty() && a.symlink_metadata().is_err())
         .map(Path::to_path_buf)
         .collect();
     missing.reverse();
@@ -155,6 +158,10 @@ mod tests {
         assert!(root.path().join("a/b/run.json").is_file(), "a folder with an output is kept");
         assert!(!root.path().join("a/c").exists(), "the other, empty, is removed");
         assert!(check_file(&root.path().join("a/b/x.json"), "--trace").unwrap().0.is_empty(), "nothing new is made");
+        // `new/../kept` is the folder `kept`, there before the run: it stays.
+        std::fs::create_dir(root.path().join("kept")).unwrap();
+        drop(check_dir(&root.path().join("new/../kept"), "--save").unwrap());
+        assert!(root.path().join("kept").is_dir());
     }
 
     #[test]

@@ -73,6 +73,12 @@ fn a_prepared_text_is_found_split_and_decodes_back() {
     let prepared = prepare_characters(&text, even.path(), "play", 890).unwrap();
     let sizes: Vec<usize> = prepared.train.iter().map(|p| read_shard(p).unwrap().len()).collect();
     assert_eq!(sizes, [450, 450]);
+    // 900 in shards of at most 7: 129 shards of 6 or 7 tokens, never one of 4 at the end.
+    let small = tempfile::tempdir().unwrap();
+    let many = prepare_characters(&text, small.path(), "play", 7).unwrap();
+    let sizes: Vec<usize> = many.train.iter().map(|p| read_shard(p).unwrap().len()).collect();
+    assert_eq!((sizes.len(), sizes.iter().sum::<usize>()), (129, 900));
+    assert!(sizes.iter().all(|&n| n == 6 || n == 7), "{sizes:?}");
 
     // A token past the vocabulary saved beside the shards stands for no character.
     let mut tokens = read_shard(&prepared.train[0]).unwrap();

@@ -7,6 +7,7 @@ use std::fmt;
 use overlap_plan::human_bytes;
 
 use super::report::OverlapReport;
+use crate::comm::CommMode;
 
 impl fmt::Display for OverlapReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -66,7 +67,8 @@ impl fmt::Display for OverlapReport {
                 self.hidden_ms,
                 &format!("{:.1}% of the all-reduce time (1 - exposed / all-reduce)", h * 100.0),
             )?,
-            None if self.world_size > 1 => writeln!(f, "  {}: nothing is all-reduced", self.mode)?,
+            None if self.mode == CommMode::Skip.name() => writeln!(f, "  {}: nothing is all-reduced", self.mode)?,
+            None if self.world_size > 1 => writeln!(f, "  nothing to all-reduce")?,
             None => writeln!(f, "  one rank: nothing to all-reduce")?,
         }
         if let Some(g) = &self.all_gather {

@@ -244,8 +244,9 @@ fn distinct_outputs(config: &TrainConfig) -> Result<()> {
     Ok(())
 }
 
-/// What differs between the run a checkpoint recorded and this one.
-fn changes(saved: &checkpoint::RunAbout, now: &checkpoint::RunAbout) -> Vec<String> {
+/// What differs between the run a checkpoint recorded and this one (`also_this_schedule`: the
+/// fingerprint a checkpoint of this schedule may hold instead of `now`'s).
+fn changes(saved: &checkpoint::RunAbout, now: &checkpoint::RunAbout, also_this_schedule: &str) -> Vec<String> {
     let mut changes = Vec::new();
     if saved.data != now.data {
         changes.push(format!("other data: the checkpoint's run read {}, this one reads {}", saved.data, now.data));
@@ -254,7 +255,7 @@ fn changes(saved: &checkpoint::RunAbout, now: &checkpoint::RunAbout) -> Vec<Stri
         changes
             .push(format!("gradients that travel otherwise: as {} before, as {} now", saved.gradients, now.gradients));
     }
-    if !saved.schedule.is_empty() && saved.schedule != now.schedule {
+    if !saved.schedule.is_empty() && saved.schedule != now.schedule && saved.schedule != also_this_schedule {
         changes.push(format!(
             "another compiled schedule (buckets, wire formats or PowerSGD rank): fingerprint {} before, {} now",
             saved.schedule, now.schedule
@@ -367,7 +368,9 @@ pub(super) fn resume<M: DistributedModel>(
                 dir.display(),
                 position.next_step
             ));
-            for change in loaded.run.map(|saved| changes(&saved, about)).unwrap_or_default() {
+            // Checkpoints of sharded models written before `plan_fingerprint` recorded `fingerprint`.
+            let recorded_before = format!("{:016x}", M::SCHEDULE.fingerprint());
+            for change in loaded.run.map(|saved| changes(&saved, about, &recorded_before)).unwrap_or_default() {
                 crate::process::console::err_line(&format!("warning: resuming with {change}"));
             }
         }
