@@ -1,6 +1,6 @@
 //! Flags given on the command line that the run does not read. A flag accepted and then ignored
-//! looks as if it had worked: training flags with `--comm-only`, which trains nothing, are
-//! refused; the others get a note from rank 0 (a script may pass `--momentum` whichever
+//! looks as if it had worked: training flags with `--comm-only` or `--steps 0`, which train
+//! nothing, are refused; the others get a note from rank 0 (a script may pass `--momentum` whichever
 //! optimizer it picks), which says what the flag needs.
 
 use overlap_runtime::{Error, Result};
@@ -10,26 +10,33 @@ use crate::args::{OptimizerKind, ReportFormat, TrainArgs};
 /// Why a run-time choice is not in what `--print-schedule` prints.
 const AS_COMPILED: &str = "on --print-schedule, which prints a schedule as planned (a run's choice is in its report)";
 
+/// The flags that set how training updates the parameters, by clap id: a mode that does not
+/// train reads none of them.
+const TRAINING: [&str; 12] = [
+    "accumulate",
+    "optimizer",
+    "lr",
+    "momentum",
+    "weight_decay",
+    "beta1",
+    "beta2",
+    "eps",
+    "lr_schedule",
+    "decay_on",
+    "clip_grad_norm",
+    "eval_batches",
+];
+
+/// The flags among `ids` (clap ids) that the command line gave, as typed: `--weight-decay`.
+fn given_flags(args: &TrainArgs, ids: &[&str]) -> Vec<String> {
+    ids.iter().filter(|id| args.gave(id)).map(|id| format!("--{}", id.replace('_', "-"))).collect()
+}
+
 /// Refuses, with `--comm-only`, every flag that configures training or its outputs.
 pub fn refuse_with_comm_only(args: &TrainArgs) -> Result<()> {
     if !args.comm_only {
         return Ok(());
     }
-    let given = |id: &str| args.gave(id);
-    let trains = [
-        ("accumulate", "--accumulate"),
-        ("optimizer", "--optimizer"),
-        ("lr", "--lr"),
-        ("momentum", "--momentum"),
-        ("weight_decay", "--weight-decay"),
-        ("beta1", "--beta1"),
-        ("beta2", "--beta2"),
-        ("eps", "--eps"),
-        ("lr_schedule", "--lr-schedule"),
-        ("decay_on", "--decay-on"),
-        ("clip_grad_norm", "--clip-grad-norm"),
-        ("eval_batches", "--eval-batches"),
-    ];
     let outputs = [
         (args.save.is_some(), "--save"),
         (args.save_params.is_some(), "--save-params"),
@@ -38,16 +45,14 @@ pub fn refuse_with_comm_only(args: &TrainArgs) -> Result<()> {
         (args.data.is_some(), "--data"),
         (args.text.is_some(), "--text"),
         (args.tokens.is_some(), "--tokens"),
-        (given("eval_every") && args.validation_every().is_some(), "--eval-every"),
+        (args.gave("eval_every") && args.validation_every().is_some(), "--eval-every"),
         // Measured without compute, per-layer times are zeros: no profile or prediction to make.
         (args.write_profile.is_some(), "--write-profile"),
         (!args.simulate.is_empty(), "--simulate"),
     ];
-    let ignored: Vec<&str> = trains
-        .iter()
-        .filter(|(id, _)| given(id))
-        .map(|&(_, flag)| flag)
-        .chain(outputs.iter().filter(|(set, _)| *set).map(|&(_, flag)| flag))
+    let ignored: Vec<String> = given_flags(args, &TRAINING)
+        .into_iter()
+        .chain(outputs.iter().filter(|(set, _)| *set).map(|&(_, flag)| flag.to_string()))
         .collect();
     if ignored.is_empty() {
         return Ok(());
@@ -58,21 +63,12 @@ pub fn refuse_with_comm_only(args: &TrainArgs) -> Result<()> {
 /// Refuses, with `--steps 0` (a sample from `--init-params` alone), every flag given that
 /// configures training, communication or an output: none of them would do anything.
 pub fn refuse_with_sample_only(args: &TrainArgs) -> Result<()> {
-    const TRAINING_IDS: [&str; 28] = [
+    if args.steps != 0 {
+        return Ok(());
+    }
+    let running = [
         "batch",
-        "accumulate",
-        "optimizer",
-        "lr",
-        "momentum",
-        "weight_decay",
-        "beta1",
-        "beta2",
-        "eps",
-        "lr_schedule",
-        "decay_on",
-        "clip_grad_norm",
         "eval_every",
-        "eval_batches",
         "save",
         "save_every",
         "save_params",
@@ -88,9 +84,8 @@ pub fn refuse_with_sample_only(args: &TrainArgs) -> Result<()> {
         "no_overlap",
         "device",
     ];
-    let ignored: Vec<String> =
-        TRAINING_IDS.iter().filter(|id| args.gave(id)).map(|id| format!("--{}", id.replace('_', "-"))).collect();
-    if args.steps != 0 || ignored.is_empty() {
+    let ignored: Vec<String> = [given_flags(args, &TRAINING), given_flags(args, &running)].concat();
+    if ignored.is_empty() {
         return Ok(());
     }
     Err(Error::Config(format!("--steps 0 trains nothing, so it has nothing to do with {}", ignored.join(", "))))
