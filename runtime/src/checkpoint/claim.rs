@@ -59,41 +59,33 @@ impl DirLock {
 /// resumes from this very folder; `overwrite` allows replacing another run's checkpoints;
 /// `last_step` is the step of the last checkpoint the run will write, whose path is its longest.
 pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Result<DirLock> {
-    let made = output_paths::check_dir(dir, "checkpoint folder")?;
+    let mut made = output_paths::MadeFolders::default();
+    // A run refused on a folder it made removes the lock and the folder as it ends: a run that
+    // opened the lock just before may then hold the lock of a file no longer there, or of a
+    // folder made again since. It takes the lock again, on the file now in place.
+    let mut file = None;
+    for _ in 0..RELOCK_TRIES {
+        made.extend(output_paths::check_dir(dir, "checkpoint folder")?);
+        if let Some(locked) = lock(dir)? {
+            file = Some(locked);
+            break;
+        }
+    }
+    let Some(file) = file else {
+        return Err(Error::Checkpoint(format!(
+            "{}: its lock file was removed and made again {RELOCK_TRIES} times while this run took it; \
+             is another program cleaning the folder?",
+            dir.display()
+        )));
+    };
+    // Held from here on, so that a refusal below still removes the lock and the folders made.
+    let mut lock = DirLock { _file: file, dir: dir.to_path_buf(), old: Vec::new(), made };
     longest_path_fits(dir, last_step)?;
     let path = dir.join(LOCK_FILE);
     let io = |source| Error::Io { path: path.clone(), source };
-    // Never through a link: the lock is the folder's own file, and a link would have this run
-    // truncate and rewrite whatever it points to.
-    let opened = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path);
-    let mut file = match opened {
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(Error::Checkpoint(format!(
-                "{} is a symbolic link; the lock is a file of the checkpoint folder's own: remove the link",
-                path.display()
-            )))
-        }
-        other => other.map_err(io)?,
-    };
-    // SAFETY: `file` is an open descriptor owned by this function; flock only takes an advisory
-    // lock on it, released when the descriptor is closed (the `DirLock` is dropped).
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let mut holder = String::new();
-        let _ = file.read_to_string(&mut holder);
-        return Err(Error::Checkpoint(format!(
-            "{} is in use by another run ({}): two runs cannot save into one folder",
-            dir.display(),
-            holder.trim()
-        )));
-    }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let holder = format!("process {} on {}", std::process::id(), host.trim());
+    let file = &mut lock._file;
     file.set_len(0).and_then(|()| file.rewind()).and_then(|()| file.write_all(holder.as_bytes())).map_err(io)?;
     let old = if continues { Vec::new() } else { checkpoints_in(dir) };
     if !old.is_empty() && !overwrite {
@@ -111,7 +103,73 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Re
             old.join(", ")
         )));
     }
-    Ok(DirLock { _file: file, dir: dir.to_path_buf(), old, made })
+    lock.old = old;
+    Ok(lock)
+}
+
+/// How often `claim` takes the lock again when the file it locked was removed meanwhile.
+const RELOCK_TRIES: usize = 8;
+
+/// Opens and locks `dir/.lock`: `None` when the file locked is no longer the one at that path
+/// (the run that held it removed it, with the folder it had made), so that the caller retries.
+fn lock(dir: &Path) -> Result<Option<File>> {
+    match open_lock(dir)? {
+        Some(file) => take(file, dir),
+        None => Ok(None),
+    }
+}
+
+/// Opens (or creates) `dir/.lock`; `None` when the folder is gone.
+fn open_lock(dir: &Path) -> Result<Option<File>> {
+    let path = dir.join(LOCK_FILE);
+    let io = |source| Error::Io { path: path.clone(), source };
+    // Never through a link: the lock is the folder's own file, and a link would have this run
+    // truncate and rewrite whatever it points to.
+    let opened = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path);
+    let file = match opened {
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(Error::Checkpoint(format!(
+                "{} is a symbolic link; the lock is a file of the checkpoint folder's own: remove the link",
+                path.display()
+            )))
+        }
+        // The folder was removed since it was checked (by the run that made it).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        other => other.map_err(io)?,
+    };
+    Ok(Some(file))
+}
+
+/// Locks the opened lock file of `dir`: an error when another run holds it, `None` when it was
+/// removed or replaced since it was opened.
+fn take(mut file: File, dir: &Path) -> Result<Option<File>> {
+    // SAFETY: `file` is an open descriptor owned by this function; flock only takes an advisory
+    // lock on it, released when the descriptor is closed (the `DirLock` is dropped).
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let mut holder = String::new();
+        let _ = file.read_to_string(&mut holder);
+        return Err(Error::Checkpoint(format!(
+            "{} is in use by another run ({}): two runs cannot save into one folder",
+            dir.display(),
+            holder.trim()
+        )));
+    }
+    Ok(is_at(&file, &dir.join(LOCK_FILE)).then_some(file))
+}
+
+/// Whether the open `file` is the one `path` names now (not removed, nor replaced since).
+fn is_at(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), path.symlink_metadata()) {
+        (Ok(open), Ok(named)) => open.dev() == named.dev() && open.ino() == named.ino(),
+        _ => false,
+    }
 }
 
 /// The longest path a checkpoint of the run writes (`dir/step-N/optimizer.safetensors` at its
@@ -147,4 +205,33 @@ fn checkpoints_in(dir: &Path) -> Vec<String> {
         .collect();
     found.sort();
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_that_was_there_keeps_its_lock_file() {
+        let root = tempfile::tempdir().unwrap();
+        drop(claim(root.path(), false, false, 10).unwrap());
+        assert!(root.path().join(LOCK_FILE).exists());
+    }
+
+    #[test]
+    fn a_run_that_opened_the_lock_as_its_holder_removed_it_takes_the_new_one() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("new").join("ck");
+        let first = claim(&dir, false, false, 10).unwrap();
+        let opened = open_lock(&dir).unwrap().unwrap();
+        drop(first); // refused: its lock file and folders are removed
+        assert!(take(opened, &dir).unwrap().is_none(), "the removed file's lock is not the folder's");
+        let opened = open_lock(&dir).unwrap();
+        assert!(opened.is_none(), "the folder is gone, so is its lock file");
+        // The next try makes the folder again and holds its lock alone.
+        let second = claim(&dir, false, false, 10).unwrap();
+        let third = take(open_lock(&dir).unwrap().unwrap(), &dir).unwrap_err().to_string();
+        assert!(third.contains("in use by another run"), "{third}");
+        drop(second);
+    }
 }
