@@ -209,3 +209,57 @@ fn a_parameters_file_starts_a_run_when_it_fits_the_model_exactly() {
     let text = failed(mlp(1, &["--steps", "1", "--init-params", &path("trained.st"), "--resume", &path("ck")], None));
     assert!(text.contains("--init-params") && text.contains("--resume"), "{text}");
 }
+
+/// Each rank reads its own copy of what it resumes, loads and trains on: copies that differ are
+/// refused on every rank before step 1, named, instead of training apart (the same step, other
+/// values) or failing in a collective with MPI's own error (other steps).
+#[test]
+fn ranks_that_start_from_other_files_are_refused_before_step_1() {
+    let dir = scratch("same-start");
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let exe = example("custom_layer");
+    let exe = exe.to_str().unwrap();
+    let base = ["--batch", "4", "--report", "off", "--log-every", "1"];
+    let one = |args: &[&str]| ok(Command::new(exe).args(base).args(args).output().unwrap());
+    one(&["--steps", "2", "--save", &path("at2")]);
+    one(&["--steps", "3", "--save", &path("at3")]);
+    one(&["--steps", "2", "--lr", "0.5", "--save", &path("other2")]);
+    one(&["--steps", "1", "--save-params", &path("seed0.st")]);
+    one(&["--steps", "1", "--seed", "5", "--save-params", &path("seed5.st")]);
+    let two = |rank0: &[&str], rank1: &[&str]| {
+        let mut args = vec!["-n", "1", exe];
+        args.extend(base);
+        args.extend_from_slice(rank0);
+        args.extend([":", "-n", "1", exe]);
+        args.extend(base);
+        args.extend_from_slice(rank1);
+        failed(common::mpirun(&args))
+    };
+    let text = two(&["--steps", "6", "--resume", &path("at2")], &["--steps", "6", "--resume", &path("at3")]);
+    assert!(text.contains("ranks resume at other steps (rank 0 at step 2, rank 1 at step 3)"), "{text}");
+    let text = two(&["--steps", "6", "--resume", &path("at2")], &["--steps", "6", "--resume", &path("other2")]);
+    assert!(text.contains("rank(s) [1] start from other parameters or optimizer state than rank 0"), "{text}");
+    assert!(text.contains("every rank's copy must be the same checkpoint"), "{text}");
+    assert!(!text.contains("step      3"), "refused before step 3:\n{text}");
+    let text = two(
+        &["--steps", "2", "--init-params", &path("seed0.st")],
+        &["--steps", "2", "--init-params", &path("seed5.st")],
+    );
+    assert!(text.contains("start from other parameters or optimizer state"), "{text}");
+    assert!(!text.contains("step      1"), "refused before step 1:\n{text}");
+
+    // Texts with other characters: other samples, and token ids that mean other characters.
+    std::fs::write(dir.path().join("a.txt"), "the first text, in one file\n".repeat(40)).unwrap();
+    std::fs::write(dir.path().join("b.txt"), "THE SECOND TEXT, IN ANOTHER\n".repeat(40)).unwrap();
+    let gpt = example("gpt");
+    let gpt = gpt.to_str().unwrap();
+    let flags = ["--context", "8", "--batch", "2", "--steps", "2", "--eval-every", "0", "--report", "off"];
+    let (a, b) = (path("a.txt"), path("b.txt"));
+    let mut args = vec!["-n", "1", gpt, "--text", &a];
+    args.extend(flags);
+    args.extend([":", "-n", "1", gpt, "--text", &b]);
+    args.extend(flags);
+    let text = failed(common::mpirun(&args));
+    assert!(text.contains("rank(s) [1] read other data than rank 0"), "{text}");
+    assert!(!text.contains("step      1"), "refused before step 1:\n{text}");
+}

@@ -84,6 +84,13 @@ pub trait Dataset {
     fn vocabulary(&self) -> Option<String> {
         None
     }
+
+    /// A hash of the samples themselves (not of where their files lie, which may differ from
+    /// node to node), equal on every rank that reads the same data: the ranks compare it
+    /// before step 1, since each reads its own copy. `None` (the default): not compared.
+    fn fingerprint(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl Dataset for SyntheticClassification {
@@ -94,6 +101,14 @@ impl Dataset for SyntheticClassification {
 
     fn features(&self) -> usize {
         self.features
+    }
+
+    fn fingerprint(&self) -> Option<u64> {
+        let mut hash = crate::content_hash::ContentHash::new();
+        for n in [self.seed, self.features as u64, self.classes as u64] {
+            hash.u64(n);
+        }
+        Some(hash.finish())
     }
 
     fn describe(&self) -> String {
@@ -112,6 +127,10 @@ impl Dataset for IdxDataset {
 
     fn features(&self) -> usize {
         IdxDataset::features(self)
+    }
+
+    fn fingerprint(&self) -> Option<u64> {
+        Some(self.content_hash())
     }
 
     fn describe(&self) -> String {

@@ -297,6 +297,16 @@ impl IdxDataset {
         self.classes
     }
 
+    /// A hash of the images, labels and shape, for ranks to compare the sets they loaded.
+    pub(crate) fn content_hash(&self) -> u64 {
+        let mut hash = crate::content_hash::ContentHash::new();
+        hash.u64(self.features as u64);
+        hash.u64(self.classes as u64);
+        hash.f32s(&self.images);
+        hash.u32s(self.labels.iter().map(|&l| u32::from(l)));
+        hash.finish()
+    }
+
     /// Fills `inputs` (resized to `len x features`) and `labels` with samples `first..first+len`,
     /// wrapping around modulo `self.len()` so that any step index maps onto the set.
     pub fn fill_into(&self, first: u64, len: usize, inputs: &mut Matrix, labels: &mut Vec<usize>) {

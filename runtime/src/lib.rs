@@ -5,6 +5,7 @@ pub(crate) mod backend;
 pub mod checkpoint;
 pub mod comm;
 pub mod config;
+pub(crate) mod content_hash;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod data;

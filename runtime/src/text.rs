@@ -135,6 +135,17 @@ impl Dataset for CharText {
         Some(self.vocab.iter().collect())
     }
 
+    fn fingerprint(&self) -> Option<u64> {
+        let mut hash = crate::content_hash::ContentHash::new();
+        hash.u32s(self.vocab.iter().map(|&c| u32::from(c)));
+        hash.u32s(self.tokens.iter().copied());
+        for n in [self.split.start, self.split.end, self.context] {
+            hash.u64(n as u64);
+        }
+        hash.u64(self.seed);
+        Some(hash.finish())
+    }
+
     fn describe(&self) -> String {
         format!(
             "{}: {} characters ({} distinct), windows of {} from characters {}..{} (seed {})",

@@ -144,6 +144,16 @@ impl Dataset for TokenShards {
         self.vocabulary.clone()
     }
 
+    fn fingerprint(&self) -> Option<u64> {
+        let mut hash = crate::content_hash::ContentHash::new();
+        for shard in &self.shards {
+            hash.u32s(shard.tokens.iter().map(|&t| u32::from(t)));
+        }
+        hash.u64(self.context as u64);
+        hash.u32s(self.vocabulary.iter().flat_map(|v| v.chars()).map(u32::from).collect::<Vec<_>>().into_iter());
+        Some(hash.finish())
+    }
+
     fn describe(&self) -> String {
         format!("{}: {} tokens, {} windows of {}", self.name, self.tokens(), self.windows, self.context)
     }

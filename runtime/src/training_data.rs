@@ -43,6 +43,15 @@ impl Dataset for TrainingData {
         }
     }
 
+    fn fingerprint(&self) -> Option<u64> {
+        match self {
+            TrainingData::Synthetic(d) => d.fingerprint(),
+            TrainingData::Idx(d) => Dataset::fingerprint(d),
+            TrainingData::Text(d) => d.fingerprint(),
+            TrainingData::Tokens(d) => d.fingerprint(),
+        }
+    }
+
     fn describe(&self) -> String {
         match self {
             TrainingData::Synthetic(d) => d.describe(),

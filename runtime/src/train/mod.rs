@@ -10,6 +10,7 @@ mod agreement;
 mod preflight;
 mod progress;
 mod run;
+mod same_start;
 mod stop;
 mod summary;
 mod validation;
@@ -213,6 +214,8 @@ impl<'c> Trainer<'c> {
             vocabulary: data.vocabulary(),
         };
         let (position, low_rank) = resume(&config, model, &mut optimizer, (comm.rank(), comm.world_size()), &about)?;
+        same_start::check(comm, model, &optimizer, position, config.resume.is_some(), data, held_out.as_deref())?;
+        preflight::steps_left(&config, position)?;
         if comm.shards_optimizer() {
             // A checkpoint holds whole state (see `checkpoint::shards`): this rank keeps its slices.
             checkpoint::shards::keep_own(&mut optimizer, &M::SCHEDULE, comm);

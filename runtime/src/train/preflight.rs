@@ -375,11 +375,16 @@ pub(super) fn resume<M: DistributedModel>(
             }
         }
     }
+    Ok((position, low_rank))
+}
+
+/// Fails unless a step is left to run from `position` (checked once the ranks agree on it).
+pub(super) fn steps_left(config: &TrainConfig, position: Position) -> Result<()> {
     if position.next_step >= config.steps {
         return Err(Error::Config(format!(
             "the checkpoint is at step {}, and {} steps is the total to reach: nothing to do",
             position.next_step, config.steps
         )));
     }
-    Ok((position, low_rank))
+    Ok(())
 }

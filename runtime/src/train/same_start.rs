@@ -1,0 +1,90 @@
+//! Every rank starts where rank 0 does. Each rank reads its own copy of the checkpoint it
+//! resumes, of a parameters file, and of the data (paths may differ from node to node), so two
+//! copies that differ would have the ranks train apart without a word, or, resumed at other
+//! steps, fail in a collective with MPI's own error. Before step 1 the ranks compare one hash
+//! each of what they start from: the step, parameters and optimizer state, and the samples.
+
+use crate::checkpoint::Position;
+use crate::comm::Communicator;
+use crate::content_hash::ContentHash;
+use crate::data::Dataset;
+use crate::error::{Error, Result};
+use crate::model::DistributedModel;
+use crate::optim::OptimizerState;
+
+/// Fails on every rank, naming the ranks that differ from rank 0 and what differs, unless every
+/// rank starts from the same step, parameters, optimizer state and data (collective).
+pub(super) fn check<M: DistributedModel>(
+    comm: &Communicator,
+    model: &M,
+    optimizer: &impl OptimizerState,
+    position: Position,
+    resumed: bool,
+    data: &dyn Dataset,
+    held_out: Option<&dyn Dataset>,
+) -> Result<()> {
+    if comm.world_size() == 1 {
+        return Ok(());
+    }
+    let steps = comm.all_gather_u64(position.next_step)?;
+    let states = comm.all_gather_u64(state_hash(model, optimizer, position))?;
+    let samples = comm.all_gather_u64(data_hash(data, held_out))?;
+    let others = |of: &[u64]| (1..of.len()).filter(|&r| of[r] != of[0]).collect::<Vec<usize>>();
+    let mut problems = Vec::new();
+    if !others(&steps).is_empty() {
+        let at: Vec<String> = steps.iter().enumerate().map(|(r, s)| format!("rank {r} at step {s}")).collect();
+        problems.push(format!("ranks resume at other steps ({})", at.join(", ")));
+    } else if !others(&states).is_empty() {
+        problems
+            .push(format!("rank(s) {:?} start from other parameters or optimizer state than rank 0", others(&states)));
+    }
+    if let Some(source) = problems.first().map(|_| starting_point(resumed)) {
+        problems[0].push_str(&format!(": {source}"));
+    }
+    if !others(&samples).is_empty() {
+        problems.push(format!(
+            "rank(s) {:?} read other data than rank 0 (this rank's: {}): each rank reads its own copy of \
+             the data, and every copy must hold the same samples",
+            others(&samples),
+            data.describe()
+        ));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Config(problems.join("; ")))
+    }
+}
+
+fn starting_point(resumed: bool) -> &'static str {
+    if resumed {
+        "each rank reads the checkpoint of `TrainConfig::resume` itself, and every rank's copy must be \
+         the same checkpoint"
+    } else {
+        "the model every rank passes to `fit` must hold the same values (the same seed, or the same \
+         parameters file on every rank)"
+    }
+}
+
+fn state_hash<M: DistributedModel>(model: &M, optimizer: &impl OptimizerState, position: Position) -> u64 {
+    let mut hash = ContentHash::new();
+    hash.u64(position.next_step);
+    hash.u64(position.samples_seen);
+    hash.u64(optimizer.step_count().unwrap_or(u64::MAX));
+    for (i, p) in M::SCHEDULE.params().enumerate() {
+        hash.f32s(model.param(p));
+        for buffer in optimizer.buffers(i).unwrap_or_default() {
+            hash.f32s(buffer);
+        }
+    }
+    hash.finish()
+}
+
+/// Datasets that give no fingerprint count as equal.
+fn data_hash(data: &dyn Dataset, held_out: Option<&dyn Dataset>) -> u64 {
+    let mut hash = ContentHash::new();
+    for set in std::iter::once(Some(data)).chain(std::iter::once(held_out)) {
+        hash.u64(set.and_then(|s| s.fingerprint()).unwrap_or(0));
+    }
+    hash.finish()
+}
