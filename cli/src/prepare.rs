@@ -40,14 +40,7 @@ pub fn main() -> ExitCode {
 }
 
 fn run(args: &PrepareArgs) -> Result<()> {
-    let bytes = std::fs::read(&args.text).map_err(|source| Error::Io { path: args.text.clone(), source })?;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        Error::Dataset(format!(
-            "{}: not UTF-8 text (invalid at byte {})",
-            args.text.display(),
-            e.utf8_error().valid_up_to()
-        ))
-    })?;
+    let text = overlap_runtime::text::read_text(&args.text)?;
     if text.is_empty() {
         return Err(Error::Dataset(format!("{}: empty: nothing to prepare", args.text.display())));
     }

@@ -15,6 +15,17 @@ use crate::error::{Error, Result};
 /// The share of the text that is the training split (nanoGPT's `n = len(data); data[:int(n*0.9)]`).
 const TRAIN_SHARE: f64 = 0.9;
 
+/// A UTF-8 text file's characters as nanoGPT's `prepare.py` reads them (`open(path, 'r')`,
+/// Python's universal newlines): `\r\n` and a lone `\r` become `\n`, so that a file saved with
+/// Windows line ends has nanoGPT's vocabulary and tokens.
+pub fn read_text(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        Error::Dataset(format!("{}: not UTF-8 text (invalid at byte {})", path.display(), e.utf8_error().valid_up_to()))
+    })?;
+    Ok(if text.contains('\r') { text.replace("\r\n", "\n").replace('\r', "\n") } else { text })
+}
+
 #[derive(Clone)]
 pub struct CharText {
     /// The sorted distinct characters; a token is an index into it.
@@ -30,17 +41,9 @@ pub struct CharText {
 }
 
 impl CharText {
-    /// Reads a UTF-8 text file into windows of `context` characters.
+    /// Reads a UTF-8 text file (`read_text`) into windows of `context` characters.
     pub fn from_file(path: &Path, context: usize, seed: u64) -> Result<Self> {
-        let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
-        let text = String::from_utf8(bytes).map_err(|e| {
-            Error::Dataset(format!(
-                "{}: not UTF-8 text (invalid at byte {})",
-                path.display(),
-                e.utf8_error().valid_up_to()
-            ))
-        })?;
-        CharText::new(&text, context, seed, &path.display().to_string())
+        CharText::new(&read_text(path)?, context, seed, &path.display().to_string())
     }
 
     /// `text` into windows of `context` characters; `name` says where it came from.
@@ -183,6 +186,15 @@ pub fn vocabulary_mismatch(saved: &str, now: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn line_ends_are_read_as_python_reads_a_text_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("crlf.txt");
+        std::fs::write(&path, "a\r\nb\rc\n\r\n\r\rd\r").unwrap();
+        // What `open(path, 'r').read()` gives in Python 3.11.
+        assert_eq!(read_text(&path).unwrap(), "a\nb\nc\n\n\n\nd\n");
+    }
 
     #[test]
     fn the_description_a_resumed_run_is_compared_by_names_the_seed() {
