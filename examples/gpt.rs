@@ -18,8 +18,9 @@
 //! `ln_f`); each residual half of a block is a block of its own here, so nanoGPT's
 //! `h.N.ln_1` and `h.N.attn` are `h.N.attend.ln_1` and `h.N.attend.attn`, and `h.N.ln_2` is
 //! `h.N.mlp.ln_2`. The head is nanoGPT's: no bias, its weight `wte`'s (`lm_head.weight` is
-//! `wte.weight`). Weights start as nanoGPT's: N(0, 0.02²), biases at zero (`#[init(std = 0.02)]`;
-//! nanoGPT draws its residual projections, `c_proj`, with a smaller deviation still). The
+//! `wte.weight`). Weights start as nanoGPT's: N(0, 0.02²), biases at zero (`#[init(std = 0.02)]`),
+//! but nanoGPT draws its residual projections, `c_proj`, from N(0, (0.02/√8)²), and here they start
+//! at 0.02 as the other matrices do. The
 //! vocabulary is at most 96 characters.
 
 use overlap::prelude::*;
