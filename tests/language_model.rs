@@ -132,6 +132,58 @@ fn a_tied_head_has_no_parameter_of_its_own_and_the_schedule_says_whose_it_reads(
     assert_ne!(s.fingerprint(), TinyLm::SCHEDULE.fingerprint());
 }
 
+/// A tied weight comes from PyTorch under either name: `safetensors.torch.save_model` keeps the
+/// head's (`head.weight`) and drops the owner's; a cloned `state_dict` holds both, equal. Two
+/// that differ are refused, as are files without either.
+#[test]
+fn a_tied_weight_loads_under_the_head_s_name_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = dir.path().join("ours.safetensors");
+    let model = TiedLm::init(3);
+    overlap::params_file::save_params(&model, &ours).unwrap();
+    let tensors = common::load_sorted_params(&ours);
+    let write = |name: &str, rename: &dyn Fn(&str) -> Vec<String>, change: bool| {
+        let mut data = Vec::new();
+        for (tensor, shape, values) in &tensors {
+            for renamed in rename(tensor) {
+                let mut values = values.clone();
+                if change && renamed == "head.weight" {
+                    values[0] += 1.0;
+                }
+                let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                data.push((renamed, shape.clone(), bytes));
+            }
+        }
+        let views: Vec<(String, safetensors::tensor::TensorView)> = data
+            .iter()
+            .map(|(n, shape, bytes)| {
+                (
+                    n.clone(),
+                    safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), bytes).unwrap(),
+                )
+            })
+            .collect();
+        let path = dir.path().join(name);
+        safetensors::serialize_to_file(views, None, &path).unwrap();
+        path
+    };
+    let head_only = |n: &str| vec![if n == "wte.weight" { "head.weight".into() } else { n.to_string() }];
+    let both =
+        |n: &str| if n == "wte.weight" { vec![n.to_string(), "head.weight".into()] } else { vec![n.to_string()] };
+    for path in [write("head_only.st", &head_only, false), write("both.st", &both, false)] {
+        let mut loaded = TiedLm::init(4);
+        overlap::params_file::load_into(&mut loaded, &path).unwrap();
+        let s = &TiedLm::SCHEDULE;
+        assert!(s.params().all(|p| loaded.param(p) == model.param(p)), "{} loads as ours", path.display());
+    }
+    let differ = write("differ.st", &both, true);
+    let e = overlap::params_file::load_into(&mut TiedLm::init(4), &differ).unwrap_err().to_string();
+    assert!(e.contains("`head.weight` and `wte.weight` hold other values"), "{e}");
+    let neither = write("neither.st", &|n: &str| if n == "wte.weight" { vec![] } else { vec![n.to_string()] }, false);
+    let e = overlap::params_file::load_into(&mut TiedLm::init(4), &neither).unwrap_err().to_string();
+    assert!(e.contains("missing tensor `wte.weight`"), "{e}");
+}
+
 /// Both contributions to the tied weight's gradient, the head's (every row of the table, early
 /// in backward) and the embedding's (the rows used, last), against finite differences.
 #[test]

@@ -152,7 +152,7 @@ fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Re
 fn starting_model<M: DistributedModel>(args: &TrainArgs, comm: &Communicator, data: &TrainingData) -> Result<M> {
     let mut model = M::new(comm, args.seed)?;
     if let Some(path) = &args.init_params {
-        // Every rank reads the same file, so every rank starts from the same values.
+        // Every rank reads its own copy of the file; the `Trainer` checks that they start alike.
         overlap_runtime::params_file::load_into(&mut model, path)?;
         let saved = overlap_runtime::params_file::load_vocabulary(path)?;
         if let (Some(saved), Some(now)) = (saved, overlap_runtime::Dataset::vocabulary(data)) {

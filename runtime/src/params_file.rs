@@ -132,15 +132,51 @@ pub(crate) fn read_checked(
 /// Loads the parameters file `path` into `model` as PyTorch's `load_state_dict(strict=True)`
 /// does: every parameter of the model under its name (`blocks.3.fc1.weight`), with its shape and
 /// as F32, and nothing else; every difference is named at once. Reads what `save_params` writes
-/// and what `safetensors.torch.save_file(model.state_dict(), path)` writes for a twin.
+/// and what `safetensors.torch.save_file(model.state_dict(), path)` writes for a twin. A tied
+/// weight may also come under the name of the layer that reads it (`lm_head.weight` for
+/// `wte.weight`), alone, as `safetensors.torch.save_model` keeps it, or beside its owner with
+/// the same values, as a cloned `state_dict` holds it.
 pub fn load_into<M: DistributedModel>(model: &mut M, path: &Path) -> Result<()> {
     let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
     let s = M::SCHEDULE;
-    let expected: BTreeMap<String, Vec<usize>> =
+    let mut expected: BTreeMap<String, Vec<usize>> =
         s.params().map(|p| (s.param_name(p), s.param(p).shape.to_vec())).collect();
-    let values = read_checked(&bytes, &expected, |_| true).map_err(|problems| {
+    // alias -> owner: `lm_head.weight` -> `wte.weight`.
+    let aliases: BTreeMap<String, String> = s
+        .layers
+        .iter()
+        .filter_map(|layer| {
+            layer.tied.map(|owner| (format!("{}.{}", layer.name, s.param(owner).name), s.param_name(owner)))
+        })
+        .collect();
+    let present: Vec<String> = SafeTensors::deserialize(&bytes)
+        .map(|file| file.names().into_iter().map(str::to_string).collect())
+        .unwrap_or_default();
+    for (alias, owner) in &aliases {
+        expected.insert(alias.clone(), expected[owner].clone());
+    }
+    let stands_in = |name: &str| aliases.iter().any(|(alias, owner)| owner == name && present.contains(alias));
+    let fail = |problems: Vec<String>| {
         Error::Safetensors(format!("{} does not fit {}:\n  - {}", path.display(), s.model, problems.join("\n  - ")))
-    })?;
+    };
+    let mut values =
+        read_checked(&bytes, &expected, |name| !aliases.contains_key(name) && !stands_in(name)).map_err(fail)?;
+    let mut problems = Vec::new();
+    for (alias, owner) in &aliases {
+        let Some(tied) = values.remove(alias) else { continue };
+        match values.get(owner) {
+            Some(own) if own.iter().map(|v| v.to_bits()).ne(tied.iter().map(|v| v.to_bits())) => problems.push(
+                format!("`{alias}` and `{owner}` hold other values, but `{alias}` is `{owner}` (tied): one parameter"),
+            ),
+            Some(_) => {}
+            None => {
+                values.insert(owner.clone(), tied);
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return Err(fail(problems));
+    }
     for p in s.params() {
         model.param_mut(p).copy_from_slice(&values[&s.param_name(p)]);
     }
