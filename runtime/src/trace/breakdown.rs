@@ -64,7 +64,10 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
             ..StepBreakdown::default()
         };
         for s in group {
-            let d = s.duration_ns();
+            // Only what lies within the step counts: the sharded state's all-gathers of the last
+            // step, or those a held-out pass waits for, are tagged with the step that launched
+            // them but run after it.
+            let d = intersection(s, step);
             match s.activity {
                 Activity::Step => {}
                 Activity::Forward { layer } => {
@@ -101,8 +104,13 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
                             t.bytes += bytes;
                         }
                         t.all_reduce_ns += d;
-                        t.exposed_ns +=
-                            group.iter().filter(|w| w.activity.is_wait()).map(|w| intersection(w, s)).sum::<u64>();
+                        let within =
+                            Span { start_ns: s.start_ns.max(step.start_ns), end_ns: s.end_ns.min(step.end_ns), ..**s };
+                        t.exposed_ns += group
+                            .iter()
+                            .filter(|w| w.activity.is_wait())
+                            .map(|w| intersection(w, &within))
+                            .sum::<u64>();
                     }
                 }
             }
@@ -149,5 +157,24 @@ mod tests {
         assert_eq!(b.buckets[0], BucketTiming { bytes: 400, all_reduce_ns: 30, exposed_ns: 10 });
         assert_eq!(b.buckets[1], BucketTiming { bytes: 800, all_reduce_ns: 20, exposed_ns: 15 });
         assert_eq!((b.layer_forward_ns.as_slice(), b.layer_backward_ns.as_slice()), (&[20][..], &[38][..]));
+    }
+
+    /// The sharded state's all-gathers after the last step (or before a held-out pass) carry
+    /// that step's number but lie after its end: they are no part of it.
+    #[test]
+    fn what_runs_after_the_step_is_not_counted_in_it() {
+        let spans = [
+            span(0, 1, Activity::Step, 0, 100),
+            span(0, 1, Activity::Forward { layer: 0 }, 0, 40),
+            span(0, 1, Activity::ReduceScatter { bucket: 0, bytes: 400, queued_ns: 50 }, 50, 70),
+            span(0, 1, Activity::Wait { bucket: 0 }, 60, 70),
+            // Launched by the update at 90, waited for after the step, at 110.
+            span(0, 1, Activity::AllGather { bucket: 0, bytes: 400, queued_ns: 90 }, 90, 130),
+            span(0, 1, Activity::WaitGather { bucket: 0 }, 110, 130),
+        ];
+        let b = &breakdowns(&spans, 1, 1)[0];
+        assert_eq!((b.step_ns, b.all_reduce_ns, b.all_gather_ns), (100, 30, 10));
+        assert_eq!((b.exposed_ns, b.gather_exposed_ns), (10, 0));
+        assert_eq!(b.buckets[0], BucketTiming { bytes: 400, all_reduce_ns: 30, exposed_ns: 10 });
     }
 }
