@@ -168,7 +168,7 @@ fn a_dangling_latest_and_a_missing_data_folder_are_called_what_they_are() {
 }
 
 #[test]
-fn resuming_with_another_seed_or_global_batch_says_so() {
+fn resuming_with_another_seed_global_batch_or_optimizer_settings_says_so() {
     let root = scratch("changed-run");
     let dir = root.path().join("ck");
     let dir = dir.to_str().unwrap();
@@ -179,6 +179,16 @@ fn resuming_with_another_seed_or_global_batch_says_so() {
     assert!(text.contains("warning: resuming with another global batch: 4 samples per step before, 8 now"), "{text}");
     let (ok, text) = mlp(&["--steps", "4", "--batch", "8", "--seed", "5", "--resume", dir, "--save", dir]);
     assert!(ok && !text.contains("warning"), "the same run resumes quietly:\n{text}");
+    let (ok, text) =
+        mlp(&["--steps", "5", "--batch", "8", "--seed", "5", "--lr", "0.01", "--clip-grad-norm", "2", "--resume", dir]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains(
+            "warning: resuming with other optimizer settings: lr: 0.01 (was 0.05), clip grad norm: 2 (was off) \
+             (its state is kept)"
+        ),
+        "{text}"
+    );
 }
 
 #[test]

@@ -109,6 +109,24 @@ impl OptimizerConfig {
         })
     }
 
+    /// The settings the update rule reads, as `name: value` items joined by `; ` (a checkpoint
+    /// records them, and a resume with others says which changed).
+    pub fn summary(&self) -> String {
+        let mut items = vec![format!("lr: {}", self.base_lr())];
+        match self.kind {
+            OptimizerKind::Sgd => items.push(format!("momentum: {}", self.momentum)),
+            OptimizerKind::AdamW => {
+                items.push(format!("betas: ({}, {})", self.betas.0, self.betas.1));
+                items.push(format!("eps: {}", self.eps));
+            }
+        }
+        items.push(format!("weight decay: {}", self.base_weight_decay()));
+        items.push(format!("decay on: {:?}", self.decay_on).to_lowercase());
+        items.push(format!("lr schedule: {}", self.lr_schedule));
+        items.push(format!("clip grad norm: {}", self.clip_grad_norm.map_or_else(|| "off".into(), |n| n.to_string())));
+        items.join("; ")
+    }
+
     /// What makes these settings unusable, if anything: the values PyTorch's optimizers refuse
     /// in their constructors, and NaN or infinite ones, which would train to NaN silently.
     pub fn problem(&self) -> Option<String> {

@@ -70,6 +70,10 @@ pub struct RunAbout {
     /// digits; empty in checkpoints written before it was recorded.
     #[serde(default)]
     pub schedule: String,
+    /// The optimizer's settings (`OptimizerConfig::summary`); empty in checkpoints written
+    /// before it was recorded.
+    #[serde(default)]
+    pub optimizer: String,
     /// What the data's token ids stand for (`Dataset::vocabulary`): a text's sorted characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vocabulary: Option<String>,

@@ -211,6 +211,7 @@ impl<'c> Trainer<'c> {
                 None => M::SCHEDULE.grad_comm().unwrap_or_else(|| "fp32".into()),
             },
             schedule: format!("{:016x}", M::SCHEDULE.plan_fingerprint()),
+            optimizer: config.optimizer.summary(),
             vocabulary: data.vocabulary(),
         };
         let (position, low_rank) = resume(&config, model, &mut optimizer, (comm.rank(), comm.world_size()), &about)?;

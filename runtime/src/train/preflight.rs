@@ -261,6 +261,15 @@ fn changes(saved: &checkpoint::RunAbout, now: &checkpoint::RunAbout, also_this_s
             saved.schedule, now.schedule
         ));
     }
+    let (before, after) = (saved.optimizer.split("; "), now.optimizer.split("; "));
+    let changed: Vec<String> = before
+        .zip(after)
+        .filter(|(b, a)| b != a)
+        .map(|(b, a)| format!("{a} (was {})", b.split_once(": ").map_or(b, |(_, value)| value)))
+        .collect();
+    if !saved.optimizer.is_empty() && !changed.is_empty() {
+        changes.push(format!("other optimizer settings: {} (its state is kept)", changed.join(", ")));
+    }
     if saved.global_batch != now.global_batch {
         changes.push(format!(
             "another global batch: {} samples per step before, {} now (the data position is kept in samples)",
