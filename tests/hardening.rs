@@ -270,6 +270,34 @@ fn a_damaged_data_position_is_a_checkpoint_error_naming_the_state_file() {
     assert!(text.contains("state.json: the data position, 18446744073709551615 samples"), "{text}");
 }
 
+/// A state file signed by another build: one written before a field was recorded (without it),
+/// or after one was added (with one this build does not know). Each passes its own CRC.
+#[test]
+fn a_state_file_with_fewer_or_more_fields_still_passes_its_crc() {
+    let root = scratch("state-fields");
+    assert_eq!(mlp_in(root.path(), &[], &["--steps", "2", "--batch", "4", "--report", "off", "--save", "ck"]).0, 0);
+    let state = root.path().join("ck/step-00000002/state.json");
+    let written: serde_json::Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    let sign = |mut value: serde_json::Value| {
+        let fields = value.as_object_mut().unwrap();
+        fields.remove("crc32");
+        let crc = crc32fast::hash(&serde_json::to_vec(&fields).unwrap());
+        fields.insert("crc32".into(), crc.into());
+        std::fs::write(&state, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    };
+    let mut older = written.clone();
+    assert!(older["run"].as_object_mut().unwrap().remove("optimizer").is_some(), "the state records the optimizer");
+    let mut newer = written.clone();
+    newer.as_object_mut().unwrap().insert("recorded_later".into(), serde_json::json!({"value": 1}));
+    for (what, value) in [("older", older), ("newer", newer)] {
+        sign(value);
+        let (code, text) =
+            mlp_in(root.path(), &[], &["--steps", "3", "--batch", "4", "--report", "off", "--resume", "ck"]);
+        assert_eq!(code, 0, "{what}: {text}");
+        assert!(!text.contains("warning"), "{what}: {text}");
+    }
+}
+
 #[test]
 fn a_checkpoint_of_another_schedule_is_refused_or_warned_about() {
     let root = scratch("other-schedule");

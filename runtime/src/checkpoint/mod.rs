@@ -72,7 +72,7 @@ pub struct RunAbout {
     pub schedule: String,
     /// The optimizer's settings (`OptimizerConfig::summary`); empty in checkpoints written
     /// before it was recorded.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub optimizer: String,
     /// What the data's token ids stand for (`Dataset::vocabulary`): a text's sorted characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,7 +102,12 @@ struct State {
 /// The CRC-32 of `state` without its own `crc32`: of its fields as compact JSON with sorted keys,
 /// so that the file's layout (indentation, key order) does not matter, only what it says.
 fn state_crc(state: &State) -> Result<u32> {
-    let mut value = serde_json::to_value(state).map_err(|e| Error::Checkpoint(e.to_string()))?;
+    value_crc(serde_json::to_value(state).map_err(|e| Error::Checkpoint(e.to_string()))?)
+}
+
+/// The CRC of a state file's fields as read, whichever this build knows: a field added since
+/// the file was written, absent there, does not change what is checked.
+fn value_crc(mut value: serde_json::Value) -> Result<u32> {
     if let Some(fields) = value.as_object_mut() {
         fields.remove("crc32");
     }
@@ -270,7 +275,8 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
         )));
     }
     if let Some(recorded) = state.crc32 {
-        let found = state_crc(&state)?;
+        let read = serde_json::from_slice(&state_bytes).map_err(|e| Error::Checkpoint(e.to_string()))?;
+        let found = value_crc(read)?;
         if found != recorded {
             return Err(Error::Checkpoint(format!(
                 "{}: edited or damaged: what it says has CRC-32 {found:08x}, the checkpoint recorded {recorded:08x} \
