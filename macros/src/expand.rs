@@ -372,9 +372,11 @@ fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<TokenStream> {
                 field.name,
                 layer.kind
             );
+            // The message is an argument, not the format string: it holds the type's text (`Gain<{ N }>`).
             quote_spanned! {ty.span()=>
                 const _: () = ::core::assert!(
                     ::overlap::__private::layer_matches::<#ty>(#width, &[#(#shapes),*], #ready),
+                    "{}",
                     #message
                 );
             }
