@@ -83,10 +83,15 @@ pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
                     _ => errors.spanned(i, format!("`{key}` must be between 1 and 16777216")),
                 }
             }
-            ("gflops", Expr::Lit(ExprLit { lit: Lit::Int(_) | Lit::Float(_), .. })) if path.is_none() => {
-                let text = quote::ToTokens::to_token_stream(right).to_string();
-                match text.trim_end_matches("f64").trim_end_matches("f32").parse::<f64>() {
-                    Ok(v) if v.is_finite() && v > 0.0 => gflops = Some(v),
+            ("gflops", Expr::Lit(ExprLit { lit, .. })) if path.is_none() => {
+                // As every number of the attribute: underscores and a suffix allowed (`1_000`, `100u32`).
+                let value = match lit {
+                    Lit::Int(i) => i.base10_parse::<f64>().ok(),
+                    Lit::Float(f) => f.base10_parse::<f64>().ok(),
+                    _ => None,
+                };
+                match value {
+                    Some(v) if v.is_finite() && v > 0.0 => gflops = Some(v),
                     _ => errors.spanned(right, "`gflops` must be a positive number"),
                 }
             }
@@ -164,4 +169,31 @@ fn prediction_line(what: &str, p: &Prediction) -> String {
         p.exposed_s * 1e3,
         p.efficiency() * 100.0
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use syn::parse_quote;
+
+    use super::*;
+
+    fn auto_gflops(value: Expr) -> Result<f64, usize> {
+        let mut errors = Errors::default();
+        match parse(&value, &mut errors) {
+            Some(Planning::Auto { gflops, .. }) => Ok(gflops),
+            _ => Err(errors.len()),
+        }
+    }
+
+    #[test]
+    fn gflops_reads_numbers_as_every_other_key_does() {
+        assert_eq!(auto_gflops(parse_quote!(auto(link = "ib-hdr", world = 8, gflops = 1_000))), Ok(1000.0));
+        assert_eq!(auto_gflops(parse_quote!(auto(link = "ib-hdr", world = 8, gflops = 100u32))), Ok(100.0));
+        assert_eq!(auto_gflops(parse_quote!(auto(link = "ib-hdr", world = 8, gflops = 2_5.5e1f64))), Ok(255.0));
+        assert_eq!(auto_gflops(parse_quote!(auto(link = "ib-hdr", world = 8, batch = 1_024))), Ok(100.0));
+        for bad in [parse_quote!(0), parse_quote!(0.0), parse_quote!("100"), parse_quote!(1e400)] {
+            let bad: Expr = bad;
+            assert_eq!(auto_gflops(parse_quote!(auto(link = "ib-hdr", world = 8, gflops = #bad))), Err(1), "{bad:?}");
+        }
+    }
 }
