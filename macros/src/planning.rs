@@ -65,12 +65,21 @@ pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
     let help = if path.is_some() { PROFILE_HELP } else { AUTO_HELP };
     let (mut link, mut world, mut batch, mut gflops) = (None, None, None, None);
     let before = errors.len();
+    let mut seen: Vec<String> = Vec::new();
     for arg in args {
         let Expr::Assign(assign) = arg else {
             errors.spanned(arg, help);
             continue;
         };
         let key = expr_name(&assign.left);
+        // As everywhere else, a key given twice is an error, not the last one winning.
+        if ["link", "world", "batch", "gflops"].contains(&key.as_str()) {
+            if seen.contains(&key) {
+                errors.spanned(&assign.left, format!("duplicate key `{key}`"));
+                continue;
+            }
+            seen.push(key.clone());
+        }
         let right = &*assign.right;
         match (key.as_str(), right) {
             ("link", Expr::Lit(ExprLit { lit: Lit::Str(s), .. })) => match s.value().parse::<Link>() {
@@ -183,6 +192,24 @@ mod tests {
             Some(Planning::Auto { gflops, .. }) => Ok(gflops),
             _ => Err(errors.len()),
         }
+    }
+
+    #[test]
+    fn a_key_given_twice_is_an_error_at_each_repetition() {
+        let twice = parse_quote!(auto(
+            link = "ib-hdr",
+            link = "10gbe",
+            world = 1,
+            world = 64,
+            batch = 1,
+            batch = 2,
+            gflops = 1,
+            gflops = 2
+        ));
+        assert_eq!(auto_gflops(twice), Err(4));
+        let mut errors = Errors::default();
+        assert!(parse(&parse_quote!(profile("p.json", world = 2, world = 2)), &mut errors).is_none());
+        assert_eq!(errors.len(), 1);
     }
 
     #[test]
