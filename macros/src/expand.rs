@@ -342,9 +342,12 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
 /// when it does not, its layout assertion (below) says so once, at the field's type, and this
 /// guard keeps the workspace and the impl from repeating it at every use. The binder makes the
 /// bound one the compiler assumes rather than checks on the spot (a plain `u32: Layer` would be
-/// an error of its own); for real layers it always holds.
+/// an error of its own); for real layers it always holds. A built-in layer's name reached
+/// through a path (`nn::Relu`) may name a look-alike type, so it is guarded too.
 fn layer_guard(model: &Model) -> TokenStream {
-    let types: Vec<&syn::Type> = model.fields.iter().filter(|f| f.custom).map(|f| f.ty).collect();
+    let through_a_path = |ty: &syn::Type| matches!(ty, syn::Type::Path(p) if p.path.segments.len() > 1);
+    let types: Vec<&syn::Type> =
+        model.fields.iter().filter(|f| f.custom || through_a_path(f.ty)).map(|f| f.ty).collect();
     if types.is_empty() {
         return TokenStream::new();
     }
