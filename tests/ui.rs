@@ -1,9 +1,11 @@
 //! Compile-fail tests for `#[distributed_model]`: each `tests/ui/*.rs` is a program the macro
 //! (or the ownership contract of the code it emits) must reject, and the matching `.stderr` is
 //! the exact diagnostic, spans included. Regenerate with `TRYBUILD=overwrite cargo test --test ui`.
+//! Each `tests/ui/pass/*.rs` is an unusual but valid input that must compile and run.
 
 #[test]
 fn ui() {
     let t = trybuild::TestCases::new();
     t.compile_fail("tests/ui/*.rs");
+    t.pass("tests/ui/pass/*.rs");
 }

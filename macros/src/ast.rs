@@ -153,13 +153,13 @@ impl<'a> Field<'a> {
         // Names in the schedule (and so in checkpoints) are PyTorch's: `type.weight`, not `r#type.weight`.
         let own = prefix.inner(ident, None);
         let name = own.name.clone();
-        cfg::check_field(&field.attrs, errors);
+        let conditional_attr = cfg::check_field(&field.attrs, errors);
         let attrs = field_attr::field_attrs(&field.attrs, errors);
         let is_type_param =
             matches!(&field.ty, Type::Path(p) if p.qself.is_none() && type_params.iter().any(|t| p.path.is_ident(*t)));
         let spec = match &attrs.layer {
             Some(custom) => Some(layers::custom(&name, &field.ty, custom)),
-            None if attrs.layer_invalid || is_type_param => None,
+            None if attrs.layer_invalid || is_type_param || conditional_attr => None,
             None => match layers::builtin(&name, &field.ty, errors) {
                 Ok(Some(spec)) => Some(spec),
                 Ok(None) => {

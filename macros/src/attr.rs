@@ -49,6 +49,11 @@ fn name_value_pairs(metas: Punctuated<Meta, Token![,]>, shard: &mut bool, errors
     let mut pairs = Vec::new();
     let mut flagged = false;
     for meta in metas {
+        if meta.path().get_ident().is_none() {
+            let path = meta.path();
+            errors.spanned(path, "a key is a plain name (`bucket_cap_mb`, `buckets`, ...), not a path");
+            continue;
+        }
         match meta {
             Meta::NameValue(pair) => pairs.push(pair),
             Meta::Path(path) if path_name(&path) == "shard_optimizer" => {
@@ -245,21 +250,23 @@ fn crate_path(value: &Expr, errors: &mut Errors) -> Option<syn::Path> {
     path
 }
 
-/// A positive size in MiB as bytes.
+/// A positive size in MiB as bytes: at least one byte, at most what a `usize` counts.
 fn mebibytes(value: &Expr, key: &str, errors: &mut Errors) -> Option<usize> {
     let mb = match value {
         Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => i.base10_parse::<f64>().ok(),
         Expr::Lit(ExprLit { lit: Lit::Float(f), .. }) => f.base10_parse::<f64>().ok(),
         _ => None,
     };
+    let max_mb = usize::MAX / MIB;
     match mb {
-        Some(mb)
-            if mb.is_finite()
-                && mb > 0.0
-                && (mb * MIB as f64).round() >= 1.0
-                && mb * (MIB as f64) < usize::MAX as f64 =>
-        {
-            Some((mb * MIB as f64).round() as usize)
+        Some(mb) if mb > max_mb as f64 => {
+            errors.spanned(value, format!("`{key}` must be at most {max_mb} MiB"));
+            None
+        }
+        Some(mb) if mb > 0.0 && (mb * MIB as f64).round() >= 1.0 => Some((mb * MIB as f64).round() as usize),
+        Some(mb) if mb > 0.0 => {
+            errors.spanned(value, format!("`{key}` must be at least one byte (1 / {MIB} MiB)"));
+            None
         }
         _ => {
             errors.spanned(value, format!("`{key}` must be a number of MiB greater than zero"));

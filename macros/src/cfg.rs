@@ -16,24 +16,34 @@ const CFG_HELP: &str = "a #[distributed_model] field cannot be conditional: the 
                         the struct's fields at compile time, before `cfg` is evaluated; put the `cfg` on the whole \
                         struct, or write one struct per configuration";
 
-const CFG_ATTR_HELP: &str = "`#[layer]` and `#[bucket_boundary]` cannot be applied through `cfg_attr`: the gradient \
-                             schedule is computed from them at compile time, before `cfg` is evaluated; write the \
-                             attribute unconditionally, or write one struct per configuration";
-
-/// Reports `#[cfg(...)]` on a field, and `#[cfg_attr(..)]` that would apply `#[cfg]`,
-/// `#[layer]` or `#[bucket_boundary]`, once per attribute, at the attribute.
-pub fn check_field(attrs: &[Attribute], errors: &mut Errors) {
+/// Reports `#[cfg(...)]` on a field, and `#[cfg_attr(..)]` that would apply `#[cfg]` or one of
+/// this macro's field attributes, once per attribute, at the attribute. Returns whether one of
+/// ours was applied so: the field is then judged once it is written unconditionally (a `TiedHead`
+/// without its `#[tied]`, a custom type without its `#[layer]`, would be errors of their own).
+pub fn check_field(attrs: &[Attribute], errors: &mut Errors) -> bool {
+    let mut ours_refused = false;
     for attr in attrs {
         if attr.path().is_ident("cfg") {
             errors.spanned(attr, CFG_HELP);
         } else if let Some(applied) = conditional(attr) {
             if applied.iter().any(|m| m.path().is_ident("cfg")) {
                 errors.spanned(attr, CFG_HELP);
-            } else if applied.iter().any(is_ours) {
-                errors.spanned(attr, CFG_ATTR_HELP);
+            } else if let Some(ours) = applied.iter().find(|m| is_ours(m)) {
+                let name = ours.path().get_ident().map(ToString::to_string).unwrap_or_default();
+                errors.spanned(
+                    attr,
+                    format!(
+                        "`#[{name}]` cannot be applied through `cfg_attr`: the gradient schedule and the code are \
+                         computed from this macro's field attributes (`#[layer]`, `#[bucket_boundary]`, `#[tied]`, \
+                         `#[init]`) at compile time, before `cfg` is evaluated; write the attribute unconditionally, \
+                         or write one struct per configuration"
+                    ),
+                );
+                ours_refused = true;
             }
         }
     }
+    ours_refused
 }
 
 /// Reports `#[cfg(...)]` on a struct of a module of blocks, and `#[cfg_attr(..)]` that would apply
@@ -103,6 +113,18 @@ mod tests {
         let mut errors = Errors::default();
         check_field(&attrs, &mut errors);
         errors.len()
+    }
+
+    #[test]
+    fn each_of_our_attributes_is_named_when_applied_through_cfg_attr() {
+        for name in OURS {
+            let ident = syn::Ident::new(name, proc_macro2::Span::call_site());
+            let attrs: Vec<Attribute> = vec![parse_quote!(#[cfg_attr(all(), #ident(x))])];
+            let mut errors = Errors::default();
+            assert!(check_field(&attrs, &mut errors));
+            let message = errors.to_compile_errors().to_string();
+            assert!(message.contains(&format!("`#[{name}]` cannot be applied through `cfg_attr`")), "{message}");
+        }
     }
 
     #[test]

@@ -9,6 +9,9 @@ use crate::cfg;
 use crate::errors::Errors;
 use crate::helpers::{expr_name, int_literal, path_name, positive_int, set_once};
 
+/// The largest `#[init(std = ..)]`: beyond, the weights are no initialisation.
+const MAX_INIT_STD: f64 = 1e6;
+
 /// What `#[layer(...)]` says about a custom layer.
 pub struct LayerAttr {
     pub width: Option<(LitInt, LitInt)>,
@@ -39,10 +42,15 @@ pub fn is_ours(attr: &Attribute) -> bool {
     cfg::OURS.iter().any(|name| attr.path().is_ident(name)) || cfg::applies_ours(attr)
 }
 
-/// The struct as written, without this macro's field attributes.
+/// The struct as written, without this macro's field attributes, and without the foreign
+/// suffixes of built-in layers' widths (`Linear<4u32, 2>`), already reported.
 pub fn strip_field_attrs(item: &ItemStruct) -> ItemStruct {
     let mut item = item.clone();
     for field in item.fields.iter_mut() {
+        // The type of a `#[layer(...)]` field is the user's to check.
+        if !field.attrs.iter().any(|a| a.path().is_ident("layer")) {
+            crate::layers::drop_foreign_suffixes(&mut field.ty);
+        }
         field.attrs.retain(|a| !is_ours(a));
     }
     item
@@ -59,18 +67,26 @@ pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
                 _ => errors.spanned(attr, "`#[bucket_boundary]` takes no arguments"),
             }
         } else if attr.path().is_ident("init") {
-            let std =
-                attr.parse_args::<syn::MetaNameValue>().ok().filter(|nv| nv.path.is_ident("std")).and_then(|nv| {
-                    match &nv.value {
-                        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Float(f), .. }) => f.base10_parse::<f64>().ok(),
-                        _ => None,
+            let std = attr.parse_args::<syn::MetaNameValue>().ok().filter(|nv| nv.path.is_ident("std")).and_then(
+                |nv| match nv.value {
+                    syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Float(f), .. }) => {
+                        f.base10_parse::<f64>().ok().map(|v| (v, f))
                     }
-                });
+                    _ => None,
+                },
+            );
             match std {
                 Some(_) if out.init_std.is_some() => errors.spanned(attr, "duplicate `#[init(...)]`"),
+                Some((std, _)) if (std as f32).is_normal() && std > 0.0 && std <= MAX_INIT_STD => {
+                    out.init_std = Some(std)
+                }
+                Some((std, lit)) if std > MAX_INIT_STD => errors.spanned(lit, "`std` must be at most 1e6"),
                 // Checked as the f32 the weights are drawn with: 1e-50 would be 0.
-                Some(std) if (std as f32).is_normal() && std > 0.0 && std <= 1e6 => out.init_std = Some(std),
-                _ => errors.spanned(
+                Some((_, lit)) => errors.spanned(
+                    lit,
+                    "`std` must be positive and, as the f32 the weights are drawn with, at least 1.2e-38",
+                ),
+                None => errors.spanned(
                     attr,
                     "expected `#[init(std = 0.02)]`: weights drawn from N(0, std²) with a positive float literal",
                 ),

@@ -29,9 +29,19 @@ pub fn int_literal(expr: &Expr) -> Option<&LitInt> {
     }
 }
 
-/// An integer literal greater than zero (a width or a dimension).
+/// Whether an integer literal has a suffix other than `usize` (`4u32`): as a layer's const
+/// argument it would be a constant of another type.
+pub fn foreign_suffix(lit: &LitInt) -> bool {
+    !lit.suffix().is_empty() && lit.suffix() != "usize"
+}
+
+/// An integer literal greater than zero (a width or a dimension), unsuffixed or `usize`.
 pub fn positive_int(expr: &Expr, what: &str, errors: &mut Errors) -> Option<LitInt> {
     match int_literal(expr).map(|l| (l, l.base10_parse::<usize>())) {
+        Some((lit, _)) if foreign_suffix(lit) => {
+            errors.spanned(lit, format!("{what} is a `usize`: write `{}`, not `{lit}`", lit.base10_digits()));
+            None
+        }
         Some((lit, Ok(v))) if v > 0 => Some(lit.clone()),
         _ => {
             errors.spanned(expr, format!("{what} must be an integer literal greater than zero"));

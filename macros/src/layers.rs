@@ -6,11 +6,15 @@
 use overlap_plan::{LayerSpec, ReadyOrder, Width};
 use quote::ToTokens;
 use syn::ext::IdentExt;
-use syn::{GenericArgument, PathArguments, Type};
+use syn::{Expr, ExprLit, GenericArgument, Lit, LitInt, PathArguments, Type};
 
 use crate::errors::Errors;
 use crate::field_attr::LayerAttr;
-use crate::helpers::{positive_int, positive_value};
+use crate::helpers::{foreign_suffix, positive_int, positive_value};
+
+/// The layer types the macro reads from the type alone.
+const BUILT_IN: &str =
+    "Linear, LayerNorm, Relu, Gelu, Tanh, Sigmoid, Embedding, PositionEmbedding, CausalSelfAttention, TiedHead";
 
 /// Approximate forward FLOPs per element of the element-wise built-ins (used by cost models).
 const RELU_FLOPS: u64 = 1;
@@ -93,6 +97,24 @@ pub fn builtin(name: &str, ty: &Type, errors: &mut Errors) -> Result<Option<Laye
     Ok(Some(spec))
 }
 
+/// A built-in layer type's width literals with another suffix than `usize` (reported by
+/// `builtin`) without it, so that the struct emitted beside the errors adds none of its own.
+pub fn drop_foreign_suffixes(ty: &mut Type) {
+    let Type::Path(path) = ty else { return };
+    let Some(last) = path.path.segments.last_mut() else { return };
+    if !BUILT_IN.split(", ").any(|kind| last.ident == kind) {
+        return;
+    }
+    let PathArguments::AngleBracketed(args) = &mut last.arguments else { return };
+    for arg in args.args.iter_mut() {
+        if let GenericArgument::Const(Expr::Lit(ExprLit { lit: Lit::Int(lit), .. })) = arg {
+            if foreign_suffix(lit) {
+                *lit = LitInt::new(lit.base10_digits(), lit.span());
+            }
+        }
+    }
+}
+
 /// The type's name without its path and generic arguments: `Linear` for `overlap::Linear<4, 2>`.
 pub fn kind_name(kind: &str) -> &str {
     // The generic arguments first: they may hold paths of their own (`Gain<crate::Width>`).
@@ -171,8 +193,6 @@ fn const_args(
 /// Why a field's type is no layer, and what would make it one: an array of layers, a path to a
 /// struct elsewhere, or a type the macro does not know.
 pub fn not_a_layer(ty: &Type) -> String {
-    const BUILT_IN: &str =
-        "Linear, LayerNorm, Relu, Gelu, Tanh, Sigmoid, Embedding, PositionEmbedding, CausalSelfAttention, TiedHead";
     let shown = shown_type(ty);
     match ty {
         Type::Array(_) => format!(

@@ -60,7 +60,8 @@ use proc_macro::TokenStream;
 /// in reverse), for comparison.
 ///
 /// Instead of size caps, `buckets = auto(link = "ib-hdr", world = 64)` (optionally `batch`,
-/// `gflops`) chooses the bucket boundaries that minimise the simulated step on that cluster, and
+/// `gflops`) chooses the bucket boundaries that minimise the simulated step on that cluster (within
+/// the runs of layers between `#[bucket_boundary]` ones), and
 /// `buckets = profile("profile.json")` does the same from per-layer times measured by a run with
 /// `--write-profile profile.json` (optionally overriding `link` and `world`).
 #[proc_macro_attribute]

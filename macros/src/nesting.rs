@@ -94,6 +94,8 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
 pub const GENERATED_TYPES: [&str; 6] = ["Workspace", "Grads", "InFlight", "WorkspaceOn", "GradsOn", "InFlightOn"];
 
 /// Items of `module` named as a type the macro emits for `model` (`NetGrads`), one error each.
+/// Only items of the type namespace clash: a `fn NetGrads` or `const NetGrads` lives beside the
+/// type (as in the struct form).
 pub fn generated_names_free(module: &ItemMod, model: &syn::Ident, errors: &mut Errors) {
     let items = module.content.iter().flat_map(|(_, items)| items.iter());
     for item in items {
@@ -103,9 +105,7 @@ pub fn generated_names_free(module: &ItemMod, model: &syn::Ident, errors: &mut E
             Item::Union(i) => &i.ident,
             Item::Type(i) => &i.ident,
             Item::Trait(i) => &i.ident,
-            Item::Fn(i) => &i.sig.ident,
-            Item::Const(i) => &i.ident,
-            Item::Static(i) => &i.ident,
+            Item::TraitAlias(i) => &i.ident,
             Item::Mod(i) => &i.ident,
             _ => continue,
         };

@@ -65,12 +65,21 @@ pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
     let help = if path.is_some() { PROFILE_HELP } else { AUTO_HELP };
     let (mut link, mut world, mut batch, mut gflops) = (None, None, None, None);
     let before = errors.len();
+    let mut seen: Vec<String> = Vec::new();
     for arg in args {
         let Expr::Assign(assign) = arg else {
             errors.spanned(arg, help);
             continue;
         };
         let key = expr_name(&assign.left);
+        // As everywhere else, a key given twice is an error, not the last one winning.
+        if ["link", "world", "batch", "gflops"].contains(&key.as_str()) {
+            if seen.contains(&key) {
+                errors.spanned(&assign.left, format!("duplicate key `{key}`"));
+                continue;
+            }
+            seen.push(key.clone());
+        }
         let right = &*assign.right;
         match (key.as_str(), right) {
             ("link", Expr::Lit(ExprLit { lit: Lit::Str(s), .. })) => match s.value().parse::<Link>() {
@@ -83,10 +92,15 @@ pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
                     _ => errors.spanned(i, format!("`{key}` must be between 1 and 16777216")),
                 }
             }
-            ("gflops", Expr::Lit(ExprLit { lit: Lit::Int(_) | Lit::Float(_), .. })) if path.is_none() => {
-                let text = quote::ToTokens::to_token_stream(right).to_string();
-                match text.trim_end_matches("f64").trim_end_matches("f32").parse::<f64>() {
-                    Ok(v) if v.is_finite() && v > 0.0 => gflops = Some(v),
+            ("gflops", Expr::Lit(ExprLit { lit, .. })) if path.is_none() => {
+                // As every number of the attribute: underscores and a suffix allowed (`1_000`, `100u32`).
+                let value = match lit {
+                    Lit::Int(i) => i.base10_parse::<f64>().ok(),
+                    Lit::Float(f) => f.base10_parse::<f64>().ok(),
+                    _ => None,
+                };
+                match value {
+                    Some(v) if v.is_finite() && v > 0.0 => gflops = Some(v),
                     _ => errors.spanned(right, "`gflops` must be a positive number"),
                 }
             }
@@ -164,4 +178,49 @@ fn prediction_line(what: &str, p: &Prediction) -> String {
         p.exposed_s * 1e3,
         p.efficiency() * 100.0
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use syn::parse_quote;
+
+    use super::*;
+
+    fn auto_gflops(value: Expr) -> Result<f64, usize> {
+        let mut errors = Errors::default();
+        match parse(&value, &mut errors) {
+            Some(Planning::Auto { gflops, .. }) => Ok(gflops),
+            _ => Err(errors.len()),
+        }
+    }
+
+    #[test]
+    fn a_key_given_twice_is_an_error_at_each_repetition() {
+        let twice = parse_quote!(auto(
+            link = "ib-hdr",
+            link = "10gbe",
+            world = 1,
+            world = 64,
+            batch = 1,
+            batch = 2,
+            gflops = 1,
+            gflops = 2
+        ));
+        assert_eq!(auto_gflops(twice), Err(4));
+        let mut errors = Errors::default();
+        assert!(parse(&parse_quote!(profile("p.json", world = 2, world = 2)), &mut errors).is_none());
+        assert_eq!(errors.len(), 1);
+    }
+
+    #[test]
+    fn gflops_reads_numbers_as_every_other_key_does() {
+        assert_eq!(auto_gflops(parse_quote!(auto(link = "ib-hdr", world = 8, gflops = 1_000))), Ok(1000.0));
+        assert_eq!(auto_gflops(parse_quote!(auto(link = "ib-hdr", world = 8, gflops = 100u32))), Ok(100.0));
+        assert_eq!(auto_gflops(parse_quote!(auto(link = "ib-hdr", world = 8, gflops = 2_5.5e1f64))), Ok(255.0));
+        assert_eq!(auto_gflops(parse_quote!(auto(link = "ib-hdr", world = 8, batch = 1_024))), Ok(100.0));
+        for bad in [parse_quote!(0), parse_quote!(0.0), parse_quote!("100"), parse_quote!(1e400)] {
+            let bad: Expr = bad;
+            assert_eq!(auto_gflops(parse_quote!(auto(link = "ib-hdr", world = 8, gflops = #bad))), Err(1), "{bad:?}");
+        }
+    }
 }

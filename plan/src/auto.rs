@@ -5,6 +5,9 @@
 //! dynamic program over the backward order inside a bisection on the step time (exact up to the
 //! bisection's tolerance).
 //! MG-WFBP's merge rule (Shi et al., INFOCOM 2019) is here as the reference heuristic.
+//!
+//! A `#[bucket_boundary]` layer keeps its promise here too: both planners choose boundaries only
+//! within the runs of layers between forced ones.
 
 use crate::bucket::{plan_buckets, PlanError};
 use crate::limits::BucketLimits;
@@ -24,10 +27,13 @@ pub struct Target {
     pub world: usize,
 }
 
-/// The layers with parameters, in definition order, and their gradient bytes.
+/// The layers with parameters, in definition order, their gradient bytes, and where a
+/// `#[bucket_boundary]` forces a bucket to start.
 struct ParamLayers {
     index: Vec<usize>,
     bytes: Vec<usize>,
+    /// `forced[s]`: param layers `s - 1` and `s` never share a bucket (`forced[0]` is unused).
+    forced: Vec<bool>,
 }
 
 impl ParamLayers {
@@ -38,7 +44,22 @@ impl ParamLayers {
             .filter(|(_, l)| !l.params.is_empty())
             .map(|(i, l)| (i, l.params.iter().map(|p| p.numel().saturating_mul(ELEM_BYTES)).sum()))
             .collect();
-        ParamLayers { index: with.iter().map(|w| w.0).collect(), bytes: with.iter().map(|w| w.1).collect() }
+        let index: Vec<usize> = with.iter().map(|w| w.0).collect();
+        // A boundary on layer `l` (with parameters or not) separates the param layers before `l`
+        // from those from `l` on; one before the first or after the last separates nothing.
+        let mut forced = vec![false; index.len()];
+        for (l, _) in layers.iter().enumerate().filter(|(_, l)| l.bucket_boundary) {
+            let s = index.partition_point(|&i| i < l);
+            if s > 0 && s < index.len() {
+                forced[s] = true;
+            }
+        }
+        ParamLayers { index, bytes: with.iter().map(|w| w.1).collect(), forced }
+    }
+
+    /// The starts every plan has: 0 and the forced ones.
+    fn forced_starts(&self) -> Vec<usize> {
+        std::iter::once(0).chain((1..self.index.len()).filter(|&s| self.forced[s])).collect()
     }
 
     /// Buckets in launch order for buckets starting at the param-layer positions `starts`
@@ -68,9 +89,10 @@ fn optimal_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
 
 fn exhaustive_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
     let n = p.index.len();
+    let forced_mask = (1..n).filter(|&i| p.forced[i]).fold(0u32, |m, i| m | 1 << (i - 1));
     {
         let mut best: Option<(f64, Vec<usize>)> = None;
-        for mask in 0u32..(1 << (n - 1)) {
+        for mask in (0u32..(1 << (n - 1))).filter(|m| m & forced_mask == forced_mask) {
             let starts: Vec<usize> = std::iter::once(0).chain((1..n).filter(|i| mask & (1 << (i - 1)) != 0)).collect();
             let step = simulate(&p.buckets(&starts), &t.costs, &t.link, t.world, true).step_s;
             // Ties go to fewer buckets (fewer messages, fewer wait points).
@@ -78,7 +100,7 @@ fn exhaustive_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
                 best = Some((step, starts));
             }
         }
-        best.map(|b| b.1).unwrap_or_else(|| vec![0])
+        best.map(|b| b.1).unwrap_or_else(|| p.forced_starts())
     }
 }
 
@@ -97,10 +119,15 @@ fn dynamic_program_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
     let rate = t.costs.update_s_per_byte;
     let all_updates = prefix[n] as f64 * rate;
     let floor = ready[n - 1] + all_updates;
+    // A bucket of backward positions i..=j crosses no forced boundary: i >= first[j].
+    let mut first = vec![0usize; n];
+    for j in 1..n {
+        first[j] = if p.forced[n - j] { j } else { first[j - 1] };
+    }
     let feasible = |bound: f64| -> Option<Vec<usize>> {
         let (mut end, mut from) = (vec![f64::INFINITY; n], vec![0usize; n]);
         for j in 0..n {
-            for i in 0..=j {
+            for i in first[j]..=j {
                 let before = if i == 0 { 0.0 } else { end[i - 1] };
                 let e = ready[j].max(before) + t.link.ring_all_reduce_seconds(prefix[j + 1] - prefix[i], t.world);
                 if e + all_updates - prefix[i] as f64 * rate <= bound && e < end[j] {
@@ -110,8 +137,9 @@ fn dynamic_program_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
         }
         (end[n - 1].is_finite() && floor <= bound).then_some(from)
     };
-    let one_bucket = simulate(&p.buckets(&[0]), &t.costs, &t.link, t.world, true).step_s;
-    let (mut lo, mut hi) = (floor, one_bucket.max(floor));
+    // The fewest buckets allowed: one per run between forced boundaries.
+    let fewest = simulate(&p.buckets(&p.forced_starts()), &t.costs, &t.link, t.world, true).step_s;
+    let (mut lo, mut hi) = (floor, fewest.max(floor));
     let mut best = feasible(hi * (1.0 + 1e-12));
     for _ in 0..64 {
         let mid = 0.5 * (lo + hi);
@@ -120,7 +148,7 @@ fn dynamic_program_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
             None => lo = mid,
         }
     }
-    let Some(from) = best else { return vec![0] };
+    let Some(from) = best else { return p.forced_starts() };
     let mut cuts = Vec::new();
     let mut j = n;
     while j > 0 {
@@ -134,7 +162,7 @@ fn dynamic_program_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
 
 /// MG-WFBP's rule, walking backward: a layer's gradients join the open bucket when that bucket
 /// could not have started its all-reduce before they were ready anyway (merging then saves a
-/// message's latency and delays nothing).
+/// message's latency and delays nothing), and no forced boundary lies between them.
 fn mg_wfbp_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
     let n = p.index.len();
     let ready = ready_times(p, &t.costs);
@@ -143,7 +171,7 @@ fn mg_wfbp_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
     let mut starts = Vec::new();
     for (k, &next_ready) in ready.iter().enumerate().skip(1) {
         let could_start = open_ready.max(comm_free);
-        if could_start < next_ready {
+        if could_start < next_ready || p.forced[n - k] {
             comm_free = could_start + t.link.ring_all_reduce_seconds(open_bytes, t.world);
             starts.push(n - k); // the open bucket began at param layer n-k
             open_bytes = 0;

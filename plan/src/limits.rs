@@ -1,5 +1,5 @@
 //! Where buckets close, besides `#[bucket_boundary]` layers: at PyTorch DDP's size caps, or
-//! nowhere else (the cost-model planner marks every boundary itself).
+//! nowhere else (the cost-model planner marks the boundaries it chooses, besides the forced ones).
 
 use crate::spec::MIB;
 

@@ -11,6 +11,9 @@ pub struct Lm {
     // 0 once rounded to the f32 the weights are drawn with.
     #[init(std = 1e-50)]
     out: Linear<65, 65>,
+    // Beyond the largest standard deviation accepted.
+    #[init(std = 1e7)]
+    last: Linear<65, 65>,
 }
 
 fn main() {}

@@ -127,3 +127,65 @@ fn boundaries_become_buckets_of_whole_layers() {
     }
     assert_eq!(plan_auto("none", &[relu("a")], &t, Strategy::Optimal).unwrap_err(), PlanError::NoParameters);
 }
+
+/// Whether a bucket of `schedule` holds parameters of layers on both sides of layer `boundary`.
+fn spans(schedule: &Schedule, boundary: usize) -> bool {
+    schedule
+        .buckets
+        .iter()
+        .any(|b| b.params.iter().any(|p| p.layer < boundary) && b.params.iter().any(|p| p.layer >= boundary))
+}
+
+#[test]
+fn forced_boundaries_are_kept_by_every_planner() {
+    for (name, layers) in models() {
+        // On layers with parameters and on activations, which have none.
+        let marks = [1, layers.len() / 2 + 1];
+        let mut marked = layers.clone();
+        for &m in &marks {
+            marked[m].bucket_boundary = true;
+        }
+        let p = ParamLayers::of(&marked);
+        for preset in LINK_PRESETS {
+            for world in [2, 64, 1024] {
+                let t = target(&marked, preset.name, world);
+                let sim = |starts: &[usize]| simulate(&p.buckets(starts), &t.costs, &t.link, t.world, true).step_s;
+                for strategy in [Strategy::Optimal, Strategy::MgWfbp] {
+                    let (schedule, _) = plan_auto(name, &marked, &t, strategy).unwrap();
+                    for &m in &marks {
+                        assert!(
+                            !spans(&schedule, m),
+                            "{name} {} x{world} {strategy:?}: a bucket spans {m}",
+                            preset.name
+                        );
+                    }
+                }
+                // Both optimal searches agree, and beat the fewest buckets the boundaries allow.
+                let dp = sim(&dynamic_program_starts(&p, &t));
+                assert!(dp <= sim(&p.forced_starts()) * (1.0 + 1e-9));
+                if p.index.len() <= EXHAUSTIVE_LAYERS {
+                    let exact = sim(&exhaustive_starts(&p, &t));
+                    assert!(dp <= exact * (1.0 + 1e-9), "{name} {} x{world}: dp {dp} vs exact {exact}", preset.name);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_boundary_splits_what_auto_would_merge() {
+    // Small layers on a slow link: one bucket is best, unless a boundary says otherwise.
+    let layers = vec![linear("a", 8, 8), relu("r"), linear("b", 8, 8), linear("c", 8, 8)];
+    let t = target(&layers, "10gbe", 64);
+    let (merged, _) = plan_auto("m", &layers, &t, Strategy::Optimal).unwrap();
+    assert_eq!(merged.buckets.len(), 1);
+    let mut marked = layers.clone();
+    marked[1].bucket_boundary = true; // on `r`: `a` apart from `b` and `c`
+    let (split, _) = plan_auto("m", &marked, &t, Strategy::Optimal).unwrap();
+    assert_eq!(split.buckets.len(), 2);
+    assert!(!spans(&split, 1));
+    // Before the first layer with parameters, a boundary separates nothing.
+    let mut first = layers.clone();
+    first[0].bucket_boundary = true;
+    assert_eq!(plan_auto("m", &first, &t, Strategy::Optimal).unwrap().0.buckets.len(), 1);
+}
