@@ -24,8 +24,10 @@ use crate::field_attr;
 const MAX_REPEAT: usize = 1024;
 
 /// Layers of one model, blocks unrolled, at most: arrays of arrays multiply (three nested
-/// `[_; 1024]` would be a billion layers), and each layer is a few lines of generated code.
-const MAX_LAYERS: usize = 8192;
+/// `[_; 1024]` would be a billion layers), and each layer is a few lines of generated code that
+/// the compiler checks: 2048 layers take half a minute, 8192 several (a 96-block transformer
+/// has about 600).
+const MAX_LAYERS: usize = 2048;
 
 /// The structs of `module`, in order, and those no other struct uses: the model alone, or none
 /// or several candidates (already reported).
