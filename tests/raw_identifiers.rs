@@ -30,6 +30,17 @@ fn raw_field_names_are_saved_without_their_prefix() {
     assert_eq!(names, ["match.bias", "match.weight", "type.bias", "type.weight"]);
 }
 
+/// A model named with a raw identifier is `Model` in its schedule, as its fields are.
+#[distributed_model]
+struct r#Model {
+    fc: Linear<2, 2>,
+}
+
+#[test]
+fn a_raw_model_name_is_unraw_in_the_schedule() {
+    assert_eq!(r#Model::SCHEDULE.model, "Model");
+}
+
 /// A parameter of a described layer named with a raw identifier is `type` in the schedule too.
 #[distributed_model]
 struct RawParameter {

@@ -203,7 +203,7 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
     let assertions = layout_assertions(model, schedule);
     let guard = layer_guard(model);
     let host = host_impl::host_impls(model, &names, schedule, &guard);
-    let model_name = ident.to_string();
+    let model_name = syn::ext::IdentExt::unraw(ident).to_string();
 
     quote! {
         #item

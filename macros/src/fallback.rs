@@ -18,7 +18,7 @@ pub fn emit(item: &ItemStruct, errors: &Errors) -> TokenStream {
     if !item.generics.params.is_empty() {
         return quote!(#item #errors);
     }
-    let model = ident.to_string();
+    let model = syn::ext::IdentExt::unraw(ident).to_string();
     quote! {
         #item
         #errors

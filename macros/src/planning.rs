@@ -123,7 +123,7 @@ pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
 /// Plans the model `ident` of layers `specs` as `planning` says; reports problems (profile files,
 /// and the planner's own refusals at `ident`) to `errors`.
 pub fn plan(planning: &Planning, ident: &Ident, specs: &[LayerSpec], errors: &mut Errors) -> Option<Planned> {
-    let name = ident.to_string();
+    let name = syn::ext::IdentExt::unraw(ident).to_string();
     let span = ident;
     let (target, description, input_file) = match planning {
         &Planning::Caps(limits, order) => {
