@@ -241,6 +241,18 @@ fn ranks_that_start_from_other_files_are_refused_before_step_1() {
     assert!(text.contains("rank(s) [1] start from other parameters or optimizer state than rank 0"), "{text}");
     assert!(text.contains("every rank's copy must be the same checkpoint"), "{text}");
     assert!(!text.contains("step      3"), "refused before step 3:\n{text}");
+    // One rank's copy is damaged: that rank says why, and the other stops with it.
+    let damaged = dir.path().join("damaged");
+    std::fs::create_dir_all(damaged.join("step-00000002")).unwrap();
+    for file in
+        ["latest", "step-00000002/model.safetensors", "step-00000002/optimizer.safetensors", "step-00000002/state.json"]
+    {
+        std::fs::copy(dir.path().join("at2").join(file), damaged.join(file)).unwrap();
+    }
+    std::fs::write(damaged.join("step-00000002/model.safetensors"), b"cut short").unwrap();
+    let text = two(&["--steps", "6", "--resume", &path("at2")], &["--steps", "6", "--resume", &path("damaged")]);
+    assert!(text.contains("rank(s) [1] could not load its copy of the checkpoint"), "{text}");
+    assert!(text.contains("model.safetensors"), "rank 1 names what is wrong:\n{text}");
     let text = two(
         &["--steps", "2", "--init-params", &path("seed0.st")],
         &["--steps", "2", "--init-params", &path("seed5.st")],

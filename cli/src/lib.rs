@@ -153,7 +153,8 @@ fn starting_model<M: DistributedModel>(args: &TrainArgs, comm: &Communicator, da
     let mut model = M::new(comm, args.seed)?;
     if let Some(path) = &args.init_params {
         // Every rank reads its own copy of the file; the `Trainer` checks that they start alike.
-        overlap_runtime::params_file::load_into(&mut model, path)?;
+        let loaded = overlap_runtime::params_file::load_into(&mut model, path);
+        overlap_runtime::train::agree_on_outcome(comm, loaded, "load its copy of --init-params")?;
         let saved = overlap_runtime::params_file::load_vocabulary(path)?;
         if let (Some(saved), Some(now)) = (saved, overlap_runtime::Dataset::vocabulary(data)) {
             if let Some(why) = overlap_runtime::text::vocabulary_mismatch(&saved, &now) {

@@ -173,9 +173,16 @@ pub fn vocabulary_mismatch(saved: &str, now: &str) -> Option<String> {
     let (a, b): (Vec<char>, Vec<char>) = (saved.chars().collect(), now.chars().collect());
     let first = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
     let at = |v: &[char]| v.get(first).map_or("nothing".to_string(), |c| format!("{c:?}"));
+    // Texts are read with `\r\n` as `\n` (`read_text`), as they were not before.
+    let line_ends = if a.contains(&'\r') && !b.contains(&'\r') {
+        " (the saved vocabulary has '\\r': it was made when line ends were read as they are in the file; \
+         texts are now read as Python reads them, `\\r\\n` as `\\n`, so that run cannot be continued on this text)"
+    } else {
+        ""
+    };
     Some(format!(
         "a vocabulary of {} characters was saved and this text has {}: token {first} was {}, it is {} here, so the \
-         token ids would mean other characters",
+         token ids would mean other characters{line_ends}",
         a.len(),
         b.len(),
         at(&a),
@@ -194,6 +201,10 @@ mod tests {
         std::fs::write(&path, "a\r\nb\rc\n\r\n\r\rd\r").unwrap();
         // What `open(path, 'r').read()` gives in Python 3.11.
         assert_eq!(read_text(&path).unwrap(), "a\nb\nc\n\n\n\nd\n");
+        // A vocabulary saved when `\r` was a character says why it no longer is.
+        let why = vocabulary_mismatch("\n\rab", "\nab").unwrap();
+        assert!(why.contains("texts are now read as Python reads them"), "{why}");
+        assert!(!vocabulary_mismatch("\nab", "\nac").unwrap().contains("Python"));
     }
 
     #[test]

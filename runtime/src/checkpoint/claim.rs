@@ -63,14 +63,10 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Re
     // A run refused on a folder it made removes the lock and the folder as it ends: a run that
     // opened the lock just before may then hold the lock of a file no longer there, or of a
     // folder made again since. It takes the lock again, on the file now in place.
-    let mut file = None;
-    for _ in 0..RELOCK_TRIES {
+    let file = retried(RELOCK_TRIES, || {
         made.extend(output_paths::check_dir(dir, "checkpoint folder")?);
-        if let Some(locked) = lock(dir)? {
-            file = Some(locked);
-            break;
-        }
-    }
+        lock(dir)
+    })?;
     let Some(file) = file else {
         return Err(Error::Checkpoint(format!(
             "{}: its lock file was removed and made again {RELOCK_TRIES} times while this run took it; \
@@ -109,6 +105,16 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Re
 
 /// How often `claim` takes the lock again when the file it locked was removed meanwhile.
 const RELOCK_TRIES: usize = 8;
+
+/// `attempt` until it gives a value, at most `tries` times; `None` if it never did.
+fn retried<T>(tries: usize, mut attempt: impl FnMut() -> Result<Option<T>>) -> Result<Option<T>> {
+    for _ in 0..tries {
+        if let Some(value) = attempt()? {
+            return Ok(Some(value));
+        }
+    }
+    Ok(None)
+}
 
 /// Opens and locks `dir/.lock`: `None` when the file locked is no longer the one at that path
 /// (the run that held it removed it, with the folder it had made), so that the caller retries.
@@ -210,6 +216,22 @@ fn checkpoints_in(dir: &Path) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lock_lost_to_its_removal_is_taken_again_and_only_so_often() {
+        let mut calls = 0;
+        let second = retried(RELOCK_TRIES, || {
+            calls += 1;
+            Ok((calls == 2).then_some("locked"))
+        });
+        assert_eq!((second.unwrap(), calls), (Some("locked"), 2));
+        calls = 0;
+        let never = retried(RELOCK_TRIES, || {
+            calls += 1;
+            Ok(None::<()>)
+        });
+        assert_eq!((never.unwrap(), calls), (None, RELOCK_TRIES));
+    }
 
     #[test]
     fn a_folder_that_was_there_keeps_its_lock_file() {

@@ -64,10 +64,13 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
             ..StepBreakdown::default()
         };
         for s in group {
-            // Only what lies within the step counts: the sharded state's all-gathers of the last
-            // step, or those a held-out pass waits for, are tagged with the step that launched
-            // them but run after it.
-            let d = intersection(s, step);
+            // Nothing after the step's end counts in it: the sharded state's all-gathers of the
+            // last step, or those a held-out pass waits for, are tagged with the step that
+            // launched them but waited for after it. A transfer may begin before the step it is
+            // tagged with (an all-gather waited for in that step's forward, on the wire since the
+            // update before): all of that counts.
+            let s = &Span { end_ns: s.end_ns.min(step.end_ns), ..**s };
+            let d = if s.activity.is_communication() { s.duration_ns() } else { intersection(s, step) };
             match s.activity {
                 Activity::Step => {}
                 Activity::Forward { layer } => {
@@ -104,13 +107,8 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
                             t.bytes += bytes;
                         }
                         t.all_reduce_ns += d;
-                        let within =
-                            Span { start_ns: s.start_ns.max(step.start_ns), end_ns: s.end_ns.min(step.end_ns), ..**s };
-                        t.exposed_ns += group
-                            .iter()
-                            .filter(|w| w.activity.is_wait())
-                            .map(|w| intersection(w, &within))
-                            .sum::<u64>();
+                        t.exposed_ns +=
+                            group.iter().filter(|w| w.activity.is_wait()).map(|w| intersection(w, s)).sum::<u64>();
                     }
                 }
             }
@@ -171,10 +169,16 @@ mod tests {
             // Launched by the update at 90, waited for after the step, at 110.
             span(0, 1, Activity::AllGather { bucket: 0, bytes: 400, queued_ns: 90 }, 90, 130),
             span(0, 1, Activity::WaitGather { bucket: 0 }, 110, 130),
+            // Step 2's forward waited for the all-gather step 1's update launched: tagged 2, on
+            // the wire from 95, before step 2 began, and all of it counts there.
+            span(0, 2, Activity::Step, 100, 200),
+            span(0, 2, Activity::AllGather { bucket: 0, bytes: 400, queued_ns: 90 }, 95, 125),
+            span(0, 2, Activity::WaitGather { bucket: 0 }, 100, 125),
         ];
-        let b = &breakdowns(&spans, 1, 1)[0];
-        assert_eq!((b.step_ns, b.all_reduce_ns, b.all_gather_ns), (100, 30, 10));
-        assert_eq!((b.exposed_ns, b.gather_exposed_ns), (10, 0));
-        assert_eq!(b.buckets[0], BucketTiming { bytes: 400, all_reduce_ns: 30, exposed_ns: 10 });
+        let b = &breakdowns(&spans, 1, 1);
+        assert_eq!((b[0].step_ns, b[0].all_reduce_ns, b[0].all_gather_ns), (100, 30, 10));
+        assert_eq!((b[0].exposed_ns, b[0].gather_exposed_ns), (10, 0));
+        assert_eq!(b[0].buckets[0], BucketTiming { bytes: 400, all_reduce_ns: 30, exposed_ns: 10 });
+        assert_eq!((b[1].all_gather_ns, b[1].gather_exposed_ns, b[1].exposed_ns), (30, 25, 25));
     }
 }

@@ -52,6 +52,22 @@ pub fn agree(comm: &Communicator, settings: &[(&str, String)]) -> Result<()> {
     )))
 }
 
+/// Every rank's `outcome` of a step each rank takes alone (reading its copy of a checkpoint or
+/// parameters file): `Ok` on every rank only when it succeeded on every rank, so that a rank
+/// whose copy failed stops the others here, named, instead of leaving them in the next
+/// collective (collective). `what` says what failed: `load its checkpoint`.
+pub fn agree_on_outcome<T>(comm: &Communicator, outcome: Result<T>, what: &str) -> Result<T> {
+    let failed = comm.all_gather_u64(u64::from(outcome.is_err()))?;
+    let ranks: Vec<usize> = (0..failed.len()).filter(|&r| failed[r] == 1).collect();
+    match outcome {
+        Err(e) => Err(e),
+        Ok(_) if !ranks.is_empty() => {
+            Err(Error::Config(format!("rank(s) {ranks:?} could not {what} (their messages say why)")))
+        }
+        Ok(value) => Ok(value),
+    }
+}
+
 /// `(setting, value)` for each setting the ranks must share, as this rank has it: the values
 /// that take effect (an optimizer's defaults filled in, a folder's presence rather than its
 /// path, which may differ from node to node), so that only differences that matter count.

@@ -31,7 +31,7 @@ use crate::backend::CpuBackend;
 pub use crate::config::{Device, OptimizerConfig, OptimizerKind, SaveConfig, TrainConfig, ValidationConfig};
 pub use crate::error::signal_name;
 pub use crate::observe::{ObserveConfig, ReportFormat};
-pub use agreement::agree;
+pub use agreement::{agree, agree_on_outcome};
 use preflight::{check, claim_outputs, resume};
 pub use preflight::{check_recording, on_rank0};
 pub use progress::{NoProgress, Progress};
@@ -214,7 +214,9 @@ impl<'c> Trainer<'c> {
             optimizer: config.optimizer.summary(),
             vocabulary: data.vocabulary(),
         };
-        let (position, low_rank) = resume(&config, model, &mut optimizer, (comm.rank(), comm.world_size()), &about)?;
+        // Each rank reads its own copy of the checkpoint: one that fails stops them all.
+        let resumed = resume(&config, model, &mut optimizer, (comm.rank(), comm.world_size()), &about);
+        let (position, low_rank) = agree_on_outcome(comm, resumed, "load its copy of the checkpoint")?;
         same_start::check(comm, model, &optimizer, position, config.resume.is_some(), data, held_out.as_deref())?;
         preflight::steps_left(&config, position)?;
         if comm.shards_optimizer() {

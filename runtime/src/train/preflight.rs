@@ -261,11 +261,17 @@ fn changes(saved: &checkpoint::RunAbout, now: &checkpoint::RunAbout, also_this_s
             saved.schedule, now.schedule
         ));
     }
-    let (before, after) = (saved.optimizer.split("; "), now.optimizer.split("; "));
-    let changed: Vec<String> = before
-        .zip(after)
-        .filter(|(b, a)| b != a)
-        .map(|(b, a)| format!("{a} (was {})", b.split_once(": ").map_or(b, |(_, value)| value)))
+    // By name: a build that records more settings, or in another order, compares what both have.
+    let settings = |summary: &str| -> Vec<(String, String)> {
+        summary.split("; ").filter_map(|item| item.split_once(": ")).map(|(k, v)| (k.into(), v.into())).collect()
+    };
+    let before = settings(&saved.optimizer);
+    let changed: Vec<String> = settings(&now.optimizer)
+        .into_iter()
+        .filter_map(|(name, now)| {
+            let (_, was) = before.iter().find(|(saved_name, _)| *saved_name == name)?;
+            (*was != now).then(|| format!("{name}: {now} (was {was})"))
+        })
         .collect();
     if !saved.optimizer.is_empty() && !changed.is_empty() {
         changes.push(format!("other optimizer settings: {} (its state is kept)", changed.join(", ")));
@@ -342,8 +348,8 @@ pub(super) fn check_lendable<M: DistributedModel>(
 }
 
 /// Where training starts: step 0, or the newest checkpoint of `resume` (loaded into `model`
-/// and `optimizer`), which must be before `steps`; with this rank's PowerSGD state, if any, for
-/// the buckets.
+/// and `optimizer`; `steps_left` then checks it is before `steps`); with this rank's PowerSGD
+/// state, if any, for the buckets.
 pub(super) fn resume<M: DistributedModel>(
     config: &TrainConfig,
     model: &mut M,
