@@ -10,8 +10,8 @@ use syn::ItemStruct;
 
 use crate::ast::Model;
 use crate::attr;
+use crate::emitted_struct::strip_field_attrs;
 use crate::errors::Errors;
-use crate::field_attr::strip_field_attrs;
 use crate::helpers::lit;
 use crate::planning::{self, Planned};
 use crate::schedule_code::{backward_body, step_body, update_bucket_body, Names};

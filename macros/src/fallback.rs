@@ -7,8 +7,8 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use syn::ItemStruct;
 
+use crate::emitted_struct::strip_field_attrs;
 use crate::errors::Errors;
-use crate::field_attr::strip_field_attrs;
 
 pub fn emit(item: &ItemStruct, errors: &Errors) -> TokenStream {
     let errors = errors.to_compile_errors();

@@ -3,7 +3,7 @@
 
 use overlap_plan::ReadyOrder;
 use syn::punctuated::Punctuated;
-use syn::{Attribute, Expr, ItemStruct, LitInt, Meta, MetaNameValue, Token};
+use syn::{Attribute, Expr, LitInt, Meta, MetaNameValue, Token};
 
 use crate::cfg;
 use crate::errors::Errors;
@@ -40,20 +40,6 @@ pub struct FieldAttrs {
 /// from the struct it emits, so that the compiler never sees an attribute it does not know.
 pub fn is_ours(attr: &Attribute) -> bool {
     cfg::OURS.iter().any(|name| attr.path().is_ident(name)) || cfg::applies_ours(attr)
-}
-
-/// The struct as written, without this macro's field attributes, and without the foreign
-/// suffixes of built-in layers' widths (`Linear<4u32, 2>`), already reported.
-pub fn strip_field_attrs(item: &ItemStruct) -> ItemStruct {
-    let mut item = item.clone();
-    for field in item.fields.iter_mut() {
-        // The type of a `#[layer(...)]` field is the user's to check.
-        if !field.attrs.iter().any(|a| a.path().is_ident("layer")) {
-            crate::layers::drop_foreign_suffixes(&mut field.ty);
-        }
-        field.attrs.retain(|a| !is_ours(a));
-    }
-    item
 }
 
 pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {

@@ -12,6 +12,7 @@ mod attr;
 mod cfg;
 mod check;
 mod crate_path;
+mod emitted_struct;
 mod errors;
 mod expand;
 mod fallback;

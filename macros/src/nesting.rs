@@ -157,7 +157,7 @@ pub fn trees<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Vec<Model<'a>> {
 /// struct's own type or of a struct defined after it (refused in `unroll`) becomes `()`, so that
 /// the compiler adds no errors of its own about an infinitely large type.
 pub fn stripped(all: &[&ItemStruct], s: usize) -> ItemStruct {
-    let mut stripped = field_attr::strip_field_attrs(all[s]);
+    let mut stripped = crate::emitted_struct::strip_field_attrs(all[s]);
     // `#[residual]`, and through `cfg_attr` (refused), which the compiler would not know.
     stripped.attrs.retain(|a| !a.path().is_ident("residual") && !cfg::applies(a, "residual"));
     for field in stripped.fields.iter_mut() {

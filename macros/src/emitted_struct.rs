@@ -1,0 +1,22 @@
+//! The user's struct as the macro emits it again: without this macro's field attributes (the
+//! compiler does not know them) and without the foreign suffixes of built-in layers' widths
+//! (`Linear<4u32, 2>`), already reported, so that the compiler adds no errors of its own.
+//! Apart from `field_attr` and `layers`, which it reads both of.
+
+use syn::ItemStruct;
+
+use crate::field_attr::is_ours;
+use crate::layers::drop_foreign_suffixes;
+
+/// `item` as written, without this macro's field attributes and foreign width suffixes.
+pub fn strip_field_attrs(item: &ItemStruct) -> ItemStruct {
+    let mut item = item.clone();
+    for field in item.fields.iter_mut() {
+        // The type of a `#[layer(...)]` field is the user's to check.
+        if !field.attrs.iter().any(|a| a.path().is_ident("layer")) {
+            drop_foreign_suffixes(&mut field.ty);
+        }
+        field.attrs.retain(|a| !is_ours(a));
+    }
+    item
+}
