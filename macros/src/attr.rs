@@ -9,7 +9,7 @@ use syn::punctuated::Punctuated;
 use syn::{Expr, ExprLit, Lit, Meta, MetaNameValue, Token};
 
 use crate::errors::Errors;
-use crate::helpers::{expr_name, int_literal, path_name, set_once};
+use crate::helpers::{expr_name, first_occurrence, int_literal, number, path_name, set_once};
 use crate::planning::{self, Planning};
 use crate::shard_attr::{gathers_value, shard_value, Gathers};
 
@@ -94,11 +94,9 @@ fn planning_config(args: proc_macro2::TokenStream, config: &mut ModelConfig, err
     let mut seen: Vec<String> = Vec::new();
     for pair in &pairs {
         let key = path_name(&pair.path);
-        if seen.contains(&key) {
-            errors.spanned(&pair.path, format!("duplicate key `{key}`"));
+        if !first_occurrence(&mut seen, &key, &pair.path, errors) {
             continue;
         }
-        seen.push(key.clone());
         let target = match key.as_str() {
             "bucket_cap_mb" => &mut bucket_cap_bytes,
             "first_bucket_mb" => &mut first_bucket_bytes,
@@ -252,11 +250,7 @@ fn crate_path(value: &Expr, errors: &mut Errors) -> Option<syn::Path> {
 
 /// A positive size in MiB as bytes: at least one byte, at most what a `usize` counts.
 fn mebibytes(value: &Expr, key: &str, errors: &mut Errors) -> Option<usize> {
-    let mb = match value {
-        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => i.base10_parse::<f64>().ok(),
-        Expr::Lit(ExprLit { lit: Lit::Float(f), .. }) => f.base10_parse::<f64>().ok(),
-        _ => None,
-    };
+    let mb = number(value);
     let max_mb = usize::MAX / MIB;
     match mb {
         Some(mb) if mb > max_mb as f64 => {

@@ -65,6 +65,27 @@ pub fn suffixed(base: &Ident, suffix: &str) -> Ident {
     format_ident!("{}_{}", base, suffix)
 }
 
+/// Whether `key` (at `at`) is met for the first time among the keys `seen`; a repetition is an
+/// error, not the last one winning.
+pub fn first_occurrence(seen: &mut Vec<String>, key: &str, at: impl quote::ToTokens, errors: &mut Errors) -> bool {
+    if seen.iter().any(|k| k == key) {
+        errors.spanned(at, format!("duplicate key `{key}`"));
+        return false;
+    }
+    seen.push(key.to_string());
+    true
+}
+
+/// The value of an integer or float literal, underscores and any suffix allowed (`1_000`,
+/// `100u32`, `0.5f32`); `None` for anything else.
+pub fn number(value: &Expr) -> Option<f64> {
+    match value {
+        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => i.base10_parse::<f64>().ok(),
+        Expr::Lit(ExprLit { lit: Lit::Float(f), .. }) => f.base10_parse::<f64>().ok(),
+        _ => None,
+    }
+}
+
 /// Fills `slot` with `value` once; a second occurrence of the key (at `at`) is an error.
 pub fn set_once<T>(slot: &mut Option<T>, value: Option<T>, at: impl quote::ToTokens, errors: &mut Errors) {
     if slot.is_some() {

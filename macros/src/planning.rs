@@ -13,7 +13,7 @@ use overlap_plan::{
 use syn::{Expr, ExprLit, Ident, Lit, LitStr};
 
 use crate::errors::Errors;
-use crate::helpers::expr_name;
+use crate::helpers::{expr_name, first_occurrence, number};
 use crate::profile;
 
 pub enum Planning {
@@ -72,13 +72,10 @@ pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
             continue;
         };
         let key = expr_name(&assign.left);
-        // As everywhere else, a key given twice is an error, not the last one winning.
-        if ["link", "world", "batch", "gflops"].contains(&key.as_str()) {
-            if seen.contains(&key) {
-                errors.spanned(&assign.left, format!("duplicate key `{key}`"));
-                continue;
-            }
-            seen.push(key.clone());
+        if ["link", "world", "batch", "gflops"].contains(&key.as_str())
+            && !first_occurrence(&mut seen, &key, &assign.left, errors)
+        {
+            continue;
         }
         let right = &*assign.right;
         match (key.as_str(), right) {
@@ -92,14 +89,9 @@ pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
                     _ => errors.spanned(i, format!("`{key}` must be between 1 and 16777216")),
                 }
             }
-            ("gflops", Expr::Lit(ExprLit { lit, .. })) if path.is_none() => {
+            ("gflops", Expr::Lit(_)) if path.is_none() => {
                 // As every number of the attribute: underscores and a suffix allowed (`1_000`, `100u32`).
-                let value = match lit {
-                    Lit::Int(i) => i.base10_parse::<f64>().ok(),
-                    Lit::Float(f) => f.base10_parse::<f64>().ok(),
-                    _ => None,
-                };
-                match value {
+                match number(right) {
                     Some(v) if v.is_finite() && v > 0.0 => gflops = Some(v),
                     _ => errors.spanned(right, "`gflops` must be a positive number"),
                 }
