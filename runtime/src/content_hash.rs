@@ -23,13 +23,15 @@ impl ContentHash {
         Self::default()
     }
 
-    /// Adds 32-bit words; a length is added too, so that `[a] [b, c]` and `[a, b] [c]` differ.
-    pub fn u32s(&mut self, words: impl ExactSizeIterator<Item = u32>) {
-        self.u64(words.len() as u64);
-        for (i, word) in words.enumerate() {
-            let lane = &mut self.lanes[i % 4];
+    /// Adds 32-bit words; their count is added too, so that `[a] [b, c]` and `[a, b] [c]` differ.
+    pub fn u32s(&mut self, words: impl Iterator<Item = u32>) {
+        let mut count = 0;
+        for word in words {
+            let lane = &mut self.lanes[count % 4];
             *lane = (*lane ^ u64::from(word)).wrapping_mul(MULTIPLIER).rotate_left(29);
+            count += 1;
         }
+        self.u64(count as u64);
     }
 
     /// Adds floats by their bits (so that -0.0 and 0.0, or two NaNs, count as the files hold them).

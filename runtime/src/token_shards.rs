@@ -150,7 +150,7 @@ impl Dataset for TokenShards {
             hash.u32s(shard.tokens.iter().map(|&t| u32::from(t)));
         }
         hash.u64(self.context as u64);
-        hash.u32s(self.vocabulary.iter().flat_map(|v| v.chars()).map(u32::from).collect::<Vec<_>>().into_iter());
+        hash.u32s(self.vocabulary.iter().flat_map(|v| v.chars()).map(u32::from));
         Some(hash.finish())
     }
 

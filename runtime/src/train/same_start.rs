@@ -30,17 +30,15 @@ pub(super) fn check<M: DistributedModel>(
     let states = comm.all_gather_u64(state_hash(model, optimizer, position))?;
     let samples = comm.all_gather_u64(data_hash(data, held_out))?;
     let others = |of: &[u64]| (1..of.len()).filter(|&r| of[r] != of[0]).collect::<Vec<usize>>();
-    let mut problems = Vec::new();
-    if !others(&steps).is_empty() {
+    let start = if !others(&steps).is_empty() {
         let at: Vec<String> = steps.iter().enumerate().map(|(r, s)| format!("rank {r} at step {s}")).collect();
-        problems.push(format!("ranks resume at other steps ({})", at.join(", ")));
+        Some(format!("ranks resume at other steps ({})", at.join(", ")))
     } else if !others(&states).is_empty() {
-        problems
-            .push(format!("rank(s) {:?} start from other parameters or optimizer state than rank 0", others(&states)));
-    }
-    if let Some(source) = problems.first().map(|_| starting_point(resumed)) {
-        problems[0].push_str(&format!(": {source}"));
-    }
+        Some(format!("rank(s) {:?} start from other parameters or optimizer state than rank 0", others(&states)))
+    } else {
+        None
+    };
+    let mut problems: Vec<String> = start.map(|p| format!("{p}: {}", starting_point(resumed))).into_iter().collect();
     if !others(&samples).is_empty() {
         problems.push(format!(
             "rank(s) {:?} read other data than rank 0 (this rank's: {}): each rank reads its own copy of \
