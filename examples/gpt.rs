@@ -19,9 +19,9 @@
 //! `h.N.ln_1` and `h.N.attn` are `h.N.attend.ln_1` and `h.N.attend.attn`, and `h.N.ln_2` is
 //! `h.N.mlp.ln_2`. The head is nanoGPT's: no bias, its weight `wte`'s (`lm_head.weight` is
 //! `wte.weight`). Weights start as nanoGPT's: N(0, 0.02²), biases at zero (`#[init(std = 0.02)]`),
-//! but nanoGPT draws its residual projections, `c_proj`, from N(0, (0.02/√8)²), and here they start
-//! at 0.02 as the other matrices do. The
-//! vocabulary is at most 96 characters.
+//! and the residual projections (the parameters whose path ends in `c_proj.weight`, in attention
+//! and in the MLP) at N(0, (0.02/√(2·4))²), as nanoGPT scales them for 4 blocks. The vocabulary is
+//! at most 96 characters.
 
 use overlap::prelude::*;
 
@@ -55,7 +55,7 @@ pub mod gpt {
         wte: Embedding<96, 128>,
         #[init(std = 0.02)]
         wpe: PositionEmbedding<64, 128>,
-        #[init(std = 0.02)]
+        #[init(std = 0.02, ends_with("c_proj.weight", std = 0.0070710678))]
         h: [Block; 4],
         ln_f: LayerNorm<128>,
         #[tied(wte)]

@@ -24,8 +24,10 @@ runs either way, its logits differ by the two GELUs' difference (printed by `che
 `to-nanogpt` writes a checkpoint as nanoGPT's `train.py` does (`model`, `model_args`), which its
 `sample.py` loads with `init_from='resume'`; `from-nanogpt` reads one (a `_orig_mod.` prefix of a
 compiled model removed). `check` (run by `make bench` with NANOGPT_DIR set) builds nanoGPT's
-`GPT` with the example's configuration, loads our parameters into it with `strict=True`, and
-loads its own state dict back into ours (`--init-params`, as strict), values intact.
+`GPT` with the example's configuration, compares our initial parameters with its own (each
+tensor's spread, nanoGPT's scaled `c_proj.weight` included), loads our parameters into it with
+`strict=True`, and loads its own state dict back into ours (`--init-params`, as strict), values
+intact.
 """
 
 import argparse
@@ -51,6 +53,10 @@ FROM_NANOGPT = [
     (r"transformer\.h\.(\d+)\.mlp\.(c_fc|c_proj)\.(.+)", r"h.\1.mlp.\2.\3"),
     (r"transformer\.(wte|wpe|ln_f)\.(.+)", r"\1.\2"),
 ]
+
+# One optimizer step that moves nothing: the parameters a run starts from, saved.
+FROZEN = ["--optimizer", "sgd", "--momentum", "0", "--lr", "1e-30", "--clip-grad-norm", "off", "--lr-schedule",
+          "constant"]
 
 
 def renamed(name, rules):
@@ -102,6 +108,25 @@ def check(args, torch, load_file, save_file):
         if done.returncode != 0:
             sys.exit(f"failed: {' '.join(cmd)}\n{done.stdout}\n{done.stderr}")
 
+    # Initialisation: ours (one step at a rate that moves nothing) against a fresh nanoGPT GPT's,
+    # tensor by tensor: the same spread (within 5%, a sample's error being under 1%), and the same
+    # zero biases and unit gains.
+    start = os.path.join(work, "start.safetensors")
+    ours(start, 1, FROZEN)
+    fresh, theirs = to_nanogpt(load_file(start)), nanogpt_model(torch, directory).state_dict()
+    init_ok = True
+    for name, value in sorted(fresh.items()):
+        want = theirs[name]
+        if bool((want == want.flatten()[0]).all()):  # zeros or ones (the step moved them by 1e-30 at most)
+            same, shown = bool(torch.allclose(value, want, rtol=0, atol=1e-20)), f"all {float(want.flatten()[0]):g}"
+        else:
+            spread, wanted = float(value.std()), float(want.std())
+            same, shown = abs(spread / wanted - 1) <= 0.05, f"spread {spread:.5f}, nanoGPT's {wanted:.5f}"
+        if not same or name.endswith(("h.0.attn.c_proj.weight", "h.0.mlp.c_fc.weight", "wte.weight")):
+            print(f"  init {name}: {shown}{'' if same else '  <- differs'}")
+        init_ok &= same
+    print(f"initialisation against nanoGPT's: {'the same' if init_ok else 'different'} for {len(fresh)} tensors")
+
     trained = os.path.join(work, "trained.safetensors")
     ours(trained, 5)
     mine = load_file(trained)
@@ -112,8 +137,7 @@ def check(args, torch, load_file, save_file):
     back = os.path.join(work, "from-nanogpt.safetensors")
     save_file(from_nanogpt(model.state_dict(), torch), back)
     again = os.path.join(work, "again.safetensors")
-    ours(again, 1, ["--init-params", back, "--optimizer", "sgd", "--momentum", "0", "--lr", "1e-30",
-                    "--clip-grad-norm", "off", "--lr-schedule", "constant"])
+    ours(again, 1, ["--init-params", back, *FROZEN])
     round_trip = load_file(again)
     worst = max(float((round_trip[k] - v).abs().max()) for k, v in mine.items())
     print(f"nanoGPT -> ours: loaded with --init-params (strict); largest difference after the round trip {worst:.1e}")
@@ -126,7 +150,7 @@ def check(args, torch, load_file, save_file):
         tanh, _ = model(idx, targets=idx)
     print(f"logits, nanoGPT's exact GELU against our tanh GELU: largest difference "
           f"{float((exact - tanh).abs().max()):.1e}")
-    return 0 if worst < 1e-6 else 1
+    return 0 if worst < 1e-6 and init_ok else 1
 
 
 def main():

@@ -154,7 +154,7 @@ pub mod prelude {
 /// lent parameters, the averaging factor and the layout check.
 #[doc(hidden)]
 pub mod __private {
-    pub use overlap_runtime::layer::init_normal;
+    pub use overlap_runtime::layer::{init_normal, init_normal_params};
     pub use overlap_runtime::{grad_scale, layer_matches, BucketMember, InFlight, LowRankP, LowRankQ, ParamVecs};
     pub use std::borrow::Cow;
 

@@ -232,7 +232,8 @@ fn a_tied_weight_accumulates_and_updates_with_both_contributions() {
     }
 }
 
-/// `#[init(std = ..)]` on a layer or a block of layers: nanoGPT's initialisation.
+/// `#[init(..)]` on a layer or a block of layers: nanoGPT's initialisation, its residual
+/// projections at a spread of their own, and an inner `#[init]` deciding its layer whole.
 #[distributed_model(bucket_cap_mb = 1)]
 pub mod initialised {
     use overlap::prelude::*;
@@ -241,30 +242,41 @@ pub mod initialised {
     pub struct Res {
         norm: LayerNorm<8>,
         fc: Linear<8, 8>,
+        #[init(std = 0.5)]
+        out: Linear<8, 8>,
     }
 
     pub struct Net {
         #[init(std = 0.02)]
         wte: Embedding<11, 8>,
-        #[init(std = 0.02)]
+        #[init(std = 0.02, ends_with("fc.weight", std = 0.002))]
         blocks: [Res; 2],
+        #[init(ends_with("head.bias", std = 0.3))]
         head: Linear<8, 11>,
     }
 }
 
 #[test]
-fn init_std_redraws_the_weights_of_a_layer_and_of_every_layer_of_a_block() {
+fn init_redraws_the_weights_of_a_layer_and_of_every_layer_of_a_block_and_the_parameters_a_suffix_names() {
     let model = initialised::Net::new(&Communicator::single(), 2).unwrap();
     let s = &initialised::Net::SCHEDULE;
     let param = |name: &str| model.param(s.params().find(|&p| s.param_name(p) == name).unwrap()).to_vec();
     let spread = |v: &[f32]| (v.iter().map(|x| x * x).sum::<f32>() / v.len() as f32).sqrt();
-    for name in ["wte.weight", "blocks.0.fc.weight", "blocks.1.fc.weight"] {
+    let about = |name: &str, low: f32, high: f32| {
         let std = spread(&param(name));
-        assert!((0.01..0.03).contains(&std), "{name}: spread {std}, not about 0.02");
+        assert!((low..high).contains(&std), "{name}: spread {std}, not in {low}..{high}");
+    };
+    about("wte.weight", 0.01, 0.03);
+    for block in ["blocks.0", "blocks.1"] {
+        about(&format!("{block}.fc.weight"), 0.001, 0.003);
+        about(&format!("{block}.out.weight"), 0.3, 0.7);
+        assert!(param(&format!("{block}.fc.bias")).iter().all(|&b| b == 0.0), "biases zeroed");
+        assert!(param(&format!("{block}.out.bias")).iter().all(|&b| b == 0.0), "biases zeroed");
+        assert!(param(&format!("{block}.norm.weight")).iter().all(|&g| g == 1.0), "LayerNorm's gains kept");
     }
-    assert!(param("blocks.1.fc.bias").iter().all(|&b| b == 0.0), "biases zeroed");
-    assert!(param("blocks.0.norm.weight").iter().all(|&g| g == 1.0), "LayerNorm's gains kept");
-    assert!(spread(&param("head.weight")) > 0.1, "a layer outside keeps PyTorch's default");
+    // `head.weight` keeps PyTorch's default, U(-1/√8, 1/√8): a spread of about 0.2.
+    about("head.weight", 0.1, 0.3);
+    about("head.bias", 0.1, 0.6);
     let again = initialised::Net::new(&Communicator::single(), 2).unwrap();
     assert_eq!(again.param(overlap::plan::ParamRef { layer: 0, param: 0 }), &param("wte.weight")[..], "deterministic");
 }

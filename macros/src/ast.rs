@@ -1,6 +1,8 @@
 //! The model as the macro sees it. Fields borrow the user's tokens, so every later error and
 //! every generated line can point back at what the user wrote.
 
+use std::rc::Rc;
+
 use overlap_plan::LayerSpec;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
@@ -10,6 +12,7 @@ use syn::{Fields, Ident, ItemStruct, Type};
 use crate::cfg;
 use crate::errors::Errors;
 use crate::field_attr;
+use crate::init_attr::{self, InitAttr};
 use crate::layers;
 
 pub struct Model<'a> {
@@ -46,8 +49,8 @@ pub struct Prefix {
     pub access: TokenStream,
     /// In generated identifiers: `blocks_3`.
     pub ident: String,
-    /// The `#[init(std = ..)]` of the block fields around these fields, if any.
-    pub init_std: Option<f64>,
+    /// The innermost `#[init(..)]` of the block fields around these fields, if any.
+    pub init: Option<Rc<InitAttr>>,
 }
 
 impl Prefix {
@@ -62,7 +65,7 @@ impl Prefix {
             (name, ident) = (format!("{name}.{i}"), format!("{ident}_{i}"));
             access = quote!(#access[#lit]);
         }
-        Prefix { name, access, ident, init_std: self.init_std }
+        Prefix { name, access, ident, init: self.init.clone() }
     }
 
     fn joined(&self, prefix: &str, separator: char, last: &str) -> String {
@@ -88,26 +91,8 @@ pub struct Field<'a> {
     pub custom: bool,
     /// `#[tied(field)]`: the sibling whose weight this layer reads (see `tied`).
     pub tied: Option<(Ident, syn::Attribute)>,
-    /// `#[init(std = ..)]` on the field or a block around it.
-    pub init_std: Option<f64>,
-}
-
-/// The initial value of a layer of type `ty`, layer `index` of the model: the type's own
-/// `Layer::init`, then, under `#[init(std = ..)]`, its weights redrawn (`init_normal`).
-pub fn init_expr(ty: &Type, index: usize, init_std: Option<f64>) -> TokenStream {
-    let i = crate::helpers::lit(index);
-    let own = quote!(<#ty as ::overlap::Layer>::init(&mut rng));
-    let value = match init_std {
-        None => own,
-        Some(std) => {
-            let std = proc_macro2::Literal::f32_unsuffixed(std as f32);
-            quote!(::overlap::__private::init_normal(#own, &mut rng, #std))
-        }
-    };
-    quote!({
-        let mut rng = ::overlap::InitRng::for_layer(seed, #i);
-        #value
-    })
+    /// The innermost `#[init(..)]`: on the field, or on a block around it.
+    pub init: Option<Rc<InitAttr>>,
 }
 
 impl<'a> Model<'a> {
@@ -133,7 +118,7 @@ impl<'a> Model<'a> {
         };
         let ident = &item.ident;
         let inits = fields.iter().enumerate().map(|(i, f)| {
-            let (field, value) = (&f.ident, init_expr(f.ty, i, f.init_std));
+            let (field, value) = (&f.ident, init_attr::init_expr(f, i));
             quote!(#field: #value,)
         });
         let init = quote!(#ident { #(#inits)* });
@@ -176,8 +161,8 @@ impl<'a> Field<'a> {
         } else {
             (own.name.clone(), format_ident!("{}", own.ident))
         };
-        let (custom, init_std) = (attrs.layer.is_some(), attrs.init_std.or(prefix.init_std));
-        Field {
+        let (custom, init) = (attrs.layer.is_some(), attrs.init.clone().or_else(|| prefix.init.clone()));
+        let layer = Field {
             access: own.access,
             ident: generated,
             name: shown,
@@ -185,7 +170,11 @@ impl<'a> Field<'a> {
             spec,
             custom,
             tied: attrs.tied,
-            init_std,
+            init,
+        };
+        if let Some(own) = &attrs.init {
+            init_attr::check_named(own, std::slice::from_ref(&layer), errors);
         }
+        layer
     }
 }

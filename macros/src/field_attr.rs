@@ -1,6 +1,8 @@
 //! The fields' attribute syntax: `#[layer(...)]`, `#[bucket_boundary]`, `#[tied(..)]` and
 //! `#[init(..)]`. Every key is checked; unknown, duplicate and bad values are all reported.
 
+use std::rc::Rc;
+
 use overlap_plan::ReadyOrder;
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Expr, LitInt, Meta, MetaNameValue, Token};
@@ -8,9 +10,7 @@ use syn::{Attribute, Expr, LitInt, Meta, MetaNameValue, Token};
 use crate::cfg;
 use crate::errors::Errors;
 use crate::helpers::{expr_name, int_literal, path_name, positive_int, set_once};
-
-/// The largest `#[init(std = ..)]`: beyond, the weights are no initialisation.
-const MAX_INIT_STD: f64 = 1e6;
+use crate::init_attr::InitAttr;
 
 /// What `#[layer(...)]` says about a custom layer.
 pub struct LayerAttr {
@@ -32,8 +32,8 @@ pub struct FieldAttrs {
     /// `#[tied(field)]`: the sibling field whose weight this layer reads, with the attribute
     /// (for errors).
     pub tied: Option<(syn::Ident, Attribute)>,
-    /// `#[init(std = 0.02)]`: weights drawn from N(0, std²), biases zeroed (GPT-2's init).
-    pub init_std: Option<f64>,
+    /// `#[init(..)]` (see `init_attr`).
+    pub init: Option<Rc<InitAttr>>,
 }
 
 /// This macro's own field attributes, directly or through `cfg_attr` (refused, see `cfg`): removed
@@ -44,7 +44,7 @@ pub fn is_ours(attr: &Attribute) -> bool {
 
 pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
     let mut out = FieldAttrs::default();
-    let mut seen_layer = false;
+    let (mut seen_layer, mut seen_init) = (false, false);
     for attr in attrs {
         if attr.path().is_ident("bucket_boundary") {
             match &attr.meta {
@@ -53,30 +53,12 @@ pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
                 _ => errors.spanned(attr, "`#[bucket_boundary]` takes no arguments"),
             }
         } else if attr.path().is_ident("init") {
-            let std = attr.parse_args::<syn::MetaNameValue>().ok().filter(|nv| nv.path.is_ident("std")).and_then(
-                |nv| match nv.value {
-                    syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Float(f), .. }) => {
-                        f.base10_parse::<f64>().ok().map(|v| (v, f))
-                    }
-                    _ => None,
-                },
-            );
-            match std {
-                Some(_) if out.init_std.is_some() => errors.spanned(attr, "duplicate `#[init(...)]`"),
-                Some((std, _)) if (std as f32).is_normal() && std > 0.0 && std <= MAX_INIT_STD => {
-                    out.init_std = Some(std)
-                }
-                Some((std, lit)) if std > MAX_INIT_STD => errors.spanned(lit, "`std` must be at most 1e6"),
-                // Checked as the f32 the weights are drawn with: 1e-50 would be 0.
-                Some((_, lit)) => errors.spanned(
-                    lit,
-                    "`std` must be positive and, as the f32 the weights are drawn with, at least 1.2e-38",
-                ),
-                None => errors.spanned(
-                    attr,
-                    "expected `#[init(std = 0.02)]`: weights drawn from N(0, std²) with a positive float literal",
-                ),
+            if seen_init {
+                errors.spanned(attr, "duplicate `#[init(...)]`");
+            } else {
+                out.init = crate::init_attr::parse(attr, errors);
             }
+            seen_init = true;
         } else if attr.path().is_ident("tied") {
             match attr.parse_args::<syn::Ident>() {
                 Ok(_) if out.tied.is_some() => errors.spanned(attr, "duplicate `#[tied(...)]`"),

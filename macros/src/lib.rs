@@ -18,6 +18,7 @@ mod expand;
 mod fallback;
 mod field_attr;
 mod helpers;
+mod init_attr;
 mod layers;
 mod nesting;
 mod planning;

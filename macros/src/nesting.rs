@@ -232,7 +232,7 @@ impl<'a> Flat<'_, 'a> {
             let Some((b, repeat)) = block_of(&field.ty, self.structs, s) else {
                 let i = self.fields.len();
                 let layer = Field::new(field, prefix, &[], errors);
-                let value = crate::ast::init_expr(layer.ty, i, layer.init_std);
+                let value = crate::init_attr::init_expr(&layer, i);
                 inits.push(quote!(#name: #value));
                 self.fields.push(layer);
                 continue;
@@ -281,7 +281,7 @@ impl<'a> Flat<'_, 'a> {
             let residual = residual_attr(self.structs[b], errors).is_some();
             let mut one = |this: &mut Self, index: Option<usize>| {
                 let mut inner = prefix.inner(name, index);
-                inner.init_std = attrs.init_std.or(prefix.init_std);
+                inner.init = attrs.init.clone().or_else(|| prefix.init.clone());
                 let first = this.fields.len();
                 let init = this.unroll(b, &inner, errors);
                 if this.fields.len() > MAX_LAYERS && !this.too_many {
@@ -312,6 +312,7 @@ impl<'a> Flat<'_, 'a> {
                 }
                 init
             };
+            let before = self.fields.len();
             let init = match copies {
                 None => one(self, None),
                 Some(n) => {
@@ -325,6 +326,9 @@ impl<'a> Flat<'_, 'a> {
                     quote!([#(#each),*])
                 }
             };
+            if let Some(own) = &attrs.init {
+                crate::init_attr::check_named(own, &self.fields[before..], errors);
+            }
             inits.push(quote!(#name: #init));
         }
         quote!(#ident { #(#inits,)* })

@@ -25,7 +25,7 @@ pub use attention::{AttentionSaved, CausalSelfAttention};
 pub use context::StepContext;
 pub use contract::{layer_matches, DeviceOp, Layer, ParamDef};
 pub use embedding::{check_token_ids, Embedding, PositionEmbedding};
-pub use init_normal::init_normal;
+pub use init_normal::{init_normal, init_normal_params};
 pub use layer_norm::LayerNorm;
 pub use linear::Linear;
 pub use overlap_plan::{ReadyOrder, Width};

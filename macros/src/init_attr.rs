@@ -1,0 +1,219 @@
+//! `#[init(..)]`: initial values beyond each layer type's own, on a layer or a block field.
+//! `std = 0.02` draws the weights from N(0, 0.02²) and zeroes the biases (GPT-2's init);
+//! `ends_with("c_proj.weight", std = 0.0071)` gives the parameters whose path ends so a spread of
+//! their own (nanoGPT's residual projections, `pn.endswith('c_proj.weight')`). The innermost
+//! `#[init]` around a layer decides it whole. Names are matched here, against the schedule's
+//! parameter names, so a suffix that names nothing is an error and the expansion shows which
+//! parameter of which layer is drawn how.
+
+use std::rc::Rc;
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::{Attribute, Expr, Lit, LitStr, Meta, Token};
+
+use crate::ast::Field;
+use crate::errors::Errors;
+use crate::helpers::path_name;
+
+/// The largest `std` accepted: beyond, the weights are no initialisation.
+const MAX_STD: f64 = 1e6;
+
+/// One field's `#[init(..)]`, shared by every layer under the field.
+pub struct InitAttr {
+    /// `std = ..`: every matrix drawn from N(0, std²), every bias zeroed.
+    pub std: Option<f64>,
+    /// `ends_with("suffix", std = ..)`, in the order written.
+    pub named: Vec<NamedStd>,
+}
+
+pub struct NamedStd {
+    /// Matched against whole components of a parameter's path (`c_proj.weight` matches
+    /// `h.0.mlp.c_proj.weight`, not `h.0.mlp.xc_proj.weight`).
+    pub suffix: LitStr,
+    pub std: f64,
+}
+
+impl NamedStd {
+    fn matches(&self, path: &str) -> bool {
+        let suffix = self.suffix.value();
+        path.strip_suffix(&suffix).is_some_and(|rest| rest.is_empty() || rest.ends_with('.'))
+    }
+}
+
+/// `#[init(...)]`, every problem reported; `None` when any.
+pub fn parse(attr: &Attribute, errors: &mut Errors) -> Option<Rc<InitAttr>> {
+    let usage = "expected `#[init(std = 0.02)]`: weights drawn from N(0, std²) with a positive float literal, and \
+                 optionally `ends_with(\"c_proj.weight\", std = 0.0071)` for the parameters whose path ends so";
+    let Ok(items) = attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated) else {
+        errors.spanned(attr, usage);
+        return None;
+    };
+    let before = errors.len();
+    let mut out = InitAttr { std: None, named: Vec::new() };
+    let mut std_seen = false;
+    for item in &items {
+        match (path_name(item.path()).as_str(), item) {
+            ("std", Meta::NameValue(nv)) if std_seen => errors.spanned(nv, "duplicate key `std`"),
+            ("std", Meta::NameValue(nv)) => {
+                std_seen = true;
+                out.std = std_value(&nv.value, errors);
+            }
+            ("ends_with", Meta::List(list)) => match list.parse_args::<EndsWith>() {
+                Ok(EndsWith { suffix, std_key, value }) => {
+                    let std = if std_key == "std" {
+                        std_value(&value, errors)
+                    } else {
+                        errors.spanned(&std_key, "expected `std = ..` after the suffix");
+                        None
+                    };
+                    let text = suffix.value();
+                    if text.is_empty() || text.starts_with('.') || text.ends_with('.') || text.contains("..") {
+                        errors.spanned(
+                            &suffix,
+                            "a suffix is one or more whole components of a parameter's path, such as `c_proj.weight`",
+                        );
+                    } else if out.named.iter().any(|n| n.suffix.value() == text) {
+                        errors.spanned(&suffix, format!("duplicate suffix \"{text}\""));
+                    } else if let Some(std) = std {
+                        out.named.push(NamedStd { suffix, std });
+                    }
+                }
+                Err(_) => errors.spanned(list, "expected `ends_with(\"c_proj.weight\", std = 0.0071)`"),
+            },
+            _ => errors.spanned(item, usage),
+        }
+    }
+    if items.is_empty() {
+        errors.spanned(attr, usage);
+    }
+    (errors.len() == before).then(|| Rc::new(out))
+}
+
+/// `"suffix", std = value`.
+struct EndsWith {
+    suffix: LitStr,
+    std_key: syn::Ident,
+    value: Expr,
+}
+
+impl Parse for EndsWith {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let suffix = input.parse()?;
+        input.parse::<Token![,]>()?;
+        let std_key = input.parse()?;
+        input.parse::<Token![=]>()?;
+        let value = input.parse()?;
+        input.parse::<Option<Token![,]>>()?;
+        Ok(EndsWith { suffix, std_key, value })
+    }
+}
+
+/// A positive float literal that is a normal f32 (the weights are drawn in f32: 1e-50 would be 0).
+fn std_value(value: &Expr, errors: &mut Errors) -> Option<f64> {
+    let Expr::Lit(syn::ExprLit { lit: Lit::Float(lit), .. }) = value else {
+        errors.spanned(value, "`std` must be a positive float literal, such as `0.02`");
+        return None;
+    };
+    match lit.base10_parse::<f64>() {
+        Ok(std) if std > MAX_STD => errors.spanned(lit, "`std` must be at most 1e6"),
+        Ok(std) if (std as f32).is_normal() && std > 0.0 => return Some(std),
+        _ => errors.spanned(lit, "`std` must be positive and, as the f32 the weights are drawn with, at least 1.2e-38"),
+    }
+    None
+}
+
+/// The initial value of `field`, layer `index` of the model: the type's own `Layer::init`, then,
+/// under an `#[init(..)]`, its parameters redrawn (`init_normal`, or `init_normal_params` with
+/// the indices of the parameters a suffix names).
+pub fn init_expr(field: &Field, index: usize) -> TokenStream {
+    let (ty, i) = (field.ty, crate::helpers::lit(index));
+    let own = quote!(<#ty as ::overlap::Layer>::init(&mut rng));
+    let f32_lit = |v: f64| proc_macro2::Literal::f32_unsuffixed(v as f32);
+    let named: Vec<TokenStream> = match (&field.init, &field.spec) {
+        (Some(init), Some(spec)) => spec
+            .params
+            .iter()
+            .enumerate()
+            .filter_map(|(p, param)| {
+                let path = format!("{}.{}", spec.name, param.name);
+                let rule = init.named.iter().find(|n| n.matches(&path))?;
+                let (p, std) = (crate::helpers::lit(p), f32_lit(rule.std));
+                Some(quote!((#p, #std)))
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let value = match field.init.as_deref() {
+        None => own,
+        Some(InitAttr { std: Some(std), .. }) if named.is_empty() => {
+            let std = f32_lit(*std);
+            quote!(::overlap::__private::init_normal(#own, &mut rng, #std))
+        }
+        Some(_) if named.is_empty() => own,
+        Some(InitAttr { std, .. }) => {
+            let std = match std {
+                Some(std) => {
+                    let std = f32_lit(*std);
+                    quote!(::core::option::Option::Some(#std))
+                }
+                None => quote!(::core::option::Option::None),
+            };
+            quote!(::overlap::__private::init_normal_params(#own, &mut rng, #std, &[#(#named),*]))
+        }
+    };
+    quote!({
+        let mut rng = ::overlap::InitRng::for_layer(seed, #i);
+        #value
+    })
+}
+
+/// Reports each suffix of `init` that names no parameter of the layers it decides among `fields`
+/// (those under its field), listing the names it could have matched, or saying which inner
+/// `#[init]` decides the parameter it names. Fields whose type was already refused are not judged.
+pub fn check_named(init: &Rc<InitAttr>, fields: &[Field], errors: &mut Errors) {
+    if fields.iter().any(|f| f.spec.is_none()) {
+        return;
+    }
+    let paths = |decided: bool| -> Vec<String> {
+        fields
+            .iter()
+            .filter(|f| f.init.as_ref().is_some_and(|i| Rc::ptr_eq(i, init)) == decided)
+            .flat_map(|f| f.spec.iter().flat_map(|s| s.params.iter().map(move |p| format!("{}.{}", s.name, p.name))))
+            .collect()
+    };
+    let (decided, others) = (paths(true), paths(false));
+    for rule in init.named.iter().filter(|rule| !decided.iter().any(|p| rule.matches(p))) {
+        let shown: Vec<&str> = decided.iter().take(6).map(String::as_str).collect();
+        let more = match decided.len() - shown.len() {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        let why = match others.iter().find(|p| rule.matches(p)) {
+            Some(inner) => format!("`{inner}` does, but the `#[init]` of a field inside decides it"),
+            None if decided.is_empty() => "it decides no parameter".to_string(),
+            None => format!("its parameters are {}{more}", shown.join(", ")),
+        };
+        errors.spanned(
+            &rule.suffix,
+            format!("no parameter's path ends in \"{}\" under this `#[init]`: {why}", rule.suffix.value()),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_suffix_matches_whole_components_of_a_path() {
+        let rule = NamedStd { suffix: LitStr::new("c_proj.weight", proc_macro2::Span::call_site()), std: 0.1 };
+        assert!(rule.matches("h.0.mlp.c_proj.weight"));
+        assert!(rule.matches("c_proj.weight"));
+        assert!(!rule.matches("h.0.mlp.xc_proj.weight"));
+        assert!(!rule.matches("h.0.mlp.c_proj.weight2"));
+        assert!(!rule.matches("h.0.mlp.c_proj.bias"));
+    }
+}
