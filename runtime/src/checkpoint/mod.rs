@@ -22,13 +22,13 @@ mod durable;
 mod layout;
 pub mod low_rank;
 pub mod shards;
+mod state;
 
 pub use claim::{claim, DirLock};
+pub use state::{Position, RunAbout};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::fault::{self, SaveStage};
@@ -36,84 +36,13 @@ use crate::model::DistributedModel;
 use crate::optim::OptimizerState;
 use crate::params_file::{model_file_bytes, read_checked, serialize, to_bytes, Tensor};
 use layout::{step_dir_name, step_of, LATEST};
+use state::{state_crc, FileCheck, State};
 
-const FORMAT: &str = "overlap-checkpoint/1";
 const MODEL_FILE: &str = "model.safetensors";
 const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 const STATE_FILE: &str = "state.json";
 /// Step directories kept: the newest and the one before it.
 const KEEP: usize = 2;
-
-/// Where training stands: what a resumed run needs besides tensors.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Position {
-    /// The next step to run (0-based), i.e. steps completed.
-    pub next_step: u64,
-    /// Samples consumed by all ranks together: where the data stream continues.
-    pub samples_seen: u64,
-}
-
-/// What a checkpoint's run read, so that a resume can say when it reads something else.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunAbout {
-    /// Samples per optimizer step over all ranks.
-    pub global_batch: u64,
-    /// The dataset's own description (`Dataset::describe`), seed included for generated sets.
-    pub data: String,
-    /// How gradients travelled: the compiled `grad_comm` (`fp32`, `bf16`,
-    /// `powersgd(rank = 4, start_iter = 10)`), or a format chosen at run time. Empty in
-    /// checkpoints written before it was recorded.
-    #[serde(default)]
-    pub gradients: String,
-    /// The compiled schedule's fingerprint (its buckets, wire formats and PowerSGD rank; not its
-    /// `shard_optimizer`, whose checkpoints are the same: `Schedule::plan_fingerprint`), as 16 hex
-    /// digits; empty in checkpoints written before it was recorded.
-    #[serde(default)]
-    pub schedule: String,
-    /// The optimizer's settings (`OptimizerConfig::summary`); empty in checkpoints written
-    /// before it was recorded.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub optimizer: String,
-    /// What the data's token ids stand for (`Dataset::vocabulary`): a text's sorted characters.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vocabulary: Option<String>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct State {
-    format: String,
-    model: String,
-    optimizer: String,
-    optimizer_step: Option<u64>,
-    position: Position,
-    /// Absent in checkpoints written before it was recorded.
-    #[serde(default)]
-    run: Option<RunAbout>,
-    /// Present when the checkpoint holds PowerSGD's state.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    powersgd: Option<low_rank::Meta>,
-    files: BTreeMap<String, FileCheck>,
-    /// CRC-32 of everything above (`state_crc`), so that an edited position, step count or file
-    /// record is found, not resumed from. Absent in checkpoints written before it was recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    crc32: Option<u32>,
-}
-
-/// The CRC-32 of `state` without its own `crc32`: of its fields as compact JSON with sorted keys,
-/// so that the file's layout (indentation, key order) does not matter, only what it says.
-fn state_crc(state: &State) -> Result<u32> {
-    value_crc(serde_json::to_value(state).map_err(|e| Error::Checkpoint(e.to_string()))?)
-}
-
-/// The CRC of a state file's fields as read, whichever this build knows: a field added since
-/// the file was written, absent there, does not change what is checked.
-fn value_crc(mut value: serde_json::Value) -> Result<u32> {
-    if let Some(fields) = value.as_object_mut() {
-        fields.remove("crc32");
-    }
-    let compact = serde_json::to_vec(&value).map_err(|e| Error::Checkpoint(e.to_string()))?;
-    Ok(crc32fast::hash(&compact))
-}
 
 /// What `load` restored besides the tensors.
 #[derive(Clone, Debug)]
@@ -126,18 +55,6 @@ pub struct Loaded {
     /// This rank's PowerSGD state, for the buckets (`Restored::restore`), when the model and the
     /// checkpoint have one.
     pub low_rank: Option<low_rank::Restored>,
-}
-
-#[derive(Debug, PartialEq, Serialize, Deserialize)]
-struct FileCheck {
-    bytes: u64,
-    crc32: u32,
-}
-
-impl FileCheck {
-    fn of(bytes: &[u8]) -> Self {
-        FileCheck { bytes: bytes.len() as u64, crc32: crc32fast::hash(bytes) }
-    }
 }
 
 /// Writes a checkpoint of `model` and `optimizer` at `position` into `dir` (rank 0 only), with
@@ -207,7 +124,7 @@ fn write_step<M: DistributedModel, O: OptimizerState>(
         files.insert(low_rank::FILE.to_string(), FileCheck::of(bytes));
     }
     let state = State {
-        format: FORMAT.into(),
+        format: state::FORMAT.into(),
         model: M::SCHEDULE.model.to_string(),
         optimizer: optimizer.kind().into(),
         optimizer_step: optimizer.step_count(),
@@ -264,54 +181,8 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
         )));
     }
     let state_path = step_dir.join(STATE_FILE);
-    let state_bytes = read(&state_path)?;
-    let state: State = serde_json::from_slice(&state_bytes)
-        .map_err(|e| Error::Checkpoint(format!("{}: not a valid checkpoint state file: {e}", state_path.display())))?;
-    if state.format != FORMAT {
-        return Err(Error::Checkpoint(format!(
-            "{}: format `{}`, this build reads `{FORMAT}`",
-            state_path.display(),
-            state.format
-        )));
-    }
-    if let Some(recorded) = state.crc32 {
-        let read = serde_json::from_slice(&state_bytes).map_err(|e| Error::Checkpoint(e.to_string()))?;
-        let found = value_crc(read)?;
-        if found != recorded {
-            return Err(Error::Checkpoint(format!(
-                "{}: edited or damaged: what it says has CRC-32 {found:08x}, the checkpoint recorded {recorded:08x} \
-                 (its position, step count and file records cannot be trusted)",
-                state_path.display()
-            )));
-        }
-    }
-
-    let checked = |file: &str| -> Result<Vec<u8>> {
-        let path = step_dir.join(file);
-        let bytes = read(&path)?;
-        let expected = state
-            .files
-            .get(file)
-            .ok_or_else(|| Error::Checkpoint(format!("{}: not listed in {}", path.display(), state_path.display())))?;
-        let found = FileCheck::of(&bytes);
-        if found.bytes != expected.bytes {
-            return Err(Error::Checkpoint(format!(
-                "{}: truncated or overwritten: {} bytes, the checkpoint recorded {}",
-                path.display(),
-                found.bytes,
-                expected.bytes
-            )));
-        }
-        if found.crc32 != expected.crc32 {
-            return Err(Error::Checkpoint(format!(
-                "{}: corrupted: CRC-32 {:08x}, the checkpoint recorded {:08x}",
-                path.display(),
-                found.crc32,
-                expected.crc32
-            )));
-        }
-        Ok(bytes)
-    };
+    let state = State::read(&state_path)?;
+    let checked = |file: &str| state.checked_file(&step_dir, file, &state_path);
     let (model_bytes, optimizer_bytes) = (checked(MODEL_FILE)?, checked(OPTIMIZER_FILE)?);
 
     let mut problems = Vec::new();
@@ -413,10 +284,6 @@ fn optimizer_tensors<M: DistributedModel, O: OptimizerState>(optimizer: &O) -> V
         }
     }
     out
-}
-
-fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })
 }
 
 /// The step directory `latest` names, which must be a plain `step-N` name.
