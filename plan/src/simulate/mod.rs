@@ -223,10 +223,15 @@ pub fn simulate_sharded(
             *end = comm_free;
         }
     }
-    // Forward, each layer after the all-gathers of the parameters it is the first to read.
+    // Forward, each layer after the all-gathers of the parameters it is the first to read (in
+    // launch order among them): the gathers by first reader, walked once with the layers, so that
+    // a plan search simulating thousands of groupings stays linear in the layers.
+    let mut by_reader: Vec<usize> = (0..gathers.len()).collect();
+    by_reader.sort_by_key(|&g| gathers[g].first_read); // Stable: launch order within a layer.
+    let mut waits = by_reader.iter().map(|&g| (gathers[g].first_read, gather_end[g])).peekable();
     let (mut t, mut gather_exposed_s) = (0.0f64, 0.0f64);
     for (i, &f) in costs.forward_s.iter().enumerate() {
-        for (_, &end) in gathers.iter().zip(&gather_end).filter(|(g, _)| g.first_read == i) {
+        while let Some((_, end)) = waits.next_if(|&(reader, _)| reader <= i) {
             if end > t {
                 gather_exposed_s += end - t;
                 t = end;
