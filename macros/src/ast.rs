@@ -118,7 +118,7 @@ impl<'a> Model<'a> {
         };
         let ident = &item.ident;
         let inits = fields.iter().enumerate().map(|(i, f)| {
-            let (field, value) = (&f.ident, init_attr::init_expr(f, i));
+            let (field, value) = (&f.ident, init_attr::init_expr(f.ty, i, f.init.as_deref(), f.spec.as_ref()));
             quote!(#field: #value,)
         });
         let init = quote!(#ident { #(#inits)* });
@@ -173,7 +173,7 @@ impl<'a> Field<'a> {
             init,
         };
         if let Some(own) = &attrs.init {
-            init_attr::check_named(own, std::slice::from_ref(&layer), errors);
+            init_attr::check_named(own, &[(layer.init.as_ref(), layer.spec.as_ref())], errors);
         }
         layer
     }

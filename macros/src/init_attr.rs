@@ -14,7 +14,8 @@ use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Expr, Lit, LitStr, Meta, Token};
 
-use crate::ast::Field;
+use overlap_plan::LayerSpec;
+
 use crate::errors::Errors;
 use crate::helpers::path_name;
 
@@ -125,14 +126,15 @@ fn std_value(value: &Expr, errors: &mut Errors) -> Option<f64> {
     None
 }
 
-/// The initial value of `field`, layer `index` of the model: the type's own `Layer::init`, then,
-/// under an `#[init(..)]`, its parameters redrawn (`init_normal`, or `init_normal_params` with
-/// the indices of the parameters a suffix names).
-pub fn init_expr(field: &Field, index: usize) -> TokenStream {
-    let (ty, i) = (field.ty, crate::helpers::lit(index));
+/// The initial value of a layer of type `ty` (as the schedule describes it, `spec`), layer
+/// `index` of the model: the type's own `Layer::init`, then, under an `#[init(..)]`, its
+/// parameters redrawn (`init_normal`, or `init_normal_params` with the indices of the parameters a
+/// suffix names).
+pub fn init_expr(ty: &syn::Type, index: usize, init: Option<&InitAttr>, spec: Option<&LayerSpec>) -> TokenStream {
+    let i = crate::helpers::lit(index);
     let own = quote!(<#ty as ::overlap::Layer>::init(&mut rng));
     let f32_lit = |v: f64| proc_macro2::Literal::f32_unsuffixed(v as f32);
-    let named: Vec<TokenStream> = match (&field.init, &field.spec) {
+    let named: Vec<TokenStream> = match (init, spec) {
         (Some(init), Some(spec)) => spec
             .params
             .iter()
@@ -146,7 +148,7 @@ pub fn init_expr(field: &Field, index: usize) -> TokenStream {
             .collect(),
         _ => Vec::new(),
     };
-    let value = match field.init.as_deref() {
+    let value = match init {
         None => own,
         Some(InitAttr { std: Some(std), .. }) if named.is_empty() => {
             let std = f32_lit(*std);
@@ -170,18 +172,21 @@ pub fn init_expr(field: &Field, index: usize) -> TokenStream {
     })
 }
 
-/// Reports each suffix of `init` that names no parameter of the layers it decides among `fields`
-/// (those under its field), listing the names it could have matched, or saying which inner
-/// `#[init]` decides the parameter it names. Fields whose type was already refused are not judged.
-pub fn check_named(init: &Rc<InitAttr>, fields: &[Field], errors: &mut Errors) {
-    if fields.iter().any(|f| f.spec.is_none()) {
+/// Reports each suffix of `init` that names no parameter of the layers it decides among
+/// `layers` (each one's innermost `#[init]` and schedule entry: those under its field), listing
+/// the names it could have matched, or saying which inner `#[init]` decides the parameter it
+/// names. Layers whose type was already refused (no entry) are not judged.
+pub fn check_named(init: &Rc<InitAttr>, layers: &[(Option<&Rc<InitAttr>>, Option<&LayerSpec>)], errors: &mut Errors) {
+    if layers.iter().any(|(_, spec)| spec.is_none()) {
         return;
     }
     let paths = |decided: bool| -> Vec<String> {
-        fields
+        layers
             .iter()
-            .filter(|f| f.init.as_ref().is_some_and(|i| Rc::ptr_eq(i, init)) == decided)
-            .flat_map(|f| f.spec.iter().flat_map(|s| s.params.iter().map(move |p| format!("{}.{}", s.name, p.name))))
+            .filter(|(own, _)| own.is_some_and(|i| Rc::ptr_eq(i, init)) == decided)
+            .flat_map(|(_, spec)| {
+                spec.iter().flat_map(|s| s.params.iter().map(move |p| format!("{}.{}", s.name, p.name)))
+            })
             .collect()
     };
     let (decided, others) = (paths(true), paths(false));

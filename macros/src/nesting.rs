@@ -232,7 +232,7 @@ impl<'a> Flat<'_, 'a> {
             let Some((b, repeat)) = block_of(&field.ty, self.structs, s) else {
                 let i = self.fields.len();
                 let layer = Field::new(field, prefix, &[], errors);
-                let value = crate::init_attr::init_expr(&layer, i);
+                let value = crate::init_attr::init_expr(layer.ty, i, layer.init.as_deref(), layer.spec.as_ref());
                 inits.push(quote!(#name: #value));
                 self.fields.push(layer);
                 continue;
@@ -327,7 +327,8 @@ impl<'a> Flat<'_, 'a> {
                 }
             };
             if let Some(own) = &attrs.init {
-                crate::init_attr::check_named(own, &self.fields[before..], errors);
+                let under: Vec<_> = self.fields[before..].iter().map(|f| (f.init.as_ref(), f.spec.as_ref())).collect();
+                crate::init_attr::check_named(own, &under, errors);
             }
             inits.push(quote!(#name: #init));
         }
