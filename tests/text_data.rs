@@ -39,11 +39,7 @@ fn a_text_trains_the_gpt_example_alike_on_one_and_two_ranks() {
     assert!(ok && !again.contains("step      1"), "{again}");
     assert_eq!(sample(&again), drawn, "{again}");
     let (ok, refused) = run("gpt", dir.path(), &["--text", "t.txt", "--steps", "0", "--sample", "40"]);
-    assert!(
-        !ok && refused
-            .contains("--steps 0 trains nothing: it samples (--sample N) from the parameters of --init-params"),
-        "{refused}"
-    );
+    assert!(!ok && refused.contains("--steps 0 trains nothing: it samples (--sample N) the characters"), "{refused}");
     if common::mpirun_available() {
         let (exe, wdir) = (example("gpt"), dir.path().to_str().unwrap());
         let ranks = ["--wdir", wdir, "-n", "2", exe.to_str().unwrap()];
@@ -57,6 +53,11 @@ fn a_text_trains_the_gpt_example_alike_on_one_and_two_ranks() {
         // and AdamW turns that rounding, which differs with the order of the sums, into full steps.
         let diff = common::max_relative_difference(&one, &two);
         assert!(diff < 1e-3, "two ranks of one sequence each read the samples one rank of two reads: {diff:e}");
+        // A rank that gives the default context is no different from one that leaves it out.
+        let exe = exe.to_str().unwrap();
+        let short = ["--text", "t.txt", "--steps", "1", "--batch", "1", "--report", "off"];
+        let one_rank = [&["--wdir", wdir, "-n", "1", exe][..], &short].concat();
+        common::mpirun_ok(&[&one_rank[..], &[":"], &one_rank, &["--context", "64"]].concat());
     }
 }
 
@@ -74,12 +75,20 @@ fn texts_and_models_that_do_not_fit_are_refused_before_step_1() {
         ("gpt", &["--text", "missing.txt"], "missing.txt"),
         ("mlp", &["--text", "t.txt"], "--text feeds token ids, one per row; Mlp's first layer takes 784 inputs"),
         ("gpt", &["--text", "t.txt", "--data", "."], "cannot be used with"),
+        // An output over the data it trains on.
+        (
+            "gpt",
+            &["--text", "t.txt", "--save-params", "./t.txt"],
+            "--save-params ./t.txt is a file the training data is read from: the run would write over it",
+        ),
+        ("gpt", &["--text", "t.txt", "--trace", "t.txt"], "--trace t.txt is a file the training data is read from"),
     ] {
         let (ok, text) = run(exe, dir.path(), &[args, &["--steps", "2"]].concat());
         assert!(!ok, "{exe} {args:?} ran:\n{text}");
         assert!(text.contains(expected), "{exe} {args:?}: expected `{expected}` in:\n{text}");
         assert!(!text.contains("step      1"), "{exe} {args:?}: refused only after training began:\n{text}");
     }
+    assert_eq!(std::fs::read_to_string(dir.path().join("t.txt")).unwrap(), TEXT.repeat(20), "the text is intact");
 }
 
 /// The vocabulary (the text's sorted characters) goes with the parameters file and the
@@ -115,4 +124,13 @@ fn the_vocabulary_travels_with_parameters_and_checkpoints() {
     assert!(!ok && text.contains("token ids would mean other characters"), "{text}");
     let (ok, text) = run("gpt", dir.path(), &[&resume[..], &["--text", "t.txt"]].concat());
     assert!(ok, "{text}");
+    // The data is compared by its samples: the same text by another path is the same data, and
+    // another text of the same name and characters is not.
+    let (ok, text) = run("gpt", dir.path(), &[&resume[..], &["--text", "./t.txt"]].concat());
+    assert!(ok && !text.contains("other data"), "{text}");
+    let reversed: String = TEXT.repeat(20).chars().rev().collect();
+    std::fs::write(dir.path().join("t.txt"), reversed).unwrap();
+    let (ok, text) = run("gpt", dir.path(), &[&resume[..], &["--text", "t.txt"]].concat());
+    assert!(ok && text.contains("warning: resuming with other data: t.txt: "), "{text}");
+    assert!(text.contains("holds other samples than the checkpoint's run read (content hash"), "{text}");
 }

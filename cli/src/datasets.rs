@@ -77,11 +77,11 @@ fn check_tokens<M: DistributedModel>(shards: &TokenShards) -> Result<()> {
     // `training_data` has already refused a model without them.
     let classes = M::SCHEDULE.io_widths().map_or(usize::MAX, |(_, classes)| classes);
     let limit = embedding_rows::<M>().map_or(classes, |rows| rows.min(classes));
-    let largest = usize::from(shards.max_token());
-    if largest >= limit {
+    let (largest, shard) = shards.max_token();
+    if usize::from(largest) >= limit {
         return Err(Error::Config(format!(
             "{}: token id {largest} is past {model}'s vocabulary of {limit} tokens",
-            shards.name()
+            shard.display()
         )));
     }
     Ok(())
@@ -98,10 +98,7 @@ fn embedding_rows<M: DistributedModel>() -> Option<usize> {
 /// Tokens per sample: `--context`, at most the position embedding's rows, which are the default.
 fn context<M: DistributedModel>(flag: &str, args: &TrainArgs, features: usize) -> Result<usize> {
     let model = &M::SCHEDULE.model;
-    let positions = M::DEVICE_OPS.iter().find_map(|op| match op {
-        DeviceOp::PositionEmbedding { positions, .. } => Some(*positions),
-        _ => None,
-    });
+    let positions = position_rows::<M>();
     if features != 1 {
         return Err(Error::Config(format!(
             "{flag} feeds token ids, one per row; {model}'s first layer takes {features} inputs (an Embedding takes 1)"
@@ -117,6 +114,14 @@ fn context<M: DistributedModel>(flag: &str, args: &TrainArgs, features: usize) -
             Err(Error::Config(format!("{flag} needs --context: {model} has no position embedding to take it from")))
         }
     }
+}
+
+/// The rows of the model's position embedding, if it has one: the default `--context`.
+pub(crate) fn position_rows<M: DistributedModel>() -> Option<usize> {
+    M::DEVICE_OPS.iter().find_map(|op| match op {
+        DeviceOp::PositionEmbedding { positions, .. } => Some(*positions),
+        _ => None,
+    })
 }
 
 /// The held-out data of `data`: the text's validation split, the shards' `val` files, the IDX
@@ -153,6 +158,10 @@ pub(crate) fn held_out<M: DistributedModel>(data: &TrainingData, args: &TrainArg
             check_tokens::<M>(&shards)?;
             Ok(TrainingData::Tokens(shards))
         }
+        (TrainingData::Text(_), _) => data.held_out(args.data.as_deref()).map_err(|e| match e {
+            Error::Dataset(why) => Error::Dataset(format!("{why} (held-out loss: --eval-every 0 measures none)")),
+            other => other,
+        }),
         _ => data.held_out(args.data.as_deref()),
     }
 }

@@ -133,9 +133,11 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
 
 /// `--steps 0`: no training, a sample from the parameters `--init-params` loads.
 fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
-    if args.sample == 0 || args.init_params.is_none() || args.comm_only {
+    if args.sample == 0 || args.init_params.is_none() || args.comm_only || args.text.is_none() {
         return Err(Error::Config(
-            "--steps 0 trains nothing: it samples (--sample N) from the parameters of --init-params FILE".into(),
+            "--steps 0 trains nothing: it samples (--sample N) the characters of a --text from the parameters of \
+             --init-params FILE"
+                .into(),
         ));
     }
     unused_flags::refuse_with_sample_only(args)?;
@@ -169,7 +171,7 @@ fn starting_model<M: DistributedModel>(args: &TrainArgs, comm: &Communicator, da
 /// `--save-params` and the other outputs).
 pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<TrainSummary> {
     // What the `Trainer` cannot compare, since it never sees it: the data and the start.
-    overlap_runtime::train::agree(comm, &args.shared_beyond_train_config())?;
+    overlap_runtime::train::agree(comm, &args.shared_beyond_train_config(datasets::position_rows::<M>()))?;
     let mut data = datasets::training_data::<M>(args)?;
     let mut model = starting_model::<M>(args, comm, &data)?;
     let mut held_out = args.validation_every().map(|_| datasets::held_out::<M>(&data, args)).transpose()?;
@@ -189,12 +191,8 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
 /// `--sample N`: N characters from the trained model, after a newline (or the first
 /// character, in a text without one), on stdout.
 fn print_sample<M: DistributedModel>(model: &M, text: &CharText, args: &TrainArgs) -> Result<()> {
-    let config = SampleConfig {
-        tokens: args.sample,
-        temperature: args.temperature as f32,
-        top_k: Some(args.top_k),
-        seed: args.seed,
-    };
+    let config =
+        SampleConfig { tokens: args.sample, temperature: args.temperature, top_k: Some(args.top_k), seed: args.seed };
     let start = text.vocab().binary_search(&'\n').unwrap_or(0);
     let tokens = generate(model, &[start], (text.vocab().len(), text.context()), &config)?;
     console::out_line(&format!(

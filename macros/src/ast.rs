@@ -173,7 +173,7 @@ impl<'a> Field<'a> {
             init,
         };
         if let Some(own) = &attrs.init {
-            init_attr::check_named(own, &[(layer.init.as_ref(), layer.spec.as_ref())], errors);
+            init_attr::check_named(own, &prefix.name, &[(layer.init.as_ref(), layer.spec.as_ref())], errors);
         }
         layer
     }

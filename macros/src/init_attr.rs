@@ -62,6 +62,9 @@ pub fn parse(attr: &Attribute, errors: &mut Errors) -> Option<Rc<InitAttr>> {
                 std_seen = true;
                 out.std = std_value(&nv.value, errors);
             }
+            ("ends_with", Meta::List(list)) if !matches!(list.delimiter, syn::MacroDelimiter::Paren(_)) => {
+                errors.spanned(list, "expected `ends_with(\"c_proj.weight\", std = 0.0071)`, in parentheses")
+            }
             ("ends_with", Meta::List(list)) => match list.parse_args::<EndsWith>() {
                 Ok(EndsWith { suffix, std_key, value }) => {
                     let std = if std_key == "std" {
@@ -175,11 +178,19 @@ pub fn init_expr(ty: &syn::Type, index: usize, init: Option<&InitAttr>, spec: Op
 /// Reports each suffix of `init` that names no parameter of the layers it decides among
 /// `layers` (each one's innermost `#[init]` and schedule entry: those under its field), listing
 /// the names it could have matched, or saying which inner `#[init]` decides the parameter it
-/// names. Layers whose type was already refused (no entry) are not judged.
-pub fn check_named(init: &Rc<InitAttr>, layers: &[(Option<&Rc<InitAttr>>, Option<&LayerSpec>)], errors: &mut Errors) {
+/// names; and each parameter two suffixes name. Names are shown from `holder`, the path of the
+/// struct holding the field, so that every copy of a repeated block says the same (and the
+/// compiler shows it once). Layers whose type was already refused (no entry) are not judged.
+pub fn check_named(
+    init: &Rc<InitAttr>,
+    holder: &str,
+    layers: &[(Option<&Rc<InitAttr>>, Option<&LayerSpec>)],
+    errors: &mut Errors,
+) {
     if layers.iter().any(|(_, spec)| spec.is_none()) {
         return;
     }
+    let shown_from = if holder.is_empty() { String::new() } else { format!("{holder}.") };
     let paths = |decided: bool| -> Vec<String> {
         layers
             .iter()
@@ -190,21 +201,40 @@ pub fn check_named(init: &Rc<InitAttr>, layers: &[(Option<&Rc<InitAttr>>, Option
             .collect()
     };
     let (decided, others) = (paths(true), paths(false));
+    let shown = |path: &str| path.strip_prefix(&shown_from).unwrap_or(path).to_string();
     for rule in init.named.iter().filter(|rule| !decided.iter().any(|p| rule.matches(p))) {
-        let shown: Vec<&str> = decided.iter().take(6).map(String::as_str).collect();
-        let more = match decided.len() - shown.len() {
+        let listed: Vec<String> = decided.iter().take(6).map(|p| shown(p)).collect();
+        let more = match decided.len() - listed.len() {
             0 => String::new(),
             n => format!(" and {n} more"),
         };
         let why = match others.iter().find(|p| rule.matches(p)) {
-            Some(inner) => format!("`{inner}` does, but the `#[init]` of a field inside decides it"),
+            Some(inner) => format!("`{}` does, but the `#[init]` of a field inside decides it", shown(inner)),
             None if decided.is_empty() => "it decides no parameter".to_string(),
-            None => format!("its parameters are {}{more}", shown.join(", ")),
+            None => format!("its parameters are {}{more}", listed.join(", ")),
         };
         errors.spanned(
             &rule.suffix,
             format!("no parameter's path ends in \"{}\" under this `#[init]`: {why}", rule.suffix.value()),
         );
+    }
+    // One spread per parameter: a later suffix naming a parameter an earlier one names is an error.
+    for (k, rule) in init.named.iter().enumerate() {
+        let twice = decided.iter().find_map(|p| {
+            let earlier = init.named[..k].iter().find(|e| e.matches(p))?;
+            rule.matches(p).then_some((p, earlier))
+        });
+        if let Some((path, earlier)) = twice {
+            errors.spanned(
+                &rule.suffix,
+                format!(
+                    "`{}` ends in both \"{}\" and \"{}\": give each parameter one spread",
+                    shown(path),
+                    earlier.suffix.value(),
+                    rule.suffix.value()
+                ),
+            );
+        }
     }
 }
 

@@ -146,7 +146,8 @@ pub fn trees<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Vec<Model<'a>> {
         }
     }
     let tree = |root: usize, errors: &mut Errors| {
-        let mut flat = Flat { structs: &structs.all, fields: Vec::new(), residuals: Vec::new(), too_many: false };
+        let mut flat =
+            Flat { structs: &structs.all, fields: Vec::new(), residuals: Vec::new(), too_many: false, empty_blocks: 0 };
         let init = flat.unroll(root, &Prefix::default(), errors);
         Model { item: structs.all[root], fields: flat.fields, residuals: flat.residuals, init }
     };
@@ -215,6 +216,8 @@ struct Flat<'s, 'a> {
     residuals: Vec<Residual>,
     /// Unrolling passed `MAX_LAYERS` (reported once, at the innermost repeat that did).
     too_many: bool,
+    /// Uses of blocks that gave no layers (refused, with the block or at the use).
+    empty_blocks: usize,
 }
 
 impl<'a> Flat<'_, 'a> {
@@ -279,6 +282,7 @@ impl<'a> Flat<'_, 'a> {
                 continue; // Reported with the block.
             }
             let residual = residual_attr(self.structs[b], errors).is_some();
+            let (before, errors_before, empty_before) = (self.fields.len(), errors.len(), self.empty_blocks);
             let mut one = |this: &mut Self, index: Option<usize>| {
                 let mut inner = prefix.inner(name, index);
                 inner.init = attrs.init.clone().or_else(|| prefix.init.clone());
@@ -294,6 +298,7 @@ impl<'a> Flat<'_, 'a> {
                     );
                 }
                 if this.fields.len() == first {
+                    this.empty_blocks += 1;
                     // A block of unnamed fields is reported with the block.
                     if matches!(this.structs[b].fields, Fields::Named(_)) {
                         errors.spanned(&field.ty, "a block needs at least one layer");
@@ -312,7 +317,6 @@ impl<'a> Flat<'_, 'a> {
                 }
                 init
             };
-            let before = self.fields.len();
             let init = match copies {
                 None => one(self, None),
                 Some(n) => {
@@ -326,9 +330,11 @@ impl<'a> Flat<'_, 'a> {
                     quote!([#(#each),*])
                 }
             };
-            if let Some(own) = &attrs.init {
+            // Not judged when anything under the field was refused: its layers are not all there.
+            let whole = errors.len() == errors_before && self.empty_blocks == empty_before && !self.too_many;
+            if let (Some(own), true) = (&attrs.init, whole) {
                 let under: Vec<_> = self.fields[before..].iter().map(|f| (f.init.as_ref(), f.spec.as_ref())).collect();
-                crate::init_attr::check_named(own, &under, errors);
+                crate::init_attr::check_named(own, &prefix.name, &under, errors);
             }
             inits.push(quote!(#name: #init));
         }

@@ -7,6 +7,8 @@
 //! Sample `i` is drawn from its own seeded generator: class `i mod classes` shuffled by a hash,
 //! features = that class's fixed prototype plus Gaussian-like noise. Learnable, so the loss falls.
 
+use std::path::PathBuf;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -91,6 +93,13 @@ pub trait Dataset {
     fn fingerprint(&self) -> Option<u64> {
         None
     }
+
+    /// The files the samples are read from: `Trainer::fit` refuses, before step 1, a run whose
+    /// outputs (parameters file, trace, timeline, profile) would be written over one. Empty (the
+    /// default): data held in memory or read from nowhere the run writes.
+    fn files(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
 }
 
 impl Dataset for SyntheticClassification {
@@ -135,6 +144,10 @@ impl Dataset for IdxDataset {
 
     fn describe(&self) -> String {
         format!("IDX set ({} samples, {} features, {} classes)", self.len(), IdxDataset::features(self), self.classes())
+    }
+
+    fn files(&self) -> Vec<PathBuf> {
+        IdxDataset::files(self).to_vec()
     }
 }
 

@@ -239,6 +239,8 @@ pub struct IdxDataset {
     /// `len() x features`, row-major, each pixel divided by 255.
     images: Vec<f32>,
     labels: Vec<u8>,
+    /// The image and label files it was read from (`Dataset::files`).
+    files: Vec<PathBuf>,
 }
 
 impl IdxDataset {
@@ -261,8 +263,9 @@ impl IdxDataset {
         }
         // parse_images checked count * rows * cols == pixels.len(), so this cannot overflow.
         let features = rows * cols;
+        let files = vec![images.to_path_buf(), labels.to_path_buf()];
         let images = pixels.iter().map(|&p| f32::from(p) / 255.0).collect();
-        Ok(IdxDataset { features, classes, images, labels: label_data.to_vec() })
+        Ok(IdxDataset { features, classes, images, labels: label_data.to_vec(), files })
     }
 
     /// Loads the `split` half of an MNIST-style directory, accepting both the original file names
@@ -275,6 +278,11 @@ impl IdxDataset {
         let labels =
             find(dir, [format!("{prefix}-labels-idx1-ubyte"), format!("{prefix}-labels.idx1-ubyte")], split, "labels")?;
         IdxDataset::load(&images, &labels, classes)
+    }
+
+    /// The image and label files it was read from.
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
     }
 
     /// Number of samples.

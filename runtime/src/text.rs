@@ -6,7 +6,7 @@
 //! its own shard of every step and a resumed or re-ranked run reads the same characters.
 
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::data::{Batch, Dataset};
@@ -38,12 +38,15 @@ pub struct CharText {
     context: usize,
     seed: u64,
     name: String,
+    /// The file it was read from, if any (`Dataset::files`).
+    file: Option<PathBuf>,
 }
 
 impl CharText {
     /// Reads a UTF-8 text file (`read_text`) into windows of `context` characters.
     pub fn from_file(path: &Path, context: usize, seed: u64) -> Result<Self> {
-        CharText::new(&read_text(path)?, context, seed, &path.display().to_string())
+        let text = CharText::new(&read_text(path)?, context, seed, &path.display().to_string())?;
+        Ok(CharText { file: Some(path.to_path_buf()), ..text })
     }
 
     /// `text` into windows of `context` characters; `name` says where it came from.
@@ -65,7 +68,7 @@ impl CharText {
             )));
         }
         let (vocab, split) = (vocab.into(), 0..train_end);
-        Ok(CharText { vocab, tokens, train_end, split, context, seed, name: name.to_string() })
+        Ok(CharText { vocab, tokens, train_end, split, context, seed, name: name.to_string(), file: None })
     }
 
     /// The validation split (the text's last 10%) as a set of its own: the same vocabulary and
@@ -161,6 +164,10 @@ impl Dataset for CharText {
             // The seed places the windows: a resumed run with another reads other samples.
             self.seed
         )
+    }
+
+    fn files(&self) -> Vec<PathBuf> {
+        self.file.iter().cloned().collect()
     }
 }
 

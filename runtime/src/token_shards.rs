@@ -28,6 +28,7 @@ pub const VOCABULARY_FILE: &str = "vocabulary.txt";
 
 /// One shard's tokens and how many windows it holds.
 struct Shard {
+    path: PathBuf,
     tokens: Vec<u16>,
     windows: u64,
 }
@@ -60,7 +61,7 @@ impl TokenShards {
                     tokens.len()
                 )));
             }
-            shards.push(Shard { tokens, windows });
+            shards.push(Shard { path: path.clone(), tokens, windows });
         }
         let windows = shards.iter().map(|s| s.windows).sum();
         let name = match paths {
@@ -72,11 +73,12 @@ impl TokenShards {
         let shards = TokenShards { shards, context, windows, name, vocabulary };
         // Past the saved vocabulary a token id stands for nothing, even where the model has rows.
         if let Some(vocabulary) = &shards.vocabulary {
-            let (largest, known) = (usize::from(shards.max_token()), vocabulary.chars().count());
-            if largest >= known {
+            let (largest, shard) = shards.max_token();
+            let known = vocabulary.chars().count();
+            if usize::from(largest) >= known {
                 return Err(Error::Dataset(format!(
                     "{}: token id {largest} is past the {known} characters of {}",
-                    shards.name,
+                    shard.display(),
                     paths[0].with_file_name(VOCABULARY_FILE).display()
                 )));
             }
@@ -94,9 +96,16 @@ impl TokenShards {
         &self.name
     }
 
-    /// The largest token id in the shards.
-    pub fn max_token(&self) -> u16 {
-        self.shards.iter().flat_map(|s| s.tokens.iter().copied()).max().unwrap_or(0)
+    /// The largest token id in the shards, and the first shard that holds it (for messages).
+    pub fn max_token(&self) -> (u16, &Path) {
+        let mut largest = (0, self.shards[0].path.as_path());
+        for shard in &self.shards {
+            let max = shard.tokens.iter().copied().max().unwrap_or(0);
+            if max > largest.0 {
+                largest = (max, &shard.path);
+            }
+        }
+        largest
     }
 
     pub fn tokens(&self) -> usize {
@@ -156,6 +165,11 @@ impl Dataset for TokenShards {
 
     fn describe(&self) -> String {
         format!("{}: {} tokens, {} windows of {}", self.name, self.tokens(), self.windows, self.context)
+    }
+
+    fn files(&self) -> Vec<PathBuf> {
+        let vocabulary = self.vocabulary.is_some().then(|| self.shards[0].path.with_file_name(VOCABULARY_FILE));
+        self.shards.iter().map(|s| s.path.clone()).chain(vocabulary).collect()
     }
 }
 
@@ -333,6 +347,11 @@ pub struct Prepared {
 /// most `shard_tokens` tokens, the rest in `<stem>_val_000000.bin`, and the vocabulary (the sorted
 /// distinct characters) in `vocabulary.txt`.
 pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usize) -> Result<Prepared> {
+    if shard_tokens < 2 {
+        return Err(Error::Config(format!(
+            "shards of {shard_tokens} token(s) hold no sample: a sample is at least a token and its next one"
+        )));
+    }
     let mut vocab: Vec<char> = text.chars().collect();
     vocab.sort_unstable();
     vocab.dedup();

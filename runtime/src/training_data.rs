@@ -60,6 +60,15 @@ impl Dataset for TrainingData {
             TrainingData::Tokens(d) => d.describe(),
         }
     }
+
+    fn files(&self) -> Vec<std::path::PathBuf> {
+        match self {
+            TrainingData::Synthetic(d) => d.files(),
+            TrainingData::Idx(d) => Dataset::files(d),
+            TrainingData::Text(d) => d.files(),
+            TrainingData::Tokens(d) => d.files(),
+        }
+    }
 }
 
 /// The command line's sets: the synthetic one, MNIST-format files, or a text's characters.

@@ -12,6 +12,12 @@ pub mod lm {
         c_proj: Linear<8, 8>,
     }
 
+    pub struct Block {
+        // Written once, in a block repeated below: reported once.
+        #[init(std = 0.02, ends_with("fc.wieght", std = 0.01))]
+        fc: Linear<8, 8>,
+    }
+
     pub struct Lm {
         // A typo names no parameter.
         #[init(std = 0.02, ends_with("c_fc.wieght", std = 0.01))]
@@ -19,6 +25,7 @@ pub mod lm {
         // Only `c_proj` would match, and its own `#[init]` decides it.
         #[init(std = 0.02, ends_with("c_proj.weight", std = 0.01))]
         second: Mlp,
+        h: [Block; 3],
         #[init(ends_with("weight", std = 0.01), ends_with("weight", std = 0.02))]
         a: Linear<8, 8>,
         #[init(ends_with("", std = 0.01), ends_with(".bias", std = 0.01))]
@@ -32,6 +39,29 @@ pub mod lm {
         // Matched against the layer's own path: `f.weight` and `f.bias`.
         #[init(ends_with("head.weight", std = 0.01))]
         f: Linear<8, 8>,
+        // Two spreads for `g.weight`.
+        #[init(ends_with("weight", std = 0.1), ends_with("g.weight", std = 2.0))]
+        g: Linear<8, 8>,
+        #[init(ends_with["weight", std = 0.1])]
+        k: Linear<8, 8>,
+    }
+}
+
+// A block refused inside a field with `#[init]`: its own error, no other.
+#[distributed_model]
+pub mod refused {
+    use overlap::prelude::*;
+
+    pub struct Inner(Linear<8, 8>);
+
+    pub struct Outer {
+        fc: Linear<8, 8>,
+        c_proj: Inner,
+    }
+
+    pub struct Net {
+        #[init(std = 0.02, ends_with("c_proj.weight", std = 0.01))]
+        o: Outer,
     }
 }
 

@@ -24,8 +24,8 @@ mod values;
 
 pub use choices::{DecayOnArg, Device, OptimizerKind, PrintSchedule, ReportFormat, Transport};
 use values::{
-    beta, non_negative_f64, parse_clip, parse_cluster, parse_link, parse_lr_schedule, parse_timeout, positive_f64,
-    positive_usize,
+    beta, non_negative_f64, parse_clip, parse_cluster, parse_link, parse_lr_schedule, parse_timeout, positive_f32,
+    positive_f64, positive_usize,
 };
 pub use values::{ClipNorm, Timeout};
 
@@ -231,8 +231,8 @@ pub struct TrainArgs {
     )]
     pub sample: usize,
     /// --sample's temperature: below 1 sharpens, above 1 flattens.
-    #[arg(long, default_value_t = 0.8, value_parser = positive_f64, allow_hyphen_values = true)]
-    pub temperature: f64,
+    #[arg(long, default_value_t = 0.8, value_parser = positive_f32, allow_hyphen_values = true)]
+    pub temperature: f32,
     /// --sample draws among the K likeliest characters only.
     #[arg(long, value_name = "K", default_value_t = 200, value_parser = positive_usize, allow_hyphen_values = true)]
     pub top_k: usize,
@@ -266,8 +266,10 @@ impl TrainArgs {
     }
 
     /// The flags every rank must share that `TrainConfig` does not hold (the `Trainer` compares
-    /// those): which data, its samples' length, the seed that picks them, the starting point.
-    pub fn shared_beyond_train_config(&self) -> Vec<(&'static str, String)> {
+    /// those): which data, its samples' length (`--context`, or the model's `model_context` when
+    /// not given, so that giving the default is no difference), the seed that picks them, the
+    /// starting point.
+    pub fn shared_beyond_train_config(&self, model_context: Option<usize>) -> Vec<(&'static str, String)> {
         let set = |present: bool| if present { "set" } else { "not set" }.to_string();
         let data = match (&self.data, &self.text, &self.tokens) {
             (Some(_), ..) => "--data",
@@ -277,7 +279,7 @@ impl TrainArgs {
         };
         vec![
             ("--data, --text or --tokens", data.to_string()),
-            ("--context", self.context.map_or_else(|| "the model's".into(), |n| n.to_string())),
+            ("--context", self.context.or(model_context).map_or_else(|| "the model's".into(), |n| n.to_string())),
             ("--seed", self.seed.to_string()),
             ("--init-params", set(self.init_params.is_some())),
         ]

@@ -83,6 +83,17 @@ pub(super) fn positive_f64(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A positive number the sampler can divide by in f32: 1e-50 would be 0 there, 1e50 infinite.
+pub(super) fn positive_f32(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(v) if v.is_normal() && v > 0.0 => Ok(v),
+        Ok(_) => {
+            Err(format!("must be a positive number from {:e} to {:e} (an f32), got {s}", f32::MIN_POSITIVE, f32::MAX))
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 pub(super) fn non_negative_f64(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),

@@ -28,6 +28,12 @@ pub struct RunAbout {
     pub global_batch: u64,
     /// The dataset's own description (`Dataset::describe`), seed included for generated sets.
     pub data: String,
+    /// A hash of the training samples themselves (`Dataset::fingerprint`), as 16 hex digits:
+    /// the same data found at another path is the same, other samples under the same name are
+    /// not. Absent for data without a fingerprint and in checkpoints written before it was
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_fingerprint: Option<String>,
     /// How gradients travelled: the compiled `grad_comm` (`fp32`, `bf16`,
     /// `powersgd(rank = 4, start_iter = 10)`), or a format chosen at run time. Empty in
     /// checkpoints written before it was recorded.

@@ -17,7 +17,26 @@ fn shards_round_trip_and_windows_stay_inside_one_shard() {
     assert_eq!(inputs, [6, 7, 8, 100, 101, 102, 103, 104, 105, 0, 1, 2], "windows 2, 3, 4, then 0 again");
     let labels: Vec<usize> = batch.labels.iter().take(6).copied().collect();
     assert_eq!(labels, [7, 8, 9, 101, 102, 103]);
-    assert_eq!(set.max_token(), 106);
+    assert_eq!(set.max_token().0, 106);
+}
+
+#[test]
+fn a_token_past_the_vocabulary_is_blamed_on_its_own_shard_and_the_files_are_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let shard = |i: usize| dir.path().join(format!("x_train_00000{i}.bin"));
+    write_shard(&shard(0), &[0, 1, 2, 1, 0]).unwrap();
+    write_shard(&shard(1), &[2, 7, 1, 0, 2]).unwrap();
+    write_shard(&shard(2), &[1, 2, 0, 1, 2]).unwrap();
+    let paths = [shard(0), shard(1), shard(2)];
+    let set = TokenShards::open(&paths, 2).unwrap();
+    assert_eq!(set.max_token(), (7, shard(1).as_path()), "the id and the shard holding it");
+    assert_eq!(set.files(), paths.to_vec(), "the shards, and no vocabulary file where none is");
+    std::fs::write(dir.path().join(VOCABULARY_FILE), "abc").unwrap();
+    let refused = TokenShards::open(&paths, 2).err().unwrap().to_string();
+    assert!(refused.contains(&format!("{}: token id 7 is past the 3 characters", shard(1).display())), "{refused}");
+    // A shard must hold a sample: a token and its next one.
+    let one = prepare_characters("to be or not to be", &dir.path().join("ones"), "one", 1).unwrap_err().to_string();
+    assert!(one.contains("shards of 1 token(s) hold no sample"), "{one}");
 }
 
 #[test]

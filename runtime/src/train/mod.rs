@@ -201,11 +201,16 @@ impl<'c> Trainer<'c> {
         validation::check(&config, data, held_out.as_deref())?;
         // Held until the run ends: no other run saves into this folder meanwhile, and folders
         // made for outputs are removed again if the run fails before writing there.
-        let mut outputs = on_rank0(comm, || claim_outputs(&config))?.unwrap_or_default();
+        let inputs: Vec<PathBuf> = data.files().into_iter().chain(held_out.iter().flat_map(|h| h.files())).collect();
+        let mut outputs = on_rank0(comm, || claim_outputs(&config, &inputs))?.unwrap_or_default();
         let mut optimizer = config.optimizer.build(&M::SCHEDULE);
+        // Hashing the samples reads them all: only for the runs that compare or record it.
+        let compared = comm.world_size() > 1 || config.save.is_some() || config.resume.is_some();
+        let data_fingerprint = if compared { data.fingerprint() } else { None };
         let about = checkpoint::RunAbout {
             global_batch: config.global_batch(comm.world_size()),
             data: data.describe(),
+            data_fingerprint: data_fingerprint.map(|hash| format!("{hash:016x}")),
             gradients: match config.comm.grad_comm {
                 Some(format) => format!("{format} (chosen at run time)"),
                 None => M::SCHEDULE.grad_comm().unwrap_or_else(|| "fp32".into()),
@@ -217,7 +222,8 @@ impl<'c> Trainer<'c> {
         // Each rank reads its own copy of the checkpoint: one that fails stops them all.
         let resumed = resume(&config, model, &mut optimizer, (comm.rank(), comm.world_size()), &about);
         let (position, low_rank) = agree_on_outcome(comm, resumed, "load its copy of the checkpoint")?;
-        same_start::check(comm, model, &optimizer, position, config.resume.is_some(), data, held_out.as_deref())?;
+        let samples = (data_fingerprint, data.describe());
+        same_start::check(comm, model, &optimizer, position, config.resume.is_some(), samples, held_out.as_deref())?;
         preflight::steps_left(&config, position)?;
         if comm.shards_optimizer() {
             // A checkpoint holds whole state (see `checkpoint::shards`): this rank keeps its slices.

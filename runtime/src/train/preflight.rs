@@ -185,14 +185,15 @@ pub(super) struct ClaimedOutputs {
     _made: output_paths::MadeFolders,
 }
 
-/// Every file and folder the run will write, checked before step 1; the checkpoint folder is
-/// claimed (locked, and refused if it holds another run's checkpoints).
-pub(super) fn claim_outputs(config: &TrainConfig) -> Result<ClaimedOutputs> {
+/// Every file and folder the run will write, checked before step 1, none of them one of the
+/// `inputs` the data is read from; the checkpoint folder is claimed (locked, and refused if it
+/// holds another run's checkpoints).
+pub(super) fn claim_outputs(config: &TrainConfig, inputs: &[PathBuf]) -> Result<ClaimedOutputs> {
     let mut made = output_paths::MadeFolders::default();
     for (path, what) in output_files(config) {
         made.extend(output_paths::check_file(path, what)?);
     }
-    distinct_outputs(config)?;
+    distinct_outputs(config, inputs)?;
     let Some(save) = &config.save else { return Ok(ClaimedOutputs { checkpoint_folder: None, _made: made }) };
     let continues = config.resume.as_deref().is_some_and(|r| identity(r) == identity(&save.dir));
     let lock = checkpoint::claim(&save.dir, continues, save.overwrite, config.steps)?;
@@ -212,12 +213,19 @@ fn output_files(config: &TrainConfig) -> impl Iterator<Item = (&Path, &'static s
     .filter_map(|(path, what)| path.as_deref().map(|p| (p, what)))
 }
 
-/// Two outputs of one run never name the same file, and none lies in a checkpoint folder (the one
-/// saved to, the one resumed from), whose files are the checkpoints' own (`latest`, the step
-/// folders, the lock): refused before step 1, when nothing is lost yet, rather than one result
-/// silently replacing another.
-fn distinct_outputs(config: &TrainConfig) -> Result<()> {
+/// Two outputs of one run never name the same file, none is a file the data is read from
+/// (`inputs`), and none lies in a checkpoint folder (the one saved to, the one resumed from),
+/// whose files are the checkpoints' own (`latest`, the step folders, the lock): refused before
+/// step 1, when nothing is lost yet, rather than one result silently replacing another.
+fn distinct_outputs(config: &TrainConfig, inputs: &[PathBuf]) -> Result<()> {
     let files: Vec<(PathBuf, &str)> = output_files(config).map(|(p, what)| (identity(p), what)).collect();
+    let inputs: Vec<PathBuf> = inputs.iter().map(|p| identity(p)).collect();
+    if let Some((path, what)) = output_files(config).find(|(p, _)| inputs.contains(&identity(p))) {
+        return Err(Error::Config(format!(
+            "{what} {} is a file the training data is read from: the run would write over it; give another file",
+            path.display()
+        )));
+    }
     for (k, (path, what)) in files.iter().enumerate() {
         if let Some((_, other)) = files[..k].iter().find(|(p, _)| p == path) {
             return Err(Error::Config(format!(
@@ -248,8 +256,21 @@ fn distinct_outputs(config: &TrainConfig) -> Result<()> {
 /// fingerprint a checkpoint of this schedule may hold instead of `now`'s).
 fn changes(saved: &checkpoint::RunAbout, now: &checkpoint::RunAbout, also_this_schedule: &str) -> Vec<String> {
     let mut changes = Vec::new();
-    if saved.data != now.data {
-        changes.push(format!("other data: the checkpoint's run read {}, this one reads {}", saved.data, now.data));
+    // The samples' hash where both runs have one; their descriptions (which name paths) otherwise.
+    match (&saved.data_fingerprint, &now.data_fingerprint) {
+        (Some(before), Some(after)) if before != after && saved.data == now.data => changes.push(format!(
+            "other data: {} holds other samples than the checkpoint's run read (content hash {after}, was {before})",
+            now.data
+        )),
+        (Some(before), Some(after)) if before != after => changes.push(format!(
+            "other data: the checkpoint's run read {}, this one reads {} (content hash {after}, was {before})",
+            saved.data, now.data
+        )),
+        (Some(_), Some(_)) => {}
+        _ if saved.data != now.data => {
+            changes.push(format!("other data: the checkpoint's run read {}, this one reads {}", saved.data, now.data))
+        }
+        _ => {}
     }
     if !saved.gradients.is_empty() && saved.gradients != now.gradients {
         changes

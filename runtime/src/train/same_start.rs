@@ -20,7 +20,7 @@ pub(super) fn check<M: DistributedModel>(
     optimizer: &impl OptimizerState,
     position: Position,
     resumed: bool,
-    data: &dyn Dataset,
+    (data_fingerprint, data_description): (Option<u64>, String),
     held_out: Option<&dyn Dataset>,
 ) -> Result<()> {
     if comm.world_size() == 1 {
@@ -28,7 +28,7 @@ pub(super) fn check<M: DistributedModel>(
     }
     let steps = comm.all_gather_u64(position.next_step)?;
     let states = comm.all_gather_u64(state_hash(model, optimizer, position))?;
-    let samples = comm.all_gather_u64(data_hash(data, held_out))?;
+    let samples = comm.all_gather_u64(data_hash(data_fingerprint, held_out))?;
     let others = |of: &[u64]| (1..of.len()).filter(|&r| of[r] != of[0]).collect::<Vec<usize>>();
     let start = if !others(&steps).is_empty() {
         let at: Vec<String> = steps.iter().enumerate().map(|(r, s)| format!("rank {r} at step {s}")).collect();
@@ -44,7 +44,7 @@ pub(super) fn check<M: DistributedModel>(
             "rank(s) {:?} read other data than rank 0 (this rank's: {}): each rank reads its own copy of \
              the data, and every copy must hold the same samples",
             others(&samples),
-            data.describe()
+            data_description
         ));
     }
     if problems.is_empty() {
@@ -78,11 +78,11 @@ fn state_hash<M: DistributedModel>(model: &M, optimizer: &impl OptimizerState, p
     hash.finish()
 }
 
-/// Datasets that give no fingerprint count as equal.
-fn data_hash(data: &dyn Dataset, held_out: Option<&dyn Dataset>) -> u64 {
+/// The training set's fingerprint with the held-out set's; datasets that give none count as
+/// equal.
+fn data_hash(data_fingerprint: Option<u64>, held_out: Option<&dyn Dataset>) -> u64 {
     let mut hash = ContentHash::new();
-    for set in std::iter::once(Some(data)).chain(std::iter::once(held_out)) {
-        hash.u64(set.and_then(|s| s.fingerprint()).unwrap_or(0));
-    }
+    hash.u64(data_fingerprint.unwrap_or(0));
+    hash.u64(held_out.and_then(|s| s.fingerprint()).unwrap_or(0));
     hash.finish()
 }
