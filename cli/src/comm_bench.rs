@@ -6,6 +6,7 @@
 use std::time::Instant;
 
 use overlap_runtime::comm::{Communicator, GradBucket, InFlight};
+use overlap_runtime::command_line::console;
 use overlap_runtime::memory::RunShape;
 use overlap_runtime::observe::Observer;
 use overlap_runtime::{trace, train, DistributedModel, Result};
@@ -30,6 +31,13 @@ pub fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result
     // As a training run: what the report and the trace keep must fit at rank 0.
     train::check_recording(&args.train_config(), &schedule, &shape, comm.world_size())?;
     let mut observer = Observer::start(&observe, shape, comm, schedule.clone())?;
+    if schedule.shard_optimizer && comm.world_size() > 1 && comm.rank() == 0 {
+        console::err_line(&format!(
+            "note: {} shards its optimizer state, so its steps reduce-scatter each bucket and all-gather it in \
+             the next forward; --comm-only times whole all-reduces, which move the same bytes in one collective",
+            schedule.model
+        ));
+    }
     let mut times = Vec::with_capacity(args.steps.min(1 << 20) as usize);
     for step in 0..args.steps {
         trace::set_step(step);

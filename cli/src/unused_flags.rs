@@ -49,6 +49,9 @@ pub fn refuse_with_comm_only(args: &TrainArgs) -> Result<()> {
         // Measured without compute, per-layer times are zeros: no profile or prediction to make.
         (args.write_profile.is_some(), "--write-profile"),
         (!args.simulate.is_empty(), "--simulate"),
+        // It times whole all-reduces, and keeps no optimizer state to shard.
+        (args.gave("shard_optimizer"), "--shard-optimizer"),
+        (args.gave("no_shard_optimizer"), "--no-shard-optimizer"),
     ];
     let ignored: Vec<String> = given_flags(args, &TRAINING)
         .into_iter()
@@ -80,6 +83,7 @@ pub fn refuse_with_sample_only(args: &TrainArgs) -> Result<()> {
         "link",
         "grad_comm",
         "shard_optimizer",
+        "no_shard_optimizer",
         "compute_only",
         "no_overlap",
         "device",
@@ -109,7 +113,11 @@ pub fn notes(args: &TrainArgs, world: usize) -> Vec<String> {
         (args.compute_only && given("grad_comm"), "--grad-comm", "with --compute-only: nothing is all-reduced"),
         (world == 1 && args.link.is_some(), "--link", "with one rank: there is nothing to all-reduce"),
         (world == 1 && given("grad_comm"), "--grad-comm", "with one rank: there is nothing to all-reduce"),
-        (world == 1 && given("shard_optimizer"), "--shard-optimizer", "with one rank: it keeps all the state"),
+        (
+            world == 1 && given("shard_optimizer"),
+            "--shard-optimizer",
+            "on the state with one rank: its one slice is all of it (the run still checks the model can shard)",
+        ),
         (printing && given("grad_comm"), "--grad-comm", AS_COMPILED),
         (printing && given("shard_optimizer"), "--shard-optimizer", AS_COMPILED),
         (printing && given("no_shard_optimizer"), "--no-shard-optimizer", AS_COMPILED),
@@ -153,7 +161,8 @@ mod tests {
             one_rank,
             [
                 "note: --link has no effect with one rank: there is nothing to all-reduce",
-                "note: --shard-optimizer has no effect with one rank: it keeps all the state"
+                "note: --shard-optimizer has no effect on the state with one rank: its one slice is all of it (the run \
+                 still checks the model can shard)"
             ]
         );
         let ddp = notes(&parse(&["--print-schedule=ddp", "--shard-optimizer"]), 2);
@@ -172,6 +181,8 @@ mod tests {
             "{message}"
         );
         assert!(refuse_with_sample_only(&parse(&["--steps", "3", "--lr", "0.1"])).is_ok());
+        let unsharded = refuse_with_sample_only(&parse(&[&sampling[..], &["--no-shard-optimizer"]].concat()));
+        assert!(unsharded.unwrap_err().to_string().ends_with("nothing to do with --no-shard-optimizer"));
     }
 
     #[test]
@@ -180,5 +191,9 @@ mod tests {
         let refused = refuse_with_comm_only(&parse(&["--comm-only", "--lr", "0.1", "--write-profile", "p.json"]));
         let message = refused.unwrap_err().to_string();
         assert!(message.contains("nothing to do with --lr, --write-profile"), "{message}");
+        for sharding in ["--shard-optimizer", "--no-shard-optimizer"] {
+            let message = refuse_with_comm_only(&parse(&["--comm-only", sharding])).unwrap_err().to_string();
+            assert!(message.ends_with(&format!("nothing to do with {sharding}")), "{message}");
+        }
     }
 }

@@ -22,6 +22,11 @@ pub enum Error {
     #[error("gradient bucket b{bucket} was not reduced within {waited:?} on rank {rank} (`CommConfig::wait_timeout`): {behind}")]
     CommTimeout { bucket: usize, rank: usize, waited: std::time::Duration, behind: String },
     #[error(
+        "the updated parameters of gradient bucket b{bucket} were not all-gathered within {waited:?} on rank {rank} \
+         (`CommConfig::wait_timeout`): {behind}"
+    )]
+    GatherTimeout { bucket: usize, rank: usize, waited: std::time::Duration, behind: String },
+    #[error(
         "{} waited {waited:?} for every rank to start (MPI initialisation and the shared-memory \
          set-up; `CommConfig::wait_timeout`): {behind}",
         rank.map_or("this rank".into(), |r| format!("rank {r}"))

@@ -36,7 +36,7 @@ impl GatherInFlight {
         let index = self.bucket;
         let blocked = Instant::now();
         let gathered = self.reply.wait(checks.timeout).map_err(|e| match e {
-            Undelivered::TimedOut => Error::CommTimeout {
+            Undelivered::TimedOut => Error::GatherTimeout {
                 bucket: index,
                 rank: checks.rank,
                 waited: checks.timeout.unwrap_or_default(),

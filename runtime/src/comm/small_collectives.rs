@@ -151,13 +151,14 @@ impl Communicator {
     pub fn agree_on_sharding(&self, schedule: &Schedule) -> Result<()> {
         self.shard_by_schedule.set(schedule.shard_optimizer);
         let sharding = self.all_gather_u64(u64::from(self.shards_optimizer()))?;
-        if let Some(rank) = sharding.iter().position(|&s| s != sharding[0]) {
+        let others: Vec<usize> = (1..sharding.len()).filter(|&r| sharding[r] != sharding[0]).collect();
+        if !others.is_empty() {
             let says = |s: u64| if s == 1 { "shards" } else { "does not shard" };
             return Err(Error::Config(format!(
-                "ranks disagree on sharding the optimizer state: rank 0 {} it, rank {rank} {} \
+                "ranks disagree on sharding the optimizer state: rank 0 {} it, rank(s) {others:?} {} \
                  (`CommConfig::shard_optimizer`)",
                 says(sharding[0]),
-                says(sharding[rank])
+                says(sharding[others[0]])
             )));
         }
         Ok(())
