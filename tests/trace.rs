@@ -217,6 +217,13 @@ fn one_process_reports_no_communication() {
     assert!(stdout.contains("one rank: nothing to all-reduce"), "{stdout}");
     assert!(stderr.contains("--link") && stderr.contains("no effect with one rank"), "{stderr}");
     assert!(!stdout.contains("EMULATED"), "nothing was emulated: {stdout}");
+    // The updates lent to the (local) all-reduces run on the compute thread: the optimizer's time.
+    let out = std::process::Command::new(example("tower"))
+        .args(["--steps", "2", "--batch", "4", "--report", "json", "--optimizer", "adamw"])
+        .output()
+        .unwrap();
+    let report = reports(&String::from_utf8_lossy(&out.stdout)).pop().expect("a report");
+    assert!(report["optimizer_ms"].as_f64().unwrap() > 0.0, "{report}");
 }
 
 /// Each bucket's launch point, parsed from the schedule the trace carries: bucket index and the

@@ -109,7 +109,8 @@ impl<'a> Observer<'a> {
             world_size: comm.world_size(),
             rank: comm.rank(),
             mode: comm.mode(),
-            link: comm.emulated_link().filter(|_| comm.world_size() > 1),
+            // Compute-only sends nothing: no link to emulate, and nothing to label as emulated.
+            link: comm.emulated_link().filter(|_| comm.world_size() > 1 && comm.mode() != CommMode::Skip),
             transport: comm.transport(),
             sharding: profile::sim_sharding(comm.shards_optimizer()),
             schedule: as_sent(schedule, comm),

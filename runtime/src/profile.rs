@@ -34,7 +34,11 @@ pub fn measured_costs(breakdowns: &[StepBreakdown], schedule: &Schedule) -> Opti
     Some(StepCosts {
         forward_s: (0..layers).map(|i| slowest(&|b| b.layer_forward_ns.get(i).copied().unwrap_or(0))).collect(),
         backward_s: (0..layers).map(|i| slowest(&|b| b.layer_backward_ns.get(i).copied().unwrap_or(0))).collect(),
-        update_s_per_byte: slowest(&|b| b.update_ns) / bytes,
+        // Updates lent to the all-reduces run inside them, not timed apart: the default rate then.
+        update_s_per_byte: match slowest(&|b| b.update_ns) / bytes {
+            0.0 => overlap_plan::DEFAULT_UPDATE_S_PER_BYTE,
+            measured => measured,
+        },
     })
 }
 
@@ -202,13 +206,13 @@ pub fn prediction_table(model: &str, cluster: Cluster, rows: &[(String, usize, P
     );
     let _ = writeln!(
         t,
-        "  {:<44}{:>8}{:>12}{:>14}{:>12}{:>12}",
+        "  {:<48}{:>8}{:>12}{:>14}{:>12}{:>12}",
         "plan", "buckets", "step ms", "all-reduce ms", "exposed ms", "efficiency"
     );
     for (name, buckets, p) in rows {
         let _ = writeln!(
             t,
-            "  {name:<44}{buckets:>8}{:>12.2}{:>14.2}{:>12.2}{:>11.1}%",
+            "  {name:<48}{buckets:>8}{:>12.2}{:>14.2}{:>12.2}{:>11.1}%",
             p.step_s * 1e3,
             p.comm_s * 1e3,
             p.exposed_s * 1e3,
