@@ -233,7 +233,9 @@ impl GradBucket {
 
     /// Updates the lent parameters from this bucket's own gradients, when they are already the
     /// sums (one rank, or no reduction at all), and clears them; nothing when nothing is lent.
+    /// On the compute thread: timed as the optimizer's, as the updates after a wait point are.
     pub(crate) fn update_lent_and_clear(&mut self) {
+        let _update = crate::trace::recorder::update(self.index);
         self.lent.update_and_clear(&mut self.data);
     }
 

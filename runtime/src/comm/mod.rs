@@ -211,8 +211,6 @@ impl Communicator {
             _ => {
                 // Nothing travels, so nothing is rounded.
                 bucket.set_wire_format(WireFormat::Fp32);
-                // On the compute thread here: timed as the optimizer's, as the updates after a wait.
-                let _update = crate::trace::update(bucket.index());
                 bucket.update_lent_and_clear();
                 return InFlight::ready(bucket, self.checks.get());
             }
