@@ -17,7 +17,7 @@ use syn::{Attribute, Expr, Lit, LitStr, Meta, Token};
 use overlap_plan::LayerSpec;
 
 use crate::errors::Errors;
-use crate::helpers::path_name;
+use crate::helpers::{first_occurrence, path_name};
 
 /// The largest `std` accepted: beyond, the weights are no initialisation.
 const MAX_STD: f64 = 1e6;
@@ -54,13 +54,13 @@ pub fn parse(attr: &Attribute, errors: &mut Errors) -> Option<Rc<InitAttr>> {
     };
     let before = errors.len();
     let mut out = InitAttr { std: None, named: Vec::new() };
-    let mut std_seen = false;
+    let mut seen = Vec::new();
     for item in &items {
         match (path_name(item.path()).as_str(), item) {
-            ("std", Meta::NameValue(nv)) if std_seen => errors.spanned(nv, "duplicate key `std`"),
             ("std", Meta::NameValue(nv)) => {
-                std_seen = true;
-                out.std = std_value(&nv.value, errors);
+                if first_occurrence(&mut seen, "std", nv, errors) {
+                    out.std = std_value(&nv.value, errors);
+                }
             }
             ("ends_with", Meta::List(list)) if !matches!(list.delimiter, syn::MacroDelimiter::Paren(_)) => {
                 errors.spanned(list, "expected `ends_with(\"c_proj.weight\", std = 0.0071)`, in parentheses")
