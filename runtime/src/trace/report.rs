@@ -401,4 +401,26 @@ mod tests {
         let text = r.to_string();
         assert!(text.contains("steps 1..=1 (1 step;") && text.contains("hidden           0.00 ms  0.0%"), "{text}");
     }
+
+    #[test]
+    fn the_wire_column_fits_its_widest_cell_and_the_columns_after_it_line_up() {
+        let mut r =
+            OverlapReport::new(&[step(0, 0, 10, 4, 1), step(0, 1, 10, 4, 1)], &SCHEDULE, 2, CommMode::Overlap, None)
+                .unwrap();
+        let mut second = r.buckets[0].clone();
+        (second.bucket, second.wire_format, second.wire_bytes) = (1, "rank 4".into(), 500);
+        (r.buckets[0].wire_format, r.buckets[0].wire_bytes) = ("rank 4".into(), 1023 * 1024 + 512);
+        r.buckets.push(second);
+        let text = r.to_string();
+        let table: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("  bucket")).take(3).collect();
+        let column = |line: &str, what: &str| line.find(what).unwrap_or_else(|| panic!("{what} in {line:?}"));
+        let launched = column(table[0], "launched after");
+        assert!(table[1].contains("  rank 4 1023.5 KiB") && table[2].contains("  rank 4 500 B"), "{text}");
+        assert_eq!((column(table[1], "fc.backward"), column(table[2], "fc.backward")), (launched, launched), "{text}");
+        // Each heading ends where its figures do.
+        let end = |line: &str, what: &str| column(line, what) + what.len();
+        for (heading, figure) in [("bytes", "MiB"), ("all-reduce", " ms"), ("busbw", "GB/s"), ("exposed", "1.00 ms")] {
+            assert_eq!(end(table[0], heading), end(table[1], figure), "{heading} in {text}");
+        }
+    }
 }

@@ -9,6 +9,9 @@ use overlap_plan::human_bytes;
 use super::report::OverlapReport;
 use crate::comm::CommMode;
 
+/// The heading of the bucket table's column of what travelled, in runs that narrow it.
+const WIRE_HEADER: &str = "on the wire";
+
 impl fmt::Display for OverlapReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -139,17 +142,17 @@ impl fmt::Display for OverlapReport {
                     full as f64 / sent.max(1) as f64
                 )?;
             }
-            let wire_header = if narrow { "      on the wire" } else { "" };
-            writeln!(f, "  bucket        bytes{wire_header}  launched after       all-reduce       busbw     exposed")?;
-            for b in &self.buckets {
-                let wire = if narrow {
-                    format!("{:>17}", format!("{} {}", b.wire_format, human_bytes(b.wire_bytes)))
-                } else {
-                    String::new()
-                };
+            // The wire column is as wide as its widest cell, two spaces apart from the bytes.
+            let wire_cells: Vec<String> =
+                self.buckets.iter().map(|b| format!("{} {}", b.wire_format, human_bytes(b.wire_bytes))).collect();
+            let wire_width = wire_cells.iter().map(String::len).chain([WIRE_HEADER.len()]).max().unwrap_or(0) + 2;
+            let wire_header = if narrow { format!("{WIRE_HEADER:>wire_width$}") } else { String::new() };
+            writeln!(f, "  bucket        bytes{wire_header}  launched after      all-reduce        busbw     exposed")?;
+            for (b, cell) in self.buckets.iter().zip(&wire_cells) {
+                let wire = if narrow { format!("{cell:>wire_width$}") } else { String::new() };
                 writeln!(
                     f,
-                    "  b{:<4}{:>12}{wire}  {:<18}{:>9.2} ms{:>8.2} GB/s{:>9.2} ms",
+                    "  b{:<5}{:>13}{wire}  {:<18}{:>9.2} ms{:>8.2} GB/s{:>9.2} ms",
                     b.bucket,
                     human_bytes(b.bytes),
                     b.launched_after,
