@@ -325,3 +325,26 @@ fn the_trace_follows_the_compiled_schedule_with_and_without_overlap() {
         }
     }
 }
+
+/// A sharded run's report leaves out the steps that began after a pause outside any step (here a
+/// gather of the report's spans every 2 steps, and a validation), whose all-gathers ran during the
+/// pause and read as hidden; a report of every step keeps them and says so. Unsharded steps
+/// have nothing in flight across a pause and are all kept.
+#[test]
+fn a_sharded_report_leaves_out_the_steps_after_a_pause() {
+    let exe = example("mlp_zero");
+    let run = |extra: &[&str]| {
+        let args = [&["-n", "2", exe.to_str().unwrap(), "--steps", "9", "--batch", "2", "--report", "json"], extra];
+        reports(&mpirun_ok(&args.concat())).pop().expect("a final report")
+    };
+    // Pauses after steps 3 and 6 (reports) and 4 and 8 (validations): steps 4, 5, 7 and 9 follow
+    // one (the pauses after the last step delay nothing).
+    let report = run(&["--report-every", "3", "--eval-every", "4", "--eval-batches", "1"]);
+    assert_eq!((report["steps"].as_u64(), &report["after_pause"]), (Some(5), &serde_json::json!({"left_out": 4})));
+    // Most steps follow one: they are kept.
+    let every = run(&["--report-every", "1"]);
+    let kept = serde_json::json!({"kept": {"paused": 8, "of": 9}});
+    assert_eq!((every["steps"].as_u64(), &every["after_pause"]), (Some(9), &kept));
+    let whole = run(&["--report-every", "3", "--no-shard-optimizer"]);
+    assert_eq!((whole["steps"].as_u64(), &whole["after_pause"]), (Some(9), &Value::Null));
+}

@@ -14,7 +14,7 @@ use crate::error::Result;
 use crate::memory::{needed_bytes, optimizer_state_bytes, peak_rss_bytes, RunShape};
 use crate::process::console;
 use crate::profile::{self, Cluster};
-use crate::trace::{self, Memory, OverlapReport, PredictedStep, RunInfo, Span, StepBreakdown};
+use crate::trace::{self, AfterPause, Memory, OverlapReport, PredictedStep, RunInfo, Span, StepBreakdown};
 
 /// Steps between gathers when no `--report-every` is given.
 const DEFAULT_WINDOW: u64 = 100;
@@ -76,6 +76,11 @@ pub struct Observer<'a> {
     sharding: SimSharding,
     recording: bool,
     window: u64,
+    /// Whether the sharded state's all-gathers for a step are in flight before it begins.
+    gathers_in_forward: bool,
+    /// Steps that began after a pause (a gather of spans, a validation, a checkpoint) while
+    /// their all-gathers ran in it: their forward found them done, so the report leaves them out.
+    after_pause: Vec<u64>,
     /// At rank 0: every gathered step's breakdowns, by step then rank.
     breakdowns: Vec<StepBreakdown>,
     /// At rank 0, with `--trace`: every gathered span.
@@ -116,6 +121,8 @@ impl<'a> Observer<'a> {
             schedule: as_sent(schedule, comm),
             recording,
             window,
+            gathers_in_forward: comm.gathers_in_forward(),
+            after_pause: Vec::new(),
             breakdowns: Vec::new(),
             all_spans: Vec::new(),
             last_window: Vec::new(),
@@ -145,14 +152,41 @@ impl<'a> Observer<'a> {
             return Ok(());
         }
         let fresh = self.gather(comm)?;
+        self.paused_after(step);
         // Every window is reported, the last one too, unless it is the whole run: `finish`
         // reports that.
         let whole_run = step + 1 == self.run.steps && step < self.window;
         if self.config.report_every.is_some() && !whole_run {
-            let costs = self.link.and_then(|_| profile::measured_costs(&fresh, &self.schedule));
-            self.print_report(&fresh, costs.as_ref(), None);
+            let (kept, after_pause) = self.undisturbed(&fresh);
+            let costs = self.link.and_then(|_| profile::measured_costs(&kept, &self.schedule));
+            self.print_report(&kept, after_pause, costs.as_ref(), None);
         }
         Ok(())
+    }
+
+    /// Step `step` (0-based) was followed by a pause outside any step: with sharded optimizer
+    /// state the next step's all-gathers ran during it, and that step is left out of reports.
+    pub fn paused_after(&mut self, step: u64) {
+        if self.gathers_in_forward && self.after_pause.last() < Some(&(step + 1)) {
+            self.after_pause.push(step + 1);
+        }
+    }
+
+    /// `breakdowns` without the steps that followed a pause, unless they are most of them (a
+    /// report every step or two: then all are kept); and what became of those steps.
+    fn undisturbed(&self, breakdowns: &[StepBreakdown]) -> (Vec<StepBreakdown>, Option<AfterPause>) {
+        let paused = |b: &StepBreakdown| self.after_pause.binary_search(&b.step).is_ok();
+        let steps = |of: &mut dyn Iterator<Item = &StepBreakdown>| {
+            let mut steps: Vec<u64> = of.map(|b| b.step).collect();
+            steps.dedup();
+            steps.len()
+        };
+        let (left_out, of) = (steps(&mut breakdowns.iter().filter(|b| paused(b))), steps(&mut breakdowns.iter()));
+        match left_out {
+            0 => (breakdowns.to_vec(), None),
+            n if 2 * n > of => (breakdowns.to_vec(), Some(AfterPause::Kept { paused: n, of })),
+            n => (breakdowns.iter().filter(|b| !paused(b)).cloned().collect(), Some(AfterPause::LeftOut(n))),
+        }
     }
 
     /// After the last step: gathers what is left and writes every output asked for.
@@ -176,9 +210,10 @@ impl<'a> Observer<'a> {
             activations_mib: self.run.activation_bytes.unwrap_or(usize::MAX) as f64 / MIB,
             optimizer_shards: self.run.optimizer_shards,
         };
-        let all = std::mem::take(&mut self.breakdowns);
+        let gathered = std::mem::take(&mut self.breakdowns);
+        let (all, after_pause) = self.undisturbed(&gathered);
         let costs = profile::measured_costs(&all, &self.schedule);
-        self.print_report(&all, costs.as_ref(), Some(memory));
+        self.print_report(&all, after_pause, costs.as_ref(), Some(memory));
         if let (Some(path), Some(costs)) = (&self.config.write_profile, &costs) {
             let batch = self.run.batch * self.run.accumulate;
             profile::write_profile(path, &self.schedule, costs, self.world_size, batch, self.link)?;
@@ -202,7 +237,7 @@ impl<'a> Observer<'a> {
         }
         if let Some(path) = &self.config.timeline {
             let window = trace::breakdowns(&self.last_window, self.schedule.layers.len(), self.schedule.buckets.len());
-            if let Some(step) = trace::representative_step(&window) {
+            if let Some(step) = trace::representative_step(&self.undisturbed(&window).0) {
                 trace::write_timeline(path, &self.last_window, step, &info)?;
                 self.say(&format!("timeline: {} (step {}){}", path.display(), step + 1, self.emulation_note()));
             }
@@ -227,14 +262,22 @@ impl<'a> Observer<'a> {
         needed_bytes(&self.schedule, &self.run).unwrap_or(usize::MAX)
     }
 
-    /// `costs`: the per-layer times measured over `breakdowns`, for the simulator's prediction.
-    fn print_report(&self, breakdowns: &[StepBreakdown], costs: Option<&StepCosts>, memory: Option<Memory>) {
+    /// `costs`: the per-layer times measured over `breakdowns`, for the simulator's prediction;
+    /// `after_pause`: as `undisturbed` says.
+    fn print_report(
+        &self,
+        breakdowns: &[StepBreakdown],
+        after_pause: Option<AfterPause>,
+        costs: Option<&StepCosts>,
+        memory: Option<Memory>,
+    ) {
         if self.config.report == ReportFormat::Off {
             return;
         }
         let mut report = OverlapReport::new(breakdowns, &self.schedule, self.world_size, self.mode, self.link);
         if let Some(r) = &mut report {
             r.memory = memory;
+            r.after_pause = after_pause;
             r.transport = self.transport.filter(|_| self.mode != CommMode::Skip).map(Transport::name);
         }
         // Under an emulated link the simulator can be checked against this very run.

@@ -26,6 +26,6 @@ pub use recorder::{
     backward, clip, forward, is_enabled, loss, paused, record, record_all_gather, record_all_reduce,
     record_reduce_scatter, set_step, start, step, stop, take, update, SpanGuard,
 };
-pub use report::{median, BucketReport, Memory, OverlapReport, PredictedStep, RankReport};
+pub use report::{median, AfterPause, BucketReport, Memory, OverlapReport, PredictedStep, RankReport};
 pub use span::{Activity, RunInfo, Span};
 pub use timeline::{render as render_timeline, representative_step, write_timeline};

@@ -56,6 +56,21 @@ pub struct OverlapReport {
     pub memory: Option<Memory>,
     /// The sharded optimizer state's all-gathers, when they ran in forward.
     pub all_gather: Option<GatherReport>,
+    /// Steps that began after a pause while their all-gathers ran in it, if there were any.
+    pub after_pause: Option<AfterPause>,
+}
+
+/// Steps of a sharded run that began after a pause outside any step (a gather of the report's
+/// spans, a validation, a checkpoint): their all-gathers ran during it, so their forward found
+/// them done and they read as hidden, the step as short.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AfterPause {
+    /// This many were left out of the medians.
+    LeftOut(usize),
+    /// `paused` of the `of` steps reported began after one, too many to leave out (a report
+    /// every step or two): they are kept, and the report says so.
+    Kept { paused: usize, of: usize },
 }
 
 /// The all-gathers of sharded optimizer state in the next forward (part of `all_reduce_ms` and
@@ -236,6 +251,7 @@ impl OverlapReport {
             predicted: None,
             memory: None,
             all_gather,
+            after_pause: None,
         })
     }
 

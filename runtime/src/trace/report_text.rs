@@ -6,7 +6,7 @@ use std::fmt;
 
 use overlap_plan::human_bytes;
 
-use super::report::OverlapReport;
+use super::report::{AfterPause, OverlapReport};
 use crate::comm::CommMode;
 
 /// The heading of the bucket table's column of what travelled, in runs that narrow it.
@@ -31,6 +31,26 @@ impl fmt::Display for OverlapReport {
                 f,
                 "EMULATED LINK: {link} (ring cost model; each all-reduce is held until it would have finished)"
             )?;
+        }
+        match self.after_pause {
+            Some(AfterPause::LeftOut(n)) => writeln!(
+                f,
+                "  left out: {n} step{} that began after a pause (report, validation, checkpoint) in which \
+                 {} all-gathers ran",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "its" } else { "their" }
+            )?,
+            Some(AfterPause::Kept { paused: 1, of: 1 }) => writeln!(
+                f,
+                "  this step began after a pause (report, validation, checkpoint) in which its all-gathers ran: \
+                 they read as hidden, the step as short"
+            )?,
+            Some(AfterPause::Kept { paused, of }) => writeln!(
+                f,
+                "  {paused} of these {of} steps began after a pause (report, validation, checkpoint) in which \
+                 their all-gathers ran: they read as hidden, the step as short"
+            )?,
+            None => {}
         }
         let line = |f: &mut fmt::Formatter<'_>, name: &str, ms: f64, note: &str| {
             writeln!(f, "{}", format!("  {name:<12}{ms:>9.2} ms  {note}").trim_end())

@@ -211,12 +211,14 @@ impl Run<'_> {
                     }
                 };
                 progress.suspend(&mut || observer.say(&line));
+                observer.paused_after(step);
             }
             let mut saved = None;
             // Every rank's PowerSGD errors go to rank 0 first (a collective: all ranks are here).
             let gathered =
                 if config.saves_after(step) { checkpoint::low_rank::gather(&backend.buckets(), comm)? } else { None };
             if config.saves_after(step) {
+                observer.paused_after(step);
                 let joined = join_shards(&mut backend, comm)?;
                 // Rank 0 writes (its failure kept, not returned yet: the others are waiting).
                 let written = match (rank, &config.save) {
