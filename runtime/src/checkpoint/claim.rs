@@ -77,6 +77,7 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Re
     // Held from here on, so that a refusal below still removes the lock and the folders made.
     let mut lock = DirLock { _file: file, dir: dir.to_path_buf(), old: Vec::new(), made };
     longest_path_fits(dir, last_step)?;
+    pointer_not_blocked(dir)?;
     let path = dir.join(LOCK_FILE);
     let io = |source| Error::Io { path: path.clone(), source };
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
@@ -101,6 +102,19 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Re
     }
     lock.old = old;
     Ok(lock)
+}
+
+/// What a save writes before it publishes `latest` must be free for it: a crash's leftover file
+/// is replaced, anything else (a folder, a link) would fail every save at the end of its step.
+fn pointer_not_blocked(dir: &Path) -> Result<()> {
+    let tmp = super::durable::temporary(&dir.join(LATEST));
+    match std::fs::symlink_metadata(&tmp) {
+        Ok(found) if !found.is_file() => Err(Error::Checkpoint(format!(
+            "{} is in the way: each save writes the new `{LATEST}` there first; remove it",
+            tmp.display()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// How often `claim` takes the lock again when the file it locked was removed meanwhile.

@@ -1,7 +1,7 @@
 //! Writes that survive a crash at any instant: data is synced before it is published, and it is
 //! published by an atomic rename of a small pointer file.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
 
@@ -11,9 +11,10 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io { path: path.to_path_buf(), source }
 }
 
-/// Creates `path` with `bytes`, not yet synced.
+/// Creates `path` with `bytes`, not yet synced. Anything already there (a symbolic link, whose
+/// target would otherwise be written) is an error.
 pub fn write_new(path: &Path, bytes: &[u8]) -> Result<File> {
-    let mut file = File::create(path).map_err(io(path))?;
+    let mut file = OpenOptions::new().write(true).create_new(true).open(path).map_err(io(path))?;
     file.write_all(bytes).map_err(io(path))?;
     Ok(file)
 }
@@ -31,7 +32,12 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 /// Replaces `path` with `contents` atomically: `path.tmp` is written and synced, then renamed
 /// over `path`. `between` runs after each of the two steps (fault injection).
 pub fn replace_atomically(path: &Path, contents: &[u8], mut between: impl FnMut(Step)) -> Result<()> {
-    let tmp = path.with_extension("tmp");
+    let tmp = temporary(path);
+    // A crash's leftover, or a link: removed (a link itself, never its target), not written through.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&tmp)(e)),
+        _ => {}
+    }
     let file = write_new(&tmp, contents)?;
     sync(&file, &tmp)?;
     between(Step::TemporaryWritten);
@@ -41,6 +47,11 @@ pub fn replace_atomically(path: &Path, contents: &[u8], mut between: impl FnMut(
         sync_dir(dir)?;
     }
     Ok(())
+}
+
+/// The file `replace_atomically` writes before it renames it over `path`.
+pub fn temporary(path: &Path) -> std::path::PathBuf {
+    path.with_extension("tmp")
 }
 
 /// Where `replace_atomically` is.

@@ -57,6 +57,11 @@ pub struct Loaded {
     pub low_rank: Option<low_rank::Restored>,
 }
 
+/// The folder in `dir` that the checkpoint of `position` is published as.
+pub fn step_dir(dir: &Path, position: Position) -> PathBuf {
+    dir.join(step_dir_name(position.next_step))
+}
+
 /// Writes a checkpoint of `model` and `optimizer` at `position` into `dir` (rank 0 only), with
 /// every rank's PowerSGD state when the model has one (`low_rank::gather`). Returns the step
 /// directory.
@@ -74,7 +79,7 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
         move |source| Error::Io { path, source }
     };
     let name = step_dir_name(position.next_step);
-    let step_dir = dir.join(&name);
+    let step_dir = step_dir(dir, position);
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     if latest_name(dir).ok().as_deref() == Some(name.as_str()) {
         return Ok(step_dir); // This very state is already the published checkpoint.
@@ -89,17 +94,25 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
         let _ = std::fs::remove_dir_all(&step_dir);
     }
     written?;
-    durable::sync_dir(dir)?;
-    fault::at_save_stage(SaveStage::Synced, nth);
-    durable::replace_atomically(&dir.join(LATEST), name.as_bytes(), |step| {
-        fault::at_save_stage(
-            match step {
-                durable::Step::TemporaryWritten => SaveStage::PointerWritten,
-                durable::Step::Renamed => SaveStage::Renamed,
-            },
-            nth,
-        )
-    })?;
+    let published = durable::sync_dir(dir).and_then(|()| {
+        fault::at_save_stage(SaveStage::Synced, nth);
+        durable::replace_atomically(&dir.join(LATEST), name.as_bytes(), |step| {
+            fault::at_save_stage(
+                match step {
+                    durable::Step::TemporaryWritten => SaveStage::PointerWritten,
+                    durable::Step::Renamed => SaveStage::Renamed,
+                },
+                nth,
+            )
+        })
+    });
+    if published.is_err() && latest_name(dir).ok().as_deref() != Some(name.as_str()) {
+        // Not published (where `latest` names it, only the last sync failed): no checkpoint, so
+        // no disk kept for it.
+        let _ = std::fs::remove_dir_all(&step_dir);
+        let _ = std::fs::remove_file(durable::temporary(&dir.join(LATEST)));
+    }
+    published?;
     remove_old(dir, &name);
     Ok(step_dir)
 }
@@ -299,9 +312,10 @@ fn latest_name(dir: &Path) -> Result<String> {
     Ok(name.to_string())
 }
 
-/// Deletes step directories older than the `KEEP` newest, and any newer than `newest`: those
-/// are partial, left by a crash during a later save (best effort: a leftover costs disk, not
-/// correctness).
+/// Deletes step directories older than the `KEEP` newest checkpoints, and the partial ones a
+/// crash during a save left: any newer than `newest`, and older ones without a whole state file
+/// (a stop between periodic saves publishes a step of its own, so a partial one can be older
+/// than the next save). Best effort: a leftover costs disk, not correctness.
 fn remove_old(dir: &Path, newest: &str) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     let Some(newest) = step_of(newest) else { return };
@@ -314,6 +328,15 @@ fn remove_old(dir: &Path, newest: &str) {
         let (_, partial) = steps.pop().expect("checked");
         let _ = std::fs::remove_dir_all(dir.join(partial));
     }
+    steps.retain(|(step, name)| {
+        // The state file is written last: a save killed before it finished left none, or a torn one.
+        let state = std::fs::read(dir.join(name).join(STATE_FILE));
+        let complete = *step == newest || state.is_ok_and(|b| serde_json::from_slice::<serde_json::Value>(&b).is_ok());
+        if !complete {
+            let _ = std::fs::remove_dir_all(dir.join(name));
+        }
+        complete
+    });
     let excess = steps.len().saturating_sub(KEEP);
     for (_, old) in &steps[..excess] {
         let _ = std::fs::remove_dir_all(dir.join(old));

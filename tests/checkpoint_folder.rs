@@ -1,0 +1,118 @@
+//! The checkpoint folder's housekeeping, with a tiny model through the library: a partial step
+//! folder a killed save left behind is removed, never kept as one of the newest in place of a
+//! checkpoint; a save that cannot publish `latest` leaves nothing behind; and the pointer's
+//! temporary file is never written through a link, nor left to fail a run at its first save.
+
+use std::path::Path;
+
+use overlap::prelude::*;
+use overlap::{Batch, Dataset, ReportFormat, SyntheticClassification};
+
+#[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1)]
+pub struct Tiny {
+    fc1: Linear<4, 8>,
+    act: Relu,
+    head: Linear<8, 3>,
+}
+
+/// Synthetic samples that run `at_step_3` when step 3's batch is read (samples 8.. of 4 a step).
+struct Hooked<F: FnMut()> {
+    samples: SyntheticClassification,
+    at_step_3: F,
+}
+
+impl<F: FnMut()> Dataset for Hooked<F> {
+    fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> overlap::Result<()> {
+        if first == 8 {
+            (self.at_step_3)();
+        }
+        Dataset::fill(&mut self.samples, first, rows, batch)
+    }
+
+    fn features(&self) -> usize {
+        self.samples.features()
+    }
+}
+
+/// `steps` steps of `Tiny` saving into `dir` every 2 steps (resuming from it if asked).
+fn train(dir: &Path, steps: u64, resume: bool, at_step_3: impl FnMut()) -> overlap::Result<TrainSummary> {
+    let comm = Communicator::single();
+    let mut model = Tiny::new(&comm, 1)?;
+    let mut data = Hooked { samples: SyntheticClassification::new(3, 4, 3), at_step_3 };
+    let trainer = Trainer::new(&comm).steps(steps).batch(4).report(ReportFormat::Off, None).save(dir, Some(2));
+    let trainer = if resume { trainer.resume(dir) } else { trainer };
+    trainer.fit(&mut model, &mut data, &CrossEntropyLoss)
+}
+
+/// The folder's entries, sorted (the lock file aside).
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name != ".lock")
+        .collect();
+    names.sort();
+    names
+}
+
+fn latest(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("latest")).unwrap().trim().to_string()
+}
+
+/// A stop signal publishes a step between the periodic saves; killed during that save, it
+/// leaves a partial folder older than the resumed run's next save. That save keeps the two
+/// newest checkpoints, not the partial folder in place of the older one.
+#[test]
+fn a_partial_step_folder_is_removed_not_kept_as_one_of_the_newest() {
+    let root = tempfile::tempdir().unwrap();
+    let ck = root.path().join("ck");
+    train(&ck, 4, false, || {}).unwrap();
+    let partial = ck.join("step-00000003");
+    std::fs::create_dir(&partial).unwrap();
+    let model = std::fs::read(ck.join("step-00000004/model.safetensors")).unwrap();
+    std::fs::write(partial.join("model.safetensors"), &model[..model.len() / 2]).unwrap();
+    train(&ck, 6, true, || {}).unwrap();
+    assert_eq!(entries(&ck), ["latest", "step-00000004", "step-00000006"]);
+}
+
+/// A `latest.tmp` that is a folder fails no run at its first save: it is refused before step 1.
+#[test]
+fn a_folder_in_the_way_of_the_pointer_is_refused_before_step_1() {
+    let root = tempfile::tempdir().unwrap();
+    let ck = root.path().join("ck");
+    std::fs::create_dir_all(ck.join("latest.tmp")).unwrap();
+    let err = train(&ck, 4, false, || panic!("no step runs")).unwrap_err().to_string();
+    assert!(err.contains("latest.tmp is in the way: each save writes the new `latest` there first"), "{err}");
+}
+
+/// A save that cannot publish `latest` (here a folder put in the way during the run) fails with
+/// the path, and removes the step folder it wrote: `latest` still names the previous checkpoint.
+#[test]
+fn a_save_that_cannot_publish_leaves_no_step_folder() {
+    let root = tempfile::tempdir().unwrap();
+    let ck = root.path().join("ck");
+    let blocker = ck.join("latest.tmp");
+    let err = train(&ck, 6, false, || std::fs::create_dir_all(blocker.join("inside")).unwrap()).unwrap_err();
+    assert!(err.to_string().contains("latest.tmp"), "{err}");
+    assert_eq!(latest(&ck), "step-00000002");
+    assert_eq!(entries(&ck), ["latest", "latest.tmp", "step-00000002"]);
+}
+
+/// A link at `latest.tmp` is refused up front; one that appears during the run is replaced by
+/// the pointer's file, its target untouched.
+#[test]
+fn the_pointer_is_never_written_through_a_link() {
+    let root = tempfile::tempdir().unwrap();
+    let (ck, victim) = (root.path().join("ck"), root.path().join("victim.txt"));
+    std::fs::write(&victim, "important data\n").unwrap();
+    std::fs::create_dir(&ck).unwrap();
+    let link = ck.join("latest.tmp");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let err = train(&ck, 4, false, || {}).unwrap_err().to_string();
+    assert!(err.contains("latest.tmp is in the way"), "{err}");
+    std::fs::remove_file(&link).unwrap();
+    train(&ck, 4, false, || std::os::unix::fs::symlink(&victim, &link).unwrap()).unwrap();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "important data\n");
+    assert_eq!(latest(&ck), "step-00000004");
+    assert!(std::fs::symlink_metadata(ck.join("latest")).unwrap().is_file(), "`latest` is a file, not the link");
+}
