@@ -326,3 +326,36 @@ fn a_rank_failing_during_validation_ends_the_job_with_its_message() {
         assert!(!text.contains("MPI_ERR"), "{transport}: MPI saw mismatched collectives:\n{text}");
     }
 }
+
+/// `validation_fails_on_rank_1` as a program whose `main` returns the error (`fit(..)?`, as the
+/// README shows), with no `abort_job` of its own: dropping the communicator ends the job.
+#[test]
+#[ignore = "run on 2 ranks by a_program_returning_the_error_of_one_rank_ends_the_job"]
+fn validation_fails_on_rank_1_and_returns() -> overlap::Result<()> {
+    let comm = common::test_communicator();
+    let mut model = Tiny::new(&comm, 3)?;
+    let mut data = SyntheticClassification::new(5, 6, 3);
+    let mut held_out = UnreadableOnRank1 { samples: data.held_out(), rank: comm.rank() };
+    Trainer::new(&comm).steps(6).batch(4).report(ReportFormat::Off, None).validate(&mut held_out, 3, 2).fit(
+        &mut model,
+        &mut data,
+        &CrossEntropyLoss,
+    )?;
+    Ok(())
+}
+
+/// A program that returns a `fit` error from one rank only ends the job within the grace period,
+/// with that rank's message, instead of leaving the other rank waiting forever.
+#[test]
+fn a_program_returning_the_error_of_one_rank_ends_the_job() {
+    let exe = std::env::current_exe().expect("test binary path");
+    let name = "validation_fails_on_rank_1_and_returns";
+    for transport in ["shared-memory", "mpi"] {
+        let args = ["-n", "2", exe.to_str().unwrap(), "--exact", name, "--include-ignored", "--nocapture"];
+        let (out, took) = mpirun_timed(&[("OVERLAP_TEST_TRANSPORT", transport)], &args);
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+        assert_ends_promptly(out.status.success(), &text, took, &format!("rank 1 returned its error, {transport}"));
+        assert!(text.contains("rank 1: error: ") && text.contains("the held-out file went away"), "{text}");
+        assert!(!text.contains("MPI_ERR"), "{transport}: MPI saw mismatched collectives:\n{text}");
+    }
+}

@@ -148,3 +148,77 @@ fn sigterm_during_validation_stops_it_and_the_run_with_a_checkpoint() {
         assert_eq!(latest_step(&ck), 3, "{mode:?}: the checkpoint of the step validated");
     }
 }
+
+#[overlap::distributed_model(bucket_cap_mb = 0.0005, first_bucket_mb = 0.0005)]
+pub struct Tiny {
+    fc1: overlap::Linear<6, 16>,
+    act: overlap::Relu,
+    head: overlap::Linear<16, 3>,
+}
+
+/// Synthetic samples; rank 1 sends itself SIGTERM while it reads step 3's batch, as a scheduler
+/// would signal one rank.
+struct TermOnRank1AtStep3 {
+    samples: overlap::SyntheticClassification,
+    rank: usize,
+}
+
+impl overlap::Dataset for TermOnRank1AtStep3 {
+    fn fill(&mut self, first: u64, rows: usize, batch: &mut overlap::Batch) -> overlap::Result<()> {
+        // Step 3 begins at global sample 2 steps × 2 ranks × 4 = 16 (rank 1 reads from 20).
+        if self.rank == 1 && first == 20 {
+            // SAFETY: raise() has no memory-safety preconditions; the Trainer's handler only
+            // records the signal.
+            unsafe { libc::raise(libc::SIGTERM) };
+        }
+        overlap::Dataset::fill(&mut self.samples, first, rows, batch)
+    }
+
+    fn features(&self) -> usize {
+        self.samples.features()
+    }
+}
+
+/// One rank of `a_library_run_stopped_by_a_signal_names_the_same_checkpoint_on_every_rank`.
+#[test]
+#[ignore = "run on 2 ranks by a_library_run_stopped_by_a_signal_names_the_same_checkpoint_on_every_rank"]
+fn stop_on_a_signal_to_rank_1() {
+    use overlap::prelude::*;
+    let dir = std::env::var("OVERLAP_TEST_DIR").expect("the checkpoint folder");
+    let comm = Communicator::from_env().unwrap();
+    let mut model = Tiny::new(&comm, 3).unwrap();
+    let mut data = TermOnRank1AtStep3 { samples: overlap::SyntheticClassification::new(5, 6, 3), rank: comm.rank() };
+    let fitted = Trainer::new(&comm)
+        .steps(8)
+        .batch(4)
+        .report(overlap::ReportFormat::Off, None)
+        .save(&dir, None)
+        .stop_on_signals()
+        .fit(&mut model, &mut data, &CrossEntropyLoss);
+    match fitted {
+        Err(overlap::Error::Stopped { step, checkpoint: Some(checkpoint), .. }) => {
+            println!("rank {} stopped after step {step} with {}", comm.rank(), checkpoint.display());
+        }
+        other => panic!("rank {}: {other:?}", comm.rank()),
+    }
+}
+
+/// Both ranks of a library run stop after the same step and name the same checkpoint folder
+/// (the one rank 0 wrote), whichever rank the signal reached.
+#[test]
+fn a_library_run_stopped_by_a_signal_names_the_same_checkpoint_on_every_rank() {
+    let dir = scratch("library-stop");
+    let exe = std::env::current_exe().expect("test binary path");
+    let name = "stop_on_a_signal_to_rank_1";
+    let ck = dir.path().join("ck");
+    let args = ["-n", "2", exe.to_str().unwrap(), "--exact", name, "--include-ignored", "--nocapture"];
+    let out = common::mpirun_with_env(&[("OVERLAP_TEST_DIR", ck.to_str().unwrap())], &args);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    let step = latest_step(&ck);
+    let expected = ck.join(format!("step-{step:08}"));
+    for rank in [0, 1] {
+        let line = format!("rank {rank} stopped after step {step} with {}", expected.display());
+        assert!(text.contains(&line), "`{line}` in:\n{text}");
+    }
+}

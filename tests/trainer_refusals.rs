@@ -49,6 +49,24 @@ impl Loss for OffByOne {
     }
 }
 
+/// Cross-entropy that turns NaN from the second call on, as a loss with a division by zero does.
+struct NanLater(std::cell::Cell<u32>);
+
+impl Loss for NanLater {
+    fn loss_and_gradient(&self, output: &Matrix, batch: &Batch, grad: &mut Matrix) -> overlap::Result<f32> {
+        let value = CrossEntropyLoss.loss_and_gradient(output, batch, grad)?;
+        self.0.set(self.0.get() + 1);
+        Ok(if self.0.get() > 1 { f32::NAN } else { value })
+    }
+}
+
+#[test]
+fn a_non_finite_loss_stops_the_run_at_its_step() {
+    let mut data = SyntheticClassification::new(3, 4, 3);
+    let err = fit(|t| t, &mut data, &NanLater(Default::default())).unwrap_err().to_string();
+    assert!(err.contains("the loss is NaN at step 2 on rank 0"), "{err}");
+}
+
 #[test]
 fn a_dataset_or_loss_of_the_wrong_shape_is_an_error_not_a_panic() {
     let err = fit(|t| t, &mut TooWide, &CrossEntropyLoss).unwrap_err().to_string();
@@ -67,6 +85,12 @@ fn optimizer_numbers_pytorch_refuses_or_nan_are_refused_by_name() {
         (OptimizerConfig::adamw(1e-3).betas(1.0, 0.9), "`OptimizerConfig::betas` (1, 0.9): each must be in [0, 1)"),
         (OptimizerConfig::adamw(1e-3).eps(f64::INFINITY), "`OptimizerConfig::eps` inf"),
         (OptimizerConfig::sgd(0.1).clip_grad_norm(0.0), "`OptimizerConfig::clip_grad_norm` 0"),
+        // Finite as f64, not as the f32 the updates and the clip run in.
+        (OptimizerConfig::sgd(1e39), "`OptimizerConfig::lr` 1e39: rounds to inf in f32"),
+        (
+            OptimizerConfig::sgd(0.1).clip_grad_norm(1e-50),
+            "`OptimizerConfig::clip_grad_norm` 1e-50: rounds to 0 in f32",
+        ),
     ] {
         let mut data = SyntheticClassification::new(3, 4, 3);
         let err = fit(|t| t.optimizer(optimizer), &mut data, &CrossEntropyLoss).unwrap_err().to_string();

@@ -20,7 +20,6 @@ mod progress;
 mod unused_flags;
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::CommandFactory;
 use overlap_runtime::plan::{plan_buckets, BucketLimits, Schedule};
@@ -36,9 +35,6 @@ use overlap_runtime::{
 pub use args::TrainArgs;
 pub use example_defaults::ExampleDefaults;
 pub use progress::Bar;
-
-/// How long a failing rank waits for the others to fail too before aborting the job.
-const ABORT_GRACE: Duration = Duration::from_secs(2);
 
 /// Parses the command line, trains `M`, and turns any error into a message and a non-zero exit
 /// status on the rank that hit it.
@@ -92,7 +88,7 @@ fn run_main<M: DistributedModel>(args: TrainArgs) -> ExitCode {
         }
         Err(e) => {
             let code = report_error(&e);
-            comm.abort_job(ABORT_GRACE);
+            comm.abort_job(overlap_runtime::comm::ABORT_GRACE);
             code
         }
     }

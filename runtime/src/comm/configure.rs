@@ -58,13 +58,20 @@ impl Communicator {
         self.apply_link(config.link)?;
         self.apply_wait_timeout(config.wait_timeout);
         self.checks.set(WaitChecks { finite: config.check_finite, ..self.checks.get() });
-        self.wire.borrow_mut().chosen = config.grad_comm.map(Chosen::All);
+        // `CommConfig` cannot hold a per-bucket choice: `None` keeps one made with
+        // `set_bucket_wire_formats` (so that `config()` then `apply` changes nothing).
+        let mut wire = self.wire.borrow_mut();
+        match config.grad_comm {
+            Some(format) => wire.chosen = Some(Chosen::All(format)),
+            None if matches!(wire.chosen, Some(Chosen::All(_))) => wire.chosen = None,
+            None => {}
+        }
         self.shard_chosen.set(config.shard_optimizer);
         Ok(())
     }
 
     /// The settings this communicator runs with now, as a `CommConfig` (what `apply` would set;
-    /// a per-bucket choice of formats reads as none).
+    /// a per-bucket choice of formats reads as none, which `apply` leaves in place).
     pub fn config(&self) -> CommConfig {
         let grad_comm = match &self.wire.borrow().chosen {
             Some(Chosen::All(format)) => Some(*format),
@@ -146,5 +153,27 @@ impl Communicator {
     /// The interconnect being emulated, if any.
     pub fn emulated_link(&self) -> Option<Link> {
         self.link.get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a `Trainer` does with the communicator's settings (`config()`, then `apply`) keeps a
+    /// per-bucket choice of formats, which a `CommConfig` cannot hold; a uniform one is replaced.
+    #[test]
+    fn applying_the_communicators_own_config_keeps_its_per_bucket_formats() {
+        let mut comm = Communicator::single();
+        comm.set_bucket_wire_formats(&[WireFormat::Bf16, WireFormat::Fp16]);
+        comm.apply(&comm.config()).unwrap();
+        assert_eq!(
+            (comm.wire_format(0), comm.wire_format(1), comm.wire_format(2)),
+            (WireFormat::Bf16, WireFormat::Fp16, WireFormat::Fp32)
+        );
+        comm.apply(&CommConfig { grad_comm: Some(WireFormat::Fp16), ..comm.config() }).unwrap();
+        assert_eq!((comm.wire_format(0), comm.wire_format(2)), (WireFormat::Fp16, WireFormat::Fp16));
+        comm.apply(&CommConfig { grad_comm: None, ..comm.config() }).unwrap();
+        assert!(!comm.wire_format_chosen(), "a uniform choice is undone by none");
     }
 }

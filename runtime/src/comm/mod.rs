@@ -55,6 +55,7 @@ use crate::trace::span::Activity;
 use bucket::{Reduced, WaitChecks};
 use mailbox::{Mailbox, Reply};
 use mpi_thread::MpiThread;
+pub use mpi_thread::ABORT_GRACE;
 use wire::WirePlan;
 
 /// How long the other ranks wait for rank 0 to write a checkpoint, at least: a write of
@@ -177,6 +178,16 @@ impl Communicator {
     pub fn abort_job(&self, grace: Duration) {
         if let Backend::Mpi(t) = &self.backend {
             t.abort_job(grace);
+        }
+    }
+
+    /// Records why a run failed on this rank (`None`: the latest run did not): unless
+    /// `abort_job` is called first, dropping the communicator then ends the job as `abort_job`
+    /// does with `ABORT_GRACE`, printing `failure` (naming this rank) if the other ranks did not
+    /// fail too, so that a program's `fit(..)?` never leaves them waiting.
+    pub(crate) fn note_failure(&self, failure: Option<&Error>) {
+        if let Backend::Mpi(t) = &self.backend {
+            t.note_failure(failure.map(Error::to_string));
         }
     }
 

@@ -46,7 +46,9 @@ pub(super) enum Request {
     GatherU64(Vec<u64>, Sender<Gathered>),
     Barrier(Sender<()>),
     /// This rank failed: wait up to the grace period for the others at a barrier, else abort.
-    AbortJob(Duration, Sender<()>),
+    /// Meets the other failed ranks within the grace period, or prints the message, if any,
+    /// and aborts the job.
+    AbortJob(Duration, Option<String>, Sender<()>),
 }
 
 /// What the thread tells `start` once MPI is up: rank, world size and the transport in use.
@@ -245,11 +247,14 @@ fn serve_requests(
                 done(mpi_calls::barrier(world, || aborting.load(Ordering::Relaxed)));
                 let _ = reply.send(());
             }
-            Request::AbortJob(grace, reply) => {
+            Request::AbortJob(grace, why, reply) => {
                 // A grace period no instant can hold never ends (the flag still does).
                 let deadline = Instant::now().checked_add(grace);
                 let give_up = || aborting.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d);
                 if !mpi_calls::barrier(failed_ranks, give_up) {
+                    if let Some(why) = why {
+                        crate::process::console::err_line(&why);
+                    }
                     abort(world);
                 }
                 let _ = reply.send(());

@@ -42,6 +42,9 @@ pub(super) struct MpiThread {
     /// Set once a call timed out: the thread is then stuck in a collective, and dropping this
     /// must end the job rather than wait for the thread.
     timed_out: Cell<bool>,
+    /// Why this rank's last run failed, while no `abort_job` has settled it: dropping this then
+    /// ends the job (unless every rank failed too), printing it first.
+    failure: RefCell<Option<String>>,
 }
 
 impl MpiThread {
@@ -88,6 +91,7 @@ impl MpiThread {
             flushed: RefCell::default(),
             timeout: Cell::new(timeout),
             timed_out: Cell::new(false),
+            failure: RefCell::default(),
         })
     }
 
@@ -225,11 +229,23 @@ impl MpiThread {
         self.call(Request::Barrier, "waiting at a barrier")
     }
 
+    /// See `Communicator::note_failure`.
+    pub(super) fn note_failure(&self, failure: Option<String>) {
+        *self.failure.borrow_mut() = failure;
+    }
+
     /// See `Communicator::abort_job`. Returns once the other ranks met this one at the barrier
     /// (MPI_Abort does not return).
     pub(super) fn abort_job(&self, grace: Duration) {
+        self.failure.take();
+        self.end_job(grace, None);
+    }
+
+    /// `abort_job`, printing `why` (on stderr, naming this rank) if the job is aborted.
+    fn end_job(&self, grace: Duration, why: Option<String>) {
         let (reply, done) = channel();
-        if self.send(Request::AbortJob(grace, reply)).is_ok() {
+        let why = why.map(|why| format!("rank {}: error: {why}", self.rank));
+        if self.send(Request::AbortJob(grace, why, reply)).is_ok() {
             // The grace period starts once earlier requests are served; a stuck one is ended by
             // the flag after the same grace period.
             if done.recv_timeout(grace).is_err() {
@@ -280,11 +296,16 @@ impl MpiThread {
 impl Drop for MpiThread {
     /// Closing the request channel ends the thread's loop; it then finalises MPI.
     fn drop(&mut self) {
+        let failure = self.failure.take();
         if std::thread::panicking() || self.timed_out.get() {
             // The compute thread panicked, or the thread is stuck in a collective some rank never
             // joined: the other ranks would wait for this one forever.
             self.aborting.store(true, Ordering::Relaxed);
-            self.abort_job(Duration::ZERO);
+            self.end_job(Duration::ZERO, failure);
+        } else if let Some(failure) = failure {
+            // A run failed here and nothing ended the job: ranks that did not fail may be waiting
+            // for this one (ranks that failed alike meet, and all finish normally).
+            self.end_job(ABORT_GRACE, Some(failure));
         }
         drop(self.requests.take());
         if let Some(thread) = self.thread.take() {
@@ -292,6 +313,10 @@ impl Drop for MpiThread {
         }
     }
 }
+
+/// How long a rank that failed waits for the others to fail too before it aborts the job: ranks
+/// that fail alike (a setting every rank refuses) all print their reason and exit normally.
+pub const ABORT_GRACE: Duration = Duration::from_secs(2);
 
 /// How often a wait for a writing rank looks at its process.
 const WRITER_POLL: Duration = Duration::from_millis(250);

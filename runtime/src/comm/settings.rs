@@ -26,7 +26,7 @@ pub struct CommConfig {
     /// Fail at a wait point on a NaN or infinity in the reduced gradients.
     pub check_finite: bool,
     /// Every bucket in this format, whatever the schedule's `grad_comm` says (`None`: the
-    /// schedule's formats, PowerSGD included).
+    /// schedule's formats, PowerSGD included, or those of `Communicator::set_bucket_wire_formats`).
     pub grad_comm: Option<WireFormat>,
     /// Bound on every wait for the other ranks (`None`: as long as the job lives).
     pub wait_timeout: Option<Duration>,

@@ -124,9 +124,24 @@ impl OptimizerConfig {
     /// What makes these settings unusable, if anything: the values PyTorch's optimizers refuse
     /// in their constructors, and NaN or infinite ones, which would train to NaN silently.
     pub fn problem(&self) -> Option<String> {
-        let unsigned = |v: f64| v.is_finite() && v >= 0.0;
+        // The updates and the clip run in f32: a number is checked as they will see it.
+        let unsigned = |v: f64| (v as f32).is_finite() && v >= 0.0;
         let (lr, decay, (beta1, beta2)) = (self.base_lr(), self.base_weight_decay(), self.betas);
         let adamw = self.kind == OptimizerKind::AdamW;
+        // (What an optimizer ignores is not checked: SGD has no eps, AdamW no momentum.)
+        let used = [("lr", lr), ("weight_decay", decay), ("momentum", self.momentum), ("eps", self.eps)]
+            .into_iter()
+            .filter(|&(name, _)| if adamw { name != "momentum" } else { name != "eps" });
+        let rounded = |v: f64| v as f32;
+        let past_f32 = used
+            .chain(self.clip_grad_norm.map(|m| ("clip_grad_norm", m)))
+            .find(|&(_, v)| v.is_finite() && v != 0.0 && (rounded(v) == 0.0 || !rounded(v).is_finite()));
+        if let Some((name, v)) = past_f32 {
+            return Some(format!(
+                "`OptimizerConfig::{name}` {v:e}: rounds to {} in f32, which the optimizer runs in",
+                rounded(v)
+            ));
+        }
         let problems = [
             (!unsigned(lr), format!("`OptimizerConfig::lr` {lr}: must be finite and not negative")),
             (!unsigned(decay), format!("`OptimizerConfig::weight_decay` {decay}: must be finite and not negative")),

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use crate::checkpoint;
 use crate::comm::{CommConfig, CommMode, Communicator};
 use crate::data::Dataset;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::loss::Loss;
 use crate::model::DistributedModel;
 use crate::params_file::save_params_with_vocabulary;
@@ -45,6 +45,8 @@ pub struct Trainer<'c> {
     progress: Box<dyn Progress + 'c>,
     /// The held-out data of `TrainConfig::validation`.
     held_out: Option<&'c mut dyn Dataset>,
+    /// `overwrite_checkpoints` was called: kept for a `save` that comes after it.
+    overwrite: bool,
 }
 
 impl<'c> Trainer<'c> {
@@ -54,7 +56,7 @@ impl<'c> Trainer<'c> {
     /// them to it at the start of the run.
     pub fn new(comm: &'c Communicator) -> Self {
         let config = TrainConfig { comm: comm.config(), ..TrainConfig::default() };
-        Trainer { comm, config, progress: Box::new(NoProgress), held_out: None }
+        Trainer { comm, config, progress: Box::new(NoProgress), held_out: None, overwrite: false }
     }
 
     /// How the ranks' gradients are summed: overlap or not, an emulated link, finite checks,
@@ -74,7 +76,8 @@ impl<'c> Trainer<'c> {
         self
     }
 
-    /// Replaces every setting at once.
+    /// Replaces every setting at once, `TrainConfig::comm` included (`..trainer.settings().clone()`
+    /// keeps the communicator's) and `validation` (call `validate` after this).
     pub fn config(self, config: TrainConfig) -> Self {
         Trainer { config, ..self }
     }
@@ -110,12 +113,13 @@ impl<'c> Trainer<'c> {
 
     /// Checkpoints into `dir` at the end, and every `every` steps.
     pub fn save(mut self, dir: impl Into<PathBuf>, every: Option<u64>) -> Self {
-        self.config.save = Some(SaveConfig { dir: dir.into(), every, overwrite: false });
+        self.config.save = Some(SaveConfig { dir: dir.into(), every, overwrite: self.overwrite });
         self
     }
 
-    /// Lets `save` replace another run's checkpoints in its folder.
+    /// Lets `save` replace another run's checkpoints in its folder (before or after `save`).
     pub fn overwrite_checkpoints(mut self) -> Self {
+        self.overwrite = true;
         if let Some(save) = &mut self.config.save {
             save.overwrite = true;
         }
@@ -186,13 +190,42 @@ impl<'c> Trainer<'c> {
     /// Trains `model` on `data` against `loss` until `steps`, resuming first if asked. Every
     /// rank calls it with its own copy of the model (built by `M::new`, which gives every rank
     /// rank 0's values); on return `model` holds the trained parameters.
+    ///
+    /// An error on some ranks only (a dataset that fails on one) leaves the others waiting for
+    /// them: dropping the communicator then ends the job, printing the error first, unless every
+    /// rank failed and they meet within `comm::ABORT_GRACE` (as `Communicator::abort_job` does,
+    /// which a program that reports the error itself may call first).
     pub fn fit<M: DistributedModel>(
         self,
         model: &mut M,
         data: &mut impl Dataset,
         loss: &impl Loss,
     ) -> Result<TrainSummary> {
-        let Trainer { comm, config, progress, held_out } = self;
+        let comm = self.comm;
+        comm.note_failure(None);
+        let outcome = self.fit_on_every_rank(model, data, loss);
+        match &outcome {
+            // Every rank agreed to stop after the same step: nothing to end.
+            Err(Error::Stopped { .. }) | Ok(_) => {}
+            Err(failure) => comm.note_failure(Some(failure)),
+        }
+        outcome
+    }
+
+    fn fit_on_every_rank<M: DistributedModel>(
+        self,
+        model: &mut M,
+        data: &mut impl Dataset,
+        loss: &impl Loss,
+    ) -> Result<TrainSummary> {
+        let Trainer { comm, config, progress, held_out, overwrite } = self;
+        if overwrite && config.save.is_none() {
+            return Err(Error::Config(
+                "`SaveConfig::overwrite` (`Trainer::overwrite_checkpoints`) is set, but the run saves no checkpoints \
+                 (`Trainer::save`)"
+                    .into(),
+            ));
+        }
         comm.apply(&config.comm)?;
         agreement::check(&config, comm)?;
         comm.agree_on_sharding(&M::SCHEDULE)?;

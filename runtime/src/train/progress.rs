@@ -24,3 +24,29 @@ pub trait Progress {
 pub struct NoProgress;
 
 impl Progress for NoProgress {}
+
+/// A display started for a run, finished exactly once: where the loop says so, or when it ends
+/// early with an error, whose message must not land inside a live display.
+pub(super) struct Shown<'p> {
+    progress: &'p dyn Progress,
+    showing: bool,
+}
+
+impl<'p> Shown<'p> {
+    pub(super) fn start(progress: &'p dyn Progress, first_step: u64, steps: u64) -> Self {
+        progress.start(first_step, steps);
+        Shown { progress, showing: true }
+    }
+
+    pub(super) fn finish(&mut self) {
+        if std::mem::take(&mut self.showing) {
+            self.progress.finish();
+        }
+    }
+}
+
+impl Drop for Shown<'_> {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::preflight::on_rank0;
-use super::progress::Progress;
+use super::progress::{self, Progress};
 use super::stop;
 use super::summary::{LossLog, TrainSummary};
 use super::validation::{self, HeldOutLoss};
@@ -53,14 +53,20 @@ fn write_checkpoint<M: DistributedModel>(
     }
 }
 
-/// Rank 0's checkpoint write (`written`, `None` elsewhere), shared: every rank returns rank 0's
-/// folder, or an error when the write failed (rank 0 its own), so that every rank stops alike.
-fn shared_outcome(comm: &Communicator, written: Option<Result<PathBuf>>) -> Result<Option<PathBuf>> {
+/// Rank 0's checkpoint write (`written`, `None` elsewhere) of the step before `position` into
+/// `save`, shared: every rank returns rank 0's folder, or an error when the write failed (rank 0
+/// its own), so that every rank stops alike.
+fn shared_outcome(
+    comm: &Communicator,
+    written: Option<Result<PathBuf>>,
+    save: Option<&SaveConfig>,
+    position: Position,
+) -> Result<Option<PathBuf>> {
     let mut ok = [u8::from(!matches!(written, Some(Err(_))))];
     comm.broadcast_bytes_from_root(&mut ok)?;
     match written {
         Some(result) => result.map(Some),
-        None if ok[0] == 1 => Ok(None),
+        None if ok[0] == 1 => Ok(save.map(|save| checkpoint::step_dir(&save.dir, position))),
         None => Err(Error::Checkpoint("rank 0 could not write the checkpoint (its message says why)".into())),
     }
 }
@@ -140,7 +146,7 @@ impl Run<'_> {
         on_rank0(comm, || checkpoint_folder.map_or(Ok(()), checkpoint::DirLock::replace_old))?;
         let first_step = position.next_step;
         let global_batch = config.global_batch(world);
-        progress.start(first_step, config.steps);
+        let mut shown = progress::Shown::start(progress, first_step, config.steps);
         let mut batch = Batch::default();
         let mut step_times = Vec::with_capacity(config.steps.saturating_sub(first_step).min(1 << 20) as usize);
         let mut log = LossLog::new(first_step);
@@ -162,7 +168,17 @@ impl Run<'_> {
                 data.fill(first, config.batch, &mut batch)?;
                 batch.context = StepContext::sequences(config.batch, positions);
                 batch.check_filled("the dataset", config.batch, first, data.features())?;
-                step_loss += backend.forward_loss(&batch, loss, logging)?;
+                let micro_loss = backend.forward_loss(&batch, loss, logging)?;
+                if !micro_loss.is_finite() {
+                    // Before backward: no rank sums a NaN gradient into every rank's parameters.
+                    return Err(Error::Loss(format!(
+                        "the loss is {micro_loss} at step {} on rank {rank}: the loss, the data or the parameters \
+                         hold a non-finite value, or training diverged (a smaller `OptimizerConfig::lr`, or \
+                         `OptimizerConfig::clip_grad_norm`)",
+                        step + 1
+                    )));
+                }
+                step_loss += micro_loss;
                 let last = micro + 1 == config.accumulate;
                 if logging && last {
                     // Queued before backward's launches, so that no reduction (nor the sharded
@@ -229,7 +245,7 @@ impl Run<'_> {
                 // whose timeout is about communication; then every rank learns how it went, so
                 // that a failed write ends every rank at once, alike.
                 comm.wait_for_checkpoint_write()?;
-                saved = shared_outcome(comm, written)?;
+                saved = shared_outcome(comm, written, config.save.as_ref(), position)?;
                 if let Some(written) = &saved {
                     progress.suspend(&mut || observer.say(&format!("checkpoint: {}", written.display())));
                 }
@@ -244,7 +260,7 @@ impl Run<'_> {
             };
             let voted = stop.zip(vote).map(|(s, vote)| s.agreed(comm, vote)).transpose()?;
             let Some(signal) = voted.flatten() else { continue };
-            progress.finish();
+            shown.finish();
             let unsaved = config.save.is_some() && !config.saves_after(step);
             let gathered = if unsaved { checkpoint::low_rank::gather(&backend.buckets(), comm)? } else { None };
             let joined = if unsaved { join_shards(&mut backend, comm)? } else { None };
@@ -255,12 +271,12 @@ impl Run<'_> {
             backend.finish()?;
             comm.wait_for_checkpoint_write()?;
             if unsaved {
-                saved = shared_outcome(comm, written)?;
+                saved = shared_outcome(comm, written, config.save.as_ref(), position)?;
             }
             let checkpoint = config.save.as_ref().map(|s| saved.unwrap_or_else(|| s.dir.clone()));
             return Err(Error::Stopped { signal, step: step + 1, checkpoint });
         }
-        progress.finish();
+        shown.finish();
         backend.finish()?;
         comm.barrier()?;
         let summary = TrainSummary::new(config, world, &log, step_times);

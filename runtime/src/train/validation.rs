@@ -17,7 +17,16 @@ use crate::trace;
 
 /// The settings and the held-out data agree with each other and with the training data.
 pub(super) fn check(config: &TrainConfig, train: &dyn Dataset, held_out: Option<&dyn Dataset>) -> Result<()> {
-    let Some(v) = config.validation else { return Ok(()) };
+    let Some(v) = config.validation else {
+        return match held_out {
+            Some(_) => Err(Error::Config(
+                "held-out data was given (`Trainer::validate`), but `TrainConfig::validation` is none: a \
+                 `Trainer::config` after `validate` replaced it"
+                    .into(),
+            )),
+            None => Ok(()),
+        };
+    };
     let Some(held_out) = held_out else {
         return Err(Error::Config(
             "`TrainConfig::validation` is set, but no held-out data was given (`Trainer::validate`)".into(),
