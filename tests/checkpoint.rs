@@ -144,14 +144,14 @@ fn damaged_or_foreign_checkpoints_are_refused_clearly() {
     std::fs::write(dir.join("latest"), b"../elsewhere").unwrap();
     assert!(resume_error(&dir, "mlp").contains("is not a checkpoint directory name"));
 
-    // Another model: one error listing every missing, unexpected and misshapen tensor.
+    // Another model: one error counting the missing and unexpected tensors, naming a few of each
+    // and every misshapen one.
     let err = resume_error(&good, "custom_layer");
     for expected in [
         "does not fit this run",
         "this is a checkpoint of `Mlp`; this run trains `Classifier`",
-        "missing tensor `embed.weight` [256, 784]",
-        "missing tensor `gain.gain` [256]",
-        "unexpected tensor `fc1.weight` [2048, 784]",
+        "5 missing tensors: `embed.bias` [256], `embed.weight` [256, 784], `gain.gain` [256], `norm.bias` [256] and 1 more",
+        "6 unexpected tensors (the model has no such parameter): `fc1.bias` [2048], `fc1.weight` [2048, 784]",
         "`head.weight` has shape [10, 2048], the model expects [10, 256]",
     ] {
         assert!(err.contains(expected), "lacks {expected}:\n{err}");
@@ -202,8 +202,8 @@ fn a_parameters_file_starts_a_run_when_it_fits_the_model_exactly() {
     ok(resmlp);
     let text = failed(mlp(1, &["--steps", "1", "--init-params", &path("resmlp.st")], None));
     assert!(text.contains("resmlp.st does not fit Mlp"), "{text}");
-    assert!(text.contains("missing tensor `fc1.weight` [2048, 784]"), "{text}");
-    assert!(text.contains("unexpected tensor `blocks.0.fc1.weight`"), "{text}");
+    assert!(text.contains("6 missing tensors: `fc1.bias` [2048], `fc1.weight` [2048, 784]"), "{text}");
+    assert!(text.contains("50 unexpected tensors (the model has no such parameter): `blocks.0.fc1.bias`"), "{text}");
     assert!(!text.contains("step      1"), "refused before step 1:\n{text}");
 
     let text = failed(mlp(1, &["--steps", "1", "--init-params", &path("trained.st"), "--resume", &path("ck")], None));

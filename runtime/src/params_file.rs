@@ -97,14 +97,13 @@ pub(crate) fn read_checked(
     required: impl Fn(&str) -> bool,
 ) -> Result<BTreeMap<String, Vec<f32>>, Vec<String>> {
     let file = SafeTensors::deserialize(bytes).map_err(|e| vec![format!("not a valid safetensors file: {e}")])?;
-    let mut problems = Vec::new();
+    let (mut problems, mut unexpected, mut missing) = (Vec::new(), Vec::new(), Vec::new());
     let mut out = BTreeMap::new();
     let mut found = file.tensors();
     found.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, view) in found {
         match expected.get(&name) {
-            None => problems
-                .push(format!("unexpected tensor `{name}` {:?} (the model has no such parameter)", view.shape())),
+            None => unexpected.push(format!("`{name}` {:?}", view.shape())),
             Some(shape) if shape.as_slice() != view.shape() => {
                 problems.push(format!("`{name}` has shape {:?}, the model expects {shape:?}", view.shape()))
             }
@@ -119,13 +118,31 @@ pub(crate) fn read_checked(
     let present: Vec<String> = file.names().into_iter().map(str::to_string).collect();
     for (name, shape) in expected {
         if required(name) && !present.contains(name) {
-            problems.push(format!("missing tensor `{name}` {shape:?}"));
+            missing.push(format!("`{name}` {shape:?}"));
         }
     }
+    // Another model's file would name each of its tensors: a few per kind, and how many more.
+    problems.extend(listed("unexpected tensor", " (the model has no such parameter)", &unexpected));
+    problems.extend(listed("missing tensor", "", &missing));
     if problems.is_empty() {
         Ok(out)
     } else {
         Err(problems)
+    }
+}
+
+/// One problem for `names` of one kind (`unexpected tensor`), naming the first few: none for none.
+fn listed(kind: &str, why: &str, names: &[String]) -> Option<String> {
+    const NAMED: usize = 4;
+    match names {
+        [] => None,
+        [one] => Some(format!("{kind} {one}{why}")),
+        _ => {
+            let more = names.len().saturating_sub(NAMED);
+            let and_more = if more > 0 { format!(" and {more} more") } else { String::new() };
+            let shown = names[..names.len().min(NAMED)].join(", ");
+            Some(format!("{} {kind}s{why}: {shown}{and_more}", names.len()))
+        }
     }
 }
 
