@@ -2,8 +2,9 @@
 //! Linear, added to the block's input), a head. The model and its block are written in one
 //! module, which `#[distributed_model]` reads whole: the block is unrolled eight times, each
 //! copy's parameters named by their path (`blocks.3.fc1.weight`, as PyTorch's `nn.ModuleList`
-//! names them), and `#[bucket_boundary]` on `blocks` gives every block buckets of its own, so an
-//! all-reduce starts as backward finishes each block.
+//! names them), and `#[bucket_boundary]` on `blocks` starts a bucket at every copy, so that no
+//! bucket spans two blocks (the head, whose gradients are ready first, shares the last block's)
+//! and an all-reduce starts as backward finishes each block.
 //!
 //! ```text
 //! mpirun -n 2 target/release/examples/resmlp --steps 50

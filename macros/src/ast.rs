@@ -105,11 +105,10 @@ impl<'a> Model<'a> {
         } else if let Some(clause) = &item.generics.where_clause {
             errors.spanned(clause, message);
         }
-        // Fields typed by a type parameter are covered by the error above.
-        let type_params: Vec<&Ident> = item.generics.type_params().map(|p| &p.ident).collect();
+        let params = generic_params(&item.generics);
         let fields: Vec<Field> = match &item.fields {
             Fields::Named(named) => {
-                named.named.iter().map(|f| Field::new(f, &Prefix::default(), &type_params, errors)).collect()
+                named.named.iter().map(|f| Field::new(f, &Prefix::default(), &params, errors)).collect()
             }
             Fields::Unnamed(_) | Fields::Unit => {
                 errors.spanned(&item.ident, "#[distributed_model] needs a struct with named fields, one per layer");
@@ -131,20 +130,27 @@ impl<'a> Model<'a> {
     }
 }
 
+/// The type and const parameters of a struct's `generics`. A field whose type uses one (`act: L`,
+/// `fc: Linear<N, 2>`) is covered by the error on the generics, which a struct of layers cannot
+/// have: the field is not read as a layer, so that its width is not a second error.
+pub fn generic_params(generics: &syn::Generics) -> Vec<&Ident> {
+    generics.type_params().map(|p| &p.ident).chain(generics.const_params().map(|p| &p.ident)).collect()
+}
+
 impl<'a> Field<'a> {
-    /// The layer in `field`, whose struct sits at `prefix` from the model.
-    pub fn new(field: &'a syn::Field, prefix: &Prefix, type_params: &[&Ident], errors: &mut Errors) -> Self {
+    /// The layer in `field`, whose struct sits at `prefix` from the model and has the generic
+    /// parameters `params` (refused; see `generic_params`).
+    pub fn new(field: &'a syn::Field, prefix: &Prefix, params: &[&Ident], errors: &mut Errors) -> Self {
         let ident = field.ident.as_ref().expect("named fields have identifiers");
         // Names in the schedule (and so in checkpoints) are PyTorch's: `type.weight`, not `r#type.weight`.
         let own = prefix.inner(ident, None);
         let name = own.name.clone();
         let conditional_attr = cfg::check_field(&field.attrs, errors);
         let attrs = field_attr::field_attrs(&field.attrs, errors);
-        let is_type_param =
-            matches!(&field.ty, Type::Path(p) if p.qself.is_none() && type_params.iter().any(|t| p.path.is_ident(*t)));
+        let generic = crate::helpers::mentions(quote::ToTokens::to_token_stream(&field.ty), params);
         let spec = match &attrs.layer {
             Some(custom) => Some(layers::custom(&name, &field.ty, custom)),
-            None if attrs.layer_invalid || is_type_param || conditional_attr => None,
+            None if attrs.layer_invalid || generic || conditional_attr => None,
             None => match layers::builtin(&name, &field.ty, errors) {
                 Ok(Some(spec)) => Some(spec),
                 Ok(None) => {

@@ -92,6 +92,7 @@ fn planning_config(args: proc_macro2::TokenStream, config: &mut ModelConfig, err
         }
     };
     let mut seen: Vec<String> = Vec::new();
+    let mut grad_comm_at = None;
     for pair in &pairs {
         let key = path_name(&pair.path);
         if !first_occurrence(&mut seen, &key, &pair.path, errors) {
@@ -109,6 +110,7 @@ fn planning_config(args: proc_macro2::TokenStream, config: &mut ModelConfig, err
             "grad_comm" => {
                 if let Some(format) = grad_comm_value(&pair.value, errors) {
                     config.grad_comm = format;
+                    grad_comm_at = Some(&pair.value);
                 }
                 continue;
             }
@@ -145,12 +147,13 @@ fn planning_config(args: proc_macro2::TokenStream, config: &mut ModelConfig, err
             *target = bytes;
         }
     }
+    if let Some(at) = grad_comm_at {
+        sharding_conflict(config, at, errors);
+    }
     match planner {
         Some((planning, tokens)) => {
-            if seen
-                .iter()
-                .any(|k| !["buckets", "grad_comm", "crate", "shard_optimizer", "gathers"].contains(&k.as_str()))
-            {
+            // Only the keys `buckets` replaces: `seen` also holds unknown keys, already reported.
+            if seen.iter().any(|k| ["bucket_cap_mb", "first_bucket_mb", "bucket_order"].contains(&k.as_str())) {
                 errors.spanned(
                     tokens,
                     "`buckets = ...` chooses the bucket boundaries itself: remove `bucket_cap_mb`, `first_bucket_mb` \
@@ -160,6 +163,23 @@ fn planning_config(args: proc_macro2::TokenStream, config: &mut ModelConfig, err
             planning
         }
         None => Planning::Caps(BucketLimits::Capped { first_bucket_bytes, bucket_cap_bytes }, order),
+    }
+}
+
+/// Sharded optimizer state with PowerSGD's factors, which the runtime refuses before every run's
+/// first step (`check_sharding` in the runtime's preflight: a bucket of factors cannot be
+/// reduce-scattered, even when a run sends it whole); the formats sent whole (`bf16`, `fp16`)
+/// shard fine. Reported at the `grad_comm` value rather than at `shard_optimizer`: sharding goes
+/// with every other value, so the value is what does not fit (and a key given as a flag or as
+/// `= true` would need two spans tracked).
+fn sharding_conflict(config: &ModelConfig, grad_comm: &Expr, errors: &mut Errors) {
+    if let (true, GradComm::LowRank(_)) = (config.shard_optimizer, config.grad_comm) {
+        errors.spanned(
+            grad_comm,
+            "`shard_optimizer` cannot go with `grad_comm = powersgd(..)`: PowerSGD's factors cannot be \
+             reduce-scattered, so every run sharding the optimizer state as the model says would stop before its \
+             first step; send the gradients as `fp32`, `bf16` or `fp16`, or remove `shard_optimizer`",
+        );
     }
 }
 

@@ -40,7 +40,9 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     check::all(&mut model, &mut errors);
     let mut code = None;
     if errors.is_empty() {
-        if let Some(planned) = planning::plan(&config.planning, &item.ident, &model.specs(), &mut errors) {
+        if let Some(planned) =
+            planning::plan(&config.planning, config.grad_comm, &item.ident, &model.specs(), &mut errors)
+        {
             code = Some(emit(&model, &configured(planned, &config)));
         }
     }
@@ -95,7 +97,9 @@ fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: 
     let model = if structs.model().is_some() { trees.pop() } else { None };
     let mut code = None;
     if let (Some(model), true) = (&model, errors.is_empty()) {
-        if let Some(planned) = planning::plan(&config.planning, &model.item.ident, &model.specs(), &mut errors) {
+        if let Some(planned) =
+            planning::plan(&config.planning, config.grad_comm, &model.item.ident, &model.specs(), &mut errors)
+        {
             code = Some(emit(model, &configured(planned, config)));
         }
     }
@@ -241,7 +245,7 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
         #[doc = ::core::concat!(" `", #model_name, "`'s in-flight buckets on the host.")]
         #vis type #in_flight = #in_flight_on<::overlap::program::Host>;
 
-        impl ::overlap::GradientBuckets for #grads {
+        impl ::overlap::GradientBuckets for #grads_on<::overlap::program::Host> {
             fn buckets(&self) -> ::std::vec::Vec<&::overlap::GradBucket> {
                 ::std::vec![#(&self.#buckets),*]
             }

@@ -35,6 +35,17 @@ pub fn foreign_suffix(lit: &LitInt) -> bool {
     !lit.suffix().is_empty() && lit.suffix() != "usize"
 }
 
+/// Whether `tokens` name one of `idents` anywhere, inside groups too (`Linear<{ N }, 2>`,
+/// `[[Block; 2]; 2]`), raw or not.
+pub fn mentions(tokens: proc_macro2::TokenStream, idents: &[&Ident]) -> bool {
+    use syn::ext::IdentExt;
+    tokens.into_iter().any(|t| match t {
+        proc_macro2::TokenTree::Ident(i) => idents.iter().any(|w| w.unraw() == i.unraw()),
+        proc_macro2::TokenTree::Group(g) => mentions(g.stream(), idents),
+        _ => false,
+    })
+}
+
 /// An integer literal greater than zero (a width or a dimension), unsuffixed or `usize`.
 pub fn positive_int(expr: &Expr, what: &str, errors: &mut Errors) -> Option<LitInt> {
     match int_literal(expr).map(|l| (l, l.base10_parse::<usize>())) {

@@ -15,10 +15,11 @@ use quote::{format_ident, quote, ToTokens};
 use syn::ext::IdentExt;
 use syn::{Expr, Fields, Item, ItemMod, ItemStruct, Meta, Type};
 
-use crate::ast::{Field, Model, Prefix, Residual};
+use crate::ast::{generic_params, Field, Model, Prefix, Residual};
 use crate::cfg;
 use crate::errors::Errors;
 use crate::field_attr;
+use crate::helpers::{foreign_suffix, mentions};
 
 /// Copies of a block in one field (`[Block; N]`), at most: the code is unrolled per copy.
 const MAX_REPEAT: usize = 1024;
@@ -62,13 +63,17 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
         errors.spanned(&module.ident, "this module holds no struct: put the model and its blocks in it");
         return Structs { all, roots: Vec::new() };
     }
-    // A struct that uses itself is not made a block by that (`unroll` reports the use).
+    // A struct that uses itself is not made a block by that (`unroll` reports the use). A struct
+    // named in a form `block_of` does not know (`[[Block; 2]; 2]`, `net::Block`) by one defined
+    // after it is used too: `unroll` reports the form at the field's type, and the block is then no
+    // second model. (Only by one after it: a block naming the model, `Vec<Net>`, leaves it the model.)
     let used: Vec<bool> = (0..all.len())
         .map(|b| {
             let users = all.iter().enumerate().filter(|&(s, _)| s != b);
-            users
-                .flat_map(|(s, item)| item.fields.iter().map(move |f| (s, f)))
-                .any(|(s, f)| block_of(&f.ty, &all, s).is_some_and(|(u, _)| u == b))
+            users.flat_map(|(s, item)| item.fields.iter().map(move |f| (s, f))).any(|(s, f)| {
+                block_of(&f.ty, &all, s).is_some_and(|(u, _)| u == b)
+                    || (b < s && mentions(f.ty.to_token_stream(), &[&all[b].ident]))
+            })
         })
         .collect();
     let roots: Vec<usize> = (0..all.len()).filter(|&s| !used[s]).collect();
@@ -162,16 +167,35 @@ pub fn stripped(all: &[&ItemStruct], s: usize) -> ItemStruct {
     // `#[residual]`, and through `cfg_attr` (refused), which the compiler would not know.
     stripped.attrs.retain(|a| !a.path().is_ident("residual") && !cfg::applies(a, "residual"));
     for field in stripped.fields.iter_mut() {
-        if block_of(&field.ty, all, s).is_some_and(|(b, _)| b >= s) {
-            field.ty = syn::parse_quote!(());
+        match block_of(&field.ty, all, s) {
+            Some((b, _)) if b >= s => field.ty = syn::parse_quote!(()),
+            // `[Block; 2u8]` as `[Block; 2]`: the suffix is reported (in `unroll`), not also by the compiler.
+            Some(_) => {
+                if let Type::Array(a) = &mut field.ty {
+                    if let Some(n) = suffixed_length(a) {
+                        a.len = syn::parse_quote!(#n);
+                    }
+                }
+            }
+            None => {}
         }
     }
     stripped
 }
 
+/// The length of `[Block; 2u8]` without its suffix, when it has one other than `usize`.
+fn suffixed_length(array: &syn::TypeArray) -> Option<syn::LitInt> {
+    match &array.len {
+        Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(n), .. }) if foreign_suffix(n) => {
+            Some(syn::LitInt::new(n.base10_digits(), n.span()))
+        }
+        _ => None,
+    }
+}
+
 /// Whether `ty`, in a field of `all[within]`, is a block of `all` (`Block`; `Self` is
-/// `all[within]`), or `N` of them (`[Block; N]`, the length `None` when it is not a literal,
-/// reported by `unroll`).
+/// `all[within]`), or `N` of them (`[Block; N]`, the length `None` when it is not a literal of
+/// type `usize`, reported by `unroll`).
 fn block_of(ty: &Type, all: &[&ItemStruct], within: usize) -> Option<(usize, Option<Option<usize>>)> {
     let named = |ty: &Type| match ty {
         // One segment, generic arguments or not (a generic block is refused with the block).
@@ -187,7 +211,10 @@ fn block_of(ty: &Type, all: &[&ItemStruct], within: usize) -> Option<(usize, Opt
     match ty {
         Type::Array(a) => {
             let len = match &a.len {
-                Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(n), .. }) => n.base10_parse::<usize>().ok(),
+                // `base10_parse` ignores the suffix: `2u8` would be unrolled, and the compiler refuse it.
+                Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(n), .. }) if !foreign_suffix(n) => {
+                    n.base10_parse::<usize>().ok()
+                }
                 _ => None,
             };
             named(&a.elem).map(|b| (b, Some(len)))
@@ -227,6 +254,7 @@ impl<'a> Flat<'_, 'a> {
         let item = self.structs[s];
         let ident = &item.ident;
         let mut inits = Vec::new();
+        let params = generic_params(&item.generics);
         for field in item.fields.iter() {
             if self.too_many {
                 break;
@@ -234,7 +262,7 @@ impl<'a> Flat<'_, 'a> {
             let Some(name) = &field.ident else { continue };
             let Some((b, repeat)) = block_of(&field.ty, self.structs, s) else {
                 let i = self.fields.len();
-                let layer = Field::new(field, prefix, &[], errors);
+                let layer = Field::new(field, prefix, &params, errors);
                 let value = crate::init_attr::init_expr(layer.ty, i, layer.init.as_deref(), layer.spec.as_ref());
                 inits.push(quote!(#name: #value));
                 self.fields.push(layer);
@@ -268,13 +296,21 @@ impl<'a> Flat<'_, 'a> {
                 None => None,
                 Some(Some(n)) if (1..=MAX_REPEAT).contains(&n) => Some(n),
                 Some(_) => {
-                    errors.spanned(
-                        &field.ty,
-                        format!(
-                            "repeat a block 1 to {MAX_REPEAT} times, with an integer literal: `[{}; 12]`",
-                            self.structs[b].ident
+                    let suffixed =
+                        if let Type::Array(a) = &field.ty { suffixed_length(a).map(|n| (a, n)) } else { None };
+                    match suffixed {
+                        Some((a, n)) => errors.spanned(
+                            &a.len,
+                            format!("a repeat count is a `usize`: write `{n}`, not `{}`", a.len.to_token_stream()),
                         ),
-                    );
+                        None => errors.spanned(
+                            &field.ty,
+                            format!(
+                                "repeat a block 1 to {MAX_REPEAT} times, with an integer literal: `[{}; 12]`",
+                                self.structs[b].ident
+                            ),
+                        ),
+                    }
                     continue;
                 }
             };

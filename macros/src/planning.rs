@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 
 use overlap_plan::{
-    plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, BucketLimits, BucketOrder, LayerSpec, Link,
-    Prediction, Schedule, StepCosts, Strategy, Target,
+    plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, BucketLimits, BucketOrder, GradComm, LayerSpec,
+    Link, Prediction, Schedule, StepCosts, Strategy, Target,
 };
 use syn::{Expr, ExprLit, Ident, Lit, LitStr};
 
@@ -78,20 +78,27 @@ pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
             continue;
         }
         let right = &*assign.right;
-        match (key.as_str(), right) {
-            ("link", Expr::Lit(ExprLit { lit: Lit::Str(s), .. })) => match s.value().parse::<Link>() {
+        // `-1` is a number too, out of range as `0` is: the same message, not "bad argument".
+        let (negative, unsigned) = match right {
+            Expr::Unary(syn::ExprUnary { op: syn::UnOp::Neg(_), expr, .. }) => (true, &**expr),
+            other => (false, other),
+        };
+        match (key.as_str(), right, unsigned) {
+            ("link", Expr::Lit(ExprLit { lit: Lit::Str(s), .. }), _) => match s.value().parse::<Link>() {
                 Ok(l) => link = Some(l),
                 Err(e) => errors.spanned(s, e),
             },
-            ("world" | "batch", Expr::Lit(ExprLit { lit: Lit::Int(i), .. })) if path.is_none() || key == "world" => {
+            ("world" | "batch", _, Expr::Lit(ExprLit { lit: Lit::Int(i), .. })) if path.is_none() || key == "world" => {
                 match i.base10_parse::<usize>() {
-                    Ok(v) if v > 0 && v <= 1 << 24 => *(if key == "world" { &mut world } else { &mut batch }) = Some(v),
-                    _ => errors.spanned(i, format!("`{key}` must be between 1 and 16777216")),
+                    Ok(v) if !negative && v > 0 && v <= 1 << 24 => {
+                        *(if key == "world" { &mut world } else { &mut batch }) = Some(v)
+                    }
+                    _ => errors.spanned(right, format!("`{key}` must be between 1 and 16777216")),
                 }
             }
-            ("gflops", Expr::Lit(_)) if path.is_none() => {
+            ("gflops", _, Expr::Lit(_)) if path.is_none() => {
                 // As every number of the attribute: underscores and a suffix allowed (`1_000`, `100u32`).
-                match number(right) {
+                match number(unsigned).map(|v| if negative { -v } else { v }) {
                     Some(v) if v.is_finite() && v > 0.0 => gflops = Some(v),
                     _ => errors.spanned(right, "`gflops` must be a positive number"),
                 }
@@ -112,9 +119,16 @@ pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
     Some(Planning::Auto { link, world, batch: batch.unwrap_or(64), gflops: gflops.unwrap_or(100.0) })
 }
 
-/// Plans the model `ident` of layers `specs` as `planning` says; reports problems (profile files,
-/// and the planner's own refusals at `ident`) to `errors`.
-pub fn plan(planning: &Planning, ident: &Ident, specs: &[LayerSpec], errors: &mut Errors) -> Option<Planned> {
+/// Plans the model `ident` of layers `specs` as `planning` says, for gradients that travel as
+/// `grad_comm` says; reports problems (profile files, and the planner's own refusals at `ident`)
+/// to `errors`.
+pub fn plan(
+    planning: &Planning,
+    grad_comm: GradComm,
+    ident: &Ident,
+    specs: &[LayerSpec],
+    errors: &mut Errors,
+) -> Option<Planned> {
     let name = syn::ext::IdentExt::unraw(ident).to_string();
     let span = ident;
     let (target, description, input_file) = match planning {
@@ -143,7 +157,7 @@ pub fn plan(planning: &Planning, ident: &Ident, specs: &[LayerSpec], errors: &mu
             (target, description, Some(file))
         }
     };
-    let (schedule, predicted) = match plan_auto(&name, specs, &target, Strategy::Optimal) {
+    let (schedule, predicted) = match plan_auto(&name, specs, &target, Strategy::Optimal, grad_comm) {
         Ok(p) => p,
         Err(e) => {
             errors.spanned(span, e);
@@ -151,6 +165,7 @@ pub fn plan(planning: &Planning, ident: &Ident, specs: &[LayerSpec], errors: &mu
         }
     };
     let baseline = plan_buckets(&name, specs, &BucketLimits::default()).map_err(|e| errors.spanned(span, e)).ok()?;
+    let baseline = baseline.with_grad_comm(grad_comm);
     let with_caps = simulate(&sim_buckets(&baseline), &target.costs, &target.link, target.world, true);
     let notes = vec![
         format!("buckets chosen by {description}:"),

@@ -7,14 +7,16 @@
 //! MG-WFBP's merge rule (Shi et al., INFOCOM 2019) is here as the reference heuristic.
 //!
 //! A `#[bucket_boundary]` layer keeps its promise here too: both planners choose boundaries only
-//! within the runs of layers between forced ones.
+//! within the runs of layers between forced ones. Candidates are simulated in the format the
+//! gradients travel in (`grad_comm`): bf16 halves a bucket's bytes, PowerSGD sends factors.
 
 use crate::bucket::{plan_buckets, PlanError};
 use crate::limits::BucketLimits;
 use crate::link::Link;
 use crate::schedule::Schedule;
-use crate::simulate::{simulate, Prediction, SimBucket, StepCosts};
+use crate::simulate::{simulate, Prediction, SimBucket, SimLowRank, StepCosts};
 use crate::spec::{LayerSpec, ELEM_BYTES};
+use crate::wire::{GradComm, WireFormat};
 
 /// Largest count of layers with parameters searched exhaustively (2^(n-1) partitions).
 pub const EXHAUSTIVE_LAYERS: usize = 16;
@@ -34,10 +36,15 @@ struct ParamLayers {
     bytes: Vec<usize>,
     /// `forced[s]`: param layers `s - 1` and `s` never share a bucket (`forced[0]` is unused).
     forced: Vec<bool>,
+    grad_comm: GradComm,
+    /// Prefix sums over param layers (`[s]`: layers `0..s`) of the FP32 bytes, and with PowerSGD
+    /// of the bytes sent and of the matrices factorised, so that any bucket costs O(1) to build.
+    bytes_before: Vec<usize>,
+    low_rank_before: Vec<(usize, usize)>,
 }
 
 impl ParamLayers {
-    fn of(layers: &[LayerSpec]) -> Self {
+    fn of(layers: &[LayerSpec], grad_comm: GradComm) -> Self {
         let with: Vec<(usize, usize)> = layers
             .iter()
             .enumerate()
@@ -45,6 +52,21 @@ impl ParamLayers {
             .map(|(i, l)| (i, l.params.iter().map(|p| p.numel().saturating_mul(ELEM_BYTES)).sum()))
             .collect();
         let index: Vec<usize> = with.iter().map(|w| w.0).collect();
+        let low_rank = |l: &LayerSpec| match grad_comm {
+            GradComm::LowRank(r) => l.params.iter().fold((0, 0), |(sent, factorised), p| {
+                let factorised_here = if r.matrix(&p.shape).is_some() { p.numel() * ELEM_BYTES } else { 0 };
+                (sent + r.wire_values(&p.shape) * ELEM_BYTES, factorised + factorised_here)
+            }),
+            GradComm::Format(_) => (0, 0),
+        };
+        let prefix = |values: Vec<(usize, usize)>| {
+            std::iter::once((0, 0)).chain(values.into_iter().scan((0, 0), |acc, (a, b)| {
+                *acc = (acc.0 + a, acc.1 + b);
+                Some(*acc)
+            }))
+        };
+        let bytes_before = prefix(with.iter().map(|w| (w.1, 0)).collect()).map(|p| p.0).collect();
+        let low_rank_before = prefix(index.iter().map(|&i| low_rank(&layers[i])).collect()).collect();
         // A boundary on layer `l` (with parameters or not) separates the param layers before `l`
         // from those from `l` on; one before the first or after the last separates nothing.
         let mut forced = vec![false; index.len()];
@@ -54,7 +76,22 @@ impl ParamLayers {
                 forced[s] = true;
             }
         }
-        ParamLayers { index, bytes: with.iter().map(|w| w.1).collect(), forced }
+        let bytes = with.iter().map(|w| w.1).collect();
+        ParamLayers { index, bytes, forced, grad_comm, bytes_before, low_rank_before }
+    }
+
+    /// The bucket of param layers `s..end`, as its gradients travel.
+    fn bucket(&self, s: usize, end: usize) -> SimBucket {
+        let bytes = self.bytes_before[end] - self.bytes_before[s];
+        let launch_after = self.index[s];
+        match self.grad_comm {
+            GradComm::Format(wire) => SimBucket { wire, ..SimBucket::fp32(bytes, launch_after) },
+            GradComm::LowRank(_) => {
+                let (to, from) = (self.low_rank_before[end], self.low_rank_before[s]);
+                let low_rank = SimLowRank { wire_bytes: to.0 - from.0, factorised_bytes: to.1 - from.1 };
+                SimBucket { wire: WireFormat::Fp32, low_rank: Some(low_rank), ..SimBucket::fp32(bytes, launch_after) }
+            }
+        }
     }
 
     /// The starts every plan has: 0 and the forced ones.
@@ -68,10 +105,7 @@ impl ParamLayers {
         let mut out: Vec<SimBucket> = starts
             .iter()
             .enumerate()
-            .map(|(j, &s)| {
-                let end = starts.get(j + 1).copied().unwrap_or(self.index.len());
-                SimBucket::fp32(self.bytes[s..end].iter().sum(), self.index[s])
-            })
+            .map(|(j, &s)| self.bucket(s, starts.get(j + 1).copied().unwrap_or(self.index.len())))
             .collect();
         out.reverse();
         out
@@ -83,8 +117,31 @@ fn optimal_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
     if p.index.len() <= EXHAUSTIVE_LAYERS {
         exhaustive_starts(p, t)
     } else {
-        dynamic_program_starts(p, t)
+        fewer_buckets(p, t, dynamic_program_starts(p, t))
     }
+}
+
+/// `starts` with every boundary removed whose removal leaves the simulated step as short: the
+/// tie-break the exhaustive search applies (fewer messages, fewer wait points), which the dynamic
+/// program, keeping for each prefix the plan whose last all-reduce ends first, does not.
+fn fewer_buckets(p: &ParamLayers, t: &Target, mut starts: Vec<usize>) -> Vec<usize> {
+    let sim = |starts: &[usize]| simulate(&p.buckets(starts), &t.costs, &t.link, t.world, true).step_s;
+    let mut step = sim(&starts);
+    let mut k = 1;
+    while k < starts.len() {
+        if p.forced[starts[k]] {
+            k += 1;
+            continue;
+        }
+        let merged: Vec<usize> = starts.iter().enumerate().filter(|&(i, _)| i != k).map(|(_, &s)| s).collect();
+        let merged_step = sim(&merged);
+        if merged_step <= step + 1e-12 {
+            (starts, step) = (merged, merged_step.min(step));
+        } else {
+            k += 1;
+        }
+    }
+    starts
 }
 
 fn exhaustive_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
@@ -129,7 +186,8 @@ fn dynamic_program_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
         for j in 0..n {
             for i in first[j]..=j {
                 let before = if i == 0 { 0.0 } else { end[i - 1] };
-                let e = ready[j].max(before) + t.link.ring_all_reduce_seconds(prefix[j + 1] - prefix[i], t.world);
+                // Backward positions i..=j are param layers n-1-j ..= n-1-i.
+                let e = ready[j].max(before) + p.bucket(n - 1 - j, n - i).comm_seconds(&t.link, t.world);
                 if e + all_updates - prefix[i] as f64 * rate <= bound && e < end[j] {
                     (end[j], from[j]) = (e, i);
                 }
@@ -167,16 +225,16 @@ fn mg_wfbp_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
     let n = p.index.len();
     let ready = ready_times(p, &t.costs);
     let mut comm_free = 0.0f64;
-    let (mut open_bytes, mut open_ready) = (p.bytes[n - 1], ready[0]);
+    // The open bucket: param layers from n-k (at backward position k) to `open_end`.
+    let (mut open_end, mut open_ready) = (n, ready[0]);
     let mut starts = Vec::new();
     for (k, &next_ready) in ready.iter().enumerate().skip(1) {
         let could_start = open_ready.max(comm_free);
         if could_start < next_ready || p.forced[n - k] {
-            comm_free = could_start + t.link.ring_all_reduce_seconds(open_bytes, t.world);
+            comm_free = could_start + p.bucket(n - k, open_end).comm_seconds(&t.link, t.world);
             starts.push(n - k); // the open bucket began at param layer n-k
-            open_bytes = 0;
+            open_end = n - k;
         }
-        open_bytes += p.bytes[n - 1 - k];
         open_ready = next_ready;
     }
     starts.push(0);
@@ -200,15 +258,17 @@ pub enum Strategy {
     MgWfbp,
 }
 
-/// Plans `layers` with boundaries chosen by `strategy` for `target`; returns the schedule (the
-/// same shape as any other) and its predicted step.
+/// Plans `layers` with boundaries chosen by `strategy` for `target`, its gradients travelling as
+/// `grad_comm` says; returns the schedule (the same shape as any other, in FP32: the caller
+/// applies `grad_comm`) and its predicted step.
 pub fn plan_auto(
     model: &str,
     layers: &[LayerSpec],
     target: &Target,
     strategy: Strategy,
+    grad_comm: GradComm,
 ) -> Result<(Schedule, Prediction), PlanError> {
-    let p = ParamLayers::of(layers);
+    let p = ParamLayers::of(layers, grad_comm);
     if p.index.is_empty() {
         return Err(PlanError::NoParameters);
     }

@@ -149,7 +149,8 @@ fn parse_seconds(value: &str) -> Result<f64, String> {
 /// link is being described, and the times derived (an emulated all-reduce's hold) stop being
 /// representable.
 const LONGEST_LATENCY_S: f64 = 3600.0;
-const LOWEST_BANDWIDTH: f64 = 1.0;
+/// The slowest link accepted, in bytes per second: slower would not be a link.
+pub(crate) const LOWEST_BANDWIDTH: f64 = 1.0;
 
 /// `25GB/s`, `200Gb/s`, `1.25GB/s`, `900MB/s`, `1TB/s` (decimal prefixes; `b` is bits).
 fn parse_rate(value: &str) -> Result<f64, String> {

@@ -114,7 +114,14 @@ impl Profile {
         let update_s_per_byte = non_negative(self.update_s_per_byte, || "update_s_per_byte".into(), &mut problems);
         if let Some(l) = self.link {
             non_negative(l.latency_s, || "link.latency_s".into(), &mut problems);
-            non_negative(l.bandwidth_bytes_per_s, || "link.bandwidth_bytes_per_s".into(), &mut problems);
+            // As `--link` and `link = ".."` refuse it: at least 1 byte per second.
+            let bandwidth = l.bandwidth_bytes_per_s;
+            if !(bandwidth.is_finite() && bandwidth >= crate::link::LOWEST_BANDWIDTH) {
+                problems.push(format!(
+                    "link.bandwidth_bytes_per_s is {bandwidth}, expected at least {} (1 byte per second)",
+                    crate::link::LOWEST_BANDWIDTH
+                ));
+            }
         }
         let world = world.or(self.world_size.filter(|&w| w > 0));
         let link = link.or(self.link);

@@ -140,17 +140,19 @@ pub fn predictions(
         (_, Some(low_rank)) => GradComm::LowRank(low_rank),
         (wire, None) => GradComm::Format(wire),
     });
+    // Auto and MG-WFBP choose their boundaries for that format (FP32 where the buckets differ).
+    let chosen_for = compiled.unwrap_or(GradComm::Format(WireFormat::Fp32));
     let per_layer: Vec<LayerSpec> =
         specs.iter().map(|l| LayerSpec { bucket_boundary: !l.params.is_empty(), ..l.clone() }).collect();
     let mut alternatives = ddp_layouts(schedule, &specs);
     alternatives.extend([
         (
             "auto (optimal for this cluster)".to_string(),
-            plan_auto(&schedule.model, &specs, &target, Strategy::Optimal).ok().map(|p| p.0),
+            plan_auto(&schedule.model, &specs, &target, Strategy::Optimal, chosen_for).ok().map(|p| p.0),
         ),
         (
             "MG-WFBP merge rule".to_string(),
-            plan_auto(&schedule.model, &specs, &target, Strategy::MgWfbp).ok().map(|p| p.0),
+            plan_auto(&schedule.model, &specs, &target, Strategy::MgWfbp, chosen_for).ok().map(|p| p.0),
         ),
         ("one bucket per layer".to_string(), plan_buckets(&schedule.model, &per_layer, &BucketLimits::Unlimited).ok()),
     ]);

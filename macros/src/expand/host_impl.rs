@@ -14,7 +14,9 @@ use crate::schedule_tokens;
 /// `impl DistributedModel` and `impl ParamVecs` for the model, both under `guard`: the `Layer`
 /// bounds on the `#[layer(...)]` types, as on every generated item that uses them.
 pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guard: &TokenStream) -> TokenStream {
-    let Names { workspace, grads, in_flight, .. } = names;
+    // The device-generic types on the host, not their aliases (`MlpGrads`): an item of the user's
+    // named as an alias is then the compiler's one error (E0428), not also a type error here.
+    let Names { workspace_on, grads_on, in_flight_on, .. } = names;
     let ident = &model.item.ident;
     let model_name = ident.to_string();
     let types = &names.types;
@@ -39,9 +41,9 @@ pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guar
         /// On the host: the program with the layers' own methods and the communicator.
         impl ::overlap::DistributedModel for #ident #guard {
             const SCHEDULE: ::overlap::plan::Schedule = #schedule_const;
-            type Workspace = #workspace;
-            type Grads = #grads;
-            type InFlight = #in_flight;
+            type Workspace = #workspace_on<::overlap::program::Host>;
+            type Grads = #grads_on<::overlap::program::Host>;
+            type InFlight = #in_flight_on<::overlap::program::Host>;
             const DEVICE_OPS: &'static [::overlap::DeviceOp] = &[#(<#types as ::overlap::Layer>::DEVICE_OP),*];
             #residuals
 
@@ -49,7 +51,7 @@ pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guar
                 #init
             }
 
-            fn new_grads(&self) -> #grads {
+            fn new_grads(&self) -> Self::Grads {
                 let ::core::result::Result::Ok(grads) =
                     ::overlap::program::Program::new_grads_on(self, &mut ::overlap::program::HostCompute);
                 grads
@@ -59,7 +61,7 @@ pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guar
                 &self,
                 ctx: &::overlap::StepContext,
                 input: &::overlap::Matrix,
-                ws: &'w mut #workspace,
+                ws: &'w mut Self::Workspace,
             ) -> &'w ::overlap::Matrix {
                 ::core::assert_eq!(input.rows(), ctx.row_count(), "the input's rows are not the step context's");
                 let ::core::result::Result::Ok(output) =
@@ -71,7 +73,7 @@ pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guar
                 &mut self,
                 ctx: &::overlap::StepContext,
                 input: &::overlap::Matrix,
-                ws: &'w mut #workspace,
+                ws: &'w mut Self::Workspace,
                 comm: &::overlap::Communicator,
             ) -> ::overlap::Result<&'w ::overlap::Matrix> {
                 ::core::assert_eq!(input.rows(), ctx.row_count(), "the input's rows are not the step context's");
@@ -87,19 +89,19 @@ pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guar
 
             fn backward<O: ::overlap::Optimizer>(
                 &mut self,
-                ws: &mut #workspace,
+                ws: &mut Self::Workspace,
                 dy: &::overlap::Matrix,
-                grads: #grads,
+                grads: Self::Grads,
                 comm: &::overlap::Communicator,
                 optimizer: &mut O,
-            ) -> #in_flight {
+            ) -> Self::InFlight {
                 let mut dev = ::overlap::program::HostLaunch::new(comm, optimizer);
                 let ::core::result::Result::Ok(in_flight) =
                     ::overlap::program::Program::backward_on(self, &mut dev, ws, dy, grads);
                 in_flight
             }
 
-            fn backward_no_sync(&self, ws: &mut #workspace, dy: &::overlap::Matrix, grads: &mut #grads) {
+            fn backward_no_sync(&self, ws: &mut Self::Workspace, dy: &::overlap::Matrix, grads: &mut Self::Grads) {
                 let ::core::result::Result::Ok(()) = ::overlap::program::Program::backward_no_sync_on(
                     self,
                     &mut ::overlap::program::HostCompute,
@@ -109,7 +111,7 @@ pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guar
                 );
             }
 
-            fn step<O: ::overlap::Optimizer>(&mut self, in_flight: #in_flight, optimizer: &mut O) -> ::overlap::Result<#grads> {
+            fn step<O: ::overlap::Optimizer>(&mut self, in_flight: Self::InFlight, optimizer: &mut O) -> ::overlap::Result<Self::Grads> {
                 ::overlap::program::Program::step_on(self, &mut ::overlap::program::HostSettle::new(optimizer), in_flight)
             }
 

@@ -116,7 +116,7 @@ pub mod net {
     }
     #[doc = ::core::concat!(" `", "Net", "`'s in-flight buckets on the host.")]
     pub type NetInFlight = NetInFlightOn<::overlap::program::Host>;
-    impl ::overlap::GradientBuckets for NetGrads {
+    impl ::overlap::GradientBuckets for NetGradsOn<::overlap::program::Host> {
         fn buckets(&self) -> ::std::vec::Vec<&::overlap::GradBucket> {
             ::std::vec![& self.b0, & self.b1, & self.b2]
         }
@@ -1090,9 +1090,9 @@ pub mod net {
             shard_optimizer: false,
             gathers: ::overlap::__private::Cow::Borrowed(&[]),
         };
-        type Workspace = NetWorkspace;
-        type Grads = NetGrads;
-        type InFlight = NetInFlight;
+        type Workspace = NetWorkspaceOn<::overlap::program::Host>;
+        type Grads = NetGradsOn<::overlap::program::Host>;
+        type InFlight = NetInFlightOn<::overlap::program::Host>;
         const DEVICE_OPS: &'static [::overlap::DeviceOp] = &[
             <Linear<4, 8> as ::overlap::Layer>::DEVICE_OP,
             <LayerNorm<8> as ::overlap::Layer>::DEVICE_OP,
@@ -1136,7 +1136,7 @@ pub mod net {
                 },
             }
         }
-        fn new_grads(&self) -> NetGrads {
+        fn new_grads(&self) -> Self::Grads {
             let ::core::result::Result::Ok(grads) = ::overlap::program::Program::new_grads_on(
                 self,
                 &mut ::overlap::program::HostCompute,
@@ -1147,7 +1147,7 @@ pub mod net {
             &self,
             ctx: &::overlap::StepContext,
             input: &::overlap::Matrix,
-            ws: &'w mut NetWorkspace,
+            ws: &'w mut Self::Workspace,
         ) -> &'w ::overlap::Matrix {
             ::core::assert_eq!(
                 input.rows(), ctx.row_count(),
@@ -1166,7 +1166,7 @@ pub mod net {
             &mut self,
             ctx: &::overlap::StepContext,
             input: &::overlap::Matrix,
-            ws: &'w mut NetWorkspace,
+            ws: &'w mut Self::Workspace,
             comm: &::overlap::Communicator,
         ) -> ::overlap::Result<&'w ::overlap::Matrix> {
             ::core::assert_eq!(
@@ -1184,12 +1184,12 @@ pub mod net {
         }
         fn backward<O: ::overlap::Optimizer>(
             &mut self,
-            ws: &mut NetWorkspace,
+            ws: &mut Self::Workspace,
             dy: &::overlap::Matrix,
-            grads: NetGrads,
+            grads: Self::Grads,
             comm: &::overlap::Communicator,
             optimizer: &mut O,
-        ) -> NetInFlight {
+        ) -> Self::InFlight {
             let mut dev = ::overlap::program::HostLaunch::new(comm, optimizer);
             let ::core::result::Result::Ok(in_flight) = ::overlap::program::Program::backward_on(
                 self,
@@ -1202,9 +1202,9 @@ pub mod net {
         }
         fn backward_no_sync(
             &self,
-            ws: &mut NetWorkspace,
+            ws: &mut Self::Workspace,
             dy: &::overlap::Matrix,
-            grads: &mut NetGrads,
+            grads: &mut Self::Grads,
         ) {
             let ::core::result::Result::Ok(()) = ::overlap::program::Program::backward_no_sync_on(
                 self,
@@ -1216,9 +1216,9 @@ pub mod net {
         }
         fn step<O: ::overlap::Optimizer>(
             &mut self,
-            in_flight: NetInFlight,
+            in_flight: Self::InFlight,
             optimizer: &mut O,
-        ) -> ::overlap::Result<NetGrads> {
+        ) -> ::overlap::Result<Self::Grads> {
             ::overlap::program::Program::step_on(
                 self,
                 &mut ::overlap::program::HostSettle::new(optimizer),

@@ -111,7 +111,7 @@ pub struct MlpInFlightOn<__S: ::overlap::program::Storage> {
 }
 #[doc = ::core::concat!(" `", "Mlp", "`'s in-flight buckets on the host.")]
 pub type MlpInFlight = MlpInFlightOn<::overlap::program::Host>;
-impl ::overlap::GradientBuckets for MlpGrads {
+impl ::overlap::GradientBuckets for MlpGradsOn<::overlap::program::Host> {
     fn buckets(&self) -> ::std::vec::Vec<&::overlap::GradBucket> {
         ::std::vec![& self.b0, & self.b1, & self.b2]
     }
@@ -979,9 +979,9 @@ impl ::overlap::DistributedModel for Mlp {
         shard_optimizer: true,
         gathers: ::overlap::__private::Cow::Borrowed(&[]),
     };
-    type Workspace = MlpWorkspace;
-    type Grads = MlpGrads;
-    type InFlight = MlpInFlight;
+    type Workspace = MlpWorkspaceOn<::overlap::program::Host>;
+    type Grads = MlpGradsOn<::overlap::program::Host>;
+    type InFlight = MlpInFlightOn<::overlap::program::Host>;
     const DEVICE_OPS: &'static [::overlap::DeviceOp] = &[
         <Linear<784, 2048> as ::overlap::Layer>::DEVICE_OP,
         <Relu as ::overlap::Layer>::DEVICE_OP,
@@ -1023,7 +1023,7 @@ impl ::overlap::DistributedModel for Mlp {
             },
         }
     }
-    fn new_grads(&self) -> MlpGrads {
+    fn new_grads(&self) -> Self::Grads {
         let ::core::result::Result::Ok(grads) = ::overlap::program::Program::new_grads_on(
             self,
             &mut ::overlap::program::HostCompute,
@@ -1034,7 +1034,7 @@ impl ::overlap::DistributedModel for Mlp {
         &self,
         ctx: &::overlap::StepContext,
         input: &::overlap::Matrix,
-        ws: &'w mut MlpWorkspace,
+        ws: &'w mut Self::Workspace,
     ) -> &'w ::overlap::Matrix {
         ::core::assert_eq!(
             input.rows(), ctx.row_count(), "the input's rows are not the step context's"
@@ -1052,7 +1052,7 @@ impl ::overlap::DistributedModel for Mlp {
         &mut self,
         ctx: &::overlap::StepContext,
         input: &::overlap::Matrix,
-        ws: &'w mut MlpWorkspace,
+        ws: &'w mut Self::Workspace,
         comm: &::overlap::Communicator,
     ) -> ::overlap::Result<&'w ::overlap::Matrix> {
         ::core::assert_eq!(
@@ -1069,12 +1069,12 @@ impl ::overlap::DistributedModel for Mlp {
     }
     fn backward<O: ::overlap::Optimizer>(
         &mut self,
-        ws: &mut MlpWorkspace,
+        ws: &mut Self::Workspace,
         dy: &::overlap::Matrix,
-        grads: MlpGrads,
+        grads: Self::Grads,
         comm: &::overlap::Communicator,
         optimizer: &mut O,
-    ) -> MlpInFlight {
+    ) -> Self::InFlight {
         let mut dev = ::overlap::program::HostLaunch::new(comm, optimizer);
         let ::core::result::Result::Ok(in_flight) = ::overlap::program::Program::backward_on(
             self,
@@ -1087,9 +1087,9 @@ impl ::overlap::DistributedModel for Mlp {
     }
     fn backward_no_sync(
         &self,
-        ws: &mut MlpWorkspace,
+        ws: &mut Self::Workspace,
         dy: &::overlap::Matrix,
-        grads: &mut MlpGrads,
+        grads: &mut Self::Grads,
     ) {
         let ::core::result::Result::Ok(()) = ::overlap::program::Program::backward_no_sync_on(
             self,
@@ -1101,9 +1101,9 @@ impl ::overlap::DistributedModel for Mlp {
     }
     fn step<O: ::overlap::Optimizer>(
         &mut self,
-        in_flight: MlpInFlight,
+        in_flight: Self::InFlight,
         optimizer: &mut O,
-    ) -> ::overlap::Result<MlpGrads> {
+    ) -> ::overlap::Result<Self::Grads> {
         ::overlap::program::Program::step_on(
             self,
             &mut ::overlap::program::HostSettle::new(optimizer),

@@ -1,6 +1,8 @@
 use super::*;
 use crate::simulate::sim_buckets;
-use crate::{BucketLimits, LINK_PRESETS};
+use crate::{BucketLimits, LowRank, LINK_PRESETS};
+
+const FP32: GradComm = GradComm::Format(WireFormat::Fp32);
 
 fn linear(name: &str, input: usize, output: usize) -> LayerSpec {
     LayerSpec::new(name.to_string(), format!("Linear<{input}, {output}>"), crate::Width::Fixed { input, output })
@@ -63,8 +65,8 @@ fn optimal_is_at_least_as_good_as_every_other_plan() {
         for link in ["ib-hdr", "100gbe", "10gbe"] {
             for world in [2, 8, 64, 1024] {
                 let t = target(&layers, link, world);
-                let (auto, predicted) = plan_auto(name, &layers, &t, Strategy::Optimal).unwrap();
-                let (mg, _) = plan_auto(name, &layers, &t, Strategy::MgWfbp).unwrap();
+                let (auto, predicted) = plan_auto(name, &layers, &t, Strategy::Optimal, FP32).unwrap();
+                let (mg, _) = plan_auto(name, &layers, &t, Strategy::MgWfbp, FP32).unwrap();
                 let ddp = plan_buckets(name, &layers, &BucketLimits::default()).unwrap();
                 let best = step_of(&auto, &t);
                 assert!((best - predicted.step_s).abs() < 1e-12, "the schedule is the plan that was simulated");
@@ -80,7 +82,7 @@ fn optimal_is_at_least_as_good_as_every_other_plan() {
 #[test]
 fn the_dynamic_program_finds_the_exhaustive_optimum() {
     for (name, layers) in models() {
-        let p = ParamLayers::of(&layers);
+        let p = ParamLayers::of(&layers, FP32);
         if p.index.len() > EXHAUSTIVE_LAYERS {
             continue;
         }
@@ -101,7 +103,7 @@ fn auto_beats_the_25_mib_cap_on_the_uneven_model() {
     for link in ["ib-hdr", "100gbe"] {
         for world in [8, 64, 1024] {
             let t = target(&layers, link, world);
-            let (auto, _) = plan_auto("uneven", &layers, &t, Strategy::Optimal).unwrap();
+            let (auto, _) = plan_auto("uneven", &layers, &t, Strategy::Optimal, FP32).unwrap();
             let ddp = plan_buckets("uneven", &layers, &BucketLimits::default()).unwrap();
             let (a, d) = (step_of(&auto, &t), step_of(&ddp, &t));
             assert!(a < d, "{link} x{world}: auto {a} vs ddp {d}");
@@ -113,7 +115,7 @@ fn auto_beats_the_25_mib_cap_on_the_uneven_model() {
 fn boundaries_become_buckets_of_whole_layers() {
     let (_, layers) = models().into_iter().next().unwrap();
     let t = target(&layers, "10gbe", 64);
-    let (schedule, _) = plan_auto("mlp", &layers, &t, Strategy::Optimal).unwrap();
+    let (schedule, _) = plan_auto("mlp", &layers, &t, Strategy::Optimal, FP32).unwrap();
     for bucket in schedule.buckets.iter() {
         // Each bucket holds every parameter of the layers it covers.
         let layers_in: std::collections::BTreeSet<usize> = bucket.params.iter().map(|p| p.layer).collect();
@@ -125,7 +127,7 @@ fn boundaries_become_buckets_of_whole_layers() {
                 == Some(p.bucket)));
         }
     }
-    assert_eq!(plan_auto("none", &[relu("a")], &t, Strategy::Optimal).unwrap_err(), PlanError::NoParameters);
+    assert_eq!(plan_auto("none", &[relu("a")], &t, Strategy::Optimal, FP32).unwrap_err(), PlanError::NoParameters);
 }
 
 /// Whether a bucket of `schedule` holds parameters of layers on both sides of layer `boundary`.
@@ -145,13 +147,13 @@ fn forced_boundaries_are_kept_by_every_planner() {
         for &m in &marks {
             marked[m].bucket_boundary = true;
         }
-        let p = ParamLayers::of(&marked);
+        let p = ParamLayers::of(&marked, FP32);
         for preset in LINK_PRESETS {
             for world in [2, 64, 1024] {
                 let t = target(&marked, preset.name, world);
                 let sim = |starts: &[usize]| simulate(&p.buckets(starts), &t.costs, &t.link, t.world, true).step_s;
                 for strategy in [Strategy::Optimal, Strategy::MgWfbp] {
-                    let (schedule, _) = plan_auto(name, &marked, &t, strategy).unwrap();
+                    let (schedule, _) = plan_auto(name, &marked, &t, strategy, FP32).unwrap();
                     for &m in &marks {
                         assert!(
                             !spans(&schedule, m),
@@ -177,15 +179,59 @@ fn a_boundary_splits_what_auto_would_merge() {
     // Small layers on a slow link: one bucket is best, unless a boundary says otherwise.
     let layers = vec![linear("a", 8, 8), relu("r"), linear("b", 8, 8), linear("c", 8, 8)];
     let t = target(&layers, "10gbe", 64);
-    let (merged, _) = plan_auto("m", &layers, &t, Strategy::Optimal).unwrap();
+    let (merged, _) = plan_auto("m", &layers, &t, Strategy::Optimal, FP32).unwrap();
     assert_eq!(merged.buckets.len(), 1);
     let mut marked = layers.clone();
     marked[1].bucket_boundary = true; // on `r`: `a` apart from `b` and `c`
-    let (split, _) = plan_auto("m", &marked, &t, Strategy::Optimal).unwrap();
+    let (split, _) = plan_auto("m", &marked, &t, Strategy::Optimal, FP32).unwrap();
     assert_eq!(split.buckets.len(), 2);
     assert!(!spans(&split, 1));
     // Before the first layer with parameters, a boundary separates nothing.
     let mut first = layers.clone();
     first[0].bucket_boundary = true;
-    assert_eq!(plan_auto("m", &first, &t, Strategy::Optimal).unwrap().0.buckets.len(), 1);
+    assert_eq!(plan_auto("m", &first, &t, Strategy::Optimal, FP32).unwrap().0.buckets.len(), 1);
+}
+
+/// `n` equal layers of `width` (one linear each): the shape on which the dynamic program, keeping
+/// for each prefix the plan whose last all-reduce ends first, used to split every layer.
+fn equal_layers(n: usize, width: usize) -> Vec<LayerSpec> {
+    (0..n).map(|i| linear(&format!("fc{i}"), width, width)).collect()
+}
+
+#[test]
+fn past_the_exhaustive_search_ties_still_go_to_fewer_buckets() {
+    for world in [8, 64] {
+        let (exact, past) = (equal_layers(EXHAUSTIVE_LAYERS, 256), equal_layers(EXHAUSTIVE_LAYERS + 1, 256));
+        let few = plan_auto("few", &exact, &target(&exact, "ib-hdr", world), Strategy::Optimal, FP32).unwrap();
+        let many = plan_auto("many", &past, &target(&past, "ib-hdr", world), Strategy::Optimal, FP32).unwrap();
+        // One more equal layer adds at most one bucket to the exhaustive search's choice.
+        assert!(many.0.buckets.len() <= few.0.buckets.len() + 1, "x{world}: {} buckets", many.0.buckets.len());
+        // And removing any boundary of the dynamic program's plan would lengthen the step.
+        let p = ParamLayers::of(&past, FP32);
+        let t = target(&past, "ib-hdr", world);
+        let starts = optimal_starts(&p, &t);
+        let step = |starts: &[usize]| simulate(&p.buckets(starts), &t.costs, &t.link, t.world, true).step_s;
+        for k in 1..starts.len() {
+            let merged: Vec<usize> = starts.iter().enumerate().filter(|&(i, _)| i != k).map(|(_, &s)| s).collect();
+            assert!(step(&merged) > step(&starts) + 1e-12, "x{world}: boundary {} is not needed", starts[k]);
+        }
+    }
+}
+
+#[test]
+fn candidates_are_simulated_in_the_format_the_gradients_travel_in() {
+    let (_, layers) = models().into_iter().find(|m| m.0 == "mlp").unwrap();
+    let t = target(&layers, "10gbe", 8);
+    let formats = [FP32, GradComm::Format(WireFormat::Bf16), GradComm::LowRank(LowRank::new(1, 0))];
+    let predicted: Vec<f64> =
+        formats.iter().map(|&g| plan_auto("mlp", &layers, &t, Strategy::Optimal, g).unwrap().1.comm_s).collect();
+    // Half the bytes, then factors: less time on the link at each step down.
+    assert!(predicted[1] < predicted[0] && predicted[2] < predicted[1], "all-reduce seconds {predicted:?}");
+    // The prediction is that of the schedule the caller gets, with the format applied.
+    for g in formats {
+        let (schedule, prediction) = plan_auto("mlp", &layers, &t, Strategy::Optimal, g).unwrap();
+        let applied = schedule.with_grad_comm(g);
+        let step = simulate(&sim_buckets(&applied), &t.costs, &t.link, t.world, true).step_s;
+        assert!((step - prediction.step_s).abs() < 1e-12, "{g:?}: {step} vs {}", prediction.step_s);
+    }
 }

@@ -75,6 +75,10 @@ fn a_profile_of_other_layers_or_impossible_times_lists_every_problem() {
         "layers[0].backward_s is -1, expected a non-negative number; layer 1 is \"gelu\", the model's is `act`; \
          update_s_per_byte is NaN, expected a non-negative number"
     );
+    let mut no_link = profile();
+    no_link.link = Some(Link { latency_s: 0.0, bandwidth_bytes_per_s: 0.0 });
+    let problems = no_link.target(&layers(), None, None).unwrap_err();
+    assert_eq!(problems, "link.bandwidth_bytes_per_s is 0, expected at least 1 (1 byte per second)");
     let problems = profile().target(&layers()[..1], None, None).unwrap_err();
     assert_eq!(problems, "it has 2 layers, the model has 1");
 }
