@@ -134,14 +134,18 @@ fn ranks_with_different_settings_stop_with_an_error_naming_the_flags() {
     let mlp = example("mlp");
     let exe = mlp.to_str().unwrap();
     let common = ["--steps", "3", "--batch", "4", "--report", "off", "--comm-timeout", "20s"];
-    let cases: [(&[&str], &[&str]); 5] = [
+    let save_params = std::env::temp_dir().join(format!("overlap-rank1-only-{}.st", std::process::id()));
+    let cases: [(&[&str], &[&str]); 7] = [
         (
             &["--lr", "0.1", "--batch", "8"],
             &["--lr (rank(s) [1]; this rank's: ", "--batch (rank(s) [1]; this rank's: "],
         ),
         (&["--steps", "4"], &["--steps (rank(s) [1]; this rank's: "]),
-        (&["--report", "text"], &["--report (rank(s) [1]; this rank's: "]),
-        (&["--optimizer", "adamw"], &["--optimizer (rank(s) [1]; this rank's: "]),
+        (&["--report", "text"], &["--report (rank(s) [1]; this rank's: off)", "this rank's: text)"]),
+        (&["--optimizer", "adamw"], &["--optimizer (rank(s) [1]; this rank's: sgd)"]),
+        (&["--no-overlap"], &["--no-overlap/--compute-only (rank(s) [1]; this rank's: overlap)"]),
+        // Rank 0 writes it: asked on another rank alone, it would be dropped.
+        (&["--save-params", save_params.to_str().unwrap()], &["--save-params (rank(s) [1]; this rank's: not set)"]),
         // The command line's own: the seed picks each rank's samples.
         (&["--seed", "3"], &["--seed (rank(s) [1]; this rank's: "]),
     ];
@@ -159,6 +163,17 @@ fn ranks_with_different_settings_stop_with_an_error_naming_the_flags() {
             assert!(stderr.contains(name), "{rank_1:?}: expected `{name}` in:\n{stderr}");
         }
         assert!(!stderr.contains("MPI_ERR") && !stderr.contains("step      1"), "{rank_1:?}:\n{stderr}");
+    }
+    // Another transport: the ranks would wait in a shared-memory set-up the others skip.
+    let out =
+        mpirun(&[&["-n", "1", exe][..], &common, &[":", "-n", "1", exe], &common, &["--all-reduce", "mpi"]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for rank in 0..2 {
+        let says = format!(
+            "rank {rank}: error: MPI could not be initialised: the ranks chose other transports \
+                            (--all-reduce): rank 0 auto, rank 1 mpi"
+        );
+        assert!(stderr.contains(&says), "{stderr}");
     }
     // AdamW's betas on every rank, but SGD on rank 1's side only reads its momentum: alike.
     let out = mpirun(&[&["-n", "1", exe][..], &common, &["--beta1", "0.5", ":", "-n", "1", exe], &common].concat());

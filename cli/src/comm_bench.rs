@@ -53,12 +53,13 @@ pub fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result
         observer.after_step(step, comm)?;
     }
     comm.barrier()?;
-    times.sort();
+    // As the report and a training run's last line take it: two middle values are averaged.
+    let median = overlap_runtime::trace::median(times.iter().map(std::time::Duration::as_secs_f64));
     observer.say(&format!(
         "done: {} communication-only steps on {} rank(s), median step {:.1} ms{}",
         args.steps,
         comm.world_size(),
-        times[times.len() / 2].as_secs_f64() * 1e3,
+        median * 1e3,
         observer.emulation_note()
     ));
     observer.finish(comm)

@@ -28,6 +28,7 @@ const FLAGS: &[(&str, &str)] = &[
     // The mode is two flags: named with its value.
     ("`CommConfig::mode` compute-only", "--compute-only"),
     ("`CommConfig::mode` no-overlap", "--no-overlap"),
+    ("`CommConfig::mode`", "--no-overlap/--compute-only"),
     ("`CommConfig::wait_timeout`", "--comm-timeout"),
     ("`CommConfig::check_finite`", "--check-finite"),
     ("`CommConfig::grad_comm`", "--grad-comm"),

@@ -23,7 +23,8 @@ pub struct PrepareArgs {
     #[arg(long)]
     pub name: Option<String>,
     /// Tokens per shard at most: each split is cut into shards of at most N that differ by one
-    /// token at most (llm.c writes 10^8 per shard); at least 2, a token and its next one.
+    /// token at most (llm.c writes 10^8 per shard); at least 2, a token and its next one (with 2,
+    /// a split of odd length ends with a shard of 3 rather than one of a single token).
     #[arg(long, value_name = "N", default_value_t = 100_000_000, value_parser = clap::value_parser!(u64).range(2..))]
     pub shard_tokens: u64,
 }

@@ -52,6 +52,9 @@ pub fn refuse_with_comm_only(args: &TrainArgs) -> Result<()> {
         // It times whole all-reduces, and keeps no optimizer state to shard.
         (args.gave("shard_optimizer"), "--shard-optimizer"),
         (args.gave("no_shard_optimizer"), "--no-shard-optimizer"),
+        // It sends the buckets' sizes, whatever the samples: no seed draws anything. (`--batch`
+        // stays: the benchmarks give every mode the same flags, and it sizes the recording.)
+        (args.gave("seed"), "--seed"),
     ];
     let ignored: Vec<String> = given_flags(args, &TRAINING)
         .into_iter()
@@ -71,6 +74,12 @@ pub fn refuse_with_sample_only(args: &TrainArgs) -> Result<()> {
     }
     let running = [
         "batch",
+        "log_every",
+        "report",
+        "report_every",
+        "check_finite",
+        "all_reduce",
+        "comm_timeout",
         "eval_every",
         "save",
         "save_every",
@@ -110,6 +119,12 @@ pub fn notes(args: &TrainArgs, world: usize) -> Vec<String> {
         (args.validation_every().is_none() && given("eval_batches"), "--eval-batches", "without --eval-every"),
         (args.report == ReportFormat::Off && given("report_every"), "--report-every", "with --report off"),
         (args.compute_only && args.link.is_some(), "--link", "with --compute-only: nothing is all-reduced"),
+        (world == 1 && given("all_reduce"), "--all-reduce", "with one rank: there is nothing to all-reduce"),
+        (
+            given("decay_on") && (args.weight_decay == Some(0.0) || (!adamw && args.weight_decay.is_none())),
+            "--decay-on",
+            "without weight decay (--weight-decay; SGD's default is 0)",
+        ),
         (args.compute_only && given("grad_comm"), "--grad-comm", "with --compute-only: nothing is all-reduced"),
         (world == 1 && args.link.is_some(), "--link", "with one rank: there is nothing to all-reduce"),
         (world == 1 && given("grad_comm"), "--grad-comm", "with one rank: there is nothing to all-reduce"),
@@ -124,6 +139,18 @@ pub fn notes(args: &TrainArgs, world: usize) -> Vec<String> {
     ];
     let mut noted: Vec<&str> = Vec::new();
     let mut notes = Vec::new();
+    if printing {
+        // It prints the schedule as compiled and runs nothing: no other flag does anything.
+        let as_compiled = ["print_schedule", "grad_comm", "shard_optimizer", "no_shard_optimizer"];
+        let others: Vec<&str> = args.given().filter(|id| !as_compiled.contains(id)).collect();
+        if !others.is_empty() {
+            notes.push(format!(
+                "note: --print-schedule prints the schedule and runs nothing: {} {} no effect",
+                given_flags(args, &others).join(", "),
+                if others.len() == 1 { "has" } else { "have" }
+            ));
+        }
+    }
     // One note per flag: the first reason listed.
     for &(_, flag, why) in unread.iter().filter(|(unread, ..)| *unread) {
         if !noted.contains(&flag) {
@@ -167,6 +194,21 @@ mod tests {
         );
         let ddp = notes(&parse(&["--print-schedule=ddp", "--shard-optimizer"]), 2);
         assert_eq!(ddp, [format!("note: --shard-optimizer has no effect {AS_COMPILED}")]);
+        let printing = notes(&parse(&["--print-schedule", "--lr", "3", "--save-params", "x.st"]), 2);
+        assert_eq!(
+            printing,
+            ["note: --print-schedule prints the schedule and runs nothing: --lr, --save-params have no effect"]
+        );
+        let decay = notes(&parse(&["--decay-on", "matrices", "--all-reduce", "mpi"]), 1);
+        assert_eq!(
+            decay,
+            [
+                "note: --all-reduce has no effect with one rank: there is nothing to all-reduce",
+                "note: --decay-on has no effect without weight decay (--weight-decay; SGD's default is 0)"
+            ]
+        );
+        let adamw = ["--optimizer", "adamw", "--decay-on", "matrices"];
+        assert!(notes(&parse(&adamw), 2).is_empty(), "AdamW decays by default");
     }
 
     #[test]
@@ -181,6 +223,9 @@ mod tests {
             "{message}"
         );
         assert!(refuse_with_sample_only(&parse(&["--steps", "3", "--lr", "0.1"])).is_ok());
+        let reported =
+            refuse_with_sample_only(&parse(&[&sampling[..], &["--report", "json", "--all-reduce", "mpi"]].concat()));
+        assert!(reported.unwrap_err().to_string().ends_with("nothing to do with --report, --all-reduce"));
         let unsharded = refuse_with_sample_only(&parse(&[&sampling[..], &["--no-shard-optimizer"]].concat()));
         assert!(unsharded.unwrap_err().to_string().ends_with("nothing to do with --no-shard-optimizer"));
     }
@@ -191,6 +236,8 @@ mod tests {
         let refused = refuse_with_comm_only(&parse(&["--comm-only", "--lr", "0.1", "--write-profile", "p.json"]));
         let message = refused.unwrap_err().to_string();
         assert!(message.contains("nothing to do with --lr, --write-profile"), "{message}");
+        let seeded = refuse_with_comm_only(&parse(&["--comm-only", "--seed", "3"])).unwrap_err().to_string();
+        assert!(seeded.ends_with("nothing to do with --seed"), "{seeded}");
         for sharding in ["--shard-optimizer", "--no-shard-optimizer"] {
             let message = refuse_with_comm_only(&parse(&["--comm-only", sharding])).unwrap_err().to_string();
             assert!(message.ends_with(&format!("nothing to do with {sharding}")), "{message}");

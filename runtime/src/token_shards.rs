@@ -377,9 +377,10 @@ pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usiz
     std::fs::create_dir_all(out).map_err(|source| Error::Io { path: out.to_owned(), source })?;
     let write = |split: &str, parts: &[u16]| -> Result<Vec<PathBuf>> {
         // Shards of at most `shard_tokens` as equal as can be, not full ones and a short last one, which
-        // could be too short for one sample.
-        // The first `n % count` shards take one token more than the others.
-        let count = parts.len().div_ceil(shard_tokens.max(1)).max(1);
+        // could be too short for one sample; and never of one token, which holds no sample at all
+        // (an odd split into shards of 2 ends with one of 3). The first `n % count` shards take
+        // one token more than the others.
+        let count = parts.len().div_ceil(shard_tokens.max(1)).min(parts.len() / 2).max(1);
         let (size, longer) = (parts.len() / count, parts.len() % count);
         let mut written = Vec::new();
         let mut start = 0;

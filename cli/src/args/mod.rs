@@ -255,7 +255,11 @@ impl TrainArgs {
     /// The flags `matches` holds, with which of them the command line gave.
     pub fn from_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
         let mut args = TrainArgs::from_arg_matches(matches)?;
-        let typed = |id: &&Id| matches.value_source(id.as_str()) == Some(ValueSource::CommandLine);
+        // Flags only: clap also lists the struct's own group (`TrainArgs`) once any flag is given.
+        let flags: Vec<Id> =
+            <TrainArgs as clap::CommandFactory>::command().get_arguments().map(|a| a.get_id().clone()).collect();
+        let typed =
+            |id: &&Id| flags.contains(id) && matches.value_source(id.as_str()) == Some(ValueSource::CommandLine);
         args.given = matches.ids().filter(typed).map(|id| id.to_string()).collect();
         Ok(args)
     }
@@ -263,6 +267,11 @@ impl TrainArgs {
     /// Whether the command line gave the flag of field `id` (`"beta1"`), rather than its default.
     pub fn gave(&self, id: &str) -> bool {
         self.given.contains(id)
+    }
+
+    /// The clap ids of every flag the command line gave.
+    pub fn given(&self) -> impl Iterator<Item = &str> {
+        self.given.iter().map(String::as_str)
     }
 
     /// The flags every rank must share that `TrainConfig` does not hold (the `Trainer` compares
@@ -282,6 +291,8 @@ impl TrainArgs {
             ("--context", self.context.or(model_context).map_or_else(|| "the model's".into(), |n| n.to_string())),
             ("--seed", self.seed.to_string()),
             ("--init-params", set(self.init_params.is_some())),
+            // Rank 0 samples: a rank asking alone would be dropped without a word.
+            ("--sample", self.sample.to_string()),
         ]
     }
 

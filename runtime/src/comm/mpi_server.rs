@@ -86,6 +86,13 @@ pub(super) fn serve(
     // a tenth of a core shared with compute, and on a slow emulated link the chain of reductions
     // then outlasted the link (tower, 128 samples, 0.4 GB/s: 115.5 ms per step against 108.9 at
     // nice 0; mlp unchanged, 57.9 against 58.1).
+    // Whether a rank sets up shared memory decides the collectives it runs next: ranks that chose
+    // otherwise stop here, named, instead of waiting in a set-up the others skip.
+    let Some(chosen) = mpi_calls::all_gather_u64(&world, transport as u64, aborting) else { return };
+    if let Some(why) = other_transports(&chosen) {
+        let _ = ready.send(Err(why));
+        return;
+    }
     // Collective: every rank takes the same branch.
     let shared = match transport {
         Transport::Mpi => None,
@@ -263,6 +270,27 @@ fn serve_requests(
     }
 }
 
+/// Why the ranks cannot sum gradients together, when some chose MPI's all-reduce and others
+/// shared memory (`chosen`: each rank's `Transport` as a number).
+fn other_transports(chosen: &[u64]) -> Option<String> {
+    let uses_mpi = |t: u64| t == Transport::Mpi as u64;
+    if chosen.iter().all(|&t| uses_mpi(t) == uses_mpi(chosen[0])) {
+        return None;
+    }
+    let name = |t: u64| {
+        [Transport::Auto, Transport::SharedMemory, Transport::Mpi]
+            .into_iter()
+            .find(|&k| k as u64 == t)
+            .map_or("?", Transport::name)
+    };
+    let each: Vec<String> = chosen.iter().enumerate().map(|(rank, &t)| format!("rank {rank} {}", name(t))).collect();
+    Some(format!(
+        "the ranks chose other transports (`CommConfig::transport`): {}; every rank must sum gradients through MPI, \
+         or every rank through shared memory",
+        each.join(", ")
+    ))
+}
+
 impl Request {
     /// Whether every rank makes this request at the same point (and the board counts it).
     fn is_collective(&self) -> bool {
@@ -308,6 +336,15 @@ fn abort(world: &SimpleCommunicator) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranks_that_chose_mpi_and_shared_memory_are_named() {
+        let (auto, shared, mpi) = (Transport::Auto as u64, Transport::SharedMemory as u64, Transport::Mpi as u64);
+        assert_eq!(other_transports(&[auto, shared, auto]), None, "both set up shared memory");
+        assert_eq!(other_transports(&[mpi, mpi]), None);
+        let why = other_transports(&[auto, mpi]).unwrap();
+        assert!(why.contains("(`CommConfig::transport`): rank 0 auto, rank 1 mpi;"), "{why}");
+    }
 
     #[test]
     fn holds_saturate_and_never_panic() {

@@ -66,7 +66,12 @@ impl MpiThread {
             None => ready.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         let (rank, world_size, transport) = match started {
-            Ok(started) => started.map_err(Error::MpiInit)?,
+            Ok(Ok(started)) => started,
+            // Every rank refused alike (the transports they chose): none reaches READY.
+            Ok(Err(why)) => {
+                board.inspect(|b| b.unlink());
+                return Err(Error::MpiInit(why));
+            }
             Err(RecvTimeoutError::Disconnected) => return Err(Error::CommThreadDied("initialising MPI")),
             // The thread stays blocked in MPI; the process exits with the error and the launcher
             // ends the job.

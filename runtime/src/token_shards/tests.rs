@@ -98,6 +98,17 @@ fn a_prepared_text_is_found_split_and_decodes_back() {
     let sizes: Vec<usize> = many.train.iter().map(|p| read_shard(p).unwrap().len()).collect();
     assert_eq!((sizes.len(), sizes.iter().sum::<usize>()), (129, 900));
     assert!(sizes.iter().all(|&n| n == 6 || n == 7), "{sizes:?}");
+    // Shards of 2 from a text whose training split is odd (899 tokens): never one of a single
+    // token, which holds no sample; an odd split has one shard of 3.
+    let pairs = tempfile::tempdir().unwrap();
+    let odd: String = text.chars().take(999).collect();
+    let twos = prepare_characters(&odd, pairs.path(), "play", 2).unwrap();
+    for split in [&twos.train, &twos.val] {
+        let sizes: Vec<usize> = split.iter().map(|p| read_shard(p).unwrap().len()).collect();
+        assert!(sizes.iter().all(|&n| n == 2 || n == 3), "{sizes:?}");
+    }
+    let train: usize = twos.train.iter().map(|p| read_shard(p).unwrap().len()).sum();
+    assert_eq!(train, 899, "an odd split, as the check needs");
 
     // A token past the vocabulary saved beside the shards stands for no character.
     let mut tokens = read_shard(&prepared.train[0]).unwrap();

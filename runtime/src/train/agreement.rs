@@ -74,17 +74,19 @@ pub fn agree_on_outcome<T>(comm: &Communicator, outcome: Result<T>, what: &str) 
 fn shared(config: &TrainConfig, comm: &Communicator) -> Vec<(&'static str, String)> {
     let optimizer = &config.optimizer;
     let set = |present: bool| if present { "set" } else { "not set" }.to_string();
+    // Values as the settings are written (`adamw`, `json`), not as Rust prints them.
+    let word = |value: &dyn std::fmt::Debug| format!("{value:?}").to_lowercase();
     let observe = &config.observe;
     let mut settings = vec![
         ("`TrainConfig::steps`", config.steps.to_string()),
         ("`TrainConfig::batch`", config.batch.to_string()),
         ("`TrainConfig::accumulate`", config.accumulate.to_string()),
         ("`TrainConfig::log_every`", config.log_every.to_string()),
-        ("`OptimizerConfig::kind`", format!("{:?}", optimizer.kind)),
+        ("`OptimizerConfig::kind`", word(&optimizer.kind)),
         ("`OptimizerConfig::lr`", optimizer.base_lr().to_string()),
         ("`OptimizerConfig::weight_decay`", optimizer.base_weight_decay().to_string()),
         ("`OptimizerConfig::lr_schedule`", optimizer.lr_schedule.to_string()),
-        ("`OptimizerConfig::decay_on`", format!("{:?}", optimizer.decay_on)),
+        ("`OptimizerConfig::decay_on`", word(&optimizer.decay_on)),
         ("`OptimizerConfig::clip_grad_norm`", optimizer.clip_grad_norm.map_or_else(|| "off".into(), |m| m.to_string())),
         ("`CommConfig::mode`", comm.mode().name().to_string()),
         ("`CommConfig::transport`", comm.transport().map_or("none", |t| t.name()).into()),
@@ -101,12 +103,21 @@ fn shared(config: &TrainConfig, comm: &Communicator) -> Vec<(&'static str, Strin
             config.save.as_ref().and_then(|s| s.every).map_or_else(|| "none".into(), |n| n.to_string()),
         ),
         ("`TrainConfig::resume`", set(config.resume.is_some())),
-        ("`ObserveConfig::report`", format!("{:?}", observe.report)),
+        ("`ObserveConfig::report`", word(&observe.report)),
         ("`ObserveConfig::report_every`", observe.report_every.map_or_else(|| "none".into(), |n| n.to_string())),
         ("`ObserveConfig::trace`", set(observe.trace.is_some())),
         ("`ObserveConfig::timeline`", set(observe.timeline.is_some())),
         ("`ObserveConfig::write_profile`", set(observe.write_profile.is_some())),
-        ("`ObserveConfig::simulate`", format!("{:?}", observe.simulate)),
+        (
+            "`ObserveConfig::simulate`",
+            match observe.simulate.as_slice() {
+                [] => "none".into(),
+                clusters => {
+                    clusters.iter().map(|c| format!("{} ranks over {}", c.world, c.link)).collect::<Vec<_>>().join("; ")
+                }
+            },
+        ),
+        ("`TrainConfig::save_params`", set(config.save_params.is_some())),
         ("`TrainConfig::device`", if config.device == Device::Cpu { "cpu" } else { "cuda" }.into()),
         ("`Trainer::stop_on_signals`", config.stop_on_signals.to_string()),
     ];

@@ -24,9 +24,9 @@ pub struct TrainSummary {
 
 impl TrainSummary {
     /// From the per-step times of the steps run and the losses `log` kept.
-    pub(crate) fn new(config: &TrainConfig, world_size: usize, log: &LossLog, mut step_times: Vec<Duration>) -> Self {
-        step_times.sort();
-        let median_step = step_times.get(step_times.len() / 2).copied().unwrap_or_default();
+    pub(crate) fn new(config: &TrainConfig, world_size: usize, log: &LossLog, step_times: Vec<Duration>) -> Self {
+        // The report's median: the mean of the two middle values for an even count.
+        let median_step = Duration::from_secs_f64(crate::trace::median(step_times.iter().map(Duration::as_secs_f64)));
         TrainSummary {
             steps: step_times.len() as u64,
             world_size,
@@ -93,5 +93,22 @@ impl LossLog {
         let rate = config.global_batch(world) as f64 / started.elapsed().as_secs_f64();
         let norm = grad_norm.map(|n| format!("  grad norm {n:.3}")).unwrap_or_default();
         Ok(format!("step {:>6}  loss {global:.4}{norm}  {rate:>8.0} samples/s", step + 1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The last line's median step is the report's: the two middle steps averaged, so that a run
+    /// of 2 steps does not report its warm-up step alone.
+    #[test]
+    fn the_median_step_of_an_even_count_averages_the_two_middle_ones() {
+        let ms = Duration::from_millis;
+        let config = TrainConfig::default();
+        let two = TrainSummary::new(&config, 1, &LossLog::new(0), vec![ms(130), ms(30)]);
+        assert_eq!(two.median_step, ms(80));
+        let three = TrainSummary::new(&config, 1, &LossLog::new(0), vec![ms(130), ms(30), ms(40)]);
+        assert_eq!(three.median_step, ms(40));
     }
 }
