@@ -400,6 +400,15 @@ fn outputs_that_would_overwrite_each_other_or_the_checkpoints_are_refused_up_fro
     }
     let (ok, text) = mlp(&["--steps", "3", "--batch", "4", "--resume", &ck]);
     assert!(ok, "the checkpoint resumed from is whole: {text}");
+    // Nor over the held-out files of the data, though the run reads none of them.
+    let data = root.path().join("idx");
+    std::fs::create_dir(&data).unwrap();
+    let test_images = data.join("t10k-images-idx3-ubyte");
+    std::fs::write(&test_images, b"held-out images").unwrap();
+    let (data, test_images) = (data.to_str().unwrap(), test_images.to_str().unwrap());
+    let (ok, text) = mlp(&["--steps", "1", "--data", data, "--eval-every", "0", "--timeline", test_images]);
+    assert!(!ok && text.contains("--timeline") && text.contains("is a held-out file of --data"), "{text}");
+    assert_eq!(std::fs::read(test_images).unwrap(), b"held-out images");
 }
 
 #[test]

@@ -168,6 +168,7 @@ fn starting_model<M: DistributedModel>(args: &TrainArgs, comm: &Communicator, da
 pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<TrainSummary> {
     // What the `Trainer` cannot compare, since it never sees it: the data and the start.
     overlap_runtime::train::agree(comm, &args.shared_beyond_train_config(datasets::position_rows::<M>()))?;
+    datasets::refuse_outputs_over_held_out(args)?;
     let mut data = datasets::training_data::<M>(args)?;
     let mut model = starting_model::<M>(args, comm, &data)?;
     let mut held_out = args.validation_every().map(|_| datasets::held_out::<M>(&data, args)).transpose()?;

@@ -83,6 +83,15 @@ impl Split {
             Split::Test => "t10k",
         }
     }
+
+    /// The images' and the labels' file names, original and dotted.
+    fn names(self) -> [[String; 2]; 2] {
+        let prefix = self.prefix();
+        ["images-idx3", "labels-idx1"].map(|kind| {
+            let (what, format) = kind.split_once('-').expect("a dash");
+            [format!("{prefix}-{what}-{format}-ubyte"), format!("{prefix}-{what}.{format}-ubyte")]
+        })
+    }
 }
 
 impl fmt::Display for Split {
@@ -272,12 +281,15 @@ impl IdxDataset {
     /// (`train-images-idx3-ubyte`) and the dotted ones of Fashion-MNIST/Kaggle copies
     /// (`train-images.idx3-ubyte`).
     pub fn load_dir(dir: &Path, split: Split, classes: usize) -> Result<IdxDataset, IdxError> {
-        let prefix = split.prefix();
-        let images =
-            find(dir, [format!("{prefix}-images-idx3-ubyte"), format!("{prefix}-images.idx3-ubyte")], split, "images")?;
-        let labels =
-            find(dir, [format!("{prefix}-labels-idx1-ubyte"), format!("{prefix}-labels.idx1-ubyte")], split, "labels")?;
+        let [images, labels] = split.names();
+        let images = find(dir, images, split, "images")?;
+        let labels = find(dir, labels, split, "labels")?;
         IdxDataset::load(&images, &labels, classes)
+    }
+
+    /// The files of `split` that are in `dir`, under either naming, whether or not they load.
+    pub fn split_files(dir: &Path, split: Split) -> Vec<PathBuf> {
+        split.names().into_iter().flatten().map(|name| dir.join(name)).filter(|path| path.exists()).collect()
     }
 
     /// The image and label files it was read from.

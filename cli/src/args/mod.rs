@@ -25,7 +25,7 @@ mod values;
 pub use choices::{DecayOnArg, Device, OptimizerKind, PrintSchedule, ReportFormat, Transport};
 use values::{
     beta, non_negative_f64, parse_clip, parse_cluster, parse_link, parse_lr_schedule, parse_timeout, positive_f32,
-    positive_f64, positive_usize,
+    positive_f64, positive_usize, thread_count,
 };
 pub use values::{ClipNorm, Timeout};
 
@@ -93,8 +93,8 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 1, value_parser = positive_usize, allow_hyphen_values = true)]
     pub accumulate: usize,
     /// Threads for the matrix products of a rank that owns several cores (e.g. `mpirun --map-by
-    /// slot:PE=4`). Results agree with one thread to rounding.
-    #[arg(long, default_value_t = 1, value_parser = positive_usize, allow_hyphen_values = true)]
+    /// slot:PE=4`). Results agree with one thread to rounding. At most 4096.
+    #[arg(long, default_value_t = 1, value_parser = thread_count, allow_hyphen_values = true)]
     pub threads: usize,
     /// Print the compiled bucket schedule and exit; `=ddp`: the buckets PyTorch DDP's default
     /// arguments give this model (rebuilt: 1 MiB, then 25 MiB, in gradient-ready order).
@@ -131,7 +131,8 @@ pub struct TrainArgs {
     #[arg(long, value_name = "FILE")]
     pub timeline: Option<PathBuf>,
     /// Emulate an interconnect by holding each all-reduce until the ring cost model says it would
-    /// finish: nvlink4, ib-ndr, ib-hdr, 100gbe, 10gbe, or e.g. latency=5us,bandwidth=25GB/s.
+    /// finish: nvlink4, ib-ndr, ib-hdr, 100gbe, 10gbe, or e.g. latency=5us,bandwidth=25GB/s (a key
+    /// left out costs nothing: latency=5us alone has unlimited bandwidth).
     #[arg(long, value_name = "LINK", value_parser = parse_link)]
     pub link: Option<Link>,
     /// Where to train: cpu, or cuda (one GPU per process; needs a build with `--features cuda`).

@@ -56,6 +56,7 @@ fn bad_values_are_refused_with_a_message() {
         &["--comm-timeout", "-5s"],
         &["--save-every", "0"],
         &["--threads", "0"],
+        &["--threads", "4097"],
         &["--simulate", "world=0,link=ib-hdr"],
         &["--simulate", "link=ib-hdr"],
         &["--grad-comm", "fp8"],

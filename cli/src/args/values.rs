@@ -63,6 +63,17 @@ pub(super) fn positive_usize(s: &str) -> Result<usize, String> {
     }
 }
 
+/// The most `--threads` accepted: past any machine's cores (OpenBLAS caps its own count far lower).
+const MAX_THREADS: usize = 4096;
+
+/// `--threads`: at least 1, at most `MAX_THREADS`.
+pub(super) fn thread_count(s: &str) -> Result<usize, String> {
+    match positive_usize(s)? {
+        n if n > MAX_THREADS => Err(format!("must be at most {MAX_THREADS}")),
+        n => Ok(n),
+    }
+}
+
 /// `--clip-grad-norm`: a positive norm, or `off` (an example's default can be turned off).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ClipNorm(pub Option<f64>);
