@@ -72,7 +72,8 @@ fn texts_and_models_that_do_not_fit_are_refused_before_step_1() {
         ("gpt", &["--text", "latin1.txt"][..], "latin1.txt: not UTF-8 text (invalid at byte 3)"),
         ("gpt", &["--text", "wide.txt"], "wide.txt: 200 distinct characters, but Gpt predicts 96 classes"),
         ("gpt", &["--text", "t.txt", "--context", "100"], "--context 100: Gpt's position embedding has rows for 64"),
-        ("gpt", &["--text", "missing.txt"], "missing.txt"),
+        ("gpt", &["--text", "missing.txt"], "--text missing.txt: No such file"),
+        ("gpt", &["--text", "."], "--text .: Is a directory"),
         ("mlp", &["--text", "t.txt"], "--text feeds token ids, one per row; Mlp's first layer takes 784 inputs"),
         ("gpt", &["--text", "t.txt", "--data", "."], "cannot be used with"),
         // An output over the data it trains on.

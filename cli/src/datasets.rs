@@ -51,7 +51,7 @@ fn text_data<M: DistributedModel>(
 ) -> Result<TrainingData> {
     let model = &M::SCHEDULE.model;
     let context = context::<M>("--text", args, features)?;
-    let text = CharText::from_file(file, context, args.seed)?;
+    let text = CharText::from_file(file, context, args.seed).map_err(|e| crate::flags::naming("--text", e))?;
     if text.vocab().len() > classes {
         return Err(Error::Config(format!(
             "{}: {} distinct characters, but {model} predicts {classes} classes",

@@ -52,6 +52,17 @@ pub fn in_flag_terms(message: &str) -> String {
     FLAGS.iter().fold(message.to_string(), |text, (setting, flag)| text.replace(setting, flag))
 }
 
+/// `error`, when it is a file the flag `flag` names that cannot be read, saying so (`--text
+/// notes: Is a directory`) rather than naming the path alone.
+pub fn naming(flag: &str, error: overlap_runtime::Error) -> overlap_runtime::Error {
+    match error {
+        overlap_runtime::Error::Io { path, source } => {
+            overlap_runtime::Error::Config(format!("{flag} {}: {source}", path.display()))
+        }
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

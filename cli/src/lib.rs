@@ -151,7 +151,8 @@ fn starting_model<M: DistributedModel>(args: &TrainArgs, comm: &Communicator, da
     let mut model = M::new(comm, args.seed)?;
     if let Some(path) = &args.init_params {
         // Every rank reads its own copy of the file; the `Trainer` checks that they start alike.
-        let loaded = overlap_runtime::params_file::load_into(&mut model, path);
+        let loaded =
+            overlap_runtime::params_file::load_into(&mut model, path).map_err(|e| flags::naming("--init-params", e));
         overlap_runtime::train::agree_on_outcome(comm, loaded, "load its copy of --init-params")?;
         let saved = overlap_runtime::params_file::load_vocabulary(path)?;
         if let (Some(saved), Some(now)) = (saved, overlap_runtime::Dataset::vocabulary(data)) {
