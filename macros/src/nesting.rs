@@ -63,22 +63,16 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
         errors.spanned(&module.ident, "this module holds no struct: put the model and its blocks in it");
         return Structs { all, roots: Vec::new() };
     }
-    // A struct that uses itself is not made a block by that (`unroll` reports the use). A struct
-    // named in a form `block_of` does not know (`[[Block; 2]; 2]`, `net::Block`) by one defined
-    // after it is used too: `unroll` reports the form at the field's type, and the block is then no
-    // second model. (Only by one after it: a block naming the model, `Vec<Net>`, leaves it the model.)
+    // A struct that uses itself is not made a block by that (`unroll` reports the use).
     let used: Vec<bool> = (0..all.len())
         .map(|b| {
             let users = all.iter().enumerate().filter(|&(s, _)| s != b);
-            users.flat_map(|(s, item)| item.fields.iter().map(move |f| (s, f))).any(|(s, f)| {
-                block_of(&f.ty, &all, s).is_some_and(|(u, _)| u == b)
-                    || (b < s && mentions(f.ty.to_token_stream(), &[&all[b].ident]))
-            })
+            users.flat_map(|(s, item)| item.fields.iter().map(move |f| (s, f))).any(|(s, f)| uses(&all, s, f, b))
         })
         .collect();
     let roots: Vec<usize> = (0..all.len()).filter(|&s| !used[s]).collect();
     match roots.as_slice() {
-        [_] => {}
+        &[model] => unreached(&all, model, errors),
         [] => errors.spanned(&module.ident, "every struct in this module is used by another: one must be the model"),
         several => {
             let names: Vec<String> = several.iter().map(|&s| format!("`{}`", all[s].ident)).collect();
@@ -95,6 +89,41 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
         }
     }
     Structs { all, roots }
+}
+
+/// Whether `field` of `all[s]` uses the struct `all[b]`: as a block (`[Block; 8]`), or named in a
+/// form `block_of` does not know (`[[Block; 2]; 2]`, `net::Block`) by a struct defined after it:
+/// `unroll` reports the form at the field's type, and the block is then no second model. (Only by
+/// one after it: a block naming the model, `Vec<Net>`, leaves it the model.)
+fn uses(all: &[&ItemStruct], s: usize, field: &syn::Field, b: usize) -> bool {
+    block_of(&field.ty, all, s).is_some_and(|(u, _)| u == b)
+        || (b < s && mentions(field.ty.to_token_stream(), &[&all[b].ident]))
+}
+
+/// One error for the structs the model `all[model]` never reaches, through blocks, though each is
+/// used by another: they use each other in a cycle (no struct can be unused and not the model),
+/// which unrolling the model never meets.
+fn unreached(all: &[&ItemStruct], model: usize, errors: &mut Errors) {
+    let mut reached = vec![false; all.len()];
+    let mut next = vec![model];
+    while let Some(s) = next.pop() {
+        if std::mem::replace(&mut reached[s], true) {
+            continue;
+        }
+        next.extend((0..all.len()).filter(|&b| b != s && all[s].fields.iter().any(|f| uses(all, s, f, b))));
+    }
+    let cycle: Vec<String> = (0..all.len()).filter(|&s| !reached[s]).map(|s| format!("`{}`", all[s].ident)).collect();
+    if let Some(first) = (0..all.len()).find(|&s| !reached[s]) {
+        errors.spanned(
+            &all[first].ident,
+            format!(
+                "{} use each other in a cycle that the model `{}` never reaches: a block cannot nest in itself, and a \
+                 module holds one model and the blocks it uses",
+                cycle.join(", "),
+                all[model].ident
+            ),
+        );
+    }
 }
 
 /// The types the macro emits beside the model `model` (see `schedule_code::Names`).
