@@ -315,13 +315,18 @@ fn validation_fails_on_rank_1() {
 /// collectives, and OpenMPI then reports a truncated message instead of the error.
 #[test]
 fn a_rank_failing_during_validation_ends_the_job_with_its_message() {
+    rank_1s_failure_ends_the_job("validation_fails_on_rank_1", "rank 1 failed validating");
+}
+
+/// Runs the ignored test `name` on 2 ranks over each transport: rank 1's held-out data fails, and
+/// the job must end promptly with its message, MPI having seen no mismatched collectives.
+fn rank_1s_failure_ends_the_job(name: &str, what: &str) {
     let exe = std::env::current_exe().expect("test binary path");
-    let name = "validation_fails_on_rank_1";
     for transport in ["shared-memory", "mpi"] {
         let args = ["-n", "2", exe.to_str().unwrap(), "--exact", name, "--include-ignored", "--nocapture"];
         let (out, took) = mpirun_timed(&[("OVERLAP_TEST_TRANSPORT", transport)], &args);
         let text = format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
-        assert_ends_promptly(out.status.success(), &text, took, &format!("rank 1 failed validating, {transport}"));
+        assert_ends_promptly(out.status.success(), &text, took, &format!("{what}, {transport}"));
         assert!(text.contains("rank 1: error: ") && text.contains("the held-out file went away"), "{text}");
         assert!(!text.contains("MPI_ERR"), "{transport}: MPI saw mismatched collectives:\n{text}");
     }
@@ -348,14 +353,5 @@ fn validation_fails_on_rank_1_and_returns() -> overlap::Result<()> {
 /// with that rank's message, instead of leaving the other rank waiting forever.
 #[test]
 fn a_program_returning_the_error_of_one_rank_ends_the_job() {
-    let exe = std::env::current_exe().expect("test binary path");
-    let name = "validation_fails_on_rank_1_and_returns";
-    for transport in ["shared-memory", "mpi"] {
-        let args = ["-n", "2", exe.to_str().unwrap(), "--exact", name, "--include-ignored", "--nocapture"];
-        let (out, took) = mpirun_timed(&[("OVERLAP_TEST_TRANSPORT", transport)], &args);
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
-        assert_ends_promptly(out.status.success(), &text, took, &format!("rank 1 returned its error, {transport}"));
-        assert!(text.contains("rank 1: error: ") && text.contains("the held-out file went away"), "{text}");
-        assert!(!text.contains("MPI_ERR"), "{transport}: MPI saw mismatched collectives:\n{text}");
-    }
+    rank_1s_failure_ends_the_job("validation_fails_on_rank_1_and_returns", "rank 1 returned its error");
 }
