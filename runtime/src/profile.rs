@@ -75,7 +75,9 @@ impl FromStr for Cluster {
             Ok(w) if (1..=1 << 24).contains(&w) => w,
             _ => return Err(format!("world `{world}` must be a whole number from 1 to 16777216")),
         };
-        Ok(Cluster { world, link: link.parse()? })
+        // The link takes the rest, commas included (`latency=..,bandwidth=..`): say so on a bad one.
+        let link = link.parse().map_err(|why| format!("link `{link}`: {why} (world= comes first, link= last)"))?;
+        Ok(Cluster { world, link })
     }
 }
 
@@ -237,6 +239,11 @@ mod tests {
         for bad in ["world=0,link=ib-hdr", "link=ib-hdr", "world=8", "world=x,link=ib-hdr", "world=8,link=token-ring"] {
             assert!(bad.parse::<Cluster>().is_err(), "{bad}");
         }
+        let twice = "world=64,link=ib-ndr,world=3".parse::<Cluster>().unwrap_err();
+        assert!(
+            twice.starts_with("link `ib-ndr,world=3`: ") && twice.ends_with("(world= comes first, link= last)"),
+            "{twice}"
+        );
     }
 
     #[test]
