@@ -121,6 +121,11 @@ pub fn notes(args: &TrainArgs, world: usize) -> Vec<String> {
         (args.compute_only && args.link.is_some(), "--link", "with --compute-only: nothing is all-reduced"),
         (world == 1 && given("all_reduce"), "--all-reduce", "with one rank: there is nothing to all-reduce"),
         (
+            world == 1 && args.comm_only,
+            "--comm-only",
+            "with one rank: there is nothing to all-reduce, so it times nothing",
+        ),
+        (
             given("decay_on") && (args.weight_decay == Some(0.0) || (!adamw && args.weight_decay.is_none())),
             "--decay-on",
             "without weight decay (--weight-decay; SGD's default is 0)",
@@ -206,6 +211,11 @@ mod tests {
                 "note: --all-reduce has no effect with one rank: there is nothing to all-reduce",
                 "note: --decay-on has no effect without weight decay (--weight-decay; SGD's default is 0)"
             ]
+        );
+        let alone = notes(&parse(&["--comm-only"]), 1);
+        assert_eq!(
+            alone,
+            ["note: --comm-only has no effect with one rank: there is nothing to all-reduce, so it times nothing"]
         );
         let adamw = ["--optimizer", "adamw", "--decay-on", "matrices"];
         assert!(notes(&parse(&adamw), 2).is_empty(), "AdamW decays by default");
