@@ -107,3 +107,19 @@ fn a_report_every_0_steps_is_refused() {
     let err = fit(|t| t.report(ReportFormat::Text, Some(0)), &mut data, &CrossEntropyLoss).unwrap_err().to_string();
     assert!(err.contains("`ObserveConfig::report_every` must be at least 1"), "{err}");
 }
+
+#[test]
+fn an_overwrite_without_checkpoints_is_refused_and_config_replaces_it() {
+    let mut data = SyntheticClassification::new(3, 4, 3);
+    let err = fit(|t| t.overwrite_checkpoints(), &mut data, &CrossEntropyLoss).unwrap_err().to_string();
+    assert!(
+        err.contains("`SaveConfig::overwrite` (`Trainer::overwrite_checkpoints`) is set, but the run saves no"),
+        "{err}"
+    );
+    // `config` replaces every setting, an earlier `overwrite_checkpoints` included.
+    fn replaced(t: Trainer) -> Trainer {
+        let settings = t.settings().clone();
+        t.overwrite_checkpoints().config(settings)
+    }
+    fit(replaced, &mut data, &CrossEntropyLoss).unwrap();
+}

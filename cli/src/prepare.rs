@@ -54,7 +54,7 @@ fn run(args: &PrepareArgs) -> Result<()> {
     println!(
         "{}: {} characters ({} distinct): {} training tokens in {} shard(s), {} held out, in {}",
         args.text.display(),
-        prepared.train_tokens + prepared.val_tokens,
+        text.chars().count(),
         prepared.vocabulary.chars().count(),
         prepared.train_tokens,
         prepared.train.len(),

@@ -29,11 +29,10 @@ pub struct Target {
     pub world: usize,
 }
 
-/// The layers with parameters, in definition order, their gradient bytes, and where a
+/// The layers with parameters, in definition order, their gradients as they travel, and where a
 /// `#[bucket_boundary]` forces a bucket to start.
 struct ParamLayers {
     index: Vec<usize>,
-    bytes: Vec<usize>,
     /// `forced[s]`: param layers `s - 1` and `s` never share a bucket (`forced[0]` is unused).
     forced: Vec<bool>,
     grad_comm: GradComm,
@@ -76,8 +75,7 @@ impl ParamLayers {
                 forced[s] = true;
             }
         }
-        let bytes = with.iter().map(|w| w.1).collect();
-        ParamLayers { index, bytes, forced, grad_comm, bytes_before, low_rank_before }
+        ParamLayers { index, forced, grad_comm, bytes_before, low_rank_before }
     }
 
     /// The bucket of param layers `s..end`, as its gradients travel.
@@ -121,9 +119,10 @@ fn optimal_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
     }
 }
 
-/// `starts` with every boundary removed whose removal leaves the simulated step as short: the
-/// tie-break the exhaustive search applies (fewer messages, fewer wait points), which the dynamic
-/// program, keeping for each prefix the plan whose last all-reduce ends first, does not.
+/// `starts` with each boundary removed, one at a time, whose removal leaves the simulated step as
+/// short: toward the exhaustive search's tie-break (fewer messages, fewer wait points), which the
+/// dynamic program, keeping for each prefix the plan whose last all-reduce ends first, lacks. (One
+/// at a time: where only two boundaries removed together keep the step, both stay.)
 fn fewer_buckets(p: &ParamLayers, t: &Target, mut starts: Vec<usize>) -> Vec<usize> {
     let sim = |starts: &[usize]| simulate(&p.buckets(starts), &t.costs, &t.link, t.world, true).step_s;
     let mut step = sim(&starts);
@@ -169,12 +168,15 @@ fn dynamic_program_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
     // by bisection.
     let n = p.index.len();
     let ready = ready_times(p, &t.costs);
-    let mut prefix = vec![0usize; n + 1]; // bytes of backward positions 0..i
-    for k in 0..n {
-        prefix[k + 1] = prefix[k] + p.bytes[n - 1 - k];
-    }
+    // What follows each bucket's all-reduce on the compute thread, over backward positions 0..i:
+    // the updates of its bytes, and PowerSGD's compression where it has one (both add up by layer).
     let rate = t.costs.update_s_per_byte;
-    let all_updates = prefix[n] as f64 * rate;
+    let mut after = vec![0f64; n + 1];
+    for k in 0..n {
+        let layer = p.bucket(n - 1 - k, n - k);
+        after[k + 1] = after[k] + layer.bytes as f64 * rate + layer.compression_seconds();
+    }
+    let all_updates = after[n];
     let floor = ready[n - 1] + all_updates;
     // A bucket of backward positions i..=j crosses no forced boundary: i >= first[j].
     let mut first = vec![0usize; n];
@@ -188,7 +190,7 @@ fn dynamic_program_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
                 let before = if i == 0 { 0.0 } else { end[i - 1] };
                 // Backward positions i..=j are param layers n-1-j ..= n-1-i.
                 let e = ready[j].max(before) + p.bucket(n - 1 - j, n - i).comm_seconds(&t.link, t.world);
-                if e + all_updates - prefix[i] as f64 * rate <= bound && e < end[j] {
+                if e + all_updates - after[i] <= bound && e < end[j] {
                     (end[j], from[j]) = (e, i);
                 }
             }

@@ -380,15 +380,15 @@ pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usiz
         // could be too short for one sample; and never of one token, which holds no sample at all
         // (an odd split into shards of 2 ends with one of 3). The first `n % count` shards take
         // one token more than the others.
-        let count = parts.len().div_ceil(shard_tokens.max(1)).min(parts.len() / 2).max(1);
+        if parts.len() < 2 {
+            return Ok(Vec::new()); // No shard could hold a sample (an empty split, or one token).
+        }
+        let count = parts.len().div_ceil(shard_tokens.max(1)).min(parts.len() / 2);
         let (size, longer) = (parts.len() / count, parts.len() % count);
         let mut written = Vec::new();
         let mut start = 0;
         for k in 0..count {
             let end = start + size + usize::from(k < longer);
-            if end == start {
-                break; // An empty split writes no shard.
-            }
             let path = out.join(format!("{stem}_{split}_{k:06}.bin"));
             write_shard(&path, &parts[start..end])?;
             written.push(path);
@@ -399,7 +399,9 @@ pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usiz
     let (train, val) = (write("train", &tokens[..train_end])?, write("val", &tokens[train_end..])?);
     let vocabulary: String = vocab.iter().collect();
     write_file(&out.join(VOCABULARY_FILE), vocabulary.as_bytes())?;
-    Ok(Prepared { vocabulary, train, val, train_tokens: train_end, val_tokens: tokens.len() - train_end })
+    // A held-out part too short for a sample was not written.
+    let val_tokens = if val.is_empty() { 0 } else { tokens.len() - train_end };
+    Ok(Prepared { vocabulary, train, val, train_tokens: train_end, val_tokens })
 }
 
 #[cfg(test)]

@@ -109,6 +109,10 @@ fn a_prepared_text_is_found_split_and_decodes_back() {
     }
     let train: usize = twos.train.iter().map(|p| read_shard(p).unwrap().len()).sum();
     assert_eq!(train, 899, "an odd split, as the check needs");
+    // Ten characters hold one held-out token: no shard for it, rather than one holding no sample.
+    let tiny = tempfile::tempdir().unwrap();
+    let ten = prepare_characters("abcdefghij", tiny.path(), "ten", 2).unwrap();
+    assert_eq!((ten.train_tokens, ten.val.len(), ten.val_tokens), (9, 0, 0));
 
     // A token past the vocabulary saved beside the shards stands for no character.
     let mut tokens = read_shard(&prepared.train[0]).unwrap();

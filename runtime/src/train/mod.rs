@@ -79,7 +79,8 @@ impl<'c> Trainer<'c> {
     /// Replaces every setting at once, `TrainConfig::comm` included (`..trainer.settings().clone()`
     /// keeps the communicator's) and `validation` (call `validate` after this).
     pub fn config(self, config: TrainConfig) -> Self {
-        Trainer { config, ..self }
+        let overwrite = config.save.as_ref().is_some_and(|s| s.overwrite);
+        Trainer { config, overwrite, ..self }
     }
 
     /// Optimizer steps to reach (a resumed run continues to this total).

@@ -170,7 +170,8 @@ impl Run<'_> {
                 batch.check_filled("the dataset", config.batch, first, data.features())?;
                 let micro_loss = backend.forward_loss(&batch, loss, logging)?;
                 if !micro_loss.is_finite() {
-                    // Before backward: no rank sums a NaN gradient into every rank's parameters.
+                    // Before backward: no rank sums a NaN gradient into every rank's parameters. (The
+                    // GPU reads its loss back only on logging steps, and gives 0 on the others.)
                     return Err(Error::Loss(format!(
                         "the loss is {micro_loss} at step {} on rank {rank}: the loss, the data or the parameters \
                          hold a non-finite value, or training diverged (a smaller `OptimizerConfig::lr`, or \
