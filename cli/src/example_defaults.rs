@@ -63,7 +63,7 @@ fn without_stated_default(help: &str) -> String {
 /// Parses `argv` (program name first) against the command line with `defaults` applied, exiting
 /// with clap's message on a bad flag as `Parser::parse` does.
 pub fn parse(defaults: &ExampleDefaults, argv: impl IntoIterator<Item = std::ffi::OsString>) -> TrainArgs {
-    let matches: ArgMatches = crate::named(command(defaults)).get_matches_from(argv);
+    let matches: ArgMatches = crate::args::named(command(defaults)).get_matches_from(argv);
     TrainArgs::from_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 

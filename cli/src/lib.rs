@@ -40,7 +40,7 @@ pub use progress::Bar;
 /// status on the rank that hit it.
 pub fn main<M: DistributedModel>() -> ExitCode {
     fit_blas_kernels();
-    let matches = named(TrainArgs::command()).get_matches();
+    let matches = args::named(TrainArgs::command()).get_matches();
     run_main::<M>(TrainArgs::from_matches(&matches).unwrap_or_else(|e| e.exit()))
 }
 
@@ -49,15 +49,6 @@ pub fn main<M: DistributedModel>() -> ExitCode {
 pub fn main_with_defaults<M: DistributedModel>(defaults: &ExampleDefaults) -> ExitCode {
     fit_blas_kernels();
     run_main::<M>(example_defaults::parse(defaults, std::env::args_os()))
-}
-
-/// `command` under the program's own name (`gpt --version` says `gpt 0.1.0`, not the crate's).
-pub(crate) fn named(command: clap::Command) -> clap::Command {
-    let program = std::env::args_os().next().map(std::path::PathBuf::from);
-    match program.as_deref().and_then(std::path::Path::file_name).and_then(|n| n.to_str()) {
-        Some(name) => command.name(name.to_string()),
-        None => command,
-    }
 }
 
 /// Before anything starts: this may start the program again with OpenBLAS's kernels named.

@@ -252,6 +252,15 @@ pub struct TrainArgs {
     given: BTreeSet<String>,
 }
 
+/// `command` under the program's own name (`gpt --version` says `gpt 0.1.0`, not the crate's).
+pub(crate) fn named(command: clap::Command) -> clap::Command {
+    let program = std::env::args_os().next().map(PathBuf::from);
+    match program.as_deref().and_then(std::path::Path::file_name).and_then(|n| n.to_str()) {
+        Some(name) => command.name(name.to_string()),
+        None => command,
+    }
+}
+
 impl TrainArgs {
     /// The flags `matches` holds, with which of them the command line gave.
     pub fn from_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
