@@ -27,10 +27,14 @@ text's last 10%, 20 batches) and their median step times.
 against the twin under PyTorch DDP (gloo), one thread per rank, alternating, 3 rounds; the
 median of the per-round ratios of median steps.
 
+`--gpu-speed N`: the twin alone on the GPU, N timed steps on the same windows of the same text;
+its median step as JSON, for `scripts/gpu-check.sh` to set beside ours.
+
 Needs `cargo build --release --examples` and torch with safetensors (prints "skipped" without).
 """
 
 import argparse
+import json
 import math
 import os
 import re
@@ -92,7 +96,7 @@ def twin(torch, planted=None):
                 d = c // HEADS
                 scale = 1.0 / d if planted == "scale" else 1.0 / math.sqrt(d)
                 late = 1 if planted == "mask" else 0
-                allowed = torch.ones(t, t, dtype=torch.bool).tril(diagonal=late)
+                allowed = torch.ones(t, t, dtype=torch.bool, device=q.device).tril(diagonal=late)
                 scores = (q @ k.transpose(-2, -1)) * scale
                 y = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1) @ v
             return self.c_proj(y.transpose(1, 2).reshape(b, t, c))
@@ -138,7 +142,7 @@ def twin(torch, planted=None):
                 self.lm_head.weight = self.wte.weight
 
         def forward(self, idx):
-            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
             for block in self.h:
                 x = block(x)
             return self.lm_head(self.ln_f(x))
@@ -305,6 +309,30 @@ def whole_run(torch, load_file, binary, text_path, steps, work):
     return failures
 
 
+def gpu_speed(torch, text_path, steps):
+    """The twin's median step on the GPU, from the same windows of the same text as ours: what
+    `scripts/gpu-check.sh` sets our `gpt --device cuda` beside. The first 5 steps warm up."""
+    if not torch.cuda.is_available():
+        print("gpt twin on the GPU: skipped (PyTorch sees no GPU)")
+        return []
+    device = torch.device("cuda")
+    text = Text(text_path)
+    trainer, times = Trainer(torch, twin(torch).to(device)), []
+    for step in range(steps + 5):
+        x, y = (z.to(device) for z in text.batch(torch, step * BATCH, BATCH))
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        trainer.step(x, y)  # reads the loss back, as our logged steps do
+        torch.cuda.synchronize()
+        if step >= 5:
+            times.append(time.perf_counter() - started)
+    times.sort()
+    median = (times[(len(times) - 1) // 2] + times[len(times) // 2]) / 2
+    print(json.dumps({"mode": "gpt twin", "device": "cuda", "torch": torch.__version__, "steps": steps,
+                      "step_ms": median * 1e3}))
+    return []
+
+
 def ddp_rank(rank, steps, text_path, init, port, out):
     """One rank of the twin under DDP (gloo), its median step time written to `out` by rank 0."""
     import torch
@@ -360,6 +388,7 @@ def main():
     p.add_argument("--steps", type=int, default=10, help="steps compared one by one")
     p.add_argument("--run", type=int, metavar="N", help="instead: a whole run of N steps, then held-out losses")
     p.add_argument("--ddp", type=int, metavar="N", help="instead: N steps on 2 ranks against PyTorch DDP (gloo)")
+    p.add_argument("--gpu-speed", type=int, metavar="N", help="instead: the twin's median step on the GPU over N steps")
     args = p.parse_args()
     try:
         import torch
@@ -371,6 +400,8 @@ def main():
     binary = os.path.join(args.bin_dir, "gpt")
     work = tempfile.mkdtemp(prefix="gpt-twin-")
     text = args.text or os.path.abspath(__file__)
+    if args.gpu_speed:
+        return 1 if gpu_speed(torch, text, args.gpu_speed) else 0
     print(f"gpt against its PyTorch twin ({torch.__version__}) on {os.path.basename(text)}")
     if args.ddp:
         failures = ddp_comparison(torch, binary, text, args.ddp, work)

@@ -1,7 +1,8 @@
 //! Causal self-attention on the GPU: `c_attn` and `c_proj` as linear layers, each head's scores
 //! and weighted values as cuBLAS products on strided views inside the `[rows, 3D]` queries, keys
-//! and values and the `[rows, D]` heads (no copies), and the causal softmax and its backward as
-//! kernels (`kernels/attention.cu`). The same math as `layer::CausalSelfAttention` on the host.
+//! and values and the `[rows, D]` heads (no copies; one strided-batched call per head over every
+//! sequence), and the causal softmax and its backward as kernels (`kernels/attention.cu`). The
+//! same math as `layer::CausalSelfAttention` on the host.
 
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
 
@@ -14,23 +15,17 @@ pub(super) use super::products::Attention;
 use super::products::HeadProduct;
 
 /// Queues `p` on the compute stream, its `A` and `B` read from `a` and `b` and `C` written into
-/// `c` at the offsets `p` gives.
+/// `c` from the offsets `p` gives.
 fn per_head(
     gpu: &Gpu,
     p: HeadProduct,
     (a, b): (&CudaSlice<f32>, &CudaSlice<f32>),
     c: &mut CudaSlice<f32>,
 ) -> Result<()> {
-    ops::product(gpu, p.product, (&a.slice(p.a..), &b.slice(p.b..)), 0.0, &mut c.slice_mut(p.c..))
+    ops::head_product(gpu, p, (&a.slice(p.a..), &b.slice(p.b..)), &mut c.slice_mut(p.c..))
 }
 
 impl Attention {
-    /// Every (sequence, head), in the order the products are queued.
-    fn each_head(&self) -> impl Iterator<Item = (usize, usize)> {
-        let heads = self.heads;
-        (0..self.sequences).flat_map(move |s| (0..heads).map(move |h| (s, h)))
-    }
-
     /// `c_attn`, each head's scores, the causal softmax, each head's weighted values, `c_proj`.
     pub(super) fn forward(
         &self,
@@ -43,13 +38,13 @@ impl Attention {
         let (d, t, hd, rows) = (self.width, self.t, self.head(), self.rows());
         let [wa, ba, wp, bp] = params;
         ops::linear_forward(gpu, (d, 3 * d, rows), x.view(), wa, ba, &mut b.qkv.slice_mut(..rows * 3 * d))?;
-        for (s, h) in self.each_head() {
-            per_head(gpu, self.head_scores(s, h), (&b.qkv, &b.qkv), &mut b.probs)?;
+        for h in 0..self.heads {
+            per_head(gpu, self.head_scores(h), (&b.qkv, &b.qkv), &mut b.probs)?;
         }
         let scale = 1.0 / (hd as f32).sqrt();
         ops::causal_softmax(gpu, (self.sequences * self.heads * t, t), scale, &mut b.probs.slice_mut(..self.scores()))?;
-        for (s, h) in self.each_head() {
-            per_head(gpu, self.head_values(s, h), (&b.probs, &b.qkv), &mut b.heads)?;
+        for h in 0..self.heads {
+            per_head(gpu, self.head_values(h), (&b.probs, &b.qkv), &mut b.heads)?;
         }
         ops::linear_forward(gpu, (d, d, rows), b.heads.slice(..rows * d), wp, bp, &mut y.view_mut())
     }
@@ -72,9 +67,9 @@ impl Attention {
         let heads_out = b.heads.slice(..rows * d);
         let d_heads_out = &mut d_heads.slice_mut(..rows * d);
         ops::linear_backward(gpu, (d, d, rows), (heads_out, wp, dy.view()), (dwp, dbp), accumulate, Some(d_heads_out))?;
-        for (s, h) in self.each_head() {
-            per_head(gpu, self.head_weights_gradient(s, h), (d_heads, &b.qkv), ds)?;
-            per_head(gpu, self.head_values_gradient(s, h), (&b.probs, d_heads), d_qkv)?;
+        for h in 0..self.heads {
+            per_head(gpu, self.head_weights_gradient(h), (d_heads, &b.qkv), ds)?;
+            per_head(gpu, self.head_values_gradient(h), (&b.probs, d_heads), d_qkv)?;
         }
         let scale = 1.0 / (hd as f32).sqrt();
         let (scores, probs) = (self.scores(), b.probs.slice(..self.scores()));
@@ -85,9 +80,9 @@ impl Attention {
             probs,
             &mut ds.slice_mut(..scores),
         )?;
-        for (s, h) in self.each_head() {
-            per_head(gpu, self.head_queries_gradient(s, h), (ds, &b.qkv), d_qkv)?;
-            per_head(gpu, self.head_keys_gradient(s, h), (ds, &b.qkv), d_qkv)?;
+        for h in 0..self.heads {
+            per_head(gpu, self.head_queries_gradient(h), (ds, &b.qkv), d_qkv)?;
+            per_head(gpu, self.head_keys_gradient(h), (ds, &b.qkv), d_qkv)?;
         }
         let d_qkv_in = d_qkv.slice(..rows * 3 * d);
         ops::linear_backward(gpu, (d, 3 * d, rows), (x.view(), wa, d_qkv_in), (dwa, dba), accumulate, dx)

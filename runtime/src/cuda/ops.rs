@@ -3,7 +3,7 @@
 //! kernels. Nothing here waits for the GPU.
 
 use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
-use cudarc::cublas::{Gemm, GemmConfig};
+use cudarc::cublas::{Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use super::gpu::{cuda, Gpu};
@@ -13,7 +13,7 @@ use crate::optim::{AdamWStep, SgdRule};
 
 pub use super::launch_shapes::CLIP_BLOCKS;
 use super::launch_shapes::{self, Shape};
-use super::products::{self, ColumnMajor, RowMajor};
+use super::products::{self, ColumnMajor, HeadProduct, RowMajor};
 
 fn config(shape: Shape) -> LaunchConfig {
     LaunchConfig { grid_dim: (shape.grid, 1, 1), block_dim: (shape.block, 1, 1), shared_mem_bytes: 0 }
@@ -42,17 +42,10 @@ fn launch(
     result.map(|_| ()).map_err(cuda(what))
 }
 
-/// One cuBLAS product (`products::ColumnMajor`) on the compute stream: `C = op(first)·op(second)
-/// + beta·C`.
-fn sgemm<A: DevicePtr<f32>, B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
-    gpu: &Gpu,
-    p: ColumnMajor,
-    (first, second): (&A, &B),
-    beta: f32,
-    c: &mut C,
-) -> Result<()> {
+/// cuBLAS's arguments for `p`: `C = op(first)·op(second) + beta·C`.
+fn gemm_config(p: ColumnMajor, beta: f32) -> GemmConfig<f32> {
     let op = |t| if t { CUBLAS_OP_T } else { CUBLAS_OP_N };
-    let cfg = GemmConfig {
+    GemmConfig {
         transa: op(p.transa),
         transb: op(p.transb),
         m: int(p.m),
@@ -63,7 +56,19 @@ fn sgemm<A: DevicePtr<f32>, B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
         ldb: int(p.ldb),
         beta,
         ldc: int(p.ldc),
-    };
+    }
+}
+
+/// One cuBLAS product (`products::ColumnMajor`) on the compute stream: `C = op(first)·op(second)
+/// + beta·C`.
+fn sgemm<A: DevicePtr<f32>, B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
+    gpu: &Gpu,
+    p: ColumnMajor,
+    (first, second): (&A, &B),
+    beta: f32,
+    c: &mut C,
+) -> Result<()> {
+    let cfg = gemm_config(p, beta);
     // SAFETY: every caller passes buffers holding at least the elements the shapes and leading
     // dimensions address (checked in `product`), all on this GPU.
     unsafe { gpu.blas().gemm(cfg, first, second, c) }.map_err(|e| Error::Cuda(format!("cuBLAS sgemm: {e:?}")))
@@ -78,6 +83,29 @@ pub fn product(gpu: &Gpu, p: RowMajor, (a, b): (&In, &In), beta: f32, c: Out) ->
         "product: a view is shorter than its shape and row stride address"
     );
     sgemm(gpu, p.column_major(), (b, a), beta, c)
+}
+
+/// One head's products over every sequence (`products::HeadProduct`), one strided-batched
+/// cuBLAS call, `C = op(A)·op(B)`; `a`, `b` and `c` start at the first sequence's operands.
+pub fn head_product(gpu: &Gpu, p: HeadProduct, (a, b): (&In, &In), c: Out) -> Result<()> {
+    let (a_needs, b_needs, c_needs) = p.needs_elements();
+    assert!(
+        a.len() >= a_needs && b.len() >= b_needs && c.len() >= c_needs,
+        "head product: a view is shorter than its sequences, shape and row stride address"
+    );
+    let stride = |n: usize| i64::try_from(n).expect("tensor sizes were checked to fit an int");
+    // cuBLAS's first operand is the row-major product's `B` (see `products`).
+    let cfg = StridedBatchedConfig {
+        gemm: gemm_config(p.product.column_major(), 0.0),
+        batch_size: int(p.sequences),
+        stride_a: stride(p.stride.1),
+        stride_b: stride(p.stride.0),
+        stride_c: stride(p.stride.2),
+    };
+    // SAFETY: `a`, `b` and `c` hold every sequence's operands (checked above), all on this GPU;
+    // the sequences' `C`s do not overlap (each is its own sequence's rows or scores).
+    unsafe { gpu.blas().gemm_strided_batched(cfg, b, a, c) }
+        .map_err(|e| Error::Cuda(format!("cuBLAS strided-batched sgemm: {e:?}")))
 }
 
 /// Views of one layer's tensors on the device; every view holds at least the elements its

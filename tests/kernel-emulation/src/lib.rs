@@ -448,3 +448,16 @@ pub fn product(p: products::RowMajor, (a, b): (&[f32], &[f32]), beta: f32, c: &m
     holds(c, c_needs, "c");
     cublas_sgemm(p.column_major(), b, a, beta, c);
 }
+
+/// One head's products over every sequence as the backend's `ops::head_product` hands them to
+/// cuBLAS's strided-batched `sgemm`: batch `s` is `cublas_sgemm` on the operands `s` strides on.
+pub fn head_product(p: products::HeadProduct, (a, b): (&[f32], &[f32]), c: &mut [f32]) {
+    let (a_needs, b_needs, c_needs) = p.needs_elements();
+    holds(a, a_needs, "a");
+    holds(b, b_needs, "b");
+    holds(c, c_needs, "c");
+    let (sa, sb, sc) = p.stride;
+    for s in 0..p.sequences {
+        cublas_sgemm(p.product.column_major(), &b[s * sb..], &a[s * sa..], 0.0, &mut c[s * sc..]);
+    }
+}

@@ -99,9 +99,8 @@ fn attention_on_the_gpu_path_matches_the_cpu_layer() {
 
     // `cuda::attention`'s forward, step by step.
     let shape = Attention { sequences, t, width: D, heads: H };
-    let heads_of = || (0..sequences).flat_map(|s| (0..H).map(move |h| (s, h)));
     let per_head = |p: HeadProduct, (a, b): (&[f32], &[f32]), c: &mut [f32]| {
-        emu::product(p.product, (&a[p.a..], &b[p.b..]), 0.0, &mut c[p.c..]);
+        emu::head_product(p, (&a[p.a..], &b[p.b..]), &mut c[p.c..]);
     };
     let linear = |(input, output): (usize, usize), x: &[f32], (w, b): (&[f32], &[f32])| {
         let mut y = vec![f32::NAN; rows * output];
@@ -112,10 +111,10 @@ fn attention_on_the_gpu_path_matches_the_cpu_layer() {
     let scale = 1.0 / ((D / H) as f32).sqrt();
     let qkv = linear((D, 3 * D), x.as_slice(), (&layer.c_attn_weight, &layer.c_attn_bias));
     let mut probs = vec![f32::NAN; shape.scores()];
-    heads_of().for_each(|(s, h)| per_head(shape.head_scores(s, h), (&qkv, &qkv), &mut probs));
+    (0..H).for_each(|h| per_head(shape.head_scores(h), (&qkv, &qkv), &mut probs));
     emu::causal_softmax(per_row(sequences * H * t), &mut probs, (sequences * H * t, t), scale);
     let mut heads = vec![f32::NAN; rows * D];
-    heads_of().for_each(|(s, h)| per_head(shape.head_values(s, h), (&probs, &qkv), &mut heads));
+    (0..H).for_each(|h| per_head(shape.head_values(h), (&probs, &qkv), &mut heads));
     let y = linear((D, D), &heads, (&layer.c_proj_weight, &layer.c_proj_bias));
     assert_close(&y, want_y.as_slice(), 1e-5, "attention forward");
 
@@ -130,14 +129,14 @@ fn attention_on_the_gpu_path_matches_the_cpu_layer() {
     };
     let (dwp, dbp, d_heads) = linear_backward((D, D), (&heads, &layer.c_proj_weight, dy.as_slice()));
     let (mut ds, mut d_qkv) = (vec![f32::NAN; shape.scores()], vec![f32::NAN; rows * 3 * D]);
-    for (s, h) in heads_of() {
-        per_head(shape.head_weights_gradient(s, h), (&d_heads, &qkv), &mut ds);
-        per_head(shape.head_values_gradient(s, h), (&probs, &d_heads), &mut d_qkv);
+    for h in 0..H {
+        per_head(shape.head_weights_gradient(h), (&d_heads, &qkv), &mut ds);
+        per_head(shape.head_values_gradient(h), (&probs, &d_heads), &mut d_qkv);
     }
     emu::causal_softmax_backward(per_row(sequences * H * t), &mut ds, &probs, (sequences * H * t, t), scale);
-    for (s, h) in heads_of() {
-        per_head(shape.head_queries_gradient(s, h), (&ds, &qkv), &mut d_qkv);
-        per_head(shape.head_keys_gradient(s, h), (&ds, &qkv), &mut d_qkv);
+    for h in 0..H {
+        per_head(shape.head_queries_gradient(h), (&ds, &qkv), &mut d_qkv);
+        per_head(shape.head_keys_gradient(h), (&ds, &qkv), &mut d_qkv);
     }
     let (dwa, dba, dx) = linear_backward((D, 3 * D), (x.as_slice(), &layer.c_attn_weight, &d_qkv));
     for (got, want, what) in [
