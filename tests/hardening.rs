@@ -151,6 +151,9 @@ fn flags_that_would_be_ignored_are_refused() {
     assert!(!ok && text.contains("--gpu chooses a GPU for --device cuda"), "{text}");
     let (ok, text) = mlp(&["--comm-only", "--steps", "1", "--save", "nowhere", "--data", "nothing"]);
     assert!(!ok && text.contains("--comm-only trains nothing, so it has nothing to do with --save, --data"), "{text}");
+    // What it does hold, it reports: the gradient buckets, not a training run's state.
+    let (ok, text) = mlp(&["--comm-only", "--steps", "2"]);
+    assert!(ok && text.contains("MiB of gradient buckets: ") && !text.contains("optimizer state:"), "{text}");
     // Nor silently with --print-schedule, which runs nothing; and the program says its own name.
     let (ok, text) = mlp(&["--print-schedule", "--gpu", "0", "--lr", "3"]);
     assert!(

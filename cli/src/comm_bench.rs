@@ -27,6 +27,7 @@ pub fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result
         optimizer_buffers: 0,
         optimizer_shards: 1,
         activation_bytes: Some(0),
+        trains: false,
     };
     // As a training run: what the report and the trace keep must fit at rank 0.
     train::check_recording(&args.train_config(), &schedule, &shape, comm.world_size())?;

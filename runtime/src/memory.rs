@@ -21,12 +21,19 @@ pub struct RunShape {
     /// What one micro-step keeps for backward (`memory::activation_bytes`); `None` when that
     /// does not fit in the address space.
     pub activation_bytes: Option<usize>,
+    /// Whether the run trains; `false` for a communication-only run (`--comm-only`), which
+    /// holds the gradient buckets alone: no parameters, optimizer state or activations.
+    pub trains: bool,
 }
 
-/// Parameters, gradients, optimizer state and activations of one rank, in bytes; `None` when
-/// that does not even fit in the address space.
+/// Parameters, gradients, optimizer state and activations of one rank, in bytes (the gradient
+/// buckets alone when the run does not train); `None` when that does not even fit in the
+/// address space.
 pub fn needed_bytes(schedule: &Schedule, run: &RunShape) -> Option<usize> {
     let params = schedule.total_bytes();
+    if !run.trains {
+        return Some(params);
+    }
     let state = optimizer_state_bytes(schedule, run)?;
     params.checked_mul(2)?.checked_add(state)?.checked_add(run.activation_bytes?)
 }

@@ -209,6 +209,7 @@ impl<'a> Observer<'a> {
             optimizer_state_mib: optimizer_state_bytes(&self.schedule, &self.run).unwrap_or(usize::MAX) as f64 / MIB,
             activations_mib: self.run.activation_bytes.unwrap_or(usize::MAX) as f64 / MIB,
             optimizer_shards: self.run.optimizer_shards,
+            communication_only: !self.run.trains,
         };
         let gathered = std::mem::take(&mut self.breakdowns);
         let (all, after_pause) = self.undisturbed(&gathered);

@@ -136,6 +136,7 @@ impl TrainConfig {
             optimizer_buffers: self.optimizer.buffers_per_param(),
             optimizer_shards: 1,
             activation_bytes,
+            trains: true,
         }
     }
 

@@ -97,6 +97,9 @@ pub struct Memory {
     pub activations_mib: f64,
     /// Ranks the optimizer state is sharded over; 1 when each keeps all of it.
     pub optimizer_shards: usize,
+    /// A communication-only run: `needed_mib` is its gradient buckets, and it holds no
+    /// parameters, optimizer state or activations.
+    pub communication_only: bool,
 }
 
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -371,6 +374,7 @@ mod tests {
             optimizer_state_mib: 6.25,
             activations_mib: 36.5,
             optimizer_shards: 2,
+            communication_only: false,
         });
         let text = r.to_string();
         assert!(text.contains("peak RSS 61.0 MiB (largest rank) for 50.0 MiB of parameters"), "{text}");
@@ -379,6 +383,18 @@ mod tests {
         assert!(text.contains("activations: 36.50 MiB per rank"), "{text}");
         let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
         assert_eq!(json["memory"]["activations_mib"], 36.5);
+        // A communication-only run holds its gradient buckets alone, and says so.
+        r.memory = Some(Memory {
+            peak_rss_mib: vec![9.0],
+            needed_mib: 4.5,
+            optimizer_state_mib: 0.0,
+            activations_mib: 0.0,
+            optimizer_shards: 1,
+            communication_only: true,
+        });
+        let text = r.to_string();
+        assert!(text.contains("peak RSS 9.0 MiB (largest rank) for 4.5 MiB of gradient buckets: 2.00x"), "{text}");
+        assert!(!text.contains("optimizer state:") && !text.contains("activations:"), "{text}");
     }
 
     #[test]

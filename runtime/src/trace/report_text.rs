@@ -123,7 +123,17 @@ impl fmt::Display for OverlapReport {
                 )?;
             }
         }
-        if let Some(m) = &self.memory {
+        if let Some(m) = self.memory.as_ref().filter(|m| m.communication_only) {
+            let peak = m.peak_rss_mib.iter().copied().fold(0.0, f64::max);
+            writeln!(
+                f,
+                "  memory: peak RSS {:.1} MiB (largest rank) for {:.1} MiB of gradient buckets: {:.2}x (communication \
+                 only: no parameters, optimizer state or activations)",
+                peak,
+                m.needed_mib,
+                peak / m.needed_mib.max(f64::MIN_POSITIVE)
+            )?;
+        } else if let Some(m) = &self.memory {
             let peak = m.peak_rss_mib.iter().copied().fold(0.0, f64::max);
             writeln!(
                 f,
