@@ -264,6 +264,10 @@ step "environment" "$out/env.txt" 60 environment
 # it on the loader's path; the test binaries get that link's folder from here.
 nccl_link=$(sed -n 's/^NCCL link //p' "$out/env.txt")
 [[ -n $nccl_link ]] && export LD_LIBRARY_PATH=$(dirname "$nccl_link"):$LD_LIBRARY_PATH
+# The OpenBLAS kernel set the examples restart themselves with, for the GPU tests' CPU references
+# (a bundle's OpenBLAS older than the CPU picks its generic kernels, several times slower).
+blas_kernels=$(sed -n 's/^OpenBLAS kernels //p' "$out/env.txt")
+[[ -z ${OPENBLAS_CORETYPE:-} && -n $blas_kernels ]] && export OPENBLAS_CORETYPE=$blas_kernels
 step "GPU tests" "$out/gpu-tests.txt" 240 gpu_tests
 step "mlp --device cuda, $STEPS steps" "$out/mlp.txt" 90 train_mlp
 step "gpt --device cuda, $STEPS steps" "$out/gpt.txt" 120 train_gpt

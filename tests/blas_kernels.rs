@@ -55,3 +55,27 @@ fn a_users_choice_of_kernels_stands() {
     let cores = cores_loaded(&[(blas_core::CORETYPE_VARIABLE, "Haswell")]);
     assert_eq!(cores, ["Haswell"]);
 }
+
+/// `--cuda-libraries` names the kernel set the program runs, the one `scripts/gpu-check.sh`
+/// hands its GPU tests (their CPU references do not restart themselves): the CPU's best, or,
+/// as always, a user's choice. (Without the `cuda` feature the listing is refused.)
+#[cfg(feature = "cuda")]
+#[test]
+fn the_library_listing_names_the_kernels_the_program_runs() {
+    // What the program picks by itself is known here only if this process loaded OpenBLAS
+    // without a choice in its environment, as the program does.
+    let own = std::env::var_os(blas_core::CORETYPE_VARIABLE)
+        .is_none()
+        .then(|| (None, blas_core::mismatch().map_or_else(blas_core::chosen, str::to_string)));
+    for (env, expected) in own.into_iter().chain([(Some("Haswell"), "Haswell".to_string())]) {
+        let mut cmd = Command::new(example("mlp"));
+        cmd.arg("--cuda-libraries").env_remove(blas_core::CORETYPE_VARIABLE);
+        if let Some(core) = env {
+            cmd.env(blas_core::CORETYPE_VARIABLE, core);
+        }
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let listed = text.lines().find_map(|l| l.strip_prefix("OpenBLAS kernels ")).unwrap_or_default();
+        assert_eq!(listed.to_ascii_lowercase(), expected.to_ascii_lowercase(), "{text}");
+    }
+}

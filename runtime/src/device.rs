@@ -20,7 +20,8 @@ pub fn prepare_cuda_process() -> Result<()> {
     Err(crate::error::Error::CudaNotBuilt("`TrainConfig::device` cuda"))
 }
 
-/// `--cuda-libraries`: the driver's CUDA version and where each library was found.
+/// `--cuda-libraries`: the driver's CUDA version, where each library was found, and OpenBLAS's
+/// kernel set.
 #[cfg(feature = "cuda")]
 pub fn print_cuda_libraries() -> Result<()> {
     use crate::cuda::libraries::{locate, nccl_link_folder, SearchEnv};
@@ -32,6 +33,9 @@ pub fn print_cuda_libraries() -> Result<()> {
     }
     let located = locate(&SearchEnv::from_process());
     crate::process::console::out(&located.to_string());
+    // And the CPU's kernel set, which a program's `main` asks OpenBLAS for (restarting once)
+    // and the GPU tests' CPU references need set before they start.
+    out_line(&format!("OpenBLAS kernels {}", crate::host::blas_core::chosen()));
     // Other programs (the GPU tests) need this folder on LD_LIBRARY_PATH; training restarts
     // itself with it.
     if let Some(dir) = nccl_link_folder(&located).map_err(Error::Cuda)? {

@@ -138,8 +138,8 @@ pub struct TrainArgs {
     /// Where to train: cpu, or cuda (one GPU per process; needs a build with `--features cuda`).
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     pub device: Device,
-    /// Print the NVIDIA driver's CUDA version and where cuBLAS, NVRTC and NCCL were found, then
-    /// exit (needs a build with `--features cuda`).
+    /// Print the NVIDIA driver's CUDA version, where cuBLAS, NVRTC and NCCL were found and the
+    /// OpenBLAS kernels the host side runs, then exit (needs a build with `--features cuda`).
     #[arg(long)]
     pub cuda_libraries: bool,
     /// The GPU to use with --device cuda [default: the MPI local rank].
