@@ -20,7 +20,8 @@
 #     mlp.txt        mlp --device cuda, 50 steps, with its JSON report
 #     resmlp.txt     resmlp (8 residual blocks) --device cuda, 50 steps, with its JSON report
 #     gpt.txt        gpt (attention, tied head, clipping, held-out loss) --device cuda on this
-#                    script's own text, 50 steps, JSON report; its first loss against the CPU's
+#                    script's own text, 50 steps, JSON report, then a 200-character sample from
+#                    the parameters the GPU trained; its first loss against the CPU's
 #     trace.json, timeline.svg   that run's trace and step timeline
 #     sanitizer.txt  compute-sanitizer memcheck and racecheck of the layer-gradient tests (a chain,
 #                    residual blocks, attention, the tied head)
@@ -211,7 +212,7 @@ train_gpt() {
     # With --report json the JSON alone goes to stdout; the step lines go to stderr. Both go to
     # the step's file, gpt.txt, as they come (a run stopped midway still shows how far it got),
     # where the GPU's first loss is then read: no file of its own is left behind when stopped.
-    "$gpt" "${flags[@]}" --device cuda --steps "$STEPS" --log-every 10 --report json 2>&1
+    "$gpt" "${flags[@]}" --device cuda --steps "$STEPS" --log-every 10 --report json --sample 200 2>&1
     rc=$?
     gpu=$(awk '/^step +1 +loss/ { print $4 }' "$out/gpt.txt")
     ((rc == 0)) || return $rc
