@@ -397,11 +397,11 @@ def main():
         print("gpt against its PyTorch twin: skipped (torch and safetensors are not importable)")
         return 0
     torch.set_num_threads(1)
-    binary = os.path.join(args.bin_dir, "gpt")
-    work = tempfile.mkdtemp(prefix="gpt-twin-")
     text = args.text or os.path.abspath(__file__)
     if args.gpu_speed:
         return 1 if gpu_speed(torch, text, args.gpu_speed) else 0
+    binary = os.path.join(args.bin_dir, "gpt")
+    work = tempfile.mkdtemp(prefix="gpt-twin-")
     print(f"gpt against its PyTorch twin ({torch.__version__}) on {os.path.basename(text)}")
     if args.ddp:
         failures = ddp_comparison(torch, binary, text, args.ddp, work)
