@@ -123,36 +123,33 @@ impl fmt::Display for OverlapReport {
                 )?;
             }
         }
-        if let Some(m) = self.memory.as_ref().filter(|m| m.communication_only) {
+        if let Some(m) = &self.memory {
             let peak = m.peak_rss_mib.iter().copied().fold(0.0, f64::max);
-            writeln!(
-                f,
-                "  memory: peak RSS {:.1} MiB (largest rank) for {:.1} MiB of gradient buckets: {:.2}x (communication \
-                 only: no parameters, optimizer state or activations)",
-                peak,
-                m.needed_mib,
-                peak / m.needed_mib.max(f64::MIN_POSITIVE)
-            )?;
-        } else if let Some(m) = &self.memory {
-            let peak = m.peak_rss_mib.iter().copied().fold(0.0, f64::max);
-            writeln!(
-                f,
-                "  memory: peak RSS {:.1} MiB (largest rank) for {:.1} MiB of parameters, gradients, optimizer state \
-                 and activations: {:.2}x",
-                peak,
-                m.needed_mib,
-                peak / m.needed_mib.max(f64::MIN_POSITIVE)
-            )?;
-            let sharded = match m.optimizer_shards {
-                1 => "whole on every rank".to_string(),
-                n => format!("sharded over {n} ranks"),
+            let (held, note) = if m.communication_only {
+                ("gradient buckets", " (communication only: no parameters, optimizer state or activations)")
+            } else {
+                ("parameters, gradients, optimizer state and activations", "")
             };
-            writeln!(f, "  optimizer state: {:.2} MiB per rank, {sharded}", m.optimizer_state_mib)?;
             writeln!(
                 f,
-                "  activations: {:.2} MiB per rank: each layer's output and saved state, backward's gradient buffers",
-                m.activations_mib
+                "  memory: peak RSS {:.1} MiB (largest rank) for {:.1} MiB of {held}: {:.2}x{note}",
+                peak,
+                m.needed_mib,
+                peak / m.needed_mib.max(f64::MIN_POSITIVE)
             )?;
+            if !m.communication_only {
+                let sharded = match m.optimizer_shards {
+                    1 => "whole on every rank".to_string(),
+                    n => format!("sharded over {n} ranks"),
+                };
+                writeln!(f, "  optimizer state: {:.2} MiB per rank, {sharded}", m.optimizer_state_mib)?;
+                writeln!(
+                    f,
+                    "  activations: {:.2} MiB per rank: each layer's output and saved state, backward's gradient \
+                     buffers",
+                    m.activations_mib
+                )?;
+            }
         }
         if self.world_size > 1 {
             // FP32 runs keep their table; narrow ones say what travelled.

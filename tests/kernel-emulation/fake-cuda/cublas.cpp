@@ -60,13 +60,13 @@ static cublasStatus_t gemm(const char* name, cublasHandle_t handle, int transa, 
     // Host pointer mode (cuBLAS's default): the scalars are read when the call is made.
     float scale = *alpha, keep = *beta;
     auto span = [](int rows, int cols, int ld) { return (size_t(cols - 1) * ld + rows) * sizeof(float); };
-    std::string what = name;
+    std::string what_a = std::string(name) + " A", what_b = std::string(name) + " B", what_c = std::string(name) + " C";
     for (int i = 0; i < batch; i++) {
         if (k > 0) {
-            fake_cuda_check_range(reinterpret_cast<CUdeviceptr>(a + i * stride_a), span(a_rows, a_cols, lda), (what + " A").c_str());
-            fake_cuda_check_range(reinterpret_cast<CUdeviceptr>(b + i * stride_b), span(b_rows, b_cols, ldb), (what + " B").c_str());
+            fake_cuda_check_range(reinterpret_cast<CUdeviceptr>(a + i * stride_a), span(a_rows, a_cols, lda), what_a.c_str());
+            fake_cuda_check_range(reinterpret_cast<CUdeviceptr>(b + i * stride_b), span(b_rows, b_cols, ldb), what_b.c_str());
         }
-        fake_cuda_check_range(reinterpret_cast<CUdeviceptr>(c + i * stride_c), span(m, n, ldc), (what + " C").c_str());
+        fake_cuda_check_range(reinterpret_cast<CUdeviceptr>(c + i * stride_c), span(m, n, ldc), what_c.c_str());
     }
     enqueue(handle->stream, "sgemm", [=] {
         for (int i = 0; i < batch; i++) {
