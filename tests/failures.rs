@@ -49,6 +49,27 @@ fn a_panicking_rank_ends_the_job_with_its_message() {
 }
 
 #[test]
+fn rank_0_ended_by_another_ranks_failure_leaves_no_folders_for_outputs_it_never_wrote() {
+    // Rank 1 panics at step 2 and MPI_Abort kills rank 0, which runs no clean-up: the folders
+    // its checks made for the output files were removed before step 1.
+    let dir = tempfile::tempdir().unwrap();
+    let (trace, params, ck) =
+        (dir.path().join("t/run.json"), dir.path().join("p/params.safetensors"), dir.path().join("ck"));
+    let outputs = ["--trace", trace.to_str().unwrap(), "--save-params", params.to_str().unwrap()];
+    let save = ["--save", ck.to_str().unwrap()];
+    let (ok, text, took) = job(Some("panic:1:2"), &[&outputs[..], &save].concat());
+    assert_ends_promptly(ok, &text, took, "rank 1 panicked at step 2");
+    assert!(!dir.path().join("t").exists() && !dir.path().join("p").exists(), "{text}");
+    // The checkpoint folder held the run's lock, so it may stay, holding nothing else; the next
+    // run takes it, and writes every output.
+    let left: Vec<_> = std::fs::read_dir(&ck).into_iter().flatten().flatten().map(|e| e.file_name()).collect();
+    assert!(left.iter().all(|name| name == ".lock"), "{left:?}");
+    let (ok, text, _) = job(None, &[&outputs[..], &save].concat());
+    assert!(ok, "{text}");
+    assert!(trace.is_file() && params.is_file() && ck.join("latest").is_file(), "{text}");
+}
+
+#[test]
 fn a_panicking_communication_thread_is_an_error_not_a_hang() {
     let (ok, text, took) = job(Some("comm-panic:1:5"), &[]);
     assert_ends_promptly(ok, &text, took, "communication thread panicked");

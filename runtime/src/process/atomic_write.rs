@@ -30,6 +30,8 @@ pub fn write_atomically(
         return out.flush();
     }
     let folder = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    // The checks before step 1 made the folder and removed it again (see `output_paths`).
+    std::fs::create_dir_all(folder)?;
     let tmp = folder.join(temporary_name(&target));
     let written = File::create(&tmp).and_then(|file| {
         let mut out = BufWriter::new(file);

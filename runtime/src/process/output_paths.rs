@@ -27,8 +27,10 @@ pub fn check_file(path: &Path, what: &str) -> Result<MadeFolders> {
 }
 
 /// The folders the checks made for outputs not yet written, outermost first. Those still empty
-/// when it is dropped (the run was refused, or ended before writing there) are removed again:
-/// a run that did not start leaves no trace in the file system.
+/// when it is dropped are removed again: a run that did not start leaves no trace in the file
+/// system. Output files' folders are dropped as soon as they are checked (their writer makes
+/// them again), so that a process killed meanwhile leaves none; a checkpoint folder is held for
+/// the run, since it holds the run's lock.
 #[derive(Debug, Default)]
 #[must_use = "the folders are removed again when this is dropped"]
 pub struct MadeFolders(Vec<PathBuf>);

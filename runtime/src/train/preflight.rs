@@ -177,12 +177,11 @@ pub fn on_rank0<T>(comm: &Communicator, check: impl FnOnce() -> Result<T>) -> Re
     }
 }
 
-/// The outputs' folders, held for the run: the checkpoint folder's lock, and the folders the
-/// checks made, removed again if the run ends having written nothing there.
+/// The outputs' folders, held for the run: the checkpoint folder's lock (which removes the folder
+/// again if the run ends having saved nothing there).
 #[derive(Debug, Default)]
 pub(super) struct ClaimedOutputs {
     pub checkpoint_folder: Option<checkpoint::DirLock>,
-    _made: output_paths::MadeFolders,
 }
 
 /// Every file and folder the run will write, checked before step 1, none of them one of the
@@ -194,10 +193,14 @@ pub(super) fn claim_outputs(config: &TrainConfig, inputs: &[PathBuf]) -> Result<
         made.extend(output_paths::check_file(path, what)?);
     }
     distinct_outputs(config, inputs)?;
-    let Some(save) = &config.save else { return Ok(ClaimedOutputs { checkpoint_folder: None, _made: made }) };
+    // The folders made to check the output files go again now, while they are empty: a rank that
+    // MPI_Abort kills (another rank failed) cannot remove them later, and the file's writer makes
+    // its folder when it writes (`write_atomically`).
+    drop(made);
+    let Some(save) = &config.save else { return Ok(ClaimedOutputs { checkpoint_folder: None }) };
     let continues = config.resume.as_deref().is_some_and(|r| identity(r) == identity(&save.dir));
     let lock = checkpoint::claim(&save.dir, continues, save.overwrite, config.steps)?;
-    Ok(ClaimedOutputs { checkpoint_folder: Some(lock), _made: made })
+    Ok(ClaimedOutputs { checkpoint_folder: Some(lock) })
 }
 
 /// The files the run writes besides its checkpoints, each with the setting that names it.
