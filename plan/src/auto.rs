@@ -186,11 +186,18 @@ fn dynamic_program_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
     let feasible = |bound: f64| -> Option<Vec<usize>> {
         let (mut end, mut from) = (vec![f64::INFINITY; n], vec![0usize; n]);
         for j in 0..n {
-            for i in first[j]..=j {
-                let before = if i == 0 { 0.0 } else { end[i - 1] };
+            // From the shortest bucket ending at j to the longest: its all-reduce and the updates
+            // after it only grow, so once they alone pass the bound every longer one does too.
+            // Among equal ends the longest bucket wins (`<=`), as fewer buckets are preferred.
+            for i in (first[j]..=j).rev() {
                 // Backward positions i..=j are param layers n-1-j ..= n-1-i.
-                let e = ready[j].max(before) + p.bucket(n - 1 - j, n - i).comm_seconds(&t.link, t.world);
-                if e + all_updates - after[i] <= bound && e < end[j] {
+                let comm = p.bucket(n - 1 - j, n - i).comm_seconds(&t.link, t.world);
+                if ready[j] + comm + all_updates - after[i] > bound {
+                    break;
+                }
+                let before = if i == 0 { 0.0 } else { end[i - 1] };
+                let e = ready[j].max(before) + comm;
+                if e + all_updates - after[i] <= bound && e <= end[j] {
                     (end[j], from[j]) = (e, i);
                 }
             }
@@ -203,6 +210,9 @@ fn dynamic_program_starts(p: &ParamLayers, t: &Target) -> Vec<usize> {
     let mut best = feasible(hi * (1.0 + 1e-12));
     for _ in 0..64 {
         let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break; // the bound is exact to the last bit
+        }
         match feasible(mid) {
             Some(from) => (best, hi) = (Some(from), mid),
             None => lo = mid,
