@@ -25,9 +25,17 @@ fn a_text_trains_the_gpt_example_alike_on_one_and_two_ranks() {
     let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--batch", "2", "--save-params", "one.st"]].concat());
     assert!(ok, "{text}");
     assert!(text.contains("step      3  loss"), "{text}");
-    let sampled = ["--batch", "2", "--sample", "40", "--save-params", "sampled.st"];
-    let (ok, text) = run("gpt", dir.path(), &[&common[..], &sampled].concat());
-    assert!(ok, "{text}");
+    // With `--report json`, stdout holds the report's document alone; the sample goes to stderr.
+    let sampled = ["--text", "t.txt", "--steps", "3", "--log-every", "1", "--report", "json", "--batch", "2"];
+    let out = Command::new(example("gpt"))
+        .current_dir(dir.path())
+        .args([&sampled[..], &["--sample", "40", "--save-params", "sampled.st"]].concat())
+        .output()
+        .unwrap();
+    let (stdout, text) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr).into_owned());
+    assert!(out.status.success(), "{stdout}{text}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("stdout is one JSON document");
+    assert_eq!(report["steps"], 3, "{stdout}");
     let heading = "sample (40 characters, temperature 0.8, top-k 200):\n";
     let sample = |text: &str| -> String { text.split_once(heading).expect("a sample").1.chars().take(40).collect() };
     let drawn = sample(&text);

@@ -67,6 +67,33 @@ fn a_non_finite_loss_stops_the_run_at_its_step() {
     assert!(err.contains("the loss is NaN at step 2 on rank 0"), "{err}");
 }
 
+/// The synthetic samples with their first feature always 0: `fc1.weight`'s first column then
+/// has gradients of exactly 0.
+struct FirstFeatureZero(SyntheticClassification);
+
+impl Dataset for FirstFeatureZero {
+    fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> overlap::Result<()> {
+        self.0.fill(first, rows, batch)?;
+        (0..rows).for_each(|r| batch.inputs.row_mut(r)[0] = 0.0);
+        Ok(())
+    }
+
+    fn features(&self) -> usize {
+        self.0.features()
+    }
+}
+
+#[test]
+fn adamw_with_eps_0_is_named_when_its_zero_gradients_turn_the_loss_nan() {
+    // PyTorch's AdamW takes eps 0 and divides 0 by 0 there too; the NaN names the cause.
+    let mut data = FirstFeatureZero(SyntheticClassification::new(3, 4, 3));
+    let adamw = OptimizerConfig::adamw(1e-3).eps(0.0);
+    let err = fit(|t| t.optimizer(adamw), &mut data, &CrossEntropyLoss).unwrap_err().to_string();
+    assert!(err.contains("the loss is NaN at step 2") && err.contains("with `OptimizerConfig::eps` 0"), "{err}");
+    let mut data = FirstFeatureZero(SyntheticClassification::new(3, 4, 3));
+    fit(|t| t.optimizer(OptimizerConfig::adamw(1e-3)), &mut data, &CrossEntropyLoss).unwrap();
+}
+
 #[test]
 fn a_dataset_or_loss_of_the_wrong_shape_is_an_error_not_a_panic() {
     let err = fit(|t| t, &mut TooWide, &CrossEntropyLoss).unwrap_err().to_string();

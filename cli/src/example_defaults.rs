@@ -6,6 +6,8 @@
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
+use overlap_runtime::optim::LrSchedule;
+
 use crate::args::TrainArgs;
 
 /// What an example changes about the common command line.
@@ -67,6 +69,27 @@ pub fn parse(defaults: &ExampleDefaults, argv: impl IntoIterator<Item = std::ffi
     TrainArgs::from_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
+/// Refuses a `--lr` below the minimum rate of a `--lr-schedule` the user did not give (the
+/// example's default, such as `gpt`'s cosine decay to 1e-4), naming the default and how to
+/// replace it, rather than the library's message about a schedule the user never typed.
+pub fn refuse_lr_below_default_schedule(args: &TrainArgs) -> overlap_runtime::Result<()> {
+    let (LrSchedule::WarmupCosine { warmup, decay_until, min_lr }, Some(lr)) = (args.lr_schedule, args.lr) else {
+        return Ok(());
+    };
+    if args.gave("lr_schedule") || !args.gave("lr") || min_lr <= lr {
+        return Ok(());
+    }
+    // A tenth of the rate to three digits: `3e-6`, not `3.0000000000000004e-6`.
+    let tenth = format!("{:.2e}", lr / 10.0).parse().unwrap_or(lr / 10.0);
+    let lower = LrSchedule::WarmupCosine { warmup, decay_until, min_lr: tenth };
+    Err(overlap_runtime::Error::Config(format!(
+        "--lr {lr:e} is below the minimum rate {min_lr:e} of this program's default --lr-schedule {}: give a \
+         schedule with it, `--lr-schedule constant` or one decaying to a lower rate (nanoGPT's minimum is a tenth of \
+         the rate: `--lr-schedule {lower}`)",
+        args.lr_schedule
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +113,32 @@ mod tests {
         let given = try_parse(&["--batch", "3", "--clip-grad-norm", "off"]);
         assert_eq!(given.batch, 3);
         assert_eq!(given.train_config().optimizer.clip_grad_norm, None);
+    }
+
+    #[test]
+    fn a_rate_below_the_default_schedules_minimum_names_the_default() {
+        const GPT: ExampleDefaults = ExampleDefaults {
+            about: "Train the test's model.",
+            flags: &[("--lr", "1e-3"), ("--lr-schedule", "cosine:warmup=100,until=2000,min=1e-4")],
+        };
+        let parse = |args: &[&str]| {
+            let matches = command(&GPT).try_get_matches_from(std::iter::once("gpt").chain(args.iter().copied()));
+            TrainArgs::from_matches(&matches.unwrap()).unwrap()
+        };
+        let err = refuse_lr_below_default_schedule(&parse(&["--lr", "3e-5"])).unwrap_err().to_string();
+        assert!(err.contains("min=3e-6`"), "{err}");
+        let err = refuse_lr_below_default_schedule(&parse(&["--lr", "5e-5"])).unwrap_err().to_string();
+        assert!(
+            err.contains("--lr 5e-5 is below the minimum rate 1e-4 of this program's default --lr-schedule"),
+            "{err}"
+        );
+        assert!(err.contains("`--lr-schedule cosine:warmup=100,until=2000,min=5e-6`"), "{err}");
+        // The defaults agree; a schedule the user gives is the library's to check.
+        refuse_lr_below_default_schedule(&parse(&[])).unwrap();
+        refuse_lr_below_default_schedule(&parse(&["--lr", "2e-4"])).unwrap();
+        refuse_lr_below_default_schedule(&parse(&["--lr", "5e-5", "--lr-schedule", "constant"])).unwrap();
+        let given = parse(&["--lr", "5e-5", "--lr-schedule", "cosine:warmup=1,until=9,min=1e-4"]);
+        refuse_lr_below_default_schedule(&given).unwrap();
     }
 
     #[test]

@@ -187,19 +187,24 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
 }
 
 /// `--sample N`: N characters from the trained model, after a newline (or the first
-/// character, in a text without one), on stdout.
+/// character, in a text without one), on stdout; on stderr with `--report json`, whose
+/// document is then all that stdout holds.
 fn print_sample<M: DistributedModel>(model: &M, text: &CharText, args: &TrainArgs) -> Result<()> {
     let config =
         SampleConfig { tokens: args.sample, temperature: args.temperature, top_k: Some(args.top_k), seed: args.seed };
     let start = text.vocab().binary_search(&'\n').unwrap_or(0);
     let tokens = generate(model, &[start], (text.vocab().len(), text.context()), &config)?;
-    console::out_line(&format!(
+    let sample = format!(
         "sample ({} characters, temperature {}, top-k {}):\n{}",
         args.sample,
         args.temperature,
         args.top_k,
         text.decode(tokens)
-    ));
+    );
+    match args.report {
+        args::ReportFormat::Json => console::err_line(&sample),
+        _ => console::out_line(&sample),
+    }
     Ok(())
 }
 
@@ -217,6 +222,7 @@ fn refuse_contradictions(args: &TrainArgs) -> Result<()> {
     if args.gpu.is_some() && args.device == args::Device::Cpu {
         return Err(Error::Config("--gpu chooses a GPU for --device cuda; this run is on the CPU".into()));
     }
+    example_defaults::refuse_lr_below_default_schedule(args)?;
     unused_flags::refuse_with_comm_only(args)
 }
 

@@ -59,6 +59,7 @@ pub(super) fn positive_usize(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(0) => Err("must be at least 1".into()),
         Ok(v) => Ok(v),
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => Err(format!("must be at most {}", usize::MAX)),
         Err(_) => Err("must be a whole number of at least 1".into()),
     }
 }

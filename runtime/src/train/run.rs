@@ -12,7 +12,7 @@ use super::validation::{self, HeldOutLoss};
 use crate::backend::StepBackend;
 use crate::checkpoint::{self, Position};
 use crate::comm::Communicator;
-use crate::config::{SaveConfig, TrainConfig};
+use crate::config::{OptimizerKind, SaveConfig, TrainConfig};
 use crate::data::{shard_start_after, Batch, Dataset};
 use crate::error::{Error, Result};
 use crate::fault;
@@ -172,10 +172,17 @@ impl Run<'_> {
                 if !micro_loss.is_finite() {
                     // Before backward: no rank sums a NaN gradient into every rank's parameters. (The
                     // GPU reads its loss back only on logging steps, and gives 0 on the others.)
+                    let optimizer = &config.optimizer;
+                    let zero_eps = if optimizer.kind == OptimizerKind::AdamW && optimizer.eps == 0.0 {
+                        "; with `OptimizerConfig::eps` 0, AdamW divides 0 by 0 wherever a gradient element is exactly \
+                         0 (as PyTorch's does): give a positive eps"
+                    } else {
+                        ""
+                    };
                     return Err(Error::Loss(format!(
                         "the loss is {micro_loss} at step {} on rank {rank}: the loss, the data or the parameters \
                          hold a non-finite value, or training diverged (a smaller `OptimizerConfig::lr`, or \
-                         `OptimizerConfig::clip_grad_norm`)",
+                         `OptimizerConfig::clip_grad_norm`){zero_eps}",
                         step + 1
                     )));
                 }
