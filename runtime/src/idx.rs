@@ -13,6 +13,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::process::input_files::kind_of;
 use crate::tensor::Matrix;
 
 /// Magic number of an image file: unsigned bytes, 3 dimensions.
@@ -218,24 +219,6 @@ fn find(dir: &Path, names: [String; 2], split: Split, what: &'static str) -> Res
         }
     }
     Err(IdxError::NotFound { split, what, tried })
-}
-
-/// What a path that is not a regular file is, in words.
-fn kind_of(file_type: &std::fs::FileType) -> Option<&'static str> {
-    use std::os::unix::fs::FileTypeExt;
-    if file_type.is_dir() {
-        Some("a folder")
-    } else if file_type.is_fifo() {
-        Some("a FIFO (named pipe)")
-    } else if file_type.is_char_device() {
-        Some("a character device")
-    } else if file_type.is_block_device() {
-        Some("a block device")
-    } else if file_type.is_socket() {
-        Some("a socket")
-    } else {
-        None
-    }
 }
 
 /// An in-memory image classification set loaded from a pair of IDX files.

@@ -10,6 +10,7 @@ use safetensors::SafeTensors;
 use crate::error::{Error, Result};
 use crate::model::DistributedModel;
 use crate::process::atomic_write::write_atomically;
+use crate::process::input_files::read_unless_device;
 
 /// `(name, shape, little-endian f32 bytes)`: a tensor ready to be written.
 pub(crate) type Tensor = (String, Vec<usize>, Vec<u8>);
@@ -83,7 +84,7 @@ pub(crate) fn model_file_bytes<M: DistributedModel>(
 
 /// The vocabulary a parameters file records (`save_params_with_vocabulary`), if any.
 pub fn load_vocabulary(path: &Path) -> Result<Option<String>> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+    let bytes = read_unless_device(path)?;
     let (_, header) =
         SafeTensors::read_metadata(&bytes).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
     Ok(header.metadata().as_ref().and_then(|m| m.get(VOCABULARY_KEY)).cloned())
@@ -154,7 +155,7 @@ fn listed(kind: &str, why: &str, names: &[String]) -> Option<String> {
 /// `wte.weight`), alone, as `safetensors.torch.save_model` keeps it, or beside its owner with
 /// the same values, as a cloned `state_dict` holds it.
 pub fn load_into<M: DistributedModel>(model: &mut M, path: &Path) -> Result<()> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+    let bytes = read_unless_device(path)?;
     let s = M::SCHEDULE;
     let mut expected: BTreeMap<String, Vec<usize>> =
         s.params().map(|p| (s.param_name(p), s.param(p).shape.to_vec())).collect();
@@ -205,7 +206,7 @@ pub type NamedTensor = (String, Vec<usize>, Vec<f32>);
 
 /// Reads a parameter file written by `save_params`, in file order.
 pub fn load_params(path: &Path) -> Result<Vec<NamedTensor>> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+    let bytes = read_unless_device(path)?;
     let file = SafeTensors::deserialize(&bytes).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
     let mut out = Vec::new();
     for (name, view) in file.iter() {

@@ -11,15 +11,25 @@ use std::sync::Arc;
 
 use crate::data::{Batch, Dataset};
 use crate::error::{Error, Result};
+use crate::process::input_files::read_at_most;
 
 /// The share of the text that is the training split (nanoGPT's `n = len(data); data[:int(n*0.9)]`).
 const TRAIN_SHARE: f64 = 0.9;
+
+/// The largest text read: its tokens take four times as much memory, on every rank.
+const MAX_TEXT_BYTES: u64 = 1 << 30;
 
 /// A UTF-8 text file's characters as nanoGPT's `prepare.py` reads them (`open(path, 'r')`,
 /// Python's universal newlines): `\r\n` and a lone `\r` become `\n`, so that a file saved with
 /// Windows line ends has nanoGPT's vocabulary and tokens.
 pub fn read_text(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+    let bytes = read_at_most(path, MAX_TEXT_BYTES)?.ok_or_else(|| {
+        Error::Dataset(format!(
+            "{}: more than {} GiB, the most a text is read whole (an endless device such as /dev/zero?)",
+            path.display(),
+            MAX_TEXT_BYTES >> 30
+        ))
+    })?;
     let text = String::from_utf8(bytes).map_err(|e| {
         Error::Dataset(format!("{}: not UTF-8 text (invalid at byte {})", path.display(), e.utf8_error().valid_up_to()))
     })?;

@@ -10,7 +10,7 @@
 //! tokens (nanoGPT's vocabulary: the sorted distinct characters) in training and validation
 //! shards, with the vocabulary in a file beside them.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::data::{Batch, Dataset};
@@ -173,18 +173,23 @@ impl Dataset for TokenShards {
     }
 }
 
-/// The tokens of one shard, its header checked against the format and the file's length.
+/// The tokens of one shard, its header checked against the format and the file's length. The
+/// header is read first, and then no more than it counts (and a byte to tell that more
+/// follows), so that a device that never ends (`/dev/zero`) is refused at its first bytes.
 pub fn read_shard(path: &Path) -> Result<Vec<u16>> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+    let io = |source| Error::Io { path: path.to_owned(), source };
     let bad = |why: String| Error::Dataset(format!("{}: {why}", path.display()));
+    let mut file = std::fs::File::open(path).map_err(io)?;
     let header_bytes = HEADER_INTS * 4;
-    if bytes.len() < header_bytes {
+    let mut header = Vec::with_capacity(header_bytes);
+    (&mut file).take(header_bytes as u64).read_to_end(&mut header).map_err(io)?;
+    if header.len() < header_bytes {
         return Err(bad(format!(
             "{} bytes, shorter than the {header_bytes}-byte header of a token shard (llm.c's format)",
-            bytes.len()
+            header.len()
         )));
     }
-    let int = |i: usize| i32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().expect("4 bytes"));
+    let int = |i: usize| i32::from_le_bytes(header[4 * i..4 * i + 4].try_into().expect("4 bytes"));
     if int(0) != MAGIC {
         return Err(bad(format!("magic number {}, a token shard starts with {MAGIC} (llm.c's format)", int(0))));
     }
@@ -192,14 +197,21 @@ pub fn read_shard(path: &Path) -> Result<Vec<u16>> {
         return Err(bad(format!("version {}, only version {VERSION} (uint16 tokens) is read", int(1))));
     }
     let count = usize::try_from(int(2)).map_err(|_| bad(format!("a token count of {}", int(2))))?;
-    let body = bytes.len() - header_bytes;
-    if body != 2 * count {
+    let mut body = Vec::with_capacity(2 * count);
+    file.take(2 * count as u64 + 1).read_to_end(&mut body).map_err(io)?;
+    if body.len() != 2 * count {
+        // A file says how much follows the header; anything else, that it is more than counted.
+        let holds = match std::fs::metadata(path) {
+            Ok(m) if m.is_file() => format!("{}", m.len().saturating_sub(header_bytes as u64)),
+            _ if body.len() > 2 * count => format!("more than {}", 2 * count),
+            _ => body.len().to_string(),
+        };
         return Err(bad(format!(
-            "the header counts {count} tokens ({} bytes), the file holds {body} bytes after it",
+            "the header counts {count} tokens ({} bytes), the file holds {holds} bytes after it",
             2 * count
         )));
     }
-    Ok(bytes[header_bytes..].chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect())
+    Ok(body.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect())
 }
 
 /// Writes `tokens` as one shard, through a temporary file renamed over `path`.

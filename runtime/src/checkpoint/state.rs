@@ -159,5 +159,5 @@ impl State {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+    crate::process::input_files::read_unless_device(path)
 }

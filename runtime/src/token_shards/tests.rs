@@ -56,8 +56,15 @@ fn malformed_shards_are_refused_naming_the_value() {
     std::fs::write(&path, &bytes).unwrap();
     let err = read_shard(&path).unwrap_err().to_string();
     assert!(err.contains("the header counts 5 tokens (10 bytes), the file holds 6 bytes after it"), "{err}");
+    bytes.extend_from_slice(&[0; 5]);
+    std::fs::write(&path, &bytes).unwrap();
+    let err = read_shard(&path).unwrap_err().to_string();
+    assert!(err.contains("the header counts 5 tokens (10 bytes), the file holds 11 bytes after it"), "{err}");
     std::fs::write(&path, b"short").unwrap();
     assert!(read_shard(&path).unwrap_err().to_string().contains("5 bytes, shorter than the 1024-byte header"));
+    // A device that never ends is refused at its header, not read until memory runs out.
+    let err = read_shard(Path::new("/dev/zero")).unwrap_err().to_string();
+    assert!(err.contains("/dev/zero: magic number 0"), "{err}");
     write_shard(&path, &[1, 2]).unwrap();
     assert!(TokenShards::open(&[path], 4).err().unwrap().to_string().contains("2 tokens, too few for one sample of 4"));
 }
