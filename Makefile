@@ -3,7 +3,7 @@
 #   make test      formatting, lints and every test of every crate (CI runs this)
 #   make bench     the performance benchmark (compare/run.py; PyTorch rows when torch is importable)
 #   make gpu-bundle  target/gpu-bundle.tar.gz, for scripts/gpu-check.sh on a GPU machine
-#   make bad-inputs  169 adversarial inputs against the example binaries (not part of make test)
+#   make bad-inputs  173 adversarial inputs against the example binaries (not part of make test)
 # They install the Debian packages they need when missing (as root, or with sudo).
 
 APT_PACKAGES := libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev libopenblas-dev g++

@@ -403,4 +403,12 @@ def catalogue() -> list:
     add(c, text + "prepare --text t.txt --out s --name a && prepare --text t.txt --out s2 --name b && "
            "mv s2/b_train_000000.bin s/ && gpt --tokens s --context 16 --eval-every 0", 1,
         'holds shards of 2 names ("a", "b")', forbid="step      1")
+    # Inputs that never end: read up to a bound, or refused as what they are, never read until memory runs out.
+    add(c, "gpt --text /dev/zero", 1, "/dev/zero: more than 1 GiB, the most a text is read whole", within=60)
+    add(c, "ln -s /dev/zero z_train.bin && gpt --tokens z_train.bin", 1, "magic number 0", within=10)
+    add(c, text + "gpt --text t.txt --init-params /dev/zero", 1, "--init-params /dev/zero: a character device, not a file",
+        within=10)
+    # A pipe is read as a file is.
+    add(c, "python3 -c \"print('to be or not to be, ' * 30)\" | gpt --text /dev/stdin --context 16 --steps 2 --batch 2 "
+           "--eval-every 0 --report off", 0)
     return cases
