@@ -111,6 +111,9 @@ pub use overlap_runtime::{
     TrainConfig, TrainSummary, Trainer, ValidationConfig,
 };
 // The ranks and their gradient buckets (`GradientBuckets::buckets` gives them between steps).
+/// How long a failing rank waits for the others to fail alike before ending the job
+/// (`Communicator::abort_job`).
+pub use overlap_runtime::comm::ABORT_GRACE;
 pub use overlap_runtime::{CommConfig, CommMode, Communicator, GradBucket, Transport, WireFormat};
 pub use overlap_runtime::{Error, Result};
 
