@@ -189,7 +189,6 @@ pub fn vocabulary_mismatch(saved: &str, now: &str) -> Option<String> {
     }
     let (a, b): (Vec<char>, Vec<char>) = (saved.chars().collect(), now.chars().collect());
     let first = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
-    let at = |v: &[char]| v.get(first).map_or("nothing".to_string(), |c| format!("{c:?}"));
     // Texts are read with `\r\n` as `\n` (`read_text`), as they were not before.
     let line_ends = if a.contains(&'\r') && !b.contains(&'\r') {
         " (the saved vocabulary has '\\r': it was made when line ends were read as they are in the file; \
@@ -197,14 +196,17 @@ pub fn vocabulary_mismatch(saved: &str, now: &str) -> Option<String> {
     } else {
         ""
     };
-    Some(format!(
-        "a vocabulary of {} characters was saved and this text has {}: token {first} was {}, it is {} here, so the \
-         token ids would mean other characters{line_ends}",
-        a.len(),
-        b.len(),
-        at(&a),
-        at(&b)
-    ))
+    let listed = |v: &[char]| v.iter().map(|c| format!("{c:?}")).collect::<Vec<_>>().join(", ");
+    let why = if first == a.len() {
+        // The saved characters keep their ids; the model never trained on the others.
+        format!("it adds {} (token {first} on), which the saved model has not learned", listed(&b[first..]))
+    } else if first == b.len() {
+        format!("it lacks {} (token {first} on) of the saved vocabulary", listed(&a[first..]))
+    } else {
+        let (was, is) = (a[first], b[first]);
+        format!("token {first} was {was:?}, it is {is:?} here, so the token ids would mean other characters")
+    };
+    Some(format!("a vocabulary of {} characters was saved and this text has {}: {why}{line_ends}", a.len(), b.len()))
 }
 
 #[cfg(test)]
@@ -277,8 +279,10 @@ mod tests {
         assert_eq!(vocabulary_mismatch("abc", "abc"), None);
         let why = vocabulary_mismatch(" abc", " abd").unwrap();
         assert!(why.contains("4 characters was saved and this text has 4: token 3 was 'c', it is 'd' here"), "{why}");
-        let why = vocabulary_mismatch("ab", "abc").unwrap();
-        assert!(why.contains("token 2 was nothing, it is 'c' here"), "{why}");
+        let why = vocabulary_mismatch("ab", "abc~").unwrap();
+        assert!(why.contains("this text has 4: it adds 'c', '~' (token 2 on), which the saved model has not"), "{why}");
+        let why = vocabulary_mismatch("abc", "ab").unwrap();
+        assert!(why.contains("this text has 2: it lacks 'c' (token 2 on) of the saved vocabulary"), "{why}");
     }
 
     #[test]

@@ -385,6 +385,12 @@ pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usiz
             "shard name {stem:?}: give a plain name (no `/`), which the shards' file names start with"
         )));
     }
+    if out.exists() && !out.is_dir() {
+        return Err(Error::Config(format!(
+            "{}: exists and is not a folder; the shards go into a folder",
+            out.display()
+        )));
+    }
     refuse_earlier_shards(out)?;
     std::fs::create_dir_all(out).map_err(|source| Error::Io { path: out.to_owned(), source })?;
     let write = |split: &str, parts: &[u16]| -> Result<Vec<PathBuf>> {

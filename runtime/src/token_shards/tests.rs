@@ -180,4 +180,9 @@ fn a_text_too_short_to_train_on_or_a_name_that_is_a_path_writes_nothing() {
         assert!(refused.contains("give a plain name (no `/`)"), "{name}: {refused}");
     }
     assert!(!out.exists() && std::fs::read_dir(dir.path()).unwrap().count() == 0, "nothing was written");
+    // A file where the shards' folder should be is named, and kept.
+    std::fs::write(&out, b"the text").unwrap();
+    let refused = prepare_characters("to be or not to be", &out, "one", 1000).unwrap_err().to_string();
+    assert!(refused.contains("shards: exists and is not a folder; the shards go into a folder"), "{refused}");
+    assert_eq!(std::fs::read(&out).unwrap(), b"the text");
 }
