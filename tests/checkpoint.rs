@@ -142,7 +142,22 @@ fn damaged_or_foreign_checkpoints_are_refused_clearly() {
 
     let dir = copy("bad-pointer");
     std::fs::write(dir.join("latest"), b"../elsewhere").unwrap();
-    assert!(resume_error(&dir, "mlp").contains("is not a checkpoint directory name"));
+    let err = resume_error(&dir, "mlp");
+    assert!(err.contains("is not a checkpoint directory name"), "{err}");
+    // The whole checkpoints left are named, with how to resume from one.
+    let pointer = dir.join("latest").display().to_string();
+    let hint = format!(
+        "the folder holds whole checkpoints (step-00000002): to resume from one, write its name into {pointer}"
+    );
+    assert!(err.contains(&hint), "{err}");
+    // A pointer written over with another file is called that, not undecodable text.
+    std::fs::write(dir.join("latest"), vec![0xff; 4000]).unwrap();
+    let err = resume_error(&dir, "mlp");
+    assert!(
+        err.contains("latest: 4000 bytes that are no checkpoint directory name (`step-N`): was it written over?"),
+        "{err}"
+    );
+    assert!(err.contains(&hint), "{err}");
 
     // Another model: one error counting the missing and unexpected tensors, naming a few of each
     // and every misshapen one.

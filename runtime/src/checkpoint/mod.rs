@@ -299,17 +299,51 @@ fn optimizer_tensors<M: DistributedModel, O: OptimizerState>(optimizer: &O) -> V
     out
 }
 
-/// The step directory `latest` names, which must be a plain `step-N` name.
+/// The step directory `latest` names, which must be a plain `step-N` name. When it names none,
+/// the error lists the whole checkpoints the folder still holds, and how to resume from one.
 fn latest_name(dir: &Path) -> Result<String> {
     let path = dir.join(LATEST);
-    let name = std::fs::read_to_string(&path).map_err(|e| {
-        Error::Checkpoint(format!("no checkpoint in {}: cannot read {}: {e}", dir.display(), path.display()))
-    })?;
-    let name = name.trim();
-    if step_of(name).is_none() {
-        return Err(Error::Checkpoint(format!("{}: `{name}` is not a checkpoint directory name", path.display())));
-    }
-    Ok(name.to_string())
+    let problem = match std::fs::read(&path) {
+        Err(e) => format!("no checkpoint in {}: cannot read {}: {e}", dir.display(), path.display()),
+        Ok(bytes) => match std::str::from_utf8(&bytes).map(str::trim) {
+            Ok(name) if step_of(name).is_some() => return Ok(name.to_string()),
+            Ok(name) if name.len() <= 64 => {
+                format!("{}: `{name}` is not a checkpoint directory name", path.display())
+            }
+            _ => format!(
+                "{}: {} bytes that are no checkpoint directory name (`step-N`): was it written over?",
+                path.display(),
+                bytes.len()
+            ),
+        },
+    };
+    let whole = whole_steps(dir);
+    let hint = match whole.last() {
+        Some(newest) => format!(
+            "; the folder holds whole checkpoints ({}): to resume from one, write its name into {} (`echo {newest} \
+             > {}`)",
+            whole.join(", "),
+            path.display(),
+            path.display()
+        ),
+        None => String::new(),
+    };
+    Err(Error::Checkpoint(format!("{problem}{hint}")))
+}
+
+/// The step directories of `dir` whose state file is whole (it is written last), oldest first.
+fn whole_steps(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut steps: Vec<(u64, String)> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|name| Some((step_of(&name)?, name)))
+        .filter(|(_, name)| {
+            let state = std::fs::read(dir.join(name).join(STATE_FILE));
+            state.is_ok_and(|b| serde_json::from_slice::<serde_json::Value>(&b).is_ok())
+        })
+        .collect();
+    steps.sort();
+    steps.into_iter().map(|(_, name)| name).collect()
 }
 
 /// Deletes step directories older than the `KEEP` newest checkpoints, and the partial ones a
