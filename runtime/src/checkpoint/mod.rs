@@ -337,13 +337,17 @@ fn whole_steps(dir: &Path) -> Vec<String> {
     let mut steps: Vec<(u64, String)> = entries
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter_map(|name| Some((step_of(&name)?, name)))
-        .filter(|(_, name)| {
-            let state = std::fs::read(dir.join(name).join(STATE_FILE));
-            state.is_ok_and(|b| serde_json::from_slice::<serde_json::Value>(&b).is_ok())
-        })
+        .filter(|(_, name)| is_whole(&dir.join(name)))
         .collect();
     steps.sort();
     steps.into_iter().map(|(_, name)| name).collect()
+}
+
+/// Whether a step directory's state file, which a save writes last, is whole: a save killed
+/// before it finished left none, or a torn one.
+fn is_whole(step_dir: &Path) -> bool {
+    let state = std::fs::read(step_dir.join(STATE_FILE));
+    state.is_ok_and(|b| serde_json::from_slice::<serde_json::Value>(&b).is_ok())
 }
 
 /// Deletes step directories older than the `KEEP` newest checkpoints, and the partial ones a
@@ -363,9 +367,7 @@ fn remove_old(dir: &Path, newest: &str) {
         let _ = std::fs::remove_dir_all(dir.join(partial));
     }
     steps.retain(|(step, name)| {
-        // The state file is written last: a save killed before it finished left none, or a torn one.
-        let state = std::fs::read(dir.join(name).join(STATE_FILE));
-        let complete = *step == newest || state.is_ok_and(|b| serde_json::from_slice::<serde_json::Value>(&b).is_ok());
+        let complete = *step == newest || is_whole(&dir.join(name));
         if !complete {
             let _ = std::fs::remove_dir_all(dir.join(name));
         }
