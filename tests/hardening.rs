@@ -408,6 +408,13 @@ fn outputs_that_would_overwrite_each_other_or_the_checkpoints_are_refused_up_fro
         let (ok, text) = mlp(&["--steps", "3", "--batch", "4", "--resume", &ck, output, &model_file]);
         assert!(!ok && text.contains("is in the checkpoint folder") && text.contains("(--resume)"), "{text}");
     }
+    // Nor in another run's checkpoint folder or its step folders, which this run neither saves to
+    // nor resumes from.
+    for output in [format!("{ck}/latest"), model_file.clone()] {
+        let (ok, text) = mlp(&["--steps", "2", "--batch", "4", "--save-params", &output]);
+        let says = format!("--save-params {output} is in the checkpoint folder {ck}, whose files are the checkpoints'");
+        assert!(!ok && text.contains(&says), "{text}");
+    }
     let (ok, text) = mlp(&["--steps", "3", "--batch", "4", "--resume", &ck]);
     assert!(ok, "the checkpoint resumed from is whole: {text}");
     // Nor over the held-out files of the data, though the run reads none of them.

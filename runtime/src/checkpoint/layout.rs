@@ -16,6 +16,12 @@ pub fn step_of(name: &str) -> Option<u64> {
     name.strip_prefix("step-")?.parse().ok()
 }
 
+/// Whether `dir` is a checkpoint folder: its `latest` names a step directory it holds.
+pub fn is_checkpoint_folder(dir: &std::path::Path) -> bool {
+    let named = std::fs::read(dir.join(LATEST)).ok().and_then(|b| String::from_utf8(b).ok());
+    named.is_some_and(|name| step_of(name.trim()).is_some() && dir.join(name.trim()).is_dir())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
