@@ -111,11 +111,12 @@ pub use overlap_runtime::{
     TrainConfig, TrainSummary, Trainer, ValidationConfig,
 };
 // The ranks and their gradient buckets (`GradientBuckets::buckets` gives them between steps).
+pub use overlap_runtime::{CommConfig, CommMode, Communicator, GradBucket, Transport, WireFormat};
+pub use overlap_runtime::{Error, Result};
+
 /// How long a failing rank waits for the others to fail alike before ending the job
 /// (`Communicator::abort_job`).
 pub use overlap_runtime::comm::ABORT_GRACE;
-pub use overlap_runtime::{CommConfig, CommMode, Communicator, GradBucket, Transport, WireFormat};
-pub use overlap_runtime::{Error, Result};
 
 /// Checkpoints: a run's parameters, optimizer state and position, saved and loaded.
 pub use overlap_runtime::checkpoint;

@@ -408,13 +408,16 @@ fn outputs_that_would_overwrite_each_other_or_the_checkpoints_are_refused_up_fro
         let (ok, text) = mlp(&["--steps", "3", "--batch", "4", "--resume", &ck, output, &model_file]);
         assert!(!ok && text.contains("is in the checkpoint folder") && text.contains("(--resume)"), "{text}");
     }
-    // Nor in another run's checkpoint folder or its step folders, which this run neither saves to
-    // nor resumes from.
-    for output in [format!("{ck}/latest"), model_file.clone()] {
-        let (ok, text) = mlp(&["--steps", "2", "--batch", "4", "--save-params", &output]);
-        let says = format!("--save-params {output} is in the checkpoint folder {ck}, whose files are the checkpoints'");
+    // Nor over another run's checkpoint files, which this run neither saves to nor resumes from;
+    // a file of its own beside them is no checkpoint's.
+    let canonical = std::path::Path::new(&ck).canonicalize().unwrap();
+    for output in ["latest", "step-00000002/model.safetensors"] {
+        let (ok, text) = mlp(&["--steps", "2", "--batch", "4", "--save-params", &format!("{ck}/{output}")]);
+        let says = format!("{output} is one of the checkpoint folder {}'s own files", canonical.display());
         assert!(!ok && text.contains(&says), "{text}");
     }
+    let (ok, text) = mlp(&["--steps", "2", "--batch", "4", "--save-params", &format!("{ck}/final.safetensors")]);
+    assert!(ok, "{text}");
     let (ok, text) = mlp(&["--steps", "3", "--batch", "4", "--resume", &ck]);
     assert!(ok, "the checkpoint resumed from is whole: {text}");
     // Nor over the held-out files of the data, though the run reads none of them.

@@ -151,10 +151,9 @@ fn starting_model<M: DistributedModel>(args: &TrainArgs, comm: &Communicator, da
     let mut model = M::new(comm, args.seed)?;
     if let Some(path) = &args.init_params {
         // Every rank reads its own copy of the file; the `Trainer` checks that they start alike.
-        let loaded =
-            overlap_runtime::params_file::load_into(&mut model, path).map_err(|e| flags::naming("--init-params", e));
-        overlap_runtime::train::agree_on_outcome(comm, loaded, "load its copy of --init-params")?;
-        let saved = overlap_runtime::params_file::load_vocabulary(path)?;
+        let loaded = overlap_runtime::params_file::load_into_with_vocabulary(&mut model, path)
+            .map_err(|e| flags::naming("--init-params", e));
+        let saved = overlap_runtime::train::agree_on_outcome(comm, loaded, "load its copy of --init-params")?;
         if let (Some(saved), Some(now)) = (saved, overlap_runtime::Dataset::vocabulary(data)) {
             if let Some(why) = overlap_runtime::text::vocabulary_mismatch(&saved, &now) {
                 return Err(Error::Config(format!("--init-params {}: {why}", path.display())));
@@ -222,8 +221,12 @@ fn refuse_contradictions(args: &TrainArgs) -> Result<()> {
     if args.gpu.is_some() && args.device == args::Device::Cpu {
         return Err(Error::Config("--gpu chooses a GPU for --device cuda; this run is on the CPU".into()));
     }
-    example_defaults::refuse_lr_below_default_schedule(args)?;
-    unused_flags::refuse_with_comm_only(args)
+    unused_flags::refuse_with_comm_only(args)?;
+    if args.steps > 0 && !args.comm_only {
+        // Only where the rate is used: `--steps 0` and `--comm-only` refuse it themselves.
+        example_defaults::refuse_lr_below_default_schedule(args)?;
+    }
+    Ok(())
 }
 
 /// Flags whose machinery exists only on the CPU so far, refused together with one message.

@@ -84,9 +84,12 @@ pub(crate) fn model_file_bytes<M: DistributedModel>(
 
 /// The vocabulary a parameters file records (`save_params_with_vocabulary`), if any.
 pub fn load_vocabulary(path: &Path) -> Result<Option<String>> {
-    let bytes = read_unless_device(path)?;
+    vocabulary_in(&read_unless_device(path)?, path)
+}
+
+fn vocabulary_in(bytes: &[u8], path: &Path) -> Result<Option<String>> {
     let (_, header) =
-        SafeTensors::read_metadata(&bytes).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
+        SafeTensors::read_metadata(bytes).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
     Ok(header.metadata().as_ref().and_then(|m| m.get(VOCABULARY_KEY)).cloned())
 }
 
@@ -155,7 +158,18 @@ fn listed(kind: &str, why: &str, names: &[String]) -> Option<String> {
 /// `wte.weight`), alone, as `safetensors.torch.save_model` keeps it, or beside its owner with
 /// the same values, as a cloned `state_dict` holds it.
 pub fn load_into<M: DistributedModel>(model: &mut M, path: &Path) -> Result<()> {
+    fill(model, &read_unless_device(path)?, path)
+}
+
+/// `load_into`, also returning the vocabulary the file records (`load_vocabulary`), from one
+/// read of it: the path may be a pipe (`--init-params <(zcat model.safetensors.gz)`).
+pub fn load_into_with_vocabulary<M: DistributedModel>(model: &mut M, path: &Path) -> Result<Option<String>> {
     let bytes = read_unless_device(path)?;
+    fill(model, &bytes, path)?;
+    vocabulary_in(&bytes, path)
+}
+
+fn fill<M: DistributedModel>(model: &mut M, bytes: &[u8], path: &Path) -> Result<()> {
     let s = M::SCHEDULE;
     let mut expected: BTreeMap<String, Vec<usize>> =
         s.params().map(|p| (s.param_name(p), s.param(p).shape.to_vec())).collect();
@@ -167,7 +181,7 @@ pub fn load_into<M: DistributedModel>(model: &mut M, path: &Path) -> Result<()> 
             layer.tied.map(|owner| (format!("{}.{}", layer.name, s.param(owner).name), s.param_name(owner)))
         })
         .collect();
-    let present: Vec<String> = SafeTensors::deserialize(&bytes)
+    let present: Vec<String> = SafeTensors::deserialize(bytes)
         .map(|file| file.names().into_iter().map(str::to_string).collect())
         .unwrap_or_default();
     for (alias, owner) in &aliases {
@@ -178,7 +192,7 @@ pub fn load_into<M: DistributedModel>(model: &mut M, path: &Path) -> Result<()> 
         Error::Safetensors(format!("{} does not fit {}:\n  - {}", path.display(), s.model, problems.join("\n  - ")))
     };
     let mut values =
-        read_checked(&bytes, &expected, |name| !aliases.contains_key(name) && !stands_in(name)).map_err(fail)?;
+        read_checked(bytes, &expected, |name| !aliases.contains_key(name) && !stands_in(name)).map_err(fail)?;
     let mut problems = Vec::new();
     for (alias, owner) in &aliases {
         let Some(tied) = values.remove(alias) else { continue };

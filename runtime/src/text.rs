@@ -16,18 +16,19 @@ use crate::process::input_files::read_at_most;
 /// The share of the text that is the training split (nanoGPT's `n = len(data); data[:int(n*0.9)]`).
 const TRAIN_SHARE: f64 = 0.9;
 
-/// The largest text read: its tokens take four times as much memory, on every rank.
-const MAX_TEXT_BYTES: u64 = 1 << 30;
+/// The most read from a pipe or a device, which may never end (`/dev/zero`); a file is read whole.
+const MAX_STREAMED_TEXT_BYTES: u64 = 1 << 30;
 
 /// A UTF-8 text file's characters as nanoGPT's `prepare.py` reads them (`open(path, 'r')`,
 /// Python's universal newlines): `\r\n` and a lone `\r` become `\n`, so that a file saved with
 /// Windows line ends has nanoGPT's vocabulary and tokens.
 pub fn read_text(path: &Path) -> Result<String> {
-    let bytes = read_at_most(path, MAX_TEXT_BYTES)?.ok_or_else(|| {
+    let bytes = read_at_most(path, MAX_STREAMED_TEXT_BYTES)?.ok_or_else(|| {
         Error::Dataset(format!(
-            "{}: more than {} GiB, the most a text is read whole (an endless device such as /dev/zero?)",
+            "{}: more than {} GiB from a pipe or device, the most read from one (an endless one such as /dev/zero?); \
+             a larger text can be read from a file",
             path.display(),
-            MAX_TEXT_BYTES >> 30
+            MAX_STREAMED_TEXT_BYTES >> 30
         ))
     })?;
     let text = String::from_utf8(bytes).map_err(|e| {
@@ -196,7 +197,12 @@ pub fn vocabulary_mismatch(saved: &str, now: &str) -> Option<String> {
     } else {
         ""
     };
-    let listed = |v: &[char]| v.iter().map(|c| format!("{c:?}")).collect::<Vec<_>>().join(", ");
+    // At most 10 named: a text in another script may add thousands.
+    let listed = |v: &[char]| {
+        let named: Vec<String> = v.iter().take(10).map(|c| format!("{c:?}")).collect();
+        let more = if v.len() > 10 { format!(" and {} more", v.len() - 10) } else { String::new() };
+        format!("{}{more}", named.join(", "))
+    };
     let why = if first == a.len() {
         // The saved characters keep their ids; the model never trained on the others.
         format!("it adds {} (token {first} on), which the saved model has not learned", listed(&b[first..]))
@@ -281,6 +287,11 @@ mod tests {
         assert!(why.contains("4 characters was saved and this text has 4: token 3 was 'c', it is 'd' here"), "{why}");
         let why = vocabulary_mismatch("ab", "abc~").unwrap();
         assert!(why.contains("this text has 4: it adds 'c', '~' (token 2 on), which the saved model has not"), "{why}");
+        let why = vocabulary_mismatch("a", "abcdefghijklm").unwrap();
+        assert!(
+            why.contains("it adds 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k' and 2 more (token 1 on)"),
+            "{why}"
+        );
         let why = vocabulary_mismatch("abc", "ab").unwrap();
         assert!(why.contains("this text has 2: it lacks 'c' (token 2 on) of the saved vocabulary"), "{why}");
     }

@@ -197,19 +197,23 @@ pub fn read_shard(path: &Path) -> Result<Vec<u16>> {
         return Err(bad(format!("version {}, only version {VERSION} (uint16 tokens) is read", int(1))));
     }
     let count = usize::try_from(int(2)).map_err(|_| bad(format!("a token count of {}", int(2))))?;
-    let mut body = Vec::with_capacity(2 * count);
+    let mismatch = |holds: String| {
+        bad(format!("the header counts {count} tokens ({} bytes), the file holds {holds} bytes after it", 2 * count))
+    };
+    // A file's length is checked before its body is read (a damaged count reserves nothing);
+    // anything else is read up to one byte past the count.
+    let file_length = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+    if let Some(length) = file_length.filter(|&l| l != (header_bytes + 2 * count) as u64) {
+        return Err(mismatch(length.saturating_sub(header_bytes as u64).to_string()));
+    }
+    let mut body = Vec::with_capacity(if file_length.is_some() { 2 * count } else { 0 });
     file.take(2 * count as u64 + 1).read_to_end(&mut body).map_err(io)?;
     if body.len() != 2 * count {
-        // A file says how much follows the header; anything else, that it is more than counted.
-        let holds = match std::fs::metadata(path) {
-            Ok(m) if m.is_file() => format!("{}", m.len().saturating_sub(header_bytes as u64)),
-            _ if body.len() > 2 * count => format!("more than {}", 2 * count),
-            _ => body.len().to_string(),
-        };
-        return Err(bad(format!(
-            "the header counts {count} tokens ({} bytes), the file holds {holds} bytes after it",
-            2 * count
-        )));
+        return Err(mismatch(if body.len() > 2 * count {
+            format!("more than {}", 2 * count)
+        } else {
+            body.len().to_string()
+        }));
     }
     Ok(body.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect())
 }

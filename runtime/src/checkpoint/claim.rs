@@ -10,11 +10,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use super::layout::{step_dir_name, step_of, LATEST};
+use super::layout::{step_dir_name, step_of, LATEST, LOCK_FILE};
 use crate::error::{Error, Result};
 use crate::process::output_paths;
-
-const LOCK_FILE: &str = ".lock";
 
 /// Held for the run: while it lives, another run's `claim` of the folder fails.
 #[derive(Debug)]

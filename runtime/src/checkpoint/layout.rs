@@ -2,8 +2,16 @@
 //! resumed from them starts at) and `latest`, the file naming the newest complete one. The save,
 //! the load and the claim of a folder all go by these.
 
+use std::path::{Path, PathBuf};
+
 /// The file naming the newest complete step directory.
 pub const LATEST: &str = "latest";
+
+/// `latest`'s next version while it is written (`durable::temporary`).
+pub const LATEST_TMP: &str = "latest.tmp";
+
+/// The lock a run holds on the folder it saves to.
+pub const LOCK_FILE: &str = ".lock";
 
 /// The name of the step directory of a checkpoint that resumes at `step`.
 pub fn step_dir_name(step: u64) -> String {
@@ -16,15 +24,60 @@ pub fn step_of(name: &str) -> Option<u64> {
     name.strip_prefix("step-")?.parse().ok()
 }
 
-/// Whether `dir` is a checkpoint folder: its `latest` names a step directory it holds.
-pub fn is_checkpoint_folder(dir: &std::path::Path) -> bool {
-    let named = std::fs::read(dir.join(LATEST)).ok().and_then(|b| String::from_utf8(b).ok());
+/// The checkpoint folder whose own file `path` is, if any: `latest`, the lock, the pointer's
+/// temporary file or a step directory of a folder whose `latest` names one of its step
+/// directories, or anything inside such a step directory.
+pub fn owner_folder(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let folder = path.parent()?;
+    let own = [LATEST, LATEST_TMP, LOCK_FILE].contains(&name) || step_of(name).is_some();
+    if own && is_checkpoint_folder(folder) {
+        return Some(folder.to_path_buf());
+    }
+    let above = folder.parent()?;
+    let in_a_step = folder.file_name()?.to_str().and_then(step_of).is_some();
+    (in_a_step && is_checkpoint_folder(above)).then(|| above.to_path_buf())
+}
+
+/// Whether `dir` is a checkpoint folder: its `latest`, a small file, names a step directory it
+/// holds (read no further than a name: `latest` may be anything, a FIFO included).
+fn is_checkpoint_folder(dir: &Path) -> bool {
+    let pointer = dir.join(LATEST);
+    if !pointer.symlink_metadata().is_ok_and(|m| m.is_file() && m.len() <= 64) {
+        return false;
+    }
+    let named = std::fs::read(&pointer).ok().and_then(|b| String::from_utf8(b).ok());
     named.is_some_and(|name| step_of(name.trim()).is_some() && dir.join(name.trim()).is_dir())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_checkpoint_folders_own_files_are_told_from_others_beside_them() {
+        let root = tempfile::tempdir().unwrap();
+        let ck = root.path().join("ck");
+        std::fs::create_dir_all(ck.join("step-00000004")).unwrap();
+        std::fs::write(ck.join(LATEST), "step-00000004\n").unwrap();
+        for own in [LATEST, LATEST_TMP, LOCK_FILE, "step-00000009", "step-00000004/model.safetensors"] {
+            assert_eq!(owner_folder(&ck.join(own)), Some(ck.clone()), "{own}");
+        }
+        for other in ["notes.txt", "exp2/trace.json", "latest/x"] {
+            assert_eq!(owner_folder(&ck.join(other)), None, "{other}");
+        }
+        // A `latest` that names no step folder here, or that is no small file, makes no checkpoint
+        // folder, and a FIFO of that name is not opened.
+        let other = root.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join(LATEST), "step-00000001").unwrap();
+        assert_eq!(owner_folder(&other.join(LATEST)), None);
+        std::fs::remove_file(other.join(LATEST)).unwrap();
+        let fifo = std::ffi::CString::new(other.join(LATEST).to_str().unwrap()).unwrap();
+        // SAFETY: `fifo` is a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        assert_eq!(owner_folder(&other.join(LATEST)), None);
+    }
 
     #[test]
     fn step_directories_are_named_by_their_step_and_nothing_else_is_one() {

@@ -35,7 +35,7 @@ use crate::fault::{self, SaveStage};
 use crate::model::DistributedModel;
 use crate::optim::OptimizerState;
 use crate::params_file::{model_file_bytes, read_checked, serialize, to_bytes, Tensor};
-pub(crate) use layout::is_checkpoint_folder;
+pub(crate) use layout::owner_folder;
 use layout::{step_dir_name, step_of, LATEST};
 use state::{state_crc, FileCheck, State};
 

@@ -27,12 +27,16 @@ pub fn kind_of(file_type: &FileType) -> Option<&'static str> {
     }
 }
 
-/// All of `path`, or `None` when it holds more than `limit` bytes (of which no more than
-/// `limit + 1` are read).
+/// All of `path`: a file whole, a pipe or a device up to `limit` bytes, or `None` when it gives
+/// more (of which no more than `limit + 1` are read).
 pub fn read_at_most(path: &Path, limit: u64) -> Result<Option<Vec<u8>>> {
     let io = |source| Error::Io { path: path.to_owned(), source };
-    let file = std::fs::File::open(path).map_err(io)?;
+    let mut file = std::fs::File::open(path).map_err(io)?;
     let mut bytes = Vec::new();
+    if file.metadata().map_err(io)?.is_file() {
+        file.read_to_end(&mut bytes).map_err(io)?;
+        return Ok(Some(bytes));
+    }
     file.take(limit.saturating_add(1)).read_to_end(&mut bytes).map_err(io)?;
     Ok((bytes.len() as u64 <= limit).then_some(bytes))
 }
@@ -67,7 +71,7 @@ mod tests {
         let file = dir.path().join("f");
         std::fs::write(&file, b"12345").unwrap();
         assert_eq!(read_at_most(&file, 5).unwrap().as_deref(), Some(&b"12345"[..]));
-        assert_eq!(read_at_most(&file, 4).unwrap(), None);
+        assert_eq!(read_at_most(&file, 4).unwrap().as_deref(), Some(&b"12345"[..]), "a file is read whole");
         assert_eq!(read_unless_device(&file).unwrap(), b"12345");
     }
 }

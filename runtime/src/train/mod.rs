@@ -233,8 +233,9 @@ impl<'c> Trainer<'c> {
         check::<M>(&config, data, comm.world_size())?;
         preflight::check_lendable(&config, comm, model)?;
         validation::check(&config, data, held_out.as_deref())?;
-        // Held until the run ends: no other run saves into this folder meanwhile, and folders
-        // made for outputs are removed again if the run fails before writing there.
+        // Held until the run ends: no other run saves into this folder meanwhile, and a checkpoint
+        // folder it made is removed again if the run ends before its first save (the folders made
+        // to check the output files are gone already; their writers make them again).
         let inputs: Vec<PathBuf> = data.files().into_iter().chain(held_out.iter().flat_map(|h| h.files())).collect();
         let mut outputs = on_rank0(comm, || claim_outputs(&config, &inputs))?.unwrap_or_default();
         let mut optimizer = config.optimizer.build(&M::SCHEDULE);

@@ -252,13 +252,12 @@ fn distinct_outputs(config: &TrainConfig, inputs: &[PathBuf]) -> Result<()> {
             )));
         }
     }
-    // Nor in another run's checkpoint folder, or one of its step folders: `--save-params ck/latest`
-    // would leave that run unable to resume.
+    // Nor over another run's checkpoint files: `--save-params ck/latest` would leave that run
+    // unable to resume (other files beside them are no checkpoint's).
     for (path, what) in &files {
-        let around = path.ancestors().skip(1).take(2);
-        if let Some(folder) = around.into_iter().find(|dir| checkpoint::is_checkpoint_folder(dir)) {
+        if let Some(folder) = checkpoint::owner_folder(path) {
             return Err(Error::Config(format!(
-                "{what} {} is in the checkpoint folder {}, whose files are the checkpoints' own: write it elsewhere",
+                "{what} {} is one of the checkpoint folder {}'s own files: write it elsewhere",
                 path.display(),
                 folder.display()
             )));
