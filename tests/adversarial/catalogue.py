@@ -404,7 +404,7 @@ def catalogue() -> list:
            "mv s2/b_train_000000.bin s/ && gpt --tokens s --context 16 --eval-every 0", 1,
         'holds shards of 2 names ("a", "b")', forbid="step      1")
     # Inputs that never end: read up to a bound, or refused as what they are, never read until memory runs out.
-    add(c, "gpt --text /dev/zero", 1, "/dev/zero: more than 1 GiB, the most a text is read whole", within=60)
+    add(c, "gpt --text /dev/zero", 1, "/dev/zero: more than 1 GiB from a pipe or device", within=60)
     add(c, "ln -s /dev/zero z_train.bin && gpt --tokens z_train.bin", 1, "magic number 0", within=10)
     add(c, text + "gpt --text t.txt --init-params /dev/zero", 1, "--init-params /dev/zero: a character device, not a file",
         within=10)
