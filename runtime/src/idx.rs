@@ -13,7 +13,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::process::input_files::kind_of;
+use crate::process::file_kind::kind_of;
 use crate::tensor::Matrix;
 
 /// Magic number of an image file: unsigned bytes, 3 dimensions.

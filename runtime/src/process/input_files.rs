@@ -6,26 +6,8 @@ use std::fs::FileType;
 use std::io::Read;
 use std::path::Path;
 
+use super::file_kind::kind_of;
 use crate::error::{Error, Result};
-
-/// What a path that is not a regular file is, in words (`None` for a regular file, or a link to
-/// one).
-pub fn kind_of(file_type: &FileType) -> Option<&'static str> {
-    use std::os::unix::fs::FileTypeExt;
-    if file_type.is_dir() {
-        Some("a folder")
-    } else if file_type.is_fifo() {
-        Some("a FIFO (named pipe)")
-    } else if file_type.is_char_device() {
-        Some("a character device")
-    } else if file_type.is_block_device() {
-        Some("a block device")
-    } else if file_type.is_socket() {
-        Some("a socket")
-    } else {
-        None
-    }
-}
 
 /// All of `path`: a file whole, a pipe or a device up to `limit` bytes, or `None` when it gives
 /// more (of which no more than `limit + 1` are read).
