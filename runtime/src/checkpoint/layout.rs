@@ -10,6 +10,9 @@ pub const LATEST: &str = "latest";
 /// `latest`'s next version while it is written (`durable::temporary`).
 pub const LATEST_TMP: &str = "latest.tmp";
 
+/// A step directory's record of the step, the run and its files' checksums, written last.
+pub const STATE_FILE: &str = "state.json";
+
 /// The lock a run holds on the folder it saves to.
 pub const LOCK_FILE: &str = ".lock";
 

@@ -19,6 +19,7 @@
 
 mod claim;
 mod durable;
+mod latest;
 mod layout;
 pub mod low_rank;
 pub mod shards;
@@ -35,13 +36,13 @@ use crate::fault::{self, SaveStage};
 use crate::model::DistributedModel;
 use crate::optim::OptimizerState;
 use crate::params_file::{model_file_bytes, read_checked, serialize, to_bytes, Tensor};
+use latest::{is_whole, latest_name};
 pub(crate) use layout::owner_folder;
-use layout::{step_dir_name, step_of, LATEST};
+use layout::{step_dir_name, step_of, LATEST, STATE_FILE};
 use state::{state_crc, FileCheck, State};
 
 const MODEL_FILE: &str = "model.safetensors";
 const OPTIMIZER_FILE: &str = "optimizer.safetensors";
-const STATE_FILE: &str = "state.json";
 /// Step directories kept: the newest and the one before it.
 const KEEP: usize = 2;
 
@@ -298,57 +299,6 @@ fn optimizer_tensors<M: DistributedModel, O: OptimizerState>(optimizer: &O) -> V
         }
     }
     out
-}
-
-/// The step directory `latest` names, which must be a plain `step-N` name. When it names none,
-/// the error lists the whole checkpoints the folder still holds, and how to resume from one.
-fn latest_name(dir: &Path) -> Result<String> {
-    let path = dir.join(LATEST);
-    let problem = match std::fs::read(&path) {
-        Err(e) => format!("no checkpoint in {}: cannot read {}: {e}", dir.display(), path.display()),
-        Ok(bytes) => match std::str::from_utf8(&bytes).map(str::trim) {
-            Ok(name) if step_of(name).is_some() => return Ok(name.to_string()),
-            Ok(name) if name.len() <= 64 => {
-                format!("{}: `{name}` is not a checkpoint directory name", path.display())
-            }
-            _ => format!(
-                "{}: {} bytes that are no checkpoint directory name (`step-N`): was it written over?",
-                path.display(),
-                bytes.len()
-            ),
-        },
-    };
-    let whole = whole_steps(dir);
-    let hint = match whole.last() {
-        Some(newest) => format!(
-            "; the folder holds whole checkpoints ({}): to resume from one, write its name into {} (`echo {newest} \
-             > {}`)",
-            whole.join(", "),
-            path.display(),
-            path.display()
-        ),
-        None => String::new(),
-    };
-    Err(Error::Checkpoint(format!("{problem}{hint}")))
-}
-
-/// The step directories of `dir` whose state file is whole (it is written last), oldest first.
-fn whole_steps(dir: &Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    let mut steps: Vec<(u64, String)> = entries
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter_map(|name| Some((step_of(&name)?, name)))
-        .filter(|(_, name)| is_whole(&dir.join(name)))
-        .collect();
-    steps.sort();
-    steps.into_iter().map(|(_, name)| name).collect()
-}
-
-/// Whether a step directory's state file, which a save writes last, is whole: a save killed
-/// before it finished left none, or a torn one.
-fn is_whole(step_dir: &Path) -> bool {
-    let state = std::fs::read(step_dir.join(STATE_FILE));
-    state.is_ok_and(|b| serde_json::from_slice::<serde_json::Value>(&b).is_ok())
 }
 
 /// Deletes step directories older than the `KEEP` newest checkpoints, and the partial ones a

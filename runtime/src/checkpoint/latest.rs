@@ -1,0 +1,81 @@
+//! `latest`, the file naming a folder's newest whole checkpoint: read back as a step directory's
+//! name, and, when it names none (damaged, written over), what the folder still holds and how to
+//! resume from it.
+
+use std::path::Path;
+
+use super::layout::{step_of, LATEST, STATE_FILE};
+use crate::error::{Error, Result};
+
+/// The step directory `latest` names, which must be a plain `step-N` name. When it names none,
+/// the error lists the whole checkpoints the folder still holds, and how to resume from one.
+pub(super) fn latest_name(dir: &Path) -> Result<String> {
+    let path = dir.join(LATEST);
+    let problem = match std::fs::read(&path) {
+        Err(e) => format!("no checkpoint in {}: cannot read {}: {e}", dir.display(), path.display()),
+        Ok(bytes) => match std::str::from_utf8(&bytes).map(str::trim) {
+            Ok(name) if step_of(name).is_some() => return Ok(name.to_string()),
+            Ok(name) if name.len() <= 64 => {
+                format!("{}: `{name}` is not a checkpoint directory name", path.display())
+            }
+            _ => format!(
+                "{}: {} bytes that are no checkpoint directory name (`step-N`): was it written over?",
+                path.display(),
+                bytes.len()
+            ),
+        },
+    };
+    let whole = whole_steps(dir);
+    let hint = match whole.last() {
+        Some(newest) => format!(
+            "; the folder holds whole checkpoints ({}): to resume from one, write its name into {} (`echo {newest} \
+             > {}`)",
+            whole.join(", "),
+            path.display(),
+            shell_word(&path.display().to_string())
+        ),
+        None => String::new(),
+    };
+    Err(Error::Checkpoint(format!("{problem}{hint}")))
+}
+
+/// `word` as a shell reads it back: quoted unless it is plain.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// The step directories of `dir` whose state file is whole (it is written last), oldest first.
+fn whole_steps(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut steps: Vec<(u64, String)> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|name| Some((step_of(&name)?, name)))
+        .filter(|(_, name)| is_whole(&dir.join(name)))
+        .collect();
+    steps.sort();
+    steps.into_iter().map(|(_, name)| name).collect()
+}
+
+/// Whether a step directory's state file, which a save writes last, is whole: a save killed
+/// before it finished left none, or a torn one.
+pub(super) fn is_whole(step_dir: &Path) -> bool {
+    let state = std::fs::read(step_dir.join(STATE_FILE));
+    state.is_ok_and(|b| serde_json::from_slice::<serde_json::Value>(&b).is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_in_a_hint_is_quoted_for_the_shell_when_it_must_be() {
+        assert_eq!(shell_word("ck/latest"), "ck/latest");
+        assert_eq!(shell_word("my runs/ck/latest"), "'my runs/ck/latest'");
+        assert_eq!(shell_word("it's/latest"), "'it'\\''s/latest'");
+    }
+}
