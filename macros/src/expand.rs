@@ -369,13 +369,13 @@ fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<TokenStream> {
         .map(|(field, layer)| {
             let ty = field.ty;
             let width = schedule_tokens::width(layer.width);
-            let shapes = layer.params.iter().map(|p| {
-                let dims = p.shape.iter().map(|&d| lit(d));
-                quote!(&[#(#dims),*])
+            let params = layer.params.iter().map(|p| {
+                let (name, dims) = (p.name.as_ref(), p.shape.iter().map(|&d| lit(d)));
+                quote!((#name, &[#(#dims),*]))
             });
             let ready = schedule_tokens::ready(layer.ready);
             let message = format!(
-                "layer `{}`: `{}` does not have the widths, parameter shapes and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)",
+                "layer `{}`: `{}` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)",
                 field.name,
                 layer.kind
             );
@@ -390,7 +390,7 @@ fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<TokenStream> {
             quote_spanned! {ty.span()=>
                 const _: () = {
                     #core
-                    __core::assert!(#matches::<#ty>(#width, &[#(#shapes),*], #ready), "{}", #message)
+                    __core::assert!(#matches::<#ty>(#width, &[#(#params),*], #ready), "{}", #message)
                 };
             }
         })

@@ -129,23 +129,27 @@ pub trait Layer: Sized + Send {
     );
 }
 
-/// Compile-time check used by the macro: does `L` have exactly the widths, parameter shapes and
-/// ready order the schedule was planned with?
-pub const fn layer_matches<L: Layer>(width: Width, shapes: &[&[usize]], ready: ReadyOrder) -> bool {
+/// Compile-time check used by the macro: does `L` have exactly the widths, parameter names and
+/// shapes, and ready order the schedule was planned with? (The names too: the schedule names each
+/// parameter in checkpoints and `#[init]`'s suffixes, and `param(i)` must be the one so named.)
+pub const fn layer_matches<L: Layer>(width: Width, params: &[(&str, &[usize])], ready: ReadyOrder) -> bool {
     let same_width = match (L::WIDTH, width) {
         (Width::Preserving, Width::Preserving) => true,
         (Width::Fixed { input: a, output: b }, Width::Fixed { input: c, output: d }) => a == c && b == d,
         _ => false,
     };
-    if !same_width || L::PARAMS.len() != shapes.len() {
+    if !same_width || L::PARAMS.len() != params.len() {
         return false;
     }
     let mut i = 0;
-    while i < shapes.len() {
-        if L::READY_ORDER.index(i, shapes.len()) != ready.index(i, shapes.len()) {
+    while i < params.len() {
+        if L::READY_ORDER.index(i, params.len()) != ready.index(i, params.len()) {
             return false;
         }
-        let (have, want) = (L::PARAMS[i].shape, shapes[i]);
+        if !same_str(L::PARAMS[i].name, params[i].0) {
+            return false;
+        }
+        let (have, want) = (L::PARAMS[i].shape, params[i].1);
         if have.len() != want.len() {
             return false;
         }
@@ -155,6 +159,22 @@ pub const fn layer_matches<L: Layer>(width: Width, shapes: &[&[usize]], ready: R
                 return false;
             }
             d += 1;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// `a == b`, in a `const fn`.
+const fn same_str(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
         }
         i += 1;
     }

@@ -219,18 +219,24 @@ fn sigmoid() {
 }
 
 #[test]
-fn layer_matches_checks_width_shapes_and_ready_order() {
+fn layer_matches_checks_width_names_shapes_and_ready_order() {
     let (fixed, rev, def) = (Width::Fixed { input: 3, output: 2 }, ReadyOrder::Reverse, ReadyOrder::Definition);
-    assert!(layer_matches::<Linear<3, 2>>(fixed, &[&[2, 3], &[2]], rev));
-    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[&[2, 3], &[2]], def), "Linear readies bias first");
-    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[&[3, 2], &[2]], rev));
-    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[&[2, 3]], rev));
-    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[&[2, 3], &[2, 1]], rev));
-    assert!(!layer_matches::<Linear<3, 2>>(Width::Fixed { input: 2, output: 3 }, &[&[2, 3], &[2]], rev));
-    assert!(!layer_matches::<Linear<3, 2>>(Width::Preserving, &[&[2, 3], &[2]], rev));
+    let linear = [("weight", &[2, 3][..]), ("bias", &[2])];
+    assert!(layer_matches::<Linear<3, 2>>(fixed, &linear, rev));
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &linear, def), "Linear readies bias first");
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[("weight", &[3, 2]), ("bias", &[2])], rev));
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[("weight", &[2, 3])], rev));
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[("weight", &[2, 3]), ("bias", &[2, 1])], rev));
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[("bias", &[2, 3]), ("weight", &[2])], rev), "names in order");
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[("weight", &[2, 3]), ("bia", &[2])], rev));
+    assert!(!layer_matches::<Linear<3, 2>>(Width::Fixed { input: 2, output: 3 }, &linear, rev));
+    assert!(!layer_matches::<Linear<3, 2>>(Width::Preserving, &linear, rev));
     let four = Width::Fixed { input: 4, output: 4 };
-    assert!(layer_matches::<LayerNorm<4>>(four, &[&[4], &[4]], def));
-    assert!(!layer_matches::<LayerNorm<4>>(four, &[&[4], &[4]], rev), "LayerNorm readies weight first");
+    assert!(layer_matches::<LayerNorm<4>>(four, &[("weight", &[4]), ("bias", &[4])], def));
+    assert!(
+        !layer_matches::<LayerNorm<4>>(four, &[("weight", &[4]), ("bias", &[4])], rev),
+        "LayerNorm readies weight first"
+    );
     assert!(layer_matches::<Relu>(Width::Preserving, &[], rev));
     assert!(!layer_matches::<Gelu>(Width::Fixed { input: 3, output: 3 }, &[], rev));
 }
