@@ -41,10 +41,11 @@ fn a_raw_model_name_is_unraw_in_the_schedule() {
     assert_eq!(r#Model::SCHEDULE.model, "Model");
 }
 
-/// A parameter of a described layer named with a raw identifier is `type` in the schedule too.
+/// A parameter of a described layer named with a raw identifier is `weight` in the schedule too,
+/// and so matches the layer's own name for it.
 #[distributed_model]
 struct RawParameter {
-    #[layer(input = 4, output = 3, params(r#type = [3, 4], bias = [3]))]
+    #[layer(input = 4, output = 3, params(r#weight = [3, 4], bias = [3]))]
     fc: Linear<4, 3>,
 }
 
@@ -65,7 +66,7 @@ mod raw_block {
 
 #[test]
 fn raw_parameter_and_block_names_are_plain_in_the_schedule() {
-    assert_eq!(RawParameter::SCHEDULE.param_name(ParamRef { layer: 0, param: 0 }), "fc.type");
+    assert_eq!(RawParameter::SCHEDULE.param_name(ParamRef { layer: 0, param: 0 }), "fc.weight");
     let schedule = &raw_block::Net::SCHEDULE;
     let names: Vec<&str> = schedule.layers.iter().map(|l| l.name.as_ref()).collect();
     assert_eq!(names, ["block.fc", "head"]);
