@@ -71,8 +71,10 @@ grep -q "no CUDA driver found" "$scratch/whole/mlp.txt"
 # A run that fails midway shows its output (here at once), and fails its step.
 grep -q "no CUDA driver found" "$scratch/whole/gpt.txt"
 grep -q "^  gpt --device cuda, 50 steps (exit" "$scratch/whole.txt"
-# Every result is in the one archive too.
-tar -tzf "$scratch/packed/whole.tar.gz" | grep -q "^whole/gpu-tests.txt$"
+# Every result is in the one archive too. (Listed into a file first: `grep -q` leaves at its first
+# match, and a `tar` still writing into the pipe then dies of SIGPIPE, which pipefail reports.)
+tar -tzf "$scratch/packed/whole.tar.gz" >"$scratch/archived.txt"
+grep -q "^whole/gpu-tests.txt$" "$scratch/archived.txt"
 
 echo "== gpu-check.sh stops a hung step at its --seconds"
 printf '#!/bin/sh\nsleep 600\n' >"$scratch/hanging-python"
