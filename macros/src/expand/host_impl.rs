@@ -34,7 +34,7 @@ pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guar
     let param_vec_arms = schedule.layers.iter().zip(&names.access).flat_map(|(layer, f)| {
         layer.params.iter().enumerate().map(move |(j, p)| {
             let (index, j) = (lit(p.index), lit(j));
-            quote!(#index => self.#f.param_vec_mut(#j),)
+            quote!(#index => ::overlap::Layer::param_vec_mut(&mut self.#f, #j),)
         })
     });
     quote! {
@@ -144,9 +144,11 @@ pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guar
     }
 }
 
-/// `<layer index> => self.<field>.<method>(p.param),` for every layer with parameters: the arms
-/// of `param` and `param_mut`.
+/// `<layer index> => ::overlap::Layer::<method>(&self.<field>, p.param),` for every layer with
+/// parameters: the arms of `param` and `param_mut`, called through the trait so that a layer's
+/// inherent method of the same name is not the one called.
 fn param_arms(names: &Names, schedule: &Schedule, method: &str) -> Vec<TokenStream> {
+    let borrow = if method == "param_mut" { quote!(&mut) } else { quote!(&) };
     let method = format_ident!("{}", method);
     schedule
         .layers
@@ -155,7 +157,7 @@ fn param_arms(names: &Names, schedule: &Schedule, method: &str) -> Vec<TokenStre
         .filter(|(_, l)| !l.params.is_empty())
         .map(|(i, _)| {
             let (f, i) = (&names.access[i], lit(i));
-            quote!(#i => self.#f.#method(p.param),)
+            quote!(#i => ::overlap::Layer::#method(#borrow self.#f, p.param),)
         })
         .collect()
 }

@@ -1228,24 +1228,24 @@ pub mod net {
         fn param(&self, p: ::overlap::plan::ParamRef) -> &[f32] {
             use ::overlap::Layer as _;
             match p.layer {
-                0 => self.input.param(p.param),
-                1 => self.blocks[0].norm.param(p.param),
-                2 => self.blocks[0].fc.param(p.param),
-                3 => self.blocks[1].norm.param(p.param),
-                4 => self.blocks[1].fc.param(p.param),
-                5 => self.head.param(p.param),
+                0 => ::overlap::Layer::param(&self.input, p.param),
+                1 => ::overlap::Layer::param(&self.blocks[0].norm, p.param),
+                2 => ::overlap::Layer::param(&self.blocks[0].fc, p.param),
+                3 => ::overlap::Layer::param(&self.blocks[1].norm, p.param),
+                4 => ::overlap::Layer::param(&self.blocks[1].fc, p.param),
+                5 => ::overlap::Layer::param(&self.head, p.param),
                 _ => ::core::panic!("{:?} is not a parameter of {}", p, "Net"),
             }
         }
         fn param_mut(&mut self, p: ::overlap::plan::ParamRef) -> &mut [f32] {
             use ::overlap::Layer as _;
             match p.layer {
-                0 => self.input.param_mut(p.param),
-                1 => self.blocks[0].norm.param_mut(p.param),
-                2 => self.blocks[0].fc.param_mut(p.param),
-                3 => self.blocks[1].norm.param_mut(p.param),
-                4 => self.blocks[1].fc.param_mut(p.param),
-                5 => self.head.param_mut(p.param),
+                0 => ::overlap::Layer::param_mut(&mut self.input, p.param),
+                1 => ::overlap::Layer::param_mut(&mut self.blocks[0].norm, p.param),
+                2 => ::overlap::Layer::param_mut(&mut self.blocks[0].fc, p.param),
+                3 => ::overlap::Layer::param_mut(&mut self.blocks[1].norm, p.param),
+                4 => ::overlap::Layer::param_mut(&mut self.blocks[1].fc, p.param),
+                5 => ::overlap::Layer::param_mut(&mut self.head, p.param),
                 _ => ::core::panic!("{:?} is not a parameter of {}", p, "Net"),
             }
         }
@@ -1257,18 +1257,18 @@ pub mod net {
         ) -> ::core::option::Option<&mut ::std::vec::Vec<f32>> {
             use ::overlap::Layer as _;
             match index {
-                0 => self.input.param_vec_mut(0),
-                1 => self.input.param_vec_mut(1),
-                2 => self.blocks[0].norm.param_vec_mut(0),
-                3 => self.blocks[0].norm.param_vec_mut(1),
-                4 => self.blocks[0].fc.param_vec_mut(0),
-                5 => self.blocks[0].fc.param_vec_mut(1),
-                6 => self.blocks[1].norm.param_vec_mut(0),
-                7 => self.blocks[1].norm.param_vec_mut(1),
-                8 => self.blocks[1].fc.param_vec_mut(0),
-                9 => self.blocks[1].fc.param_vec_mut(1),
-                10 => self.head.param_vec_mut(0),
-                11 => self.head.param_vec_mut(1),
+                0 => ::overlap::Layer::param_vec_mut(&mut self.input, 0),
+                1 => ::overlap::Layer::param_vec_mut(&mut self.input, 1),
+                2 => ::overlap::Layer::param_vec_mut(&mut self.blocks[0].norm, 0),
+                3 => ::overlap::Layer::param_vec_mut(&mut self.blocks[0].norm, 1),
+                4 => ::overlap::Layer::param_vec_mut(&mut self.blocks[0].fc, 0),
+                5 => ::overlap::Layer::param_vec_mut(&mut self.blocks[0].fc, 1),
+                6 => ::overlap::Layer::param_vec_mut(&mut self.blocks[1].norm, 0),
+                7 => ::overlap::Layer::param_vec_mut(&mut self.blocks[1].norm, 1),
+                8 => ::overlap::Layer::param_vec_mut(&mut self.blocks[1].fc, 0),
+                9 => ::overlap::Layer::param_vec_mut(&mut self.blocks[1].fc, 1),
+                10 => ::overlap::Layer::param_vec_mut(&mut self.head, 0),
+                11 => ::overlap::Layer::param_vec_mut(&mut self.head, 1),
                 _ => ::core::panic!("{} has no parameter {}", "Net", index),
             }
         }

@@ -1113,20 +1113,20 @@ impl ::overlap::DistributedModel for Mlp {
     fn param(&self, p: ::overlap::plan::ParamRef) -> &[f32] {
         use ::overlap::Layer as _;
         match p.layer {
-            0 => self.fc1.param(p.param),
-            2 => self.fc2.param(p.param),
-            4 => self.fc3.param(p.param),
-            6 => self.head.param(p.param),
+            0 => ::overlap::Layer::param(&self.fc1, p.param),
+            2 => ::overlap::Layer::param(&self.fc2, p.param),
+            4 => ::overlap::Layer::param(&self.fc3, p.param),
+            6 => ::overlap::Layer::param(&self.head, p.param),
             _ => ::core::panic!("{:?} is not a parameter of {}", p, "Mlp"),
         }
     }
     fn param_mut(&mut self, p: ::overlap::plan::ParamRef) -> &mut [f32] {
         use ::overlap::Layer as _;
         match p.layer {
-            0 => self.fc1.param_mut(p.param),
-            2 => self.fc2.param_mut(p.param),
-            4 => self.fc3.param_mut(p.param),
-            6 => self.head.param_mut(p.param),
+            0 => ::overlap::Layer::param_mut(&mut self.fc1, p.param),
+            2 => ::overlap::Layer::param_mut(&mut self.fc2, p.param),
+            4 => ::overlap::Layer::param_mut(&mut self.fc3, p.param),
+            6 => ::overlap::Layer::param_mut(&mut self.head, p.param),
             _ => ::core::panic!("{:?} is not a parameter of {}", p, "Mlp"),
         }
     }
@@ -1138,14 +1138,14 @@ impl ::overlap::__private::ParamVecs for Mlp {
     ) -> ::core::option::Option<&mut ::std::vec::Vec<f32>> {
         use ::overlap::Layer as _;
         match index {
-            0 => self.fc1.param_vec_mut(0),
-            1 => self.fc1.param_vec_mut(1),
-            2 => self.fc2.param_vec_mut(0),
-            3 => self.fc2.param_vec_mut(1),
-            4 => self.fc3.param_vec_mut(0),
-            5 => self.fc3.param_vec_mut(1),
-            6 => self.head.param_vec_mut(0),
-            7 => self.head.param_vec_mut(1),
+            0 => ::overlap::Layer::param_vec_mut(&mut self.fc1, 0),
+            1 => ::overlap::Layer::param_vec_mut(&mut self.fc1, 1),
+            2 => ::overlap::Layer::param_vec_mut(&mut self.fc2, 0),
+            3 => ::overlap::Layer::param_vec_mut(&mut self.fc2, 1),
+            4 => ::overlap::Layer::param_vec_mut(&mut self.fc3, 0),
+            5 => ::overlap::Layer::param_vec_mut(&mut self.fc3, 1),
+            6 => ::overlap::Layer::param_vec_mut(&mut self.head, 0),
+            7 => ::overlap::Layer::param_vec_mut(&mut self.head, 1),
             _ => ::core::panic!("{} has no parameter {}", "Mlp", index),
         }
     }
