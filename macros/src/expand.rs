@@ -21,7 +21,10 @@ use crate::{check, crate_path, fallback, nesting, schedule_tokens};
 pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let config = attr::model_config(args, &mut errors);
-    let item: ItemStruct = match syn::parse2::<syn::Item>(item) {
+    let item: ItemStruct = match syn::parse2::<syn::Item>(item).map(|mut item| {
+        crate::ungroup::item(&mut item);
+        item
+    }) {
         Ok(syn::Item::Struct(s)) => s,
         Ok(syn::Item::Mod(module)) => return with_crate(expand_module(&config, &module, errors), &config),
         Ok(other) => {

@@ -27,6 +27,7 @@ mod schedule_code;
 mod schedule_tokens;
 mod shard_attr;
 mod tied;
+mod ungroup;
 
 use proc_macro::TokenStream;
 
