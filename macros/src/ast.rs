@@ -150,7 +150,7 @@ impl<'a> Field<'a> {
         let generic = crate::helpers::mentions(quote::ToTokens::to_token_stream(&field.ty), params);
         let spec = match &attrs.layer {
             Some(custom) => Some(layers::custom(&name, &field.ty, custom)),
-            None if attrs.layer_invalid || generic || conditional_attr => None,
+            None if attrs.layer_invalid || attrs.tied_invalid || generic || conditional_attr => None,
             None => match layers::builtin(&name, &field.ty, errors) {
                 Ok(Some(spec)) => Some(spec),
                 Ok(None) => {

@@ -32,6 +32,9 @@ pub struct FieldAttrs {
     /// `#[tied(field)]`: the sibling field whose weight this layer reads, with the attribute
     /// (for errors).
     pub tied: Option<(syn::Ident, Attribute)>,
+    /// A `#[tied(...)]` was there but malformed (already reported): the head is not then also
+    /// reported as lacking one.
+    pub tied_invalid: bool,
     /// `#[init(..)]` (see `init_attr`).
     pub init: Option<Rc<InitAttr>>,
 }
@@ -63,8 +66,11 @@ pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
             match attr.parse_args::<syn::Ident>() {
                 Ok(_) if out.tied.is_some() => errors.spanned(attr, "duplicate `#[tied(...)]`"),
                 Ok(field) => out.tied = Some((field, attr.clone())),
-                Err(_) => {
-                    errors.spanned(attr, "expected `#[tied(field)]`, naming the embedding whose weight this head reads")
+                Err(e) => {
+                    // At the token that is no field name (`"wte"`, `, fc`), as syn found it.
+                    let message = "expected `#[tied(field)]`, naming the embedding whose weight this head reads";
+                    errors.push(syn::Error::new(e.span(), message));
+                    out.tied_invalid = true;
                 }
             }
         } else if attr.path().is_ident("layer") {
@@ -90,6 +96,8 @@ fn layer_attr(attr: &Attribute, errors: &mut Errors) -> Option<LayerAttr> {
     };
     let (mut input, mut output, mut params, mut flops, mut ready) = (None, None, None, None, None);
     let before = errors.len();
+    // Given at all, valid or not: a bad value is its own error, not also a missing key.
+    let given = |name: &str| items.iter().any(|item| item.path().is_ident(name));
     for item in &items {
         let key = path_name(item.path());
         match (key.as_str(), item) {
@@ -120,6 +128,7 @@ fn layer_attr(attr: &Attribute, errors: &mut Errors) -> Option<LayerAttr> {
     let width = match (input, output) {
         (Some(i), Some(o)) => Some((i, o)),
         (None, None) => None,
+        _ if given("input") && given("output") => None,
         _ => {
             errors.spanned(attr, "give both `input` and `output`, or neither for a width-preserving layer");
             None
