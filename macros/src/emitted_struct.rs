@@ -16,7 +16,10 @@ pub fn strip_field_attrs(item: &ItemStruct) -> ItemStruct {
         if !field.attrs.iter().any(|a| a.path().is_ident("layer")) {
             drop_foreign_suffixes(&mut field.ty);
         }
-        field.attrs.retain(|a| !is_ours(a));
+        // `#[residual]` on a field is misplaced (reported in `field_attr`).
+        field.attrs.retain(|a| !is_ours(a) && !a.path().is_ident("residual"));
     }
+    // Field attributes written on the struct (reported by `field_attr::misplaced_on_struct`).
+    item.attrs.retain(|a| !crate::cfg::OURS.iter().any(|name| a.path().is_ident(name)));
     item
 }

@@ -45,6 +45,20 @@ pub fn is_ours(attr: &Attribute) -> bool {
     cfg::OURS.iter().any(|name| attr.path().is_ident(name)) || cfg::applies_ours(attr)
 }
 
+/// Reports this macro's field attributes written on a struct instead (`#[init(..)]` on a block's
+/// struct): the compiler would only say it does not know them. The emitted struct drops them.
+pub fn misplaced_on_struct(attrs: &[Attribute], errors: &mut Errors) {
+    for attr in attrs.iter().filter(|a| cfg::OURS.iter().any(|name| a.path().is_ident(name))) {
+        let name = crate::helpers::path_name(attr.path());
+        errors.spanned(
+            attr,
+            format!(
+                "`#[{name}]` goes on a field: the field that uses this block (`blocks: [Block; 4]`), or a layer's field"
+            ),
+        );
+    }
+}
+
 pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
     let mut out = FieldAttrs::default();
     let (mut seen_layer, mut seen_init) = (false, false);
@@ -73,6 +87,12 @@ pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
                     out.tied_invalid = true;
                 }
             }
+        } else if attr.path().is_ident("residual") {
+            errors.spanned(
+                attr,
+                "`#[residual]` goes on the block's struct (`#[residual] pub struct Block { .. }`): every use of a \
+                 block is residual, or none is",
+            );
         } else if attr.path().is_ident("layer") {
             if seen_layer {
                 errors.spanned(attr, "duplicate `#[layer(...)]` attribute");

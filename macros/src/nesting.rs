@@ -58,6 +58,7 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
         items.iter().filter_map(|i| if let Item::Struct(s) = i { Some(s) } else { None }).collect();
     for s in &all {
         cfg::check_struct(&s.attrs, errors);
+        crate::field_attr::misplaced_on_struct(&s.attrs, errors);
     }
     if all.is_empty() {
         errors.spanned(&module.ident, "this module holds no struct: put the model and its blocks in it");
