@@ -72,7 +72,12 @@ pub fn applies_ours(attr: &Attribute) -> bool {
 }
 
 fn is_ours(meta: &Meta) -> bool {
-    OURS.iter().any(|name| meta.path().is_ident(name))
+    names_ours(meta.path())
+}
+
+/// Whether `path` is one of this macro's field attributes (`init`, not `overlap::init`).
+pub fn names_ours(path: &syn::Path) -> bool {
+    OURS.iter().any(|name| path.is_ident(name))
 }
 
 /// The attributes `#[cfg_attr(predicate, a, b, ..)]` would apply, nested `cfg_attr`s flattened;

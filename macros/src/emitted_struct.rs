@@ -20,6 +20,6 @@ pub fn strip_field_attrs(item: &ItemStruct) -> ItemStruct {
         field.attrs.retain(|a| !is_ours(a) && !a.path().is_ident("residual"));
     }
     // Field attributes written on the struct (reported by `field_attr::misplaced_on_struct`).
-    item.attrs.retain(|a| !crate::cfg::OURS.iter().any(|name| a.path().is_ident(name)));
+    item.attrs.retain(|a| !crate::cfg::names_ours(a.path()));
     item
 }

@@ -42,13 +42,13 @@ pub struct FieldAttrs {
 /// This macro's own field attributes, directly or through `cfg_attr` (refused, see `cfg`): removed
 /// from the struct it emits, so that the compiler never sees an attribute it does not know.
 pub fn is_ours(attr: &Attribute) -> bool {
-    cfg::OURS.iter().any(|name| attr.path().is_ident(name)) || cfg::applies_ours(attr)
+    cfg::names_ours(attr.path()) || cfg::applies_ours(attr)
 }
 
 /// Reports this macro's field attributes written on a struct instead (`#[init(..)]` on a block's
 /// struct): the compiler would only say it does not know them. The emitted struct drops them.
 pub fn misplaced_on_struct(attrs: &[Attribute], errors: &mut Errors) {
-    for attr in attrs.iter().filter(|a| cfg::OURS.iter().any(|name| a.path().is_ident(name))) {
+    for attr in attrs.iter().filter(|a| cfg::names_ours(a.path())) {
         let name = crate::helpers::path_name(attr.path());
         errors.spanned(
             attr,
