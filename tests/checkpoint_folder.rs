@@ -15,16 +15,17 @@ pub struct Tiny {
     head: Linear<8, 3>,
 }
 
-/// Synthetic samples that run `at_step_3` when step 3's batch is read (samples 8.. of 4 a step).
+/// Synthetic samples that run `during_step_3` when step 4's batch is filled (samples 12.. of 4 a
+/// step), which the trainer does ahead, while step 3's updates run: after step 2's save.
 struct Hooked<F: FnMut()> {
     samples: SyntheticClassification,
-    at_step_3: F,
+    during_step_3: F,
 }
 
 impl<F: FnMut()> Dataset for Hooked<F> {
     fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> overlap::Result<()> {
-        if first == 8 {
-            (self.at_step_3)();
+        if first == 12 {
+            (self.during_step_3)();
         }
         Dataset::fill(&mut self.samples, first, rows, batch)
     }
@@ -35,10 +36,10 @@ impl<F: FnMut()> Dataset for Hooked<F> {
 }
 
 /// `steps` steps of `Tiny` saving into `dir` every 2 steps (resuming from it if asked).
-fn train(dir: &Path, steps: u64, resume: bool, at_step_3: impl FnMut()) -> overlap::Result<TrainSummary> {
+fn train(dir: &Path, steps: u64, resume: bool, during_step_3: impl FnMut()) -> overlap::Result<TrainSummary> {
     let comm = Communicator::single();
     let mut model = Tiny::new(&comm, 1)?;
-    let mut data = Hooked { samples: SyntheticClassification::new(3, 4, 3), at_step_3 };
+    let mut data = Hooked { samples: SyntheticClassification::new(3, 4, 3), during_step_3 };
     let trainer = Trainer::new(&comm).steps(steps).batch(4).report(ReportFormat::Off, None).save(dir, Some(2));
     let trainer = if resume { trainer.resume(dir) } else { trainer };
     trainer.fit(&mut model, &mut data, &CrossEntropyLoss)

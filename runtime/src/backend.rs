@@ -42,7 +42,9 @@ pub(crate) trait StepBackend<M: DistributedModel> {
     fn backward(&mut self, micro: usize, last: bool) -> Result<()>;
 
     /// Waits for each bucket and updates its parameters; the step is complete on return.
-    fn step(&mut self) -> Result<()>;
+    /// `meanwhile` runs once, when the step's work is queued and before the host waits for
+    /// it: host work there (the trainer fills the next batch) overlaps the device's.
+    fn step(&mut self, meanwhile: &mut dyn FnMut()) -> Result<()>;
 
     /// The global gradient norm of the last step, before clipping, when the run clips.
     fn grad_norm(&mut self) -> Option<f32>;
@@ -154,8 +156,10 @@ impl<M: DistributedModel> StepBackend<M> for CpuBackend<'_, M> {
         Ok(())
     }
 
-    fn step(&mut self) -> Result<()> {
+    fn step(&mut self, meanwhile: &mut dyn FnMut()) -> Result<()> {
         let in_flight = self.in_flight.take().ok_or_else(|| Error::Config("a step without a backward".into()))?;
+        // The last buckets' sums are in flight on the communication thread.
+        meanwhile();
         let grads = self.model.step(in_flight, &mut self.optimizer);
         self.grads = Some(grads.map_err(|e| name_parameter(e, &self.schedule, self.step))?);
         Ok(())

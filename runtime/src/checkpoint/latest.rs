@@ -4,27 +4,17 @@
 
 use std::path::Path;
 
-use super::layout::{step_of, LATEST, STATE_FILE};
+use super::layout::{read_latest, step_of, LATEST, STATE_FILE};
 use crate::error::{Error, Result};
 
 /// The step directory `latest` names, which must be a plain `step-N` name. When it names none,
 /// the error lists the whole checkpoints the folder still holds, and how to resume from one.
 pub(super) fn latest_name(dir: &Path) -> Result<String> {
-    let path = dir.join(LATEST);
-    let problem = match std::fs::read(&path) {
-        Err(e) => format!("no checkpoint in {}: cannot read {}: {e}", dir.display(), path.display()),
-        Ok(bytes) => match std::str::from_utf8(&bytes).map(str::trim) {
-            Ok(name) if step_of(name).is_some() => return Ok(name.to_string()),
-            Ok(name) if name.len() <= 64 => {
-                format!("{}: `{name}` is not a checkpoint directory name", path.display())
-            }
-            _ => format!(
-                "{}: {} bytes that are no checkpoint directory name (`step-N`): was it written over?",
-                path.display(),
-                bytes.len()
-            ),
-        },
+    let problem = match read_latest(dir) {
+        Ok(name) => return Ok(name),
+        Err(problem) => problem,
     };
+    let path = dir.join(LATEST);
     let whole = whole_steps(dir);
     let hint = match whole.last() {
         Some(newest) => format!(
@@ -71,6 +61,18 @@ pub(super) fn is_whole(step_dir: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_latest_that_is_a_fifo_is_refused_without_waiting_for_a_writer() {
+        let ck = tempfile::tempdir().unwrap();
+        std::fs::create_dir(ck.path().join("step-00000002")).unwrap();
+        std::fs::write(ck.path().join("step-00000002").join(STATE_FILE), "{}").unwrap();
+        let made = std::process::Command::new("mkfifo").arg(ck.path().join(LATEST)).status().unwrap();
+        assert!(made.success());
+        let err = latest_name(ck.path()).unwrap_err().to_string();
+        assert!(err.contains("is a FIFO (named pipe), not a file naming a checkpoint"), "{err}");
+        assert!(err.contains("echo step-00000002 >"), "{err}");
+    }
 
     #[test]
     fn a_path_in_a_hint_is_quoted_for_the_shell_when_it_must_be() {

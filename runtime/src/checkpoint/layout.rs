@@ -42,16 +42,42 @@ pub fn owner_folder(path: &Path) -> Option<PathBuf> {
     (in_a_step && is_checkpoint_folder(above)).then(|| above.to_path_buf())
 }
 
-/// Whether `dir` is a checkpoint folder: its `latest`, a small file, names a step directory it
-/// holds (read no further than a name: `latest` may be anything, a FIFO included).
+/// Whether `dir` is a checkpoint folder: its `latest` names a step directory it holds.
 fn is_checkpoint_folder(dir: &Path) -> bool {
-    let pointer = dir.join(LATEST);
-    if !pointer.symlink_metadata().is_ok_and(|m| m.is_file() && m.len() <= 64) {
-        return false;
-    }
-    let named = std::fs::read(&pointer).ok().and_then(|b| String::from_utf8(b).ok());
-    named.is_some_and(|name| step_of(name.trim()).is_some() && dir.join(name.trim()).is_dir())
+    read_latest(dir).is_ok_and(|name| dir.join(name).is_dir())
 }
+
+/// The `step-N` name `dir`'s `latest` holds, or what it holds instead. Read no further than a
+/// name, and only from a regular file: `latest` may be anything, and opening a FIFO would wait
+/// for a writer.
+pub fn read_latest(dir: &Path) -> std::result::Result<String, String> {
+    let path = dir.join(LATEST);
+    let shown = path.display();
+    let meta = std::fs::metadata(&path)
+        .map_err(|e| format!("no checkpoint in {}: cannot read {shown}: {e}", dir.display()))?;
+    if !meta.is_file() {
+        let kind = crate::process::file_kind::kind_of(&meta.file_type()).unwrap_or("something other than a file");
+        return Err(format!("{shown} is {kind}, not a file naming a checkpoint"));
+    }
+    if meta.len() > MAX_LATEST_BYTES {
+        return Err(format!(
+            "{shown}: {} bytes that are no checkpoint directory name (`step-N`): was it written over?",
+            meta.len()
+        ));
+    }
+    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    match std::str::from_utf8(&bytes).map(str::trim) {
+        Ok(name) if step_of(name).is_some() => Ok(name.to_string()),
+        Ok(name) => Err(format!("{shown}: `{name}` is not a checkpoint directory name")),
+        Err(_) => Err(format!(
+            "{shown}: {} bytes that are no checkpoint directory name (`step-N`): was it written over?",
+            bytes.len()
+        )),
+    }
+}
+
+/// The most a `latest` pointer holds: `step-` and a `u64`, a line end and room to spare.
+const MAX_LATEST_BYTES: u64 = 64;
 
 #[cfg(test)]
 mod tests {

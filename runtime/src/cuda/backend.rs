@@ -230,12 +230,14 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
         Ok(())
     }
 
-    fn step(&mut self) -> Result<()> {
+    fn step(&mut self, meanwhile: &mut dyn FnMut()) -> Result<()> {
         let in_flight = self.in_flight.take().ok_or_else(|| Error::Config("a step without a backward".into()))?;
         let mut dev = self.step.sharding(&self.gpu, &self.gpu_comm, self.shards.as_mut());
         let stepped = self.model.step_on(&mut dev, in_flight);
         let stepped = self.ended_by(stepped)?;
         self.grads = Some(stepped);
+        // The GPU holds the most queued work now, backward's tail and every update.
+        meanwhile();
         let finished = self.gpu.finish("finishing a step on the GPU");
         self.ended_by(finished)?;
         if let Some(shards) = self.shards.as_mut() {

@@ -7,6 +7,7 @@
 //! dataset of one's own, fitted by a `Trainer`.
 
 mod agreement;
+mod prefetch;
 mod preflight;
 mod progress;
 mod run;

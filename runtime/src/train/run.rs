@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use super::prefetch::Prefetch;
 use super::preflight::on_rank0;
 use super::progress::{self, Progress};
 use super::stop;
@@ -148,6 +149,7 @@ impl Run<'_> {
         let global_batch = config.global_batch(world);
         let mut shown = progress::Shown::start(progress, first_step, config.steps);
         let mut batch = Batch::default();
+        let mut ahead = Prefetch::default();
         let mut step_times = Vec::with_capacity(config.steps.saturating_sub(first_step).min(1 << 20) as usize);
         let mut log = LossLog::new(first_step);
         let positions = data.positions().max(1);
@@ -165,7 +167,7 @@ impl Run<'_> {
             let (mut summed_loss, mut stop_vote) = (None, None);
             for micro in 0..config.accumulate {
                 let first = shard_start_after(position.samples_seen, micro, world, rank, config.batch);
-                data.fill(first, config.batch, &mut batch)?;
+                ahead.take_into(data, first, config.batch, &mut batch)?;
                 batch.context = StepContext::sequences(config.batch, positions);
                 batch.check_filled("the dataset", config.batch, first, data.features())?;
                 let micro_loss = backend.forward_loss(&batch, loss, logging)?;
@@ -198,8 +200,21 @@ impl Run<'_> {
                     stop_vote = stop.map(|s| s.start_vote(comm)).transpose()?;
                 }
                 backend.backward(micro, last)?;
+                if !last {
+                    // The next micro-batch while the device runs this one's backward.
+                    let next = shard_start_after(position.samples_seen, micro + 1, world, rank, config.batch);
+                    ahead.fill_ahead(data, next, config.batch);
+                }
             }
-            backend.step()?;
+            // The next step's first micro-batch while the device runs this step's updates (none
+            // after the run's last step).
+            let next = position.samples_seen.checked_add(global_batch).filter(|_| step + 1 < config.steps);
+            let next = next.map(|seen| shard_start_after(seen, 0, world, rank, config.batch));
+            backend.step(&mut || {
+                if let Some(next) = next {
+                    ahead.fill_ahead(data, next, config.batch);
+                }
+            })?;
             drop(step_span);
             // `check` and `resume` leave room for the first step; 2^64 samples later, this.
             let samples_seen = position
