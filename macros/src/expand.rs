@@ -23,6 +23,7 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let config = attr::model_config(args, &mut errors);
     let item: ItemStruct = match syn::parse2::<syn::Item>(item).map(|mut item| {
         crate::ungroup::item(&mut item);
+        remove_repeated(&mut item, &mut errors);
         item
     }) {
         Ok(syn::Item::Struct(s)) => s,
@@ -51,6 +52,23 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     }
     let code = code.unwrap_or_else(|| fallback::emit(&item, &errors));
     with_crate(code, &config)
+}
+
+/// A second `#[distributed_model]` on the same item: one error, and removed, so that it does not
+/// expand the item again (a dozen clashing definitions otherwise).
+fn remove_repeated(item: &mut syn::Item, errors: &mut Errors) {
+    let attrs = match item {
+        syn::Item::Struct(s) => &mut s.attrs,
+        syn::Item::Mod(m) => &mut m.attrs,
+        _ => return,
+    };
+    attrs.retain(|a| {
+        let repeated = a.path().segments.last().is_some_and(|s| s.ident == "distributed_model");
+        if repeated {
+            errors.spanned(a, "`#[distributed_model]` is applied twice: once is enough");
+        }
+        !repeated
+    });
 }
 
 /// The plan with the attribute's gradient formats and sharding default, and the all-gathers'
@@ -115,8 +133,10 @@ fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: 
     });
     let blocks =
         (0..structs.all.len()).filter(|&s| structs.model() != Some(s)).map(|s| nesting::stripped(&structs.all, s));
-    let others =
-        module.content.iter().flat_map(|(_, items)| items.iter()).filter(|i| !matches!(i, syn::Item::Struct(_)));
+    // Everything else as written, layer types of one's own included.
+    let is_block_or_model =
+        |i: &&syn::Item| matches!(i, syn::Item::Struct(s) if structs.all.iter().any(|a| a.ident == s.ident));
+    let others = module.content.iter().flat_map(|(_, items)| items.iter()).filter(|i| !is_block_or_model(i));
     // `//!` docs and `#![..]` attributes belong inside the braces.
     let (inner, outer): (Vec<_>, Vec<_>) =
         module.attrs.iter().partition(|a| matches!(a.style, syn::AttrStyle::Inner(_)));

@@ -59,6 +59,8 @@ pub fn misplaced_on_struct(attrs: &[Attribute], errors: &mut Errors) {
     }
 }
 
+const BOUNDARY_TAKES_NOTHING: &str = "`#[bucket_boundary]` takes no arguments";
+
 pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
     let mut out = FieldAttrs::default();
     let (mut seen_layer, mut seen_init) = (false, false);
@@ -67,7 +69,9 @@ pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
             match &attr.meta {
                 Meta::Path(_) if !out.bucket_boundary => out.bucket_boundary = true,
                 Meta::Path(_) => errors.spanned(attr, "duplicate `#[bucket_boundary]`"),
-                _ => errors.spanned(attr, "`#[bucket_boundary]` takes no arguments"),
+                // At the arguments, `(..)` or `= ..`.
+                Meta::List(list) => errors.spanned(&list.tokens, BOUNDARY_TAKES_NOTHING),
+                Meta::NameValue(nv) => errors.spanned(&nv.value, BOUNDARY_TAKES_NOTHING),
             }
         } else if attr.path().is_ident("init") {
             if seen_init {

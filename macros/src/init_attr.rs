@@ -48,9 +48,13 @@ impl NamedStd {
 pub fn parse(attr: &Attribute, errors: &mut Errors) -> Option<Rc<InitAttr>> {
     let usage = "expected `#[init(std = 0.02)]`: weights drawn from N(0, std²) with a positive float literal, and \
                  optionally `ends_with(\"c_proj.weight\", std = 0.0071)` for the parameters whose path ends so";
-    let Ok(items) = attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated) else {
-        errors.spanned(attr, usage);
-        return None;
+    // At the token that cannot be read, not the whole attribute.
+    let items = match attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated) {
+        Ok(items) => items,
+        Err(e) => {
+            errors.push(syn::Error::new(e.span(), usage));
+            return None;
+        }
     };
     let before = errors.len();
     let mut out = InitAttr { std: None, named: Vec::new() };
@@ -85,7 +89,9 @@ pub fn parse(attr: &Attribute, errors: &mut Errors) -> Option<Rc<InitAttr>> {
                         out.named.push(NamedStd { suffix, std });
                     }
                 }
-                Err(_) => errors.spanned(list, "expected `ends_with(\"c_proj.weight\", std = 0.0071)`"),
+                Err(e) => {
+                    errors.push(syn::Error::new(e.span(), "expected `ends_with(\"c_proj.weight\", std = 0.0071)`"))
+                }
             },
             _ => errors.spanned(item, usage),
         }

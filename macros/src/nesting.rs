@@ -2,7 +2,8 @@
 //! struct's fields through its type, so a model with blocks is written as one module that holds
 //! all its structs: `#[distributed_model] mod net { struct Block {..} struct Net {..} }`. The
 //! struct that no other uses is the model; every other is a block, used as a field (`mlp: Mlp`)
-//! or repeated (`blocks: [Block; 8]`). Blocks are unrolled here into one flat list of layers
+//! or repeated (`blocks: [Block; 8]`), except a layer type of one's own that the module
+//! implements `Layer` for. Blocks are unrolled here into one flat list of layers
 //! named by their path (`blocks.3.fc1`, as PyTorch's state dict names them), so the planner, the
 //! checks and the code generator see one chain of layers, and one bucket plan covers the model.
 //! `#[residual]` on a block makes each of its uses `y = x + f(x)`.
@@ -54,8 +55,12 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
             .spanned(module, "the model's structs must be written inside the module: `mod net { .. }`, not `mod net;`");
         return Structs { all: Vec::new(), roots: Vec::new() };
     };
-    let all: Vec<&ItemStruct> =
-        items.iter().filter_map(|i| if let Item::Struct(s) = i { Some(s) } else { None }).collect();
+    let layers = layer_types(items);
+    let all: Vec<&ItemStruct> = items
+        .iter()
+        .filter_map(|i| if let Item::Struct(s) = i { Some(s) } else { None })
+        .filter(|s| !layers.contains(&&s.ident))
+        .collect();
     for s in &all {
         cfg::check_struct(&s.attrs, errors);
         crate::field_attr::misplaced_on_struct(&s.attrs, errors);
@@ -90,6 +95,22 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
         }
     }
     Structs { all, roots }
+}
+
+/// The structs `items` implement `Layer` for (`impl Layer for Gain`, `impl overlap::Layer for
+/// Gain`): layer types of one's own, written beside the blocks, which are not blocks.
+fn layer_types(items: &[Item]) -> Vec<&syn::Ident> {
+    items.iter().filter_map(|i| if let Item::Impl(i) = i { implemented_layer(i) } else { None }).collect()
+}
+
+/// The struct `item` implements `Layer` for, if it is such an impl.
+fn implemented_layer(item: &syn::ItemImpl) -> Option<&syn::Ident> {
+    let (_, path, _) = item.trait_.as_ref()?;
+    (path.segments.last()?.ident == "Layer").then_some(())?;
+    match &*item.self_ty {
+        Type::Path(p) if p.qself.is_none() => Some(&p.path.segments.last()?.ident),
+        _ => None,
+    }
 }
 
 /// Whether `field` of `all[s]` uses the struct `all[b]`: as a block (`[Block; 8]`), or named in a
