@@ -20,7 +20,7 @@ use crate::{check, crate_path, fallback, nesting, schedule_tokens};
 
 pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
-    let config = attr::model_config(args, &mut errors);
+    let config = attr::model_config(crate::ungroup::tokens(args), &mut errors);
     let item: ItemStruct = match syn::parse2::<syn::Item>(item).map(|mut item| {
         crate::ungroup::item(&mut item);
         remove_repeated(&mut item, &mut errors);

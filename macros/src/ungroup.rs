@@ -1,8 +1,9 @@
-//! Types and lengths that reach the macro through another macro's fragments (`$t:ty`,
-//! `$n:expr`) arrive wrapped in invisible groups. They are unwrapped before anything reads the
+//! Types, lengths and attribute arguments that reach the macro through another macro's
+//! fragments (`$t:ty`, `$n:expr`, `$c:literal`) arrive wrapped in invisible groups. They are unwrapped before anything reads the
 //! fields, so that `model!(Net, Linear<4, 8>)` is the model it reads as; the tokens keep their
 //! spans.
 
+use proc_macro2::{Delimiter, Group, TokenStream, TokenTree};
 use syn::{Expr, Fields, GenericArgument, Item, PathArguments, Type};
 
 /// The fields of `item`'s structs (the struct itself, or each struct of the module), unwrapped.
@@ -21,7 +22,37 @@ pub fn item(item: &mut Item) {
 }
 
 fn fields(fields: &mut Fields) {
-    fields.iter_mut().for_each(|f| ty(&mut f.ty));
+    for field in fields.iter_mut() {
+        ty(&mut field.ty);
+        field.attrs.iter_mut().for_each(attribute);
+    }
+}
+
+/// A field attribute's arguments (`#[layer(input = $n, ..)]`, `#[init(ends_with("w", std =
+/// $s))]`), wherever a fragment sits in them.
+fn attribute(attr: &mut syn::Attribute) {
+    match &mut attr.meta {
+        syn::Meta::List(list) => list.tokens = tokens(std::mem::take(&mut list.tokens)),
+        syn::Meta::NameValue(nv) => expr(&mut nv.value),
+        syn::Meta::Path(_) => {}
+    }
+}
+
+/// `stream` with every invisible group replaced by its tokens, at any depth.
+pub fn tokens(stream: TokenStream) -> TokenStream {
+    stream
+        .into_iter()
+        .flat_map(|tree| match tree {
+            TokenTree::Group(g) if g.delimiter() == Delimiter::None => tokens(g.stream()).into_iter().collect(),
+            // Rebuilt only around a fragment: a rebuilt group has one span for both delimiters.
+            TokenTree::Group(g) if has_invisible(&g.stream()) => {
+                let mut inner = Group::new(g.delimiter(), tokens(g.stream()));
+                inner.set_span(g.span());
+                vec![TokenTree::Group(inner)]
+            }
+            other => vec![other],
+        })
+        .collect()
 }
 
 fn ty(t: &mut Type) {
@@ -54,4 +85,11 @@ fn expr(e: &mut Expr) {
     while let Expr::Group(g) = e {
         *e = (*g.expr).clone();
     }
+}
+
+fn has_invisible(stream: &TokenStream) -> bool {
+    stream.clone().into_iter().any(|tree| match tree {
+        TokenTree::Group(g) => g.delimiter() == Delimiter::None || has_invisible(&g.stream()),
+        _ => false,
+    })
 }
