@@ -87,7 +87,8 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
                     &all[s].ident,
                     format!(
                         "{} are each used by no other struct: a module holds one model, and every other struct is one \
-                         of its blocks",
+                         of its blocks or a layer type it implements `Layer` for (move any other struct out of the \
+                         module)",
                         names.join(", ")
                     ),
                 );
