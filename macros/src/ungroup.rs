@@ -1,7 +1,8 @@
 //! Types, lengths and attribute arguments that reach the macro through another macro's
-//! fragments (`$t:ty`, `$n:expr`, `$c:literal`) arrive wrapped in invisible groups. They are unwrapped before anything reads the
-//! fields, so that `model!(Net, Linear<4, 8>)` is the model it reads as; the tokens keep their
-//! spans.
+//! fragments (`$t:ty`, `$n:expr`, `$c:literal`) arrive wrapped in invisible groups. They are
+//! unwrapped before anything reads the fields, so that `model!(Net, Linear<4, 8>)` is the model
+//! it reads as; the tokens keep their spans. (An attribute's values are literals and paths,
+//! which no grouping changes the meaning of.)
 
 use proc_macro2::{Delimiter, Group, TokenStream, TokenTree};
 use syn::{Expr, Fields, GenericArgument, Item, PathArguments, Type};
