@@ -302,7 +302,28 @@ fn the_trace_follows_the_compiled_schedule_with_and_without_overlap() {
                 assert!(start(reduce) + ROUNDING_US >= queued, "{what}: started before it was queued");
             }
             let (step_start, step_end) = (start(whole[0]), end(whole[0]));
-            for cat in ["forward", "loss", "backward", "wait", "all-reduce"] {
+            // The next step's batch is filled ahead, between this step's backward and its
+            // waits and updates, while the last buckets' sums are in flight; the first step
+            // fills its own batch first, the last step none ahead.
+            let mut fills = spans_of(&trace, rank, step, "data");
+            fills.sort_by(|a, b| start(a).total_cmp(&start(b)));
+            let own = usize::from(step == 1);
+            assert_eq!(fills.len(), own + usize::from(step < 3), "rank {rank} step {step}: {fills:?}");
+            if let Some(ahead) = fills.get(own).filter(|_| step < 3) {
+                let backward_end = backward.iter().map(|b| end(b)).fold(0.0, f64::max);
+                let mut after = spans_of(&trace, rank, step, "wait");
+                after.extend(spans_of(&trace, rank, step, "optimizer"));
+                let first_after = after.iter().map(|s| start(s)).fold(f64::INFINITY, f64::min);
+                assert!(
+                    start(ahead) + ROUNDING_US >= backward_end,
+                    "rank {rank} step {step}: filled before backward ended"
+                );
+                assert!(
+                    end(ahead) <= first_after + ROUNDING_US,
+                    "rank {rank} step {step}: filled after the waits began"
+                );
+            }
+            for cat in ["forward", "loss", "backward", "wait", "all-reduce", "data"] {
                 for span in spans_of(&trace, rank, step, cat) {
                     let inside = start(span) + ROUNDING_US >= step_start && end(span) <= step_end + ROUNDING_US;
                     assert!(inside, "rank {rank} step {step}: {} lies outside its step", span["name"]);

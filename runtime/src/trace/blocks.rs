@@ -103,7 +103,8 @@ pub(super) fn draw_block(svg: &mut String, b: &Block, placement: &Placement, y: 
     }
 }
 
-/// Fill, label and lane (0 compute, 1 communication) of a span; `None` for the step itself.
+/// Fill, label and lane (0 compute, 1 communication) of a span; `None` for the step itself and
+/// the host's batch fills.
 fn style(s: &Span, schedule: &Schedule) -> Option<(&'static str, String, f64)> {
     let layer = |i: u32| schedule.layers.get(i as usize).map_or("?".to_string(), |l| l.name.to_string());
     let bucket_color = |b: u32| BUCKETS[b as usize % BUCKETS.len()];
@@ -111,6 +112,8 @@ fn style(s: &Span, schedule: &Schedule) -> Option<(&'static str, String, f64)> {
         Activity::Step => return None,
         Activity::Forward { layer: i } => (FORWARD, layer(i), 0.0),
         Activity::Loss => (LOSS, "loss".into(), 0.0),
+        // Host work the trace shows: on a GPU it overlaps the device's spans in the compute lane.
+        Activity::Fill => return None,
         Activity::Clip => (LOSS, "clip".into(), 0.0),
         Activity::Backward { layer: i } => (BACKWARD, layer(i), 0.0),
         Activity::Update { bucket } => (bucket_color(bucket), format!("upd b{bucket}"), 0.0),

@@ -72,7 +72,8 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
             let s = &Span { end_ns: s.end_ns.min(step.end_ns), ..**s };
             let d = if s.activity.is_communication() { s.duration_ns() } else { intersection(s, step) };
             match s.activity {
-                Activity::Step => {}
+                // Host work, in the step's time beside compute and exposed communication.
+                Activity::Step | Activity::Fill => {}
                 Activity::Forward { layer } => {
                     b.forward_ns += d;
                     if let Some(t) = b.layer_forward_ns.get_mut(layer as usize) {

@@ -59,6 +59,7 @@ fn event(span: &Span, schedule: &Schedule) -> Value {
         Activity::Step => (format!("step {}", span.step + 1), "step", json!({})),
         Activity::Forward { layer: i } => (format!("{} forward", layer(i)), "forward", json!({"layer": layer(i)})),
         Activity::Loss => ("loss".to_string(), "loss", json!({})),
+        Activity::Fill => ("fill batch".to_string(), "data", json!({})),
         Activity::Clip => ("clip grad norm".to_string(), "update", json!({})),
         Activity::Backward { layer: i } => (format!("{} backward", layer(i)), "backward", json!({"layer": layer(i)})),
         Activity::AllReduce { bucket, bytes, queued_ns } => {

@@ -23,7 +23,7 @@ pub use breakdown::{breakdowns, BucketTiming, StepBreakdown};
 pub use chrome::write_chrome_trace;
 pub use collect::gather_spans;
 pub use recorder::{
-    backward, clip, forward, is_enabled, loss, paused, record, record_all_gather, record_all_reduce,
+    backward, clip, fill, forward, is_enabled, loss, paused, record, record_all_gather, record_all_reduce,
     record_reduce_scatter, set_step, start, step, stop, take, update, SpanGuard,
 };
 pub use report::{median, AfterPause, BucketReport, Memory, OverlapReport, PredictedStep, RankReport};

@@ -161,6 +161,11 @@ pub fn clip() -> SpanGuard {
     SpanGuard::new(Activity::Clip)
 }
 
+/// The host filling a micro-batch.
+pub fn fill() -> SpanGuard {
+    SpanGuard::new(Activity::Fill)
+}
+
 pub fn loss() -> SpanGuard {
     SpanGuard::new(Activity::Loss)
 }

@@ -9,6 +9,9 @@ pub enum Activity {
         layer: u32,
     },
     Loss,
+    /// The host filling a micro-batch from the dataset: the next one, ahead, while the device
+    /// works on this step (tagged with this step), or, with nothing filled ahead, its own.
+    Fill,
     Backward {
         layer: u32,
     },
@@ -115,6 +118,7 @@ impl Span {
             Activity::AllGather { bucket, bytes, queued_ns } => (10, bucket, bytes, queued_ns),
             Activity::WaitGather { bucket } => (11, bucket, 0, 0),
             Activity::ReduceScatter { bucket, bytes, queued_ns } => (12, bucket, bytes, queued_ns),
+            Activity::Fill => (13, 0, 0, 0),
         };
         out.extend_from_slice(&[self.step, (tag << 32) | u64::from(index), self.start_ns, self.end_ns, a, b]);
     }
@@ -137,6 +141,7 @@ impl Span {
             10 => Activity::AllGather { bucket: index, bytes: a, queued_ns: b },
             11 => Activity::WaitGather { bucket: index },
             12 => Activity::ReduceScatter { bucket: index, bytes: a, queued_ns: b },
+            13 => Activity::Fill,
             _ => return None,
         };
         Some(Span { rank, step, activity, start_ns, end_ns })
@@ -153,6 +158,7 @@ mod tests {
             Activity::Step,
             Activity::Forward { layer: 3 },
             Activity::Loss,
+            Activity::Fill,
             Activity::Backward { layer: 7 },
             Activity::AllReduce { bucket: 2, bytes: 16 << 20, queued_ns: 12_345 },
             Activity::Wait { bucket: 1 },
@@ -174,6 +180,6 @@ mod tests {
         assert_eq!(words.len(), spans.len() * WORDS);
         let back: Vec<Span> = words.chunks(WORDS).map(|w| Span::decode(1, w).unwrap()).collect();
         assert_eq!(back, spans);
-        assert_eq!(Span::decode(0, &[0, 13 << 32, 0, 0, 0, 0]), None, "a tag no `encode` writes");
+        assert_eq!(Span::decode(0, &[0, 14 << 32, 0, 0, 0, 0]), None, "a tag no `encode` writes");
     }
 }

@@ -19,7 +19,7 @@ pub(super) struct Prefetch {
 impl Prefetch {
     /// Fills the spare batch with samples `first..first + rows` now.
     pub fn fill_ahead(&mut self, data: &mut impl Dataset, first: u64, rows: usize) {
-        let outcome = data.fill(first, rows, &mut self.spare);
+        let outcome = filled(data, first, rows, &mut self.spare);
         self.ready = Some((first, rows, outcome));
     }
 
@@ -31,9 +31,15 @@ impl Prefetch {
                 std::mem::swap(batch, &mut self.spare);
                 outcome
             }
-            _ => data.fill(first, rows, batch),
+            _ => filled(data, first, rows, batch),
         }
     }
+}
+
+/// `data.fill`, traced.
+fn filled(data: &mut impl Dataset, first: u64, rows: usize, batch: &mut Batch) -> Result<()> {
+    let _span = crate::trace::fill();
+    data.fill(first, rows, batch)
 }
 
 #[cfg(test)]
