@@ -17,7 +17,8 @@
 #     gpu-tests.txt  the GPU tests with --include-ignored (layer gradients vs the CPU, training
 #                    parity, accumulation, resume, NCCL under backward; multi-rank ones need mpirun)
 #     nvrtc.txt      the kernels compiled to CUBIN for sm_80/sm_90; ptxas's report when it exists
-#     mlp.txt        mlp --device cuda, 50 steps, with its JSON report
+#     mlp.txt        mlp --device cuda, 50 steps, with its JSON report and the GPU's idle time a
+#                    step, before its first kernel and after its last (from the trace)
 #     resmlp.txt     resmlp (8 residual blocks) --device cuda, 50 steps, with its JSON report
 #     gpt.txt        gpt (attention, tied head, clipping, held-out loss) --device cuda on this
 #                    script's own text, 50 steps, JSON report, then a 200-character sample from
@@ -199,6 +200,30 @@ sanitize() {
 train_mlp() {
     "$mlp" --device cuda --steps "$STEPS" --log-every 10 --report json \
         --trace "$out/trace.json" --timeline "$out/timeline.svg" || return $?
+    gpu_idle "$out/trace.json"
+}
+
+# Where the GPU waits for the host in a step, from the trace: before its first kernel (the host
+# still filling or copying the batch, or launching) and after its last (the host's end of step).
+gpu_idle() {
+    LD_LIBRARY_PATH=$SYSTEM_LD_LIBRARY_PATH "$PYTHON" - "$1" <<'PY' || echo "GPU idle: not measured ($PYTHON could not read the trace)"
+import json, statistics, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+spans = [e for e in events if e.get("ph") == "X" and e.get("tid") == 0]
+steps = [e for e in spans if e.get("cat") == "step"][5:]
+lead, tail, length = [], [], []
+for step in steps:
+    a, b = step["ts"], step["ts"] + step["dur"]
+    gpu = [e for e in spans if e.get("cat") not in ("step", "data") and a <= e["ts"] <= b]
+    if gpu:
+        lead.append(min(e["ts"] for e in gpu) - a)
+        tail.append(b - max(e["ts"] + e["dur"] for e in gpu))
+        length.append(step["dur"])
+if length:
+    m = statistics.median
+    print("GPU idle a step (median of %d): %.0f us before its first kernel, %.0f us after its last, of %.0f us"
+          % (len(length), m(lead), m(tail), m(length)))
+PY
 }
 
 train_resmlp() {
@@ -257,7 +282,7 @@ print("ours / PyTorch %s: %.3f" % (t["mode"], float(ms) / t["step_ms"]))' || ret
 }
 
 # The steps run in a child shell (under `timeout`), which needs the functions and settings.
-export -f environment within_step gpu_tests sanitizer sanitize train_mlp train_resmlp train_gpt pytorch
+export -f environment within_step gpu_tests sanitizer sanitize train_mlp gpu_idle train_resmlp train_gpt pytorch
 export root out mlp STEPS PYTHON
 
 step "environment" "$out/env.txt" 60 environment
