@@ -2,7 +2,9 @@
 //! depends on `overlap` under another name (`my_overlap = { package = "overlap", .. }`) or
 //! re-exports it from a crate of their own. The code is generated with `::overlap::` paths, as
 //! `cargo expand` shows them by default; given another path, each `::overlap` that starts a path
-//! is replaced by it in one pass over the tokens, so no emitter needs to know.
+//! is replaced by it in one pass over the tokens, so no emitter needs to know. A module of
+//! blocks gets its code inside the module, where the path is then read: an alias the enclosing
+//! module imports (`use overlap as ml;`) is `super::ml` there, a renamed dependency `ml`.
 
 use proc_macro2::{Group, Spacing, TokenStream, TokenTree};
 use quote::ToTokens;
