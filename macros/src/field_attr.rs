@@ -70,6 +70,7 @@ pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
                 Meta::Path(_) if !out.bucket_boundary => out.bucket_boundary = true,
                 Meta::Path(_) => errors.spanned(attr, "duplicate `#[bucket_boundary]`"),
                 // At the arguments, `(..)` or `= ..`.
+                Meta::List(list) if list.tokens.is_empty() => errors.spanned(attr, BOUNDARY_TAKES_NOTHING),
                 Meta::List(list) => errors.spanned(&list.tokens, BOUNDARY_TAKES_NOTHING),
                 Meta::NameValue(nv) => errors.spanned(&nv.value, BOUNDARY_TAKES_NOTHING),
             }

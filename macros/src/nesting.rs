@@ -2,8 +2,8 @@
 //! struct's fields through its type, so a model with blocks is written as one module that holds
 //! all its structs: `#[distributed_model] mod net { struct Block {..} struct Net {..} }`. The
 //! struct that no other uses is the model; every other is a block, used as a field (`mlp: Mlp`)
-//! or repeated (`blocks: [Block; 8]`), except a layer type of one's own that the module
-//! implements `Layer` for. Blocks are unrolled here into one flat list of layers
+//! or repeated (`blocks: [Block; 8]`), except a layer type of one's own (a field describes it
+//! with `#[layer(..)]`, or no field uses it and the module implements `Layer` for it). Blocks are unrolled here into one flat list of layers
 //! named by their path (`blocks.3.fc1`, as PyTorch's state dict names them), so the planner, the
 //! checks and the code generator see one chain of layers, and one bucket plan covers the model.
 //! `#[residual]` on a block makes each of its uses `y = x + f(x)`.
@@ -98,13 +98,24 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
     Structs { all, roots }
 }
 
-/// The structs `items` implement `Layer` for (`impl Layer for Gain`, `impl overlap::Layer for
-/// Gain`): layer types of one's own, written beside the blocks, which are not blocks.
+/// The module's structs that are layer types of one's own, not blocks: each field that names
+/// one describes it with `#[layer(..)]` (which a layer of one's own needs), and a field does so
+/// or the module implements a `Layer` for it (written beside the blocks, used by none yet). A
+/// struct some field uses without `#[layer]` stays a block, whatever it implements.
 fn layer_types(items: &[Item]) -> Vec<&syn::Ident> {
-    items.iter().filter_map(|i| if let Item::Impl(i) = i { implemented_layer(i) } else { None }).collect()
+    let structs = || items.iter().filter_map(|i| if let Item::Struct(s) = i { Some(s) } else { None });
+    let fields = || structs().flat_map(|s| s.fields.iter());
+    let described = |f: &syn::Field| f.attrs.iter().any(|a| a.path().is_ident("layer"));
+    let implemented: Vec<&syn::Ident> =
+        items.iter().filter_map(|i| if let Item::Impl(i) = i { implemented_layer(i) } else { None }).collect();
+    let layer = |id: &syn::Ident| {
+        let uses: Vec<&syn::Field> = fields().filter(|f| mentions(f.ty.to_token_stream(), &[id])).collect();
+        uses.iter().all(|f| described(f)) && (!uses.is_empty() || implemented.contains(&id))
+    };
+    structs().map(|s| &s.ident).filter(|id| layer(id)).collect()
 }
 
-/// The struct `item` implements `Layer` for, if it is such an impl.
+/// The struct `item` implements a trait named `Layer` for, if it is such an impl.
 fn implemented_layer(item: &syn::ItemImpl) -> Option<&syn::Ident> {
     let (_, path, _) = item.trait_.as_ref()?;
     (path.segments.last()?.ident == "Layer").then_some(())?;

@@ -11,7 +11,9 @@ pub struct Net {
     #[bucket_boundary(after)]
     fc3: Linear<4, 4>,
     #[bucket_boundary = true]
-    fc4: Linear<4, 2>,
+    fc4: Linear<4, 4>,
+    #[bucket_boundary()]
+    fc5: Linear<4, 2>,
 }
 
 fn main() {}

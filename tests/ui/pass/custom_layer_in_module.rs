@@ -1,5 +1,6 @@
 //! A layer of one's own defined inside the module of a model with blocks is a layer, not a
-//! block: the module's `impl Layer for` it says so.
+//! block: the field's `#[layer(..)]` says so. A block that implements a trait named `Layer`
+//! (here the user's own) stays a block.
 use overlap::prelude::*;
 
 #[distributed_model]
@@ -61,7 +62,35 @@ mod net {
     }
 }
 
+#[distributed_model]
+mod own_trait {
+    use overlap::prelude::*;
+
+    /// A trait of the program's own that happens to share the name.
+    pub trait Layer {
+        fn describe(&self) -> &'static str;
+    }
+
+    pub struct Block {
+        fc: Linear<4, 4>,
+    }
+
+    impl Layer for Block {
+        fn describe(&self) -> &'static str {
+            "a block"
+        }
+    }
+
+    pub struct Net {
+        blocks: [Block; 2],
+    }
+}
+
 fn main() {
+    let schedule = <own_trait::Net as overlap::DistributedModel>::SCHEDULE;
+    let names: Vec<&str> = schedule.layers.iter().map(|l| l.name.as_ref()).collect();
+    assert_eq!(names, ["blocks.0.fc", "blocks.1.fc"]);
+
     let net = net::Net::init(0);
     let schedule = <net::Net as overlap::DistributedModel>::SCHEDULE;
     let names: Vec<&str> = schedule.layers.iter().map(|l| l.name.as_ref()).collect();
