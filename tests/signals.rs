@@ -156,8 +156,8 @@ pub struct Tiny {
     head: overlap::Linear<16, 3>,
 }
 
-/// Synthetic samples; rank 1 sends itself SIGTERM while it reads step 3's batch, as a scheduler
-/// would signal one rank.
+/// Synthetic samples; rank 1 sends itself SIGTERM while it reads step 3's batch (which the
+/// trainer fills ahead, during step 2), as a scheduler would signal one rank.
 struct TermOnRank1AtStep3 {
     samples: overlap::SyntheticClassification,
     rank: usize,

@@ -17,13 +17,22 @@ pub(super) fn latest_name(dir: &Path) -> Result<String> {
     let path = dir.join(LATEST);
     let whole = whole_steps(dir);
     let hint = match whole.last() {
-        Some(newest) => format!(
-            "; the folder holds whole checkpoints ({}): to resume from one, write its name into {} (`echo {newest} \
-             > {}`)",
-            whole.join(", "),
-            path.display(),
-            shell_word(&path.display().to_string())
-        ),
+        Some(newest) => {
+            let target = shell_word(&path.display().to_string());
+            // What stands at `latest` when it is no plain file goes first: writing into a FIFO
+            // waits for a reader, into a folder fails, through a link writes its target.
+            let clear = match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.is_dir() => format!("rm -r {target} && "),
+                Ok(m) if !m.is_file() => format!("rm {target} && "),
+                _ => String::new(),
+            };
+            format!(
+                "; the folder holds whole checkpoints ({}): to resume from one, write its name into {} \
+                 (`{clear}echo {newest} > {target}`)",
+                whole.join(", "),
+                path.display(),
+            )
+        }
         None => String::new(),
     };
     Err(Error::Checkpoint(format!("{problem}{hint}")))
@@ -71,7 +80,10 @@ mod tests {
         assert!(made.success());
         let err = latest_name(ck.path()).unwrap_err().to_string();
         assert!(err.contains("is a FIFO (named pipe), not a file naming a checkpoint"), "{err}");
-        assert!(err.contains("echo step-00000002 >"), "{err}");
+        assert!(
+            err.contains(&format!("`rm {0} && echo step-00000002 > {0}`", ck.path().join(LATEST).display())),
+            "{err}"
+        );
     }
 
     #[test]

@@ -48,30 +48,31 @@ fn is_checkpoint_folder(dir: &Path) -> bool {
 }
 
 /// The `step-N` name `dir`'s `latest` holds, or what it holds instead. Read no further than a
-/// name, and only from a regular file: `latest` may be anything, and opening a FIFO would wait
-/// for a writer.
+/// name, and only from a regular file: `latest` may be anything. It is opened without waiting
+/// (a FIFO would wait for a writer), its kind checked on the open file, and at most a name's
+/// length read, since a file's stated length may understate it (`/proc` files state 0).
 pub fn read_latest(dir: &Path) -> std::result::Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(LATEST);
     let shown = path.display();
-    let meta = std::fs::metadata(&path)
-        .map_err(|e| format!("no checkpoint in {}: cannot read {shown}: {e}", dir.display()))?;
+    let cannot = |e: std::io::Error| format!("no checkpoint in {}: cannot read {shown}: {e}", dir.display());
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&path).map_err(cannot)?;
+    let meta = file.metadata().map_err(cannot)?;
     if !meta.is_file() {
         let kind = crate::process::file_kind::kind_of(&meta.file_type()).unwrap_or("something other than a file");
         return Err(format!("{shown} is {kind}, not a file naming a checkpoint"));
     }
-    if meta.len() > MAX_LATEST_BYTES {
-        return Err(format!(
-            "{shown}: {} bytes that are no checkpoint directory name (`step-N`): was it written over?",
-            meta.len()
-        ));
-    }
-    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_LATEST_BYTES + 1).read_to_end(&mut bytes).map_err(cannot)?;
     match std::str::from_utf8(&bytes).map(str::trim) {
         Ok(name) if step_of(name).is_some() => Ok(name.to_string()),
-        Ok(name) => Err(format!("{shown}: `{name}` is not a checkpoint directory name")),
-        Err(_) => Err(format!(
+        Ok(name) if bytes.len() as u64 <= MAX_LATEST_BYTES => {
+            Err(format!("{shown}: `{name}` is not a checkpoint directory name"))
+        }
+        _ => Err(format!(
             "{shown}: {} bytes that are no checkpoint directory name (`step-N`): was it written over?",
-            bytes.len()
+            meta.len().max(bytes.len() as u64)
         )),
     }
 }
@@ -82,6 +83,25 @@ const MAX_LATEST_BYTES: u64 = 64;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn latest_is_read_no_further_than_a_name() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("step-00000004")).unwrap();
+        std::fs::write(root.path().join(LATEST), "step-00000004\n").unwrap();
+        assert_eq!(read_latest(root.path()).unwrap(), "step-00000004");
+        std::fs::write(root.path().join(LATEST), "x".repeat(10_000)).unwrap();
+        let err = read_latest(root.path()).unwrap_err();
+        assert!(
+            err.ends_with("10000 bytes that are no checkpoint directory name (`step-N`): was it written over?"),
+            "{err}"
+        );
+        // A file whose stated length is 0 but which holds more.
+        std::fs::remove_file(root.path().join(LATEST)).unwrap();
+        std::os::unix::fs::symlink("/proc/self/maps", root.path().join(LATEST)).unwrap();
+        let err = read_latest(root.path()).unwrap_err();
+        assert!(err.len() < 200 && err.contains("was it written over?"), "{err}");
+    }
 
     #[test]
     fn a_checkpoint_folders_own_files_are_told_from_others_beside_them() {
