@@ -309,6 +309,7 @@ fn the_trace_follows_the_compiled_schedule_with_and_without_overlap() {
             fills.sort_by(|a, b| start(a).total_cmp(&start(b)));
             let own = usize::from(step == 1);
             assert_eq!(fills.len(), own + usize::from(step < 3), "rank {rank} step {step}: {fills:?}");
+            assert!(fills.iter().all(|f| f["tid"] == 2), "fills on the data track");
             if let Some(ahead) = fills.get(own).filter(|_| step < 3) {
                 let backward_end = backward.iter().map(|b| end(b)).fold(0.0, f64::max);
                 let mut after = spans_of(&trace, rank, step, "wait");

@@ -13,6 +13,9 @@ use crate::process::atomic_write::write_atomically;
 
 const COMPUTE_TRACK: u32 = 0;
 const COMMUNICATION_TRACK: u32 = 1;
+/// The host's batch fills: on a GPU they run beside the device's spans, which a track of
+/// their own keeps from overlapping.
+const DATA_TRACK: u32 = 2;
 
 /// Writes `spans` (every rank's) to `path`, streaming one event at a time.
 pub fn write_chrome_trace(path: &Path, spans: &[Span], info: &RunInfo) -> Result<()> {
@@ -33,7 +36,7 @@ fn write_events(out: &mut dyn Write, spans: &[Span], info: &RunInfo) -> std::io:
     for rank in 0..info.world_size {
         emit(out, json!({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": format!("rank {rank}")}}))?;
         emit(out, json!({"ph": "M", "name": "process_sort_index", "pid": rank, "args": {"sort_index": rank}}))?;
-        for (tid, name) in [(COMPUTE_TRACK, "compute"), (COMMUNICATION_TRACK, "communication")] {
+        for (tid, name) in [(COMPUTE_TRACK, "compute"), (COMMUNICATION_TRACK, "communication"), (DATA_TRACK, "data")] {
             emit(out, json!({"ph": "M", "name": "thread_name", "pid": rank, "tid": tid, "args": {"name": name}}))?;
         }
     }
@@ -100,7 +103,11 @@ fn event(span: &Span, schedule: &Schedule) -> Value {
         Activity::Compress { bucket } => (format!("powersgd b{bucket}"), "compression", json!({"bucket": bucket})),
     };
     args["step"] = json!(span.step + 1);
-    let tid = if span.activity.is_communication() { COMMUNICATION_TRACK } else { COMPUTE_TRACK };
+    let tid = match span.activity {
+        Activity::Fill => DATA_TRACK,
+        a if a.is_communication() => COMMUNICATION_TRACK,
+        _ => COMPUTE_TRACK,
+    };
     json!({
         "name": name,
         "cat": category,
