@@ -3,9 +3,10 @@
 //! all its structs: `#[distributed_model] mod net { struct Block {..} struct Net {..} }`. The
 //! struct that no other uses is the model; every other is a block, used as a field (`mlp: Mlp`)
 //! or repeated (`blocks: [Block; 8]`), except a layer type of one's own (a field describes it
-//! with `#[layer(..)]`, or no field uses it and the module implements `Layer` for it). Blocks are unrolled here into one flat list of layers
-//! named by their path (`blocks.3.fc1`, as PyTorch's state dict names them), so the planner, the
-//! checks and the code generator see one chain of layers, and one bucket plan covers the model.
+//! with `#[layer(..)]`, or no field uses it and the module implements `Layer` for it). Blocks
+//! are unrolled here into one flat list of layers named by their path (`blocks.3.fc1`, as
+//! PyTorch's state dict names them), so the planner, the checks and the code generator see one
+//! chain of layers, and one bucket plan covers the model.
 //! `#[residual]` on a block makes each of its uses `y = x + f(x)`.
 //!
 //! A block is defined above the structs that use it: nesting then has no cycles by
