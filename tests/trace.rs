@@ -52,6 +52,9 @@ fn two_rank_trace_report_and_timeline_agree() {
     assert_eq!(span(&reports[1]), (Some(3), Some(4), Some(2)), "the last window is reported too");
     assert_eq!(span(&reports[2]), (Some(1), Some(4), Some(4)));
     let report = &reports[2];
+    // The host's batch fills, on the compute thread beside its compute and waits: within `other`.
+    let (data, other) = (report["data_ms"].as_f64().unwrap(), report["other_ms"].as_f64().unwrap());
+    assert!(data > 0.0 && data <= other + 1e-9, "data {data} ms, other {other} ms");
 
     // The trace: every rank, every step, every layer, bucket and wait point.
     let trace: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).expect("trace is JSON");

@@ -19,6 +19,8 @@ pub struct StepBreakdown {
     pub all_reduce_ns: u64,
     /// Time the compute thread was blocked in wait points.
     pub exposed_ns: u64,
+    /// The host filling batches (the next step's among them).
+    pub fill_ns: u64,
     /// Of these: the sharded state's all-gathers on the communication thread, and the forward's
     /// time blocked in their wait points.
     pub all_gather_ns: u64,
@@ -72,8 +74,9 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
             let s = &Span { end_ns: s.end_ns.min(step.end_ns), ..**s };
             let d = if s.activity.is_communication() { s.duration_ns() } else { intersection(s, step) };
             match s.activity {
+                Activity::Step => {}
                 // Host work, in the step's time beside compute and exposed communication.
-                Activity::Step | Activity::Fill => {}
+                Activity::Fill => b.fill_ns += d,
                 Activity::Forward { layer } => {
                     b.forward_ns += d;
                     if let Some(t) = b.layer_forward_ns.get_mut(layer as usize) {

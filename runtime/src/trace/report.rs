@@ -37,6 +37,10 @@ pub struct OverlapReport {
     pub exposed_ms: f64,
     /// The rest of the step: loading data, bookkeeping between layers.
     pub other_ms: f64,
+    /// Of the step, the host filling batches: the next step's while the device works on this
+    /// one (on the CPU, while the last sums are in flight), so part of `other_ms` on the CPU,
+    /// beside the GPU's work on a GPU.
+    pub data_ms: f64,
     /// `all_reduce_ms - exposed_ms`.
     pub hidden_ms: f64,
     /// `1 - exposed / all-reduce`; absent when nothing was reduced (one rank).
@@ -167,6 +171,7 @@ impl OverlapReport {
             hidden_fraction: (1.0 - gather_waited_ms / all_gather_ms).clamp(0.0, 1.0),
         });
         let other_ms = mean(&|b| b.step_ns.saturating_sub(b.compute_ns() + b.exposed_ns));
+        let data_ms = mean(&|b| b.fill_ns);
         let lower_bound_ms = compute_ms.max(all_reduce_ms);
 
         let n = world_size as f64;
@@ -242,6 +247,7 @@ impl OverlapReport {
             all_reduce_ms,
             exposed_ms,
             other_ms,
+            data_ms,
             // Waits can outlast the all-reduces they wait for (a slower rank, scheduling): then
             // nothing was hidden, rather than a negative amount.
             hidden_ms: (all_reduce_ms - exposed_ms).max(0.0),

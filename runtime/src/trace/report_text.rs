@@ -83,6 +83,12 @@ impl fmt::Display for OverlapReport {
         line(f, "all-reduce", self.all_reduce_ms, "sum over buckets, and lent updates, on the communication thread")?;
         line(f, "exposed", self.exposed_ms, "compute thread blocked in wait points")?;
         line(f, "other", self.other_ms, "step - compute - exposed: data loading, bookkeeping")?;
+        line(
+            f,
+            "data",
+            self.data_ms,
+            "the host filling batches, the next step's while this one's sums and updates run",
+        )?;
         match self.hidden_fraction {
             Some(h) => line(
                 f,
