@@ -25,12 +25,13 @@ pub fn item(item: &mut Item) {
 fn fields(fields: &mut Fields) {
     for field in fields.iter_mut() {
         ty(&mut field.ty);
-        field.attrs.iter_mut().for_each(attribute);
+        // This macro's own attributes only: another's may hold expressions whose grouping counts.
+        field.attrs.iter_mut().filter(|a| crate::cfg::names_ours(a.path())).for_each(attribute);
     }
 }
 
-/// A field attribute's arguments (`#[layer(input = $n, ..)]`, `#[init(ends_with("w", std =
-/// $s))]`), wherever a fragment sits in them.
+/// One of this macro's field attributes' arguments (`#[layer(input = $n, ..)]`,
+/// `#[init(ends_with("w", std = $s))]`), wherever a fragment sits in them.
 fn attribute(attr: &mut syn::Attribute) {
     match &mut attr.meta {
         syn::Meta::List(list) => list.tokens = tokens(std::mem::take(&mut list.tokens)),
