@@ -15,7 +15,8 @@ mod net {
     }
 
     pub struct Other {
-        fc: NotALayer,
+        fc: Linear<4, 4>,
+        act: NotALayer,
     }
 }
 
