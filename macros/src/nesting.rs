@@ -3,8 +3,7 @@
 //! all its structs: `#[distributed_model] mod net { struct Block {..} struct Net {..} }`. The
 //! struct that no other uses is the model; every other is a block, used as a field (`mlp: Mlp`)
 //! or repeated (`blocks: [Block; 8]`), except a layer type of one's own (a field describes it
-//! with `#[layer(..)]`, or no field uses it and the module implements `Layer` for it) and a
-//! struct of the program's own that holds no layer (`helper_structs`). Blocks
+//! with `#[layer(..)]`, or no field uses it and the module implements `Layer` for it). Blocks
 //! are unrolled here into one flat list of layers named by their path (`blocks.3.fc1`, as
 //! PyTorch's state dict names them), so the planner, the checks and the code generator see one
 //! chain of layers, and one bucket plan covers the model.
@@ -58,13 +57,11 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
         return Structs { all: Vec::new(), roots: Vec::new() };
     };
     let layers = layer_types(items);
-    let mut all: Vec<&ItemStruct> = items
+    let all: Vec<&ItemStruct> = items
         .iter()
         .filter_map(|i| if let Item::Struct(s) = i { Some(s) } else { None })
         .filter(|s| !layers.contains(&&s.ident))
         .collect();
-    let helpers = helper_structs(&all);
-    all.retain(|s| !helpers.contains(&&s.ident));
     for s in &all {
         cfg::check_struct(&s.attrs, errors);
         crate::field_attr::misplaced_on_struct(&s.attrs, errors);
@@ -73,7 +70,13 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
         errors.spanned(&module.ident, "this module holds no struct: put the model and its blocks in it");
         return Structs { all, roots: Vec::new() };
     }
-    let used = used_structs(&all);
+    // A struct that uses itself is not made a block by that (`unroll` reports the use).
+    let used: Vec<bool> = (0..all.len())
+        .map(|b| {
+            let users = all.iter().enumerate().filter(|&(s, _)| s != b);
+            users.flat_map(|(s, item)| item.fields.iter().map(move |f| (s, f))).any(|(s, f)| uses(&all, s, f, b))
+        })
+        .collect();
     let roots: Vec<usize> = (0..all.len()).filter(|&s| !used[s]).collect();
     match roots.as_slice() {
         &[model] => unreached(&all, model, errors),
@@ -85,7 +88,8 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
                     &all[s].ident,
                     format!(
                         "{} are each used by no other struct: a module holds one model, and every other struct is one \
-                         of its blocks, a layer type of one's own, or a struct that holds no layer",
+                         of its blocks or a layer type it implements `Layer` for (move any other struct out of the \
+                         module)",
                         names.join(", ")
                     ),
                 );
@@ -93,35 +97,6 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
         }
     }
     Structs { all, roots }
-}
-
-/// Whether each of `all` is used by another (a struct that uses itself is not made a block by
-/// that: `unroll` reports the use).
-fn used_structs(all: &[&ItemStruct]) -> Vec<bool> {
-    (0..all.len())
-        .map(|b| {
-            let users = all.iter().enumerate().filter(|&(s, _)| s != b);
-            users.flat_map(|(s, item)| item.fields.iter().map(move |f| (s, f))).any(|(s, f)| uses(all, s, f, b))
-        })
-        .collect()
-}
-
-/// The program's own structs beside the model (settings, say): used by no struct and holding no
-/// layer and no block, when another struct used by none holds some (and is then the model).
-/// They are left as written; without such a model every struct is judged as a model or block.
-fn helper_structs<'a>(all: &[&'a ItemStruct]) -> Vec<&'a syn::Ident> {
-    let used = used_structs(all);
-    let holds_layers = |s: usize| {
-        all[s].fields.iter().any(|f| {
-            let builtin = matches!(&f.ty, Type::Path(p) if p.path.segments.last().is_some_and(|l| crate::layers::is_builtin(&l.ident)));
-            builtin || f.attrs.iter().any(|a| a.path().is_ident("layer")) || (0..all.len()).any(|b| b != s && uses(all, s, f, b))
-        })
-    };
-    let unused: Vec<usize> = (0..all.len()).filter(|&s| !used[s]).collect();
-    if !unused.iter().any(|&s| holds_layers(s)) {
-        return Vec::new();
-    }
-    unused.into_iter().filter(|&s| !holds_layers(s)).map(|s| &all[s].ident).collect()
 }
 
 /// The module's structs that are layer types of one's own, not blocks: each field that names

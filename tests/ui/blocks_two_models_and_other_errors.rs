@@ -15,8 +15,7 @@ mod net {
     }
 
     pub struct Other {
-        fc: Linear<4, 4>,
-        act: NotALayer,
+        fc: NotALayer,
     }
 }
 

@@ -1,7 +1,6 @@
 //! A layer of one's own defined inside the module of a model with blocks is a layer, not a
 //! block: the field's `#[layer(..)]` says so. A block that implements a trait named `Layer`
-//! (here the user's own) stays a block, and a struct of the program's own that holds no layer
-//! (its settings) is left as written.
+//! (here the user's own) stays a block.
 use overlap::prelude::*;
 
 #[distributed_model]
@@ -85,16 +84,9 @@ mod own_trait {
     pub struct Net {
         blocks: [Block; 2],
     }
-
-    /// The program's settings, beside the model: no layer, no block.
-    #[derive(Debug, Default)]
-    pub struct Settings {
-        pub lr: f32,
-    }
 }
 
 fn main() {
-    assert_eq!(own_trait::Settings { lr: 0.5 }.lr, 0.5);
     let schedule = <own_trait::Net as overlap::DistributedModel>::SCHEDULE;
     let names: Vec<&str> = schedule.layers.iter().map(|l| l.name.as_ref()).collect();
     assert_eq!(names, ["blocks.0.fc", "blocks.1.fc"]);
