@@ -16,6 +16,11 @@ use crate::helpers::{foreign_suffix, positive_int, positive_value};
 const BUILT_IN: &str =
     "Linear, LayerNorm, Relu, Gelu, Tanh, Sigmoid, Embedding, PositionEmbedding, CausalSelfAttention, TiedHead";
 
+/// Whether `name` is one of the built-in layer types.
+pub fn is_builtin(name: &syn::Ident) -> bool {
+    BUILT_IN.split(", ").any(|b| name == b)
+}
+
 /// Approximate forward FLOPs per element of the element-wise built-ins (used by cost models).
 const RELU_FLOPS: u64 = 1;
 const SIGMOID_FLOPS: u64 = 4;

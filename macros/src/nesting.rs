@@ -102,18 +102,29 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
 /// The module's structs that are layer types of one's own, not blocks: each field that names
 /// one describes it with `#[layer(..)]` (which a layer of one's own needs), and a field does so
 /// or the module implements a `Layer` for it (written beside the blocks, used by none yet). A
-/// struct some field uses without `#[layer]` stays a block, whatever it implements.
+/// struct some field uses without `#[layer]` stays a block, whatever it implements; so does one
+/// that holds layers or blocks and has no `Layer` impl here (`#[layer]` on a block's field is
+/// then reported as such by `unroll`).
 fn layer_types(items: &[Item]) -> Vec<&syn::Ident> {
     let structs = || items.iter().filter_map(|i| if let Item::Struct(s) = i { Some(s) } else { None });
     let fields = || structs().flat_map(|s| s.fields.iter());
     let described = |f: &syn::Field| f.attrs.iter().any(|a| a.path().is_ident("layer"));
     let implemented: Vec<&syn::Ident> =
         items.iter().filter_map(|i| if let Item::Impl(i) = i { implemented_layer(i) } else { None }).collect();
-    let layer = |id: &syn::Ident| {
-        let uses: Vec<&syn::Field> = fields().filter(|f| mentions(f.ty.to_token_stream(), &[id])).collect();
-        uses.iter().all(|f| described(f)) && (!uses.is_empty() || implemented.contains(&id))
+    let names: Vec<&syn::Ident> = structs().map(|s| &s.ident).collect();
+    let holds_layers = |s: &ItemStruct| {
+        s.fields.iter().any(|f| {
+            let builtin = matches!(&f.ty, Type::Path(p) if p.path.segments.last().is_some_and(|l| crate::layers::is_builtin(&l.ident)));
+            builtin || described(f) || mentions(f.ty.to_token_stream(), &names)
+        })
     };
-    structs().map(|s| &s.ident).filter(|id| layer(id)).collect()
+    let layer = |s: &ItemStruct| {
+        let id = &s.ident;
+        let uses: Vec<&syn::Field> = fields().filter(|f| mentions(f.ty.to_token_stream(), &[id])).collect();
+        let implemented = implemented.contains(&id);
+        uses.iter().all(|f| described(f)) && (!uses.is_empty() || implemented) && (implemented || !holds_layers(s))
+    };
+    structs().filter(|s| layer(s)).map(|s| &s.ident).collect()
 }
 
 /// The struct `item` implements a trait named `Layer` for, if it is such an impl.
