@@ -57,11 +57,7 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
         return Structs { all: Vec::new(), roots: Vec::new() };
     };
     let layers = layer_types(items);
-    let all: Vec<&ItemStruct> = items
-        .iter()
-        .filter_map(|i| if let Item::Struct(s) = i { Some(s) } else { None })
-        .filter(|s| !layers.contains(&&s.ident))
-        .collect();
+    let all: Vec<&ItemStruct> = module_structs(items).filter(|s| !layers.contains(&&s.ident)).collect();
     for s in &all {
         cfg::check_struct(&s.attrs, errors);
         crate::field_attr::misplaced_on_struct(&s.attrs, errors);
@@ -106,7 +102,7 @@ pub fn structs<'a>(module: &'a ItemMod, errors: &mut Errors) -> Structs<'a> {
 /// that holds layers or blocks and has no `Layer` impl here (`#[layer]` on a block's field is
 /// then reported as such by `unroll`).
 fn layer_types(items: &[Item]) -> Vec<&syn::Ident> {
-    let structs = || items.iter().filter_map(|i| if let Item::Struct(s) = i { Some(s) } else { None });
+    let structs = || module_structs(items);
     let fields = || structs().flat_map(|s| s.fields.iter());
     let described = |f: &syn::Field| f.attrs.iter().any(|a| a.path().is_ident("layer"));
     let implemented: Vec<&syn::Ident> =
@@ -125,6 +121,11 @@ fn layer_types(items: &[Item]) -> Vec<&syn::Ident> {
         uses.iter().all(|f| described(f)) && (!uses.is_empty() || implemented) && (implemented || !holds_layers(s))
     };
     structs().filter(|s| layer(s)).map(|s| &s.ident).collect()
+}
+
+/// The structs among a module's `items`, in order.
+fn module_structs(items: &[Item]) -> impl Iterator<Item = &ItemStruct> {
+    items.iter().filter_map(|i| if let Item::Struct(s) = i { Some(s) } else { None })
 }
 
 /// The struct `item` implements a trait named `Layer` for, if it is such an impl.
