@@ -3,6 +3,7 @@
 #   make test      formatting, lints and every test of every crate (CI runs this)
 #   make bench     the performance benchmark (compare/run.py; PyTorch rows when torch is importable)
 #   make gpu-bundle  target/gpu-bundle.tar.gz, for scripts/gpu-check.sh on a GPU machine
+#   make cpu-bundle  target/cpu-bundle.tar.gz, for scripts/cpu-targets.sh on a machine of many cores
 #   make bad-inputs  173 adversarial inputs against the example binaries (not part of make test)
 # They install the Debian packages they need when missing (as root, or with sudo).
 
@@ -33,7 +34,7 @@ NVCC13_DIR := .tools/nvcc13
 PTXAS13 := $(abspath $(NVCC13_DIR))/nvidia/cu13/bin/ptxas
 NVCC13_WHEEL := nvidia-cuda-nvcc==13.2.86
 
-.PHONY: deps nvrtc example test bench gpu-bundle bad-inputs
+.PHONY: deps nvrtc example test bench gpu-bundle cpu-bundle bad-inputs
 
 deps:
 	@command -v cargo >/dev/null || { echo "cargo is required: install Rust (https://rustup.rs), then rerun"; exit 1; }
@@ -98,6 +99,10 @@ test: deps nvrtc
 # The tarball scripts/gpu-check.sh runs on a GPU machine without cargo (see the README).
 gpu-bundle: deps
 	scripts/gpu-bundle.sh
+
+# The tarball scripts/cpu-targets.sh runs on a machine without cargo or OpenMPI (see the README).
+cpu-bundle: deps
+	scripts/cpu-bundle.sh
 
 TORCH_PYTHON ?= python3
 

@@ -12,9 +12,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
 
+# More mpirun arguments, from the environment: `MPIRUN_ARGS="--bind-to none"` lets each rank's
+# threads use any core (mpirun binds each of two ranks to one core by default, so a rank's
+# communication thread takes turns with its compute thread even where cores are free).
+MPIRUN_ARGS = os.environ.get("MPIRUN_ARGS", "").split()
+
+
 def on_ranks(ranks, cmd):
     """`cmd` under mpirun on `ranks` ranks; as it is for one (no launcher)."""
-    return ["mpirun", "--oversubscribe", "-n", str(ranks), *cmd] if ranks > 1 else list(cmd)
+    return ["mpirun", "--oversubscribe", *MPIRUN_ARGS, "-n", str(ranks), *cmd] if ranks > 1 else list(cmd)
 
 
 def run(cmd, timeout=900):

@@ -10,7 +10,8 @@ is the shorter, the share stays near that ratio. On shared memory: its step agai
 compute-only step (target: at most 1.05), beside what the all-reduces alone take (`--comm-only`)
 over the compute-only step: on two cores, each shared by a rank's compute and communication
 threads, that work is added to the step, not hidden. Modes alternate round by round; medians.
-Arguments after `--` go to every run. Timing claims live here, printed, never in `make test`.
+Arguments after `--` go to every run; `MPIRUN_ARGS` (see jobs.py) go to mpirun. Timing claims
+live here, printed, never in `make test`.
 Needs `cargo build --release --examples`.
 """
 
@@ -38,11 +39,12 @@ def main():
     p.add_argument("--example", default="resmlp")
     p.add_argument("--batch", type=int, default=64, help="samples per rank")
     p.add_argument("--link-batches", type=int, nargs="+", help="samples per rank under the link (default: --batch)")
+    p.add_argument("--shared-only", action="store_true", help="only the step against compute-only on shared memory")
     p.add_argument("extra", nargs="*", help="after --: arguments for every run")
     args = p.parse_args()
     binary = os.path.join(args.bin_dir, args.example)
     print(f"{args.example}, 2 ranks, medians of {args.rounds} rounds of {args.steps} steps")
-    for batch in args.link_batches or [args.batch]:
+    for batch in [] if args.shared_only else args.link_batches or [args.batch]:
         reports = [report(binary, ["--link", "latency=5us,bandwidth=1GB/s"], args.steps, batch, args.extra)
                    for _ in range(args.rounds)]
         hidden = [r["hidden_fraction"] for r in reports]

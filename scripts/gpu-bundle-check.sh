@@ -17,11 +17,11 @@ root=$scratch/overlap-gpu
 export LD_LIBRARY_PATH=$root/lib
 
 echo "== every library resolves inside the bundle or to glibc"
-glibc='^(linux-vdso|libc|libm|libdl|libpthread|librt|libutil|libresolv|libnsl|ld-linux-x86-64)\.so'
+source "$(dirname "$0")/bundle-lib.sh"
 for exe in "$root"/release/examples/* "$root"/release/deps/*; do
     ldd "$exe" | while read -r name arrow path _; do
         [[ $arrow == "=>" ]] || continue
-        [[ $name =~ $glibc ]] && continue
+        [[ $name =~ $GLIBC_LIBRARIES ]] && continue
         [[ $path == "$root/lib/"* ]] || { echo "$(basename "$exe"): $name resolves to $path, not the bundle" >&2; exit 1; }
     done
 done

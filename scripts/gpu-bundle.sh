@@ -10,7 +10,8 @@
 #   release/examples/mlp        the mlp, resmlp and gpt examples with the `cuda` feature
 #   release/deps/cuda           the GPU tests (tests/cuda/), release/deps/nvrtc the kernel tests
 #   lib/                        the shared libraries they need beyond glibc (OpenMPI, OpenBLAS, ...)
-#   gpu-check.sh, compare/ddp_peer.py, compare/gpt_twin.py (and the jobs.py it imports)
+#   gpu-check.sh and the check-steps.sh it sources; compare/ddp_peer.py, compare/gpt_twin.py
+#                               and the jobs.py they import
 # Binaries are built for x86-64-v3 (AVX2, no AVX-512), overriding .cargo/config.toml's
 # `target-cpu=native`, so a build host's newer vector units cannot make them fail on the GPU
 # machine's CPU, and stripped. The CUDA libraries are not bundled: the GPU machine's own are
@@ -21,15 +22,7 @@ out=${1:-target/gpu-bundle.tar.gz}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/portable}
 export RUSTFLAGS="-C target-cpu=x86-64-v3"
 
-# The executables cargo built, from its JSON messages.
-executables() {
-    python3 -c '
-import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable"):
-        print(m["executable"])'
-}
+source scripts/bundle-lib.sh
 
 echo "gpu-bundle: building for x86-64-v3 into $CARGO_TARGET_DIR"
 examples=$(cargo build --release --features cuda --example mlp --example resmlp --example gpt --message-format=json | executables)
@@ -45,28 +38,11 @@ cp $examples "$root/release/examples/"
 cp "$cuda_tests" "$root/release/deps/cuda"
 cp "$nvrtc_tests" "$root/release/deps/nvrtc"
 strip "$root"/release/examples/* "$root"/release/deps/*
-cp scripts/gpu-check.sh "$root/"
+cp scripts/gpu-check.sh scripts/check-steps.sh "$root/"
 cp compare/ddp_peer.py compare/gpt_twin.py compare/jobs.py "$root/compare/"
 git rev-parse --short HEAD >"$root/VERSION" 2>/dev/null || echo unknown >"$root/VERSION"
 
-# Every shared library the binaries load, except glibc's own (the GPU machine's glibc must be as
-# new as the build host's; gpu-check.sh prints both).
-glibc='^(linux-vdso|libc|libm|libdl|libpthread|librt|libutil|libresolv|libnsl|ld-linux-x86-64)\.so'
-for exe in "$root"/release/examples/* "$root"/release/deps/*; do
-    ldd "$exe" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }'
-done | sort -u | while read -r name path; do
-    if [[ $name =~ $glibc ]]; then continue; fi
-    cp -L "$path" "$root/lib/$name"
-done
-strip --strip-unneeded "$root"/lib/*
-glibc_version=$(ldd --version | awk 'NR == 1 { print $NF }')
-echo "built with glibc $glibc_version" >>"$root/VERSION"
-
-mkdir -p "$(dirname "$out")"
-tar -C "$stage" -czf "$out" overlap-gpu
-size=$(stat -c %s "$out")
-echo "gpu-bundle: $out, $((size / 1024 / 1024)) MiB ($(ls "$root/lib" | wc -l) libraries, glibc $glibc_version)"
-if ((size > 32 * 1024 * 1024)); then
-    echo "gpu-bundle: the bundle is over 32 MiB" >&2
-    exit 1
-fi
+# Every shared library the binaries load, except glibc's own.
+copy_libraries "$root/lib" "" "$root"/release/examples/* "$root"/release/deps/*
+echo "built with glibc $(glibc_version)" >>"$root/VERSION"
+tarball "$out" "$stage" overlap-gpu gpu-bundle

@@ -32,55 +32,19 @@
 # Every step's failure is printed and the script goes on; it exits non-zero if any step failed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bundle="" out=gpu-check-out seconds=480 archive=""
-usage() { echo "usage: $0 [--bundle FILE] [--out DIR] [--seconds N] [--archive FILE]" >&2; exit 2; }
-while (($#)); do
-    case $1 in
-    --bundle) (($# >= 2)) || usage; bundle=$2; shift 2 ;;
-    --out) (($# >= 2)) || usage; out=$2; shift 2 ;;
-    --seconds) [[ ${2:-} =~ ^[0-9]+$ ]] || usage; seconds=$2; shift 2 ;;
-    --archive) (($# >= 2)) || usage; archive=$2; shift 2 ;;
-    *) usage ;;
-    esac
-done
-deadline=$((SECONDS + seconds))
+check=gpu-check seconds=480 out=gpu-check-out
+bundle_folder=overlap-gpu bundle_marker=release/examples/mlp
+bundle_tarball=gpu-bundle.tar.gz bundle_builder=scripts/gpu-bundle.sh
+source "$here/check-steps.sh"
+check_arguments "$@"
 STEPS=${STEPS:-50}
 PYTHON=${PYTHON:-python3}
-mkdir -p "$out" && out=$(cd "$out" && pwd)
-if [[ -n $archive ]]; then
-    mkdir -p "$(dirname "$archive")" && archive=$(cd "$(dirname "$archive")" && pwd)/$(basename "$archive")
-fi
 # The binaries find the CUDA libraries through the `python3` on PATH (PyTorch's wheels): the
 # Python given is the one they should ask.
 if pybin=$(command -v "$PYTHON"); then
     export PATH=$(dirname "$pybin"):$PATH
 fi
-unpacked=""
-finish() {
-    [[ -z $archive ]] || tar -C "$(dirname "$out")" -czf "$archive" "$(basename "$out")"
-    [[ -z $unpacked ]] || rm -rf "$unpacked"
-}
-trap finish EXIT
-# A step runs in the background (`wait` returns on a signal, a foreground command would not),
-# under a `timeout` that leads a process group of its own: stopped with it, then archived.
-step_pid=""
-stop_step() {
-    [[ -z $step_pid ]] || kill -TERM -- "-$step_pid" 2>/dev/null
-    exit "$1"
-}
-trap 'stop_step 143' TERM
-trap 'stop_step 130' INT
-
-# The bundle: given, or the one this script was unpacked from, or the default build output.
-if [[ -z $bundle && -x $here/release/examples/mlp ]]; then
-    root=$here
-else
-    bundle=${bundle:-$here/../target/gpu-bundle.tar.gz}
-    [[ -f $bundle ]] || { echo "gpu-check: no bundle at $bundle: build it with scripts/gpu-bundle.sh" >&2; exit 2; }
-    unpacked=$(mktemp -d)
-    tar -C "$unpacked" -xzf "$bundle" || { echo "gpu-check: $bundle is not a readable tarball" >&2; exit 2; }
-    root=$unpacked/overlap-gpu
-fi
+open_bundle
 mlp=$root/release/examples/mlp
 # Only the bundle's own libraries are added; the CUDA ones are found by the binaries themselves.
 # Python (PyTorch) runs with the machine's own: the bundle's are the build host's.
@@ -90,41 +54,6 @@ export LD_LIBRARY_PATH=$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # machine's mpirun (if any) cannot start its binaries: the GPU tests run their ranks as one
 # process each, and say so.
 export OVERLAP_TESTS_MPIRUN=off
-
-failed=()
-# step NAME FILE LIMIT COMMAND...: runs COMMAND (a function of this script or a program) for at
-# most LIMIT seconds and what is left before the deadline, output to FILE; records a failure.
-# STEP_END (seconds since the epoch) tells the command when it is stopped, so that what it
-# starts under a `timeout` of its own ends by then too; pipelines fail when any part does.
-step() {
-    local name=$1 file=$2 limit=$3 started=$SECONDS rc left
-    shift 3
-    echo "== $name"
-    left=$((deadline - SECONDS))
-    ((left < limit)) && limit=$left
-    if ((limit < 10)); then
-        echo "not run: the check's --seconds $seconds were spent" >"$file"
-        failed+=("$name (not run: out of time)")
-        echo "   NOT RUN: out of time"
-        return
-    fi
-    STEP_END=$(($(date +%s) + limit)) timeout --kill-after=10 "$limit" bash -o pipefail -c '"$@"' step "$@" >"$file" 2>&1 &
-    step_pid=$!
-    wait "$step_pid"
-    rc=$?
-    step_pid=""
-    tail -n 5 "$file" | sed 's/^/   /'
-    if ((rc == 124 || rc == 137)); then
-        echo "timed out after $limit s" >>"$file"
-        failed+=("$name (timed out after $limit s, see $(basename "$file"))")
-        echo "   TIMED OUT after $limit s"
-    elif ((rc != 0)); then
-        failed+=("$name (exit $rc, see $(basename "$file"))")
-        echo "   FAILED: exit $rc after $((SECONDS - started)) s"
-    else
-        echo "   ok in $((SECONDS - started)) s"
-    fi
-}
 
 environment() {
     echo "bundle: $(tr '\n' ' ' <"$root/VERSION")"
@@ -138,12 +67,6 @@ environment() {
     echo "python: $(LD_LIBRARY_PATH=$SYSTEM_LD_LIBRARY_PATH "$PYTHON" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1)"
     echo "libraries found by the binaries:"
     "$mlp" --cuda-libraries
-}
-
-# The seconds a command started now may run: LIMIT, or what is left of the step.
-within_step() {
-    local left=$((STEP_END - $(date +%s) - 3))
-    ((left < $1)) && echo "$left" || echo "$1"
 }
 
 # One process per GPU test, each stopped after a minute: a test that hangs (an NCCL call that
@@ -302,10 +225,4 @@ step "PyTorch on the same GPU" "$out/pytorch.txt" 120 pytorch
 step "NVRTC and ptxas" "$out/nvrtc.txt" 90 "$root/release/deps/nvrtc" --include-ignored --nocapture
 step "compute-sanitizer" "$out/sanitizer.txt" 240 sanitize
 
-echo
-if ((${#failed[@]})); then
-    echo "gpu-check: ${#failed[@]} step(s) failed:"
-    printf '  %s\n' "${failed[@]}"
-    exit 1
-fi
-echo "gpu-check: every step passed; results in $out"
+steps_verdict
