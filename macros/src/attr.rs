@@ -24,13 +24,16 @@ pub struct ModelConfig {
     pub shard_optimizer: bool,
     /// `gathers = ...`: the all-gathers' grouping, when given.
     pub gathers: Option<Gathers>,
+    /// `model = Net`: which struct of a module of blocks is the model, so that the module may
+    /// also hold structs of one's own that the model does not use.
+    pub model: Option<syn::Ident>,
 }
 
 /// Parses `bucket_cap_mb = 25, first_bucket_mb = 1` (both optional; integers or decimals) and
 /// `bucket_order = ready | ddp_first_iteration` (optional), or `buckets = auto(...)` /
 /// `buckets = profile(...)`; and, with either, `grad_comm = fp32 | bf16 | fp16 | powersgd(..)` and
 /// the bare flag `shard_optimizer` (or `shard_optimizer = true | false`) and `gathers = ...` (see
-/// `shard_attr`).
+/// `shard_attr`); `crate = path`, and `model = Name` for a module of blocks (see `nesting`).
 pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> ModelConfig {
     let mut config = ModelConfig {
         planning: Planning::Caps(BucketLimits::default(), BucketOrder::Ready),
@@ -38,6 +41,7 @@ pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Mode
         krate: None,
         shard_optimizer: false,
         gathers: None,
+        model: None,
     };
     config.planning = planning_config(args, &mut config, errors);
     config
@@ -128,6 +132,10 @@ fn planning_config(args: proc_macro2::TokenStream, config: &mut ModelConfig, err
                 config.gathers = gathers_value(&pair.value, errors);
                 continue;
             }
+            "model" => {
+                config.model = model_name(&pair.value, errors);
+                continue;
+            }
             "buckets" => {
                 if let Some(p) = planning::parse(&pair.value, errors) {
                     planner = Some((p, quote::ToTokens::to_token_stream(pair)));
@@ -138,7 +146,7 @@ fn planning_config(args: proc_macro2::TokenStream, config: &mut ModelConfig, err
                 errors.spanned(
                     &pair.path,
                     "unknown key; expected `bucket_cap_mb`, `first_bucket_mb`, `bucket_order`, `buckets`, `grad_comm`, \
-                     `shard_optimizer`, `gathers` or `crate`",
+                     `shard_optimizer`, `gathers`, `model` or `crate`",
                 );
                 continue;
             }
@@ -266,6 +274,23 @@ fn crate_path(value: &Expr, errors: &mut Errors) -> Option<syn::Path> {
         errors.spanned(value, "`crate` must be a path, e.g. `crate = \"my_overlap\"` for a renamed dependency");
     }
     path
+}
+
+/// `model = Net`: a struct's name, alone.
+fn model_name(value: &Expr, errors: &mut Errors) -> Option<syn::Ident> {
+    match value {
+        Expr::Path(p) if p.qself.is_none() && p.attrs.is_empty() => match p.path.get_ident() {
+            Some(ident) => Some(ident.clone()),
+            None => {
+                errors.spanned(value, "`model` names a struct of this module by its name alone: `model = Net`");
+                None
+            }
+        },
+        _ => {
+            errors.spanned(value, "`model` names the model's struct: `model = Net`");
+            None
+        }
+    }
 }
 
 /// A positive size in MiB as bytes: at least one byte, at most what a `usize` counts.

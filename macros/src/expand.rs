@@ -40,6 +40,13 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         }
         Err(e) => return e.to_compile_error(),
     };
+    if let Some(named) = &config.model {
+        errors.spanned(
+            named,
+            "`model = ..` picks the model among the structs of a module of blocks; on a struct, the struct is the \
+             model: remove the key",
+        );
+    }
     let mut model = Model::from_struct(&item, &mut errors);
     check::all(&mut model, &mut errors);
     let mut code = None;
@@ -107,7 +114,7 @@ fn with_crate(code: TokenStream, config: &attr::ModelConfig) -> TokenStream {
 /// A module holding a model and its blocks (see `nesting`): the module again, its blocks as
 /// written (without this macro's attributes), and the model's code inside it.
 fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: Errors) -> TokenStream {
-    let structs = nesting::structs(module, &mut errors);
+    let structs = nesting::structs(module, config.model.as_ref(), &mut errors);
     if let Some(root) = structs.model() {
         nesting::generated_names_free(module, &structs.all[root].ident, &mut errors);
     }
@@ -133,10 +140,11 @@ fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: 
     });
     let blocks =
         (0..structs.all.len()).filter(|&s| structs.model() != Some(s)).map(|s| nesting::stripped(&structs.all, s));
+    let own = structs.own.iter().map(|s| nesting::own_as_written(s));
     // Everything else as written, layer types of one's own included.
-    let is_block_or_model =
-        |i: &&syn::Item| matches!(i, syn::Item::Struct(s) if structs.all.iter().any(|a| a.ident == s.ident));
-    let others = module.content.iter().flat_map(|(_, items)| items.iter()).filter(|i| !is_block_or_model(i));
+    let is_struct_of = |i: &syn::Item, structs: &[&syn::ItemStruct]| matches!(i, syn::Item::Struct(s) if structs.iter().any(|a| a.ident == s.ident));
+    let others = module.content.iter().flat_map(|(_, items)| items.iter());
+    let others = others.filter(|i| !is_struct_of(i, &structs.all) && !is_struct_of(i, &structs.own));
     // `//!` docs and `#![..]` attributes belong inside the braces.
     let (inner, outer): (Vec<_>, Vec<_>) =
         module.attrs.iter().partition(|a| matches!(a.style, syn::AttrStyle::Inner(_)));
@@ -146,6 +154,7 @@ fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: 
         #vis #unsafety mod #ident {
             #(#inner)*
             #(#others)*
+            #(#own)*
             #(#blocks)*
             #code
         }

@@ -55,6 +55,10 @@ use proc_macro::TokenStream;
 /// `crate = "path"` (as serde's `#[serde(crate = "...")]`) names where the generated code finds
 /// `overlap` when it is not `::overlap`: a renamed dependency (`crate = "::ml"`) or a re-export.
 ///
+/// On a module holding a model and its blocks, the model is the struct no other uses; `model =
+/// Net` names it instead, and the module may then also hold structs of the program's own, which
+/// are left as written.
+///
 /// Parameters are assigned to buckets in the order backward produces their gradients (the last
 /// layer first, each layer's parameters in its `READY_ORDER`), each bucket closed once it
 /// reaches its cap (the first at `first_bucket_mb`), and launched in that order: PyTorch DDP's

@@ -1,0 +1,295 @@
+//! Which struct of a module of blocks is what: the model (named by `model = Net`, or else the one
+//! struct no other uses), its blocks (the structs it reaches through its fields), layer types of
+//! one's own, and, beside a named model, structs of the program's own that it does not use.
+
+use quote::ToTokens;
+use syn::ext::IdentExt;
+use syn::{Expr, Item, ItemMod, ItemStruct, Type};
+
+use crate::cfg;
+use crate::errors::Errors;
+use crate::helpers::{foreign_suffix, mentions};
+
+/// The structs of `module`, in order, and those no other struct uses: the model alone, or none
+/// or several candidates (already reported).
+pub struct Structs<'a> {
+    pub all: Vec<&'a ItemStruct>,
+    pub(super) roots: Vec<usize>,
+    /// Structs of one's own beside a named model, which it does not use (see `own_as_written`).
+    pub own: Vec<&'a ItemStruct>,
+}
+
+impl Structs<'_> {
+    /// The model: the one struct no other uses (`None` when that could not be told).
+    pub fn model(&self) -> Option<usize> {
+        match self.roots[..] {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
+}
+
+/// The module's structs, its model found: the struct `named` (`model = Net`), or else the one
+/// struct no other struct uses. With a name, the structs the model does not reach through its
+/// blocks are the program's own, left as written.
+pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut Errors) -> Structs<'a> {
+    let Some((_, items)) = &module.content else {
+        errors
+            .spanned(module, "the model's structs must be written inside the module: `mod net { .. }`, not `mod net;`");
+        return Structs { all: Vec::new(), roots: Vec::new(), own: Vec::new() };
+    };
+    let layers = layer_types(items);
+    let mut all: Vec<&ItemStruct> = module_structs(items).filter(|s| !layers.contains(&&s.ident)).collect();
+    let named_model = named.and_then(|named| {
+        let found = all.iter().position(|s| s.ident.unraw() == named.unraw());
+        if found.is_none() {
+            model_not_found(&all, &layers, named, errors);
+        }
+        found
+    });
+    let mut own = Vec::new();
+    if let Some(model) = named_model {
+        let reached = reached(&all, model);
+        let (kept, others): (Vec<_>, Vec<_>) = all.iter().enumerate().partition(|&(s, _)| reached[s]);
+        own = others.into_iter().map(|(_, &s)| s).collect();
+        for s in &own {
+            not_in_the_model(s, &all[model].ident, errors);
+        }
+        all = kept.into_iter().map(|(_, &s)| s).collect();
+    }
+    for s in &all {
+        cfg::check_struct(&s.attrs, errors);
+        crate::field_attr::misplaced_on_struct(&s.attrs, errors);
+    }
+    if all.is_empty() {
+        errors.spanned(&module.ident, "this module holds no struct: put the model and its blocks in it");
+        return Structs { all, roots: Vec::new(), own };
+    }
+    if let Some(named) = named {
+        let roots = all.iter().position(|s| s.ident.unraw() == named.unraw()).into_iter().collect();
+        return Structs { all, roots, own };
+    }
+    // A struct that uses itself is not made a block by that (`unroll` reports the use).
+    let used: Vec<bool> = (0..all.len())
+        .map(|b| {
+            let users = all.iter().enumerate().filter(|&(s, _)| s != b);
+            users.flat_map(|(s, item)| item.fields.iter().map(move |f| (s, f))).any(|(s, f)| uses(&all, s, f, b))
+        })
+        .collect();
+    let roots: Vec<usize> = (0..all.len()).filter(|&s| !used[s]).collect();
+    match roots.as_slice() {
+        &[model] => unreached(&all, model, errors),
+        [] => errors.spanned(&module.ident, "every struct in this module is used by another: one must be the model"),
+        several => {
+            let names: Vec<String> = several.iter().map(|&s| format!("`{}`", all[s].ident)).collect();
+            for &s in &several[1..] {
+                errors.spanned(
+                    &all[s].ident,
+                    format!(
+                        "{} are each used by no other struct: a module holds one model, and every other struct is one \
+                         of its blocks or a layer type it implements `Layer` for; name the model to keep structs of \
+                         your own beside it (`#[distributed_model(model = {})]`), or move them out of the module",
+                        names.join(", "),
+                        all[several[0]].ident
+                    ),
+                );
+            }
+        }
+    }
+    Structs { all, roots, own }
+}
+
+/// The module's structs that are layer types of one's own, not blocks: each field that names
+/// one describes it with `#[layer(..)]` (which a layer of one's own needs), and a field does so
+/// or the module implements a `Layer` for it (written beside the blocks, used by none yet). A
+/// struct some field uses without `#[layer]` stays a block, whatever it implements; so does one
+/// that holds layers or blocks and has no `Layer` impl here (`#[layer]` on a block's field is
+/// then reported as such by `unroll`).
+fn layer_types(items: &[Item]) -> Vec<&syn::Ident> {
+    let structs = || module_structs(items);
+    let fields = || structs().flat_map(|s| s.fields.iter());
+    let described = |f: &syn::Field| f.attrs.iter().any(|a| a.path().is_ident("layer"));
+    let implemented: Vec<&syn::Ident> =
+        items.iter().filter_map(|i| if let Item::Impl(i) = i { implemented_layer(i) } else { None }).collect();
+    let names: Vec<&syn::Ident> = structs().map(|s| &s.ident).collect();
+    let holds_layers = |s: &ItemStruct| {
+        s.fields.iter().any(|f| {
+            let builtin = matches!(&f.ty, Type::Path(p) if p.path.segments.last().is_some_and(|l| crate::layers::is_builtin(&l.ident)));
+            builtin || described(f) || mentions(f.ty.to_token_stream(), &names)
+        })
+    };
+    let layer = |s: &ItemStruct| {
+        let id = &s.ident;
+        let uses: Vec<&syn::Field> = fields().filter(|f| mentions(f.ty.to_token_stream(), &[id])).collect();
+        let implemented = implemented.contains(&id);
+        uses.iter().all(|f| described(f)) && (!uses.is_empty() || implemented) && (implemented || !holds_layers(s))
+    };
+    structs().filter(|s| layer(s)).map(|s| &s.ident).collect()
+}
+
+/// The structs among a module's `items`, in order.
+fn module_structs(items: &[Item]) -> impl Iterator<Item = &ItemStruct> {
+    items.iter().filter_map(|i| if let Item::Struct(s) = i { Some(s) } else { None })
+}
+
+/// The struct `item` implements a trait named `Layer` for, if it is such an impl.
+fn implemented_layer(item: &syn::ItemImpl) -> Option<&syn::Ident> {
+    let (_, path, _) = item.trait_.as_ref()?;
+    (path.segments.last()?.ident == "Layer").then_some(())?;
+    match &*item.self_ty {
+        Type::Path(p) if p.qself.is_none() => Some(&p.path.segments.last()?.ident),
+        _ => None,
+    }
+}
+
+/// Whether `field` of `all[s]` uses the struct `all[b]`: as a block (`[Block; 8]`), or named in a
+/// form `block_of` does not know (`[[Block; 2]; 2]`, `net::Block`) by a struct defined after it:
+/// `unroll` reports the form at the field's type, and the block is then no second model. (Only by
+/// one after it: a block naming the model, `Vec<Net>`, leaves it the model.)
+fn uses(all: &[&ItemStruct], s: usize, field: &syn::Field, b: usize) -> bool {
+    block_of(&field.ty, all, s).is_some_and(|(u, _)| u == b)
+        || (b < s && mentions(field.ty.to_token_stream(), &[&all[b].ident]))
+}
+
+/// One error for the structs the model `all[model]` never reaches, through blocks, though each is
+/// used by another: they use each other in a cycle (no struct can be unused and not the model),
+/// which unrolling the model never meets.
+fn unreached(all: &[&ItemStruct], model: usize, errors: &mut Errors) {
+    let reached = reached(all, model);
+    let cycle: Vec<String> = (0..all.len()).filter(|&s| !reached[s]).map(|s| format!("`{}`", all[s].ident)).collect();
+    if let Some(first) = (0..all.len()).find(|&s| !reached[s]) {
+        errors.spanned(
+            &all[first].ident,
+            format!(
+                "{} use each other in a cycle that the model `{}` never reaches: a block cannot nest in itself, and a \
+                 module holds one model and the blocks it uses",
+                cycle.join(", "),
+                all[model].ident
+            ),
+        );
+    }
+}
+
+/// Which of `all` the model `all[model]` reaches through its blocks, itself included.
+fn reached(all: &[&ItemStruct], model: usize) -> Vec<bool> {
+    let mut reached = vec![false; all.len()];
+    let mut next = vec![model];
+    while let Some(s) = next.pop() {
+        if std::mem::replace(&mut reached[s], true) {
+            continue;
+        }
+        next.extend((0..all.len()).filter(|&b| b != s && all[s].fields.iter().any(|f| uses(all, s, f, b))));
+    }
+    reached
+}
+
+/// `model = Name` names no struct of layers and blocks in the module.
+fn model_not_found(all: &[&ItemStruct], layers: &[&syn::Ident], named: &syn::Ident, errors: &mut Errors) {
+    let what = if layers.iter().any(|l| l.unraw() == named.unraw()) {
+        format!("`{named}` is a layer type of one's own, not the model")
+    } else {
+        format!("this module has no struct `{named}`")
+    };
+    let names: Vec<String> = all.iter().map(|s| format!("`{}`", s.ident)).collect();
+    let candidates = match names.len() {
+        0 => String::new(),
+        _ => format!(" (its structs of layers and blocks: {})", names.join(", ")),
+    };
+    errors.spanned(
+        named,
+        format!("{what}: `model` names the struct that holds the model's layers and blocks{candidates}"),
+    );
+}
+
+/// A struct of one's own beside a named model is emitted as written: this macro's attributes on
+/// it would only be unknown to the compiler, so each is reported here (and removed, by
+/// `own_as_written`).
+fn not_in_the_model(own: &ItemStruct, model: &syn::Ident, errors: &mut Errors) {
+    let struct_attrs = own.attrs.iter();
+    let field_attrs = own.fields.iter().flat_map(|f| f.attrs.iter());
+    for attr in struct_attrs.chain(field_attrs).filter(|a| ours_or_residual(a)) {
+        errors.spanned(
+            attr,
+            format!(
+                "`{}` is not part of the model `{model}` (neither it nor its blocks use it as a block), so this \
+                 macro's attributes do not apply to it",
+                own.ident
+            ),
+        );
+    }
+}
+
+/// The struct of one's own `own` as it is emitted: as written, but for this macro's attributes
+/// (reported by `not_in_the_model`).
+pub fn own_as_written(own: &ItemStruct) -> ItemStruct {
+    let mut item = own.clone();
+    item.attrs.retain(|a| !ours_or_residual(a));
+    for field in item.fields.iter_mut() {
+        field.attrs.retain(|a| !ours_or_residual(a));
+    }
+    item
+}
+
+/// One of this macro's field attributes (directly or through `cfg_attr`), or `#[residual]`.
+fn ours_or_residual(attr: &syn::Attribute) -> bool {
+    crate::field_attr::is_ours(attr) || attr.path().is_ident("residual") || cfg::applies(attr, "residual")
+}
+
+/// The types the macro emits beside the model `model` (see `schedule_code::Names`).
+pub const GENERATED_TYPES: [&str; 6] = ["Workspace", "Grads", "InFlight", "WorkspaceOn", "GradsOn", "InFlightOn"];
+
+/// Items of `module` named as a type the macro emits for `model` (`NetGrads`), one error each.
+/// Only items of the type namespace clash: a `fn NetGrads` or `const NetGrads` lives beside the
+/// type (as in the struct form).
+pub fn generated_names_free(module: &ItemMod, model: &syn::Ident, errors: &mut Errors) {
+    let items = module.content.iter().flat_map(|(_, items)| items.iter());
+    for item in items {
+        let ident = match item {
+            Item::Struct(i) => &i.ident,
+            Item::Enum(i) => &i.ident,
+            Item::Union(i) => &i.ident,
+            Item::Type(i) => &i.ident,
+            Item::Trait(i) => &i.ident,
+            Item::TraitAlias(i) => &i.ident,
+            Item::Mod(i) => &i.ident,
+            _ => continue,
+        };
+        let name = ident.unraw().to_string();
+        if let Some(kind) = GENERATED_TYPES.iter().find(|k| name == format!("{}{k}", model.unraw())) {
+            errors.spanned(
+                ident,
+                format!("`{name}` is the name of the model's generated `{kind}` type: give this item another name"),
+            );
+        }
+    }
+}
+
+/// Whether `ty`, in a field of `all[within]`, is a block of `all` (`Block`; `Self` is
+/// `all[within]`), or `N` of them (`[Block; N]`, the length `None` when it is not a literal of
+/// type `usize`, reported by `unroll`).
+pub(super) fn block_of(ty: &Type, all: &[&ItemStruct], within: usize) -> Option<(usize, Option<Option<usize>>)> {
+    let named = |ty: &Type| match ty {
+        // One segment, generic arguments or not (a generic block is refused with the block).
+        Type::Path(p) if p.qself.is_none() && p.path.leading_colon.is_none() && p.path.segments.len() == 1 => {
+            let ident = &p.path.segments[0].ident;
+            if ident == "Self" {
+                return Some(within);
+            }
+            all.iter().position(|s| s.ident.unraw() == ident.unraw())
+        }
+        _ => None,
+    };
+    match ty {
+        Type::Array(a) => {
+            let len = match &a.len {
+                // `base10_parse` ignores the suffix: `2u8` would be unrolled, and the compiler refuse it.
+                Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(n), .. }) if !foreign_suffix(n) => {
+                    n.base10_parse::<usize>().ok()
+                }
+                _ => None,
+            };
+            named(&a.elem).map(|b| (b, Some(len)))
+        }
+        other => named(other).map(|b| (b, None)),
+    }
+}

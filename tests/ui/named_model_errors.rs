@@ -1,0 +1,65 @@
+use overlap::prelude::*;
+
+// `model = ..` names a struct of layers and blocks in the module, by its name alone.
+#[distributed_model(model = Missing)]
+mod missing {
+    use overlap::prelude::*;
+
+    pub struct Block {
+        fc: Linear<4, 4>,
+    }
+
+    pub struct Net {
+        block: Block,
+    }
+}
+
+#[distributed_model(model = self::Net)]
+mod path {
+    use overlap::prelude::*;
+
+    pub struct Net {
+        fc: Linear<4, 4>,
+    }
+}
+
+// A struct the model does not use is left as written: this macro's attributes on it are errors.
+#[distributed_model(model = Net)]
+mod attributes_on_own {
+    use overlap::prelude::*;
+
+    pub struct Net {
+        fc: Linear<4, 4>,
+    }
+
+    #[residual]
+    pub struct Other {
+        #[bucket_boundary]
+        fc: Linear<4, 4>,
+    }
+}
+
+// Blocks reach the model through its fields' types alone: through an alias, `Block` is a struct
+// of one's own, and the field is no layer.
+#[distributed_model(model = Net)]
+mod alias {
+    use overlap::prelude::*;
+
+    pub struct Block {
+        fc: Linear<4, 4>,
+    }
+
+    type Stack = [Block; 2];
+
+    pub struct Net {
+        stack: Stack,
+    }
+}
+
+// On a struct, the struct is the model.
+#[distributed_model(model = Net)]
+pub struct Net {
+    fc: Linear<4, 4>,
+}
+
+fn main() {}
