@@ -12,13 +12,34 @@ use crate::errors::Errors;
 use crate::field_attr::LayerAttr;
 use crate::helpers::{foreign_suffix, positive_int, positive_value};
 
-/// The layer types the macro reads from the type alone.
-const BUILT_IN: &str =
-    "Linear, LayerNorm, Relu, Gelu, Tanh, Sigmoid, Embedding, PositionEmbedding, CausalSelfAttention, TiedHead";
+/// The layer types the macro reads from the type alone, each with its number of const arguments
+/// (widths, heads, vocabulary), in the order messages list them.
+const BUILT_INS: [(&str, usize); 10] = [
+    ("Linear", 2),
+    ("LayerNorm", 1),
+    ("Relu", 0),
+    ("Gelu", 0),
+    ("Tanh", 0),
+    ("Sigmoid", 0),
+    ("Embedding", 2),
+    ("PositionEmbedding", 2),
+    ("CausalSelfAttention", 2),
+    ("TiedHead", 2),
+];
+
+/// The const arguments of the built-in layer type `name`; `None` for any other type.
+fn builtin_arity(name: &syn::Ident) -> Option<usize> {
+    BUILT_INS.iter().find(|(b, _)| name == b).map(|&(_, arity)| arity)
+}
 
 /// Whether `name` is one of the built-in layer types.
 pub fn is_builtin(name: &syn::Ident) -> bool {
-    BUILT_IN.split(", ").any(|b| name == b)
+    builtin_arity(name).is_some()
+}
+
+/// The built-in layer types, for messages: `Linear, LayerNorm, ...`.
+fn built_in_list() -> String {
+    BUILT_INS.map(|(name, _)| name).join(", ")
 }
 
 /// Approximate forward FLOPs per element of the element-wise built-ins (used by cost models).
@@ -51,13 +72,8 @@ pub fn custom(name: &str, ty: &Type, attr: &LayerAttr) -> LayerSpec {
 pub fn builtin(name: &str, ty: &Type, errors: &mut Errors) -> Result<Option<LayerSpec>, ()> {
     let Type::Path(path) = ty else { return Ok(None) };
     let Some(last) = path.path.segments.last() else { return Ok(None) };
+    let Some(arity) = builtin_arity(&last.ident) else { return Ok(None) };
     let kind = last.ident.to_string();
-    let arity = match kind.as_str() {
-        "Linear" | "Embedding" | "PositionEmbedding" | "CausalSelfAttention" | "TiedHead" => 2,
-        "LayerNorm" => 1,
-        "Relu" | "Gelu" | "Tanh" | "Sigmoid" => 0,
-        _ => return Ok(None),
-    };
     let widths = const_args(&last.arguments, arity, &kind, ty, errors)?;
     let text = type_text(ty);
     let spec = match (kind.as_str(), widths.as_slice()) {
@@ -107,7 +123,7 @@ pub fn builtin(name: &str, ty: &Type, errors: &mut Errors) -> Result<Option<Laye
 pub fn drop_foreign_suffixes(ty: &mut Type) {
     let Type::Path(path) = ty else { return };
     let Some(last) = path.path.segments.last_mut() else { return };
-    if !BUILT_IN.split(", ").any(|kind| last.ident == kind) {
+    if !is_builtin(&last.ident) {
         return;
     }
     let PathArguments::AngleBracketed(args) = &mut last.arguments else { return };
@@ -210,16 +226,18 @@ pub fn not_a_layer(ty: &Type) -> String {
                 && p.path.segments.iter().all(|s| s.arguments.is_empty()) =>
         {
             format!(
-                "`{shown}` is not a built-in layer ({BUILT_IN}); a block is named by its struct's name alone, \
+                "`{shown}` is not a built-in layer ({}); a block is named by its struct's name alone, \
                  defined beside the model in its `#[distributed_model]` module; a layer of your own is described \
-                 with `#[layer(input = N, output = M, params(weight = [M, N], ...))]`"
+                 with `#[layer(input = N, output = M, params(weight = [M, N], ...))]`",
+                built_in_list()
             )
         }
         _ => format!(
-            "`{shown}` is not a built-in layer ({BUILT_IN}) nor a block of the model's module (found by its \
+            "`{shown}` is not a built-in layer ({}) nor a block of the model's module (found by its \
              struct's name, not through an alias); describe a layer of your own with \
              `#[layer(input = N, output = M, params(weight = [M, N], ...))]` (no input/output for width-preserving \
-             layers)"
+             layers)",
+            built_in_list()
         ),
     }
 }
