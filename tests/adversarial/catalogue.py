@@ -95,8 +95,10 @@ def catalogue() -> list:
     add(c, "mlp --accumulate 9223372036854775807 --steps 1 --batch 4", 1, "--accumulate", within=30)
     add(c, "mlp --steps 1000000000000 --batch 4 --report-every 1000000000000 --trace t.json", 1, "--report-every",
         within=30)
-    for flag in ["--batch", "--steps", "--threads"]:
+    for flag in ["--batch", "--threads"]:
         add(c, f"mlp {flag} 0", 2, flag)
+    # Zero steps is a run that only samples (`--sample N` from `--init-params`): refused without.
+    add(c, "mlp --steps 0", 1, "--steps 0 trains nothing")
     add(c, "mlp --save ck --save-every 0", 2, "--save-every")
     add(c, "mlp --batch -1", 2, "must be a whole number of at least 1")
     add(c, "mlp --steps -1", 2, "invalid value '-1' for '--steps")
@@ -111,7 +113,8 @@ def catalogue() -> list:
     add(c, "mlp --optimizer lbfgs", 2, "--optimizer")
     add(c, "mlp --beta1 1 --optimizer adamw", 2, "must be at least 0 and less than 1")
     add(c, "mlp --beta1 -inf --optimizer adamw", 2, "must be at least 0 and less than 1")
-    add(c, "mlp --steps 3 --batch 4 --lr 1e30 --check-finite", 1, "non-finite gradient")
+    # The parameters overflow in step 1's update: step 2's loss is the first non-finite value.
+    add(c, "mlp --steps 3 --batch 4 --lr 1e30 --check-finite", 1, "the loss is NaN at step 2")
 
     # 5. Hangs: rank 1 stopped with SIGSTOP at step 3; the waiting ranks give up after the
     # --comm-timeout and name it. Without the flag the bound is 10 minutes (`mlp --help` says so),
@@ -332,7 +335,8 @@ def catalogue() -> list:
     for spec, why in [("infiniband", "unknown link `infiniband`"), ("latency=5", "needs a unit"),
                       ("bandwidth=0GB/s", "must be greater than 0")]:
         add(c, f"mlp --link {spec}", 2, why)
-    add(c, "mlp --threads 100000 --steps 1 --batch 4 --report off", 0, "note: --threads 100000")
+    add(c, "mlp --threads 100 --steps 1 --batch 4 --report off", 0, "note: --threads 100")
+    add(c, "mlp --threads 100000 --steps 1 --batch 4 --report off", 2, "must be at most 4096")
     add(c, "mlp --simulate world=0,link=ib-hdr", 2, "--simulate")
     add(c, "mlp --steps 2 --batch 4 --simulate world=64,link=latency=1e300s", 2, "too long")
 
