@@ -167,6 +167,16 @@ pub struct SyntheticClassification {
     first_index: u64,
 }
 
+/// Noise words drawn at a time, two per feature: 2 KiB on the stack.
+const NOISE_WORDS: usize = 512;
+
+/// A float in [-1, 1) from one word, as rand's `random_range(-1.0f32..1.0)` makes it: the top 23
+/// bits as the mantissa of a float in [1, 2), then moved (exactly) to [0, 1) and scaled.
+fn uniform(word: u32) -> f32 {
+    let one_to_two = f32::from_bits((word >> 9) | 0x3F80_0000);
+    (one_to_two - 1.0) * 2.0 + -1.0
+}
+
 /// Where the held-out samples' indices start: far past any a training run reads.
 const HELD_OUT: u64 = 1 << 62;
 
@@ -201,10 +211,19 @@ impl SyntheticClassification {
             rng.set_stream(index + 1);
             let label = rng.random_range(0..self.classes);
             let prototype = &self.prototypes[label * self.features..(label + 1) * self.features];
-            for (x, &p) in inputs.row_mut(r).iter_mut().zip(prototype) {
-                // Sum of two uniforms: cheap, bounded, roughly bell-shaped noise.
-                let noise: f32 = rng.random_range(-1.0f32..1.0) + rng.random_range(-1.0f32..1.0);
-                *x = p + noise;
+            // The noise, the sum of two uniforms in [-1, 1) per feature (cheap, bounded, roughly
+            // bell-shaped), is drawn in bulk: the same floats as a `random_range(-1.0f32..1.0)`
+            // call per uniform, in half to two thirds of the time (measured at 64 and 512 samples
+            // of 784 features; what is left is the generator's own). The host fills the next batch
+            // while a GPU works, and a GPU step waits for it when it takes longer.
+            let mut words = [0u32; NOISE_WORDS];
+            let row = inputs.row_mut(r);
+            for (xs, ps) in row.chunks_mut(NOISE_WORDS / 2).zip(prototype.chunks(NOISE_WORDS / 2)) {
+                let words = &mut words[..2 * xs.len()];
+                rng.fill(words);
+                for ((x, &p), pair) in xs.iter_mut().zip(ps).zip(words.chunks_exact(2)) {
+                    *x = p + (uniform(pair[0]) + uniform(pair[1]));
+                }
             }
             labels.push(label);
         }
@@ -236,6 +255,40 @@ mod tests {
         assert_eq!(a.row(2), b.row(0));
         assert_eq!(la[2], lb[0]);
         assert!(la.iter().all(|&l| l < 3));
+    }
+
+    /// The samples as one `random_range` call per uniform drew them, before the bulk draw.
+    fn drawn_one_by_one(data: &SyntheticClassification, index: u64) -> (Vec<f32>, usize) {
+        let mut rng = ChaCha8Rng::seed_from_u64(data.seed);
+        rng.set_stream(data.first_index.wrapping_add(index) + 1);
+        let label = rng.random_range(0..data.classes);
+        let prototype = &data.prototypes[label * data.features..(label + 1) * data.features];
+        let row = prototype
+            .iter()
+            .map(|&p| {
+                let noise: f32 = rng.random_range(-1.0f32..1.0) + rng.random_range(-1.0f32..1.0);
+                p + noise
+            })
+            .collect();
+        (row, label)
+    }
+
+    #[test]
+    fn bulk_noise_is_the_noise_drawn_one_by_one() {
+        for (seed, features) in [(0, 1), (3, 5), (7, 255), (7, 256), (7, 257), (11, 784), (2, 1000)] {
+            let data = SyntheticClassification::new(seed, features, 10);
+            for set in [data.clone(), data.held_out()] {
+                let (mut inputs, mut labels) = (Matrix::default(), vec![]);
+                let first = 1 << 40;
+                set.fill_into(first, 6, &mut inputs, &mut labels);
+                for (r, &got) in labels.iter().enumerate() {
+                    let (row, label) = drawn_one_by_one(&set, first + r as u64);
+                    assert_eq!(got, label, "seed {seed}, {features} features, sample {r}");
+                    let same = inputs.row(r).iter().zip(&row).all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "seed {seed}, {features} features, sample {r}: the noise differs");
+                }
+            }
+        }
     }
 
     #[test]
