@@ -34,7 +34,7 @@ NVCC13_DIR := .tools/nvcc13
 PTXAS13 := $(abspath $(NVCC13_DIR))/nvidia/cu13/bin/ptxas
 NVCC13_WHEEL := nvidia-cuda-nvcc==13.2.86
 
-.PHONY: deps nvrtc example test bench gpu-bundle cpu-bundle bad-inputs
+.PHONY: deps pip nvrtc example test bench gpu-bundle cpu-bundle bad-inputs
 
 deps:
 	@command -v cargo >/dev/null || { echo "cargo is required: install Rust (https://rustup.rs), then rerun"; exit 1; }
@@ -45,9 +45,12 @@ deps:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
-nvrtc:
+# pip, for the wheels the tools come in.
+pip:
 	@python3 -m pip --version >/dev/null 2>&1 || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq python3-pip; }
+
+nvrtc: pip
 	@test -e $(NVRTC_LIB)/libnvrtc.so.12 || PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet \
 		--disable-pip-version-check --root-user-action=ignore --target $(NVRTC_DIR) $(NVRTC_WHEEL)
 	@test -e $(NVRTC13_LIB)/libnvrtc.so.13 || PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet \
@@ -101,7 +104,7 @@ gpu-bundle: deps
 	scripts/gpu-bundle.sh
 
 # The tarball scripts/cpu-targets.sh runs on a machine without cargo or OpenMPI (see the README).
-cpu-bundle: deps
+cpu-bundle: deps pip
 	scripts/cpu-bundle.sh
 
 TORCH_PYTHON ?= python3

