@@ -38,25 +38,32 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
             .spanned(module, "the model's structs must be written inside the module: `mod net { .. }`, not `mod net;`");
         return Structs { all: Vec::new(), roots: Vec::new(), own: Vec::new() };
     };
-    let layers = layer_types(items);
-    let mut all: Vec<&ItemStruct> = module_structs(items).filter(|s| !layers.contains(&&s.ident)).collect();
-    let named_model = named.and_then(|named| {
-        let found = all.iter().position(|s| s.ident.unraw() == named.unraw());
-        if found.is_none() {
-            model_not_found(&all, &layers, named, errors);
+    let every: Vec<&ItemStruct> = module_structs(items).collect();
+    // With a name, only the model and what it reaches through its fields' types are read; the
+    // other structs are the program's own, whose fields say nothing about the model's types.
+    let (mut read, mut own) = (every.clone(), Vec::new());
+    if let Some(named) = named {
+        match every.iter().position(|s| s.ident.unraw() == named.unraw()) {
+            Some(model) => {
+                let reached = reached(&every, model);
+                let (kept, others): (Vec<_>, Vec<_>) = every.iter().enumerate().partition(|&(s, _)| reached[s]);
+                own = others.into_iter().map(|(_, &s)| s).collect();
+                read = kept.into_iter().map(|(_, &s)| s).collect();
+            }
+            None => model_not_found(&every, &layer_types(&every, items), named, errors),
         }
-        found
-    });
-    let mut own = Vec::new();
-    if let Some(model) = named_model {
-        let reached = reached(&all, model);
-        let (kept, others): (Vec<_>, Vec<_>) = all.iter().enumerate().partition(|&(s, _)| reached[s]);
-        own = others.into_iter().map(|(_, &s)| s).collect();
-        for s in &own {
-            not_in_the_model(s, &all[model].ident, errors);
-        }
-        all = kept.into_iter().map(|(_, &s)| s).collect();
     }
+    let layers = layer_types(&read, items);
+    if let Some(named) = named {
+        if layers.iter().any(|l| l.unraw() == named.unraw()) {
+            model_not_found(&every, &layers, named, errors);
+            return Structs { all: Vec::new(), roots: Vec::new(), own };
+        }
+        for s in &own {
+            not_in_the_model(s, named, errors);
+        }
+    }
+    let all: Vec<&ItemStruct> = read.into_iter().filter(|s| !layers.contains(&&s.ident)).collect();
     for s in &all {
         cfg::check_struct(&s.attrs, errors);
         crate::field_attr::misplaced_on_struct(&s.attrs, errors);
@@ -87,10 +94,10 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
                     &all[s].ident,
                     format!(
                         "{} are each used by no other struct: a module holds one model, and every other struct is one \
-                         of its blocks or a layer type it implements `Layer` for; name the model to keep structs of \
-                         your own beside it (`#[distributed_model(model = {})]`), or move them out of the module",
-                        names.join(", "),
-                        all[several[0]].ident
+                         of its blocks or a layer type it implements `Layer` for; to keep structs of your own \
+                         beside the model, name it (`#[distributed_model(model = Name)]`), or move them out of the \
+                         module",
+                        names.join(", ")
                     ),
                 );
             }
@@ -99,19 +106,19 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
     Structs { all, roots, own }
 }
 
-/// The module's structs that are layer types of one's own, not blocks: each field that names
+/// The structs among `structs` (those of the module the model is read from) that are layer types
+/// of one's own, not blocks, judged by the fields of `structs`: each field that names
 /// one describes it with `#[layer(..)]` (which a layer of one's own needs), and a field does so
 /// or the module implements a `Layer` for it (written beside the blocks, used by none yet). A
 /// struct some field uses without `#[layer]` stays a block, whatever it implements; so does one
 /// that holds layers or blocks and has no `Layer` impl here (`#[layer]` on a block's field is
 /// then reported as such by `unroll`).
-fn layer_types(items: &[Item]) -> Vec<&syn::Ident> {
-    let structs = || module_structs(items);
-    let fields = || structs().flat_map(|s| s.fields.iter());
+fn layer_types<'a>(structs: &[&'a ItemStruct], items: &[Item]) -> Vec<&'a syn::Ident> {
+    let fields = || structs.iter().flat_map(|s| s.fields.iter());
     let described = |f: &syn::Field| f.attrs.iter().any(|a| a.path().is_ident("layer"));
     let implemented: Vec<&syn::Ident> =
         items.iter().filter_map(|i| if let Item::Impl(i) = i { implemented_layer(i) } else { None }).collect();
-    let names: Vec<&syn::Ident> = structs().map(|s| &s.ident).collect();
+    let names: Vec<&syn::Ident> = structs.iter().map(|s| &s.ident).collect();
     let holds_layers = |s: &ItemStruct| {
         s.fields.iter().any(|f| {
             let builtin = matches!(&f.ty, Type::Path(p) if p.path.segments.last().is_some_and(|l| crate::layers::is_builtin(&l.ident)));
@@ -124,7 +131,7 @@ fn layer_types(items: &[Item]) -> Vec<&syn::Ident> {
         let implemented = implemented.contains(&id);
         uses.iter().all(|f| described(f)) && (!uses.is_empty() || implemented) && (implemented || !holds_layers(s))
     };
-    structs().filter(|s| layer(s)).map(|s| &s.ident).collect()
+    structs.iter().filter(|s| layer(s)).map(|s| &s.ident).collect()
 }
 
 /// The structs among a module's `items`, in order.
@@ -184,13 +191,14 @@ fn reached(all: &[&ItemStruct], model: usize) -> Vec<bool> {
 }
 
 /// `model = Name` names no struct of layers and blocks in the module.
-fn model_not_found(all: &[&ItemStruct], layers: &[&syn::Ident], named: &syn::Ident, errors: &mut Errors) {
+fn model_not_found(every: &[&ItemStruct], layers: &[&syn::Ident], named: &syn::Ident, errors: &mut Errors) {
     let what = if layers.iter().any(|l| l.unraw() == named.unraw()) {
         format!("`{named}` is a layer type of one's own, not the model")
     } else {
         format!("this module has no struct `{named}`")
     };
-    let names: Vec<String> = all.iter().map(|s| format!("`{}`", s.ident)).collect();
+    let names: Vec<String> =
+        every.iter().filter(|s| !layers.contains(&&s.ident)).map(|s| format!("`{}`", s.ident)).collect();
     let candidates = match names.len() {
         0 => String::new(),
         _ => format!(" (its structs of layers and blocks: {})", names.join(", ")),
