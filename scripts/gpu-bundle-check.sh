@@ -5,9 +5,9 @@
 # - with LD_LIBRARY_PATH naming only the bundle, mlp trains 2 steps on the CPU;
 # - the GPU tests run and report the no-driver error (the GPU-only ones show as ignored);
 # - mlp --device cuda fails with that error and exit status 1, never a panic;
-# - gpu-check.sh parses its arguments and refuses a missing bundle; run whole, it goes through
-#   every step, writes every file and names each failure; a step that hangs is stopped at the
-#   check's --seconds and the steps after it are reported as not run.
+# - gpu-check.sh and cpu-targets.sh parse their arguments and refuse a missing bundle; run whole,
+#   gpu-check.sh goes through every step, writes every file and names each failure; a step that
+#   hangs is stopped at the check's --seconds and the steps after it are reported as not run.
 set -euo pipefail
 bundle=${1:-target/gpu-bundle.tar.gz}
 scratch=$(mktemp -d)
@@ -55,6 +55,19 @@ set +e
 rc=$?
 set -e
 [[ $rc == 2 ]] && grep -q "no bundle at" "$scratch/check.txt" || { cat "$scratch/check.txt"; exit 1; }
+# cpu-targets.sh shares the argument parsing and the bundle's opening (check-steps.sh); its own
+# bundle needs a network to build, so only its refusals are checked here.
+echo "== cpu-targets.sh refuses a missing bundle, and a bad argument"
+set +e
+"$(dirname "$0")/cpu-targets.sh" --bundle "$scratch/none.tar.gz" --out "$scratch/cpu-out" >"$scratch/cpu.txt" 2>&1
+rc=$?
+"$(dirname "$0")/cpu-targets.sh" --seconds soon >"$scratch/cpu-usage.txt" 2>&1
+usage_rc=$?
+set -e
+[[ $rc == 2 ]] && grep -q "cpu-targets: no bundle at .*scripts/cpu-bundle.sh" "$scratch/cpu.txt" ||
+    { cat "$scratch/cpu.txt"; exit 1; }
+[[ $usage_rc == 2 ]] && grep -q "usage: .*cpu-targets.sh" "$scratch/cpu-usage.txt" ||
+    { cat "$scratch/cpu-usage.txt"; exit 1; }
 echo "== gpu-check.sh without a GPU: every step runs, fails clearly, and the check says so"
 set +e
 "$root/gpu-check.sh" --bundle "$bundle" --out "$scratch/whole" --archive "$scratch/packed/whole.tar.gz" \
