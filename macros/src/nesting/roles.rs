@@ -42,21 +42,20 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
     // With a name, only the model and what it reaches through its fields' types are read; the
     // other structs are the program's own, whose fields say nothing about the model's types.
     let (mut read, mut own) = (every.clone(), Vec::new());
-    if let Some(named) = named {
-        match every.iter().position(|s| s.ident.unraw() == named.unraw()) {
-            Some(model) => {
-                let reached = reached(&every, model);
-                let (kept, others): (Vec<_>, Vec<_>) = every.iter().enumerate().partition(|&(s, _)| reached[s]);
-                own = others.into_iter().map(|(_, &s)| s).collect();
-                read = kept.into_iter().map(|(_, &s)| s).collect();
-            }
-            None => model_not_found(&every, &layer_types(&every, items), named, errors),
-        }
+    let found = named.map(|named| every.iter().position(|s| s.ident.unraw() == named.unraw()));
+    if let Some(Some(model)) = found {
+        let reached = reached(&every, model);
+        let (kept, others): (Vec<_>, Vec<_>) = every.iter().enumerate().partition(|&(s, _)| reached[s]);
+        own = others.into_iter().map(|(_, &s)| s).collect();
+        read = kept.into_iter().map(|(_, &s)| s).collect();
     }
     let layers = layer_types(&read, items);
     if let Some(named) = named {
-        if layers.iter().any(|l| l.unraw() == named.unraw()) {
+        let a_layer = layers.iter().any(|l| l.unraw() == named.unraw());
+        if a_layer || found == Some(None) {
             model_not_found(&every, &layers, named, errors);
+        }
+        if a_layer {
             return Structs { all: Vec::new(), roots: Vec::new(), own };
         }
         for s in &own {
