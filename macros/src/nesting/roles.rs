@@ -4,11 +4,11 @@
 
 use quote::ToTokens;
 use syn::ext::IdentExt;
-use syn::{Expr, Item, ItemMod, ItemStruct, Type};
+use syn::{Expr, Ident, Item, ItemMod, ItemStruct, Type};
 
 use crate::cfg;
 use crate::errors::Errors;
-use crate::helpers::{foreign_suffix, mentions};
+use crate::helpers::foreign_suffix;
 
 /// The structs of `module`, in order, and those no other struct uses: the model alone, or none
 /// or several candidates (already reported).
@@ -44,12 +44,12 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
     let (mut read, mut own) = (every.clone(), Vec::new());
     let found = named.map(|named| every.iter().position(|s| s.ident.unraw() == named.unraw()));
     if let Some(Some(model)) = found {
-        let reached = reached(&every, model);
+        let reached = reached(&every, &module.ident, model);
         let (kept, others): (Vec<_>, Vec<_>) = every.iter().enumerate().partition(|&(s, _)| reached[s]);
         own = others.into_iter().map(|(_, &s)| s).collect();
         read = kept.into_iter().map(|(_, &s)| s).collect();
     }
-    let layers = layer_types(&read, items);
+    let layers = layer_types(&read, &module.ident, items);
     if let Some(named) = named {
         let a_layer = layers.iter().any(|l| l.unraw() == named.unraw());
         if a_layer || found == Some(None) {
@@ -79,12 +79,13 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
     let used: Vec<bool> = (0..all.len())
         .map(|b| {
             let users = all.iter().enumerate().filter(|&(s, _)| s != b);
-            users.flat_map(|(s, item)| item.fields.iter().map(move |f| (s, f))).any(|(s, f)| uses(&all, s, f, b))
+            let mut fields = users.flat_map(|(s, item)| item.fields.iter().map(move |f| (s, f)));
+            fields.any(|(s, f)| uses(&all, &module.ident, s, f, b))
         })
         .collect();
     let roots: Vec<usize> = (0..all.len()).filter(|&s| !used[s]).collect();
     match roots.as_slice() {
-        &[model] => unreached(&all, model, errors),
+        &[model] => unreached(&all, &module.ident, model, errors),
         [] => errors.spanned(&module.ident, "every struct in this module is used by another: one must be the model"),
         several => {
             let names: Vec<String> = several.iter().map(|&s| format!("`{}`", all[s].ident)).collect();
@@ -112,21 +113,22 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
 /// struct some field uses without `#[layer]` stays a block, whatever it implements; so does one
 /// that holds layers or blocks and has no `Layer` impl here (`#[layer]` on a block's field is
 /// then reported as such by `unroll`).
-fn layer_types<'a>(structs: &[&'a ItemStruct], items: &[Item]) -> Vec<&'a syn::Ident> {
+fn layer_types<'a>(structs: &[&'a ItemStruct], module: &Ident, items: &[Item]) -> Vec<&'a Ident> {
     let fields = || structs.iter().flat_map(|s| s.fields.iter());
     let described = |f: &syn::Field| f.attrs.iter().any(|a| a.path().is_ident("layer"));
     let implemented: Vec<&syn::Ident> =
         items.iter().filter_map(|i| if let Item::Impl(i) = i { implemented_layer(i) } else { None }).collect();
-    let names: Vec<&syn::Ident> = structs.iter().map(|s| &s.ident).collect();
+    let names: Vec<&Ident> = structs.iter().map(|s| &s.ident).collect();
     let holds_layers = |s: &ItemStruct| {
         s.fields.iter().any(|f| {
             let builtin = matches!(&f.ty, Type::Path(p) if p.path.segments.last().is_some_and(|l| crate::layers::is_builtin(&l.ident)));
-            builtin || described(f) || mentions(f.ty.to_token_stream(), &names)
+            builtin || described(f) || names_module_struct(f.ty.to_token_stream(), module, &names)
         })
     };
     let layer = |s: &ItemStruct| {
         let id = &s.ident;
-        let uses: Vec<&syn::Field> = fields().filter(|f| mentions(f.ty.to_token_stream(), &[id])).collect();
+        let uses: Vec<&syn::Field> =
+            fields().filter(|f| names_module_struct(f.ty.to_token_stream(), module, &[id])).collect();
         let implemented = implemented.contains(&id);
         uses.iter().all(|f| described(f)) && (!uses.is_empty() || implemented) && (implemented || !holds_layers(s))
     };
@@ -152,16 +154,35 @@ fn implemented_layer(item: &syn::ItemImpl) -> Option<&syn::Ident> {
 /// form `block_of` does not know (`[[Block; 2]; 2]`, `net::Block`) by a struct defined after it:
 /// `unroll` reports the form at the field's type, and the block is then no second model. (Only by
 /// one after it: a block naming the model, `Vec<Net>`, leaves it the model.)
-fn uses(all: &[&ItemStruct], s: usize, field: &syn::Field, b: usize) -> bool {
+fn uses(all: &[&ItemStruct], module: &Ident, s: usize, field: &syn::Field, b: usize) -> bool {
     block_of(&field.ty, all, s).is_some_and(|(u, _)| u == b)
-        || (b < s && mentions(field.ty.to_token_stream(), &[&all[b].ident]))
+        || (b < s && names_module_struct(field.ty.to_token_stream(), module, &[&all[b].ident]))
+}
+
+/// Whether `tokens` (a field's type) name one of `structs`, the structs of the module `module`:
+/// by a struct's name alone (`Block`, also inside generics: `Vec<Block>`), after `self::`, or
+/// through the module's own name (`net::Block`, `crate::net::Block`). A path through another
+/// module (`other::Block`, `::lib::Block`) names that module's struct, whatever it is called.
+fn names_module_struct(tokens: proc_macro2::TokenStream, module: &Ident, structs: &[&Ident]) -> bool {
+    use proc_macro2::{Spacing, TokenTree};
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    let colon = |t: Option<&TokenTree>, spacing: Option<Spacing>| matches!(t, Some(TokenTree::Punct(p)) if p.as_char() == ':' && spacing.is_none_or(|s| p.spacing() == s));
+    (0..tokens.len()).any(|k| match &tokens[k] {
+        TokenTree::Group(g) => names_module_struct(g.stream(), module, structs),
+        TokenTree::Ident(i) if structs.iter().any(|s| s.unraw() == i.unraw()) => {
+            let after_path_separator = k >= 2 && colon(tokens.get(k - 1), None) && colon(tokens.get(k - 2), Some(Spacing::Joint));
+            !after_path_separator
+                || matches!(k.checked_sub(3).map(|q| &tokens[q]), Some(TokenTree::Ident(q)) if q == "self" || q.unraw() == module.unraw())
+        }
+        _ => false,
+    })
 }
 
 /// One error for the structs the model `all[model]` never reaches, through blocks, though each is
 /// used by another: they use each other in a cycle (no struct can be unused and not the model),
 /// which unrolling the model never meets.
-fn unreached(all: &[&ItemStruct], model: usize, errors: &mut Errors) {
-    let reached = reached(all, model);
+fn unreached(all: &[&ItemStruct], module: &Ident, model: usize, errors: &mut Errors) {
+    let reached = reached(all, module, model);
     let cycle: Vec<String> = (0..all.len()).filter(|&s| !reached[s]).map(|s| format!("`{}`", all[s].ident)).collect();
     if let Some(first) = (0..all.len()).find(|&s| !reached[s]) {
         errors.spanned(
@@ -177,14 +198,14 @@ fn unreached(all: &[&ItemStruct], model: usize, errors: &mut Errors) {
 }
 
 /// Which of `all` the model `all[model]` reaches through its blocks, itself included.
-fn reached(all: &[&ItemStruct], model: usize) -> Vec<bool> {
+fn reached(all: &[&ItemStruct], module: &Ident, model: usize) -> Vec<bool> {
     let mut reached = vec![false; all.len()];
     let mut next = vec![model];
     while let Some(s) = next.pop() {
         if std::mem::replace(&mut reached[s], true) {
             continue;
         }
-        next.extend((0..all.len()).filter(|&b| b != s && all[s].fields.iter().any(|f| uses(all, s, f, b))));
+        next.extend((0..all.len()).filter(|&b| b != s && all[s].fields.iter().any(|f| uses(all, module, s, f, b))));
     }
     reached
 }
