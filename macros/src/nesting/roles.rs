@@ -321,3 +321,23 @@ pub(super) fn block_of(ty: &Type, all: &[&ItemStruct], within: usize) -> Option<
         other => named(other).map(|b| (b, None)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::names_module_struct;
+
+    /// Which field types name the module `net`'s struct `Block`.
+    #[test]
+    fn a_path_through_another_module_names_that_modules_struct() {
+        let (module, block) = (syn::parse_quote!(net), syn::parse_quote!(Block));
+        let names = |ty: &str| names_module_struct(ty.parse().unwrap(), &module, &[&block]);
+        for named in ["Block", "r#Block", "[Block; 2]", "Vec<Block>", "self::Block", "net::Block", "crate::net::Block"]
+        {
+            assert!(names(named), "{named}");
+        }
+        for other in ["super::other::Block", "other::Block", "::lib::Block", "<T as Make>::Block", "Blocks", "Gain"] {
+            assert!(!names(other), "{other}");
+        }
+        assert!(names("other::Wrapper<Block>"), "a generic argument is named by its name alone");
+    }
+}
