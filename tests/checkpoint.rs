@@ -287,6 +287,17 @@ fn ranks_that_start_from_other_files_are_refused_before_step_1() {
     args.extend([":", "-n", "1", gpt, "--text", &b]);
     args.extend(flags);
     let text = failed(common::mpirun(&args));
-    assert!(text.contains("rank(s) [1] read other data than rank 0"), "{text}");
+    assert!(text.contains("rank(s) [1] read other training data than rank 0"), "{text}");
     assert!(!text.contains("step      1"), "refused before step 1:\n{text}");
+    // A text that differs in its held-out tail alone: that split is named too.
+    let tail = format!("{}the first text, in one FILE\n", "the first text, in one file\n".repeat(39));
+    std::fs::write(dir.path().join("c.txt"), tail).unwrap();
+    let c = path("c.txt");
+    let validated = [&flags[..6], &["--eval-every", "1", "--report", "off"]].concat();
+    let mut args = vec!["-n", "1", gpt, "--text", &a];
+    args.extend(&validated);
+    args.extend([":", "-n", "1", gpt, "--text", &c]);
+    args.extend(&validated);
+    let text = failed(common::mpirun(&args));
+    assert!(text.contains("rank(s) [1] read other held-out data than rank 0"), "{text}");
 }

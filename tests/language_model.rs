@@ -184,6 +184,22 @@ fn a_tied_weight_loads_under_the_head_s_name_too() {
     assert!(e.contains("missing tensor `wte.weight`"), "{e}");
 }
 
+/// A parameters file holding a non-finite value is refused, naming the tensor and the place,
+/// rather than loaded into a model whose first loss would then be NaN.
+#[test]
+fn a_parameters_file_holding_a_non_finite_value_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nan.safetensors");
+    overlap::params_file::save_params(&TiedLm::init(3), &path).unwrap();
+    let mut params = common::load_sorted_params(&path);
+    let (name, _, values) = params.iter_mut().find(|(name, ..)| name == "wte.weight").unwrap();
+    values[5] = f32::NAN;
+    let name = name.clone();
+    common::write_params(&path, &params);
+    let e = overlap::params_file::load_into(&mut TiedLm::init(4), &path).unwrap_err().to_string();
+    assert!(e.contains(&format!("`{name}` holds NaN at index 5: a parameter must be finite")), "{e}");
+}
+
 /// Both contributions to the tied weight's gradient, the head's (every row of the table, early
 /// in backward) and the embedding's (the rows used, last), against finite differences.
 #[test]

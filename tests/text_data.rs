@@ -100,6 +100,60 @@ fn texts_and_models_that_do_not_fit_are_refused_before_step_1() {
     assert_eq!(std::fs::read_to_string(dir.path().join("t.txt")).unwrap(), TEXT.repeat(20), "the text is intact");
 }
 
+/// The sequence length trained on goes with the parameters file and the checkpoint's, and a
+/// sample from the file reads back no further by default: the position table's later rows were
+/// never trained. Asked to read further, it says so.
+#[test]
+fn a_sample_reads_back_no_further_than_training_did() {
+    let dir = scratch("text-positions");
+    std::fs::write(dir.path().join("t.txt"), TEXT.repeat(20)).unwrap();
+    let train = ["--text", "t.txt", "--context", "8", "--steps", "2", "--batch", "2", "--report", "off"];
+    let (ok, text) =
+        run("gpt", dir.path(), &[&train[..], &["--eval-every", "0", "--save-params", "p.st", "--save", "ck"]].concat());
+    assert!(ok, "{text}");
+    for file in ["p.st", "ck/step-00000002/model.safetensors"] {
+        assert_eq!(overlap::params_file::load_notes(&dir.path().join(file)).unwrap().positions, Some(8), "{file}");
+    }
+    let sample = |extra: &[&str]| {
+        let args =
+            [&["--text", "t.txt", "--steps", "0", "--init-params", "p.st", "--sample", "40"][..], extra].concat();
+        let (ok, text) = run("gpt", dir.path(), &args);
+        assert!(ok, "{text}");
+        text
+    };
+    let (by_default, as_trained, further) = (sample(&[]), sample(&["--context", "8"]), sample(&["--context", "32"]));
+    assert_eq!(by_default, as_trained, "a sample reads back the 8 positions trained on");
+    assert!(!by_default.contains("note:"), "{by_default}");
+    let note = "note: --init-params was trained on sequences of 8 positions; sampling reads back 32";
+    assert!(further.contains(note), "{further}");
+    // A file that records no vocabulary (nor positions) is read with the text's, and says so.
+    common::write_params(&dir.path().join("bare.st"), &common::load_sorted_params(&dir.path().join("p.st")));
+    let (ok, text) =
+        run("gpt", dir.path(), &["--text", "t.txt", "--steps", "0", "--init-params", "bare.st", "--sample", "5"]);
+    assert!(ok && text.contains("note: --init-params records no vocabulary"), "{text}");
+    assert!(!by_default.contains("records no vocabulary"), "{by_default}");
+    // A long sample shows as it is drawn: its first characters arrive while it goes on (50000
+    // characters take seconds), and a stop keeps them.
+    let mut job = Command::new(example("gpt"))
+        .current_dir(dir.path())
+        .args(["--text", "t.txt", "--steps", "0", "--init-params", "p.st", "--sample", "50000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut shown = String::new();
+    let mut stdout = std::io::BufReader::new(job.stdout.take().unwrap());
+    while shown.split_once('\n').is_none_or(|(_, sample)| sample.len() < 30) {
+        let mut byte = [0u8; 1];
+        assert_eq!(std::io::Read::read(&mut stdout, &mut byte).unwrap(), 1, "the sample ended early: {shown}");
+        shown.push(byte[0] as char);
+    }
+    assert!(job.try_wait().unwrap().is_none(), "30 characters came before the sample ended");
+    job.kill().unwrap();
+    job.wait().unwrap();
+    assert!(shown.starts_with("sample (50000 characters"), "{shown}");
+}
+
 /// The vocabulary (the text's sorted characters) goes with the parameters file and the
 /// checkpoint (its state and its parameters file); another text's, whose token ids would mean other characters, is refused when
 /// either is loaded, naming the first character that differs.
@@ -121,7 +175,7 @@ fn the_vocabulary_travels_with_parameters_and_checkpoints() {
     let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--text", "t.txt", "--init-params", "p.st"]].concat());
     assert!(ok, "{text}");
     let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--text", "other.txt", "--init-params", "p.st"]].concat());
-    assert!(!ok && text.contains("--init-params p.st: a vocabulary of"), "{text}");
+    assert!(!ok && text.contains("--init-params p.st: the saved vocabulary and this text's have"), "{text}");
     assert!(text.contains("was 'q', it is 'r' here"), "{text}");
     // A checkpoint's parameters file records it too.
     let model_file = "ck/step-00000002/model.safetensors";

@@ -56,8 +56,9 @@ pub fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result
     comm.barrier()?;
     // As the report and a training run's last line take it: two middle values are averaged.
     let median = overlap_runtime::trace::median(times.iter().map(std::time::Duration::as_secs_f64));
+    let steps = if args.steps == 1 { "step" } else { "steps" };
     observer.say(&format!(
-        "done: {} communication-only steps on {} rank(s), median step {:.1} ms{}",
+        "done: {} communication-only {steps} on {} rank(s), median step {:.1} ms{}",
         args.steps,
         comm.world_size(),
         median * 1e3,

@@ -159,8 +159,9 @@ pub(crate) fn held_out<M: DistributedModel>(data: &TrainingData, args: &TrainArg
             check_tokens::<M>(&shards)?;
             Ok(TrainingData::Tokens(shards))
         }
-        (TrainingData::Text(_), _) => data.held_out(args.data.as_deref()).map_err(|e| match e {
+        (TrainingData::Text(_) | TrainingData::Idx(_), _) => data.held_out(args.data.as_deref()).map_err(|e| match e {
             Error::Dataset(why) => Error::Dataset(format!("{why} (held-out loss: --eval-every 0 measures none)")),
+            Error::Data(why) => Error::Dataset(format!("{why} (held-out loss: --eval-every 0 measures none)")),
             other => other,
         }),
         _ => data.held_out(args.data.as_deref()),

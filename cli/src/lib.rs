@@ -22,8 +22,9 @@ mod unused_flags;
 use std::process::ExitCode;
 
 use clap::CommandFactory;
+use overlap_runtime::params_file::FileNotes;
 use overlap_runtime::plan::{plan_buckets, BucketLimits, Schedule};
-use overlap_runtime::sample::{generate, SampleConfig};
+use overlap_runtime::sample::{generate_each, SampleConfig};
 use overlap_runtime::text::CharText;
 use overlap_runtime::train::{TrainSummary, Trainer};
 use overlap_runtime::training_data::TrainingData;
@@ -138,29 +139,57 @@ fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Re
     }
     unused_flags::refuse_with_sample_only(args)?;
     let data = datasets::training_data::<M>(args)?;
-    let model = starting_model::<M>(args, comm, &data)?;
+    let (model, notes) = starting_model::<M>(args, comm, &data)?;
+    if let (0, None, Some(text)) = (comm.rank(), &notes.vocabulary, &args.text) {
+        console::err_line(&format!(
+            "note: --init-params records no vocabulary (token shards without one trained it?): its token ids are \
+             read as the sorted characters of {}",
+            text.display()
+        ));
+    }
     match (comm.rank(), &data) {
-        (0, TrainingData::Text(text)) => print_sample(&model, text, args),
+        (0, TrainingData::Text(text)) => print_sample(&model, text, sampled_positions(args, text, &notes), args),
         _ => Ok(()),
     }
 }
 
+/// How far back a sample from `--init-params` reads: `--context` where given (with a note when
+/// it passes the positions the file was trained on, whose rows of the position table training
+/// never reached), else those positions, where the file records them.
+fn sampled_positions(args: &TrainArgs, text: &CharText, notes: &FileNotes) -> usize {
+    match (args.context, notes.positions) {
+        (None, Some(trained)) => trained.min(text.context()),
+        (Some(asked), Some(trained)) if asked > trained => {
+            console::err_line(&format!(
+                "note: --init-params was trained on sequences of {trained} positions; sampling reads back {asked}, \
+                 through positions training never reached"
+            ));
+            asked
+        }
+        _ => text.context(),
+    }
+}
+
 /// The model every rank starts from: `--seed`'s initial values, or `--init-params`' (checked
-/// against the data's vocabulary when both record one).
-fn starting_model<M: DistributedModel>(args: &TrainArgs, comm: &Communicator, data: &TrainingData) -> Result<M> {
+/// against the data's vocabulary when both record one), with what the file records beside its
+/// tensors (nothing without `--init-params`).
+fn starting_model<M: DistributedModel>(
+    args: &TrainArgs,
+    comm: &Communicator,
+    data: &TrainingData,
+) -> Result<(M, FileNotes)> {
     let mut model = M::new(comm, args.seed)?;
-    if let Some(path) = &args.init_params {
-        // Every rank reads its own copy of the file; the `Trainer` checks that they start alike.
-        let loaded = overlap_runtime::params_file::load_into_with_vocabulary(&mut model, path)
-            .map_err(|e| flags::naming("--init-params", e));
-        let saved = overlap_runtime::train::agree_on_outcome(comm, loaded, "load its copy of --init-params")?;
-        if let (Some(saved), Some(now)) = (saved, overlap_runtime::Dataset::vocabulary(data)) {
-            if let Some(why) = overlap_runtime::text::vocabulary_mismatch(&saved, &now) {
-                return Err(Error::Config(format!("--init-params {}: {why}", path.display())));
-            }
+    let Some(path) = &args.init_params else { return Ok((model, FileNotes::default())) };
+    // Every rank reads its own copy of the file; the `Trainer` checks that they start alike.
+    let loaded = overlap_runtime::params_file::load_into_with_notes(&mut model, path)
+        .map_err(|e| flags::naming("--init-params", e));
+    let notes = overlap_runtime::train::agree_on_outcome(comm, loaded, "load its copy of --init-params")?;
+    if let (Some(saved), Some(now)) = (&notes.vocabulary, overlap_runtime::Dataset::vocabulary(data)) {
+        if let Some(why) = overlap_runtime::text::vocabulary_mismatch(saved, &now) {
+            return Err(Error::Config(format!("--init-params {}: {why}", path.display())));
         }
     }
-    Ok(model)
+    Ok((model, notes))
 }
 
 /// Trains `M` as the flags say, on the synthetic set or `--data` (the `Trainer` writes
@@ -170,7 +199,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     overlap_runtime::train::agree(comm, &args.shared_beyond_train_config(datasets::position_rows::<M>()))?;
     datasets::refuse_outputs_over_held_out(args)?;
     let mut data = datasets::training_data::<M>(args)?;
-    let mut model = starting_model::<M>(args, comm, &data)?;
+    let (mut model, _) = starting_model::<M>(args, comm, &data)?;
     let mut held_out = args.validation_every().map(|_| datasets::held_out::<M>(&data, args)).transpose()?;
     let trainer = Trainer::new(comm).config(args.train_config());
     let trainer = if comm.rank() == 0 { trainer.progress(Bar::new()) } else { trainer };
@@ -180,31 +209,30 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     };
     let summary = trainer.fit(&mut model, &mut data, &CrossEntropyLoss)?;
     if let (0, TrainingData::Text(text), true) = (comm.rank(), &data, args.sample > 0) {
-        print_sample(&model, text, args)?;
+        print_sample(&model, text, text.context(), args)?;
     }
     Ok(summary)
 }
 
-/// `--sample N`: N characters from the trained model, after a newline (or the first
-/// character, in a text without one), on stdout; on stderr with `--report json`, whose
-/// document is then all that stdout holds.
-fn print_sample<M: DistributedModel>(model: &M, text: &CharText, args: &TrainArgs) -> Result<()> {
+/// `--sample N`: N characters from the trained model, each drawn from at most `positions`
+/// before it, after a newline (or the first character, in a text without one), on stdout as
+/// they are drawn (a long sample shows as it comes, and a stop keeps what was printed); on
+/// stderr with `--report json`, whose document is then all that stdout holds.
+fn print_sample<M: DistributedModel>(model: &M, text: &CharText, positions: usize, args: &TrainArgs) -> Result<()> {
     let config =
         SampleConfig { tokens: args.sample, temperature: args.temperature, top_k: Some(args.top_k), seed: args.seed };
     let start = text.vocab().binary_search(&'\n').unwrap_or(0);
-    let tokens = generate(model, &[start], (text.vocab().len(), text.context()), &config)?;
-    let sample = format!(
-        "sample ({} characters, temperature {}, top-k {}):\n{}",
-        args.sample,
-        args.temperature,
-        args.top_k,
-        text.decode(tokens)
-    );
-    match args.report {
-        args::ReportFormat::Json => console::err_line(&sample),
-        _ => console::out_line(&sample),
-    }
-    Ok(())
+    let print = match args.report {
+        args::ReportFormat::Json => console::err,
+        _ => console::out,
+    };
+    print(&format!("sample ({} characters, temperature {}, top-k {}):\n", args.sample, args.temperature, args.top_k));
+    let mut utf8 = [0; 4];
+    let drawn = generate_each(model, &[start], (text.vocab().len(), positions), &config, |token| {
+        print(text.vocab()[token].encode_utf8(&mut utf8))
+    });
+    print("\n");
+    drawn
 }
 
 /// The plan `--print-schedule` asked for: the compiled one, or DDP's at its default caps.

@@ -136,7 +136,8 @@ fn parse_seconds(value: &str) -> Result<f64, String> {
         "ms" => 1e-3,
         "us" | "µs" => 1e-6,
         "ns" => 1e-9,
-        _ => return Err(format!("latency `{value}` needs a unit: s, ms, us or ns")),
+        "" => return Err(format!("latency `{value}` needs a unit: s, ms, us or ns")),
+        other => return Err(format!("latency `{value}`: `{other}` is not a unit taken here (s, ms, us or ns)")),
     };
     let seconds = parse_number(number, value)? * scale;
     if seconds > LONGEST_LATENCY_S {
@@ -217,6 +218,7 @@ mod tests {
         for (spec, expected) in [
             ("infiniband", "unknown link"),
             ("latency=5", "needs a unit"),
+            ("latency=5sec", "`sec` is not a unit taken here (s, ms, us or ns)"),
             ("bandwidth=25GB", "needs a unit"),
             ("bandwidth=0GB/s", "greater than 0"),
             ("latency=-1us", "non-negative"),

@@ -49,48 +49,81 @@ fn serialize_with(
     safetensors::serialize(views, metadata).map_err(|e| e.to_string())
 }
 
-/// The header key of the vocabulary a language model's token ids index (`save_params_with_vocabulary`).
+/// The header key of the vocabulary a language model's token ids index (`FileNotes::vocabulary`).
 const VOCABULARY_KEY: &str = "vocabulary";
+/// The header key of the sequence length a language model was trained on (`FileNotes::positions`).
+const POSITIONS_KEY: &str = "positions";
+
+/// What a parameters file records beside its tensors, in its header's `__metadata__`: what a
+/// language model's token ids stand for, and how long the sequences it was trained on were.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileNotes {
+    /// The characters a character-level model's token ids index (token `i` is the `i`-th), as
+    /// nanoGPT keeps `itos` in `meta.pkl`.
+    pub vocabulary: Option<String>,
+    /// The positions of the sequences trained on: a position embedding's rows past them were
+    /// never trained, so sampling from the file reads no further by default.
+    pub positions: Option<usize>,
+}
 
 /// Writes every parameter of `model` to `path` as little-endian f32 tensors, atomically: a kill
 /// or a failed write leaves the previous file (or none), never part of one.
 pub fn save_params<M: DistributedModel>(model: &M, path: &Path) -> Result<()> {
-    save_params_with_vocabulary(model, path, None)
+    save_params_with_notes(model, path, &FileNotes::default())
 }
 
-/// `save_params`, with the characters a character-level model's token ids index (token `i` is
-/// the `i`-th character) in the file's metadata, as nanoGPT keeps `itos` in `meta.pkl`.
-pub fn save_params_with_vocabulary<M: DistributedModel>(
-    model: &M,
-    path: &Path,
-    vocabulary: Option<&str>,
-) -> Result<()> {
-    let bytes =
-        model_file_bytes(model, vocabulary).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
+/// `save_params`, with `notes` in the file's metadata.
+pub fn save_params_with_notes<M: DistributedModel>(model: &M, path: &Path, notes: &FileNotes) -> Result<()> {
+    let bytes = model_file_bytes(model, notes).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
     write_atomically(path, |file| file.write_all(&bytes), crate::fault::at_params_synced)
         .map_err(|source| Error::Io { path: path.to_path_buf(), source })
 }
 
-/// A parameters file of `model`, as bytes, its vocabulary in the metadata: what `--save-params`
+/// A parameters file of `model`, as bytes, `notes` in the metadata: what `--save-params`
 /// writes, and a checkpoint's model file, so that either, given to `--init-params`, is checked
 /// against the text the run reads.
 pub(crate) fn model_file_bytes<M: DistributedModel>(
     model: &M,
-    vocabulary: Option<&str>,
+    notes: &FileNotes,
 ) -> std::result::Result<Vec<u8>, String> {
-    let metadata = vocabulary.map(|v| [(VOCABULARY_KEY.to_string(), v.to_string())].into());
-    serialize_with(&model_tensors(model), metadata)
+    let metadata: std::collections::HashMap<String, String> = [
+        notes.vocabulary.clone().map(|v| (VOCABULARY_KEY.to_string(), v)),
+        notes.positions.map(|n| (POSITIONS_KEY.to_string(), n.to_string())),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    serialize_with(&model_tensors(model), (!metadata.is_empty()).then_some(metadata))
 }
 
-/// The vocabulary a parameters file records (`save_params_with_vocabulary`), if any.
+/// The vocabulary a parameters file records (`FileNotes::vocabulary`), if any.
 pub fn load_vocabulary(path: &Path) -> Result<Option<String>> {
-    vocabulary_in(&read_unless_device(path)?, path)
+    load_notes(path).map(|notes| notes.vocabulary)
 }
 
-fn vocabulary_in(bytes: &[u8], path: &Path) -> Result<Option<String>> {
+/// What a parameters file records beside its tensors (see `FileNotes`).
+pub fn load_notes(path: &Path) -> Result<FileNotes> {
+    notes_in(&read_unless_device(path)?, path)
+}
+
+fn notes_in(bytes: &[u8], path: &Path) -> Result<FileNotes> {
     let (_, header) =
         SafeTensors::read_metadata(bytes).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
-    Ok(header.metadata().as_ref().and_then(|m| m.get(VOCABULARY_KEY)).cloned())
+    let metadata = header.metadata().as_ref();
+    let get = |key: &str| metadata.and_then(|m| m.get(key));
+    let positions = match get(POSITIONS_KEY) {
+        None => None,
+        Some(n) => match n.parse::<usize>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                return Err(Error::Safetensors(format!(
+                    "{}: its metadata's `{POSITIONS_KEY}` is `{n}`, not a sequence length",
+                    path.display()
+                )))
+            }
+        },
+    };
+    Ok(FileNotes { vocabulary: get(VOCABULARY_KEY).cloned(), positions })
 }
 
 /// The f32 values of each tensor of `bytes`, by name, if every tensor is in `expected` with the
@@ -161,12 +194,12 @@ pub fn load_into<M: DistributedModel>(model: &mut M, path: &Path) -> Result<()> 
     fill(model, &read_unless_device(path)?, path)
 }
 
-/// `load_into`, also returning the vocabulary the file records (`load_vocabulary`), from one
-/// read of it: the path may be a pipe (`--init-params <(zcat model.safetensors.gz)`).
-pub fn load_into_with_vocabulary<M: DistributedModel>(model: &mut M, path: &Path) -> Result<Option<String>> {
+/// `load_into`, also returning what the file records beside its tensors (`load_notes`), from
+/// one read of it: the path may be a pipe (`--init-params <(zcat model.safetensors.gz)`).
+pub fn load_into_with_notes<M: DistributedModel>(model: &mut M, path: &Path) -> Result<FileNotes> {
     let bytes = read_unless_device(path)?;
     fill(model, &bytes, path)?;
-    vocabulary_in(&bytes, path)
+    notes_in(&bytes, path)
 }
 
 fn fill<M: DistributedModel>(model: &mut M, bytes: &[u8], path: &Path) -> Result<()> {
@@ -204,6 +237,11 @@ fn fill<M: DistributedModel>(model: &mut M, bytes: &[u8], path: &Path) -> Result
             None => {
                 values.insert(owner.clone(), tied);
             }
+        }
+    }
+    for (name, v) in &values {
+        if let Some(at) = v.iter().position(|x| !x.is_finite()) {
+            problems.push(format!("`{name}` holds {} at index {at}: a parameter must be finite", v[at]));
         }
     }
     if !problems.is_empty() {

@@ -37,9 +37,24 @@ pub fn generate<M: DistributedModel>(
     (vocab, context): (usize, usize),
     config: &SampleConfig,
 ) -> Result<Vec<usize>> {
+    let mut drawn = Vec::with_capacity(config.tokens);
+    generate_each(model, prompt, (vocab, context), config, |token| drawn.push(token))?;
+    Ok(drawn)
+}
+
+/// `generate`, handing each token to `each` as it is drawn, so that a long sample can be shown
+/// as it comes (and what was drawn is not lost to an error or a stop).
+pub fn generate_each<M: DistributedModel>(
+    model: &M,
+    prompt: &[usize],
+    (vocab, context): (usize, usize),
+    config: &SampleConfig,
+    mut each: impl FnMut(usize),
+) -> Result<()> {
     assert!(!prompt.is_empty() && context > 0 && vocab > 0, "generation needs a prompt, a context and a vocabulary");
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
-    let mut tokens = prompt.to_vec();
+    let mut tokens = Vec::with_capacity(prompt.len() + config.tokens.min(1 << 20));
+    tokens.extend_from_slice(prompt);
     let mut ws = M::Workspace::default();
     let mut input = Matrix::default();
     let mut weights = Vec::with_capacity(vocab);
@@ -54,9 +69,11 @@ pub fn generate<M: DistributedModel>(
         if let Some(token) = last.iter().position(|l| !l.is_finite()) {
             return Err(Error::NonFiniteOutput { token, drawn: tokens.len() - prompt.len(), value: last[token] });
         }
-        tokens.push(draw(last, config, &mut weights, &mut rng));
+        let token = draw(last, config, &mut weights, &mut rng);
+        each(token);
+        tokens.push(token);
     }
-    Ok(tokens.split_off(prompt.len()))
+    Ok(())
 }
 
 /// One token from `logits`: scaled, cut to the top k, normalised, drawn.

@@ -212,7 +212,12 @@ pub fn vocabulary_mismatch(saved: &str, now: &str) -> Option<String> {
         let (was, is) = (a[first], b[first]);
         format!("token {first} was {was:?}, it is {is:?} here, so the token ids would mean other characters")
     };
-    Some(format!("a vocabulary of {} characters was saved and this text has {}: {why}{line_ends}", a.len(), b.len()))
+    let counts = if a.len() == b.len() {
+        format!("the saved vocabulary and this text's have {} characters each, not the same ones", a.len())
+    } else {
+        format!("a vocabulary of {} characters was saved and this text has {}", a.len(), b.len())
+    };
+    Some(format!("{counts}: {why}{line_ends}"))
 }
 
 #[cfg(test)]
@@ -284,7 +289,7 @@ mod tests {
     fn vocabularies_that_differ_are_described_at_their_first_difference() {
         assert_eq!(vocabulary_mismatch("abc", "abc"), None);
         let why = vocabulary_mismatch(" abc", " abd").unwrap();
-        assert!(why.contains("4 characters was saved and this text has 4: token 3 was 'c', it is 'd' here"), "{why}");
+        assert!(why.contains("have 4 characters each, not the same ones: token 3 was 'c', it is 'd' here"), "{why}");
         let why = vocabulary_mismatch("ab", "abc~").unwrap();
         assert!(why.contains("this text has 4: it adds 'c', '~' (token 2 on), which the saved model has not"), "{why}");
         let why = vocabulary_mismatch("a", "abcdefghijklm").unwrap();

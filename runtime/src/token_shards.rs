@@ -239,14 +239,26 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::rename(&partial, path).map_err(io)
 }
 
-/// The vocabulary file beside a shard, if `prepare_characters` wrote one.
+/// The vocabulary file beside a shard, if `prepare_characters` wrote one: token `i` is its
+/// `i`-th character, so no character may appear twice.
 fn read_vocabulary(shard: &Path) -> Result<Option<String>> {
     let path = shard.with_file_name(VOCABULARY_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => Ok(Some(text)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(Error::Io { path, source }),
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(Error::Io { path, source }),
+    };
+    let mut first = std::collections::HashMap::new();
+    for (token, c) in text.chars().enumerate() {
+        if let Some(earlier) = first.insert(c, token) {
+            return Err(Error::Dataset(format!(
+                "{}: {c:?} is token {earlier} and token {token}: token i is the file's i-th character, so each \
+                 character may appear once",
+                path.display()
+            )));
+        }
     }
+    Ok(Some(text))
 }
 
 /// Where a shard's name says which split it holds, and which: the last part of its stem, parts

@@ -139,6 +139,7 @@ def catalogue() -> list:
     add(c, "mlp --help", 0, check=help_default("--comm-timeout", "10m"))
     add(c, f"mlp {RUN} --comm-timeout off", 0)
     add(c, "mlp --comm-timeout 60", 2, "needs a unit")
+    add(c, "mlp --comm-timeout 1us", 2, "`us` is not a unit taken here (ms, s, m or h)")
     add(c, "mlp --comm-timeout 0s", 2, "must be a positive time")
     add(c, "mlp --comm-timeout 99999999999999999999h", 2, "too long")
     add(c, "mpirun -n 2 mlp --steps 2 --batch 4 --report off --comm-timeout 18000000000000000000s", 2, "too long")
@@ -173,6 +174,9 @@ def catalogue() -> list:
         "--report (rank(s) [1]; this rank's: ", within=30)
     add(c, "mpirun -n 1 mlp --steps 3 --batch 4 --report off : -n 1 mlp --steps 3 --batch 4 --report off --save ck",
         1, "--save (rank(s) [1]; this rank's: ", within=30)
+    sampled = "gpt --text t.txt --context 8 --batch 2 --steps 1 --eval-every 0 --report off --sample 5"
+    add(c, f"mpirun -n 1 {sampled} : -n 1 {sampled} --temperature 2", 1, "--temperature (rank(s) [1]; this rank's: ",
+        within=30, setup=write("t.txt", b"to be or not to be, " * 30))
     add(c, f"mlp {RUN} --optimizer adamw --lr 1e-5 --lr-schedule cosine:warmup=1,until=5,min=1e-4", 1,
         "its minimum rate 1e-4 is above the learning rate 1e-5")
     add(c, "prepare --text one.txt --out shards", 1, "cannot make one training sample",
@@ -380,6 +384,10 @@ def catalogue() -> list:
         setup=ck("tower"), forbid="step      1")
     add(c, f"mlp --steps 2 --batch 4 --report off --init-params {model}", 0, setup=ck())
     add(c, "mlp --steps 2 --batch 4 --report off --init-params nowhere.safetensors", 1, "nowhere.safetensors")
+    add(c, "mlp --steps 3 --batch 4 --report off --resume ck/step-00000002", 1,
+        "is one checkpoint of the folder ck: give that", setup=ck())
+    add(c, "mlp --steps 2 --batch 4 --report off --data data --eval-every 1", 1,
+        "(held-out loss: --eval-every 0 measures none)", setup=idx(), forbid="step      1")
     add(c, "mlp --steps 2 --batch 4 --report off --init-params ck --resume ck", 2, "cannot be used with", setup=ck())
 
     # 16. Language models: texts, token shards, clipping and held-out losses that cannot work.

@@ -129,6 +129,16 @@ pub fn load_sorted_params(file: &Path) -> Params {
     params
 }
 
+/// Writes `params` as a safetensors file with no metadata, as a program of one's own (or
+/// PyTorch's `save_file`) would.
+pub fn write_params(file: &Path, params: &Params) {
+    let bytes: Vec<Vec<u8>> = params.iter().map(|(.., v)| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
+    let views = params.iter().zip(&bytes).map(|((name, shape, _), b)| {
+        (name.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), b).unwrap())
+    });
+    safetensors::serialize_to_file(views, None, file).expect("a parameters file written");
+}
+
 /// Largest per-tensor relative difference `|a - b| / |b|` (Euclidean norms); the tensors must
 /// have the same names and shapes.
 pub fn max_relative_difference(a: &Params, b: &Params) -> f64 {

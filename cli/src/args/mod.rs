@@ -303,6 +303,8 @@ impl TrainArgs {
             ("--init-params", set(self.init_params.is_some())),
             // Rank 0 samples: a rank asking alone would be dropped without a word.
             ("--sample", self.sample.to_string()),
+            ("--temperature", self.temperature.to_string()),
+            ("--top-k", self.top_k.to_string()),
         ]
     }
 

@@ -87,6 +87,10 @@ fn bad_values_are_refused_with_a_message() {
     assert_eq!(off, None);
     let year = TrainArgs::try_parse_from(["mlp", "--comm-timeout", "8760h"]).unwrap().comm_timeout();
     assert_eq!(year, Some(LONGEST_TIMEOUT));
+    for (value, expected) in [("10", "`10` needs a unit: ms, s, m or h"), ("1us", "`us` is not a unit taken here")] {
+        let err = TrainArgs::try_parse_from(["mlp", "--comm-timeout", value]).unwrap_err().to_string();
+        assert!(err.contains(expected), "{value}: {err}");
+    }
     let ok = TrainArgs::try_parse_from(["mlp", "--grad-comm", "bf16"]).unwrap();
     assert_eq!(ok.grad_comm, Some(WireFormat::Bf16));
     let err = TrainArgs::try_parse_from(["mlp", "--save-every", "5"]).unwrap_err();

@@ -36,7 +36,8 @@ pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {
         "s" => value,
         "m" | "min" => value * 60.0,
         "h" => value * 3600.0,
-        _ => return Err(format!("`{s}` needs a unit: ms, s, m or h")),
+        "" => return Err(format!("`{s}` needs a unit: ms, s, m or h")),
+        other => return Err(format!("`{s}`: `{other}` is not a unit taken here (ms, s, m or h)")),
     };
     if seconds > LONGEST_TIMEOUT.as_secs_f64() {
         return Err(format!("`{s}` is too long: at most 8760h (a year); `off` waits as long as the job lives"));

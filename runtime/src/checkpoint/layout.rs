@@ -56,7 +56,9 @@ pub fn read_latest(dir: &Path) -> std::result::Result<String, String> {
     use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(LATEST);
     let shown = path.display();
-    let cannot = |e: std::io::Error| format!("no checkpoint in {}: cannot read {shown}: {e}", dir.display());
+    let cannot = |e: std::io::Error| {
+        format!("no checkpoint in {}: cannot read {shown}: {e}{}", dir.display(), one_of_a_folder(dir))
+    };
     let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&path).map_err(cannot)?;
     let meta = file.metadata().map_err(cannot)?;
     if !meta.is_file() {
@@ -80,6 +82,16 @@ pub fn read_latest(dir: &Path) -> std::result::Result<String, String> {
     }
 }
 
+/// Where `dir` is a step directory of a checkpoint folder (`ck/step-00000002`), a hint to give
+/// the folder; otherwise nothing.
+fn one_of_a_folder(dir: &Path) -> String {
+    let step_dir = dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| step_of(n).is_some());
+    match dir.parent().filter(|folder| step_dir && is_checkpoint_folder(folder)) {
+        Some(folder) => format!(" ({} is one checkpoint of the folder {}: give that)", dir.display(), folder.display()),
+        None => String::new(),
+    }
+}
+
 /// The most a `latest` pointer holds: `step-` and a `u64`, a line end and room to spare.
 const MAX_LATEST_BYTES: u64 = 64;
 
@@ -93,6 +105,10 @@ mod tests {
         std::fs::create_dir(root.path().join("step-00000004")).unwrap();
         std::fs::write(root.path().join(LATEST), "step-00000004\n").unwrap();
         assert_eq!(read_latest(root.path()).unwrap(), "step-00000004");
+        let step = root.path().join("step-00000004");
+        let err = read_latest(&step).unwrap_err();
+        let hint = format!("({} is one checkpoint of the folder {}: give that)", step.display(), root.path().display());
+        assert!(err.starts_with("no checkpoint in") && err.ends_with(&hint), "{err}");
         std::fs::write(root.path().join(LATEST), "x".repeat(10_000)).unwrap();
         let err = read_latest(root.path()).unwrap_err();
         assert!(

@@ -129,7 +129,7 @@ fn write_step<M: DistributedModel, O: OptimizerState>(
     low_rank: Option<&low_rank::Gathered>,
     nth: u64,
 ) -> Result<()> {
-    let model_bytes = model_file_bytes(model, run.vocabulary.as_deref()).map_err(Error::Checkpoint)?;
+    let model_bytes = model_file_bytes(model, &run.file_notes()).map_err(Error::Checkpoint)?;
     let optimizer_bytes = serialize(&optimizer_tensors::<M, O>(optimizer)).map_err(Error::Checkpoint)?;
     let low_rank_bytes = low_rank.map(|g| serialize(&g.tensors)).transpose().map_err(Error::Checkpoint)?;
     let mut files = BTreeMap::new();

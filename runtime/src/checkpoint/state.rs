@@ -51,6 +51,18 @@ pub struct RunAbout {
     /// What the data's token ids stand for (`Dataset::vocabulary`): a text's sorted characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vocabulary: Option<String>,
+    /// The positions of each training sequence (`Dataset::positions`) where a sample is a
+    /// sequence; absent for other data and in checkpoints written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub positions: Option<usize>,
+}
+
+impl RunAbout {
+    /// What the run's parameters files record beside the tensors: `--save-params`' and each
+    /// checkpoint's model file.
+    pub(crate) fn file_notes(&self) -> crate::params_file::FileNotes {
+        crate::params_file::FileNotes { vocabulary: self.vocabulary.clone(), positions: self.positions }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -18,6 +18,11 @@ pub fn out_line(text: &str) {
     out(&format!("{text}\n"))
 }
 
+/// Writes `text` to stderr, unless an earlier write found it closed.
+pub fn err(text: &str) {
+    write(&mut std::io::stderr().lock(), &STDERR_CLOSED, text)
+}
+
 /// Writes `text` and a newline to stderr, in one write (so ranks' lines do not interleave).
 pub fn err_line(text: &str) {
     write(&mut std::io::stderr().lock(), &STDERR_CLOSED, &format!("{text}\n"))

@@ -24,7 +24,7 @@ use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::loss::Loss;
 use crate::model::DistributedModel;
-use crate::params_file::save_params_with_vocabulary;
+use crate::params_file::save_params_with_notes;
 use crate::process::console;
 use crate::profile::Cluster;
 
@@ -254,6 +254,7 @@ impl<'c> Trainer<'c> {
             schedule: format!("{:016x}", M::SCHEDULE.plan_fingerprint()),
             optimizer: config.optimizer.summary(),
             vocabulary: data.vocabulary(),
+            positions: Some(data.positions()).filter(|&n| n > 1),
         };
         // Each rank reads its own copy of the checkpoint: one that fails stops them all.
         let resumed = resume(&config, model, &mut optimizer, (comm.rank(), comm.world_size()), &about);
@@ -284,7 +285,7 @@ impl<'c> Trainer<'c> {
         // Listening until every output is written: a signal after the last step has begun lets
         // the run finish (see `Run::steps`), parameters file included.
         let stop = config.stop_on_signals.then(stop::StopSignals::install).transpose()?;
-        let about_vocabulary = about.vocabulary.clone();
+        let notes = about.file_notes();
         let run = Run {
             comm,
             config: &config,
@@ -300,7 +301,7 @@ impl<'c> Trainer<'c> {
             Device::Cuda { gpu } => fit_on_gpu(run, model, optimizer, gpu, position, data, loss),
         }?;
         if let (0, Some(path)) = (comm.rank(), &config.save_params) {
-            save_params_with_vocabulary(&*model, path, about_vocabulary.as_deref())?;
+            save_params_with_notes(&*model, path, &notes)?;
         }
         if let (0, Some(signal)) = (comm.rank(), stop.as_ref().and_then(stop::StopSignals::received)) {
             console::err_line(&format!(

@@ -28,7 +28,8 @@ pub(super) fn check<M: DistributedModel>(
     }
     let steps = comm.all_gather_u64(position.next_step)?;
     let states = comm.all_gather_u64(state_hash(model, optimizer, position))?;
-    let samples = comm.all_gather_u64(data_hash(data_fingerprint, held_out))?;
+    let samples = comm.all_gather_u64(data_fingerprint.unwrap_or(0))?;
+    let held_out_samples = comm.all_gather_u64(held_out.and_then(|s| s.fingerprint()).unwrap_or(0))?;
     let others = |of: &[u64]| (1..of.len()).filter(|&r| of[r] != of[0]).collect::<Vec<usize>>();
     let start = if !others(&steps).is_empty() {
         let at: Vec<String> = steps.iter().enumerate().map(|(r, s)| format!("rank {r} at step {s}")).collect();
@@ -39,12 +40,21 @@ pub(super) fn check<M: DistributedModel>(
         None
     };
     let mut problems: Vec<String> = start.map(|p| format!("{p}: {}", starting_point(resumed))).into_iter().collect();
+    // The fingerprints cover a sample's every token, the vocabulary and the windows; the
+    // description may read the same on ranks whose copies differ.
     if !others(&samples).is_empty() {
         problems.push(format!(
-            "rank(s) {:?} read other data than rank 0 (this rank's: {}): each rank reads its own copy of \
-             the data, and every copy must hold the same samples",
+            "rank(s) {:?} read other training data than rank 0 (this rank's: {}): each rank reads its own copy \
+             of the data, and every copy must hold the same samples (the same tokens and vocabulary)",
             others(&samples),
             data_description
+        ));
+    }
+    if !others(&held_out_samples).is_empty() {
+        problems.push(format!(
+            "rank(s) {:?} read other held-out data than rank 0: each rank reads its own copy of the validation \
+             split, and every copy must hold the same samples",
+            others(&held_out_samples),
         ));
     }
     if problems.is_empty() {
@@ -75,14 +85,5 @@ fn state_hash<M: DistributedModel>(model: &M, optimizer: &impl OptimizerState, p
             hash.f32s(buffer);
         }
     }
-    hash.finish()
-}
-
-/// The training set's fingerprint with the held-out set's; datasets that give none count as
-/// equal.
-fn data_hash(data_fingerprint: Option<u64>, held_out: Option<&dyn Dataset>) -> u64 {
-    let mut hash = ContentHash::new();
-    hash.u64(data_fingerprint.unwrap_or(0));
-    hash.u64(held_out.and_then(|s| s.fingerprint()).unwrap_or(0));
     hash.finish()
 }

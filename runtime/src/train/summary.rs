@@ -41,8 +41,9 @@ impl TrainSummary {
     /// The closing line rank 0 prints.
     pub fn describe(&self, mode: CommMode) -> String {
         let validation = self.validation_loss.map(|v| format!(" (validation {v:.4})")).unwrap_or_default();
+        let steps = if self.steps == 1 { "step" } else { "steps" };
         format!(
-            "done: {} steps on {} rank(s) ({}), loss {:.4} -> {:.4}{validation}, median step {:.1} ms, {:.0} samples/s",
+            "done: {} {steps} on {} rank(s) ({}), loss {:.4} -> {:.4}{validation}, median step {:.1} ms, {:.0} samples/s",
             self.steps,
             self.world_size,
             mode.name(),
