@@ -414,16 +414,16 @@ fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<TokenStream> {
             // The message is an argument, not the format string: it holds the type's text (`Gain<{ N }>`).
             // At the type, for errors; its crate paths resolved as the rest of the code's are (at
             // the type's span, `::core` is a path from the crate's root in a 2015-edition crate).
-            // `assert!` is called through a name at the type's span: the error then says nothing
-            // of the macro's expansion.
+            // `assert!` is named at the type's span, so that the error says nothing of the
+            // macro's expansion, and by an absolute path, not an import: a failed derive above
+            // the attribute leaves an import's resolution undetermined, an error of its own.
             let at = ty.span().resolved_at(Span::call_site());
-            let (core, matches) =
-                (quote_spanned!(at=> use ::core as __core;), quote_spanned!(at=> ::overlap::__private::layer_matches));
+            let (assert, matches) = (
+                quote_spanned!(ty.span()=> ::overlap::__private::assert),
+                quote_spanned!(at=> ::overlap::__private::layer_matches),
+            );
             quote_spanned! {ty.span()=>
-                const _: () = {
-                    #core
-                    __core::assert!(#matches::<#ty>(#width, &[#(#params),*], #ready), "{}", #message)
-                };
+                const _: () = #assert!(#matches::<#ty>(#width, &[#(#params),*], #ready), "{}", #message);
             }
         })
         .collect()

@@ -1148,66 +1148,42 @@ impl ::overlap::__private::ParamVecs for Mlp {
         }
     }
 }
-const _: () = {
-    use ::core as __core;
-    __core::assert!(
-        ::overlap::__private::layer_matches:: < Linear < 784, 2048 > >
-        (::overlap::plan::Width::Fixed { input : 784, output : 2048 }, & [("weight", &
-        [2048, 784]), ("bias", & [2048])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-        "layer `fc1`: `Linear<784, 2048>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
-    )
-};
-const _: () = {
-    use ::core as __core;
-    __core::assert!(
-        ::overlap::__private::layer_matches:: < Relu >
-        (::overlap::plan::Width::Preserving, & [], ::overlap::plan::ReadyOrder::Reverse),
-        "{}",
-        "layer `act1`: `Relu` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
-    )
-};
-const _: () = {
-    use ::core as __core;
-    __core::assert!(
-        ::overlap::__private::layer_matches:: < Linear < 2048, 2048 > >
-        (::overlap::plan::Width::Fixed { input : 2048, output : 2048 }, & [("weight", &
-        [2048, 2048]), ("bias", & [2048])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-        "layer `fc2`: `Linear<2048, 2048>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
-    )
-};
-const _: () = {
-    use ::core as __core;
-    __core::assert!(
-        ::overlap::__private::layer_matches:: < Relu >
-        (::overlap::plan::Width::Preserving, & [], ::overlap::plan::ReadyOrder::Reverse),
-        "{}",
-        "layer `act2`: `Relu` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
-    )
-};
-const _: () = {
-    use ::core as __core;
-    __core::assert!(
-        ::overlap::__private::layer_matches:: < Linear < 2048, 2048 > >
-        (::overlap::plan::Width::Fixed { input : 2048, output : 2048 }, & [("weight", &
-        [2048, 2048]), ("bias", & [2048])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-        "layer `fc3`: `Linear<2048, 2048>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
-    )
-};
-const _: () = {
-    use ::core as __core;
-    __core::assert!(
-        ::overlap::__private::layer_matches:: < Relu >
-        (::overlap::plan::Width::Preserving, & [], ::overlap::plan::ReadyOrder::Reverse),
-        "{}",
-        "layer `act3`: `Relu` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
-    )
-};
-const _: () = {
-    use ::core as __core;
-    __core::assert!(
-        ::overlap::__private::layer_matches:: < Linear < 2048, 10 > >
-        (::overlap::plan::Width::Fixed { input : 2048, output : 10 }, & [("weight", &
-        [10, 2048]), ("bias", & [10])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-        "layer `head`: `Linear<2048, 10>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
-    )
-};
+const _: () = ::overlap::__private::assert!(
+    ::overlap::__private::layer_matches:: < Linear < 784, 2048 > >
+    (::overlap::plan::Width::Fixed { input : 784, output : 2048 }, & [("weight", & [2048,
+    784]), ("bias", & [2048])], ::overlap::plan::ReadyOrder::Reverse), "{}",
+    "layer `fc1`: `Linear<784, 2048>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+);
+const _: () = ::overlap::__private::assert!(
+    ::overlap::__private::layer_matches:: < Relu > (::overlap::plan::Width::Preserving, &
+    [], ::overlap::plan::ReadyOrder::Reverse), "{}",
+    "layer `act1`: `Relu` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+);
+const _: () = ::overlap::__private::assert!(
+    ::overlap::__private::layer_matches:: < Linear < 2048, 2048 > >
+    (::overlap::plan::Width::Fixed { input : 2048, output : 2048 }, & [("weight", &
+    [2048, 2048]), ("bias", & [2048])], ::overlap::plan::ReadyOrder::Reverse), "{}",
+    "layer `fc2`: `Linear<2048, 2048>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+);
+const _: () = ::overlap::__private::assert!(
+    ::overlap::__private::layer_matches:: < Relu > (::overlap::plan::Width::Preserving, &
+    [], ::overlap::plan::ReadyOrder::Reverse), "{}",
+    "layer `act2`: `Relu` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+);
+const _: () = ::overlap::__private::assert!(
+    ::overlap::__private::layer_matches:: < Linear < 2048, 2048 > >
+    (::overlap::plan::Width::Fixed { input : 2048, output : 2048 }, & [("weight", &
+    [2048, 2048]), ("bias", & [2048])], ::overlap::plan::ReadyOrder::Reverse), "{}",
+    "layer `fc3`: `Linear<2048, 2048>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+);
+const _: () = ::overlap::__private::assert!(
+    ::overlap::__private::layer_matches:: < Relu > (::overlap::plan::Width::Preserving, &
+    [], ::overlap::plan::ReadyOrder::Reverse), "{}",
+    "layer `act3`: `Relu` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+);
+const _: () = ::overlap::__private::assert!(
+    ::overlap::__private::layer_matches:: < Linear < 2048, 10 > >
+    (::overlap::plan::Width::Fixed { input : 2048, output : 10 }, & [("weight", & [10,
+    2048]), ("bias", & [10])], ::overlap::plan::ReadyOrder::Reverse), "{}",
+    "layer `head`: `Linear<2048, 10>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+);
