@@ -160,11 +160,11 @@ pub mod prelude {
 pub mod __private {
     pub use overlap_runtime::layer::{init_normal, init_normal_params};
     pub use overlap_runtime::{grad_scale, layer_matches, BucketMember, InFlight, LowRankP, LowRankQ, ParamVecs};
-    pub use std::borrow::Cow;
     /// The layout check's `assert!`, named by an absolute path: an import of it beside the
     /// model is left unresolved when a derive above the attribute fails, adding an error of its
     /// own.
     pub use std::assert;
+    pub use std::borrow::Cow;
 
     use overlap_runtime::plan::{BucketLimits, Schedule};
     use overlap_runtime::{GradBucket, GradientBuckets};

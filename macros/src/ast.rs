@@ -21,22 +21,23 @@ pub struct Model<'a> {
     /// Every layer in forward order, blocks unrolled (see `nesting`).
     pub fields: Vec<Field<'a>>,
     /// Residual blocks, each `y = x + f(x)` over a run of `fields`.
-    pub residuals: Vec<Residual>,
+    pub residuals: Vec<Residual<'a>>,
     /// `Self { .. }` with every layer initialised, nested as the structs are.
     pub init: TokenStream,
 }
 
 /// A residual block's instance: layers `first..=last` compute `f`, and the block outputs
 /// `f(x) + x` where `x` is `first`'s input.
-pub struct Residual {
+pub struct Residual<'a> {
     pub first: usize,
     pub last: usize,
     /// Its path from the model (`blocks.3`), for errors.
     pub name: String,
     /// For its workspace entry (`blocks_3_sum`).
     pub ident: Ident,
-    /// The use of the block, for errors (its field's type).
-    pub at: TokenStream,
+    /// The use of the block, for errors (its field's type, shared by the copies of a repeated
+    /// block around it).
+    pub at: &'a Type,
 }
 
 /// Where a struct's fields sit from the model: nothing for the model's own, `blocks.3` for the

@@ -30,7 +30,7 @@ fn sizes_fit(model: &Model, errors: &mut Errors) {
     for field in &model.fields {
         let Some(spec) = &field.spec else { continue };
         if let Some(problem) = oversized(spec) {
-            errors.spanned(field.ty, problem);
+            errors.once(field.ty, field.ty, problem);
             continue;
         }
         for param in &spec.params {
@@ -94,7 +94,7 @@ fn distinct_identifiers(model: &Model, errors: &mut Errors) {
         let Some(earlier) = sums.insert(ident.clone(), later) else { continue };
         let at = if later.name.contains('.') && !earlier.name.contains('.') { earlier } else { later };
         errors.spanned(
-            &at.at,
+            at.at,
             format!(
                 "residual blocks `{}` and `{}` would share the generated name `{ident}_sum`: rename one of them",
                 earlier.name, later.name
@@ -113,8 +113,6 @@ fn not_empty(model: &Model, errors: &mut Errors) {
 /// take that width (which also gives them their FLOP count).
 fn widths_chain(model: &mut Model, errors: &mut Errors) {
     let mut flowing: Option<(usize, String)> = None;
-    // Copies of a repeated block share their tokens: one error at them, for the first copy.
-    let mut reported: std::collections::HashSet<*const syn::Type> = std::collections::HashSet::new();
     // The width into each layer, and out of it (after the residual sums ending there).
     let (mut into, mut out) = (vec![None; model.fields.len()], vec![None; model.fields.len()]);
     for (i, field) in model.fields.iter_mut().enumerate() {
@@ -127,8 +125,9 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
         match spec.width {
             Width::Fixed { input, output } => {
                 if let Some((width, from)) = &flowing {
-                    if *width != input && reported.insert(field.ty as *const syn::Type) {
-                        errors.spanned(
+                    if *width != input {
+                        errors.once(
+                            field.ty,
                             field.ty,
                             format!("`{}` expects input width {input}, but the previous layer `{from}` outputs width {width}", field.name),
                         );
@@ -165,10 +164,13 @@ fn residual_widths(model: &Model, into: &[Option<usize>], out: &[Option<usize>],
                 Width::Preserving => None,
             }
         };
-        if let (Some(x), Some(y)) = (into[r.first].or_else(own_input), out[r.last]) {
+        // The block's own input where its first layer says it: a width flowing in that differs
+        // is the chain's error, already reported.
+        if let (Some(x), Some(y)) = (own_input().or(into[r.first]), out[r.last]) {
             if x != y {
-                errors.spanned(
-                    &r.at,
+                errors.once(
+                    r.at,
+                    r.at,
                     format!(
                         "a residual block adds its input to its output, so both need one width: its first layer `{}` \
                          takes width {x}, its last layer `{}` outputs width {y}",

@@ -1,32 +1,46 @@
 //! Collects every problem found in the input, each with the span of the offending tokens, so
 //! users see all of them in one compile.
 
+use std::collections::HashSet;
 use std::fmt::Display;
 
 use proc_macro2::TokenStream;
 use quote::ToTokens;
 
 #[derive(Default)]
-pub struct Errors(Vec<syn::Error>);
+pub struct Errors {
+    errors: Vec<syn::Error>,
+    /// The input nodes `once` has reported at.
+    reported: HashSet<usize>,
+}
 
 impl Errors {
     pub fn spanned(&mut self, tokens: impl ToTokens, message: impl Display) {
-        self.0.push(syn::Error::new_spanned(tokens, message));
+        self.errors.push(syn::Error::new_spanned(tokens, message));
+    }
+
+    /// `spanned`, unless an error was already reported for `node`, a node of the input: the
+    /// copies of a repeated block share their tokens, and one problem in them is one error (for
+    /// the first copy), not one per copy.
+    pub fn once<T>(&mut self, node: &T, tokens: impl ToTokens, message: impl Display) {
+        if self.reported.insert(std::ptr::from_ref(node) as usize) {
+            self.spanned(tokens, message);
+        }
     }
 
     pub fn push(&mut self, error: syn::Error) {
-        self.0.push(error);
+        self.errors.push(error);
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.errors.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.errors.is_empty()
     }
 
     pub fn to_compile_errors(&self) -> TokenStream {
-        self.0.iter().map(syn::Error::to_compile_error).collect()
+        self.errors.iter().map(syn::Error::to_compile_error).collect()
     }
 }

@@ -390,14 +390,17 @@ fn layer_guard(model: &Model) -> TokenStream {
     quote!(where #(for<'layer> #types: ::overlap::Layer,)*)
 }
 
-/// One `const` assertion per field: the type's `Layer` constants equal what the plan assumed.
+/// One `const` assertion per field of the input (copies of a repeated block share one): the type's `Layer` constants equal what the plan assumed.
 /// Spanned at the field's type, it is also where a `#[layer(...)]` type that is not a layer at
 /// all is reported, once.
 fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<TokenStream> {
+    // The copies of a repeated block share their field's type: one check, naming the first.
+    let mut checked = std::collections::HashSet::new();
     model
         .fields
         .iter()
         .zip(schedule.layers.iter())
+        .filter(|(field, _)| checked.insert(std::ptr::from_ref(field.ty)))
         .map(|(field, layer)| {
             let ty = field.ty;
             let width = schedule_tokens::width(layer.width);

@@ -19,7 +19,8 @@ pub fn resolve(model: &mut Model, errors: &mut Errors) {
         let is_head = !field.custom && kind_name(&spec.kind) == "TiedHead";
         let Some((target, attr)) = &field.tied else {
             if is_head {
-                errors.spanned(
+                errors.once(
+                    field.ty,
                     field.ty,
                     format!(
                         "`{}` reads another layer's weight: name the embedding it is tied to with `#[tied(field)]`",
@@ -30,7 +31,8 @@ pub fn resolve(model: &mut Model, errors: &mut Errors) {
             continue;
         };
         if !is_head {
-            errors.spanned(
+            errors.once(
+                field.ty,
                 attr,
                 format!(
                     "`#[tied(..)]` ties a `TiedHead` to an embedding; `{}` is not a `TiedHead`",
@@ -49,11 +51,12 @@ pub fn resolve(model: &mut Model, errors: &mut Errors) {
             if model.fields.iter().any(|f| f.spec.is_none() && f.name == wanted) {
                 continue; // The embedding itself is malformed, and reported.
             }
-            errors.spanned(target, format!("no layer `{target}` in this struct for `{head}` to be tied to"));
+            errors.once(field.ty, target, format!("no layer `{target}` in this struct for `{head}` to be tied to"));
             continue;
         };
         if j > i {
-            errors.spanned(
+            errors.once(
+                field.ty,
                 target,
                 format!(
                     "`{target}` is defined after `{head}`: define the embedding before the head tied to it (backward \
@@ -67,7 +70,8 @@ pub fn resolve(model: &mut Model, errors: &mut Errors) {
             && !model.fields[j].custom
             && owner.params.first().is_some_and(|p| *p.shape == [vocab, d]);
         if !fits {
-            errors.spanned(
+            errors.once(
+                model.fields[i].ty,
                 target,
                 format!(
                     "`{head}: TiedHead<{d}, {vocab}>` reads an `Embedding<{vocab}, {d}>`'s `[{vocab}, {d}]` weight; `{}` is \

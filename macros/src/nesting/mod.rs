@@ -121,7 +121,7 @@ fn residual_attr<'s>(s: &'s ItemStruct, errors: &mut Errors) -> Option<&'s syn::
 struct Flat<'s, 'a> {
     structs: &'s [&'a ItemStruct],
     fields: Vec<Field<'a>>,
-    residuals: Vec<Residual>,
+    residuals: Vec<Residual<'a>>,
     /// Unrolling passed `MAX_LAYERS` (reported once, at the innermost repeat that did).
     too_many: bool,
     /// Uses of blocks that gave no layers (refused, with the block or at the use).
@@ -228,8 +228,8 @@ impl<'a> Flat<'_, 'a> {
                     }
                     if residual {
                         let last = this.fields.len() - 1;
-                        let (ident, at) = (format_ident!("{}", inner.ident), field.ty.to_token_stream());
-                        this.residuals.push(Residual { first, last, name: inner.name.clone(), ident, at });
+                        let ident = format_ident!("{}", inner.ident);
+                        this.residuals.push(Residual { first, last, name: inner.name.clone(), ident, at: &field.ty });
                     }
                 }
                 init

@@ -1292,18 +1292,6 @@ pub mod net {
         "layer `blocks.0.fc`: `Linear<8, 8>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
     );
     const _: () = ::overlap::__private::assert!(
-        ::overlap::__private::layer_matches:: < LayerNorm < 8 > >
-        (::overlap::plan::Width::Fixed { input : 8, output : 8 }, & [("weight", & [8]),
-        ("bias", & [8])], ::overlap::plan::ReadyOrder::Definition), "{}",
-        "layer `blocks.1.norm`: `LayerNorm<8>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
-    );
-    const _: () = ::overlap::__private::assert!(
-        ::overlap::__private::layer_matches:: < Linear < 8, 8 > >
-        (::overlap::plan::Width::Fixed { input : 8, output : 8 }, & [("weight", & [8,
-        8]), ("bias", & [8])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-        "layer `blocks.1.fc`: `Linear<8, 8>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
-    );
-    const _: () = ::overlap::__private::assert!(
         ::overlap::__private::layer_matches:: < Linear < 8, 2 > >
         (::overlap::plan::Width::Fixed { input : 8, output : 2 }, & [("weight", & [2,
         8]), ("bias", & [2])], ::overlap::plan::ReadyOrder::Reverse), "{}",
