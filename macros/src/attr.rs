@@ -27,6 +27,9 @@ pub struct ModelConfig {
     /// `model = Net`: which struct of a module of blocks is the model, so that the module may
     /// also hold structs of one's own that the model does not use.
     pub model: Option<syn::Ident>,
+    /// `model = ..` was given but names no struct (reported): which struct is the model cannot
+    /// be told, and the module's structs are not judged (no second-model errors after it).
+    pub model_unreadable: bool,
 }
 
 /// Parses `bucket_cap_mb = 25, first_bucket_mb = 1` (both optional; integers or decimals) and
@@ -42,6 +45,7 @@ pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Mode
         shard_optimizer: false,
         gathers: None,
         model: None,
+        model_unreadable: false,
     };
     config.planning = planning_config(args, &mut config, errors);
     config
@@ -134,6 +138,7 @@ fn planning_config(args: proc_macro2::TokenStream, config: &mut ModelConfig, err
             }
             "model" => {
                 config.model = model_name(&pair.value, errors);
+                config.model_unreadable = config.model.is_none();
                 continue;
             }
             "buckets" => {
@@ -276,9 +281,20 @@ fn crate_path(value: &Expr, errors: &mut Errors) -> Option<syn::Path> {
     path
 }
 
-/// `model = Net`: a struct's name, alone.
+/// `model = Net`: a struct's name, alone; also as a string (`model = "Net"`), as `crate` takes
+/// its path.
 fn model_name(value: &Expr, errors: &mut Errors) -> Option<syn::Ident> {
     match value {
+        Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => match syn::parse_str::<syn::Ident>(&s.value()) {
+            Ok(mut ident) => {
+                ident.set_span(s.span());
+                Some(ident)
+            }
+            Err(_) => {
+                errors.spanned(value, "`model` names a struct of this module by its name alone: `model = Net`");
+                None
+            }
+        },
         Expr::Path(p) if p.qself.is_none() && p.attrs.is_empty() => match p.path.get_ident() {
             Some(ident) => Some(ident.clone()),
             None => {

@@ -114,7 +114,10 @@ fn with_crate(code: TokenStream, config: &attr::ModelConfig) -> TokenStream {
 /// A module holding a model and its blocks (see `nesting`): the module again, its blocks as
 /// written (without this macro's attributes), and the model's code inside it.
 fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: Errors) -> TokenStream {
-    let structs = nesting::structs(module, config.model.as_ref(), &mut errors);
+    let structs = match config.model_unreadable {
+        true => nesting::unjudged(module),
+        false => nesting::structs(module, config.model.as_ref(), &mut errors),
+    };
     if let Some(root) = structs.model() {
         nesting::generated_names_free(module, &structs.all[root].ident, &mut errors);
     }

@@ -81,4 +81,25 @@ pub struct Net {
     fc: Linear<4, 4>,
 }
 
+// A `model` that names no struct: that error alone, none about the module's structs, which
+// cannot be judged without the model.
+#[distributed_model(model = 3)]
+mod unreadable {
+    use overlap::prelude::*;
+
+    pub struct Settings {
+        pub steps: usize,
+    }
+
+    #[residual]
+    pub struct Block {
+        fc: Linear<4, 4>,
+    }
+
+    pub struct Net {
+        block: Block,
+        head: Linear<4, 2>,
+    }
+}
+
 fn main() {}

@@ -26,7 +26,7 @@ use crate::helpers::foreign_suffix;
 mod roles;
 
 use roles::block_of;
-pub use roles::{generated_names_free, own_as_written, structs, Structs, GENERATED_TYPES};
+pub use roles::{generated_names_free, own_as_written, structs, unjudged, Structs, GENERATED_TYPES};
 
 /// Copies of a block in one field (`[Block; N]`), at most: the code is unrolled per copy.
 const MAX_REPEAT: usize = 1024;
@@ -45,11 +45,12 @@ pub fn trees<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Vec<Model<'a>> {
         return Vec::new();
     }
     for s in &structs.all {
-        if !s.generics.params.is_empty() || s.generics.where_clause.is_some() {
-            errors.spanned(
-                &s.generics,
-                "a model or block cannot be generic: the schedule is planned for concrete layers",
-            );
+        let message = "a model or block cannot be generic: the schedule is planned for concrete layers";
+        // `Generics` prints no tokens for a `where` clause alone: the clause is the span then.
+        if !s.generics.params.is_empty() {
+            errors.spanned(&s.generics, message);
+        } else if let Some(clause) = &s.generics.where_clause {
+            errors.spanned(clause, message);
         }
         if !matches!(s.fields, Fields::Named(_)) {
             errors.spanned(&s.ident, "a model or block needs named fields, one per layer or block");

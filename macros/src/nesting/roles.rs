@@ -106,6 +106,13 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
     Structs { all, roots, own }
 }
 
+/// The module's structs, none judged: all left as written, this macro's attributes removed
+/// (where `model = ..` could not be read, and the model cannot be told).
+pub fn unjudged(module: &ItemMod) -> Structs<'_> {
+    let own = module.content.as_ref().map(|(_, items)| module_structs(items).collect()).unwrap_or_default();
+    Structs { all: Vec::new(), roots: Vec::new(), own }
+}
+
 /// The structs among `structs` (those of the module the model is read from) that are layer types
 /// of one's own, not blocks, judged by the fields of `structs`: each field that names
 /// one describes it with `#[layer(..)]` (which a layer of one's own needs), and a field does so

@@ -84,7 +84,23 @@ mod with_layer {
     }
 }
 
+/// The name as a string, as `crate = ".."` takes its path.
+#[distributed_model(model = "Net")]
+mod as_a_string {
+    use overlap::prelude::*;
+
+    pub struct Settings {
+        pub steps: usize,
+    }
+
+    pub struct Net {
+        fc: Linear<4, 2>,
+    }
+}
+
 fn main() {
+    assert_eq!(as_a_string::Settings { steps: 2 }.steps, 2);
+    assert_eq!(<as_a_string::Net as overlap::DistributedModel>::SCHEDULE.model, "Net");
     let spare = with_layer::Spare { gain: None };
     assert!(spare.gain.is_none());
     let schedule = <with_layer::Net as overlap::DistributedModel>::SCHEDULE;
