@@ -117,9 +117,11 @@ pub fn unjudged(module: &ItemMod) -> Structs<'_> {
 /// of one's own, not blocks, judged by the fields of `structs`: each field that names
 /// one describes it with `#[layer(..)]` (which a layer of one's own needs), and a field does so
 /// or the module implements a `Layer` for it (written beside the blocks, used by none yet). A
-/// struct some field uses without `#[layer]` stays a block, whatever it implements; so does one
-/// that holds layers or blocks and has no `Layer` impl here (`#[layer]` on a block's field is
-/// then reported as such by `unroll`).
+/// struct the module implements a `Layer` for and that holds no layer or block is one too (a
+/// field using it without `#[layer]` is then reported as lacking it). Otherwise a struct some
+/// field uses without `#[layer]` stays a block, whatever it implements (a trait of one's own may
+/// be named `Layer`); so does one that holds layers or blocks and has no `Layer` impl here
+/// (`#[layer]` on a block's field is then reported as such by `unroll`).
 fn layer_types<'a>(structs: &[&'a ItemStruct], module: &Ident, items: &[Item]) -> Vec<&'a Ident> {
     let fields = || structs.iter().flat_map(|s| s.fields.iter());
     let described = |f: &syn::Field| f.attrs.iter().any(|a| a.path().is_ident("layer"));
@@ -137,7 +139,10 @@ fn layer_types<'a>(structs: &[&'a ItemStruct], module: &Ident, items: &[Item]) -
         let uses: Vec<&syn::Field> =
             fields().filter(|f| names_module_struct(f.ty.to_token_stream(), module, &[id])).collect();
         let implemented = implemented.contains(&id);
-        uses.iter().all(|f| described(f)) && (!uses.is_empty() || implemented) && (implemented || !holds_layers(s))
+        // Implemented here and holding no layer: a layer whose use lacks `#[layer]` (reported at
+        // that field), not a block of no layers.
+        (implemented && !holds_layers(s))
+            || (uses.iter().all(|f| described(f)) && (!uses.is_empty() || implemented) && (implemented || !holds_layers(s)))
     };
     structs.iter().filter(|s| layer(s)).map(|s| &s.ident).collect()
 }
