@@ -61,20 +61,38 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     with_crate(code, &config)
 }
 
-/// A second `#[distributed_model]` on the same item: one error, and removed, so that it does not
-/// expand the item again (a dozen clashing definitions otherwise).
+/// A second `#[distributed_model]` on the same item, or one on a struct of the module this one
+/// reads: one error each, and removed, so that it does not expand the struct again (a dozen
+/// clashing definitions otherwise, or a block made a model of its own).
 fn remove_repeated(item: &mut syn::Item, errors: &mut Errors) {
+    let is_ours = |a: &syn::Attribute| a.path().segments.last().is_some_and(|s| s.ident == "distributed_model");
     let attrs = match item {
         syn::Item::Struct(s) => &mut s.attrs,
-        syn::Item::Mod(m) => &mut m.attrs,
+        syn::Item::Mod(m) => {
+            for item in m.content.iter_mut().flat_map(|(_, items)| items.iter_mut()) {
+                if let syn::Item::Struct(s) = item {
+                    s.attrs.retain(|a| {
+                        if is_ours(a) {
+                            errors.spanned(
+                                a,
+                                "the module's `#[distributed_model]` already reads this struct: remove this one (a \
+                                 module holds one model and the blocks it uses; another model goes in a module of \
+                                 its own)",
+                            );
+                        }
+                        !is_ours(a)
+                    });
+                }
+            }
+            &mut m.attrs
+        }
         _ => return,
     };
     attrs.retain(|a| {
-        let repeated = a.path().segments.last().is_some_and(|s| s.ident == "distributed_model");
-        if repeated {
+        if is_ours(a) {
             errors.spanned(a, "`#[distributed_model]` is applied twice: once is enough");
         }
-        !repeated
+        !is_ours(a)
     });
 }
 
