@@ -204,7 +204,7 @@ impl<'a> Flat<'_, 'a> {
             let mut one = |this: &mut Self, index: Option<usize>| {
                 let mut inner = prefix.inner(name, index);
                 inner.init = attrs.init.clone().or_else(|| prefix.init.clone());
-                let first = this.fields.len();
+                let (first, empty_inside) = (this.fields.len(), this.empty_blocks);
                 let init = this.unroll(b, &inner, errors);
                 if this.fields.len() > MAX_LAYERS && !this.too_many {
                     this.too_many = true;
@@ -216,11 +216,12 @@ impl<'a> Flat<'_, 'a> {
                     );
                 }
                 if this.fields.len() == first {
-                    this.empty_blocks += 1;
-                    // A block of unnamed fields is reported with the block.
-                    if matches!(this.structs[b].fields, Fields::Named(_)) {
-                        errors.spanned(&field.ty, "a block needs at least one layer");
+                    // A block of unnamed fields is reported with the block; one empty for blocks
+                    // empty inside it, at theirs.
+                    if matches!(this.structs[b].fields, Fields::Named(_)) && this.empty_blocks == empty_inside {
+                        errors.once(field, &field.ty, "a block needs at least one layer");
                     }
+                    this.empty_blocks += 1;
                 } else {
                     if attrs.bucket_boundary {
                         if let Some(spec) = &mut this.fields[first].spec {
@@ -244,6 +245,11 @@ impl<'a> Flat<'_, 'a> {
                             break;
                         }
                         each.push(one(self, Some(i)));
+                        // Copies are alike: one that gives no layer (reported) stands for the
+                        // rest, which would repeat the work, nested repeats multiplying it.
+                        if self.fields.len() == before {
+                            break;
+                        }
                     }
                     quote!([#(#each),*])
                 }
