@@ -151,6 +151,11 @@ impl<'a> Field<'a> {
         let attrs = field_attr::field_attrs(&field.attrs, errors);
         let generic = crate::helpers::mentions(quote::ToTokens::to_token_stream(&field.ty), params);
         let spec = match &attrs.layer {
+            // An array is no layer, whatever its elements are: the compiler would point into the library.
+            Some(_) if matches!(field.ty, syn::Type::Array(_)) => {
+                errors.spanned(&field.ty, layers::not_a_layer(&field.ty));
+                None
+            }
             Some(custom) => Some(layers::custom(&name, &field.ty, custom)),
             None if attrs.layer_invalid || attrs.tied_invalid || generic || conditional_attr => None,
             None => match layers::builtin(&name, &field.ty, errors) {
