@@ -2,10 +2,8 @@
 //! gradient buckets, in-flight buckets), the `Program` impl every device runs, the host's impls
 //! (`host_impl`), and compile-time checks that every layer type has the layout the plan assumed.
 
-use overlap_plan::Schedule;
-use proc_macro2::{Span, TokenStream};
-use quote::{quote, quote_spanned};
-use syn::spanned::Spanned;
+use proc_macro2::TokenStream;
+use quote::quote;
 use syn::ItemStruct;
 
 use crate::ast::Model;
@@ -16,7 +14,7 @@ use crate::helpers::lit;
 use crate::planning::{self, Planned};
 use crate::schedule_code::{backward_body, step_body, update_bucket_body, Names};
 use crate::shard_attr::Gathers;
-use crate::{check, crate_path, fallback, nesting, schedule_tokens};
+use crate::{check, crate_path, fallback, nesting};
 
 pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
@@ -257,8 +255,8 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
             }
         }
     };
-    let assertions = layout_assertions(model, schedule);
-    let guard = layer_guard(model);
+    let assertions = layer_checks::layout_assertions(model, schedule);
+    let guard = layer_checks::layer_guard(model);
     let host = host_impl::host_impls(model, &names, schedule, &guard);
     let model_name = syn::ext::IdentExt::unraw(ident).to_string();
 
@@ -394,66 +392,8 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
     }
 }
 
-/// `where for<'layer> T: ::overlap::Layer, ..` over the types of `#[layer(...)]` fields, for the
-/// items that use them as layers. Whether such a type implements `Layer` only the compiler knows;
-/// when it does not, its layout assertion (below) says so once, at the field's type, and this
-/// guard keeps the workspace and the impl from repeating it at every use. The binder makes the
-/// bound one the compiler assumes rather than checks on the spot (a plain `u32: Layer` would be
-/// an error of its own); for real layers it always holds. A built-in layer's name reached
-/// through a path (`nn::Relu`) may name a look-alike type, so it is guarded too.
-fn layer_guard(model: &Model) -> TokenStream {
-    let through_a_path = |ty: &syn::Type| matches!(ty, syn::Type::Path(p) if p.path.segments.len() > 1);
-    let types: Vec<&syn::Type> =
-        model.fields.iter().filter(|f| f.custom || through_a_path(f.ty)).map(|f| f.ty).collect();
-    if types.is_empty() {
-        return TokenStream::new();
-    }
-    quote!(where #(for<'layer> #types: ::overlap::Layer,)*)
-}
-
-/// One `const` assertion per field of the input (copies of a repeated block share one): the type's `Layer` constants equal what the plan assumed.
-/// Spanned at the field's type, it is also where a `#[layer(...)]` type that is not a layer at
-/// all is reported, once.
-fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<TokenStream> {
-    // The copies of a repeated block share their field's type: one check, naming the first.
-    let mut checked = std::collections::HashSet::new();
-    model
-        .fields
-        .iter()
-        .zip(schedule.layers.iter())
-        .filter(|(field, _)| checked.insert(std::ptr::from_ref(field.ty)))
-        .map(|(field, layer)| {
-            let ty = field.ty;
-            let width = schedule_tokens::width(layer.width);
-            let params = layer.params.iter().map(|p| {
-                let (name, dims) = (p.name.as_ref(), p.shape.iter().map(|&d| lit(d)));
-                quote!((#name, &[#(#dims),*]))
-            });
-            let ready = schedule_tokens::ready(layer.ready);
-            let message = format!(
-                "layer `{}`: `{}` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)",
-                field.name,
-                layer.kind
-            );
-            // The message is an argument, not the format string: it holds the type's text (`Gain<{ N }>`).
-            // At the type, for errors; its crate paths resolved as the rest of the code's are (at
-            // the type's span, `::core` is a path from the crate's root in a 2015-edition crate).
-            // `assert!` is named at the type's span, so that the error says nothing of the
-            // macro's expansion, and by an absolute path, not an import: a failed derive above
-            // the attribute leaves an import's resolution undetermined, an error of its own.
-            let at = ty.span().resolved_at(Span::call_site());
-            let (assert, matches) = (
-                quote_spanned!(ty.span()=> ::overlap::__private::assert),
-                quote_spanned!(at=> ::overlap::__private::layer_matches),
-            );
-            quote_spanned! {ty.span()=>
-                const _: () = #assert!(#matches::<#ty>(#width, &[#(#params),*], #ready), "{}", #message);
-            }
-        })
-        .collect()
-}
-
 mod host_impl;
+mod layer_checks;
 
 #[cfg(test)]
 mod fuzz_tests;

@@ -85,7 +85,10 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
         .collect();
     let roots: Vec<usize> = (0..all.len()).filter(|&s| !used[s]).collect();
     match roots.as_slice() {
-        &[model] => unreached(&all, &module.ident, model, errors),
+        &[model] => {
+            unreached(&all, &module.ident, model, errors);
+            taken_as_the_model(&all, &module.ident, model, errors);
+        }
         [] => errors.spanned(&module.ident, "every struct in this module is used by another: one must be the model"),
         several => {
             let names: Vec<String> = several.iter().map(|&s| format!("`{}`", all[s].ident)).collect();
@@ -142,7 +145,9 @@ fn layer_types<'a>(structs: &[&'a ItemStruct], module: &Ident, items: &[Item]) -
         // Implemented here and holding no layer: a layer whose use lacks `#[layer]` (reported at
         // that field), not a block of no layers.
         (implemented && !holds_layers(s))
-            || (uses.iter().all(|f| described(f)) && (!uses.is_empty() || implemented) && (implemented || !holds_layers(s)))
+            || (uses.iter().all(|f| described(f))
+                && (!uses.is_empty() || implemented)
+                && (implemented || !holds_layers(s)))
     };
     structs.iter().filter(|s| layer(s)).map(|s| &s.ident).collect()
 }
@@ -220,6 +225,38 @@ fn reached(all: &[&ItemStruct], module: &Ident, model: usize) -> Vec<bool> {
         next.extend((0..all.len()).filter(|&b| b != s && all[s].fields.iter().any(|f| uses(all, module, s, f, b))));
     }
     reached
+}
+
+/// The struct no other uses was taken as the model, but a field of it holds plain data (a number,
+/// a string, a collection: reported at the field as no layer), as a struct of the program's own
+/// that holds the model would. Says how to keep it so.
+fn taken_as_the_model(all: &[&ItemStruct], module: &Ident, model: usize, errors: &mut Errors) {
+    const PLAIN: &[&str] = &[
+        "bool", "char", "str", "String", "Vec", "Option", "Box", "usize", "isize", "u8", "u16", "u32", "u64", "u128",
+        "i8", "i16", "i32", "i64", "i128", "f32", "f64", "PathBuf", "HashMap", "BTreeMap", "Duration",
+    ];
+    let plain = |f: &&syn::Field| {
+        let last = match &f.ty {
+            Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+            Type::Reference(_) | Type::Tuple(_) => Some("str".into()),
+            _ => None,
+        };
+        let names: Vec<&Ident> = all.iter().map(|s| &s.ident).collect();
+        last.is_some_and(|l| PLAIN.contains(&l.as_str()))
+            && !f.attrs.iter().any(|a| a.path().is_ident("layer"))
+            && !names_module_struct(f.ty.to_token_stream(), module, &names)
+    };
+    let Some(field) = all[model].fields.iter().find(plain) else { return };
+    let name = field.ident.as_ref().map_or_else(String::new, |i| format!(" `{}`", i.unraw()));
+    errors.spanned(
+        &all[model].ident,
+        format!(
+            "`{}` is taken as the model, the one struct no other uses, but its field{name} is neither a layer nor a \
+             block: if `{}` is a struct of your own, name the model (`#[distributed_model(model = Name)]`), and it \
+             is left as written",
+            all[model].ident, all[model].ident
+        ),
+    );
 }
 
 /// `model = Name` names no struct of layers and blocks in the module.
