@@ -51,7 +51,15 @@ pub fn resolve(model: &mut Model, errors: &mut Errors) {
             if model.fields.iter().any(|f| f.spec.is_none() && f.name == wanted) {
                 continue; // The embedding itself is malformed, and reported.
             }
-            errors.once(field.ty, target, format!("no layer `{target}` in this struct for `{head}` to be tied to"));
+            let inside = format!("{wanted}.");
+            let why = if model.fields.iter().any(|f| f.name.starts_with(&inside)) {
+                format!(
+                    "`{target}` is a block, not a layer: `{head}` is tied to an `Embedding` of its own struct, beside it"
+                )
+            } else {
+                format!("no layer `{target}` in this struct for `{head}` to be tied to")
+            };
+            errors.once(field.ty, target, why);
             continue;
         };
         if j > i {
