@@ -447,6 +447,8 @@ mod tests {
                 .unwrap();
         let mut second = r.buckets[0].clone();
         (second.bucket, second.wire_format, second.wire_bytes) = (1, "rank 4".into(), 500);
+        // A layer name longer than the column's least width widens it, for every row.
+        second.launched_after = "h.11.attend.attn.fc.backward".into();
         (r.buckets[0].wire_format, r.buckets[0].wire_bytes) = ("rank 4".into(), 1023 * 1024 + 512);
         r.buckets.push(second);
         let text = r.to_string();
@@ -454,11 +456,14 @@ mod tests {
         let column = |line: &str, what: &str| line.find(what).unwrap_or_else(|| panic!("{what} in {line:?}"));
         let launched = column(table[0], "launched after");
         assert!(table[1].contains("  rank 4 1023.5 KiB") && table[2].contains("  rank 4 500 B"), "{text}");
-        assert_eq!((column(table[1], "fc.backward"), column(table[2], "fc.backward")), (launched, launched), "{text}");
+        assert_eq!((column(table[1], "fc.backward"), column(table[2], "h.11.attend")), (launched, launched), "{text}");
         // Each heading ends where its figures do.
         let end = |line: &str, what: &str| column(line, what) + what.len();
         for (heading, figure) in [("bytes", "MiB"), ("all-reduce", " ms"), ("busbw", "GB/s"), ("exposed", "1.00 ms")] {
             assert_eq!(end(table[0], heading), end(table[1], figure), "{heading} in {text}");
+        }
+        for (heading, figure) in [("all-reduce", " ms"), ("busbw", "GB/s")] {
+            assert_eq!(end(table[0], heading), end(table[2], figure), "{heading} in {text}");
         }
     }
 }

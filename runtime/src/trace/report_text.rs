@@ -180,12 +180,18 @@ impl fmt::Display for OverlapReport {
                 self.buckets.iter().map(|b| format!("{} {}", b.wire_format, human_bytes(b.wire_bytes))).collect();
             let wire_width = wire_cells.iter().map(String::len).chain([WIRE_HEADER.len()]).max().unwrap_or(0) + 2;
             let wire_header = if narrow { format!("{WIRE_HEADER:>wire_width$}") } else { String::new() };
-            writeln!(f, "  bucket        bytes{wire_header}  launched after      all-reduce        busbw     exposed")?;
+            // So is the layer column, a space past its longest name (`h.11.attend.attn.backward`).
+            let launch_width = self.buckets.iter().map(|b| b.launched_after.len() + 1).chain([18]).max().unwrap_or(18);
+            writeln!(
+                f,
+                "  bucket        bytes{wire_header}  {:<launch_width$}  all-reduce        busbw     exposed",
+                "launched after"
+            )?;
             for (b, cell) in self.buckets.iter().zip(&wire_cells) {
                 let wire = if narrow { format!("{cell:>wire_width$}") } else { String::new() };
                 writeln!(
                     f,
-                    "  b{:<5}{:>13}{wire}  {:<18}{:>9.2} ms{:>8.2} GB/s{:>9.2} ms",
+                    "  b{:<5}{:>13}{wire}  {:<launch_width$}{:>9.2} ms{:>8.2} GB/s{:>9.2} ms",
                     b.bucket,
                     human_bytes(b.bytes),
                     b.launched_after,
