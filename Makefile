@@ -4,7 +4,7 @@
 #   make bench     the performance benchmark (compare/run.py; PyTorch rows when torch is importable)
 #   make gpu-bundle  target/gpu-bundle.tar.gz, for scripts/gpu-check.sh on a GPU machine
 #   make cpu-bundle  target/cpu-bundle.tar.gz, for scripts/cpu-targets.sh on a machine of many cores
-#   make bad-inputs  178 adversarial inputs against the example binaries (not part of make test)
+#   make bad-inputs  179 adversarial inputs against the example binaries (not part of make test)
 # They install the Debian packages they need when missing (as root, or with sudo).
 
 APT_PACKAGES := libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev libopenblas-dev g++

@@ -56,7 +56,16 @@ pub struct CharText {
 impl CharText {
     /// Reads a UTF-8 text file (`read_text`) into windows of `context` characters.
     pub fn from_file(path: &Path, context: usize, seed: u64) -> Result<Self> {
-        let text = CharText::new(&read_text(path)?, context, seed, &path.display().to_string())?;
+        let read = read_text(path)?;
+        if read.is_empty() && !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            // Each rank reads its own copy: a launcher gives standard input to rank 0 alone.
+            return Err(Error::Dataset(format!(
+                "{}: empty (under mpirun, standard input reaches rank 0 alone, and a pipe one process: give \
+                 every rank a file)",
+                path.display()
+            )));
+        }
+        let text = CharText::new(&read, context, seed, &path.display().to_string())?;
         Ok(CharText { file: Some(path.to_path_buf()), ..text })
     }
 

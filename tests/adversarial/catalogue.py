@@ -420,6 +420,9 @@ def catalogue() -> list:
     add(c, "ln -s /dev/zero z_train.bin && gpt --tokens z_train.bin", 1, "magic number 0", within=10)
     add(c, text + "gpt --text t.txt --init-params /dev/zero", 1, "--init-params /dev/zero: a character device, not a file",
         within=10)
+    # Standard input reaches rank 0 alone: the other ranks' empty copy is named as such.
+    add(c, "python3 -c \"print('to be or not to be, ' * 30)\" | mpirun -n 2 gpt --text /dev/stdin --context 16 "
+           "--steps 2 --batch 2 --eval-every 0 --report off", 1, "standard input reaches rank 0 alone", within=30)
     # A pipe is read as a file is.
     add(c, "python3 -c \"print('to be or not to be, ' * 30)\" | gpt --text /dev/stdin --context 16 --steps 2 --batch 2 "
            "--eval-every 0 --report off", 0)
