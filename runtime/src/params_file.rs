@@ -46,7 +46,32 @@ fn serialize_with(
             TensorView::new(Dtype::F32, shape.clone(), data).map(|v| (name.as_str(), v)).map_err(|e| e.to_string())
         })
         .collect::<std::result::Result<Vec<_>, _>>()?;
-    safetensors::serialize(views, metadata).map_err(|e| e.to_string())
+    let several = metadata.as_ref().is_some_and(|m| m.len() > 1);
+    let bytes = safetensors::serialize(views, metadata).map_err(|e| e.to_string())?;
+    if several {
+        with_sorted_metadata(&bytes)
+    } else {
+        Ok(bytes)
+    }
+}
+
+/// `bytes` with the header's `__metadata__` keys in sorted order. safetensors writes them in a
+/// `HashMap`'s order, which changes from process to process, and the same values must give the
+/// same bytes: checkpoints are compared bit for bit, and each rank's copy by its hash.
+fn with_sorted_metadata(bytes: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    let (length, rest) = bytes.split_first_chunk::<8>().ok_or("no header")?;
+    let (header, data) = rest.split_at(usize::try_from(u64::from_le_bytes(*length)).map_err(|e| e.to_string())?);
+    let mut header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(header).map_err(|e| e.to_string())?;
+    if let Some(serde_json::Value::Object(metadata)) = header.get_mut("__metadata__") {
+        let mut sorted: Vec<(String, serde_json::Value)> = std::mem::take(metadata).into_iter().collect();
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        metadata.extend(sorted);
+    }
+    let mut json = serde_json::to_vec(&header).map_err(|e| e.to_string())?;
+    // The format pads the header with spaces to a multiple of 8 bytes, so that the data is aligned.
+    json.resize(json.len().next_multiple_of(8), b' ');
+    Ok([&(json.len() as u64).to_le_bytes()[..], &json, data].concat())
 }
 
 /// The header key of the vocabulary a language model's token ids index (`FileNotes::vocabulary`).
@@ -272,4 +297,29 @@ pub fn load_params(path: &Path) -> Result<Vec<NamedTensor>> {
         out.push((name.to_string(), view.shape().to_vec(), f32_values(view.data())));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each `HashMap` iterates in an order of its own: the bytes must not follow it.
+    #[test]
+    fn the_same_tensors_and_metadata_give_the_same_bytes() {
+        let tensors: Vec<Tensor> =
+            vec![("b".into(), vec![2], to_bytes(&[1.0, 2.0])), ("a".into(), vec![1], to_bytes(&[3.0]))];
+        let metadata = || {
+            let pairs = [("vocabulary", "abc"), ("positions", "16"), ("zeta", "z"), ("alpha", "1"), ("mid", "m")];
+            Some(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+        };
+        let first = serialize_with(&tensors, metadata()).unwrap();
+        for _ in 0..20 {
+            assert_eq!(serialize_with(&tensors, metadata()).unwrap(), first);
+        }
+        let (_, header) = SafeTensors::read_metadata(&first).unwrap();
+        assert_eq!(header.metadata().as_ref().unwrap().get("positions").map(String::as_str), Some("16"));
+        let file = SafeTensors::deserialize(&first).unwrap();
+        assert_eq!(f32_values(file.tensor("b").unwrap().data()), [1.0, 2.0]);
+        assert_eq!(f32_values(file.tensor("a").unwrap().data()), [3.0]);
+    }
 }
