@@ -1,6 +1,7 @@
 //! Collects every problem found in the input, each with the span of the offending tokens, so
 //! users see all of them in one compile.
 
+use std::any::TypeId;
 use std::collections::HashSet;
 use std::fmt::Display;
 
@@ -10,8 +11,9 @@ use quote::ToTokens;
 #[derive(Default)]
 pub struct Errors {
     errors: Vec<syn::Error>,
-    /// The input nodes `once` has reported at.
-    reported: HashSet<usize>,
+    /// The input nodes `once` has reported at, by address and type (a struct and its first
+    /// field may share an address).
+    reported: HashSet<(usize, TypeId)>,
 }
 
 impl Errors {
@@ -22,8 +24,8 @@ impl Errors {
     /// `spanned`, unless an error was already reported for `node`, a node of the input: the
     /// copies of a repeated block share their tokens, and one problem in them is one error (for
     /// the first copy), not one per copy.
-    pub fn once<T>(&mut self, node: &T, tokens: impl ToTokens, message: impl Display) {
-        if self.reported.insert(std::ptr::from_ref(node) as usize) {
+    pub fn once<T: 'static>(&mut self, node: &T, tokens: impl ToTokens, message: impl Display) {
+        if self.reported.insert((std::ptr::from_ref(node) as usize, TypeId::of::<T>())) {
             self.spanned(tokens, message);
         }
     }

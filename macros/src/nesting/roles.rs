@@ -235,14 +235,14 @@ fn taken_as_the_model(all: &[&ItemStruct], module: &Ident, model: usize, errors:
         "bool", "char", "str", "String", "Vec", "Option", "Box", "usize", "isize", "u8", "u16", "u32", "u64", "u128",
         "i8", "i16", "i32", "i64", "i128", "f32", "f64", "PathBuf", "HashMap", "BTreeMap", "Duration",
     ];
+    let names: Vec<&Ident> = all.iter().map(|s| &s.ident).collect();
     let plain = |f: &&syn::Field| {
-        let last = match &f.ty {
-            Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
-            Type::Reference(_) | Type::Tuple(_) => Some("str".into()),
-            _ => None,
+        let plain_type = match &f.ty {
+            Type::Path(p) => p.path.segments.last().is_some_and(|last| PLAIN.iter().any(|name| last.ident == name)),
+            Type::Reference(_) => true,
+            _ => false,
         };
-        let names: Vec<&Ident> = all.iter().map(|s| &s.ident).collect();
-        last.is_some_and(|l| PLAIN.contains(&l.as_str()))
+        plain_type
             && !f.attrs.iter().any(|a| a.path().is_ident("layer"))
             && !names_module_struct(f.ty.to_token_stream(), module, &names)
     };
