@@ -79,7 +79,7 @@ pub fn resolve(model: &mut Model, errors: &mut Errors) {
             && owner.params.first().is_some_and(|p| *p.shape == [vocab, d]);
         if !fits {
             errors.once(
-                model.fields[i].ty,
+                field.ty,
                 target,
                 format!(
                     "`{head}: TiedHead<{d}, {vocab}>` reads an `Embedding<{vocab}, {d}>`'s `[{vocab}, {d}]` weight; `{}` is \

@@ -37,7 +37,7 @@ pub fn generate<M: DistributedModel>(
     (vocab, context): (usize, usize),
     config: &SampleConfig,
 ) -> Result<Vec<usize>> {
-    let mut drawn = Vec::with_capacity(config.tokens);
+    let mut drawn = Vec::new();
     generate_each(model, prompt, (vocab, context), config, |token| drawn.push(token))?;
     Ok(drawn)
 }
@@ -53,8 +53,7 @@ pub fn generate_each<M: DistributedModel>(
 ) -> Result<()> {
     assert!(!prompt.is_empty() && context > 0 && vocab > 0, "generation needs a prompt, a context and a vocabulary");
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
-    let mut tokens = Vec::with_capacity(prompt.len() + config.tokens.min(1 << 20));
-    tokens.extend_from_slice(prompt);
+    let mut tokens = prompt.to_vec();
     let mut ws = M::Workspace::default();
     let mut input = Matrix::default();
     let mut weights = Vec::with_capacity(vocab);
