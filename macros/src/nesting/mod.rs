@@ -23,6 +23,7 @@ use crate::errors::Errors;
 use crate::field_attr;
 use crate::helpers::foreign_suffix;
 
+mod macro_calls;
 mod roles;
 
 use roles::block_of;

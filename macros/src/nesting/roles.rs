@@ -50,6 +50,7 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
         read = kept.into_iter().map(|(_, &s)| s).collect();
     }
     let layers = layer_types(&read, &module.ident, items);
+    super::macro_calls::unseen_structs(items, &read, &layers, errors);
     if let Some(named) = named {
         let a_layer = layers.iter().any(|l| l.unraw() == named.unraw());
         if a_layer || found == Some(None) {
