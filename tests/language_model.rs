@@ -101,6 +101,90 @@ fn a_model_with_non_finite_outputs_is_not_sampled() {
     assert!(error.starts_with("sampling: the model's output for token 2 is NaN (drawing token 0"), "{error}");
 }
 
+/// What the model cannot serve is refused before the first draw, naming the value (each of
+/// these used to panic, or to draw as if something else had been asked).
+#[test]
+fn a_request_the_model_cannot_serve_is_refused_naming_the_value() {
+    let model = TinyLm::init(5);
+    let refused = |prompt: &[usize], (vocab, context), config: overlap::sample::SampleConfig| {
+        let mut drawn = 0;
+        let e = overlap::sample::generate_each(&model, prompt, (vocab, context), &config, |_| drawn += 1);
+        assert_eq!(drawn, 0, "nothing is drawn before the refusal");
+        e.unwrap_err().to_string()
+    };
+    let fine = overlap::sample::SampleConfig { tokens: 3, ..Default::default() };
+    type Case<'a> = (&'a [usize], (usize, usize), overlap::sample::SampleConfig, &'a str);
+    let cases: [Case; 8] = [
+        (&[], (11, 4), fine, "an empty prompt"),
+        (&[3], (11, 0), fine, "a context of 0 tokens"),
+        (&[3], (11, 5), fine, "a context of 5 tokens, but TinyLm's position embedding has rows for 4"),
+        (&[3], (12, 4), fine, "a vocabulary of 12 tokens, but TinyLm reads and predicts 11"),
+        (&[3], (0, 4), fine, "a vocabulary of 0 tokens"),
+        (&[3, 9], (8, 4), fine, "prompt token 1 is 9, past the vocabulary of 8 tokens"),
+        (&[3], (11, 4), overlap::sample::SampleConfig { temperature: 0.0, ..fine }, "a temperature of 0"),
+        (&[3], (11, 4), overlap::sample::SampleConfig { top_k: Some(0), ..fine }, "a top-k of 0 keeps no token"),
+    ];
+    for (prompt, shape, config, expected) in cases {
+        let error = refused(prompt, shape, config);
+        assert!(error.contains(expected), "{error}");
+    }
+    let error = refused(&[3], (11, 4), overlap::sample::SampleConfig { temperature: f32::NAN, ..fine });
+    assert!(error.contains("a temperature of NaN"), "{error}");
+    // A top-k past the vocabulary keeps every token, as `None` does.
+    let every = overlap::sample::SampleConfig { top_k: Some(1000), ..fine };
+    let none = overlap::sample::SampleConfig { top_k: None, ..fine };
+    let drawn = |config| overlap::sample::generate(&model, &[3], (11, 4), &config).unwrap();
+    assert_eq!(drawn(every), drawn(none));
+}
+
+/// A dataset's sequences longer than the position table, or its token ids past the vocabulary,
+/// are refused before step 1 (not at the batch that first holds one, nor by a layer's
+/// assertion), for the training and the held-out data alike.
+#[test]
+fn data_past_the_models_tables_is_refused_before_step_one() {
+    struct Shaped {
+        positions: usize,
+        tokens: usize,
+        filled: bool,
+    }
+    impl Dataset for Shaped {
+        fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> overlap::Result<()> {
+            self.filled = true;
+            NextToken.fill(first, rows, batch)
+        }
+        fn features(&self) -> usize {
+            1
+        }
+        fn positions(&self) -> usize {
+            self.positions
+        }
+        fn token_count(&self) -> Option<usize> {
+            Some(self.tokens)
+        }
+    }
+    let comm = Communicator::single();
+    let refused = |data: &mut Shaped, held_out: Option<&mut Shaped>| {
+        let mut model = TinyLm::new(&comm, 1).unwrap();
+        let trainer = Trainer::new(&comm).steps(2).batch(2).report(ReportFormat::Off, None);
+        let trainer = match held_out {
+            Some(held_out) => trainer.validate(held_out, 1, 1),
+            None => trainer,
+        };
+        trainer.fit(&mut model, data, &CrossEntropyLoss).unwrap_err().to_string()
+    };
+    let mut long = Shaped { positions: 6, tokens: 11, filled: false };
+    let error = refused(&mut long, None);
+    assert!(error.contains("sequences of 6 positions, but TinyLm's position embedding has rows for 4"), "{error}");
+    assert!(!long.filled, "refused before the first batch is read");
+    let mut wide = Shaped { positions: 4, tokens: 12, filled: false };
+    let error = refused(&mut wide, None);
+    assert!(error.contains("the training data"), "{error}");
+    assert!(error.contains("token ids up to 11, past TinyLm's vocabulary of 11 tokens"), "{error}");
+    let mut held_out = Shaped { positions: 4, tokens: 40, filled: false };
+    let error = refused(&mut Shaped { positions: 4, tokens: 11, filled: false }, Some(&mut held_out));
+    assert!(error.contains("the held-out data") && error.contains("token ids up to 39"), "{error}");
+}
+
 /// The head tied to the token embedding, as nanoGPT's `lm_head.weight = wte.weight`.
 #[distributed_model(bucket_cap_mb = 0.0002, first_bucket_mb = 0.0002)]
 pub struct TiedLm {
@@ -110,6 +194,23 @@ pub struct TiedLm {
     act: Gelu,
     #[tied(wte)]
     head: TiedHead<8, 11>,
+}
+
+/// Two heads tied to one embedding: one weight, three contributions to its gradient.
+#[distributed_model(bucket_cap_mb = 0.0002, first_bucket_mb = 0.0002)]
+pub struct TwoHeadLm {
+    wte: Embedding<11, 8>,
+    wpe: PositionEmbedding<4, 8>,
+    #[tied(wte)]
+    head1: TiedHead<8, 11>,
+    proj: Linear<11, 8>,
+    #[tied(wte)]
+    head2: TiedHead<8, 11>,
+}
+
+#[test]
+fn gradients_through_two_heads_tied_to_one_embedding_match_finite_differences() {
+    gradients_match_finite_differences::<TwoHeadLm>();
 }
 
 #[test]

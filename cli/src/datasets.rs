@@ -6,10 +6,11 @@ use std::path::Path;
 
 use overlap_runtime::data::SyntheticClassification;
 use overlap_runtime::idx::{IdxDataset, Split};
+use overlap_runtime::model::{position_rows, token_rows, vocabulary_limit};
 use overlap_runtime::text::CharText;
 use overlap_runtime::token_shards::{locate, val_namesake, TokenShards};
 use overlap_runtime::training_data::TrainingData;
-use overlap_runtime::{Dataset, DeviceOp, DistributedModel, Error, Result};
+use overlap_runtime::{Dataset, DistributedModel, Error, Result};
 
 use crate::args::TrainArgs;
 
@@ -26,7 +27,7 @@ pub(crate) fn training_data<M: DistributedModel>(args: &TrainArgs) -> Result<Tra
     if let Some(path) = &args.tokens {
         return token_data::<M>(path, args, features);
     }
-    if embedding_rows::<M>().is_some() {
+    if token_rows::<M>().is_some() {
         // The synthetic set and image files hold features, not token ids.
         let given = args.data.as_ref().map_or(String::new(), |dir| format!(" (--data {} holds images)", dir.display()));
         return Err(Error::Config(format!(
@@ -76,8 +77,7 @@ fn token_data<M: DistributedModel>(path: &Path, args: &TrainArgs, features: usiz
 fn check_tokens<M: DistributedModel>(shards: &TokenShards) -> Result<()> {
     let model = &M::SCHEDULE.model;
     // `training_data` has already refused a model without them.
-    let classes = M::SCHEDULE.io_widths().map_or(usize::MAX, |(_, classes)| classes);
-    let limit = embedding_rows::<M>().map_or(classes, |rows| rows.min(classes));
+    let limit = vocabulary_limit::<M>().unwrap_or(usize::MAX);
     let (largest, shard) = shards.max_token();
     if usize::from(largest) >= limit {
         return Err(Error::Config(format!(
@@ -86,14 +86,6 @@ fn check_tokens<M: DistributedModel>(shards: &TokenShards) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// The rows of the model's token embedding, if it reads token ids.
-fn embedding_rows<M: DistributedModel>() -> Option<usize> {
-    M::DEVICE_OPS.iter().find_map(|op| match op {
-        DeviceOp::Embedding { vocab, .. } => Some(*vocab),
-        _ => None,
-    })
 }
 
 /// Tokens per sample: `--context`, at most the position embedding's rows, which are the default.
@@ -115,14 +107,6 @@ fn context<M: DistributedModel>(flag: &str, args: &TrainArgs, features: usize) -
             Err(Error::Config(format!("{flag} needs --context: {model} has no position embedding to take it from")))
         }
     }
-}
-
-/// The rows of the model's position embedding, if it has one: the default `--context`.
-pub(crate) fn position_rows<M: DistributedModel>() -> Option<usize> {
-    M::DEVICE_OPS.iter().find_map(|op| match op {
-        DeviceOp::PositionEmbedding { positions, .. } => Some(*positions),
-        _ => None,
-    })
 }
 
 /// The held-out data of `data`: the text's validation split, the shards' `val` files, the IDX

@@ -196,7 +196,10 @@ fn starting_model<M: DistributedModel>(
 /// `--save-params` and the other outputs).
 pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<TrainSummary> {
     // What the `Trainer` cannot compare, since it never sees it: the data and the start.
-    overlap_runtime::train::agree(comm, &args.shared_beyond_train_config(datasets::position_rows::<M>()))?;
+    overlap_runtime::train::agree(
+        comm,
+        &args.shared_beyond_train_config(overlap_runtime::model::position_rows::<M>()),
+    )?;
     datasets::refuse_outputs_over_held_out(args)?;
     let mut data = datasets::training_data::<M>(args)?;
     let (mut model, _) = starting_model::<M>(args, comm, &data)?;

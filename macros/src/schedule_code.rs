@@ -166,6 +166,13 @@ impl<'s> Names<'s> {
         self.tied.iter().any(|t| t.is_some_and(|t| t.layer == i))
     }
 
+    /// Whether a layer after `i` is tied to the parameter layer `i` is tied to (two heads on one
+    /// embedding): that layer's backward, earlier in this one, wrote the shared gradient first,
+    /// and `i`'s must add to it, not overwrite it where a device writes a step's first gradients.
+    fn shares_tie_with_a_later_layer(&self, i: usize) -> bool {
+        self.tied[i].is_some_and(|t| self.tied[i + 1..].contains(&Some(t)))
+    }
+
     /// What layer `i` outputs to the next: its own output, or the sum of the outermost residual
     /// block ending with it.
     fn output_of(&self, i: usize) -> TokenStream {
@@ -291,8 +298,10 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
             quote!(dev.add_assign(#into, #g)?;)
         });
         let kept = quote!((&#input, &ws.#o, &ws.#s));
-        // A layer another is tied to adds to what that layer wrote earlier in this backward.
-        let accumulate = if n.is_tied_to(i) { quote!(true) } else { quote!(accumulate) };
+        // A layer another is tied to adds to what that layer wrote earlier in this backward, as
+        // does a tied layer after which another is tied to the same parameter.
+        let accumulate =
+            if n.is_tied_to(i) || n.shares_tie_with_a_later_layer(i) { quote!(true) } else { quote!(accumulate) };
         let call = match n.tied[i] {
             None => quote!(dev.backward(#index, &self.#layer, &ws.context, #kept, #dy, #views, #accumulate, #dx)?;),
             Some(t) => {

@@ -90,6 +90,13 @@ pub trait Dataset {
         None
     }
 
+    /// For samples of token ids, how many ids they may hold (ids `0..n`): the `Trainer` refuses,
+    /// before step 1, a model whose token embedding or output has fewer, rather than failing at
+    /// the first batch that holds a larger id. `None` (the default): not token ids.
+    fn token_count(&self) -> Option<usize> {
+        None
+    }
+
     /// A hash of the samples themselves (not of where their files lie, which may differ from
     /// node to node), equal on every rank that reads the same data: the ranks compare it
     /// before step 1, since each reads its own copy. `None` (the default): not compared.

@@ -110,3 +110,26 @@ pub trait GradientBuckets {
     /// Backward passes accumulated since the last step.
     fn micro_steps(&self) -> usize;
 }
+
+/// The rows of `M`'s token embedding, if it reads token ids: the ids it can look up.
+pub fn token_rows<M: DistributedModel>() -> Option<usize> {
+    M::DEVICE_OPS.iter().find_map(|op| match op {
+        DeviceOp::Embedding { vocab, .. } => Some(*vocab),
+        _ => None,
+    })
+}
+
+/// The rows of `M`'s position embedding, if it has one: the longest sequence it reads.
+pub fn position_rows<M: DistributedModel>() -> Option<usize> {
+    M::DEVICE_OPS.iter().find_map(|op| match op {
+        DeviceOp::PositionEmbedding { positions, .. } => Some(*positions),
+        _ => None,
+    })
+}
+
+/// The token ids `M` can both read and predict: its token embedding's rows and its output
+/// classes, the smaller; `None` when it reads no token ids.
+pub fn vocabulary_limit<M: DistributedModel>() -> Option<usize> {
+    let rows = token_rows::<M>()?;
+    Some(M::SCHEDULE.io_widths().map_or(rows, |(_, classes)| rows.min(classes)))
+}

@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::error::{Error, Result};
 use crate::layer::StepContext;
-use crate::model::DistributedModel;
+use crate::model::{position_rows, vocabulary_limit, DistributedModel};
 use crate::tensor::Matrix;
 
 /// How to draw.
@@ -15,9 +15,10 @@ use crate::tensor::Matrix;
 pub struct SampleConfig {
     /// Tokens to generate.
     pub tokens: usize,
-    /// Below 1 sharpens the distribution, above 1 flattens it (nanoGPT's default: 0.8).
+    /// Positive: below 1 sharpens the distribution, above 1 flattens it (nanoGPT's default: 0.8).
     pub temperature: f32,
-    /// Keep only the `top_k` likeliest tokens (nanoGPT's default: 200); `None` keeps all.
+    /// Keep only the `top_k` likeliest tokens (nanoGPT's default: 200); `None`, or a number at
+    /// least the vocabulary, keeps all.
     pub top_k: Option<usize>,
     pub seed: u64,
 }
@@ -30,7 +31,8 @@ impl Default for SampleConfig {
 
 /// `config.tokens` tokens continuing `prompt`, drawn from `model` over the first `vocab` of its
 /// outputs (a model may have more outputs than the text has tokens), seeing at most the last
-/// `context` tokens. An output that is not finite is an error, not a draw.
+/// `context` tokens. An output that is not finite is an error, not a draw; so is a request the
+/// model cannot serve (see `check_request`), refused before the first draw.
 pub fn generate<M: DistributedModel>(
     model: &M,
     prompt: &[usize],
@@ -51,7 +53,7 @@ pub fn generate_each<M: DistributedModel>(
     config: &SampleConfig,
     mut each: impl FnMut(usize),
 ) -> Result<()> {
-    assert!(!prompt.is_empty() && context > 0 && vocab > 0, "generation needs a prompt, a context and a vocabulary");
+    check_request::<M>(prompt, (vocab, context), config)?;
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
     let mut tokens = prompt.to_vec();
     let mut ws = M::Workspace::default();
@@ -75,13 +77,48 @@ pub fn generate_each<M: DistributedModel>(
     Ok(())
 }
 
+/// Refuses, naming the value, what `generate` cannot draw from: an empty prompt, a context the
+/// model's position table cannot hold, a vocabulary past what it reads and predicts (or a prompt
+/// token past the vocabulary), a temperature that is not a positive number, or a top-k of 0.
+fn check_request<M: DistributedModel>(
+    prompt: &[usize],
+    (vocab, context): (usize, usize),
+    config: &SampleConfig,
+) -> Result<()> {
+    let model = &M::SCHEDULE.model;
+    let outputs = M::SCHEDULE.io_widths().map_or(0, |(_, outputs)| outputs);
+    let readable = vocabulary_limit::<M>().unwrap_or(outputs);
+    let problem = if prompt.is_empty() {
+        "an empty prompt: give at least one token to continue".to_string()
+    } else if context == 0 {
+        "a context of 0 tokens: the model must see at least the last one".to_string()
+    } else if let Some(rows) = position_rows::<M>().filter(|&rows| context > rows) {
+        format!("a context of {context} tokens, but {model}'s position embedding has rows for {rows}")
+    } else if vocab == 0 || vocab > readable {
+        format!("a vocabulary of {vocab} tokens, but {model} reads and predicts {readable}")
+    } else if let Some((at, token)) = prompt.iter().enumerate().find(|&(_, &t)| t >= vocab) {
+        format!("prompt token {at} is {token}, past the vocabulary of {vocab} tokens")
+    } else if !(config.temperature.is_finite() && config.temperature > 0.0) {
+        format!(
+            "a temperature of {}: it must be a positive number (below 1 sharpens the distribution, above 1 \
+             flattens it)",
+            config.temperature
+        )
+    } else if config.top_k == Some(0) {
+        "a top-k of 0 keeps no token: give at least 1, or none to keep every token".to_string()
+    } else {
+        return Ok(());
+    };
+    Err(Error::Config(format!("sampling from {problem}")))
+}
+
 /// One token from `logits`: scaled, cut to the top k, normalised, drawn.
 fn draw(logits: &[f32], config: &SampleConfig, weights: &mut Vec<f64>, rng: &mut ChaCha8Rng) -> usize {
-    let temperature = f64::from(config.temperature.max(f32::MIN_POSITIVE));
+    let temperature = f64::from(config.temperature);
     let scaled = logits.iter().map(|&l| f64::from(l) / temperature);
     weights.clear();
     weights.extend(scaled);
-    if let Some(k) = config.top_k.filter(|&k| k > 0 && k < weights.len()) {
+    if let Some(k) = config.top_k.filter(|&k| k < weights.len()) {
         let mut sorted = weights.clone();
         sorted.sort_by(|a, b| b.total_cmp(a));
         let threshold = sorted[k - 1];

@@ -117,9 +117,10 @@ impl CharText {
         self.context
     }
 
-    /// The characters of `tokens`.
+    /// The characters of `tokens`; an id past the vocabulary (which no model trained on this
+    /// text predicts) is shown as U+FFFD, as a lossy UTF-8 decoder shows a byte it cannot read.
     pub fn decode(&self, tokens: impl IntoIterator<Item = usize>) -> String {
-        tokens.into_iter().map(|t| self.vocab[t]).collect()
+        tokens.into_iter().map(|t| self.vocab.get(t).copied().unwrap_or(char::REPLACEMENT_CHARACTER)).collect()
     }
 
     /// The offset of sample `index` in the text: in its split, by a SplitMix64 hash of the seed
@@ -159,6 +160,10 @@ impl Dataset for CharText {
 
     fn vocabulary(&self) -> Option<String> {
         Some(self.vocab.iter().collect())
+    }
+
+    fn token_count(&self) -> Option<usize> {
+        Some(self.vocab.len())
     }
 
     fn fingerprint(&self) -> Option<u64> {

@@ -153,6 +153,10 @@ impl Dataset for TokenShards {
         self.vocabulary.clone()
     }
 
+    fn token_count(&self) -> Option<usize> {
+        Some(usize::from(self.max_token().0) + 1)
+    }
+
     fn fingerprint(&self) -> Option<u64> {
         let mut hash = crate::content_hash::ContentHash::new();
         for shard in &self.shards {

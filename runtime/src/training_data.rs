@@ -43,6 +43,14 @@ impl Dataset for TrainingData {
         }
     }
 
+    fn token_count(&self) -> Option<usize> {
+        match self {
+            TrainingData::Text(d) => d.token_count(),
+            TrainingData::Tokens(d) => d.token_count(),
+            _ => None,
+        }
+    }
+
     fn fingerprint(&self) -> Option<u64> {
         match self {
             TrainingData::Synthetic(d) => d.fingerprint(),

@@ -99,6 +99,15 @@ fn tied_head_gradients_match_the_cpu() {
 
 #[test]
 #[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn two_heads_tied_to_one_embedding_sum_every_contribution_as_on_the_cpu() {
+    let ids: Vec<f32> = (0..15).map(|i| ((i * 7 + i / 5) % 13) as f32).collect();
+    let labels: Vec<usize> = (0..15).map(|i| (i * 5 + 1) % 13).collect();
+    let ctx = StepContext::sequences(3, 5);
+    assert_same_gradients_on(TwoHeadLm::init(4), &ctx, &Matrix::from_vec(15, 1, ids), &labels);
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
 fn layer_gradients_match_the_cpu() {
     assert_same_gradients(Probe::init(7), 12, 16, 5);
 }

@@ -48,6 +48,19 @@ pub struct TiedLm {
     head: TiedHead<16, 13>,
 }
 
+/// Two heads tied to one embedding: three contributions to one gradient, the first of them
+/// written by the later head, the others added.
+#[distributed_model(bucket_cap_mb = 1)]
+pub struct TwoHeadLm {
+    wte: Embedding<13, 16>,
+    wpe: PositionEmbedding<8, 16>,
+    #[tied(wte)]
+    head1: TiedHead<16, 13>,
+    proj: Linear<13, 16>,
+    #[tied(wte)]
+    head2: TiedHead<16, 13>,
+}
+
 /// A GPT in miniature: embeddings, a residual causal self-attention block, the head.
 #[distributed_model(bucket_cap_mb = 1)]
 pub mod tiny_gpt {

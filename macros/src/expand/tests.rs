@@ -426,3 +426,36 @@ fn the_users_documentation_comes_before_the_schedule() {
     assert!(at("/// Its second paragraph.") < at("/// # Schedule") && at("/// # Schedule") < at("```text"), "{code}");
     assert!(at("```text") < at("#[derive(Debug)]") && at("#[derive(Debug)]") < at("pub struct Small"), "{code}");
 }
+
+/// Two heads tied to one embedding: the later head's backward (first in backward order) writes
+/// the shared gradient, the earlier one adds to it, and the embedding adds last. A device that
+/// writes a step's first gradients (the GPU, which clears no bucket) would otherwise lose one head's.
+#[test]
+fn heads_tied_to_one_embedding_add_after_the_first_writes() {
+    let code = pretty(expand(
+        quote!(),
+        quote!(
+            struct TwoHeads {
+                wte: Embedding<11, 8>,
+                #[tied(wte)]
+                head1: TiedHead<8, 11>,
+                proj: Linear<11, 8>,
+                #[tied(wte)]
+                head2: TiedHead<8, 11>,
+            }
+        ),
+    ));
+    let body = function(&code, "backward_on<").split_whitespace().collect::<Vec<_>>().join(" ");
+    let accumulate_of = |index: usize| {
+        let call = format!("dev.backward_tied( {index},");
+        let (_, rest) = body.split_once(&call).unwrap_or_else(|| panic!("no tied backward of layer {index}: {body}"));
+        let args = &rest[..rest.find(")?;").expect("the call ends")];
+        let args = args.trim_end_matches([',', ' ']);
+        args.rsplit(", ").nth(1).expect("accumulate comes before dx").to_string()
+    };
+    assert_eq!(accumulate_of(3), "accumulate", "the first writer overwrites on a step's first backward");
+    assert_eq!(accumulate_of(1), "true", "the second adds to the first's");
+    let embedding = body.split_once("dev.backward( 0,").expect("the embedding's backward").1;
+    let args = embedding[..embedding.find(")?;").expect("the call ends")].trim_end_matches([',', ' ']);
+    assert!(args.ends_with("true, ::core::option::Option::None"), "{embedding}");
+}

@@ -14,6 +14,7 @@ mod run;
 mod same_start;
 mod stop;
 mod summary;
+mod tables;
 mod validation;
 
 use std::path::PathBuf;
@@ -234,6 +235,10 @@ impl<'c> Trainer<'c> {
         check::<M>(&config, data, comm.world_size())?;
         preflight::check_lendable(&config, comm, model)?;
         validation::check(&config, data, held_out.as_deref())?;
+        tables::check::<M>(data, "training")?;
+        if let Some(held_out) = held_out.as_deref() {
+            tables::check::<M>(held_out, "held-out")?;
+        }
         // Held until the run ends: no other run saves into this folder meanwhile, and a checkpoint
         // folder it made is removed again if the run ends before its first save (the folders made
         // to check the output files are gone already; their writers make them again).
