@@ -117,3 +117,30 @@ fn the_pointer_is_never_written_through_a_link() {
     assert_eq!(latest(&ck), "step-00000004");
     assert!(std::fs::symlink_metadata(ck.join("latest")).unwrap().is_file(), "`latest` is a file, not the link");
 }
+
+/// `checkpoint::save` called by a program of one's own: a position before the folder's latest
+/// is refused (publishing it would remove the newer checkpoints as an unfinished save's), the
+/// latest itself is kept as it is, and `load` as a rank outside the world is refused.
+#[test]
+fn saving_an_older_position_by_hand_keeps_the_newer_checkpoints() {
+    use overlap::checkpoint::{self, Position, RunAbout};
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    let model = Tiny::init(1);
+    let optimizer = overlap::Sgd::new(0.1);
+    let about = RunAbout::default();
+    let at = |step| Position { next_step: step, samples_seen: step * 4 };
+    checkpoint::save(&ck, &model, &optimizer, at(4), &about, None).unwrap();
+    let error = checkpoint::save(&ck, &model, &optimizer, at(2), &about, None).unwrap_err().to_string();
+    assert!(error.contains("its latest checkpoint is of step 4, after this one's step 2"), "{error}");
+    assert_eq!(entries(&ck), ["latest", "step-00000004"], "nothing removed, nothing added");
+    let again = checkpoint::save(&ck, &model, &optimizer, at(4), &about, None).unwrap();
+    assert_eq!(again, ck.join("step-00000004"));
+    checkpoint::save(&ck, &model, &optimizer, at(6), &about, None).unwrap();
+    assert_eq!(latest(&ck), "step-00000006");
+    let (mut restored, mut optimizer) = (Tiny::init(2), overlap::Sgd::new(0.1));
+    let error = checkpoint::load(&ck, &mut restored, &mut optimizer, 2, 2).map(|_| ()).unwrap_err().to_string();
+    assert!(error.contains("as rank 2 of 2: ranks are numbered from 0"), "{error}");
+    let loaded = checkpoint::load(&ck, &mut restored, &mut optimizer, 0, 1).unwrap();
+    assert_eq!(loaded.position, at(6));
+}

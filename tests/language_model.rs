@@ -427,3 +427,33 @@ fn a_token_id_past_the_vocabulary_is_an_error_naming_it() {
         .unwrap_err();
     assert!(e.to_string().contains("row 5 of the batch holds 11, not a token id below the embedding's 11"), "{e}");
 }
+
+/// Notes that could not be read back are not written; a file whose notes cannot be read (another
+/// program's) is refused before the model changes.
+#[test]
+fn unreadable_notes_are_neither_written_nor_half_loaded() {
+    use overlap::params_file::{load_into_with_notes, save_params, save_params_with_notes, FileNotes};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("zero.safetensors");
+    let model = TinyLm::init(1);
+    let notes = FileNotes { vocabulary: None, positions: Some(0) };
+    let error = save_params_with_notes(&model, &path, &notes).unwrap_err().to_string();
+    assert!(error.contains("`positions` is 0, not a sequence length"), "{error}");
+    assert!(!path.exists(), "nothing written");
+    // The same tensors, with `positions` noted as a word.
+    let plain = dir.path().join("plain.safetensors");
+    save_params(&model, &plain).unwrap();
+    let params = common::load_sorted_params(&plain);
+    let bytes: Vec<Vec<u8>> = params.iter().map(|(.., v)| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
+    let views = params.iter().zip(&bytes).map(|((name, shape, _), b)| {
+        (name.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), b).unwrap())
+    });
+    let metadata = std::collections::HashMap::from([("positions".to_string(), "many".to_string())]);
+    let worded = dir.path().join("worded.safetensors");
+    safetensors::serialize_to_file(views, Some(metadata), &worded).unwrap();
+    let mut other = TinyLm::init(2);
+    let before: Vec<f32> = other.param(overlap::plan::ParamRef { layer: 0, param: 0 }).to_vec();
+    let error = load_into_with_notes(&mut other, &worded).unwrap_err().to_string();
+    assert!(error.contains("`positions` is `many`, not a sequence length"), "{error}");
+    assert_eq!(other.param(overlap::plan::ParamRef { layer: 0, param: 0 }), &before[..], "the model is as it was");
+}

@@ -188,8 +188,17 @@ fn uniform(word: u32) -> f32 {
 const HELD_OUT: u64 = 1 << 62;
 
 impl SyntheticClassification {
+    /// Samples of `features` features in `classes` classes, drawn from `seed`.
+    ///
+    /// # Panics
+    ///
+    /// If `features` or `classes` is 0, or their product does not fit in memory's indices.
     pub fn new(seed: u64, features: usize, classes: usize) -> Self {
-        assert!(features > 0 && classes > 0, "a classification set needs features and classes");
+        assert!(
+            features > 0 && classes > 0 && features.checked_mul(classes).is_some(),
+            "SyntheticClassification::new(seed {seed}, {features} features, {classes} classes): a classification \
+             set needs at least one feature and one class"
+        );
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let prototypes = (0..features * classes).map(|_| rng.random_range(-PROTOTYPE_SCALE..PROTOTYPE_SCALE)).collect();
         SyntheticClassification { seed, features, classes, prototypes, first_index: 0 }

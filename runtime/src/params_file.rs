@@ -111,6 +111,10 @@ pub(crate) fn model_file_bytes<M: DistributedModel>(
     model: &M,
     notes: &FileNotes,
 ) -> std::result::Result<Vec<u8>, String> {
+    if notes.positions == Some(0) {
+        // Read back, it would be refused (`notes_in`): the file could not be loaded.
+        return Err("`positions` is 0, not a sequence length: give the length trained on, or none".into());
+    }
     let metadata: std::collections::HashMap<String, String> = [
         notes.vocabulary.clone().map(|v| (VOCABULARY_KEY.to_string(), v)),
         notes.positions.map(|n| (POSITIONS_KEY.to_string(), n.to_string())),
@@ -223,8 +227,10 @@ pub fn load_into<M: DistributedModel>(model: &mut M, path: &Path) -> Result<()> 
 /// one read of it: the path may be a pipe (`--init-params <(zcat model.safetensors.gz)`).
 pub fn load_into_with_notes<M: DistributedModel>(model: &mut M, path: &Path) -> Result<FileNotes> {
     let bytes = read_unless_device(path)?;
+    // The notes first: a file whose notes cannot be read leaves the model as it was.
+    let notes = notes_in(&bytes, path)?;
     fill(model, &bytes, path)?;
-    notes_in(&bytes, path)
+    Ok(notes)
 }
 
 fn fill<M: DistributedModel>(model: &mut M, bytes: &[u8], path: &Path) -> Result<()> {
@@ -281,7 +287,8 @@ fn fill<M: DistributedModel>(model: &mut M, bytes: &[u8], path: &Path) -> Result
 /// One named tensor read back from a file: `(name, shape, values)`.
 pub type NamedTensor = (String, Vec<usize>, Vec<f32>);
 
-/// Reads a parameter file written by `save_params`, in file order.
+/// Reads a parameter file written by `save_params`, its tensors sorted by name (the format's
+/// header is a map: it keeps no order of its own).
 pub fn load_params(path: &Path) -> Result<Vec<NamedTensor>> {
     let bytes = read_unless_device(path)?;
     let file = SafeTensors::deserialize(&bytes).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
@@ -296,6 +303,7 @@ pub fn load_params(path: &Path) -> Result<Vec<NamedTensor>> {
         }
         out.push((name.to_string(), view.shape().to_vec(), f32_values(view.data())));
     }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
 }
 

@@ -66,8 +66,33 @@ pub fn step_dir(dir: &Path, position: Position) -> PathBuf {
 
 /// Writes a checkpoint of `model` and `optimizer` at `position` into `dir` (rank 0 only), with
 /// every rank's PowerSGD state when the model has one (`low_rank::gather`). Returns the step
-/// directory.
+/// directory. A position that is already `dir`'s latest checkpoint is kept, not written again
+/// (a stop right after a periodic save); one before it is refused: publishing it would remove
+/// the newer checkpoints as the leftovers of an unfinished save.
 pub fn save<M: DistributedModel, O: OptimizerState>(
+    dir: &Path,
+    model: &M,
+    optimizer: &O,
+    position: Position,
+    run: &RunAbout,
+    low_rank: Option<&low_rank::Gathered>,
+) -> Result<PathBuf> {
+    if let Some(latest) = latest_name(dir).ok().as_deref().and_then(step_of) {
+        if latest > position.next_step {
+            return Err(Error::Checkpoint(format!(
+                "{}: its latest checkpoint is of step {latest}, after this one's step {}: publishing this one would \
+                 remove the newer ones as an unfinished save's; save into another folder",
+                dir.display(),
+                position.next_step
+            )));
+        }
+    }
+    save_in_claimed(dir, model, optimizer, position, run, low_rank)
+}
+
+/// `save` into a folder the `Trainer` claimed: one whose checkpoints it may replace
+/// (`SaveConfig::overwrite`), so an older position than `latest`'s is published too.
+pub(crate) fn save_in_claimed<M: DistributedModel, O: OptimizerState>(
     dir: &Path,
     model: &M,
     optimizer: &O,
@@ -187,6 +212,9 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
     rank: usize,
     world: usize,
 ) -> Result<Loaded> {
+    if rank >= world {
+        return Err(Error::Config(format!("checkpoint::load as rank {rank} of {world}: ranks are numbered from 0")));
+    }
     let name = latest_name(dir)?;
     let step_dir = dir.join(&name);
     if !step_dir.is_dir() {

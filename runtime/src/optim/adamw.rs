@@ -5,7 +5,8 @@ use super::elementwise::{AdamWStep, ElementwiseRule, LentState};
 use super::optimizer::Optimizer;
 use super::schedule::DecayExemptions;
 
-/// AdamW. Hyperparameters are not validated here (the CLI layer does): PyTorch's
+/// AdamW. Hyperparameters are not validated here (`OptimizerConfig`, from which the `Trainer`
+/// builds its optimizer, refuses bad ones before step 1; so does the command line): PyTorch's
 /// preconditions apply, i.e. `lr >= 0`, `eps >= 0`, `weight_decay >= 0`, betas in `[0, 1)`.
 ///
 /// They are f64, as PyTorch's Python floats are: `1 - beta2` and the bias corrections are

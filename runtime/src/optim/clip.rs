@@ -17,7 +17,17 @@ pub struct GradClip {
 
 impl GradClip {
     /// Clips to `max_norm` (PyTorch's `max_norm`, with `norm_type` 2).
+    ///
+    /// # Panics
+    ///
+    /// If `max_norm` is not a positive finite number: PyTorch takes a negative one and scales
+    /// the gradients by a negative factor (the parameters then climb the loss), and 0 stops
+    /// training. `OptimizerConfig::clip_grad_norm` reports it as an error before step 1 instead.
     pub fn new(max_norm: f32) -> Self {
+        assert!(
+            max_norm.is_finite() && max_norm > 0.0,
+            "clip_grad_norm({max_norm}): the norm to clip to must be a positive finite number"
+        );
         GradClip { max_norm, last_norm: None }
     }
 
@@ -68,6 +78,12 @@ pub fn sum_of_squares(values: &[f32]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[should_panic(expected = "clip_grad_norm(-1): the norm to clip to must be a positive finite number")]
+    fn a_negative_norm_to_clip_to_is_refused_not_followed_up_the_loss() {
+        GradClip::new(-1.0);
+    }
 
     #[test]
     fn scales_only_above_the_threshold() {

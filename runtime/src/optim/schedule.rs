@@ -51,13 +51,15 @@ impl LrSchedule {
         match *self {
             LrSchedule::Constant => base,
             LrSchedule::WarmupCosine { warmup, decay_until, min_lr } => {
+                // In f64 throughout, so that settings `problem` refuses give a rate, not an
+                // overflow or 0/0 (nanoGPT's rates below 2^53 steps are the same).
                 if step < warmup {
-                    return base * (step + 1) as f64 / (warmup + 1) as f64;
+                    return base * (step as f64 + 1.0) / (warmup as f64 + 1.0);
                 }
                 if step > decay_until {
                     return min_lr;
                 }
-                let ratio = (step - warmup) as f64 / (decay_until - warmup) as f64;
+                let ratio = (step - warmup) as f64 / (decay_until.saturating_sub(warmup)).max(1) as f64;
                 let coeff = 0.5 * (1.0 + (std::f64::consts::PI * ratio).cos());
                 min_lr + coeff * (base - min_lr)
             }
@@ -167,6 +169,10 @@ mod tests {
     fn a_decay_that_ends_before_the_warm_up_is_a_problem() {
         let bad = LrSchedule::WarmupCosine { warmup: 10, decay_until: 10, min_lr: 0.0 };
         assert!(bad.problem().unwrap().contains("until step 10, warm-up 10 steps"));
+        // Its rates are still numbers: no 0/0 where the decay ends at the warm-up, no overflow.
+        assert_eq!(bad.lr(1e-3, 10), 1e-3);
+        let endless = LrSchedule::WarmupCosine { warmup: u64::MAX, decay_until: 0, min_lr: 0.0 };
+        assert!(endless.lr(1e-3, 5).is_finite() && endless.lr(1e-3, 5) > 0.0);
         let negative = LrSchedule::WarmupCosine { warmup: 1, decay_until: 10, min_lr: -1.0 };
         assert!(negative.problem().is_some());
         assert_eq!(

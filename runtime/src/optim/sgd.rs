@@ -7,7 +7,8 @@ use super::schedule::DecayExemptions;
 
 /// SGD with optional momentum, dampening, Nesterov momentum and (coupled) weight decay.
 ///
-/// Hyperparameters are not validated here (the CLI layer does): PyTorch's preconditions apply,
+/// Hyperparameters are not validated here (`OptimizerConfig`, from which the `Trainer` builds its
+/// optimizer, refuses bad ones before step 1; so does the command line): PyTorch's preconditions apply,
 /// i.e. non-negative `lr`, `momentum` and `weight_decay`, and Nesterov only with `momentum > 0`
 /// and `dampening == 0`.
 #[derive(Clone, Debug)]

@@ -49,8 +49,8 @@ fn write_checkpoint<M: DistributedModel>(
 ) -> Result<PathBuf> {
     let (model, optimizer) = backend.host_state()?;
     match &joined {
-        Some(joined) => checkpoint::save(&save.dir, model, joined, position, about, low_rank.as_ref()),
-        None => checkpoint::save(&save.dir, model, optimizer, position, about, low_rank.as_ref()),
+        Some(joined) => checkpoint::save_in_claimed(&save.dir, model, joined, position, about, low_rank.as_ref()),
+        None => checkpoint::save_in_claimed(&save.dir, model, optimizer, position, about, low_rank.as_ref()),
     }
 }
 
