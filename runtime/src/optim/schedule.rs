@@ -66,6 +66,20 @@ impl LrSchedule {
         }
     }
 
+    /// What a run of `steps` steps from the base rate `base` should be told: a warm-up that
+    /// does not end within it, so that the rate never reaches `base`. Not an error: a run may be
+    /// trained in parts, each resumed from the last.
+    pub fn unfinished_warm_up(&self, base: f64, steps: u64) -> Option<String> {
+        match *self {
+            LrSchedule::WarmupCosine { warmup, .. } if steps > 0 && steps <= warmup => Some(format!(
+                "the learning rate's warm-up takes {warmup} steps and the run ends after step {steps}: its rate \
+                 never reaches {base:e} (the last step's is {:e})",
+                self.lr(base, steps - 1)
+            )),
+            _ => None,
+        }
+    }
+
     /// Why these settings cannot be followed, if they cannot.
     pub fn problem(&self) -> Option<String> {
         match *self {
@@ -163,6 +177,16 @@ mod tests {
         assert!(close(s.lr(1e-3, 5000), 1e-4) && close(s.lr(1e-3, 9000), 1e-4));
         assert!((100..5000).all(|t| s.lr(1e-3, t) >= s.lr(1e-3, t + 1)), "decreasing after the warm-up");
         assert_eq!(LrSchedule::Constant.lr(0.05, 123), 0.05);
+    }
+
+    #[test]
+    fn a_warm_up_past_the_run_is_noted() {
+        let s = LrSchedule::WarmupCosine { warmup: 100, decay_until: 5000, min_lr: 1e-4 };
+        let note = s.unfinished_warm_up(1e-3, 50).unwrap();
+        assert!(note.contains("warm-up takes 100 steps and the run ends after step 50"), "{note}");
+        assert!(note.contains("never reaches 1e-3 (the last step's is"), "{note}");
+        assert_eq!(s.unfinished_warm_up(1e-3, 101), None, "step 101 runs at the base rate");
+        assert_eq!(LrSchedule::Constant.unfinished_warm_up(1e-3, 1), None);
     }
 
     #[test]

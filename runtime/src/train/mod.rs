@@ -278,6 +278,10 @@ impl<'c> Trainer<'c> {
                  step without its communication)",
             );
         }
+        let base = config.optimizer.base_lr();
+        if let (0, Some(note)) = (comm.rank(), config.optimizer.lr_schedule.unfinished_warm_up(base, config.steps)) {
+            console::err_line(&format!("note: {note}"));
+        }
         if let (0, Device::Cpu, Some(fitting)) = (comm.rank(), config.device, crate::host::blas_core::mismatch()) {
             console::err_line(&format!(
                 "note: OpenBLAS runs its {} kernels, and this CPU runs {fitting}'s (several times faster): set \
