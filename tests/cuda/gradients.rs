@@ -118,6 +118,12 @@ fn residual_block_gradients_match_the_cpu() {
     assert_same_gradients(residual_net::ResidualNet::init(3), 12, 4, 2);
 }
 
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn nested_residual_gradients_match_the_cpu() {
+    assert_same_gradients(nested_net::NestedNet::init(3), 6, 8, 5);
+}
+
 /// An error path drops in-flight buckets without waiting for them (the step that owned them
 /// failed): their memory is freed only after NCCL is done with it, and the next step runs
 /// whole, with the same gradients as a step that never saw the failure.

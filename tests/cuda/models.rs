@@ -98,3 +98,44 @@ pub mod residual_net {
         head: Linear<8, 2>,
     }
 }
+
+/// Unusual nesting in one model: a residual block opening the model with a layer that has no
+/// parameters, residual blocks inside a repeated residual block, one of a lone ReLU, a bucket
+/// boundary inside the repeats, and buckets small enough to hold a layer or less.
+#[distributed_model(bucket_cap_mb = 0.0002, first_bucket_mb = 0.0001)]
+pub mod nested_net {
+    use overlap::prelude::*;
+
+    #[residual]
+    pub struct Opening {
+        act: Tanh,
+        fc: Linear<8, 8>,
+    }
+
+    #[residual]
+    pub struct Lone {
+        act: Relu,
+    }
+
+    #[residual]
+    pub struct Inner {
+        norm: LayerNorm<8>,
+        fc: Linear<8, 8>,
+        act: Gelu,
+    }
+
+    #[residual]
+    pub struct Outer {
+        inner: [Inner; 2],
+        lone: Lone,
+        #[bucket_boundary]
+        fc: Linear<8, 8>,
+    }
+
+    pub struct NestedNet {
+        open: Opening,
+        outer: [Outer; 2],
+        act: Sigmoid,
+        head: Linear<8, 5>,
+    }
+}
