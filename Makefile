@@ -1,7 +1,8 @@
 # Entry points, as the README documents:
 #   make example   trains the mlp example on 2 ranks under mpirun
 #   make test      formatting, lints and every test of every crate (CI runs this)
-#   make bench     the performance benchmark (compare/run.py; PyTorch rows when torch is importable)
+#   make bench     the performance benchmark (compare/run.py; PyTorch rows when torch is importable);
+#                  BLAS=mkl runs the examples' products on oneMKL (the `mkl` feature) instead of OpenBLAS
 #   make gpu-bundle  target/gpu-bundle.tar.gz, for scripts/gpu-check.sh on a GPU machine
 #   make cpu-bundle  target/cpu-bundle.tar.gz, for scripts/cpu-targets.sh on a machine of many cores
 #   make bad-inputs  179 adversarial inputs against the example binaries (not part of make test)
@@ -33,8 +34,22 @@ NVCC_WHEEL := nvidia-cuda-nvcc-cu12==12.9.86
 NVCC13_DIR := .tools/nvcc13
 PTXAS13 := $(abspath $(NVCC13_DIR))/nvidia/cu13/bin/ptxas
 NVCC13_WHEEL := nvidia-cuda-nvcc==13.2.86
+# oneMKL, for the `mkl` feature (the products on the BLAS PyTorch's CPU wheels run): Intel's wheel,
+# unpacked (pip's --target would leave out its libraries, which the wheel ships as data files).
+MKL_DIR := .tools/mkl
+MKL_VERSION := 2026.2.1
+MKL_LIB := $(abspath $(MKL_DIR))/mkl-$(MKL_VERSION).data/data/lib
+# `make bench BLAS=mkl`: the examples built with the `mkl` feature, their products on oneMKL.
+BLAS ?= openblas
+ifeq ($(BLAS),mkl)
+BENCH_FEATURES := --features mkl
+export MKL_LIB_DIR := $(MKL_LIB)
+export LD_LIBRARY_PATH := $(MKL_LIB)$(if $(LD_LIBRARY_PATH),:$(LD_LIBRARY_PATH))
+else ifneq ($(BLAS),openblas)
+$(error BLAS=$(BLAS): give openblas (the default) or mkl)
+endif
 
-.PHONY: deps pip nvrtc example test bench gpu-bundle cpu-bundle bad-inputs
+.PHONY: deps pip nvrtc mkl example test bench gpu-bundle cpu-bundle bad-inputs
 
 deps:
 	@command -v cargo >/dev/null || { echo "cargo is required: install Rust (https://rustup.rs), then rerun"; exit 1; }
@@ -60,6 +75,11 @@ nvrtc: pip
 	@test -e $(PTXAS13) || { PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet \
 		--disable-pip-version-check --root-user-action=ignore --no-deps --target $(NVCC13_DIR) $(NVCC13_WHEEL) && chmod +x $(PTXAS13); }
 
+mkl: pip
+	@test -e $(MKL_LIB)/libmkl_rt.so.3 || { rm -rf $(MKL_DIR) && PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip download --quiet \
+		--disable-pip-version-check --no-deps --dest $(MKL_DIR)/wheel mkl==$(MKL_VERSION) && \
+		python3 -m zipfile -e $(MKL_DIR)/wheel/mkl-$(MKL_VERSION)-*.whl $(MKL_DIR) && rm -rf $(MKL_DIR)/wheel; }
+
 example: deps
 	cargo build --release --examples
 	$(MPIRUN) target/release/examples/mlp
@@ -69,7 +89,7 @@ example: deps
 # compiles once for the NVRTC, fake-GPU, mpirun and unit tests alike.
 WORKSPACE := --workspace --features cuda
 
-test: deps nvrtc
+test: deps nvrtc mkl
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy $(WORKSPACE) --all-targets -- -D warnings
@@ -98,6 +118,10 @@ test: deps nvrtc
 	# driver check the no-driver error. The examples never honour OVERLAP_FAULT, though this build
 	# compiles fault injection into them (tests/failures.rs checks it).
 	cargo test $(WORKSPACE) --all-targets --no-fail-fast
+	# The `mkl` feature, last (it builds the runtime again): oneMKL in place of OpenBLAS compiles
+	# cleanly, and the runtime's own tests (the products, every layer's gradients) pass on it.
+	MKL_LIB_DIR=$(MKL_LIB) cargo clippy --workspace --all-targets --features mkl -- -D warnings
+	MKL_LIB_DIR=$(MKL_LIB) LD_LIBRARY_PATH=$(MKL_LIB) cargo test -p overlap-runtime --features mkl --lib
 
 # The tarball scripts/gpu-check.sh runs on a GPU machine without cargo (see the README).
 gpu-bundle: deps
@@ -109,8 +133,8 @@ cpu-bundle: deps pip
 
 TORCH_PYTHON ?= python3
 
-bench: deps
-	cargo build --release --examples
+bench: deps $(if $(BENCH_FEATURES),mkl)
+	cargo build --release --examples $(BENCH_FEATURES)
 	# The planner's assumptions observed in PyTorch (ready order, DDP's buckets); skipped without torch.
 	$(TORCH_PYTHON) compare/ready_order.py
 	# The residual example against its PyTorch twin, step by step (skipped without torch).
@@ -131,7 +155,7 @@ bench: deps
 	python3 compare/memory.py
 	# The timing claims make test leaves out: overlap hidden on an emulated link, the simulator's
 	# error, the profile-guided plan against DDP's caps (each prints its numbers and targets).
-	cargo test --release --test trace --test simulator -- --ignored --nocapture --test-threads 1
+	cargo test --release $(BENCH_FEATURES) --test trace --test simulator -- --ignored --nocapture --test-threads 1
 
 # Adversarial inputs (tests/adversarial/bad_inputs.py): flags, files, checkpoints, closed pipes and signals
 # against the debug examples. Prints a Markdown table of the outcomes and fails on a panic, a

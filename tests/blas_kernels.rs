@@ -2,6 +2,8 @@
 //! 12's OpenBLAS on a Sapphire or Emerald Rapids Xeon) picks its generic SSE3 ones, and the
 //! program starts itself again, once, with `OPENBLAS_CORETYPE` naming the set the CPU runs.
 
+#![cfg(not(feature = "mkl"))]
+
 mod common;
 
 use std::process::Command;

@@ -35,7 +35,7 @@ pub fn print_cuda_libraries() -> Result<()> {
     crate::process::console::out(&located.to_string());
     // And the CPU's kernel set, which a program's `main` asks OpenBLAS for (restarting once)
     // and the GPU tests' CPU references need set before they start.
-    out_line(&format!("OpenBLAS kernels {}", crate::host::blas_core::chosen()));
+    out_line(&crate::host::blas_core::describe());
     // Other programs (the GPU tests) need this folder on LD_LIBRARY_PATH; training restarts
     // itself with it.
     if let Some(dir) = nccl_link_folder(&located).map_err(Error::Cuda)? {

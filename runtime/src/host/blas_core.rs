@@ -4,10 +4,13 @@
 //! on `mlp`'s products than the AVX-512 ones the CPU runs. Only the environment variable
 //! `OPENBLAS_CORETYPE`, read at load time, changes the choice: so a program's `main` restarts
 //! itself once with it set (`restart_with_fitting_kernels`), and a library user is told to
-//! set it (`mismatch`).
+//! set it (`mismatch`). With the `mkl` feature, oneMKL runs the products instead and picks its
+//! kernels for the CPU it runs on by itself: nothing to restart, nothing to tell.
 
+#[cfg(not(feature = "mkl"))]
 use std::ffi::{c_char, CStr};
 
+#[cfg(not(feature = "mkl"))]
 extern "C" {
     /// The kernel set OpenBLAS chose, as a static C string ("Prescott", "Haswell", ...).
     fn openblas_get_corename() -> *const c_char;
@@ -25,6 +28,7 @@ const LEVELS: [(u8, &[&str]); 3] = [
 ];
 
 /// The kernel set OpenBLAS runs in this process.
+#[cfg(not(feature = "mkl"))]
 pub fn chosen() -> String {
     // SAFETY: OpenBLAS returns a pointer to a static NUL-terminated name, valid for the life of
     // the process (the library is linked, never unloaded); it is checked for null first.
@@ -35,6 +39,21 @@ pub fn chosen() -> String {
         }
         CStr::from_ptr(name).to_string_lossy().into_owned()
     }
+}
+
+/// The library that runs the products (oneMKL chooses its kernels as it runs).
+#[cfg(feature = "mkl")]
+pub fn chosen() -> String {
+    String::from("oneMKL")
+}
+
+/// What runs the products, for the start-up lines: `OpenBLAS kernels Cooperlake`, or oneMKL's
+/// version line.
+pub fn describe() -> String {
+    #[cfg(feature = "mkl")]
+    return crate::host::mkl::version();
+    #[cfg(not(feature = "mkl"))]
+    format!("OpenBLAS kernels {}", chosen())
 }
 
 /// The best kernel set this CPU runs, as `OPENBLAS_CORETYPE` names it (`None`: none above SSE3).
@@ -70,7 +89,7 @@ fn level(name: &str) -> u8 {
 /// The kernel set to ask for when OpenBLAS chose one below what the CPU runs, and nobody set
 /// `OPENBLAS_CORETYPE` (a user's choice stands).
 pub fn mismatch() -> Option<&'static str> {
-    if std::env::var_os(CORETYPE_VARIABLE).is_some() {
+    if cfg!(feature = "mkl") || std::env::var_os(CORETYPE_VARIABLE).is_some() {
         return None;
     }
     better(&chosen(), fitting())
@@ -114,6 +133,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(not(feature = "mkl"))]
     fn the_kernels_running_here_are_at_least_what_the_restart_would_ask_for_or_named_as_not() {
         // In a test process nothing restarted: either OpenBLAS fits this CPU, or `mismatch`
         // names the set to ask for, which the CPU runs.

@@ -2,8 +2,9 @@
 //!
 //! Layers need products with transposed operands (`x·Wᵀ`, `dyᵀ·x`); strided views express the
 //! transpose without copying, and the library packs them into its kernels either way. Products
-//! run through the system OpenBLAS, on [`crate::host::threads::count`] threads (`--threads`; one by
-//! default); `matrixmultiply` takes the shapes CBLAS cannot (see `Kernel`).
+//! run through the system OpenBLAS (or oneMKL, with the `mkl` feature: the same CBLAS calls), on
+//! [`crate::host::threads::count`] threads (`--threads`; one by default); `matrixmultiply` takes
+//! the shapes CBLAS cannot (see `Kernel`).
 
 /// Read-only `rows x cols` view into a slice with arbitrary non-negative strides.
 ///
@@ -121,8 +122,8 @@ fn block_span(
 enum Kernel {
     /// `matrixmultiply`: pure Rust, any strides and sizes.
     MatrixMultiply,
-    /// The system OpenBLAS's `cblas_sgemm`.
-    OpenBlas,
+    /// The linked CBLAS's `cblas_sgemm`: the system OpenBLAS, or oneMKL (the `mkl` feature).
+    Cblas,
 }
 
 /// `C = alpha·A·B + beta·C`, with `C` a row-major `c_rows x c_cols` matrix in `c`.
@@ -131,13 +132,13 @@ enum Kernel {
 /// uninitialised-in-spirit buffer. Panics on mismatched shapes or a wrong `c` length (caller
 /// bugs).
 pub fn gemm(alpha: f32, a: MatRef, b: MatRef, beta: f32, c: &mut [f32], c_rows: usize, c_cols: usize) {
-    gemm_with(Kernel::OpenBlas, alpha, a, b, beta, MatMut::row_major(c, c_rows, c_cols));
+    gemm_with(Kernel::Cblas, alpha, a, b, beta, MatMut::row_major(c, c_rows, c_cols));
 }
 
 /// `C = alpha·A·B + beta·C` into a strided block `c` (see [`MatMut::block`]); elements between
 /// its rows are left as they are.
 pub fn gemm_into(alpha: f32, a: MatRef, b: MatRef, beta: f32, c: MatMut) {
-    gemm_with(Kernel::OpenBlas, alpha, a, b, beta, c);
+    gemm_with(Kernel::Cblas, alpha, a, b, beta, c);
 }
 
 /// [`gemm`] through the library `kernel`, or matrixmultiply where OpenBLAS cannot take it.
@@ -154,7 +155,7 @@ fn gemm_with(kernel: Kernel, alpha: f32, a: MatRef, b: MatRef, beta: f32, c: Mat
     // `c_rows x a.cols x c_cols`. `c` cannot overlap `a` or `b`: it is `&mut` while they are
     // shared borrows.
     let kernel = match kernel {
-        Kernel::OpenBlas if !openblas::takes(a, b, &c) => Kernel::MatrixMultiply,
+        Kernel::Cblas if !cblas::takes(a, b, &c) => Kernel::MatrixMultiply,
         chosen => chosen,
     };
     match kernel {
@@ -177,12 +178,12 @@ fn gemm_with(kernel: Kernel, alpha: f32, a: MatRef, b: MatRef, beta: f32, c: Mat
                 1,
             );
         },
-        Kernel::OpenBlas => openblas::sgemm(alpha, a, b, beta, c),
+        Kernel::Cblas => cblas::sgemm(alpha, a, b, beta, c),
     }
 }
 
 /// The CBLAS call: each operand needs a unit stride on one axis, which every `MatRef` has.
-mod openblas {
+mod cblas {
     use std::ffi::c_int;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -190,9 +191,25 @@ mod openblas {
 
     use super::{MatMut, MatRef};
 
+    #[cfg(not(feature = "mkl"))]
     extern "C" {
         /// OpenBLAS's own setter: its pthread build starts one worker per core at load time.
         fn openblas_set_num_threads(threads: c_int);
+    }
+
+    /// Runs later products on `threads` threads, in whichever library is linked.
+    fn set_threads(threads: usize) {
+        #[cfg(not(feature = "mkl"))]
+        // SAFETY: a plain setter with no pointer arguments; `threads` is clamped to `c_int`.
+        unsafe {
+            openblas_set_num_threads(c_int::try_from(threads).unwrap_or(c_int::MAX))
+        };
+        // oneMKL's sequential layer runs one thread (`mkl::notes` says so).
+        #[cfg(feature = "mkl")]
+        {
+            let _ = threads;
+            crate::host::mkl::init();
+        }
     }
 
     /// Whether CBLAS can take these operands as they are: no empty dimension (a leading
@@ -216,15 +233,14 @@ mod openblas {
         }
     }
 
-    /// The thread count last given to OpenBLAS; 0 before the first product.
+    /// The thread count last given to the library; 0 before the first product.
     static APPLIED: AtomicUsize = AtomicUsize::new(0);
 
     /// `C = alpha·A·B + beta·C`; the caller checked shapes and [`takes`].
     pub(super) fn sgemm(alpha: f32, a: MatRef, b: MatRef, beta: f32, c: MatMut) {
         let threads = crate::host::threads::count();
         if APPLIED.swap(threads, Ordering::Relaxed) != threads {
-            // SAFETY: a plain setter with no pointer arguments; `threads` is small (a CLI count).
-            unsafe { openblas_set_num_threads(c_int::try_from(threads).unwrap_or(c_int::MAX)) };
+            set_threads(threads);
         }
         let ((ta, lda), (tb, ldb)) = (layout(&a).expect("checked"), layout(&b).expect("checked"));
         // SAFETY: `takes` made every size and leading dimension a positive `c_int`, and `layout`
@@ -294,7 +310,7 @@ mod tests {
             let b = if tb { MatRef::row_major(&b_data, n, k).t() } else { MatRef::row_major(&b_data, k, n) };
             let c0 = rng.uniform(m * n, 1.0);
             let want = naive(0.5, a, b, 2.0, &c0);
-            for kernel in [Kernel::MatrixMultiply, Kernel::OpenBlas] {
+            for kernel in [Kernel::MatrixMultiply, Kernel::Cblas] {
                 let mut c = c0.clone();
                 gemm_with(kernel, 0.5, a, b, 2.0, MatMut::row_major(&mut c, m, n));
                 assert_close(&c, &want);
@@ -306,7 +322,7 @@ mod tests {
     fn beta_zero_ignores_previous_contents() {
         let a = [1.0, 2.0, 3.0, 4.0];
         let b = [5.0, 6.0, 7.0, 8.0];
-        for kernel in [Kernel::MatrixMultiply, Kernel::OpenBlas] {
+        for kernel in [Kernel::MatrixMultiply, Kernel::Cblas] {
             let mut c = [f32::NAN; 4];
             gemm_with(
                 kernel,
@@ -322,7 +338,7 @@ mod tests {
 
     #[test]
     fn empty_inner_dimension_scales_c() {
-        for kernel in [Kernel::MatrixMultiply, Kernel::OpenBlas] {
+        for kernel in [Kernel::MatrixMultiply, Kernel::Cblas] {
             let mut c = [1.0, 2.0];
             gemm_with(
                 kernel,
@@ -355,7 +371,7 @@ mod tests {
             0.0,
             &vec![0.0; t * t],
         );
-        for kernel in [Kernel::MatrixMultiply, Kernel::OpenBlas] {
+        for kernel in [Kernel::MatrixMultiply, Kernel::Cblas] {
             let mut out = vec![-1.0; t * 2 * t];
             gemm_with(kernel, 1.0, q, k.t(), 0.0, MatMut::block(&mut out, 1, t, t, 2 * t));
             for i in 0..t {

@@ -278,6 +278,12 @@ impl<'c> Trainer<'c> {
                  step without its communication)",
             );
         }
+        #[cfg(feature = "mkl")]
+        if let (0, Device::Cpu) = (comm.rank(), config.device) {
+            for note in crate::host::mkl::notes(crate::host::threads::count()) {
+                console::err_line(&format!("note: {note}"));
+            }
+        }
         let base = config.optimizer.base_lr();
         if let (0, Some(note)) = (comm.rank(), config.optimizer.lr_schedule.unfinished_warm_up(base, config.steps)) {
             console::err_line(&format!("note: {note}"));
