@@ -114,6 +114,11 @@ fn a_sample_reads_back_no_further_than_training_did() {
     for file in ["p.st", "ck/step-00000002/model.safetensors"] {
         assert_eq!(overlap::params_file::load_notes(&dir.path().join(file)).unwrap().positions, Some(8), "{file}");
     }
+    // Sequences of one position are sequences too.
+    let one = ["--text", "t.txt", "--context", "1", "--steps", "1", "--report", "off", "--eval-every", "0"];
+    let (ok, text) = run("gpt", dir.path(), &[&one[..], &["--save-params", "p1.st"]].concat());
+    assert!(ok, "{text}");
+    assert_eq!(overlap::params_file::load_notes(&dir.path().join("p1.st")).unwrap().positions, Some(1));
     let sample = |extra: &[&str]| {
         let args =
             [&["--text", "t.txt", "--steps", "0", "--init-params", "p.st", "--sample", "40"][..], extra].concat();

@@ -6,7 +6,7 @@ use overlap_plan::{LayerSpec, Width, ELEM_BYTES, MAX_TENSOR_NUMEL};
 use syn::ext::IdentExt;
 
 use crate::ast::{Model, Residual};
-use crate::errors::Errors;
+use crate::errors::{Errors, Rule};
 use crate::layers;
 
 pub fn all(model: &mut Model, errors: &mut Errors) {
@@ -30,7 +30,7 @@ fn sizes_fit(model: &Model, errors: &mut Errors) {
     for field in &model.fields {
         let Some(spec) = &field.spec else { continue };
         if let Some(problem) = oversized(spec) {
-            errors.once(field.ty, field.ty, problem);
+            errors.once(field.ty, Rule::Size, field.ty, problem);
             continue;
         }
         for param in &spec.params {
@@ -128,6 +128,7 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
                     if *width != input {
                         errors.once(
                             field.ty,
+                            Rule::Width,
                             field.ty,
                             format!("`{}` expects input width {input}, but the previous layer `{from}` outputs width {width}", field.name),
                         );
@@ -155,26 +156,32 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
 /// its first fixed-width layer takes, the layers before that one keeping the width.
 fn residual_widths(model: &Model, into: &[Option<usize>], out: &[Option<usize>], errors: &mut Errors) {
     for r in &model.residuals {
+        // The first layer that is not element-wise, with the width it takes; none if a layer
+        // before it is invalid.
         let own_input = || {
-            let specs = model.fields[r.first..=r.last].iter().map(|f| f.spec.as_ref());
-            // The first layer that is not element-wise; none if a layer before it is invalid.
-            let first = specs.map(|s| s.map(|s| s.width)).find(|w| !matches!(w, Some(Width::Preserving)))?;
-            match first? {
-                Width::Fixed { input, .. } => Some(input),
+            let mut widths = model.fields[r.first..=r.last].iter().map(|f| (f, f.spec.as_ref().map(|s| s.width)));
+            let (field, width) = widths.find(|(_, w)| !matches!(w, Some(Width::Preserving)))?;
+            match width? {
+                Width::Fixed { input, .. } => Some((input, field.name.as_str())),
                 Width::Preserving => None,
             }
         };
-        // The block's own input where its first layer says it: a width flowing in that differs
-        // is the chain's error, already reported.
-        if let (Some(x), Some(y)) = (own_input().or(into[r.first]), out[r.last]) {
+        let input = match own_input() {
+            Some((x, name)) => Some((x, format!("its layer `{name}`, the first of a fixed width, takes width {x}"))),
+            None => into[r.first].map(|x| (x, format!("its input has width {x}"))),
+        };
+        // The block's own input where a layer of it says it: a width flowing in that differs is
+        // the chain's error, already reported.
+        if let (Some((x, input)), Some(y)) = (input, out[r.last]) {
             if x != y {
                 errors.once(
                     r.at,
+                    Rule::ResidualWidth,
                     r.at,
                     format!(
-                        "a residual block adds its input to its output, so both need one width: its first layer `{}` \
-                         takes width {x}, its last layer `{}` outputs width {y}",
-                        model.fields[r.first].name, model.fields[r.last].name
+                        "a residual block adds its input to its output, so both need one width: {input}, its last \
+                         layer `{}` outputs width {y}",
+                        model.fields[r.last].name
                     ),
                 );
             }

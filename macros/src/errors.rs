@@ -8,12 +8,27 @@ use std::fmt::Display;
 use proc_macro2::TokenStream;
 use quote::ToTokens;
 
+/// What a problem `Errors::once` reports is about: one error per node and rule.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Rule {
+    /// A `TiedHead` and the embedding it reads.
+    Tie,
+    /// The width flowing into a layer.
+    Width,
+    /// A tensor's element count.
+    Size,
+    /// A residual block's input and output widths.
+    ResidualWidth,
+    /// A block that gives no layers.
+    EmptyBlock,
+}
+
 #[derive(Default)]
 pub struct Errors {
     errors: Vec<syn::Error>,
     /// The input nodes `once` has reported at, by address and type (a struct and its first
-    /// field may share an address).
-    reported: HashSet<(usize, TypeId)>,
+    /// field may share an address), and the rule each broke.
+    reported: HashSet<(usize, TypeId, Rule)>,
 }
 
 impl Errors {
@@ -21,11 +36,12 @@ impl Errors {
         self.errors.push(syn::Error::new_spanned(tokens, message));
     }
 
-    /// `spanned`, unless an error was already reported for `node`, a node of the input: the
-    /// copies of a repeated block share their tokens, and one problem in them is one error (for
-    /// the first copy), not one per copy.
-    pub fn once<T: 'static>(&mut self, node: &T, tokens: impl ToTokens, message: impl Display) {
-        if self.reported.insert((std::ptr::from_ref(node) as usize, TypeId::of::<T>())) {
+    /// `spanned`, unless an error was already reported for `node`, a node of the input, under
+    /// `rule`: the copies of a repeated block share their tokens, and one problem in them is one
+    /// error (for the first copy), not one per copy; a second problem of the same layer is
+    /// another rule, and reported too.
+    pub fn once<T: 'static>(&mut self, node: &T, rule: Rule, tokens: impl ToTokens, message: impl Display) {
+        if self.reported.insert((std::ptr::from_ref(node) as usize, TypeId::of::<T>(), rule)) {
             self.spanned(tokens, message);
         }
     }

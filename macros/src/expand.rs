@@ -151,11 +151,10 @@ fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: 
         }
     }
     let code = code.unwrap_or_else(|| match structs.model() {
-        // Without `#[residual]` on it (refused), so that the compiler adds no error of its own.
-        Some(root) if structs.all[root].generics.params.is_empty() => {
-            fallback::emit(&nesting::stripped(&structs.all, root), &errors)
-        }
-        _ => errors.to_compile_errors(),
+        // Without `#[residual]` on it (refused), so that the compiler adds no error of its own;
+        // a generic model is emitted too (without impls), so that its uses find it.
+        Some(root) => fallback::emit(&nesting::stripped(&structs.all, root), &errors),
+        None => errors.to_compile_errors(),
     });
     let blocks =
         (0..structs.all.len()).filter(|&s| structs.model() != Some(s)).map(|s| nesting::stripped(&structs.all, s));

@@ -7,7 +7,7 @@ use overlap_plan::{ParamRef, Width};
 use syn::ext::IdentExt;
 
 use crate::ast::Model;
-use crate::errors::Errors;
+use crate::errors::{Errors, Rule};
 use crate::layers::{kind_name, shown_type};
 
 /// Sets each tied head's `tied`, or reports why it cannot be: a head without `#[tied]`, a tie on
@@ -21,6 +21,7 @@ pub fn resolve(model: &mut Model, errors: &mut Errors) {
             if is_head {
                 errors.once(
                     field.ty,
+                    Rule::Tie,
                     field.ty,
                     format!(
                         "`{}` reads another layer's weight: name the embedding it is tied to with `#[tied(field)]`",
@@ -33,6 +34,7 @@ pub fn resolve(model: &mut Model, errors: &mut Errors) {
         if !is_head {
             errors.once(
                 field.ty,
+                Rule::Tie,
                 attr,
                 format!(
                     "`#[tied(..)]` ties a `TiedHead` to an embedding; `{}` is not a `TiedHead`",
@@ -59,12 +61,13 @@ pub fn resolve(model: &mut Model, errors: &mut Errors) {
             } else {
                 format!("no layer `{target}` in this struct for `{head}` to be tied to")
             };
-            errors.once(field.ty, target, why);
+            errors.once(field.ty, Rule::Tie, target, why);
             continue;
         };
         if j > i {
             errors.once(
                 field.ty,
+                Rule::Tie,
                 target,
                 format!(
                     "`{target}` is defined after `{head}`: define the embedding before the head tied to it (backward \
@@ -80,6 +83,7 @@ pub fn resolve(model: &mut Model, errors: &mut Errors) {
         if !fits {
             errors.once(
                 field.ty,
+                Rule::Tie,
                 target,
                 format!(
                     "`{head}: TiedHead<{d}, {vocab}>` reads an `Embedding<{vocab}, {d}>`'s `[{vocab}, {d}]` weight; `{}` is \

@@ -19,7 +19,7 @@ use syn::{Expr, Fields, ItemStruct, Meta, Type};
 
 use crate::ast::{generic_params, Field, Model, Prefix, Residual};
 use crate::cfg;
-use crate::errors::Errors;
+use crate::errors::{Errors, Rule};
 use crate::field_attr;
 use crate::helpers::foreign_suffix;
 
@@ -63,13 +63,39 @@ pub fn trees<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Vec<Model<'a>> {
                 .spanned(r, "the model itself cannot be residual: mark a block `#[residual]` and use it in the model");
         }
     }
-    let tree = |root: usize, errors: &mut Errors| {
-        let mut flat =
-            Flat { structs: &structs.all, fields: Vec::new(), residuals: Vec::new(), too_many: false, empty_blocks: 0 };
-        let init = flat.unroll(root, &Prefix::default(), errors);
-        Model { item: structs.all[root], fields: flat.fields, residuals: flat.residuals, init }
+    let mut seen = Seen { unrolled: vec![false; structs.all.len()], refused: vec![false; structs.all.len()] };
+    let trees = structs.roots.iter().map(|&root| unroll_alone(&structs.all, root, &mut seen, errors)).collect();
+    // A block whose every use was refused (it comes after its user, or repeats a wrong count) is
+    // still read once, alone, so that its own problems show in the same compile.
+    for s in 0..structs.all.len() {
+        let item = structs.all[s];
+        if seen.refused[s] && !seen.unrolled[s] && item.generics.params.is_empty() {
+            unroll_alone(&structs.all, s, &mut seen, errors);
+        }
+    }
+    trees
+}
+
+/// Which structs were unrolled, and which had a use refused, by index into the module's.
+#[derive(Default)]
+struct Seen {
+    unrolled: Vec<bool>,
+    refused: Vec<bool>,
+}
+
+/// `all[root]` unrolled as a model, noting in `seen` the structs it reaches and refuses.
+fn unroll_alone<'a>(all: &[&'a ItemStruct], root: usize, seen: &mut Seen, errors: &mut Errors) -> Model<'a> {
+    let mut flat = Flat {
+        structs: all,
+        fields: Vec::new(),
+        residuals: Vec::new(),
+        too_many: false,
+        empty_blocks: 0,
+        seen: std::mem::take(seen),
     };
-    structs.roots.iter().map(|&root| tree(root, errors)).collect()
+    let init = flat.unroll(root, &Prefix::default(), errors);
+    *seen = flat.seen;
+    Model { item: all[root], fields: flat.fields, residuals: flat.residuals, init }
 }
 
 /// The module's struct `all[s]` as it is emitted: without this macro's attributes. A field of the
@@ -128,12 +154,15 @@ struct Flat<'s, 'a> {
     too_many: bool,
     /// Uses of blocks that gave no layers (refused, with the block or at the use).
     empty_blocks: usize,
+    /// The structs unrolled so far and those with a use refused, over every tree.
+    seen: Seen,
 }
 
 impl<'a> Flat<'_, 'a> {
     /// Appends struct `s`'s layers (blocks unrolled) at `prefix`; returns `S { .. }` with each
     /// layer initialised from its place in the flat list.
     fn unroll(&mut self, s: usize, prefix: &Prefix, errors: &mut Errors) -> TokenStream {
+        self.seen.unrolled[s] = true;
         let item = self.structs[s];
         let ident = &item.ident;
         let mut inits = Vec::new();
@@ -173,6 +202,7 @@ impl<'a> Flat<'_, 'a> {
                         self.structs[b].ident
                     ),
                 );
+                self.seen.refused[b] = true;
                 continue;
             }
             let copies = match repeat {
@@ -194,6 +224,7 @@ impl<'a> Flat<'_, 'a> {
                             ),
                         ),
                     }
+                    self.seen.refused[b] = true;
                     continue;
                 }
             };
@@ -220,7 +251,7 @@ impl<'a> Flat<'_, 'a> {
                     // A block of unnamed fields is reported with the block; one empty for blocks
                     // empty inside it, at theirs.
                     if matches!(this.structs[b].fields, Fields::Named(_)) && this.empty_blocks == empty_inside {
-                        errors.once(field, &field.ty, "a block needs at least one layer");
+                        errors.once(field, Rule::EmptyBlock, &field.ty, "a block needs at least one layer");
                     }
                     this.empty_blocks += 1;
                 } else {

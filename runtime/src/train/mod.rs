@@ -259,7 +259,8 @@ impl<'c> Trainer<'c> {
             schedule: format!("{:016x}", M::SCHEDULE.plan_fingerprint()),
             optimizer: config.optimizer.summary(),
             vocabulary: data.vocabulary(),
-            positions: Some(data.positions()).filter(|&n| n > 1),
+            // Token ids come in sequences, even of one position; other data only past one row.
+            positions: (data.token_count().is_some() || data.positions() > 1).then(|| data.positions()),
         };
         // Each rank reads its own copy of the checkpoint: one that fails stops them all.
         let resumed = resume(&config, model, &mut optimizer, (comm.rank(), comm.world_size()), &about);
