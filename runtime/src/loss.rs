@@ -36,20 +36,26 @@ pub enum DeviceLoss {
     SoftmaxCrossEntropy,
 }
 
+/// Cross-entropy's labels against the output they index, on either device: one per row, each
+/// one of the `classes` (the GPU's kernel reads the logit a label names, unchecked).
+pub(crate) fn check_class_labels(labels: &[usize], rows: usize, classes: usize) -> Result<()> {
+    if labels.len() != rows {
+        return Err(Error::Loss(format!(
+            "CrossEntropyLoss: the batch has {} labels for {rows} rows of output (does the dataset fill `labels`?)",
+            labels.len()
+        )));
+    }
+    if let Some((row, label)) = labels.iter().enumerate().find(|(_, &l)| l >= classes) {
+        return Err(Error::Loss(format!(
+            "CrossEntropyLoss: label {label} of row {row} is not one of the model's {classes} classes"
+        )));
+    }
+    Ok(())
+}
+
 impl Loss for CrossEntropyLoss {
     fn loss_and_gradient(&self, logits: &Matrix, batch: &Batch, grad: &mut Matrix) -> Result<f32> {
-        let (rows, classes) = (logits.rows(), logits.cols());
-        if batch.labels.len() != rows {
-            return Err(Error::Loss(format!(
-                "CrossEntropyLoss: the batch has {} labels for {rows} rows of output (does the dataset fill `labels`?)",
-                batch.labels.len()
-            )));
-        }
-        if let Some((row, label)) = batch.labels.iter().enumerate().find(|(_, &l)| l >= classes) {
-            return Err(Error::Loss(format!(
-                "CrossEntropyLoss: label {label} of row {row} is not one of the model's {classes} classes"
-            )));
-        }
+        check_class_labels(&batch.labels, logits.rows(), logits.cols())?;
         Ok(self.forward_backward(logits, &batch.labels, grad))
     }
 

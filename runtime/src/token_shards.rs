@@ -10,11 +10,16 @@
 //! tokens (nanoGPT's vocabulary: the sorted distinct characters) in training and validation
 //! shards, with the vocabulary in a file beside them.
 
-use std::io::{Read, Write};
+mod reader;
+
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::content_hash::ContentHash;
 use crate::data::{Batch, Dataset};
 use crate::error::{Error, Result};
+pub use reader::read_shard;
+use reader::ShardFile;
 
 /// The first int32 of a shard's header.
 pub const MAGIC: i32 = 20240520;
@@ -26,10 +31,9 @@ pub const HEADER_INTS: usize = 256;
 /// of token 0, 1, ..., as UTF-8.
 pub const VOCABULARY_FILE: &str = "vocabulary.txt";
 
-/// One shard's tokens and how many windows it holds.
+/// One shard and how many windows it holds.
 struct Shard {
-    path: PathBuf,
-    tokens: Vec<u16>,
+    file: ShardFile,
     windows: u64,
 }
 
@@ -39,6 +43,11 @@ pub struct TokenShards {
     windows: u64,
     name: String,
     vocabulary: Option<String>,
+    /// The shards' tokens, hashed as they were scanned at `open` (`fingerprint` adds the rest).
+    tokens_hash: ContentHash,
+    /// One window and its next token, and its bytes, reused by every `fill`.
+    window: Vec<u16>,
+    bytes: Vec<u8>,
 }
 
 impl TokenShards {
@@ -51,17 +60,18 @@ impl TokenShards {
             return Err(Error::Dataset("no token shards given".into()));
         }
         let mut shards = Vec::with_capacity(paths.len());
+        let mut tokens_hash = ContentHash::new();
         for path in paths {
-            let tokens = read_shard(path)?;
-            let windows = (tokens.len().saturating_sub(1) / context) as u64;
+            let file = ShardFile::open(path, &mut tokens_hash)?;
+            let windows = (file.count.saturating_sub(1) / context) as u64;
             if windows == 0 {
                 return Err(Error::Dataset(format!(
                     "{}: {} tokens, too few for one sample of {context} tokens and its next one",
                     path.display(),
-                    tokens.len()
+                    file.count
                 )));
             }
-            shards.push(Shard { path: path.clone(), tokens, windows });
+            shards.push(Shard { file, windows });
         }
         let windows = shards.iter().map(|s| s.windows).sum();
         let name = match paths {
@@ -70,7 +80,8 @@ impl TokenShards {
             [] => unreachable!("checked above"),
         };
         let vocabulary = read_vocabulary(&paths[0])?;
-        let shards = TokenShards { shards, context, windows, name, vocabulary };
+        let (window, bytes) = (vec![0; context + 1], Vec::with_capacity(2 * (context + 1)));
+        let shards = TokenShards { shards, context, windows, name, vocabulary, tokens_hash, window, bytes };
         // Past the saved vocabulary a token id stands for nothing, even where the model has rows.
         if let Some(vocabulary) = &shards.vocabulary {
             let (largest, shard) = shards.max_token();
@@ -98,26 +109,31 @@ impl TokenShards {
 
     /// The largest token id in the shards, and the first shard that holds it (for messages).
     pub fn max_token(&self) -> (u16, &Path) {
-        let mut largest = (0, self.shards[0].path.as_path());
+        let mut largest = (0, self.shards[0].file.path.as_path());
         for shard in &self.shards {
-            let max = shard.tokens.iter().copied().max().unwrap_or(0);
-            if max > largest.0 {
-                largest = (max, &shard.path);
+            if shard.file.largest > largest.0 {
+                largest = (shard.file.largest, &shard.file.path);
             }
         }
         largest
     }
 
     pub fn tokens(&self) -> usize {
-        self.shards.iter().map(|s| s.tokens.len()).sum()
+        self.shards.iter().map(|s| s.file.count).sum()
+    }
+
+    /// Tokens held in memory: those of shards that are not regular files (pipes), read whole;
+    /// the others are read window by window.
+    pub fn tokens_in_memory(&self) -> usize {
+        self.shards.iter().filter(|s| s.file.is_loaded()).map(|s| s.file.count).sum()
     }
 
     /// Where sample `index` starts: its shard and offset.
-    fn window(&self, index: u64) -> (&[u16], usize) {
+    fn window(&self, index: u64) -> (&ShardFile, usize) {
         let mut w = index % self.windows;
         for shard in &self.shards {
             if w < shard.windows {
-                return (&shard.tokens, w as usize * self.context);
+                return (&shard.file, w as usize * self.context);
             }
             w -= shard.windows;
         }
@@ -130,15 +146,22 @@ impl Dataset for TokenShards {
         let t = self.context;
         batch.inputs.resize(rows * t, 1);
         batch.labels.clear();
-        for s in 0..rows {
-            let (tokens, at) = self.window(first.wrapping_add(s as u64));
-            let inputs = &mut batch.inputs.as_mut_slice()[s * t..(s + 1) * t];
-            for (x, &token) in inputs.iter_mut().zip(&tokens[at..at + t]) {
-                *x = f32::from(token);
+        let (mut window, mut bytes) = (std::mem::take(&mut self.window), std::mem::take(&mut self.bytes));
+        let mut read = || -> Result<()> {
+            for s in 0..rows {
+                let (shard, at) = self.window(first.wrapping_add(s as u64));
+                shard.read(at, &mut window, &mut bytes)?;
+                let inputs = &mut batch.inputs.as_mut_slice()[s * t..(s + 1) * t];
+                for (x, &token) in inputs.iter_mut().zip(&window[..t]) {
+                    *x = f32::from(token);
+                }
+                batch.labels.extend(window[1..].iter().map(|&x| usize::from(x)));
             }
-            batch.labels.extend(tokens[at + 1..at + t + 1].iter().map(|&x| usize::from(x)));
-        }
-        Ok(())
+            Ok(())
+        };
+        let result = read();
+        (self.window, self.bytes) = (window, bytes);
+        result
     }
 
     fn features(&self) -> usize {
@@ -158,10 +181,7 @@ impl Dataset for TokenShards {
     }
 
     fn fingerprint(&self) -> Option<u64> {
-        let mut hash = crate::content_hash::ContentHash::new();
-        for shard in &self.shards {
-            hash.u32s(shard.tokens.iter().map(|&t| u32::from(t)));
-        }
+        let mut hash = self.tokens_hash.clone();
         hash.u64(self.context as u64);
         hash.u32s(self.vocabulary.iter().flat_map(|v| v.chars()).map(u32::from));
         Some(hash.finish())
@@ -172,54 +192,9 @@ impl Dataset for TokenShards {
     }
 
     fn files(&self) -> Vec<PathBuf> {
-        let vocabulary = self.vocabulary.is_some().then(|| self.shards[0].path.with_file_name(VOCABULARY_FILE));
-        self.shards.iter().map(|s| s.path.clone()).chain(vocabulary).collect()
+        let vocabulary = self.vocabulary.is_some().then(|| self.shards[0].file.path.with_file_name(VOCABULARY_FILE));
+        self.shards.iter().map(|s| s.file.path.clone()).chain(vocabulary).collect()
     }
-}
-
-/// The tokens of one shard, its header checked against the format and the file's length. The
-/// header is read first, and then no more than it counts (and a byte to tell that more
-/// follows), so that a device that never ends (`/dev/zero`) is refused at its first bytes.
-pub fn read_shard(path: &Path) -> Result<Vec<u16>> {
-    let io = |source| Error::Io { path: path.to_owned(), source };
-    let bad = |why: String| Error::Dataset(format!("{}: {why}", path.display()));
-    let mut file = std::fs::File::open(path).map_err(io)?;
-    let header_bytes = HEADER_INTS * 4;
-    let mut header = Vec::with_capacity(header_bytes);
-    (&mut file).take(header_bytes as u64).read_to_end(&mut header).map_err(io)?;
-    if header.len() < header_bytes {
-        return Err(bad(format!(
-            "{} bytes, shorter than the {header_bytes}-byte header of a token shard (llm.c's format)",
-            header.len()
-        )));
-    }
-    let int = |i: usize| i32::from_le_bytes(header[4 * i..4 * i + 4].try_into().expect("4 bytes"));
-    if int(0) != MAGIC {
-        return Err(bad(format!("magic number {}, a token shard starts with {MAGIC} (llm.c's format)", int(0))));
-    }
-    if int(1) != VERSION {
-        return Err(bad(format!("version {}, only version {VERSION} (uint16 tokens) is read", int(1))));
-    }
-    let count = usize::try_from(int(2)).map_err(|_| bad(format!("a token count of {}", int(2))))?;
-    let mismatch = |holds: String| {
-        bad(format!("the header counts {count} tokens ({} bytes), the file holds {holds} bytes after it", 2 * count))
-    };
-    // A file's length is checked before its body is read (a damaged count reserves nothing);
-    // anything else is read up to one byte past the count.
-    let file_length = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
-    if let Some(length) = file_length.filter(|&l| l != (header_bytes + 2 * count) as u64) {
-        return Err(mismatch(length.saturating_sub(header_bytes as u64).to_string()));
-    }
-    let mut body = Vec::with_capacity(if file_length.is_some() { 2 * count } else { 0 });
-    file.take(2 * count as u64 + 1).read_to_end(&mut body).map_err(io)?;
-    if body.len() != 2 * count {
-        return Err(mismatch(if body.len() > 2 * count {
-            format!("more than {}", 2 * count)
-        } else {
-            body.len().to_string()
-        }));
-    }
-    Ok(body.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect())
 }
 
 /// Writes `tokens` as one shard, through a temporary file renamed over `path`.

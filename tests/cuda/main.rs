@@ -14,7 +14,7 @@ mod training;
 
 use overlap::cuda::{driver_present, Gpu};
 use overlap::prelude::*;
-use overlap::Matrix;
+use overlap::{Device, Matrix, ReportFormat};
 
 use models::{residual_net, Probe};
 
@@ -95,6 +95,62 @@ fn a_layer_without_device_kernels_is_refused_by_name_without_a_gpu() {
     let message = overlap::cuda::check_supported::<WithUserLayer>().unwrap_err().to_string();
     assert!(message.contains("`halve` (Halve)") && message.contains("`TrainConfig::device` cpu"), "{message}");
     assert!(!message.contains("`fc`"), "{message}");
+}
+
+/// An embedding after another layer: its ids would come from that layer, unchecked.
+#[distributed_model]
+pub struct LaterEmbedding {
+    fc: Linear<4, 1>,
+    wte: Embedding<16, 8>,
+    head: Linear<8, 2>,
+}
+
+#[test]
+fn an_embedding_that_is_not_the_first_layer_is_refused_by_name_without_a_gpu() {
+    let message = overlap::cuda::check_supported::<LaterEmbedding>().unwrap_err().to_string();
+    assert!(message.contains("its embedding `wte` is not its first layer"), "{message}");
+}
+
+/// Labels past the model's classes, as a user's own dataset may give them.
+struct PastTheClasses;
+
+impl overlap::Dataset for PastTheClasses {
+    fn fill(&mut self, _first: u64, rows: usize, batch: &mut overlap::Batch) -> overlap::Result<()> {
+        batch.inputs.resize(rows, 8);
+        batch.inputs.as_mut_slice().fill(0.5);
+        batch.labels = (0..rows).map(|r| if r == 3 { 2 } else { 1 }).collect();
+        Ok(())
+    }
+
+    fn features(&self) -> usize {
+        8
+    }
+}
+
+/// The GPU's loss kernel reads the logit a label names: a label past the classes is the CPU's
+/// error on the GPU too, at the step that reads it, not a read past the row.
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn a_label_past_the_classes_is_the_cpus_error_on_the_gpu() {
+    let comm = Communicator::single();
+    let messages: Vec<String> = [Device::Cpu, Device::Cuda { gpu: Some(0) }]
+        .into_iter()
+        .map(|device| {
+            let mut model = WithoutUserLayer::new(&comm, 1).unwrap();
+            let trainer = Trainer::new(&comm).steps(1).batch(4).device(device).report(ReportFormat::Off, None);
+            let error = trainer.fit(&mut model, &mut PastTheClasses, &CrossEntropyLoss).unwrap_err();
+            error.to_string()
+        })
+        .collect();
+    assert!(messages[0].contains("label 2 of row 3 is not one of the model's 2 classes"), "{}", messages[0]);
+    assert_eq!(messages[1], messages[0]);
+}
+
+/// `WithUserLayer` without its user layer: built-in layers only.
+#[distributed_model]
+pub struct WithoutUserLayer {
+    fc: Linear<8, 8>,
+    head: Linear<8, 2>,
 }
 
 #[test]

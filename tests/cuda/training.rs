@@ -100,6 +100,11 @@ fn a_tied_language_model_trains_on_the_gpu_as_on_the_cpu() {
         let gpu = train::<TiedLm>("cuda", 20, &extra);
         assert_params_close(&gpu, &cpu, 1e-3, &format!("{optimizer}, tied head, GPU vs CPU after 20 steps"));
     }
+    // Two heads on one embedding: the later head writes over the last step's sums, the earlier
+    // one and the embedding add to it.
+    let extra = ["--optimizer", "adamw", "--text", text.to_str().unwrap(), "--batch", "4"];
+    let (cpu, gpu) = (train::<TwoHeadLm>("cpu", 10, &extra), train::<TwoHeadLm>("cuda", 10, &extra));
+    assert_params_close(&gpu, &cpu, 1e-3, "adamw, two tied heads, GPU vs CPU after 10 steps");
 }
 
 /// A text of 600 words from a vocabulary of 11 characters, written as `text.txt` in `dir`: the

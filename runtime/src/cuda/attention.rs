@@ -9,7 +9,7 @@ use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
 use super::gpu::{cuda, Gpu};
 use super::ops;
 use super::storage::{AttentionBuffers, GpuSaved, GpuTensor};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 pub(super) use super::products::Attention;
 use super::products::HeadProduct;
@@ -96,6 +96,7 @@ pub(super) fn attention_buffers<'s>(
     shape: Attention,
 ) -> Result<&'s mut AttentionBuffers> {
     let (rows, d) = (shape.rows(), shape.width);
+    fits_the_kernels(shape)?;
     let fits = |b: &AttentionBuffers| {
         b.qkv.len() >= rows * 3 * d && b.probs.len() >= shape.scores() && b.heads.len() >= rows * d
     };
@@ -109,4 +110,43 @@ pub(super) fn attention_buffers<'s>(
         });
     }
     Ok(saved.attention.as_mut().expect("allocated above"))
+}
+
+/// Refuses a shape whose projection or scores pass what the kernels address with an `int`, as
+/// every activation is refused (`GpuTensor::resize`).
+fn fits_the_kernels(shape: Attention) -> Result<()> {
+    let (rows, d) = (shape.sequences.saturating_mul(shape.t), shape.width);
+    let scores = [shape.heads, shape.t, shape.t].into_iter().try_fold(shape.sequences, usize::checked_mul);
+    let qkv = rows.checked_mul(3).and_then(|r| r.checked_mul(d));
+    let largest = qkv.zip(scores).map(|(qkv, scores)| qkv.max(scores));
+    if largest.is_none_or(|n| n > i32::MAX as usize) {
+        return Err(Error::Config(format!(
+            "attention over {} sequences of {} positions, width {d} in {} heads, is too large for the GPU kernels: its \
+             [{rows}, {}] projection or its scores ({} per sequence) pass 2^31 - 1 elements (fewer sequences per \
+             micro-step fit)",
+            shape.sequences,
+            shape.t,
+            shape.heads,
+            d.saturating_mul(3),
+            shape.heads.saturating_mul(shape.t).saturating_mul(shape.t),
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shape_past_the_kernels_int_is_refused_naming_it() {
+        let shape = |sequences, t, width, heads| Attention { sequences, t, width, heads };
+        assert!(fits_the_kernels(shape(12, 64, 128, 4)).is_ok());
+        // [rows, 3D] passes 2^31 - 1 where [rows, D] does not.
+        let error = fits_the_kernels(shape(1400, 64, 8192, 64)).unwrap_err().to_string();
+        assert!(error.contains("[89600, 24576] projection"), "{error}");
+        // The scores pass it with a small projection.
+        assert!(fits_the_kernels(shape(65, 4096, 64, 2)).is_err());
+        assert!(fits_the_kernels(shape(usize::MAX / 2, 4096, 64, 2)).is_err(), "no overflow on the way");
+    }
 }

@@ -198,6 +198,8 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
             )?,
             None => self.model.forward_on(&mut dev, &batch.context, &self.input, &mut self.ws)?,
         };
+        // The kernel reads the logit each label names: checked here as on the CPU.
+        crate::loss::check_class_labels(&batch.labels, logits.rows(), logits.cols())?;
         let (loss, labels) = (&mut self.loss, &self.labels);
         self.step.timeline.span(&self.gpu, Activity::Loss, |gpu| loss.forward_backward(gpu, logits, labels))?;
         // Copying the loss out waits for the GPU: only on the steps that log it.

@@ -382,7 +382,7 @@ pub fn cross_entropy(
     let mut args = gpu.compute().launch_builder(gpu.kernel("softmax_cross_entropy"));
     args.arg(loss_rows).arg(dlogits).arg(&logits).arg(&labels).arg(&rows_).arg(&classes_);
     // SAFETY: reads `rows * classes` logits and `rows` labels (each below `classes`, checked by
-    // the data source), writes `rows` losses and `rows * classes` gradients; all exist. One block
+    // `loss::check_class_labels` before the loss is launched), writes `rows` losses and `rows * classes` gradients; all exist. One block
     // per row of THREADS (a power of two).
     launch("softmax_cross_entropy", unsafe { args.launch(per_row(rows)) })
 }

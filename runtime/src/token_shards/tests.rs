@@ -189,3 +189,51 @@ fn a_text_too_short_to_train_on_or_a_name_that_is_a_path_writes_nothing() {
     assert!(refused.contains("shards: exists and is not a folder; the shards go into a folder"), "{refused}");
     assert_eq!(std::fs::read(&out).unwrap(), b"the text");
 }
+
+/// Shards on disk are read window by window, nothing of them held in memory; a pipe is read
+/// whole. Both give the same samples and the same fingerprint, over a shard longer than one scan
+/// chunk with its largest id past the first; a shard cut short after it was opened is an error
+/// at the batch that reads past its end, naming it.
+#[test]
+fn shards_are_read_where_they_lie_and_a_pipe_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let count = 3 * reader_chunk_tokens() / 2;
+    let mut tokens: Vec<u16> = (0..count).map(|i| (i * 7 % 50) as u16).collect();
+    tokens[count - 10] = 999;
+    let on_disk = dir.path().join("x_train.bin");
+    write_shard(&on_disk, &tokens).unwrap();
+    let mut file = TokenShards::open(std::slice::from_ref(&on_disk), 64).unwrap();
+    assert_eq!((file.tokens(), file.tokens_in_memory()), (count, 0));
+    assert_eq!(file.max_token(), (999, on_disk.as_path()));
+
+    let fifo = dir.path().join("pipe_train.bin");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let (bytes, writer_end) = (std::fs::read(&on_disk).unwrap(), fifo.clone());
+    let writer = std::thread::spawn(move || std::fs::write(writer_end, bytes).unwrap());
+    let mut piped = TokenShards::open(std::slice::from_ref(&fifo), 64).unwrap();
+    writer.join().unwrap();
+    assert_eq!((piped.tokens(), piped.tokens_in_memory()), (count, count));
+    assert_eq!(piped.fingerprint(), file.fingerprint(), "the same tokens, the same fingerprint");
+
+    let (mut from_file, mut from_pipe) = (Batch::default(), Batch::default());
+    let last_windows = (count as u64 - 1) / 64 - 3;
+    for first in [0, 1000, last_windows] {
+        file.fill(first, 3, &mut from_file).unwrap();
+        piped.fill(first, 3, &mut from_pipe).unwrap();
+        assert_eq!(from_file.inputs.as_slice(), from_pipe.inputs.as_slice(), "windows from {first}");
+        assert_eq!(from_file.labels, from_pipe.labels, "windows from {first}");
+        let at = first as usize * 64;
+        let expected: Vec<f32> = tokens[at..at + 3 * 64].iter().map(|&t| f32::from(t)).collect();
+        assert_eq!(from_file.inputs.as_slice(), expected.as_slice(), "windows from {first}");
+    }
+
+    let cut = std::fs::OpenOptions::new().write(true).open(&on_disk).unwrap();
+    cut.set_len((HEADER_INTS * 4 + count) as u64).unwrap();
+    let error = file.fill(last_windows, 3, &mut from_file).unwrap_err().to_string();
+    assert!(error.contains(&on_disk.display().to_string()), "{error}");
+}
+
+/// Tokens in one chunk of the scan at `open`.
+fn reader_chunk_tokens() -> usize {
+    reader::SCAN_CHUNK / 2
+}

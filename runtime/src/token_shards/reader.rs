@@ -1,0 +1,200 @@
+//! One shard on disk: its header checked against the format and the file's length, its tokens
+//! scanned once as they stream past (the largest id, the content hash the ranks compare), and
+//! then each sample's window read where it lies. A dataset of many gigabytes so holds none of
+//! its tokens in a rank's memory: the page cache, which the node's ranks share, holds those read
+//! lately. A file that cannot be read at an offset (a pipe) is read whole once instead.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::{HEADER_INTS, MAGIC, VERSION};
+use crate::content_hash::ContentHash;
+use crate::error::{Error, Result};
+
+/// Bytes read at a time while a shard is scanned.
+pub(super) const SCAN_CHUNK: usize = 1 << 20;
+
+/// A checked shard, and where its tokens are read from.
+pub(super) struct ShardFile {
+    pub(super) path: PathBuf,
+    /// Tokens after the header.
+    pub(super) count: usize,
+    /// The largest token id.
+    pub(super) largest: u16,
+    source: Source,
+}
+
+enum Source {
+    /// Read at each window's offset.
+    File(File),
+    /// Not a regular file: its tokens, read once.
+    Loaded(Vec<u16>),
+}
+
+impl ShardFile {
+    /// Opens and checks the shard at `path`, adding its tokens to `hash` as `ContentHash::u32s`
+    /// would from a slice of them.
+    pub(super) fn open(path: &Path, hash: &mut ContentHash) -> Result<Self> {
+        let (mut file, count, regular) = open_checked(path)?;
+        let mut largest = 0;
+        let source = if regular {
+            let mut tokens = Tokens::new(&mut file, count);
+            hash.u32s(tokens.by_ref().inspect(|&t| largest = largest.max(t)).map(u32::from));
+            tokens.finish(path)?;
+            Source::File(file)
+        } else {
+            let tokens = read_body(path, file, count)?;
+            largest = tokens.iter().copied().max().unwrap_or(0);
+            hash.u32s(tokens.iter().map(|&t| u32::from(t)));
+            Source::Loaded(tokens)
+        };
+        Ok(ShardFile { path: path.to_owned(), count, largest, source })
+    }
+
+    /// Tokens `at..at + out.len()` into `out`, through `bytes` (resized to twice `out`'s length
+    /// once, then reused).
+    pub(super) fn read(&self, at: usize, out: &mut [u16], bytes: &mut Vec<u8>) -> Result<()> {
+        match &self.source {
+            Source::Loaded(tokens) => out.copy_from_slice(&tokens[at..at + out.len()]),
+            Source::File(file) => {
+                bytes.resize(2 * out.len(), 0);
+                let offset = (HEADER_INTS * 4 + 2 * at) as u64;
+                file.read_exact_at(bytes, offset).map_err(|source| Error::Io { path: self.path.clone(), source })?;
+                for (token, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+                    *token = u16::from_le_bytes([pair[0], pair[1]]);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the tokens are held in memory (a shard that is not a regular file).
+    pub(super) fn is_loaded(&self) -> bool {
+        matches!(self.source, Source::Loaded(_))
+    }
+}
+
+/// The tokens of one shard, read whole (see `ShardFile` for a dataset's reading).
+pub fn read_shard(path: &Path) -> Result<Vec<u16>> {
+    let (file, count, _) = open_checked(path)?;
+    read_body(path, file, count)
+}
+
+/// The shard at `path` opened, its header read and checked, and its length where the file has
+/// one: the file (positioned after the header), the token count, and whether it is a regular file.
+/// Only the header is read, so that a device that never ends (`/dev/zero`) is refused at its
+/// first bytes.
+fn open_checked(path: &Path) -> Result<(File, usize, bool)> {
+    let io = |source| Error::Io { path: path.to_owned(), source };
+    let bad = |why: String| Error::Dataset(format!("{}: {why}", path.display()));
+    let mut file = File::open(path).map_err(io)?;
+    let header_bytes = HEADER_INTS * 4;
+    let mut header = Vec::with_capacity(header_bytes);
+    (&mut file).take(header_bytes as u64).read_to_end(&mut header).map_err(io)?;
+    if header.len() < header_bytes {
+        return Err(bad(format!(
+            "{} bytes, shorter than the {header_bytes}-byte header of a token shard (llm.c's format)",
+            header.len()
+        )));
+    }
+    let int = |i: usize| i32::from_le_bytes(header[4 * i..4 * i + 4].try_into().expect("4 bytes"));
+    if int(0) != MAGIC {
+        return Err(bad(format!("magic number {}, a token shard starts with {MAGIC} (llm.c's format)", int(0))));
+    }
+    if int(1) != VERSION {
+        return Err(bad(format!("version {}, only version {VERSION} (uint16 tokens) is read", int(1))));
+    }
+    let count = usize::try_from(int(2)).map_err(|_| bad(format!("a token count of {}", int(2))))?;
+    // A file's length is checked before its body is read (a damaged count reserves nothing).
+    let file_length = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+    if let Some(length) = file_length.filter(|&l| l != (header_bytes + 2 * count) as u64) {
+        return Err(mismatch(path, count, length.saturating_sub(header_bytes as u64).to_string()));
+    }
+    Ok((file, count, file_length.is_some()))
+}
+
+/// The error for a body of another length than the header counts.
+fn mismatch(path: &Path, count: usize, holds: String) -> Error {
+    Error::Dataset(format!(
+        "{}: the header counts {count} tokens ({} bytes), the file holds {holds} bytes after it",
+        path.display(),
+        2 * count
+    ))
+}
+
+/// The `count` tokens after the header, read up to one byte past them (to tell that more follow
+/// where the file's length is not known).
+fn read_body(path: &Path, file: File, count: usize) -> Result<Vec<u16>> {
+    let mut tokens = Tokens::new(file.take(2 * count as u64 + 1), count);
+    let read: Vec<u16> = tokens.by_ref().collect();
+    tokens.finish(path)?;
+    Ok(read)
+}
+
+/// The tokens of a shard's body as they are read, `SCAN_CHUNK` bytes at a time; an error or a
+/// body of another length ends them, and `finish` says which.
+struct Tokens<R> {
+    reader: R,
+    chunk: Vec<u8>,
+    /// Bytes of `chunk` not yet taken.
+    ready: std::ops::Range<usize>,
+    /// Tokens still to come.
+    left: usize,
+    count: usize,
+    error: Option<std::io::Error>,
+}
+
+impl<R: Read> Tokens<R> {
+    fn new(reader: R, count: usize) -> Self {
+        Tokens { reader, chunk: vec![0; SCAN_CHUNK], ready: 0..0, left: count, count, error: None }
+    }
+
+    /// Refills `chunk` with whole tokens; false at the end of the body or on an error.
+    fn refill(&mut self) -> bool {
+        let want = (2 * self.left).min(SCAN_CHUNK);
+        match self.reader.read_exact(&mut self.chunk[..want]) {
+            Ok(()) => {
+                self.ready = 0..want;
+                true
+            }
+            Err(error) => {
+                self.error = Some(error);
+                false
+            }
+        }
+    }
+
+    /// After the last token: the body was `count` tokens, no fewer, no more.
+    fn finish(mut self, path: &Path) -> Result<()> {
+        match self.error.take() {
+            Some(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                Err(mismatch(path, self.count, "fewer".to_string()))
+            }
+            Some(source) => Err(Error::Io { path: path.to_owned(), source }),
+            None => {
+                let mut past = [0u8; 1];
+                match self.reader.read(&mut past) {
+                    Ok(0) => Ok(()),
+                    Ok(_) => Err(mismatch(path, self.count, format!("more than {}", 2 * self.count))),
+                    Err(source) => Err(Error::Io { path: path.to_owned(), source }),
+                }
+            }
+        }
+    }
+}
+
+impl<R: Read> Iterator for Tokens<R> {
+    type Item = u16;
+
+    fn next(&mut self) -> Option<u16> {
+        if self.left == 0 || (self.ready.is_empty() && !self.refill()) {
+            return None;
+        }
+        let at = self.ready.start;
+        self.ready.start += 2;
+        self.left -= 1;
+        Some(u16::from_le_bytes([self.chunk[at], self.chunk[at + 1]]))
+    }
+}
