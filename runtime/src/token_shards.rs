@@ -127,18 +127,19 @@ impl TokenShards {
     pub fn tokens_in_memory(&self) -> usize {
         self.shards.iter().filter(|s| s.file.is_loaded()).map(|s| s.file.count).sum()
     }
+}
 
-    /// Where sample `index` starts: its shard and offset.
-    fn window(&self, index: u64) -> (&ShardFile, usize) {
-        let mut w = index % self.windows;
-        for shard in &self.shards {
-            if w < shard.windows {
-                return (&shard.file, w as usize * self.context);
-            }
-            w -= shard.windows;
+/// Where sample `index` of `shards` (`windows` windows of `context` tokens in all) starts: its
+/// shard and offset.
+fn window_of(shards: &[Shard], windows: u64, context: usize, index: u64) -> (&ShardFile, usize) {
+    let mut w = index % windows;
+    for shard in shards {
+        if w < shard.windows {
+            return (&shard.file, w as usize * context);
         }
-        unreachable!("the index is below the window count")
+        w -= shard.windows;
     }
+    unreachable!("the index is below the window count")
 }
 
 impl Dataset for TokenShards {
@@ -146,22 +147,16 @@ impl Dataset for TokenShards {
         let t = self.context;
         batch.inputs.resize(rows * t, 1);
         batch.labels.clear();
-        let (mut window, mut bytes) = (std::mem::take(&mut self.window), std::mem::take(&mut self.bytes));
-        let mut read = || -> Result<()> {
-            for s in 0..rows {
-                let (shard, at) = self.window(first.wrapping_add(s as u64));
-                shard.read(at, &mut window, &mut bytes)?;
-                let inputs = &mut batch.inputs.as_mut_slice()[s * t..(s + 1) * t];
-                for (x, &token) in inputs.iter_mut().zip(&window[..t]) {
-                    *x = f32::from(token);
-                }
-                batch.labels.extend(window[1..].iter().map(|&x| usize::from(x)));
+        for s in 0..rows {
+            let (shard, at) = window_of(&self.shards, self.windows, t, first.wrapping_add(s as u64));
+            shard.read(at, &mut self.window, &mut self.bytes)?;
+            let inputs = &mut batch.inputs.as_mut_slice()[s * t..(s + 1) * t];
+            for (x, &token) in inputs.iter_mut().zip(&self.window[..t]) {
+                *x = f32::from(token);
             }
-            Ok(())
-        };
-        let result = read();
-        (self.window, self.bytes) = (window, bytes);
-        result
+            batch.labels.extend(self.window[1..].iter().map(|&x| usize::from(x)));
+        }
+        Ok(())
     }
 
     fn features(&self) -> usize {
