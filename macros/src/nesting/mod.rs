@@ -67,11 +67,12 @@ pub fn trees<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Vec<Model<'a>> {
     let trees = structs.roots.iter().map(|&root| unroll_alone(&structs.all, root, &mut seen, errors)).collect();
     // A block whose every use was refused (it comes after its user, or repeats a wrong count) is
     // still read once, alone, so that its own problems show in the same compile.
-    for s in 0..structs.all.len() {
-        let item = structs.all[s];
-        if seen.refused[s] && !seen.unrolled[s] && item.generics.params.is_empty() {
-            unroll_alone(&structs.all, s, &mut seen, errors);
-        }
+    let unread = |seen: &Seen| {
+        (0..structs.all.len())
+            .find(|&s| seen.refused[s] && !seen.unrolled[s] && structs.all[s].generics.params.is_empty())
+    };
+    while let Some(s) = unread(&seen) {
+        unroll_alone(&structs.all, s, &mut seen, errors);
     }
     trees
 }
