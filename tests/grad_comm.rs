@@ -116,6 +116,29 @@ fn ranks_send_what_the_schedule_says() {
 }
 
 #[test]
+fn ranks_choosing_other_formats_in_the_trainer_are_refused() {
+    if !common::mpirun_available() {
+        return;
+    }
+    common::run_on_two_ranks_each_way("a_trainer_whose_ranks_choose_other_formats_fails_on_every_rank");
+}
+
+/// The model was built with the schedule's formats on both ranks; the `Trainer`'s settings then
+/// choose bf16 on rank 1 only, which must stop both before a gradient travels.
+#[test]
+#[ignore = "runs under mpirun, started by ranks_choosing_other_formats_in_the_trainer_are_refused"]
+fn a_trainer_whose_ranks_choose_other_formats_fails_on_every_rank() {
+    let comm = common::test_communicator();
+    let mut model = Plain::new(&comm, 3).unwrap();
+    let grad_comm = (comm.rank() == 1).then_some(WireFormat::Bf16);
+    let settings = overlap::CommConfig { grad_comm, ..comm.config() };
+    let mut data = overlap::SyntheticClassification::new(5, 32, 10);
+    let trainer = Trainer::new(&comm).steps(2).batch(4).comm(settings).report(overlap::ReportFormat::Off, None);
+    let error = trainer.fit(&mut model, &mut data, &CrossEntropyLoss).unwrap_err().to_string();
+    assert!(error.contains("ranks disagree on the gradients' wire formats: rank(s) [1]"), "{error}");
+}
+
+#[test]
 fn the_gpu_refuses_a_narrow_schedule_before_it_opens_a_device() {
     let comm = Communicator::single();
     let mut model = Narrow::new(&comm, 1).unwrap();

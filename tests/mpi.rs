@@ -99,30 +99,42 @@ fn four_micro_steps_equal_one_step_on_four_times_the_batch() {
     }
 }
 
+/// Training, or timing the communication alone (`--comm-only`, which builds no model).
 #[test]
 fn ranks_with_different_models_stop_with_an_error_naming_them() {
     let (mlp, other) = (example("mlp"), example("custom_layer"));
-    let started = std::time::Instant::now();
-    let out = mpirun(&[
-        "-n",
-        "1",
-        mlp.to_str().unwrap(),
-        "--steps",
-        "1",
-        ":",
-        "-n",
-        "1",
-        other.to_str().unwrap(),
-        "--steps",
-        "1",
-    ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(started.elapsed().as_secs() < 60, "the mismatch must not hang");
-    for rank in 0..2 {
-        assert!(stderr.contains(&format!("rank {rank}: error: ranks disagree on the compiled schedule")), "{stderr}");
+    for mode in [&[][..], &["--comm-only"]] {
+        let started = std::time::Instant::now();
+        let (mlp, other) = (mlp.to_str().unwrap(), other.to_str().unwrap());
+        let out = mpirun(
+            &[&["-n", "1", mlp, "--steps", "1"][..], mode, &[":", "-n", "1", other, "--steps", "1"], mode].concat(),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{mode:?}");
+        assert!(started.elapsed().as_secs() < 60, "the mismatch must not hang");
+        for rank in 0..2 {
+            let said = format!("rank {rank}: error: ranks disagree on the compiled schedule");
+            assert!(stderr.contains(&said), "{mode:?}: {stderr}");
+        }
+        assert!(stderr.contains("rank(s) [1] have a different model or bucket plan than rank 0"), "{mode:?}: {stderr}");
     }
-    assert!(stderr.contains("rank(s) [1] have a different model or bucket plan than rank 0"), "{stderr}");
+    // Other settings (here the wire format) stop `--comm-only` as they stop training.
+    let common = ["--comm-only", "--steps", "2"];
+    let out = mpirun(
+        &[
+            &["-n", "1", mlp.to_str().unwrap()][..],
+            &common,
+            &[":", "-n", "1", mlp.to_str().unwrap()],
+            &common,
+            &["--grad-comm", "bf16"],
+        ]
+        .concat(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("ranks disagree on the gradients' wire formats: rank(s) [1]"),
+        "{stderr}"
+    );
 }
 
 /// Each rank reads its own command line: ranks given other settings than rank 0's stop before

@@ -16,6 +16,10 @@ use crate::args::TrainArgs;
 /// Runs `args.steps` communication-only steps of `M`'s buckets; reports like a training run.
 pub fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
     let schedule = M::SCHEDULE;
+    // As a training run: the same schedule, wire formats and settings on every rank, or none
+    // starts (another model's buckets would leave a collective waiting).
+    comm.check_same_schedule(&schedule)?;
+    train::agree_on_settings(&args.train_config(), comm)?;
     let mut buckets: Vec<GradBucket> =
         schedule.buckets.iter().enumerate().map(|(k, b)| GradBucket::zeros(k, b.numel)).collect();
     let mut in_flight: Vec<InFlight> = Vec::with_capacity(buckets.len());

@@ -96,7 +96,8 @@ impl Communicator {
 
     /// Sends every bucket's gradients in `format` (see `WireFormat`), whatever the schedule's
     /// `grad_comm` says (`--grad-comm`), and replaces an earlier choice. Every rank must choose
-    /// the same (the schedule handshake checks it). The GPU's NCCL sums stay FP32 for now (narrow
+    /// the same (the schedule handshake and the `Trainer` check it; after the model is built,
+    /// [`Communicator::agree_on_wire_formats`]). The GPU's NCCL sums stay FP32 for now (narrow
     /// formats are refused there).
     pub fn set_wire_format(&mut self, format: WireFormat) {
         self.wire.get_mut().chosen = Some(Chosen::All(format));
@@ -104,7 +105,7 @@ impl Communicator {
 
     /// Sends bucket `k`'s gradients (launch order) in `formats[k]`, and the buckets past the
     /// slice in FP32, instead of the schedule's formats; replaces an earlier choice (of
-    /// `set_wire_format` too). Every rank must choose the same (checked at the handshake).
+    /// `set_wire_format` too). Every rank must choose the same (checked as `set_wire_format`'s).
     pub fn set_bucket_wire_formats(&mut self, formats: &[WireFormat]) {
         self.wire.get_mut().chosen = Some(Chosen::ByBucket(formats.to_vec()));
     }

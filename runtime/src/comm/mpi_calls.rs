@@ -8,7 +8,6 @@ use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use mpi::datatype::PartitionMut;
 use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -28,28 +27,30 @@ pub(super) fn gather_to_root(world: &SimpleCommunicator, data: &[u64], aborting:
     Some(gather_arrived(world, data))
 }
 
+/// Each rank's length gathered, then its data sent to rank 0 in pieces of at most `MAX_COUNT`
+/// (MPI's counts and displacements are `int`: a gather of every rank's data in one call would
+/// pass them at 2^31 words in all). The communication thread makes no other point-to-point
+/// calls, so the pieces from a rank arrive in order, and none else.
 fn gather_arrived(world: &SimpleCommunicator, data: &[u64]) -> Gathered {
     let root = world.process_at_rank(0);
-    let count = mpi::Count::try_from(data.len()).expect("a rank's trace fits in an MPI count");
+    let length = data.len() as u64;
     if world.rank() != 0 {
-        root.gather_into(&count);
-        root.gather_varcount_into(data);
+        root.gather_into(&length);
+        data.chunks(MAX_COUNT).for_each(|piece| root.send(piece));
         return None;
     }
-    let mut counts = vec![0 as mpi::Count; world.size() as usize];
-    root.gather_into_root(&count, &mut counts[..]);
-    let displs: Vec<mpi::Count> = counts
-        .iter()
-        .scan(0, |at, &c| {
-            let d = *at;
-            *at += c;
-            Some(d)
-        })
-        .collect();
-    let total = counts.iter().map(|&c| c as usize).sum();
-    let mut all = vec![0u64; total];
-    root.gather_varcount_into_root(data, &mut PartitionMut::new(&mut all[..], &counts[..], &displs[..]));
-    Some(displs.iter().zip(&counts).map(|(&d, &c)| all[d as usize..(d + c) as usize].to_vec()).collect())
+    let mut lengths = vec![0u64; world.size() as usize];
+    root.gather_into_root(&length, &mut lengths[..]);
+    let mut all = vec![data.to_vec()];
+    for (rank, &length) in lengths.iter().enumerate().skip(1) {
+        let mut from = vec![0u64; length as usize];
+        let sender = world.process_at_rank(rank as i32);
+        for piece in from.chunks_mut(MAX_COUNT) {
+            sender.receive_into(piece);
+        }
+        all.push(from);
+    }
+    Some(all)
 }
 
 extern "C" {

@@ -134,15 +134,26 @@ impl Communicator {
         if !differing.is_empty() {
             return Err(Error::ScheduleMismatch { model: schedule.model.to_string(), differing, fingerprints });
         }
-        // The schedule's wire formats, unless the run chose one for all; every rank the same.
-        let formats = self.all_gather_u64(self.wire.borrow().override_code())?;
-        if let Some(rank) = formats.iter().position(|&f| f != formats[0]) {
-            return Err(Error::Config(format!(
-                "ranks disagree on the gradients' wire formats: rank {rank} chose others than rank 0 (`CommConfig::grad_comm`)"
-            )));
-        }
+        self.agree_on_wire_formats()?;
         self.wire.borrow_mut().schedule = schedule.buckets.iter().map(|b| b.wire).collect();
         self.agree_on_sharding(schedule)
+    }
+
+    /// Fails on every rank unless all of them send the gradients in the same formats (the
+    /// schedule's, unless the run chose others): a rank sending bf16 where another reads FP32
+    /// would sum garbage, or leave one collective waiting for another. The schedule handshake and
+    /// the `Trainer` (after `TrainConfig::comm`) ask; a loop of one's own that changes the
+    /// formats after the model was built asks itself. Collective.
+    pub fn agree_on_wire_formats(&self) -> Result<()> {
+        let formats = self.all_gather_u64(self.wire.borrow().override_code())?;
+        let others: Vec<usize> = (1..formats.len()).filter(|&r| formats[r] != formats[0]).collect();
+        if !others.is_empty() {
+            return Err(Error::Config(format!(
+                "ranks disagree on the gradients' wire formats: rank(s) {others:?} chose others than rank 0 \
+                 (`CommConfig::grad_comm`, `Communicator::set_wire_format`)"
+            )));
+        }
+        Ok(())
     }
 
     /// Fails on every rank unless all of them shard the optimizer state (or none does), with

@@ -14,8 +14,9 @@ use crate::config::{Device, OptimizerKind, TrainConfig};
 use crate::error::{Error, Result};
 
 /// Fails on every rank, naming each setting that differs from rank 0's and the ranks that
-/// differ, unless every rank runs with the same settings (collective).
-pub(super) fn check(config: &TrainConfig, comm: &Communicator) -> Result<()> {
+/// differ, unless every rank runs with the same settings (collective): what a `Trainer` run
+/// checks before step 1, and a front end's run of its own kind (`--comm-only`) too.
+pub fn agree_on_settings(config: &TrainConfig, comm: &Communicator) -> Result<()> {
     agree(comm, &shared(config, comm))
 }
 

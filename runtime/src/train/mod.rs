@@ -33,7 +33,7 @@ use crate::backend::CpuBackend;
 pub use crate::config::{Device, OptimizerConfig, OptimizerKind, SaveConfig, TrainConfig, ValidationConfig};
 pub use crate::error::signal_name;
 pub use crate::observe::{ObserveConfig, ReportFormat};
-pub use agreement::{agree, agree_on_outcome};
+pub use agreement::{agree, agree_on_outcome, agree_on_settings};
 use preflight::{check, claim_outputs, resume};
 pub use preflight::{check_recording, on_rank0};
 pub use progress::{NoProgress, Progress};
@@ -230,7 +230,8 @@ impl<'c> Trainer<'c> {
             ));
         }
         comm.apply(&config.comm)?;
-        agreement::check(&config, comm)?;
+        agreement::agree_on_settings(&config, comm)?;
+        comm.agree_on_wire_formats()?;
         comm.agree_on_sharding(&M::SCHEDULE)?;
         check::<M>(&config, data, comm.world_size())?;
         preflight::check_lendable(&config, comm, model)?;
