@@ -118,6 +118,65 @@ fn ranks_train_with_powersgd() {
     assert!(hashes.iter().all(|&h| h == hashes[0]), "every rank holds the same parameters: {hashes:x?}");
 }
 
+/// `Classifier` compressed from its second step on.
+#[distributed_model(bucket_cap_mb = 0.25, first_bucket_mb = 0.0625, grad_comm = powersgd(rank = 2, start_iter = 1))]
+pub struct EarlyLowRank {
+    fc1: Linear<64, 256>,
+    act1: Tanh,
+    fc2: Linear<256, 256>,
+    act2: Tanh,
+    head: Linear<256, 10>,
+}
+
+/// Cross-entropy whose gradient holds a NaN from its fourth call on (its loss stays finite).
+struct NanGradientLater(std::cell::Cell<u32>);
+
+impl overlap::Loss for NanGradientLater {
+    fn loss_and_gradient(
+        &self,
+        output: &overlap::Matrix,
+        batch: &overlap::Batch,
+        grad: &mut overlap::Matrix,
+    ) -> overlap::Result<f32> {
+        let loss = CrossEntropyLoss.loss_and_gradient(output, batch, grad)?;
+        self.0.set(self.0.get() + 1);
+        if self.0.get() >= 4 {
+            grad.as_mut_slice()[0] = f32::NAN;
+        }
+        Ok(loss)
+    }
+}
+
+#[test]
+fn two_ranks_name_a_non_finite_factor() {
+    if !common::mpirun_available() {
+        return;
+    }
+    common::run_on_two_ranks_each_way("ranks_name_a_non_finite_factor");
+}
+
+/// `--check-finite` on a compressed bucket finds the NaN in the factor P's sums: every rank names
+/// it as PowerSGD's factor (not a parameter at P's offset), with overlap and without (where the
+/// error was lost, and the wait point said the communication thread had died).
+#[test]
+#[ignore = "runs under mpirun, started by two_ranks_name_a_non_finite_factor"]
+fn ranks_name_a_non_finite_factor() {
+    let comm = common::test_communicator();
+    let mut model = EarlyLowRank::new(&comm, 5).unwrap();
+    let mut data = SyntheticClassification::new(9, 64, 10);
+    let settings = overlap::CommConfig { check_finite: true, ..comm.config() };
+    let error = Trainer::new(&comm)
+        .optimizer(OptimizerConfig::sgd(0.05))
+        .steps(6)
+        .batch(32)
+        .comm(settings)
+        .report(ReportFormat::Off, None)
+        .fit(&mut model, &mut data, &NanGradientLater(std::cell::Cell::new(0)))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("non-finite value NaN in PowerSGD's factor P of bucket b"), "{error}");
+}
+
 /// The parameter hash after `steps` steps of `LowRankClassifier`, saving into `save` at the end
 /// or resuming from `resume` first.
 fn run_low_rank(comm: &Communicator, steps: u64, save: Option<&Path>, resume: Option<&Path>) -> u64 {

@@ -38,6 +38,11 @@ pub enum Error {
         "non-finite gradient {value} in bucket b{bucket} at element {offset} after the all-reduce (`CommConfig::check_finite`)"
     )]
     NonFiniteGradient { bucket: usize, offset: usize, value: f32 },
+    #[error(
+        "non-finite value {value} in PowerSGD's factor {factor} of bucket b{bucket} after its all-reduce \
+         (`CommConfig::check_finite`): a gradient of the bucket's layers is not finite on some rank"
+    )]
+    NonFiniteFactor { bucket: usize, factor: &'static str, value: f32 },
     #[error("non-finite gradient {value} in `{param}` (element {element}) at step {step}, after the all-reduce (`CommConfig::check_finite`)")]
     NonFiniteParameter { param: String, element: usize, step: u64, value: f32 },
     #[error(

@@ -297,6 +297,10 @@ pub(crate) struct Reduced {
     pub bucket: GradBucket,
     pub started: Instant,
     pub finished: Instant,
+    /// What failed on the way, for the wait point to report: a low-rank bucket's exchanges, run
+    /// back to back after backward (`Communicator::low_rank_after_backward`), end in the bucket
+    /// handed back with their error.
+    pub failure: Option<Error>,
 }
 
 /// A bucket being all-reduced. The only way back to the data is `wait`.
@@ -362,6 +366,9 @@ impl InFlight {
                     Undelivered::Abandoned => Error::CommThreadDied("reducing a gradient bucket"),
                 })?;
                 record(Activity::Wait { bucket: self.index as u32 }, blocked, Instant::now());
+                if let Some(failure) = reduced.failure {
+                    return Err(failure);
+                }
                 let (started, finished) = (reduced.started, reduced.finished);
                 if reduced.bucket.sharding == Sharding::Sharded {
                     record_reduce_scatter(self.index, bytes, queued, started, finished);

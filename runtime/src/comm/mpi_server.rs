@@ -200,7 +200,7 @@ fn serve_requests(
                         abort(world);
                     }
                 }
-                let mut reduced = Reduced { bucket, started, finished: Instant::now() };
+                let mut reduced = Reduced { bucket, started, finished: Instant::now(), failure: None };
                 // After `finished`: the all-reduce's time (the trace, the report, a written
                 // profile) stays the transport's alone.
                 if sharding == Sharding::Whole {

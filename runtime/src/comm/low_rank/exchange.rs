@@ -70,29 +70,41 @@ impl Communicator {
     }
 
     /// Runs a held low-rank bucket's three stages back to back (`backward_done` without
-    /// overlap) and hands it to `reply`; a failure reaches the wait point (as timed out, or,
-    /// the reply dropped, as lost).
+    /// overlap) and hands it to `reply`; a failure reaches the wait point (a timeout as timed
+    /// out, any other with the bucket handed back).
     pub(in crate::comm) fn low_rank_after_backward(
         &self,
         t: &MpiThread,
         mut bucket: GradBucket,
         reply: Reply<Reduced>,
     ) {
-        let stages = || -> Result<GradBucket> {
-            let p = self.exchange_now(t, compress(&mut bucket))?;
-            let q = self.exchange_now(t, project(&mut bucket, p))?;
+        let mut stages = || -> Result<()> {
+            let p = self.exchange_now(t, compress(&mut bucket)).map_err(|e| in_factor(e, "P"))?;
+            let q = self.exchange_now(t, project(&mut bucket, p)).map_err(|e| in_factor(e, "Q"))?;
             decompress(&mut bucket, q);
-            Ok(bucket)
+            Ok(())
         };
-        match stages() {
-            // Its exchanges are in the trace already: this adds nothing to them.
-            Ok(bucket) => {
-                let now = Instant::now();
-                reply.send(Reduced { bucket, started: now, finished: now })
+        let failure = match stages() {
+            Ok(()) => None,
+            Err(Error::CommTimeout { .. }) => {
+                self.mailboxes.borrow().iter().for_each(|m| m.give_up());
+                return;
             }
-            Err(Error::CommTimeout { .. }) => self.mailboxes.borrow().iter().for_each(|m| m.give_up()),
-            Err(_) => {}
-        }
+            Err(e) => Some(e),
+        };
+        // Its exchanges are in the trace already: this adds nothing to them.
+        let now = Instant::now();
+        reply.send(Reduced { bucket, started: now, finished: now, failure });
+    }
+}
+
+/// `error` from summing a low-rank bucket's factor `factor` ("P" or "Q"): a non-finite sum
+/// there sits at an offset of the factor, not of the bucket's parameters, so it is named as the
+/// factor's.
+pub(super) fn in_factor(error: Error, factor: &'static str) -> Error {
+    match error {
+        Error::NonFiniteGradient { bucket, value, .. } => Error::NonFiniteFactor { bucket, factor, value },
+        other => other,
     }
 }
 
@@ -107,7 +119,7 @@ impl LowRankP {
                     let q = project(&mut bucket, p);
                     LowRankQ::Summing { bucket, q: comm.all_reduce_async(q) }
                 }
-                Err(e) => LowRankQ::Failed(e),
+                Err(e) => LowRankQ::Failed(in_factor(e, "P")),
             },
         }
     }

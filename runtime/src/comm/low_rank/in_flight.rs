@@ -51,7 +51,7 @@ impl LowRankQ {
         match self {
             LowRankQ::Whole(whole) => whole.wait(),
             LowRankQ::Summing { mut bucket, q } => {
-                let q = q.wait()?;
+                let q = q.wait().map_err(|e| super::exchange::in_factor(e, "Q"))?;
                 decompress(&mut bucket, q);
                 Ok(bucket)
             }
