@@ -17,16 +17,17 @@ use crate::optim::GradClip;
 /// refused past that by the macro, but a bucket of many may hold more).
 const PIECE: usize = i32::MAX as usize;
 
-/// The launches for a bucket of `len` elements: as many on every rank (a rank's shard is no
-/// longer than its bucket), so that the partial sums NCCL adds over the ranks line up.
-fn launches(len: usize, piece: usize) -> usize {
-    len.div_ceil(piece).max(1)
+/// The launches of `size` elements at most for a bucket of `len`: as many on every rank (a
+/// rank's shard is no longer than its bucket), so that the partial sums NCCL adds over the
+/// ranks line up.
+fn launches(len: usize, size: usize) -> usize {
+    len.div_ceil(size).max(1)
 }
 
-/// Launch `j`'s part of `counted`: `piece` elements or fewer, empty past its end.
-fn piece(counted: &Range<usize>, j: usize, piece: usize) -> Range<usize> {
-    let start = j.saturating_mul(piece).saturating_add(counted.start).min(counted.end);
-    start..start.saturating_add(piece).min(counted.end)
+/// Launch `j`'s part of `counted`: `size` elements or fewer, empty past its end.
+fn piece(counted: &Range<usize>, j: usize, size: usize) -> Range<usize> {
+    let start = j.saturating_mul(size).saturating_add(counted.start).min(counted.end);
+    start..start.saturating_add(size).min(counted.end)
 }
 
 /// The partial sums of squares, `CLIP_BLOCKS` per launch (one per bucket but for buckets past
@@ -61,8 +62,8 @@ impl ClipPartials {
             let counted = shards.map_or(0..bucket.len(), |shards| shards[k].clone());
             for j in 0..launches(bucket.len(), PIECE) {
                 let mut out = partials.slice_mut(slot * CLIP_BLOCKS..(slot + 1) * CLIP_BLOCKS);
-                let piece = piece(&counted, j, PIECE);
-                ops::sum_squares(gpu, piece.len(), bucket.slice(piece), &mut out)?;
+                let part = piece(&counted, j, PIECE);
+                ops::sum_squares(gpu, part.len(), bucket.slice(part), &mut out)?;
                 slot += 1;
             }
         }
