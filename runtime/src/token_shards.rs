@@ -10,6 +10,7 @@
 //! tokens (nanoGPT's vocabulary: the sorted distinct characters) in training and validation
 //! shards, with the vocabulary in a file beside them.
 
+mod format;
 mod reader;
 
 use std::io::Write;
@@ -18,15 +19,10 @@ use std::path::{Path, PathBuf};
 use crate::content_hash::ContentHash;
 use crate::data::{Batch, Dataset};
 use crate::error::{Error, Result};
+pub use format::{HEADER_INTS, MAGIC, VERSION};
 pub use reader::read_shard;
 use reader::ShardFile;
 
-/// The first int32 of a shard's header.
-pub const MAGIC: i32 = 20240520;
-/// The version of the format with uint16 tokens.
-pub const VERSION: i32 = 1;
-/// Header length, in int32s.
-pub const HEADER_INTS: usize = 256;
 /// The file `prepare_characters` writes the vocabulary to, beside the shards: the characters
 /// of token 0, 1, ..., as UTF-8.
 pub const VOCABULARY_FILE: &str = "vocabulary.txt";

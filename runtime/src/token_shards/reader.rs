@@ -9,7 +9,7 @@ use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::{HEADER_INTS, MAGIC, VERSION};
+use super::format::{HEADER_INTS, MAGIC, VERSION};
 use crate::content_hash::ContentHash;
 use crate::error::{Error, Result};
 

@@ -10,7 +10,7 @@ use super::super::mailbox::{Mailbox, Reply};
 use super::super::mode::CommMode;
 use super::super::mpi_thread::MpiThread;
 use super::super::{Communicator, Held};
-use super::in_flight::{compress, decompress, project, LowRankP, LowRankQ};
+use super::in_flight::{compress, decompress, in_factor, project, LowRankP, LowRankQ};
 use crate::error::{Error, Result};
 use crate::optim::Optimizer;
 
@@ -95,16 +95,6 @@ impl Communicator {
         // Its exchanges are in the trace already: this adds nothing to them.
         let now = Instant::now();
         reply.send(Reduced { bucket, started: now, finished: now, failure });
-    }
-}
-
-/// `error` from summing a low-rank bucket's factor `factor` ("P" or "Q"): a non-finite sum
-/// there sits at an offset of the factor, not of the bucket's parameters, so it is named as the
-/// factor's.
-pub(super) fn in_factor(error: Error, factor: &'static str) -> Error {
-    match error {
-        Error::NonFiniteGradient { bucket, value, .. } => Error::NonFiniteFactor { bucket, factor, value },
-        other => other,
     }
 }
 

@@ -51,12 +51,22 @@ impl LowRankQ {
         match self {
             LowRankQ::Whole(whole) => whole.wait(),
             LowRankQ::Summing { mut bucket, q } => {
-                let q = q.wait().map_err(|e| super::exchange::in_factor(e, "Q"))?;
+                let q = q.wait().map_err(|e| in_factor(e, "Q"))?;
                 decompress(&mut bucket, q);
                 Ok(bucket)
             }
             LowRankQ::Failed(e) => Err(e),
         }
+    }
+}
+
+/// `error` from summing a low-rank bucket's factor `factor` ("P" or "Q"): a non-finite sum
+/// there sits at an offset of the factor, not of the bucket's parameters, so it is named as the
+/// factor's.
+pub(super) fn in_factor(error: Error, factor: &'static str) -> Error {
+    match error {
+        Error::NonFiniteGradient { bucket, value, .. } => Error::NonFiniteFactor { bucket, factor, value },
+        other => other,
     }
 }
 
