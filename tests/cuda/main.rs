@@ -116,14 +116,14 @@ struct PastTheClasses;
 
 impl overlap::Dataset for PastTheClasses {
     fn fill(&mut self, _first: u64, rows: usize, batch: &mut overlap::Batch) -> overlap::Result<()> {
-        batch.inputs.resize(rows, 8);
+        batch.inputs.resize(rows, 16);
         batch.inputs.as_mut_slice().fill(0.5);
-        batch.labels = (0..rows).map(|r| if r == 3 { 2 } else { 1 }).collect();
+        batch.labels = (0..rows).map(|r| if r == 3 { 5 } else { 1 }).collect();
         Ok(())
     }
 
     fn features(&self) -> usize {
-        8
+        16
     }
 }
 
@@ -136,21 +136,14 @@ fn a_label_past_the_classes_is_the_cpus_error_on_the_gpu() {
     let messages: Vec<String> = [Device::Cpu, Device::Cuda { gpu: Some(0) }]
         .into_iter()
         .map(|device| {
-            let mut model = WithoutUserLayer::new(&comm, 1).unwrap();
+            let mut model = Probe::new(&comm, 1).unwrap();
             let trainer = Trainer::new(&comm).steps(1).batch(4).device(device).report(ReportFormat::Off, None);
             let error = trainer.fit(&mut model, &mut PastTheClasses, &CrossEntropyLoss).unwrap_err();
             error.to_string()
         })
         .collect();
-    assert!(messages[0].contains("label 2 of row 3 is not one of the model's 2 classes"), "{}", messages[0]);
+    assert!(messages[0].contains("label 5 of row 3 is not one of the model's 5 classes"), "{}", messages[0]);
     assert_eq!(messages[1], messages[0]);
-}
-
-/// `WithUserLayer` without its user layer: built-in layers only.
-#[distributed_model]
-pub struct WithoutUserLayer {
-    fc: Linear<8, 8>,
-    head: Linear<8, 2>,
 }
 
 #[test]
