@@ -11,6 +11,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # OpenMPI refuses to run as root (CI containers) unless told it is intended.
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
+# Some machines set OPENBLAS_CORETYPE for every process; the examples keep a value they inherit,
+# so a benchmark would measure the kernels it forces (Haswell's AVX2 ones on an AVX-512 CPU ran
+# the GPT's step 1.65x slower). The benchmarks measure what the examples choose by themselves,
+# unless KEEP_OPENBLAS_CORETYPE=1 asks for the inherited choice.
+if "OPENBLAS_CORETYPE" in ENV and ENV.get("KEEP_OPENBLAS_CORETYPE") != "1":
+    inherited = ENV.pop("OPENBLAS_CORETYPE")
+    if "OVERLAP_CORETYPE_NOTED" not in os.environ:  # once, not again in each worker a script spawns
+        os.environ["OVERLAP_CORETYPE_NOTED"] = "1"
+        print(f"note: running the examples without the inherited OPENBLAS_CORETYPE={inherited}, so that they "
+              "run the kernels this CPU runs (KEEP_OPENBLAS_CORETYPE=1 keeps it)", file=sys.stderr)
+
 
 # More mpirun arguments, from the environment: `MPIRUN_ARGS="--bind-to none"` lets each rank's
 # threads use any core (mpirun binds each of two ranks to one core by default, so a rank's

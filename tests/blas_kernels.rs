@@ -13,6 +13,13 @@ use overlap_runtime::command_line::blas_core;
 
 /// The kernel sets OpenBLAS reported loading (`OPENBLAS_VERBOSE=2`), in order.
 fn cores_loaded(env: &[(&str, &str)]) -> Vec<String> {
+    let text = mlp_output(env);
+    assert!(!text.contains("note: OpenBLAS runs"), "the restart fixed what the note would say:\n{text}");
+    text.lines().filter_map(|l| l.strip_prefix("Core: ")).map(str::to_string).collect()
+}
+
+/// One step of `mlp`, its kernel sets reported, with `env` added: what it printed.
+fn mlp_output(env: &[(&str, &str)]) -> String {
     let out = Command::new(example("mlp"))
         .args(["--steps", "1", "--batch", "4", "--report", "off"])
         .env_remove(blas_core::CORETYPE_VARIABLE)
@@ -22,8 +29,7 @@ fn cores_loaded(env: &[(&str, &str)]) -> Vec<String> {
         .unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{text}");
-    assert!(!text.contains("note: OpenBLAS runs"), "the restart fixed what the note would say:\n{text}");
-    text.lines().filter_map(|l| l.strip_prefix("Core: ")).map(str::to_string).collect()
+    text
 }
 
 #[test]
@@ -56,6 +62,21 @@ fn the_command_line_runs_the_kernels_this_cpu_runs() {
 fn a_users_choice_of_kernels_stands() {
     let cores = cores_loaded(&[(blas_core::CORETYPE_VARIABLE, "Haswell")]);
     assert_eq!(cores, ["Haswell"]);
+}
+
+#[test]
+fn a_choice_below_what_the_cpu_runs_is_named_with_its_cost() {
+    let text = mlp_output(&[(blas_core::CORETYPE_VARIABLE, "Haswell")]);
+    let note = text.lines().find(|l| l.starts_with("note: OPENBLAS_CORETYPE is set"));
+    match blas_core::fitting() {
+        // An AVX-512 CPU: Haswell's kernels are below what it runs, and the note says so.
+        Some(fitting) if fitting != "Haswell" => {
+            let note = note.unwrap_or_else(|| panic!("no note on a CPU that runs {fitting}:\n{text}"));
+            assert!(note.contains("the Haswell kernels") && note.contains(&format!("set it to {fitting}")), "{note}");
+        }
+        // Haswell is the best this CPU runs (or it runs none of these): nothing to say.
+        _ => assert!(note.is_none(), "{text}"),
+    }
 }
 
 /// `--cuda-libraries` names the kernel set the program runs, the one `scripts/gpu-check.sh`

@@ -444,33 +444,70 @@ fn a_lock_file_that_is_a_link_is_refused_and_its_target_untouched() {
 }
 
 #[test]
+fn comm_only_says_that_it_sends_powersgds_buckets_whole() {
+    if !common::mpirun_available() {
+        return;
+    }
+    let exe = example("mlp_powersgd");
+    let run = |extra: &[&str]| {
+        let out =
+            common::mpirun(&[&["-n", "2", exe.to_str().unwrap(), "--comm-only", "--steps", "2"][..], extra].concat());
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{text}");
+        text
+    };
+    let text = run(&[]);
+    assert!(text.contains("note: Mlp sends PowerSGD's factors") && text.contains("whole in FP32"), "{text}");
+    // Sent whole by choice, as training then sends them: nothing to say.
+    let text = run(&["--grad-comm", "fp32"]);
+    assert!(!text.contains("PowerSGD's factors"), "{text}");
+}
+
+#[test]
 fn compute_only_on_several_ranks_saves_nothing_as_the_runs_result() {
     if !common::mpirun_available() {
         return;
     }
     let root = scratch("compute-only-save");
     let ck = root.path().join("ck");
-    let exe = example("mlp");
-    for output in ["--save", "--save-params"] {
-        let out = common::mpirun(&[
-            "-n",
-            "2",
-            exe.to_str().unwrap(),
-            "--compute-only",
-            "--steps",
-            "2",
-            "--batch",
-            "4",
-            output,
-            ck.to_str().unwrap(),
-        ]);
+    let text_file = root.path().join("text.txt");
+    std::fs::write(&text_file, "a text of a few characters, long enough to hold a window or two\n".repeat(8)).unwrap();
+    let (ck, text_file) = (ck.to_str().unwrap(), text_file.to_str().unwrap());
+    // Each a result of the run: its parameters, or a loss or a sample of them.
+    let results = [
+        ("mlp", &["--save", ck][..], "--save"),
+        ("mlp", &["--save-params", ck], "--save-params"),
+        ("mlp", &["--eval-every", "1"], "a held-out loss (--eval-every)"),
+        ("gpt", &["--text", text_file, "--context", "8", "--eval-every", "0", "--sample", "5"], "--sample"),
+    ];
+    for (name, flags, named) in results {
+        let exe = example(name);
+        let common = [exe.to_str().unwrap(), "--compute-only", "--steps", "2", "--batch", "4"];
+        let out = common::mpirun(&[&["-n", "2"][..], &common, flags].concat());
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(!out.status.success(), "{output} with --compute-only on 2 ranks was accepted:\n{text}");
-        assert!(text.contains("--compute-only sums no gradients") && text.contains(output), "{text}");
+        assert!(!out.status.success(), "{flags:?} with --compute-only on 2 ranks was accepted:\n{text}");
+        assert!(text.contains("sums no gradients") && text.contains(named), "{text}");
     }
+    // The example's own default held-out loss is left out, with a note; asked for, it is refused (above).
+    let exe = example("gpt");
+    let default_eval = [
+        exe.to_str().unwrap(),
+        "--compute-only",
+        "--steps",
+        "2",
+        "--batch",
+        "4",
+        "--text",
+        text_file,
+        "--context",
+        "8",
+    ];
+    let out = common::mpirun(&[&["-n", "2"][..], &default_eval].concat());
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("the example's --eval-every is not applied"), "{text}");
+    assert!(!text.contains("validation loss"), "{text}");
     // One rank has nothing to sum: its parameters are the run's.
-    let (ok, text) =
-        mlp(&["--compute-only", "--steps", "2", "--batch", "4", "--save-params", ck.join("p").to_str().unwrap()]);
+    let (ok, text) = mlp(&["--compute-only", "--steps", "2", "--batch", "4", "--save-params", &format!("{ck}/p")]);
     assert!(ok, "{text}");
 }
 

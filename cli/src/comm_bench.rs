@@ -1,7 +1,8 @@
 //! `--comm-only`: the communication of a training step without its compute. Each step launches
 //! the all-reduce of every bucket of the model's schedule, in launch order, then waits for each;
 //! the buckets have the model's sizes, so this is the `communication` term of the bound
-//! `max(compute, communication)`, measured under the same communicator, thread and link.
+//! `max(compute, communication)`, measured under the same communicator, thread and link (for a
+//! model compiled with PowerSGD, that of the steps that send its buckets whole: a note says so).
 
 use std::time::Instant;
 
@@ -41,6 +42,15 @@ pub fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result
             "note: {} shards its optimizer state, so its steps reduce-scatter each bucket and all-gather it in \
              the next forward; --comm-only times whole all-reduces, which move the same bytes in one collective",
             schedule.model
+        ));
+    }
+    let compressed = schedule.buckets.iter().find_map(|b| b.low_rank).filter(|_| args.grad_comm.is_none());
+    if let (Some(low_rank), true, 0) = (compressed, comm.world_size() > 1, comm.rank()) {
+        console::err_line(&format!(
+            "note: {} sends PowerSGD's factors after its first {} steps ({low_rank}); they are computed from the \
+             gradients, which --comm-only does not compute, so it times every bucket sent whole in FP32, as those \
+             first steps send them (the report of a training run shows the factors' bytes)",
+            schedule.model, low_rank.start_iter
         ));
     }
     let mut times = Vec::with_capacity(args.steps.min(1 << 20) as usize);

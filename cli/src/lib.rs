@@ -125,6 +125,28 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
     if args.comm_only {
         return comm_bench::run::<M>(args, comm);
     }
+    let world = comm.world_size();
+    if args.compute_only && world > 1 {
+        // As the `Trainer` refuses to save them or measure their held-out loss: no rank's
+        // parameters are the run's result.
+        if args.sample > 0 {
+            return Err(Error::Config(format!(
+                "--compute-only sums no gradients, so on {world} ranks each rank's parameters drift apart and none \
+                 is the run's result: it has nothing to do with --sample"
+            )));
+        }
+        if args.validation_every().is_some() && !args.gave("eval_every") {
+            if comm.rank() == 0 {
+                console::err_line(&format!(
+                    "note: --compute-only on {world} ranks measures no held-out loss (each rank's parameters drift \
+                     apart): the example's --eval-every is not applied"
+                ));
+            }
+            let mut without = args.clone();
+            without.eval_every = Some(0);
+            return train::<M>(&without, comm).map(drop);
+        }
+    }
     train::<M>(args, comm).map(drop)
 }
 

@@ -5,7 +5,7 @@
 
 use overlap_runtime::{Error, Result};
 
-use crate::args::{OptimizerKind, ReportFormat, TrainArgs};
+use crate::args::{Device, OptimizerKind, ReportFormat, TrainArgs};
 
 /// Why a run-time choice is not in what `--print-schedule` prints.
 const AS_COMPILED: &str = "on --print-schedule, which prints a schedule as planned (a run's choice is in its report)";
@@ -120,6 +120,18 @@ pub fn notes(args: &TrainArgs, world: usize) -> Vec<String> {
         (args.report == ReportFormat::Off && given("report_every"), "--report-every", "with --report off"),
         (args.compute_only && args.link.is_some(), "--link", "with --compute-only: nothing is all-reduced"),
         (world == 1 && given("all_reduce"), "--all-reduce", "with one rank: there is nothing to all-reduce"),
+        (args.compute_only && given("all_reduce"), "--all-reduce", "with --compute-only: nothing is all-reduced"),
+        (
+            args.device == Device::Cuda && given("all_reduce"),
+            "--all-reduce",
+            "with --device cuda: NCCL sums the gradients",
+        ),
+        (args.comm_only && given("threads"), "--threads", "with --comm-only: nothing is computed"),
+        (
+            args.comm_only && given("log_every"),
+            "--log-every",
+            "with --comm-only: it logs no steps (its last line and report give the median step)",
+        ),
         (
             world == 1 && args.comm_only,
             "--comm-only",
@@ -219,6 +231,23 @@ mod tests {
         );
         let adamw = ["--optimizer", "adamw", "--decay-on", "matrices"];
         assert!(notes(&parse(&adamw), 2).is_empty(), "AdamW decays by default");
+        assert!(notes(&parse(&["--all-reduce", "mpi"]), 2).is_empty(), "it chooses the CPU's transport");
+        let untransported = [
+            (&["--compute-only", "--all-reduce", "mpi"][..], "with --compute-only: nothing is all-reduced"),
+            (&["--device", "cuda", "--all-reduce", "mpi"], "with --device cuda: NCCL sums the gradients"),
+        ];
+        for (flags, why) in untransported {
+            assert_eq!(notes(&parse(flags), 2), [format!("note: --all-reduce has no effect {why}")], "{flags:?}");
+        }
+        let timing = notes(&parse(&["--comm-only", "--threads", "2", "--log-every", "1"]), 2);
+        assert_eq!(
+            timing,
+            [
+                "note: --threads has no effect with --comm-only: nothing is computed",
+                "note: --log-every has no effect with --comm-only: it logs no steps (its last line and report give \
+                 the median step)"
+            ]
+        );
     }
 
     #[test]

@@ -95,6 +95,28 @@ pub fn mismatch() -> Option<&'static str> {
     better(&chosen(), fitting())
 }
 
+/// What rank 0 tells a user whose products run on kernels below what the CPU runs: the variable
+/// to set where the program could not restart itself (a `Trainer` of their own), or, where
+/// `OPENBLAS_CORETYPE` was set (some machines set it for every process), that the value set is
+/// what costs the speed. The choice stands either way; only the note says what it costs.
+pub fn slower_kernels_note() -> Option<String> {
+    if cfg!(feature = "mkl") {
+        return None;
+    }
+    let chosen = chosen();
+    let fitting = better(&chosen, fitting())?;
+    Some(match std::env::var(CORETYPE_VARIABLE) {
+        Err(std::env::VarError::NotPresent) => format!(
+            "OpenBLAS runs its {chosen} kernels, and this CPU runs {fitting}'s (several times faster): set \
+             {CORETYPE_VARIABLE}={fitting} before the program starts"
+        ),
+        Ok(_) | Err(std::env::VarError::NotUnicode(_)) => format!(
+            "{CORETYPE_VARIABLE} is set, and OpenBLAS runs the {chosen} kernels it names; this CPU runs \
+             {fitting}'s (faster): unset {CORETYPE_VARIABLE} or set it to {fitting}"
+        ),
+    })
+}
+
 fn better(chosen: &str, fitting: Option<&'static str>) -> Option<&'static str> {
     fitting.filter(|&f| level(f) > level(chosen))
 }

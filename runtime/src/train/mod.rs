@@ -290,13 +290,10 @@ impl<'c> Trainer<'c> {
         if let (0, Some(note)) = (comm.rank(), config.optimizer.lr_schedule.unfinished_warm_up(base, config.steps)) {
             console::err_line(&format!("note: {note}"));
         }
-        if let (0, Device::Cpu, Some(fitting)) = (comm.rank(), config.device, crate::host::blas_core::mismatch()) {
-            console::err_line(&format!(
-                "note: OpenBLAS runs its {} kernels, and this CPU runs {fitting}'s (several times faster): set \
-                 {}={fitting} before the program starts",
-                crate::host::blas_core::chosen(),
-                crate::host::blas_core::CORETYPE_VARIABLE
-            ));
+        if let (0, Device::Cpu, Some(note)) =
+            (comm.rank(), config.device, crate::host::blas_core::slower_kernels_note())
+        {
+            console::err_line(&format!("note: {note}"));
         }
         let progress = if comm.rank() == 0 { &*progress } else { &NoProgress };
         // Listening until every output is written: a signal after the last step has begun lets

@@ -57,6 +57,8 @@ pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Datas
         let kept: Vec<&str> = [
             (config.save.is_some(), "`SaveConfig::dir`"),
             (config.save_params.is_some(), "`TrainConfig::save_params`"),
+            // The held-out loss would average the losses of as many different models.
+            (config.validation.is_some(), "a held-out loss (`TrainConfig::validation`)"),
         ]
         .into_iter()
         .filter_map(|(set, what)| set.then_some(what))
