@@ -131,6 +131,15 @@ fn a_sample_reads_back_no_further_than_training_did() {
     assert!(!by_default.contains("note:"), "{by_default}");
     let note = "note: --init-params was trained on sequences of 8 positions; sampling reads back 32";
     assert!(further.contains(note), "{further}");
+    // Sampling reads only the text's characters: a text shorter than one sample serves.
+    let mut characters: Vec<char> = TEXT.chars().collect();
+    characters.sort_unstable();
+    characters.dedup();
+    std::fs::write(dir.path().join("chars.txt"), characters.iter().collect::<String>()).unwrap();
+    let args = ["--text", "chars.txt", "--steps", "0", "--init-params", "p.st", "--sample", "40"];
+    let (ok, from_characters) = run("gpt", dir.path(), &args);
+    assert!(ok && characters.len() < 40, "{from_characters}");
+    assert_eq!(from_characters, by_default, "the same vocabulary, the same sample");
     // A file that records no vocabulary (nor positions) is read with the text's, and says so.
     common::write_params(&dir.path().join("bare.st"), &common::load_sorted_params(&dir.path().join("p.st")));
     let (ok, text) =

@@ -89,3 +89,31 @@ fn shards_and_settings_that_do_not_fit_are_refused_before_step_1() {
         assert!(!text.contains("step      1"), "{args:?}: refused only after training began:\n{text}");
     }
 }
+
+/// Shards without `vocabulary.txt` (llm.c's, or copied without it) resume a run trained on a
+/// text: its checkpoints keep the vocabulary the run started with, which later runs check.
+#[test]
+fn a_resumed_run_keeps_the_vocabulary_its_data_does_not_record() {
+    let dir = scratch("tokens-vocabulary");
+    std::fs::write(dir.path().join("play.txt"), TEXT.repeat(30)).unwrap();
+    let common = ["--context", "16", "--batch", "2", "--eval-every", "0", "--report", "off", "--save", "ck"];
+    let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--text", "play.txt", "--steps", "2"]].concat());
+    assert!(ok, "{text}");
+    let (ok, text) = run("prepare", dir.path(), &["--text", "play.txt", "--out", "shards"]);
+    assert!(ok, "{text}");
+    let vocabulary = std::fs::read_to_string(dir.path().join("shards/vocabulary.txt")).unwrap();
+    std::fs::remove_file(dir.path().join("shards/vocabulary.txt")).unwrap();
+    let (ok, text) =
+        run("gpt", dir.path(), &[&common[..], &["--tokens", "shards", "--steps", "3", "--resume", "ck"]].concat());
+    assert!(
+        ok && text.contains("note: the data records no vocabulary; the run's files keep the checkpoint's"),
+        "{text}"
+    );
+    let saved = dir.path().join("ck/step-00000003/model.safetensors");
+    assert_eq!(overlap::params_file::load_vocabulary(&saved).unwrap(), Some(vocabulary));
+    // So a text of other characters is still refused from that checkpoint.
+    std::fs::write(dir.path().join("other.txt"), "0123456789 ".repeat(40)).unwrap();
+    let (ok, text) =
+        run("gpt", dir.path(), &[&common[..], &["--text", "other.txt", "--steps", "4", "--resume", "ck"]].concat());
+    assert!(!ok && text.contains("step-00000003"), "{text}");
+}

@@ -18,9 +18,7 @@ use crate::args::TrainArgs;
 /// names one), shaped for the model's input and output.
 pub(crate) fn training_data<M: DistributedModel>(args: &TrainArgs) -> Result<TrainingData> {
     let schedule = M::SCHEDULE;
-    let (features, classes) = schedule.io_widths().ok_or_else(|| {
-        Error::Config(format!("{} has no layer with fixed widths, so its input size is unknown", schedule.model))
-    })?;
+    let (features, classes) = io_widths::<M>()?;
     if let Some(file) = &args.text {
         return text_data::<M>(file, args, features, classes);
     }
@@ -43,6 +41,14 @@ pub(crate) fn training_data<M: DistributedModel>(args: &TrainArgs) -> Result<Tra
     })
 }
 
+/// The model's input features and output classes.
+fn io_widths<M: DistributedModel>() -> Result<(usize, usize)> {
+    let schedule = M::SCHEDULE;
+    schedule.io_widths().ok_or_else(|| {
+        Error::Config(format!("{} has no layer with fixed widths, so its input size is unknown", schedule.model))
+    })
+}
+
 /// `--text FILE`, checked against a model that reads token ids and predicts a character.
 fn text_data<M: DistributedModel>(
     file: &Path,
@@ -50,17 +56,34 @@ fn text_data<M: DistributedModel>(
     features: usize,
     classes: usize,
 ) -> Result<TrainingData> {
-    let model = &M::SCHEDULE.model;
     let context = context::<M>("--text", args, features)?;
     let text = CharText::from_file(file, context, args.seed).map_err(|e| crate::flags::naming("--text", e))?;
+    check_vocabulary::<M>(file, &text, classes)?;
+    Ok(TrainingData::Text(text))
+}
+
+/// `--text FILE` for a sample alone (`--steps 0`), where only its characters (the vocabulary)
+/// are read: a text shorter than a sample serves as well. With the context the flags give
+/// (`--context`, or the position table's rows), which bounds how far back the sample reads.
+pub(crate) fn vocabulary_text<M: DistributedModel>(file: &Path, args: &TrainArgs) -> Result<(TrainingData, usize)> {
+    let (features, classes) = io_widths::<M>()?;
+    let context = context::<M>("--text", args, features)?;
+    let text = CharText::from_file(file, 1, args.seed).map_err(|e| crate::flags::naming("--text", e))?;
+    check_vocabulary::<M>(file, &text, classes)?;
+    Ok((TrainingData::Text(text), context))
+}
+
+/// No more distinct characters than the model predicts classes.
+fn check_vocabulary<M: DistributedModel>(file: &Path, text: &CharText, classes: usize) -> Result<()> {
     if text.vocab().len() > classes {
         return Err(Error::Config(format!(
-            "{}: {} distinct characters, but {model} predicts {classes} classes",
+            "{}: {} distinct characters, but {} predicts {classes} classes",
             file.display(),
-            text.vocab().len()
+            text.vocab().len(),
+            M::SCHEDULE.model
         )));
     }
-    Ok(TrainingData::Text(text))
+    Ok(())
 }
 
 /// `--tokens PATH`, checked against a model that reads token ids and predicts as many classes as

@@ -152,15 +152,15 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
 
 /// `--steps 0`: no training, a sample from the parameters `--init-params` loads.
 fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
-    if args.sample == 0 || args.init_params.is_none() || args.comm_only || args.text.is_none() {
+    let (Some(file), true, Some(_), false) = (&args.text, args.sample > 0, &args.init_params, args.comm_only) else {
         return Err(Error::Config(
             "--steps 0 trains nothing: it samples (--sample N) the characters of a --text from the parameters of \
              --init-params FILE"
                 .into(),
         ));
-    }
+    };
     unused_flags::refuse_with_sample_only(args)?;
-    let data = datasets::training_data::<M>(args)?;
+    let (data, context) = datasets::vocabulary_text::<M>(file, args)?;
     let (model, notes) = starting_model::<M>(args, comm, &data)?;
     if let (0, None, Some(text)) = (comm.rank(), &notes.vocabulary, &args.text) {
         console::err_line(&format!(
@@ -170,17 +170,18 @@ fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Re
         ));
     }
     match (comm.rank(), &data) {
-        (0, TrainingData::Text(text)) => print_sample(&model, text, sampled_positions(args, text, &notes), args),
+        (0, TrainingData::Text(text)) => print_sample(&model, text, sampled_positions(args, context, &notes), args),
         _ => Ok(()),
     }
 }
 
 /// How far back a sample from `--init-params` reads: `--context` where given (with a note when
 /// it passes the positions the file was trained on, whose rows of the position table training
-/// never reached), else those positions, where the file records them.
-fn sampled_positions(args: &TrainArgs, text: &CharText, notes: &FileNotes) -> usize {
+/// never reached), else those positions, where the file records them, else `context` (the
+/// position table's rows).
+fn sampled_positions(args: &TrainArgs, context: usize, notes: &FileNotes) -> usize {
     match (args.context, notes.positions) {
-        (None, Some(trained)) => trained.min(text.context()),
+        (None, Some(trained)) => trained.min(context),
         (Some(asked), Some(trained)) if asked > trained => {
             console::err_line(&format!(
                 "note: --init-params was trained on sequences of {trained} positions; sampling reads back {asked}, \
@@ -188,7 +189,7 @@ fn sampled_positions(args: &TrainArgs, text: &CharText, notes: &FileNotes) -> us
             ));
             asked
         }
-        _ => text.context(),
+        _ => context,
     }
 }
 

@@ -249,7 +249,7 @@ impl<'c> Trainer<'c> {
         // Hashing the samples reads them all: only for the runs that compare or record it.
         let compared = comm.world_size() > 1 || config.save.is_some() || config.resume.is_some();
         let data_fingerprint = if compared { data.fingerprint() } else { None };
-        let about = checkpoint::RunAbout {
+        let mut about = checkpoint::RunAbout {
             global_batch: config.global_batch(comm.world_size()),
             data: data.describe(),
             data_fingerprint: data_fingerprint.map(|hash| format!("{hash:016x}")),
@@ -265,7 +265,14 @@ impl<'c> Trainer<'c> {
         };
         // Each rank reads its own copy of the checkpoint: one that fails stops them all.
         let resumed = resume(&config, model, &mut optimizer, (comm.rank(), comm.world_size()), &about);
-        let (position, low_rank) = agree_on_outcome(comm, resumed, "load its copy of the checkpoint")?;
+        let preflight::Resumed { position, low_rank, vocabulary } =
+            agree_on_outcome(comm, resumed, "load its copy of the checkpoint")?;
+        if about.vocabulary.is_none() && vocabulary.is_some() {
+            if comm.rank() == 0 {
+                console::err_line("note: the data records no vocabulary; the run's files keep the checkpoint's");
+            }
+            about.vocabulary = vocabulary;
+        }
         let samples = (data_fingerprint, data.describe());
         same_start::check(comm, model, &optimizer, position, config.resume.is_some(), samples, held_out.as_deref())?;
         preflight::steps_left(&config, position)?;

@@ -384,18 +384,27 @@ pub(super) fn check_lendable<M: DistributedModel>(
     )))
 }
 
+/// Where training starts, and what a checkpoint brings besides parameters and optimizer state.
+pub(super) struct Resumed {
+    pub position: Position,
+    /// This rank's PowerSGD state, if any, for the buckets.
+    pub low_rank: Option<checkpoint::low_rank::Restored>,
+    /// The vocabulary the checkpoint records, which the run's files keep where its data
+    /// records none (token shards without `vocabulary.txt`): the ids still mean those characters.
+    pub vocabulary: Option<String>,
+}
+
 /// Where training starts: step 0, or the newest checkpoint of `resume` (loaded into `model`
-/// and `optimizer`; `steps_left` then checks it is before `steps`); with this rank's PowerSGD
-/// state, if any, for the buckets.
+/// and `optimizer`; `steps_left` then checks it is before `steps`).
 pub(super) fn resume<M: DistributedModel>(
     config: &TrainConfig,
     model: &mut M,
     optimizer: &mut ChosenOptimizer,
     (rank, world): (usize, usize),
     about: &checkpoint::RunAbout,
-) -> Result<(Position, Option<checkpoint::low_rank::Restored>)> {
+) -> Result<Resumed> {
     let mut position = Position { next_step: 0, samples_seen: 0 };
-    let mut low_rank = None;
+    let (mut low_rank, mut vocabulary) = (None, None);
     if let Some(dir) = &config.resume {
         let loaded = checkpoint::load(dir, model, optimizer, rank, world)?;
         low_rank = loaded.low_rank;
@@ -408,8 +417,8 @@ pub(super) fn resume<M: DistributedModel>(
                 about.global_batch
             )));
         }
-        let saved_vocabulary = loaded.run.as_ref().and_then(|r| r.vocabulary.as_deref());
-        if let (Some(saved), Some(now)) = (saved_vocabulary, about.vocabulary.as_deref()) {
+        vocabulary = loaded.run.as_ref().and_then(|r| r.vocabulary.clone());
+        if let (Some(saved), Some(now)) = (vocabulary.as_deref(), about.vocabulary.as_deref()) {
             if let Some(why) = crate::text::vocabulary_mismatch(saved, now) {
                 return Err(Error::Checkpoint(format!("{}: {why}", loaded.state_file.display())));
             }
@@ -427,7 +436,7 @@ pub(super) fn resume<M: DistributedModel>(
             }
         }
     }
-    Ok((position, low_rank))
+    Ok(Resumed { position, low_rank, vocabulary })
 }
 
 /// Fails unless a step is left to run from `position` (checked once the ranks agree on it).
