@@ -21,6 +21,10 @@ pub struct GpuParams {
     /// Per layer, the indices of its parameters in `Layer::PARAMS` order.
     by_layer: Vec<Vec<usize>>,
     pub(super) optimizer: GpuOptimizer,
+    /// By parameter index, a checkpoint's buffers this optimizer has no use for (SGD's momentum,
+    /// resumed without momentum): saved again in this run's checkpoints, as the CPU and PyTorch
+    /// keep a state they do not read.
+    carried: Vec<Option<Vec<Vec<f32>>>>,
 }
 
 impl GpuParams {
@@ -48,7 +52,7 @@ impl GpuParams {
             states.push(optimizer.new_state(gpu, kept)?);
         }
         let by_layer = schedule.layers.iter().map(|l| l.params.iter().map(|p| p.index).collect()).collect();
-        Ok(GpuParams { schedule, values, states, by_layer, optimizer })
+        Ok(GpuParams { schedule, values, states, by_layer, optimizer, carried: Vec::new() })
     }
 
     /// Parameter `param` (in `Layer::PARAMS` order) of layer `layer`.
@@ -108,7 +112,8 @@ impl GpuParams {
             into.set_step_count(step);
         }
         for (index, state) in self.states.iter().enumerate() {
-            if let Some(buffers) = state.download(gpu, &self.optimizer)? {
+            let carried = self.carried.get(index).and_then(Option::as_ref);
+            if let Some(buffers) = state.download(gpu, &self.optimizer)?.as_ref().or(carried) {
                 into.set_buffers(index, &buffers.iter().map(Vec::as_slice).collect::<Vec<_>>());
             }
         }
@@ -118,9 +123,12 @@ impl GpuParams {
     /// Restores the optimizer state a checkpoint loaded into `from` (the parameters came with
     /// the host model this was built from).
     pub fn load_state(&mut self, gpu: &Gpu, from: &ChosenOptimizer) -> Result<()> {
-        // A checkpoint's momentum buffers, resumed without momentum, have nothing to go to (as
-        // on the CPU, which then keeps none either).
+        // A checkpoint's momentum buffers, resumed without momentum, have nothing to go to: they
+        // stay on the host, for this run's checkpoints.
         if !self.optimizer.keeps_buffers() {
+            self.carried = (0..self.states.len())
+                .map(|index| from.buffers(index).map(|buffers| buffers.iter().map(|b| b.to_vec()).collect()))
+                .collect();
             return Ok(());
         }
         for (index, state) in self.states.iter_mut().enumerate() {
