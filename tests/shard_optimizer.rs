@@ -356,6 +356,16 @@ fn compute_only_with_sharded_state_says_what_it_runs() {
         "{text}"
     );
     assert!(text.contains("compute-only: nothing is all-reduced"), "{text}");
+    // With the finiteness check its wait points would update whole parameters from a slice of
+    // the state (after a resume, which keeps only this rank's slices, a panic): refused.
+    let checked = [exe.to_str().unwrap(), "--steps", "2", "--batch", "2", "--compute-only", "--check-finite"];
+    let out = common::mpirun(&[&["-n", "2"][..], &checked].concat());
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() && !text.contains("panicked"), "{text}");
+    assert!(
+        text.contains("--check-finite with --compute-only is not supported on sharded optimizer state (Mlp's"),
+        "{text}"
+    );
 }
 
 /// The `mlp_zero` example's trace on 2 ranks over a slow emulated link: each bucket is

@@ -150,14 +150,12 @@ pub fn notes(args: &TrainArgs, world: usize) -> Vec<String> {
             "--shard-optimizer",
             "on the state with one rank: its one slice is all of it (the run still checks the model can shard)",
         ),
-        (printing && given("grad_comm"), "--grad-comm", AS_COMPILED),
-        (printing && given("shard_optimizer"), "--shard-optimizer", AS_COMPILED),
-        (printing && given("no_shard_optimizer"), "--no-shard-optimizer", AS_COMPILED),
     ];
     let mut noted: Vec<&str> = Vec::new();
     let mut notes = Vec::new();
     if printing {
-        // It prints the schedule as compiled and runs nothing: no other flag does anything.
+        // It prints the schedule as compiled and runs nothing: no other flag does anything, and
+        // the run-time choices are not in what it prints, whatever the ranks.
         let as_compiled = ["print_schedule", "grad_comm", "shard_optimizer", "no_shard_optimizer"];
         let others: Vec<&str> = args.given().filter(|id| !as_compiled.contains(id)).collect();
         if !others.is_empty() {
@@ -167,6 +165,9 @@ pub fn notes(args: &TrainArgs, world: usize) -> Vec<String> {
                 if others.len() == 1 { "has" } else { "have" }
             ));
         }
+        let choices = given_flags(args, &as_compiled[1..]);
+        notes.extend(choices.iter().map(|flag| format!("note: {flag} has no effect {AS_COMPILED}")));
+        return notes;
     }
     // One note per flag: the first reason listed.
     for &(_, flag, why) in unread.iter().filter(|(unread, ..)| *unread) {
@@ -211,6 +212,15 @@ mod tests {
         );
         let ddp = notes(&parse(&["--print-schedule=ddp", "--shard-optimizer"]), 2);
         assert_eq!(ddp, [format!("note: --shard-optimizer has no effect {AS_COMPILED}")]);
+        // With one rank too: what it prints does not depend on the ranks.
+        let alone = notes(&parse(&["--print-schedule", "--shard-optimizer", "--grad-comm", "bf16"]), 1);
+        assert_eq!(
+            alone,
+            [
+                format!("note: --grad-comm has no effect {AS_COMPILED}"),
+                format!("note: --shard-optimizer has no effect {AS_COMPILED}")
+            ]
+        );
         let printing = notes(&parse(&["--print-schedule", "--lr", "3", "--save-params", "x.st"]), 2);
         assert_eq!(
             printing,

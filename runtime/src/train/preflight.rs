@@ -369,6 +369,16 @@ pub(super) fn check_lendable<M: DistributedModel>(
     if !comm.shards_optimizer() || config.device != Device::Cpu {
         return Ok(());
     }
+    if comm.mode() == CommMode::Skip && comm.checks_finite() && comm.world_size() > 1 {
+        // Its wait points check the whole gradients and update whole parameters, which a
+        // rank's slice of the state does not cover.
+        return Err(Error::Config(format!(
+            "`CommConfig::check_finite` with `CommConfig::mode` compute-only is not supported on sharded optimizer \
+             state ({}) on {} ranks: turn one of them off",
+            sharded_by(config, schedule),
+            comm.world_size()
+        )));
+    }
     let Some(p) = schedule.params().find(|&p| model.param_vec_mut(schedule.param(p).index).is_none()) else {
         return Ok(());
     };
