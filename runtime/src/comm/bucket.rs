@@ -15,7 +15,7 @@ use super::mailbox::{Pending, Undelivered};
 use super::wire::WireFormat;
 use crate::error::{Error, Result};
 use crate::optim::Optimizer;
-use crate::trace::recorder::{record, record_all_reduce, record_reduce_scatter};
+use crate::trace::recorder::{record, record_all_reduce, record_reduce_scatter, CollectiveTimes};
 use crate::trace::span::Activity;
 
 /// One flat gradient buffer. Each parameter's gradient is a view at the offset the schedule
@@ -369,11 +369,12 @@ impl InFlight {
                 if let Some(failure) = reduced.failure {
                     return Err(failure);
                 }
-                let (started, finished) = (reduced.started, reduced.finished);
+                let (started, finished, updates) = (reduced.started, reduced.finished, reduced.bucket.lent.updating());
+                let times = CollectiveTimes { queued, started, finished, updates };
                 if reduced.bucket.sharding == Sharding::Sharded {
-                    record_reduce_scatter(self.index, bytes, queued, started, finished);
+                    record_reduce_scatter(self.index, bytes, times);
                 } else {
-                    record_all_reduce(self.index, bytes, queued, started, finished);
+                    record_all_reduce(self.index, bytes, times);
                 }
                 (reduced.bucket, checks)
             }

@@ -14,6 +14,7 @@
 //! of the model.
 
 use std::ops::Range;
+use std::time::{Duration, Instant};
 
 use overlap_plan::owned_part;
 
@@ -133,6 +134,9 @@ pub(crate) struct Lent {
     /// With sharded state, clipping or the finiteness check: the shard's sums, kept until the
     /// global norm is known.
     stash: Stash,
+    /// Time spent in `update` since the last `lend`: the report tells the transfer's time from
+    /// the updates' within an all-reduce.
+    updating: Duration,
 }
 
 /// A sharded bucket's sums while its update waits for the step's global gradient norm (for
@@ -175,7 +179,7 @@ impl Lent {
         shard: Option<Range<usize>>,
     ) -> bool {
         debug_assert!(self.is_empty(), "the bucket already has parameters lent");
-        self.grad_scale = grad_scale;
+        (self.grad_scale, self.updating) = (grad_scale, Duration::ZERO);
         for &BucketMember { index, offset } in members {
             let Some(value) = params.param_vec_mut(index) else {
                 self.give_back(params, optimizer);
@@ -247,7 +251,8 @@ impl Lent {
         }
         self.stash.applied = true;
         let sums = std::mem::take(&mut self.stash.sums);
-        self.update(self.stash.shard.clone(), &sums);
+        // After the reduce-scatter's span: not part of its time.
+        self.update_untimed(self.stash.shard.clone(), &sums);
         self.stash.sums = sums;
     }
 
@@ -263,6 +268,17 @@ impl Lent {
     /// sums over all ranks, `sums` (`range.len()` long); keeps the sums of the shard instead
     /// while the update awaits the global norm.
     pub(crate) fn update(&mut self, range: Range<usize>, sums: &[f32]) {
+        let started = Instant::now();
+        self.update_untimed(range, sums);
+        self.updating += started.elapsed();
+    }
+
+    /// Time spent updating since the parameters were lent.
+    pub(crate) fn updating(&self) -> Duration {
+        self.updating
+    }
+
+    fn update_untimed(&mut self, range: Range<usize>, sums: &[f32]) {
         debug_assert_eq!(range.len(), sums.len());
         if self.awaits_clip() {
             let shard = &self.stash.shard;

@@ -161,7 +161,8 @@ impl Timeline {
         for (bucket, bytes, (start, end), sharded) in self.all_reduces.drain(..) {
             let (started, finished) = (instant(&start)?, instant(&end)?);
             let record = if sharded { trace::record_reduce_scatter } else { trace::record_all_reduce };
-            record(bucket, bytes, started, started, finished);
+            let updates = Duration::ZERO; // the GPU updates after the wait points
+            record(bucket, bytes, trace::CollectiveTimes { queued: started, started, finished, updates });
         }
         self.previous = Some((anchor, at));
         Ok(())

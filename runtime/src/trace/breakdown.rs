@@ -36,6 +36,8 @@ pub struct StepBreakdown {
 pub struct BucketTiming {
     pub bytes: u64,
     pub all_reduce_ns: u64,
+    /// Of `all_reduce_ns`, the lent parameters' updates run as the sums arrived.
+    pub updates_ns: u64,
     /// The part of the wait points' blocked time during which this bucket was on the wire.
     pub exposed_ns: u64,
 }
@@ -110,6 +112,11 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
                         } else {
                             t.bytes += bytes;
                         }
+                        if let Activity::AllReduce { updates_ns, .. } | Activity::ReduceScatter { updates_ns, .. } =
+                            s.activity
+                        {
+                            t.updates_ns += updates_ns.min(d);
+                        }
                         t.all_reduce_ns += d;
                         t.exposed_ns +=
                             group.iter().filter(|w| w.activity.is_wait()).map(|w| intersection(w, s)).sum::<u64>();
@@ -141,8 +148,8 @@ mod tests {
             span(0, 1, Activity::Forward { layer: 0 }, 0, 20),
             span(0, 1, Activity::Loss, 20, 22),
             span(0, 1, Activity::Backward { layer: 0 }, 22, 60),
-            span(0, 1, Activity::AllReduce { bucket: 0, bytes: 400, queued_ns: 40 }, 40, 70),
-            span(0, 1, Activity::AllReduce { bucket: 1, bytes: 800, queued_ns: 60 }, 70, 90),
+            span(0, 1, Activity::AllReduce { bucket: 0, bytes: 400, queued_ns: 40, updates_ns: 12 }, 40, 70),
+            span(0, 1, Activity::AllReduce { bucket: 1, bytes: 800, queued_ns: 60, updates_ns: 0 }, 70, 90),
             // Blocked from 60 to 75: bucket 0 was on the wire until 70, bucket 1 from 70.
             span(0, 1, Activity::Wait { bucket: 0 }, 60, 75),
             span(0, 1, Activity::Update { bucket: 0 }, 75, 80),
@@ -156,8 +163,8 @@ mod tests {
         let b = &b[0];
         assert_eq!((b.step_ns, b.forward_ns, b.loss_ns, b.backward_ns, b.update_ns), (100, 20, 2, 38, 15));
         assert_eq!((b.all_reduce_ns, b.exposed_ns, b.compute_ns()), (50, 25, 75));
-        assert_eq!(b.buckets[0], BucketTiming { bytes: 400, all_reduce_ns: 30, exposed_ns: 10 });
-        assert_eq!(b.buckets[1], BucketTiming { bytes: 800, all_reduce_ns: 20, exposed_ns: 15 });
+        assert_eq!(b.buckets[0], BucketTiming { bytes: 400, all_reduce_ns: 30, updates_ns: 12, exposed_ns: 10 });
+        assert_eq!(b.buckets[1], BucketTiming { bytes: 800, all_reduce_ns: 20, updates_ns: 0, exposed_ns: 15 });
         assert_eq!((b.layer_forward_ns.as_slice(), b.layer_backward_ns.as_slice()), (&[20][..], &[38][..]));
     }
 
@@ -168,7 +175,7 @@ mod tests {
         let spans = [
             span(0, 1, Activity::Step, 0, 100),
             span(0, 1, Activity::Forward { layer: 0 }, 0, 40),
-            span(0, 1, Activity::ReduceScatter { bucket: 0, bytes: 400, queued_ns: 50 }, 50, 70),
+            span(0, 1, Activity::ReduceScatter { bucket: 0, bytes: 400, queued_ns: 50, updates_ns: 0 }, 50, 70),
             span(0, 1, Activity::Wait { bucket: 0 }, 60, 70),
             // Launched by the update at 90, waited for after the step, at 110.
             span(0, 1, Activity::AllGather { bucket: 0, bytes: 400, queued_ns: 90 }, 90, 130),
@@ -182,7 +189,7 @@ mod tests {
         let b = &breakdowns(&spans, 1, 1);
         assert_eq!((b[0].step_ns, b[0].all_reduce_ns, b[0].all_gather_ns), (100, 30, 10));
         assert_eq!((b[0].exposed_ns, b[0].gather_exposed_ns), (10, 0));
-        assert_eq!(b[0].buckets[0], BucketTiming { bytes: 400, all_reduce_ns: 30, exposed_ns: 10 });
+        assert_eq!(b[0].buckets[0], BucketTiming { bytes: 400, all_reduce_ns: 30, updates_ns: 0, exposed_ns: 10 });
         assert_eq!((b[1].all_gather_ns, b[1].gather_exposed_ns, b[1].exposed_ns), (30, 25, 25));
     }
 }

@@ -65,7 +65,7 @@ fn event(span: &Span, schedule: &Schedule) -> Value {
         Activity::Fill => ("fill batch".to_string(), "data", json!({})),
         Activity::Clip => ("clip grad norm".to_string(), "update", json!({})),
         Activity::Backward { layer: i } => (format!("{} backward", layer(i)), "backward", json!({"layer": layer(i)})),
-        Activity::AllReduce { bucket, bytes, queued_ns } => {
+        Activity::AllReduce { bucket, bytes, queued_ns, updates_ns } => {
             // `bytes` travelled (one rank's copy); the bucket's FP32 size and format say how many
             // fewer than FP32's.
             let planned = schedule.buckets.get(bucket as usize);
@@ -80,24 +80,27 @@ fn event(span: &Span, schedule: &Schedule) -> Value {
                     "fp32_bytes": planned.map(|b| b.bytes()),
                     "queued_us": queued_ns as f64 / 1e3,
                     "waited_in_queue_us": span.start_ns.saturating_sub(queued_ns) as f64 / 1e3,
+                    "lent_updates_us": updates_ns as f64 / 1e3,
                 }),
             )
         }
         Activity::Wait { bucket } => (format!("wait b{bucket}"), "wait", json!({"bucket": bucket})),
         Activity::WaitAll => ("wait all buckets".to_string(), "wait", json!({})),
-        Activity::AllGather { bucket, bytes, queued_ns } | Activity::ReduceScatter { bucket, bytes, queued_ns } => (
-            match span.activity {
-                Activity::AllGather { .. } => format!("all-gather b{bucket}"),
-                _ => format!("reduce-scatter b{bucket}"),
-            },
-            if matches!(span.activity, Activity::AllGather { .. }) { "all-gather" } else { "reduce-scatter" },
-            json!({
-                "bucket": bucket,
-                "bytes": bytes,
-                "queued_us": queued_ns as f64 / 1e3,
-                "waited_in_queue_us": span.start_ns.saturating_sub(queued_ns) as f64 / 1e3,
-            }),
-        ),
+        Activity::AllGather { bucket, bytes, queued_ns } | Activity::ReduceScatter { bucket, bytes, queued_ns, .. } => {
+            (
+                match span.activity {
+                    Activity::AllGather { .. } => format!("all-gather b{bucket}"),
+                    _ => format!("reduce-scatter b{bucket}"),
+                },
+                if matches!(span.activity, Activity::AllGather { .. }) { "all-gather" } else { "reduce-scatter" },
+                json!({
+                    "bucket": bucket,
+                    "bytes": bytes,
+                    "queued_us": queued_ns as f64 / 1e3,
+                    "waited_in_queue_us": span.start_ns.saturating_sub(queued_ns) as f64 / 1e3,
+                }),
+            )
+        }
         Activity::WaitGather { bucket } => (format!("wait all-gather b{bucket}"), "wait", json!({"bucket": bucket})),
         Activity::Update { bucket } => (format!("update b{bucket}"), "optimizer", json!({"bucket": bucket})),
         Activity::Compress { bucket } => (format!("powersgd b{bucket}"), "compression", json!({"bucket": bucket})),
@@ -130,7 +133,7 @@ mod tests {
     fn an_all_reduce_names_its_bytes_on_the_wire_and_their_format() {
         let fc = LayerSpec::new("fc", "Linear", Width::Fixed { input: 4, output: 8 }).with_param("weight", &[8, 4]);
         let schedule = plan_buckets("M", &[fc], &BucketLimits::default()).unwrap().with_wire(WireFormat::Bf16);
-        let activity = Activity::AllReduce { bucket: 0, bytes: 64, queued_ns: 1_000 };
+        let activity = Activity::AllReduce { bucket: 0, bytes: 64, queued_ns: 1_000, updates_ns: 0 };
         let span = Span { rank: 1, step: 2, activity, start_ns: 3_000, end_ns: 5_000 };
         let args = &event(&span, &schedule)["args"];
         assert_eq!((args["bytes"].as_u64(), args["fp32_bytes"].as_u64()), (Some(64), Some(128)));

@@ -24,7 +24,7 @@ pub use chrome::write_chrome_trace;
 pub use collect::gather_spans;
 pub use recorder::{
     backward, clip, fill, forward, is_enabled, loss, paused, record, record_all_gather, record_all_reduce,
-    record_reduce_scatter, set_step, start, step, stop, take, update, SpanGuard,
+    record_reduce_scatter, set_step, start, step, stop, take, update, CollectiveTimes, SpanGuard,
 };
 pub use report::{median, AfterPause, BucketReport, Memory, OverlapReport, PredictedStep, RankReport};
 pub use span::{Activity, RunInfo, Span};

@@ -7,7 +7,7 @@
 //! each reduced bucket instead of writing here.
 
 use std::cell::{Cell, RefCell};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::span::{Activity, Span};
 
@@ -86,12 +86,23 @@ pub fn record(activity: Activity, start: Instant, end: Instant) {
     }
 }
 
-/// Records one bucket's all-reduce: launched at `queued`, on the wire from `started` to `finished`.
-pub fn record_all_reduce(bucket: usize, bytes: usize, queued: Instant, started: Instant, finished: Instant) {
+/// When a bucket's collective ran: launched at `queued`, on the communication thread from
+/// `started` to `finished`, of which `updates` went to the lent parameters' updates.
+#[derive(Clone, Copy, Debug)]
+pub struct CollectiveTimes {
+    pub queued: Instant,
+    pub started: Instant,
+    pub finished: Instant,
+    pub updates: Duration,
+}
+
+/// Records one bucket's all-reduce.
+pub fn record_all_reduce(bucket: usize, bytes: usize, times: CollectiveTimes) {
     if is_enabled() {
         RECORDER.with_borrow_mut(|r| {
-            let activity = Activity::AllReduce { bucket: bucket as u32, bytes: bytes as u64, queued_ns: r.ns(queued) };
-            r.push(activity, started, finished);
+            let (queued_ns, updates_ns) = (r.ns(times.queued), times.updates.as_nanos() as u64);
+            let activity = Activity::AllReduce { bucket: bucket as u32, bytes: bytes as u64, queued_ns, updates_ns };
+            r.push(activity, times.started, times.finished);
         });
     }
 }
@@ -108,14 +119,14 @@ pub fn record_all_gather(bucket: usize, bytes: usize, queued: Instant, started: 
 
 /// As `record_all_reduce`, for a bucket's reduce-scatter whose all-gather comes in the next
 /// forward.
-pub fn record_reduce_scatter(bucket: usize, bytes: usize, queued: Instant, started: Instant, finished: Instant) {
+pub fn record_reduce_scatter(bucket: usize, bytes: usize, times: CollectiveTimes) {
     if is_enabled() {
         RECORDER.with_borrow_mut(|r| {
-            let queued_ns = r.ns(queued);
+            let (queued_ns, updates_ns) = (r.ns(times.queued), times.updates.as_nanos() as u64);
             r.push(
-                Activity::ReduceScatter { bucket: bucket as u32, bytes: bytes as u64, queued_ns },
-                started,
-                finished,
+                Activity::ReduceScatter { bucket: bucket as u32, bytes: bytes as u64, queued_ns, updates_ns },
+                times.started,
+                times.finished,
             );
         });
     }

@@ -16,11 +16,13 @@ pub enum Activity {
         layer: u32,
     },
     /// One bucket's all-reduce on the communication thread, from the moment it started to the
-    /// moment it finished; `queued_ns` is when backward launched it.
+    /// moment it finished; `queued_ns` is when backward launched it, `updates_ns` how much of it
+    /// went to the updates of the parameters lent with the bucket, run as the sums arrived.
     AllReduce {
         bucket: u32,
         bytes: u64,
         queued_ns: u64,
+        updates_ns: u64,
     },
     /// The compute thread blocked until a bucket was reduced.
     Wait {
@@ -42,11 +44,13 @@ pub enum Activity {
     /// update.
     Clip,
     /// One bucket's reduce-scatter (sharded optimizer state, its all-gather in the next
-    /// forward), from start to finish on the communication thread; `queued_ns` as above.
+    /// forward), from start to finish on the communication thread; `queued_ns` and
+    /// `updates_ns` as above.
     ReduceScatter {
         bucket: u32,
         bytes: u64,
         queued_ns: u64,
+        updates_ns: u64,
     },
     /// One bucket's all-gather of updated shards (sharded optimizer state) on the communication
     /// thread; `queued_ns` is when the step launched it.
@@ -95,7 +99,7 @@ pub struct RunInfo<'a> {
 }
 
 /// `u64`s per span on the wire.
-pub(crate) const WORDS: usize = 6;
+pub(crate) const WORDS: usize = 7;
 
 impl Span {
     pub fn duration_ns(&self) -> u64 {
@@ -104,35 +108,37 @@ impl Span {
 
     /// Fixed-width encoding for gathering spans over MPI (the rank is implied by the sender).
     pub(crate) fn encode(&self, out: &mut Vec<u64>) {
-        let (tag, index, a, b) = match self.activity {
-            Activity::Step => (0, 0, 0, 0),
-            Activity::Forward { layer } => (1, layer, 0, 0),
-            Activity::Loss => (2, 0, 0, 0),
-            Activity::Backward { layer } => (3, layer, 0, 0),
-            Activity::AllReduce { bucket, bytes, queued_ns } => (4, bucket, bytes, queued_ns),
-            Activity::Wait { bucket } => (5, bucket, 0, 0),
-            Activity::WaitAll => (6, 0, 0, 0),
-            Activity::Update { bucket } => (7, bucket, 0, 0),
-            Activity::Compress { bucket } => (8, bucket, 0, 0),
-            Activity::Clip => (9, 0, 0, 0),
-            Activity::AllGather { bucket, bytes, queued_ns } => (10, bucket, bytes, queued_ns),
-            Activity::WaitGather { bucket } => (11, bucket, 0, 0),
-            Activity::ReduceScatter { bucket, bytes, queued_ns } => (12, bucket, bytes, queued_ns),
-            Activity::Fill => (13, 0, 0, 0),
+        let (tag, index, a, b, c) = match self.activity {
+            Activity::Step => (0, 0, 0, 0, 0),
+            Activity::Forward { layer } => (1, layer, 0, 0, 0),
+            Activity::Loss => (2, 0, 0, 0, 0),
+            Activity::Backward { layer } => (3, layer, 0, 0, 0),
+            Activity::AllReduce { bucket, bytes, queued_ns, updates_ns } => (4, bucket, bytes, queued_ns, updates_ns),
+            Activity::Wait { bucket } => (5, bucket, 0, 0, 0),
+            Activity::WaitAll => (6, 0, 0, 0, 0),
+            Activity::Update { bucket } => (7, bucket, 0, 0, 0),
+            Activity::Compress { bucket } => (8, bucket, 0, 0, 0),
+            Activity::Clip => (9, 0, 0, 0, 0),
+            Activity::AllGather { bucket, bytes, queued_ns } => (10, bucket, bytes, queued_ns, 0),
+            Activity::WaitGather { bucket } => (11, bucket, 0, 0, 0),
+            Activity::ReduceScatter { bucket, bytes, queued_ns, updates_ns } => {
+                (12, bucket, bytes, queued_ns, updates_ns)
+            }
+            Activity::Fill => (13, 0, 0, 0, 0),
         };
-        out.extend_from_slice(&[self.step, (tag << 32) | u64::from(index), self.start_ns, self.end_ns, a, b]);
+        out.extend_from_slice(&[self.step, (tag << 32) | u64::from(index), self.start_ns, self.end_ns, a, b, c]);
     }
 
     /// The inverse of `encode`; `None` for words no `encode` produced.
     pub(crate) fn decode(rank: u32, w: &[u64]) -> Option<Span> {
-        let &[step, tagged, start_ns, end_ns, a, b] = w else { return None };
+        let &[step, tagged, start_ns, end_ns, a, b, c] = w else { return None };
         let index = (tagged & u64::from(u32::MAX)) as u32;
         let activity = match tagged >> 32 {
             0 => Activity::Step,
             1 => Activity::Forward { layer: index },
             2 => Activity::Loss,
             3 => Activity::Backward { layer: index },
-            4 => Activity::AllReduce { bucket: index, bytes: a, queued_ns: b },
+            4 => Activity::AllReduce { bucket: index, bytes: a, queued_ns: b, updates_ns: c },
             5 => Activity::Wait { bucket: index },
             6 => Activity::WaitAll,
             7 => Activity::Update { bucket: index },
@@ -140,7 +146,7 @@ impl Span {
             9 => Activity::Clip,
             10 => Activity::AllGather { bucket: index, bytes: a, queued_ns: b },
             11 => Activity::WaitGather { bucket: index },
-            12 => Activity::ReduceScatter { bucket: index, bytes: a, queued_ns: b },
+            12 => Activity::ReduceScatter { bucket: index, bytes: a, queued_ns: b, updates_ns: c },
             13 => Activity::Fill,
             _ => return None,
         };
@@ -160,7 +166,7 @@ mod tests {
             Activity::Loss,
             Activity::Fill,
             Activity::Backward { layer: 7 },
-            Activity::AllReduce { bucket: 2, bytes: 16 << 20, queued_ns: 12_345 },
+            Activity::AllReduce { bucket: 2, bytes: 16 << 20, queued_ns: 12_345, updates_ns: 678 },
             Activity::Wait { bucket: 1 },
             Activity::WaitAll,
             Activity::Update { bucket: 4 },
@@ -168,7 +174,7 @@ mod tests {
             Activity::Clip,
             Activity::AllGather { bucket: 3, bytes: 4 << 20, queued_ns: 7_000 },
             Activity::WaitGather { bucket: 3 },
-            Activity::ReduceScatter { bucket: 1, bytes: 8 << 20, queued_ns: 9_000 },
+            Activity::ReduceScatter { bucket: 1, bytes: 8 << 20, queued_ns: 9_000, updates_ns: 321 },
         ];
         let mut words = Vec::new();
         let spans: Vec<Span> = activities
@@ -180,6 +186,6 @@ mod tests {
         assert_eq!(words.len(), spans.len() * WORDS);
         let back: Vec<Span> = words.chunks(WORDS).map(|w| Span::decode(1, w).unwrap()).collect();
         assert_eq!(back, spans);
-        assert_eq!(Span::decode(0, &[0, 14 << 32, 0, 0, 0, 0]), None, "a tag no `encode` writes");
+        assert_eq!(Span::decode(0, &[0, 14 << 32, 0, 0, 0, 0, 0]), None, "a tag no `encode` writes");
     }
 }

@@ -216,7 +216,7 @@ mod tests {
                 spans.push(span(
                     rank,
                     step,
-                    Activity::AllReduce { bucket: 0, bytes: 1024, queued_ns: t * 1_000_000 },
+                    Activity::AllReduce { bucket: 0, bytes: 1024, queued_ns: t * 1_000_000, updates_ns: 0 },
                     t + 5,
                     t + 30,
                 ));
@@ -278,7 +278,7 @@ mod tests {
         let mut spans = vec![
             span(Activity::Step, 0.0, 50_000.0),
             span(Activity::Loss, 0.0, 20_000.0),
-            span(Activity::AllReduce { bucket: 2, bytes: 4096, queued_ns: 0 }, 30_000.0, 30_001.0),
+            span(Activity::AllReduce { bucket: 2, bytes: 4096, queued_ns: 0, updates_ns: 0 }, 30_000.0, 30_001.0),
             span(Activity::Wait { bucket: 5 }, 49_999.0, 50_000.0),
         ];
         // Four updates of a microsecond each, side by side: far too narrow for any text.
