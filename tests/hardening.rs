@@ -458,6 +458,8 @@ fn comm_only_says_that_it_sends_powersgds_buckets_whole() {
     };
     let text = run(&[]);
     assert!(text.contains("note: Mlp sends PowerSGD's factors") && text.contains("whole in FP32"), "{text}");
+    // Nothing was computed, so no rank was the slowest to compute.
+    assert!(text.contains("overlap report") && !text.contains("slowest rank:"), "{text}");
     // Sent whole by choice, as training then sends them: nothing to say.
     let text = run(&["--grad-comm", "fp32"]);
     assert!(!text.contains("PowerSGD's factors"), "{text}");

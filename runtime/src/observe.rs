@@ -85,8 +85,9 @@ pub struct Observer<'a> {
     breakdowns: Vec<StepBreakdown>,
     /// At rank 0, with `--trace`: every gathered span.
     all_spans: Vec<Span>,
-    /// At rank 0: the last gathered window's spans, for the timeline.
-    last_window: Vec<Span>,
+    /// At rank 0, with `--timeline`: each gathered window's representative step, its time
+    /// (slowest rank) and its spans, from which the one nearest the run's median is drawn.
+    timeline_candidates: Vec<(u64, u64, Vec<Span>)>,
 }
 
 impl<'a> Observer<'a> {
@@ -125,7 +126,7 @@ impl<'a> Observer<'a> {
             after_pause: Vec::new(),
             breakdowns: Vec::new(),
             all_spans: Vec::new(),
-            last_window: Vec::new(),
+            timeline_candidates: Vec::new(),
         })
     }
 
@@ -237,9 +238,15 @@ impl<'a> Observer<'a> {
             self.say(&format!("trace: {} ({} spans){}", path.display(), self.all_spans.len(), self.emulation_note()));
         }
         if let Some(path) = &self.config.timeline {
-            let window = trace::breakdowns(&self.last_window, self.schedule.layers.len(), self.schedule.buckets.len());
-            if let Some(step) = trace::representative_step(&self.undisturbed(&window).0) {
-                trace::write_timeline(path, &self.last_window, step, &info)?;
+            // The run's median step time, and of the windows' candidates the nearest to it.
+            let target =
+                trace::representative_step(&all).and_then(|step| step_time(&all, step)).map_or(0.0, |ns| ns as f64);
+            let nearest = self
+                .timeline_candidates
+                .iter()
+                .min_by(|a, b| (a.1 as f64 - target).abs().total_cmp(&(b.1 as f64 - target).abs()));
+            if let Some((step, _, spans)) = nearest {
+                trace::write_timeline(path, spans, *step, &info)?;
                 self.say(&format!("timeline: {} (step {}){}", path.display(), step + 1, self.emulation_note()));
             }
         }
@@ -251,10 +258,16 @@ impl<'a> Observer<'a> {
         let Some(spans) = trace::gather_spans(comm)? else { return Ok(Vec::new()) };
         let fresh = trace::breakdowns(&spans, self.schedule.layers.len(), self.schedule.buckets.len());
         self.breakdowns.extend_from_slice(&fresh);
+        if self.config.timeline.is_some() {
+            let window = self.undisturbed(&fresh).0;
+            if let Some(step) = trace::representative_step(&window) {
+                let time = step_time(&window, step).unwrap_or(0);
+                self.timeline_candidates.push((step, time, spans.iter().filter(|s| s.step == step).cloned().collect()));
+            }
+        }
         if self.config.trace.is_some() {
             self.all_spans.extend_from_slice(&spans);
         }
-        self.last_window = spans;
         Ok(fresh)
     }
 
@@ -351,4 +364,9 @@ fn as_sent(mut schedule: Schedule, comm: &Communicator) -> Schedule {
         }
     }
     schedule
+}
+
+/// Step `step`'s time in `breakdowns`: its slowest rank's.
+fn step_time(breakdowns: &[StepBreakdown], step: u64) -> Option<u64> {
+    breakdowns.iter().filter(|b| b.step == step).map(|b| b.step_ns).max()
 }

@@ -45,7 +45,8 @@ pub struct OverlapReport {
     pub hidden_ms: f64,
     /// `1 - exposed / all-reduce`; absent when nothing was reduced (one rank).
     pub hidden_fraction: Option<f64>,
-    /// `max(compute, communication)`: no schedule can beat it.
+    /// `max(compute, communication)` of each step's slowest rank, median over steps: no
+    /// schedule can beat it.
     pub lower_bound_ms: f64,
     /// `step / lower bound - 1`.
     pub above_lower_bound: f64,
@@ -176,55 +177,65 @@ impl OverlapReport {
         });
         let other_ms = mean(&|b| b.step_ns.saturating_sub(b.compute_ns() + b.exposed_ns));
         let data_ms = mean(&|b| b.fill_ns);
-        let lower_bound_ms = compute_ms.max(all_reduce_ms);
+        // Per step, the rank that bounds it: its compute or its all-reduce, whichever is longer.
+        let lower_bound_ms = median(
+            steps.iter().map(|s| s.iter().map(|b| b.compute_ns().max(b.all_reduce_ns)).max().unwrap_or(0) as f64 / 1e6),
+        );
 
         let n = world_size as f64;
-        let buckets = (0..schedule.buckets.len())
-            .map(|k| {
-                let all_reduce_ms = mean(&|b| b.buckets.get(k).map_or(0, |t| t.all_reduce_ns));
-                let lent_updates_ms = mean(&|b| b.buckets.get(k).map_or(0, |t| t.updates_ns));
-                // What went on the wire, as measured (PowerSGD sends its buckets whole for
-                // `start_iter` steps first); the schedule's count when nothing was recorded.
-                let measured = median(
-                    steps
-                        .iter()
-                        .map(|s| s.iter().map(|b| b.buckets.get(k).map_or(0, |t| t.bytes)).max().unwrap_or(0) as f64),
-                );
-                let bytes = schedule.buckets[k].bytes();
-                let wire_bytes = if measured > 0.0 { measured as usize } else { schedule.wire_bytes(k) };
-                // The transfer's time: the all-reduce's less the lent updates the thread ran
-                // between chunks, but no less than an emulated link holds it (the updates then
-                // ran within the modelled time).
-                let modelled_ms = link
-                    .filter(|_| world_size > 1)
-                    .map_or(0.0, |l| l.ring_all_reduce_seconds(wire_bytes, world_size) * 1e3);
-                let transfer_ms = (all_reduce_ms - lent_updates_ms).max(modelled_ms.min(all_reduce_ms));
-                BucketReport {
-                    bucket: k,
-                    bytes,
-                    wire_format: match schedule.buckets[k].low_rank {
-                        Some(l) => format!("rank {}", l.rank),
-                        None => schedule.buckets[k].wire.to_string(),
-                    },
-                    wire_bytes,
-                    launched_after: match mode {
-                        // Without overlap every bucket waits for the whole backward.
-                        CommMode::AfterBackward => "all of backward".to_string(),
-                        _ => format!("{}.backward", schedule.layers[schedule.buckets[k].launch_after].name),
-                    },
-                    all_reduce_ms,
-                    lent_updates_ms,
-                    bus_bandwidth_gb_s: if transfer_ms > 0.0 {
-                        wire_bytes as f64 / (transfer_ms / 1e3) * 2.0 * (n - 1.0) / n / 1e9
-                    } else {
-                        0.0
-                    },
-                    exposed_ms: mean(&|b| b.buckets.get(k).map_or(0, |t| t.exposed_ns)),
-                }
-            })
-            .collect();
+        let buckets =
+            (0..schedule.buckets.len())
+                .map(|k| {
+                    let all_reduce_ms = mean(&|b| b.buckets.get(k).map_or(0, |t| t.all_reduce_ns));
+                    let lent_updates_ms = mean(&|b| b.buckets.get(k).map_or(0, |t| t.updates_ns));
+                    // What went on the wire, as measured; the schedule's count when nothing was
+                    // recorded. PowerSGD sends its buckets whole for `start_iter` steps first: the
+                    // median is over the compressed steps where the window has any, so that it is
+                    // one phase's size, not a value between the two.
+                    let from = schedule.buckets[k].low_rank.map_or(0, |l| l.start_iter);
+                    let phase = if steps.iter().any(|s| s[0].step >= from) { from } else { 0 };
+                    let measured =
+                        median(steps.iter().filter(|s| s[0].step >= phase).map(|s| {
+                            s.iter().map(|b| b.buckets.get(k).map_or(0, |t| t.bytes)).max().unwrap_or(0) as f64
+                        }));
+                    let bytes = schedule.buckets[k].bytes();
+                    let wire_bytes = if measured > 0.0 { measured as usize } else { schedule.wire_bytes(k) };
+                    // The transfer's time: the all-reduce's less the lent updates the thread ran
+                    // between chunks, but no less than an emulated link holds it (the updates then
+                    // ran within the modelled time).
+                    let modelled_ms = link
+                        .filter(|_| world_size > 1)
+                        .map_or(0.0, |l| l.ring_all_reduce_seconds(wire_bytes, world_size) * 1e3);
+                    let transfer_ms = (all_reduce_ms - lent_updates_ms).max(modelled_ms.min(all_reduce_ms));
+                    BucketReport {
+                        bucket: k,
+                        bytes,
+                        wire_format: match schedule.buckets[k].low_rank {
+                            Some(l) => format!("rank {}", l.rank),
+                            None => schedule.buckets[k].wire.to_string(),
+                        },
+                        wire_bytes,
+                        launched_after: match mode {
+                            // Without overlap every bucket waits for the whole backward.
+                            CommMode::AfterBackward => "all of backward".to_string(),
+                            _ => format!("{}.backward", schedule.layers[schedule.buckets[k].launch_after].name),
+                        },
+                        all_reduce_ms,
+                        lent_updates_ms,
+                        bus_bandwidth_gb_s: if transfer_ms > 0.0 {
+                            wire_bytes as f64 / (transfer_ms / 1e3) * 2.0 * (n - 1.0) / n / 1e9
+                        } else {
+                            0.0
+                        },
+                        exposed_ms: mean(&|b| b.buckets.get(k).map_or(0, |t| t.exposed_ns)),
+                    }
+                })
+                .collect();
 
-        let slowest = |s: &[StepBreakdown]| s.iter().max_by_key(|b| b.compute_ns()).map(|b| b.rank as usize);
+        // No rank is the slowest of a step that computed nothing (`--comm-only`).
+        let slowest = |s: &[StepBreakdown]| {
+            s.iter().filter(|b| b.compute_ns() > 0).max_by_key(|b| b.compute_ns()).map(|b| b.rank as usize)
+        };
         let ranks = (0..world_size)
             .map(|rank| {
                 let mine = || steps.iter().filter_map(move |s| s.iter().find(|b| b.rank as usize == rank));
@@ -355,6 +366,26 @@ mod tests {
         }
     }
 
+    /// PowerSGD's buckets go whole for `start_iter` steps, then as factors: the bytes on the
+    /// wire are one phase's (the compressed one where the window has it), never a median
+    /// between the two.
+    #[test]
+    fn powersgd_bytes_on_the_wire_are_the_compressed_steps_where_there_are_any() {
+        let low_rank =
+            SCHEDULE.clone().with_grad_comm(overlap_plan::GradComm::LowRank(overlap_plan::LowRank::new(4, 10)));
+        let sent = |n: u64| {
+            let mut b = step(n, 0, 10, 4, 0);
+            b.buckets[0].bytes = if n < 10 { 2_000_000 } else { 10_000 };
+            b
+        };
+        let both: Vec<StepBreakdown> = (0..20).map(sent).collect();
+        let r = OverlapReport::new(&both, &low_rank, 2, CommMode::Overlap, None).unwrap();
+        assert_eq!(r.buckets[0].wire_bytes, 10_000);
+        let whole: Vec<StepBreakdown> = (0..8).map(sent).collect();
+        let r = OverlapReport::new(&whole, &low_rank, 2, CommMode::Overlap, None).unwrap();
+        assert_eq!(r.buckets[0].wire_bytes, 2_000_000, "before start_iter, the whole buckets");
+    }
+
     #[test]
     fn medians_over_steps_of_rank_means_and_the_derived_figures() {
         // Steps 0..3 on two ranks; rank 1 is the straggler in every step but the last.
@@ -371,7 +402,8 @@ mod tests {
         assert_eq!((r.compute_ms, r.all_reduce_ms, r.exposed_ms), (11.0, 4.0, 1.0));
         assert_eq!(r.step_ms, 12.0, "the slowest rank's step, median over steps");
         assert_eq!((r.hidden_ms, r.hidden_fraction), (3.0, Some(0.75)));
-        assert_eq!((r.lower_bound_ms, r.above_lower_bound), (11.0, 12.0 / 11.0 - 1.0));
+        // The slowest rank's compute bounds every step here: 12, 12 and 14 ms.
+        assert_eq!((r.lower_bound_ms, r.above_lower_bound), (12.0, 0.0));
         // 2 MB in the 3 ms of 4 that were not lent updates, on 2 ranks: algbw 2/3 GB/s, busbw x
         // 2(n-1)/n = 1.
         assert_eq!(r.buckets[0].lent_updates_ms, 1.0);

@@ -60,7 +60,7 @@ impl fmt::Display for OverlapReport {
             "step",
             self.step_ms,
             &format!(
-                "lower bound max(compute, all-reduce) = {:.2} ms; step is {:.1}% above it",
+                "lower bound max(compute, all-reduce) of the slowest rank = {:.2} ms; step is {:.1}% above it",
                 self.lower_bound_ms,
                 self.above_lower_bound * 100.0
             ),
@@ -206,12 +206,14 @@ impl fmt::Display for OverlapReport {
                 .filter(|r| r.slowest_in_steps > 0)
                 .map(|r| format!("rank {} in {} step(s) (compute {:.2} ms)", r.rank, r.slowest_in_steps, r.compute_ms))
                 .collect();
-            writeln!(
-                f,
-                "  slowest rank: {}; median gap to the fastest {:.2} ms, which the others spend waiting",
-                slowest.join(", "),
-                self.straggler_gap_ms
-            )?;
+            if !slowest.is_empty() {
+                writeln!(
+                    f,
+                    "  slowest rank: {}; median gap to the fastest {:.2} ms, which the others spend waiting",
+                    slowest.join(", "),
+                    self.straggler_gap_ms
+                )?;
+            }
         }
         Ok(())
     }
