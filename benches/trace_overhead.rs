@@ -52,7 +52,7 @@ fn main() {
     let (runs, steps) = if full { (5, "30") } else { (1, "3") };
     trace::stop();
     let off = ns_per_span();
-    trace::start(0, SPANS as usize);
+    trace::start(0, SPANS as usize, std::time::Instant::now());
     let on = ns_per_span();
     trace::stop();
     let spans_per_step = 2 * Mlp::SCHEDULE.layers.len() + 3 * Mlp::SCHEDULE.buckets.len() + 2;

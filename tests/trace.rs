@@ -265,6 +265,36 @@ fn the_timeline_draws_the_runs_median_step() {
     assert_eq!(drawn, steps[3].0, "the median of {steps:?}");
 }
 
+/// Ranks on one machine share one time zero: an all-reduce, which ends on both ranks together,
+/// ends at the same time in both ranks' rows, even where one rank read its clock 40 ms late (as
+/// a rank the scheduler wakes late from the barrier did, shifting its rows by as much).
+#[test]
+fn ranks_share_one_time_zero() {
+    if !common::mpirun_available() {
+        return;
+    }
+    let root = scratch("trace-epoch");
+    let trace = root.path().join("run.json");
+    let exe = common::fault_mlp();
+    let args = [exe.to_str().unwrap(), "--steps", "3", "--batch", "8", "--trace", trace.to_str().unwrap()];
+    let out = common::mpirun_with_env(&[("OVERLAP_FAULT", "late-trace:1:40")], &[&["-n", "2"][..], &args].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let ends = |rank: u64| -> Vec<(String, u64, f64)> {
+        let events = trace["traceEvents"].as_array().unwrap().iter();
+        events
+            .filter(|e| e["pid"] == rank && e["cat"] == "all-reduce")
+            .map(|e| (e["name"].as_str().unwrap().to_string(), e["args"]["step"].as_u64().unwrap(), end(e)))
+            .collect()
+    };
+    let (zero, one) = (ends(0), ends(1));
+    assert!(!zero.is_empty() && zero.len() == one.len(), "{zero:?} {one:?}");
+    for ((name, step, a), (other, other_step, b)) in zero.iter().zip(&one) {
+        assert_eq!((name, step), (other, other_step));
+        assert!((a - b).abs() < 10_000.0, "step {step} {name} ends at {a} us on rank 0, {b} us on rank 1");
+    }
+}
+
 /// Each bucket's launch point, parsed from the schedule the trace carries: bucket index and the
 /// layer whose backward completes it.
 fn launch_points(trace: &Value) -> Vec<(u64, String)> {

@@ -24,6 +24,8 @@
 //!   (`mpi-init`: before MPI's initialisation; `shared-memory`: before the shared-memory set-up;
 //!   `handshake`: before the schedule check), during its first checkpoint write (`saving`, once
 //!   the model file is written) or, given a number, when that step (1-based) begins.
+//! - `late-trace:<rank>:<ms>`: rank `rank` reads its clock for the trace's time zero `ms`
+//!   milliseconds after the others, as a rank the scheduler wakes late from the barrier.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -79,6 +81,7 @@ enum Fault {
     CommPanic { rank: usize, nth: u64 },
     Nan { rank: usize, step: u64 },
     Stop { rank: usize, at: StopPoint },
+    LateTrace { rank: usize, millis: u64 },
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -133,6 +136,7 @@ fn parse(spec: &str) -> Option<Fault> {
         "term" => Fault::Term { rank: rank()?, step: b },
         "comm-panic" => Fault::CommPanic { rank: rank()?, nth: b },
         "nan" => Fault::Nan { rank: rank()?, step: b },
+        "late-trace" => Fault::LateTrace { rank: rank()?, millis: b },
         _ => return None,
     })
 }
@@ -221,6 +225,15 @@ pub fn poison_gradient(rank: usize, step: u64) -> bool {
     matches!(fault(), Some(&Fault::Nan { rank: r, step: s }) if r == rank && s == step + 1)
 }
 
+/// Called on `rank` as it leaves the barrier before the trace's time zero.
+pub fn at_trace_start(rank: usize) {
+    if let Some(&Fault::LateTrace { rank: r, millis }) = fault() {
+        if r == rank {
+            std::thread::sleep(std::time::Duration::from_millis(millis));
+        }
+    }
+}
+
 /// Called by the communication thread before its `nth` (1-based) all-reduce.
 pub fn at_all_reduce(rank: usize, nth: u64) {
     if matches!(fault(), Some(&Fault::CommPanic { rank: r, nth: n }) if r == rank && n == nth) {
@@ -246,6 +259,7 @@ mod tests {
         assert_eq!(parse("stop:0:saving"), Some(Fault::Stop { rank: 0, at: StopPoint::Saving }));
         assert_eq!(parse("save-params:synced:1"), Some(Fault::SaveParams { nth: 1 }));
         assert_eq!(parse("full-disk:save:2"), Some(Fault::FullDisk { nth: 2 }));
+        assert_eq!(parse("late-trace:1:30"), Some(Fault::LateTrace { rank: 1, millis: 30 }));
         for bad in [
             "",
             "save:nowhere:1",

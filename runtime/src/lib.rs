@@ -28,6 +28,8 @@ pub mod profile;
 pub mod program;
 pub mod sample;
 pub mod tensor;
+#[cfg(test)]
+mod test_children;
 pub mod text;
 pub mod token_shards;
 pub mod trace;

@@ -106,8 +106,8 @@ impl<'a> Observer<'a> {
         if recording {
             let per_step = spans_per_step(&schedule, run.accumulate).unwrap_or(usize::MAX);
             let steps = usize::try_from(window.min(run.steps)).unwrap_or(usize::MAX);
-            comm.barrier()?;
-            trace::start(comm.rank(), per_step.saturating_mul(steps).min(RESERVED_SPANS));
+            let epoch = trace::clock::common_epoch(comm)?;
+            trace::start(comm.rank(), per_step.saturating_mul(steps).min(RESERVED_SPANS), epoch);
         }
         Ok(Observer {
             config,

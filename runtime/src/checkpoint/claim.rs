@@ -247,6 +247,7 @@ mod tests {
 
     #[test]
     fn a_folder_that_was_there_keeps_its_lock_file() {
+        let _children = crate::test_children::one_at_a_time();
         let root = tempfile::tempdir().unwrap();
         drop(claim(root.path(), false, false, 10).unwrap());
         assert!(root.path().join(LOCK_FILE).exists());
@@ -254,6 +255,7 @@ mod tests {
 
     #[test]
     fn a_run_that_opened_the_lock_as_its_holder_removed_it_takes_the_new_one() {
+        let _children = crate::test_children::one_at_a_time();
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("new").join("ck");
         let first = claim(&dir, false, false, 10).unwrap();

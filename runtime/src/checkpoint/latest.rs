@@ -73,6 +73,7 @@ mod tests {
 
     #[test]
     fn a_latest_that_is_a_fifo_is_refused_without_waiting_for_a_writer() {
+        let _children = crate::test_children::one_at_a_time();
         let ck = tempfile::tempdir().unwrap();
         std::fs::create_dir(ck.path().join("step-00000002")).unwrap();
         std::fs::write(ck.path().join("step-00000002").join(STATE_FILE), "{}").unwrap();

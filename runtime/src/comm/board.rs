@@ -317,6 +317,7 @@ mod tests {
 
     #[test]
     fn boards_whose_ranks_all_exited_are_removed_and_live_ones_kept() {
+        let _children = crate::test_children::one_at_a_time();
         let folder = tempfile::tempdir().unwrap();
         let gone = {
             let mut child = std::process::Command::new("true").spawn().unwrap();
@@ -365,6 +366,7 @@ mod tests {
 
     #[test]
     fn reads_process_states_from_proc() {
+        let _children = crate::test_children::one_at_a_time();
         assert_eq!(process_state(u64::from(std::process::id())), ProcessState::Running);
         assert_eq!(process_state(u64::from(u32::MAX)), ProcessState::Exited);
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();

@@ -310,6 +310,7 @@ fn a_file_whose_length_cannot_match_its_header_is_refused_before_its_data_is_rea
 
 #[test]
 fn what_is_there_instead_of_a_file_is_named() {
+    let _children = crate::test_children::one_at_a_time();
     let dir = TempDir::new("not-files");
     let fifo = dir.path().join("train-images-idx3-ubyte");
     let made = std::process::Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success());

@@ -196,6 +196,7 @@ fn a_text_too_short_to_train_on_or_a_name_that_is_a_path_writes_nothing() {
 /// at the batch that reads past its end, naming it.
 #[test]
 fn shards_are_read_where_they_lie_and_a_pipe_whole() {
+    let _children = crate::test_children::one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let count = 3 * reader_chunk_tokens() / 2;
     let mut tokens: Vec<u16> = (0..count).map(|i| (i * 7 % 50) as u16).collect();

@@ -9,6 +9,7 @@ mod blocks;
 mod breakdown;
 mod canvas;
 mod chrome;
+pub(crate) mod clock;
 mod collect;
 mod labels;
 // The recording half, which the communicators record into, addressed directly by them: they are

@@ -38,11 +38,11 @@ impl Recorder {
     }
 }
 
-/// Starts recording on this thread for `rank`, with time zero now, and room for `capacity`
+/// Starts recording on this thread for `rank`, with time zero `epoch`, and room for `capacity`
 /// spans before the buffer has to grow. Forgets anything recorded before.
-pub fn start(rank: usize, capacity: usize) {
+pub fn start(rank: usize, capacity: usize, epoch: Instant) {
     RECORDER.with_borrow_mut(|r| {
-        *r = Recorder { epoch: Instant::now(), rank: rank as u32, step: 0, spans: Vec::with_capacity(capacity) };
+        *r = Recorder { epoch, rank: rank as u32, step: 0, spans: Vec::with_capacity(capacity) };
     });
     ENABLED.set(true);
 }
@@ -193,7 +193,7 @@ mod tests {
     fn records_only_while_enabled_and_tags_the_current_step() {
         drop(forward(0));
         assert!(take().is_empty());
-        start(3, 16);
+        start(3, 16, Instant::now());
         set_step(7);
         {
             let _outer = step();
