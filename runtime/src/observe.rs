@@ -88,6 +88,9 @@ pub struct Observer<'a> {
     /// At rank 0, with `--timeline`: each gathered window's representative step, its time
     /// (slowest rank) and its spans, from which the one nearest the run's median is drawn.
     timeline_candidates: Vec<(u64, u64, Vec<Span>)>,
+    /// The first step recorded (0, or where a resumed run began): a warm-up, left out of the
+    /// measured costs and the timeline's choice.
+    warm_up: Option<u64>,
 }
 
 impl<'a> Observer<'a> {
@@ -127,7 +130,13 @@ impl<'a> Observer<'a> {
             breakdowns: Vec::new(),
             all_spans: Vec::new(),
             timeline_candidates: Vec::new(),
+            warm_up: None,
         })
+    }
+
+    /// The run's first recorded step (its warm-up).
+    fn first_step(&self) -> u64 {
+        self.warm_up.unwrap_or(0)
     }
 
     /// `[emulated link ...]` for every line printed under emulation.
@@ -159,7 +168,7 @@ impl<'a> Observer<'a> {
         let whole_run = step + 1 == self.run.steps && step < self.window;
         if self.config.report_every.is_some() && !whole_run {
             let (kept, after_pause) = self.undisturbed(&fresh);
-            let costs = self.link.and_then(|_| profile::measured_costs(&kept, &self.schedule));
+            let costs = self.link.and_then(|_| profile::measured_costs(&kept, &self.schedule, self.first_step()));
             self.print_report(&kept, after_pause, costs.as_ref(), None);
         }
         Ok(())
@@ -214,7 +223,7 @@ impl<'a> Observer<'a> {
         };
         let gathered = std::mem::take(&mut self.breakdowns);
         let (all, after_pause) = self.undisturbed(&gathered);
-        let costs = profile::measured_costs(&all, &self.schedule);
+        let costs = profile::measured_costs(&all, &self.schedule, self.first_step());
         self.print_report(&all, after_pause, costs.as_ref(), Some(memory));
         if let (Some(path), Some(costs)) = (&self.config.write_profile, &costs) {
             let batch = self.run.batch * self.run.accumulate;
@@ -239,8 +248,9 @@ impl<'a> Observer<'a> {
         }
         if let Some(path) = &self.config.timeline {
             // The run's median step time, and of the windows' candidates the nearest to it.
-            let target =
-                trace::representative_step(&all).and_then(|step| step_time(&all, step)).map_or(0.0, |ns| ns as f64);
+            let target = trace::representative_step(&all, self.first_step())
+                .and_then(|step| step_time(&all, step))
+                .map_or(0.0, |ns| ns as f64);
             let nearest = self
                 .timeline_candidates
                 .iter()
@@ -257,10 +267,13 @@ impl<'a> Observer<'a> {
     fn gather(&mut self, comm: &Communicator) -> Result<Vec<StepBreakdown>> {
         let Some(spans) = trace::gather_spans(comm)? else { return Ok(Vec::new()) };
         let fresh = trace::breakdowns(&spans, self.schedule.layers.len(), self.schedule.buckets.len());
+        if let (None, Some(first)) = (self.warm_up, fresh.first()) {
+            self.warm_up = Some(first.step);
+        }
         self.breakdowns.extend_from_slice(&fresh);
         if self.config.timeline.is_some() {
             let window = self.undisturbed(&fresh).0;
-            if let Some(step) = trace::representative_step(&window) {
+            if let Some(step) = trace::representative_step(&window, self.first_step()) {
                 let time = step_time(&window, step).unwrap_or(0);
                 self.timeline_candidates.push((step, time, spans.iter().filter(|s| s.step == step).cloned().collect()));
             }

@@ -17,14 +17,17 @@ use crate::error::{Error, Result};
 use crate::process::atomic_write::write_atomically;
 use crate::trace::{median, StepBreakdown};
 
-/// Per-layer times over the measured steps (the first one, a warm-up, left out when there are
-/// others): in each step the slowest rank's time, since every rank waits for it at the next
-/// collective; then the median over steps. `None` without a complete step.
-pub fn measured_costs(breakdowns: &[StepBreakdown], schedule: &Schedule) -> Option<StepCosts> {
-    let first = breakdowns.iter().map(|b| b.step).min()?;
+/// Per-layer times over the measured steps (the run's first, `warm_up`, left out when there are
+/// others: a report's window of later steps keeps all of its own): in each step the slowest
+/// rank's time, since every rank waits for it at the next collective; then the median over
+/// steps. `None` without a complete step.
+pub fn measured_costs(breakdowns: &[StepBreakdown], schedule: &Schedule, warm_up: u64) -> Option<StepCosts> {
     let mut steps: Vec<&[StepBreakdown]> = breakdowns.chunk_by(|a, b| a.step == b.step).collect();
+    if steps.is_empty() {
+        return None;
+    }
     if steps.len() > 1 {
-        steps.retain(|s| s[0].step != first);
+        steps.retain(|s| s[0].step != warm_up);
     }
     let slowest = |f: &dyn Fn(&StepBreakdown) -> u64| -> f64 {
         median(steps.iter().map(|s| s.iter().map(f).max().unwrap_or(0) as f64 / 1e9))
@@ -229,6 +232,23 @@ pub fn prediction_table(model: &str, cluster: Cluster, rows: &[(String, usize, P
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_runs_first_step_is_left_out_and_a_later_windows_first_kept() {
+        let specs = vec![LayerSpec::new("fc", "Linear", overlap_plan::Width::Fixed { input: 2, output: 2 })
+            .with_param("weight", &[2, 2])];
+        let schedule = plan_buckets("M", &specs, &BucketLimits::Unlimited).unwrap();
+        let step = |step: u64, forward_ms: u64| StepBreakdown {
+            step,
+            layer_forward_ns: vec![forward_ms * 1_000_000],
+            layer_backward_ns: vec![0],
+            ..StepBreakdown::default()
+        };
+        let run = [step(0, 90), step(1, 10)];
+        assert_eq!(measured_costs(&run, &schedule, 0).unwrap().forward_s, [0.010], "the warm-up left out");
+        let window = [step(100, 10), step(101, 30)];
+        assert_eq!(measured_costs(&window, &schedule, 0).unwrap().forward_s, [0.020], "both steps kept");
+    }
 
     #[test]
     fn clusters_parse_with_presets_and_explicit_links() {

@@ -19,15 +19,15 @@ const TOP: f64 = 92.0;
 const ROW_GAP: f64 = 22.0;
 const LEGEND_LINE: f64 = 20.0;
 
-/// The step whose time (slowest rank) is the median of `breakdowns`' steps; the first step is
-/// skipped when there are others (it warms caches and allocators).
-pub fn representative_step(breakdowns: &[StepBreakdown]) -> Option<u64> {
+/// The step whose time (slowest rank) is the median of `breakdowns`' steps; the run's first,
+/// `warm_up`, is skipped when there are others (it warms caches and allocators).
+pub fn representative_step(breakdowns: &[StepBreakdown], warm_up: u64) -> Option<u64> {
     let mut steps: Vec<(u64, u64)> = breakdowns
         .chunk_by(|a, b| a.step == b.step)
         .map(|s| (s[0].step, s.iter().map(|b| b.step_ns).max().unwrap_or(0)))
         .collect();
     if steps.len() > 1 {
-        steps.retain(|&(step, _)| step != 0);
+        steps.retain(|&(step, _)| step != warm_up);
     }
     let target = median(steps.iter().map(|&(_, ns)| ns as f64));
     steps.iter().min_by(|a, b| (a.1 as f64 - target).abs().total_cmp(&(b.1 as f64 - target).abs())).map(|s| s.0)
@@ -224,7 +224,9 @@ mod tests {
             }
         }
         let b = crate::trace::breakdown::breakdowns(&spans, 1, 1);
-        assert_eq!(representative_step(&b), Some(2), "median of 40, 50, 60; the warm-up step is skipped");
+        assert_eq!(representative_step(&b, 0), Some(2), "median of 40, 50, 60; the warm-up step is skipped");
+        // A resumed run's first step is its warm-up, not step 0: with step 2 first, 90, 40 and 60.
+        assert_eq!(representative_step(&b, 2), Some(3), "the median of 90, 40 and 60");
         let schedule = empty_schedule();
         let info = RunInfo { schedule: &schedule, world_size: 2, mode: "overlap", emulated_link: None };
         let svg = render(&spans, 2, &info);
