@@ -77,8 +77,8 @@ impl Activity {
     }
 }
 
-/// An activity between two instants, in nanoseconds since the rank's trace epoch (taken right
-/// after a barrier, so ranks on one machine share it to within microseconds).
+/// An activity between two instants, in nanoseconds since the rank's trace epoch (rank 0's, on
+/// its machine: see `clock`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Span {
     pub rank: u32,
