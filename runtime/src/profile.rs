@@ -37,7 +37,9 @@ pub fn measured_costs(breakdowns: &[StepBreakdown], schedule: &Schedule, warm_up
     Some(StepCosts {
         forward_s: (0..layers).map(|i| slowest(&|b| b.layer_forward_ns.get(i).copied().unwrap_or(0))).collect(),
         backward_s: (0..layers).map(|i| slowest(&|b| b.layer_backward_ns.get(i).copied().unwrap_or(0))).collect(),
-        // Updates lent to the all-reduces run inside them, not timed apart: the default rate then.
+        // Updates lent to the all-reduces run inside them (timed per bucket, `updates_ns`, for
+        // the bus bandwidth); for them the simulator keeps the default rate, with which its
+        // predictions were checked against emulated runs.
         update_s_per_byte: match slowest(&|b| b.update_ns) / bytes {
             0.0 => overlap_plan::DEFAULT_UPDATE_S_PER_BYTE,
             measured => measured,

@@ -105,16 +105,28 @@ pub fn slower_kernels_note() -> Option<String> {
     }
     let chosen = chosen();
     let fitting = better(&chosen, fitting())?;
-    Some(match std::env::var(CORETYPE_VARIABLE) {
-        Err(std::env::VarError::NotPresent) => format!(
+    let set = std::env::var_os(CORETYPE_VARIABLE).map(|v| v.to_string_lossy().into_owned());
+    Some(note(&chosen, fitting, set.as_deref()))
+}
+
+/// `slower_kernels_note`'s text, for OpenBLAS running `chosen` where the CPU runs `fitting`, with
+/// `OPENBLAS_CORETYPE` set to `set`, if at all.
+fn note(chosen: &str, fitting: &str, set: Option<&str>) -> String {
+    match set {
+        None => format!(
             "OpenBLAS runs its {chosen} kernels, and this CPU runs {fitting}'s (several times faster): set \
              {CORETYPE_VARIABLE}={fitting} before the program starts"
         ),
-        Ok(_) | Err(std::env::VarError::NotUnicode(_)) => format!(
+        Some(set) if set.eq_ignore_ascii_case(chosen) => format!(
             "{CORETYPE_VARIABLE} is set, and OpenBLAS runs the {chosen} kernels it names; this CPU runs \
              {fitting}'s (faster): unset {CORETYPE_VARIABLE} or set it to {fitting}"
         ),
-    })
+        // A name this OpenBLAS does not know (or a restart's that it did not take).
+        Some(set) => format!(
+            "OpenBLAS did not take {CORETYPE_VARIABLE}={set} and runs its {chosen} kernels; this CPU runs \
+             {fitting}'s (several times faster), which this OpenBLAS may not have"
+        ),
+    }
 }
 
 fn better(chosen: &str, fitting: Option<&'static str>) -> Option<&'static str> {
@@ -152,6 +164,16 @@ mod tests {
         assert_eq!(better("Cooperlake", Some("SkylakeX")), None);
         assert_eq!(better("Zen", Some("Haswell")), None);
         assert_eq!(better("Prescott", None), None);
+    }
+
+    #[test]
+    fn the_note_says_whether_the_variable_was_taken() {
+        let unset = note("Prescott", "Cooperlake", None);
+        assert!(unset.ends_with("set OPENBLAS_CORETYPE=Cooperlake before the program starts"), "{unset}");
+        let taken = note("Haswell", "Cooperlake", Some("haswell"));
+        assert!(taken.contains("runs the Haswell kernels it names") && taken.ends_with("set it to Cooperlake"));
+        let ignored = note("Prescott", "Cooperlake", Some("Cooperlake"));
+        assert!(ignored.starts_with("OpenBLAS did not take OPENBLAS_CORETYPE=Cooperlake and runs its Prescott"));
     }
 
     #[test]

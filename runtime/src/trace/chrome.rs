@@ -106,6 +106,9 @@ fn event(span: &Span, schedule: &Schedule) -> Value {
         Activity::Compress { bucket } => (format!("powersgd b{bucket}"), "compression", json!({"bucket": bucket})),
     };
     args["step"] = json!(span.step + 1);
+    if let Activity::ReduceScatter { updates_ns, .. } = span.activity {
+        args["lent_updates_us"] = json!(updates_ns as f64 / 1e3);
+    }
     let tid = match span.activity {
         Activity::Fill => DATA_TRACK,
         a if a.is_communication() => COMMUNICATION_TRACK,
