@@ -7,6 +7,7 @@
 
 mod blocks;
 mod breakdown;
+mod bucket_report;
 mod canvas;
 mod chrome;
 pub(crate) mod clock;
@@ -18,15 +19,18 @@ pub(crate) mod recorder;
 mod report;
 mod report_text;
 pub(crate) mod span;
+mod stats;
 mod timeline;
 
 pub use breakdown::{breakdowns, BucketTiming, StepBreakdown};
+pub use bucket_report::BucketReport;
 pub use chrome::write_chrome_trace;
 pub use collect::gather_spans;
 pub use recorder::{
     backward, clip, fill, forward, is_enabled, loss, paused, record, record_all_gather, record_all_reduce,
     record_reduce_scatter, set_step, start, step, stop, take, update, CollectiveTimes, SpanGuard,
 };
-pub use report::{median, AfterPause, BucketReport, Memory, OverlapReport, PredictedStep, RankReport};
+pub use report::{AfterPause, Memory, OverlapReport, PredictedStep, RankReport};
 pub use span::{Activity, RunInfo, Span};
+pub use stats::median;
 pub use timeline::{render as render_timeline, representative_step, write_timeline};

@@ -5,6 +5,8 @@ use overlap_plan::{Link, Schedule};
 use serde::Serialize;
 
 use super::breakdown::StepBreakdown;
+use super::bucket_report::{bucket_reports, BucketReport};
+use super::stats::{median, median_of_rank_means};
 use crate::comm::CommMode;
 
 /// Medians over steps of the per-step mean over ranks (the step time: of the slowest rank).
@@ -119,25 +121,6 @@ pub struct PredictedStep {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct BucketReport {
-    pub bucket: usize,
-    /// Its FP32 gradients.
-    pub bytes: usize,
-    /// The format they travelled in, and one rank's bytes on the wire in it.
-    pub wire_format: String,
-    pub wire_bytes: usize,
-    pub launched_after: String,
-    pub all_reduce_ms: f64,
-    /// Of `all_reduce_ms`, the updates of the parameters lent with the bucket, run on the
-    /// communication thread as the sums arrived.
-    pub lent_updates_ms: f64,
-    /// nccl-tests' bus bandwidth of what travelled: `wire_bytes / t * 2(n-1)/n`, in GB/s (10^9
-    /// bytes), `t` the all-reduce's time less the lent updates', as nccl-tests times the transfer.
-    pub bus_bandwidth_gb_s: f64,
-    pub exposed_ms: f64,
-}
-
-#[derive(Clone, Debug, Serialize)]
 pub struct RankReport {
     pub rank: usize,
     /// Steps in which this rank had the most compute.
@@ -160,9 +143,7 @@ impl OverlapReport {
         if steps.is_empty() {
             return None;
         }
-        let mean = |f: &dyn Fn(&StepBreakdown) -> u64| -> f64 {
-            median(steps.iter().map(|s| s.iter().map(f).sum::<u64>() as f64 / s.len() as f64 / 1e6))
-        };
+        let mean = |f: &dyn Fn(&StepBreakdown) -> u64| median_of_rank_means(&steps, f);
         let step_ms = median(steps.iter().map(|s| s.iter().map(|b| b.step_ns).max().unwrap_or(0) as f64 / 1e6));
         let (forward_ms, loss_ms) = (mean(&|b| b.forward_ns), mean(&|b| b.loss_ns));
         let (backward_ms, optimizer_ms) = (mean(&|b| b.backward_ns), mean(&|b| b.update_ns));
@@ -182,55 +163,7 @@ impl OverlapReport {
             steps.iter().map(|s| s.iter().map(|b| b.compute_ns().max(b.all_reduce_ns)).max().unwrap_or(0) as f64 / 1e6),
         );
 
-        let n = world_size as f64;
-        let buckets =
-            (0..schedule.buckets.len())
-                .map(|k| {
-                    let all_reduce_ms = mean(&|b| b.buckets.get(k).map_or(0, |t| t.all_reduce_ns));
-                    let lent_updates_ms = mean(&|b| b.buckets.get(k).map_or(0, |t| t.updates_ns));
-                    // What went on the wire, as measured; the schedule's count when nothing was
-                    // recorded. PowerSGD sends its buckets whole for `start_iter` steps first: the
-                    // median is over the compressed steps where the window has any, so that it is
-                    // one phase's size, not a value between the two.
-                    let from = schedule.buckets[k].low_rank.map_or(0, |l| l.start_iter);
-                    let phase = if steps.iter().any(|s| s[0].step >= from) { from } else { 0 };
-                    let measured =
-                        median(steps.iter().filter(|s| s[0].step >= phase).map(|s| {
-                            s.iter().map(|b| b.buckets.get(k).map_or(0, |t| t.bytes)).max().unwrap_or(0) as f64
-                        }));
-                    let bytes = schedule.buckets[k].bytes();
-                    let wire_bytes = if measured > 0.0 { measured as usize } else { schedule.wire_bytes(k) };
-                    // The transfer's time: the all-reduce's less the lent updates the thread ran
-                    // between chunks, but no less than an emulated link holds it (the updates then
-                    // ran within the modelled time).
-                    let modelled_ms = link
-                        .filter(|_| world_size > 1)
-                        .map_or(0.0, |l| l.ring_all_reduce_seconds(wire_bytes, world_size) * 1e3);
-                    let transfer_ms = (all_reduce_ms - lent_updates_ms).max(modelled_ms.min(all_reduce_ms));
-                    BucketReport {
-                        bucket: k,
-                        bytes,
-                        wire_format: match schedule.buckets[k].low_rank {
-                            Some(l) => format!("rank {}", l.rank),
-                            None => schedule.buckets[k].wire.to_string(),
-                        },
-                        wire_bytes,
-                        launched_after: match mode {
-                            // Without overlap every bucket waits for the whole backward.
-                            CommMode::AfterBackward => "all of backward".to_string(),
-                            _ => format!("{}.backward", schedule.layers[schedule.buckets[k].launch_after].name),
-                        },
-                        all_reduce_ms,
-                        lent_updates_ms,
-                        bus_bandwidth_gb_s: if transfer_ms > 0.0 {
-                            wire_bytes as f64 / (transfer_ms / 1e3) * 2.0 * (n - 1.0) / n / 1e9
-                        } else {
-                            0.0
-                        },
-                        exposed_ms: mean(&|b| b.buckets.get(k).map_or(0, |t| t.exposed_ns)),
-                    }
-                })
-                .collect();
+        let buckets = bucket_reports(&steps, schedule, world_size, mode, link);
 
         // No rank is the slowest of a step that computed nothing (`--comm-only`).
         let slowest = |s: &[StepBreakdown]| {
@@ -290,21 +223,6 @@ impl OverlapReport {
 
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("the report holds only numbers and strings")
-    }
-}
-
-/// The middle value (the mean of the two middle ones for an even count); 0 for none.
-pub fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut v: Vec<f64> = values.collect();
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        (v[mid - 1] + v[mid]) / 2.0
     }
 }
 

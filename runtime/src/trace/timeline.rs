@@ -10,8 +10,8 @@ use super::blocks::{blocks, draw_block, lane_labels, Block};
 use super::breakdown::StepBreakdown;
 use super::canvas::{escape, BACKWARD, BUCKETS, FORWARD, LANE, LEFT, LOSS, RIGHT, WAIT, WIDTH};
 use super::labels::{self, Placement};
-use super::report::median;
 use super::span::{Activity, RunInfo, Span};
+use super::stats::median;
 use crate::error::{Error, Result};
 use crate::process::atomic_write::write_atomically;
 

@@ -1,0 +1,96 @@
+//! The report's row for each bucket: its bytes and format on the wire, where it was launched, its
+//! all-reduce's time (the lent updates' part of it apart) and bus bandwidth, and its exposed time.
+
+use overlap_plan::{Link, Schedule};
+use serde::Serialize;
+
+use super::breakdown::StepBreakdown;
+use super::stats::{median, median_of_rank_means};
+use crate::comm::CommMode;
+
+/// One bucket, medians over the steps of the ranks' means.
+#[derive(Clone, Debug, Serialize)]
+pub struct BucketReport {
+    pub bucket: usize,
+    /// Its FP32 gradients.
+    pub bytes: usize,
+    /// The format they travelled in, and one rank's bytes on the wire in it.
+    pub wire_format: String,
+    pub wire_bytes: usize,
+    pub launched_after: String,
+    pub all_reduce_ms: f64,
+    /// Of `all_reduce_ms`, the updates of the parameters lent with the bucket, run on the
+    /// communication thread as the sums arrived.
+    pub lent_updates_ms: f64,
+    /// nccl-tests' bus bandwidth of what travelled: `wire_bytes / t * 2(n-1)/n`, in GB/s (10^9
+    /// bytes), `t` the all-reduce's time less the lent updates', as nccl-tests times the transfer.
+    pub bus_bandwidth_gb_s: f64,
+    pub exposed_ms: f64,
+}
+
+/// A row per bucket of `schedule`, from `steps` (each one step's breakdowns, a rank's each).
+pub(super) fn bucket_reports(
+    steps: &[&[StepBreakdown]],
+    schedule: &Schedule,
+    world_size: usize,
+    mode: CommMode,
+    link: Option<Link>,
+) -> Vec<BucketReport> {
+    let mean = |f: &dyn Fn(&StepBreakdown) -> u64| median_of_rank_means(steps, f);
+    let n = world_size as f64;
+    (0..schedule.buckets.len())
+        .map(|k| {
+            let all_reduce_ms = mean(&|b| b.buckets.get(k).map_or(0, |t| t.all_reduce_ns));
+            let lent_updates_ms = mean(&|b| b.buckets.get(k).map_or(0, |t| t.updates_ns));
+            let wire_bytes = wire_bytes(steps, schedule, k);
+            // The transfer's time: the all-reduce's less the lent updates the thread ran between
+            // chunks, but no less than an emulated link holds it (the updates then ran within the
+            // modelled time).
+            let modelled_ms = link
+                .filter(|_| world_size > 1)
+                .map_or(0.0, |l| l.ring_all_reduce_seconds(wire_bytes, world_size) * 1e3);
+            let transfer_ms = (all_reduce_ms - lent_updates_ms).max(modelled_ms.min(all_reduce_ms));
+            BucketReport {
+                bucket: k,
+                bytes: schedule.buckets[k].bytes(),
+                wire_format: match schedule.buckets[k].low_rank {
+                    Some(l) => format!("rank {}", l.rank),
+                    None => schedule.buckets[k].wire.to_string(),
+                },
+                wire_bytes,
+                launched_after: match mode {
+                    // Without overlap every bucket waits for the whole backward.
+                    CommMode::AfterBackward => "all of backward".to_string(),
+                    _ => format!("{}.backward", schedule.layers[schedule.buckets[k].launch_after].name),
+                },
+                all_reduce_ms,
+                lent_updates_ms,
+                bus_bandwidth_gb_s: if transfer_ms > 0.0 {
+                    wire_bytes as f64 / (transfer_ms / 1e3) * 2.0 * (n - 1.0) / n / 1e9
+                } else {
+                    0.0
+                },
+                exposed_ms: mean(&|b| b.buckets.get(k).map_or(0, |t| t.exposed_ns)),
+            }
+        })
+        .collect()
+}
+
+/// What bucket `k` put on the wire, as measured; the schedule's count when nothing was recorded.
+/// PowerSGD sends its buckets whole for `start_iter` steps first: the median is over the
+/// compressed steps where there are any, so that it is one phase's size, not one between the two.
+fn wire_bytes(steps: &[&[StepBreakdown]], schedule: &Schedule, k: usize) -> usize {
+    let from = schedule.buckets[k].low_rank.map_or(0, |l| l.start_iter);
+    let phase = if steps.iter().any(|s| s[0].step >= from) { from } else { 0 };
+    let measured = median(
+        steps
+            .iter()
+            .filter(|s| s[0].step >= phase)
+            .map(|s| s.iter().map(|b| b.buckets.get(k).map_or(0, |t| t.bytes)).max().unwrap_or(0) as f64),
+    );
+    if measured > 0.0 {
+        measured as usize
+    } else {
+        schedule.wire_bytes(k)
+    }
+}
