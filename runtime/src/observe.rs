@@ -251,18 +251,13 @@ impl<'a> Observer<'a> {
             let target = trace::representative_step(&all, self.first_step())
                 .and_then(|step| step_time(&all, step))
                 .map_or(0.0, |ns| ns as f64);
-            // A window of the warm-up step alone gives it as its candidate: drawn only when no
-            // other step ran.
-            let warm_up = self.first_step();
-            let warmed = self.timeline_candidates.iter().filter(|c| c.0 != warm_up);
-            let candidates: Vec<_> = if warmed.clone().next().is_some() {
-                warmed.collect()
-            } else {
-                self.timeline_candidates.iter().collect()
-            };
-            let nearest = candidates
-                .into_iter()
-                .min_by(|a, b| (a.1 as f64 - target).abs().total_cmp(&(b.1 as f64 - target).abs()));
+            // A window of the warm-up step alone gives it as its candidate: ranked after every
+            // other step, drawn only when no other step ran.
+            let key = |c: &(u64, u64, Vec<Span>)| (c.0 == self.first_step(), (c.1 as f64 - target).abs());
+            let nearest = self
+                .timeline_candidates
+                .iter()
+                .min_by(|a, b| key(a).0.cmp(&key(b).0).then(key(a).1.total_cmp(&key(b).1)));
             if let Some((step, _, spans)) = nearest {
                 trace::write_timeline(path, spans, *step, &info)?;
                 self.say(&format!("timeline: {} (step {}){}", path.display(), step + 1, self.emulation_note()));

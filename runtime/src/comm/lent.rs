@@ -278,7 +278,9 @@ impl Lent {
         self.updating
     }
 
-    fn update_untimed(&mut self, range: Range<usize>, sums: &[f32]) {
+    /// `update`, for a caller whose own span covers the work (PowerSGD's decompression, one row
+    /// at a time): no clock read per call.
+    pub(crate) fn update_untimed(&mut self, range: Range<usize>, sums: &[f32]) {
         debug_assert_eq!(range.len(), sums.len());
         if self.awaits_clip() {
             let shard = &self.stash.shard;

@@ -213,7 +213,8 @@ impl LowRankState {
                 if fused {
                     g.iter_mut().zip(&*approx).for_each(|(g, a)| *g += share * a);
                     let start = m.offset + i * m.cols;
-                    lent.update(start..start + m.cols, approx);
+                    // The compression's span covers it (`in_flight::compressing`).
+                    lent.update_untimed(start..start + m.cols, approx);
                 } else {
                     let e = &mut self.aside[m.e_at + i * m.cols..m.e_at + (i + 1) * m.cols];
                     g.iter_mut().zip(e).zip(&*approx).for_each(|((g, e), a)| (*e, *g) = (*g + share * a, *a));
@@ -224,7 +225,7 @@ impl LowRankState {
         for w in &self.whole {
             let (range, sums) = (w.offset..w.offset + w.len, &p[w.at..w.at + w.len]);
             if fused {
-                lent.update(range.clone(), sums);
+                lent.update_untimed(range.clone(), sums);
                 grads[range].fill(0.0);
             } else {
                 grads[range].copy_from_slice(sums);
