@@ -266,8 +266,10 @@ fn the_timeline_draws_the_runs_median_step() {
 }
 
 /// Ranks on one machine share one time zero: an all-reduce, which ends on both ranks together,
-/// ends at the same time in both ranks' rows, even where one rank read its clock 40 ms late (as
-/// a rank the scheduler wakes late from the barrier did, shifting its rows by as much).
+/// ends at the same time in both ranks' rows, even where one rank read its clock 200 ms late (as
+/// a rank the scheduler wakes late from the barrier did, shifting its rows by as much). The
+/// median over the all-reduces is compared, with half the offset as the bound: a busy machine may
+/// delay a rank's record of one end by a scheduler slice, never most of them by 100 ms.
 #[test]
 fn ranks_share_one_time_zero() {
     if !common::mpirun_available() {
@@ -277,7 +279,7 @@ fn ranks_share_one_time_zero() {
     let trace = root.path().join("run.json");
     let exe = common::fault_mlp();
     let args = [exe.to_str().unwrap(), "--steps", "3", "--batch", "8", "--trace", trace.to_str().unwrap()];
-    let out = common::mpirun_with_env(&[("OVERLAP_FAULT", "late-trace:1:40")], &[&["-n", "2"][..], &args].concat());
+    let out = common::mpirun_with_env(&[("OVERLAP_FAULT", "late-trace:1:200")], &[&["-n", "2"][..], &args].concat());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let trace: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
     let ends = |rank: u64| -> Vec<(String, u64, f64)> {
@@ -289,10 +291,13 @@ fn ranks_share_one_time_zero() {
     };
     let (zero, one) = (ends(0), ends(1));
     assert!(!zero.is_empty() && zero.len() == one.len(), "{zero:?} {one:?}");
+    let mut apart = Vec::new();
     for ((name, step, a), (other, other_step, b)) in zero.iter().zip(&one) {
         assert_eq!((name, step), (other, other_step));
-        assert!((a - b).abs() < 10_000.0, "step {step} {name} ends at {a} us on rank 0, {b} us on rank 1");
+        apart.push((a - b).abs());
     }
+    let median = overlap::trace::median(apart.iter().copied());
+    assert!(median < 100_000.0, "the ranks' all-reduces end {median} us apart (median): {zero:?} {one:?}");
 }
 
 /// Each bucket's launch point, parsed from the schedule the trace carries: bucket index and the
