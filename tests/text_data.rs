@@ -168,6 +168,30 @@ fn a_sample_reads_back_no_further_than_training_did() {
     assert!(shown.starts_with("sample (50000 characters"), "{shown}");
 }
 
+/// A sample needs the text's characters alone: a file of the model's two characters serves,
+/// where training would need more. A file that is not what its flag reads is named with the flag.
+#[test]
+fn a_sample_needs_only_the_vocabulary_and_wrong_files_name_their_flag() {
+    let dir = scratch("text-two-characters");
+    std::fs::write(dir.path().join("ab.txt"), "ab".repeat(200)).unwrap();
+    let train = ["--text", "ab.txt", "--context", "4", "--steps", "1", "--batch", "2", "--report", "off"];
+    let (ok, text) = run("gpt", dir.path(), &[&train[..], &["--eval-every", "0", "--save-params", "ab.st"]].concat());
+    assert!(ok, "{text}");
+    std::fs::write(dir.path().join("two.txt"), "ba").unwrap();
+    let sample = |text: &str, params: &str| {
+        run("gpt", dir.path(), &["--text", text, "--steps", "0", "--init-params", params, "--sample", "10"])
+    };
+    let (ok, text) = sample("two.txt", "ab.st");
+    assert!(ok && text.contains("sample (10 characters"), "{text}");
+    std::fs::write(dir.path().join("empty.txt"), "").unwrap();
+    let (ok, text) = sample("empty.txt", "ab.st");
+    assert!(!ok && text.contains("empty.txt: empty: no characters"), "{text}");
+    let (ok, text) = sample("two.txt", "two.txt");
+    assert!(!ok && text.contains("--init-params two.txt: not a safetensors file ("), "{text}");
+    let (ok, text) = run("gpt", dir.path(), &["--tokens", "missing", "--steps", "1"]);
+    assert!(!ok && text.contains("--tokens missing: "), "{text}");
+}
+
 /// The vocabulary (the text's sorted characters) goes with the parameters file and the
 /// checkpoint (its state and its parameters file); another text's, whose token ids would mean other characters, is refused when
 /// either is loaded, naming the first character that differs.

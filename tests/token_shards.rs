@@ -23,7 +23,14 @@ fn prepared_shards_train_the_gpt_example_alike_on_one_and_two_ranks() {
     std::fs::write(dir.path().join("play.txt"), TEXT.repeat(30)).unwrap();
     let (ok, text) = run("prepare", dir.path(), &["--text", "play.txt", "--out", "shards", "--shard-tokens", "1000"]);
     assert!(ok, "{text}");
-    assert!(text.contains("2610 characters (21 distinct): 2349 training tokens in 3 shard(s), 261 held out"), "{text}");
+    assert!(
+        text.contains("2610 characters (21 distinct): 2349 training tokens in 3 shard(s), 261 held out in 1 shard(s)"),
+        "{text}"
+    );
+    // A text too short to shard is named.
+    std::fs::write(dir.path().join("one.txt"), "x").unwrap();
+    let (ok, text) = run("prepare", dir.path(), &["--text", "one.txt", "--out", "short"]);
+    assert!(!ok && text.contains("one.txt: 1 character(s)"), "{text}");
     let common = ["--tokens", "shards", "--context", "16", "--steps", "3", "--report", "off", "--eval-every", "3"];
     let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--batch", "4", "--save-params", "one.st"]].concat());
     assert!(ok, "{text}");

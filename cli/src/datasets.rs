@@ -7,7 +7,7 @@ use std::path::Path;
 use overlap_runtime::data::SyntheticClassification;
 use overlap_runtime::idx::{IdxDataset, Split};
 use overlap_runtime::model::{position_rows, token_rows, vocabulary_limit};
-use overlap_runtime::text::CharText;
+use overlap_runtime::text::{file_vocabulary, CharText};
 use overlap_runtime::token_shards::{locate, val_namesake, TokenShards};
 use overlap_runtime::training_data::TrainingData;
 use overlap_runtime::{Dataset, DistributedModel, Error, Result};
@@ -58,28 +58,27 @@ fn text_data<M: DistributedModel>(
 ) -> Result<TrainingData> {
     let context = context::<M>("--text", args, features)?;
     let text = CharText::from_file(file, context, args.seed).map_err(|e| crate::flags::naming("--text", e))?;
-    check_vocabulary::<M>(file, &text, classes)?;
+    check_vocabulary::<M>(file, text.vocab().len(), classes)?;
     Ok(TrainingData::Text(text))
 }
 
-/// `--text FILE` for a sample alone (`--steps 0`), where only its characters (the vocabulary)
-/// are read: a text shorter than a sample serves as well. With the context the flags give
+/// `--text FILE` for a sample alone (`--steps 0`): its characters (the vocabulary) alone are
+/// read, so a text shorter than a sample serves as well. With the context the flags give
 /// (`--context`, or the position table's rows), which bounds how far back the sample reads.
-pub(crate) fn vocabulary_text<M: DistributedModel>(file: &Path, args: &TrainArgs) -> Result<(TrainingData, usize)> {
+pub(crate) fn vocabulary_text<M: DistributedModel>(file: &Path, args: &TrainArgs) -> Result<(Vec<char>, usize)> {
     let (features, classes) = io_widths::<M>()?;
     let context = context::<M>("--text", args, features)?;
-    let text = CharText::from_file(file, 1, args.seed).map_err(|e| crate::flags::naming("--text", e))?;
-    check_vocabulary::<M>(file, &text, classes)?;
-    Ok((TrainingData::Text(text), context))
+    let vocab = file_vocabulary(file).map_err(|e| crate::flags::naming("--text", e))?;
+    check_vocabulary::<M>(file, vocab.len(), classes)?;
+    Ok((vocab, context))
 }
 
 /// No more distinct characters than the model predicts classes.
-fn check_vocabulary<M: DistributedModel>(file: &Path, text: &CharText, classes: usize) -> Result<()> {
-    if text.vocab().len() > classes {
+fn check_vocabulary<M: DistributedModel>(file: &Path, characters: usize, classes: usize) -> Result<()> {
+    if characters > classes {
         return Err(Error::Config(format!(
-            "{}: {} distinct characters, but {} predicts {classes} classes",
+            "{}: {characters} distinct characters, but {} predicts {classes} classes",
             file.display(),
-            text.vocab().len(),
             M::SCHEDULE.model
         )));
     }
@@ -90,7 +89,7 @@ fn check_vocabulary<M: DistributedModel>(file: &Path, text: &CharText, classes: 
 /// the shards' largest token needs.
 fn token_data<M: DistributedModel>(path: &Path, args: &TrainArgs, features: usize) -> Result<TrainingData> {
     let context = context::<M>("--tokens", args, features)?;
-    let (train, _) = locate(path)?;
+    let (train, _) = locate(path).map_err(|e| crate::flags::naming("--tokens", e))?;
     let shards = TokenShards::open(&train, context)?;
     check_tokens::<M>(&shards)?;
     Ok(TrainingData::Tokens(shards))

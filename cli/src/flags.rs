@@ -53,12 +53,15 @@ pub fn in_flag_terms(message: &str) -> String {
 }
 
 /// `error`, when it is a file the flag `flag` names that cannot be read, saying so (`--text
-/// notes: Is a directory`) rather than naming the path alone.
+/// notes: Is a directory`, `--init-params notes.txt: not a safetensors file (..)`) rather than
+/// naming the path alone.
 pub fn naming(flag: &str, error: overlap_runtime::Error) -> overlap_runtime::Error {
     match error {
         overlap_runtime::Error::Io { path, source } => {
             overlap_runtime::Error::Config(format!("{flag} {}: {source}", path.display()))
         }
+        // Its message starts with the path.
+        overlap_runtime::Error::Safetensors(message) => overlap_runtime::Error::Config(format!("{flag} {message}")),
         other => other,
     }
 }

@@ -25,7 +25,6 @@ use clap::CommandFactory;
 use overlap_runtime::params_file::FileNotes;
 use overlap_runtime::plan::{plan_buckets, BucketLimits, Schedule};
 use overlap_runtime::sample::{generate_each, SampleConfig};
-use overlap_runtime::text::CharText;
 use overlap_runtime::train::{TrainSummary, Trainer};
 use overlap_runtime::training_data::TrainingData;
 use overlap_runtime::{
@@ -160,8 +159,8 @@ fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Re
         ));
     };
     unused_flags::refuse_with_sample_only(args)?;
-    let (data, context) = datasets::vocabulary_text::<M>(file, args)?;
-    let (model, notes) = starting_model::<M>(args, comm, &data)?;
+    let (vocab, context) = datasets::vocabulary_text::<M>(file, args)?;
+    let (model, notes) = starting_model::<M>(args, comm, Some(vocab.iter().collect()))?;
     if let (0, None, Some(text)) = (comm.rank(), &notes.vocabulary, &args.text) {
         console::err_line(&format!(
             "note: --init-params records no vocabulary (token shards without one trained it?): its token ids are \
@@ -169,8 +168,8 @@ fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Re
             text.display()
         ));
     }
-    match (comm.rank(), &data) {
-        (0, TrainingData::Text(text)) => print_sample(&model, text, sampled_positions(args, context, &notes), args),
+    match comm.rank() {
+        0 => print_sample(&model, &vocab, sampled_positions(args, context, &notes), args),
         _ => Ok(()),
     }
 }
@@ -194,12 +193,12 @@ fn sampled_positions(args: &TrainArgs, context: usize, notes: &FileNotes) -> usi
 }
 
 /// The model every rank starts from: `--seed`'s initial values, or `--init-params`' (checked
-/// against the data's vocabulary when both record one), with what the file records beside its
+/// against the data's `vocabulary` when both record one), with what the file records beside its
 /// tensors (nothing without `--init-params`).
 fn starting_model<M: DistributedModel>(
     args: &TrainArgs,
     comm: &Communicator,
-    data: &TrainingData,
+    vocabulary: Option<String>,
 ) -> Result<(M, FileNotes)> {
     let mut model = M::new(comm, args.seed)?;
     let Some(path) = &args.init_params else { return Ok((model, FileNotes::default())) };
@@ -207,7 +206,7 @@ fn starting_model<M: DistributedModel>(
     let loaded = overlap_runtime::params_file::load_into_with_notes(&mut model, path)
         .map_err(|e| flags::naming("--init-params", e));
     let notes = overlap_runtime::train::agree_on_outcome(comm, loaded, "load its copy of --init-params")?;
-    if let (Some(saved), Some(now)) = (&notes.vocabulary, overlap_runtime::Dataset::vocabulary(data)) {
+    if let (Some(saved), Some(now)) = (&notes.vocabulary, vocabulary) {
         if let Some(why) = overlap_runtime::text::vocabulary_mismatch(saved, &now) {
             return Err(Error::Config(format!("--init-params {}: {why}", path.display())));
         }
@@ -225,7 +224,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     )?;
     datasets::refuse_outputs_over_held_out(args)?;
     let mut data = datasets::training_data::<M>(args)?;
-    let (mut model, _) = starting_model::<M>(args, comm, &data)?;
+    let (mut model, _) = starting_model::<M>(args, comm, overlap_runtime::Dataset::vocabulary(&data))?;
     let mut held_out = args.validation_every().map(|_| datasets::held_out::<M>(&data, args)).transpose()?;
     let trainer = Trainer::new(comm).config(args.train_config());
     let trainer = if comm.rank() == 0 { trainer.progress(Bar::new()) } else { trainer };
@@ -235,7 +234,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     };
     let summary = trainer.fit(&mut model, &mut data, &CrossEntropyLoss)?;
     if let (0, TrainingData::Text(text), true) = (comm.rank(), &data, args.sample > 0) {
-        print_sample(&model, text, text.context(), args)?;
+        print_sample(&model, text.vocab(), text.context(), args)?;
     }
     Ok(summary)
 }
@@ -244,18 +243,18 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
 /// before it, after a newline (or the first character, in a text without one), on stdout as
 /// they are drawn (a long sample shows as it comes, and a stop keeps what was printed); on
 /// stderr with `--report json`, whose document is then all that stdout holds.
-fn print_sample<M: DistributedModel>(model: &M, text: &CharText, positions: usize, args: &TrainArgs) -> Result<()> {
+fn print_sample<M: DistributedModel>(model: &M, vocab: &[char], positions: usize, args: &TrainArgs) -> Result<()> {
     let config =
         SampleConfig { tokens: args.sample, temperature: args.temperature, top_k: Some(args.top_k), seed: args.seed };
-    let start = text.vocab().binary_search(&'\n').unwrap_or(0);
+    let start = vocab.binary_search(&'\n').unwrap_or(0);
     let print = match args.report {
         args::ReportFormat::Json => console::err,
         _ => console::out,
     };
     print(&format!("sample ({} characters, temperature {}, top-k {}):\n", args.sample, args.temperature, args.top_k));
     let mut utf8 = [0; 4];
-    let drawn = generate_each(model, &[start], (text.vocab().len(), positions), &config, |token| {
-        print(text.vocab()[token].encode_utf8(&mut utf8))
+    let drawn = generate_each(model, &[start], (vocab.len(), positions), &config, |token| {
+        print(vocab[token].encode_utf8(&mut utf8))
     });
     print("\n");
     drawn

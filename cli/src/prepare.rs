@@ -9,7 +9,7 @@ use overlap_runtime::token_shards::prepare_characters;
 use overlap_runtime::{Error, Result};
 
 /// Writes a text's characters as llm.c token shards: `<name>_train_NNNNNN.bin` (the first 90%)
-/// and `<name>_val_000000.bin`, with `vocabulary.txt` (token i is its i-th character).
+/// and `<name>_val_NNNNNN.bin` (the rest), with `vocabulary.txt` (token i is its i-th character).
 #[derive(Parser, Debug)]
 #[command(name = "prepare")]
 pub struct PrepareArgs {
@@ -19,7 +19,8 @@ pub struct PrepareArgs {
     /// The folder to write the shards into (created if missing).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
-    /// The shards' name before `_train` / `_val` [default: the text's file name].
+    /// The shards' name before `_train` / `_val` [default: the text's file name without its
+    /// extension].
     #[arg(long)]
     pub name: Option<String>,
     /// Tokens per shard at most: each split is cut into shards of at most N that differ by one
@@ -50,15 +51,20 @@ fn run(args: &PrepareArgs) -> Result<()> {
         None => args.text.file_stem().map_or("text".into(), |s| s.to_string_lossy().into_owned()),
     };
     let shard_tokens = usize::try_from(args.shard_tokens).unwrap_or(usize::MAX);
-    let prepared = prepare_characters(&text, &args.out, &stem, shard_tokens)?;
+    let prepared = prepare_characters(&text, &args.out, &stem, shard_tokens).map_err(|e| match e {
+        // Its message says what the text lacks, not which text.
+        Error::Dataset(why) => Error::Dataset(format!("{}: {why}", args.text.display())),
+        other => other,
+    })?;
     println!(
-        "{}: {} characters ({} distinct): {} training tokens in {} shard(s), {} held out, in {}",
+        "{}: {} characters ({} distinct): {} training tokens in {} shard(s), {} held out in {} shard(s), in {}",
         args.text.display(),
         text.chars().count(),
         prepared.vocabulary.chars().count(),
         prepared.train_tokens,
         prepared.train.len(),
         prepared.val_tokens,
+        prepared.val.len(),
         args.out.display()
     );
     Ok(())

@@ -135,9 +135,14 @@ pub fn load_notes(path: &Path) -> Result<FileNotes> {
     notes_in(&read_unless_device(path)?, path)
 }
 
+/// `path` could not be read as safetensors: say what it is not, then the format's complaint
+/// ("header too large" alone leaves a user guessing which header).
+fn not_safetensors(path: &Path, e: safetensors::SafeTensorError) -> Error {
+    Error::Safetensors(format!("{}: not a safetensors file ({e})", path.display()))
+}
+
 fn notes_in(bytes: &[u8], path: &Path) -> Result<FileNotes> {
-    let (_, header) =
-        SafeTensors::read_metadata(bytes).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
+    let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| not_safetensors(path, e))?;
     let metadata = header.metadata().as_ref();
     let get = |key: &str| metadata.and_then(|m| m.get(key));
     let positions = match get(POSITIONS_KEY) {
@@ -291,7 +296,7 @@ pub type NamedTensor = (String, Vec<usize>, Vec<f32>);
 /// header is a map: it keeps no order of its own).
 pub fn load_params(path: &Path) -> Result<Vec<NamedTensor>> {
     let bytes = read_unless_device(path)?;
-    let file = SafeTensors::deserialize(&bytes).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
+    let file = SafeTensors::deserialize(&bytes).map_err(|e| not_safetensors(path, e))?;
     let mut out = Vec::new();
     for (name, view) in file.iter() {
         if view.dtype() != Dtype::F32 {

@@ -53,6 +53,25 @@ pub struct CharText {
     file: Option<PathBuf>,
 }
 
+/// The sorted distinct characters of `text`: its vocabulary, a token being an index into it.
+fn vocabulary(text: &str) -> Vec<char> {
+    let mut vocab: Vec<char> = text.chars().collect();
+    vocab.sort_unstable();
+    vocab.dedup();
+    vocab
+}
+
+/// The vocabulary of the UTF-8 file at `path` (read as `read_text` reads it), and nothing else: a
+/// sample from a saved model needs its characters, not windows to train on, so a file of one
+/// character serves.
+pub fn file_vocabulary(path: &Path) -> Result<Vec<char>> {
+    let vocab = vocabulary(&read_text(path)?);
+    if vocab.is_empty() {
+        return Err(Error::Dataset(format!("{}: empty: no characters, so no vocabulary", path.display())));
+    }
+    Ok(vocab)
+}
+
 impl CharText {
     /// Reads a UTF-8 text file (`read_text`) into windows of `context` characters.
     pub fn from_file(path: &Path, context: usize, seed: u64) -> Result<Self> {
@@ -74,9 +93,7 @@ impl CharText {
         if context == 0 {
             return Err(Error::Config("a text sample needs a context of at least 1 character".into()));
         }
-        let mut vocab: Vec<char> = text.chars().collect();
-        vocab.sort_unstable();
-        vocab.dedup();
+        let vocab = vocabulary(text);
         let tokens: Arc<[u32]> =
             text.chars().map(|c| vocab.binary_search(&c).expect("in the vocabulary") as u32).collect();
         let train_end = (tokens.len() as f64 * TRAIN_SHARE) as usize;

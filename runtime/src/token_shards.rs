@@ -342,8 +342,8 @@ pub struct Prepared {
 }
 
 /// `text` as character tokens in `out`: the first 90% in `<stem>_train_NNNNNN.bin` shards of at
-/// most `shard_tokens` tokens, the rest in `<stem>_val_000000.bin`, and the vocabulary (the sorted
-/// distinct characters) in `vocabulary.txt`.
+/// most `shard_tokens` tokens, the rest in `<stem>_val_NNNNNN.bin` shards alike, and the
+/// vocabulary (the sorted distinct characters) in `vocabulary.txt`.
 pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usize) -> Result<Prepared> {
     if shard_tokens < 2 {
         return Err(Error::Config(format!(

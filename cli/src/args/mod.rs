@@ -73,8 +73,8 @@ pub struct TrainArgs {
     #[arg(long, value_enum, default_value_t = DecayOnArg::All)]
     pub decay_on: DecayOnArg,
     /// Measure the loss on held-out data after every N steps and after the last: the --text's
-    /// last 10%, the --data folder's t10k files, or synthetic samples training never reads
-    /// (0: never).
+    /// last 10%, the --tokens shards named `_val`, the --data folder's t10k files, or synthetic
+    /// samples training never reads (0: never).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub eval_every: Option<u64>,
     /// Batches of --batch samples per rank that each held-out measurement reads (the same ones
