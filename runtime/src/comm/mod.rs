@@ -14,6 +14,7 @@ pub(crate) mod backoff;
 mod board;
 mod bucket;
 mod configure;
+mod doorbell;
 mod gather;
 mod gathering;
 mod lent;

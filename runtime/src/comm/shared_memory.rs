@@ -13,24 +13,29 @@
 //! lent with the bucket (`lent`), nothing is copied out: each rank updates its parameters from
 //! the sums in the slots, its own part's and then the others', and clears the bucket as it reads
 //! it, for the next step.
+//!
+//! A rank waiting for another sleeps on that rank's doorbell (`doorbell`), which wakes it once,
+//! when the other publishes; sleeping on a timer woke it several times per wait, and each wake
+//! took the core from a compute thread.
 
 use std::ffi::c_void;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
-use super::backoff::wait_until;
+use super::doorbell::Doorbell;
 use super::lent::Lent;
 
 /// Elements per chunk: 1 MiB of f32, so that a chunk of every rank fits in the shared cache.
 pub(super) const CHUNK: usize = 1 << 18;
 /// Chunk slots per rank: a rank can copy in chunk `s + 1` while the others still read chunk `s`.
 pub(super) const SLOTS: usize = 2;
-/// The flags live in the first page of a segment, one per cache line; the slots follow.
+/// The flags and then the doorbell's two words live in the first page of a segment, one per
+/// cache line; the slots follow.
 const HEADER_BYTES: usize = 4096;
 const SEGMENT_BYTES: usize = HEADER_BYTES + SLOTS * CHUNK * std::mem::size_of::<f32>();
 /// MPI need not align segments (OpenMPI's packed layout does not): each rank allocates this much
@@ -43,9 +48,12 @@ pub(super) const PART_ALIGN: usize = 64 / std::mem::size_of::<f32>();
 /// Elements of a lent bucket read, then cleared, at a time: 16 KiB, well inside L1.
 const BLOCK: usize = 1 << 12;
 
-/// How long to check the other ranks' flags back to back before sleeping: within a bucket they
-/// are working through the same chunk, microseconds away.
+/// How long to check the other ranks' flags back to back before sleeping on their doorbells:
+/// within a bucket they are working through the same chunk, microseconds away.
 const SPIN: Duration = Duration::from_micros(50);
+
+/// How often a rank asleep on a doorbell wakes to check whether it is aborting.
+const ABORT_CHECK: Duration = Duration::from_millis(10);
 
 /// Progress of one rank through the chunk sequence, published to the others.
 #[derive(Clone, Copy)]
@@ -67,6 +75,14 @@ impl Segment {
         // SAFETY: a segment is SEGMENT_BYTES long from its aligned start, so the header's cache
         // lines are inside it.
         unsafe { self.0.add(flag as usize * 64).cast() }
+    }
+
+    /// The doorbell's ring count (`word` 0) and sleepers (1), on the two cache lines after the
+    /// three flags'.
+    fn doorbell_word(self, word: usize) -> *mut u32 {
+        debug_assert!(word < 2);
+        // SAFETY: as for `flag`: lines 3 and 4 of the header page.
+        unsafe { self.0.add((3 + word) * 64).cast() }
     }
 
     /// Elements `range` of chunk slot `slot`.
@@ -156,6 +172,9 @@ impl SharedMemory {
         for flag in [Flag::Posted, Flag::Reduced, Flag::Consumed] {
             shared.flag(rank, flag).store(0, Ordering::Relaxed);
         }
+        let bell = shared.doorbell(rank);
+        bell.rings.store(0, Ordering::Relaxed);
+        bell.sleepers.store(0, Ordering::Relaxed);
         // Nobody reads a flag before everyone has zeroed theirs.
         world.barrier();
         Ok(shared)
@@ -268,15 +287,48 @@ impl SharedMemory {
         unsafe { AtomicU64::from_ptr(self.segments[rank].flag(flag)) }
     }
 
-    pub(super) fn publish(&self, flag: Flag, sequence: u64) {
-        self.flag(self.rank, flag).store(sequence, Ordering::Release);
+    /// `rank`'s doorbell, rung whenever it publishes a flag.
+    fn doorbell(&self, rank: usize) -> Doorbell<'_> {
+        let segment = self.segments[rank];
+        // SAFETY: as for `flag`: the words start cache lines, so they are aligned, and the window
+        // stays mapped while `self` lives; other processes change them only atomically.
+        unsafe {
+            Doorbell {
+                rings: AtomicU32::from_ptr(segment.doorbell_word(0)),
+                sleepers: AtomicU32::from_ptr(segment.doorbell_word(1)),
+            }
+        }
     }
 
-    /// Waits until every rank's `flag` has reached `sequence`.
+    pub(super) fn publish(&self, flag: Flag, sequence: u64) {
+        self.flag(self.rank, flag).store(sequence, Ordering::Release);
+        self.doorbell(self.rank).ring();
+    }
+
+    /// Waits until every rank's `flag` has reached `sequence`: checks back to back for `SPIN`,
+    /// then sleeps on the doorbell of a rank not there yet until it rings (or `ABORT_CHECK`
+    /// passes). `false` if `aborting` was set meanwhile.
     pub(super) fn wait_all(&self, flag: Flag, sequence: u64, aborting: &AtomicBool) -> bool {
-        let ranks = self.segments.len();
-        let arrived = || (0..ranks).all(|r| self.flag(r, flag).load(Ordering::Acquire) >= sequence);
-        wait_until(SPIN, arrived, || aborting.load(Ordering::Relaxed))
+        let started = Instant::now();
+        for rank in 0..self.segments.len() {
+            let bell = self.doorbell(rank);
+            loop {
+                // Read before the flag: a ring after this read makes the sleep below return.
+                let seen = bell.count();
+                if self.flag(rank, flag).load(Ordering::Acquire) >= sequence {
+                    break;
+                }
+                if aborting.load(Ordering::Relaxed) {
+                    return false;
+                }
+                if started.elapsed() < SPIN {
+                    std::hint::spin_loop();
+                } else {
+                    bell.sleep(seen, ABORT_CHECK);
+                }
+            }
+        }
+        true
     }
 }
 
