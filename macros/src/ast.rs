@@ -43,7 +43,7 @@ pub struct Residual<'a> {
 /// Where a struct's fields sit from the model: nothing for the model's own, `blocks.3` for the
 /// fourth element of a field `blocks: [Block; N]`.
 #[derive(Clone, Default)]
-pub struct Prefix {
+pub struct Prefix<'a> {
     /// In the schedule and checkpoints (PyTorch's state-dict path): `blocks.3`.
     pub name: String,
     /// In code, after `self.`: `blocks[3]`.
@@ -52,21 +52,28 @@ pub struct Prefix {
     pub ident: String,
     /// The innermost `#[init(..)]` of the block fields around these fields, if any.
     pub init: Option<Rc<InitAttr>>,
+    /// The block fields these fields are in, outermost first: each one's part of `name`
+    /// (`blocks.3`) and its type, where an error about the level it is written at points.
+    pub uses: Vec<(String, &'a Type)>,
 }
 
-impl Prefix {
-    /// The prefix of the fields of `inner`, a struct at `field` (element `index` when an array).
-    pub fn inner(&self, field: &Ident, index: Option<usize>) -> Prefix {
+impl<'a> Prefix<'a> {
+    /// The prefix of the fields of `inner`, a struct at `field` of type `ty` (element `index`
+    /// when an array).
+    pub fn inner(&self, (field, ty): (&Ident, &'a Type), index: Option<usize>) -> Prefix<'a> {
         let plain = field.unraw().to_string();
         let (mut name, mut ident) = (self.joined(&self.name, '.', &plain), self.joined(&self.ident, '_', &plain));
         let access = &self.access;
         let mut access = if access.is_empty() { quote!(#field) } else { quote!(#access.#field) };
+        let mut part = plain;
         if let Some(i) = index {
             let lit = crate::helpers::lit(i);
-            (name, ident) = (format!("{name}.{i}"), format!("{ident}_{i}"));
+            (name, ident, part) = (format!("{name}.{i}"), format!("{ident}_{i}"), format!("{part}.{i}"));
             access = quote!(#access[#lit]);
         }
-        Prefix { name, access, ident, init: self.init.clone() }
+        let mut uses = self.uses.clone();
+        uses.push((part, ty));
+        Prefix { name, access, ident, init: self.init.clone(), uses }
     }
 
     fn joined(&self, prefix: &str, separator: char, last: &str) -> String {
@@ -94,6 +101,8 @@ pub struct Field<'a> {
     pub tied: Option<(Ident, syn::Attribute)>,
     /// The innermost `#[init(..)]`: on the field, or on a block around it.
     pub init: Option<Rc<InitAttr>>,
+    /// The block fields it is in, outermost first (`Prefix::uses`).
+    pub uses: Vec<(String, &'a Type)>,
 }
 
 impl<'a> Model<'a> {
@@ -110,7 +119,16 @@ impl<'a> Model<'a> {
         let params = generic_params(&item.generics);
         let fields: Vec<Field> = match &item.fields {
             Fields::Named(named) => {
-                named.named.iter().map(|f| Field::new(f, &Prefix::default(), &params, errors)).collect()
+                let mut fields = Vec::new();
+                for f in &named.named {
+                    if crate::helpers::names_itself(&f.ty, &item.ident) {
+                        let message = format!("`{}` contains itself: a model cannot be a field of itself", item.ident);
+                        errors.spanned(&f.ty, message);
+                    } else {
+                        fields.push(Field::new(f, &Prefix::default(), &params, errors));
+                    }
+                }
+                fields
             }
             Fields::Unnamed(_) | Fields::Unit => {
                 errors.spanned(&item.ident, "#[distributed_model] needs a struct with named fields, one per layer");
@@ -142,10 +160,10 @@ pub fn generic_params(generics: &syn::Generics) -> Vec<&Ident> {
 impl<'a> Field<'a> {
     /// The layer in `field`, whose struct sits at `prefix` from the model and has the generic
     /// parameters `params` (refused; see `generic_params`).
-    pub fn new(field: &'a syn::Field, prefix: &Prefix, params: &[&Ident], errors: &mut Errors) -> Self {
+    pub fn new(field: &'a syn::Field, prefix: &Prefix<'a>, params: &[&Ident], errors: &mut Errors) -> Self {
         let ident = field.ident.as_ref().expect("named fields have identifiers");
         // Names in the schedule (and so in checkpoints) are PyTorch's: `type.weight`, not `r#type.weight`.
-        let own = prefix.inner(ident, None);
+        let own = prefix.inner((ident, &field.ty), None);
         let name = own.name.clone();
         let conditional_attr = cfg::check_field(&field.attrs, errors);
         let attrs = field_attr::field_attrs(&field.attrs, errors);
@@ -183,6 +201,7 @@ impl<'a> Field<'a> {
             spec,
             custom,
             tied: attrs.tied,
+            uses: prefix.uses.clone(),
             init,
         };
         if let Some(own) = &attrs.init {

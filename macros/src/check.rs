@@ -4,6 +4,7 @@
 use overlap_plan::{LayerSpec, Width, ELEM_BYTES, MAX_TENSOR_NUMEL};
 
 use syn::ext::IdentExt;
+use syn::Type;
 
 use crate::ast::{Model, Residual};
 use crate::errors::{Errors, Rule};
@@ -68,8 +69,9 @@ fn oversized(spec: &LayerSpec) -> Option<String> {
 
 /// Each layer's workspace entries are named after it (`blocks_0_fc_out`): a field `blocks_0_fc`
 /// beside the block field `blocks: [Block; N]` would share them with `blocks.0.fc`, and two fields
-/// of one name (the compiler's own error) would too. Reported once per clash, at the field written
-/// in the struct where it arises (the one without a path), else at the later one.
+/// of one name (the compiler's own error) would too. Reported once per clash, at the field that
+/// makes it in the struct where the two names part (`clash_site`): once for all copies of a
+/// repeated block, whose tokens it is.
 fn distinct_identifiers(model: &Model, errors: &mut Errors) {
     let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (i, field) in model.fields.iter().enumerate() {
@@ -79,27 +81,51 @@ fn distinct_identifiers(model: &Model, errors: &mut Errors) {
             continue;
         };
         let (earlier, later) = (&model.fields[j], field);
-        let at = if later.name.contains('.') && !earlier.name.contains('.') { earlier } else { later };
         let what = if earlier.name == later.name {
             format!("two layers are named `{}`", later.name)
         } else {
             format!("`{}` and `{}` would share the generated name `{ident}_out`", earlier.name, later.name)
         };
-        errors.spanned(at.ty, format!("{what}: rename one of them"));
+        let at = clash_site((&earlier.uses, earlier.ty), (&later.uses, later.ty));
+        errors.once(at, Rule::NameClash, at, format!("{what}: rename one of them"));
     }
     // Residual blocks name their sums the same way (`a_b_sum` for `a.b` and for `a_b`).
     let mut sums: std::collections::HashMap<String, &Residual> = std::collections::HashMap::new();
     for later in &model.residuals {
         let ident = later.ident.unraw().to_string();
         let Some(earlier) = sums.insert(ident.clone(), later) else { continue };
-        let at = if later.name.contains('.') && !earlier.name.contains('.') { earlier } else { later };
-        errors.spanned(
-            at.at,
+        let (earlier_in, later_in) = (model.fields[earlier.first].uses.as_slice(), &model.fields[later.first].uses);
+        // A block's sum is named from its own use (`at`), inside the uses above it.
+        let depth = |r: &Residual, uses: &[(String, &Type)]| {
+            uses.iter().position(|(_, ty)| std::ptr::eq(*ty, r.at)).unwrap_or(uses.len())
+        };
+        let at = clash_site(
+            (&earlier_in[..depth(earlier, earlier_in)], earlier.at),
+            (&later_in[..depth(later, later_in)], later.at),
+        );
+        errors.once(
+            at,
+            Rule::NameClash,
+            at,
             format!(
                 "residual blocks `{}` and `{}` would share the generated name `{ident}_sum`: rename one of them",
                 earlier.name, later.name
             ),
         );
+    }
+}
+
+/// Where two things whose generated names clash part: each given by the block fields it is in
+/// (outermost first) and its own field's type. In the struct where their paths first differ, the
+/// field of the later one there, unless the earlier one is written in that struct itself and the
+/// later one is not (`blocks_0_fc` beside `blocks: [Block; 1]` holding `fc`).
+fn clash_site<'a>(earlier: (&[(String, &'a Type)], &'a Type), later: (&[(String, &'a Type)], &'a Type)) -> &'a Type {
+    let common =
+        earlier.0.iter().zip(later.0).take_while(|((a, at), (b, bt))| a == b && std::ptr::eq(*at, *bt)).count();
+    match (earlier.0.get(common), later.0.get(common)) {
+        (_, None) => later.1,
+        (None, Some(_)) => earlier.1,
+        (Some(_), Some((_, ty))) => ty,
     }
 }
 
@@ -112,6 +138,7 @@ fn not_empty(model: &Model, errors: &mut Errors) {
 /// Each fixed-width layer's input must equal the width flowing into it; element-wise layers
 /// take that width (which also gives them their FLOP count).
 fn widths_chain(model: &mut Model, errors: &mut Errors) {
+    let own_inputs: Vec<Option<usize>> = model.residuals.iter().map(|r| own_input(model, r).map(|(x, _)| x)).collect();
     let mut flowing: Option<(usize, String)> = None;
     // The width into each layer, and out of it (after the residual sums ending there).
     let (mut into, mut out) = (vec![None; model.fields.len()], vec![None; model.fields.len()]);
@@ -147,8 +174,29 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
             }
         }
         out[i] = flowing.as_ref().map(|f| f.0);
+        // A residual block whose last layer outputs another width than its input is the block's
+        // error alone (`residual_widths`): which width was meant is unknown, so the layers after
+        // it are not judged against either.
+        for (r, own) in model.residuals.iter().zip(&own_inputs).filter(|(r, _)| r.last == i) {
+            if let (Some(input), Some((width, _))) = (own.or(into[r.first]), &flowing) {
+                if input != *width {
+                    flowing = None;
+                }
+            }
+        }
     }
     residual_widths(model, &into, &out, errors);
+}
+
+/// The first layer of residual block `r` that is not element-wise, with the width it takes;
+/// none if there is none, or a layer before it is invalid.
+fn own_input<'m>(model: &'m Model, r: &Residual) -> Option<(usize, &'m str)> {
+    let mut widths = model.fields[r.first..=r.last].iter().map(|f| (f, f.spec.as_ref().map(|s| s.width)));
+    let (field, width) = widths.find(|(_, w)| !matches!(w, Some(Width::Preserving)))?;
+    match width? {
+        Width::Fixed { input, .. } => Some((input, field.name.as_str())),
+        Width::Preserving => None,
+    }
 }
 
 /// A residual block adds its input to its output: both must have one width. Where no width flows
@@ -156,17 +204,7 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
 /// its first fixed-width layer takes, the layers before that one keeping the width.
 fn residual_widths(model: &Model, into: &[Option<usize>], out: &[Option<usize>], errors: &mut Errors) {
     for r in &model.residuals {
-        // The first layer that is not element-wise, with the width it takes; none if a layer
-        // before it is invalid.
-        let own_input = || {
-            let mut widths = model.fields[r.first..=r.last].iter().map(|f| (f, f.spec.as_ref().map(|s| s.width)));
-            let (field, width) = widths.find(|(_, w)| !matches!(w, Some(Width::Preserving)))?;
-            match width? {
-                Width::Fixed { input, .. } => Some((input, field.name.as_str())),
-                Width::Preserving => None,
-            }
-        };
-        let input = match own_input() {
+        let input = match own_input(model, r) {
             Some((x, name)) => Some((x, format!("its layer `{name}`, the first of a fixed width, takes width {x}"))),
             None => into[r.first].map(|x| (x, format!("its input has width {x}"))),
         };

@@ -1,6 +1,7 @@
 //! The user's struct as the macro emits it again: without this macro's field attributes (the
 //! compiler does not know them) and without the foreign suffixes of built-in layers' widths
-//! (`Linear<4u32, 2>`), already reported, so that the compiler adds no errors of its own.
+//! (`Linear<4u32, 2>`) and fields of the struct's own type, already reported, so that the
+//! compiler adds no errors of its own.
 //! Apart from `field_attr` and `layers`, which it reads both of.
 
 use syn::ItemStruct;
@@ -18,8 +19,15 @@ pub fn strip_field_attrs(item: &ItemStruct) -> ItemStruct {
         }
         // `#[residual]` on a field is misplaced (reported in `field_attr`).
         field.attrs.retain(|a| !is_ours(a) && !a.path().is_ident("residual"));
+        // The struct in itself (reported in `ast`) would be the compiler's "infinite size" too.
+        if crate::helpers::names_itself(&field.ty, &item.ident) {
+            field.ty = syn::parse_quote!(());
+        }
     }
-    // Field attributes written on the struct (reported by `field_attr::misplaced_on_struct`).
-    item.attrs.retain(|a| !crate::cfg::names_ours(a.path()));
+    // Field attributes written on the struct (reported by `field_attr::misplaced_on_struct`), and
+    // `#[residual]`, directly or through `cfg_attr` (refused), which the compiler would not know.
+    item.attrs.retain(|a| {
+        !crate::cfg::names_ours(a.path()) && !a.path().is_ident("residual") && !crate::cfg::applies(a, "residual")
+    });
     item
 }

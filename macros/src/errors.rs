@@ -21,6 +21,8 @@ pub enum Rule {
     ResidualWidth,
     /// A block that gives no layers.
     EmptyBlock,
+    /// Two layers, or two residual sums, whose generated names are one.
+    NameClash,
 }
 
 #[derive(Default)]

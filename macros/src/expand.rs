@@ -45,6 +45,7 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
              model: remove the key",
         );
     }
+    nesting::refuse_residual_model(&item, &mut errors);
     let mut model = Model::from_struct(&item, &mut errors);
     check::all(&mut model, &mut errors);
     let mut code = None;

@@ -54,6 +54,10 @@ pub fn positive_int(expr: &Expr, what: &str, errors: &mut Errors) -> Option<LitI
             None
         }
         Some((lit, Ok(v))) if v > 0 => Some(lit.clone()),
+        Some((lit, Err(_))) if lit.base10_digits().bytes().any(|d| d != b'0') => {
+            errors.spanned(lit, format!("{what} must fit a `usize`: {lit} does not (at most {})", usize::MAX));
+            None
+        }
         _ => {
             errors.spanned(expr, format!("{what} must be an integer literal greater than zero"));
             None
@@ -104,4 +108,12 @@ pub fn set_once<T>(slot: &mut Option<T>, value: Option<T>, at: impl quote::ToTok
     } else if value.is_some() {
         *slot = value;
     }
+}
+
+/// Whether `ty` names the struct `own` itself (`Net`, `self::Net` or `Self`): a field of that type
+/// would make the struct contain itself.
+pub fn names_itself(ty: &syn::Type, own: &Ident) -> bool {
+    let syn::Type::Path(path) = ty else { return false };
+    let Some(last) = path.path.segments.last() else { return false };
+    path.qself.is_none() && last.arguments.is_none() && (last.ident == *own || last.ident == "Self")
 }

@@ -9,7 +9,7 @@
 use std::rc::Rc;
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, ToTokens};
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Expr, Lit, LitStr, Meta, Token};
@@ -26,6 +26,8 @@ const MAX_STD: f64 = 1e6;
 pub struct InitAttr {
     /// `std = ..`: every matrix drawn from N(0, std²), every bias zeroed.
     pub std: Option<f64>,
+    /// The tokens `std = ..`, for the error when there is no parameter to decide.
+    pub std_at: Option<TokenStream>,
     /// `ends_with("suffix", std = ..)`, in the order written.
     pub named: Vec<NamedStd>,
 }
@@ -57,13 +59,14 @@ pub fn parse(attr: &Attribute, errors: &mut Errors) -> Option<Rc<InitAttr>> {
         }
     };
     let before = errors.len();
-    let mut out = InitAttr { std: None, named: Vec::new() };
+    let mut out = InitAttr { std: None, std_at: None, named: Vec::new() };
     let mut seen = Vec::new();
     for item in &items {
         match (path_name(item.path()).as_str(), item) {
             ("std", Meta::NameValue(nv)) => {
                 if first_occurrence(&mut seen, "std", nv, errors) {
                     out.std = std_value(&nv.value, errors);
+                    out.std_at = Some(nv.to_token_stream());
                 }
             }
             ("ends_with", Meta::List(list)) if !matches!(list.delimiter, syn::MacroDelimiter::Paren(_)) => {
@@ -207,6 +210,14 @@ pub fn check_named(
             .collect()
     };
     let (decided, others) = (paths(true), paths(false));
+    if let (Some(_), Some(at), true, true) = (init.std, &init.std_at, init.named.is_empty(), decided.is_empty()) {
+        let why = if others.is_empty() {
+            "no layer under it has parameters"
+        } else {
+            "each parameter under it is decided by the `#[init]` of a field inside"
+        };
+        errors.spanned(at, format!("this `#[init]` decides no parameter: {why}"));
+    }
     let shown = |path: &str| path.strip_prefix(&shown_from).unwrap_or(path).to_string();
     for rule in init.named.iter().filter(|rule| !decided.iter().any(|p| rule.matches(p))) {
         let listed: Vec<String> = decided.iter().take(6).map(|p| shown(p)).collect();

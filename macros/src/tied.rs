@@ -16,6 +16,21 @@ pub fn resolve(model: &mut Model, errors: &mut Errors) {
     for i in 0..model.fields.len() {
         let field = &model.fields[i];
         let Some(spec) = &field.spec else { continue };
+        if field.custom && kind_name(&spec.kind) == "TiedHead" {
+            // Its forward reads the weight a tie hands it: as a layer of one's own, it has none.
+            errors.once(
+                field.ty,
+                Rule::Tie,
+                field.ty,
+                format!(
+                    "`{}` is a built-in layer that reads the embedding it is tied to, which `#[layer(..)]` cannot \
+                     describe: remove `#[layer(..)]`{}",
+                    spec.kind,
+                    if field.tied.is_some() { "" } else { " and name the embedding with `#[tied(field)]`" }
+                ),
+            );
+            continue;
+        }
         let is_head = !field.custom && kind_name(&spec.kind) == "TiedHead";
         let Some((target, attr)) = &field.tied else {
             if is_head {
@@ -77,6 +92,19 @@ pub fn resolve(model: &mut Model, errors: &mut Errors) {
             continue;
         }
         let owner = model.fields[j].spec.as_ref().expect("found by its spec");
+        if model.fields[j].custom {
+            errors.once(
+                field.ty,
+                Rule::Tie,
+                target,
+                format!(
+                    "`{}` is described by `#[layer(..)]`, as a layer of your own, whose weight `{head}` cannot read: a \
+                     tie reads a built-in `Embedding`'s (remove `#[layer(..)]` from `{}`)",
+                    owner.name, owner.name
+                ),
+            );
+            continue;
+        }
         let fits = kind_name(&owner.kind) == "Embedding"
             && !model.fields[j].custom
             && owner.params.first().is_some_and(|p| *p.shape == [vocab, d]);

@@ -58,10 +58,7 @@ pub fn trees<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Vec<Model<'a>> {
         }
     }
     if let Some(root) = structs.model() {
-        if let Some(r) = residual_attr(structs.all[root], errors) {
-            errors
-                .spanned(r, "the model itself cannot be residual: mark a block `#[residual]` and use it in the model");
-        }
+        refuse_residual_model(structs.all[root], errors);
     }
     let mut seen = Seen { unrolled: vec![false; structs.all.len()], refused: vec![false; structs.all.len()] };
     let trees = structs.roots.iter().map(|&root| unroll_alone(&structs.all, root, &mut seen, errors)).collect();
@@ -99,13 +96,19 @@ fn unroll_alone<'a>(all: &[&'a ItemStruct], root: usize, seen: &mut Seen, errors
     Model { item: all[root], fields: flat.fields, residuals: flat.residuals, init }
 }
 
+/// The model (the attributed struct, or the module's model) is no block, so `#[residual]` on it
+/// is refused.
+pub fn refuse_residual_model(model: &ItemStruct, errors: &mut Errors) {
+    if let Some(r) = residual_attr(model, errors) {
+        errors.spanned(r, "the model itself cannot be residual: mark a block `#[residual]` and use it in the model");
+    }
+}
+
 /// The module's struct `all[s]` as it is emitted: without this macro's attributes. A field of the
 /// struct's own type or of a struct defined after it (refused in `unroll`) becomes `()`, so that
 /// the compiler adds no errors of its own about an infinitely large type.
 pub fn stripped(all: &[&ItemStruct], s: usize) -> ItemStruct {
     let mut stripped = crate::emitted_struct::strip_field_attrs(all[s]);
-    // `#[residual]`, and through `cfg_attr` (refused), which the compiler would not know.
-    stripped.attrs.retain(|a| !a.path().is_ident("residual") && !cfg::applies(a, "residual"));
     for field in stripped.fields.iter_mut() {
         match block_of(&field.ty, all, s) {
             Some((b, _)) if b >= s => field.ty = syn::parse_quote!(()),
@@ -162,7 +165,7 @@ struct Flat<'s, 'a> {
 impl<'a> Flat<'_, 'a> {
     /// Appends struct `s`'s layers (blocks unrolled) at `prefix`; returns `S { .. }` with each
     /// layer initialised from its place in the flat list.
-    fn unroll(&mut self, s: usize, prefix: &Prefix, errors: &mut Errors) -> TokenStream {
+    fn unroll(&mut self, s: usize, prefix: &Prefix<'a>, errors: &mut Errors) -> TokenStream {
         self.seen.unrolled[s] = true;
         let item = self.structs[s];
         let ident = &item.ident;
@@ -235,7 +238,7 @@ impl<'a> Flat<'_, 'a> {
             let residual = residual_attr(self.structs[b], errors).is_some();
             let (before, errors_before, empty_before) = (self.fields.len(), errors.len(), self.empty_blocks);
             let mut one = |this: &mut Self, index: Option<usize>| {
-                let mut inner = prefix.inner(name, index);
+                let mut inner = prefix.inner((name, &field.ty), index);
                 inner.init = attrs.init.clone().or_else(|| prefix.init.clone());
                 let (first, empty_inside) = (this.fields.len(), this.empty_blocks);
                 let init = this.unroll(b, &inner, errors);
