@@ -103,6 +103,8 @@ pub struct Field<'a> {
     pub init: Option<Rc<InitAttr>>,
     /// The block fields it is in, outermost first (`Prefix::uses`).
     pub uses: Vec<(String, &'a Type)>,
+    /// Its own `#[bucket_boundary]` (one on a block field is on the block's first layer's spec).
+    pub boundary: Option<syn::Attribute>,
 }
 
 impl<'a> Model<'a> {
@@ -185,7 +187,7 @@ impl<'a> Field<'a> {
                 Err(()) => None,
             },
         };
-        let spec = spec.map(|s| if attrs.bucket_boundary { s.with_bucket_boundary() } else { s });
+        let spec = spec.map(|s| if attrs.bucket_boundary.is_some() { s.with_bucket_boundary() } else { s });
         // The model's own fields keep their identifiers (raw ones included) in generated names.
         let (shown, generated) = if prefix.name.is_empty() {
             (ident.to_string(), ident.clone())
@@ -202,6 +204,7 @@ impl<'a> Field<'a> {
             custom,
             tied: attrs.tied,
             uses: prefix.uses.clone(),
+            boundary: attrs.bucket_boundary,
             init,
         };
         if let Some(own) = &attrs.init {

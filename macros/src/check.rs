@@ -16,7 +16,29 @@ pub fn all(model: &mut Model, errors: &mut Errors) {
     crate::tied::resolve(model, errors);
     widths_chain(model, errors);
     has_parameters(model, errors);
+    boundaries_separate(model, errors);
     sizes_fit(model, errors);
+}
+
+/// A `#[bucket_boundary]` on one of the model's own layers keeps the layers before it and those
+/// from it on in separate buckets: with no parameters on one side, it separates nothing. (One in
+/// a block, or on a block's field, is judged by no copy alone: the others may need it.)
+fn boundaries_separate(model: &Model, errors: &mut Errors) {
+    if model.fields.iter().any(|f| f.spec.is_none()) {
+        return; // Which layers have parameters is not known.
+    }
+    let has_params = |f: &crate::ast::Field| f.spec.as_ref().is_some_and(|s| !s.params.is_empty());
+    for (i, field) in model.fields.iter().enumerate().filter(|(_, f)| f.uses.is_empty()) {
+        let Some(attr) = &field.boundary else { continue };
+        let why = if !model.fields[..i].iter().any(has_params) {
+            "no layer before it has parameters"
+        } else if !model.fields[i..].iter().any(has_params) {
+            "no layer from it on has parameters"
+        } else {
+            continue;
+        };
+        errors.spanned(attr, format!("this `#[bucket_boundary]` separates nothing: {why}; remove it"));
+    }
 }
 
 /// Gradients of one model on one rank, at most: far above any real model, and far enough below

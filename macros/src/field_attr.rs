@@ -28,7 +28,8 @@ pub struct FieldAttrs {
     /// A `#[layer(...)]` was there but invalid (already reported): the field's type must not
     /// then be judged as a built-in layer too.
     pub layer_invalid: bool,
-    pub bucket_boundary: bool,
+    /// `#[bucket_boundary]`, kept for errors.
+    pub bucket_boundary: Option<Attribute>,
     /// `#[tied(field)]`: the sibling field whose weight this layer reads, with the attribute
     /// (for errors).
     pub tied: Option<(syn::Ident, Attribute)>,
@@ -67,7 +68,7 @@ pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
     for attr in attrs {
         if attr.path().is_ident("bucket_boundary") {
             match &attr.meta {
-                Meta::Path(_) if !out.bucket_boundary => out.bucket_boundary = true,
+                Meta::Path(_) if out.bucket_boundary.is_none() => out.bucket_boundary = Some(attr.clone()),
                 Meta::Path(_) => errors.spanned(attr, "duplicate `#[bucket_boundary]`"),
                 // At the arguments, `(..)` or `= ..`.
                 Meta::List(list) if list.tokens.is_empty() => errors.spanned(attr, BOUNDARY_TAKES_NOTHING),

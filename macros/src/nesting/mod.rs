@@ -259,7 +259,7 @@ impl<'a> Flat<'_, 'a> {
                     }
                     this.empty_blocks += 1;
                 } else {
-                    if attrs.bucket_boundary {
+                    if attrs.bucket_boundary.is_some() {
                         if let Some(spec) = &mut this.fields[first].spec {
                             spec.bucket_boundary = true;
                         }
