@@ -32,7 +32,7 @@ pub fn emit(item: &ItemStruct, errors: &Errors) -> TokenStream {
             fn backward_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Compute<__S> + ::overlap::program::Launch<Self, __S>>(&mut self, _: &mut __E, _: &mut (), _: &__S::Tensor, _: Self::GradsOn<__S>) -> ::core::result::Result<Self::InFlightOn<__S>, __S::Error> { ::core::unreachable!() }
             fn backward_no_sync_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Compute<__S>>(&self, _: &mut __E, _: &mut (), _: &__S::Tensor, _: &mut Self::GradsOn<__S>) -> ::core::result::Result<(), __S::Error> { ::core::unreachable!() }
             fn step_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Settle<Self, __S>>(&mut self, _: &mut __E, _: Self::InFlightOn<__S>) -> ::overlap::Result<Self::GradsOn<__S>> { ::core::unreachable!() }
-            fn update_bucket_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Settle<Self, __S>>(&mut self, _: &mut __E, _: usize, _: &mut __S::Bucket, _: f32) -> ::overlap::Result<()> { ::core::unreachable!() }
+            fn update_bucket_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Settle<Self, __S>>(&mut self, _: &mut __E, _: ::core::primitive::usize, _: &mut __S::Bucket, _: ::core::primitive::f32) -> ::overlap::Result<()> { ::core::unreachable!() }
         }
         impl ::overlap::DistributedModel for #ident {
             const SCHEDULE: ::overlap::plan::Schedule = ::overlap::__private::invalid_schedule(#model);
@@ -40,18 +40,18 @@ pub fn emit(item: &ItemStruct, errors: &Errors) -> TokenStream {
             type Grads = ::overlap::__private::InvalidModel;
             type InFlight = ::overlap::__private::InvalidModel;
             const DEVICE_OPS: &'static [::overlap::DeviceOp] = &[];
-            fn init(_: u64) -> Self { ::core::unreachable!() }
+            fn init(_: ::core::primitive::u64) -> Self { ::core::unreachable!() }
             fn new_grads(&self) -> Self::Grads { ::core::unreachable!() }
             fn forward_with<'w>(&self, _: &::overlap::StepContext, _: &::overlap::Matrix, _: &'w mut ()) -> &'w ::overlap::Matrix { ::core::unreachable!() }
             fn forward_gathering<'w>(&mut self, _: &::overlap::StepContext, _: &::overlap::Matrix, _: &'w mut (), _: &::overlap::Communicator) -> ::overlap::Result<&'w ::overlap::Matrix> { ::core::unreachable!() }
             fn backward<O: ::overlap::Optimizer>(&mut self, _: &mut (), _: &::overlap::Matrix, _: Self::Grads, _: &::overlap::Communicator, _: &mut O) -> Self::InFlight { ::core::unreachable!() }
             fn backward_no_sync(&self, _: &mut (), _: &::overlap::Matrix, _: &mut Self::Grads) { ::core::unreachable!() }
             fn step<O: ::overlap::Optimizer>(&mut self, _: Self::InFlight, _: &mut O) -> ::overlap::Result<Self::Grads> { ::core::unreachable!() }
-            fn param(&self, _: ::overlap::plan::ParamRef) -> &[f32] { ::core::unreachable!() }
-            fn param_mut(&mut self, _: ::overlap::plan::ParamRef) -> &mut [f32] { ::core::unreachable!() }
+            fn param(&self, _: ::overlap::plan::ParamRef) -> &[::core::primitive::f32] { ::core::unreachable!() }
+            fn param_mut(&mut self, _: ::overlap::plan::ParamRef) -> &mut [::core::primitive::f32] { ::core::unreachable!() }
         }
         impl ::overlap::__private::ParamVecs for #ident {
-            fn param_vec_mut(&mut self, _: usize) -> ::core::option::Option<&mut ::std::vec::Vec<f32>> { ::core::unreachable!() }
+            fn param_vec_mut(&mut self, _: ::core::primitive::usize) -> ::core::option::Option<&mut ::std::vec::Vec<::core::primitive::f32>> { ::core::unreachable!() }
         }
     }
 }

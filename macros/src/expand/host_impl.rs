@@ -27,7 +27,7 @@ pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guar
             let (first, last) = (lit(r.first), lit(r.last));
             quote!((#first, #last))
         });
-        quote!(const RESIDUALS: &'static [(usize, usize)] = &[#(#pairs),*];)
+        quote!(const RESIDUALS: &'static [(::core::primitive::usize, ::core::primitive::usize)] = &[#(#pairs),*];)
     });
     let schedule_const = schedule_tokens::schedule(schedule);
     let (param_arms, param_mut_arms) = (param_arms(names, schedule, "param"), param_arms(names, schedule, "param_mut"));
@@ -47,7 +47,7 @@ pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guar
             const DEVICE_OPS: &'static [::overlap::DeviceOp] = &[#(<#types as ::overlap::Layer>::DEVICE_OP),*];
             #residuals
 
-            fn init(seed: u64) -> Self {
+            fn init(seed: ::core::primitive::u64) -> Self {
                 #init
             }
 
@@ -115,7 +115,7 @@ pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guar
                 ::overlap::program::Program::step_on(self, &mut ::overlap::program::HostSettle::new(optimizer), in_flight)
             }
 
-            fn param(&self, p: ::overlap::plan::ParamRef) -> &[f32] {
+            fn param(&self, p: ::overlap::plan::ParamRef) -> &[::core::primitive::f32] {
                 use ::overlap::Layer as _;
                 match p.layer {
                     #(#param_arms)*
@@ -123,7 +123,7 @@ pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guar
                 }
             }
 
-            fn param_mut(&mut self, p: ::overlap::plan::ParamRef) -> &mut [f32] {
+            fn param_mut(&mut self, p: ::overlap::plan::ParamRef) -> &mut [::core::primitive::f32] {
                 use ::overlap::Layer as _;
                 match p.layer {
                     #(#param_mut_arms)*
@@ -133,7 +133,7 @@ pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guar
         }
 
         impl ::overlap::__private::ParamVecs for #ident #guard {
-            fn param_vec_mut(&mut self, index: usize) -> ::core::option::Option<&mut ::std::vec::Vec<f32>> {
+            fn param_vec_mut(&mut self, index: ::core::primitive::usize) -> ::core::option::Option<&mut ::std::vec::Vec<::core::primitive::f32>> {
                 use ::overlap::Layer as _;
                 match index {
                     #(#param_vec_arms)*

@@ -99,7 +99,7 @@ pub mod net {
         b1: __S::Bucket,
         /// Bucket 2: input.bias, input.weight (40 elements), launched after `input.backward`.
         b2: __S::Bucket,
-        micro_steps: usize,
+        micro_steps: ::core::primitive::usize,
     }
     #[doc = ::core::concat!(" `", "Net", "`'s gradient buckets on the host.")]
     pub type NetGrads = NetGradsOn<::overlap::program::Host>;
@@ -112,7 +112,7 @@ pub mod net {
         b0: __S::InFlight,
         b1: __S::InFlight,
         b2: __S::InFlight,
-        grad_scale: f32,
+        grad_scale: ::core::primitive::f32,
     }
     #[doc = ::core::concat!(" `", "Net", "`'s in-flight buckets on the host.")]
     pub type NetInFlight = NetInFlightOn<::overlap::program::Host>;
@@ -123,7 +123,7 @@ pub mod net {
         fn buckets_mut(&mut self) -> ::std::vec::Vec<&mut ::overlap::GradBucket> {
             ::std::vec![& mut self.b0, & mut self.b1, & mut self.b2]
         }
-        fn micro_steps(&self) -> usize {
+        fn micro_steps(&self) -> ::core::primitive::usize {
             self.micro_steps
         }
     }
@@ -656,9 +656,9 @@ pub mod net {
         >(
             &mut self,
             dev: &mut __E,
-            index: usize,
+            index: ::core::primitive::usize,
             bucket: &mut __S::Bucket,
-            grad_scale: f32,
+            grad_scale: ::core::primitive::f32,
         ) -> ::overlap::Result<()> {
             if dev.give_back_updated(bucket, self) {
                 return ::core::result::Result::Ok(());
@@ -1101,8 +1101,11 @@ pub mod net {
             <Linear<8, 8> as ::overlap::Layer>::DEVICE_OP,
             <Linear<8, 2> as ::overlap::Layer>::DEVICE_OP,
         ];
-        const RESIDUALS: &'static [(usize, usize)] = &[(1, 2), (3, 4)];
-        fn init(seed: u64) -> Self {
+        const RESIDUALS: &'static [(
+            ::core::primitive::usize,
+            ::core::primitive::usize,
+        )] = &[(1, 2), (3, 4)];
+        fn init(seed: ::core::primitive::u64) -> Self {
             Net {
                 input: {
                     let mut rng = ::overlap::InitRng::for_layer(seed, 0);
@@ -1225,7 +1228,7 @@ pub mod net {
                 in_flight,
             )
         }
-        fn param(&self, p: ::overlap::plan::ParamRef) -> &[f32] {
+        fn param(&self, p: ::overlap::plan::ParamRef) -> &[::core::primitive::f32] {
             use ::overlap::Layer as _;
             match p.layer {
                 0 => ::overlap::Layer::param(&self.input, p.param),
@@ -1237,7 +1240,10 @@ pub mod net {
                 _ => ::core::panic!("{:?} is not a parameter of {}", p, "Net"),
             }
         }
-        fn param_mut(&mut self, p: ::overlap::plan::ParamRef) -> &mut [f32] {
+        fn param_mut(
+            &mut self,
+            p: ::overlap::plan::ParamRef,
+        ) -> &mut [::core::primitive::f32] {
             use ::overlap::Layer as _;
             match p.layer {
                 0 => ::overlap::Layer::param_mut(&mut self.input, p.param),
@@ -1253,8 +1259,8 @@ pub mod net {
     impl ::overlap::__private::ParamVecs for Net {
         fn param_vec_mut(
             &mut self,
-            index: usize,
-        ) -> ::core::option::Option<&mut ::std::vec::Vec<f32>> {
+            index: ::core::primitive::usize,
+        ) -> ::core::option::Option<&mut ::std::vec::Vec<::core::primitive::f32>> {
             use ::overlap::Layer as _;
             match index {
                 0 => ::overlap::Layer::param_vec_mut(&mut self.input, 0),

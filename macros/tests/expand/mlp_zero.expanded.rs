@@ -94,7 +94,7 @@ pub struct MlpGradsOn<__S: ::overlap::program::Storage> {
     b1: __S::Bucket,
     /// Bucket 2: fc1.bias, fc1.weight (1607680 elements), launched after `fc1.backward`.
     b2: __S::Bucket,
-    micro_steps: usize,
+    micro_steps: ::core::primitive::usize,
 }
 #[doc = ::core::concat!(" `", "Mlp", "`'s gradient buckets on the host.")]
 pub type MlpGrads = MlpGradsOn<::overlap::program::Host>;
@@ -107,7 +107,7 @@ pub struct MlpInFlightOn<__S: ::overlap::program::Storage> {
     b0: __S::InFlight,
     b1: __S::InFlight,
     b2: __S::InFlight,
-    grad_scale: f32,
+    grad_scale: ::core::primitive::f32,
 }
 #[doc = ::core::concat!(" `", "Mlp", "`'s in-flight buckets on the host.")]
 pub type MlpInFlight = MlpInFlightOn<::overlap::program::Host>;
@@ -118,7 +118,7 @@ impl ::overlap::GradientBuckets for MlpGradsOn<::overlap::program::Host> {
     fn buckets_mut(&mut self) -> ::std::vec::Vec<&mut ::overlap::GradBucket> {
         ::std::vec![& mut self.b0, & mut self.b1, & mut self.b2]
     }
-    fn micro_steps(&self) -> usize {
+    fn micro_steps(&self) -> ::core::primitive::usize {
         self.micro_steps
     }
 }
@@ -640,9 +640,9 @@ impl ::overlap::program::Program for Mlp {
     >(
         &mut self,
         dev: &mut __E,
-        index: usize,
+        index: ::core::primitive::usize,
         bucket: &mut __S::Bucket,
-        grad_scale: f32,
+        grad_scale: ::core::primitive::f32,
     ) -> ::overlap::Result<()> {
         if dev.give_back_updated(bucket, self) {
             return ::core::result::Result::Ok(());
@@ -991,7 +991,7 @@ impl ::overlap::DistributedModel for Mlp {
         <Relu as ::overlap::Layer>::DEVICE_OP,
         <Linear<2048, 10> as ::overlap::Layer>::DEVICE_OP,
     ];
-    fn init(seed: u64) -> Self {
+    fn init(seed: ::core::primitive::u64) -> Self {
         Mlp {
             fc1: {
                 let mut rng = ::overlap::InitRng::for_layer(seed, 0);
@@ -1110,7 +1110,7 @@ impl ::overlap::DistributedModel for Mlp {
             in_flight,
         )
     }
-    fn param(&self, p: ::overlap::plan::ParamRef) -> &[f32] {
+    fn param(&self, p: ::overlap::plan::ParamRef) -> &[::core::primitive::f32] {
         use ::overlap::Layer as _;
         match p.layer {
             0 => ::overlap::Layer::param(&self.fc1, p.param),
@@ -1120,7 +1120,10 @@ impl ::overlap::DistributedModel for Mlp {
             _ => ::core::panic!("{:?} is not a parameter of {}", p, "Mlp"),
         }
     }
-    fn param_mut(&mut self, p: ::overlap::plan::ParamRef) -> &mut [f32] {
+    fn param_mut(
+        &mut self,
+        p: ::overlap::plan::ParamRef,
+    ) -> &mut [::core::primitive::f32] {
         use ::overlap::Layer as _;
         match p.layer {
             0 => ::overlap::Layer::param_mut(&mut self.fc1, p.param),
@@ -1134,8 +1137,8 @@ impl ::overlap::DistributedModel for Mlp {
 impl ::overlap::__private::ParamVecs for Mlp {
     fn param_vec_mut(
         &mut self,
-        index: usize,
-    ) -> ::core::option::Option<&mut ::std::vec::Vec<f32>> {
+        index: ::core::primitive::usize,
+    ) -> ::core::option::Option<&mut ::std::vec::Vec<::core::primitive::f32>> {
         use ::overlap::Layer as _;
         match index {
             0 => ::overlap::Layer::param_vec_mut(&mut self.fc1, 0),
