@@ -144,3 +144,39 @@ fn saving_an_older_position_by_hand_keeps_the_newer_checkpoints() {
     let loaded = checkpoint::load(&ck, &mut restored, &mut optimizer, 0, 1).unwrap();
     assert_eq!(loaded.position, at(6));
 }
+
+/// `latest` set back by hand to an older step (as the error for a damaged one advises) is
+/// continued only where the newer whole checkpoints may go: a resumed run's saves would remove
+/// them as an unfinished save's leftovers. And a run does not save inside another run's step
+/// folder, which that run's next save would remove.
+#[test]
+fn newer_whole_checkpoints_and_another_runs_folders_are_not_removed_unasked() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    train(&ck, 6, false, || {}).unwrap();
+    assert_eq!(entries(&ck), ["latest", "step-00000004", "step-00000006"]);
+    std::fs::write(ck.join("latest"), "step-00000004").unwrap();
+    let error = train(&ck, 8, true, || {}).map(|_| ()).unwrap_err().to_string();
+    assert!(
+        error.contains("its `latest` names step 4, but it also holds whole checkpoints after that one (step-00000006)"),
+        "{error}"
+    );
+    assert_eq!(entries(&ck), ["latest", "step-00000004", "step-00000006"], "nothing removed");
+    // Replacing them is a choice the run can make.
+    let comm = Communicator::single();
+    let mut model = Tiny::new(&comm, 1).unwrap();
+    let mut data = SyntheticClassification::new(3, 4, 3);
+    let trainer = Trainer::new(&comm).steps(8).batch(4).report(ReportFormat::Off, None).save(&ck, Some(2));
+    trainer.overwrite_checkpoints().resume(&ck).fit(&mut model, &mut data, &CrossEntropyLoss).unwrap();
+    assert_eq!(latest(&ck), "step-00000008");
+    let inside = ck.join("step-00000008");
+    let error = train(&inside, 2, false, || {}).map(|_| ()).unwrap_err().to_string();
+    assert!(error.contains("is inside the checkpoint folder"), "{error}");
+    assert!(!inside.join("latest").exists(), "nothing written in it");
+    // A `latest` naming no step folder of its own is no run to continue: the refusal says so.
+    let lonely = dir.path().join("lonely");
+    std::fs::create_dir(&lonely).unwrap();
+    std::fs::write(lonely.join("latest"), "step-00000004").unwrap();
+    let error = train(&lonely, 2, false, || {}).map(|_| ()).unwrap_err().to_string();
+    assert!(error.contains("no `latest` names one of its step folders"), "{error}");
+}

@@ -158,7 +158,8 @@ fn a_checkpoint_rank_0_fails_to_write_ends_every_rank_at_once_with_its_message()
     std::fs::create_dir(ck.join("step-00000009")).unwrap();
     let save = ["--save", ck.to_str().unwrap(), "--save-every", "4"];
     let (ok, text, _) = job(None, &save);
-    let said = "holds another run's checkpoints (step-00000001, step-00000009): no `latest` names any of them";
+    let said =
+        "holds another run's checkpoints (step-00000001, step-00000009): no `latest` names one of its step folders";
     assert!(!ok && text.contains(said), "{text}");
     assert!(!ok && text.contains("remove them, or replace them with --overwrite"), "{text}");
     let (ok, text, _) = job(None, &[&save[..], &["--overwrite"]].concat());

@@ -131,14 +131,40 @@ fn sigterm_during_validation_stops_it_and_the_run_with_a_checkpoint() {
     let validation = ["--eval-every", "3", "--eval-batches", "100000000"];
     // mpirun ends the ranks with SIGKILL 3 s after it passes SIGTERM on.
     let launch = ["--oversubscribe", "--mca", "odls_base_sigkill_timeout", "3", "-n", "2"];
-    // Sharded state votes before backward, so the pass's signal needs a vote of its own.
-    for mode in [&[][..], &["--shard-optimizer", "--overwrite"]] {
+    // Sharded state votes before backward, so the pass's signal needs a vote of its own. A
+    // scheduler may signal one rank alone: the other's pass stops too.
+    let (sharded, overwrite) = (&["--shard-optimizer", "--overwrite"][..], &["--overwrite"][..]);
+    for (mode, one_rank) in [(&[][..], false), (sharded, false), (overwrite, true)] {
         let (job, mut stdout) = start_job(&launch, &exe, &[&args[..], &validation, mode].concat(), "step      3 ");
         std::thread::sleep(Duration::from_millis(300));
-        signal(&job, libc::SIGTERM);
+        if one_rank {
+            let ranks: Vec<u32> = processes_naming(ck_arg).into_iter().filter(|&p| p != job.id()).collect();
+            assert_eq!(ranks.len(), 2, "two ranks: {ranks:?}");
+            // SAFETY: kill() has no memory-safety preconditions; it signals a rank of this job.
+            assert_eq!(unsafe { libc::kill(ranks[1] as i32, libc::SIGTERM) }, 0);
+        } else {
+            signal(&job, libc::SIGTERM);
+        }
+        // A pass that does not stop would never end: end the job after a minute instead.
+        let (finished, pid) = (std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)), job.id() as i32);
+        let watchdog = std::thread::spawn({
+            let finished = finished.clone();
+            move || {
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while !finished.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                if !finished.load(std::sync::atomic::Ordering::SeqCst) {
+                    // SAFETY: as above; the job has not been waited for, so the pid is still its.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+        });
         let mut rest = String::new();
         std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
         let out = job.wait_with_output().unwrap();
+        finished.store(true, std::sync::atomic::Ordering::SeqCst);
+        watchdog.join().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             stderr.contains("stopped by SIGTERM after step 3"),

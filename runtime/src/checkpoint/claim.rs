@@ -10,7 +10,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use super::layout::{step_dir_name, step_of, LATEST, LOCK_FILE};
+use super::layout::{step_dir_name, step_of, LATEST, LOCK_FILE, STATE_FILE};
 use crate::error::{Error, Result};
 use crate::process::output_paths;
 
@@ -82,14 +82,19 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Re
     let holder = format!("process {} on {}", std::process::id(), host.trim());
     let file = &mut lock._file;
     file.set_len(0).and_then(|()| file.rewind()).and_then(|()| file.write_all(holder.as_bytes())).map_err(io)?;
+    if continues && !overwrite {
+        newer_than_latest_refused(dir)?;
+    }
     let old = if continues { Vec::new() } else { checkpoints_in(dir) };
     if !old.is_empty() && !overwrite {
-        // Without `latest` nothing can be resumed: step folders a save left unfinished, or a
-        // folder copied in part.
-        let advice = if old.iter().any(|name| name == LATEST) {
+        // Without a `latest` naming one of its step folders nothing can be resumed: step folders
+        // a save left unfinished, or a folder copied in part.
+        let resumable = super::layout::read_latest(dir).is_ok_and(|name| dir.join(name).is_dir());
+        let advice = if resumable {
             format!("continue that run with `TrainConfig::resume` {}", dir.display())
         } else {
-            "no `latest` names any of them (a save that did not finish, or a folder copied in part): remove them"
+            "no `latest` names one of its step folders (a save that did not finish, or a folder copied in part): \
+             remove them"
                 .to_string()
         };
         return Err(Error::Checkpoint(format!(
@@ -100,6 +105,33 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Re
     }
     lock.old = old;
     Ok(lock)
+}
+
+/// A run continuing `dir` resumes from its `latest`, and its first save removes every step folder
+/// after that one as the leftover of a save a crash cut short before publishing it. Such a
+/// leftover was written after `latest`; a whole checkpoint after the step `latest` names but
+/// older than `latest` itself was there when `latest` was set back (by hand, as the advice for a
+/// damaged one says): refused unless the run may replace it.
+fn newer_than_latest_refused(dir: &Path) -> Result<()> {
+    let Some(latest) = super::layout::read_latest(dir).ok().as_deref().and_then(step_of) else { return Ok(()) };
+    let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let Some(set_at) = modified(&dir.join(LATEST)) else { return Ok(()) };
+    let newer: Vec<String> = checkpoints_in(dir)
+        .into_iter()
+        .filter(|name| step_of(name).is_some_and(|step| step > latest))
+        .filter(|name| super::latest::is_whole(&dir.join(name)))
+        .filter(|name| modified(&dir.join(name).join(STATE_FILE)).is_some_and(|written| written <= set_at))
+        .collect();
+    if newer.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Checkpoint(format!(
+        "{}: its `latest` names step {latest}, but it also holds whole checkpoints after that one ({}): continuing from \
+         step {latest} in this folder would remove them; save into another folder, or replace them with \
+         `SaveConfig::overwrite`",
+        dir.display(),
+        newer.join(", ")
+    )))
 }
 
 /// What a save writes before it publishes `latest` must be free for it: a crash's leftover file

@@ -254,6 +254,18 @@ fn distinct_outputs(config: &TrainConfig, inputs: &[PathBuf]) -> Result<()> {
             )));
         }
     }
+    // Nor checkpoints inside another run's: that run's next save would remove them as its own
+    // leftovers.
+    if let Some(save) = &config.save {
+        if let Some(folder) = checkpoint::owner_folder(&save.dir) {
+            return Err(Error::Config(format!(
+                "`SaveConfig::dir` {} is inside the checkpoint folder {}, whose files are its checkpoints' own (its \
+                 next save would remove yours): save elsewhere",
+                save.dir.display(),
+                folder.display()
+            )));
+        }
+    }
     // Nor over another run's checkpoint files: `--save-params ck/latest` would leave that run
     // unable to resume (other files beside them are no checkpoint's).
     for (path, what) in &files {

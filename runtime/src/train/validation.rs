@@ -65,7 +65,7 @@ pub(super) enum HeldOutLoss {
 }
 
 /// The global mean loss over `batches` held-out batches of every rank (every rank calls it);
-/// each rank stops early once it got a stop signal, and the ranks agree on the outcome.
+/// every rank stops early, at the same batch, once one of them got a stop signal.
 pub(super) fn loss<M: DistributedModel>(
     backend: &mut impl StepBackend<M>,
     held_out: &mut dyn Dataset,
@@ -80,9 +80,19 @@ pub(super) fn loss<M: DistributedModel>(
     let global_batch = (config.batch * world) as u64;
     let (mut sum, mut done) = (0.0f64, 0u64);
     trace::paused(|| -> Result<()> {
+        // Every rank votes before each batch whether it got a signal, and reads the vote before
+        // the next: all stop at the same batch, one batch after any rank's signal, so that a
+        // signal to one rank ends the others' passes too (they would measure on past the grace
+        // period a scheduler gives the job).
+        let mut vote = None;
         for k in 0..batches {
-            if stop.is_some_and(|s| s.received().is_some()) {
-                break;
+            if let Some(stop) = stop {
+                if let Some(previous) = vote.take() {
+                    if comm.finish_sum(previous)? > 0.0 {
+                        break;
+                    }
+                }
+                vote = Some(stop.start_vote(comm)?);
             }
             let first = shard_start_after(k * global_batch, 0, world, rank, config.batch);
             held_out.fill(first, config.batch, batch)?;
@@ -90,6 +100,10 @@ pub(super) fn loss<M: DistributedModel>(
             batch.check_filled("the held-out data", config.batch, first, held_out.features())?;
             sum += backend.held_out_loss(batch, loss)?;
             done += 1;
+        }
+        // Each rank started as many sums as the others: the last one is read by all.
+        if let Some(last) = vote {
+            comm.finish_sum(last)?;
         }
         Ok(())
     })?;
