@@ -121,6 +121,26 @@ fn a_rank_stopped_mid_run_is_named_at_the_wait_point() {
     stopped_rank_is_named("5", &[], "was not reduced within 8s on rank ");
 }
 
+/// PowerSGD's compressed buckets wait for a stopped rank one timeout in all, not one each, and
+/// say so naming the rank, with overlap and without (without, the wait used to report a dead
+/// communication thread). Its first 10 steps are sent whole: rank 1 stops at step 12.
+#[test]
+fn a_rank_stopped_during_compressed_steps_is_named_after_one_timeout() {
+    let exe = common::fault_binary("fault-mlp-powersgd");
+    for extra in [&[][..], &["--no-overlap"]] {
+        let args =
+            [&["-n", "2", exe.to_str().unwrap(), "--steps", "14", "--batch", "2"][..], &["--report", "off"], extra];
+        // Three compressed buckets that each waited 20 s took a minute or more.
+        let args = [&args.concat()[..], &["--comm-timeout", "20s"]].concat();
+        let (out, took) = mpirun_timed(&[("OVERLAP_FAULT", "stop:1:12")], &args);
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+        assert_ends_promptly(out.status.success(), &text, took, &format!("PowerSGD {extra:?}"));
+        assert!(text.contains("was not reduced within 20s on rank 0"), "{extra:?}:\n{text}");
+        assert!(text.contains("rank 1") && text.contains("its process is stopped by a signal"), "{extra:?}:\n{text}");
+        assert!(!text.contains("stopped unexpectedly"), "{extra:?}: no thread died:\n{text}");
+    }
+}
+
 #[test]
 fn a_rank_stopped_mid_run_without_overlap_is_named_once_the_timeout_passes() {
     // Without overlap the step waits for every queued all-reduce at once, and only that long.
@@ -195,6 +215,11 @@ fn a_non_finite_gradient_names_the_parameter_and_step() {
     assert_ends_promptly(ok, &text, took, "NaN gradient, sharded");
     let every_rank = text.matches("non-finite gradient NaN in `head.bias` (element 0) at step 3").count();
     assert_eq!(every_rank, 3, "each of the 3 ranks names it, though rank 0 alone holds its sum:\n{text}");
+    // A finite gradient past fp16's range on the wire is named alike.
+    let (ok, text, took) = job(Some("huge:2:3"), &["--check-finite", "--grad-comm", "fp16"]);
+    assert_ends_promptly(ok, &text, took, "fp16 overflow");
+    let said = "the gradient of `head.bias` overflowed fp16 on the wire at step 3: element 0 is inf";
+    assert!(text.contains(said), "{text}");
 }
 
 /// The pids the /dev/shm progress boards still record, from their 64-byte slots (word 1).

@@ -187,6 +187,15 @@ fn ranks_with_different_settings_stop_with_an_error_naming_the_flags() {
         );
         assert!(stderr.contains(&says), "{stderr}");
     }
+    // Another thing to do altogether (printing the schedule runs no collective of training's).
+    let started = std::time::Instant::now();
+    let out =
+        mpirun(&[&["-n", "1", exe][..], &common, &[":", "-n", "1", exe], &common, &["--print-schedule"]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let says =
+        "the ranks were told to do different things: rank 0 trains, rank 1 prints the schedule (--print-schedule)";
+    assert!(!out.status.success() && stderr.contains(says), "{stderr}");
+    assert!(started.elapsed().as_secs() < 30, "a rank printing the schedule must not leave the others to the timeout");
     // AdamW's betas on every rank, but SGD on rank 1's side only reads its momentum: alike.
     let out = mpirun(&[&["-n", "1", exe][..], &common, &["--beta1", "0.5", ":", "-n", "1", exe], &common].concat());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -99,6 +99,7 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
     if rank == 0 {
         unused_flags::notes(args, comm.world_size()).iter().for_each(|note| console::err_line(note));
     }
+    same_mode_on_every_rank(args, comm)?;
     if let Some(which) = args.print_schedule {
         if rank == 0 {
             console::out(&printed_schedule(&M::SCHEDULE, which)?.to_string());
@@ -147,6 +148,32 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
         }
     }
     train::<M>(args, comm).map(drop)
+}
+
+/// What a rank does: print the schedule, sample from saved parameters, time the all-reduces
+/// alone, or train. Each runs collectives of its own, so ranks given different ones would wait
+/// on each other until the timeout: they agree first, and a difference names each rank's.
+fn same_mode_on_every_rank(args: &TrainArgs, comm: &Communicator) -> Result<()> {
+    const MODES: [&str; 4] = ["trains", "prints the schedule (--print-schedule)", "samples (--steps 0)", "--comm-only"];
+    let mode = |a: &TrainArgs| match (a.print_schedule.is_some(), a.steps == 0, a.comm_only) {
+        (true, _, _) => 1,
+        (_, true, _) => 2,
+        (_, _, true) => 3,
+        _ => 0,
+    };
+    let all = comm.all_gather_u64(mode(args))?;
+    if all.iter().all(|&m| m == all[0]) {
+        return Ok(());
+    }
+    let each: Vec<String> = all
+        .iter()
+        .enumerate()
+        .map(|(rank, &m)| format!("rank {rank} {}", MODES.get(m as usize).copied().unwrap_or("?")))
+        .collect();
+    Err(Error::Config(format!(
+        "the ranks were told to do different things: {}; give every rank the same flags",
+        each.join(", ")
+    )))
 }
 
 /// `--steps 0`: no training, a sample from the parameters `--init-params` loads.

@@ -138,8 +138,8 @@ impl<M: DistributedModel> StepBackend<M> for CpuBackend<'_, M> {
                 shape.1
             )));
         }
-        if fault::poison_gradient(self.comm.rank(), self.step) {
-            self.grad_output.as_mut_slice()[0] = f32::NAN;
+        if let Some(poison) = fault::poisoned_gradient(self.comm.rank(), self.step) {
+            self.grad_output.as_mut_slice()[0] = poison;
         }
         Ok(f64::from(value))
     }
@@ -188,9 +188,12 @@ impl<M: DistributedModel> StepBackend<M> for CpuBackend<'_, M> {
     }
 }
 
-/// A non-finite gradient found at a wait point, named by parameter and step.
+/// A non-finite gradient (or one that overflowed its wire format) found at a wait point, named
+/// by parameter and step.
 fn name_parameter(e: Error, schedule: &Schedule, step: u64) -> Error {
-    let Error::NonFiniteGradient { bucket, offset, value } = e else { return e };
+    let (Error::NonFiniteGradient { bucket, offset, .. } | Error::WireOverflow { bucket, offset, .. }) = e else {
+        return e;
+    };
     let found = schedule.buckets.get(bucket).and_then(|b| {
         b.params.iter().find_map(|&p| {
             let info = schedule.param(p);
@@ -199,8 +202,11 @@ fn name_parameter(e: Error, schedule: &Schedule, step: u64) -> Error {
                 .then(|| (schedule.param_name(p), offset - info.offset))
         })
     });
-    match found {
-        Some((param, element)) => Error::NonFiniteParameter { param, element, step: step + 1, value },
-        None => Error::NonFiniteGradient { bucket, offset, value },
+    let Some((param, element)) = found else { return e };
+    let step = step + 1;
+    match e {
+        Error::WireOverflow { format, value, .. } => Error::ParameterOverflow { param, element, step, format, value },
+        Error::NonFiniteGradient { value, .. } => Error::NonFiniteParameter { param, element, step, value },
+        other => other,
     }
 }

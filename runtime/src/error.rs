@@ -51,6 +51,12 @@ pub enum Error {
          (fp16: ±65504): send this bucket as bf16 or fp32"
     )]
     WireOverflow { bucket: usize, format: overlap_plan::WireFormat, offset: usize, value: f32 },
+    #[error(
+        "the gradient of `{param}` overflowed {format} on the wire at step {step}: element {element} is {value} after \
+         the all-reduce (`CommConfig::check_finite`); a gradient or its mean over the ranks exceeds {format}'s range \
+         (fp16: ±65504): send this bucket as bf16 or fp32"
+    )]
+    ParameterOverflow { param: String, element: usize, step: u64, format: overlap_plan::WireFormat, value: f32 },
     /// Sampling from a model whose outputs are NaN or infinite: it would draw one token forever.
     #[error(
         "sampling: the model's output for token {token} is {value} (drawing token {drawn} of the sample): its \

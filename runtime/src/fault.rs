@@ -15,6 +15,8 @@
 //!   scheduler would, at a step chosen exactly.
 //! - `comm-panic:<rank>:<n>`: rank `rank`'s communication thread panics at its `n`-th all-reduce.
 //! - `nan:<rank>:<step>`: rank `rank` puts a NaN into its loss gradient at step `step`.
+//! - `huge:<rank>:<step>`: rank `rank` puts 1e30 into its loss gradient at step `step`: finite in
+//!   f32, past fp16's range on the wire.
 //! - `slow-save:<ms>:<n>`: the `n`-th checkpoint save takes `ms` milliseconds longer.
 //! - `full-disk:save:<n>`: the `n`-th checkpoint save fails as a full disk would (ENOSPC), once
 //!   its model file is written: an error, where `save:` kills the process.
@@ -80,6 +82,7 @@ enum Fault {
     Term { rank: usize, step: u64 },
     CommPanic { rank: usize, nth: u64 },
     Nan { rank: usize, step: u64 },
+    Huge { rank: usize, step: u64 },
     Stop { rank: usize, at: StopPoint },
     LateTrace { rank: usize, millis: u64 },
 }
@@ -136,6 +139,7 @@ fn parse(spec: &str) -> Option<Fault> {
         "term" => Fault::Term { rank: rank()?, step: b },
         "comm-panic" => Fault::CommPanic { rank: rank()?, nth: b },
         "nan" => Fault::Nan { rank: rank()?, step: b },
+        "huge" => Fault::Huge { rank: rank()?, step: b },
         "late-trace" => Fault::LateTrace { rank: rank()?, millis: b },
         _ => return None,
     })
@@ -220,9 +224,14 @@ pub fn at_step(rank: usize, step: u64) {
     }
 }
 
-/// Whether `rank` should poison its loss gradient at step `step` (0-based).
-pub fn poison_gradient(rank: usize, step: u64) -> bool {
-    matches!(fault(), Some(&Fault::Nan { rank: r, step: s }) if r == rank && s == step + 1)
+/// The value `rank` should put into its loss gradient at step `step` (0-based), if any: NaN, or
+/// one past fp16's range.
+pub fn poisoned_gradient(rank: usize, step: u64) -> Option<f32> {
+    match fault() {
+        Some(&Fault::Nan { rank: r, step: s }) if r == rank && s == step + 1 => Some(f32::NAN),
+        Some(&Fault::Huge { rank: r, step: s }) if r == rank && s == step + 1 => Some(1e30),
+        _ => None,
+    }
 }
 
 /// Called on `rank` as it leaves the barrier before the trace's time zero.
@@ -253,6 +262,7 @@ mod tests {
         assert_eq!(parse("term:0:3"), Some(Fault::Term { rank: 0, step: 3 }));
         assert_eq!(parse("comm-panic:2:5"), Some(Fault::CommPanic { rank: 2, nth: 5 }));
         assert_eq!(parse("nan:0:1"), Some(Fault::Nan { rank: 0, step: 1 }));
+        assert_eq!(parse("huge:2:3"), Some(Fault::Huge { rank: 2, step: 3 }));
         assert_eq!(parse("stop:1:mpi-init"), Some(Fault::Stop { rank: 1, at: StopPoint::StartUp("mpi-init") }));
         assert_eq!(parse("slow-save:2500:1"), Some(Fault::SlowSave { millis: 2500, nth: 1 }));
         assert_eq!(parse("stop:2:4"), Some(Fault::Stop { rank: 2, at: StopPoint::Step(4) }));

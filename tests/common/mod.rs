@@ -26,8 +26,13 @@ pub fn example(name: &str) -> PathBuf {
 /// `fault-mlp`, the `mlp` example built with fault injection (`tests/faults`): the binary whose
 /// runs `OVERLAP_FAULT` kills, panics or poisons. The examples themselves ignore the variable.
 pub fn fault_mlp() -> PathBuf {
+    fault_binary("fault-mlp")
+}
+
+/// A binary of `tests/faults` (`fault-mlp`, `fault-mlp-powersgd`).
+pub fn fault_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    let path = exe.parent().and_then(Path::parent).expect("target/<profile>").join("fault-mlp");
+    let path = exe.parent().and_then(Path::parent).expect("target/<profile>").join(name);
     assert!(
         path.exists(),
         "{} is missing: build the workspace's binaries first (`cargo build --workspace --bins`; `make test` does)",

@@ -78,6 +78,17 @@ impl<T> Mailbox<T> {
         }
     }
 
+    /// The reply was dropped unsent: the waiter learns the thread is gone, unless it was given up
+    /// on already (a timeout elsewhere), which stays what it learns.
+    fn abandon(&self) {
+        let mut slot = self.lock();
+        if !matches!(slot.state, State::GaveUp) {
+            slot.state = State::Abandoned;
+        }
+        slot.outstanding = false;
+        self.changed.notify_all();
+    }
+
     fn put(&self, state: State<T>) {
         *self.lock() = Slot { state, outstanding: false };
         self.changed.notify_all();
@@ -95,7 +106,7 @@ impl<T> Reply<T> {
 impl<T> Drop for Reply<T> {
     fn drop(&mut self) {
         if let Some(mailbox) = self.0.take() {
-            mailbox.put(State::Abandoned);
+            mailbox.abandon();
         }
     }
 }

@@ -79,6 +79,8 @@ pub struct Communicator {
     held: RefCell<Vec<Held>>,
     /// One mailbox per bucket index, reused every step (see `mailbox`).
     mailboxes: RefCell<Vec<Arc<Mailbox<Reduced>>>>,
+    /// A wait timed out (`give_up_waits`): later ones time out at once.
+    gave_up: Cell<bool>,
     /// For the exchanges `backward_done` runs and waits for itself (PowerSGD without overlap).
     exchanges: RefCell<Arc<Mailbox<Reduced>>>,
     /// The run's choice to shard the optimizer state (`CommConfig::shard_optimizer`), and the
@@ -164,6 +166,7 @@ impl Communicator {
             wire: RefCell::default(),
             held: RefCell::default(),
             mailboxes: RefCell::default(),
+            gave_up: Cell::new(false),
             exchanges: RefCell::default(),
             shard_chosen: Cell::new(None),
             shard_by_schedule: Cell::new(false),
@@ -267,13 +270,25 @@ impl Communicator {
         self.all_reduce_async(bucket)
     }
 
+    /// After one wait timed out: every bucket awaited, now or launched later, times out at once
+    /// rather than after a timeout of its own (the rank they wait for is the same, and the run
+    /// ends with the first).
+    pub(crate) fn give_up_waits(&self) {
+        self.gave_up.set(true);
+        self.mailboxes.borrow().iter().for_each(|m| m.give_up());
+    }
+
     /// The ends of bucket `index`'s mailbox, reused from step to step.
     fn mailbox(&self, index: usize) -> (Reply<Reduced>, mailbox::Pending<Reduced>) {
         let mut boxes = self.mailboxes.borrow_mut();
         if boxes.len() <= index {
             boxes.resize_with(index + 1, Arc::default);
         }
-        Mailbox::open(&mut boxes[index])
+        let ends = Mailbox::open(&mut boxes[index]);
+        if self.gave_up.get() {
+            boxes[index].give_up();
+        }
+        ends
     }
 
     /// Marks the end of backward. In `AfterBackward` mode this is when the held reductions start,
@@ -289,7 +304,13 @@ impl Communicator {
             for entry in held.drain(..) {
                 match entry {
                     Held::Reduce(bucket, reply) => t.all_reduce(bucket, reply),
-                    Held::LowRank(bucket, reply) => self.low_rank_after_backward(t, bucket, reply),
+                    Held::LowRank(bucket, reply) => {
+                        if self.low_rank_after_backward(t, bucket, reply).is_err() {
+                            // Timed out, every wait given up: the rest would each wait as long
+                            // again behind it. Their replies, dropped, leave them timed out.
+                            return;
+                        }
+                    }
                     Held::Gather { bucket, elements, reply } => t.all_gather(bucket, elements, reply),
                     Held::ClipShards => t.clip_shards(),
                 }
@@ -300,7 +321,7 @@ impl Communicator {
             // waited as long as the timeout says; if the thread is gone, as its reply was dropped.
             match t.flush() {
                 Ok(()) => record(Activity::WaitAll, blocked, Instant::now()),
-                Err(Error::CollectiveTimeout { .. }) => self.mailboxes.borrow().iter().for_each(|m| m.give_up()),
+                Err(Error::CollectiveTimeout { .. }) => self.give_up_waits(),
                 Err(_) => {}
             }
         }

@@ -71,13 +71,14 @@ impl Communicator {
 
     /// Runs a held low-rank bucket's three stages back to back (`backward_done` without
     /// overlap) and hands it to `reply`; a failure reaches the wait point (a timeout as timed
-    /// out, any other with the bucket handed back).
+    /// out, any other with the bucket handed back). `Err` after a timeout, when every wait was
+    /// given up.
     pub(in crate::comm) fn low_rank_after_backward(
         &self,
         t: &MpiThread,
         mut bucket: GradBucket,
         reply: Reply<Reduced>,
-    ) {
+    ) -> std::result::Result<(), TimedOut> {
         let mut stages = || -> Result<()> {
             let p = self.exchange_now(t, compress(&mut bucket)).map_err(|e| in_factor(e, "P"))?;
             let q = self.exchange_now(t, project(&mut bucket, p)).map_err(|e| in_factor(e, "Q"))?;
@@ -87,16 +88,21 @@ impl Communicator {
         let failure = match stages() {
             Ok(()) => None,
             Err(Error::CommTimeout { .. }) => {
-                self.mailboxes.borrow().iter().for_each(|m| m.give_up());
-                return;
+                // Given up before `reply` drops: its wait reports the timeout, not a dead thread.
+                self.give_up_waits();
+                return Err(TimedOut);
             }
             Err(e) => Some(e),
         };
         // Its exchanges are in the trace already: this adds nothing to them.
         let now = Instant::now();
         reply.send(Reduced { bucket, started: now, finished: now, failure });
+        Ok(())
     }
 }
+
+/// A low-rank exchange timed out (and every wait was given up).
+pub(in crate::comm) struct TimedOut;
 
 impl LowRankP {
     /// P's wait point: once P is summed, orthogonalises it, computes Q = Mᵀ·P and starts Q's
@@ -109,7 +115,13 @@ impl LowRankP {
                     let q = project(&mut bucket, p);
                     LowRankQ::Summing { bucket, q: comm.all_reduce_async(q) }
                 }
-                Err(e) => LowRankQ::Failed(in_factor(e, "P")),
+                Err(e) => {
+                    if matches!(e, Error::CommTimeout { .. }) {
+                        // The later buckets wait for the same rank: they fail at once.
+                        comm.give_up_waits();
+                    }
+                    LowRankQ::Failed(in_factor(e, "P"))
+                }
             },
         }
     }
