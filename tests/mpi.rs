@@ -74,6 +74,9 @@ fn overlap_and_no_overlap_give_bitwise_identical_parameters() {
 
 #[test]
 fn shared_memory_and_mpi_all_reduces_agree() {
+    // One rank sums nothing: either transport trains it, as a job without mpirun does.
+    let one = train(1, &["--batch", "4", "--all-reduce", "shared-memory"], "shm-1");
+    assert_eq!(one, train(1, &["--batch", "4", "--all-reduce", "mpi"], "mpi-1"), "1 rank");
     for ranks in [2, 3] {
         let shared = train(ranks, &["--batch", "4", "--all-reduce", "shared-memory"], &format!("shm-{ranks}"));
         let mpi = train(ranks, &["--batch", "4", "--all-reduce", "mpi"], &format!("mpi-{ranks}"));

@@ -186,7 +186,8 @@ impl Dataset for CharText {
     fn fingerprint(&self) -> Option<u64> {
         let mut hash = crate::content_hash::ContentHash::new();
         hash.u32s(self.vocab.iter().map(|&c| u32::from(c)));
-        hash.u32s(self.tokens.iter().copied());
+        // The tokens its windows read: the training and the validation split each their own.
+        hash.u32s(self.tokens[self.split.clone()].iter().copied());
         for n in [self.split.start, self.split.end, self.context] {
             hash.u64(n as u64);
         }
@@ -254,6 +255,18 @@ pub fn vocabulary_mismatch(saved: &str, now: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_split_is_fingerprinted_by_the_tokens_it_reads() {
+        let text = "abcdefghij".repeat(10);
+        let mut other = text.clone();
+        other.replace_range(95..96, "a"); // In the last 10%: the validation split.
+        let (a, b) = (CharText::new(&text, 4, 1, "a").unwrap(), CharText::new(&other, 4, 1, "b").unwrap());
+        assert_eq!(a.fingerprint(), b.fingerprint(), "the same training tokens");
+        assert_ne!(a.held_out().unwrap().fingerprint(), b.held_out().unwrap().fingerprint());
+        other.replace_range(5..6, "a");
+        assert_ne!(a.fingerprint(), CharText::new(&other, 4, 1, "c").unwrap().fingerprint());
+    }
 
     #[test]
     fn line_ends_are_read_as_python_reads_a_text_file() {

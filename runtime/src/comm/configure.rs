@@ -44,7 +44,8 @@ impl Communicator {
     /// at its start (`TrainConfig::comm`), and a loop of one's own may do too. The transport was
     /// chosen when the communicator started; a config naming another is refused.
     pub fn apply(&self, config: &CommConfig) -> Result<()> {
-        if let (Some(running), wanted) = (self.transport(), config.transport) {
+        // One rank sums nothing, so any transport serves it.
+        if let (Some(running), wanted, false) = (self.transport(), config.transport, self.world_size() == 1) {
             if wanted != Transport::Auto && wanted != running {
                 return Err(Error::Config(format!(
                     "`CommConfig::transport` {} asks for another transport than this communicator started with \

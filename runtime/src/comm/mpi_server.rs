@@ -20,7 +20,7 @@ use super::mode::Transport;
 use super::mpi_calls::{self, all_reduce_in_place, gather_to_root, Gathered};
 use super::narrow_mpi::NarrowMpi;
 use super::shard_server::ShardServer;
-use super::shared_memory::SharedMemory;
+use super::shared_memory::{SharedMemory, Unavailable};
 use super::wire::Narrowing;
 
 /// What the compute thread asks of the communication thread.
@@ -99,6 +99,8 @@ pub(super) fn serve(
         Transport::Auto => SharedMemory::create(&world).ok(),
         Transport::SharedMemory => match SharedMemory::create(&world) {
             Ok(shared) => Some(shared),
+            // One rank sums nothing, through shared memory or otherwise: as a job without mpirun.
+            Err(Unavailable::OneRank) => None,
             Err(why) => {
                 let _ = ready.send(Err(format!("`CommConfig::transport` shared-memory is impossible: {why}")));
                 return;
