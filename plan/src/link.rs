@@ -124,7 +124,14 @@ impl FromStr for Link {
 
 impl fmt::Display for Link {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "latency {:.3} us, bandwidth {:.3} GB/s", self.latency_s * 1e6, self.bandwidth_bytes_per_s / 1e9)
+        write!(f, "latency {:.3} us, ", self.latency_s * 1e6)?;
+        // GB/s down to 0.001 (links people emulate); below that in units that still show it.
+        match self.bandwidth_bytes_per_s {
+            b if !b.is_finite() => write!(f, "no bandwidth limit"),
+            b if b >= 1e6 => write!(f, "bandwidth {:.3} GB/s", b / 1e9),
+            b if b >= 1e3 => write!(f, "bandwidth {:.3} KB/s", b / 1e3),
+            b => write!(f, "bandwidth {b:.3} B/s"),
+        }
     }
 }
 
@@ -198,6 +205,16 @@ fn parse_number(number: &str, whole: &str) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn links_show_their_bandwidth_in_units_that_show_it() {
+        let shown = |s: &str| s.parse::<Link>().unwrap().to_string();
+        assert_eq!(shown("latency=5us,bandwidth=25GB/s"), "latency 5.000 us, bandwidth 25.000 GB/s");
+        assert_eq!(shown("latency=5us,bandwidth=0.5GB/s"), "latency 5.000 us, bandwidth 0.500 GB/s");
+        assert_eq!(shown("latency=1ms,bandwidth=2KB/s"), "latency 1000.000 us, bandwidth 2.000 KB/s");
+        assert_eq!(shown("latency=0s,bandwidth=1B/s"), "latency 0.000 us, bandwidth 1.000 B/s");
+        assert_eq!(shown("latency=5us"), "latency 5.000 us, no bandwidth limit");
+    }
 
     #[test]
     fn parses_presets_and_explicit_figures() {

@@ -165,7 +165,8 @@ impl<'a> Observer<'a> {
         self.paused_after(step);
         // Every window is reported, the last one too, unless it is the whole run: `finish`
         // reports that.
-        let whole_run = step + 1 == self.run.steps && step < self.window;
+        // (A resumed run's first step is not 0.)
+        let whole_run = step + 1 == self.run.steps && step < self.first_step() + self.window;
         if self.config.report_every.is_some() && !whole_run {
             let (kept, after_pause) = self.undisturbed(&fresh);
             let costs = self.link.and_then(|_| profile::measured_costs(&kept, &self.schedule, self.first_step()));
@@ -227,8 +228,17 @@ impl<'a> Observer<'a> {
         self.print_report(&all, after_pause, costs.as_ref(), Some(memory));
         if let (Some(path), Some(costs)) = (&self.config.write_profile, &costs) {
             let batch = self.run.batch * self.run.accumulate;
-            profile::write_profile(path, &self.schedule, costs, self.world_size, batch, self.link)?;
+            // A link without a bandwidth (`latency=5us` alone) has no finite one to plan with,
+            // which a profile's reader refuses: the profile then records none.
+            let link = self.link.filter(|l| l.bandwidth_bytes_per_s.is_finite());
+            profile::write_profile(path, &self.schedule, costs, self.world_size, batch, link)?;
             self.say(&format!("profile: {}{}", path.display(), self.emulation_note()));
+            if link.is_none() && self.link.is_some() {
+                self.say(
+                    "note: the profile records no link: the emulated one has no bandwidth limit to plan with; name \
+                     one where it is used (`buckets = profile(\"..\", link = \"ib-ndr\")`)",
+                );
+            }
         }
         for &cluster in &self.config.simulate {
             if let Some(costs) = &costs {
@@ -308,9 +318,16 @@ impl<'a> Observer<'a> {
         if let Some(r) = &mut report {
             r.memory = memory;
             r.after_pause = after_pause;
-            r.transport = self.transport.filter(|_| self.mode != CommMode::Skip).map(Transport::name);
+            // One rank sends nothing, whatever the transport.
+            let sends = self.mode != CommMode::Skip && self.world_size > 1;
+            r.transport = self.transport.filter(|_| sends).map(Transport::name);
+            if !self.run.trains {
+                r.mode = "communication only";
+            }
         }
-        // Under an emulated link the simulator can be checked against this very run.
+        // Under an emulated link the simulator can be checked against this very run (one that
+        // trains: the prediction's step computes and updates).
+        let costs = costs.filter(|_| self.run.trains);
         if let (Some(r), Some(link), Some(costs)) = (&mut report, self.link, costs) {
             let overlap = self.mode == CommMode::Overlap;
             let buckets = sim_buckets(&self.schedule);

@@ -36,13 +36,14 @@ pub(super) fn bucket_reports(
     mode: CommMode,
     link: Option<Link>,
 ) -> Vec<BucketReport> {
-    let mean = |f: &dyn Fn(&StepBreakdown) -> u64| median_of_rank_means(steps, f);
     let n = world_size as f64;
     (0..schedule.buckets.len())
         .map(|k| {
+            let steps = phase_steps(steps, schedule, k);
+            let mean = |f: &dyn Fn(&StepBreakdown) -> u64| median_of_rank_means(&steps, f);
             let all_reduce_ms = mean(&|b| b.buckets.get(k).map_or(0, |t| t.all_reduce_ns));
             let lent_updates_ms = mean(&|b| b.buckets.get(k).map_or(0, |t| t.updates_ns));
-            let wire_bytes = wire_bytes(steps, schedule, k);
+            let wire_bytes = wire_bytes(&steps, schedule, k);
             // The transfer's time: the all-reduce's less the lent updates the thread ran between
             // chunks, but no less than an emulated link holds it (the updates then ran within the
             // modelled time).
@@ -76,17 +77,21 @@ pub(super) fn bucket_reports(
         .collect()
 }
 
-/// What bucket `k` put on the wire, as measured; the schedule's count when nothing was recorded.
-/// PowerSGD sends its buckets whole for `start_iter` steps first: the median is over the
-/// compressed steps where there are any, so that it is one phase's size, not one between the two.
-fn wire_bytes(steps: &[&[StepBreakdown]], schedule: &Schedule, k: usize) -> usize {
+/// The steps bucket `k`'s row is taken over. PowerSGD sends its buckets whole for `start_iter`
+/// steps first: the row is over the compressed steps where there are any, so that its bytes and
+/// times are one phase's, not medians between the two (a busbw from the one's bytes and the
+/// other's time).
+fn phase_steps<'s>(steps: &[&'s [StepBreakdown]], schedule: &Schedule, k: usize) -> Vec<&'s [StepBreakdown]> {
     let from = schedule.buckets[k].low_rank.map_or(0, |l| l.start_iter);
     let phase = if steps.iter().any(|s| s[0].step >= from) { from } else { 0 };
+    steps.iter().copied().filter(|s| s[0].step >= phase).collect()
+}
+
+/// What bucket `k` put on the wire over `steps`, as measured; the schedule's count when nothing
+/// was recorded.
+fn wire_bytes(steps: &[&[StepBreakdown]], schedule: &Schedule, k: usize) -> usize {
     let measured = median(
-        steps
-            .iter()
-            .filter(|s| s[0].step >= phase)
-            .map(|s| s.iter().map(|b| b.buckets.get(k).map_or(0, |t| t.bytes)).max().unwrap_or(0) as f64),
+        steps.iter().map(|s| s.iter().map(|b| b.buckets.get(k).map_or(0, |t| t.bytes)).max().unwrap_or(0) as f64),
     );
     if measured > 0.0 {
         measured as usize

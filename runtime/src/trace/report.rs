@@ -147,7 +147,11 @@ impl OverlapReport {
         let step_ms = median(steps.iter().map(|s| s.iter().map(|b| b.step_ns).max().unwrap_or(0) as f64 / 1e6));
         let (forward_ms, loss_ms) = (mean(&|b| b.forward_ns), mean(&|b| b.loss_ns));
         let (backward_ms, optimizer_ms) = (mean(&|b| b.backward_ns), mean(&|b| b.update_ns));
-        let compression_ms = mean(&|b| b.compress_ns);
+        // PowerSGD compresses only after its `start_iter` steps sent whole: over the steps that did.
+        let compressed: Vec<&[StepBreakdown]> =
+            steps.iter().copied().filter(|s| s.iter().any(|b| b.compress_ns > 0)).collect();
+        let compression_ms =
+            if compressed.is_empty() { 0.0 } else { median_of_rank_means(&compressed, &|b| b.compress_ns) };
         let compute_ms = mean(&|b| b.compute_ns());
         let (all_reduce_ms, exposed_ms) = (mean(&|b| b.all_reduce_ns), mean(&|b| b.exposed_ns));
         let (all_gather_ms, gather_waited_ms) = (mean(&|b| b.all_gather_ns), mean(&|b| b.gather_exposed_ns));
@@ -208,7 +212,9 @@ impl OverlapReport {
             // Waits can outlast the all-reduces they wait for (a slower rank, scheduling): then
             // nothing was hidden, rather than a negative amount.
             hidden_ms: (all_reduce_ms - exposed_ms).max(0.0),
-            hidden_fraction: (all_reduce_ms > 0.0).then(|| (1.0 - exposed_ms / all_reduce_ms).clamp(0.0, 1.0)),
+            // One rank reduces nothing: its communication thread's time is updates alone.
+            hidden_fraction: (all_reduce_ms > 0.0 && world_size > 1)
+                .then(|| (1.0 - exposed_ms / all_reduce_ms).clamp(0.0, 1.0)),
             lower_bound_ms,
             above_lower_bound: if lower_bound_ms > 0.0 { step_ms / lower_bound_ms - 1.0 } else { 0.0 },
             buckets,
@@ -285,20 +291,24 @@ mod tests {
     }
 
     /// PowerSGD's buckets go whole for `start_iter` steps, then as factors: the bytes on the
-    /// wire are one phase's (the compressed one where the window has it), never a median
-    /// between the two.
+    /// wire, the bucket's times and the compression are one phase's (the compressed one where the
+    /// window has it), never medians between the two.
     #[test]
     fn powersgd_bytes_on_the_wire_are_the_compressed_steps_where_there_are_any() {
         let low_rank =
             SCHEDULE.clone().with_grad_comm(overlap_plan::GradComm::LowRank(overlap_plan::LowRank::new(4, 10)));
         let sent = |n: u64| {
-            let mut b = step(n, 0, 10, 4, 0);
-            b.buckets[0].bytes = if n < 10 { 2_000_000 } else { 10_000 };
+            let compressed = n >= 10;
+            let mut b = step(n, 0, 10, if compressed { 1 } else { 40 }, 0);
+            b.buckets[0].bytes = if compressed { 10_000 } else { 2_000_000 };
+            b.compress_ns = if compressed { 3_000_000 } else { 0 };
             b
         };
-        let both: Vec<StepBreakdown> = (0..20).map(sent).collect();
+        // 10 steps sent whole, 8 compressed: medians over all of them would be the whole ones..
+        let both: Vec<StepBreakdown> = (0..18).map(sent).collect();
         let r = OverlapReport::new(&both, &low_rank, 2, CommMode::Overlap, None).unwrap();
         assert_eq!(r.buckets[0].wire_bytes, 10_000);
+        assert_eq!((r.buckets[0].all_reduce_ms, r.compression_ms), (1.0, 3.0), "the compressed steps' times");
         let whole: Vec<StepBreakdown> = (0..8).map(sent).collect();
         let r = OverlapReport::new(&whole, &low_rank, 2, CommMode::Overlap, None).unwrap();
         assert_eq!(r.buckets[0].wire_bytes, 2_000_000, "before start_iter, the whole buckets");
@@ -388,6 +398,9 @@ mod tests {
         let single = OverlapReport::new(&[step(0, 0, 10, 0, 0)], &SCHEDULE, 1, CommMode::Overlap, link).unwrap();
         assert_eq!((single.hidden_fraction, single.emulated_link.as_deref()), (None, None));
         assert!(single.to_string().contains("one rank: nothing to all-reduce"));
+        // Under mpirun a rank's communication thread runs the lent updates, even alone.
+        let alone = OverlapReport::new(&[step(0, 0, 10, 4, 1)], &SCHEDULE, 1, CommMode::Overlap, None).unwrap();
+        assert_eq!(alone.hidden_fraction, None);
         let skipped =
             OverlapReport::new(&[step(0, 0, 10, 0, 0), step(0, 1, 10, 0, 0)], &SCHEDULE, 2, CommMode::Skip, None);
         assert!(skipped.unwrap().to_string().contains("compute-only: nothing is all-reduced"));

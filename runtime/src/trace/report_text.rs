@@ -16,7 +16,8 @@ impl fmt::Display for OverlapReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "overlap report: {}, {} rank(s), {}{}, steps {}..={} ({} step{}; medians over steps of the mean over ranks)",
+            "overlap report: {}, {} rank(s), {}{}, steps {}..={} ({} step{}; each row its own median over steps of the \
+             mean over ranks, the step's of the slowest rank: rows need not add up)",
             self.model,
             self.world_size,
             self.mode,
@@ -82,7 +83,7 @@ impl fmt::Display for OverlapReport {
         }
         line(f, "all-reduce", self.all_reduce_ms, "sum over buckets, and lent updates, on the communication thread")?;
         line(f, "exposed", self.exposed_ms, "compute thread blocked in wait points")?;
-        line(f, "other", self.other_ms, "step - compute - exposed: data loading, bookkeeping")?;
+        line(f, "other", self.other_ms, "step - compute - exposed, per rank: data loading, bookkeeping")?;
         line(
             f,
             "data",
