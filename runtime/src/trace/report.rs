@@ -304,7 +304,7 @@ mod tests {
             b.compress_ns = if compressed { 3_000_000 } else { 0 };
             b
         };
-        // 10 steps sent whole, 8 compressed: medians over all of them would be the whole ones..
+        // 10 steps sent whole, 8 compressed: medians over all of them would be the whole ones'.
         let both: Vec<StepBreakdown> = (0..18).map(sent).collect();
         let r = OverlapReport::new(&both, &low_rank, 2, CommMode::Overlap, None).unwrap();
         assert_eq!(r.buckets[0].wire_bytes, 10_000);

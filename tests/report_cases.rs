@@ -1,0 +1,63 @@
+//! The overlap report in runs off the common path: resumed, on one rank under `mpirun`, timing
+//! communication alone, and writing a profile under a link without a bandwidth limit.
+
+mod common;
+
+use std::process::Command;
+
+use common::{example, mpirun, mpirun_available, scratch};
+
+/// A resumed run's last window is its whole run: reported once, not twice.
+#[test]
+fn a_resumed_run_reports_its_window_once() {
+    let dir = scratch("report-resumed");
+    let ck = dir.path().join("ck");
+    let mlp = |args: &[&str]| {
+        let out = Command::new(example("mlp")).args(["--batch", "4"]).args(args).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    mlp(&["--steps", "4", "--report", "off", "--save", ck.to_str().unwrap()]);
+    let resumed = mlp(&["--steps", "8", "--report-every", "4", "--resume", ck.to_str().unwrap()]);
+    assert_eq!(resumed.matches("overlap report: ").count(), 1, "{resumed}");
+    assert!(resumed.contains("steps 5..=8"), "{resumed}");
+}
+
+#[test]
+fn runs_that_reduce_nothing_or_compute_nothing_say_so() {
+    if !mpirun_available() {
+        return;
+    }
+    let mlp = example("mlp");
+    let mlp = mlp.to_str().unwrap();
+    // One rank under mpirun: its communication thread runs the lent updates, and sums nothing.
+    let out = mpirun(&["-n", "1", mlp, "--steps", "3", "--batch", "4"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("one rank: nothing to all-reduce"), "{stdout}");
+    assert!(!stdout.contains(" over mpi") && !stdout.contains("% of the all-reduce time"), "{stdout}");
+    // Communication alone: no prediction of a step that computes and updates.
+    let out = mpirun(&["-n", "2", mlp, "--steps", "3", "--comm-only", "--link", "10gbe"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("2 rank(s), communication only over"), "{stdout}");
+    assert!(!stdout.contains("simulator"), "{stdout}");
+}
+
+/// A link without a bandwidth has none to plan with: the profile records no link (with a note),
+/// and reads back.
+#[test]
+fn a_profile_under_a_link_without_bandwidth_reads_back() {
+    if !mpirun_available() {
+        return;
+    }
+    let dir = scratch("report-profile");
+    let path = dir.path().join("p.json");
+    let mlp = example("mlp");
+    let args = ["-n", "2", mlp.to_str().unwrap(), "--steps", "3", "--batch", "4", "--report", "off"];
+    let out = mpirun(&[&args[..], &["--link", "latency=5us", "--write-profile", path.to_str().unwrap()]].concat());
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("note: the profile records no link"), "{stdout}");
+    assert!(stdout.contains("EMULATED LINK: latency 5.000 us, no bandwidth limit"), "{stdout}");
+    let profile = overlap::plan::Profile::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(profile.link, None);
+}
