@@ -135,6 +135,16 @@ fn a_request_the_model_cannot_serve_is_refused_naming_the_value() {
     let none = overlap::sample::SampleConfig { top_k: None, ..fine };
     let drawn = |config| overlap::sample::generate(&model, &[3], (11, 4), &config).unwrap();
     assert_eq!(drawn(every), drawn(none));
+    // A model of features, not token ids (it used to panic in its first layer).
+    let features = FeatureNet::init(1);
+    let error = overlap::sample::generate(&features, &[3], (11, 4), &fine).unwrap_err().to_string();
+    assert!(error.contains("FeatureNet takes 4 features per sample, not a token id"), "{error}");
+}
+
+/// Reads 4 features per sample, as a classifier does.
+#[distributed_model]
+pub struct FeatureNet {
+    fc: Linear<4, 11>,
 }
 
 /// A dataset's sequences longer than the position table, or its token ids past the vocabulary,

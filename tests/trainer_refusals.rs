@@ -65,6 +65,23 @@ fn a_non_finite_loss_stops_the_run_at_its_step() {
     let mut data = SyntheticClassification::new(3, 4, 3);
     let err = fit(|t| t, &mut data, &NanLater(Default::default())).unwrap_err().to_string();
     assert!(err.contains("the loss is NaN at step 2 on rank 0"), "{err}");
+    // A finite loss whose gradient is not: stopped at its step too, before any parameter is NaN.
+    let err = fit(|t| t, &mut data, &NanGradientLater(Default::default())).unwrap_err().to_string();
+    assert!(err.contains("the loss's gradient is NaN at row 0, column 0") && err.contains("at step 2"), "{err}");
+}
+
+/// Cross-entropy whose gradient holds a NaN from the second call on, its value finite.
+struct NanGradientLater(std::cell::Cell<u32>);
+
+impl Loss for NanGradientLater {
+    fn loss_and_gradient(&self, output: &Matrix, batch: &Batch, grad: &mut Matrix) -> overlap::Result<f32> {
+        let value = CrossEntropyLoss.loss_and_gradient(output, batch, grad)?;
+        self.0.set(self.0.get() + 1);
+        if self.0.get() > 1 {
+            grad.as_mut_slice()[0] = f32::NAN;
+        }
+        Ok(value)
+    }
 }
 
 /// The synthetic samples with their first feature always 0: `fc1.weight`'s first column then

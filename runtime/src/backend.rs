@@ -138,6 +138,22 @@ impl<M: DistributedModel> StepBackend<M> for CpuBackend<'_, M> {
                 shape.1
             )));
         }
+        // A finite loss with a non-finite gradient (a loss of one's own) would train every
+        // parameter to NaN without a word: refused at the step it happens. (With `check_finite`
+        // the wait points find it, named by parameter, as any non-finite gradient.)
+        // (A non-finite loss is reported as one, with what may have caused it.)
+        let unchecked = !self.comm.checks_finite() && value.is_finite();
+        if let Some(at) = self.grad_output.as_slice().iter().position(|g| unchecked && !g.is_finite()) {
+            let cols = shape.1.max(1);
+            return Err(Error::Loss(format!(
+                "the loss's gradient is {} at row {}, column {} (the loss is {value}) at step {}: \
+                 `Loss::loss_and_gradient` must give a finite gradient",
+                self.grad_output.as_slice()[at],
+                at / cols,
+                at % cols,
+                self.step + 1
+            )));
+        }
         if let Some(poison) = fault::poisoned_gradient(self.comm.rank(), self.step) {
             self.grad_output.as_mut_slice()[0] = poison;
         }

@@ -78,7 +78,8 @@ pub fn generate_each<M: DistributedModel>(
 }
 
 /// Refuses, naming the value, what `generate` cannot draw from: an empty prompt, a context the
-/// model's position table cannot hold, a vocabulary past what it reads and predicts (or a prompt
+/// model's position table cannot hold, a model that reads no token ids (one feature per sample),
+/// a vocabulary past what it reads and predicts (or a prompt
 /// token past the vocabulary), a temperature that is not a positive number, or a top-k of 0.
 fn check_request<M: DistributedModel>(
     prompt: &[usize],
@@ -88,7 +89,10 @@ fn check_request<M: DistributedModel>(
     let model = &M::SCHEDULE.model;
     let outputs = M::SCHEDULE.io_widths().map_or(0, |(_, outputs)| outputs);
     let readable = vocabulary_limit::<M>().unwrap_or(outputs);
-    let problem = if prompt.is_empty() {
+    let features = M::SCHEDULE.io_widths().map(|(inputs, _)| inputs).filter(|&inputs| inputs != 1);
+    let problem = if let Some(features) = features {
+        format!("{model} takes {features} features per sample, not a token id: it does not read tokens")
+    } else if prompt.is_empty() {
         "an empty prompt: give at least one token to continue".to_string()
     } else if context == 0 {
         "a context of 0 tokens: the model must see at least the last one".to_string()

@@ -94,7 +94,7 @@ pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Datas
     };
     if data.features() != features {
         return Err(Error::Dataset(format!(
-            "{} has {} features per sample, {}'s first layer takes {features}",
+            "the data ({}) gives {} features per sample, {}'s first layer takes {features}",
             data.describe(),
             data.features(),
             schedule.model
