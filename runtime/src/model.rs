@@ -94,6 +94,19 @@ pub trait DistributedModel: Program + ParamVecs {
     fn new(comm: &Communicator, seed: u64) -> Result<Self> {
         comm.check_same_schedule(&Self::SCHEDULE)?;
         let mut model = Self::init(seed);
+        // A layer of one's own whose `init` sized a parameter otherwise than its `PARAMS` say
+        // would fail at its first update, far from the cause.
+        for p in Self::SCHEDULE.params() {
+            let (held, declared) = (model.param(p).len(), Self::SCHEDULE.param(p).numel());
+            if held != declared {
+                return Err(crate::Error::Config(format!(
+                    "`{}` holds {held} values after `Layer::init`, but its shape {:?} has {declared}: the layer's \
+                     `init` and its `PARAMS` disagree",
+                    Self::SCHEDULE.param_name(p),
+                    Self::SCHEDULE.param(p).shape
+                )));
+            }
+        }
         for p in Self::SCHEDULE.params() {
             comm.broadcast_from_root(model.param_mut(p))?;
         }

@@ -4,7 +4,7 @@
 
 use std::convert::Infallible;
 
-use overlap_plan::Schedule;
+use overlap_plan::{Schedule, Width};
 
 use super::contract::{grad_scale, Compute, Gather, Launch, ParamSlot, Settle, Storage, Tied};
 use crate::comm::{BucketMember, Communicator, GradBucket, InFlight, LowRankP, LowRankQ, ParamVecs};
@@ -65,6 +65,7 @@ impl Compute<Host> for HostCompute {
     ) -> std::result::Result<(), Infallible> {
         let _span = trace::forward(index);
         layer.forward(ctx, x, y, saved);
+        output_fits::<L>(index, x, y);
         Ok(())
     }
 
@@ -81,7 +82,9 @@ impl Compute<Host> for HostCompute {
         dx: Option<&mut Matrix>,
     ) -> std::result::Result<(), Infallible> {
         let _span = trace::backward(index);
-        layer.backward(ctx, x, y, saved, dy, grads, accumulate, dx);
+        let mut dx = dx;
+        layer.backward(ctx, x, y, saved, dy, grads, accumulate, dx.as_deref_mut());
+        input_gradient_fits::<L>(index, x, dx.as_deref());
         Ok(())
     }
 
@@ -419,4 +422,39 @@ fn lendable<'m, O: Optimizer>(
 /// the norm is taken as its sums arrive.
 fn updates_await_every_sum<O: Optimizer>(optimizer: &mut O, comm: &Communicator) -> bool {
     optimizer.grad_clip().is_some() && !comm.shards_optimizer()
+}
+
+/// A layer's output is one row per input row, of the width its `WIDTH` says: checked after each
+/// forward, so that a layer of one's own that writes another shape is named, not the layer after
+/// it that reads the output.
+fn output_fits<L: Layer>(index: usize, x: &Matrix, y: &Matrix) {
+    let cols = match L::WIDTH {
+        Width::Fixed { output, .. } => output,
+        Width::Preserving => x.cols(),
+    };
+    assert!(
+        (y.rows(), y.cols()) == (x.rows(), cols),
+        "layer {index} ({}): forward wrote a {}x{} output for a {}x{} input; its `WIDTH` says {}x{cols}",
+        std::any::type_name::<L>(),
+        y.rows(),
+        y.cols(),
+        x.rows(),
+        x.cols(),
+        x.rows()
+    );
+}
+
+/// The gradient a layer's backward writes for its input has the input's shape.
+fn input_gradient_fits<L: Layer>(index: usize, x: &Matrix, dx: Option<&Matrix>) {
+    if let Some(dx) = dx {
+        assert!(
+            (dx.rows(), dx.cols()) == (x.rows(), x.cols()),
+            "layer {index} ({}): backward wrote a {}x{} gradient for a {}x{} input",
+            std::any::type_name::<L>(),
+            dx.rows(),
+            dx.cols(),
+            x.rows(),
+            x.cols()
+        );
+    }
 }

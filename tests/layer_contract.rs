@@ -1,0 +1,122 @@
+//! A layer of one's own that breaks the `Layer` contract is named where it breaks it: its
+//! `init` sizing a parameter otherwise than `PARAMS` (an error when the model is built), its
+//! forward writing another shape than `WIDTH` says, or its backward an input gradient of another
+//! shape than the input (a panic naming the layer, not the built-in layer after it that reads
+//! the output, as before).
+
+use overlap::prelude::*;
+use overlap::{InitRng, ParamDef, ReportFormat, SyntheticClassification, Width};
+
+/// `y = x * gain`, with one bug chosen by `BUG`.
+pub struct Buggy<const BUG: u8> {
+    gain: Vec<f32>,
+}
+
+const NONE: u8 = 0;
+const SHORT_INIT: u8 = 1;
+const WIDE_OUTPUT: u8 = 2;
+const SHORT_INPUT_GRADIENT: u8 = 3;
+
+impl<const BUG: u8> Layer for Buggy<BUG> {
+    const PARAMS: &'static [ParamDef] = &[ParamDef { name: "gain", shape: &[4] }];
+    const WIDTH: Width = Width::Fixed { input: 4, output: 4 };
+    type Saved = ();
+
+    fn init(_: &mut InitRng) -> Self {
+        Buggy { gain: vec![1.0; if BUG == SHORT_INIT { 3 } else { 4 }] }
+    }
+
+    fn param(&self, _: usize) -> &[f32] {
+        &self.gain
+    }
+
+    fn param_mut(&mut self, _: usize) -> &mut [f32] {
+        &mut self.gain
+    }
+
+    fn forward(&self, _: &StepContext, input: &Matrix, output: &mut Matrix, _: &mut ()) {
+        output.resize(input.rows(), if BUG == WIDE_OUTPUT { 5 } else { 4 });
+        for r in 0..input.rows() {
+            for ((y, x), g) in output.row_mut(r).iter_mut().zip(input.row(r)).zip(&self.gain) {
+                *y = x * g;
+            }
+        }
+    }
+
+    fn backward(
+        &self,
+        _: &StepContext,
+        input: &Matrix,
+        _: &Matrix,
+        _: &(),
+        dy: &Matrix,
+        grads: &mut [&mut [f32]],
+        _: bool,
+        dx: Option<&mut Matrix>,
+    ) {
+        for r in 0..input.rows() {
+            for ((dg, x), d) in grads[0].iter_mut().zip(input.row(r)).zip(dy.row(r)) {
+                *dg += x * d;
+            }
+        }
+        if let Some(dx) = dx {
+            let rows = if BUG == SHORT_INPUT_GRADIENT { input.rows() - 1 } else { input.rows() };
+            dx.resize(rows, 4);
+            for r in 0..rows {
+                for ((d, dy), g) in dx.row_mut(r).iter_mut().zip(dy.row(r)).zip(&self.gain) {
+                    *d = dy * g;
+                }
+            }
+        }
+    }
+}
+
+macro_rules! model {
+    ($name:ident, $bug:expr) => {
+        #[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1)]
+        pub struct $name {
+            fc: Linear<6, 4>,
+            #[layer(input = 4, output = 4, params(gain = [4]))]
+            gain: Buggy<$bug>,
+            head: Linear<4, 3>,
+        }
+    };
+}
+
+model!(Sound, NONE);
+model!(ShortInit, SHORT_INIT);
+model!(WideOutput, WIDE_OUTPUT);
+model!(ShortInputGradient, SHORT_INPUT_GRADIENT);
+
+fn fit<M: DistributedModel>() -> std::thread::Result<overlap::Result<TrainSummary>> {
+    std::panic::catch_unwind(|| {
+        let comm = Communicator::single();
+        let mut model = M::new(&comm, 1)?;
+        let mut data = SyntheticClassification::new(3, 6, 3);
+        Trainer::new(&comm).steps(2).batch(4).report(ReportFormat::Off, None).fit(
+            &mut model,
+            &mut data,
+            &CrossEntropyLoss,
+        )
+    })
+}
+
+fn panic_message(result: std::thread::Result<overlap::Result<TrainSummary>>) -> String {
+    let payload = result.map(|_| ()).expect_err("a broken layer panics");
+    payload.downcast_ref::<String>().cloned().or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string())).unwrap()
+}
+
+#[test]
+fn a_layer_that_breaks_its_contract_is_named() {
+    assert!(fit::<Sound>().unwrap().is_ok(), "the sound layer trains");
+    let error = fit::<ShortInit>().unwrap().map(|_| ()).unwrap_err().to_string();
+    assert!(error.contains("`gain.gain` holds 3 values after `Layer::init`, but its shape [4] has 4"), "{error}");
+    let message = panic_message(fit::<WideOutput>());
+    assert!(message.contains("layer 1 (") && message.contains("Buggy<2>"), "{message}");
+    assert!(message.contains("forward wrote a 4x5 output for a 4x4 input; its `WIDTH` says 4x4"), "{message}");
+    let message = panic_message(fit::<ShortInputGradient>());
+    assert!(
+        message.contains("backward wrote a 3x4 gradient for a 4x4 input") && message.contains("Buggy<3>"),
+        "{message}"
+    );
+}
