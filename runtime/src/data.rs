@@ -33,6 +33,7 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// Samples (or tokens of sequences) in the batch: its inputs' rows.
     pub fn rows(&self) -> usize {
         self.inputs.rows()
     }
@@ -164,6 +165,9 @@ impl Dataset for IdxDataset {
 /// Class prototypes are small against the noise, so a run needs many steps to fit the data.
 const PROTOTYPE_SCALE: f32 = 0.2;
 
+/// A classification set drawn from a seed: each class a random prototype, each sample its
+/// class's prototype plus noise, any number of samples (sample `i` is the same on every rank
+/// and every run). For examples and tests without data files.
 #[derive(Clone)]
 pub struct SyntheticClassification {
     seed: u64,
@@ -209,10 +213,12 @@ impl SyntheticClassification {
         SyntheticClassification { first_index: HELD_OUT, ..self.clone() }
     }
 
+    /// Features per sample.
     pub fn features(&self) -> usize {
         self.features
     }
 
+    /// Classes the labels range over.
     pub fn classes(&self) -> usize {
         self.classes
     }

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+/// Everything the library can fail at: each variant's message says what, and where a setting
+/// is at fault, names it (`TrainConfig::batch`; the command line shows its flag instead).
 #[derive(thiserror::Error)]
 pub enum Error {
     #[error("MPI could not be initialised: {0}")]

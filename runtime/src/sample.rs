@@ -20,6 +20,7 @@ pub struct SampleConfig {
     /// Keep only the `top_k` likeliest tokens (nanoGPT's default: 200); `None`, or a number at
     /// least the vocabulary, keeps all.
     pub top_k: Option<usize>,
+    /// Seeds the draws: the same seed, model and prompt draw the same tokens.
     pub seed: u64,
 }
 

@@ -32,6 +32,7 @@ impl Clone for Matrix {
 }
 
 impl Matrix {
+    /// A `rows` x `cols` matrix of zeros.
     pub fn zeros(rows: usize, cols: usize) -> Self {
         Matrix { rows, cols, data: vec![0.0; rows * cols] }
     }
@@ -53,30 +54,37 @@ impl Matrix {
         }
     }
 
+    /// Rows: samples, or tokens of a batch of sequences.
     pub fn rows(&self) -> usize {
         self.rows
     }
 
+    /// Columns: features per row.
     pub fn cols(&self) -> usize {
         self.cols
     }
 
+    /// The values, row after row.
     pub fn as_slice(&self) -> &[f32] {
         &self.data[..self.rows * self.cols]
     }
 
+    /// The values, row after row, to write.
     pub fn as_mut_slice(&mut self) -> &mut [f32] {
         &mut self.data[..self.rows * self.cols]
     }
 
+    /// Row `r` (panics past the last).
     pub fn row(&self, r: usize) -> &[f32] {
         &self.data[r * self.cols..(r + 1) * self.cols]
     }
 
+    /// Row `r`, to write (panics past the last).
     pub fn row_mut(&mut self, r: usize) -> &mut [f32] {
         &mut self.data[r * self.cols..(r + 1) * self.cols]
     }
 
+    /// The values, row after row, as a vector.
     pub fn into_vec(self) -> Vec<f32> {
         let mut data = self.data;
         data.truncate(self.rows * self.cols);

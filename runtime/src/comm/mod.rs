@@ -203,6 +203,7 @@ impl Communicator {
         }
     }
 
+    /// This process's rank, from 0.
     pub fn rank(&self) -> usize {
         match &self.backend {
             Backend::Single => 0,
@@ -210,6 +211,7 @@ impl Communicator {
         }
     }
 
+    /// How many ranks the job has.
     pub fn world_size(&self) -> usize {
         match &self.backend {
             Backend::Single => 1,

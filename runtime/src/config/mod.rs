@@ -102,6 +102,7 @@ pub struct TrainConfig {
 pub struct ValidationConfig {
     /// After every `every` steps, and after the last.
     pub every: u64,
+    /// Batches of `TrainConfig::batch` samples per rank each measurement reads.
     pub batches: usize,
 }
 

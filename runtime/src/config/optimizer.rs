@@ -9,6 +9,7 @@ use crate::optim::{AdamW, ChosenOptimizer, DecayOn, LrSchedule, Sgd};
 /// PyTorch's Python floats are: AdamW computes its coefficients from them in f64 (`AdamWStep`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct OptimizerConfig {
+    /// SGD or AdamW.
     pub kind: OptimizerKind,
     /// Learning rate [default: 0.05 for SGD, 0.001 for AdamW].
     pub lr: Option<f64>,
@@ -29,6 +30,7 @@ pub struct OptimizerConfig {
     pub clip_grad_norm: Option<f64>,
 }
 
+/// The update rule of an `OptimizerConfig`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum OptimizerKind {
     /// SGD with momentum (PyTorch's rule).
@@ -66,26 +68,32 @@ impl OptimizerConfig {
         OptimizerConfig { kind: OptimizerKind::AdamW, lr: Some(lr), momentum: 0.0, ..OptimizerConfig::default() }
     }
 
+    /// SGD's momentum (`torch.optim.SGD`'s `momentum`; AdamW ignores it).
     pub fn momentum(self, momentum: f64) -> Self {
         OptimizerConfig { momentum, ..self }
     }
 
+    /// Weight decay: SGD's added to the gradient, AdamW's decoupled, as in PyTorch.
     pub fn weight_decay(self, weight_decay: f64) -> Self {
         OptimizerConfig { weight_decay: Some(weight_decay), ..self }
     }
 
+    /// AdamW's `betas` (SGD ignores them).
     pub fn betas(self, beta1: f64, beta2: f64) -> Self {
         OptimizerConfig { betas: (beta1, beta2), ..self }
     }
 
+    /// AdamW's `eps` (SGD ignores it).
     pub fn eps(self, eps: f64) -> Self {
         OptimizerConfig { eps, ..self }
     }
 
+    /// The learning rate over the run (warm-up, cosine decay), from `lr`.
     pub fn lr_schedule(self, lr_schedule: LrSchedule) -> Self {
         OptimizerConfig { lr_schedule, ..self }
     }
 
+    /// The parameters weight decay applies to: all, or matrices only (nanoGPT's groups).
     pub fn decay_on(self, decay_on: DecayOn) -> Self {
         OptimizerConfig { decay_on, ..self }
     }

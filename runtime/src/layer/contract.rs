@@ -11,11 +11,14 @@ use crate::tensor::Matrix;
 /// Name and shape of one parameter tensor, PyTorch's layout (`Linear` weight is `[out, in]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ParamDef {
+    /// The name after the field's (`weight` in `fc1.weight`).
     pub name: &'static str,
+    /// Dimensions, outermost first.
     pub shape: &'static [usize],
 }
 
 impl ParamDef {
+    /// Elements: the product of the dimensions.
     pub const fn numel(&self) -> usize {
         let mut n = 1;
         let mut i = 0;

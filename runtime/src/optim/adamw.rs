@@ -49,12 +49,14 @@ impl AdamW {
         }
     }
 
+    /// `torch.optim.AdamW`'s `betas`: the decay of the gradient's mean and of its square's.
     pub fn betas(mut self, beta1: f64, beta2: f64) -> Self {
         self.beta1 = beta1;
         self.beta2 = beta2;
         self
     }
 
+    /// `torch.optim.AdamW`'s `eps`, added to the root of the squares' mean.
     pub fn eps(mut self, eps: f64) -> Self {
         self.eps = eps;
         self
@@ -74,6 +76,7 @@ impl AdamW {
         self
     }
 
+    /// The learning rate the next update uses.
     pub fn lr(&self) -> f64 {
         self.lr
     }

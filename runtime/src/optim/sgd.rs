@@ -42,6 +42,7 @@ impl Sgd {
         }
     }
 
+    /// `torch.optim.SGD`'s `momentum` (0: none).
     pub fn momentum(mut self, momentum: f32) -> Self {
         self.momentum = momentum;
         self
@@ -67,11 +68,13 @@ impl Sgd {
         self
     }
 
+    /// Nesterov momentum, as `torch.optim.SGD(nesterov=True)`.
     pub fn nesterov(mut self, nesterov: bool) -> Self {
         self.nesterov = nesterov;
         self
     }
 
+    /// The learning rate the next update uses.
     pub fn lr(&self) -> f32 {
         self.lr
     }

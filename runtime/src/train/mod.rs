@@ -109,6 +109,7 @@ impl<'c> Trainer<'c> {
         self
     }
 
+    /// The optimizer and its settings (SGD or AdamW, the learning rate and its schedule, clipping).
     pub fn optimizer(mut self, optimizer: OptimizerConfig) -> Self {
         self.config.optimizer = optimizer;
         self
@@ -175,6 +176,7 @@ impl<'c> Trainer<'c> {
         self
     }
 
+    /// Where the model computes: the CPU (the default) or a GPU (the `cuda` feature).
     pub fn device(mut self, device: Device) -> Self {
         self.config.device = device;
         self
@@ -186,6 +188,7 @@ impl<'c> Trainer<'c> {
         self
     }
 
+    /// The settings `fit` will run with, as the builder calls so far made them.
     pub fn settings(&self) -> &TrainConfig {
         &self.config
     }

@@ -11,10 +11,13 @@ use crate::error::Result;
 pub struct TrainSummary {
     /// Steps run by this call (fewer than `TrainConfig::steps` after a resume).
     pub steps: u64,
+    /// Ranks that trained.
     pub world_size: usize,
     /// The global mean loss of the first and the last step run.
     pub first_loss: f64,
+    /// (See `first_loss`.)
     pub final_loss: f64,
+    /// The median wall time of a step, rank 0's.
     pub median_step: Duration,
     /// Samples per second over all ranks, from the median step time.
     pub samples_per_sec: f64,
