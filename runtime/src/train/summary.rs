@@ -17,7 +17,7 @@ pub struct TrainSummary {
     pub first_loss: f64,
     /// (See `first_loss`.)
     pub final_loss: f64,
-    /// The median wall time of a step, rank 0's.
+    /// The median wall time of this rank's steps.
     pub median_step: Duration,
     /// Samples per second over all ranks, from the median step time.
     pub samples_per_sec: f64,
