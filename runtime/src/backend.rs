@@ -139,9 +139,9 @@ impl<M: DistributedModel> StepBackend<M> for CpuBackend<'_, M> {
             )));
         }
         // A finite loss with a non-finite gradient (a loss of one's own) would train every
-        // parameter to NaN without a word: refused at the step it happens. (With `check_finite`
-        // the wait points find it, named by parameter, as any non-finite gradient.)
-        // (A non-finite loss is reported as one, with what may have caused it.)
+        // parameter to NaN without a word: refused at the step it happens. With `check_finite`
+        // the wait points find it, named by parameter, as any non-finite gradient; a non-finite
+        // loss is reported as one, with what may have caused it.
         let unchecked = !self.comm.checks_finite() && value.is_finite();
         if let Some(at) = self.grad_output.as_slice().iter().position(|g| unchecked && !g.is_finite()) {
             let cols = shape.1.max(1);
