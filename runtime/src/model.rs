@@ -99,7 +99,7 @@ pub trait DistributedModel: Program + ParamVecs {
         for p in Self::SCHEDULE.params() {
             let (held, declared) = (model.param(p).len(), Self::SCHEDULE.param(p).numel());
             if held != declared {
-                return Err(crate::Error::Config(format!(
+                return Err(crate::error::Error::Config(format!(
                     "`{}` holds {held} values after `Layer::init`, but its shape {:?} has {declared}: the layer's \
                      `init` and its `PARAMS` disagree",
                     Self::SCHEDULE.param_name(p),

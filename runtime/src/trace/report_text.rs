@@ -17,7 +17,7 @@ impl fmt::Display for OverlapReport {
         writeln!(
             f,
             "overlap report: {}, {} rank(s), {}{}, steps {}..={} ({} step{}; each row its own median over steps of the \
-             mean over ranks, the step's of the slowest rank: rows need not add up)",
+             mean over ranks, the step of its slowest rank, so rows need not add up)",
             self.model,
             self.world_size,
             self.mode,
