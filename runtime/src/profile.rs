@@ -213,15 +213,16 @@ pub fn prediction_table(model: &str, cluster: Cluster, rows: &[(String, usize, P
         "simulated {model} on {} ranks, link {} (per-layer times measured in this run):",
         cluster.world, cluster.link
     );
+    // Columns keep a space between them however wide a number grows (an hour of latency).
     let _ = writeln!(
         t,
-        "  {:<48}{:>8}{:>12}{:>14}{:>12}{:>12}",
+        "  {:<48} {:>7} {:>11} {:>13} {:>11} {:>11}",
         "plan", "buckets", "step ms", "all-reduce ms", "exposed ms", "efficiency"
     );
     for (name, buckets, p) in rows {
         let _ = writeln!(
             t,
-            "  {name:<48}{buckets:>8}{:>12.2}{:>14.2}{:>12.2}{:>11.1}%",
+            "  {name:<48} {buckets:>7} {:>11.2} {:>13.2} {:>11.2} {:>10.1}%",
             p.step_s * 1e3,
             p.comm_s * 1e3,
             p.exposed_s * 1e3,
@@ -234,6 +235,25 @@ pub fn prediction_table(model: &str, cluster: Cluster, rows: &[(String, usize, P
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prediction_columns_stay_apart_however_wide_their_numbers() {
+        let cluster: Cluster = "world=16777216,link=latency=3600s,bandwidth=1B/s".parse().unwrap();
+        let huge = Prediction {
+            step_s: 3.3e12,
+            forward_s: 1e-3,
+            backward_s: 2e-3,
+            update_s: 0.0,
+            comm_s: 3.3e12,
+            exposed_s: 3.3e12,
+            all_gather_s: 0.0,
+            gather_exposed_s: 0.0,
+            buckets: Vec::new(),
+        };
+        let table = prediction_table("M", cluster, &[("compiled".to_string(), 3, huge)]);
+        let row = table.lines().last().unwrap();
+        assert_eq!(row.split_whitespace().count(), 6, "{table}");
+    }
 
     #[test]
     fn the_runs_first_step_is_left_out_and_a_later_windows_first_kept() {
