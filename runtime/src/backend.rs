@@ -143,7 +143,8 @@ impl<M: DistributedModel> StepBackend<M> for CpuBackend<'_, M> {
         // the wait points find it, named by parameter, as any non-finite gradient; a non-finite
         // loss is reported as one, with what may have caused it.
         let unchecked = !self.comm.checks_finite() && value.is_finite();
-        if let Some(at) = self.grad_output.as_slice().iter().position(|g| unchecked && !g.is_finite()) {
+        let non_finite = || self.grad_output.as_slice().iter().position(|g| !g.is_finite());
+        if let Some(at) = unchecked.then(non_finite).flatten() {
             let cols = shape.1.max(1);
             return Err(Error::Loss(format!(
                 "the loss's gradient is {} at row {}, column {} (the loss is {value}) at step {}: \
