@@ -89,8 +89,7 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Re
     if !old.is_empty() && !overwrite {
         // Without a `latest` naming one of its step folders nothing can be resumed: step folders
         // a save left unfinished, or a folder copied in part.
-        let resumable = super::layout::read_latest(dir).is_ok_and(|name| dir.join(name).is_dir());
-        let advice = if resumable {
+        let advice = if super::layout::is_checkpoint_folder(dir) {
             format!("continue that run with `TrainConfig::resume` {}", dir.display())
         } else {
             "no `latest` names one of its step folders (a save that did not finish, or a folder copied in part): \
@@ -116,10 +115,9 @@ fn newer_than_latest_refused(dir: &Path) -> Result<()> {
     let Some(latest) = super::layout::read_latest(dir).ok().as_deref().and_then(step_of) else { return Ok(()) };
     let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
     let Some(set_at) = modified(&dir.join(LATEST)) else { return Ok(()) };
-    let newer: Vec<String> = checkpoints_in(dir)
+    let newer: Vec<String> = super::latest::whole_steps(dir)
         .into_iter()
         .filter(|name| step_of(name).is_some_and(|step| step > latest))
-        .filter(|name| super::latest::is_whole(&dir.join(name)))
         .filter(|name| modified(&dir.join(name).join(STATE_FILE)).is_some_and(|written| written <= set_at))
         .collect();
     if newer.is_empty() {

@@ -49,7 +49,7 @@ fn shell_word(word: &str) -> String {
 }
 
 /// The step directories of `dir` whose state file is whole (it is written last), oldest first.
-fn whole_steps(dir: &Path) -> Vec<String> {
+pub(super) fn whole_steps(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     let mut steps: Vec<(u64, String)> = entries
         .filter_map(|e| e.ok()?.file_name().into_string().ok())

@@ -43,7 +43,7 @@ pub fn owner_folder(path: &Path) -> Option<PathBuf> {
 }
 
 /// Whether `dir` is a checkpoint folder: its `latest` names a step directory it holds.
-fn is_checkpoint_folder(dir: &Path) -> bool {
+pub(super) fn is_checkpoint_folder(dir: &Path) -> bool {
     read_latest(dir).is_ok_and(|name| dir.join(name).is_dir())
 }
 
