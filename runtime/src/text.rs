@@ -54,7 +54,7 @@ pub struct CharText {
 }
 
 /// The sorted distinct characters of `text`: its vocabulary, a token being an index into it.
-fn vocabulary(text: &str) -> Vec<char> {
+pub(crate) fn vocabulary(text: &str) -> Vec<char> {
     let mut vocab: Vec<char> = text.chars().collect();
     vocab.sort_unstable();
     vocab.dedup();

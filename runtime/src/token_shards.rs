@@ -350,9 +350,7 @@ pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usiz
             "shards of {shard_tokens} token(s) hold no sample: a sample is at least a token and its next one"
         )));
     }
-    let mut vocab: Vec<char> = text.chars().collect();
-    vocab.sort_unstable();
-    vocab.dedup();
+    let vocab = crate::text::vocabulary(text);
     if vocab.len() > usize::from(u16::MAX) + 1 {
         return Err(Error::Dataset(format!("{} distinct characters: token ids are 16-bit", vocab.len())));
     }
