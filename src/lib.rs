@@ -96,6 +96,8 @@
 //! println!("{schedule}");
 //! ```
 
+#![warn(missing_docs)]
+
 pub use overlap_macros::distributed_model;
 
 // The model contract, the layers, and what a layer of one's own implements.

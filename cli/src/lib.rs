@@ -10,6 +10,8 @@
 //! It trains on the synthetic classification set, or on MNIST-format files (`--data`), with
 //! softmax cross-entropy; a program with its own data or loss uses the `Trainer` directly.
 
+#![warn(missing_docs)]
+
 pub mod args;
 mod comm_bench;
 mod datasets;

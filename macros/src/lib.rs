@@ -7,6 +7,8 @@
 //! `planning` (caps, `auto` or `profile`) → `expand` (code) or `fallback` (on errors: the struct alone, plus every error at once).
 //! Every stage reports to `errors` and shares the small helpers of `helpers`.
 
+#![warn(missing_docs)]
+
 mod ast;
 mod attr;
 mod cfg;

@@ -24,8 +24,11 @@ pub const EXHAUSTIVE_LAYERS: usize = 16;
 /// What to optimise for.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Target {
+    /// Measured or FLOP-estimated seconds per layer, and the update's seconds per byte.
     pub costs: StepCosts,
+    /// The interconnect between the ranks.
     pub link: Link,
+    /// Ranks the gradients are reduced across.
     pub world: usize,
 }
 

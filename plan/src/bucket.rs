@@ -48,8 +48,11 @@ pub enum BucketOrder {
 /// the planner still checks so that it is total on any input.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PlanError {
+    /// The model struct has no layer fields.
     NoLayers,
+    /// No layer has a parameter, so there is no bucket to fill.
     NoParameters,
+    /// A size cap of 0 bytes (`Capped` with `first_bucket_bytes` or `bucket_cap_bytes` 0).
     ZeroLimit,
 }
 

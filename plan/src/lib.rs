@@ -5,6 +5,8 @@
 //! is exactly the plan this crate computes, with no second implementation. Its one dependency,
 //! serde, reads and writes the profile file, which the runtime writes and the macro reads.
 
+#![warn(missing_docs)]
+
 mod auto;
 mod bucket;
 mod gather;

@@ -13,7 +13,12 @@ pub const DEFAULT_FIRST_BUCKET_MB: usize = 1;
 pub enum BucketLimits {
     /// DDP's rule: a bucket closes once it holds at least its limit, in bytes:
     /// `first_bucket_bytes` for the first bucket, `bucket_cap_bytes` for every later one.
-    Capped { first_bucket_bytes: usize, bucket_cap_bytes: usize },
+    Capped {
+        /// The first bucket's limit, in bytes (DDP's `first_bucket_bytes`).
+        first_bucket_bytes: usize,
+        /// Every later bucket's limit, in bytes (DDP's `bucket_cap_mb`, in bytes).
+        bucket_cap_bytes: usize,
+    },
     /// No size caps: buckets end only at `bucket_boundary` layers.
     Unlimited,
 }

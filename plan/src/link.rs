@@ -14,14 +14,19 @@ use serde::{Deserialize, Serialize};
 /// store it under these field names.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Link {
+    /// Per-message latency α, in seconds (one way).
     pub latency_s: f64,
+    /// Bandwidth B per direction, in bytes per second (may be infinite: no bandwidth cost).
     pub bandwidth_bytes_per_s: f64,
 }
 
 /// A named link with the figures it stands for.
 #[derive(Clone, Copy, Debug)]
 pub struct LinkPreset {
+    /// The preset's name as `--link` and `link = ".."` accept it (matched ignoring case), e.g.
+    /// `ib-hdr`.
     pub name: &'static str,
+    /// Its latency and bandwidth.
     pub link: Link,
     /// Where the figures come from.
     pub source: &'static str,
@@ -58,6 +63,7 @@ pub const LINK_PRESETS: &[LinkPreset] = &[
 ];
 
 impl Link {
+    /// The preset named `name` (ignoring case), or `None` when there is none.
     pub fn preset(name: &str) -> Option<Link> {
         LINK_PRESETS.iter().find(|p| p.name.eq_ignore_ascii_case(name)).map(|p| p.link)
     }

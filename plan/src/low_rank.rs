@@ -25,6 +25,8 @@ impl LowRank {
     /// The largest `rank` accepted: beyond it, factors rarely save anything.
     pub const MAX_RANK: usize = 1024;
 
+    /// `powersgd(rank = rank, start_iter = start_iter)`, unchecked: the macro checks `rank` against
+    /// `MAX_RANK` before it builds one.
     pub fn new(rank: usize, start_iter: u64) -> Self {
         LowRank { rank, start_iter }
     }

@@ -39,8 +39,12 @@ pub struct Profile {
 /// One layer's forward and backward seconds per step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LayerTimes {
+    /// The layer's field name (e.g. `fc1`), which must match the model's layer at the same
+    /// position.
     pub name: String,
+    /// Seconds of its forward per step.
     pub forward_s: f64,
+    /// Seconds of its backward per step.
     pub backward_s: f64,
 }
 

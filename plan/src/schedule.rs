@@ -18,7 +18,10 @@ pub use crate::spec::ParamRef;
 /// Where one parameter's gradient lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParamInfo {
+    /// The parameter's name within its layer, e.g. `weight` (`Schedule::param_name` prefixes the
+    /// layer's).
     pub name: Cow<'static, str>,
+    /// Its dimensions, outermost first, e.g. `[out, in]`.
     pub shape: Cow<'static, [usize]>,
     /// Its position among all the model's parameters in definition order: how the optimizer
     /// and checkpoints address it.
@@ -30,6 +33,7 @@ pub struct ParamInfo {
 }
 
 impl ParamInfo {
+    /// Number of elements (the product of the shape); saturates rather than overflowing.
     pub fn numel(&self) -> usize {
         self.shape.iter().fold(1usize, |acc, &d| acc.saturating_mul(d))
     }
@@ -38,10 +42,15 @@ impl ParamInfo {
 /// One layer of the model, in definition order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LayerInfo {
+    /// The field name, e.g. `fc1`.
     pub name: Cow<'static, str>,
+    /// The layer type as written, e.g. `Linear<784, 2048>`.
     pub kind: Cow<'static, str>,
+    /// The widths it reads and writes per row.
     pub width: Width,
+    /// Forward floating-point operations per sample (backward is about twice that).
     pub flops_per_sample: u64,
+    /// Its parameters, in definition order, with where each gradient lives.
     pub params: Cow<'static, [ParamInfo]>,
     /// The order backward makes the parameters' gradients ready in (the plan followed it).
     pub ready: ReadyOrder,
@@ -68,6 +77,7 @@ pub struct BucketInfo {
 }
 
 impl BucketInfo {
+    /// Buffer length in bytes (every gradient is `f32`).
     pub fn bytes(&self) -> usize {
         self.numel * ELEM_BYTES
     }
@@ -77,9 +87,13 @@ impl BucketInfo {
 /// holds the output layer's gradients and is reduced first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Schedule {
+    /// The model struct's name, e.g. `Mlp`.
     pub model: Cow<'static, str>,
+    /// The size caps the buckets were planned with (`Unlimited` when only boundaries closed them).
     pub limits: BucketLimits,
+    /// Every field of the model struct, in definition order.
     pub layers: Cow<'static, [LayerInfo]>,
+    /// The gradient buckets, in launch order.
     pub buckets: Cow<'static, [BucketInfo]>,
     /// `#[distributed_model(shard_optimizer)]`: by default each rank keeps optimizer state for
     /// its own slice of every bucket (see `shard_of`), the buckets reduce-scattered and the
@@ -91,6 +105,7 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// The parameter `r` refers to.
     pub fn param(&self, r: ParamRef) -> &ParamInfo {
         &self.layers[r.layer].params[r.param]
     }
@@ -126,6 +141,7 @@ impl Schedule {
         self.layers.iter().position(|l| !l.params.is_empty()).unwrap_or(0)
     }
 
+    /// Elements of all parameters, a tied one counted once: the buckets' lengths summed.
     pub fn param_count(&self) -> usize {
         self.buckets.iter().map(|b| b.numel).fold(0, usize::saturating_add)
     }
@@ -147,6 +163,7 @@ impl Schedule {
             .collect()
     }
 
+    /// Bytes of all gradients in FP32: `param_count` × 4.
     pub fn total_bytes(&self) -> usize {
         self.param_count().saturating_mul(ELEM_BYTES)
     }
@@ -292,9 +309,11 @@ impl Default for Fnv {
 }
 
 impl Fnv {
+    /// The FNV-1a offset basis: the hash of nothing.
     pub fn new() -> Self {
         Fnv(0xcbf2_9ce4_8422_2325)
     }
+    /// The hash of everything fed so far.
     pub fn finish(&self) -> u64 {
         self.0
     }
@@ -304,9 +323,11 @@ impl Fnv {
             self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
         }
     }
+    /// Feeds `v` as 8 little-endian bytes, the same on 32- and 64-bit targets.
     pub fn usize(&mut self, v: usize) {
         self.bytes(&(v as u64).to_le_bytes());
     }
+    /// Feeds `s` as its length, then its UTF-8 bytes, so that `"ab", "c"` and `"a", "bc"` differ.
     pub fn str(&mut self, s: &str) {
         self.usize(s.len());
         self.bytes(s.as_bytes());

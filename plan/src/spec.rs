@@ -16,7 +16,15 @@ pub const MAX_TENSOR_NUMEL: usize = i32::MAX as usize;
 /// (element-wise layers such as activations).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Width {
-    Fixed { input: usize, output: usize },
+    /// Reads `input` values per row and writes `output` (an embedding reads 1, the token id).
+    Fixed {
+        /// Values per row it reads.
+        input: usize,
+        /// Values per row it writes.
+        output: usize,
+    },
+    /// Writes as many values per row as it reads: element-wise layers, and any layer declared
+    /// without widths.
     Preserving,
 }
 
@@ -53,11 +61,14 @@ impl ReadyOrder {
 /// One parameter tensor of a layer, e.g. `weight` with shape `[out, in]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParamSpec {
+    /// The parameter's name within its layer, e.g. `weight` or `c_attn.bias`.
     pub name: Cow<'static, str>,
+    /// Its dimensions, outermost first, e.g. `[out, in]`.
     pub shape: Cow<'static, [usize]>,
 }
 
 impl ParamSpec {
+    /// A parameter called `name` of `shape`.
     pub fn new(name: impl Into<Cow<'static, str>>, shape: impl Into<Cow<'static, [usize]>>) -> Self {
         ParamSpec { name: name.into(), shape: shape.into() }
     }
@@ -77,7 +88,9 @@ impl ParamSpec {
 /// A parameter, by layer index and parameter index within that layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ParamRef {
+    /// Index of the layer, in definition order.
     pub layer: usize,
+    /// Index of the parameter within that layer, in definition order.
     pub param: usize,
 }
 
@@ -88,7 +101,9 @@ pub struct LayerSpec {
     pub name: Cow<'static, str>,
     /// The layer type as written, e.g. `Linear<784, 2048>`, for tables and fingerprints.
     pub kind: Cow<'static, str>,
+    /// The widths it reads and writes per row.
     pub width: Width,
+    /// Its parameters, in definition order.
     pub params: Vec<ParamSpec>,
     /// The order backward makes `params`' gradients ready in.
     pub ready: ReadyOrder,
@@ -103,6 +118,8 @@ pub struct LayerSpec {
 }
 
 impl LayerSpec {
+    /// A layer with no parameters, no FLOPs and no boundary, readying in reverse order; the `with_`
+    /// methods add the rest.
     pub fn new(name: impl Into<Cow<'static, str>>, kind: impl Into<Cow<'static, str>>, width: Width) -> Self {
         LayerSpec {
             name: name.into(),
@@ -116,21 +133,25 @@ impl LayerSpec {
         }
     }
 
+    /// Adds a parameter called `name` of `shape` after the others.
     pub fn with_param(mut self, name: &'static str, shape: &[usize]) -> Self {
         self.params.push(ParamSpec::new(name, shape.to_vec()));
         self
     }
 
+    /// Sets the forward FLOPs per sample.
     pub fn with_flops(mut self, flops_per_sample: u64) -> Self {
         self.flops_per_sample = flops_per_sample;
         self
     }
 
+    /// Sets the order backward readies the parameters in.
     pub fn with_ready(mut self, ready: ReadyOrder) -> Self {
         self.ready = ready;
         self
     }
 
+    /// Makes the layer start a new bucket (`#[bucket_boundary]`).
     pub fn with_bucket_boundary(mut self) -> Self {
         self.bucket_boundary = true;
         self

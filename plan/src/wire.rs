@@ -8,7 +8,9 @@ use crate::low_rank::LowRank;
 /// low-rank factors (which travel in FP32).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GradComm {
+    /// The gradients themselves, in this format.
     Format(WireFormat),
+    /// PowerSGD's factors of the large matrices (in FP32), the other gradients whole.
     LowRank(LowRank),
 }
 

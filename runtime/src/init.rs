@@ -10,6 +10,7 @@ use rand_distr::{Distribution, Normal};
 pub struct InitRng(ChaCha8Rng);
 
 impl InitRng {
+    /// A generator seeded with `seed` alone (a model's layers take `for_layer` instead).
     pub fn new(seed: u64) -> Self {
         InitRng(ChaCha8Rng::seed_from_u64(seed))
     }

@@ -1,6 +1,8 @@
 //! Runtime of `overlap`: tensors, layers, losses, optimizers, communicators, and the contract
 //! (`DistributedModel`) that `#[distributed_model]` implements.
 
+#![warn(missing_docs)]
+
 pub(crate) mod backend;
 pub mod checkpoint;
 pub mod comm;

@@ -10,8 +10,11 @@ use crate::model::DistributedModel;
 /// The size of the run being observed: for the recording buffers and the memory estimate.
 #[derive(Clone, Copy, Debug)]
 pub struct RunShape {
+    /// Optimizer steps the run reaches (`TrainConfig::steps`): how many the trace keeps spans of.
     pub steps: u64,
+    /// Samples per rank per micro-step (`TrainConfig::batch`).
     pub batch: usize,
+    /// Micro-steps per optimizer step (`TrainConfig::accumulate`).
     pub accumulate: usize,
     /// Optimizer buffers per parameter element (0, 1 or 2).
     pub optimizer_buffers: usize,

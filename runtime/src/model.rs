@@ -86,7 +86,10 @@ pub trait DistributedModel: Program + ParamVecs {
     /// next step (layers add into them: see `Layer::backward`).
     fn step<O: Optimizer>(&mut self, in_flight: Self::InFlight, optimizer: &mut O) -> Result<Self::Grads>;
 
+    /// Parameter `p`'s values, flattened row-major (`Layer::param` of its layer).
     fn param(&self, p: ParamRef) -> &[f32];
+    /// Parameter `p`'s values, to write: rank 0's broadcast, a checkpoint's or a parameter
+    /// file's.
     fn param_mut(&mut self, p: ParamRef) -> &mut [f32];
 
     /// Builds the model on every rank: checks that all ranks compiled the same schedule (a clear

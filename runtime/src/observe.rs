@@ -38,6 +38,7 @@ pub enum ReportFormat {
 /// What a run records and writes about itself (see `observe`).
 #[derive(Clone, Debug, Default)]
 pub struct ObserveConfig {
+    /// How rank 0 prints the overlap report at the end (and every `report_every` steps).
     pub report: ReportFormat,
     /// Also print the report every N steps, over those N steps.
     pub report_every: Option<u64>,
@@ -62,6 +63,8 @@ impl ObserveConfig {
     }
 }
 
+/// One run's recording, at every rank: starts the spans, gathers them to rank 0 every window
+/// of steps, and there prints the reports and writes the files the `ObserveConfig` asks for.
 pub struct Observer<'a> {
     config: &'a ObserveConfig,
     run: RunShape,
@@ -363,6 +366,7 @@ fn spans_per_step(schedule: &Schedule, accumulate: usize) -> Option<usize> {
 pub struct RecordingBytes {
     /// Steps gathered at once (`--report-every`, else `DEFAULT_WINDOW`, at most the run).
     pub window_steps: u64,
+    /// Spans one rank records per step, as its buffer is sized (`None`: past the address space).
     pub spans_per_step: Option<usize>,
     /// One window's spans from every rank while they are gathered, decoded and as sent.
     pub window: Option<u64>,

@@ -65,7 +65,9 @@ pub fn write_profile(
 /// `world=8,link=latency=5us,bandwidth=25GB/s` works too).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Cluster {
+    /// Ranks to predict for (1 to 2^24).
     pub world: usize,
+    /// The link between them: a preset's or the given latency and bandwidth.
     pub link: Link,
 }
 

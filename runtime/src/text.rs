@@ -37,6 +37,8 @@ pub fn read_text(path: &Path) -> Result<String> {
     Ok(if text.contains('\r') { text.replace("\r\n", "\n").replace('\r', "\n") } else { text })
 }
 
+/// A text's characters as a `Dataset` of windows of `context` tokens (see the module): the
+/// training split, or the validation split after `held_out`. Clones share the tokens.
 #[derive(Clone)]
 pub struct CharText {
     /// The sorted distinct characters; a token is an index into it.

@@ -33,6 +33,8 @@ struct Shard {
     windows: u64,
 }
 
+/// A list of llm.c token shards as one `Dataset` of windows of `context` tokens (see the
+/// module); regular files are read window by window, pipes whole.
 pub struct TokenShards {
     shards: Vec<Shard>,
     context: usize,
@@ -114,6 +116,7 @@ impl TokenShards {
         largest
     }
 
+    /// Tokens in every shard together, as their headers count them.
     pub fn tokens(&self) -> usize {
         self.shards.iter().map(|s| s.file.count).sum()
     }
@@ -334,10 +337,15 @@ fn refuse_earlier_shards(out: &Path) -> Result<()> {
 /// What `prepare_characters` wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Prepared {
+    /// The sorted distinct characters, token 0 first, as written to `vocabulary.txt`.
     pub vocabulary: String,
+    /// The training shards, in order.
     pub train: Vec<PathBuf>,
+    /// The validation shards, in order; none when the last 10% is too short for a sample.
     pub val: Vec<PathBuf>,
+    /// Tokens in the training shards: the text's first 90%.
     pub train_tokens: usize,
+    /// Tokens in the validation shards (0 when none was written).
     pub val_tokens: usize,
 }
 

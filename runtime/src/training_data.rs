@@ -81,6 +81,7 @@ impl Dataset for TrainingData {
 
 /// The command line's sets: the synthetic one, MNIST-format files, or a text's characters.
 pub enum TrainingData {
+    /// Drawn from the seed, no files (neither `--data`, `--text` nor `--tokens`).
     Synthetic(SyntheticClassification),
     /// MNIST-format files (`--data DIR`).
     Idx(IdxDataset),

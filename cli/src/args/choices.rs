@@ -16,10 +16,13 @@ pub enum PrintSchedule {
 /// `--decay-on`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum DecayOnArg {
+    /// Every parameter, biases and LayerNorm's gains included.
     All,
+    /// Only parameters of two or more dimensions: weights and embeddings.
     Matrices,
 }
 
+/// `--optimizer`: the command line's names for the runtime's `train::OptimizerKind`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OptimizerKind {
     /// SGD with momentum (PyTorch's rule).
@@ -28,6 +31,7 @@ pub enum OptimizerKind {
     Adamw,
 }
 
+/// `--report`: the command line's names for the runtime's `train::ReportFormat`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ReportFormat {
     /// A table for people.
@@ -38,6 +42,7 @@ pub enum ReportFormat {
     Off,
 }
 
+/// `--device`: the runtime's `train::Device`, less the GPU's index (`--gpu`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, ValueEnum)]
 pub enum Device {
     /// This process's CPU (one thread computes, one communicates).
@@ -47,6 +52,7 @@ pub enum Device {
     Cuda,
 }
 
+/// `--all-reduce`: the command line's names for the runtime's `Transport`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, ValueEnum)]
 pub enum Transport {
     /// Shared memory when every rank is on this node, else MPI.

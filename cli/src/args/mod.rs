@@ -45,6 +45,7 @@ pub struct TrainArgs {
     /// Learning rate [default: 0.05 for sgd, 0.001 for adamw].
     #[arg(long, value_parser = positive_f64, allow_hyphen_values = true)]
     pub lr: Option<f64>,
+    /// The update rule: sgd (with --momentum) or adamw (with --beta1, --beta2, --eps).
     #[arg(long, value_enum, default_value_t = OptimizerKind::Sgd)]
     pub optimizer: OptimizerKind,
     /// SGD momentum.

@@ -17,7 +17,9 @@ use crate::wire::WireFormat;
 /// Seconds each layer takes (by layer index, definition order) and the optimizer's cost.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepCosts {
+    /// Seconds of each layer's forward, by layer index.
     pub forward_s: Vec<f64>,
+    /// Seconds of each layer's backward, by layer index.
     pub backward_s: Vec<f64>,
     /// Optimizer update time per byte of gradients (the update streams parameters, gradients
     /// and state through memory, so it scales with size).
@@ -139,16 +141,26 @@ impl SimBucket {
 /// When one bucket's all-reduce ran, in seconds from the start of the step.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BucketTimes {
+    /// When backward had made all its gradients ready (the end of backward without overlap).
     pub ready_s: f64,
+    /// When its collective started: ready, and the link free of the buckets before it.
     pub start_s: f64,
+    /// When its collective ended (with `GatherHere`, its all-gather's end).
     pub end_s: f64,
 }
 
+/// The simulated step of one bucket plan: its phases, its communication and what of it the compute
+/// thread waited for, in seconds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Prediction {
+    /// The whole step: forward, backward, updates and the waits between them.
     pub step_s: f64,
+    /// The layers' forward times summed (waits for all-gathers not included: see
+    /// `gather_exposed_s`).
     pub forward_s: f64,
+    /// From the end of forward to the end of the backward of the first layer with parameters.
     pub backward_s: f64,
+    /// The optimizer's updates summed, with PowerSGD's compression when it is used.
     pub update_s: f64,
     /// Sum of the all-reduce times.
     pub comm_s: f64,
@@ -158,10 +170,12 @@ pub struct Prediction {
     pub all_gather_s: f64,
     /// The forward's time waiting for them (part of `exposed_s`).
     pub gather_exposed_s: f64,
+    /// When each bucket's collective ran, in launch order.
     pub buckets: Vec<BucketTimes>,
 }
 
 impl Prediction {
+    /// Seconds of compute alone: forward, backward and updates, without any wait.
     pub fn compute_s(&self) -> f64 {
         self.forward_s + self.backward_s + self.update_s
     }

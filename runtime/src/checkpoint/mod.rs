@@ -49,6 +49,7 @@ const KEEP: usize = 2;
 /// What `load` restored besides the tensors.
 #[derive(Clone, Debug)]
 pub struct Loaded {
+    /// Where the saved run stopped: the next step to run and the samples consumed.
     pub position: Position,
     /// What the saved run read, when the checkpoint records it.
     pub run: Option<RunAbout>,

@@ -112,6 +112,7 @@ impl GradBucket {
         self.low_rank.as_deref()
     }
 
+    /// As `low_rank_state`, mutably: a resumed run restores the state from its checkpoint.
     pub fn low_rank_state_mut(&mut self) -> Option<&mut LowRankState> {
         self.low_rank.as_deref_mut()
     }
@@ -250,22 +251,27 @@ impl GradBucket {
         }
     }
 
+    /// Its position in launch order.
     pub fn index(&self) -> usize {
         self.index
     }
 
+    /// Its length in elements (`numel` of its `BucketInfo`).
     pub fn len(&self) -> usize {
         self.data.len()
     }
 
+    /// Whether it has no elements.
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
     }
 
+    /// The whole buffer, every member's gradient at its offset.
     pub fn as_slice(&self) -> &[f32] {
         &self.data
     }
 
+    /// The whole buffer, mutably.
     pub fn as_mut_slice(&mut self) -> &mut [f32] {
         &mut self.data
     }

@@ -129,11 +129,13 @@ impl Communicator {
         self.wire.borrow().of(bucket)
     }
 
+    /// This communicator, its later all-reduces started as `mode` says.
     pub fn with_mode(self, mode: CommMode) -> Self {
         self.mode.set(mode);
         self
     }
 
+    /// When its all-reduces start (`with_mode`, or the run's `CommConfig`).
     pub fn mode(&self) -> CommMode {
         self.mode.get()
     }

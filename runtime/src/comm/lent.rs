@@ -32,7 +32,9 @@ pub trait ParamVecs {
 /// `ParamVecs`, and where its gradient starts in the bucket, in elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BucketMember {
+    /// Its index among the model's parameters in definition order.
     pub index: usize,
+    /// Where its gradient starts in the bucket, in elements.
     pub offset: usize,
 }
 

@@ -102,6 +102,8 @@ impl Communicator {
         }
     }
 
+    /// Blocks until every rank has reached it; fails after the wait timeout, when one is set
+    /// (`set_wait_timeout`), naming the ranks behind.
     pub fn barrier(&self) -> Result<()> {
         match &self.backend {
             Backend::Single => Ok(()),

@@ -7,7 +7,11 @@ pub enum Device {
     #[default]
     Cpu,
     /// One NVIDIA GPU per process (needs the `cuda` feature); `gpu: None` is the MPI local rank.
-    Cuda { gpu: Option<usize> },
+    Cuda {
+        /// The GPU's ordinal among those this process sees; `None`: the launcher's local rank
+        /// ([`Device::gpu_ordinal`]).
+        gpu: Option<usize>,
+    },
 }
 
 impl Device {

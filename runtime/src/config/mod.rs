@@ -17,6 +17,8 @@ pub use optimizer::{OptimizerConfig, OptimizerKind};
 /// Checkpoints: where, and how often.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SaveConfig {
+    /// The checkpoint folder: each save writes a `step-NNNNNNNN` folder in it, and `latest`
+    /// names the newest; a resume from it continues from there.
     pub dir: PathBuf,
     /// Also every N steps; the last step always saves.
     pub every: Option<u64>,
@@ -77,15 +79,19 @@ pub struct TrainConfig {
     pub accumulate: usize,
     /// Log the loss and throughput every N steps (and the first and last).
     pub log_every: u64,
+    /// Which optimizer, its hyperparameters, learning-rate schedule and gradient clipping.
     pub optimizer: OptimizerConfig,
     /// How the ranks' gradients are summed; `fit` applies it to the communicator.
     pub comm: CommConfig,
+    /// What the run records and writes about itself besides the loss: reports, trace, timeline.
     pub observe: ObserveConfig,
+    /// Checkpoints; `None`: the run writes none (and a signal stops it without one).
     pub save: Option<SaveConfig>,
     /// The final parameters, written to this safetensors file by rank 0 at the end.
     pub save_params: Option<PathBuf>,
     /// Continue from the newest checkpoint in this folder.
     pub resume: Option<PathBuf>,
+    /// Where every rank computes: its CPU, or one GPU per rank.
     pub device: Device,
     /// Stop cleanly on SIGTERM / SIGINT (see `stop`): finish the step, checkpoint, return
     /// `Error::Stopped`. Installs process-wide signal handlers for the run.

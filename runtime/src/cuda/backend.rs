@@ -27,6 +27,8 @@ use crate::trace::Activity;
 pub struct GpuSetup<'a> {
     /// The GPU of this rank.
     pub ordinal: usize,
+    /// The run's settings: the optimizer's among them, and those the GPU cannot honour yet, which
+    /// `open` refuses.
     pub config: &'a TrainConfig,
     /// Record timing events (the report, trace or timeline asked for spans).
     pub timed: bool,

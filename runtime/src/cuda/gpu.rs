@@ -52,6 +52,8 @@ pub fn gpu_count() -> usize {
     CudaContext::device_count().map_or(0, |n| n.max(0) as usize)
 }
 
+/// One GPU opened for this rank: its streams, cuBLAS and the backend's kernels compiled for its
+/// architecture.
 pub struct Gpu {
     ordinal: usize,
     name: String,
@@ -170,14 +172,17 @@ impl Gpu {
         format!("GPU {} ({}, {})", self.ordinal, self.name, self.arch)
     }
 
+    /// The stream kernels, cuBLAS products and optimizer updates run on, in program order.
     pub fn compute(&self) -> &Arc<CudaStream> {
         &self.compute
     }
 
+    /// The stream NCCL runs on, ordered against `compute` by events only.
     pub fn comm(&self) -> &Arc<CudaStream> {
         &self.comm
     }
 
+    /// cuBLAS, bound to the compute stream.
     pub fn blas(&self) -> &CudaBlas {
         &self.blas
     }

@@ -10,12 +10,15 @@ use super::libraries;
 /// One CUDA C translation unit of the backend.
 #[derive(Clone, Copy, Debug)]
 pub struct KernelSource {
+    /// The file's name under `kernels/`: NVRTC's name for the program in its messages.
     pub file: &'static str,
+    /// The file's CUDA C++ text, built into the binary.
     pub source: &'static str,
     /// The `extern "C"` kernels it defines.
     pub kernels: &'static [&'static str],
 }
 
+/// Every kernel file, compiled by `Gpu::open` for the GPU's architecture.
 pub const KERNEL_SOURCES: &[KernelSource] = &[
     KernelSource {
         file: "elementwise.cu",

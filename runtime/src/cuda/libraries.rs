@@ -58,6 +58,7 @@ pub const LIBRARIES: &[CudaLibrary] = &[
 /// A folder searched, and why it was.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Place {
+    /// The folder.
     pub dir: PathBuf,
     /// `LD_LIBRARY_PATH`, `linker cache`, `CUDA toolkit`, `Python environment /opt/venv`.
     pub origin: String,
@@ -66,6 +67,7 @@ pub struct Place {
 /// What the search reads from the process and the machine; tests build their own.
 #[derive(Clone, Debug, Default)]
 pub struct SearchEnv {
+    /// `LD_LIBRARY_PATH`: its folders are searched first.
     pub ld_library_path: Option<OsString>,
     /// `PATH`: each folder holding `python3` or `python` is a Python environment's `bin`.
     pub path: Option<OsString>,
@@ -143,16 +145,22 @@ impl SearchEnv {
 /// Where one library was found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Found {
+    /// The library's `CudaLibrary::what`, e.g. `cuBLAS`.
     pub library: &'static str,
+    /// The file found.
     pub path: PathBuf,
+    /// Why its folder was searched: the `Place::origin`.
     pub origin: String,
 }
 
 /// The outcome of a search: what was found, what was not, and where it looked.
 #[derive(Clone, Debug)]
 pub struct Located {
+    /// The libraries found, in `LIBRARIES`' order.
     pub found: Vec<Found>,
+    /// The libraries found nowhere.
     pub missing: Vec<CudaLibrary>,
+    /// Every folder searched, in order.
     pub searched: Vec<Place>,
 }
 

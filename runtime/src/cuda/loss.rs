@@ -8,6 +8,8 @@ use super::ops;
 use super::storage::GpuTensor;
 use crate::error::{Error, Result};
 
+/// Softmax cross-entropy on the GPU, with its device buffers (labels, per-row losses, gradient)
+/// kept from step to step.
 #[derive(Default)]
 pub struct GpuCrossEntropy {
     labels: Option<CudaSlice<u32>>,

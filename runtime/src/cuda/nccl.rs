@@ -45,6 +45,7 @@ pub struct GpuComm {
 /// A bucket being summed on the communication stream. `wait` is the only way back to it.
 #[must_use = "an in-flight bucket must be waited on before its gradients can be used"]
 pub struct GpuInFlight {
+    /// The bucket's index, in launch order.
     pub bucket: usize,
     /// `Some` until `wait` hands it back.
     data: Option<CudaSlice<f32>>,

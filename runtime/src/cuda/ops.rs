@@ -320,7 +320,9 @@ pub fn causal_softmax_backward(gpu: &Gpu, (rows, t): (usize, usize), scale: f32,
 
 /// Per-row statistics LayerNorm saves for backward.
 pub struct RowStats<'a, 'b> {
+    /// Each row's mean (`rows` values).
     pub mean: Out<'a, 'b>,
+    /// Each row's `1 / sqrt(variance + eps)` (`rows` values).
     pub rstd: Out<'a, 'b>,
 }
 

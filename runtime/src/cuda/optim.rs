@@ -10,8 +10,12 @@ use super::ops;
 use crate::error::{Error, Result};
 use crate::optim::{AdamW, ChosenOptimizer, GradClip, Optimizer, OptimizerState, Sgd};
 
+/// The optimizer whose rule the GPU's updates follow: the CPU's, for its hyperparameters, learning
+/// rate and step count (the buffers are `ParamState`s on the GPU).
 pub enum GpuOptimizer {
+    /// SGD with momentum (PyTorch's rule).
     Sgd(Sgd),
+    /// AdamW (PyTorch's rule).
     AdamW(AdamW),
 }
 

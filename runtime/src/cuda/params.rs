@@ -13,6 +13,8 @@ use crate::error::Result;
 use crate::model::DistributedModel;
 use crate::optim::{ChosenOptimizer, OptimizerState};
 
+/// The model's parameters on the GPU, by `ParamInfo::index`, with their optimizer state: whole, or
+/// this rank's part of it when the run shards it.
 pub struct GpuParams {
     schedule: Schedule,
     /// By parameter index (`ParamInfo::index`).

@@ -59,6 +59,7 @@ pub fn check_supported<M: DistributedModel>() -> Result<()> {
 /// What a step on the GPU keeps besides the model's workspace and buckets: the parameters and
 /// their optimizer state, the buckets in flight, how gradients travel, and the trace's events.
 pub struct GpuStep {
+    /// The parameters and their optimizer state.
     pub params: GpuParams,
     /// Bucket `k`'s handle while it is summed (`GpuTicket { bucket: k }` stands for it).
     in_flight: Vec<Option<GpuInFlight>>,
@@ -66,6 +67,7 @@ pub struct GpuStep {
     held: Vec<(usize, CudaSlice<f32>)>,
     mode: CommMode,
     world_size: usize,
+    /// The timing events of the step's spans, read into the trace after it.
     pub timeline: Timeline,
     /// The bucket whose updates are being queued, and the event its span starts at.
     updating: Option<(usize, Option<CudaEvent>)>,
@@ -77,6 +79,8 @@ pub struct GpuStep {
 }
 
 impl GpuStep {
+    /// A step on `params` for `schedule`'s buckets, which start as `mode` says across `world_size`
+    /// ranks, timed by `timeline`.
     pub fn new(params: GpuParams, schedule: &Schedule, mode: CommMode, world_size: usize, timeline: Timeline) -> Self {
         GpuStep {
             params,

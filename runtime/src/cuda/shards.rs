@@ -26,6 +26,8 @@ use super::timing::{timed_event, Timeline};
 use crate::error::Result;
 use crate::trace::Activity;
 
+/// A sharding rank's all-gathers on the GPU: the buckets' values assembled for them, the groups the
+/// step asked for, and the events their wait points wait for.
 pub struct GpuShards {
     world: usize,
     rank: usize,
@@ -49,6 +51,7 @@ pub struct GpuShards {
 }
 
 impl GpuShards {
+    /// For rank `rank` of `world`, with room for every bucket and all-gather group of `schedule`.
     pub fn new(gpu: &Gpu, schedule: &Schedule, world: usize, rank: usize) -> Self {
         GpuShards {
             world,

@@ -24,10 +24,12 @@ pub struct GpuTensor {
 }
 
 impl GpuTensor {
+    /// Its rows, as last sized (the buffer may hold more).
     pub fn rows(&self) -> usize {
         self.rows
     }
 
+    /// Its columns, as last sized.
     pub fn cols(&self) -> usize {
         self.cols
     }
@@ -52,6 +54,7 @@ impl GpuTensor {
         data.slice(..self.rows * self.cols)
     }
 
+    /// The `rows × cols` elements, mutably.
     pub fn view_mut(&mut self) -> CudaViewMut<'_, f32> {
         let n = self.rows * self.cols;
         self.data.as_mut().expect("a tensor is sized before it is written").slice_mut(..n)

@@ -18,6 +18,8 @@ use super::nccl::EventPair;
 use crate::error::Result;
 use crate::trace::{self, Activity};
 
+/// A step's spans as pairs of CUDA timing events, turned into host instants and recorded in the
+/// trace once the step is done.
 pub struct Timeline {
     enabled: bool,
     /// An event at the start of the step, and the host instant it stands for.
@@ -56,6 +58,7 @@ impl Timeline {
         }
     }
 
+    /// Whether it records the step's spans now.
     pub fn is_enabled(&self) -> bool {
         self.enabled
     }

@@ -21,9 +21,13 @@ use crate::tensor::Matrix;
 /// `c_attn.weight` `[3D, D]`, `c_attn.bias` `[3D]`, `c_proj.weight` `[D, D]`, `c_proj.bias` `[D]`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CausalSelfAttention<const D: usize, const H: usize> {
+    /// `[3D, D]`, row-major: the rows making each row's query, then its key, then its value.
     pub c_attn_weight: Vec<f32>,
+    /// `[3D]`: the queries', keys' and values' biases, in that order.
     pub c_attn_bias: Vec<f32>,
+    /// `[D, D]`, row-major: the output projection of the heads, concatenated.
     pub c_proj_weight: Vec<f32>,
+    /// `[D]`.
     pub c_proj_bias: Vec<f32>,
 }
 

@@ -24,6 +24,7 @@ impl StepContext {
         StepContext { sequences, positions }
     }
 
+    /// Sequences in the batch (its row count, for independent samples).
     pub const fn sequence_count(&self) -> usize {
         self.sequences
     }

@@ -37,38 +37,53 @@ impl ParamDef {
 pub enum DeviceOp {
     /// `y = x·Wᵀ + b`, `W` of shape `[output, input]`.
     Linear {
+        /// Features in (`IN`).
         input: usize,
+        /// Features out (`OUT`).
         output: usize,
     },
+    /// `max(x, 0)`, element-wise.
     Relu,
     /// The tanh approximation, as the CPU layer.
     Gelu,
+    /// `tanh(x)`, element-wise.
     Tanh,
+    /// `1 / (1 + exp(-x))`, element-wise.
     Sigmoid,
     /// Over `width` features, eps 1e-5, elementwise affine.
     LayerNorm {
+        /// Features per row, normalised together.
         width: usize,
     },
     /// nanoGPT's causal self-attention over `width` features in `heads` heads.
     CausalSelfAttention {
+        /// Features per row (`D`).
         width: usize,
+        /// Heads (`H`), each of `width / heads` features.
         heads: usize,
     },
     /// Token ids (one column) to rows of a `[vocab, width]` table.
     Embedding {
+        /// Rows of the table: token ids run from 0 to `vocab - 1`.
         vocab: usize,
+        /// Features per token.
         width: usize,
     },
     /// Adds row `t` of a `[positions, width]` table to each row of position `t`.
     PositionEmbedding {
+        /// Rows of the table: the longest sequence it can embed.
         positions: usize,
+        /// Features per row.
         width: usize,
     },
     /// `y = x·Wᵀ` with `W` the `[output, input]` weight of the layer it is tied to.
     TiedHead {
+        /// Features in (the tied table's width).
         input: usize,
+        /// Features out (the tied table's rows, e.g. the vocabulary).
         output: usize,
     },
+    /// No device kernel: the CUDA backend refuses a model with such a layer, naming it.
     Unsupported,
 }
 
@@ -95,6 +110,8 @@ pub trait Layer: Sized + Send {
 
     /// Parameter `index` of `PARAMS`, flattened row-major.
     fn param(&self, index: usize) -> &[f32];
+    /// Parameter `index`, to write: the optimizer's update, rank 0's broadcast values, a
+    /// checkpoint's or a parameter file's.
     fn param_mut(&mut self, index: usize) -> &mut [f32];
 
     /// The `Vec` that holds parameter `index`, so that a step can lend it to the all-reduce of

@@ -10,7 +10,9 @@ use super::state::OptimizerState;
 
 /// The optimizer a run's `OptimizerConfig` chose (see `OptimizerConfig::build`).
 pub enum ChosenOptimizer {
+    /// `OptimizerKind::Sgd`: PyTorch's SGD, with momentum, dampening, Nesterov and decay as set.
     Sgd(Sgd),
+    /// `OptimizerKind::AdamW`: PyTorch's single-tensor AdamW.
     AdamW(AdamW),
 }
 

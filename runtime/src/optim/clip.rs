@@ -31,6 +31,7 @@ impl GradClip {
         GradClip { max_norm, last_norm: None }
     }
 
+    /// The global norm the gradients are scaled down to when theirs exceeds it.
     pub fn max_norm(&self) -> f32 {
         self.max_norm
     }

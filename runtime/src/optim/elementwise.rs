@@ -10,10 +10,16 @@
 /// SGD's hyperparameters, as one update (and the GPU kernel) uses them.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SgdRule {
+    /// The step's learning rate (the schedule's, for this step).
     pub lr: f32,
+    /// The momentum buffer's decay; 0: no buffer, plain SGD.
     pub momentum: f32,
+    /// How much of each gradient the momentum buffer leaves out: it adds `(1 - dampening)·g`.
     pub dampening: f32,
+    /// L2 penalty added to the gradient (`g + weight_decay·p`, PyTorch's coupled decay); 0 for
+    /// a parameter exempt from decay.
     pub weight_decay: f32,
+    /// Step along `g + momentum·buffer` instead of the buffer (Nesterov momentum).
     pub nesterov: bool,
 }
 
@@ -45,9 +51,12 @@ pub enum ElementwiseRule {
     /// SGD; `first` on the parameter's first step, when the momentum buffer starts as the
     /// gradient (PyTorch's rule).
     Sgd {
+        /// The hyperparameters, decay as the parameter takes it.
         rule: SgdRule,
+        /// Whether the parameter has no momentum buffer yet: it starts as the gradient, undamped.
         first: bool,
     },
+    /// AdamW, with this step's coefficients.
     AdamW(AdamWStep),
 }
 
@@ -56,7 +65,10 @@ pub enum ElementwiseRule {
 /// momentum; AdamW: both moments). Unused buffers are empty.
 #[derive(Debug)]
 pub struct LentState {
+    /// This step's rule for the parameter.
     pub rule: ElementwiseRule,
+    /// The state buffers, each as long as the parameter or empty: SGD's momentum buffer then an
+    /// empty one; AdamW's first then second moment (`exp_avg`, `exp_avg_sq`).
     pub buffers: [Vec<f32>; 2],
 }
 

@@ -35,6 +35,8 @@ impl DecayExemptions {
     }
 }
 
+/// The learning rate over a run, as a function of the 0-based step and the base rate
+/// (`OptimizerConfig::lr_schedule`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum LrSchedule {
     /// The base rate on every step.
@@ -42,7 +44,14 @@ pub enum LrSchedule {
     Constant,
     /// `base · (step + 1) / (warmup + 1)` for the first `warmup` steps; then a cosine from the
     /// base rate down to `min_lr`, reached at step `decay_until`; `min_lr` after it.
-    WarmupCosine { warmup: u64, decay_until: u64, min_lr: f64 },
+    WarmupCosine {
+        /// Steps of linear warm-up (nanoGPT's `warmup_iters`).
+        warmup: u64,
+        /// The step the cosine reaches `min_lr` at (nanoGPT's `lr_decay_iters`); after `warmup`.
+        decay_until: u64,
+        /// The rate after the decay, absolute rather than a fraction of the base (nanoGPT's `min_lr`).
+        min_lr: f64,
+    },
 }
 
 impl LrSchedule {

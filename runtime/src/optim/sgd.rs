@@ -119,6 +119,7 @@ impl Sgd {
         }
     }
 
+    /// The hyperparameters as set, decay included: what every parameter's rule starts from.
     pub fn rule(&self) -> SgdRule {
         SgdRule {
             lr: self.lr,

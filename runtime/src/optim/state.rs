@@ -4,6 +4,7 @@
 use super::adamw::AdamW;
 use super::sgd::Sgd;
 
+/// An optimizer's state as a checkpoint saves and restores it, per parameter by index.
 pub trait OptimizerState {
     /// `sgd` or `adamw`: a checkpoint of one cannot resume the other.
     fn kind(&self) -> &'static str;
@@ -15,6 +16,7 @@ pub trait OptimizerState {
     fn set_buffers(&mut self, index: usize, buffers: &[&[f32]]);
     /// Steps taken, where the update rule depends on it (AdamW's bias correction).
     fn step_count(&self) -> Option<u64>;
+    /// Restores the count of steps taken from a checkpoint; SGD, which has none, ignores it.
     fn set_step_count(&mut self, step: u64);
 }
 

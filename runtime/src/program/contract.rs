@@ -21,6 +21,8 @@ pub trait Storage: Sized + 'static {
     type InFlight;
     /// A PowerSGD bucket while its P factors are summed, then while its Q factors are.
     type LowRankP;
+    /// A PowerSGD bucket while its Q factors are summed; only `Settle::wait_low_rank` gives it
+    /// back.
     type LowRankQ;
     /// What a queued operation can fail with (`Infallible` on the host).
     type Error;
@@ -105,8 +107,11 @@ pub trait Compute<S: Storage> {
 /// `layer` in definition order.
 #[derive(Clone, Copy, Debug)]
 pub struct Tied<'a, W> {
+    /// Index of the layer that owns the parameter, in definition order.
     pub layer: usize,
+    /// That layer, whose parameter is read as the weight.
     pub owner: &'a W,
+    /// Index of the parameter within `owner`'s, in `Layer::PARAMS` order.
     pub param: usize,
 }
 
@@ -120,9 +125,14 @@ pub fn grad_scale(world_size: usize, micro_steps: usize) -> f32 {
 /// offset and length in the bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ParamSlot {
+    /// Its bucket, in launch order.
     pub bucket: usize,
+    /// Its position among the model's parameters in definition order: how the optimizer addresses
+    /// its state.
     pub index: usize,
+    /// Offset of its gradient in the bucket, in elements.
     pub offset: usize,
+    /// Its number of elements.
     pub len: usize,
 }
 
@@ -190,6 +200,8 @@ pub trait Settle<M, S: Storage> {
     /// The wait point of bucket `index`: its sums, or why they did not come.
     fn wait(&mut self, index: usize, in_flight: S::InFlight) -> Result<S::Bucket>;
 
+    /// The wait point of PowerSGD bucket `index`: its Q sums made into the approximate gradient
+    /// sums (the lent parameters updated with them), or why they did not come.
     fn wait_low_rank(&mut self, index: usize, q: S::LowRankQ) -> Result<S::Bucket>;
 
     /// Takes back the parameters lent with `bucket`, updated; `false` when none were lent (the

@@ -143,6 +143,7 @@ pub struct HostLaunch<'a, O: Optimizer> {
 }
 
 impl<'a, O: Optimizer> HostLaunch<'a, O> {
+    /// Backward on `comm`, whose all-reduces update with `optimizer` the parameters lent to them.
     pub fn new(comm: &'a Communicator, optimizer: &'a mut O) -> Self {
         HostLaunch { comm, optimizer }
     }
@@ -161,6 +162,7 @@ pub struct HostSettle<'a, O: Optimizer> {
 }
 
 impl<'a, O: Optimizer> HostSettle<'a, O> {
+    /// The wait points and updates of a step with `optimizer`.
     pub fn new(optimizer: &'a mut O) -> Self {
         HostSettle { optimizer, updating: None, clip_sum_of_squares: None }
     }
@@ -386,6 +388,7 @@ pub struct HostGather<'a> {
 }
 
 impl<'a> HostGather<'a> {
+    /// The wait points of `comm`'s all-gathers.
     pub fn new(comm: &'a Communicator) -> Self {
         HostGather { comm }
     }

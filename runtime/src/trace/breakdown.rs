@@ -6,12 +6,19 @@ use super::span::{Activity, Span};
 /// One rank's step, in nanoseconds.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StepBreakdown {
+    /// The step, counted from 0 as its spans are tagged.
     pub step: u64,
+    /// The rank that ran it.
     pub rank: u32,
+    /// The `Step` span: the whole step.
     pub step_ns: u64,
+    /// Every layer's forward, summed over micro-steps.
     pub forward_ns: u64,
+    /// The loss and its gradient, summed over micro-steps.
     pub loss_ns: u64,
+    /// Every layer's backward, summed over micro-steps.
     pub backward_ns: u64,
+    /// The optimizer updates on the compute thread, the clip's global norm included.
     pub update_ns: u64,
     /// PowerSGD's compression work on the compute thread.
     pub compress_ns: u64,
@@ -24,17 +31,24 @@ pub struct StepBreakdown {
     /// Of these: the sharded state's all-gathers on the communication thread, and the forward's
     /// time blocked in their wait points.
     pub all_gather_ns: u64,
+    /// Of `exposed_ns`, the forward's time blocked waiting for the all-gathers.
     pub gather_exposed_ns: u64,
     /// Per bucket, in launch order.
     pub buckets: Vec<BucketTiming>,
     /// Per layer (definition order): forward and backward time, summed over micro-steps.
     pub layer_forward_ns: Vec<u64>,
+    /// Per layer (definition order): backward time, summed over micro-steps.
     pub layer_backward_ns: Vec<u64>,
 }
 
+/// One bucket's communication in one rank's step, in nanoseconds (its bytes apart).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BucketTiming {
+    /// Bytes this rank sent for it, in the format they travelled in (PowerSGD's two messages
+    /// summed; a sharded bucket's reduce-scatter alone).
     pub bytes: u64,
+    /// Its collectives' time on the communication thread: the all-reduce, or the reduce-scatter and
+    /// the all-gather.
     pub all_reduce_ns: u64,
     /// Of `all_reduce_ns`, the lent parameters' updates run as the sums arrived.
     pub updates_ns: u64,

@@ -11,13 +11,19 @@ use crate::comm::CommMode;
 /// One bucket, medians over the steps of the ranks' means.
 #[derive(Clone, Debug, Serialize)]
 pub struct BucketReport {
+    /// The bucket's index, in launch order.
     pub bucket: usize,
     /// Its FP32 gradients.
     pub bytes: usize,
     /// The format they travelled in, and one rank's bytes on the wire in it.
     pub wire_format: String,
+    /// One rank's bytes on the wire per step, as measured (the schedule's count when nothing was
+    /// recorded).
     pub wire_bytes: usize,
+    /// `<layer>.backward`, the call after which it was launched, or `all of backward` without
+    /// overlap.
     pub launched_after: String,
+    /// Its collectives' time on the communication thread, lent updates included, in milliseconds.
     pub all_reduce_ms: f64,
     /// Of `all_reduce_ms`, the updates of the parameters lent with the bucket, run on the
     /// communication thread as the sums arrived.
@@ -25,6 +31,7 @@ pub struct BucketReport {
     /// nccl-tests' bus bandwidth of what travelled: `wire_bytes / t * 2(n-1)/n`, in GB/s (10^9
     /// bytes), `t` the all-reduce's time less the lent updates', as nccl-tests times the transfer.
     pub bus_bandwidth_gb_s: f64,
+    /// The wait points' blocked time while it was on the wire, in milliseconds.
     pub exposed_ms: f64,
 }
 

@@ -52,6 +52,7 @@ pub fn stop() {
     ENABLED.set(false);
 }
 
+/// Whether this thread records spans now.
 pub fn is_enabled() -> bool {
     ENABLED.get()
 }
@@ -90,9 +91,13 @@ pub fn record(activity: Activity, start: Instant, end: Instant) {
 /// `started` to `finished`, of which `updates` went to the lent parameters' updates.
 #[derive(Clone, Copy, Debug)]
 pub struct CollectiveTimes {
+    /// When the compute thread handed the bucket to the communication thread.
     pub queued: Instant,
+    /// When the communication thread started on it.
     pub started: Instant,
+    /// When the communication thread finished with it.
     pub finished: Instant,
+    /// Of `started..finished`, the time spent updating the parameters lent with the bucket.
     pub updates: Duration,
 }
 
@@ -139,6 +144,8 @@ pub struct SpanGuard {
 }
 
 impl SpanGuard {
+    /// A span of `activity` from now until the guard is dropped; nothing when this thread is not
+    /// recording.
     pub fn new(activity: Activity) -> Self {
         SpanGuard { open: is_enabled().then(|| (activity, Instant::now())) }
     }
@@ -177,10 +184,12 @@ pub fn fill() -> SpanGuard {
     SpanGuard::new(Activity::Fill)
 }
 
+/// The loss and its gradient with respect to the model's output.
 pub fn loss() -> SpanGuard {
     SpanGuard::new(Activity::Loss)
 }
 
+/// A whole training step.
 pub fn step() -> SpanGuard {
     SpanGuard::new(Activity::Step)
 }

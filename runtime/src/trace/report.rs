@@ -12,7 +12,9 @@ use crate::comm::CommMode;
 /// Medians over steps of the per-step mean over ranks (the step time: of the slowest rank).
 #[derive(Clone, Debug, Serialize)]
 pub struct OverlapReport {
+    /// The model struct's name, from the schedule.
     pub model: String,
+    /// Ranks in the run.
     pub world_size: usize,
     /// `overlap` or `no-overlap`.
     pub mode: &'static str,
@@ -20,14 +22,21 @@ pub struct OverlapReport {
     pub emulated_link: Option<String>,
     /// What summed the gradients: `shared-memory` or `mpi` (absent for one rank or no reductions).
     pub transport: Option<&'static str>,
+    /// Number of steps the medians are over.
     pub steps: usize,
     /// The first and last step reported, counted from 1 as the log lines count them.
     pub first_step: u64,
+    /// The last step reported, counted from 1.
     pub last_step: u64,
+    /// The step, as each step's slowest rank took it.
     pub step_ms: f64,
+    /// Every layer's forward, summed over micro-steps.
     pub forward_ms: f64,
+    /// The loss and its gradient, summed over micro-steps.
     pub loss_ms: f64,
+    /// Every layer's backward, summed over micro-steps.
     pub backward_ms: f64,
+    /// The optimizer updates on the compute thread, the clip's global norm included.
     pub optimizer_ms: f64,
     /// PowerSGD's compression on the compute thread (0 without it).
     pub compression_ms: f64,
@@ -52,7 +61,9 @@ pub struct OverlapReport {
     pub lower_bound_ms: f64,
     /// `step / lower bound - 1`.
     pub above_lower_bound: f64,
+    /// One row per bucket, in launch order.
     pub buckets: Vec<BucketReport>,
+    /// One row per rank, in rank order.
     pub ranks: Vec<RankReport>,
     /// Median over steps of the slowest rank's compute minus the fastest's.
     pub straggler_gap_ms: f64,
@@ -77,7 +88,12 @@ pub enum AfterPause {
     LeftOut(usize),
     /// `paused` of the `of` steps reported began after one, too many to leave out (a report
     /// every step or two): they are kept, and the report says so.
-    Kept { paused: usize, of: usize },
+    Kept {
+        /// Steps reported that began after a pause.
+        paused: usize,
+        /// Steps reported.
+        of: usize,
+    },
 }
 
 /// The all-gathers of sharded optimizer state in the next forward (part of `all_reduce_ms` and
@@ -92,6 +108,7 @@ pub struct GatherReport {
     pub hidden_fraction: f64,
 }
 
+/// Memory of the run's ranks against what training needs, in MiB.
 #[derive(Clone, Debug, Serialize)]
 pub struct Memory {
     /// Peak resident set size of each rank (Linux `VmHWM`), MiB.
@@ -109,23 +126,33 @@ pub struct Memory {
     pub communication_only: bool,
 }
 
+/// What the simulator predicts for the run's step, in milliseconds, to set beside the measured
+/// figures.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct PredictedStep {
+    /// The whole step: forward, backward, updates and the waits between them.
     pub step_ms: f64,
+    /// Sum of the collectives' times (the all-gathers' included).
     pub all_reduce_ms: f64,
+    /// Time the compute thread waits in wait points.
     pub exposed_ms: f64,
     /// The sharded state's all-gathers in forward (part of `all_reduce_ms`), and the forward's
     /// wait for them (part of `exposed_ms`); 0 without.
     pub all_gather_ms: f64,
+    /// Of `exposed_ms`, the forward's wait for the all-gathers; 0 without.
     pub gather_exposed_ms: f64,
 }
 
+/// One rank's figures, medians over the steps.
 #[derive(Clone, Debug, Serialize)]
 pub struct RankReport {
+    /// Which rank, from 0.
     pub rank: usize,
     /// Steps in which this rank had the most compute.
     pub slowest_in_steps: usize,
+    /// Its compute: forward, loss, backward, compression and optimizer.
     pub compute_ms: f64,
+    /// Its time blocked in wait points.
     pub exposed_ms: f64,
 }
 
@@ -227,6 +254,7 @@ impl OverlapReport {
         })
     }
 
+    /// The report as one line of JSON (the `--report json` output).
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("the report holds only numbers and strings")
     }

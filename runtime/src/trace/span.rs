@@ -5,27 +5,37 @@
 pub enum Activity {
     /// A whole training step, from loading its data to the last update.
     Step,
+    /// One layer's forward call.
     Forward {
+        /// The layer's index: the field's position in the model.
         layer: u32,
     },
+    /// The loss and its gradient with respect to the model's output (`Loss::loss_and_gradient`).
     Loss,
     /// The host filling a micro-batch from the dataset: the next one, ahead, while the device
     /// works on this step (tagged with this step), or, with nothing filled ahead, its own.
     Fill,
+    /// One layer's backward call.
     Backward {
+        /// The layer's index: the field's position in the model.
         layer: u32,
     },
     /// One bucket's all-reduce on the communication thread, from the moment it started to the
     /// moment it finished; `queued_ns` is when backward launched it, `updates_ns` how much of it
     /// went to the updates of the parameters lent with the bucket, run as the sums arrived.
     AllReduce {
+        /// The bucket's index, in launch order.
         bucket: u32,
+        /// Bytes this rank sent for it, in the format they travelled in.
         bytes: u64,
+        /// When backward launched it, in nanoseconds since the trace epoch.
         queued_ns: u64,
+        /// Nanoseconds of it spent updating the lent parameters.
         updates_ns: u64,
     },
     /// The compute thread blocked until a bucket was reduced.
     Wait {
+        /// The bucket waited for, in launch order.
         bucket: u32,
     },
     /// The compute thread blocked until every bucket was reduced (`--no-overlap`: the reductions
@@ -33,11 +43,13 @@ pub enum Activity {
     WaitAll,
     /// The optimizer updates of one bucket's parameters.
     Update {
+        /// The bucket whose parameters were updated, in launch order.
         bucket: u32,
     },
     /// PowerSGD's work on one bucket on the compute thread: error feedback and P = M·Q, the
     /// orthogonalisation and Q = Mᵀ·P, or the decompression.
     Compress {
+        /// The bucket compressed, in launch order.
         bucket: u32,
     },
     /// The global gradient norm of a clipping run, between the last wait point and the first
@@ -47,20 +59,28 @@ pub enum Activity {
     /// forward), from start to finish on the communication thread; `queued_ns` and
     /// `updates_ns` as above.
     ReduceScatter {
+        /// The bucket's index, in launch order.
         bucket: u32,
+        /// Bytes this rank sent for it, in the format they travelled in.
         bytes: u64,
+        /// When backward launched it, in nanoseconds since the trace epoch.
         queued_ns: u64,
+        /// Nanoseconds of it spent updating the lent parameters in this rank's shard.
         updates_ns: u64,
     },
     /// One bucket's all-gather of updated shards (sharded optimizer state) on the communication
     /// thread; `queued_ns` is when the step launched it.
     AllGather {
+        /// The bucket's index, in launch order.
         bucket: u32,
+        /// FP32 bytes of the elements gathered, every rank's shard of them together.
         bytes: u64,
+        /// When the step launched it, in nanoseconds since the trace epoch.
         queued_ns: u64,
     },
     /// The forward blocked until a bucket's parameters were all-gathered.
     WaitGather {
+        /// The bucket waited for, in launch order.
         bucket: u32,
     },
 }
@@ -81,16 +101,23 @@ impl Activity {
 /// its machine: see `clock`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Span {
+    /// The rank that recorded it.
     pub rank: u32,
+    /// The step it belongs to, counted from 0 (a resumed run goes on counting from its checkpoint).
     pub step: u64,
+    /// What ran.
     pub activity: Activity,
+    /// When it started.
     pub start_ns: u64,
+    /// When it ended.
     pub end_ns: u64,
 }
 
 /// What a run's spans are of, for the files written from them (trace, timeline).
 pub struct RunInfo<'a> {
+    /// The model's compiled schedule, for the layers' and buckets' names and sizes.
     pub schedule: &'a overlap_plan::Schedule,
+    /// Ranks in the run: one row each.
     pub world_size: usize,
     /// `overlap`, `no-overlap` or `compute-only`.
     pub mode: &'static str,
@@ -102,6 +129,7 @@ pub struct RunInfo<'a> {
 pub(crate) const WORDS: usize = 7;
 
 impl Span {
+    /// `end_ns - start_ns`, or 0 for a span that ends before it starts.
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
     }

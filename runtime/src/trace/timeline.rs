@@ -33,6 +33,8 @@ pub fn representative_step(breakdowns: &[StepBreakdown], warm_up: u64) -> Option
     steps.iter().min_by(|a, b| (a.1 as f64 - target).abs().total_cmp(&(b.1 as f64 - target).abs())).map(|s| s.0)
 }
 
+/// Writes the SVG timeline of `step` (see `render`) to `path`, replacing any file there whole or
+/// not at all.
 pub fn write_timeline(path: &Path, spans: &[Span], step: u64, info: &RunInfo) -> Result<()> {
     let svg = render(spans, step, info);
     write_atomically(path, |out| out.write_all(svg.as_bytes()), || {})

@@ -24,7 +24,12 @@ pub enum LowRankP {
     /// the bucket comes back summed.
     Whole(InFlight),
     /// P on the wire; the bucket holds M (gradients plus errors) meanwhile.
-    Summing { bucket: GradBucket, p: InFlight },
+    Summing {
+        /// The bucket, holding M.
+        bucket: GradBucket,
+        /// P's all-reduce.
+        p: InFlight,
+    },
 }
 
 /// A low-rank bucket whose Q factors are being summed: what `step` waits for.
@@ -34,9 +39,13 @@ pub enum LowRankP {
     reason = "one per low-rank bucket in flight; boxing the bucket would allocate every step"
 )]
 pub enum LowRankQ {
+    /// Sent whole, as `LowRankP::Whole`: the bucket comes back summed.
     Whole(InFlight),
+    /// Q on the wire.
     Summing {
+        /// The bucket, holding M until `wait` makes the approximation of the sum from it.
         bucket: GradBucket,
+        /// Q's all-reduce.
         q: InFlight,
     },
     /// P's wait point failed (a timeout, a dead communication thread): `wait` reports it.
