@@ -62,6 +62,25 @@ fn a_closed_stdout_stops_the_printing_not_the_run() {
 }
 
 #[test]
+fn parameters_saved_to_stdout_hold_only_themselves() {
+    // `--save-params /dev/stdout > params.safetensors`: the log lines and the report go to
+    // stderr, or they would come first in the file and nothing could load it.
+    let root = scratch("params-on-stdout");
+    let file = root.path().join("p.safetensors");
+    let stdout = std::fs::File::create(&file).unwrap();
+    let out = Command::new(example("mlp"))
+        .args(["--steps", "2", "--batch", "4", "--log-every", "1", "--save-params", "/dev/stdout"])
+        .stdout(stdout)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("step      2") && stderr.contains("overlap report"), "the log went to stderr:\n{stderr}");
+    let params = common::load_sorted_params(&file);
+    assert_eq!(params.iter().map(|(name, ..)| name.as_str()).collect::<Vec<_>>()[..2], ["fc1.bias", "fc1.weight"]);
+}
+
+#[test]
 fn output_paths_that_cannot_be_written_are_refused_before_step_1() {
     let root = scratch("bad-paths");
     let file = root.path().join("a-file");

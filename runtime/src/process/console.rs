@@ -3,14 +3,47 @@
 //! to that stream, and training, checkpoints and saved parameters go on.
 
 use std::io::Write;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
 static STDERR_CLOSED: AtomicBool = AtomicBool::new(false);
+/// Stdout is one of the run's output files (`--save-params /dev/stdout > params.safetensors`).
+static STDOUT_IS_AN_OUTPUT: AtomicBool = AtomicBool::new(false);
 
-/// Writes `text` to stdout, unless an earlier write found it closed.
+/// Writes `text` to stdout, unless an earlier write found it closed; to stderr once stdout is
+/// an output file (`keep_stdout_for`), which a log line would corrupt.
 pub fn out(text: &str) {
+    if STDOUT_IS_AN_OUTPUT.load(Ordering::Relaxed) {
+        return err(text);
+    }
     write(&mut std::io::stdout().lock(), &STDOUT_CLOSED, text)
+}
+
+/// Where `path` is this process's stdout (`/dev/stdout`, or the file stdout is redirected to),
+/// everything printed from now on goes to stderr, so that the file the run writes there holds
+/// only itself. Returns whether it is.
+pub fn keep_stdout_for(path: &Path) -> bool {
+    let is_stdout = names_stdout(path);
+    if is_stdout {
+        STDOUT_IS_AN_OUTPUT.store(true, Ordering::Relaxed);
+    }
+    is_stdout
+}
+
+#[cfg(unix)]
+fn names_stdout(path: &Path) -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(file) = std::fs::metadata(path) else { return false };
+    let Ok(stdout) = std::io::stdout().as_fd().try_clone_to_owned() else { return false };
+    let Ok(stdout) = std::fs::File::from(stdout).metadata() else { return false };
+    (file.dev(), file.ino()) == (stdout.dev(), stdout.ino())
+}
+
+#[cfg(not(unix))]
+fn names_stdout(_: &Path) -> bool {
+    false
 }
 
 /// Writes `text` and a newline to stdout.
