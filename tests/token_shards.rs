@@ -51,6 +51,52 @@ fn prepared_shards_train_the_gpt_example_alike_on_one_and_two_ranks() {
     }
 }
 
+/// `--sample` prints prepared shards' tokens as their vocabulary's characters, after training or
+/// from the parameters a run saved (which record that vocabulary), with no text needed.
+#[test]
+fn prepared_shards_sample_in_their_own_characters() {
+    let dir = scratch("tokens-sample");
+    std::fs::write(dir.path().join("play.txt"), TEXT.repeat(30)).unwrap();
+    let (ok, text) = run("prepare", dir.path(), &["--text", "play.txt", "--out", "shards"]);
+    assert!(ok, "{text}");
+    let common = ["--context", "16", "--sample", "60"];
+    let trained = [
+        "--tokens",
+        "shards",
+        "--steps",
+        "3",
+        "--batch",
+        "4",
+        "--report",
+        "off",
+        "--eval-every",
+        "0",
+        "--save-params",
+        "p.st",
+    ];
+    let (ok, after_training) = run("gpt", dir.path(), &[&common[..], &trained].concat());
+    assert!(ok, "{after_training}");
+    // The 60 characters after the sample's header (notes on stderr follow stdout here).
+    let sample = |text: &str| text.split_once("top-k 200):\n").map(|(_, s)| s.chars().take(60).collect::<String>());
+    let drawn = sample(&after_training).unwrap_or_default();
+    assert_eq!(drawn.chars().count(), 60, "{after_training}");
+    assert!(drawn.chars().all(|c| TEXT.contains(c) || c == '\n'), "the text's characters only:\n{drawn}");
+    // The saved parameters record the vocabulary: the same sample from them, with no --text.
+    let (ok, from_file) = run("gpt", dir.path(), &[&common[..], &["--steps", "0", "--init-params", "p.st"]].concat());
+    assert!(ok, "{from_file}");
+    assert_eq!(sample(&from_file).as_ref(), Some(&drawn));
+    // A file that records none needs the text's characters, and says so.
+    common::write_params(&dir.path().join("bare.st"), &common::load_sorted_params(&dir.path().join("p.st")));
+    let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--steps", "0", "--init-params", "bare.st"]].concat());
+    assert!(!ok && text.contains("--init-params bare.st records no vocabulary"), "{text}");
+    let (ok, text) = run(
+        "gpt",
+        dir.path(),
+        &[&common[..], &["--steps", "0", "--init-params", "p.st", "--tokens", "shards"]].concat(),
+    );
+    assert!(!ok && text.contains("--steps 0 reads no --tokens"), "{text}");
+}
+
 #[test]
 fn shards_and_settings_that_do_not_fit_are_refused_before_step_1() {
     let dir = scratch("tokens-refused");
@@ -84,8 +130,11 @@ fn shards_and_settings_that_do_not_fit_are_refused_before_step_1() {
             &["--tokens", "wide-val", "--eval-every", "2"],
             "x_val.bin: token id 119 is past Gpt's vocabulary of 96 tokens",
         ),
-        // --sample decodes characters of a --text; with --tokens it would be silently skipped.
-        (&["--tokens", "no-val", "--sample", "5"], "'--sample <N>'"),
+        // --sample prints characters: shards without a vocabulary have none to print.
+        (
+            &["--tokens", "no-val", "--sample", "5"],
+            "--sample prints characters, but --tokens no-val has no vocabulary.txt",
+        ),
     ] {
         // The example measures held-out loss by default; only the case about it keeps that.
         let extra: &[&str] =

@@ -73,6 +73,34 @@ pub(crate) fn vocabulary_text<M: DistributedModel>(file: &Path, args: &TrainArgs
     Ok((vocab, context))
 }
 
+/// The context of a sample from `--init-params` alone (`--steps 0` without `--text`):
+/// `--context`, or the position table's rows.
+pub(crate) fn sample_context<M: DistributedModel>(args: &TrainArgs) -> Result<usize> {
+    let (features, _) = io_widths::<M>()?;
+    context::<M>("--sample", args, features)
+}
+
+/// The characters of the vocabulary `--init-params` records, which the model must predict.
+pub(crate) fn recorded_vocabulary<M: DistributedModel>(recorded: &str) -> Result<Vec<char>> {
+    let (_, classes) = io_widths::<M>()?;
+    let vocab: Vec<char> = recorded.chars().collect();
+    check_vocabulary::<M>(Path::new("--init-params' vocabulary"), vocab.len(), classes)?;
+    Ok(vocab)
+}
+
+/// What `--sample` prints the tokens as: the text's characters, or the vocabulary beside the
+/// token shards, which shards without one do not have.
+pub(crate) fn sample_vocabulary(data: &TrainingData, args: &TrainArgs) -> Result<Vec<char>> {
+    match Dataset::vocabulary(data) {
+        Some(vocabulary) => Ok(vocabulary.chars().collect()),
+        None => Err(Error::Config(format!(
+            "--sample prints characters, but --tokens {} has no vocabulary.txt beside its shards (`prepare` writes \
+             one) to read its token ids as",
+            args.tokens.as_deref().unwrap_or(Path::new("")).display()
+        ))),
+    }
+}
+
 /// No more distinct characters than the model predicts classes.
 fn check_vocabulary<M: DistributedModel>(file: &Path, characters: usize, classes: usize) -> Result<()> {
     if characters > classes {

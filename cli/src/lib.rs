@@ -21,6 +21,7 @@ pub mod prepare;
 mod progress;
 mod unused_flags;
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::CommandFactory;
@@ -28,7 +29,6 @@ use overlap_runtime::params_file::FileNotes;
 use overlap_runtime::plan::{plan_buckets, BucketLimits, Schedule};
 use overlap_runtime::sample::{generate_each, SampleConfig};
 use overlap_runtime::train::{TrainSummary, Trainer};
-use overlap_runtime::training_data::TrainingData;
 use overlap_runtime::{
     command_line::{blas_core, console},
     device, Communicator, CrossEntropyLoss, DistributedModel, Error, Result,
@@ -118,7 +118,9 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
             }
         }
     }
-    if args.context.is_some() && args.text.is_none() && args.tokens.is_none() {
+    // A sample from --init-params alone (--steps 0) reads back --context positions too.
+    let sampling_a_file = args.steps == 0 && args.init_params.is_some();
+    if args.context.is_some() && args.text.is_none() && args.tokens.is_none() && !sampling_a_file {
         return Err(Error::Config("--context sets the length of --text or --tokens samples; neither is given".into()));
     }
     if args.steps == 0 {
@@ -178,25 +180,48 @@ fn same_mode_on_every_rank(args: &TrainArgs, comm: &Communicator) -> Result<()> 
     )))
 }
 
-/// `--steps 0`: no training, a sample from the parameters `--init-params` loads.
+/// `--steps 0`: no training, a sample from the parameters `--init-params` loads, in the
+/// characters of `--text`, or else in those the file records.
 fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
-    let (Some(file), true, Some(_), false) = (&args.text, args.sample > 0, &args.init_params, args.comm_only) else {
+    if let Some(tokens) = &args.tokens {
+        return Err(Error::Config(format!(
+            "--steps 0 reads no --tokens ({}): it samples in the characters --init-params records, or a --text's",
+            tokens.display()
+        )));
+    }
+    let (Some(_), true, false) = (&args.init_params, args.sample > 0, args.comm_only) else {
         return Err(Error::Config(
-            "--steps 0 trains nothing: it samples (--sample N) the characters of a --text from the parameters of \
-             --init-params FILE"
+            "--steps 0 trains nothing: it samples (--sample N) from the parameters of --init-params FILE, in the \
+             characters it records or a --text's"
                 .into(),
         ));
     };
     unused_flags::refuse_with_sample_only(args)?;
-    let (vocab, context) = datasets::vocabulary_text::<M>(file, args)?;
-    let (model, notes) = starting_model::<M>(args, comm, Some(vocab.iter().collect()))?;
-    if let (0, None, Some(text)) = (comm.rank(), &notes.vocabulary, &args.text) {
-        console::err_line(&format!(
-            "note: --init-params records no vocabulary (token shards without one trained it?): its token ids are \
-             read as the sorted characters of {}",
-            text.display()
-        ));
-    }
+    let (text_vocab, context) = match &args.text {
+        Some(file) => datasets::vocabulary_text::<M>(file, args).map(|(vocab, context)| (Some(vocab), context))?,
+        None => (None, datasets::sample_context::<M>(args)?),
+    };
+    let (model, notes) = starting_model::<M>(args, comm, text_vocab.as_ref().map(|v| v.iter().collect()))?;
+    let vocab = match (text_vocab, &notes.vocabulary) {
+        (Some(vocab), recorded) => {
+            if let (0, None, Some(text)) = (comm.rank(), recorded, &args.text) {
+                console::err_line(&format!(
+                    "note: --init-params records no vocabulary (token shards without one trained it?): its token ids \
+                     are read as the sorted characters of {}",
+                    text.display()
+                ));
+            }
+            vocab
+        }
+        (None, Some(recorded)) => datasets::recorded_vocabulary::<M>(recorded)?,
+        (None, None) => {
+            return Err(Error::Config(format!(
+                "--init-params {} records no vocabulary to print its tokens as characters: give the text it was \
+                 trained on (--text FILE)",
+                args.init_params.as_deref().unwrap_or(Path::new("")).display()
+            )))
+        }
+    };
     match comm.rank() {
         0 => print_sample(&model, &vocab, sampled_positions(args, context, &notes), args),
         _ => Ok(()),
@@ -254,6 +279,8 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     datasets::refuse_outputs_over_held_out(args)?;
     let mut data = datasets::training_data::<M>(args)?;
     let (mut model, _) = starting_model::<M>(args, comm, overlap_runtime::Dataset::vocabulary(&data))?;
+    // Refused before training, not after it: a sample needs characters to print.
+    let sample_vocab = (args.sample > 0).then(|| datasets::sample_vocabulary(&data, args)).transpose()?;
     let mut held_out = args.validation_every().map(|_| datasets::held_out::<M>(&data, args)).transpose()?;
     let trainer = Trainer::new(comm).config(args.train_config());
     let trainer = if comm.rank() == 0 { trainer.progress(Bar::new()) } else { trainer };
@@ -262,8 +289,8 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         _ => trainer,
     };
     let summary = trainer.fit(&mut model, &mut data, &CrossEntropyLoss)?;
-    if let (0, TrainingData::Text(text), true) = (comm.rank(), &data, args.sample > 0) {
-        print_sample(&model, text.vocab(), text.context(), args)?;
+    if let (0, Some(vocab)) = (comm.rank(), sample_vocab) {
+        print_sample(&model, &vocab, overlap_runtime::Dataset::positions(&data), args)?;
     }
     Ok(summary)
 }
@@ -275,7 +302,8 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
 fn print_sample<M: DistributedModel>(model: &M, vocab: &[char], positions: usize, args: &TrainArgs) -> Result<()> {
     let config =
         SampleConfig { tokens: args.sample, temperature: args.temperature, top_k: Some(args.top_k), seed: args.seed };
-    let start = vocab.binary_search(&'\n').unwrap_or(0);
+    // A vocabulary.txt of one's own need not be sorted.
+    let start = vocab.iter().position(|&c| c == '\n').unwrap_or(0);
     let print = match args.report {
         args::ReportFormat::Json => console::err,
         _ => console::out,

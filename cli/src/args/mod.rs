@@ -220,17 +220,11 @@ pub struct TrainArgs {
     /// PositionEmbedding].
     #[arg(long, value_name = "N", value_parser = positive_usize, allow_hyphen_values = true)]
     pub context: Option<usize>,
-    /// After training, print N characters the model generates (rank 0; needs --text), as
-    /// nanoGPT's sample.py: from a newline, each drawn from the next-character distribution.
-    // `requires` alone is met by --tokens, which conflicts with --text: refuse it by name.
-    #[arg(
-        long,
-        value_name = "N",
-        requires = "text",
-        conflicts_with_all = ["tokens", "data"],
-        default_value_t = 0,
-        allow_hyphen_values = true
-    )]
+    /// After training, print N characters the model generates (rank 0), as nanoGPT's sample.py:
+    /// from a newline, each drawn from the next-character distribution. The characters are
+    /// --text's, those of the vocabulary.txt beside --tokens shards (`prepare` writes it), or, with
+    /// --steps 0, those --init-params records.
+    #[arg(long, value_name = "N", conflicts_with = "data", default_value_t = 0, allow_hyphen_values = true)]
     pub sample: usize,
     /// --sample's temperature: below 1 sharpens, above 1 flattens.
     #[arg(long, default_value_t = 0.8, value_parser = positive_f32, allow_hyphen_values = true)]
