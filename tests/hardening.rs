@@ -188,6 +188,9 @@ fn a_dangling_latest_and_a_missing_data_folder_are_called_what_they_are() {
     let dir = root.path().join("ck");
     let dir = dir.to_str().unwrap();
     assert!(mlp(&["--steps", "2", "--batch", "4", "--save", dir]).0);
+    // Resumed at the total already reached: nothing to train, and where its parameters are.
+    let (ok, text) = mlp(&["--steps", "2", "--batch", "4", "--resume", dir]);
+    assert!(!ok && text.contains("nothing to do (give a larger total to train on; the parameters it holds are its step folder's model.safetensors"), "{text}");
     std::fs::remove_dir_all(root.path().join("ck/step-00000002")).unwrap();
     let (ok, text) = mlp(&["--steps", "4", "--batch", "4", "--resume", dir]);
     assert!(!ok && text.contains("`latest` names step-00000002, which is missing"), "{text}");

@@ -104,6 +104,11 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
     same_mode_on_every_rank(args, comm)?;
     if let Some(which) = args.print_schedule {
         if rank == 0 {
+            if which == args::PrintSchedule::Ddp {
+                console::out_line(
+                    "PyTorch DDP's rebuilt buckets at its default caps for these layers (not the plan this binary runs):",
+                );
+            }
             console::out(&printed_schedule(&M::SCHEDULE, which)?.to_string());
         }
         return Ok(());

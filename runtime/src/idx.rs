@@ -134,7 +134,7 @@ pub enum IdxError {
     },
     /// Neither the original nor the dotted name of a split's file is in the folder
     /// ([`IdxDataset::load_dir`]).
-    #[error("no {split} {what} file: none of {} exists", list(tried))]
+    #[error("no {split} {what} file: none of {} exists{}", list(tried), gunzip_hint(compressed.as_deref()))]
     NotFound {
         /// The half of the set being loaded.
         split: Split,
@@ -142,6 +142,8 @@ pub enum IdxError {
         what: &'static str,
         /// Every path looked for, in the order tried.
         tried: Vec<PathBuf>,
+        /// One of them with `.gz` added, where it exists: the file as MNIST's downloads arrive.
+        compressed: Option<PathBuf>,
     },
     /// The path exists but is not a regular file: opening a FIFO would wait for a writer.
     #[error("{path}: {kind}, not a file")]
@@ -155,6 +157,10 @@ pub enum IdxError {
 
 fn list(paths: &[PathBuf]) -> String {
     paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+fn gunzip_hint(compressed: Option<&Path>) -> String {
+    compressed.map_or(String::new(), |gz| format!(" ({} is there, still compressed: gunzip it)", gz.display()))
 }
 
 /// Which half of an MNIST-style directory to load.
@@ -307,7 +313,15 @@ fn find(dir: &Path, names: [String; 2], split: Split, what: &'static str) -> Res
             return Err(IdxError::NotAFile { path: path.clone(), kind });
         }
     }
-    Err(IdxError::NotFound { split, what, tried })
+    let compressed = tried
+        .iter()
+        .map(|path| {
+            let mut gz = path.as_os_str().to_owned();
+            gz.push(".gz");
+            PathBuf::from(gz)
+        })
+        .find(|gz| gz.is_file());
+    Err(IdxError::NotFound { split, what, tried, compressed })
 }
 
 /// An in-memory image classification set loaded from a pair of IDX files.

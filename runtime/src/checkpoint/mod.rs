@@ -41,7 +41,7 @@ pub(crate) use layout::owner_folder;
 use layout::{step_dir_name, step_of, LATEST, STATE_FILE};
 use state::{state_crc, FileCheck, State};
 
-const MODEL_FILE: &str = "model.safetensors";
+pub(crate) const MODEL_FILE: &str = "model.safetensors";
 const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 /// Step directories kept: the newest and the one before it.
 const KEEP: usize = 2;

@@ -81,6 +81,11 @@ fn load_dir_accepts_dotted_names_and_lists_paths_tried() {
     let message = err.to_string();
     assert!(matches!(err, IdxError::NotFound { split: Split::Test, .. }), "{message}");
     assert!(message.contains("t10k-images-idx3-ubyte") && message.contains("t10k-images.idx3-ubyte"), "{message}");
+    assert!(!message.contains("gunzip"), "{message}");
+    // The file as MNIST's downloads arrive: said to be there, compressed.
+    dir.write("t10k-images-idx3-ubyte.gz", &[0x1f, 0x8b, 8, 0]);
+    let message = IdxDataset::load_dir(dir.path(), Split::Test, 10).unwrap_err().to_string();
+    assert!(message.contains("t10k-images-idx3-ubyte.gz is there, still compressed: gunzip it"), "{message}");
     dir.write("t10k-images.idx3-ubyte", &image_file(2, 1, 3));
     let message = IdxDataset::load_dir(dir.path(), Split::Test, 10).unwrap_err().to_string();
     assert!(message.contains("t10k-labels-idx1-ubyte") && message.contains("t10k-labels.idx1-ubyte"), "{message}");

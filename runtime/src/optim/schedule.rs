@@ -82,7 +82,7 @@ impl LrSchedule {
         match *self {
             LrSchedule::WarmupCosine { warmup, .. } if steps > 0 && steps <= warmup => Some(format!(
                 "the learning rate's warm-up takes {warmup} steps and the run ends after step {steps}: its rate \
-                 never reaches {base:e} (the last step's is {:e})",
+                 never reaches {base:e} (the last step's is {:.3e})",
                 self.lr(base, steps - 1)
             )),
             _ => None,
