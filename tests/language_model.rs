@@ -195,6 +195,27 @@ fn data_past_the_models_tables_is_refused_before_step_one() {
     assert!(error.contains("the held-out data") && error.contains("token ids up to 39"), "{error}");
 }
 
+/// Two position tables: sequences as long as the shorter one's rows.
+#[distributed_model]
+pub struct TwoTables {
+    wte: Embedding<11, 8>,
+    wpe: PositionEmbedding<4, 8>,
+    fc: Linear<8, 8>,
+    wpe2: PositionEmbedding<2, 8>,
+    head: Linear<8, 11>,
+}
+
+/// The longest sequence a model reads is its shortest position table's: longer data is
+/// refused before step 1, not by the second table's assertion.
+#[test]
+fn a_second_shorter_position_table_bounds_the_sequences() {
+    let comm = Communicator::single();
+    let mut model = TwoTables::new(&comm, 1).unwrap();
+    let trainer = Trainer::new(&comm).steps(2).batch(2).report(ReportFormat::Off, None);
+    let error = trainer.fit(&mut model, &mut NextToken, &CrossEntropyLoss).unwrap_err().to_string();
+    assert!(error.contains("sequences of 4 positions, but TwoTables's position embedding has rows for 2"), "{error}");
+}
+
 /// The head tied to the token embedding, as nanoGPT's `lm_head.weight = wte.weight`.
 #[distributed_model(bucket_cap_mb = 0.0002, first_bucket_mb = 0.0002)]
 pub struct TiedLm {

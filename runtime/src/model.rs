@@ -135,12 +135,16 @@ pub fn token_rows<M: DistributedModel>() -> Option<usize> {
     })
 }
 
-/// The rows of `M`'s position embedding, if it has one: the longest sequence it reads.
+/// The rows of `M`'s position embedding, if it has one: the longest sequence it reads (the
+/// shortest table's, where it has several).
 pub fn position_rows<M: DistributedModel>() -> Option<usize> {
-    M::DEVICE_OPS.iter().find_map(|op| match op {
-        DeviceOp::PositionEmbedding { positions, .. } => Some(*positions),
-        _ => None,
-    })
+    M::DEVICE_OPS
+        .iter()
+        .filter_map(|op| match op {
+            DeviceOp::PositionEmbedding { positions, .. } => Some(*positions),
+            _ => None,
+        })
+        .min()
 }
 
 /// The token ids `M` can both read and predict: its token embedding's rows and its output
