@@ -80,7 +80,7 @@ impl<const D: usize> Layer for CausalMean<D> {
 #[distributed_model(bucket_cap_mb = 0.0001, first_bucket_mb = 0.0001)]
 pub struct SeqNet {
     embed: Linear<3, 4>,
-    #[layer()]
+    #[layer] // the bare form of `#[layer()]`: width-preserving, no parameters
     mix: CausalMean<4>,
     act: Tanh,
     head: Linear<4, 2>,

@@ -173,7 +173,18 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
         };
         match spec.width {
             Width::Fixed { input, output } => {
-                if let Some((width, from)) = &flowing {
+                if let Some((_, from)) = flowing.as_ref().filter(|_| layers::kind_name(&spec.kind) == "Embedding") {
+                    errors.once(
+                        field.ty,
+                        Rule::Width,
+                        field.ty,
+                        format!(
+                            "`{}` is an Embedding, which reads token ids: it comes first in the model, not after \
+                             `{from}`",
+                            field.name
+                        ),
+                    );
+                } else if let Some((width, from)) = &flowing {
                     if *width != input {
                         errors.once(
                             field.ty,

@@ -113,7 +113,12 @@ pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {
 }
 
 fn layer_attr(attr: &Attribute, errors: &mut Errors) -> Option<LayerAttr> {
-    let items = match attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated) {
+    // A bare `#[layer]` is `#[layer()]`: a width-preserving layer without parameters.
+    let items = match &attr.meta {
+        Meta::Path(_) => Ok(Punctuated::new()),
+        _ => attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated),
+    };
+    let items = match items {
         Ok(items) => items,
         Err(e) => {
             errors.push(e);

@@ -210,11 +210,26 @@ pub fn check_named(
             .collect()
     };
     let (decided, others) = (paths(true), paths(false));
-    if let (Some(_), Some(at), true, true) = (init.std, &init.std_at, init.named.is_empty(), decided.is_empty()) {
-        let why = if others.is_empty() {
-            "no layer under it has parameters"
+    // What `std` alone changes (as `init_normal_params` draws): matrices, and biases it zeroes.
+    let drawn_by_std = layers
+        .iter()
+        .filter(|(own, _)| own.is_some_and(|i| Rc::ptr_eq(i, init)))
+        .flat_map(|(_, spec)| spec.iter().flat_map(|s| s.params.iter()))
+        .any(|p| p.shape.len() >= 2 || p.name == "bias" || p.name.ends_with(".bias"));
+    if let (Some(_), Some(at), true, false) = (init.std, &init.std_at, init.named.is_empty(), drawn_by_std) {
+        let why = if !decided.is_empty() {
+            let shown: Vec<String> = decided.iter().take(4).map(|p| format!("`{p}`")).collect();
+            format!(
+                "`std` draws matrices and zeroes biases, and {} {} neither; name a parameter to draw it: \
+                 `ends_with(\"{}\", std = ..)`",
+                shown.join(", "),
+                if decided.len() == 1 { "is" } else { "are" },
+                decided[0].rsplit('.').next().unwrap_or(&decided[0])
+            )
+        } else if others.is_empty() {
+            "no layer under it has parameters".to_string()
         } else {
-            "each parameter under it is decided by the `#[init]` of a field inside"
+            "each parameter under it is decided by the `#[init]` of a field inside".to_string()
         };
         errors.spanned(at, format!("this `#[init]` decides no parameter: {why}"));
     }

@@ -216,6 +216,14 @@ fn const_args(
 pub fn not_a_layer(ty: &Type) -> String {
     let shown = shown_type(ty);
     match ty {
+        Type::Array(array) if matches!(&*array.elem, Type::Array(_)) => format!(
+            "`{shown}`: an array of arrays is not unrolled; make a block holding the inner array, and repeat that \
+             block"
+        ),
+        Type::Array(array) if !matches!(&*array.elem, Type::Path(p) if p.path.segments.len() == 1) => format!(
+            "`{shown}`: an array repeats a block, named by its struct's name alone (`[Block; 8]`), defined beside \
+             the model in its `#[distributed_model]` module"
+        ),
         Type::Array(_) => format!(
             "`{shown}`: an array repeats a block (a struct of layers defined beside the model in its \
              `#[distributed_model]` module), not a layer; make a block of the layers, and repeat it"
@@ -233,10 +241,10 @@ pub fn not_a_layer(ty: &Type) -> String {
             )
         }
         _ => format!(
-            "`{shown}` is not a built-in layer ({}) nor a block of the model's module (found by its \
-             struct's name, not through an alias); describe a layer of your own with \
-             `#[layer(input = N, output = M, params(weight = [M, N], ...))]` (no input/output for width-preserving \
-             layers)",
+            "`{shown}` is not a built-in layer ({}) nor a block (a struct of layers, defined beside the model in a \
+             module that `#[distributed_model]` is on, and named by its struct's name, not through an alias); \
+             describe a layer of your own with `#[layer(input = N, output = M, params(weight = [M, N], ...))]` (no \
+             input/output for width-preserving layers, `#[layer()]` for one without parameters)",
             built_in_list()
         ),
     }

@@ -1,0 +1,19 @@
+// An array repeats a block named by its struct's name alone: arrays of arrays, paths and
+// parentheses around the name are each told what to write instead.
+#[overlap::distributed_model]
+mod net {
+    use overlap::prelude::*;
+
+    pub struct Block {
+        fc: Linear<4, 4>,
+    }
+
+    pub struct Net {
+        grid: [[Block; 2]; 2],
+        pathed: [self::Block; 2],
+        parenthesised: [(Block); 2],
+        head: Linear<4, 2>,
+    }
+}
+
+fn main() {}

@@ -1,0 +1,17 @@
+#[path = "support/scale.rs"]
+mod scale;
+
+use overlap::prelude::*;
+
+// `std` draws matrices and zeroes biases: a layer whose only parameter is a vector of another
+// name would keep its values, so the `#[init]` is refused, saying how to name the parameter.
+#[distributed_model]
+pub struct Net {
+    fc: Linear<4, 4>,
+    #[init(std = 0.02)]
+    #[layer(params(weight = [4]))]
+    scale: scale::Scale,
+    head: Linear<4, 2>,
+}
+
+fn main() {}
