@@ -47,9 +47,11 @@ pub(super) fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<Token
             });
             let ready = schedule_tokens::ready(layer.ready);
             let message = format!(
-                "layer `{}`: `{}` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)",
+                "layer `{}`: `{}`'s `overlap::Layer` constants are not those the bucket schedule was planned with: \
+                 {}",
                 field.name,
-                layer.kind
+                crate::layers::shown_type(ty),
+                planned_constants(layer)
             );
             // The message is an argument, not the format string: it holds the type's text (`Gain<{ N }>`).
             // At the type, for errors; its crate paths resolved as the rest of the code's are (at
@@ -67,4 +69,26 @@ pub(super) fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<Token
             }
         })
         .collect()
+}
+
+/// The `Layer` constants the plan assumed, written as the type would declare them, for the user
+/// to compare with the type's own.
+fn planned_constants(layer: &overlap_plan::LayerInfo) -> String {
+    let width = match layer.width {
+        overlap_plan::Width::Fixed { input, output } => format!("Width::Fixed {{ input: {input}, output: {output} }}"),
+        overlap_plan::Width::Preserving => "Width::Preserving".to_string(),
+    };
+    let params: Vec<String> = layer
+        .params
+        .iter()
+        .map(|p| {
+            let dims: Vec<String> = p.shape.iter().map(usize::to_string).collect();
+            format!("ParamDef {{ name: \"{}\", shape: &[{}] }}", p.name, dims.join(", "))
+        })
+        .collect();
+    format!(
+        "WIDTH = {width}, PARAMS = &[{}], READY_ORDER = ReadyOrder::{:?}",
+        params.join(", "),
+        layer.ready
+    )
 }

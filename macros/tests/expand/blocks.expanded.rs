@@ -1283,24 +1283,24 @@ pub mod net {
         ::overlap::__private::layer_matches:: < Linear < 4, 8 > >
         (::overlap::plan::Width::Fixed { input : 4, output : 8 }, & [("weight", & [8,
         4]), ("bias", & [8])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-        "layer `input`: `Linear<4, 8>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+        "layer `input`: `Linear<4, 8>`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Fixed { input: 4, output: 8 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[8, 4] }, ParamDef { name: \"bias\", shape: &[8] }], READY_ORDER = ReadyOrder::Reverse"
     );
     const _: () = ::overlap::__private::assert!(
         ::overlap::__private::layer_matches:: < LayerNorm < 8 > >
         (::overlap::plan::Width::Fixed { input : 8, output : 8 }, & [("weight", & [8]),
         ("bias", & [8])], ::overlap::plan::ReadyOrder::Definition), "{}",
-        "layer `blocks.0.norm`: `LayerNorm<8>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+        "layer `blocks.0.norm`: `LayerNorm<8>`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Fixed { input: 8, output: 8 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[8] }, ParamDef { name: \"bias\", shape: &[8] }], READY_ORDER = ReadyOrder::Definition"
     );
     const _: () = ::overlap::__private::assert!(
         ::overlap::__private::layer_matches:: < Linear < 8, 8 > >
         (::overlap::plan::Width::Fixed { input : 8, output : 8 }, & [("weight", & [8,
         8]), ("bias", & [8])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-        "layer `blocks.0.fc`: `Linear<8, 8>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+        "layer `blocks.0.fc`: `Linear<8, 8>`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Fixed { input: 8, output: 8 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[8, 8] }, ParamDef { name: \"bias\", shape: &[8] }], READY_ORDER = ReadyOrder::Reverse"
     );
     const _: () = ::overlap::__private::assert!(
         ::overlap::__private::layer_matches:: < Linear < 8, 2 > >
         (::overlap::plan::Width::Fixed { input : 8, output : 2 }, & [("weight", & [2,
         8]), ("bias", & [2])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-        "layer `head`: `Linear<8, 2>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+        "layer `head`: `Linear<8, 2>`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Fixed { input: 8, output: 2 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[2, 8] }, ParamDef { name: \"bias\", shape: &[2] }], READY_ORDER = ReadyOrder::Reverse"
     );
 }

@@ -1155,38 +1155,38 @@ const _: () = ::overlap::__private::assert!(
     ::overlap::__private::layer_matches:: < Linear < 784, 2048 > >
     (::overlap::plan::Width::Fixed { input : 784, output : 2048 }, & [("weight", & [2048,
     784]), ("bias", & [2048])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-    "layer `fc1`: `Linear<784, 2048>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+    "layer `fc1`: `Linear<784, 2048>`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Fixed { input: 784, output: 2048 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[2048, 784] }, ParamDef { name: \"bias\", shape: &[2048] }], READY_ORDER = ReadyOrder::Reverse"
 );
 const _: () = ::overlap::__private::assert!(
     ::overlap::__private::layer_matches:: < Relu > (::overlap::plan::Width::Preserving, &
     [], ::overlap::plan::ReadyOrder::Reverse), "{}",
-    "layer `act1`: `Relu` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+    "layer `act1`: `Relu`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Preserving, PARAMS = &[], READY_ORDER = ReadyOrder::Reverse"
 );
 const _: () = ::overlap::__private::assert!(
     ::overlap::__private::layer_matches:: < Linear < 2048, 2048 > >
     (::overlap::plan::Width::Fixed { input : 2048, output : 2048 }, & [("weight", &
     [2048, 2048]), ("bias", & [2048])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-    "layer `fc2`: `Linear<2048, 2048>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+    "layer `fc2`: `Linear<2048, 2048>`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Fixed { input: 2048, output: 2048 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[2048, 2048] }, ParamDef { name: \"bias\", shape: &[2048] }], READY_ORDER = ReadyOrder::Reverse"
 );
 const _: () = ::overlap::__private::assert!(
     ::overlap::__private::layer_matches:: < Relu > (::overlap::plan::Width::Preserving, &
     [], ::overlap::plan::ReadyOrder::Reverse), "{}",
-    "layer `act2`: `Relu` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+    "layer `act2`: `Relu`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Preserving, PARAMS = &[], READY_ORDER = ReadyOrder::Reverse"
 );
 const _: () = ::overlap::__private::assert!(
     ::overlap::__private::layer_matches:: < Linear < 2048, 2048 > >
     (::overlap::plan::Width::Fixed { input : 2048, output : 2048 }, & [("weight", &
     [2048, 2048]), ("bias", & [2048])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-    "layer `fc3`: `Linear<2048, 2048>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+    "layer `fc3`: `Linear<2048, 2048>`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Fixed { input: 2048, output: 2048 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[2048, 2048] }, ParamDef { name: \"bias\", shape: &[2048] }], READY_ORDER = ReadyOrder::Reverse"
 );
 const _: () = ::overlap::__private::assert!(
     ::overlap::__private::layer_matches:: < Relu > (::overlap::plan::Width::Preserving, &
     [], ::overlap::plan::ReadyOrder::Reverse), "{}",
-    "layer `act3`: `Relu` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+    "layer `act3`: `Relu`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Preserving, PARAMS = &[], READY_ORDER = ReadyOrder::Reverse"
 );
 const _: () = ::overlap::__private::assert!(
     ::overlap::__private::layer_matches:: < Linear < 2048, 10 > >
     (::overlap::plan::Width::Fixed { input : 2048, output : 10 }, & [("weight", & [10,
     2048]), ("bias", & [10])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-    "layer `head`: `Linear<2048, 10>` does not have the widths, parameter names and shapes, and ready order the bucket schedule was planned with (see its `overlap::Layer` constants)"
+    "layer `head`: `Linear<2048, 10>`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Fixed { input: 2048, output: 10 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[10, 2048] }, ParamDef { name: \"bias\", shape: &[10] }], READY_ORDER = ReadyOrder::Reverse"
 );
