@@ -265,5 +265,14 @@ fn has_parameters(model: &Model, errors: &mut Errors) {
     let any_params = model.fields.iter().filter_map(|f| f.spec.as_ref()).any(|s| !s.params.is_empty());
     if all_known && !model.fields.is_empty() && !any_params {
         errors.spanned(&model.item.ident, "this model has no parameters, so there are no gradients to all-reduce");
+    } else if all_known && any_params && model.fields.iter().flat_map(|f| &f.spec).all(|s| s.width == Width::Preserving)
+    {
+        // The data's features and the loss's classes are checked against the model's widths.
+        errors.spanned(
+            &model.item.ident,
+            "every layer of this model keeps its input's width, so nothing says how wide its input and output are: \
+             give it a layer of fixed widths (`Linear<N, M>`, or `#[layer(input = N, output = M, ..)]` on a layer of \
+             your own)",
+        );
     }
 }

@@ -193,7 +193,8 @@ fn ddp_layouts(schedule: &Schedule, specs: &[LayerSpec]) -> Vec<(String, Option<
     if let BucketLimits::Capped { bucket_cap_bytes: cap, .. } = schedule.limits {
         if cap != DEFAULT_BUCKET_CAP_MB * MIB {
             let explicit = BucketLimits::Capped { first_bucket_bytes: cap, bucket_cap_bytes: cap };
-            let mb = cap as f64 / MIB as f64;
+            // Four significant digits: the cap in bytes, in MiB, is rarely a short decimal.
+            let mb: f64 = format!("{:.3e}", cap as f64 / MIB as f64).parse().unwrap_or(0.0);
             rows.push((
                 format!("DDP bucket_cap_mb={mb}, rebuilt (first too)"),
                 plan_buckets(model, specs, &explicit).ok(),
@@ -255,6 +256,17 @@ mod tests {
         let table = prediction_table("M", cluster, &[("compiled".to_string(), 3, huge)]);
         let row = table.lines().last().unwrap();
         assert_eq!(row.split_whitespace().count(), 6, "{table}");
+    }
+
+    #[test]
+    fn an_explicit_caps_row_shows_it_in_four_digits() {
+        let specs = vec![LayerSpec::new("fc", "Linear", overlap_plan::Width::Fixed { input: 2, output: 2 })
+            .with_param("weight", &[2, 2])];
+        // A cap of 0.01 MB in the attribute is 10486 bytes: 0.010000228881835938 MiB.
+        let limits = BucketLimits::Capped { first_bucket_bytes: 10486, bucket_cap_bytes: 10486 };
+        let schedule = plan_buckets("M", &specs, &limits).unwrap();
+        let labels: Vec<String> = ddp_layouts(&schedule, &specs).into_iter().map(|(label, _)| label).collect();
+        assert!(labels.contains(&"DDP bucket_cap_mb=0.01, rebuilt (first too)".to_string()), "{labels:?}");
     }
 
     #[test]

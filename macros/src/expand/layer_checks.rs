@@ -86,9 +86,5 @@ fn planned_constants(layer: &overlap_plan::LayerInfo) -> String {
             format!("ParamDef {{ name: \"{}\", shape: &[{}] }}", p.name, dims.join(", "))
         })
         .collect();
-    format!(
-        "WIDTH = {width}, PARAMS = &[{}], READY_ORDER = ReadyOrder::{:?}",
-        params.join(", "),
-        layer.ready
-    )
+    format!("WIDTH = {width}, PARAMS = &[{}], READY_ORDER = ReadyOrder::{:?}", params.join(", "), layer.ready)
 }
