@@ -20,24 +20,43 @@ pub fn all(model: &mut Model, errors: &mut Errors) {
     sizes_fit(model, errors);
 }
 
-/// A `#[bucket_boundary]` on one of the model's own layers keeps the layers before it and those
-/// from it on in separate buckets: with no parameters on one side, it separates nothing. (One in
-/// a block, or on a block's field, is judged by no copy alone: the others may need it.)
+/// A `#[bucket_boundary]` keeps the layers before it and those from it on in separate buckets:
+/// with no parameters on one side, it separates nothing. One written in a block, or on a block's
+/// field, stands at every copy and use of it, so it is refused only where it separates nothing
+/// at any of them.
 fn boundaries_separate(model: &Model, errors: &mut Errors) {
     if model.fields.iter().any(|f| f.spec.is_none()) {
         return; // Which layers have parameters is not known.
     }
     let has_params = |f: &crate::ast::Field| f.spec.as_ref().is_some_and(|s| !s.params.is_empty());
-    for (i, field) in model.fields.iter().enumerate().filter(|(_, f)| f.uses.is_empty()) {
-        let Some(attr) = &field.boundary else { continue };
-        let why = if !model.fields[..i].iter().any(has_params) {
-            "no layer before it has parameters"
-        } else if !model.fields[i..].iter().any(has_params) {
-            "no layer from it on has parameters"
-        } else {
-            continue;
+    // Each attribute, by the field it is written on (the same `Type` at every copy), with the
+    // unrolled layers it stands before.
+    let mut written: Vec<(*const Type, &syn::Attribute, Vec<usize>)> = Vec::new();
+    for (i, field) in model.fields.iter().enumerate() {
+        let own = field.boundary.as_ref().map(|attr| (std::ptr::from_ref(field.ty), attr));
+        let on_block = field.block_boundary.as_ref().map(|(ty, attr)| (std::ptr::from_ref(*ty), attr));
+        for (at, attr) in own.into_iter().chain(on_block) {
+            match written.iter_mut().find(|(other, ..)| *other == at) {
+                Some((.., places)) => places.push(i),
+                None => written.push((at, attr, vec![i])),
+            }
+        }
+    }
+    for (_, attr, places) in written {
+        let why = |i: usize| {
+            if !model.fields[..i].iter().any(has_params) {
+                Some("no layer before it has parameters")
+            } else if !model.fields[i..].iter().any(has_params) {
+                Some("no layer from it on has parameters")
+            } else {
+                None
+            }
         };
-        errors.spanned(attr, format!("this `#[bucket_boundary]` separates nothing: {why}; remove it"));
+        let whys: Vec<Option<&str>> = places.iter().map(|&i| why(i)).collect();
+        if let (Some(Some(why)), true) = (whys.first(), whys.iter().all(Option::is_some)) {
+            let anywhere = if places.len() > 1 { " at any use of its block" } else { "" };
+            errors.spanned(attr, format!("this `#[bucket_boundary]` separates nothing{anywhere}: {why}; remove it"));
+        }
     }
 }
 

@@ -259,10 +259,11 @@ impl<'a> Flat<'_, 'a> {
                     }
                     this.empty_blocks += 1;
                 } else {
-                    if attrs.bucket_boundary.is_some() {
+                    if let Some(attr) = &attrs.bucket_boundary {
                         if let Some(spec) = &mut this.fields[first].spec {
                             spec.bucket_boundary = true;
                         }
+                        this.fields[first].block_boundary = Some((&field.ty, attr.clone()));
                     }
                     if residual {
                         let last = this.fields.len() - 1;

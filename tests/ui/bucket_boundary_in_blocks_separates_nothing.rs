@@ -1,0 +1,51 @@
+// In a block, a boundary stands at every copy and use of the block: refused where it separates
+// nothing at all of them, kept where one copy needs it.
+#[overlap::distributed_model]
+mod on_block_field {
+    use overlap::prelude::*;
+
+    pub struct B {
+        fc: Linear<4, 4>,
+        act: Tanh,
+    }
+
+    pub struct Net {
+        #[bucket_boundary]
+        b: B,
+        head: Linear<4, 2>,
+    }
+}
+
+#[overlap::distributed_model]
+mod inside_a_block {
+    use overlap::prelude::*;
+
+    pub struct B {
+        fc: Linear<4, 4>,
+        #[bucket_boundary]
+        act: Tanh,
+    }
+
+    pub struct Net {
+        head: Linear<4, 4>,
+        b: B,
+    }
+}
+
+#[overlap::distributed_model]
+mod kept_for_the_later_copies {
+    use overlap::prelude::*;
+
+    pub struct B {
+        #[bucket_boundary]
+        fc: Linear<4, 4>,
+    }
+
+    pub struct Net {
+        #[bucket_boundary]
+        blocks: [B; 3],
+        head: Linear<4, 2>,
+    }
+}
+
+fn main() {}
