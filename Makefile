@@ -141,6 +141,8 @@ bench: deps $(if $(BENCH_FEATURES),mkl)
 	$(TORCH_PYTHON) compare/blocks_twin.py
 	# The gpt example against its PyTorch twin: 10 steps, 1 and 2 ranks, float64 reference, planted errors.
 	$(TORCH_PYTHON) compare/gpt_twin.py
+	# The same against PyTorch under SGD, coupled decay, --decay-on, --accumulate, sharding, MPI.
+	$(TORCH_PYTHON) compare/options_twin.py
 	# gpt checkpoints into nanoGPT's GPT and back (skipped unless NANOGPT_DIR is a nanoGPT checkout).
 	$(TORCH_PYTHON) scripts/nanogpt.py check
 	# The residual and GPT examples' overlap on an emulated link, and their step against compute alone.

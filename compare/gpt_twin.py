@@ -54,14 +54,14 @@ MASK64 = (1 << 64) - 1
 class Text:
     """Our `CharText`: sorted characters, 90/10 split, windows by SplitMix64(seed, index)."""
 
-    def __init__(self, path, seed=0):
+    def __init__(self, path, seed=0, context=CONTEXT):
         with open(path, encoding="utf-8") as f:
             text = f.read()
         self.vocab = sorted(set(text))
         index = {c: i for i, c in enumerate(self.vocab)}
         self.tokens = [index[c] for c in text]
         self.train_end = int(len(self.tokens) * 0.9)
-        self.seed = seed
+        self.seed, self.context = seed, context
 
     def offset(self, index, split):
         z = (self.seed + index * 0x9E3779B97F4A7C15) & MASK64
@@ -69,13 +69,13 @@ class Text:
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
         z ^= z >> 31
         start, end = split
-        return start + z % (end - start - CONTEXT)
+        return start + z % (end - start - self.context)
 
     def batch(self, torch, first, rows, held_out=False):
         split = (self.train_end, len(self.tokens)) if held_out else (0, self.train_end)
         at = [self.offset(first + s, split) for s in range(rows)]
-        x = torch.tensor([self.tokens[a:a + CONTEXT] for a in at])
-        y = torch.tensor([self.tokens[a + 1:a + CONTEXT + 1] for a in at])
+        x = torch.tensor([self.tokens[a:a + self.context] for a in at])
+        y = torch.tensor([self.tokens[a + 1:a + self.context + 1] for a in at])
         return x, y
 
 

@@ -168,6 +168,10 @@ fn a_second_job_saving_into_the_same_folder_fails_at_once_naming_the_first() {
 fn flags_that_would_be_ignored_are_refused() {
     let (ok, text) = mlp(&["--gpu", "0", "--steps", "1"]);
     assert!(!ok && text.contains("--gpu chooses a GPU for --device cuda"), "{text}");
+    // A classifier of synthetic features has no characters to sample: refused before step 1.
+    let (ok, text) = mlp(&["--steps", "1", "--batch", "4", "--sample", "5"]);
+    assert!(!ok && text.contains("--sample prints the characters a language model generates"), "{text}");
+    assert!(!text.contains("step      1"), "{text}");
     let (ok, text) = mlp(&["--comm-only", "--steps", "1", "--save", "nowhere", "--data", "nothing"]);
     assert!(!ok && text.contains("--comm-only trains nothing, so it has nothing to do with --save, --data"), "{text}");
     // What it does hold, it reports: the gradient buckets, not a training run's state.

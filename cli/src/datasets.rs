@@ -91,13 +91,17 @@ pub(crate) fn recorded_vocabulary<M: DistributedModel>(recorded: &str) -> Result
 /// What `--sample` prints the tokens as: the text's characters, or the vocabulary beside the
 /// token shards, which shards without one do not have.
 pub(crate) fn sample_vocabulary(data: &TrainingData, args: &TrainArgs) -> Result<Vec<char>> {
-    match Dataset::vocabulary(data) {
-        Some(vocabulary) => Ok(vocabulary.chars().collect()),
-        None => Err(Error::Config(format!(
+    match (Dataset::vocabulary(data), &args.tokens) {
+        (Some(vocabulary), _) => Ok(vocabulary.chars().collect()),
+        (None, Some(tokens)) => Err(Error::Config(format!(
             "--sample prints characters, but --tokens {} has no vocabulary.txt beside its shards (`prepare` writes \
              one) to read its token ids as",
-            args.tokens.as_deref().unwrap_or(Path::new("")).display()
+            tokens.display()
         ))),
+        (None, None) => Err(Error::Config(
+            "--sample prints the characters a language model generates: train one on --text FILE or --tokens PATH"
+                .into(),
+        )),
     }
 }
 
