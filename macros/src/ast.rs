@@ -105,9 +105,10 @@ pub struct Field<'a> {
     pub uses: Vec<(String, &'a Type)>,
     /// Its own `#[bucket_boundary]` (one on a block field is on the block's first layer's spec).
     pub boundary: Option<syn::Attribute>,
-    /// On a block's first layer: the block field's `#[bucket_boundary]`, with that field's type
-    /// (shared by the copies of a repeated block, which tells them apart from other uses).
-    pub block_boundary: Option<(&'a Type, syn::Attribute)>,
+    /// On a block's first layer: the `#[bucket_boundary]` of each block field it begins, with
+    /// that field's type (shared by the copies of a repeated block, which tells them apart from
+    /// other uses), innermost first.
+    pub block_boundaries: Vec<(&'a Type, syn::Attribute)>,
 }
 
 impl<'a> Model<'a> {
@@ -208,7 +209,7 @@ impl<'a> Field<'a> {
             tied: attrs.tied,
             uses: prefix.uses.clone(),
             boundary: attrs.bucket_boundary,
-            block_boundary: None,
+            block_boundaries: Vec::new(),
             init,
         };
         if let Some(own) = &attrs.init {

@@ -34,7 +34,7 @@ fn boundaries_separate(model: &Model, errors: &mut Errors) {
     let mut written: Vec<(*const Type, &syn::Attribute, Vec<usize>)> = Vec::new();
     for (i, field) in model.fields.iter().enumerate() {
         let own = field.boundary.as_ref().map(|attr| (std::ptr::from_ref(field.ty), attr));
-        let on_block = field.block_boundary.as_ref().map(|(ty, attr)| (std::ptr::from_ref(*ty), attr));
+        let on_block = field.block_boundaries.iter().map(|(ty, attr)| (std::ptr::from_ref(*ty), attr));
         for (at, attr) in own.into_iter().chain(on_block) {
             match written.iter_mut().find(|(other, ..)| *other == at) {
                 Some((.., places)) => places.push(i),

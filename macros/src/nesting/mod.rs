@@ -263,7 +263,7 @@ impl<'a> Flat<'_, 'a> {
                         if let Some(spec) = &mut this.fields[first].spec {
                             spec.bucket_boundary = true;
                         }
-                        this.fields[first].block_boundary = Some((&field.ty, attr.clone()));
+                        this.fields[first].block_boundaries.push((&field.ty, attr.clone()));
                     }
                     if residual {
                         let last = this.fields.len() - 1;
