@@ -78,6 +78,14 @@ fn parameters_saved_to_stdout_hold_only_themselves() {
     assert!(stderr.contains("step      2") && stderr.contains("overlap report"), "the log went to stderr:\n{stderr}");
     let params = common::load_sorted_params(&file);
     assert_eq!(params.iter().map(|(name, ..)| name.as_str()).collect::<Vec<_>>()[..2], ["fc1.bias", "fc1.weight"]);
+    // A device both go to (`--save-params /dev/null > /dev/null`) leaves the log where it was.
+    let out = Command::new(example("mlp"))
+        .args(["--steps", "1", "--batch", "4", "--save-params", "/dev/null"])
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !stderr.contains("done:"), "{stderr}");
 }
 
 #[test]
@@ -172,6 +180,8 @@ fn flags_that_would_be_ignored_are_refused() {
     let (ok, text) = mlp(&["--steps", "1", "--batch", "4", "--sample", "5"]);
     assert!(!ok && text.contains("--sample prints the characters a language model generates"), "{text}");
     assert!(!text.contains("step      1"), "{text}");
+    let (ok, text) = mlp(&["--comm-only", "--steps", "1", "--sample", "5"]);
+    assert!(!ok && text.contains("--comm-only trains nothing, so it has nothing to do with --sample"), "{text}");
     let (ok, text) = mlp(&["--comm-only", "--steps", "1", "--save", "nowhere", "--data", "nothing"]);
     assert!(!ok && text.contains("--comm-only trains nothing, so it has nothing to do with --save, --data"), "{text}");
     // What it does hold, it reports: the gradient buckets, not a training run's state.

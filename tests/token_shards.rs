@@ -107,6 +107,11 @@ fn shards_and_settings_that_do_not_fit_are_refused_before_step_1() {
     overlap::token_shards::write_shard(&dir.path().join("no-val/x_train.bin"), &[1; 400]).unwrap();
     std::fs::write(dir.path().join("garbage_train.bin"), vec![1u8; 2000]).unwrap();
     std::fs::create_dir(dir.path().join("empty")).unwrap();
+    // A vocabulary.txt of more characters than the model predicts: no sample could print them.
+    std::fs::create_dir(dir.path().join("wide-vocabulary")).unwrap();
+    overlap::token_shards::write_shard(&dir.path().join("wide-vocabulary/x_train.bin"), &[1; 400]).unwrap();
+    let characters: String = (0..100u32).map(|i| char::from_u32(0x100 + i).unwrap()).collect();
+    std::fs::write(dir.path().join("wide-vocabulary/vocabulary.txt"), characters).unwrap();
     // A held-out token past the vocabulary is refused before step 1 too, not at the measurement.
     std::fs::create_dir(dir.path().join("wide-val")).unwrap();
     overlap::token_shards::write_shard(&dir.path().join("wide-val/x_train.bin"), &[1; 400]).unwrap();
@@ -134,6 +139,10 @@ fn shards_and_settings_that_do_not_fit_are_refused_before_step_1() {
         (
             &["--tokens", "no-val", "--sample", "5"],
             "--sample prints characters, but --tokens no-val has no vocabulary.txt",
+        ),
+        (
+            &["--tokens", "wide-vocabulary", "--sample", "5"],
+            "wide-vocabulary/vocabulary.txt: 100 distinct characters, but Gpt predicts 96 classes",
         ),
     ] {
         // The example measures held-out loss by default; only the case about it keeps that.

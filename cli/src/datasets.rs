@@ -8,7 +8,7 @@ use overlap_runtime::data::SyntheticClassification;
 use overlap_runtime::idx::{IdxDataset, Split};
 use overlap_runtime::model::{position_rows, token_rows, vocabulary_limit};
 use overlap_runtime::text::{file_vocabulary, CharText};
-use overlap_runtime::token_shards::{locate, val_namesake, TokenShards};
+use overlap_runtime::token_shards::{locate, val_namesake, TokenShards, VOCABULARY_FILE};
 use overlap_runtime::training_data::TrainingData;
 use overlap_runtime::{Dataset, DistributedModel, Error, Result};
 
@@ -90,9 +90,18 @@ pub(crate) fn recorded_vocabulary<M: DistributedModel>(recorded: &str) -> Result
 
 /// What `--sample` prints the tokens as: the text's characters, or the vocabulary beside the
 /// token shards, which shards without one do not have.
-pub(crate) fn sample_vocabulary(data: &TrainingData, args: &TrainArgs) -> Result<Vec<char>> {
+pub(crate) fn sample_vocabulary<M: DistributedModel>(data: &TrainingData, args: &TrainArgs) -> Result<Vec<char>> {
     match (Dataset::vocabulary(data), &args.tokens) {
-        (Some(vocabulary), _) => Ok(vocabulary.chars().collect()),
+        (Some(vocabulary), Some(tokens)) => {
+            // A --text's characters were checked when it was read; the shards' vocabulary.txt
+            // may hold characters the training shards never use, past what the model predicts.
+            let classes = vocabulary_limit::<M>().unwrap_or(io_widths::<M>()?.1);
+            let file =
+                if tokens.is_dir() { tokens.join(VOCABULARY_FILE) } else { tokens.with_file_name(VOCABULARY_FILE) };
+            check_vocabulary::<M>(&file, vocabulary.chars().count(), classes)?;
+            Ok(vocabulary.chars().collect())
+        }
+        (Some(vocabulary), None) => Ok(vocabulary.chars().collect()),
         (None, Some(tokens)) => Err(Error::Config(format!(
             "--sample prints characters, but --tokens {} has no vocabulary.txt beside its shards (`prepare` writes \
              one) to read its token ids as",

@@ -42,6 +42,7 @@ pub fn refuse_with_comm_only(args: &TrainArgs) -> Result<()> {
         (args.save_params.is_some(), "--save-params"),
         (args.resume.is_some(), "--resume"),
         (args.init_params.is_some(), "--init-params"),
+        (args.sample > 0, "--sample"),
         (args.data.is_some(), "--data"),
         (args.text.is_some(), "--text"),
         (args.tokens.is_some(), "--tokens"),

@@ -52,10 +52,26 @@ fn boundaries_separate(model: &Model, errors: &mut Errors) {
                 None
             }
         };
-        let whys: Vec<Option<&str>> = places.iter().map(|&i| why(i)).collect();
-        if let (Some(Some(why)), true) = (whys.first(), whys.iter().all(Option::is_some)) {
-            let anywhere = if places.len() > 1 { " at any use of its block" } else { "" };
-            errors.spanned(attr, format!("this `#[bucket_boundary]` separates nothing{anywhere}: {why}; remove it"));
+        let whys: Option<Vec<&str>> = places.iter().map(|&i| why(i)).collect();
+        match whys.as_deref() {
+            Some([why]) => {
+                errors.spanned(attr, format!("this `#[bucket_boundary]` separates nothing: {why}; remove it"))
+            }
+            Some(whys) => {
+                // Each use says its own reason: before one, nothing has parameters; after another.
+                let at: Vec<String> = (places.iter().zip(whys).take(4))
+                    .map(|(&i, why)| format!("at `{}`, {why}", model.fields[i].name))
+                    .collect();
+                let more = if places.len() > 4 { ", ..." } else { "" };
+                errors.spanned(
+                    attr,
+                    format!(
+                        "this `#[bucket_boundary]` separates nothing at any use of its block ({}{more}); remove it",
+                        at.join("; ")
+                    ),
+                );
+            }
+            None => {}
         }
     }
 }
@@ -192,14 +208,16 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
         };
         match spec.width {
             Width::Fixed { input, output } => {
-                if let Some((_, from)) = flowing.as_ref().filter(|_| layers::kind_name(&spec.kind) == "Embedding") {
+                let embedding = !field.custom && layers::kind_name(&spec.kind) == "Embedding";
+                if let Some((width, from)) = flowing.as_ref().filter(|(width, _)| embedding && *width != input) {
                     errors.once(
                         field.ty,
                         Rule::Width,
                         field.ty,
                         format!(
-                            "`{}` is an Embedding, which reads token ids: it comes first in the model, not after \
-                             `{from}`",
+                            "`{}` is an Embedding, which reads one token id per row, but the previous layer \
+                             `{from}` outputs width {width}: an Embedding comes first in the model, where it reads \
+                             the batch's token ids",
                             field.name
                         ),
                     );

@@ -216,24 +216,26 @@ pub fn check_named(
         .filter(|(own, _)| own.is_some_and(|i| Rc::ptr_eq(i, init)))
         .flat_map(|(_, spec)| spec.iter().flat_map(|s| s.params.iter()))
         .any(|p| p.shape.len() >= 2 || p.name == "bias" || p.name.ends_with(".bias"));
+    let shown = |path: &str| path.strip_prefix(&shown_from).unwrap_or(path).to_string();
     if let (Some(_), Some(at), true, false) = (init.std, &init.std_at, init.named.is_empty(), drawn_by_std) {
-        let why = if !decided.is_empty() {
-            let shown: Vec<String> = decided.iter().take(4).map(|p| format!("`{p}`")).collect();
+        let message = if !decided.is_empty() {
+            let listed: Vec<String> = decided.iter().take(4).map(|p| format!("`{}`", shown(p))).collect();
             format!(
-                "`std` draws matrices and zeroes biases, and {} {} neither; name a parameter to draw it: \
-                 `ends_with(\"{}\", std = ..)`",
-                shown.join(", "),
+                "this `#[init]` changes no parameter: `std` draws matrices and zeroes biases, and {} {} neither; \
+                 name a parameter to draw it: `ends_with(\"{}\", std = ..)`",
+                listed.join(", "),
                 if decided.len() == 1 { "is" } else { "are" },
                 decided[0].rsplit('.').next().unwrap_or(&decided[0])
             )
         } else if others.is_empty() {
-            "no layer under it has parameters".to_string()
+            "this `#[init]` decides no parameter: no layer under it has parameters".to_string()
         } else {
-            "each parameter under it is decided by the `#[init]` of a field inside".to_string()
+            "this `#[init]` decides no parameter: each parameter under it is decided by the `#[init]` of a field \
+             inside"
+                .to_string()
         };
-        errors.spanned(at, format!("this `#[init]` decides no parameter: {why}"));
+        errors.spanned(at, message);
     }
-    let shown = |path: &str| path.strip_prefix(&shown_from).unwrap_or(path).to_string();
     for rule in init.named.iter().filter(|rule| !decided.iter().any(|p| rule.matches(p))) {
         let listed: Vec<String> = decided.iter().take(6).map(|p| shown(p)).collect();
         let more = match decided.len() - listed.len() {

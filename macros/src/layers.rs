@@ -220,7 +220,7 @@ pub fn not_a_layer(ty: &Type) -> String {
             "`{shown}`: an array of arrays is not unrolled; make a block holding the inner array, and repeat that \
              block"
         ),
-        Type::Array(array) if !matches!(&*array.elem, Type::Path(p) if p.path.segments.len() == 1) => format!(
+        Type::Array(array) if names_no_layer(&array.elem) => format!(
             "`{shown}`: an array repeats a block, named by its struct's name alone (`[Block; 8]`), defined beside \
              the model in its `#[distributed_model]` module"
         ),
@@ -247,6 +247,20 @@ pub fn not_a_layer(ty: &Type) -> String {
              input/output for width-preserving layers, `#[layer()]` for one without parameters)",
             built_in_list()
         ),
+    }
+}
+
+/// An array's element that is neither a bare name (`Block`) nor a layer type (`nn::Linear<4, 4>`,
+/// `overlap::Relu`): a path or parentheses around what can only be a block's name.
+fn names_no_layer(elem: &Type) -> bool {
+    match elem {
+        Type::Paren(_) => true,
+        Type::Path(p) => {
+            let last = p.path.segments.last();
+            p.path.segments.len() > 1
+                && last.is_some_and(|s| s.arguments.is_empty() && !BUILT_INS.iter().any(|(name, _)| s.ident == name))
+        }
+        _ => false,
     }
 }
 

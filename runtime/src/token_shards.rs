@@ -388,7 +388,7 @@ pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usiz
     let write = |split: &str, parts: &[u16]| -> Result<Vec<PathBuf>> {
         // Shards of at most `shard_tokens` as equal as can be, not full ones and a short last one, which
         // could be too short for one sample; and never of one token, which holds no sample at all
-        // (an odd split into shards of 2 ends with one of 3). The first `n % count` shards take
+        // (an odd split into shards of 2 begins with one of 3). The first `n % count` shards take
         // one token more than the others.
         if parts.len() < 2 {
             return Ok(Vec::new()); // No shard could hold a sample (an empty split, or one token).

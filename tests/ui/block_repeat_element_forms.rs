@@ -12,6 +12,8 @@ mod net {
         grid: [[Block; 2]; 2],
         pathed: [self::Block; 2],
         parenthesised: [(Block); 2],
+        // A layer through a path, repeated: told to make a block of it.
+        layers: [overlap::prelude::Tanh; 2],
         head: Linear<4, 2>,
     }
 }

@@ -32,6 +32,45 @@ mod inside_a_block {
     }
 }
 
+// Each use of the block says its own reason.
+#[overlap::distributed_model]
+mod reasons_differ {
+    use overlap::prelude::*;
+
+    pub struct B {
+        #[bucket_boundary]
+        act: Tanh,
+    }
+
+    pub struct Net {
+        b1: B,
+        fc: Linear<4, 4>,
+        b2: B,
+    }
+}
+
+// Two block fields that begin at the same layer: each boundary is judged.
+#[overlap::distributed_model]
+mod nested_at_one_layer {
+    use overlap::prelude::*;
+
+    pub struct Inner {
+        fc: Linear<4, 4>,
+    }
+
+    pub struct Outer {
+        #[bucket_boundary]
+        inner: Inner,
+        fc: Linear<4, 4>,
+    }
+
+    pub struct Net {
+        #[bucket_boundary]
+        outer: Outer,
+        head: Linear<4, 2>,
+    }
+}
+
 #[overlap::distributed_model]
 mod kept_for_the_later_copies {
     use overlap::prelude::*;

@@ -1,6 +1,6 @@
 use overlap::prelude::*;
 
-// An Embedding reads token ids, so nothing comes before it.
+// An Embedding reads one token id per row: after a layer of another width, it is told to come first.
 #[distributed_model]
 pub struct Lm {
     fc: Linear<4, 4>,

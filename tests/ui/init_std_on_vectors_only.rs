@@ -14,4 +14,22 @@ pub struct Net {
     head: Linear<4, 2>,
 }
 
+// In a repeated block: one error for every copy.
+#[distributed_model]
+mod repeated {
+    use overlap::prelude::*;
+
+    pub struct Block {
+        fc: Linear<4, 4>,
+        #[init(std = 0.02)]
+        #[layer(params(weight = [4]))]
+        scale: super::scale::Scale,
+    }
+
+    pub struct Net {
+        blocks: [Block; 3],
+        head: Linear<4, 2>,
+    }
+}
+
 fn main() {}

@@ -20,22 +20,24 @@ pub fn out(text: &str) {
     write(&mut std::io::stdout().lock(), &STDOUT_CLOSED, text)
 }
 
-/// Where `path` is this process's stdout (`/dev/stdout`, or the file stdout is redirected to),
-/// everything printed from now on goes to stderr, so that the file the run writes there holds
-/// only itself. Returns whether it is.
-pub fn keep_stdout_for(path: &Path) -> bool {
-    let is_stdout = names_stdout(path);
-    if is_stdout {
-        STDOUT_IS_AN_OUTPUT.store(true, Ordering::Relaxed);
-    }
+/// Where one of a run's `outputs` is this process's stdout (`/dev/stdout`, or the file stdout is
+/// redirected to), everything printed until the next call goes to stderr, so that the file the
+/// run writes there holds only itself. Returns whether one is.
+pub fn keep_stdout_for<'a>(outputs: impl IntoIterator<Item = &'a Path>) -> bool {
+    let is_stdout = outputs.into_iter().any(names_stdout);
+    STDOUT_IS_AN_OUTPUT.store(is_stdout, Ordering::Relaxed);
     is_stdout
 }
 
 #[cfg(unix)]
 fn names_stdout(path: &Path) -> bool {
     use std::os::fd::AsFd;
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let Ok(file) = std::fs::metadata(path) else { return false };
+    // A device (`/dev/null`) takes what both write without either spoiling the other.
+    if file.file_type().is_char_device() {
+        return false;
+    }
     let Ok(stdout) = std::io::stdout().as_fd().try_clone_to_owned() else { return false };
     let Ok(stdout) = std::fs::File::from(stdout).metadata() else { return false };
     (file.dev(), file.ino()) == (stdout.dev(), stdout.ino())

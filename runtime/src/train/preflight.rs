@@ -193,8 +193,8 @@ pub(super) fn claim_outputs(config: &TrainConfig, inputs: &[PathBuf]) -> Result<
     let mut made = output_paths::MadeFolders::default();
     for (path, what) in output_files(config) {
         made.extend(output_paths::check_file(path, what)?);
-        crate::process::console::keep_stdout_for(path);
     }
+    crate::process::console::keep_stdout_for(output_files(config).map(|(path, _)| path));
     distinct_outputs(config, inputs)?;
     // The folders made to check the output files go again now, while they are empty: a rank that
     // MPI_Abort kills (another rank failed) cannot remove them later, and the file's writer makes
