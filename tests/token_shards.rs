@@ -85,6 +85,19 @@ fn prepared_shards_sample_in_their_own_characters() {
     let (ok, from_file) = run("gpt", dir.path(), &[&common[..], &["--steps", "0", "--init-params", "p.st"]].concat());
     assert!(ok, "{from_file}");
     assert_eq!(sample(&from_file).as_ref(), Some(&drawn));
+    // Shards without a vocabulary.txt print in the one --init-params records.
+    std::fs::create_dir(dir.path().join("bare")).unwrap();
+    for entry in std::fs::read_dir(dir.path().join("shards")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|x| x == "bin") {
+            std::fs::copy(&path, dir.path().join("bare").join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let resumed = ["--tokens", "bare", "--steps", "1", "--batch", "4", "--report", "off", "--eval-every", "0"];
+    let (ok, text) = run("gpt", dir.path(), &[&common[..], &resumed, &["--init-params", "p.st"]].concat());
+    let drawn_again = sample(&text).unwrap_or_default();
+    assert!(ok && drawn_again.chars().count() == 60, "{text}");
+    assert!(drawn_again.chars().all(|c| TEXT.contains(c) || c == '\n'), "{text}");
     // A file that records none needs the text's characters, and says so.
     common::write_params(&dir.path().join("bare.st"), &common::load_sorted_params(&dir.path().join("p.st")));
     let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--steps", "0", "--init-params", "bare.st"]].concat());

@@ -89,10 +89,15 @@ pub(crate) fn recorded_vocabulary<M: DistributedModel>(recorded: &str) -> Result
 }
 
 /// What `--sample` prints the tokens as: the text's characters, or the vocabulary beside the
-/// token shards, which shards without one do not have.
-pub(crate) fn sample_vocabulary<M: DistributedModel>(data: &TrainingData, args: &TrainArgs) -> Result<Vec<char>> {
-    match (Dataset::vocabulary(data), &args.tokens) {
-        (Some(vocabulary), Some(tokens)) => {
+/// token shards, or else the one `--init-params` records (`recorded`); shards without one, from
+/// a file without one, have none.
+pub(crate) fn sample_vocabulary<M: DistributedModel>(
+    data: &TrainingData,
+    recorded: Option<&str>,
+    args: &TrainArgs,
+) -> Result<Vec<char>> {
+    match (Dataset::vocabulary(data), &args.tokens, recorded) {
+        (Some(vocabulary), Some(tokens), _) => {
             // A --text's characters were checked when it was read; the shards' vocabulary.txt
             // may hold characters the training shards never use, past what the model predicts.
             let classes = vocabulary_limit::<M>().unwrap_or(io_widths::<M>()?.1);
@@ -101,13 +106,14 @@ pub(crate) fn sample_vocabulary<M: DistributedModel>(data: &TrainingData, args: 
             check_vocabulary::<M>(&file, vocabulary.chars().count(), classes)?;
             Ok(vocabulary.chars().collect())
         }
-        (Some(vocabulary), None) => Ok(vocabulary.chars().collect()),
-        (None, Some(tokens)) => Err(Error::Config(format!(
+        (Some(vocabulary), None, _) => Ok(vocabulary.chars().collect()),
+        (None, Some(_), Some(recorded)) => recorded_vocabulary::<M>(recorded),
+        (None, Some(tokens), None) => Err(Error::Config(format!(
             "--sample prints characters, but --tokens {} has no vocabulary.txt beside its shards (`prepare` writes \
-             one) to read its token ids as",
+             one) to read its token ids as, nor does --init-params record one",
             tokens.display()
         ))),
-        (None, None) => Err(Error::Config(
+        (None, None, _) => Err(Error::Config(
             "--sample prints the characters a language model generates: train one on --text FILE or --tokens PATH"
                 .into(),
         )),

@@ -283,9 +283,11 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     )?;
     datasets::refuse_outputs_over_held_out(args)?;
     let mut data = datasets::training_data::<M>(args)?;
-    let (mut model, _) = starting_model::<M>(args, comm, overlap_runtime::Dataset::vocabulary(&data))?;
+    let (mut model, notes) = starting_model::<M>(args, comm, overlap_runtime::Dataset::vocabulary(&data))?;
     // Refused before training, not after it: a sample needs characters to print.
-    let sample_vocab = (args.sample > 0).then(|| datasets::sample_vocabulary::<M>(&data, args)).transpose()?;
+    let sample_vocab = (args.sample > 0)
+        .then(|| datasets::sample_vocabulary::<M>(&data, notes.vocabulary.as_deref(), args))
+        .transpose()?;
     let mut held_out = args.validation_every().map(|_| datasets::held_out::<M>(&data, args)).transpose()?;
     let trainer = Trainer::new(comm).config(args.train_config());
     let trainer = if comm.rank() == 0 { trainer.progress(Bar::new()) } else { trainer };
