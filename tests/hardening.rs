@@ -89,6 +89,19 @@ fn parameters_saved_to_stdout_hold_only_themselves() {
 }
 
 #[test]
+fn print_schedule_says_what_the_planner_chose_and_whose_plan_it_prints() {
+    // A plan chosen from a profile: its choice and prediction, as the model's doc comment says.
+    let out = Command::new(example("uneven")).arg("--print-schedule").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("buckets chosen by profile(") && text.contains("predicted step: "), "{text}");
+    // DDP's plan for the same layers is labelled as DDP's, with no planner's notes.
+    let out = Command::new(example("uneven")).arg("--print-schedule=ddp").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("PyTorch DDP's rebuilt buckets") && !text.contains("predicted step"), "{text}");
+}
+
+#[test]
 fn output_paths_that_cannot_be_written_are_refused_before_step_1() {
     let root = scratch("bad-paths");
     let file = root.path().join("a-file");

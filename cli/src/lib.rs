@@ -110,6 +110,9 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
                 );
             }
             console::out(&printed_schedule(&M::SCHEDULE, which)?.to_string());
+            if which == args::PrintSchedule::Compiled {
+                M::PLAN_NOTES.iter().for_each(|line| console::out_line(line));
+            }
         }
         return Ok(());
     }

@@ -257,7 +257,7 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
     };
     let assertions = layer_checks::layout_assertions(model, schedule);
     let guard = layer_checks::layer_guard(model);
-    let host = host_impl::host_impls(model, &names, schedule, &guard);
+    let host = host_impl::host_impls(model, &names, schedule, &planned.notes, &guard);
     let model_name = syn::ext::IdentExt::unraw(ident).to_string();
 
     quote! {

@@ -34,6 +34,11 @@ pub trait DistributedModel: Program + ParamVecs {
     /// Residual blocks, as `(first, last)` layer indices: layers `first..=last` compute `f`, and
     /// the block outputs `f(x) + x`. None in a chain of layers.
     const RESIDUALS: &'static [(usize, usize)] = &[];
+    /// What the planner says of its plan beyond `SCHEDULE`, one line each (the plan `auto` or
+    /// `profile` chose and its predicted step; a bucket order other than the default): the
+    /// lines the model's doc comment shows, for `--print-schedule` to print too. None for a plan
+    /// of size caps in ready order.
+    const PLAN_NOTES: &'static [&'static str] = &[];
 
     /// Deterministic initialisation of every layer from `seed`, on this rank only.
     fn init(seed: u64) -> Self;

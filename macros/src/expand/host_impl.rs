@@ -13,7 +13,13 @@ use crate::schedule_tokens;
 
 /// `impl DistributedModel` and `impl ParamVecs` for the model, both under `guard`: the `Layer`
 /// bounds on the `#[layer(...)]` types, as on every generated item that uses them.
-pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guard: &TokenStream) -> TokenStream {
+pub(super) fn host_impls(
+    model: &Model,
+    names: &Names,
+    schedule: &Schedule,
+    notes: &[String],
+    guard: &TokenStream,
+) -> TokenStream {
     // The device-generic types on the host, not their aliases (`MlpGrads`): an item of the user's
     // named as an alias is then the compiler's one error (E0428), not also a type error here.
     let Names { workspace_on, grads_on, in_flight_on, .. } = names;
@@ -29,6 +35,9 @@ pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guar
         });
         quote!(const RESIDUALS: &'static [(::core::primitive::usize, ::core::primitive::usize)] = &[#(#pairs),*];)
     });
+    // Only a plan the planner has something to say of says it: others keep the empty default.
+    let plan_notes = (!notes.is_empty())
+        .then(|| quote!(const PLAN_NOTES: &'static [&'static ::core::primitive::str] = &[#(#notes),*];));
     let schedule_const = schedule_tokens::schedule(schedule);
     let (param_arms, param_mut_arms) = (param_arms(names, schedule, "param"), param_arms(names, schedule, "param_mut"));
     let param_vec_arms = schedule.layers.iter().zip(&names.access).flat_map(|(layer, f)| {
@@ -46,6 +55,7 @@ pub(super) fn host_impls(model: &Model, names: &Names, schedule: &Schedule, guar
             type InFlight = #in_flight_on<::overlap::program::Host>;
             const DEVICE_OPS: &'static [::overlap::DeviceOp] = &[#(<#types as ::overlap::Layer>::DEVICE_OP),*];
             #residuals
+            #plan_notes
 
             fn init(seed: ::core::primitive::u64) -> Self {
                 #init
