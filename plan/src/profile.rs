@@ -39,8 +39,8 @@ pub struct Profile {
 /// One layer's forward and backward seconds per step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LayerTimes {
-    /// The layer's field name (e.g. `fc1`), which must match the model's layer at the same
-    /// position.
+    /// The layer's path (e.g. `fc1`, `blocks.3.fc1`), which must match the model's layer at the
+    /// same position.
     pub name: String,
     /// Seconds of its forward per step.
     pub forward_s: f64,

@@ -42,7 +42,7 @@ impl ParamInfo {
 /// One layer of the model, in definition order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LayerInfo {
-    /// The field name, e.g. `fc1`.
+    /// The layer's path from the model, e.g. `fc1` or `blocks.3.fc1`.
     pub name: Cow<'static, str>,
     /// The layer type as written, e.g. `Linear<784, 2048>`.
     pub kind: Cow<'static, str>,
@@ -91,7 +91,7 @@ pub struct Schedule {
     pub model: Cow<'static, str>,
     /// The size caps the buckets were planned with (`Unlimited` when only boundaries closed them).
     pub limits: BucketLimits,
-    /// Every field of the model struct, in definition order.
+    /// Every layer, in definition order, blocks unrolled (`blocks.3.fc1`).
     pub layers: Cow<'static, [LayerInfo]>,
     /// The gradient buckets, in launch order.
     pub buckets: Cow<'static, [BucketInfo]>,

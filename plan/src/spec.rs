@@ -97,7 +97,7 @@ pub struct ParamRef {
 /// One field of the model struct, as the planner sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LayerSpec {
-    /// The field name, e.g. `fc1`.
+    /// The layer's path from the model, e.g. `fc1` or `blocks.3.fc1`.
     pub name: Cow<'static, str>,
     /// The layer type as written, e.g. `Linear<784, 2048>`, for tables and fingerprints.
     pub kind: Cow<'static, str>,

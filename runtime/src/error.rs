@@ -73,7 +73,8 @@ pub enum Error {
         /// Which ranks it was waiting for, in words, from the job's progress board.
         behind: String,
     },
-    /// Not every rank started MPI within `CommConfig::wait_timeout`.
+    /// Not every rank finished start-up (MPI initialisation and the shared-memory set-up) within
+    /// `CommConfig::wait_timeout`.
     #[error(
         "{} waited {waited:?} for every rank to start (MPI initialisation and the shared-memory \
          set-up; `CommConfig::wait_timeout`): {behind}",
@@ -195,7 +196,8 @@ pub enum Error {
     GradCommOnGpu {
         /// The model's name, as the schedule records it.
         model: String,
-        /// The `grad_comm` it asks for, as the model's attribute spells it (`powersgd`).
+        /// What `grad_comm` chose, as `Schedule::grad_comm` writes it (`bf16`,
+        /// `powersgd(rank = 4, start_iter = 10)`).
         chosen: String,
     },
     /// An MNIST-style IDX file could not be found, read or parsed.

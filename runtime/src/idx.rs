@@ -28,8 +28,8 @@ const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 /// What is wrong with the contents of one IDX file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdxProblem {
-    /// The first four bytes are not the magic number of the kind of file expected: not an IDX
-    /// file, the other kind (images for labels), or still gzip-compressed.
+    /// The first two bytes are not zero: not an IDX file, or still gzip-compressed (a file of the
+    /// other kind, images for labels, is `WrongDimensions`).
     #[error(
         "bad magic number 0x{found:08x}, expected 0x{expected:08x}{}",
         if *gzip { " (the file looks gzip-compressed: decompress it first (gunzip))" } else { "" }
@@ -68,7 +68,8 @@ pub enum IdxProblem {
     /// The file ends inside its header.
     #[error("truncated header: expected {expected} bytes, found {found}")]
     TruncatedHeader {
-        /// The header's length in bytes: 4, then 4 per dimension.
+        /// The header's length in bytes: 4, then 4 per dimension (4 when the file is shorter
+        /// than the first 4).
         expected: usize,
         /// The file's length in bytes.
         found: usize,

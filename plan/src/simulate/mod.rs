@@ -143,7 +143,8 @@ impl SimBucket {
 pub struct BucketTimes {
     /// When backward had made all its gradients ready (the end of backward without overlap).
     pub ready_s: f64,
-    /// When its collective started: ready, and the link free of the buckets before it.
+    /// When its collective started: ready, and the link free of the collectives before it (the
+    /// all-gathers in forward included).
     pub start_s: f64,
     /// When its collective ended (with `GatherHere`, its all-gather's end).
     pub end_s: f64,

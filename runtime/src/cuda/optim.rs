@@ -13,7 +13,7 @@ use crate::optim::{AdamW, ChosenOptimizer, GradClip, Optimizer, OptimizerState, 
 /// The optimizer whose rule the GPU's updates follow: the CPU's, for its hyperparameters, learning
 /// rate and step count (the buffers are `ParamState`s on the GPU).
 pub enum GpuOptimizer {
-    /// SGD with momentum (PyTorch's rule).
+    /// PyTorch's SGD (momentum, dampening, Nesterov and decay as set).
     Sgd(Sgd),
     /// AdamW (PyTorch's rule).
     AdamW(AdamW),

@@ -35,7 +35,7 @@ pub struct StepBreakdown {
     pub gather_exposed_ns: u64,
     /// Per bucket, in launch order.
     pub buckets: Vec<BucketTiming>,
-    /// Per layer (definition order): forward and backward time, summed over micro-steps.
+    /// Per layer (definition order): forward time, summed over micro-steps.
     pub layer_forward_ns: Vec<u64>,
     /// Per layer (definition order): backward time, summed over micro-steps.
     pub layer_backward_ns: Vec<u64>,

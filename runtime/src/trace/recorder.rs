@@ -91,7 +91,7 @@ pub fn record(activity: Activity, start: Instant, end: Instant) {
 /// `started` to `finished`, of which `updates` went to the lent parameters' updates.
 #[derive(Clone, Copy, Debug)]
 pub struct CollectiveTimes {
-    /// When the compute thread handed the bucket to the communication thread.
+    /// When backward launched it (under `--no-overlap` it is handed over only after backward).
     pub queued: Instant,
     /// When the communication thread started on it.
     pub started: Instant,
@@ -159,7 +159,7 @@ impl Drop for SpanGuard {
     }
 }
 
-/// Layer `layer`'s forward call (the index is the field's position in the model).
+/// Layer `layer`'s forward call (its index in `Schedule::layers`, blocks unrolled).
 pub fn forward(layer: usize) -> SpanGuard {
     SpanGuard::new(Activity::Forward { layer: layer as u32 })
 }

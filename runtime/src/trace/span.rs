@@ -7,7 +7,7 @@ pub enum Activity {
     Step,
     /// One layer's forward call.
     Forward {
-        /// The layer's index: the field's position in the model.
+        /// The layer's index in `Schedule::layers` (definition order, blocks unrolled).
         layer: u32,
     },
     /// The loss and its gradient with respect to the model's output (`Loss::loss_and_gradient`).
@@ -17,7 +17,7 @@ pub enum Activity {
     Fill,
     /// One layer's backward call.
     Backward {
-        /// The layer's index: the field's position in the model.
+        /// The layer's index in `Schedule::layers` (definition order, blocks unrolled).
         layer: u32,
     },
     /// One bucket's all-reduce on the communication thread, from the moment it started to the
