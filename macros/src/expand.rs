@@ -101,6 +101,14 @@ fn remove_repeated(item: &mut syn::Item, errors: &mut Errors) {
 fn configured(mut planned: Planned, config: &attr::ModelConfig) -> Planned {
     planned.schedule = planned.schedule.with_grad_comm(config.grad_comm);
     planned.schedule.shard_optimizer = config.shard_optimizer;
+    if config.shard_optimizer && planned.target.is_some() {
+        // The search simulates whole state: say so beside the prediction it printed.
+        planned.notes.push(
+            "the boundaries were chosen, and the step predicted, for whole optimizer state: sharded, the \
+             reduce-scatters and the all-gathers in forward take their place"
+                .to_string(),
+        );
+    }
     let schedule = &planned.schedule;
     let gathers = match (config.gathers, &planned.target) {
         (Some(Gathers::PerBucket), _) | (None, None) => return planned,

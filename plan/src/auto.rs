@@ -51,7 +51,9 @@ impl ParamLayers {
             .iter()
             .enumerate()
             .filter(|(_, l)| !l.params.is_empty())
-            .map(|(i, l)| (i, l.params.iter().map(|p| p.numel().saturating_mul(ELEM_BYTES)).sum()))
+            .map(|(i, l)| {
+                (i, l.params.iter().map(|p| p.numel().saturating_mul(ELEM_BYTES)).fold(0, usize::saturating_add))
+            })
             .collect();
         let index: Vec<usize> = with.iter().map(|w| w.0).collect();
         let low_rank = |l: &LayerSpec| match grad_comm {

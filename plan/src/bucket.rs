@@ -107,10 +107,11 @@ pub fn plan_buckets_in(
         .into_iter()
         .enumerate()
         .map(|(bucket, members)| {
-            let mut numel = 0;
+            let mut numel: usize = 0;
             for r in &members {
                 placement[r.layer][r.param] = (bucket, numel);
-                numel += layers[r.layer].params[r.param].numel();
+                // Saturating, as `numel` is: a library caller's absurd sizes are no overflow.
+                numel = numel.saturating_add(layers[r.layer].params[r.param].numel());
             }
             // Complete once the earliest layer among its members has run its backward.
             let launch_after = members.iter().map(|r| r.layer).min().expect("groups are non-empty");

@@ -79,7 +79,7 @@ pub struct BucketInfo {
 impl BucketInfo {
     /// Buffer length in bytes (every gradient is `f32`).
     pub fn bytes(&self) -> usize {
-        self.numel * ELEM_BYTES
+        self.numel.saturating_mul(ELEM_BYTES)
     }
 }
 

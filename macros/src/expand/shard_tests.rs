@@ -121,3 +121,12 @@ fn a_bucket_gathered_by_layer_is_launched_and_waited_for_piece_by_piece() {
     assert_eq!(waits, ["wait_gather 0", "forward fc1", "forward act", "wait_gather 1", "forward fc2"]);
     assert!(code.contains("all-gathers of sharded state, in launch order: b0[36..76] before fc1, b0[0..36] before fc2"));
 }
+
+#[test]
+fn a_plan_chosen_for_sharded_state_says_its_prediction_is_for_whole_state() {
+    let chosen = mlp_with(quote!(shard_optimizer, buckets = auto(link = "ib-hdr", world = 8)));
+    let note = "the boundaries were chosen, and the step predicted, for whole optimizer state";
+    assert!(chosen.contains(note) && chosen.contains("PLAN_NOTES"), "the note, in the doc comment and PLAN_NOTES");
+    let whole = mlp_with(quote!(buckets = auto(link = "ib-hdr", world = 8)));
+    assert!(!whole.contains(note) && whole.contains("PLAN_NOTES"));
+}

@@ -236,3 +236,12 @@ fn without_caps_only_boundaries_close_buckets() {
     let capped = plan_buckets("M", &layers, &config(usize::MAX, usize::MAX)).unwrap();
     assert_ne!(s.fingerprint(), capped.fingerprint(), "no caps is not the largest caps");
 }
+
+#[test]
+fn sizes_past_any_memory_saturate_instead_of_overflowing() {
+    // The macro refuses such tensors; a library caller's planner call still ends with a plan.
+    let huge =
+        LayerSpec::new("huge", "Custom", Width::Preserving).with_param("a", &[1 << 63]).with_param("b", &[1 << 63]);
+    let schedule = plan_buckets("M", &[huge], &BucketLimits::Unlimited).unwrap();
+    assert_eq!((schedule.buckets[0].numel, schedule.buckets[0].bytes()), (usize::MAX, usize::MAX));
+}

@@ -81,7 +81,7 @@ pub fn sim_buckets(schedule: &Schedule) -> Vec<SimBucket> {
         .iter()
         .enumerate()
         .map(|(k, b)| SimBucket {
-            bytes: b.numel * ELEM_BYTES,
+            bytes: b.bytes(),
             wire: b.wire,
             launch_after: b.launch_after,
             low_rank: b.low_rank.map(|l| SimLowRank {
