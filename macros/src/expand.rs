@@ -50,9 +50,13 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     check::all(&mut model, &mut errors);
     let mut code = None;
     if errors.is_empty() {
-        if let Some(planned) =
-            planning::plan(&config.planning, config.grad_comm, &item.ident, &model.specs(), &mut errors)
-        {
+        if let Some(planned) = planning::plan(
+            &config.planning,
+            (config.grad_comm, config.shard_optimizer),
+            &item.ident,
+            &model.specs(),
+            &mut errors,
+        ) {
             code = Some(emit(&model, &configured(planned, &config)));
         }
     }
@@ -101,14 +105,6 @@ fn remove_repeated(item: &mut syn::Item, errors: &mut Errors) {
 fn configured(mut planned: Planned, config: &attr::ModelConfig) -> Planned {
     planned.schedule = planned.schedule.with_grad_comm(config.grad_comm);
     planned.schedule.shard_optimizer = config.shard_optimizer;
-    if config.shard_optimizer && planned.target.is_some() {
-        // The search simulates whole state: say so beside the prediction it printed.
-        planned.notes.push(
-            "the boundaries were chosen, and the step predicted, for whole optimizer state: sharded, the \
-             reduce-scatters and the all-gathers in forward take their place"
-                .to_string(),
-        );
-    }
     let schedule = &planned.schedule;
     let gathers = match (config.gathers, &planned.target) {
         (Some(Gathers::PerBucket), _) | (None, None) => return planned,
@@ -153,9 +149,13 @@ fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: 
     let model = if structs.model().is_some() { trees.pop() } else { None };
     let mut code = None;
     if let (Some(model), true) = (&model, errors.is_empty()) {
-        if let Some(planned) =
-            planning::plan(&config.planning, config.grad_comm, &model.item.ident, &model.specs(), &mut errors)
-        {
+        if let Some(planned) = planning::plan(
+            &config.planning,
+            (config.grad_comm, config.shard_optimizer),
+            &model.item.ident,
+            &model.specs(),
+            &mut errors,
+        ) {
             code = Some(emit(model, &configured(planned, config)));
         }
     }

@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 
 use overlap_plan::{
-    plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, BucketLimits, BucketOrder, GradComm, LayerSpec,
-    Link, Prediction, Schedule, StepCosts, Strategy, Target,
+    plan_auto, plan_auto_sharded, plan_buckets, plan_buckets_in, sharded_step, sim_buckets, simulate, BucketLimits,
+    BucketOrder, GradComm, LayerSpec, Link, Prediction, Schedule, StepCosts, Strategy, Target,
 };
 use syn::{Expr, ExprLit, Ident, Lit, LitStr};
 
@@ -124,7 +124,7 @@ pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
 /// to `errors`.
 pub fn plan(
     planning: &Planning,
-    grad_comm: GradComm,
+    (grad_comm, sharded): (GradComm, bool),
     ident: &Ident,
     specs: &[LayerSpec],
     errors: &mut Errors,
@@ -157,7 +157,12 @@ pub fn plan(
             (target, description, Some(file))
         }
     };
-    let (schedule, predicted) = match plan_auto(&name, specs, &target, Strategy::Optimal, grad_comm) {
+    // Sharded state is its own step to plan for: reduce-scatters, 1/N of the update, all-gathers.
+    let chosen = match sharded {
+        true => plan_auto_sharded(&name, specs, &target, grad_comm),
+        false => plan_auto(&name, specs, &target, Strategy::Optimal, grad_comm),
+    };
+    let (schedule, predicted) = match chosen {
         Ok(p) => p,
         Err(e) => {
             errors.spanned(span, e);
@@ -165,10 +170,16 @@ pub fn plan(
         }
     };
     let baseline = plan_buckets(&name, specs, &BucketLimits::default()).map_err(|e| errors.spanned(span, e)).ok()?;
-    let baseline = baseline.with_grad_comm(grad_comm);
-    let with_caps = simulate(&sim_buckets(&baseline), &target.costs, &target.link, target.world, true);
+    let with_caps = match sharded {
+        true => sharded_step(&baseline, &target, grad_comm),
+        false => {
+            let sent = baseline.with_grad_comm(grad_comm);
+            simulate(&sim_buckets(&sent), &target.costs, &target.link, target.world, true)
+        }
+    };
+    let state = if sharded { " for sharded optimizer state" } else { "" };
     let notes = vec![
-        format!("buckets chosen by {description}:"),
+        format!("buckets chosen by {description}{state}:"),
         prediction_line("predicted step", &predicted),
         prediction_line("with DDP's 25 MiB cap", &with_caps),
     ];

@@ -22,7 +22,7 @@ mod simulate;
 mod spec;
 mod wire;
 
-pub use auto::{plan_auto, Strategy, Target, EXHAUSTIVE_LAYERS};
+pub use auto::{plan_auto, plan_auto_sharded, sharded_step, Strategy, Target, EXHAUSTIVE_LAYERS};
 pub use bucket::{plan_buckets, plan_buckets_in, BucketOrder, PlanError};
 pub use gather::{choose_gathers, gathers_per_bucket, gathers_per_layer, GatherGroup};
 pub use grad_slots::assign_grad_slots;

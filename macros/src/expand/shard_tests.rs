@@ -123,9 +123,9 @@ fn a_bucket_gathered_by_layer_is_launched_and_waited_for_piece_by_piece() {
 }
 
 #[test]
-fn a_plan_chosen_for_sharded_state_says_its_prediction_is_for_whole_state() {
+fn a_plan_chosen_for_sharded_state_is_planned_and_predicted_as_such() {
     let chosen = mlp_with(quote!(shard_optimizer, buckets = auto(link = "ib-hdr", world = 8)));
-    let note = "the boundaries were chosen, and the step predicted, for whole optimizer state";
+    let note = "for sharded optimizer state:";
     assert!(chosen.contains(note) && chosen.contains("PLAN_NOTES"), "the note, in the doc comment and PLAN_NOTES");
     let whole = mlp_with(quote!(buckets = auto(link = "ib-hdr", world = 8)));
     assert!(!whole.contains(note) && whole.contains("PLAN_NOTES"));

@@ -1,0 +1,96 @@
+//! `auto` and `profile` for sharded optimizer state: each bucket reduce-scattered in backward,
+//! 1/N of the update on each rank, and the updated slices all-gathered in the next forward,
+//! grouped as `choose_gathers` chooses. The exhaustive search and the dynamic program find the
+//! best boundaries for an all-reduce; a search as exact for sharded state would group every
+//! candidate's all-gathers anew, too slow for a compiler. So a few plans are simulated sharded
+//! and the fastest kept: the all-reduce's optimum, MG-WFBP's merge, one bucket per layer with
+//! parameters, and the fewest buckets (each within the forced boundaries).
+
+use super::{plan_auto, Strategy, Target};
+use crate::bucket::{plan_buckets, PlanError};
+use crate::gather::choose_gathers;
+use crate::limits::BucketLimits;
+use crate::schedule::Schedule;
+use crate::simulate::{sim_buckets, simulate_sharded, Prediction, SimSharding};
+use crate::spec::LayerSpec;
+use crate::wire::GradComm;
+
+/// The fastest of the candidates above for sharded state on `target`, with its prediction (the
+/// all-gathers grouped by `choose_gathers`). Ties keep the all-reduce's optimum.
+pub fn plan_auto_sharded(
+    model: &str,
+    layers: &[LayerSpec],
+    target: &Target,
+    grad_comm: GradComm,
+) -> Result<(Schedule, Prediction), PlanError> {
+    let optimum = plan_auto(model, layers, target, Strategy::Optimal, grad_comm)?.0;
+    let merged = plan_auto(model, layers, target, Strategy::MgWfbp, grad_comm)?.0;
+    let mut each = layers.to_vec();
+    each.iter_mut().filter(|l| !l.params.is_empty()).for_each(|l| l.bucket_boundary = true);
+    let per_layer = plan_buckets(model, &each, &BucketLimits::Unlimited)?;
+    let fewest = plan_buckets(model, layers, &BucketLimits::Unlimited)?;
+    let mut best: Option<(Schedule, Prediction)> = None;
+    for candidate in [optimum, merged, per_layer, fewest] {
+        let predicted = sharded_step(&candidate, target, grad_comm);
+        if best.as_ref().is_none_or(|(_, b)| predicted.step_s < b.step_s) {
+            best = Some((candidate, predicted));
+        }
+    }
+    Ok(best.expect("four candidates"))
+}
+
+/// The sharded step of `schedule` on `target`, its gradients sent as `grad_comm` says.
+pub fn sharded_step(schedule: &Schedule, target: &Target, grad_comm: GradComm) -> Prediction {
+    let sent = schedule.clone().with_grad_comm(grad_comm);
+    let gathers = choose_gathers(&sent, target);
+    let link = (&target.link, target.world);
+    simulate_sharded(&sim_buckets(&sent), &gathers, &target.costs, link, true, SimSharding::GatherInForward)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::Link;
+    use crate::simulate::StepCosts;
+    use crate::spec::Width;
+    use crate::wire::WireFormat;
+
+    const FP32: GradComm = GradComm::Format(WireFormat::Fp32);
+
+    fn layer(name: &str, numel: usize) -> LayerSpec {
+        LayerSpec::new(name.to_string(), "Custom".to_string(), Width::Preserving).with_param("w", &[numel])
+    }
+
+    #[test]
+    fn sharded_state_can_want_more_buckets_than_an_all_reduce() {
+        // 1000 and 3000 bytes; forward 3 s then 0, backward 2 s then 1; a 1 s, 1000 B/s link.
+        let layers = [layer("l0", 250), layer("l1", 750)];
+        let target = Target {
+            costs: StepCosts { forward_s: vec![3.0, 0.0], backward_s: vec![2.0, 1.0], update_s_per_byte: 0.0 },
+            link: Link { latency_s: 1.0, bandwidth_bytes_per_s: 1000.0 },
+            world: 2,
+        };
+        let (whole, _) = plan_auto("M", &layers, &target, Strategy::Optimal, FP32).unwrap();
+        let (sharded, predicted) = plan_auto_sharded("M", &layers, &target, FP32).unwrap();
+        assert_eq!((whole.buckets.len(), sharded.buckets.len()), (1, 2));
+        assert!(predicted.step_s < sharded_step(&whole, &target, FP32).step_s, "{predicted:?}");
+        assert_eq!(predicted.step_s, sharded_step(&sharded, &target, FP32).step_s, "the prediction is the plan's");
+    }
+
+    #[test]
+    fn forced_boundaries_hold_in_every_candidate() {
+        let mut layers: Vec<LayerSpec> = (0..6).map(|i| layer(&format!("l{i}"), 1000 * (i + 1))).collect();
+        layers[3].bucket_boundary = true;
+        let target = Target {
+            costs: StepCosts { forward_s: vec![0.01; 6], backward_s: vec![0.02; 6], update_s_per_byte: 1e-9 },
+            link: Link { latency_s: 5e-6, bandwidth_bytes_per_s: 1e9 },
+            world: 4,
+        };
+        let (sharded, _) = plan_auto_sharded("M", &layers, &target, FP32).unwrap();
+        let splits_at_3 = sharded.buckets.iter().all(|b| {
+            let layers: Vec<usize> = b.params.iter().map(|r| r.layer).collect();
+            layers.iter().all(|&l| l < 3) || layers.iter().all(|&l| l >= 3)
+        });
+        assert!(splits_at_3, "no bucket spans the forced boundary");
+    }
+}
