@@ -36,7 +36,42 @@ pub fn plan_auto_sharded(
             best = Some((candidate, predicted));
         }
     }
-    Ok(best.expect("four candidates"))
+    let (mut schedule, mut predicted) = best.expect("four candidates");
+    // Then one boundary at a time, added or removed, while that shortens the step (a few passes
+    // at most: each move groups the all-gathers anew).
+    let free: Vec<usize> =
+        (1..layers.len()).filter(|&i| !layers[i].params.is_empty() && !layers[i].bucket_boundary).collect();
+    for _ in 0..HILL_CLIMB_PASSES {
+        let mut improved = false;
+        for &i in &free {
+            let mut marked = boundaries_of(&schedule, layers);
+            marked[i].bucket_boundary = !marked[i].bucket_boundary;
+            let trial = plan_buckets(model, &marked, &BucketLimits::Unlimited)?;
+            let p = sharded_step(&trial, target, grad_comm);
+            if p.step_s < predicted.step_s {
+                (schedule, predicted, improved) = (trial, p, true);
+            }
+        }
+        if !improved {
+            break;
+        }
+    }
+    Ok((schedule, predicted))
+}
+
+/// Passes of single-boundary moves after the candidates.
+const HILL_CLIMB_PASSES: usize = 4;
+
+/// `layers` with a boundary where `schedule` starts a bucket (each bucket's first layer in
+/// definition order) and where `layers` force one.
+fn boundaries_of(schedule: &Schedule, layers: &[LayerSpec]) -> Vec<LayerSpec> {
+    let mut marked = layers.to_vec();
+    for b in schedule.buckets.iter() {
+        if let Some(first) = b.params.iter().map(|r| r.layer).min() {
+            marked[first].bucket_boundary = true;
+        }
+    }
+    marked
 }
 
 /// The sharded step of `schedule` on `target`, its gradients sent as `grad_comm` says.
