@@ -305,8 +305,5 @@ pub fn plan_auto(
     Ok((schedule, prediction))
 }
 
-mod sharded;
-pub use sharded::{plan_auto_sharded, sharded_step};
-
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 mod auto;
+mod auto_sharded;
 mod bucket;
 mod gather;
 mod gather_group;
@@ -22,7 +23,8 @@ mod simulate;
 mod spec;
 mod wire;
 
-pub use auto::{plan_auto, plan_auto_sharded, sharded_step, Strategy, Target, EXHAUSTIVE_LAYERS};
+pub use auto::{plan_auto, Strategy, Target, EXHAUSTIVE_LAYERS};
+pub use auto_sharded::{plan_auto_sharded, sharded_step};
 pub use bucket::{plan_buckets, plan_buckets_in, BucketOrder, PlanError};
 pub use gather::{choose_gathers, gathers_per_bucket, gathers_per_layer, GatherGroup};
 pub use grad_slots::assign_grad_slots;

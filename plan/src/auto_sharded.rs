@@ -6,7 +6,7 @@
 //! and the fastest kept: the all-reduce's optimum, MG-WFBP's merge, one bucket per layer with
 //! parameters, and the fewest buckets (each within the forced boundaries).
 
-use super::{plan_auto, Strategy, Target};
+use crate::auto::{plan_auto, Strategy, Target};
 use crate::bucket::{plan_buckets, PlanError};
 use crate::gather::choose_gathers;
 use crate::limits::BucketLimits;
