@@ -4,7 +4,8 @@
 //! best boundaries for an all-reduce; a search as exact for sharded state would group every
 //! candidate's all-gathers anew, too slow for a compiler. So a few plans are simulated sharded
 //! and the fastest kept: the all-reduce's optimum, MG-WFBP's merge, one bucket per layer with
-//! parameters, and the fewest buckets (each within the forced boundaries).
+//! parameters, and the fewest buckets (each within the forced boundaries); then single
+//! boundaries are added or removed while that shortens the sharded step.
 
 use crate::auto::{plan_auto, Strategy, Target};
 use crate::bucket::{plan_buckets, PlanError};
@@ -15,8 +16,8 @@ use crate::simulate::{sim_buckets, simulate_sharded, Prediction, SimSharding};
 use crate::spec::LayerSpec;
 use crate::wire::GradComm;
 
-/// The fastest of the candidates above for sharded state on `target`, with its prediction (the
-/// all-gathers grouped by `choose_gathers`). Ties keep the all-reduce's optimum.
+/// The plan above for sharded state on `target`, with its prediction (the all-gathers grouped
+/// by `choose_gathers`). Ties keep the all-reduce's optimum.
 pub fn plan_auto_sharded(
     model: &str,
     layers: &[LayerSpec],
