@@ -14,7 +14,7 @@ use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Expr, Lit, LitStr, Meta, Token};
 
-use overlap_plan::LayerSpec;
+use overlap_plan::{LayerSpec, StdInit};
 
 use crate::errors::Errors;
 use crate::helpers::{first_occurrence, path_name};
@@ -210,12 +210,12 @@ pub fn check_named(
             .collect()
     };
     let (decided, others) = (paths(true), paths(false));
-    // What `std` alone changes (as `init_normal_params` draws): matrices, and biases it zeroes.
+    // What `std` alone changes (the runtime's rule): matrices drawn, biases zeroed.
     let drawn_by_std = layers
         .iter()
         .filter(|(own, _)| own.is_some_and(|i| Rc::ptr_eq(i, init)))
         .flat_map(|(_, spec)| spec.iter().flat_map(|s| s.params.iter()))
-        .any(|p| p.shape.len() >= 2 || p.name == "bias" || p.name.ends_with(".bias"));
+        .any(|p| StdInit::of(&p.name, p.shape.len()) != StdInit::Keep);
     let shown = |path: &str| path.strip_prefix(&shown_from).unwrap_or(path).to_string();
     if let (Some(_), Some(at), true, false) = (init.std, &init.std_at, init.named.is_empty(), drawn_by_std) {
         let message = if !decided.is_empty() {

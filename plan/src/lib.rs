@@ -38,5 +38,5 @@ pub use simulate::{
     sim_buckets, simulate, simulate_sharded, BucketTimes, Prediction, SimBucket, SimLowRank, SimSharding, StepCosts,
     DEFAULT_UPDATE_S_PER_BYTE, LOW_RANK_S_PER_BYTE, NARROWING_S_PER_BYTE,
 };
-pub use spec::{LayerSpec, ParamSpec, ReadyOrder, Width, ELEM_BYTES, MAX_TENSOR_NUMEL, MIB};
+pub use spec::{LayerSpec, ParamSpec, ReadyOrder, StdInit, Width, ELEM_BYTES, MAX_TENSOR_NUMEL, MIB};
 pub use wire::{GradComm, WireFormat};

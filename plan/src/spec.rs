@@ -67,6 +67,32 @@ pub struct ParamSpec {
     pub shape: Cow<'static, [usize]>,
 }
 
+/// What `#[init(std = ..)]` does to a parameter it decides without naming it (GPT-2's and
+/// nanoGPT's initialisation). One rule for the macro, which refuses an `#[init]` that would
+/// change nothing, and the runtime, which applies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StdInit {
+    /// Two or more dimensions (weights, embedding tables): drawn from N(0, std²).
+    Draw,
+    /// A bias: zeroed.
+    Zero,
+    /// Anything else (LayerNorm's gains): kept.
+    Keep,
+}
+
+impl StdInit {
+    /// The rule for a parameter called `name` (`bias`, `c_attn.bias`) of `dims` dimensions.
+    pub fn of(name: &str, dims: usize) -> Self {
+        if dims >= 2 {
+            StdInit::Draw
+        } else if name == "bias" || name.ends_with(".bias") {
+            StdInit::Zero
+        } else {
+            StdInit::Keep
+        }
+    }
+}
+
 impl ParamSpec {
     /// A parameter called `name` of `shape`.
     pub fn new(name: impl Into<Cow<'static, str>>, shape: impl Into<Cow<'static, [usize]>>) -> Self {

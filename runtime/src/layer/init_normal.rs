@@ -1,6 +1,8 @@
 //! Initialisations a model asks for beyond each layer's own (`#[init(...)]` on a field or a
 //! block), applied to a layer after its `Layer::init`.
 
+use overlap_plan::StdInit;
+
 use super::contract::Layer;
 use crate::init::InitRng;
 
@@ -22,15 +24,12 @@ pub fn init_normal_params<L: Layer>(mut layer: L, rng: &mut InitRng, std: Option
     for (index, param) in L::PARAMS.iter().enumerate() {
         let numel = param.shape.iter().product();
         let own = named.iter().find(|(i, _)| *i == index).map(|&(_, std)| std);
-        match (own, std) {
-            (Some(std), _) => layer.param_mut(index).copy_from_slice(&rng.normal(numel, std)),
-            (None, Some(std)) if param.shape.len() >= 2 => {
+        match (own, std.map(|std| (std, StdInit::of(param.name, param.shape.len())))) {
+            (Some(std), _) | (None, Some((std, StdInit::Draw))) => {
                 layer.param_mut(index).copy_from_slice(&rng.normal(numel, std))
             }
-            (None, Some(_)) if param.name == "bias" || param.name.ends_with(".bias") => {
-                layer.param_mut(index).fill(0.0)
-            }
-            _ => {}
+            (None, Some((_, StdInit::Zero))) => layer.param_mut(index).fill(0.0),
+            (None, Some((_, StdInit::Keep)) | None) => {}
         }
     }
     layer
