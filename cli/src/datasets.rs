@@ -8,7 +8,7 @@ use overlap_runtime::data::SyntheticClassification;
 use overlap_runtime::idx::{IdxDataset, Split};
 use overlap_runtime::model::{position_rows, token_rows, vocabulary_limit};
 use overlap_runtime::text::{file_vocabulary, CharText};
-use overlap_runtime::token_shards::{locate, val_namesake, TokenShards, VOCABULARY_FILE};
+use overlap_runtime::token_shards::{locate, val_namesake, TokenShards};
 use overlap_runtime::training_data::TrainingData;
 use overlap_runtime::{Dataset, DistributedModel, Error, Result};
 
@@ -82,10 +82,16 @@ pub(crate) fn sample_context<M: DistributedModel>(args: &TrainArgs) -> Result<us
 
 /// The characters of the vocabulary `--init-params` records, which the model must predict.
 pub(crate) fn recorded_vocabulary<M: DistributedModel>(recorded: &str) -> Result<Vec<char>> {
-    let (_, classes) = io_widths::<M>()?;
-    let vocab: Vec<char> = recorded.chars().collect();
-    check_vocabulary::<M>(Path::new("--init-params' vocabulary"), vocab.len(), classes)?;
-    Ok(vocab)
+    printable::<M>(Path::new("--init-params' vocabulary"), recorded)
+}
+
+/// `vocabulary` (read from `source`) as the characters a sample prints, refused when the model
+/// cannot read and predict that many tokens.
+fn printable<M: DistributedModel>(source: &Path, vocabulary: &str) -> Result<Vec<char>> {
+    let characters: Vec<char> = vocabulary.chars().collect();
+    let limit = vocabulary_limit::<M>().unwrap_or(io_widths::<M>()?.1);
+    check_vocabulary::<M>(source, characters.len(), limit)?;
+    Ok(characters)
 }
 
 /// What `--sample` prints the tokens as: the text's characters, or the vocabulary beside the
@@ -96,27 +102,26 @@ pub(crate) fn sample_vocabulary<M: DistributedModel>(
     recorded: Option<&str>,
     args: &TrainArgs,
 ) -> Result<Vec<char>> {
-    match (Dataset::vocabulary(data), &args.tokens, recorded) {
-        (Some(vocabulary), Some(tokens), _) => {
-            // A --text's characters were checked when it was read; the shards' vocabulary.txt
-            // may hold characters the training shards never use, past what the model predicts.
-            let classes = vocabulary_limit::<M>().unwrap_or(io_widths::<M>()?.1);
-            let file =
-                if tokens.is_dir() { tokens.join(VOCABULARY_FILE) } else { tokens.with_file_name(VOCABULARY_FILE) };
-            check_vocabulary::<M>(&file, vocabulary.chars().count(), classes)?;
-            Ok(vocabulary.chars().collect())
-        }
-        (Some(vocabulary), None, _) => Ok(vocabulary.chars().collect()),
-        (None, Some(_), Some(recorded)) => recorded_vocabulary::<M>(recorded),
-        (None, Some(tokens), None) => Err(Error::Config(format!(
+    let TrainingData::Tokens(shards) = data else {
+        return match data {
+            // Checked against the model when the text was read.
+            TrainingData::Text(text) => Ok(text.vocab().to_vec()),
+            _ => Err(Error::Config(
+                "--sample prints the characters a language model generates: train one on --text FILE or --tokens \
+                 PATH"
+                    .into(),
+            )),
+        };
+    };
+    // The shards' vocabulary.txt may hold characters the training shards never use.
+    match (shards.vocabulary_file().zip(Dataset::vocabulary(shards)), recorded) {
+        (Some((file, vocabulary)), _) => printable::<M>(&file, &vocabulary),
+        (None, Some(recorded)) => recorded_vocabulary::<M>(recorded),
+        (None, None) => Err(Error::Config(format!(
             "--sample prints characters, but --tokens {} has no vocabulary.txt beside its shards (`prepare` writes \
              one) to read its token ids as, nor does --init-params record one",
-            tokens.display()
+            args.tokens.as_deref().unwrap_or(Path::new("")).display()
         ))),
-        (None, None, _) => Err(Error::Config(
-            "--sample prints the characters a language model generates: train one on --text FILE or --tokens PATH"
-                .into(),
-        )),
     }
 }
 

@@ -95,6 +95,11 @@ impl TokenShards {
         Ok(shards)
     }
 
+    /// The `vocabulary.txt` beside the shards, where they have one.
+    pub fn vocabulary_file(&self) -> Option<PathBuf> {
+        self.vocabulary.is_some().then(|| self.shards[0].file.path.with_file_name(VOCABULARY_FILE))
+    }
+
     /// Tokens per sample.
     pub fn context(&self) -> usize {
         self.context
@@ -186,8 +191,7 @@ impl Dataset for TokenShards {
     }
 
     fn files(&self) -> Vec<PathBuf> {
-        let vocabulary = self.vocabulary.is_some().then(|| self.shards[0].file.path.with_file_name(VOCABULARY_FILE));
-        self.shards.iter().map(|s| s.file.path.clone()).chain(vocabulary).collect()
+        self.shards.iter().map(|s| s.file.path.clone()).chain(self.vocabulary_file()).collect()
     }
 }
 
