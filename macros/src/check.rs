@@ -16,6 +16,7 @@ pub fn all(model: &mut Model, errors: &mut Errors) {
     crate::tied::resolve(model, errors);
     widths_chain(model, errors);
     has_parameters(model, errors);
+    widths_known(model, errors);
     boundaries_separate(model, errors);
     sizes_fit(model, errors);
 }
@@ -302,9 +303,16 @@ fn has_parameters(model: &Model, errors: &mut Errors) {
     let any_params = model.fields.iter().filter_map(|f| f.spec.as_ref()).any(|s| !s.params.is_empty());
     if all_known && !model.fields.is_empty() && !any_params {
         errors.spanned(&model.item.ident, "this model has no parameters, so there are no gradients to all-reduce");
-    } else if all_known && any_params && model.fields.iter().flat_map(|f| &f.spec).all(|s| s.width == Width::Preserving)
-    {
-        // The data's features and the loss's classes are checked against the model's widths.
+    }
+}
+
+/// Some layer fixes the model's input and output widths, which the data's features and the
+/// loss's classes are checked against (a model without parameters is `has_parameters`' error).
+fn widths_known(model: &Model, errors: &mut Errors) {
+    let specs: Option<Vec<&LayerSpec>> = model.fields.iter().map(|f| f.spec.as_ref()).collect();
+    let Some(specs) = specs else { return };
+    let any_params = specs.iter().any(|s| !s.params.is_empty());
+    if any_params && specs.iter().all(|s| s.width == Width::Preserving) {
         errors.spanned(
             &model.item.ident,
             "every layer of this model keeps its input's width, so nothing says how wide its input and output are: \

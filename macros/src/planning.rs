@@ -158,9 +158,10 @@ pub fn plan(
         }
     };
     // Sharded state is its own step to plan for: reduce-scatters, 1/N of the update, all-gathers.
-    let chosen = match sharded {
-        true => plan_auto_sharded(&name, specs, &target, grad_comm),
-        false => plan_auto(&name, specs, &target, Strategy::Optimal, grad_comm),
+    let chosen = if sharded {
+        plan_auto_sharded(&name, specs, &target, grad_comm)
+    } else {
+        plan_auto(&name, specs, &target, Strategy::Optimal, grad_comm)
     };
     let (schedule, predicted) = match chosen {
         Ok(p) => p,
@@ -170,12 +171,11 @@ pub fn plan(
         }
     };
     let baseline = plan_buckets(&name, specs, &BucketLimits::default()).map_err(|e| errors.spanned(span, e)).ok()?;
-    let with_caps = match sharded {
-        true => sharded_step(&baseline, &target, grad_comm),
-        false => {
-            let sent = baseline.with_grad_comm(grad_comm);
-            simulate(&sim_buckets(&sent), &target.costs, &target.link, target.world, true)
-        }
+    let with_caps = if sharded {
+        sharded_step(&baseline, &target, grad_comm)
+    } else {
+        let sent = baseline.with_grad_comm(grad_comm);
+        simulate(&sim_buckets(&sent), &target.costs, &target.link, target.world, true)
     };
     let state = if sharded { " for sharded optimizer state" } else { "" };
     let notes = vec![

@@ -42,15 +42,17 @@ pub fn plan_auto_sharded(
     // at most: each move groups the all-gathers anew).
     let free: Vec<usize> =
         (1..layers.len()).filter(|&i| !layers[i].params.is_empty() && !layers[i].bucket_boundary).collect();
+    let mut marked = boundaries_of(&schedule, layers);
     for _ in 0..HILL_CLIMB_PASSES {
         let mut improved = false;
         for &i in &free {
-            let mut marked = boundaries_of(&schedule, layers);
             marked[i].bucket_boundary = !marked[i].bucket_boundary;
             let trial = plan_buckets(model, &marked, &BucketLimits::Unlimited)?;
             let p = sharded_step(&trial, target, grad_comm);
             if p.step_s < predicted.step_s {
                 (schedule, predicted, improved) = (trial, p, true);
+            } else {
+                marked[i].bucket_boundary = !marked[i].bucket_boundary; // Undone: no shorter.
             }
         }
         if !improved {
