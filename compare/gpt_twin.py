@@ -151,14 +151,14 @@ def twin(torch, planted=None):
     return Gpt()
 
 
-def lr_at(step):
-    """nanoGPT's get_lr."""
-    if step < WARMUP:
-        return LR * (step + 1) / (WARMUP + 1)
-    if step > DECAY_UNTIL:
-        return MIN_LR
-    ratio = (step - WARMUP) / (DECAY_UNTIL - WARMUP)
-    return MIN_LR + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (LR - MIN_LR)
+def lr_at(step, lr=LR, warmup=WARMUP, decay_until=DECAY_UNTIL, min_lr=MIN_LR):
+    """nanoGPT's get_lr (the example's schedule by default)."""
+    if step < warmup:
+        return lr * (step + 1) / (warmup + 1)
+    if step > decay_until:
+        return min_lr
+    ratio = (step - warmup) / (decay_until - warmup)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
 class Trainer:

@@ -17,7 +17,6 @@ Needs `cargo build --release --examples` and torch with safetensors (prints "ski
 """
 
 import argparse
-import math
 import os
 import sys
 import tempfile
@@ -61,15 +60,8 @@ OFF = ["--clip-grad-norm", "off", "--lr-schedule", "constant", "--weight-decay",
 
 
 def lr_at(s, step):
-    """The schedule `--lr-schedule cosine:warmup=W,until=U,min=M` follows (nanoGPT's get_lr)."""
-    if s["schedule"] is None:
-        return s["lr"]
-    warmup, until, least = s["schedule"]
-    if step < warmup:
-        return s["lr"] * (step + 1) / (warmup + 1)
-    if step > until:
-        return least
-    return least + 0.5 * (1.0 + math.cos(math.pi * (step - warmup) / (until - warmup))) * (s["lr"] - least)
+    """The rate `--lr-schedule` gives the case at `step`."""
+    return s["lr"] if s["schedule"] is None else gpt_twin.lr_at(step, s["lr"], *s["schedule"])
 
 
 class Twin:
