@@ -14,6 +14,9 @@ struct Slot<T> {
     state: State<T>,
     /// A `Reply` that has neither sent nor been dropped exists: the box is not free.
     outstanding: bool,
+    /// Its `Pending` exists (a handle not yet waited for, or dropped): the box is not free, or
+    /// a second launch of the same index would take the first one's value.
+    awaited: bool,
 }
 
 enum State<T> {
@@ -28,7 +31,10 @@ enum State<T> {
 
 impl<T> Default for Mailbox<T> {
     fn default() -> Self {
-        Mailbox { slot: Mutex::new(Slot { state: State::Empty, outstanding: false }), changed: Condvar::new() }
+        Mailbox {
+            slot: Mutex::new(Slot { state: State::Empty, outstanding: false, awaited: false }),
+            changed: Condvar::new(),
+        }
     }
 }
 
@@ -53,14 +59,21 @@ impl<T> Mailbox<T> {
         if !Mailbox::is_free(boxed) {
             *boxed = Arc::default();
         }
-        *boxed.lock() = Slot { state: State::Empty, outstanding: true };
+        *boxed.lock() = Slot { state: State::Empty, outstanding: true, awaited: true };
         (Reply(Some(Arc::clone(boxed))), Pending(Arc::clone(boxed)))
     }
 
-    /// Whether no unsent reply can still write into `boxed`, so that it can be reused. (Its
-    /// previous waiter is gone or will never look again: a wait consumes its `Pending`.)
+    /// Whether no unsent reply can still write into `boxed` and no waiter can still read it, so
+    /// that it can be reused.
     fn is_free(boxed: &Arc<Mailbox<T>>) -> bool {
-        !boxed.lock().outstanding
+        let slot = boxed.lock();
+        !slot.outstanding && !slot.awaited
+    }
+
+    /// Whether a reply has been neither sent nor dropped: the communication thread still owes
+    /// it (or is stuck in the collective that would send it).
+    pub(crate) fn is_outstanding(&self) -> bool {
+        self.lock().outstanding
     }
 
     fn lock(&self) -> MutexGuard<'_, Slot<T>> {
@@ -90,7 +103,9 @@ impl<T> Mailbox<T> {
     }
 
     fn put(&self, state: State<T>) {
-        *self.lock() = Slot { state, outstanding: false };
+        let mut slot = self.lock();
+        slot.state = state;
+        slot.outstanding = false;
         self.changed.notify_all();
     }
 }
@@ -108,6 +123,13 @@ impl<T> Drop for Reply<T> {
         if let Some(mailbox) = self.0.take() {
             mailbox.abandon();
         }
+    }
+}
+
+impl<T> Drop for Pending<T> {
+    /// Waited for or dropped unwaited: nobody reads the box any more.
+    fn drop(&mut self) {
+        self.0.lock().awaited = false;
     }
 }
 
@@ -169,6 +191,18 @@ mod tests {
         assert!(!Arc::ptr_eq(&busy, &boxed), "a busy mailbox is replaced, not reused");
         drop(reply);
         assert!(Mailbox::is_free(&busy));
+    }
+
+    #[test]
+    fn a_delivered_value_nobody_waited_for_yet_is_not_overwritten() {
+        let mut boxed = Arc::new(Mailbox::<u8>::default());
+        let (reply, first) = Mailbox::open(&mut boxed);
+        reply.send(1);
+        assert!(!Mailbox::is_free(&boxed), "its waiter has not read it yet");
+        let (reply, second) = Mailbox::open(&mut boxed);
+        reply.send(2);
+        assert_eq!((first.wait(None).ok(), second.wait(None).ok()), (Some(1), Some(2)));
+        assert!(Mailbox::is_free(&boxed));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use mpi::topology::SimpleCommunicator;
@@ -45,10 +46,9 @@ pub(super) enum Request {
     AllGatherU64(u64, Sender<Vec<u64>>),
     GatherU64(Vec<u64>, Sender<Gathered>),
     Barrier(Sender<()>),
-    /// This rank failed: wait up to the grace period for the others at a barrier, else abort.
-    /// Meets the other failed ranks within the grace period, or prints the message, if any,
-    /// and aborts the job.
-    AbortJob(Duration, Option<String>, Sender<()>),
+    /// This rank failed: meets the other failed ranks at a barrier within the grace period, or
+    /// aborts the job (saying the rank's last words, `leave_last_words`).
+    AbortJob(Duration, Sender<()>),
 }
 
 /// What the thread tells `start` once MPI is up: rank, world size and the transport in use.
@@ -88,7 +88,8 @@ pub(super) fn serve(
     // nice 0; mlp unchanged, 57.9 against 58.1).
     // Whether a rank sets up shared memory decides the collectives it runs next: ranks that chose
     // otherwise stop here, named, instead of waiting in a set-up the others skip.
-    let Some(chosen) = mpi_calls::all_gather_u64(&world, transport as u64, aborting) else { return };
+    // Giving up leaves the request to MPI_Abort, as everywhere (`mpi_calls::poll`).
+    let Some(chosen) = mpi_calls::all_gather_u64(&world, transport as u64, aborting) else { abort(&world) };
     if let Some(why) = other_transports(&chosen) {
         let _ = ready.send(Err(why));
         return;
@@ -256,16 +257,15 @@ fn serve_requests(
                 done(mpi_calls::barrier(world, || aborting.load(Ordering::Relaxed)));
                 let _ = reply.send(());
             }
-            Request::AbortJob(grace, why, reply) => {
+            Request::AbortJob(grace, reply) => {
                 // A grace period no instant can hold never ends (the flag still does).
                 let deadline = Instant::now().checked_add(grace);
                 let give_up = || aborting.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d);
                 if !mpi_calls::barrier(failed_ranks, give_up) {
-                    if let Some(why) = why {
-                        crate::process::console::err_line(&why);
-                    }
                     abort(world);
                 }
+                // The failed ranks met: nobody aborts, and each returns its error.
+                last_words().take();
                 let _ = reply.send(());
             }
         }
@@ -330,8 +330,24 @@ fn hold_until(deadline: Option<Instant>, aborting: &AtomicBool) -> bool {
 /// How often a held all-reduce checks whether this rank is aborting.
 const ABORT_CHECK: Duration = Duration::from_millis(10);
 
-/// Ends every rank of the job; does not return.
+/// What this rank prints if it aborts the job: a failed rank's reason. Kept here rather than in
+/// the `AbortJob` request because the thread may abort from a collective it is stuck in, which
+/// the request waits behind.
+fn last_words() -> std::sync::MutexGuard<'static, Option<String>> {
+    static LAST_WORDS: Mutex<Option<String>> = Mutex::new(None);
+    LAST_WORDS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Sets what this rank prints (on stderr) if it aborts the job before `AbortJob` is met.
+pub(super) fn leave_last_words(why: String) {
+    *last_words() = Some(why);
+}
+
+/// Ends every rank of the job, after this rank's last words, if any; does not return.
 fn abort(world: &SimpleCommunicator) -> ! {
+    if let Some(why) = last_words().take() {
+        crate::process::console::err_line(&why);
+    }
     world.abort(1)
 }
 

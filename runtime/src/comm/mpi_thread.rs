@@ -22,7 +22,7 @@ use super::bucket::{GradBucket, Reduced};
 use super::mailbox::{Mailbox, Reply, Undelivered};
 use super::mode::Transport;
 use super::mpi_calls::Gathered;
-use super::mpi_server::{serve, Request};
+use super::mpi_server::{self, serve, Request};
 use crate::error::{Error, Result};
 
 pub(super) struct MpiThread {
@@ -239,6 +239,12 @@ impl MpiThread {
         *self.failure.borrow_mut() = failure;
     }
 
+    /// Ends the job with `why` when this thread is dropped, unless a failure is noted already
+    /// (see `Drop for Communicator`).
+    pub(super) fn note_unfinished(&self, why: String) {
+        self.failure.borrow_mut().get_or_insert(why);
+    }
+
     /// See `Communicator::abort_job`. Returns once the other ranks met this one at the barrier
     /// (MPI_Abort does not return).
     pub(super) fn abort_job(&self, grace: Duration) {
@@ -249,8 +255,10 @@ impl MpiThread {
     /// `abort_job`, printing `why` (on stderr, naming this rank) if the job is aborted.
     fn end_job(&self, grace: Duration, why: Option<String>) {
         let (reply, done) = channel();
-        let why = why.map(|why| format!("rank {}: error: {why}", self.rank));
-        if self.send(Request::AbortJob(grace, why, reply)).is_ok() {
+        if let Some(why) = why {
+            mpi_server::leave_last_words(format!("rank {}: error: {why}", self.rank));
+        }
+        if self.send(Request::AbortJob(grace, reply)).is_ok() {
             // The grace period starts once earlier requests are served; a stuck one is ended by
             // the flag after the same grace period.
             if done.recv_timeout(grace).is_err() {
@@ -304,8 +312,8 @@ impl Drop for MpiThread {
         let failure = self.failure.take();
         if std::thread::panicking() || self.timed_out.get() {
             // The compute thread panicked, or the thread is stuck in a collective some rank never
-            // joined: the other ranks would wait for this one forever.
-            self.aborting.store(true, Ordering::Relaxed);
+            // joined: the other ranks would wait for this one forever. (`end_job` sets `aborting`
+            // once the failure is recorded, so that a stuck collective aborts saying it.)
             self.end_job(Duration::ZERO, failure);
         } else if let Some(failure) = failure {
             // A run failed here and nothing ended the job: ranks that did not fail may be waiting

@@ -11,6 +11,7 @@
 use std::ops::Range;
 use std::sync::atomic::AtomicBool;
 
+use super::chunk_shape::{Collective, Shape};
 use super::lent::Lent;
 use super::shared_memory::{part, Flag, Segment, SharedMemory, CHUNK, SLOTS};
 use super::wire::{Narrowing, BLOCK};
@@ -48,6 +49,7 @@ impl SharedMemory {
         let mine_segment = self.segments[me];
         let fused = !lent.is_empty();
         let mut widened = [0.0f32; BLOCK];
+        let shape = Shape { what: Collective::AllReduce(narrowing.format()), len: data.len() };
         for (c, piece) in data.chunks_mut(CHUNK).enumerate() {
             let at = c * CHUNK;
             let (s, slot) = self.next_chunk();
@@ -78,8 +80,8 @@ impl SharedMemory {
                     }
                 }
             }
-            self.publish(Flag::Posted, s);
-            if !self.wait_all(Flag::Posted, s, aborting) {
+            self.post(s, slot, shape);
+            if !self.wait_posted(s, slot, shape, aborting) {
                 return false;
             }
             let segments = &self.segments;

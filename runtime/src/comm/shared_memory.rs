@@ -27,6 +27,9 @@ use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
+use overlap_plan::WireFormat;
+
+use super::chunk_shape::{Collective, Shape};
 use super::doorbell::Doorbell;
 use super::lent::Lent;
 
@@ -34,8 +37,8 @@ use super::lent::Lent;
 pub(super) const CHUNK: usize = 1 << 18;
 /// Chunk slots per rank: a rank can copy in chunk `s + 1` while the others still read chunk `s`.
 pub(super) const SLOTS: usize = 2;
-/// The flags and then the doorbell's two words live in the first page of a segment, one per
-/// cache line; the slots follow.
+/// The flags, the doorbell's two words and the slots' shapes live in the first page of a
+/// segment, one per cache line; the slots follow.
 const HEADER_BYTES: usize = 4096;
 const SEGMENT_BYTES: usize = HEADER_BYTES + SLOTS * CHUNK * std::mem::size_of::<f32>();
 /// MPI need not align segments (OpenMPI's packed layout does not): each rank allocates this much
@@ -83,6 +86,14 @@ impl Segment {
         debug_assert!(word < 2);
         // SAFETY: as for `flag`: lines 3 and 4 of the header page.
         unsafe { self.0.add((3 + word) * 64).cast() }
+    }
+
+    /// The shape of the chunk in slot `slot` (see `chunk_shape`), on the cache lines after the
+    /// doorbell's.
+    fn shape_word(self, slot: usize) -> *mut u64 {
+        debug_assert!(slot < SLOTS);
+        // SAFETY: as for `flag`: lines 5 and 6 of the header page.
+        unsafe { self.0.add((5 + slot) * 64).cast() }
     }
 
     /// Elements `range` of chunk slot `slot`.
@@ -172,6 +183,9 @@ impl SharedMemory {
         for flag in [Flag::Posted, Flag::Reduced, Flag::Consumed] {
             shared.flag(rank, flag).store(0, Ordering::Relaxed);
         }
+        for slot in 0..SLOTS {
+            shared.shape_word(rank, slot).store(0, Ordering::Relaxed);
+        }
         let bell = shared.doorbell(rank);
         bell.rings.store(0, Ordering::Relaxed);
         bell.sleepers.store(0, Ordering::Relaxed);
@@ -188,6 +202,7 @@ impl SharedMemory {
         let me = self.segments[self.rank];
         let ranks = self.segments.len();
         let fused = !lent.is_empty();
+        let shape = Shape { what: Collective::AllReduce(WireFormat::Fp32), len: data.len() };
         for (c, piece) in data.chunks_mut(CHUNK).enumerate() {
             let at = c * CHUNK;
             let (s, slot) = self.next_chunk();
@@ -222,8 +237,8 @@ impl SharedMemory {
                     }
                 }
             }
-            self.publish(Flag::Posted, s);
-            if !self.wait_all(Flag::Posted, s, aborting) {
+            self.post(s, slot, shape);
+            if !self.wait_posted(s, slot, shape, aborting) {
                 return false;
             }
             let sum = &mut piece[mine.clone()];
@@ -253,8 +268,11 @@ impl SharedMemory {
             }
             self.publish(Flag::Reduced, s);
             if fused {
-                // Our part's sums stay in our slot, which nobody writes before our `Consumed`.
-                lent.update(at + mine.start..at + mine.end, published);
+                // Our part's sums stay in our slot, which nobody writes before our `Consumed`;
+                // the others read them now, so they are read here through a shared slice.
+                // SAFETY: see above.
+                let summed = unsafe { std::slice::from_raw_parts(me.slot(slot, mine.clone()), mine.len()) };
+                lent.update(at + mine.start..at + mine.end, summed);
             }
             if !self.wait_all(Flag::Reduced, s, aborting) {
                 return false;
@@ -285,6 +303,12 @@ impl SharedMemory {
         // SAFETY: segments start on a cache line (see ALIGN), so the flag is aligned; the
         // window stays mapped while `self` lives, which bounds the reference.
         unsafe { AtomicU64::from_ptr(self.segments[rank].flag(flag)) }
+    }
+
+    /// The shape `rank` published for the chunk in slot `slot`.
+    pub(super) fn shape_word(&self, rank: usize, slot: usize) -> &AtomicU64 {
+        // SAFETY: as for `flag`.
+        unsafe { AtomicU64::from_ptr(self.segments[rank].shape_word(slot)) }
     }
 
     /// `rank`'s doorbell, rung whenever it publishes a flag.

@@ -18,6 +18,7 @@ use std::sync::atomic::AtomicBool;
 
 use overlap_plan::{round_piece, shard_of, shard_within};
 
+use super::chunk_shape::{Collective, Shape};
 use super::lent::{Lent, ParamValues};
 use super::shared_memory::{blocks, sum_in_rank_order, Flag, SharedMemory, CHUNK, PART_ALIGN, SLOTS};
 
@@ -53,8 +54,9 @@ impl SharedMemory {
                     data[from].fill(0.0);
                 }
             }
-            self.publish(Flag::Posted, s);
-            if !self.wait_all(Flag::Posted, s, aborting) {
+            let shape = Shape { what: Collective::ReduceScatter, len };
+            self.post(s, slot, shape);
+            if !self.wait_posted(s, slot, shape, aborting) {
                 return false;
             }
             let (at, base) = (shard_piece(len, ranks, self.rank, round), self.rank * piece_len);
@@ -107,8 +109,9 @@ impl SharedMemory {
             let (mine, base) = (round_piece(within(self.rank), round, piece_len), self.rank * piece_len);
             let out = unsafe { std::slice::from_raw_parts_mut(me.slot(slot, base..base + mine.len()), mine.len()) };
             values.read_values(mine, out);
-            self.publish(Flag::Posted, s);
-            if !self.wait_all(Flag::Posted, s, aborting) {
+            let shape = Shape { what: Collective::AllGather, len };
+            self.post(s, slot, shape);
+            if !self.wait_posted(s, slot, shape, aborting) {
                 return false;
             }
             for peer in (0..ranks).filter(|&peer| peer != self.rank) {

@@ -87,6 +87,11 @@ impl Narrowing {
         Some(Narrowing { format, scale, unscale })
     }
 
+    /// The format the values travel in.
+    pub(crate) fn format(&self) -> WireFormat {
+        self.format
+    }
+
     /// `wire = narrow(values · scale)`, rounded to nearest even.
     pub(crate) fn narrow(&self, values: &[f32], wire: &mut [u16]) {
         debug_assert_eq!(values.len(), wire.len());

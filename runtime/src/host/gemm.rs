@@ -23,13 +23,7 @@ impl<'a> MatRef<'a> {
     /// Views `data` as a row-major `rows x cols` matrix; panics if the length is not
     /// `rows * cols` (a caller bug).
     pub fn row_major(data: &'a [f32], rows: usize, cols: usize) -> Self {
-        assert_eq!(
-            data.len(),
-            rows * cols,
-            "MatRef::row_major: {rows}x{cols} needs {} values, got {}",
-            rows * cols,
-            data.len()
-        );
+        check_dense(data.len(), rows, cols, "MatRef::row_major");
         // Slices never exceed isize::MAX bytes, so these strides fit.
         MatRef { data, rows, cols, row_stride: cols as isize, col_stride: 1 }
     }
@@ -68,13 +62,7 @@ pub struct MatMut<'a> {
 impl<'a> MatMut<'a> {
     /// All of `data` as a dense row-major `rows x cols` matrix; panics if the length differs.
     pub fn row_major(data: &'a mut [f32], rows: usize, cols: usize) -> Self {
-        assert_eq!(
-            data.len(),
-            rows * cols,
-            "MatMut::row_major: {rows}x{cols} needs {} values, got {}",
-            rows * cols,
-            data.len()
-        );
+        check_dense(data.len(), rows, cols, "MatMut::row_major");
         MatMut { data, rows, cols, row_stride: cols }
     }
 
@@ -96,9 +84,30 @@ fn block_span(
     what: &str,
 ) -> std::ops::Range<usize> {
     assert!(row_stride >= cols, "{what}: rows of {cols} values cannot be {row_stride} apart");
-    let end = if rows == 0 || cols == 0 { at } else { at + (rows - 1) * row_stride + cols };
-    assert!(end <= len, "{what}: {rows}x{cols} from {at}, rows {row_stride} apart, ends at {end}, past {len}");
-    at..end
+    // The strides go to BLAS as signed integers, and the end is checked: arithmetic that wraps
+    // would pass for a block inside the slice.
+    assert!(isize::try_from(row_stride).is_ok(), "{what}: rows {row_stride} apart");
+    let end = if rows == 0 || cols == 0 {
+        Some(at)
+    } else {
+        (rows - 1).checked_mul(row_stride).and_then(|last| last.checked_add(at)?.checked_add(cols))
+    };
+    match end {
+        Some(end) if end <= len => at..end,
+        _ => panic!("{what}: {rows}x{cols} from {at}, rows {row_stride} apart, ends at {}, past {len}", shown(end)),
+    }
+}
+
+/// Panics unless a dense `rows x cols` matrix has `len` values. Checked: a product that wraps
+/// would pass for a short slice's length.
+fn check_dense(len: usize, rows: usize, cols: usize, what: &str) {
+    let needs = rows.checked_mul(cols);
+    assert!(needs == Some(len), "{what}: {rows}x{cols} needs {} values, got {len}", shown(needs));
+}
+
+/// An element count in a message, where `None` is one past what `usize` holds.
+fn shown(count: Option<usize>) -> String {
+    count.map_or_else(|| "more than usize::MAX".into(), |n| n.to_string())
 }
 
 /// Which library computes a product. Measured on the mlp's layers (64 x 2048 x 2048, one
@@ -387,6 +396,22 @@ mod tests {
     #[should_panic(expected = "MatRef::block: 2x3 from 4, rows 5 apart, ends at 12, past 11")]
     fn rejects_a_block_past_the_end() {
         MatRef::block(&[0.0; 11], 4, 2, 3, 5);
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "MatRef::block: 5x1 from 0, rows 4611686018427387904 apart, ends at more than usize::MAX"
+    )]
+    fn rejects_a_block_whose_end_wraps() {
+        // (5 - 1) * 2^62 + 1 wraps to 1 in unchecked arithmetic, which fits any slice.
+        MatRef::block(&[0.0; 4], 0, 5, 1, 1 << 62);
+    }
+
+    #[test]
+    #[should_panic(expected = "MatRef::row_major: 4294967296x4294967296 needs more than usize::MAX values, got 0")]
+    fn rejects_dimensions_whose_product_wraps() {
+        // 2^32 * 2^32 wraps to 0 in unchecked arithmetic: the length of an empty slice.
+        MatRef::row_major(&[], 1 << 32, 1 << 32);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::super::mailbox::{Mailbox, Reply};
 use super::super::mode::CommMode;
 use super::super::mpi_thread::MpiThread;
 use super::super::{Communicator, Held};
-use super::in_flight::{compress, decompress, in_factor, project, LowRankP, LowRankQ};
+use super::in_flight::{compress, decompress, in_factor, project, LowRankP, LowRankQ, PStage, QStage};
 use crate::error::{Error, Result};
 use crate::optim::Optimizer;
 
@@ -41,13 +41,13 @@ impl Communicator {
             None => false,
         };
         if !compresses {
-            return LowRankP::Whole(self.all_reduce_async(bucket));
+            return LowRankP(PStage::Whole(self.all_reduce_async(bucket)));
         }
         if self.mode.get() == CommMode::AfterBackward && self.transport().is_some() {
-            return LowRankP::Whole(self.hold_low_rank(bucket));
+            return LowRankP(PStage::Whole(self.hold_low_rank(bucket)));
         }
         let p = compress(&mut bucket);
-        LowRankP::Summing { bucket, p: self.all_reduce_async(p) }
+        LowRankP(PStage::Summing { bucket, p: self.all_reduce_async(p) })
     }
 
     /// Holds low-rank bucket `bucket` until `backward_done` (no overlap), which runs its
@@ -108,21 +108,21 @@ impl LowRankP {
     /// P's wait point: once P is summed, orthogonalises it, computes Q = Mᵀ·P and starts Q's
     /// all-reduce. A failure is kept for `step` to report.
     pub fn reduce_q(self, comm: &Communicator) -> LowRankQ {
-        match self {
-            LowRankP::Whole(whole) => LowRankQ::Whole(whole),
-            LowRankP::Summing { mut bucket, p } => match p.wait() {
+        LowRankQ(match self.0 {
+            PStage::Whole(whole) => QStage::Whole(whole),
+            PStage::Summing { mut bucket, p } => match p.wait() {
                 Ok(p) => {
                     let q = project(&mut bucket, p);
-                    LowRankQ::Summing { bucket, q: comm.all_reduce_async(q) }
+                    QStage::Summing { bucket, q: comm.all_reduce_async(q) }
                 }
                 Err(e) => {
                     if matches!(e, Error::CommTimeout { .. }) {
                         // The later buckets wait for the same rank: they fail at once.
                         comm.give_up_waits();
                     }
-                    LowRankQ::Failed(in_factor(e, "P"))
+                    QStage::Failed(in_factor(e, "P"))
                 }
             },
-        }
+        })
     }
 }

@@ -13,41 +13,37 @@ use crate::error::{Error, Result};
 use crate::trace::recorder::record;
 use crate::trace::span::Activity;
 
-/// A low-rank bucket whose P factors (with the values sent whole) are being summed.
+/// A low-rank bucket whose P factors (with the values sent whole) are being summed. Opaque: only
+/// `reduce_q` moves it on.
 #[must_use = "a low-rank bucket must be turned around with `reduce_q`, then waited for in `step`"]
+pub struct LowRankP(pub(super) PStage);
+
 #[allow(
     clippy::large_enum_variant,
     reason = "one per low-rank bucket in flight; boxing the bucket would allocate every step"
 )]
-pub enum LowRankP {
+pub(super) enum PStage {
     /// Sent whole (the first `start_iter` steps, a run-time `--grad-comm`, or without overlap):
     /// the bucket comes back summed.
     Whole(InFlight),
     /// P on the wire; the bucket holds M (gradients plus errors) meanwhile.
-    Summing {
-        /// The bucket, holding M.
-        bucket: GradBucket,
-        /// P's all-reduce.
-        p: InFlight,
-    },
+    Summing { bucket: GradBucket, p: InFlight },
 }
 
-/// A low-rank bucket whose Q factors are being summed: what `step` waits for.
+/// A low-rank bucket whose Q factors are being summed: what `step` waits for. Opaque: only
+/// `wait` ends it.
 #[must_use = "in-flight gradients must be passed to `step`"]
+pub struct LowRankQ(pub(super) QStage);
+
 #[allow(
     clippy::large_enum_variant,
     reason = "one per low-rank bucket in flight; boxing the bucket would allocate every step"
 )]
-pub enum LowRankQ {
-    /// Sent whole, as `LowRankP::Whole`: the bucket comes back summed.
+pub(super) enum QStage {
+    /// Sent whole, as `PStage::Whole`: the bucket comes back summed.
     Whole(InFlight),
-    /// Q on the wire.
-    Summing {
-        /// The bucket, holding M until `wait` makes the approximation of the sum from it.
-        bucket: GradBucket,
-        /// Q's all-reduce.
-        q: InFlight,
-    },
+    /// Q on the wire; the bucket holds M until `wait` makes the approximation of the sum from it.
+    Summing { bucket: GradBucket, q: InFlight },
     /// P's wait point failed (a timeout, a dead communication thread): `wait` reports it.
     Failed(Error),
 }
@@ -57,14 +53,14 @@ impl LowRankQ {
     /// ranks (updating the lent parameters with it, or writing it into the bucket), keeps this
     /// rank's errors, and returns the bucket.
     pub fn wait(self) -> Result<GradBucket> {
-        match self {
-            LowRankQ::Whole(whole) => whole.wait(),
-            LowRankQ::Summing { mut bucket, q } => {
+        match self.0 {
+            QStage::Whole(whole) => whole.wait(),
+            QStage::Summing { mut bucket, q } => {
                 let q = q.wait().map_err(|e| in_factor(e, "Q"))?;
                 decompress(&mut bucket, q);
                 Ok(bucket)
             }
-            LowRankQ::Failed(e) => Err(e),
+            QStage::Failed(e) => Err(e),
         }
     }
 }

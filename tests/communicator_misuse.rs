@@ -1,0 +1,97 @@
+//! The public `Communicator` calls used out of the generated code's order, on 2 ranks under
+//! `mpirun`: a handle is never given another launch's sums, a rank that gives up on a collective
+//! ends the job instead of hanging it, and ranks that launch buckets of different lengths stop
+//! saying so instead of summing unrelated data.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{mpirun_with_env, run_on_two_ranks_each_way, two_rank_communicator};
+use overlap::{GradBucket, Transport};
+
+/// A bucket of `len` elements, each `value`, at launch index `index`.
+fn filled(index: usize, len: usize, value: f32) -> GradBucket {
+    let mut bucket = GradBucket::zeros(index, len);
+    bucket.as_mut_slice().fill(value);
+    bucket
+}
+
+/// One rank of `two_launches_of_one_index_each_get_their_own_sums`.
+#[test]
+#[ignore = "run on 2 ranks by two_launches_of_one_index_each_get_their_own_sums"]
+fn two_launches_of_one_index_rank() {
+    let comm = two_rank_communicator();
+    let first = comm.all_reduce_async(filled(0, 4, 1.0));
+    // Time for the first sum to arrive before the second launch takes the same index.
+    std::thread::sleep(Duration::from_millis(100));
+    let second = comm.all_reduce_async(filled(0, 4, 2.0));
+    comm.backward_done();
+    assert_eq!(first.wait().unwrap().as_slice(), [2.0; 4], "the first launch's sums");
+    assert_eq!(second.wait().unwrap().as_slice(), [4.0; 4], "the second launch's sums");
+}
+
+/// A handle not yet waited for keeps its sums when the same bucket index is launched again.
+#[test]
+fn two_launches_of_one_index_each_get_their_own_sums() {
+    run_on_two_ranks_each_way("two_launches_of_one_index_rank");
+}
+
+/// Runs this binary's ignored test `name` on 2 ranks through shared memory, expecting the job to
+/// fail; returns what it printed.
+fn failing_job(name: &str) -> String {
+    let exe = std::env::current_exe().expect("test binary path");
+    let args = ["-n", "2", exe.to_str().unwrap(), "--exact", name, "--include-ignored", "--nocapture"];
+    let out = mpirun_with_env(&[], &args);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "the job succeeded:\n{text}");
+    text
+}
+
+/// One rank of `a_rank_that_gives_up_on_a_collective_ends_the_job`: rank 0 launches a bucket
+/// that rank 1 never does, waits a second for it, and returns the timeout.
+#[test]
+#[ignore = "run on 2 ranks by a_rank_that_gives_up_on_a_collective_ends_the_job"]
+fn gives_up_and_returns_rank() {
+    let mut comm = overlap::Communicator::from_env_with(Transport::SharedMemory).unwrap();
+    comm.set_wait_timeout(Some(Duration::from_secs(1)));
+    if comm.rank() == 0 {
+        let error = comm.all_reduce_async(filled(0, 4, 1.0)).wait().unwrap_err();
+        println!("rank 0 waited: {error}");
+    }
+    // Dropping the communicator here must not hang: rank 0's thread is still in the all-reduce.
+}
+
+/// Dropping a communicator whose collective timed out ends the job with the reason, where
+/// finalising MPI would wait forever for the collective the other rank never joins.
+#[test]
+fn a_rank_that_gives_up_on_a_collective_ends_the_job() {
+    let text = failing_job("gives_up_and_returns_rank");
+    assert!(text.contains("rank 0 waited: "), "{text}");
+    assert!(
+        text.contains("rank 0: error: the communicator was dropped before bucket 0's all-reduce finished"),
+        "{text}"
+    );
+}
+
+/// One rank of `buckets_of_different_lengths_stop_the_job`.
+#[test]
+#[ignore = "run on 2 ranks by buckets_of_different_lengths_stop_the_job"]
+fn different_lengths_rank() {
+    let comm = overlap::Communicator::from_env_with(Transport::SharedMemory).unwrap();
+    let len = 100 * (comm.rank() + 1);
+    let summed = comm.all_reduce_async(filled(0, len, 1.0)).wait();
+    panic!("rank {} was given sums of buckets that differ: {summed:?}", comm.rank());
+}
+
+/// Ranks that all-reduce buckets of different lengths through shared memory stop, naming both.
+#[test]
+fn buckets_of_different_lengths_stop_the_job() {
+    let text = failing_job("different_lengths_rank");
+    assert!(!text.contains("was given sums"), "{text}");
+    let one_way = "rank 0: error: rank 1 launched an all-reduce of a bucket of 200 elements where this rank \
+                   launched an all-reduce of a bucket of 100 elements: every rank must launch the same buckets";
+    let other_way = "rank 1: error: rank 0 launched an all-reduce of a bucket of 100 elements where this rank \
+                     launched an all-reduce of a bucket of 200 elements";
+    assert!(text.contains(one_way) || text.contains(other_way), "{text}");
+}
