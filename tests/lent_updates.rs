@@ -104,7 +104,7 @@ fn parameters_are_away_between_backward_and_step_only_when_their_bucket_can_lend
     }));
     let message = forward.expect_err("forward without the parameters");
     let message = message.downcast_ref::<String>().map(String::as_str).unwrap_or_default();
-    assert!(message.contains("call `step` before the next `forward`"), "{message}");
+    assert!(message.contains("`step` takes them back from the buckets `backward` returned"), "{message}");
     model.step(in_flight, &mut optimizer).unwrap();
     assert!(holds_all(&model), "every parameter is back");
     assert!(optimizer.momentum_buffer(0).is_some(), "the optimizer has its state back");

@@ -103,10 +103,12 @@ macro_rules! activation {
 }
 
 activation!(
-    /// `max(x, 0)`; the gradient at 0 is 0, as in PyTorch.
+    /// `max(x, 0)`; the gradient at 0 is 0, and NaN stays NaN with gradient 1, as in PyTorch
+    /// (`f32::max` would turn NaN into 0: a NaN input would then vanish from the loss while
+    /// backward still carried it into the weights).
     Relu,
-    |x| x.max(0.0),
-    |_x, y| if y > 0.0 { 1.0 } else { 0.0 }
+    |x| if x <= 0.0 { 0.0 } else { x },
+    |_x, y| if y <= 0.0 { 0.0 } else { 1.0 }
 );
 
 activation!(
@@ -175,6 +177,20 @@ mod tests {
             Some(&mut grad_input),
         );
         assert_eq!(grad_input, Matrix::from_vec(2, 3, vec![1.0, 0.0, 1.0, 0.0, 1.0, 0.0]));
+    }
+
+    #[test]
+    fn relu_keeps_nan_with_gradient_one_as_pytorch() {
+        // PyTorch 2.15: relu([nan, -1, 0, 2]) = [nan, 0, 0, 2], its gradient [1, 0, 0, 1].
+        let input = Matrix::from_vec(1, 4, vec![f32::NAN, -1.0, 0.0, 2.0]);
+        let mut output = Matrix::default();
+        Relu.forward(&StepContext::rows(1), &input, &mut output, &mut ());
+        assert!(output.as_slice()[0].is_nan());
+        assert_eq!(output.as_slice()[1..], [0.0, 0.0, 2.0]);
+        let mut grad_input = Matrix::default();
+        let ones = Matrix::from_vec(1, 4, vec![1.0; 4]);
+        Relu.backward(&StepContext::rows(1), &input, &output, &(), &ones, &mut [], false, Some(&mut grad_input));
+        assert_eq!(grad_input.as_slice(), [1.0, 0.0, 0.0, 1.0]);
     }
 
     #[test]

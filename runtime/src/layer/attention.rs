@@ -8,7 +8,7 @@
 use overlap_plan::Width;
 
 use super::context::StepContext;
-use super::contract::{DeviceOp, Layer, ParamDef};
+use super::contract::{assert_not_lent, DeviceOp, Layer, ParamDef};
 use super::exp::exp;
 use super::lanes::{self, LANES};
 use super::linear::column_sums;
@@ -140,7 +140,7 @@ impl<const D: usize, const H: usize> Layer for CausalSelfAttention<D, H> {
 
     fn forward(&self, ctx: &StepContext, input: &Matrix, output: &mut Matrix, saved: &mut AttentionSaved) {
         assert_eq!(input.cols(), D, "CausalSelfAttention<{D}, {H}>: input has {} columns", input.cols());
-        assert!(self.holds_all(), "CausalSelfAttention: its parameters are lent to an all-reduce; call `step` first");
+        assert_not_lent("CausalSelfAttention", self.holds_all());
         let (rows, sequences, t, hd) = (ctx.row_count(), ctx.sequence_count(), ctx.positions(), Self::HEAD);
         let scale = 1.0 / (hd as f32).sqrt();
         let x = MatRef::row_major(input.as_slice(), rows, D);

@@ -200,3 +200,14 @@ const fn same_str(a: &str, b: &str) -> bool {
     }
     true
 }
+
+/// Panics unless a built-in layer holds all its parameters (`holds_all`): one lent to its
+/// bucket's collective (`Layer::param_vec_mut`) is empty until the step gives it back.
+pub(super) fn assert_not_lent(layer: &str, holds_all: bool) {
+    assert!(
+        holds_all,
+        "{layer}: its parameters are lent to a collective that updates them: `step` takes them back from the \
+         buckets `backward` returned (do not drop those), and after a step with sharded optimizer state, \
+         `forward_gathering` from the all-gathers"
+    );
+}

@@ -6,7 +6,7 @@
 use overlap_plan::Width;
 
 use super::context::StepContext;
-use super::contract::{DeviceOp, Layer, ParamDef};
+use super::contract::{assert_not_lent, DeviceOp, Layer, ParamDef};
 use crate::init::InitRng;
 use crate::tensor::Matrix;
 
@@ -59,7 +59,7 @@ impl<const V: usize, const D: usize> Layer for Embedding<V, D> {
 
     fn forward(&self, _ctx: &StepContext, input: &Matrix, output: &mut Matrix, _: &mut ()) {
         assert_eq!(input.cols(), 1, "Embedding<{V}, {D}>: input has {} columns, not one token id", input.cols());
-        assert_eq!(self.weight.len(), V * D, "Embedding: its weight is lent to an all-reduce; call `step` first");
+        assert_not_lent("Embedding", self.weight.len() == V * D);
         output.resize(input.rows(), D);
         for r in 0..input.rows() {
             let id = token(input, r, V);
@@ -136,11 +136,7 @@ impl<const T: usize, const D: usize> Layer for PositionEmbedding<T, D> {
 
     fn forward(&self, ctx: &StepContext, input: &Matrix, output: &mut Matrix, _: &mut ()) {
         Self::check(ctx);
-        assert_eq!(
-            self.weight.len(),
-            T * D,
-            "PositionEmbedding: its weight is lent to an all-reduce; call `step` first"
-        );
+        assert_not_lent("PositionEmbedding", self.weight.len() == T * D);
         output.resize(input.rows(), D);
         for s in 0..ctx.sequence_count() {
             for (t, r) in ctx.sequence_rows(s).enumerate() {

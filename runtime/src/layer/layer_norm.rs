@@ -4,10 +4,10 @@
 use overlap_plan::{ReadyOrder, Width};
 
 use super::context::StepContext;
-use super::contract::{DeviceOp, Layer, ParamDef};
+use super::contract::{assert_not_lent, DeviceOp, Layer, ParamDef};
 use super::lanes;
 use super::scratch::with_scratch;
-use super::weight_bias::{assert_not_lent, weight_or_bias};
+use super::weight_bias::weight_or_bias;
 use crate::init::InitRng;
 use crate::tensor::Matrix;
 

@@ -3,8 +3,8 @@
 use overlap_plan::Width;
 
 use super::context::StepContext;
-use super::contract::{DeviceOp, Layer, ParamDef};
-use super::weight_bias::{assert_not_lent, weight_or_bias};
+use super::contract::{assert_not_lent, DeviceOp, Layer, ParamDef};
+use super::weight_bias::weight_or_bias;
 use crate::host::gemm::{gemm, MatRef};
 use crate::init::InitRng;
 use crate::tensor::Matrix;

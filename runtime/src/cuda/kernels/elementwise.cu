@@ -25,13 +25,14 @@ extern "C" __global__ void bias_grad(float* dbias, const float* dy, int rows, in
 
 extern "C" __global__ void relu_forward(float* y, const float* x, int n) {
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
-        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        // NaN stays NaN, as in PyTorch (and on the CPU).
+        y[i] = x[i] <= 0.0f ? 0.0f : x[i];
     }
 }
 
 extern "C" __global__ void relu_backward(float* dx, const float* x, const float* dy, int n) {
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
-        dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+        dx[i] = x[i] <= 0.0f ? 0.0f : dy[i];
     }
 }
 
