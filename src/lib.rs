@@ -113,6 +113,8 @@ pub use overlap_runtime::{
     TrainConfig, TrainSummary, Trainer, ValidationConfig,
 };
 // The ranks and their gradient buckets (`GradientBuckets::buckets` gives them between steps).
+/// A cluster that `Trainer::simulate` replays the step on (`"world=64,link=ib-ndr".parse()`).
+pub use overlap_runtime::profile::Cluster;
 pub use overlap_runtime::{CommConfig, CommMode, Communicator, GradBucket, Transport, WireFormat};
 pub use overlap_runtime::{Error, Result};
 

@@ -49,6 +49,23 @@ impl Loss for OffByOne {
     }
 }
 
+/// Synthetic samples with a NaN feature in the first row of the second step.
+struct NanFeatureLater(SyntheticClassification);
+
+impl Dataset for NanFeatureLater {
+    fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> overlap::Result<()> {
+        self.0.fill(first, rows, batch)?;
+        if first == rows as u64 {
+            batch.inputs.as_mut_slice()[1] = f32::NAN;
+        }
+        Ok(())
+    }
+
+    fn features(&self) -> usize {
+        self.0.features()
+    }
+}
+
 /// Cross-entropy that turns NaN from the second call on, as a loss with a division by zero does.
 struct NanLater(std::cell::Cell<u32>);
 
@@ -58,6 +75,24 @@ impl Loss for NanLater {
         self.0.set(self.0.get() + 1);
         Ok(if self.0.get() > 1 { f32::NAN } else { value })
     }
+}
+
+#[test]
+fn zero_threads_are_refused_by_name() {
+    // (Two threads train as one to rounding: `tests/mpi.rs`, through `--threads`. Not here: the
+    // setting is the process's, and this binary's tests run side by side.)
+    let mut data = SyntheticClassification::new(3, 4, 3);
+    let err = fit(|t| t.threads(0), &mut data, &CrossEntropyLoss).unwrap_err().to_string();
+    assert!(err.contains("`TrainConfig::threads` must be at least 1"), "{err}");
+}
+
+#[test]
+fn a_nan_in_the_data_stops_the_run_at_its_step() {
+    // Through the ReLU too, which keeps NaN as PyTorch does: `max(x, 0)` turned it into 0, and
+    // the run finished with NaN in `fc1.weight` and a finite loss.
+    let mut data = NanFeatureLater(SyntheticClassification::new(3, 4, 3));
+    let err = fit(|t| t, &mut data, &CrossEntropyLoss).unwrap_err().to_string();
+    assert!(err.contains("the loss is NaN at step 2 on rank 0"), "{err}");
 }
 
 #[test]

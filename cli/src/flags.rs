@@ -8,6 +8,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("`TrainConfig::steps`", "--steps"),
     ("`TrainConfig::batch`", "--batch"),
     ("`TrainConfig::accumulate`", "--accumulate"),
+    ("`TrainConfig::threads`", "--threads"),
     ("`TrainConfig::log_every`", "--log-every"),
     ("`TrainConfig::save_params`", "--save-params"),
     ("`TrainConfig::resume`", "--resume"),

@@ -117,14 +117,8 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
         return Ok(());
     }
     refuse_contradictions(args)?;
-    match args.device {
-        args::Device::Cpu => use_threads(args.threads, rank),
-        args::Device::Cuda => {
-            refuse_cpu_only_flags(args)?;
-            if args.threads > 1 && rank == 0 {
-                console::err_line("note: --threads has no effect with --device cuda: the GPU runs the products")
-            }
-        }
+    if args.device == args::Device::Cuda {
+        refuse_cpu_only_flags(args)?;
     }
     // A sample from --init-params alone (--steps 0) reads back --context positions too.
     let sampling_a_file = args.steps == 0 && args.init_params.is_some();
@@ -205,6 +199,8 @@ fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Re
         ));
     };
     unused_flags::refuse_with_sample_only(args)?;
+    // Sampling runs the products outside `fit`, which sets this for training.
+    overlap_runtime::command_line::set_threads(args.threads);
     let (text_vocab, context) = match &args.text {
         Some(file) => datasets::vocabulary_text::<M>(file, args).map(|(vocab, context)| (Some(vocab), context))?,
         None => (None, datasets::sample_context::<M>(args)?),
@@ -375,18 +371,4 @@ fn report_error(e: &Error) -> ExitCode {
     let message = format!("rank {rank}: error: {}\n", flags::in_flag_terms(&e.to_string()));
     let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), message.as_bytes());
     ExitCode::FAILURE
-}
-
-/// Runs this process's matrix products on `threads` threads, with a note (rank 0) when fewer
-/// cores than that are open to it: mpirun binds each rank to one core unless told otherwise.
-fn use_threads(threads: usize, rank: usize) {
-    overlap_runtime::command_line::set_threads(threads);
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    if threads > cores && rank == 0 {
-        console::err_line(&format!(
-            "note: --threads {threads}, but this process may run on only {cores} core(s); its threads \
-             take turns there. Give each rank more cores, e.g. mpirun --map-by slot:PE={threads} \
-             (or --bind-to none)"
-        ));
-    }
 }

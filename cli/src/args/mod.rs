@@ -341,6 +341,7 @@ impl TrainArgs {
                 Device::Cpu => RunDevice::Cpu,
                 Device::Cuda => RunDevice::Cuda { gpu: self.gpu },
             },
+            threads: self.threads,
             // A training binary stops cleanly when a scheduler asks it to.
             stop_on_signals: true,
             validation: self.validation_every().map(|every| ValidationConfig { every, batches: self.eval_batches }),

@@ -39,6 +39,7 @@ pub const SETTING_NAMES: &[&str] = &[
     "`TrainConfig::resume`",
     "`TrainConfig::device`",
     "`TrainConfig::device.gpu`",
+    "`TrainConfig::threads`",
     "`SaveConfig::dir`",
     "`SaveConfig::overwrite`",
     "`SaveConfig::every`",
@@ -93,6 +94,11 @@ pub struct TrainConfig {
     pub resume: Option<PathBuf>,
     /// Where every rank computes: its CPU, or one GPU per rank.
     pub device: Device,
+    /// Threads for each rank's matrix products on the CPU, which OpenBLAS splits over them by
+    /// blocks of the output; results agree with one thread to rounding. One by default: mpirun
+    /// gives each rank one core, where a second thread only takes turns with the first. Set for
+    /// the whole process when `fit` starts; no effect on a GPU.
+    pub threads: usize,
     /// Stop cleanly on SIGTERM / SIGINT (see `stop`): finish the step, checkpoint, return
     /// `Error::Stopped`. Installs process-wide signal handlers for the run.
     pub stop_on_signals: bool,
@@ -126,6 +132,7 @@ impl Default for TrainConfig {
             save_params: None,
             resume: None,
             device: Device::Cpu,
+            threads: 1,
             stop_on_signals: false,
             validation: None,
         }

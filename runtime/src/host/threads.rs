@@ -16,6 +16,20 @@ pub fn set(threads: usize) {
     THREADS.store(threads.max(1), Ordering::Relaxed);
 }
 
+/// Runs every later product of this process on `threads` threads (`TrainConfig::threads`); a
+/// note when fewer cores than that are open to the process: mpirun binds each rank to one core
+/// unless told otherwise.
+pub(crate) fn use_for_products(threads: usize) -> Option<String> {
+    set(threads);
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    (threads > cores).then(|| {
+        format!(
+            "{threads} threads for the products, but this process may run on only {cores} core(s); its threads \
+             take turns there. Give each rank more cores, e.g. mpirun --map-by slot:PE={threads} (or --bind-to none)"
+        )
+    })
+}
+
 /// Threads per product (see [`set`]).
 pub fn count() -> usize {
     THREADS.load(Ordering::Relaxed)

@@ -97,6 +97,12 @@ impl<'c> Trainer<'c> {
         self
     }
 
+    /// Threads for this process's matrix products on the CPU (see `TrainConfig::threads`).
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.config.threads = threads;
+        self
+    }
+
     /// Micro-steps per optimizer step: gradients accumulate, only the last one communicates.
     pub fn accumulate(mut self, micro_steps: usize) -> Self {
         self.config.accumulate = micro_steps;
@@ -289,6 +295,14 @@ impl<'c> Trainer<'c> {
                  and gathers none, so the rest of its parameters keep their first values (the steps time a sharded \
                  step without its communication)",
             );
+        }
+        let threads_note = match config.device {
+            Device::Cpu => crate::host::threads::use_for_products(config.threads),
+            Device::Cuda { .. } => (config.threads > 1)
+                .then(|| "threads for the products have no effect on a GPU, which runs them".to_string()),
+        };
+        if let (0, Some(note)) = (comm.rank(), threads_note) {
+            console::err_line(&format!("note: {note}"));
         }
         #[cfg(feature = "mkl")]
         if let (0, Device::Cpu) = (comm.rank(), config.device) {

@@ -25,6 +25,7 @@ pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Datas
         ("`TrainConfig::steps`", config.steps == 0),
         ("`TrainConfig::batch`", config.batch == 0),
         ("`TrainConfig::accumulate`", config.accumulate == 0),
+        ("`TrainConfig::threads`", config.threads == 0),
         ("`TrainConfig::log_every`", config.log_every == 0),
         ("`ObserveConfig::report_every`", config.observe.report_every == Some(0)),
     ];
