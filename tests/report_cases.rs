@@ -1,5 +1,6 @@
 //! The overlap report in runs off the common path: resumed, on one rank under `mpirun`, timing
-//! communication alone, and writing a profile under a link without a bandwidth limit.
+//! communication alone, writing a profile under a link without a bandwidth limit, and longer
+//! than the steps rank 0 keeps for it.
 
 mod common;
 
@@ -21,6 +22,21 @@ fn a_resumed_run_reports_its_window_once() {
     let resumed = mlp(&["--steps", "8", "--report-every", "4", "--resume", ck.to_str().unwrap()]);
     assert_eq!(resumed.matches("overlap report: ").count(), 1, "{resumed}");
     assert!(resumed.contains("steps 5..=8"), "{resumed}");
+}
+
+/// A run of more steps than rank 0 keeps for the report is reported over evenly spaced steps
+/// of the whole run, and says so: rank 0's memory does not grow with the run's length.
+#[test]
+fn a_long_run_is_reported_over_evenly_spaced_steps() {
+    // 2100 steps of a tiny model (about 0.1 ms each); at rate 0.005, as 0.05 diverges at batch 1.
+    let args = ["--steps", "2100", "--batch", "1", "--lr", "0.005", "--log-every", "10000", "--report", "json"];
+    let out = Command::new(example("custom_layer")).args(args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    // Every step up to 1024, then every second, then every fourth (steps 0, 4, ..., 2096).
+    let span = ["steps", "sampled_every", "first_step", "last_step"].map(|key| report[key].as_u64());
+    assert_eq!(span, [Some(525), Some(4), Some(1), Some(2097)], "{report}");
 }
 
 #[test]

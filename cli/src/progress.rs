@@ -29,6 +29,10 @@ impl Progress for Bar {
     fn start(&self, first_step: u64, steps: u64) {
         self.0.set_length(steps);
         self.0.set_position(first_step);
+        // A resumed run's earlier steps took no time here: the estimate of the rate starts from
+        // this position (which a tick records) and from now, and so does the elapsed time.
+        self.0.tick();
+        self.0.reset_elapsed();
     }
 
     fn advance(&self) {

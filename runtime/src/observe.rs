@@ -14,7 +14,9 @@ use crate::error::Result;
 use crate::memory::{needed_bytes, optimizer_state_bytes, peak_rss_bytes, RunShape};
 use crate::process::console;
 use crate::profile::{self, Cluster};
-use crate::trace::{self, AfterPause, Memory, OverlapReport, PredictedStep, RunInfo, Span, StepBreakdown};
+use crate::trace::{
+    self, AfterPause, Memory, OverlapReport, PredictedStep, RunInfo, SampledSteps, Span, StepBreakdown,
+};
 
 /// Steps between gathers when no `--report-every` is given.
 const DEFAULT_WINDOW: u64 = 100;
@@ -84,8 +86,9 @@ pub struct Observer<'a> {
     /// Steps that began after a pause (a gather of spans, a validation, a checkpoint) while
     /// their all-gathers ran in it: their forward found them done, so the report leaves them out.
     after_pause: Vec<u64>,
-    /// At rank 0: every gathered step's breakdowns, by step then rank.
-    breakdowns: Vec<StepBreakdown>,
+    /// At rank 0: the gathered steps' breakdowns, by step then rank (every step of a run of up
+    /// to `trace::sampled_steps::MAX_STEPS`, evenly spaced ones of a longer one).
+    breakdowns: SampledSteps,
     /// At rank 0, with `--trace`: every gathered span.
     all_spans: Vec<Span>,
     /// At rank 0, with `--timeline`: each gathered window's representative step, its time
@@ -130,7 +133,7 @@ impl<'a> Observer<'a> {
             window,
             gathers_in_forward: comm.gathers_in_forward(),
             after_pause: Vec::new(),
-            breakdowns: Vec::new(),
+            breakdowns: SampledSteps::default(),
             all_spans: Vec::new(),
             timeline_candidates: Vec::new(),
             warm_up: None,
@@ -173,7 +176,7 @@ impl<'a> Observer<'a> {
         if self.config.report_every.is_some() && !whole_run {
             let (kept, after_pause) = self.undisturbed(&fresh);
             let costs = self.link.and_then(|_| profile::measured_costs(&kept, &self.schedule, self.first_step()));
-            self.print_report(&kept, after_pause, costs.as_ref(), None);
+            self.print_report(&kept, (after_pause, 1), costs.as_ref(), None);
         }
         Ok(())
     }
@@ -225,10 +228,10 @@ impl<'a> Observer<'a> {
             optimizer_shards: self.run.optimizer_shards,
             communication_only: !self.run.trains,
         };
-        let gathered = std::mem::take(&mut self.breakdowns);
+        let (gathered, every) = (self.breakdowns.take(), self.breakdowns.every());
         let (all, after_pause) = self.undisturbed(&gathered);
         let costs = profile::measured_costs(&all, &self.schedule, self.first_step());
-        self.print_report(&all, after_pause, costs.as_ref(), Some(memory));
+        self.print_report(&all, (after_pause, every), costs.as_ref(), Some(memory));
         if let (Some(path), Some(costs)) = (&self.config.write_profile, &costs) {
             let batch = self.run.batch * self.run.accumulate;
             // A link without a bandwidth (`latency=5us` alone) has no finite one to plan with,
@@ -286,7 +289,7 @@ impl<'a> Observer<'a> {
         if let (None, Some(first)) = (self.warm_up, fresh.first()) {
             self.warm_up = Some(first.step);
         }
-        self.breakdowns.extend_from_slice(&fresh);
+        self.breakdowns.extend(&fresh);
         if self.config.timeline.is_some() {
             let window = self.undisturbed(&fresh).0;
             if let Some(step) = trace::representative_step(&window, self.first_step()) {
@@ -306,11 +309,11 @@ impl<'a> Observer<'a> {
     }
 
     /// `costs`: the per-layer times measured over `breakdowns`, for the simulator's prediction;
-    /// `after_pause`: as `undisturbed` says.
+    /// `after_pause`: as `undisturbed` says; `every`: one step in how many `breakdowns` holds.
     fn print_report(
         &self,
         breakdowns: &[StepBreakdown],
-        after_pause: Option<AfterPause>,
+        (after_pause, every): (Option<AfterPause>, u64),
         costs: Option<&StepCosts>,
         memory: Option<Memory>,
     ) {
@@ -321,6 +324,7 @@ impl<'a> Observer<'a> {
         if let Some(r) = &mut report {
             r.memory = memory;
             r.after_pause = after_pause;
+            r.sampled_every = every;
             // One rank sends nothing, whatever the transport.
             let sends = self.mode != CommMode::Skip && self.world_size > 1;
             r.transport = self.transport.filter(|_| sends).map(Transport::name);

@@ -24,6 +24,8 @@ pub struct OverlapReport {
     pub transport: Option<&'static str>,
     /// Number of steps the medians are over.
     pub steps: usize,
+    /// 1, or, in a run too long to keep every step, `n`: the medians are over every `n`-th step.
+    pub sampled_every: u64,
     /// The first and last step reported, counted from 1 as the log lines count them.
     pub first_step: u64,
     /// The last step reported, counted from 1.
@@ -223,6 +225,7 @@ impl OverlapReport {
             emulated_link: link.filter(|_| world_size > 1).map(|l| l.to_string()),
             transport: None,
             steps: steps.len(),
+            sampled_every: 1,
             first_step: steps[0][0].step + 1,
             last_step: steps[steps.len() - 1][0].step + 1,
             step_ms,

@@ -16,8 +16,8 @@ impl fmt::Display for OverlapReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "overlap report: {}, {} rank(s), {}{}, steps {}..={} ({} step{}; each row its own median over steps of the \
-             mean over ranks, the step of its slowest rank, so rows need not add up)",
+            "overlap report: {}, {} rank(s), {}{}, steps {}..={} ({} step{}{}; each row its own median over steps of \
+             the mean over ranks, the step of its slowest rank, so rows need not add up)",
             self.model,
             self.world_size,
             self.mode,
@@ -26,6 +26,10 @@ impl fmt::Display for OverlapReport {
             self.last_step,
             self.steps,
             if self.steps == 1 { "" } else { "s" },
+            match self.sampled_every {
+                1 => String::new(),
+                n => format!(", one in {n} of the run's"),
+            },
         )?;
         if let Some(link) = &self.emulated_link {
             writeln!(
