@@ -136,6 +136,23 @@ fn damaged_or_foreign_checkpoints_are_refused_clearly() {
     let err = resume_error(&dir, "mlp");
     assert!(err.contains("optimizer.safetensors: corrupted: CRC-32"), "{err}");
 
+    // A damaged newest checkpoint names the older whole ones, and how to resume from them.
+    let dir = copy("missing-file");
+    let older = dir.join("step-00000001");
+    std::fs::create_dir(&older).unwrap();
+    for f in ["model.safetensors", "optimizer.safetensors", "state.json"] {
+        std::fs::copy(good.join("step-00000002").join(f), older.join(f)).unwrap();
+    }
+    std::fs::remove_file(dir.join("step-00000002/state.json")).unwrap();
+    let err = resume_error(&dir, "mlp");
+    let pointer = dir.join("latest").display().to_string();
+    assert!(err.contains("error: checkpoint: ") && err.contains("step-00000002/state.json: "), "{err}");
+    let hint = format!(
+        "the folder holds other whole checkpoints (step-00000001): to resume from one, write its name into \
+         {pointer} (`echo step-00000001 > {pointer}`)"
+    );
+    assert!(err.contains(&hint), "{err}");
+
     let dir = copy("bad-state");
     std::fs::write(dir.join("step-00000002/state.json"), b"{\"format\": 3").unwrap();
     assert!(resume_error(&dir, "mlp").contains("not a valid checkpoint state file"));

@@ -14,28 +14,30 @@ pub(super) fn latest_name(dir: &Path) -> Result<String> {
         Ok(name) => return Ok(name),
         Err(problem) => problem,
     };
+    Err(Error::Checkpoint(format!("{problem}{}", other_whole_steps(dir, None))))
+}
+
+/// How to resume from the whole checkpoints `dir` holds besides `damaged` (the one `latest`
+/// names, when it cannot be read back): "" when there are none.
+pub(super) fn other_whole_steps(dir: &Path, damaged: Option<&str>) -> String {
     let path = dir.join(LATEST);
-    let whole = whole_steps(dir);
-    let hint = match whole.last() {
-        Some(newest) => {
-            let target = shell_word(&path.display().to_string());
-            // What stands at `latest` when it is no plain file goes first: writing into a FIFO
-            // waits for a reader, into a folder fails, through a link writes its target.
-            let clear = match std::fs::symlink_metadata(&path) {
-                Ok(m) if m.is_dir() => format!("rm -r {target} && "),
-                Ok(m) if !m.is_file() => format!("rm {target} && "),
-                _ => String::new(),
-            };
-            format!(
-                "; the folder holds whole checkpoints ({}): to resume from one, write its name into {} \
-                 (`{clear}echo {newest} > {target}`)",
-                whole.join(", "),
-                path.display(),
-            )
-        }
-        None => String::new(),
+    let whole: Vec<String> = whole_steps(dir).into_iter().filter(|s| Some(s.as_str()) != damaged).collect();
+    let Some(newest) = whole.last() else { return String::new() };
+    let target = shell_word(&path.display().to_string());
+    // What stands at `latest` when it is no plain file goes first: writing into a FIFO waits for
+    // a reader, into a folder fails, through a link writes its target.
+    let clear = match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.is_dir() => format!("rm -r {target} && "),
+        Ok(m) if !m.is_file() => format!("rm {target} && "),
+        _ => String::new(),
     };
-    Err(Error::Checkpoint(format!("{problem}{hint}")))
+    let other = if damaged.is_some() { "other " } else { "" };
+    format!(
+        "; the folder holds {other}whole checkpoints ({}): to resume from one, write its name into {} \
+         (`{clear}echo {newest} > {target}`)",
+        whole.join(", "),
+        path.display(),
+    )
 }
 
 /// `word` as a shell reads it back: quoted unless it is plain.

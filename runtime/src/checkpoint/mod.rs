@@ -121,7 +121,7 @@ pub(crate) fn save_in_claimed<M: DistributedModel, O: OptimizerState>(
     if written.is_err() {
         let _ = std::fs::remove_dir_all(&step_dir);
     }
-    written?;
+    written.map_err(|e| with_what_is_kept(e, dir))?;
     let published = durable::sync_dir(dir).and_then(|()| {
         fault::at_save_stage(SaveStage::Synced, nth);
         durable::replace_atomically(&dir.join(LATEST), name.as_bytes(), |step| {
@@ -139,10 +139,26 @@ pub(crate) fn save_in_claimed<M: DistributedModel, O: OptimizerState>(
         // no disk kept for it.
         let _ = std::fs::remove_dir_all(&step_dir);
         let _ = std::fs::remove_file(durable::temporary(&dir.join(LATEST)));
+        return Err(with_what_is_kept(published.unwrap_err(), dir));
     }
     published?;
     remove_old(dir, &name);
     Ok(step_dir)
+}
+
+/// The error of a save that was not published, with what `dir` still holds: nothing of this
+/// save, and the checkpoint `latest` names, as it was.
+fn with_what_is_kept(error: Error, dir: &Path) -> Error {
+    let kept = match latest_name(dir) {
+        Ok(name) => format!("{} still names {name}, which stays whole", dir.join(LATEST).display()),
+        Err(_) => "the folder holds no earlier checkpoint".to_string(),
+    };
+    let message = error.to_string();
+    Error::Checkpoint(format!(
+        "{}; nothing of this save is kept, and {kept} (a save needs room for one checkpoint beside the {KEEP} \
+         newest it keeps)",
+        message.strip_prefix("checkpoint: ").unwrap_or(&message)
+    ))
 }
 
 /// The files of the checkpoint at `step_dir`, written and synced with the folder.
@@ -225,8 +241,17 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
         )));
     }
     let state_path = step_dir.join(STATE_FILE);
-    let state = State::read(&state_path)?;
-    let checked = |file: &str| state.checked_file(&step_dir, file, &state_path);
+    // A damaged newest checkpoint says which older ones can be resumed instead.
+    let damaged = |e: Error| match e {
+        Error::Checkpoint(_) | Error::Io { .. } => {
+            let message = e.to_string();
+            let message = message.strip_prefix("checkpoint: ").unwrap_or(&message);
+            Error::Checkpoint(format!("{message}{}", latest::other_whole_steps(dir, Some(&name))))
+        }
+        other => other,
+    };
+    let state = State::read(&state_path).map_err(damaged)?;
+    let checked = |file: &str| state.checked_file(&step_dir, file, &state_path).map_err(damaged);
     let (model_bytes, optimizer_bytes) = (checked(MODEL_FILE)?, checked(OPTIMIZER_FILE)?);
 
     let mut problems = Vec::new();
