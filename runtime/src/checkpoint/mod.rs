@@ -134,14 +134,15 @@ pub(crate) fn save_in_claimed<M: DistributedModel, O: OptimizerState>(
             )
         })
     });
-    if published.is_err() && latest_name(dir).ok().as_deref() != Some(name.as_str()) {
-        // Not published (where `latest` names it, only the last sync failed): no checkpoint, so
-        // no disk kept for it.
+    if let Err(error) = published {
+        if latest_name(dir).ok().as_deref() == Some(name.as_str()) {
+            return Err(error); // Published: only the last sync failed.
+        }
+        // Not published: no checkpoint, so no disk kept for it.
         let _ = std::fs::remove_dir_all(&step_dir);
         let _ = std::fs::remove_file(durable::temporary(&dir.join(LATEST)));
-        return Err(with_what_is_kept(published.unwrap_err(), dir));
+        return Err(with_what_is_kept(error, dir));
     }
-    published?;
     remove_old(dir, &name);
     Ok(step_dir)
 }
