@@ -218,6 +218,19 @@ fn a_dangling_latest_and_a_missing_data_folder_are_called_what_they_are() {
     // Resumed at the total already reached: nothing to train, and where its parameters are.
     let (ok, text) = mlp(&["--steps", "2", "--batch", "4", "--resume", dir]);
     assert!(!ok && text.contains("nothing to do (give a larger total to train on; the parameters it holds are its step folder's model.safetensors"), "{text}");
+    assert!(!text.contains("resumed from"), "nothing was resumed:\n{text}");
+    // A parameters file given to --resume, and a checkpoint folder to --init-params, say which is which.
+    let params = root.path().join("p.safetensors");
+    assert!(mlp(&["--steps", "1", "--batch", "4", "--save-params", params.to_str().unwrap()]).0);
+    let (ok, text) = mlp(&["--steps", "4", "--batch", "4", "--resume", params.to_str().unwrap()]);
+    assert!(
+        !ok && text.contains("is a file, not a checkpoint folder: a parameters file gives a run its first"),
+        "{text}"
+    );
+    let (ok, text) = mlp(&["--steps", "4", "--batch", "4", "--init-params", dir]);
+    let newest = format!("the parameters of its newest are {dir}/step-00000002/model.safetensors");
+    assert!(!ok && text.contains(&format!("--init-params {dir}: a folder, not a parameters file")), "{text}");
+    assert!(text.contains(&newest), "{text}");
     std::fs::remove_dir_all(root.path().join("ck/step-00000002")).unwrap();
     let (ok, text) = mlp(&["--steps", "4", "--batch", "4", "--resume", dir]);
     assert!(!ok && text.contains("`latest` names step-00000002, which is missing"), "{text}");

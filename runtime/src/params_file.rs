@@ -231,6 +231,16 @@ pub fn load_into<M: DistributedModel>(model: &mut M, path: &Path) -> Result<()> 
 /// `load_into`, also returning what the file records beside its tensors (`load_notes`), from
 /// one read of it: the path may be a pipe (`--init-params <(zcat model.safetensors.gz)`).
 pub fn load_into_with_notes<M: DistributedModel>(model: &mut M, path: &Path) -> Result<FileNotes> {
+    if path.is_dir() {
+        let newest = crate::checkpoint::read_latest(path).ok();
+        let model_file = |step: String| path.join(step).join(crate::checkpoint::MODEL_FILE);
+        let inside = newest.map(|step| format!("; the parameters of its newest are {}", model_file(step).display()));
+        return Err(Error::Safetensors(format!(
+            "{}: a folder, not a parameters file (a checkpoint folder is resumed from{})",
+            path.display(),
+            inside.unwrap_or_default()
+        )));
+    }
     let bytes = read_unless_device(path)?;
     // The notes first: a file whose notes cannot be read leaves the model as it was.
     let notes = notes_in(&bytes, path)?;

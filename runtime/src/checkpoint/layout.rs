@@ -85,6 +85,13 @@ pub fn read_latest(dir: &Path) -> std::result::Result<String, String> {
 /// Where `dir` is a step directory of a checkpoint folder (`ck/step-00000002`), a hint to give
 /// the folder; otherwise nothing.
 fn one_of_a_folder(dir: &Path) -> String {
+    if dir.is_file() {
+        return format!(
+            " ({} is a file, not a checkpoint folder: a parameters file gives a run its first parameters, and is \
+             not resumed from)",
+            dir.display()
+        );
+    }
     let step_dir = dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| step_of(n).is_some());
     match dir.parent().filter(|folder| step_dir && is_checkpoint_folder(folder)) {
         Some(folder) => format!(" ({} is one checkpoint of the folder {}: give that)", dir.display(), folder.display()),

@@ -37,7 +37,7 @@ use crate::model::DistributedModel;
 use crate::optim::OptimizerState;
 use crate::params_file::{model_file_bytes, read_checked, serialize, to_bytes, Tensor};
 use latest::{is_whole, latest_name};
-pub(crate) use layout::owner_folder;
+pub(crate) use layout::{owner_folder, read_latest};
 use layout::{step_dir_name, step_of, LATEST, STATE_FILE};
 use state::{state_crc, FileCheck, State};
 

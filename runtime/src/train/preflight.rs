@@ -447,7 +447,8 @@ pub(super) fn resume<M: DistributedModel>(
                 return Err(Error::Checkpoint(format!("{}: {why}", loaded.state_file.display())));
             }
         }
-        if rank == 0 {
+        // A checkpoint at the total already is refused once the ranks agree (`steps_left`).
+        if rank == 0 && position.next_step < config.steps {
             crate::process::console::err_line(&format!(
                 "resumed from {} at step {}",
                 dir.display(),
