@@ -225,23 +225,28 @@ fn listed(kind: &str, why: &str, names: &[String]) -> Option<String> {
 /// `wte.weight`), alone, as `safetensors.torch.save_model` keeps it, or beside its owner with
 /// the same values, as a cloned `state_dict` holds it.
 pub fn load_into<M: DistributedModel>(model: &mut M, path: &Path) -> Result<()> {
-    fill(model, &read_unless_device(path)?, path)
+    fill(model, &read_file(path)?, path)
+}
+
+/// The name of the parameters file in each step folder of a checkpoint.
+pub(crate) const MODEL_FILE: &str = "model.safetensors";
+
+/// A parameters file's bytes; a folder (a checkpoint's, most likely) is named as one.
+fn read_file(path: &Path) -> Result<Vec<u8>> {
+    if path.is_dir() {
+        return Err(Error::Safetensors(format!(
+            "{}: a folder, not a parameters file (a checkpoint folder is resumed from; each of its step folders \
+             holds the parameters alone, in {MODEL_FILE})",
+            path.display()
+        )));
+    }
+    read_unless_device(path)
 }
 
 /// `load_into`, also returning what the file records beside its tensors (`load_notes`), from
 /// one read of it: the path may be a pipe (`--init-params <(zcat model.safetensors.gz)`).
 pub fn load_into_with_notes<M: DistributedModel>(model: &mut M, path: &Path) -> Result<FileNotes> {
-    if path.is_dir() {
-        let newest = crate::checkpoint::read_latest(path).ok();
-        let model_file = |step: String| path.join(step).join(crate::checkpoint::MODEL_FILE);
-        let inside = newest.map(|step| format!("; the parameters of its newest are {}", model_file(step).display()));
-        return Err(Error::Safetensors(format!(
-            "{}: a folder, not a parameters file (a checkpoint folder is resumed from{})",
-            path.display(),
-            inside.unwrap_or_default()
-        )));
-    }
-    let bytes = read_unless_device(path)?;
+    let bytes = read_file(path)?;
     // The notes first: a file whose notes cannot be read leaves the model as it was.
     let notes = notes_in(&bytes, path)?;
     fill(model, &bytes, path)?;

@@ -37,11 +37,11 @@ use crate::model::DistributedModel;
 use crate::optim::OptimizerState;
 use crate::params_file::{model_file_bytes, read_checked, serialize, to_bytes, Tensor};
 use latest::{is_whole, latest_name};
-pub(crate) use layout::{owner_folder, read_latest};
+pub(crate) use layout::owner_folder;
 use layout::{step_dir_name, step_of, LATEST, STATE_FILE};
 use state::{state_crc, FileCheck, State};
 
-pub(crate) const MODEL_FILE: &str = "model.safetensors";
+pub(crate) use crate::params_file::MODEL_FILE;
 const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 /// Step directories kept: the newest and the one before it.
 const KEEP: usize = 2;

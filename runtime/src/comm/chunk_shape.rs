@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use overlap_plan::WireFormat;
 
+use super::last_words;
 use super::shared_memory::{Flag, SharedMemory};
 
 /// The collectives that go through the chunk slots.
@@ -81,7 +82,7 @@ impl SharedMemory {
             return true;
         };
         let theirs = self.shape_word(peer, slot).load(Ordering::Relaxed);
-        super::mpi_server::leave_last_words(format!(
+        last_words::leave(format!(
             "rank {}: error: rank {peer} launched {} where this rank launched {}: every rank must launch the \
              same buckets, in the same order",
             self.rank,

@@ -8,9 +8,9 @@
 //! (`Communicator::launch_gather`, which the generated `backward_on` calls after its last
 //! launch); the forward waits for each right before the first layer that reads its parameters
 //! (`Communicator::wait_gather`, from the generated `forward_gathering_on`), which gives them
-//! back to the model. Until then those parameters are empty: a forward of the plain kind
-//! (`forward_with`), a checkpoint or the end of a run first waits for all of them
-//! (`finish_gathers`).
+//! back to the model. Until then those parameters are empty: a checkpoint or the end of a run
+//! first waits for all of them (`finish_gathers`), and a forward of the plain kind
+//! (`forward_with`) panics, naming `forward_gathering`.
 
 use std::ops::Range;
 use std::sync::Arc;

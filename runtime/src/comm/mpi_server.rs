@@ -4,7 +4,6 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use mpi::topology::SimpleCommunicator;
@@ -16,6 +15,7 @@ use overlap_plan::Link;
 use super::board::{self, Board};
 use super::bucket::{GradBucket, Reduced, Sharding};
 use super::gathering::GatheredParams;
+use super::last_words;
 use super::mailbox::Reply;
 use super::mode::Transport;
 use super::mpi_calls::{self, all_reduce_in_place, gather_to_root, Gathered};
@@ -47,7 +47,7 @@ pub(super) enum Request {
     GatherU64(Vec<u64>, Sender<Gathered>),
     Barrier(Sender<()>),
     /// This rank failed: meets the other failed ranks at a barrier within the grace period, or
-    /// aborts the job (saying the rank's last words, `leave_last_words`).
+    /// aborts the job (saying the rank's `last_words`).
     AbortJob(Duration, Sender<()>),
 }
 
@@ -265,7 +265,7 @@ fn serve_requests(
                     abort(world);
                 }
                 // The failed ranks met: nobody aborts, and each returns its error.
-                last_words().take();
+                last_words::take();
                 let _ = reply.send(());
             }
         }
@@ -330,22 +330,9 @@ fn hold_until(deadline: Option<Instant>, aborting: &AtomicBool) -> bool {
 /// How often a held all-reduce checks whether this rank is aborting.
 const ABORT_CHECK: Duration = Duration::from_millis(10);
 
-/// What this rank prints if it aborts the job: a failed rank's reason. Kept here rather than in
-/// the `AbortJob` request because the thread may abort from a collective it is stuck in, which
-/// the request waits behind.
-fn last_words() -> std::sync::MutexGuard<'static, Option<String>> {
-    static LAST_WORDS: Mutex<Option<String>> = Mutex::new(None);
-    LAST_WORDS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Sets what this rank prints (on stderr) if it aborts the job before `AbortJob` is met.
-pub(super) fn leave_last_words(why: String) {
-    *last_words() = Some(why);
-}
-
 /// Ends every rank of the job, after this rank's last words, if any; does not return.
 fn abort(world: &SimpleCommunicator) -> ! {
-    if let Some(why) = last_words().take() {
+    if let Some(why) = last_words::take() {
         crate::process::console::err_line(&why);
     }
     world.abort(1)

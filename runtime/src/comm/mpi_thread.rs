@@ -19,10 +19,11 @@ use overlap_plan::Link;
 
 use super::board::{self, ProcessState};
 use super::bucket::{GradBucket, Reduced};
+use super::last_words;
 use super::mailbox::{Mailbox, Reply, Undelivered};
 use super::mode::Transport;
 use super::mpi_calls::Gathered;
-use super::mpi_server::{self, serve, Request};
+use super::mpi_server::{serve, Request};
 use crate::error::{Error, Result};
 
 pub(super) struct MpiThread {
@@ -256,7 +257,7 @@ impl MpiThread {
     fn end_job(&self, grace: Duration, why: Option<String>) {
         let (reply, done) = channel();
         if let Some(why) = why {
-            mpi_server::leave_last_words(format!("rank {}: error: {why}", self.rank));
+            last_words::leave(format!("rank {}: error: {why}", self.rank));
         }
         if self.send(Request::AbortJob(grace, reply)).is_ok() {
             // The grace period starts once earlier requests are served; a stuck one is ended by
