@@ -215,10 +215,7 @@ mod cblas {
         };
         // oneMKL's sequential layer runs one thread (`mkl::notes` says so).
         #[cfg(feature = "mkl")]
-        {
-            let _ = threads;
-            crate::host::mkl::init();
-        }
+        let _ = threads;
     }
 
     /// Whether CBLAS can take these operands as they are: no empty dimension (a leading
@@ -247,6 +244,11 @@ mod cblas {
 
     /// `C = alpha·A·B + beta·C`; the caller checked shapes and [`takes`].
     pub(super) fn sgemm(alpha: f32, a: MatRef, b: MatRef, beta: f32, c: MatMut) {
+        // Before every product, not with the thread count: a second thread's first product
+        // would otherwise skip it while the first thread's init runs. After the first, one
+        // atomic load.
+        #[cfg(feature = "mkl")]
+        crate::host::mkl::init();
         let threads = crate::host::threads::count();
         if APPLIED.swap(threads, Ordering::Relaxed) != threads {
             set_threads(threads);
