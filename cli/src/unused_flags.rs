@@ -121,6 +121,7 @@ pub fn notes(args: &TrainArgs, world: usize) -> Vec<String> {
         (args.report == ReportFormat::Off && given("report_every"), "--report-every", "with --report off"),
         (args.compute_only && args.link.is_some(), "--link", "with --compute-only: nothing is all-reduced"),
         (world == 1 && given("all_reduce"), "--all-reduce", "with one rank: there is nothing to all-reduce"),
+        (world == 1 && args.no_overlap, "--no-overlap", "with one rank: there is nothing to all-reduce"),
         (args.compute_only && given("all_reduce"), "--all-reduce", "with --compute-only: nothing is all-reduced"),
         (
             args.device == Device::Cuda && given("all_reduce"),
@@ -227,11 +228,12 @@ mod tests {
             printing,
             ["note: --print-schedule prints the schedule and runs nothing: --lr, --save-params have no effect"]
         );
-        let decay = notes(&parse(&["--decay-on", "matrices", "--all-reduce", "mpi"]), 1);
+        let decay = notes(&parse(&["--decay-on", "matrices", "--all-reduce", "mpi", "--no-overlap"]), 1);
         assert_eq!(
             decay,
             [
                 "note: --all-reduce has no effect with one rank: there is nothing to all-reduce",
+                "note: --no-overlap has no effect with one rank: there is nothing to all-reduce",
                 "note: --decay-on has no effect without weight decay (--weight-decay; SGD's default is 0)"
             ]
         );
