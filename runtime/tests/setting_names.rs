@@ -4,8 +4,18 @@
 
 use std::path::{Path, PathBuf};
 
-/// Options of other programs that the runtime passes on (NVRTC's, cargo's in a hint).
-const NOT_OURS: &[&str] = &["--gpu-architecture", "--std", "--features", "--release", "--examples", "--device-debug"];
+/// Options of other programs that the runtime passes on or suggests (NVRTC's, cargo's and
+/// mpirun's in hints).
+const NOT_OURS: &[&str] = &[
+    "--gpu-architecture",
+    "--std",
+    "--features",
+    "--release",
+    "--examples",
+    "--device-debug",
+    "--map-by",
+    "--bind-to",
+];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
