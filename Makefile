@@ -141,6 +141,9 @@ bench: deps $(if $(BENCH_FEATURES),mkl)
 	$(TORCH_PYTHON) compare/blocks_twin.py
 	# The gpt example against its PyTorch twin: 10 steps, 1 and 2 ranks, float64 reference, planted errors.
 	$(TORCH_PYTHON) compare/gpt_twin.py
+	# Its speed: one process against the twin (300 steps, then held-out losses), 2 ranks against DDP.
+	$(TORCH_PYTHON) compare/gpt_twin.py --run 300
+	$(TORCH_PYTHON) compare/gpt_twin.py --ddp 100
 	# The same against PyTorch under SGD, coupled decay, --decay-on, --accumulate, sharding, MPI.
 	$(TORCH_PYTHON) compare/options_twin.py
 	# gpt checkpoints into nanoGPT's GPT and back (skipped unless NANOGPT_DIR is a nanoGPT checkout).

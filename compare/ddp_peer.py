@@ -65,6 +65,10 @@ def main():
     times = []
     for _ in range(args.steps):
         start = time.perf_counter()
+        # Zeroed in place, not set to None (PyTorch's default since 2.0): faster for PyTorch here,
+        # since new gradients of 40 MB each step cost it page faults (Zen 5, one thread, medians of
+        # 5 alternating rounds of 40 steps: 47.3 against 57.8 ms one process, 87.2 against 91.1 ms
+        # under DDP).
         opt.zero_grad(set_to_none=False)
         loss = loss_fn(net(x), y)
         loss.backward()
