@@ -74,6 +74,25 @@ fn a_rank_that_gives_up_on_a_collective_ends_the_job() {
     );
 }
 
+/// One rank of `a_collective_every_rank_launched_finishes_before_the_communicator_goes`.
+#[test]
+#[ignore = "run on 2 ranks by a_collective_every_rank_launched_finishes_before_the_communicator_goes"]
+fn drops_a_launched_bucket_rank() {
+    let comm = two_rank_communicator();
+    // Launched by every rank and never waited for, as a loop that ends after its last step
+    // leaves a sharded model's all-gathers: they finish, and the job ends normally.
+    let launched = comm.all_reduce_async(filled(0, 1 << 20, 1.0));
+    comm.backward_done();
+    drop(launched);
+}
+
+/// Dropping the communicator while a collective every rank launched still runs lets it finish:
+/// nothing is owed, and the job ends normally.
+#[test]
+fn a_collective_every_rank_launched_finishes_before_the_communicator_goes() {
+    run_on_two_ranks_each_way("drops_a_launched_bucket_rank");
+}
+
 /// One rank of `buckets_of_different_lengths_stop_the_job`.
 #[test]
 #[ignore = "run on 2 ranks by buckets_of_different_lengths_stop_the_job"]

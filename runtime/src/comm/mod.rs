@@ -102,28 +102,29 @@ impl Drop for Communicator {
     /// A collective still owed when the communicator goes (a wait that timed out, a handle
     /// dropped unwaited) may never finish: the communication thread can be stuck in it, waiting
     /// for ranks that will not come, and finalising MPI would then hang this rank and the
-    /// others. The rank ends the job instead, after the grace period in which ranks that failed
-    /// alike meet and finish normally.
+    /// others (see `MpiThread::settle_owed`).
     fn drop(&mut self) {
-        let Backend::Mpi(t) = &self.backend else { return };
         // What never reached the thread is owed by nobody.
         self.held.get_mut().clear();
-        let reduction = self.mailboxes.get_mut().iter().position(|m| m.is_outstanding());
-        let owed = match reduction {
+        if let (Backend::Mpi(t), Some(owed)) = (&self.backend, self.owed()) {
+            t.settle_owed(&owed);
+        }
+    }
+}
+
+impl Communicator {
+    /// The first collective whose reply the communication thread still owes, in words.
+    fn owed(&self) -> Option<String> {
+        let reduction = self.mailboxes.borrow().iter().position(|m| m.is_outstanding());
+        match reduction {
             Some(bucket) => Some(format!("bucket {bucket}'s all-reduce")),
-            None if self.exchanges.get_mut().is_outstanding() => Some("a PowerSGD exchange".to_string()),
+            None if self.exchanges.borrow().is_outstanding() => Some("a PowerSGD exchange".to_string()),
             None => self
                 .gather_mailboxes
-                .get_mut()
+                .borrow()
                 .iter()
                 .position(|m| m.is_outstanding())
                 .map(|group| format!("all-gather group {group}")),
-        };
-        if let Some(owed) = owed {
-            t.note_unfinished(format!(
-                "the communicator was dropped before {owed} finished (a wait that timed out, or an in-flight \
-                 handle never waited for): the other ranks may wait in it forever, so the job ends"
-            ));
         }
     }
 }

@@ -240,10 +240,21 @@ impl MpiThread {
         *self.failure.borrow_mut() = failure;
     }
 
-    /// Ends the job with `why` when this thread is dropped, unless a failure is noted already
-    /// (see `Drop for Communicator`).
-    pub(super) fn note_unfinished(&self, why: String) {
-        self.failure.borrow_mut().get_or_insert(why);
+    /// Before this thread is dropped with the collective `owed` unfinished: unless the job
+    /// already ends for a failure noted or a wait that gave up, gives it the wait timeout to
+    /// finish (every rank may have launched it: a loop of one's own that ends after its last
+    /// `step`, whose all-gathers still run); past that, the job ends, saying why.
+    pub(super) fn settle_owed(&self, owed: &str) {
+        if self.failure.borrow().is_some() || self.timed_out.get() {
+            return;
+        }
+        if let Err(waited) = self.flush() {
+            *self.failure.borrow_mut() = Some(format!(
+                "the communicator was dropped before {owed} finished (a wait that timed out, or an in-flight \
+                 handle never waited for), and it did not finish after that either ({waited}): the other ranks \
+                 may wait in it forever, so the job ends"
+            ));
+        }
     }
 
     /// See `Communicator::abort_job`. Returns once the other ranks met this one at the barrier
