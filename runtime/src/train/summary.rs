@@ -64,11 +64,13 @@ pub(crate) struct LossLog {
     pub first: f64,
     pub last: f64,
     pub validation: Option<f64>,
+    /// When the run's first step began, for the time left that each line estimates.
+    began: Instant,
 }
 
 impl LossLog {
     pub(crate) fn new(first_step: u64) -> Self {
-        LossLog { first_step, first: f64::NAN, last: f64::NAN, validation: None }
+        LossLog { first_step, first: f64::NAN, last: f64::NAN, validation: None, began: Instant::now() }
     }
 
     pub(crate) fn validated(&mut self, loss: f64) {
@@ -77,8 +79,9 @@ impl LossLog {
 
     /// Averages the step's loss over ranks (`summed`: every rank's mean over its micro-steps,
     /// summed over ranks, as `start_sum_f64` began it during the step), keeps it, and returns the
-    /// step's log line with the throughput since `started` (and the gradient norm, when the run
-    /// clips: the same on every rank).
+    /// step's log line: the step of the total, the loss (and the gradient norm, when the run
+    /// clips: the same on every rank), the throughput since `started`, and the time the steps
+    /// left would take at the run's pace so far.
     pub(crate) fn record(
         &mut self,
         config: &TrainConfig,
@@ -96,13 +99,35 @@ impl LossLog {
         self.last = global;
         let rate = config.global_batch(world) as f64 / started.elapsed().as_secs_f64();
         let norm = grad_norm.map(|n| format!("  grad norm {n:.3}")).unwrap_or_default();
-        Ok(format!("step {:>6}  loss {global:.4}{norm}  {rate:>8.0} samples/s", step + 1))
+        let (done, left) = (step + 1 - self.first_step, config.steps.saturating_sub(step + 1));
+        let eta = if left == 0 {
+            String::new()
+        } else {
+            format!("  eta {}", in_words(self.began.elapsed().as_secs_f64() / done as f64 * left as f64))
+        };
+        Ok(format!("step {:>6}/{}  loss {global:.4}{norm}  {rate:>8.0} samples/s{eta}", step + 1, config.steps))
+    }
+}
+
+/// `seconds` as a log line says it: `42s`, `5m07s`, `2h03m`.
+fn in_words(seconds: f64) -> String {
+    let s = seconds.round().min(u64::MAX as f64) as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_time_left_reads_as_a_person_would_say_it() {
+        let said = [0.4, 42.0, 307.0, 3599.6, 7380.0, 1e30].map(in_words);
+        assert_eq!(said, ["0s", "42s", "5m07s", "1h00m", "2h03m", "5124095576030431h00m"]);
+    }
 
     /// The last line's median step is the report's: the two middle steps averaged, so that a run
     /// of 2 steps does not report its warm-up step alone.
