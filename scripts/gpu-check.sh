@@ -156,13 +156,13 @@ train_resmlp() {
 train_gpt() {
     local gpt=$root/release/examples/gpt flags=(--text "$root/gpu-check.sh" --eval-every 10 --eval-batches 2)
     local cpu gpu rc=0
-    cpu=$("$gpt" "${flags[@]}" --steps 1 --report off | awk '/^step +1 +loss/ { print $4 }')
+    cpu=$("$gpt" "${flags[@]}" --steps 1 --report off | awk '/^step +1\/[0-9]+ +loss/ { print $4 }')
     # With --report json the JSON alone goes to stdout; the step lines go to stderr. Both go to
     # the step's file, gpt.txt, as they come (a run stopped midway still shows how far it got),
     # where the GPU's first loss is then read: no file of its own is left behind when stopped.
     "$gpt" "${flags[@]}" --device cuda --steps "$STEPS" --log-every 10 --report json --sample 200 2>&1
     rc=$?
-    gpu=$(awk '/^step +1 +loss/ { print $4 }' "$out/gpt.txt")
+    gpu=$(awk '/^step +1\/[0-9]+ +loss/ { print $4 }' "$out/gpt.txt")
     ((rc == 0)) || return $rc
     echo "first loss: CPU $cpu, GPU $gpu"
     awk -v a="$cpu" -v b="$gpu" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * a) }' ||

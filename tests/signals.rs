@@ -70,7 +70,7 @@ fn sigterm_mid_run_checkpoints_and_a_resume_equals_an_uninterrupted_run() {
     // odls_base_sigkill_timeout (1 s by default) and sends SIGKILL after as long again.
     let launch = ["--oversubscribe", "--mca", "odls_base_sigkill_timeout", "3", "-n", "3"];
     let args = [&common[..], &["--steps", "100000", "--log-every", "1", "--save", ck_arg]].concat();
-    let (job, mut stdout) = start_job(&launch, &exe, &args, "step     10 ");
+    let (job, mut stdout) = start_job(&launch, &exe, &args, "step     10/");
     signal(&job, libc::SIGTERM);
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
@@ -101,7 +101,7 @@ fn two_sigints_that_end_mpirun_at_once_still_stop_the_ranks_with_a_checkpoint() 
     let (ck, exe) = (root.path().join("ck"), example("custom_layer"));
     let ck_arg = ck.to_str().unwrap();
     let args = ["--batch", "4", "--report", "off", "--steps", "100000", "--log-every", "1", "--save", ck_arg];
-    let (job, _stdout) = start_job(&["--oversubscribe", "-n", "3"], &exe, &args, "step      5 ");
+    let (job, _stdout) = start_job(&["--oversubscribe", "-n", "3"], &exe, &args, "step      5/");
     signal(&job, libc::SIGINT);
     std::thread::sleep(Duration::from_millis(100));
     signal(&job, libc::SIGINT);
@@ -135,7 +135,7 @@ fn sigterm_during_validation_stops_it_and_the_run_with_a_checkpoint() {
     // scheduler may signal one rank alone: the other's pass stops too.
     let (sharded, overwrite) = (&["--shard-optimizer", "--overwrite"][..], &["--overwrite"][..]);
     for (mode, one_rank) in [(&[][..], false), (sharded, false), (overwrite, true)] {
-        let (job, mut stdout) = start_job(&launch, &exe, &[&args[..], &validation, mode].concat(), "step      3 ");
+        let (job, mut stdout) = start_job(&launch, &exe, &[&args[..], &validation, mode].concat(), "step      3/");
         std::thread::sleep(Duration::from_millis(300));
         if one_rank {
             let ranks: Vec<u32> = processes_naming(ck_arg).into_iter().filter(|&p| p != job.id()).collect();

@@ -85,9 +85,9 @@ def catalogue() -> list:
     # 4. Sizes, zeros, negatives, non-numbers.
     c = "size"
     add(c, "mlp --steps 18446744073709551615 --batch 4 --log-every 1 --report off", 143, "stopped by SIGTERM",
-        signals=[Signal(signal.SIGTERM, "step      1 ")])
+        signals=[Signal(signal.SIGTERM, "step      1/")])
     add(c, "mlp --steps 1000000000000 --batch 4 --log-every 1 --report off", 130, "stopped by SIGINT",
-        signals=[Signal(signal.SIGINT, "step      1 ")])
+        signals=[Signal(signal.SIGINT, "step      1/")])
     add(c, "mlp --steps 18446744073709551616", 2, "--steps")
     add(c, "mlp --batch 18446744073709551615 --steps 1", 1, ADDR)
     add(c, "mlp --batch 2305843009213693952 --steps 1", 1, ADDR)
@@ -120,7 +120,7 @@ def catalogue() -> list:
     # --comm-timeout and name it. Without the flag the bound is 10 minutes (`mlp --help` says so),
     # longer than a case: the stopped-rank cases give a short one.
     c = "hang"
-    stop = [Signal(signal.SIGSTOP, "step      3 ", to="rank1")]
+    stop = [Signal(signal.SIGSTOP, "step      3/", to="rank1")]
     add(c, f"mpirun -n 2 mlp {LOOP} --comm-timeout 5s", 1, "was not reduced within 5s", signals=stop, timeout=40,
         within=30)
     # Over MPI the step's loss sum and the stop vote queue on the same thread as the all-reduces:
@@ -205,25 +205,25 @@ def catalogue() -> list:
     # 9. SIGTERM / SIGINT mid-run: a checkpoint, and 128 + signal; a second signal ends at once.
     c = "signal"
     add(c, f"mlp {LOOP} --save ck", 143, "stopped by SIGTERM after step",
-        signals=[Signal(signal.SIGTERM, "step      3 ")], survive=a_checkpoint())
+        signals=[Signal(signal.SIGTERM, "step      3/")], survive=a_checkpoint())
     add(c, f"mlp {LOOP} --save ck", 130, "stopped by SIGINT after step",
-        signals=[Signal(signal.SIGINT, "step      3 ")], survive=a_checkpoint())
+        signals=[Signal(signal.SIGINT, "step      3/")], survive=a_checkpoint())
     add(c, f"mlp {LOOP}", 143, "no checkpoint (the run does not save)",
-        signals=[Signal(signal.SIGTERM, "step      2 ")])
+        signals=[Signal(signal.SIGTERM, "step      2/")])
     add(c, f"mlp {LOOP} --save ck", 143,
-        signals=[Signal(signal.SIGTERM, "step      3 "), Signal(signal.SIGTERM, delay=0.2)], within=5)
+        signals=[Signal(signal.SIGTERM, "step      3/"), Signal(signal.SIGTERM, delay=0.2)], within=5)
     # The signal lands in the last step: the run has reached --steps, so it ends as a finished run.
     add(c, "mlp --steps 3 --batch 4 --log-every 1 --report off --save ck --save-params p.st", 0,
-        signals=[Signal(signal.SIGTERM, "step      3 ")], survive=checks(latest_is("step-00000003"),
+        signals=[Signal(signal.SIGTERM, "step      3/")], survive=checks(latest_is("step-00000003"),
                                                                           files_exist("p.st")))
     # mpirun forwards SIGTERM to the ranks (which exit 143) and then reports 1 itself; the README
     # asks for a longer odls_base_sigkill_timeout than OpenMPI's 1 s so that rank 0 can save.
     add(c, f"mpirun --mca odls_base_sigkill_timeout 3 -n 2 mlp {LOOP} --save ck", 1,
-        "stopped by SIGTERM after step", signals=[Signal(signal.SIGTERM, "step      3 ")], survive=a_checkpoint())
+        "stopped by SIGTERM after step", signals=[Signal(signal.SIGTERM, "step      3/")], survive=a_checkpoint())
     # Two SIGINTs 0.1 s apart end mpirun at once, before it passes anything on; the ranks get
     # SIGHUP from the kernel as their launcher dies and stop with a checkpoint, silently.
     add(c, f"mpirun -n 3 custom_layer {LOOP} --save ck", 1, survive=a_checkpoint(),
-        signals=[Signal(signal.SIGINT, "step      3 "), Signal(signal.SIGINT, delay=0.1)], within=5)
+        signals=[Signal(signal.SIGINT, "step      3/"), Signal(signal.SIGINT, delay=0.1)], within=5)
 
     # 10. Two jobs saving into one folder at once: the second fails at once, naming the first.
     c = "lock"
