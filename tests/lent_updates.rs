@@ -1,6 +1,6 @@
 //! Parameters lent to their bucket's all-reduce and updated there: the same floats as updating
 //! after the wait point, nothing lent when a layer or the optimizer cannot lend, and a clear
-//! panic for a forward while parameters are away. Either way `step` hands the gradients back
+//! panic for a forward while parameters are away, or a backward before any forward. Either way `step` hands the gradients back
 //! cleared, which layers rely on (they add into them): checked on one process and, under
 //! mpirun, on two ranks with each transport. `tests/mpi.rs` compares the two update paths on
 //! several ranks.
@@ -88,6 +88,27 @@ fn lent_updates_give_the_floats_of_updates_after_the_wait() {
     assert_eq!(train::<Lendable>(&mut sgd()), train::<Lendable>(&mut AfterWait(sgd())));
     assert_eq!(train::<Lendable>(&mut AdamW::new(0.01)), train::<Lendable>(&mut AfterWait(AdamW::new(0.01))));
     assert_eq!(train::<WithGain>(&mut sgd()), train::<WithGain>(&mut AfterWait(sgd())));
+}
+
+#[test]
+fn backward_on_a_workspace_no_forward_filled_says_so() {
+    let comm = Communicator::single();
+    let mut model = Lendable::new(&comm, 0).unwrap();
+    let dy = Matrix::from_vec(8, 4, vec![0.1; 32]);
+    let backward = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let (mut optimizer, grads) = (Sgd::new(0.1), model.new_grads());
+        let _ = model.backward(&mut LendableWorkspace::default(), &dy, grads, &comm, &mut optimizer);
+    }));
+    let message = backward.expect_err("backward before forward");
+    let message = message.downcast_ref::<String>().map(String::as_str).unwrap_or_default();
+    assert!(
+        message.contains("layer 2 (overlap_runtime::layer::linear::Linear<32, 4>): backward got a 8x4 gradient"),
+        "{message}"
+    );
+    assert!(
+        message.contains("for a 0x0 output: no forward has run on this workspace (call `forward` first)"),
+        "{message}"
+    );
 }
 
 #[test]

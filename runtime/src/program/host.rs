@@ -82,6 +82,7 @@ impl Compute<Host> for HostCompute {
         dx: Option<&mut Matrix>,
     ) -> std::result::Result<(), Infallible> {
         let _span = trace::backward(index);
+        gradient_fits_output::<L>(index, y, dy);
         let mut dx = dx;
         layer.backward(ctx, x, y, saved, dy, grads, accumulate, dx.as_deref_mut());
         input_gradient_fits::<L>(index, x, dx.as_deref());
@@ -118,6 +119,7 @@ impl Compute<Host> for HostCompute {
         dx: Option<&mut Matrix>,
     ) -> std::result::Result<(), Infallible> {
         let _span = trace::backward(index);
+        gradient_fits_output::<L>(index, y, dy);
         layer.backward_tied(tied.owner.param(tied.param), ctx, x, y, saved, dy, grad, accumulate, dx);
         Ok(())
     }
@@ -448,6 +450,23 @@ fn output_fits<L: Layer>(index: usize, x: &Matrix, y: &Matrix) {
 }
 
 /// The gradient a layer's backward writes for its input has the input's shape.
+/// Panics unless the gradient reaching layer `index` has the shape of the output its forward
+/// kept: one of another shape is a caller's bug, and one for a workspace no forward has filled
+/// (backward before forward, in a loop of one's own) is named as that.
+fn gradient_fits_output<L>(index: usize, y: &Matrix, dy: &Matrix) {
+    if (dy.rows(), dy.cols()) != (y.rows(), y.cols()) {
+        let hint = if y.rows() == 0 { ": no forward has run on this workspace (call `forward` first)" } else { "" };
+        panic!(
+            "layer {index} ({}): backward got a {}x{} gradient for a {}x{} output{hint}",
+            std::any::type_name::<L>(),
+            dy.rows(),
+            dy.cols(),
+            y.rows(),
+            y.cols()
+        );
+    }
+}
+
 fn input_gradient_fits<L: Layer>(index: usize, x: &Matrix, dx: Option<&Matrix>) {
     if let Some(dx) = dx {
         assert!(
