@@ -170,7 +170,10 @@ fn a_checkpoint_rank_0_fails_to_write_ends_every_rank_at_once_with_its_message()
     assert!(text.contains("rank 0: error: ") && text.contains("No space left on device"), "{text}");
     // What the folder still holds, and what a save needs.
     let kept = format!("nothing of this save is kept, and {} still names step-00000001", ck.join("latest").display());
-    assert!(text.contains(&kept) && text.contains("room for one checkpoint beside the 2 newest"), "{text}");
+    assert!(
+        text.contains(&kept) && text.contains("(a save needs room for one checkpoint beside the 2 it keeps)"),
+        "{text}"
+    );
     assert!(text.contains("rank 1: error: checkpoint: rank 0 could not write the checkpoint"), "{text}");
     assert!(!text.contains("--comm-timeout") && !text.contains("behind"), "no rank waited it out:\n{text}");
     // The failed save leaves no part of its step behind; the first stays published.

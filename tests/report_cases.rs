@@ -34,9 +34,10 @@ fn a_long_run_is_reported_over_evenly_spaced_steps() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
-    // Every step up to 1024, then every second, then every fourth (steps 0, 4, ..., 2096).
+    // Every step up to 1024, then every second, then every fourth (steps 0, 4, ..., 2096), of
+    // the run's steps 1 to 2100, counted from 1.
     let span = ["steps", "sampled_every", "first_step", "last_step"].map(|key| report[key].as_u64());
-    assert_eq!(span, [Some(525), Some(4), Some(1), Some(2097)], "{report}");
+    assert_eq!(span, [Some(525), Some(4), Some(1), Some(2100)], "{report}");
 }
 
 #[test]

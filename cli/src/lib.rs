@@ -200,7 +200,9 @@ fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Re
     };
     unused_flags::refuse_with_sample_only(args)?;
     // Sampling runs the products outside `fit`, which sets this for training.
-    overlap_runtime::command_line::set_threads(args.threads);
+    if let (Some(note), 0) = (overlap_runtime::command_line::use_for_products(args.threads), comm.rank()) {
+        console::err_line(&format!("note: {note}"));
+    }
     let (text_vocab, context) = match &args.text {
         Some(file) => datasets::vocabulary_text::<M>(file, args).map(|(vocab, context)| (Some(vocab), context))?,
         None => (None, datasets::sample_context::<M>(args)?),

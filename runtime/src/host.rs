@@ -7,6 +7,7 @@
 pub mod blas_core;
 pub(crate) mod gemm;
 pub(crate) mod huge_pages;
+pub(crate) mod mat_view;
 #[cfg(feature = "mkl")]
 pub mod mkl;
 pub(crate) mod threads;

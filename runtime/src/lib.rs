@@ -64,6 +64,6 @@ pub use train::{
 #[doc(hidden)]
 pub mod command_line {
     pub use crate::host::blas_core;
-    pub use crate::host::threads::set as set_threads;
+    pub use crate::host::threads::use_for_products;
     pub use crate::process::console;
 }

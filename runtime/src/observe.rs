@@ -176,7 +176,7 @@ impl<'a> Observer<'a> {
         if self.config.report_every.is_some() && !whole_run {
             let (kept, after_pause) = self.undisturbed(&fresh);
             let costs = self.link.and_then(|_| profile::measured_costs(&kept, &self.schedule, self.first_step()));
-            self.print_report(&kept, (after_pause, 1), costs.as_ref(), None);
+            self.print_report(&kept, (after_pause, (1, None)), costs.as_ref(), None);
         }
         Ok(())
     }
@@ -228,10 +228,11 @@ impl<'a> Observer<'a> {
             optimizer_shards: self.run.optimizer_shards,
             communication_only: !self.run.trains,
         };
-        let (gathered, every) = (self.breakdowns.take(), self.breakdowns.every());
-        let (all, after_pause) = self.undisturbed(&gathered);
+        let sampled = self.breakdowns.take();
+        let (all, after_pause) = self.undisturbed(&sampled.breakdowns);
         let costs = profile::measured_costs(&all, &self.schedule, self.first_step());
-        self.print_report(&all, (after_pause, every), costs.as_ref(), Some(memory));
+        let spans = (sampled.every, sampled.last);
+        self.print_report(&all, (after_pause, spans), costs.as_ref(), Some(memory));
         if let (Some(path), Some(costs)) = (&self.config.write_profile, &costs) {
             let batch = self.run.batch * self.run.accumulate;
             // A link without a bandwidth (`latency=5us` alone) has no finite one to plan with,
@@ -309,11 +310,12 @@ impl<'a> Observer<'a> {
     }
 
     /// `costs`: the per-layer times measured over `breakdowns`, for the simulator's prediction;
-    /// `after_pause`: as `undisturbed` says; `every`: one step in how many `breakdowns` holds.
+    /// `after_pause`: as `undisturbed` says; `every`: one step in how many `breakdowns` holds, of
+    /// the steps up to `last` (counted from 0).
     fn print_report(
         &self,
         breakdowns: &[StepBreakdown],
-        (after_pause, every): (Option<AfterPause>, u64),
+        (after_pause, (every, last)): (Option<AfterPause>, (u64, Option<u64>)),
         costs: Option<&StepCosts>,
         memory: Option<Memory>,
     ) {
@@ -324,7 +326,11 @@ impl<'a> Observer<'a> {
         if let Some(r) = &mut report {
             r.memory = memory;
             r.after_pause = after_pause;
-            r.sampled_every = every;
+            if every > 1 {
+                // The sample spans the run: its range is the run's, up to its last step.
+                r.sampled_every = every;
+                r.last_step = last.map_or(r.last_step, |l| l + 1);
+            }
             // One rank sends nothing, whatever the transport.
             let sends = self.mode != CommMode::Skip && self.world_size > 1;
             r.transport = self.transport.filter(|_| sends).map(Transport::name);

@@ -118,10 +118,7 @@ pub(crate) fn save_in_claimed<M: DistributedModel, O: OptimizerState>(
     std::fs::create_dir(&step_dir).map_err(io(&step_dir))?;
     // A save that fails leaves no part of a step folder: `latest` still names the previous one.
     let written = write_step(&step_dir, model, optimizer, position, run, low_rank, nth);
-    if written.is_err() {
-        let _ = std::fs::remove_dir_all(&step_dir);
-    }
-    written.map_err(|e| with_what_is_kept(e, dir))?;
+    written.map_err(|e| unpublished(e, dir, &step_dir))?;
     let published = durable::sync_dir(dir).and_then(|()| {
         fault::at_save_stage(SaveStage::Synced, nth);
         durable::replace_atomically(&dir.join(LATEST), name.as_bytes(), |step| {
@@ -139,27 +136,38 @@ pub(crate) fn save_in_claimed<M: DistributedModel, O: OptimizerState>(
             return Err(error); // Published: only the last sync failed.
         }
         // Not published: no checkpoint, so no disk kept for it.
-        let _ = std::fs::remove_dir_all(&step_dir);
         let _ = std::fs::remove_file(durable::temporary(&dir.join(LATEST)));
-        return Err(with_what_is_kept(error, dir));
+        return Err(unpublished(error, dir, &step_dir));
     }
     remove_old(dir, &name);
     Ok(step_dir)
 }
 
-/// The error of a save that was not published, with what `dir` still holds: nothing of this
-/// save, and the checkpoint `latest` names, as it was.
-fn with_what_is_kept(error: Error, dir: &Path) -> Error {
-    let kept = match latest_name(dir) {
-        Ok(name) => format!("{} still names {name}, which stays whole", dir.join(LATEST).display()),
-        Err(_) => "the folder holds no earlier checkpoint".to_string(),
+/// Removes the folder of a save that was not published (`step_dir`, in `dir`), and returns its
+/// `error` with what the folder holds now: the checkpoint `latest` names, as it was.
+fn unpublished(error: Error, dir: &Path, step_dir: &Path) -> Error {
+    let removed = match std::fs::remove_dir_all(step_dir) {
+        Ok(()) => "nothing of this save is kept".to_string(),
+        Err(e) => format!("its partial folder {} could not be removed ({e}): remove it", step_dir.display()),
     };
+    let kept = match layout::read_latest(dir) {
+        Ok(name) => format!("{} still names {name}, as it did", dir.join(LATEST).display()),
+        Err(_) if !dir.join(LATEST).exists() => "the folder holds no earlier checkpoint".to_string(),
+        Err(problem) => format!("its earlier checkpoints are as they were ({problem})"),
+    };
+    let full = matches!(&error, Error::Io { source, .. } if source.raw_os_error() == Some(libc::ENOSPC));
+    let room = if full {
+        format!(" (a save needs room for one checkpoint beside the {KEEP} it keeps)")
+    } else {
+        String::new()
+    };
+    Error::Checkpoint(format!("{}; {removed}, and {kept}{room}", without_prefix(&error)))
+}
+
+/// A checkpoint error's message without its `checkpoint: `, to build another one around it.
+fn without_prefix(error: &Error) -> String {
     let message = error.to_string();
-    Error::Checkpoint(format!(
-        "{}; nothing of this save is kept, and {kept} (a save needs room for one checkpoint beside the {KEEP} \
-         newest it keeps)",
-        message.strip_prefix("checkpoint: ").unwrap_or(&message)
-    ))
+    message.strip_prefix("checkpoint: ").map_or(message.clone(), str::to_string)
 }
 
 /// The files of the checkpoint at `step_dir`, written and synced with the folder.
@@ -237,17 +245,16 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
     let step_dir = dir.join(&name);
     if !step_dir.is_dir() {
         return Err(Error::Checkpoint(format!(
-            "{}: `latest` names {name}, which is missing (the folder was damaged, or copied in part)",
-            dir.display()
+            "{}: `latest` names {name}, which is missing (the folder was damaged, or copied in part){}",
+            dir.display(),
+            latest::other_whole_steps(dir, Some(&name))
         )));
     }
     let state_path = step_dir.join(STATE_FILE);
     // A damaged newest checkpoint says which older ones can be resumed instead.
     let damaged = |e: Error| match e {
         Error::Checkpoint(_) | Error::Io { .. } => {
-            let message = e.to_string();
-            let message = message.strip_prefix("checkpoint: ").unwrap_or(&message);
-            Error::Checkpoint(format!("{message}{}", latest::other_whole_steps(dir, Some(&name))))
+            Error::Checkpoint(format!("{}{}", without_prefix(&e), latest::other_whole_steps(dir, Some(&name))))
         }
         other => other,
     };

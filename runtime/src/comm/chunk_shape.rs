@@ -1,8 +1,10 @@
 //! What a chunk in shared memory belongs to, published beside it: ranks that launch different
 //! collectives, or buckets of different lengths (possible through the public `Communicator`
 //! calls; the `Trainer` compares schedules first), stop the job saying so, instead of summing
-//! unrelated data. MPI's own collectives fail on such a mismatch (a truncated message); the
-//! shared-memory protocol would otherwise pair whatever chunks come next.
+//! unrelated data, which the shared-memory protocol would otherwise do by pairing whatever chunks
+//! come next. (Only this transport checks: MPI's collectives over such a mismatch are erroneous,
+//! and may fail with a truncated message or hang.) An all-gather's word holds its bucket's
+//! length, not the range it gathers.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -76,6 +76,12 @@ impl<T> Mailbox<T> {
         self.lock().outstanding
     }
 
+    /// Whether its reply is still owed and a wait for it ran out (here, or elsewhere: `give_up`).
+    pub(crate) fn waited_out(&self) -> bool {
+        let slot = self.lock();
+        slot.outstanding && matches!(slot.state, State::GaveUp)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Slot<T>> {
         // A panic while holding this lock cannot leave the slot half-written; use it as is.
         self.slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -151,6 +157,8 @@ impl<T> Pending<T> {
                 Some(deadline) => {
                     let left = deadline.saturating_duration_since(Instant::now());
                     if left.is_zero() {
+                        // Remembered for whoever asks what is still owed (`waited_out`).
+                        slot.state = State::GaveUp;
                         return Err(Undelivered::TimedOut);
                     }
                     self.0.changed.wait_timeout(slot, left).unwrap_or_else(|p| p.into_inner()).0

@@ -106,26 +106,27 @@ impl Drop for Communicator {
     fn drop(&mut self) {
         // What never reached the thread is owed by nobody.
         self.held.get_mut().clear();
-        if let (Backend::Mpi(t), Some(owed)) = (&self.backend, self.owed()) {
-            t.settle_owed(&owed);
+        if let (Backend::Mpi(t), Some((owed, waited_out))) = (&self.backend, self.owed()) {
+            t.settle_owed(&owed, waited_out || self.gave_up.get());
         }
     }
 }
 
 impl Communicator {
-    /// The first collective whose reply the communication thread still owes, in words.
-    fn owed(&self) -> Option<String> {
-        let reduction = self.mailboxes.borrow().iter().position(|m| m.is_outstanding());
-        match reduction {
-            Some(bucket) => Some(format!("bucket {bucket}'s all-reduce")),
-            None if self.exchanges.borrow().is_outstanding() => Some("a PowerSGD exchange".to_string()),
-            None => self
-                .gather_mailboxes
-                .borrow()
-                .iter()
-                .position(|m| m.is_outstanding())
-                .map(|group| format!("all-gather group {group}")),
+    /// The first collective whose reply the communication thread still owes, in words, and
+    /// whether a wait for it ran out already.
+    fn owed(&self) -> Option<(String, bool)> {
+        let boxes = self.mailboxes.borrow();
+        if let Some((bucket, owed)) = boxes.iter().enumerate().find(|(_, m)| m.is_outstanding()) {
+            return Some((format!("bucket {bucket}'s reduction"), owed.waited_out()));
         }
+        let exchange = self.exchanges.borrow();
+        if exchange.is_outstanding() {
+            return Some(("a PowerSGD exchange".to_string(), exchange.waited_out()));
+        }
+        let gathers = self.gather_mailboxes.borrow();
+        let (group, owed) = gathers.iter().enumerate().find(|(_, m)| m.is_outstanding())?;
+        Some((format!("all-gather group {group}"), owed.waited_out()))
     }
 }
 

@@ -240,19 +240,29 @@ impl MpiThread {
         *self.failure.borrow_mut() = failure;
     }
 
-    /// Before this thread is dropped with the collective `owed` unfinished: unless the job
-    /// already ends for a failure noted or a wait that gave up, gives it the wait timeout to
-    /// finish (every rank may have launched it: a loop of one's own that ends after its last
-    /// `step`, whose all-gathers still run); past that, the job ends, saying why.
-    pub(super) fn settle_owed(&self, owed: &str) {
-        if self.failure.borrow().is_some() || self.timed_out.get() {
+    /// Before this thread is dropped with the collective `owed` unfinished. Where the job ends
+    /// anyway (a panic, a failure noted, a wait of this thread's that gave up) nothing is added.
+    /// A collective a wait ran out on already (`waited_out`) ends the job at once; any other gets
+    /// the wait timeout to finish (every rank may have launched it: a loop of one's own that ends
+    /// after its last `step`, its all-gathers still running), and past that the job ends.
+    pub(super) fn settle_owed(&self, owed: &str, waited_out: bool) {
+        if std::thread::panicking() || self.failure.borrow().is_some() || self.timed_out.get() {
             return;
         }
-        if let Err(waited) = self.flush() {
+        let (why, ended) = if waited_out {
+            ("a wait for it had run out".to_string(), true)
+        } else {
+            let waited = match self.timeout.get() {
+                Some(timeout) => format!("it did not finish in the wait timeout given it then, {timeout:?}"),
+                None => "the communication thread is gone".to_string(),
+            };
+            (format!("nothing had waited for it; {waited}"), self.flush().is_err())
+        };
+        if ended {
+            self.timed_out.set(true);
             *self.failure.borrow_mut() = Some(format!(
-                "the communicator was dropped before {owed} finished (a wait that timed out, or an in-flight \
-                 handle never waited for), and it did not finish after that either ({waited}): the other ranks \
-                 may wait in it forever, so the job ends"
+                "the communicator was dropped with {owed} unfinished ({why}): the other ranks may wait in it \
+                 forever, so the job ends"
             ));
         }
     }

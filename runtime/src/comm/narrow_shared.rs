@@ -1,5 +1,5 @@
 //! The shared-memory all-reduce with narrow (bf16 / fp16) slots: the same chunks, flags and
-//! parts as `shared_memory`'s FP32 one, with half the bytes per value in the window.
+//! parts as the FP32 one (`shared_all_reduce`), with half the bytes per value in the window.
 //!
 //! Each FP32 chunk slot holds two narrow areas of `CHUNK` values: `Sent`, where a rank leaves its
 //! chunk rounded to the narrow type (all of it but its own part, which nobody else sums), and

@@ -1,8 +1,11 @@
-//! All-reduce through shared memory, for ranks that share one node.
+//! The node's shared segments that the all-reduces, reduce-scatters and all-gathers go through,
+//! for ranks that share one node: each rank's flags, doorbell and chunk slots (the collectives
+//! themselves: `shared_all_reduce`, `narrow_shared`, `shared_shards`; what a chunk belongs to:
+//! `chunk_shape`).
 //!
-//! Measured on a 2-core machine: OpenMPI's all-reduce of the mlp's 38 MiB of gradients between
-//! two ranks of one node costs 17 ms (blocking) to 28 ms (non-blocking, polled) of CPU time, which
-//! the compute threads then lack. Here every rank maps every rank's segment of an MPI
+//! Why: measured on a 2-core machine, OpenMPI's all-reduce of the mlp's 38 MiB of gradients
+//! between two ranks of one node costs 17 ms (blocking) to 28 ms (non-blocking, polled) of CPU
+//! time, which the compute threads then lack. Here every rank maps every rank's segment of an MPI
 //! shared-memory window, and a bucket goes through in chunks that stay in cache: each rank copies
 //! its chunk in, sums one part of the chunk over all ranks, and copies the other parts' sums out.
 //! Each gradient is read and written once from main memory; the rest is cache traffic.

@@ -19,7 +19,7 @@ pub fn set(threads: usize) {
 /// Runs every later product of this process on `threads` threads (`TrainConfig::threads`); a
 /// note when fewer cores than that are open to the process: mpirun binds each rank to one core
 /// unless told otherwise.
-pub(crate) fn use_for_products(threads: usize) -> Option<String> {
+pub fn use_for_products(threads: usize) -> Option<String> {
     set(threads);
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     (threads > cores).then(|| {

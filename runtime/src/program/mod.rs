@@ -13,6 +13,7 @@
 //! `DeviceOp`.
 
 mod contract;
+mod fits;
 mod host;
 
 pub use contract::{grad_scale, Compute, Gather, Launch, ParamSlot, Program, Settle, Storage, Tied};

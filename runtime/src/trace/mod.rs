@@ -32,7 +32,7 @@ pub use recorder::{
     record_reduce_scatter, set_step, start, step, stop, take, update, CollectiveTimes, SpanGuard,
 };
 pub use report::{AfterPause, Memory, OverlapReport, PredictedStep, RankReport};
-pub use sampled_steps::SampledSteps;
+pub use sampled_steps::{Sampled, SampledSteps};
 pub use span::{Activity, RunInfo, Span};
 pub use stats::median;
 pub use timeline::{render as render_timeline, representative_step, write_timeline};

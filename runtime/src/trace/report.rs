@@ -24,7 +24,8 @@ pub struct OverlapReport {
     pub transport: Option<&'static str>,
     /// Number of steps the medians are over.
     pub steps: usize,
-    /// 1, or, in a run too long to keep every step, `n`: the medians are over every `n`-th step.
+    /// 1, or, in a run too long to keep every step, `n`: the medians are over every `n`-th step
+    /// of `first_step..=last_step`.
     pub sampled_every: u64,
     /// The first and last step reported, counted from 1 as the log lines count them.
     pub first_step: u64,

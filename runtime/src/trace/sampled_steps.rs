@@ -11,7 +11,7 @@ use super::breakdown::StepBreakdown;
 pub const MAX_STEPS: usize = 1024;
 
 /// Breakdowns of every `every`-th step from the first one gathered.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SampledSteps {
     kept: Vec<StepBreakdown>,
     /// Distinct steps in `kept`.
@@ -19,6 +19,25 @@ pub struct SampledSteps {
     /// 1, 2, 4, ...: which steps are kept, counted from `first`.
     every: u64,
     first: Option<u64>,
+    /// The last step gathered, kept or not.
+    last: Option<u64>,
+}
+
+/// What `SampledSteps::take` gives: the kept breakdowns, one step in `every`, of the steps
+/// gathered up to `last`.
+pub struct Sampled {
+    /// By step, then rank.
+    pub breakdowns: Vec<StepBreakdown>,
+    /// 1, or `n`: every `n`-th step was kept.
+    pub every: u64,
+    /// The last step gathered (counted from 0), kept or not.
+    pub last: Option<u64>,
+}
+
+impl Default for SampledSteps {
+    fn default() -> Self {
+        SampledSteps { kept: Vec::new(), steps: 0, every: 1, first: None, last: None }
+    }
 }
 
 impl SampledSteps {
@@ -29,9 +48,9 @@ impl SampledSteps {
     }
 
     fn extend_up_to(&mut self, fresh: &[StepBreakdown], max_steps: usize) {
-        self.every = self.every.max(1);
         for b in fresh {
             let first = *self.first.get_or_insert(b.step);
+            self.last = Some(b.step);
             if !(b.step - first).is_multiple_of(self.every) {
                 continue;
             }
@@ -48,15 +67,10 @@ impl SampledSteps {
         }
     }
 
-    /// Every how many steps one was kept (1: all of them).
-    pub fn every(&self) -> u64 {
-        self.every.max(1)
-    }
-
-    /// What is kept, leaving nothing.
-    pub fn take(&mut self) -> Vec<StepBreakdown> {
-        self.steps = 0;
-        std::mem::take(&mut self.kept)
+    /// What is kept, and how it was sampled; leaves nothing, to sample from scratch.
+    pub fn take(&mut self) -> Sampled {
+        let taken = std::mem::take(self);
+        Sampled { breakdowns: taken.kept, every: taken.every, last: taken.last }
     }
 }
 
@@ -79,14 +93,15 @@ mod tests {
     fn keeps_every_step_while_they_fit_then_every_other_one_of_the_whole_run() {
         let mut sampled = SampledSteps::default();
         sampled.extend_up_to(&of(5..9, 2), 4);
-        assert_eq!((sampled.every(), steps(&sampled.kept)), (1, vec![5, 6, 7, 8]));
+        assert_eq!((sampled.every, steps(&sampled.kept)), (1, vec![5, 6, 7, 8]));
         // Windows arrive one after another: the fifth step doubles the stride.
         sampled.extend_up_to(&of(9..13, 2), 4);
-        assert_eq!((sampled.every(), steps(&sampled.kept)), (2, vec![5, 7, 9, 11]));
+        assert_eq!((sampled.every, steps(&sampled.kept)), (2, vec![5, 7, 9, 11]));
         sampled.extend_up_to(&of(13..25, 2), 4);
-        assert_eq!((sampled.every(), steps(&sampled.kept)), (8, vec![5, 13, 21]));
-        let kept = sampled.take();
-        assert_eq!(kept.len(), 6, "every rank of each kept step");
-        assert!(sampled.take().is_empty());
+        assert_eq!((sampled.every, steps(&sampled.kept)), (8, vec![5, 13, 21]));
+        let taken = sampled.take();
+        assert_eq!((taken.breakdowns.len(), taken.every, taken.last), (6, 8, Some(24)), "every rank of each kept step");
+        let empty = sampled.take();
+        assert_eq!((empty.breakdowns.len(), empty.every, empty.last), (0, 1, None));
     }
 }
