@@ -252,11 +252,11 @@ impl MpiThread {
         let (why, ended) = if waited_out {
             ("a wait for it had run out".to_string(), true)
         } else {
-            let waited = match self.timeout.get() {
-                Some(timeout) => format!("it did not finish in the wait timeout given it then, {timeout:?}"),
+            let why = match self.timeout.get() {
+                Some(timeout) => format!("it did not finish in the {timeout:?} it was given as the communicator went"),
                 None => "the communication thread is gone".to_string(),
             };
-            (format!("nothing had waited for it; {waited}"), self.flush().is_err())
+            (why, self.flush().is_err())
         };
         if ended {
             self.timed_out.set(true);
