@@ -24,7 +24,7 @@ fn a_text_trains_the_gpt_example_alike_on_one_and_two_ranks() {
     let common = ["--text", "t.txt", "--steps", "3", "--log-every", "1", "--report", "off"];
     let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--batch", "2", "--save-params", "one.st"]].concat());
     assert!(ok, "{text}");
-    assert!(text.contains("step      3  loss"), "{text}");
+    assert!(text.contains("step      3/3  loss"), "{text}");
     // With `--report json`, stdout holds the report's document alone; the sample goes to stderr.
     let sampled = ["--text", "t.txt", "--steps", "3", "--log-every", "1", "--report", "json", "--batch", "2"];
     let out = Command::new(example("gpt"))
