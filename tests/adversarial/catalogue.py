@@ -339,7 +339,7 @@ def catalogue() -> list:
     for spec, why in [("infiniband", "unknown link `infiniband`"), ("latency=5", "needs a unit"),
                       ("bandwidth=0GB/s", "must be greater than 0")]:
         add(c, f"mlp --link {spec}", 2, why)
-    add(c, "mlp --threads 100 --steps 1 --batch 4 --report off", 0, "note: --threads 100")
+    add(c, "mlp --threads 100 --steps 1 --batch 4 --report off", 0, "note: 100 threads for the products, but this process may run on only")
     add(c, "mlp --threads 100000 --steps 1 --batch 4 --report off", 2, "must be at most 4096")
     add(c, "mlp --simulate world=0,link=ib-hdr", 2, "--simulate")
     add(c, "mlp --steps 2 --batch 4 --simulate world=64,link=latency=1e300s", 2, "too long")
