@@ -224,10 +224,12 @@ pub enum Error {
     /// Every rank agreed to stop on a signal (SIGTERM, SIGINT, SIGHUP) and did, after writing a
     /// checkpoint where the run saves; the command line exits with 128 + the signal.
     #[error(
-        "stopped by {} after step {step}: {}",
+        "stopped by {} after step {step}: {}{}",
         signal_name(*signal),
         checkpoint.as_ref().map_or("no checkpoint (the run does not save)".into(),
-            |c| format!("checkpoint {}, resume with `TrainConfig::resume`", c.display()))
+            |c| format!("checkpoint {}, resume with `TrainConfig::resume`", c.display())),
+        unwritten.as_ref().map_or(String::new(),
+            |p| format!("; {} is not written (`TrainConfig::save_params` holds the parameters after the last step)", p.display()))
     )]
     Stopped {
         /// The signal's number (`signal_hook::consts::SIGTERM`, ...).
@@ -237,6 +239,9 @@ pub enum Error {
         /// The step folder written as the run stopped, to resume from; `None` where the run
         /// does not save.
         checkpoint: Option<PathBuf>,
+        /// The final parameters file the run would have written after its last step, which a
+        /// stop does not write.
+        unwritten: Option<PathBuf>,
     },
     /// A checkpoint could not be written or read back, or its folder could not be claimed (it
     /// holds another run's checkpoints, or another run is saving there); the message names the file.
@@ -288,5 +293,21 @@ mod tests {
     fn debug_prints_the_message() {
         let error = super::Error::Config("`TrainConfig::batch` must be at least 1".into());
         assert_eq!(format!("{error:?}"), "invalid configuration: `TrainConfig::batch` must be at least 1");
+    }
+
+    #[test]
+    fn a_stop_names_the_parameters_file_it_did_not_write() {
+        let stopped = |unwritten: Option<&str>| super::Error::Stopped {
+            signal: 15,
+            step: 3,
+            checkpoint: None,
+            unwritten: unwritten.map(Into::into),
+        };
+        assert_eq!(stopped(None).to_string(), "stopped by SIGTERM after step 3: no checkpoint (the run does not save)");
+        assert_eq!(
+            stopped(Some("p.st")).to_string(),
+            "stopped by SIGTERM after step 3: no checkpoint (the run does not save); p.st is not written \
+             (`TrainConfig::save_params` holds the parameters after the last step)"
+        );
     }
 }

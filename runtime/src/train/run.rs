@@ -297,7 +297,8 @@ impl Run<'_> {
                 saved = shared_outcome(comm, written, config.save.as_ref(), position)?;
             }
             let checkpoint = config.save.as_ref().map(|s| saved.unwrap_or_else(|| s.dir.clone()));
-            return Err(Error::Stopped { signal, step: step + 1, checkpoint });
+            let unwritten = config.save_params.clone();
+            return Err(Error::Stopped { signal, step: step + 1, checkpoint, unwritten });
         }
         shown.finish();
         backend.finish()?;
