@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 static THREADS: AtomicUsize = AtomicUsize::new(1);
 
-/// Runs every later product of this process on `threads` threads (at least 1).
-pub fn set(threads: usize) {
+/// Runs every later product of this process on `threads` threads (at least 1); the one way in is
+/// [`use_for_products`], which also says when the cores are fewer.
+fn set(threads: usize) {
     THREADS.store(threads.max(1), Ordering::Relaxed);
 }
 
@@ -30,7 +31,7 @@ pub fn use_for_products(threads: usize) -> Option<String> {
     })
 }
 
-/// Threads per product (see [`set`]).
+/// Threads per product (see [`use_for_products`]).
 pub fn count() -> usize {
     THREADS.load(Ordering::Relaxed)
 }
