@@ -230,6 +230,20 @@ fn resuming_on_the_gpu_is_bitwise_identical_to_not_stopping() {
         let resumed = train_probe("cuda", 10, &["--optimizer", optimizer, "--resume", split, "--save", split]);
         assert_eq!(uninterrupted, resumed, "{optimizer}: 5 + resume + 5 steps differ from 10");
     }
+    // A language model too: its embedding's rows of a repeated token are added in one order
+    // every run (with atomics, the order the GPU ran its blocks in changed the last bits).
+    let root = common::scratch("cuda-resume-text");
+    let text = word_text(root.path());
+    let (whole, split) = (root.path().join("whole"), root.path().join("split"));
+    let run = |steps, more: &[&str]| {
+        let mut extra = vec!["--optimizer", "adamw", "--text", text.to_str().unwrap(), "--batch", "4"];
+        extra.extend_from_slice(more);
+        train::<TiedLm>("cuda", steps, &extra)
+    };
+    let uninterrupted = run(10, &["--save", whole.to_str().unwrap()]);
+    run(5, &["--save", split.to_str().unwrap()]);
+    let resumed = run(10, &["--resume", split.to_str().unwrap(), "--save", split.to_str().unwrap()]);
+    assert_eq!(uninterrupted, resumed, "tied language model: 5 + resume + 5 steps differ from 10");
 }
 
 /// A checkpoint with SGD's momentum buffers, resumed without momentum: the buffers have nothing

@@ -184,10 +184,13 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
     fn forward_loss(&mut self, batch: &Batch, _loss: &dyn Loss, want_loss: bool) -> Result<f64> {
         self.labels.clear();
         self.labels.extend(batch.labels.iter().map(|&l| l as u32));
-        if let Some(DeviceOp::Embedding { vocab, .. }) = M::DEVICE_OPS.first() {
-            crate::layer::check_token_ids(&batch.inputs, *vocab)?;
+        match M::DEVICE_OPS.first() {
+            Some(DeviceOp::Embedding { vocab, .. }) => {
+                crate::layer::check_token_ids(&batch.inputs, *vocab)?;
+                self.input.upload_tokens(&self.gpu, &batch.inputs, *vocab)?;
+            }
+            _ => self.input.upload(&self.gpu, &batch.inputs)?,
         }
-        self.input.upload(&self.gpu, &batch.inputs)?;
         let mut dev = self.step.on(&self.gpu, &self.gpu_comm);
         let logits = match self.shards.as_mut() {
             // Each all-gather's wait point right before the first layer that reads it.

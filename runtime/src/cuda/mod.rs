@@ -11,7 +11,8 @@
 //! - `nccl`: bucket all-reduces (or reduce-scatters) on the communication stream, and their
 //!   in-flight handles;
 //! - `optim`: optimizer state on the device and the fused updates;
-//! - `storage`: the program's values on the GPU (`Cuda`: tensors, buckets, in-flight tickets);
+//! - `storage`: the program's values on the GPU (`Cuda`: tensors, buckets, in-flight tickets,
+//!   the batch's rows grouped by token, `token_rows`, for the embedding's backward);
 //! - `params`: parameters and optimizer state on the device, to and from the host model;
 //! - `shards`: sharded optimizer state: this rank's parts, and the all-gathers of the updates;
 //! - `program`: the calls of the program `#[distributed_model]` emits, queued on the streams;
@@ -38,6 +39,7 @@ mod program;
 mod shards;
 mod storage;
 mod timing;
+mod token_rows;
 
 pub use backend::{GpuBackend, GpuSetup};
 pub use gpu::{driver_cuda_version, driver_present, gpu_count, Gpu};

@@ -7,6 +7,7 @@ use cudarc::cublas::{Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
 use super::gpu::{cuda, Gpu};
+use super::storage::GpuTokenRows;
 use crate::error::{Error, Result};
 use crate::layer::DeviceOp;
 use crate::optim::{AdamWStep, SgdRule};
@@ -248,23 +249,20 @@ pub fn embedding_forward(gpu: &Gpu, (rows, d): (usize, usize), ids: In, w: In, y
     launch("embedding_forward", unsafe { args.launch(elementwise(rows * d)) })
 }
 
-/// `dw[ids[r]] (+)= dy[r]`, the table's gradient zeroed first unless `accumulate`.
-pub fn embedding_backward(
-    gpu: &Gpu,
-    (rows, d): (usize, usize),
-    (ids, dy): (In, In),
-    dw: Out,
-    accumulate: bool,
-) -> Result<()> {
+/// `dw[ids[r]] (+)= dy[r]`, the table's gradient zeroed first unless `accumulate`; the rows of
+/// width `d` come grouped by token (`GpuTokenRows`), each token's added in the order of the rows.
+pub fn embedding_backward(gpu: &Gpu, d: usize, tokens: &GpuTokenRows, dy: In, dw: Out, accumulate: bool) -> Result<()> {
     if !accumulate {
         gpu.compute().memset_zeros(dw).map_err(cuda("clearing an embedding gradient"))?;
     }
-    let (rows_, d_) = (int(rows), int(d));
+    let (table, rows, groups) = tokens.view();
+    let (rows_, groups_, d_) = (int(rows), int(groups), int(d));
     let mut args = gpu.compute().launch_builder(gpu.kernel("embedding_backward"));
-    args.arg(dw).arg(&ids).arg(&dy).arg(&rows_).arg(&d_);
-    // SAFETY: reads `rows` ids and `rows * d` gradients, adds into the rows of dw the ids name,
-    // which exist (checked on the host).
-    launch("embedding_backward", unsafe { args.launch(elementwise(rows * d)) })
+    args.arg(dw).arg(&table).arg(&rows_).arg(&groups_).arg(&dy).arg(&d_);
+    // SAFETY: the table holds `rows + 2 * groups + 1` entries (`TokenRows`): rows below `rows`,
+    // whose `d` gradients dy holds, and tokens whose rows of dw exist (the ids were checked on
+    // the host against the table's size).
+    launch("embedding_backward", unsafe { args.launch(per_row(groups)) })
 }
 
 /// `y[r] = x[r] + w[r mod positions]` over `rows` rows of width `d`.

@@ -144,8 +144,7 @@ impl Compute<Cuda> for GpuExec<'_> {
     }
 
     fn copy_input(&mut self, input: &GpuTensor, into: &mut GpuTensor) -> Result<()> {
-        into.resize(self.gpu, input.rows(), input.cols())?;
-        self.gpu.compute().memcpy_dtod(&input.view(), &mut into.view_mut()).map_err(cuda("copying the input"))
+        into.copy_from(self.gpu, input)
     }
 
     fn forward<L: Layer>(
@@ -266,13 +265,22 @@ impl Compute<Cuda> for GpuExec<'_> {
                     )
                 })
             }
-            (DeviceOp::Embedding { width, .. }, [dw]) => self.step.timeline.span(gpu, activity, |gpu| {
-                if let Some(dx) = dx {
-                    // Token ids have no gradient.
-                    gpu.compute().memset_zeros(&mut dx.view_mut()).map_err(cuda("clearing a token-id gradient"))?;
-                }
-                ops::embedding_backward(gpu, (rows, width), (x.view(), dy.view()), dw, accumulate)
-            }),
+            (DeviceOp::Embedding { width, .. }, [dw]) => {
+                let tokens = x.token_rows().ok_or_else(|| {
+                    Error::Cuda(format!(
+                        "the embedding `{}` reads token ids that went in without their rows grouped by token: \
+                         upload them with `GpuTensor::upload_tokens`",
+                        self.step.params.schedule().layers[index].name
+                    ))
+                })?;
+                self.step.timeline.span(gpu, activity, |gpu| {
+                    if let Some(dx) = dx {
+                        // Token ids have no gradient.
+                        gpu.compute().memset_zeros(&mut dx.view_mut()).map_err(cuda("clearing a token-id gradient"))?;
+                    }
+                    ops::embedding_backward(gpu, width, tokens, dy.view(), dw, accumulate)
+                })
+            }
             (DeviceOp::PositionEmbedding { width, .. }, [dw]) => self.step.timeline.span(gpu, activity, |gpu| {
                 let shape = (ctx.sequence_count(), ctx.positions(), width);
                 ops::position_backward(gpu, shape, dy.view(), dw, accumulate)?;

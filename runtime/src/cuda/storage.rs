@@ -6,6 +6,7 @@
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
 
 use super::gpu::{cuda, Gpu};
+use super::token_rows::TokenRows;
 use crate::error::{Error, Result};
 use crate::layer::Layer;
 use crate::program::Storage;
@@ -15,12 +16,16 @@ use crate::tensor::Matrix;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Cuda;
 
-/// A `rows × cols` matrix on the GPU, row-major; its buffer only grows.
+/// A `rows × cols` matrix on the GPU, row-major; its buffer only grows. A batch of token ids
+/// goes in with its rows grouped by token (`upload_tokens`), for the embedding's backward; any
+/// later write drops the grouping.
 #[derive(Default)]
 pub struct GpuTensor {
     data: Option<CudaSlice<f32>>,
     rows: usize,
     cols: usize,
+    tokens: GpuTokenRows,
+    grouped: bool,
 }
 
 impl GpuTensor {
@@ -45,6 +50,7 @@ impl GpuTensor {
             self.data = Some(gpu.compute().alloc_zeros::<f32>(n.max(1)).map_err(cuda("allocating an activation"))?);
         }
         (self.rows, self.cols) = (rows, cols);
+        self.grouped = false;
         Ok(())
     }
 
@@ -56,6 +62,7 @@ impl GpuTensor {
 
     /// The `rows × cols` elements, mutably.
     pub fn view_mut(&mut self) -> CudaViewMut<'_, f32> {
+        self.grouped = false;
         let n = self.rows * self.cols;
         self.data.as_mut().expect("a tensor is sized before it is written").slice_mut(..n)
     }
@@ -64,6 +71,74 @@ impl GpuTensor {
     pub fn upload(&mut self, gpu: &Gpu, host: &Matrix) -> Result<()> {
         self.resize(gpu, host.rows(), host.cols())?;
         gpu.compute().memcpy_htod(host.as_slice(), &mut self.view_mut()).map_err(cuda("copying a batch in"))
+    }
+
+    /// Copies in `host`'s token ids (one per row, integral floats below `vocab`: checked by the
+    /// caller), with their rows grouped by token.
+    pub fn upload_tokens(&mut self, gpu: &Gpu, host: &Matrix, vocab: usize) -> Result<()> {
+        self.upload(gpu, host)?;
+        self.tokens.upload(gpu, host.as_slice(), vocab)?;
+        self.grouped = true;
+        Ok(())
+    }
+
+    /// The rows grouped by token, when this holds the token ids `upload_tokens` copied in.
+    pub fn token_rows(&self) -> Option<&GpuTokenRows> {
+        self.grouped.then_some(&self.tokens)
+    }
+
+    /// Copies in `from`'s values, and its rows grouped by token when it has them.
+    pub fn copy_from(&mut self, gpu: &Gpu, from: &GpuTensor) -> Result<()> {
+        self.resize(gpu, from.rows(), from.cols())?;
+        gpu.compute().memcpy_dtod(&from.view(), &mut self.view_mut()).map_err(cuda("copying the input"))?;
+        if let Some(tokens) = from.token_rows() {
+            self.tokens.copy_from(gpu, tokens)?;
+            self.grouped = true;
+        }
+        Ok(())
+    }
+}
+
+/// A batch's rows grouped by token (`TokenRows`), for the embedding's backward: grouped on the
+/// host as the batch goes in, copied in next to it.
+#[derive(Default)]
+pub struct GpuTokenRows {
+    host: TokenRows,
+    device: Option<CudaSlice<i32>>,
+}
+
+impl GpuTokenRows {
+    /// Groups the batch's token `ids` (checked below `vocab`) and copies the table in, queued
+    /// after the kernels that read the previous batch's.
+    pub fn upload(&mut self, gpu: &Gpu, ids: &[f32], vocab: usize) -> Result<()> {
+        self.host.group(ids, vocab);
+        self.device_holding(gpu, self.host.table().len())?;
+        let table = self.host.table();
+        let device = self.device.as_mut().expect("allocated above");
+        gpu.compute().memcpy_htod(table, &mut device.slice_mut(..table.len())).map_err(cuda("copying token rows in"))
+    }
+
+    /// Copies `from`'s grouping, on the host and on the GPU.
+    fn copy_from(&mut self, gpu: &Gpu, from: &GpuTokenRows) -> Result<()> {
+        self.host.clone_from(&from.host);
+        let (table, ..) = from.view();
+        self.device_holding(gpu, table.len())?;
+        let device = self.device.as_mut().expect("allocated above");
+        gpu.compute().memcpy_dtod(&table, &mut device.slice_mut(..table.len())).map_err(cuda("copying token rows"))
+    }
+
+    /// Makes the device buffer hold at least `n` entries (its contents then undefined).
+    fn device_holding(&mut self, gpu: &Gpu, n: usize) -> Result<()> {
+        if self.device.as_ref().is_none_or(|d| d.len() < n) {
+            self.device = Some(gpu.compute().alloc_zeros::<i32>(n).map_err(cuda("allocating a batch's token rows"))?);
+        }
+        Ok(())
+    }
+
+    /// The table on the GPU, its rows and its tokens.
+    pub fn view(&self) -> (CudaView<'_, i32>, usize, usize) {
+        let device = self.device.as_ref().expect("a batch of tokens goes in before an embedding's backward");
+        (device.slice(..self.host.table().len()), self.host.rows(), self.host.groups())
     }
 }
 

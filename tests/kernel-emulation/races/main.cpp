@@ -31,7 +31,19 @@ int main() {
     emu_add_into(3, 256, gy.data(), x.data(), 2000);
     int V = 11, D = 37, R = 50; std::vector<float> ids(R); for (int i = 0; i < R; ++i) ids[i] = float((i * 7) % V);
     auto w = vec(V * D); std::vector<float> e(R * D), dw(V * D); emu_embedding_forward(4, 256, e.data(), ids.data(), w.data(), R, D);
-    emu_embedding_backward(4, 256, dw.data(), ids.data(), e.data(), R, D);
+    // The rows grouped by token as token_rows.rs groups them (rows by token, starts, tokens);
+    // fewer blocks than tokens, so that blocks loop.
+    std::vector<int> by_token, starts, tokens;
+    for (int v = 0; v < V; ++v) {
+        for (int i = 0; i < R; ++i) {
+            if (int(ids[i]) != v) continue;
+            if (tokens.empty() || tokens.back() != v) { starts.push_back(int(by_token.size())); tokens.push_back(v); }
+            by_token.push_back(i);
+        }
+    }
+    starts.push_back(R); int groups = int(tokens.size());
+    by_token.insert(by_token.end(), starts.begin(), starts.end()); by_token.insert(by_token.end(), tokens.begin(), tokens.end());
+    emu_embedding_backward(4, 256, dw.data(), by_token.data(), R, groups, e.data(), D);
     auto pw = vec(16 * D), px = vec(30 * D); std::vector<float> py(30 * D), pdw(16 * D);
     emu_position_forward(4, 256, py.data(), px.data(), pw.data(), 30, 10, D);
     emu_position_backward(2, 256, pdw.data(), py.data(), 3, 10, D, 1);

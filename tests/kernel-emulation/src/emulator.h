@@ -1,6 +1,6 @@
 // CUDA's execution model on the CPU, enough of it to run the GPU backend's kernels
 // (runtime/src/cuda/kernels/*.cu) unchanged where there is no GPU: a grid's blocks run one after
-// another, each block's threads at once on threads of their own, meeting at __syncthreads() on a
+// another (first to last, or last to first: `blocks_last_first`), each block's threads at once on threads of their own, meeting at __syncthreads() on a
 // barrier (built with EMU_FIBERS, as fibers of one thread taking turns between the barriers); a
 // kernel's __shared__ arrays become static ones, which is each block's own memory since blocks do
 // not overlap. Atomics are std::atomic_ref. The intrinsics that fix a rounding (__fmaf_rn and the
@@ -32,6 +32,14 @@ inline dim3 block_dim{1, 1, 1};
 inline dim3 grid_dim{1, 1, 1};
 // The barrier of the block the calling thread is running.
 inline thread_local std::barrier<>* block_barrier = nullptr;
+
+// Runs each grid's blocks last to first: a GPU runs them in any order, so what a kernel computes
+// must not depend on it (a test turns this on and compares; any kernel launched meanwhile must
+// compute the same either way).
+inline std::atomic<bool> blocks_last_first{false};
+
+// Block `b` of `grid` in the order launches run them.
+inline unsigned nth_block(unsigned b, unsigned grid) { return blocks_last_first ? grid - 1 - b : b; }
 
 // One launch at a time, as on one stream: the grid's dimensions and the kernels' __shared__
 // arrays are the process's, not a launch's (Rust's test threads launch concurrently).
@@ -119,7 +127,7 @@ void launch(unsigned grid, unsigned block, Kernel kernel) {
     // Left uninitialised, so that only the pages a fiber touches are ever backed by memory.
     while (f.stacks.size() < block) f.stacks.emplace_back(new char[FIBER_STACK]);
     for (unsigned b = 0; b < grid; ++b) {
-        block_index = {b, 0, 0};
+        block_index = {nth_block(b, grid), 0, 0};
         f.done.assign(block, false);
         for (unsigned t = 0; t < block; ++t) f.saved[t] = fiber_stack(f.stacks[t].get());
         for (unsigned live = block; live > 0;) {
@@ -151,7 +159,7 @@ void launch(unsigned grid, unsigned block, Kernel kernel) {
         threads.emplace_back([&, t] {
             thread_index = {t, 0, 0};
             for (unsigned b = 0; b < grid; ++b) {
-                block_index = {b, 0, 0};
+                block_index = {nth_block(b, grid), 0, 0};
                 block_barrier = barriers[b].get();
                 kernel();
                 // A thread that has returned no longer holds the others at __syncthreads.

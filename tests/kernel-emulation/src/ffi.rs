@@ -38,9 +38,10 @@ extern "C" {
         grid: u32,
         block: u32,
         dw: *mut f32,
-        ids: *const f32,
-        dy: *const f32,
+        rows_by_token: *const i32,
         rows: i32,
+        groups: i32,
+        dy: *const f32,
         d: i32,
     );
     pub fn emu_position_forward(
@@ -133,4 +134,5 @@ extern "C" {
         grad_scale: f32,
     );
     pub fn emu_sum_squares(grid: u32, block: u32, x: *const f32, n: i32, partials: *mut f64);
+    pub fn emu_run_blocks_last_first(on: bool);
 }

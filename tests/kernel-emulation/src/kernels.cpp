@@ -12,3 +12,6 @@ void run(void (*kernel)(Args...), unsigned grid, unsigned block, Args... args) {
 #define LAUNCHER(kernel, params, args) \
     extern "C" void emu_##kernel(unsigned grid, unsigned block, params) { run(kernel, grid, block, args); }
 #include "launchers.h"
+
+// Whether later launches run their grid's blocks last to first (`emu::blocks_last_first`).
+extern "C" void emu_run_blocks_last_first(bool on) { emu::blocks_last_first = on; }

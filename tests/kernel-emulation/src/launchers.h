@@ -22,7 +22,8 @@ LAUNCHER(sigmoid_backward, P(float* dx, const float* y, const float* dy, int n),
 LAUNCHER(add, P(float* y, const float* a, const float* b, int n), P(y, a, b, n))
 LAUNCHER(add_into, P(float* y, const float* a, int n), P(y, a, n))
 LAUNCHER(embedding_forward, P(float* y, const float* ids, const float* w, int rows, int d), P(y, ids, w, rows, d))
-LAUNCHER(embedding_backward, P(float* dw, const float* ids, const float* dy, int rows, int d), P(dw, ids, dy, rows, d))
+LAUNCHER(embedding_backward, P(float* dw, const int* rows_by_token, int rows, int groups, const float* dy, int d),
+         P(dw, rows_by_token, rows, groups, dy, d))
 LAUNCHER(position_forward, P(float* y, const float* x, const float* w, int rows, int positions, int d),
          P(y, x, w, rows, positions, d))
 LAUNCHER(position_backward, P(float* dw, const float* dy, int sequences, int positions, int d, int accumulate),

@@ -2,12 +2,15 @@
 //! `src/emulator.h` and launched there in the grids the backend uses (`launch_shapes`, the
 //! backend's own file): one safe function per kernel, taking the kernel's arguments as slices,
 //! with every length the kernel relies on checked first. `products` (the backend's file too) is
-//! how the backend hands its products to cuBLAS; `cublas_sgemm` computes one as cuBLAS defines it.
+//! how the backend hands its products to cuBLAS; `cublas_sgemm` computes one as cuBLAS defines it. `token_rows` (the backend's file too) groups a
+//! batch's rows by token for the embedding's backward.
 
 #[path = "../../../runtime/src/cuda/launch_shapes.rs"]
 pub mod launch_shapes;
 #[path = "../../../runtime/src/cuda/products.rs"]
 pub mod products;
+#[path = "../../../runtime/src/cuda/token_rows.rs"]
+pub mod token_rows;
 
 pub use launch_shapes::Shape;
 use overlap_runtime::optim::{AdamWStep, SgdRule};
@@ -109,6 +112,24 @@ pub fn add_into(shape: Shape, y: &mut [f32], a: &[f32]) {
     unsafe { ffi::emu_add_into(shape.grid, shape.block, y.as_mut_ptr(), a.as_ptr(), int(a.len())) }
 }
 
+/// `run()`, with every launch's blocks run last to first instead of first to last. A GPU runs a
+/// grid's blocks in any order, so no kernel's results may depend on it: kernels that other tests
+/// launch meanwhile compute the same either way (every kernel's block writes outputs of its own).
+pub fn with_blocks_last_first<T>(run: impl FnOnce() -> T) -> T {
+    /// Turns the order back even when `run` panics.
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            // SAFETY: sets an atomic flag the launches read.
+            unsafe { ffi::emu_run_blocks_last_first(false) }
+        }
+    }
+    // SAFETY: as above.
+    unsafe { ffi::emu_run_blocks_last_first(true) };
+    let _reset = Reset;
+    run()
+}
+
 /// Panics unless every id is an integral float naming a row of a table of `table_rows`.
 fn check_ids(ids: &[f32], table_rows: usize) {
     for (r, &id) in ids.iter().enumerate() {
@@ -137,19 +158,25 @@ pub fn embedding_forward(shape: Shape, y: &mut [f32], ids: &[f32], w: &[f32], d:
     }
 }
 
-/// `dw[ids[r]] += dy[r]`.
+/// `dw[ids[r]] += dy[r]`, each token's rows added in their order: the ids grouped by token
+/// first, as the backend groups a batch's (`token_rows`).
 pub fn embedding_backward(shape: Shape, dw: &mut [f32], ids: &[f32], dy: &[f32], d: usize) {
-    check_ids(ids, dw.len() / d);
+    let vocab = dw.len() / d;
+    check_ids(ids, vocab);
     holds(dy, ids.len() * d, "dy");
-    // SAFETY: reads rows x d of dy and adds into the rows of dw the ids name, which exist.
+    let mut grouped = token_rows::TokenRows::default();
+    grouped.group(ids, vocab);
+    // SAFETY: the table holds `rows + 2 * groups + 1` entries: rows of dy, which holds rows x d
+    // gradients, and tokens whose rows of dw exist (checked).
     unsafe {
         ffi::emu_embedding_backward(
             shape.grid,
             shape.block,
             dw.as_mut_ptr(),
-            ids.as_ptr(),
+            grouped.table().as_ptr(),
+            int(grouped.rows()),
+            int(grouped.groups()),
             dy.as_ptr(),
-            int(ids.len()),
             int(d),
         )
     }

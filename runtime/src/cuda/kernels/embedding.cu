@@ -10,13 +10,24 @@ extern "C" __global__ void embedding_forward(float* y, const float* ids, const f
     }
 }
 
-// dw[ids[r], :] += dy[r, :]: rows of the same token meet, hence the atomics (dw is zeroed first
-// when not accumulating).
-extern "C" __global__ void embedding_backward(float* dw, const float* ids, const float* dy, int rows, int d) {
-    int n = rows * d;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
-        int r = i / d;
-        atomicAdd(&dw[(int)ids[r] * d + (i - r * d)], dy[i]);
+// dw[t, :] += dy[r, :] for every row r of token t, added in the order of the rows, as the CPU
+// adds them (the same bits every run; atomics would add in whatever order the blocks run): one
+// block per token of the batch, its threads over the columns. `rows_by_token`, grouped on the
+// host (token_rows.rs), holds the rows sorted by token, then where each token's rows start
+// (`groups` + 1 entries), then the tokens. dw is zeroed first when not accumulating.
+extern "C" __global__ void embedding_backward(
+    float* dw, const int* rows_by_token, int rows, int groups, const float* dy, int d) {
+    const int* starts = rows_by_token + rows;
+    const int* tokens = starts + groups + 1;
+    for (int g = blockIdx.x; g < groups; g += gridDim.x) {
+        float* row = dw + (long long)tokens[g] * d;
+        for (int c = threadIdx.x; c < d; c += blockDim.x) {
+            float sum = row[c];
+            for (int k = starts[g]; k < starts[g + 1]; ++k) {
+                sum += dy[(long long)rows_by_token[k] * d + c];
+            }
+            row[c] = sum;
+        }
     }
 }
 
