@@ -22,6 +22,17 @@ pub fn elementwise(n: usize) -> Shape {
     Shape { grid: n.div_ceil(THREADS as usize).clamp(1, 65_535) as u32, block: THREADS }
 }
 
+/// Columns per block of the column sums (`bias_grad`, `layer_norm_backward_params`: the kernels'
+/// `COLUMN_TILE`); their `THREADS` stand in `THREADS / COLUMN_TILE` lanes of rows.
+pub const COLUMN_TILE: usize = 32;
+const _: () = assert!((THREADS as usize).is_multiple_of(COLUMN_TILE), "a block is whole lanes of a column tile");
+
+/// A column sum over `cols` columns: one block per tile of `COLUMN_TILE` columns, capped (the
+/// kernels loop over the rest).
+pub fn column_tiles(cols: usize) -> Shape {
+    Shape { grid: cols.div_ceil(COLUMN_TILE).clamp(1, 65_535) as u32, block: THREADS }
+}
+
 /// One block per row.
 pub fn per_row(rows: usize) -> Shape {
     Shape { grid: rows.clamp(1, u32::MAX as usize) as u32, block: THREADS }

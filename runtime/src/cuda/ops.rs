@@ -25,6 +25,11 @@ fn elementwise(n: usize) -> LaunchConfig {
     config(launch_shapes::elementwise(n))
 }
 
+/// One block per tile of columns (`launch_shapes::column_tiles`).
+fn column_tiles(cols: usize) -> LaunchConfig {
+    config(launch_shapes::column_tiles(cols))
+}
+
 /// One block per row (`launch_shapes::per_row`).
 fn per_row(rows: usize) -> LaunchConfig {
     config(launch_shapes::per_row(rows))
@@ -168,8 +173,9 @@ pub fn linear_backward(
     let mut args = gpu.compute().launch_builder(gpu.kernel("bias_grad"));
     args.arg(db).arg(&dy).arg(&rows_).arg(&cols).arg(&add);
     // SAFETY: bias_grad(float* dbias, const float* dy, int rows, int cols, int accumulate) reads
-    // `rows * cols` elements of dy and writes `cols` of dbias, which exist.
-    launch("bias_grad", unsafe { args.launch(elementwise(output)) })?;
+    // `rows * cols` elements of dy and writes `cols` of dbias, which exist; blocks of THREADS (at
+    // most the kernel's 1024 shared sums).
+    launch("bias_grad", unsafe { args.launch(column_tiles(output)) })?;
     let beta = if accumulate { 1.0 } else { 0.0 };
     project_backward(gpu, (input, output, rows), (x, w, dy), (dw, beta), dx)
 }
@@ -357,8 +363,8 @@ pub fn layer_norm_backward(
     let mut args = gpu.compute().launch_builder(gpu.kernel("layer_norm_backward_params"));
     args.arg(dgamma).arg(dbeta).arg(&x).arg(&dy).arg(&mean).arg(&rstd).arg(&rows_).arg(&d_).arg(&add);
     // SAFETY: reads `rows * d` elements of x and dy and `rows` of mean and rstd; writes `d` of
-    // dgamma and dbeta; all exist.
-    launch("layer_norm_backward_params", unsafe { args.launch(elementwise(d)) })?;
+    // dgamma and dbeta; all exist. Blocks of THREADS (at most the kernel's 1024 shared sums).
+    launch("layer_norm_backward_params", unsafe { args.launch(column_tiles(d)) })?;
     if let Some(dx) = dx {
         let mut args = gpu.compute().launch_builder(gpu.kernel("layer_norm_backward_input"));
         args.arg(dx).arg(&x).arg(&dy).arg(&gamma).arg(&mean).arg(&rstd).arg(&rows_).arg(&d_);

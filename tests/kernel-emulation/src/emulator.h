@@ -38,8 +38,9 @@ inline thread_local std::barrier<>* block_barrier = nullptr;
 // compute the same either way).
 inline std::atomic<bool> blocks_last_first{false};
 
-// Block `b` of `grid` in the order launches run them.
-inline unsigned nth_block(unsigned b, unsigned grid) { return blocks_last_first ? grid - 1 - b : b; }
+// Block `b` of `grid` in the order a launch runs them (`last_first`: `blocks_last_first` as the
+// launch began; a test may turn it while other tests' launches run).
+inline unsigned nth_block(unsigned b, unsigned grid, bool last_first) { return last_first ? grid - 1 - b : b; }
 
 // One launch at a time, as on one stream: the grid's dimensions and the kernels' __shared__
 // arrays are the process's, not a launch's (Rust's test threads launch concurrently).
@@ -120,6 +121,7 @@ void launch(unsigned grid, unsigned block, Kernel kernel) {
     std::lock_guard<std::mutex> one_at_a_time(launching);
     grid_dim = {grid, 1, 1};
     block_dim = {block, 1, 1};
+    const bool last_first = blocks_last_first;
     const std::function<void()> body = kernel;
     Fibers& f = fibers;
     f.body = &body;
@@ -127,7 +129,7 @@ void launch(unsigned grid, unsigned block, Kernel kernel) {
     // Left uninitialised, so that only the pages a fiber touches are ever backed by memory.
     while (f.stacks.size() < block) f.stacks.emplace_back(new char[FIBER_STACK]);
     for (unsigned b = 0; b < grid; ++b) {
-        block_index = {nth_block(b, grid), 0, 0};
+        block_index = {nth_block(b, grid, last_first), 0, 0};
         f.done.assign(block, false);
         for (unsigned t = 0; t < block; ++t) f.saved[t] = fiber_stack(f.stacks[t].get());
         for (unsigned live = block; live > 0;) {
@@ -151,6 +153,7 @@ void launch(unsigned grid, unsigned block, Kernel kernel) {
     std::lock_guard<std::mutex> one_at_a_time(launching);
     grid_dim = {grid, 1, 1};
     block_dim = {block, 1, 1};
+    const bool last_first = blocks_last_first;
     std::vector<std::unique_ptr<std::barrier<>>> barriers;
     for (unsigned b = 0; b < grid; ++b) barriers.push_back(std::make_unique<std::barrier<>>(block));
     std::barrier<> block_done(block);
@@ -159,7 +162,7 @@ void launch(unsigned grid, unsigned block, Kernel kernel) {
         threads.emplace_back([&, t] {
             thread_index = {t, 0, 0};
             for (unsigned b = 0; b < grid; ++b) {
-                block_index = {nth_block(b, grid), 0, 0};
+                block_index = {nth_block(b, grid, last_first), 0, 0};
                 block_barrier = barriers[b].get();
                 kernel();
                 // A thread that has returned no longer holds the others at __syncthreads.

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{assert_close, values};
-use kernel_emulation::launch_shapes::{elementwise, per_row, THREADS};
+use kernel_emulation::launch_shapes::{column_tiles, elementwise, per_row, THREADS};
 use kernel_emulation::{self as emu, Activation, RowStats, Shape};
 use overlap_runtime::{
     CrossEntropyLoss, Embedding, Gelu, Layer, LayerNorm, Matrix, PositionEmbedding, Relu, Sigmoid, StepContext, Tanh,
@@ -63,7 +63,8 @@ fn bias_and_residual_kernels_add_what_they_say() {
     }
     let column_sums: Vec<f32> =
         (0..cols).map(|c| (0..rows).map(|r| f64::from(dy[r * cols + c])).sum::<f64>() as f32).collect();
-    for shape in [elementwise(cols), Shape { grid: 1, block: THREADS }] {
+    // Tiles of columns as the backend launches them; one block for every tile; blocks of 2 lanes.
+    for shape in [column_tiles(cols), Shape { grid: 1, block: THREADS }, Shape { grid: 3, block: 64 }] {
         let mut dbias = vec![f32::NAN; cols];
         emu::bias_grad(shape, &mut dbias, &dy, rows, false);
         assert_close(&dbias, &column_sums, 1e-5, "bias_grad");
@@ -159,7 +160,7 @@ fn layer_norm_matches<const D: usize>(rows: usize) {
     assert_close(&dx, want_dx.as_slice(), 5e-5, &format!("{at}: input gradient"));
     let (mut dgamma, mut dbeta) = (vec![f32::NAN; D], vec![f32::NAN; D]);
     let params = (&mut dgamma[..], &mut dbeta[..]);
-    emu::layer_norm_backward_params(elementwise(D), params, (x.as_slice(), dy.as_slice()), (&mean, &rstd), false);
+    emu::layer_norm_backward_params(column_tiles(D), params, (x.as_slice(), dy.as_slice()), (&mean, &rstd), false);
     assert_close(&dgamma, &want_dgamma, 5e-5, &format!("{at}: weight gradient"));
     assert_close(&dbeta, &want_dbeta, 5e-5, &format!("{at}: bias gradient"));
     let params = (&mut dgamma[..], &mut dbeta[..]);

@@ -8,7 +8,7 @@ mod common;
 
 use common::{assert_close, values};
 use kernel_emulation as emu;
-use kernel_emulation::launch_shapes::{elementwise, per_row};
+use kernel_emulation::launch_shapes::{column_tiles, elementwise, per_row};
 use kernel_emulation::products::{self, Attention, HeadProduct, RowMajor};
 use overlap_runtime::{CausalSelfAttention, Layer, Linear, Matrix, StepContext};
 
@@ -64,7 +64,7 @@ fn a_linear_layer_on_the_gpu_path_matches_the_cpu_layer() {
     assert_close(&y, want_y.as_slice(), 1e-5, "forward");
     // `ops::linear_backward`: the bias kernel, the weight's product, the input's.
     let (mut dw, mut db, mut dx) = (vec![f32::NAN; OUT * IN], vec![f32::NAN; OUT], vec![f32::NAN; rows * IN]);
-    emu::bias_grad(elementwise(OUT), &mut db, dy.as_slice(), rows, false);
+    emu::bias_grad(column_tiles(OUT), &mut db, dy.as_slice(), rows, false);
     emu::product(products::weight_gradient(IN, OUT, rows), (dy.as_slice(), x.as_slice()), 0.0, &mut dw);
     emu::product(products::input_gradient(IN, OUT, rows), (dy.as_slice(), &layer.weight), 0.0, &mut dx);
     assert_close(&db, &want_db, 1e-5, "bias gradient");
@@ -122,7 +122,7 @@ fn attention_on_the_gpu_path_matches_the_cpu_layer() {
     let linear_backward = |(input, output): (usize, usize), (x, w, dy): (&[f32], &[f32], &[f32])| {
         let (mut dw, mut db, mut dx) =
             (vec![f32::NAN; output * input], vec![f32::NAN; output], vec![f32::NAN; rows * input]);
-        emu::bias_grad(elementwise(output), &mut db, dy, rows, false);
+        emu::bias_grad(column_tiles(output), &mut db, dy, rows, false);
         emu::product(products::weight_gradient(input, output, rows), (dy, x), 0.0, &mut dw);
         emu::product(products::input_gradient(input, output, rows), (dy, w), 0.0, &mut dx);
         (dw, db, dx)

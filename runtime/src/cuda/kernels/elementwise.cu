@@ -12,14 +12,38 @@ extern "C" __global__ void bias_add_rows(float* y, const float* bias, int rows, 
     }
 }
 
-// dbias[c] (+)= sum over rows of dy[r, c]: one thread per column.
+// Column sums (a bias's gradient, LayerNorm's parameters'): a block takes COLUMN_TILE
+// neighbouring columns (launch_shapes.rs: as many blocks as tiles), its threads standing in
+// blockDim.x / COLUMN_TILE lanes of rows; lane l sums rows l, l + lanes, ... of its column (reads
+// of neighbouring columns together), then the first lane adds the lanes' sums in lane order. The
+// same order every run, and a lane's loads in flight where one thread per column left a handful
+// of blocks each walking every row (at a large batch, most of the GPU idle and the loads one at
+// a time). Any grid works: blocks loop over the tiles.
+#define COLUMN_TILE 32
+
+// dbias[c] (+)= sum over rows of dy[r, c].
 extern "C" __global__ void bias_grad(float* dbias, const float* dy, int rows, int cols, int accumulate) {
-    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += (long long)blockDim.x * gridDim.x) {
+    __shared__ float lanes_sums[1024];
+    const int column = threadIdx.x % COLUMN_TILE, lane = threadIdx.x / COLUMN_TILE, lanes = blockDim.x / COLUMN_TILE;
+    for (long long tile = blockIdx.x; tile * COLUMN_TILE < cols; tile += gridDim.x) {
+        const long long c = tile * COLUMN_TILE + column;
         float sum = 0.0f;
-        for (int r = 0; r < rows; ++r) {
-            sum += dy[r * cols + c];
+        if (c < cols) {
+            for (int r = lane; r < rows; r += lanes) {
+                sum += dy[(long long)r * cols + c];
+            }
         }
-        dbias[c] = accumulate ? dbias[c] + sum : sum;
+        lanes_sums[threadIdx.x] = sum;
+        __syncthreads();
+        if (lane == 0 && c < cols) {
+            float total = 0.0f;
+            for (int l = 0; l < lanes; ++l) {
+                total += lanes_sums[l * COLUMN_TILE + column];
+            }
+            dbias[c] = accumulate ? dbias[c] + total : total;
+        }
+        // The next tile's sums go where these were read.
+        __syncthreads();
     }
 }
 

@@ -72,18 +72,39 @@ extern "C" __global__ void layer_norm_backward_input(
     }
 }
 
-// dgamma and dbeta, one thread per feature, summing over rows.
+// dgamma and dbeta: column sums over rows as bias_grad sums them (elementwise.cu: tiles of
+// LN_COLUMN_TILE columns, lanes of rows, the lanes' sums added in lane order).
+#define LN_COLUMN_TILE 32
 extern "C" __global__ void layer_norm_backward_params(
     float* dgamma, float* dbeta, const float* x, const float* dy, const float* mean, const float* rstd, int rows, int d,
     int accumulate) {
-    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < d; c += (long long)blockDim.x * gridDim.x) {
+    __shared__ float gamma_sums[1024];
+    __shared__ float beta_sums[1024];
+    const int column = threadIdx.x % LN_COLUMN_TILE, lane = threadIdx.x / LN_COLUMN_TILE;
+    const int lanes = blockDim.x / LN_COLUMN_TILE;
+    for (long long tile = blockIdx.x; tile * LN_COLUMN_TILE < d; tile += gridDim.x) {
+        const long long c = tile * LN_COLUMN_TILE + column;
         float sum_gamma = 0.0f, sum_beta = 0.0f;
-        for (int r = 0; r < rows; ++r) {
-            float g = dy[(size_t)r * d + c];
-            sum_gamma += g * (x[(size_t)r * d + c] - mean[r]) * rstd[r];
-            sum_beta += g;
+        if (c < d) {
+            for (int r = lane; r < rows; r += lanes) {
+                float g = dy[(size_t)r * d + c];
+                sum_gamma += g * (x[(size_t)r * d + c] - mean[r]) * rstd[r];
+                sum_beta += g;
+            }
         }
-        dgamma[c] = accumulate ? dgamma[c] + sum_gamma : sum_gamma;
-        dbeta[c] = accumulate ? dbeta[c] + sum_beta : sum_beta;
+        gamma_sums[threadIdx.x] = sum_gamma;
+        beta_sums[threadIdx.x] = sum_beta;
+        __syncthreads();
+        if (lane == 0 && c < d) {
+            float total_gamma = 0.0f, total_beta = 0.0f;
+            for (int l = 0; l < lanes; ++l) {
+                total_gamma += gamma_sums[l * LN_COLUMN_TILE + column];
+                total_beta += beta_sums[l * LN_COLUMN_TILE + column];
+            }
+            dgamma[c] = accumulate ? dgamma[c] + total_gamma : total_gamma;
+            dbeta[c] = accumulate ? dbeta[c] + total_beta : total_beta;
+        }
+        // The next tile's sums go where these were read.
+        __syncthreads();
     }
 }
