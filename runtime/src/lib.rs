@@ -30,6 +30,7 @@ pub mod profile;
 pub mod program;
 pub mod sample;
 pub mod tensor;
+pub(crate) mod tensor_file;
 #[cfg(test)]
 mod test_children;
 pub mod text;

@@ -4,74 +4,24 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use safetensors::tensor::{Dtype, TensorView};
+use safetensors::tensor::Dtype;
 use safetensors::SafeTensors;
 
 use crate::error::{Error, Result};
 use crate::model::DistributedModel;
 use crate::process::atomic_write::write_atomically;
 use crate::process::input_files::read_unless_device;
+use crate::tensor_file::{self, Tensor};
 
-/// `(name, shape, little-endian f32 bytes)`: a tensor ready to be written.
-pub(crate) type Tensor = (String, Vec<usize>, Vec<u8>);
-
-pub(crate) fn to_bytes(values: &[f32]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-/// The inverse of `to_bytes`.
+/// The f32 values of little-endian `bytes`.
 pub(crate) fn f32_values(bytes: &[u8]) -> Vec<f32> {
     bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
 }
 
-/// Every parameter of `model`, under its PyTorch name and shape.
-pub(crate) fn model_tensors<M: DistributedModel>(model: &M) -> Vec<Tensor> {
+/// Every parameter of `model`, under its PyTorch name and shape, borrowed from the model.
+pub(crate) fn model_tensors<M: DistributedModel>(model: &M) -> Vec<Tensor<'_>> {
     let s = M::SCHEDULE;
-    s.params().map(|p| (s.param_name(p), s.param(p).shape.to_vec(), to_bytes(model.param(p)))).collect()
-}
-
-/// A safetensors file holding `tensors`, as bytes.
-pub(crate) fn serialize(tensors: &[Tensor]) -> std::result::Result<Vec<u8>, String> {
-    serialize_with(tensors, None)
-}
-
-/// The same, with the header's `__metadata__` strings.
-fn serialize_with(
-    tensors: &[Tensor],
-    metadata: Option<std::collections::HashMap<String, String>>,
-) -> std::result::Result<Vec<u8>, String> {
-    let views = tensors
-        .iter()
-        .map(|(name, shape, data)| {
-            TensorView::new(Dtype::F32, shape.clone(), data).map(|v| (name.as_str(), v)).map_err(|e| e.to_string())
-        })
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    let several = metadata.as_ref().is_some_and(|m| m.len() > 1);
-    let bytes = safetensors::serialize(views, metadata).map_err(|e| e.to_string())?;
-    if several {
-        with_sorted_metadata(&bytes)
-    } else {
-        Ok(bytes)
-    }
-}
-
-/// `bytes` with the header's `__metadata__` keys in sorted order. safetensors writes them in a
-/// `HashMap`'s order, which changes from process to process, and the same values must give the
-/// same bytes: checkpoints are compared bit for bit, and each rank's copy by its hash.
-fn with_sorted_metadata(bytes: &[u8]) -> std::result::Result<Vec<u8>, String> {
-    let (length, rest) = bytes.split_first_chunk::<8>().ok_or("no header")?;
-    let (header, data) = rest.split_at(usize::try_from(u64::from_le_bytes(*length)).map_err(|e| e.to_string())?);
-    let mut header: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_slice(header).map_err(|e| e.to_string())?;
-    if let Some(serde_json::Value::Object(metadata)) = header.get_mut("__metadata__") {
-        let mut sorted: Vec<(String, serde_json::Value)> = std::mem::take(metadata).into_iter().collect();
-        sorted.sort_by(|a, b| a.0.cmp(&b.0));
-        metadata.extend(sorted);
-    }
-    let mut json = serde_json::to_vec(&header).map_err(|e| e.to_string())?;
-    // The format pads the header with spaces to a multiple of 8 bytes, so that the data is aligned.
-    json.resize(json.len().next_multiple_of(8), b' ');
-    Ok([&(json.len() as u64).to_le_bytes()[..], &json, data].concat())
+    s.params().map(|p| Tensor::new(s.param_name(p), s.param(p).shape.to_vec(), model.param(p))).collect()
 }
 
 /// The header key of the vocabulary a language model's token ids index (`FileNotes::vocabulary`).
@@ -99,22 +49,28 @@ pub fn save_params<M: DistributedModel>(model: &M, path: &Path) -> Result<()> {
 
 /// `save_params`, with `notes` in the file's metadata.
 pub fn save_params_with_notes<M: DistributedModel>(model: &M, path: &Path, notes: &FileNotes) -> Result<()> {
-    let bytes = model_file_bytes(model, notes).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
-    write_atomically(path, |file| file.write_all(&bytes), crate::fault::at_params_synced)
+    check_notes(notes).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
+    write_atomically(path, |file| write_model_file(file, model, notes), crate::fault::at_params_synced)
         .map_err(|source| Error::Io { path: path.to_path_buf(), source })
 }
 
-/// A parameters file of `model`, as bytes, `notes` in the metadata: what `--save-params`
-/// writes, and a checkpoint's model file, so that either, given to `--init-params`, is checked
-/// against the text the run reads.
-pub(crate) fn model_file_bytes<M: DistributedModel>(
+/// Notes a file may record (read back, `positions` of 0 would be refused by `notes_in`: the
+/// file could not be loaded).
+pub(crate) fn check_notes(notes: &FileNotes) -> std::result::Result<(), String> {
+    match notes.positions {
+        Some(0) => Err("`positions` is 0, not a sequence length: give the length trained on, or none".into()),
+        _ => Ok(()),
+    }
+}
+
+/// Writes a parameters file of `model` to `out`, `notes` (checked by `check_notes`) in the
+/// metadata: what `--save-params` writes, and a checkpoint's model file, so that either, given
+/// to `--init-params`, is checked against the text the run reads.
+pub(crate) fn write_model_file<M: DistributedModel>(
+    out: &mut dyn std::io::Write,
     model: &M,
     notes: &FileNotes,
-) -> std::result::Result<Vec<u8>, String> {
-    if notes.positions == Some(0) {
-        // Read back, it would be refused (`notes_in`): the file could not be loaded.
-        return Err("`positions` is 0, not a sequence length: give the length trained on, or none".into());
-    }
+) -> std::io::Result<()> {
     let metadata: std::collections::HashMap<String, String> = [
         notes.vocabulary.clone().map(|v| (VOCABULARY_KEY.to_string(), v)),
         notes.positions.map(|n| (POSITIONS_KEY.to_string(), n.to_string())),
@@ -122,7 +78,7 @@ pub(crate) fn model_file_bytes<M: DistributedModel>(
     .into_iter()
     .flatten()
     .collect();
-    serialize_with(&model_tensors(model), (!metadata.is_empty()).then_some(metadata))
+    tensor_file::write(out, &model_tensors(model), (!metadata.is_empty()).then_some(metadata))
 }
 
 /// The vocabulary a parameters file records (`FileNotes::vocabulary`), if any.
@@ -325,29 +281,4 @@ pub fn load_params(path: &Path) -> Result<Vec<NamedTensor>> {
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Each `HashMap` iterates in an order of its own: the bytes must not follow it.
-    #[test]
-    fn the_same_tensors_and_metadata_give_the_same_bytes() {
-        let tensors: Vec<Tensor> =
-            vec![("b".into(), vec![2], to_bytes(&[1.0, 2.0])), ("a".into(), vec![1], to_bytes(&[3.0]))];
-        let metadata = || {
-            let pairs = [("vocabulary", "abc"), ("positions", "16"), ("zeta", "z"), ("alpha", "1"), ("mid", "m")];
-            Some(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
-        };
-        let first = serialize_with(&tensors, metadata()).unwrap();
-        for _ in 0..20 {
-            assert_eq!(serialize_with(&tensors, metadata()).unwrap(), first);
-        }
-        let (_, header) = SafeTensors::read_metadata(&first).unwrap();
-        assert_eq!(header.metadata().as_ref().unwrap().get("positions").map(String::as_str), Some("16"));
-        let file = SafeTensors::deserialize(&first).unwrap();
-        assert_eq!(f32_values(file.tensor("b").unwrap().data()), [1.0, 2.0]);
-        assert_eq!(f32_values(file.tensor("a").unwrap().data()), [3.0]);
-    }
 }

@@ -2,7 +2,7 @@
 //! published by an atomic rename of a small pointer file.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -17,6 +17,15 @@ pub fn write_new(path: &Path, bytes: &[u8]) -> Result<File> {
     let mut file = OpenOptions::new().write(true).create_new(true).open(path).map_err(io(path))?;
     file.write_all(bytes).map_err(io(path))?;
     Ok(file)
+}
+
+/// Creates `path` and writes it through `write` (buffered), not yet synced; refuses what
+/// `write_new` refuses.
+pub fn write_new_with(path: &Path, write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<File> {
+    let file = OpenOptions::new().write(true).create_new(true).open(path).map_err(io(path))?;
+    let mut out = BufWriter::new(file);
+    write(&mut out).map_err(io(path))?;
+    out.into_inner().map_err(|e| io(path)(e.into_error()))
 }
 
 /// Flushes a file's data and metadata to the device.

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::comm::{Communicator, GradBucket};
 use crate::error::{Error, Result};
-use crate::params_file::{to_bytes, Tensor};
+use crate::tensor_file::Tensor;
 
 pub(super) const FILE: &str = "powersgd.safetensors";
 
@@ -29,7 +29,7 @@ pub(super) struct Meta {
 /// PowerSGD's state of every rank, gathered at rank 0 for its checkpoint.
 pub struct Gathered {
     pub(super) meta: Meta,
-    pub(super) tensors: Vec<Tensor>,
+    pub(super) tensors: Vec<Tensor<'static>>,
 }
 
 /// This rank's PowerSGD state read back from a checkpoint, to put into its buckets.
@@ -58,13 +58,13 @@ pub fn gather(buckets: &[&GradBucket], comm: &Communicator) -> Result<Option<Gat
         let mut at = 0;
         for (k, _, state) in &states {
             let len: usize = state.error_ranges().map(|r| r.len()).sum();
-            tensors.push((format!("error.rank{rank}.b{k}"), vec![len], to_bytes(&errors[at..at + len])));
+            tensors.push(Tensor::new(format!("error.rank{rank}.b{k}"), vec![len], errors[at..at + len].to_vec()));
             at += len;
         }
     }
     for (k, _, state) in &states {
         let (q, _) = state.warm_start();
-        tensors.push((format!("q.b{k}"), vec![q.len()], to_bytes(q)));
+        tensors.push(Tensor::new(format!("q.b{k}"), vec![q.len()], q.to_vec()));
     }
     // Every low-rank bucket is launched at every step: they have all counted the same.
     let steps = states[0].2.warm_start().1;

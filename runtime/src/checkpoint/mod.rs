@@ -29,17 +29,19 @@ pub use claim::{claim, DirLock};
 pub use state::{Position, RunAbout};
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::fault::{self, SaveStage};
 use crate::model::DistributedModel;
 use crate::optim::OptimizerState;
-use crate::params_file::{model_file_bytes, read_checked, serialize, to_bytes, Tensor};
+use crate::params_file::{check_notes, read_checked, write_model_file};
+use crate::tensor_file::{self, Tensor};
 use latest::{is_whole, latest_name};
 pub(crate) use layout::owner_folder;
 use layout::{step_dir_name, step_of, LATEST, STATE_FILE};
-use state::{state_crc, FileCheck, State};
+use state::{state_crc, State, Summing};
 
 pub(crate) use crate::params_file::MODEL_FILE;
 const OPTIMIZER_FILE: &str = "optimizer.safetensors";
@@ -180,14 +182,31 @@ fn write_step<M: DistributedModel, O: OptimizerState>(
     low_rank: Option<&low_rank::Gathered>,
     nth: u64,
 ) -> Result<()> {
-    let model_bytes = model_file_bytes(model, &run.file_notes()).map_err(Error::Checkpoint)?;
-    let optimizer_bytes = serialize(&optimizer_tensors::<M, O>(optimizer)).map_err(Error::Checkpoint)?;
-    let low_rank_bytes = low_rank.map(|g| serialize(&g.tensors)).transpose().map_err(Error::Checkpoint)?;
+    let notes = run.file_notes();
+    check_notes(&notes).map_err(Error::Checkpoint)?;
+    // Each file is written from the values themselves as it goes, its size and CRC kept for the
+    // state file; a copy of the model and optimizer state in memory would need as much again.
     let mut files = BTreeMap::new();
-    files.insert(MODEL_FILE.to_string(), FileCheck::of(&model_bytes));
-    files.insert(OPTIMIZER_FILE.to_string(), FileCheck::of(&optimizer_bytes));
-    if let Some(bytes) = &low_rank_bytes {
-        files.insert(low_rank::FILE.to_string(), FileCheck::of(bytes));
+    let mut written = Vec::new();
+    let mut save_file = |file: &str, stage, write: &dyn Fn(&mut dyn Write) -> std::io::Result<()>| {
+        let path = step_dir.join(file);
+        let mut check = None;
+        let opened = durable::write_new_with(&path, |out| {
+            let mut summing = Summing::new(out);
+            write(&mut summing)?;
+            check = Some(summing.check());
+            Ok(())
+        })?;
+        files.insert(file.to_string(), check.expect("set by the write that succeeded"));
+        written.push((opened, path.clone()));
+        after_stage(stage, nth, &path)
+    };
+    save_file(MODEL_FILE, SaveStage::ModelWritten, &|out| write_model_file(out, model, &notes))?;
+    let optimizer_tensors = optimizer_tensors::<M, O>(optimizer);
+    save_file(OPTIMIZER_FILE, SaveStage::OptimizerWritten, &|out| tensor_file::write(out, &optimizer_tensors, None))?;
+    if let Some(gathered) = low_rank {
+        let write = |out: &mut dyn Write| tensor_file::write(out, &gathered.tensors, None);
+        save_file(low_rank::FILE, SaveStage::OptimizerWritten, &write)?;
     }
     let state = State {
         format: state::FORMAT.into(),
@@ -202,28 +221,22 @@ fn write_step<M: DistributedModel, O: OptimizerState>(
     };
     let state = State { crc32: Some(state_crc(&state)?), ..state };
     let state_bytes = serde_json::to_vec_pretty(&state).map_err(|e| Error::Checkpoint(e.to_string()))?;
-
-    let mut written = Vec::new();
-    let low_rank_file = low_rank_bytes.as_ref().map(|bytes| (low_rank::FILE, bytes, SaveStage::OptimizerWritten));
-    for (file, bytes, stage) in [
-        (MODEL_FILE, &model_bytes, SaveStage::ModelWritten),
-        (OPTIMIZER_FILE, &optimizer_bytes, SaveStage::OptimizerWritten),
-    ]
-    .into_iter()
-    .chain(low_rank_file)
-    .chain([(STATE_FILE, &state_bytes, SaveStage::StateWritten)])
-    {
-        let path = step_dir.join(file);
-        written.push((durable::write_new(&path, bytes)?, path.clone()));
-        if let Some(source) = fault::save_error(stage, nth) {
-            return Err(Error::Io { path, source });
-        }
-        fault::at_save_stage(stage, nth);
-    }
+    let path = step_dir.join(STATE_FILE);
+    written.push((durable::write_new(&path, &state_bytes)?, path.clone()));
+    after_stage(SaveStage::StateWritten, nth, &path)?;
     for (file, path) in &written {
         durable::sync(file, path)?;
     }
     durable::sync_dir(step_dir)?;
+    Ok(())
+}
+
+/// The fault harness's stop or error after a save's stage (nothing outside its tests).
+fn after_stage(stage: SaveStage, nth: u64, path: &Path) -> Result<()> {
+    if let Some(source) = fault::save_error(stage, nth) {
+        return Err(Error::Io { path: path.to_path_buf(), source });
+    }
+    fault::at_save_stage(stage, nth);
     Ok(())
 }
 
@@ -350,13 +363,14 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
     Ok(Loaded { position: state.position, run: state.run, state_file: state_path, low_rank })
 }
 
-fn optimizer_tensors<M: DistributedModel, O: OptimizerState>(optimizer: &O) -> Vec<Tensor> {
+/// The optimizer's state of every parameter, borrowed from the optimizer.
+fn optimizer_tensors<M: DistributedModel, O: OptimizerState>(optimizer: &O) -> Vec<Tensor<'_>> {
     let s = M::SCHEDULE;
     let mut out = Vec::new();
     for (i, p) in s.params().enumerate() {
         if let Some(buffers) = optimizer.buffers(i) {
             for (b, values) in optimizer.buffer_names().iter().zip(buffers) {
-                out.push((format!("{b}.{}", s.param_name(p)), s.param(p).shape.to_vec(), to_bytes(values)));
+                out.push(Tensor::new(format!("{b}.{}", s.param_name(p)), s.param(p).shape.to_vec(), values));
             }
         }
     }

@@ -3,6 +3,7 @@
 //! file record is found, not resumed from.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -110,6 +111,38 @@ pub(super) struct FileCheck {
 impl FileCheck {
     pub(super) fn of(bytes: &[u8]) -> Self {
         FileCheck { bytes: bytes.len() as u64, crc32: crc32fast::hash(bytes) }
+    }
+}
+
+/// A writer that passes its bytes on and keeps their `FileCheck`, for a file written as it is
+/// made.
+pub(super) struct Summing<W: Write> {
+    inner: W,
+    crc32: crc32fast::Hasher,
+    bytes: u64,
+}
+
+impl<W: Write> Summing<W> {
+    pub(super) fn new(inner: W) -> Self {
+        Summing { inner, crc32: crc32fast::Hasher::new(), bytes: 0 }
+    }
+
+    /// The check of every byte written so far.
+    pub(super) fn check(self) -> FileCheck {
+        FileCheck { bytes: self.bytes, crc32: self.crc32.finalize() }
+    }
+}
+
+impl<W: Write> Write for Summing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc32.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
     }
 }
 
