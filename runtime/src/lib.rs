@@ -15,6 +15,7 @@ pub mod device;
 pub mod error;
 #[doc(hidden)] // test hooks, active only with the `fault-injection` feature
 pub mod fault;
+pub(crate) mod figures;
 pub(crate) mod host;
 pub mod idx;
 pub mod init;

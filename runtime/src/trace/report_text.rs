@@ -196,12 +196,12 @@ impl fmt::Display for OverlapReport {
                 let wire = if narrow { format!("{cell:>wire_width$}") } else { String::new() };
                 writeln!(
                     f,
-                    "  b{:<5}{:>13}{wire}  {:<launch_width$}{:>9.2} ms{:>8.2} GB/s{:>9.2} ms",
+                    "  b{:<5}{:>13}{wire}  {:<launch_width$}{:>9.2} ms{:>8} GB/s{:>9.2} ms",
                     b.bucket,
                     human_bytes(b.bytes),
                     b.launched_after,
                     b.all_reduce_ms,
-                    b.bus_bandwidth_gb_s,
+                    crate::figures::three_digits(b.bus_bandwidth_gb_s),
                     b.exposed_ms
                 )?;
             }

@@ -46,14 +46,14 @@ impl TrainSummary {
         let validation = self.validation_loss.map(|v| format!(" (validation {v:.4})")).unwrap_or_default();
         let steps = if self.steps == 1 { "step" } else { "steps" };
         format!(
-            "done: {} {steps} on {} rank(s) ({}), loss {:.4} -> {:.4}{validation}, median step {:.1} ms, {:.0} samples/s",
+            "done: {} {steps} on {} rank(s) ({}), loss {:.4} -> {:.4}{validation}, median step {:.1} ms, {} samples/s",
             self.steps,
             self.world_size,
             mode.name(),
             self.first_loss,
             self.final_loss,
             self.median_step.as_secs_f64() * 1e3,
-            self.samples_per_sec,
+            crate::figures::three_digits(self.samples_per_sec),
         )
     }
 }
@@ -105,7 +105,8 @@ impl LossLog {
         } else {
             format!("  eta {}", in_words(self.began.elapsed().as_secs_f64() / done as f64 * left as f64))
         };
-        Ok(format!("step {:>6}/{}  loss {global:.4}{norm}  {rate:>8.0} samples/s{eta}", step + 1, config.steps))
+        let rate = crate::figures::three_digits(rate);
+        Ok(format!("step {:>6}/{}  loss {global:.4}{norm}  {rate:>8} samples/s{eta}", step + 1, config.steps))
     }
 }
 
