@@ -8,7 +8,8 @@
 #   make bad-inputs  179 adversarial inputs against the example binaries (not part of make test)
 # They install the Debian packages they need when missing (as root, or with sudo).
 
-APT_PACKAGES := libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev libopenblas-dev g++
+# ca-certificates: cargo and pip fetch over HTTPS (a minimal Debian has no CA store).
+APT_PACKAGES := libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev libopenblas-dev g++ ca-certificates
 RANKS ?= 2
 MPIRUN := mpirun --oversubscribe -n $(RANKS)
 
