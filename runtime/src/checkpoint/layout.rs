@@ -13,6 +13,9 @@ pub const LATEST_TMP: &str = "latest.tmp";
 /// A step directory's record of the step, the run and its files' checksums, written last.
 pub const STATE_FILE: &str = "state.json";
 
+/// The optimizer state's file in each step folder.
+pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
+
 /// The lock a run holds on the folder it saves to.
 pub const LOCK_FILE: &str = ".lock";
 

@@ -185,10 +185,8 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
         self.labels.clear();
         self.labels.extend(batch.labels.iter().map(|&l| l as u32));
         match M::DEVICE_OPS.first() {
-            Some(DeviceOp::Embedding { vocab, .. }) => {
-                crate::layer::check_token_ids(&batch.inputs, *vocab)?;
-                self.input.upload_tokens(&self.gpu, &batch.inputs, *vocab)?;
-            }
+            // The ids are checked there, before they are uploaded.
+            Some(DeviceOp::Embedding { vocab, .. }) => self.input.upload_tokens(&self.gpu, &batch.inputs, *vocab)?,
             _ => self.input.upload(&self.gpu, &batch.inputs)?,
         }
         let mut dev = self.step.on(&self.gpu, &self.gpu_comm);

@@ -50,5 +50,5 @@ pub use optim::GpuOptimizer;
 pub use params::GpuParams;
 pub use program::{check_supported, GpuExec, GpuStep};
 pub use shards::GpuShards;
-pub use storage::{Cuda, GpuSaved, GpuTensor, GpuTicket, NoLowRank};
+pub use storage::{Cuda, GpuSaved, GpuTensor, GpuTicket, GpuTokenRows, NoLowRank};
 pub use timing::Timeline;

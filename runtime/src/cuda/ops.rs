@@ -267,7 +267,8 @@ pub fn embedding_backward(gpu: &Gpu, d: usize, tokens: &GpuTokenRows, dy: In, dw
     args.arg(dw).arg(&table).arg(&rows_).arg(&groups_).arg(&dy).arg(&d_);
     // SAFETY: the table holds `rows + 2 * groups + 1` entries (`TokenRows`): rows below `rows`,
     // whose `d` gradients dy holds, and tokens whose rows of dw exist (the ids were checked on
-    // the host against the table's size).
+    // the host against the table's size, and the caller checked that the grouping is of this
+    // table and these rows: `GpuTensor::token_rows_for`).
     launch("embedding_backward", unsafe { args.launch(per_row(groups)) })
 }
 

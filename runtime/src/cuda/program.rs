@@ -265,14 +265,8 @@ impl Compute<Cuda> for GpuExec<'_> {
                     )
                 })
             }
-            (DeviceOp::Embedding { width, .. }, [dw]) => {
-                let tokens = x.token_rows().ok_or_else(|| {
-                    Error::Cuda(format!(
-                        "the embedding `{}` reads token ids that went in without their rows grouped by token: \
-                         upload them with `GpuTensor::upload_tokens`",
-                        self.step.params.schedule().layers[index].name
-                    ))
-                })?;
+            (DeviceOp::Embedding { vocab, width }, [dw]) => {
+                let tokens = x.token_rows_for(&self.step.params.schedule().layers[index].name, vocab, rows)?;
                 self.step.timeline.span(gpu, activity, |gpu| {
                     if let Some(dx) = dx {
                         // Token ids have no gradient.

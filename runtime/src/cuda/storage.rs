@@ -67,32 +67,48 @@ impl GpuTensor {
         self.data.as_mut().expect("a tensor is sized before it is written").slice_mut(..n)
     }
 
-    /// Copies `host` in.
+    /// Copies `host` in (token ids for a model that opens with an embedding go in with
+    /// `upload_tokens`, which its backward needs).
     pub fn upload(&mut self, gpu: &Gpu, host: &Matrix) -> Result<()> {
         self.resize(gpu, host.rows(), host.cols())?;
         gpu.compute().memcpy_htod(host.as_slice(), &mut self.view_mut()).map_err(cuda("copying a batch in"))
     }
 
-    /// Copies in `host`'s token ids (one per row, integral floats below `vocab`: checked by the
-    /// caller), with their rows grouped by token.
+    /// Copies in `host`'s token ids for an embedding of `vocab` rows, with their rows grouped by
+    /// token (what the embedding's backward reads): one id per row, each an integral float below
+    /// `vocab`, or an error naming the first that is not.
     pub fn upload_tokens(&mut self, gpu: &Gpu, host: &Matrix, vocab: usize) -> Result<()> {
+        crate::layer::check_token_ids(host, vocab)?;
         self.upload(gpu, host)?;
         self.tokens.upload(gpu, host.as_slice(), vocab)?;
         self.grouped = true;
         Ok(())
     }
 
-    /// The rows grouped by token, when this holds the token ids `upload_tokens` copied in.
-    pub fn token_rows(&self) -> Option<&GpuTokenRows> {
-        self.grouped.then_some(&self.tokens)
+    /// The rows grouped by token for the embedding `embedding` of `vocab` rows reading `rows` ids:
+    /// an error unless this holds ids `upload_tokens` copied in for such a table.
+    pub(super) fn token_rows_for(&self, embedding: &str, vocab: usize, rows: usize) -> Result<&GpuTokenRows> {
+        match self.grouped.then_some(&self.tokens) {
+            Some(tokens) if tokens.vocab == vocab && tokens.host.rows() == rows => Ok(tokens),
+            Some(tokens) => Err(Error::Cuda(format!(
+                "the embedding `{embedding}` of {vocab} rows reads {rows} token ids, but they went in as {} ids for a \
+                 table of {}",
+                tokens.host.rows(),
+                tokens.vocab
+            ))),
+            None => Err(Error::Cuda(format!(
+                "the embedding `{embedding}` reads token ids that went in without their rows grouped by token: upload \
+                 them with `GpuTensor::upload_tokens`"
+            ))),
+        }
     }
 
     /// Copies in `from`'s values, and its rows grouped by token when it has them.
     pub fn copy_from(&mut self, gpu: &Gpu, from: &GpuTensor) -> Result<()> {
         self.resize(gpu, from.rows(), from.cols())?;
         gpu.compute().memcpy_dtod(&from.view(), &mut self.view_mut()).map_err(cuda("copying the input"))?;
-        if let Some(tokens) = from.token_rows() {
-            self.tokens.copy_from(gpu, tokens)?;
+        if from.grouped {
+            self.tokens.copy_from(gpu, &from.tokens)?;
             self.grouped = true;
         }
         Ok(())
@@ -104,14 +120,17 @@ impl GpuTensor {
 #[derive(Default)]
 pub struct GpuTokenRows {
     host: TokenRows,
+    /// The rows of the table the ids were checked against.
+    vocab: usize,
     device: Option<CudaSlice<i32>>,
 }
 
 impl GpuTokenRows {
     /// Groups the batch's token `ids` (checked below `vocab`) and copies the table in, queued
     /// after the kernels that read the previous batch's.
-    pub fn upload(&mut self, gpu: &Gpu, ids: &[f32], vocab: usize) -> Result<()> {
+    fn upload(&mut self, gpu: &Gpu, ids: &[f32], vocab: usize) -> Result<()> {
         self.host.group(ids, vocab);
+        self.vocab = vocab;
         self.device_holding(gpu, self.host.table().len())?;
         let table = self.host.table();
         let device = self.device.as_mut().expect("allocated above");
@@ -121,6 +140,7 @@ impl GpuTokenRows {
     /// Copies `from`'s grouping, on the host and on the GPU.
     fn copy_from(&mut self, gpu: &Gpu, from: &GpuTokenRows) -> Result<()> {
         self.host.clone_from(&from.host);
+        self.vocab = from.vocab;
         let (table, ..) = from.view();
         self.device_holding(gpu, table.len())?;
         let device = self.device.as_mut().expect("allocated above");
