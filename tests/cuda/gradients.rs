@@ -4,7 +4,7 @@
 use overlap::cuda::{Cuda, Gpu, GpuComm, GpuCrossEntropy, GpuOptimizer, GpuParams, GpuStep, GpuTensor, Timeline};
 use overlap::prelude::*;
 use overlap::program::Program;
-use overlap::{CommMode, CrossEntropyLoss, DeviceOp, GradientBuckets, Matrix};
+use overlap::{CommMode, CrossEntropyLoss, GradientBuckets, Matrix};
 
 use crate::models::*;
 use crate::{pytorch_adamw, relative};
@@ -38,11 +38,7 @@ fn gpu_gradients<M: DistributedModel>(
     let mut step = GpuStep::new(params, &M::SCHEDULE, CommMode::Skip, 1, Timeline::new(false));
     let mut dev = step.on(&gpu, &comm);
     let mut input = GpuTensor::default();
-    match M::DEVICE_OPS.first() {
-        // Token ids go in with their rows grouped by token, as the Trainer's batches do.
-        Some(DeviceOp::Embedding { vocab, .. }) => input.upload_tokens(&gpu, inputs, *vocab).unwrap(),
-        _ => input.upload(&gpu, inputs).unwrap(),
-    }
+    input.upload_batch::<M>(&gpu, inputs).unwrap();
     let labels: Vec<u32> = labels.iter().map(|&l| l as u32).collect();
     let (mut ws, mut loss) = (M::WorkspaceOn::<Cuda>::default(), GpuCrossEntropy::default());
     let logits = model.forward_on(&mut dev, ctx, &input, &mut ws).unwrap();

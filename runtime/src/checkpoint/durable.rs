@@ -14,9 +14,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
 /// Creates `path` with `bytes`, not yet synced. Anything already there (a symbolic link, whose
 /// target would otherwise be written) is an error.
 pub fn write_new(path: &Path, bytes: &[u8]) -> Result<File> {
-    let mut file = OpenOptions::new().write(true).create_new(true).open(path).map_err(io(path))?;
-    file.write_all(bytes).map_err(io(path))?;
-    Ok(file)
+    write_new_with(path, |out| out.write_all(bytes))
 }
 
 /// Creates `path` and writes it through `write` (buffered), not yet synced; refuses what

@@ -16,7 +16,6 @@ use crate::comm::{Communicator, WireFormat};
 use crate::config::TrainConfig;
 use crate::data::Batch;
 use crate::error::{Error, Result};
-use crate::layer::DeviceOp;
 use crate::loss::{DeviceLoss, Loss};
 use crate::model::DistributedModel;
 use crate::optim::ChosenOptimizer;
@@ -184,11 +183,8 @@ impl<M: DistributedModel> StepBackend<M> for GpuBackend<'_, M> {
     fn forward_loss(&mut self, batch: &Batch, _loss: &dyn Loss, want_loss: bool) -> Result<f64> {
         self.labels.clear();
         self.labels.extend(batch.labels.iter().map(|&l| l as u32));
-        match M::DEVICE_OPS.first() {
-            // The ids are checked there, before they are uploaded.
-            Some(DeviceOp::Embedding { vocab, .. }) => self.input.upload_tokens(&self.gpu, &batch.inputs, *vocab)?,
-            _ => self.input.upload(&self.gpu, &batch.inputs)?,
-        }
+        // Token ids are checked there, before they are uploaded.
+        self.input.upload_batch::<M>(&self.gpu, &batch.inputs)?;
         let mut dev = self.step.on(&self.gpu, &self.gpu_comm);
         let logits = match self.shards.as_mut() {
             // Each all-gather's wait point right before the first layer that reads it.

@@ -8,7 +8,8 @@ use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
 use super::gpu::{cuda, Gpu};
 use super::token_rows::TokenRows;
 use crate::error::{Error, Result};
-use crate::layer::Layer;
+use crate::layer::{DeviceOp, Layer};
+use crate::model::DistributedModel;
 use crate::program::Storage;
 use crate::tensor::Matrix;
 
@@ -72,6 +73,16 @@ impl GpuTensor {
     pub fn upload(&mut self, gpu: &Gpu, host: &Matrix) -> Result<()> {
         self.resize(gpu, host.rows(), host.cols())?;
         gpu.compute().memcpy_htod(host.as_slice(), &mut self.view_mut()).map_err(cuda("copying a batch in"))
+    }
+
+    /// Copies in a batch's inputs as `M`'s first layer reads them: token ids with their rows
+    /// grouped by token (`upload_tokens`, which checks them) for a model that opens with an
+    /// embedding, values as they are otherwise.
+    pub fn upload_batch<M: DistributedModel>(&mut self, gpu: &Gpu, host: &Matrix) -> Result<()> {
+        match M::DEVICE_OPS.first() {
+            Some(DeviceOp::Embedding { vocab, .. }) => self.upload_tokens(gpu, host, *vocab),
+            _ => self.upload(gpu, host),
+        }
     }
 
     /// Copies in `host`'s token ids for an embedding of `vocab` rows, with their rows grouped by
