@@ -2,9 +2,8 @@
 //! with the rows of each token in one place, one block adds them up in the order of the rows,
 //! as the CPU does, instead of threads racing to add into a shared row with atomics (whose order
 //! changes from run to run, and with it the last bits of every embedding gradient: a resumed run
-//! would no longer repeat an uninterrupted one). PyTorch's CUDA embedding backward sorts its
-//! indices for the same reason. Plain arithmetic, shared with the kernels' CPU emulation
-//! (`tests/kernel-emulation` includes this file).
+//! would no longer repeat an uninterrupted one). Plain arithmetic, shared with the kernels' CPU
+//! emulation (`tests/kernel-emulation` includes this file).
 
 /// One table the kernel reads: the rows sorted by token, each token's in increasing order; then
 /// where each token's rows start in that order (one entry per token of the batch, and the row
