@@ -332,10 +332,11 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
                 dev: &mut __E,
             ) -> ::core::result::Result<#grads_on<__S>, __S::Error> {
                 let schedule = &<Self as ::overlap::DistributedModel>::SCHEDULE;
-                ::core::result::Result::Ok(#grads_on {
-                    #(#buckets: dev.new_bucket(schedule, #bucket_indices)?,)*
-                    micro_steps: 0,
-                })
+                // One local per bucket, then the struct: `?` inside a struct literal would drop the
+                // buckets made so far by a cleanup of its own at each field, code growing with
+                // the square of the bucket count.
+                #(let #buckets = dev.new_bucket(schedule, #bucket_indices)?;)*
+                ::core::result::Result::Ok(#grads_on { #(#buckets,)* micro_steps: 0 })
             }
 
             fn forward_on<'w, __S: ::overlap::program::Storage, __E: ::overlap::program::Compute<__S>>(

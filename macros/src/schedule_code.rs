@@ -230,7 +230,7 @@ impl<'s> Names<'s> {
         out
     }
 
-    /// `let [fc1_bias, fc1_weight] = __S::views_mut(&mut b2, [(0, 2048), (2048, 1605632)]);` per bucket the
+    /// `let [fc1_bias, fc1_weight] = __S::views_mut(b2.get_mut(), [(0, 2048), (2048, 1605632)]);` per bucket the
     /// layer's parameters live in (views in buffer order, which `views_mut` needs: gradient-ready
     /// order puts a layer's last parameter first), and the `&mut [..]` list in parameter order.
     fn gradient_views(&self, i: usize, owned: bool) -> (TokenStream, TokenStream) {
@@ -251,7 +251,7 @@ impl<'s> Names<'s> {
                 quote!((#off, #len))
             });
             let b = &self.buckets[k];
-            let bucket = if owned { quote!(&mut #b) } else { quote!(&mut *#b) };
+            let bucket = if owned { quote!(#b.get_mut()) } else { quote!(&mut *#b) };
             lets.extend(quote!(let [#(#names),*] = __S::views_mut(#bucket, [#(#ranges),*]);));
         }
         let all = (0..layer.params.len()).map(view);
@@ -267,8 +267,11 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
     let carries_errors = n.schedule.buckets.iter().any(|b| b.low_rank.is_some());
     let mut out = if sync {
         let accumulate = if carries_errors { quote!(true) } else { quote!(micro_steps > 0) };
+        // Each bucket waits in a slot until its launch takes it: moved out of locals one by
+        // one, they would cost the compiler a drop flag each at every exit (see `Slot`).
         quote! {
-            let #grads_on { #(mut #buckets,)* micro_steps } = grads;
+            let #grads_on { #(#buckets,)* micro_steps } = grads;
+            #(let mut #buckets = ::overlap::program::Slot::new(#buckets);)*
             let accumulate = #accumulate;
             let grad_scale = dev.grad_scale(micro_steps + 1);
             dev.begin_step();
@@ -309,7 +312,7 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
                 // backward, which comes later).
                 let info = n.schedule.param(t);
                 let (b, off, len) = (&buckets[info.bucket], lit(info.offset), lit(info.numel()));
-                let bucket = if sync { quote!(&mut #b) } else { quote!(&mut *#b) };
+                let bucket = if sync { quote!(#b.get_mut()) } else { quote!(&mut *#b) };
                 let (view, tied) = (suffixed(f, "tied_grad"), n.tied_arg(t));
                 quote!({
                     let [mut #view] = __S::views_mut(#bucket, [(#off, #len)]);
@@ -323,7 +326,7 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
             // (or close): orthogonalise them and start the Q all-reduces, before new launches.
             for k in (0..buckets.len()).filter(|&k| n.turnaround_after(k) == Some(i)) {
                 let pending = format_ident!("b{}_in_flight", k);
-                out.extend(quote!(let #pending = dev.reduce_q(#pending)?;));
+                out.extend(quote!(let #pending = dev.reduce_q(#pending.take())?;));
             }
             for k in (0..buckets.len()).filter(|&k| n.schedule.buckets[k].launch_after == i) {
                 let (b, pending) = (&buckets[k], format_ident!("b{}_in_flight", k));
@@ -332,14 +335,18 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
                     let (index, offset) = (lit(info.index), lit(info.offset));
                     quote!(::overlap::__private::BucketMember { index: #index, offset: #offset })
                 });
-                let launch = match n.schedule.buckets[k].low_rank {
-                    None => format_ident!("launch"),
-                    Some(_) => format_ident!("launch_low_rank"),
-                };
                 let index = lit(k);
-                out.extend(quote!(
-                    let #pending = dev.#launch(#index, #b, &[#(#members),*], self, grad_scale)?;
-                ));
+                out.extend(match n.schedule.buckets[k].low_rank {
+                    None => quote!(
+                        let #pending = dev.launch(#index, #b.take(), &[#(#members),*], self, grad_scale)?;
+                    ),
+                    // The P sums wait in a slot too, until `reduce_q` takes them.
+                    Some(_) => quote!(
+                        let mut #pending = ::overlap::program::Slot::new(
+                            dev.launch_low_rank(#index, #b.take(), &[#(#members),*], self, grad_scale)?,
+                        );
+                    ),
+                });
             }
         }
     }
@@ -360,7 +367,7 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
         let late = late.map(|k| format_ident!("b{}_in_flight", k));
         out.extend(quote! {
             dev.backward_done()?;
-            #(let #late = dev.reduce_q(#late)?;)*
+            #(let #late = dev.reduce_q(#late.take())?;)*
             ::core::result::Result::Ok(#in_flight_on {
                 #(#buckets: #pending,)*
                 grad_scale,
@@ -378,7 +385,8 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
 /// The optimizer step. Without clipping, each bucket in launch order: its wait point, then its
 /// updates (`update_bucket_on`), so that a bucket's updates overlap the later buckets' sums.
 /// Clipping by the global norm needs every bucket's sums before the first update: every wait
-/// point, the scale from the norm, then every bucket's updates.
+/// point, the scale from the norm, then every bucket's updates. The all-reduces wait in slots
+/// until their wait points take them (see `Slot`).
 pub fn step_body(n: &Names) -> TokenStream {
     let (grads_on, in_flight_on, buckets) = (&n.grads_on, &n.in_flight_on, &n.buckets);
     let pending: Vec<Ident> = (0..buckets.len()).map(|k| format_ident!("b{}_in_flight", k)).collect();
@@ -393,7 +401,7 @@ pub fn step_body(n: &Names) -> TokenStream {
                 None => format_ident!("wait"),
                 Some(_) => format_ident!("wait_low_rank"),
             };
-            quote!(let mut #b = dev.#wait(#index, #p)?;)
+            quote!(let mut #b = dev.#wait(#index, #p.take())?;)
         })
         .collect();
     let updates: Vec<TokenStream> = (0..buckets.len())
@@ -404,6 +412,7 @@ pub fn step_body(n: &Names) -> TokenStream {
         .collect();
     quote! {
         let #in_flight_on { #(#buckets: #pending,)* grad_scale } = in_flight;
+        #(let mut #pending = ::overlap::program::Slot::new(#pending);)*
         if dev.clips() {
             #(#waits)*
             let grad_scale = dev.clip(&[#(&#buckets),*], grad_scale)?;

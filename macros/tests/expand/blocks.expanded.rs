@@ -143,10 +143,13 @@ pub mod net {
             __E: ::overlap::program::Compute<__S>,
         >(&self, dev: &mut __E) -> ::core::result::Result<NetGradsOn<__S>, __S::Error> {
             let schedule = &<Self as ::overlap::DistributedModel>::SCHEDULE;
+            let b0 = dev.new_bucket(schedule, 0)?;
+            let b1 = dev.new_bucket(schedule, 1)?;
+            let b2 = dev.new_bucket(schedule, 2)?;
             ::core::result::Result::Ok(NetGradsOn {
-                b0: dev.new_bucket(schedule, 0)?,
-                b1: dev.new_bucket(schedule, 1)?,
-                b2: dev.new_bucket(schedule, 2)?,
+                b0,
+                b1,
+                b2,
                 micro_steps: 0,
             })
         }
@@ -307,13 +310,16 @@ pub mod net {
             dy: &__S::Tensor,
             grads: NetGradsOn<__S>,
         ) -> ::core::result::Result<NetInFlightOn<__S>, __S::Error> {
-            let NetGradsOn { mut b0, mut b1, mut b2, micro_steps } = grads;
+            let NetGradsOn { b0, b1, b2, micro_steps } = grads;
+            let mut b0 = ::overlap::program::Slot::new(b0);
+            let mut b1 = ::overlap::program::Slot::new(b1);
+            let mut b2 = ::overlap::program::Slot::new(b2);
             let accumulate = micro_steps > 0;
             let grad_scale = dev.grad_scale(micro_steps + 1);
             dev.begin_step();
             {
                 let [head_bias, head_weight] = __S::views_mut(
-                    &mut b0,
+                    b0.get_mut(),
                     [(0, 2), (2, 16)],
                 );
                 dev.backward(
@@ -329,7 +335,7 @@ pub mod net {
             }
             {
                 let [blocks_1_fc_bias, blocks_1_fc_weight] = __S::views_mut(
-                    &mut b0,
+                    b0.get_mut(),
                     [(18, 8), (26, 64)],
                 );
                 dev.backward(
@@ -345,7 +351,7 @@ pub mod net {
             }
             {
                 let [blocks_1_norm_weight, blocks_1_norm_bias] = __S::views_mut(
-                    &mut b0,
+                    b0.get_mut(),
                     [(90, 8), (98, 8)],
                 );
                 dev.backward(
@@ -363,7 +369,7 @@ pub mod net {
             let b0_in_flight = dev
                 .launch(
                     0,
-                    b0,
+                    b0.take(),
                     &[
                         ::overlap::__private::BucketMember {
                             index: 11,
@@ -395,7 +401,7 @@ pub mod net {
                 )?;
             {
                 let [blocks_0_fc_bias, blocks_0_fc_weight] = __S::views_mut(
-                    &mut b1,
+                    b1.get_mut(),
                     [(0, 8), (8, 64)],
                 );
                 dev.backward(
@@ -411,7 +417,7 @@ pub mod net {
             }
             {
                 let [blocks_0_norm_weight, blocks_0_norm_bias] = __S::views_mut(
-                    &mut b1,
+                    b1.get_mut(),
                     [(72, 8), (80, 8)],
                 );
                 dev.backward(
@@ -429,7 +435,7 @@ pub mod net {
             let b1_in_flight = dev
                 .launch(
                     1,
-                    b1,
+                    b1.take(),
                     &[
                         ::overlap::__private::BucketMember {
                             index: 5,
@@ -453,7 +459,7 @@ pub mod net {
                 )?;
             {
                 let [input_bias, input_weight] = __S::views_mut(
-                    &mut b2,
+                    b2.get_mut(),
                     [(0, 8), (8, 32)],
                 );
                 dev.backward(
@@ -470,7 +476,7 @@ pub mod net {
             let b2_in_flight = dev
                 .launch(
                     2,
-                    b2,
+                    b2.take(),
                     &[
                         ::overlap::__private::BucketMember {
                             index: 1,
@@ -622,10 +628,13 @@ pub mod net {
                 b2: b2_in_flight,
                 grad_scale,
             } = in_flight;
+            let mut b0_in_flight = ::overlap::program::Slot::new(b0_in_flight);
+            let mut b1_in_flight = ::overlap::program::Slot::new(b1_in_flight);
+            let mut b2_in_flight = ::overlap::program::Slot::new(b2_in_flight);
             if dev.clips() {
-                let mut b0 = dev.wait(0, b0_in_flight)?;
-                let mut b1 = dev.wait(1, b1_in_flight)?;
-                let mut b2 = dev.wait(2, b2_in_flight)?;
+                let mut b0 = dev.wait(0, b0_in_flight.take())?;
+                let mut b1 = dev.wait(1, b1_in_flight.take())?;
+                let mut b2 = dev.wait(2, b2_in_flight.take())?;
                 let grad_scale = dev.clip(&[&b0, &b1, &b2], grad_scale)?;
                 self.update_bucket_on(dev, 0, &mut b0, grad_scale)?;
                 self.update_bucket_on(dev, 1, &mut b1, grad_scale)?;
@@ -637,11 +646,11 @@ pub mod net {
                     micro_steps: 0,
                 });
             }
-            let mut b0 = dev.wait(0, b0_in_flight)?;
+            let mut b0 = dev.wait(0, b0_in_flight.take())?;
             self.update_bucket_on(dev, 0, &mut b0, grad_scale)?;
-            let mut b1 = dev.wait(1, b1_in_flight)?;
+            let mut b1 = dev.wait(1, b1_in_flight.take())?;
             self.update_bucket_on(dev, 1, &mut b1, grad_scale)?;
-            let mut b2 = dev.wait(2, b2_in_flight)?;
+            let mut b2 = dev.wait(2, b2_in_flight.take())?;
             self.update_bucket_on(dev, 2, &mut b2, grad_scale)?;
             ::core::result::Result::Ok(NetGradsOn {
                 b0,

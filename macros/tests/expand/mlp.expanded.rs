@@ -137,10 +137,13 @@ impl ::overlap::program::Program for Mlp {
         __E: ::overlap::program::Compute<__S>,
     >(&self, dev: &mut __E) -> ::core::result::Result<MlpGradsOn<__S>, __S::Error> {
         let schedule = &<Self as ::overlap::DistributedModel>::SCHEDULE;
+        let b0 = dev.new_bucket(schedule, 0)?;
+        let b1 = dev.new_bucket(schedule, 1)?;
+        let b2 = dev.new_bucket(schedule, 2)?;
         ::core::result::Result::Ok(MlpGradsOn {
-            b0: dev.new_bucket(schedule, 0)?,
-            b1: dev.new_bucket(schedule, 1)?,
-            b2: dev.new_bucket(schedule, 2)?,
+            b0,
+            b1,
+            b2,
             micro_steps: 0,
         })
     }
@@ -313,13 +316,16 @@ impl ::overlap::program::Program for Mlp {
         dy: &__S::Tensor,
         grads: MlpGradsOn<__S>,
     ) -> ::core::result::Result<MlpInFlightOn<__S>, __S::Error> {
-        let MlpGradsOn { mut b0, mut b1, mut b2, micro_steps } = grads;
+        let MlpGradsOn { b0, b1, b2, micro_steps } = grads;
+        let mut b0 = ::overlap::program::Slot::new(b0);
+        let mut b1 = ::overlap::program::Slot::new(b1);
+        let mut b2 = ::overlap::program::Slot::new(b2);
         let accumulate = micro_steps > 0;
         let grad_scale = dev.grad_scale(micro_steps + 1);
         dev.begin_step();
         {
             let [head_bias, head_weight] = __S::views_mut(
-                &mut b0,
+                b0.get_mut(),
                 [(0, 10), (10, 20480)],
             );
             dev.backward(
@@ -345,7 +351,7 @@ impl ::overlap::program::Program for Mlp {
         )?;
         {
             let [fc3_bias, fc3_weight] = __S::views_mut(
-                &mut b0,
+                b0.get_mut(),
                 [(20490, 2048), (22538, 4194304)],
             );
             dev.backward(
@@ -362,7 +368,7 @@ impl ::overlap::program::Program for Mlp {
         let b0_in_flight = dev
             .launch(
                 0,
-                b0,
+                b0.take(),
                 &[
                     ::overlap::__private::BucketMember {
                         index: 7,
@@ -396,7 +402,7 @@ impl ::overlap::program::Program for Mlp {
         )?;
         {
             let [fc2_bias, fc2_weight] = __S::views_mut(
-                &mut b1,
+                b1.get_mut(),
                 [(0, 2048), (2048, 4194304)],
             );
             dev.backward(
@@ -413,7 +419,7 @@ impl ::overlap::program::Program for Mlp {
         let b1_in_flight = dev
             .launch(
                 1,
-                b1,
+                b1.take(),
                 &[
                     ::overlap::__private::BucketMember {
                         index: 3,
@@ -439,7 +445,7 @@ impl ::overlap::program::Program for Mlp {
         )?;
         {
             let [fc1_bias, fc1_weight] = __S::views_mut(
-                &mut b2,
+                b2.get_mut(),
                 [(0, 2048), (2048, 1605632)],
             );
             dev.backward(
@@ -456,7 +462,7 @@ impl ::overlap::program::Program for Mlp {
         let b2_in_flight = dev
             .launch(
                 2,
-                b2,
+                b2.take(),
                 &[
                     ::overlap::__private::BucketMember {
                         index: 1,
@@ -604,10 +610,13 @@ impl ::overlap::program::Program for Mlp {
             b2: b2_in_flight,
             grad_scale,
         } = in_flight;
+        let mut b0_in_flight = ::overlap::program::Slot::new(b0_in_flight);
+        let mut b1_in_flight = ::overlap::program::Slot::new(b1_in_flight);
+        let mut b2_in_flight = ::overlap::program::Slot::new(b2_in_flight);
         if dev.clips() {
-            let mut b0 = dev.wait(0, b0_in_flight)?;
-            let mut b1 = dev.wait(1, b1_in_flight)?;
-            let mut b2 = dev.wait(2, b2_in_flight)?;
+            let mut b0 = dev.wait(0, b0_in_flight.take())?;
+            let mut b1 = dev.wait(1, b1_in_flight.take())?;
+            let mut b2 = dev.wait(2, b2_in_flight.take())?;
             let grad_scale = dev.clip(&[&b0, &b1, &b2], grad_scale)?;
             self.update_bucket_on(dev, 0, &mut b0, grad_scale)?;
             self.update_bucket_on(dev, 1, &mut b1, grad_scale)?;
@@ -619,11 +628,11 @@ impl ::overlap::program::Program for Mlp {
                 micro_steps: 0,
             });
         }
-        let mut b0 = dev.wait(0, b0_in_flight)?;
+        let mut b0 = dev.wait(0, b0_in_flight.take())?;
         self.update_bucket_on(dev, 0, &mut b0, grad_scale)?;
-        let mut b1 = dev.wait(1, b1_in_flight)?;
+        let mut b1 = dev.wait(1, b1_in_flight.take())?;
         self.update_bucket_on(dev, 1, &mut b1, grad_scale)?;
-        let mut b2 = dev.wait(2, b2_in_flight)?;
+        let mut b2 = dev.wait(2, b2_in_flight.take())?;
         self.update_bucket_on(dev, 2, &mut b2, grad_scale)?;
         ::core::result::Result::Ok(MlpGradsOn {
             b0,

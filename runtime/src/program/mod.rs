@@ -15,6 +15,8 @@
 mod contract;
 mod fits;
 mod host;
+mod slot;
 
 pub use contract::{grad_scale, Compute, Gather, Launch, ParamSlot, Program, Settle, Storage, Tied};
 pub use host::{Host, HostCompute, HostGather, HostLaunch, HostSettle};
+pub use slot::Slot;
