@@ -197,6 +197,19 @@ fn causal_self_attention() {
 }
 
 #[test]
+fn causal_self_attention_over_several_causal_panels() {
+    // One sequence of 150 positions: attention's products go in panels of 64 positions, the
+    // last one ragged.
+    let ctx = StepContext::sequences(1, 150);
+    check_in(
+        CausalSelfAttention::<8, 2>::init(&mut InitRng::new(5)),
+        &ctx,
+        Matrix::from_vec(150, 8, InitRng::new(6).uniform(1200, 1.0)),
+        7,
+    );
+}
+
+#[test]
 fn layer_norm() {
     check(LayerNorm::<6>::init(&mut InitRng::new(1)), random_input(6, 4), 5);
 }
