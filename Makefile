@@ -162,6 +162,8 @@ bench: deps $(if $(BENCH_FEATURES),mkl)
 	# The timing claims make test leaves out: overlap hidden on an emulated link, the simulator's
 	# error, the profile-guided plan against DDP's caps (each prints its numbers and targets).
 	cargo test --release $(BENCH_FEATURES) --test trace --test simulator -- --ignored --nocapture --test-threads 1
+	# Release builds of a deep GPT (12, 24, 48 blocks): the unrolled program's compile time.
+	python3 compare/compile_time.py
 
 # Adversarial inputs (tests/adversarial/bad_inputs.py): flags, files, checkpoints, closed pipes and signals
 # against the debug examples. Prints a Markdown table of the outcomes and fails on a panic, a

@@ -471,7 +471,7 @@ fn heads_tied_to_one_embedding_add_after_the_first_writes() {
 /// all-reduce, an all-reduce to its wait point) is taken from a `Slot`, never moved out of a
 /// local, and buckets are made into locals before their struct: moved locals and `?` inside a
 /// struct literal cost the compiler drop code at every exit, and builds growing with the square
-/// of the bucket count (9 minutes for a 96-block GPT).
+/// of the bucket count (77 s for a 48-block GPT, against 18 s).
 #[test]
 fn values_handed_on_mid_function_are_taken_from_slots() {
     let powersgd = quote!(bucket_cap_mb = 8, first_bucket_mb = 1, grad_comm = powersgd(rank = 4));

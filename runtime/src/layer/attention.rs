@@ -4,8 +4,9 @@
 //! allowed positions only, no mask materialised), and an output projection (`c_proj`). The
 //! products are BLAS calls per sequence and head, on each head's columns where they lie; a
 //! sequence's rows come from the step context. Those over the scores go panel by panel
-//! (`PANEL` positions), each over the keys its rows may see: the masked half of the square,
-//! about half of attention's product work at long contexts, is neither computed nor read.
+//! (`PANEL` positions), each over the keys its rows may see: of the masked half of the square,
+//! about half of attention's product work at long contexts, only the triangles inside the
+//! diagonal panels are computed.
 
 use overlap_plan::Width;
 
@@ -47,6 +48,7 @@ pub struct AttentionSaved {
 /// Positions per causal panel: a multiple of `LANES`, so that the softmax's whole vectors stay
 /// inside the scores a panel computed, and long enough for the library's kernels.
 const PANEL: usize = 64;
+const _: () = assert!(PANEL.is_multiple_of(LANES));
 
 /// The causal panels of `t` positions, `panel` long: each as (first row, rows, keys seen = last
 /// row + 1).
@@ -117,7 +119,8 @@ impl<const D: usize, const H: usize> CausalSelfAttention<D, H> {
             && self.c_proj_bias.len() == D
     }
 
-    /// `Layer::forward` with causal panels of `panel` positions (at least `t`: the whole square).
+    /// `Layer::forward` with causal panels of `panel` positions: a multiple of `LANES`, or at
+    /// least `t` for the whole square in one panel.
     fn forward_in_panels(
         &self,
         ctx: &StepContext,
@@ -217,8 +220,9 @@ impl<const D: usize, const H: usize> CausalSelfAttention<D, H> {
                             0.0,
                             dp,
                         );
-                        let rows = ds[r0 * t..(r0 + n) * t].chunks_exact_mut(t).zip(probs[r0 * t..].chunks_exact(t));
-                        for (ds_row, p_row) in rows {
+                        let panel_rows =
+                            ds[r0 * t..(r0 + n) * t].chunks_exact_mut(t).zip(probs[r0 * t..].chunks_exact(t));
+                        for (ds_row, p_row) in panel_rows {
                             let (ds_row, p_row) = (&mut ds_row[..seen], &p_row[..seen]);
                             let dot = lanes::dot(ds_row, p_row);
                             for (d, p) in ds_row.iter_mut().zip(p_row) {
@@ -338,8 +342,8 @@ mod tests {
     use super::*;
 
     /// Panels compute what the whole square does (their products run over fewer keys, and what
-    /// they skip is exact zeros): the output and every gradient, at one panel and one position
-    /// and at several ragged panels. Each panel run follows a run on other values, so that
+    /// they skip is exact zeros): the output and every gradient, at 65 positions (a panel and
+    /// one) and at 150 (the last panel ragged). Each panel run follows a run on other values, so that
     /// reading scores or scratch a panel did not write would show.
     #[test]
     fn causal_panels_compute_what_the_whole_square_does() {
