@@ -7,6 +7,7 @@ depth is then timed as a rebuild of that crate alone, the median of `--rounds`.
     python3 compare/compile_time.py                       # 12, 24 and 48 blocks
     python3 compare/compile_time.py --blocks 96 --rounds 1
     python3 compare/compile_time.py --base ../before      # another checkout beside this one, alternating
+    python3 compare/compile_time.py --codegen-units 1     # the release profile's setting, for every crate
 """
 
 import argparse
@@ -64,9 +65,13 @@ def make_crate(checkout, blocks, into):
             f.write(MAIN.format(blocks=n))
 
 
+# `--codegen-units`, as cargo's environment sets it (empty: the profile's default).
+CARGO_ENV = dict(jobs.ENV)
+
+
 def cargo(crate, *args):
     cmd = ["cargo", "build", "--release", "--quiet", *args]
-    done = subprocess.run(cmd, cwd=crate, env=dict(jobs.ENV, CARGO_TARGET_DIR=os.path.join(crate, "target")),
+    done = subprocess.run(cmd, cwd=crate, env=dict(CARGO_ENV, CARGO_TARGET_DIR=os.path.join(crate, "target")),
                           capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{' '.join(cmd)} in {crate} failed:\n{done.stderr[-4000:]}")
@@ -85,7 +90,10 @@ def main():
     p.add_argument("--blocks", type=int, nargs="+", default=[12, 24, 48], help="depths to build")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--base", help="another checkout of the repository, timed alternately with this one")
+    p.add_argument("--codegen-units", type=int, help="the release profile's codegen-units (default: cargo's, 16)")
     args = p.parse_args()
+    if args.codegen_units:
+        CARGO_ENV["CARGO_PROFILE_RELEASE_CODEGEN_UNITS"] = str(args.codegen_units)
     checkouts = {"this": jobs.ROOT}
     if args.base:
         base = os.path.abspath(args.base)
@@ -99,7 +107,8 @@ def main():
             make_crate(checkout, args.blocks, crates[name])
             print(f"building the dependencies of {name} ({checkout}) ...", flush=True)
             cargo(crates[name], "--bin", f"gpt{min(args.blocks)}")
-        print(f"release build of a GPT of width 768 (12 heads), one binary per depth; medians of {args.rounds}")
+        units = f", codegen-units {args.codegen_units}" if args.codegen_units else ""
+        print(f"release build of a GPT of width 768 (12 heads), one binary per depth{units}; medians of {args.rounds}")
         print(f"{'blocks':>6}  " + "  ".join(f"{name:>8}" for name in crates) + ("  this / base" if args.base else ""))
         for n in args.blocks:
             times = {name: [] for name in crates}
