@@ -336,16 +336,11 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
                     quote!(::overlap::__private::BucketMember { index: #index, offset: #offset })
                 });
                 let index = lit(k);
+                let args = quote!(#index, #b.take(), &[#(#members),*], self, grad_scale);
                 out.extend(match n.schedule.buckets[k].low_rank {
-                    None => quote!(
-                        let #pending = dev.launch(#index, #b.take(), &[#(#members),*], self, grad_scale)?;
-                    ),
+                    None => quote!(let #pending = dev.launch(#args)?;),
                     // The P sums wait in a slot too, until `reduce_q` takes them.
-                    Some(_) => quote!(
-                        let mut #pending = ::overlap::program::Slot::new(
-                            dev.launch_low_rank(#index, #b.take(), &[#(#members),*], self, grad_scale)?,
-                        );
-                    ),
+                    Some(_) => quote!(let mut #pending = ::overlap::program::Slot::new(dev.launch_low_rank(#args)?);),
                 });
             }
         }

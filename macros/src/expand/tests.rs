@@ -42,8 +42,8 @@ fn field(call: &str) -> &str {
     call.split("self.").nth(1).and_then(|r| r.split([',', ' ']).next()).unwrap_or_default()
 }
 
-/// `body` on one line, single-spaced, as `quote!` would print it without the spaces before `.`
-/// and after `(`.
+/// `body` on one line, single-spaced, with no space before `.` or after `(`: calls read as
+/// they are written, however the pretty-printer broke them.
 fn flat(body: &str) -> String {
     body.split_whitespace().collect::<Vec<_>>().join(" ").replace(" .", ".").replace("( ", "(")
 }
