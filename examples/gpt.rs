@@ -29,20 +29,22 @@ use overlap::prelude::*;
 pub mod gpt {
     use overlap::prelude::*;
 
-    /// `x + attn(ln_1(x))`.
+    /// `x + dropout(attn(ln_1(x)))`.
     #[residual]
     pub struct Attend {
         ln_1: LayerNorm<128>,
         attn: CausalSelfAttention<128, 4>,
+        resid_dropout: Dropout,
     }
 
-    /// `x + c_proj(gelu(c_fc(ln_2(x))))`.
+    /// `x + dropout(c_proj(gelu(c_fc(ln_2(x)))))`.
     #[residual]
     pub struct Mlp {
         ln_2: LayerNorm<128>,
         c_fc: Linear<128, 512>,
         gelu: Gelu,
         c_proj: Linear<512, 128>,
+        dropout: Dropout,
     }
 
     pub struct Block {
@@ -55,6 +57,7 @@ pub mod gpt {
         wte: Embedding<96, 128>,
         #[init(std = 0.02)]
         wpe: PositionEmbedding<64, 128>,
+        drop: Dropout,
         #[init(std = 0.02, ends_with("c_proj.weight", std = 0.0070710678))]
         h: [Block; 4],
         ln_f: LayerNorm<128>,

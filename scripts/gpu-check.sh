@@ -22,7 +22,8 @@
 #     resmlp.txt     resmlp (8 residual blocks) --device cuda, 50 steps, with its JSON report
 #     gpt.txt        gpt (attention, tied head, clipping, held-out loss) --device cuda on this
 #                    script's own text, 50 steps, JSON report, then a 200-character sample from
-#                    the parameters the GPU trained; its first loss against the CPU's
+#                    the parameters the GPU trained; its first loss against the CPU's, and its
+#                    second with --dropout 0.2 (the same masks on both devices)
 #     trace.json, timeline.svg   that run's trace and step timeline
 #     sanitizer.txt  compute-sanitizer memcheck and racecheck of the layer-gradient tests (a chain,
 #                    residual blocks, attention, the tied head)
@@ -167,6 +168,14 @@ train_gpt() {
     echo "first loss: CPU $cpu, GPU $gpu"
     awk -v a="$cpu" -v b="$gpu" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * a) }' ||
         { echo "the GPU's first loss is not the CPU's"; return 1; }
+    # Dropout's masks are hashed from where each element is: the GPU drops what the CPU drops, so
+    # the second step's loss (after an update through the masks) agrees too.
+    local second='/^step +2\/[0-9]+ +loss/ { print $4 }'
+    cpu=$("$gpt" "${flags[@]}" --dropout 0.2 --steps 2 --log-every 1 --report off | awk "$second")
+    gpu=$("$gpt" "${flags[@]}" --dropout 0.2 --device cuda --steps 2 --log-every 1 --report off | awk "$second")
+    echo "second loss with --dropout 0.2: CPU $cpu, GPU $gpu"
+    awk -v a="$cpu" -v b="$gpu" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * a) }' ||
+        { echo "with dropout, the GPU's loss is not the CPU's"; return 1; }
 }
 
 pytorch() {

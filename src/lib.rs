@@ -102,15 +102,15 @@ pub use overlap_macros::distributed_model;
 
 // The model contract, the layers, and what a layer of one's own implements.
 pub use overlap_runtime::{
-    CausalSelfAttention, DeviceOp, DistributedModel, Embedding, Gelu, GradientBuckets, InitRng, Layer, LayerNorm,
-    Linear, Matrix, ParamDef, PositionEmbedding, ReadyOrder, Relu, Sigmoid, StepContext, Tanh, TiedHead, TiedLayer,
-    Width,
+    CausalSelfAttention, DeviceOp, DistributedModel, Dropout, DropoutDraw, Embedding, Gelu, GradientBuckets, InitRng,
+    Layer, LayerNorm, Linear, Matrix, ParamDef, PositionEmbedding, ReadyOrder, Relu, Sigmoid, StepContext, Tanh,
+    TiedHead, TiedLayer, Width,
 };
 // Training: the loop, its settings, losses, data and optimizers.
 pub use overlap_runtime::{
-    AdamW, Batch, CrossEntropyLoss, Dataset, DecayOn, Device, DeviceLoss, Loss, LrSchedule, MseLoss, ObserveConfig,
-    Optimizer, OptimizerConfig, OptimizerKind, Progress, ReportFormat, SaveConfig, Sgd, SyntheticClassification,
-    TrainConfig, TrainSummary, Trainer, ValidationConfig,
+    AdamW, Batch, CrossEntropyLoss, Dataset, DecayOn, Device, DeviceLoss, DropoutConfig, Loss, LrSchedule, MseLoss,
+    ObserveConfig, Optimizer, OptimizerConfig, OptimizerKind, Progress, ReportFormat, SaveConfig, Sgd,
+    SyntheticClassification, TrainConfig, TrainSummary, Trainer, ValidationConfig,
 };
 // The ranks and their gradient buckets (`GradientBuckets::buckets` gives them between steps).
 /// A cluster that `Trainer::simulate` replays the step on (`"world=64,link=ib-ndr".parse()`).
@@ -151,8 +151,8 @@ pub use overlap_runtime::trace;
 pub mod prelude {
     pub use overlap_macros::distributed_model;
     pub use overlap_runtime::{
-        AdamW, CausalSelfAttention, CommMode, Communicator, CrossEntropyLoss, Dataset, DistributedModel, Embedding,
-        Gelu, GradientBuckets, Layer, LayerNorm, Linear, Loss, Matrix, MseLoss, Optimizer, OptimizerConfig,
+        AdamW, CausalSelfAttention, CommMode, Communicator, CrossEntropyLoss, Dataset, DistributedModel, Dropout,
+        Embedding, Gelu, GradientBuckets, Layer, LayerNorm, Linear, Loss, Matrix, MseLoss, Optimizer, OptimizerConfig,
         PositionEmbedding, Relu, Sgd, Sigmoid, StepContext, Tanh, TiedHead, TrainSummary, Trainer,
     };
 }

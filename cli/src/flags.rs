@@ -46,6 +46,8 @@ const FLAGS: &[(&str, &str)] = &[
     ("`OptimizerConfig::lr_schedule`", "--lr-schedule"),
     ("`OptimizerConfig::clip_grad_norm`", "--clip-grad-norm"),
     ("`TrainConfig::validation`", "--eval-every"),
+    ("`DropoutConfig::rate`", "--dropout"),
+    ("`DropoutConfig::seed`", "--seed"),
 ];
 
 /// `message` with every setting named by its flag.

@@ -12,7 +12,7 @@ const AS_COMPILED: &str = "on --print-schedule, which prints a schedule as plann
 
 /// The flags that set how training updates the parameters, by clap id: a mode that does not
 /// train reads none of them.
-const TRAINING: [&str; 12] = [
+const TRAINING: [&str; 13] = [
     "accumulate",
     "optimizer",
     "lr",
@@ -25,6 +25,7 @@ const TRAINING: [&str; 12] = [
     "decay_on",
     "clip_grad_norm",
     "eval_batches",
+    "dropout",
 ];
 
 /// The flags among `ids` (clap ids) that the command line gave, as typed: `--weight-decay`.

@@ -14,13 +14,14 @@ use crate::helpers::{foreign_suffix, positive_int, positive_value};
 
 /// The layer types the macro reads from the type alone, each with its number of const arguments
 /// (widths, heads, vocabulary), in the order messages list them.
-const BUILT_INS: [(&str, usize); 10] = [
+const BUILT_INS: [(&str, usize); 11] = [
     ("Linear", 2),
     ("LayerNorm", 1),
     ("Relu", 0),
     ("Gelu", 0),
     ("Tanh", 0),
     ("Sigmoid", 0),
+    ("Dropout", 0),
     ("Embedding", 2),
     ("PositionEmbedding", 2),
     ("CausalSelfAttention", 2),
@@ -47,6 +48,7 @@ const RELU_FLOPS: u64 = 1;
 const SIGMOID_FLOPS: u64 = 4;
 const TANH_FLOPS: u64 = 5;
 const GELU_FLOPS: u64 = 10;
+const DROPOUT_FLOPS: u64 = 1;
 const LAYER_NORM_FLOPS: u64 = 8;
 
 /// The spec of a field from its `#[layer(...)]` attribute.
@@ -150,6 +152,8 @@ pub fn elementwise_flops(kind: &str) -> u64 {
         "Sigmoid" => SIGMOID_FLOPS,
         "Tanh" => TANH_FLOPS,
         "Gelu" => GELU_FLOPS,
+        // Two integer hashes and a product per element while training, a copy otherwise.
+        "Dropout" => DROPOUT_FLOPS,
         _ => 0,
     }
 }

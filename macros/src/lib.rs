@@ -46,7 +46,7 @@ use proc_macro::TokenStream;
 /// ```
 ///
 /// Built-in layers (`Linear<IN, OUT>`, `LayerNorm<D>`, `Relu`, `Gelu`, `Tanh`, `Sigmoid`,
-/// `Embedding<V, D>`, `PositionEmbedding<T, D>`, `CausalSelfAttention<D, H>`, `TiedHead<D, V>`) are
+/// `Dropout`, `Embedding<V, D>`, `PositionEmbedding<T, D>`, `CausalSelfAttention<D, H>`, `TiedHead<D, V>`) are
 /// read from the type; `#[tied(wte)] lm_head: TiedHead<D, V>` reads the weight of the earlier
 /// `wte: Embedding<V, D>` and adds its gradient to it (nanoGPT's tied head); any other type needs
 /// `#[layer(input = N, output = M, params(weight = [M, N], bias = [M]))]` (omit `input` and

@@ -48,8 +48,8 @@ pub use data::{Batch, Dataset, SyntheticClassification};
 pub use error::{Error, Result};
 pub use init::InitRng;
 pub use layer::{
-    layer_matches, CausalSelfAttention, DeviceOp, Embedding, Gelu, Layer, LayerNorm, Linear, ParamDef,
-    PositionEmbedding, ReadyOrder, Relu, Sigmoid, StepContext, Tanh, TiedHead, TiedLayer, Width,
+    layer_matches, CausalSelfAttention, DeviceOp, Dropout, DropoutDraw, Embedding, Gelu, Layer, LayerNorm, Linear,
+    ParamDef, PositionEmbedding, ReadyOrder, Relu, Sigmoid, StepContext, Tanh, TiedHead, TiedLayer, Width,
 };
 pub use loss::{CrossEntropyLoss, DeviceLoss, Loss, MseLoss};
 pub use model::{grad_scale, DistributedModel, GradientBuckets};
@@ -57,8 +57,8 @@ pub use optim::{AdamW, DecayOn, LrSchedule, Optimizer, Sgd};
 pub use overlap_plan as plan;
 pub use tensor::Matrix;
 pub use train::{
-    Device, ObserveConfig, OptimizerConfig, OptimizerKind, Progress, ReportFormat, SaveConfig, TrainConfig,
-    TrainSummary, Trainer, ValidationConfig,
+    Device, DropoutConfig, ObserveConfig, OptimizerConfig, OptimizerKind, Progress, ReportFormat, SaveConfig,
+    TrainConfig, TrainSummary, Trainer, ValidationConfig,
 };
 
 /// What the command line (`overlap-cli`) and the project's own tests use of the process and

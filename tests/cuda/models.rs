@@ -99,6 +99,26 @@ pub mod residual_net {
     }
 }
 
+/// Dropout after a layer and inside a residual block.
+#[distributed_model(bucket_cap_mb = 1)]
+pub mod dropped_net {
+    use overlap::prelude::*;
+
+    #[residual]
+    pub struct Block {
+        fc: Linear<8, 8>,
+        act: Gelu,
+        drop: Dropout,
+    }
+
+    pub struct DroppedNet {
+        input: Linear<4, 8>,
+        drop: Dropout,
+        block: Block,
+        head: Linear<8, 2>,
+    }
+}
+
 /// Unusual nesting in one model: a residual block opening the model with a layer that has no
 /// parameters, residual blocks inside a repeated residual block, one of a lone ReLU, a bucket
 /// boundary inside the repeats, and buckets small enough to hold a layer or less.

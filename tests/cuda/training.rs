@@ -71,6 +71,19 @@ fn a_model_of_residual_blocks_trains_on_the_gpu_as_on_the_cpu() {
     }
 }
 
+/// Dropout's kernel draws the CPU's masks (hashed from where each element is), so a model with
+/// dropout trains on the GPU as on the CPU; without `--dropout` its layers only copy.
+#[test]
+#[ignore = "needs an NVIDIA GPU (scripts/gpu-check.sh runs it)"]
+fn dropout_drops_on_the_gpu_what_it_drops_on_the_cpu() {
+    let cpu = train::<dropped_net::DroppedNet>("cpu", 20, &["--dropout", "0.3"]);
+    let gpu = train::<dropped_net::DroppedNet>("cuda", 20, &["--dropout", "0.3"]);
+    assert_params_close(&gpu, &cpu, 1e-3, "dropout 0.3, GPU vs CPU after 20 steps");
+    let undropped = train::<dropped_net::DroppedNet>("cuda", 20, &[]);
+    assert!(relative(&undropped[0].2, &gpu[0].2) > 1e-2, "--dropout 0.3 changed nothing on the GPU");
+    assert_params_close(&undropped, &train::<dropped_net::DroppedNet>("cpu", 20, &[]), 1e-3, "no dropout, GPU vs CPU");
+}
+
 /// Clipping by the global norm on the GPU (the squares summed on the device, the factor folded
 /// into the update kernels) trains as the CPU's clipping does.
 #[test]

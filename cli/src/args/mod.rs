@@ -12,8 +12,8 @@ use overlap_runtime::optim::{DecayOn, LrSchedule};
 use overlap_runtime::plan::Link;
 use overlap_runtime::profile::Cluster;
 use overlap_runtime::train::{
-    Device as RunDevice, ObserveConfig, OptimizerConfig, OptimizerKind as RunOptimizer, ReportFormat as RunReport,
-    SaveConfig, TrainConfig, ValidationConfig,
+    Device as RunDevice, DropoutConfig, ObserveConfig, OptimizerConfig, OptimizerKind as RunOptimizer,
+    ReportFormat as RunReport, SaveConfig, TrainConfig, ValidationConfig,
 };
 use overlap_runtime::{CommConfig, CommMode, WireFormat};
 
@@ -24,8 +24,8 @@ mod values;
 
 pub use choices::{DecayOnArg, Device, OptimizerKind, PrintSchedule, ReportFormat, Transport};
 use values::{
-    beta, non_negative_f64, parse_clip, parse_cluster, parse_link, parse_lr_schedule, parse_timeout, positive_f32,
-    positive_f64, positive_usize, thread_count,
+    beta, dropout_rate, non_negative_f64, parse_clip, parse_cluster, parse_link, parse_lr_schedule, parse_timeout,
+    positive_f32, positive_f64, positive_usize, thread_count,
 };
 pub use values::{ClipNorm, Timeout};
 
@@ -87,6 +87,11 @@ pub struct TrainArgs {
     /// [default: off].
     #[arg(long, value_name = "MAX|off", value_parser = parse_clip, allow_hyphen_values = true)]
     pub clip_grad_norm: Option<ClipNorm>,
+    /// Dropout while training: the share of activations each `Dropout` layer of the model zeroes
+    /// (the others scaled by 1/(1-P), as PyTorch's), its masks drawn from --seed; the held-out
+    /// loss and --sample drop nothing [default: 0, none].
+    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = dropout_rate, allow_hyphen_values = true)]
+    pub dropout: f32,
     /// Seed of the initial parameters and of the synthetic data.
     #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
     pub seed: u64,
@@ -345,6 +350,7 @@ impl TrainArgs {
             // A training binary stops cleanly when a scheduler asks it to.
             stop_on_signals: true,
             validation: self.validation_every().map(|every| ValidationConfig { every, batches: self.eval_batches }),
+            dropout: DropoutConfig { rate: self.dropout, seed: self.seed },
         }
     }
 

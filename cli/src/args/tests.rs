@@ -36,6 +36,22 @@ fn clipping_and_validation_can_be_turned_off() {
 }
 
 #[test]
+fn dropout_takes_a_rate_below_one_and_the_seed() {
+    let config = |args: &[&str]| TrainArgs::try_parse_from(args).unwrap().train_config();
+    let dropout = config(&["gpt", "--dropout", "0.2", "--seed", "9"]).dropout;
+    assert_eq!((dropout.rate, dropout.seed), (0.2, 9));
+    assert_eq!(config(&["gpt"]).dropout.rate, 0.0);
+    for bad in ["1", "1.5", "-0.1", "nan", "none"] {
+        assert!(TrainArgs::try_parse_from(["gpt", "--dropout", bad]).is_err(), "{bad}");
+    }
+    let message = TrainArgs::try_parse_from(["gpt", "--dropout", "1"]).unwrap_err().to_string();
+    assert!(
+        message.contains("must be at least 0 and less than 1 (the share of activations dropped), got 1"),
+        "{message}"
+    );
+}
+
+#[test]
 fn bad_values_are_refused_with_a_message() {
     for bad in [
         &["--batch", "0"][..],

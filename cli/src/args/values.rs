@@ -116,6 +116,15 @@ pub(super) fn non_negative_f64(s: &str) -> Result<f64, String> {
 }
 
 /// PyTorch's precondition on AdamW's betas.
+/// A dropout rate: at least 0 and below 1 (1 would zero every activation).
+pub(super) fn dropout_rate(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(v) if (0.0..1.0).contains(&v) => Ok(v),
+        Ok(v) => Err(format!("must be at least 0 and less than 1 (the share of activations dropped), got {v}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 pub(super) fn beta(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if (0.0..1.0).contains(&v) => Ok(v),

@@ -27,6 +27,17 @@ pub struct SaveConfig {
     pub overwrite: bool,
 }
 
+/// Dropout while training: every `Dropout` layer of the model drops at `rate`, its masks drawn
+/// from `seed` and the elements' places in the run (see `DropoutDraw`); the held-out loss and
+/// sampling drop nothing. The default, rate 0, drops nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DropoutConfig {
+    /// The share of elements dropped, in `[0, 1)` (nanoGPT's `dropout`).
+    pub rate: f32,
+    /// What the masks are drawn from: the same seed draws the same masks.
+    pub seed: u64,
+}
+
 /// How the library's messages name a run's settings, each in backticks (``"`TrainConfig::batch`
 /// 64 is too large ..."``): a front end that sets them otherwise, as the command line does with
 /// its flags, shows its own names for them (`overlap-cli`'s `flags` maps every one of these).
@@ -67,6 +78,8 @@ pub const SETTING_NAMES: &[&str] = &[
     "`OptimizerConfig::lr_schedule`",
     "`OptimizerConfig::clip_grad_norm`",
     "`TrainConfig::validation`",
+    "`DropoutConfig::rate`",
+    "`DropoutConfig::seed`",
 ];
 
 /// Everything about a run but the model, the data and the loss.
@@ -105,6 +118,8 @@ pub struct TrainConfig {
     /// The loss on held-out data, every so many steps (the data is given to
     /// `Trainer::validate`) [default: none].
     pub validation: Option<ValidationConfig>,
+    /// Dropout on training steps [default: none].
+    pub dropout: DropoutConfig,
 }
 
 /// How often the held-out loss is measured, and on how much: `batches` batches of
@@ -135,6 +150,7 @@ impl Default for TrainConfig {
             threads: 1,
             stop_on_signals: false,
             validation: None,
+            dropout: DropoutConfig::default(),
         }
     }
 }

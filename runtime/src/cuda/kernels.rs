@@ -36,6 +36,7 @@ pub const KERNEL_SOURCES: &[KernelSource] = &[
             "sigmoid_backward",
             "add",
             "add_into",
+            "dropout",
         ],
     },
     KernelSource {

@@ -9,7 +9,7 @@ use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfi
 use super::gpu::{cuda, Gpu};
 use super::storage::GpuTokenRows;
 use crate::error::{Error, Result};
-use crate::layer::DeviceOp;
+use crate::layer::{DeviceOp, DropoutDraw};
 use crate::optim::{AdamWStep, SgdRule};
 
 pub use super::launch_shapes::CLIP_BLOCKS;
@@ -212,6 +212,19 @@ pub fn activation_backward(gpu: &Gpu, op: DeviceOp, n: usize, (x, y, dy): (In, I
     // SAFETY: the element-wise backward kernels (float* dx, const float* x_or_y, const float* dy,
     // int n) touch `n` elements of each, which exist.
     launch(backward, unsafe { args.launch(elementwise(n)) })
+}
+
+/// `y = x ∘ mask · scale` over a `[rows, cols]` tensor, the mask `draw`'s (forward passes the
+/// layer's input and output, backward its output's gradient and its input's).
+pub fn dropout(gpu: &Gpu, (rows, cols): (usize, usize), draw: DropoutDraw, x: In, y: Out) -> Result<()> {
+    let (rows_, cols_) = (int(rows), int(cols));
+    let (threshold, scale, stream, first_row) = (draw.threshold(), draw.scale(), draw.stream(), draw.first_row());
+    let mut args = gpu.compute().launch_builder(gpu.kernel("dropout"));
+    args.arg(y).arg(&x).arg(&rows_).arg(&cols_).arg(&threshold).arg(&scale).arg(&stream).arg(&first_row);
+    // SAFETY: dropout(float* y, const float* x, int rows, int cols, unsigned int threshold, float
+    // scale, unsigned long long stream, unsigned long long first_row) touches `rows * cols`
+    // elements of each tensor, which exist.
+    launch("dropout", unsafe { args.launch(elementwise(rows * cols)) })
 }
 
 /// The squares of `x`'s `n` elements summed in f64 into `CLIP_BLOCKS` partial sums.

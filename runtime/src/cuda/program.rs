@@ -20,7 +20,7 @@ use super::storage::{at_least, Cuda, GpuSaved, GpuTensor};
 use super::timing::Timeline;
 use crate::comm::CommMode;
 use crate::error::{Error, Result};
-use crate::layer::{DeviceOp, Layer, StepContext, TiedLayer};
+use crate::layer::{DeviceOp, DropoutDraw, Layer, StepContext, TiedLayer};
 use crate::model::DistributedModel;
 use crate::program::{Compute, Tied};
 use crate::trace::Activity;
@@ -203,6 +203,11 @@ impl Compute<Cuda> for GpuExec<'_> {
                 let params = [0, 1, 2, 3].map(|p| self.step.params.of_layer(index, p));
                 self.step.timeline.span(gpu, activity, |gpu| shape.forward(gpu, x, params, buffers, y))
             }
+            DeviceOp::Dropout => {
+                y.resize(gpu, x.rows(), x.cols())?;
+                let draw = ctx.for_layer(index).dropout();
+                self.step.timeline.span(gpu, activity, |gpu| drop_out(gpu, draw, x, y))
+            }
             DeviceOp::Unsupported | DeviceOp::TiedHead { .. } => Err(unsupported::<L>()),
             op => {
                 y.resize(gpu, x.rows(), x.cols())?;
@@ -302,6 +307,13 @@ impl Compute<Cuda> for GpuExec<'_> {
                     shape.backward(gpu, (x, dy), params, buffers, work, [dwa, dba, dwp, dbp], accumulate, dx.as_mut())
                 })
             }
+            (DeviceOp::Dropout, []) => match dx {
+                Some(dx) => {
+                    let draw = ctx.for_layer(index).dropout();
+                    self.step.timeline.span(gpu, activity, |gpu| drop_out(gpu, draw, dy, dx))
+                }
+                None => Ok(()),
+            },
             (DeviceOp::Unsupported | DeviceOp::TiedHead { .. }, _) => Err(unsupported::<L>()),
             (op, []) => match dx {
                 Some(dx) => {
@@ -388,6 +400,16 @@ fn row_stats<'s>(
     }
     let (mean, rstd) = saved.stats.as_mut().expect("allocated above");
     Ok((mean, rstd))
+}
+
+/// `to = from ∘ mask · scale` with `draw`'s mask (Dropout's forward and backward), a copy when
+/// nothing is dropped; `to` already has `from`'s shape.
+fn drop_out(gpu: &Gpu, draw: DropoutDraw, from: &GpuTensor, to: &mut GpuTensor) -> Result<()> {
+    if draw.active() {
+        ops::dropout(gpu, (from.rows(), from.cols()), draw, from.view(), &mut to.view_mut())
+    } else {
+        gpu.compute().memcpy_dtod(&from.view(), &mut to.view_mut()).map_err(cuda("copying through a dropout"))
+    }
 }
 
 fn unsupported<L: Layer>() -> Error {

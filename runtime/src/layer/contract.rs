@@ -50,6 +50,8 @@ pub enum DeviceOp {
     Tanh,
     /// `1 / (1 + exp(-x))`, element-wise.
     Sigmoid,
+    /// Dropout at the step's rate (`StepContext::dropout`), element-wise.
+    Dropout,
     /// Over `width` features, eps 1e-5, elementwise affine.
     LayerNorm {
         /// Features per row, normalised together.

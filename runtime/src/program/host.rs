@@ -65,7 +65,7 @@ impl Compute<Host> for HostCompute {
         saved: &mut L::Saved,
     ) -> std::result::Result<(), Infallible> {
         let _span = trace::forward(index);
-        layer.forward(ctx, x, y, saved);
+        layer.forward(&ctx.for_layer(index), x, y, saved);
         output_fits::<L>(index, x, y);
         Ok(())
     }
@@ -85,7 +85,7 @@ impl Compute<Host> for HostCompute {
         let _span = trace::backward(index);
         gradient_fits_output::<L>(index, y, dy);
         let mut dx = dx;
-        layer.backward(ctx, x, y, saved, dy, grads, accumulate, dx.as_deref_mut());
+        layer.backward(&ctx.for_layer(index), x, y, saved, dy, grads, accumulate, dx.as_deref_mut());
         input_gradient_fits::<L>(index, x, dx.as_deref());
         Ok(())
     }

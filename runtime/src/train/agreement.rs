@@ -120,6 +120,8 @@ fn shared(config: &TrainConfig, comm: &Communicator) -> Vec<(&'static str, Strin
         ),
         ("`TrainConfig::save_params`", set(config.save_params.is_some())),
         ("`TrainConfig::device`", if config.device == Device::Cpu { "cpu" } else { "cuda" }.into()),
+        ("`DropoutConfig::rate`", config.dropout.rate.to_string()),
+        ("`DropoutConfig::seed`", config.dropout.seed.to_string()),
         ("`Trainer::stop_on_signals`", config.stop_on_signals.to_string()),
     ];
     // What the chosen optimizer reads, and only that; the same list on every rank, whatever it

@@ -30,7 +30,9 @@ use crate::process::console;
 use crate::profile::Cluster;
 
 use crate::backend::CpuBackend;
-pub use crate::config::{Device, OptimizerConfig, OptimizerKind, SaveConfig, TrainConfig, ValidationConfig};
+pub use crate::config::{
+    Device, DropoutConfig, OptimizerConfig, OptimizerKind, SaveConfig, TrainConfig, ValidationConfig,
+};
 pub use crate::error::signal_name;
 pub use crate::observe::{ObserveConfig, ReportFormat};
 pub use agreement::{agree, agree_on_outcome, agree_on_settings};
@@ -75,6 +77,13 @@ impl<'c> Trainer<'c> {
     pub fn validate(mut self, held_out: &'c mut dyn Dataset, every: u64, batches: usize) -> Self {
         self.config.validation = Some(ValidationConfig { every, batches });
         self.held_out = Some(held_out);
+        self
+    }
+
+    /// Trains with dropout: every `Dropout` layer drops at `rate` (in `[0, 1)`), its masks drawn
+    /// from `seed` (see [`DropoutConfig`]).
+    pub fn dropout(mut self, rate: f32, seed: u64) -> Self {
+        self.config.dropout = DropoutConfig { rate, seed };
         self
     }
 

@@ -11,6 +11,7 @@ use crate::comm::{CommMode, Communicator};
 use crate::config::{Device, TrainConfig};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
+use crate::layer::DeviceOp;
 use crate::memory::RunShape;
 use crate::model::DistributedModel;
 use crate::optim::{ChosenOptimizer, LrSchedule};
@@ -51,6 +52,7 @@ pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Datas
     if let Some(problem) = config.optimizer.problem() {
         return Err(Error::Config(problem));
     }
+    check_dropout::<M>(config)?;
     if config.save.as_ref().is_some_and(|s| s.every == Some(0)) {
         return Err(Error::Config("checkpoints every 0 steps: give a positive interval or none".into()));
     }
@@ -99,6 +101,23 @@ pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Datas
             data.describe(),
             data.features(),
             schedule.model
+        )));
+    }
+    Ok(())
+}
+
+/// A dropout rate in `[0, 1)`, and only for a model that has a `Dropout` layer to apply it.
+fn check_dropout<M: DistributedModel>(config: &TrainConfig) -> Result<()> {
+    let rate = config.dropout.rate;
+    if !(0.0..1.0).contains(&rate) {
+        return Err(Error::Config(format!(
+            "`DropoutConfig::rate` {rate}: a dropout rate is at least 0 and below 1 (the share of activations dropped)"
+        )));
+    }
+    if rate > 0.0 && !M::DEVICE_OPS.contains(&DeviceOp::Dropout) {
+        return Err(Error::Config(format!(
+            "`DropoutConfig::rate` {rate}: {} has no `Dropout` layer, so nothing would be dropped",
+            M::SCHEDULE.model
         )));
     }
     Ok(())

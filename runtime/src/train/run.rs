@@ -17,7 +17,7 @@ use crate::config::{OptimizerKind, SaveConfig, TrainConfig};
 use crate::data::{shard_start_after, Batch, Dataset};
 use crate::error::{Error, Result};
 use crate::fault;
-use crate::layer::StepContext;
+use crate::layer::{DropoutDraw, StepContext};
 use crate::loss::Loss;
 use crate::model::DistributedModel;
 use crate::observe::Observer;
@@ -168,7 +168,8 @@ impl Run<'_> {
             for micro in 0..config.accumulate {
                 let first = shard_start_after(position.samples_seen, micro, world, rank, config.batch);
                 ahead.take_into(data, first, config.batch, &mut batch)?;
-                batch.context = StepContext::sequences(config.batch, positions);
+                batch.context = StepContext::sequences(config.batch, positions)
+                    .with_dropout(dropout_of(config, first.saturating_mul(positions as u64)));
                 batch.check_filled("the dataset", config.batch, first, data.features())?;
                 let micro_loss = backend.forward_loss(&batch, loss, logging)?;
                 if !micro_loss.is_finite() {
@@ -308,5 +309,16 @@ impl Run<'_> {
         observer.say(&format!("{}{on}{}", summary.describe(comm.mode()), observer.emulation_note()));
         observer.finish(comm)?;
         Ok(summary)
+    }
+}
+
+/// The dropout of a training micro-step whose first row is row `first_row` of the run (see
+/// `DropoutDraw`), or none.
+fn dropout_of(config: &TrainConfig, first_row: u64) -> DropoutDraw {
+    let dropout = config.dropout;
+    if dropout.rate > 0.0 {
+        DropoutDraw::new(dropout.rate, dropout.seed, first_row)
+    } else {
+        DropoutDraw::NONE
     }
 }

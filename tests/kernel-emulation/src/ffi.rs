@@ -33,6 +33,19 @@ extern "C" {
     pub fn emu_sigmoid_backward(grid: u32, block: u32, dx: *mut f32, y: *const f32, dy: *const f32, n: i32);
     pub fn emu_add(grid: u32, block: u32, y: *mut f32, a: *const f32, b: *const f32, n: i32);
     pub fn emu_add_into(grid: u32, block: u32, y: *mut f32, a: *const f32, n: i32);
+    #[allow(clippy::too_many_arguments)]
+    pub fn emu_dropout(
+        grid: u32,
+        block: u32,
+        y: *mut f32,
+        x: *const f32,
+        rows: i32,
+        cols: i32,
+        threshold: u32,
+        scale: f32,
+        stream: u64,
+        first_row: u64,
+    );
     pub fn emu_embedding_forward(grid: u32, block: u32, y: *mut f32, ids: *const f32, w: *const f32, rows: i32, d: i32);
     pub fn emu_embedding_backward(
         grid: u32,

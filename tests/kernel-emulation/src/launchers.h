@@ -21,6 +21,10 @@ LAUNCHER(sigmoid_forward, P(float* y, const float* x, int n), P(y, x, n))
 LAUNCHER(sigmoid_backward, P(float* dx, const float* y, const float* dy, int n), P(dx, y, dy, n))
 LAUNCHER(add, P(float* y, const float* a, const float* b, int n), P(y, a, b, n))
 LAUNCHER(add_into, P(float* y, const float* a, int n), P(y, a, n))
+LAUNCHER(dropout,
+         P(float* y, const float* x, int rows, int cols, unsigned int threshold, float scale, unsigned long long stream,
+           unsigned long long first_row),
+         P(y, x, rows, cols, threshold, scale, stream, first_row))
 LAUNCHER(embedding_forward, P(float* y, const float* ids, const float* w, int rows, int d), P(y, ids, w, rows, d))
 LAUNCHER(embedding_backward, P(float* dw, const int* rows_by_token, int rows, int groups, const float* dy, int d),
          P(dw, rows_by_token, rows, groups, dy, d))

@@ -112,6 +112,28 @@ pub fn add_into(shape: Shape, y: &mut [f32], a: &[f32]) {
     unsafe { ffi::emu_add_into(shape.grid, shape.block, y.as_mut_ptr(), a.as_ptr(), int(a.len())) }
 }
 
+/// `y = x ∘ mask · scale` over `[rows, x.len() / rows]`, the mask `draw`'s (Dropout's forward;
+/// its backward passes dy and dx).
+pub fn dropout(shape: Shape, y: &mut [f32], x: &[f32], rows: usize, draw: overlap_runtime::DropoutDraw) {
+    holds(y, x.len(), "y");
+    assert!(rows > 0 && x.len().is_multiple_of(rows), "{} elements are not {rows} rows", x.len());
+    // SAFETY: touches rows x cols elements of y and x, which both hold.
+    unsafe {
+        ffi::emu_dropout(
+            shape.grid,
+            shape.block,
+            y.as_mut_ptr(),
+            x.as_ptr(),
+            int(rows),
+            int(x.len() / rows),
+            draw.threshold(),
+            draw.scale(),
+            draw.stream(),
+            draw.first_row(),
+        )
+    }
+}
+
 /// `run()`, with every launch's blocks run last to first instead of first to last. A GPU runs a
 /// grid's blocks in any order, so no kernel's results may depend on it: kernels that other tests
 /// launch meanwhile compute the same either way (every kernel's block writes outputs of its own).

@@ -9,7 +9,8 @@ use common::{assert_close, values};
 use kernel_emulation::launch_shapes::{column_tiles, elementwise, per_row, THREADS};
 use kernel_emulation::{self as emu, Activation, RowStats, Shape};
 use overlap_runtime::{
-    CrossEntropyLoss, Embedding, Gelu, Layer, LayerNorm, Matrix, PositionEmbedding, Relu, Sigmoid, StepContext, Tanh,
+    CrossEntropyLoss, Dropout, Embedding, Gelu, Layer, LayerNorm, Matrix, PositionEmbedding, Relu, Sigmoid,
+    StepContext, Tanh,
 };
 
 /// A grid too small for its elements: every thread loops (the backend's grids are capped).
@@ -47,6 +48,30 @@ fn element_wise_layers_match_the_cpu_layers() {
             let saved = if f.backward_reads_output() { &y } else { x.as_slice() };
             emu::activation_backward(shape, f, &mut dx, saved, dy.as_slice());
             assert_close(&dx, &want_dx, tol, &format!("{at} backward"));
+        }
+    }
+}
+
+#[test]
+fn dropout_draws_the_cpu_layers_mask_bit_for_bit() {
+    // Rows far into the run (row keys with high bits set), a wide row, and every rate's extremes.
+    let (rows, cols) = (5, 1031);
+    let x = Matrix::from_vec(rows, cols, values(rows * cols, 8, 2.0));
+    let dy = Matrix::from_vec(rows, cols, values(rows * cols, 9, 2.0));
+    for (rate, first_row) in [(0.1f32, 0u64), (0.5, 3 << 40), (0.9, 12_345)] {
+        let draw = overlap_runtime::DropoutDraw::new(rate, 1337, first_row).for_layer(7);
+        let ctx = StepContext::rows(rows).with_dropout(draw);
+        let (mut want_y, mut want_dx) = (Matrix::default(), Matrix::default());
+        Dropout.forward(&ctx, &x, &mut want_y, &mut ());
+        Dropout.backward(&ctx, &x, &want_y, &(), &dy, &mut [], false, Some(&mut want_dx));
+        assert!(want_y.as_slice().contains(&0.0), "rate {rate} dropped nothing");
+        for shape in [elementwise(rows * cols), LOOPING] {
+            let mut y = vec![f32::NAN; rows * cols];
+            emu::dropout(shape, &mut y, x.as_slice(), rows, draw);
+            assert_eq!(y, want_y.as_slice(), "rate {rate} forward in {shape:?}");
+            let mut dx = vec![f32::NAN; rows * cols];
+            emu::dropout(shape, &mut dx, dy.as_slice(), rows, draw);
+            assert_eq!(dx, want_dx.as_slice(), "rate {rate} backward in {shape:?}");
         }
     }
 }

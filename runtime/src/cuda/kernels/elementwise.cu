@@ -116,3 +116,36 @@ extern "C" __global__ void add_into(float* y, const float* a, int n) {
         y[i] += a[i];
     }
 }
+
+// Dropout's multipliers, hashed from where each element is (runtime/src/layer/dropout.rs
+// computes the same, bit for bit): SplitMix64 of the stream and the run-wide row gives the row's
+// key, two MurmurHash3 finalisers of it and the column give a 24-bit draw, and the element is
+// kept with `scale` when the draw is at least `threshold`, zeroed otherwise (by a multiplication,
+// so that NaN and infinity give NaN, as the CPU and PyTorch do). Forward passes x and y, backward
+// dy and dx: the same mask.
+__device__ unsigned long long dropout_splitmix64(unsigned long long x) {
+    unsigned long long z = x + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+__device__ unsigned int dropout_fmix32(unsigned int h) {
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    return h ^ (h >> 16);
+}
+
+extern "C" __global__ void dropout(float* y, const float* x, int rows, int cols, unsigned int threshold, float scale,
+                                   unsigned long long stream, unsigned long long first_row) {
+    long long n = (long long)rows * cols;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
+        const unsigned long long row = first_row + (unsigned long long)(i / cols);
+        const unsigned int col = (unsigned int)(i % cols);
+        const unsigned long long key = dropout_splitmix64(stream ^ (row * 0x9e3779b97f4a7c15ull));
+        const unsigned int draw = dropout_fmix32(dropout_fmix32(col ^ (unsigned int)key) ^ (unsigned int)(key >> 32)) >> 8;
+        y[i] = x[i] * (draw >= threshold ? scale : 0.0f);
+    }
+}
