@@ -21,7 +21,9 @@ the softmax scaled by 1/d instead of 1/sqrt(d), a head with a weight of its own 
 
 `--run N`: N steps of the example's defaults (2000: nanoGPT's CPU run) by ours and by the twin
 at the same time, one thread each, then both models' loss on the same held-out batches (the
-text's last 10%, 20 batches) and their median step times.
+text's last 10%, 20 batches) and their median step times. With `--dropout P`, both train with
+dropout P where nanoGPT drops (`drop`, attention's weights, `resid_dropout`, the MLP's `dropout`),
+each with its own masks, and the held-out losses, measured without it, must still agree.
 
 `--ddp N`: 2 ranks of 6 sequences each (the same global batch of 12), N steps: ours under mpirun
 against the twin under PyTorch DDP (gloo), one thread per rank, alternating, 3 rounds; the
@@ -79,7 +81,10 @@ class Text:
         return x, y
 
 
-def twin(torch, planted=None):
+def twin(torch, planted=None, dropout=0.0):
+    """nanoGPT's GPT in our structure and names; `dropout` where nanoGPT's is (after the
+    embeddings, on attention's weights, after attention's projection and after the MLP), dropping
+    only in training mode."""
     nn, F = torch.nn, torch.nn.functional
 
     class Attention(nn.Module):
@@ -92,7 +97,8 @@ def twin(torch, planted=None):
             b, t, c = x.shape
             q, k, v = (z.view(b, t, HEADS, c // HEADS).transpose(1, 2) for z in self.c_attn(x).split(c, dim=2))
             if planted is None:
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout if self.training else 0.0,
+                                                   is_causal=True)
             else:
                 d = c // HEADS
                 scale = 1.0 / d if planted == "scale" else 1.0 / math.sqrt(d)
@@ -107,9 +113,10 @@ def twin(torch, planted=None):
             super().__init__()
             self.ln_1 = nn.LayerNorm(WIDTH)
             self.attn = Attention()
+            self.resid_dropout = nn.Dropout(dropout)
 
         def forward(self, x):
-            return x + self.attn(self.ln_1(x))
+            return x + self.resid_dropout(self.attn(self.ln_1(x)))
 
     class Mlp(nn.Module):
         def __init__(self):
@@ -118,9 +125,10 @@ def twin(torch, planted=None):
             self.c_fc = nn.Linear(WIDTH, 4 * WIDTH)
             self.gelu = nn.GELU(approximate="tanh")
             self.c_proj = nn.Linear(4 * WIDTH, WIDTH)
+            self.dropout = nn.Dropout(dropout)
 
         def forward(self, x):
-            return x + self.c_proj(self.gelu(self.c_fc(self.ln_2(x))))
+            return x + self.dropout(self.c_proj(self.gelu(self.c_fc(self.ln_2(x)))))
 
     class Block(nn.Module):
         def __init__(self):
@@ -136,6 +144,7 @@ def twin(torch, planted=None):
             super().__init__()
             self.wte = nn.Embedding(VOCAB, WIDTH)
             self.wpe = nn.Embedding(CONTEXT, WIDTH)
+            self.drop = nn.Dropout(dropout)
             self.h = nn.ModuleList(Block() for _ in range(LAYERS))
             self.ln_f = nn.LayerNorm(WIDTH)
             self.lm_head = nn.Linear(WIDTH, VOCAB, bias=False)
@@ -143,7 +152,7 @@ def twin(torch, planted=None):
                 self.lm_head.weight = self.wte.weight
 
         def forward(self, idx):
-            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+            x = self.drop(self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device)))
             for block in self.h:
                 x = block(x)
             return self.lm_head(self.ln_f(x))
@@ -257,15 +266,17 @@ def numerics(torch, load_file, binary, text_path, steps, work):
 
 
 def held_out_loss(torch, model, text, batches=20):
+    model.eval()  # no dropout, as ours measures it
     with torch.no_grad():
         losses = []
         for k in range(batches):
             x, y = text.batch(torch, k * BATCH, BATCH, held_out=True)
             losses.append(float(torch.nn.functional.cross_entropy(model(x).view(-1, VOCAB), y.view(-1))))
+    model.train()
     return sum(losses) / len(losses)
 
 
-def whole_run(torch, load_file, binary, text_path, steps, work):
+def whole_run(torch, load_file, binary, text_path, steps, work, dropout=0.0):
     text = Text(text_path)
     init = os.path.join(work, "init.safetensors")
     ours(binary, text_path, init, 1, extra=["--optimizer", "sgd", "--momentum", "0", "--lr", "1e-30",
@@ -274,9 +285,9 @@ def whole_run(torch, load_file, binary, text_path, steps, work):
     # Ours in the background, the twin here: the same two cores' worth of machine for both.
     cmd = [binary, "--text", text_path, "--steps", str(steps), "--init-params", init, "--report", "off",
            "--eval-every", str(steps), "--eval-batches", "20", "--log-every", str(max(steps // 10, 1)),
-           "--save-params", final]
+           "--save-params", final, "--dropout", str(dropout)]
     mine = subprocess.Popen(cmd, env=jobs.ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    model = twin(torch)
+    model = twin(torch, dropout=dropout)
     model.load_state_dict(with_head(load_file(init)), strict=True)
     trainer, times = Trainer(torch, model), []
     for step in range(steps):
@@ -388,6 +399,8 @@ def main():
     p.add_argument("--text", help="a UTF-8 file [default: this script]")
     p.add_argument("--steps", type=int, default=10, help="steps compared one by one")
     p.add_argument("--run", type=int, metavar="N", help="instead: a whole run of N steps, then held-out losses")
+    p.add_argument("--dropout", type=float, default=0.0, metavar="P",
+                   help="with --run: both train with dropout P where nanoGPT drops (each its own masks)")
     p.add_argument("--ddp", type=int, metavar="N", help="instead: N steps on 2 ranks against PyTorch DDP (gloo)")
     p.add_argument("--gpu-speed", type=int, metavar="N", help="instead: the twin's median step on the GPU over N steps")
     args = p.parse_args()
@@ -407,7 +420,7 @@ def main():
     if args.ddp:
         failures = ddp_comparison(torch, binary, text, args.ddp, work)
     elif args.run:
-        failures = whole_run(torch, load_file, binary, text, args.run, work)
+        failures = whole_run(torch, load_file, binary, text, args.run, work, args.dropout)
     else:
         print("largest per-tensor relative distance to the float64 twin (and to the float32 twin)")
         failures = numerics(torch, load_file, binary, text, args.steps, work)

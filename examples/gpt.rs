@@ -22,6 +22,11 @@
 //! and the residual projections (the parameters whose path ends in `c_proj.weight`, in attention
 //! and in the MLP) at N(0, (0.02/√(2·4))²), as nanoGPT scales them for 4 blocks. The vocabulary is
 //! at most 96 characters.
+//!
+//! `--dropout P` drops where nanoGPT's `dropout` does: after the embeddings (`drop`), attention's
+//! weights (inside `CausalSelfAttention`, nanoGPT's `attn_dropout`), after attention's output
+//! projection (`resid_dropout`) and after the MLP (`dropout`). The default, nanoGPT's CPU run's,
+//! is 0: the `Dropout` layers then copy their input.
 
 use overlap::prelude::*;
 

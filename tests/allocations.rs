@@ -112,17 +112,20 @@ pub mod tiny_gpt {
 }
 
 /// `after_warm_up` of the GPT on 4 sequences of 8 tokens, with AdamW and clipping by the global
-/// norm (the step that waits for every bucket first).
+/// norm (the step that waits for every bucket first), and attention dropping its weights, each
+/// step other ones.
 fn count_gpt_allocations(comm: &Communicator) -> usize {
     use tiny_gpt::{TinyGpt, TinyGptWorkspace};
     let mut model = TinyGpt::new(comm, 0).unwrap();
     let (grads, mut ws) = (model.new_grads(), TinyGptWorkspace::default());
     let mut optimizer = AdamW::new(1e-3).clip_grad_norm(0.5);
-    let ctx = StepContext::sequences(4, 8);
+    let mut first_row = 0;
     let tokens = Matrix::from_vec(32, 1, (0..32).map(|i| (i * 7 % 20) as f32).collect());
     let labels: Vec<usize> = (0..32).map(|i| (i * 7 + 1) % 20).collect();
     let mut dlogits = Matrix::default();
     let step = |grads: <TinyGpt as DistributedModel>::Grads| {
+        first_row += 32;
+        let ctx = StepContext::sequences(4, 8).with_dropout(overlap::DropoutDraw::new(0.2, 1, first_row));
         let logits = model.forward_with(&ctx, &tokens, &mut ws);
         CrossEntropyLoss.forward_backward(logits, &labels, &mut dlogits);
         let in_flight = model.backward(&mut ws, &dlogits, grads, comm, &mut optimizer);
@@ -200,23 +203,41 @@ fn a_step_after_warm_up_allocates_nothing() {
     println!("PowerSGD: 5 steps after warm-up: {allocations} allocations");
     assert_eq!(allocations, 0, "allocations in 5 PowerSGD steps after warm-up");
     let allocations = count_gpt_allocations(&Communicator::single());
-    println!("GPT with clipping: 5 steps after warm-up: {allocations} allocations");
+    println!("GPT with clipping and dropout: 5 steps after warm-up: {allocations} allocations");
     assert_eq!(allocations, 0, "allocations in 5 GPT steps after warm-up");
 }
 
 /// The bytes one forward and backward of the GPT leave allocated (the workspace, the loss's
 /// gradient, attention's scratch), with the gradient buckets made before, against
 /// `memory::activation_bytes_of`: the report's memory line and the preflight refusal use it.
+/// With dropout too, where attention keeps its dropped weights beside the softmax's.
 #[test]
 fn the_memory_estimate_counts_what_a_step_keeps() {
-    use tiny_gpt::{TinyGpt, TinyGptWorkspace};
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    for rate in [0.0, 0.2] {
+        // On a thread of its own: attention's scratch is kept per thread, and the second step on
+        // one thread would find it made.
+        let (kept, estimate) = std::thread::spawn(move || kept_and_estimated(rate)).join().unwrap();
+        println!("dropout {rate}: one step keeps {kept} bytes; the estimate is {estimate}");
+        assert!(
+            (0.95..=1.05).contains(&(estimate / kept)),
+            "dropout {rate}: estimate {estimate} bytes for {kept} kept"
+        );
+    }
+}
+
+/// What one GPT step at dropout `rate` keeps allocated, and the estimate of it.
+fn kept_and_estimated(rate: f32) -> (f64, f64) {
+    use tiny_gpt::{TinyGpt, TinyGptWorkspace};
     let comm = Communicator::single();
     let mut model = TinyGpt::new(&comm, 0).unwrap();
     let grads = model.new_grads();
     let mut optimizer = Sgd::new(0.1);
     let (sequences, positions) = (16, 8);
-    let ctx = StepContext::sequences(sequences, positions);
+    let mut ctx = StepContext::sequences(sequences, positions);
+    if rate > 0.0 {
+        ctx = ctx.with_dropout(overlap::DropoutDraw::new(rate, 1, 0));
+    }
     let rows = sequences * positions;
     let tokens = Matrix::from_vec(rows, 1, (0..rows).map(|i| (i * 7 % 20) as f32).collect());
     let labels: Vec<usize> = (0..rows).map(|i| (i * 7 + 1) % 20).collect();
@@ -228,9 +249,8 @@ fn the_memory_estimate_counts_what_a_step_keeps() {
     comm.backward_done();
     let kept = (LIVE_BYTES.load(Ordering::Relaxed) - before) as f64;
     drop(model.step(in_flight, &mut optimizer).unwrap());
-    let estimate = overlap::memory::activation_bytes_of::<TinyGpt>(sequences, positions).unwrap() as f64;
-    println!("one step keeps {kept} bytes; the estimate is {estimate}");
-    assert!((0.95..=1.05).contains(&(estimate / kept)), "estimate {estimate} bytes for {kept} kept");
+    let estimate = overlap::memory::activation_bytes_of::<TinyGpt>(sequences, positions, rate).unwrap() as f64;
+    (kept, estimate)
 }
 
 #[test]

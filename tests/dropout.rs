@@ -76,7 +76,7 @@ fn bad_rates_and_a_model_without_dropout_are_refused_by_name() {
     }
     let mut model = Undropped::new(&comm, 3).unwrap();
     let e = Trainer::new(&comm).dropout(0.2, 0).fit(&mut model, &mut data, &CrossEntropyLoss).unwrap_err();
-    assert!(e.to_string().contains("`DropoutConfig::rate` 0.2: Undropped has no `Dropout` layer"), "{e}");
+    assert!(e.to_string().contains("`DropoutConfig::rate` 0.2: Undropped has no `Dropout` layer nor attention"), "{e}");
     // Rate 0 is no dropout, with or without the layer.
     Trainer::new(&comm)
         .steps(1)

@@ -169,7 +169,8 @@ fn shards_and_settings_that_do_not_fit_are_refused_before_step_1() {
 }
 
 /// Shards without `vocabulary.txt` (llm.c's, or copied without it) resume a run trained on a
-/// text: its checkpoints keep the vocabulary the run started with, which later runs check.
+/// text, or start from its parameters: its checkpoints and parameter files keep the vocabulary
+/// the run started with, which later runs check, and a sample prints it.
 #[test]
 fn a_resumed_run_keeps_the_vocabulary_its_data_does_not_record() {
     let dir = scratch("tokens-vocabulary");
@@ -181,12 +182,11 @@ fn a_resumed_run_keeps_the_vocabulary_its_data_does_not_record() {
     assert!(ok, "{text}");
     let vocabulary = std::fs::read_to_string(dir.path().join("shards/vocabulary.txt")).unwrap();
     std::fs::remove_file(dir.path().join("shards/vocabulary.txt")).unwrap();
-    let (ok, text) =
-        run("gpt", dir.path(), &[&common[..], &["--tokens", "shards", "--steps", "3", "--resume", "ck"]].concat());
-    assert!(
-        ok && text.contains("note: the data records no vocabulary; the run's files keep the checkpoint's"),
-        "{text}"
-    );
+    let resume = ["--tokens", "shards", "--steps", "3", "--resume", "ck", "--sample", "30"];
+    let (ok, text) = run("gpt", dir.path(), &[&common[..], &resume].concat());
+    let note = "no vocabulary.txt: its token ids are read as the characters the checkpoint records, which the run's \
+                files record too";
+    assert!(ok && text.contains(note) && text.contains("sample (30 characters"), "{text}");
     let saved = dir.path().join("ck/step-00000003/model.safetensors");
     assert_eq!(overlap::params_file::load_vocabulary(&saved).unwrap(), Some(vocabulary));
     // So a text of other characters is still refused from that checkpoint.
@@ -194,4 +194,17 @@ fn a_resumed_run_keeps_the_vocabulary_its_data_does_not_record() {
     let (ok, text) =
         run("gpt", dir.path(), &[&common[..], &["--text", "other.txt", "--steps", "4", "--resume", "ck"]].concat());
     assert!(!ok && text.contains("step-00000003"), "{text}");
+    // Started from the parameters that checkpoint saved, the shards' run records them too.
+    let start = ["--tokens", "shards", "--steps", "1", "--init-params", "ck/step-00000003/model.safetensors"];
+    let (ok, text) = run("gpt", dir.path(), &[&common[..8], &start, &["--save-params", "next.st"]].concat());
+    assert!(ok && text.contains("characters --init-params records"), "{text}");
+    let vocabulary = std::fs::read_to_string(dir.path().join("play.txt")).unwrap();
+    let mut characters: Vec<char> = vocabulary.chars().collect();
+    characters.sort_unstable();
+    characters.dedup();
+    let recorded = overlap::params_file::load_vocabulary(&dir.path().join("next.st")).unwrap();
+    assert_eq!(recorded, Some(characters.into_iter().collect::<String>()));
+    let other = ["--text", "other.txt", "--steps", "1", "--init-params", "next.st"];
+    let (ok, text) = run("gpt", dir.path(), &[&common[..8], &other].concat());
+    assert!(!ok && text.contains("--init-params next.st"), "{text}");
 }

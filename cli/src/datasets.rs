@@ -13,6 +13,7 @@ use overlap_runtime::training_data::TrainingData;
 use overlap_runtime::{Dataset, DistributedModel, Error, Result};
 
 use crate::args::TrainArgs;
+use overlap_runtime::command_line::console;
 
 /// The training data the flags choose (the synthetic set unless `--text`, `--tokens` or `--data`
 /// names one), shaped for the model's input and output.
@@ -80,7 +81,8 @@ pub(crate) fn sample_context<M: DistributedModel>(args: &TrainArgs) -> Result<us
     context::<M>("--sample", args, features)
 }
 
-/// The characters of the vocabulary `--init-params` records, which the model must predict.
+/// The characters of the vocabulary `--init-params` or the checkpoint resumed records, which the
+/// model must predict.
 pub(crate) fn recorded_vocabulary<M: DistributedModel>(recorded: &str) -> Result<Vec<char>> {
     printable::<M>(Path::new("--init-params' vocabulary"), recorded)
 }
@@ -113,8 +115,10 @@ pub(crate) fn sample_vocabulary<M: DistributedModel>(
             )),
         };
     };
-    // The shards' vocabulary.txt may hold characters the training shards never use.
-    match (shards.vocabulary_file().zip(Dataset::vocabulary(shards)), recorded) {
+    // The shards' vocabulary.txt may hold characters the training shards never use; shards
+    // without one may have been given the one a checkpoint records (`adopt_recorded_vocabulary`).
+    let given = Dataset::vocabulary(shards);
+    match (shards.vocabulary_file().zip(given.clone()), given.as_deref().or(recorded)) {
         (Some((file, vocabulary)), _) => printable::<M>(&file, &vocabulary),
         (None, Some(recorded)) => recorded_vocabulary::<M>(recorded),
         (None, None) => Err(Error::Config(format!(
@@ -183,6 +187,30 @@ fn context<M: DistributedModel>(flag: &str, args: &TrainArgs, features: usize) -
     }
 }
 
+/// Token shards without a `vocabulary.txt` read as the vocabulary `recorded` by `from` (the file
+/// of `--init-params`, or the checkpoint resumed), which the run's checkpoints and parameter files
+/// then record too: a later `--resume` or `--init-params` from them is checked against it, and
+/// samples print it.
+pub(crate) fn adopt_recorded_vocabulary(
+    data: &mut TrainingData,
+    recorded: Option<(&str, &str)>,
+    rank: usize,
+) -> Result<()> {
+    let (TrainingData::Tokens(shards), Some((recorded, from))) = (data, recorded) else { return Ok(()) };
+    if shards.vocabulary().is_some() {
+        return Ok(());
+    }
+    shards.adopt_vocabulary(recorded, &format!("the vocabulary {from} records"))?;
+    if rank == 0 {
+        console::err_line(&format!(
+            "note: --tokens {} has no vocabulary.txt: its token ids are read as the characters {from} records, which \
+             the run's files record too",
+            shards.name()
+        ));
+    }
+    Ok(())
+}
+
 /// The held-out data of `data`: the text's validation split, the shards' `val` files, the IDX
 /// folder's test files, or synthetic samples no training reads.
 pub(crate) fn held_out<M: DistributedModel>(data: &TrainingData, args: &TrainArgs) -> Result<TrainingData> {
@@ -206,10 +234,14 @@ pub(crate) fn held_out<M: DistributedModel>(data: &TrainingData, args: &TrainArg
                     path.display()
                 )));
             }
-            let shards = TokenShards::open(&val, train.context()).map_err(|e| match e {
+            let mut shards = TokenShards::open(&val, train.context()).map_err(|e| match e {
                 Error::Dataset(why) => Error::Dataset(format!("{why} (held-out data: --eval-every 0 measures none)")),
                 other => other,
             })?;
+            // The vocabulary the training shards were given, when neither has a file.
+            if let (None, None, Some(given)) = (shards.vocabulary(), train.vocabulary_file(), train.vocabulary()) {
+                shards.adopt_vocabulary(&given, "the training shards' vocabulary")?;
+            }
             if shards.vocabulary() != train.vocabulary() {
                 return Err(Error::Dataset(format!("{}: another vocabulary than the training shards'", shards.name())));
             }

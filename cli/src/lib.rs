@@ -285,6 +285,16 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     datasets::refuse_outputs_over_held_out(args)?;
     let mut data = datasets::training_data::<M>(args)?;
     let (mut model, notes) = starting_model::<M>(args, comm, overlap_runtime::Dataset::vocabulary(&data))?;
+    let recorded = match (&notes.vocabulary, &args.resume) {
+        (Some(vocabulary), _) => Some((vocabulary.clone(), "--init-params")),
+        (None, Some(dir)) => overlap_runtime::checkpoint::recorded_vocabulary(dir).map(|v| (v, "the checkpoint")),
+        (None, None) => None,
+    };
+    datasets::adopt_recorded_vocabulary(
+        &mut data,
+        recorded.as_ref().map(|(v, from)| (v.as_str(), *from)),
+        comm.rank(),
+    )?;
     // Refused before training, not after it: a sample needs characters to print.
     let sample_vocab = (args.sample > 0)
         .then(|| datasets::sample_vocabulary::<M>(&data, notes.vocabulary.as_deref(), args))

@@ -4,7 +4,7 @@
 
 use overlap_plan::{assign_grad_slots, Schedule, Width, ELEM_BYTES};
 
-use crate::layer::{DeviceOp, StepContext};
+use crate::layer::{DeviceOp, DropoutDraw, StepContext};
 use crate::model::DistributedModel;
 
 /// The size of the run being observed: for the recording buffers and the memory estimate.
@@ -50,15 +50,20 @@ pub fn optimizer_state_bytes(schedule: &Schedule, run: &RunShape) -> Option<usiz
     run.optimizer_buffers.checked_mul(elements)?.checked_mul(ELEM_BYTES)
 }
 
-/// `activation_bytes` for model `M` on micro-batches of `batch` sequences of `positions` rows.
-pub fn activation_bytes_of<M: DistributedModel>(batch: usize, positions: usize) -> Option<usize> {
-    let ctx = StepContext::sequences(batch, positions.max(1));
+/// `activation_bytes` for model `M` on micro-batches of `batch` sequences of `positions` rows,
+/// trained with dropout at `dropout` (0: none).
+pub fn activation_bytes_of<M: DistributedModel>(batch: usize, positions: usize, dropout: f32) -> Option<usize> {
+    let mut ctx = StepContext::sequences(batch, positions.max(1));
+    if dropout > 0.0 && dropout < 1.0 {
+        ctx = ctx.with_dropout(DropoutDraw::new(dropout, 0, 0));
+    }
     activation_bytes(&M::SCHEDULE, M::DEVICE_OPS, M::RESIDUALS, &ctx)
 }
 
 /// What one micro-step keeps for backward, in bytes, as the generated workspace holds it: the
 /// input, every layer's output, each residual block's sum, what the built-in layers save
-/// besides (LayerNorm's row statistics; attention's queries, keys, values, heads and weights),
+/// besides (LayerNorm's row statistics; attention's queries, keys, values, heads and weights, and
+/// its weights after dropout when `ctx` drops),
 /// backward's gradient buffers, shared by liveness (`assign_grad_slots`), each as wide as the
 /// widest gradient it carries, and the loss's gradient; with the work buffers of attention's
 /// backward, the largest a layer takes while it runs. A user layer's own saved state is not
@@ -91,7 +96,8 @@ pub fn activation_bytes(
             DeviceOp::LayerNorm { .. } => per_row = per_row.checked_add(2)?,
             DeviceOp::CausalSelfAttention { width, heads } => {
                 per_row = per_row.checked_add(width.checked_mul(4)?)?;
-                let scores = ctx.positions().checked_mul(ctx.positions())?.checked_mul(heads)?;
+                let copies = if ctx.dropout().active() { 2 } else { 1 };
+                let scores = ctx.positions().checked_mul(ctx.positions())?.checked_mul(heads)?.checked_mul(copies)?;
                 per_sequence = per_sequence.checked_add(scores)?;
                 // Backward's gradients of the heads and of the queries, keys and values.
                 scratch_per_row = scratch_per_row.max(width.checked_mul(4)?);

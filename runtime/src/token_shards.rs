@@ -41,6 +41,8 @@ pub struct TokenShards {
     windows: u64,
     name: String,
     vocabulary: Option<String>,
+    /// Whether `vocabulary` is the file beside the shards (else it was given: `adopt_vocabulary`).
+    vocabulary_beside: bool,
     /// The shards' tokens, hashed as they were scanned at `open` (`fingerprint` adds the rest).
     tokens_hash: ContentHash,
     /// One window and its next token, and its bytes, reused by every `fill`.
@@ -78,26 +80,45 @@ impl TokenShards {
             [] => unreachable!("checked above"),
         };
         let vocabulary = read_vocabulary(&paths[0])?;
+        let vocabulary_beside = vocabulary.is_some();
         let (window, bytes) = (vec![0; context + 1], Vec::with_capacity(2 * (context + 1)));
-        let shards = TokenShards { shards, context, windows, name, vocabulary, tokens_hash, window, bytes };
-        // Past the saved vocabulary a token id stands for nothing, even where the model has rows.
+        let shards =
+            TokenShards { shards, context, windows, name, vocabulary, vocabulary_beside, tokens_hash, window, bytes };
         if let Some(vocabulary) = &shards.vocabulary {
-            let (largest, shard) = shards.max_token();
-            let known = vocabulary.chars().count();
-            if usize::from(largest) >= known {
-                return Err(Error::Dataset(format!(
-                    "{}: token id {largest} is past the {known} characters of {}",
-                    shard.display(),
-                    paths[0].with_file_name(VOCABULARY_FILE).display()
-                )));
-            }
+            shards.check_ids_in(vocabulary, &paths[0].with_file_name(VOCABULARY_FILE).display().to_string())?;
         }
         Ok(shards)
     }
 
+    /// Past a vocabulary a token id stands for nothing, even where the model has rows: refused,
+    /// naming the shard and `source`.
+    fn check_ids_in(&self, vocabulary: &str, source: &str) -> Result<()> {
+        let (largest, shard) = self.max_token();
+        let known = vocabulary.chars().count();
+        if usize::from(largest) >= known {
+            return Err(Error::Dataset(format!(
+                "{}: token id {largest} is past the {known} characters of {source}",
+                shard.display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Reads the token ids of shards without a `vocabulary.txt` as `vocabulary`'s characters (the
+    /// one a model's file records, named `source` in messages), so that the run's checkpoints and
+    /// parameter files record it in turn; refused when an id is past it. Shards with a
+    /// vocabulary of their own keep it.
+    pub fn adopt_vocabulary(&mut self, vocabulary: &str, source: &str) -> Result<()> {
+        if self.vocabulary.is_none() {
+            self.check_ids_in(vocabulary, source)?;
+            self.vocabulary = Some(vocabulary.to_string());
+        }
+        Ok(())
+    }
+
     /// The `vocabulary.txt` beside the shards, where they have one.
     pub fn vocabulary_file(&self) -> Option<PathBuf> {
-        self.vocabulary.is_some().then(|| self.shards[0].file.path.with_file_name(VOCABULARY_FILE))
+        self.vocabulary_beside.then(|| self.shards[0].file.path.with_file_name(VOCABULARY_FILE))
     }
 
     /// Tokens per sample.

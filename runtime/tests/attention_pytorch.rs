@@ -1,8 +1,9 @@
 //! Our `CausalSelfAttention` against nanoGPT's in PyTorch (`fixtures/attention_pytorch.py`,
 //! written by real PyTorch): the same parameters and input give the same output, and the same
-//! output gradient the same parameter and input gradients, to float32 rounding.
+//! output gradient the same parameter and input gradients, to float32 rounding; and the same on a
+//! training step that drops attention's weights (nanoGPT's `attn_dropout`, with our mask).
 
-use overlap_runtime::layer::{CausalSelfAttention, Layer, StepContext};
+use overlap_runtime::layer::{CausalSelfAttention, DropoutDraw, Layer, StepContext};
 use overlap_runtime::tensor::Matrix;
 use serde_json::Value;
 
@@ -17,6 +18,33 @@ fn relative(ours: &[f32], theirs: &[f32]) -> f32 {
     ours.iter().zip(theirs).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max) / scale
 }
 
+/// The output and gradients of `layer` on the fixture's input in `ctx`, against `want` (an
+/// object with `y`, `grads` and `dx`).
+fn compare(layer: &CausalSelfAttention<16, 4>, ctx: &StepContext, fixture: &Value, want: &Value, what: &str) {
+    let rows = ctx.row_count();
+    let x = Matrix::from_vec(rows, 16, values(&fixture["x"]));
+    let (mut y, mut saved) = (Matrix::default(), Default::default());
+    layer.forward(ctx, &x, &mut y, &mut saved);
+    let worst = relative(y.as_slice(), &values(&want["y"]));
+    println!("{what}, PyTorch {}: output within {worst:e}", fixture["torch"]);
+    assert!(worst < 1e-5, "{what}: output off by {worst:e}");
+
+    let dy = Matrix::from_vec(rows, 16, values(&fixture["dy"]));
+    let mut grads: Vec<Vec<f32>> =
+        <CausalSelfAttention<16, 4> as Layer>::PARAMS.iter().map(|p| vec![0.0; p.numel()]).collect();
+    let mut views: Vec<&mut [f32]> = grads.iter_mut().map(Vec::as_mut_slice).collect();
+    let mut dx = Matrix::default();
+    layer.backward(ctx, &x, &y, &saved, &dy, &mut views, false, Some(&mut dx));
+    for (def, grad) in <CausalSelfAttention<16, 4> as Layer>::PARAMS.iter().zip(&grads) {
+        let worst = relative(grad, &values(&want["grads"][def.name]));
+        println!("{what}, {}: gradient within {worst:e}", def.name);
+        assert!(worst < 1e-5, "{what}: {} gradient off by {worst:e}", def.name);
+    }
+    let worst = relative(dx.as_slice(), &values(&want["dx"]));
+    println!("{what}: input gradient within {worst:e}");
+    assert!(worst < 1e-5, "{what}: input gradient off by {worst:e}");
+}
+
 #[test]
 fn matches_nanogpts_attention_in_pytorch() {
     let fixture: Value =
@@ -29,26 +57,13 @@ fn matches_nanogpts_attention_in_pytorch() {
         layer.param_mut(i).copy_from_slice(&values(&fixture["params"][def.name]));
     }
     let ctx = StepContext::sequences(sequences, positions);
-    let rows = ctx.row_count();
-    let x = Matrix::from_vec(rows, 16, values(&fixture["x"]));
-    let (mut y, mut saved) = (Matrix::default(), Default::default());
-    layer.forward(&ctx, &x, &mut y, &mut saved);
-    let worst = relative(y.as_slice(), &values(&fixture["y"]));
-    println!("PyTorch {}: output within {worst:e}", fixture["torch"]);
-    assert!(worst < 1e-5, "output off by {worst:e}");
+    compare(&layer, &ctx, &fixture, &fixture, "no dropout");
 
-    let dy = Matrix::from_vec(rows, 16, values(&fixture["dy"]));
-    let mut grads: Vec<Vec<f32>> =
-        <CausalSelfAttention<16, 4> as Layer>::PARAMS.iter().map(|p| vec![0.0; p.numel()]).collect();
-    let mut views: Vec<&mut [f32]> = grads.iter_mut().map(Vec::as_mut_slice).collect();
-    let mut dx = Matrix::default();
-    layer.backward(&ctx, &x, &y, &saved, &dy, &mut views, false, Some(&mut dx));
-    for (def, grad) in <CausalSelfAttention<16, 4> as Layer>::PARAMS.iter().zip(&grads) {
-        let worst = relative(grad, &values(&fixture["grads"][def.name]));
-        println!("{}: gradient within {worst:e}", def.name);
-        assert!(worst < 1e-5, "{} gradient off by {worst:e}", def.name);
-    }
-    let worst = relative(dx.as_slice(), &values(&fixture["dx"]));
-    println!("input gradient within {worst:e}");
-    assert!(worst < 1e-5, "input gradient off by {worst:e}");
+    // As the layer at index `layer` of a model sees a training step's context (`for_layer`).
+    let dropout = &fixture["dropout"];
+    let number = |key: &str| dropout[key].as_f64().unwrap_or_else(|| panic!("dropout.{key} is a number"));
+    assert!(number("dropped") > 10.0, "the fixture's mask drops {} weights", number("dropped"));
+    let draw = DropoutDraw::new(number("rate") as f32, number("seed") as u64, number("first_row") as u64)
+        .for_layer(number("layer") as usize);
+    compare(&layer, &ctx.with_dropout(draw), &fixture, dropout, "dropping the weights");
 }

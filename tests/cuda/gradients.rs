@@ -76,7 +76,11 @@ fn attention_gradients_match_the_cpu() {
     let ids: Vec<f32> = (0..18).map(|i| ((i * 5 + i / 6) % 13) as f32).collect();
     let labels: Vec<usize> = (0..18).map(|i| (i * 7 + 2) % 13).collect();
     let ctx = StepContext::sequences(3, 6);
-    assert_same_gradients_on(tiny_gpt::TinyGpt::init(6), &ctx, &Matrix::from_vec(18, 1, ids), &labels);
+    let ids = Matrix::from_vec(18, 1, ids);
+    assert_same_gradients_on(tiny_gpt::TinyGpt::init(6), &ctx, &ids, &labels);
+    // Dropping the weights: the GPU's kernel draws the CPU's masks, in forward and backward.
+    let dropping = ctx.with_dropout(overlap::DropoutDraw::new(0.3, 4, 36));
+    assert_same_gradients_on(tiny_gpt::TinyGpt::init(6), &dropping, &ids, &labels);
 }
 
 #[test]

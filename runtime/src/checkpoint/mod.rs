@@ -171,6 +171,15 @@ fn without_prefix(error: &Error) -> String {
     message.strip_prefix("checkpoint: ").map_or(message.clone(), str::to_string)
 }
 
+/// The vocabulary the newest checkpoint in `dir` records (`RunAbout::vocabulary`), read before a
+/// resume (for a sample's characters); `None` when it records none or cannot be read, which the
+/// resume itself then reports.
+pub fn recorded_vocabulary(dir: &Path) -> Option<String> {
+    let name = latest_name(dir).ok()?;
+    let state = State::read(&dir.join(name).join(STATE_FILE)).ok()?;
+    state.run?.vocabulary
+}
+
 /// Restores `model` and `optimizer` from the newest checkpoint in `dir` and says where training
 /// stands; returns rank `rank`'s PowerSGD state (of `world` ranks) for the buckets. Any
 /// difference between the checkpoint and this model, optimizer or world size is an error that

@@ -1,7 +1,8 @@
 //! Causal self-attention on the GPU: `c_attn` and `c_proj` as linear layers, each head's scores
 //! and weighted values as cuBLAS products on strided views inside the `[rows, 3D]` queries, keys
 //! and values and the `[rows, D]` heads (no copies; one strided-batched call per head over every
-//! sequence), and the causal softmax and its backward as kernels (`kernels/attention.cu`). The
+//! sequence), and the causal softmax and its backward as kernels (`kernels/attention.cu`); on a
+//! step with dropout, the weights dropped by `Dropout`'s kernel, which draws the host's masks. The
 //! same math as `layer::CausalSelfAttention` on the host.
 
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
@@ -10,6 +11,7 @@ use super::gpu::{cuda, Gpu};
 use super::ops;
 use super::storage::{AttentionBuffers, GpuSaved, GpuTensor};
 use crate::error::{Error, Result};
+use crate::layer::DropoutDraw;
 
 pub(super) use super::products::Attention;
 use super::products::HeadProduct;
@@ -26,13 +28,14 @@ fn per_head(
 }
 
 impl Attention {
-    /// `c_attn`, each head's scores, the causal softmax, each head's weighted values, `c_proj`.
+    /// `c_attn`, each head's scores, the causal softmax, dropout of the weights when `draw` (the
+    /// layer's, `for_weights`) drops, each head's weighted values, `c_proj`.
     pub(super) fn forward(
         &self,
         gpu: &Gpu,
         x: &GpuTensor,
         params: [CudaView<f32>; 4],
-        b: &mut AttentionBuffers,
+        (b, draw): (&mut AttentionBuffers, DropoutDraw),
         y: &mut GpuTensor,
     ) -> Result<()> {
         let (d, t, hd, rows) = (self.width, self.t, self.head(), self.rows());
@@ -42,22 +45,32 @@ impl Attention {
             per_head(gpu, self.head_scores(h), (&b.qkv, &b.qkv), &mut b.probs)?;
         }
         let scale = 1.0 / (hd as f32).sqrt();
-        ops::causal_softmax(gpu, (self.sequences * self.heads * t, t), scale, &mut b.probs.slice_mut(..self.scores()))?;
+        let weight_rows = self.sequences * self.heads * t;
+        ops::causal_softmax(gpu, (weight_rows, t), scale, &mut b.probs.slice_mut(..self.scores()))?;
+        let weighed = match &mut b.dropped {
+            Some(dropped) if draw.active() => {
+                let probs = b.probs.slice(..self.scores());
+                ops::dropout(gpu, (weight_rows, t), draw, probs, &mut dropped.slice_mut(..self.scores()))?;
+                &*dropped
+            }
+            _ => &b.probs,
+        };
         for h in 0..self.heads {
-            per_head(gpu, self.head_values(h), (&b.probs, &b.qkv), &mut b.heads)?;
+            per_head(gpu, self.head_values(h), (weighed, &b.qkv), &mut b.heads)?;
         }
         ops::linear_forward(gpu, (d, d, rows), b.heads.slice(..rows * d), wp, bp, &mut y.view_mut())
     }
 
-    /// `c_proj`'s gradients and the heads'; per head dP = dy·vᵀ and dv = Pᵀ·dy; the softmax's
-    /// backward; per head dq = dS·k and dk = dSᵀ·q; `c_attn`'s gradients and the input's.
+    /// `c_proj`'s gradients and the heads'; per head dP = dy·vᵀ and dv = Pᵀ·dy (P as dropped, and
+    /// dP masked as P was, when `draw` drops); the softmax's backward; per head dq = dS·k and
+    /// dk = dSᵀ·q; `c_attn`'s gradients and the input's.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn backward(
         &self,
         gpu: &Gpu,
         (x, dy): (&GpuTensor, &GpuTensor),
         [wa, wp]: [CudaView<f32>; 2],
-        b: &AttentionBuffers,
+        (b, draw): (&AttentionBuffers, DropoutDraw),
         (d_heads, d_qkv, ds): (&mut CudaSlice<f32>, &mut CudaSlice<f32>, &mut CudaSlice<f32>),
         [dwa, dba, dwp, dbp]: [&mut CudaViewMut<f32>; 4],
         accumulate: bool,
@@ -67,12 +80,16 @@ impl Attention {
         let heads_out = b.heads.slice(..rows * d);
         let d_heads_out = &mut d_heads.slice_mut(..rows * d);
         ops::linear_backward(gpu, (d, d, rows), (heads_out, wp, dy.view()), (dwp, dbp), accumulate, Some(d_heads_out))?;
+        let dropped = b.dropped.as_ref().filter(|_| draw.active());
         for h in 0..self.heads {
             per_head(gpu, self.head_weights_gradient(h), (d_heads, &b.qkv), ds)?;
-            per_head(gpu, self.head_values_gradient(h), (&b.probs, d_heads), d_qkv)?;
+            per_head(gpu, self.head_values_gradient(h), (dropped.unwrap_or(&b.probs), d_heads), d_qkv)?;
+        }
+        let (scores, probs) = (self.scores(), b.probs.slice(..self.scores()));
+        if dropped.is_some() {
+            ops::dropout_in_place(gpu, (self.sequences * self.heads * t, t), draw, &mut ds.slice_mut(..scores))?;
         }
         let scale = 1.0 / (hd as f32).sqrt();
-        let (scores, probs) = (self.scores(), b.probs.slice(..self.scores()));
         ops::causal_softmax_backward(
             gpu,
             (self.sequences * self.heads * t, t),
@@ -89,11 +106,13 @@ impl Attention {
     }
 }
 
-/// Attention's buffers for this call's shape, allocated on first use or to grow.
+/// Attention's buffers for this call's shape, allocated on first use or to grow; the dropped
+/// weights' too when `dropping`.
 pub(super) fn attention_buffers<'s>(
     gpu: &Gpu,
     saved: &'s mut GpuSaved,
     shape: Attention,
+    dropping: bool,
 ) -> Result<&'s mut AttentionBuffers> {
     let (rows, d) = (shape.rows(), shape.width);
     fits_the_kernels(shape)?;
@@ -107,9 +126,15 @@ pub(super) fn attention_buffers<'s>(
             qkv: alloc(rows * 3 * d)?,
             probs: alloc(shape.scores())?,
             heads: alloc(rows * d)?,
+            dropped: None,
         });
     }
-    Ok(saved.attention.as_mut().expect("allocated above"))
+    let buffers = saved.attention.as_mut().expect("allocated above");
+    if dropping && buffers.dropped.as_ref().is_none_or(|d| d.len() < shape.scores()) {
+        let dropped = gpu.compute().alloc_zeros::<f32>(shape.scores().max(1));
+        buffers.dropped = Some(dropped.map_err(cuda("allocating attention's dropped weights"))?);
+    }
+    Ok(buffers)
 }
 
 /// Refuses a shape whose projection or scores pass what the kernels address with an `int`, as

@@ -37,6 +37,7 @@ pub const KERNEL_SOURCES: &[KernelSource] = &[
             "add",
             "add_into",
             "dropout",
+            "dropout_in_place",
         ],
     },
     KernelSource {

@@ -227,6 +227,18 @@ pub fn dropout(gpu: &Gpu, (rows, cols): (usize, usize), draw: DropoutDraw, x: In
     launch("dropout", unsafe { args.launch(elementwise(rows * cols)) })
 }
 
+/// `x = x ∘ mask · scale` in place (attention's weight gradients, masked as the weights were).
+pub fn dropout_in_place(gpu: &Gpu, (rows, cols): (usize, usize), draw: DropoutDraw, x: Out) -> Result<()> {
+    let (rows_, cols_) = (int(rows), int(cols));
+    let (threshold, scale, stream, first_row) = (draw.threshold(), draw.scale(), draw.stream(), draw.first_row());
+    let mut args = gpu.compute().launch_builder(gpu.kernel("dropout_in_place"));
+    args.arg(x).arg(&rows_).arg(&cols_).arg(&threshold).arg(&scale).arg(&stream).arg(&first_row);
+    // SAFETY: dropout_in_place(float* x, int rows, int cols, unsigned int threshold, float scale,
+    // unsigned long long stream, unsigned long long first_row) touches `rows * cols` elements of
+    // x, which exist.
+    launch("dropout_in_place", unsafe { args.launch(elementwise(rows * cols)) })
+}
+
 /// The squares of `x`'s `n` elements summed in f64 into `CLIP_BLOCKS` partial sums.
 pub fn sum_squares(gpu: &Gpu, n: usize, x: In, partials: &mut CudaViewMut<f64>) -> Result<()> {
     let n_ = int(n);

@@ -199,9 +199,10 @@ impl Compute<Cuda> for GpuExec<'_> {
             DeviceOp::CausalSelfAttention { width, heads } => {
                 y.resize(gpu, rows, width)?;
                 let shape = Attention { sequences: ctx.sequence_count(), t: ctx.positions(), width, heads };
-                let buffers = attention_buffers(gpu, saved, shape)?;
+                let draw = ctx.for_layer(index).dropout().for_weights(heads);
+                let buffers = attention_buffers(gpu, saved, shape, draw.active())?;
                 let params = [0, 1, 2, 3].map(|p| self.step.params.of_layer(index, p));
-                self.step.timeline.span(gpu, activity, |gpu| shape.forward(gpu, x, params, buffers, y))
+                self.step.timeline.span(gpu, activity, |gpu| shape.forward(gpu, x, params, (buffers, draw), y))
             }
             DeviceOp::Dropout => {
                 y.resize(gpu, x.rows(), x.cols())?;
@@ -293,6 +294,7 @@ impl Compute<Cuda> for GpuExec<'_> {
             (DeviceOp::CausalSelfAttention { width, heads }, [dwa, dba, dwp, dbp]) => {
                 let shape = Attention { sequences: ctx.sequence_count(), t: ctx.positions(), width, heads };
                 let buffers = saved.attention.as_ref().expect("forward saved attention's buffers");
+                let draw = ctx.for_layer(index).dropout().for_weights(heads);
                 for (buffer, n) in self.step.scratch.iter_mut().zip([rows * width, rows * 3 * width, shape.scores()]) {
                     at_least(gpu, buffer, n)?;
                 }
@@ -304,7 +306,8 @@ impl Compute<Cuda> for GpuExec<'_> {
                 timeline.span(gpu, activity, |gpu| {
                     let mut dx = dx.map(GpuTensor::view_mut);
                     let work = (d_heads, d_qkv, ds);
-                    shape.backward(gpu, (x, dy), params, buffers, work, [dwa, dba, dwp, dbp], accumulate, dx.as_mut())
+                    let saved = (buffers, draw);
+                    shape.backward(gpu, (x, dy), params, saved, work, [dwa, dba, dwp, dbp], accumulate, dx.as_mut())
                 })
             }
             (DeviceOp::Dropout, []) => match dx {

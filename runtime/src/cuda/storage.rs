@@ -181,11 +181,13 @@ pub struct GpuSaved {
     pub(super) attention: Option<AttentionBuffers>,
 }
 
-/// `[rows, 3D]` queries, keys and values, `[sequences, heads, t, t]` weights, `[rows, D]` heads.
+/// `[rows, 3D]` queries, keys and values, `[sequences, heads, t, t]` weights, `[rows, D]` heads;
+/// and the weights after dropout, on steps that drop (allocated by the first).
 pub(super) struct AttentionBuffers {
     pub(super) qkv: CudaSlice<f32>,
     pub(super) probs: CudaSlice<f32>,
     pub(super) heads: CudaSlice<f32>,
+    pub(super) dropped: Option<CudaSlice<f32>>,
 }
 
 /// `buffer` holding at least `n` elements: kept, or replaced by a larger one.

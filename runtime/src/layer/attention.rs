@@ -6,12 +6,15 @@
 //! sequence's rows come from the step context. Those over the scores go panel by panel
 //! (`PANEL` positions), each over the keys its rows may see: of the masked half of the square,
 //! about half of attention's product work at long contexts, only the triangles inside the
-//! diagonal panels are computed.
+//! diagonal panels are computed. A training step with dropout drops attention's weights after the
+//! softmax, as nanoGPT's `attn_dropout` does: `P·v` and `dv` read the dropped weights, kept beside
+//! the softmax's, which its backward needs.
 
 use overlap_plan::Width;
 
 use super::context::StepContext;
 use super::contract::{assert_not_lent, DeviceOp, Layer, ParamDef};
+use super::dropout::DropoutDraw;
 use super::exp::exp;
 use super::lanes::{self, LANES};
 use super::linear::column_sums;
@@ -43,6 +46,9 @@ pub struct AttentionSaved {
     probs: Vec<f32>,
     /// `[rows, D]`: the heads' outputs side by side, before `c_proj`.
     heads: Vec<f32>,
+    /// `[sequences, H, T, T]`: the weights after dropout, on a step that drops (`probs` is read
+    /// in their place on one that does not).
+    dropped: Vec<f32>,
 }
 
 /// Positions per causal panel: a multiple of `LANES`, so that the softmax's whole vectors stay
@@ -105,6 +111,26 @@ fn causal_softmax(scores: &mut [f32], t: usize, first: usize) {
     }
 }
 
+/// Rows of the heads' weights, `t` long, of which the first `seen` are read, dropped from `from`
+/// into `to`; `first` is the first row's index in the micro-batch's weights (`[sequences, H, T]`
+/// rows), which `draw` (`DropoutDraw::for_weights`) masks as the run's.
+fn drop_rows(draw: DropoutDraw, first: usize, (from, to): (&[f32], &mut [f32]), (t, seen): (usize, usize)) {
+    for (i, (from, to)) in from.chunks_exact(t).zip(to.chunks_exact_mut(t)).enumerate() {
+        for ((to, &p), factor) in to[..seen].iter_mut().zip(&from[..seen]).zip(draw.row_factors(first + i)) {
+            *to = p * factor;
+        }
+    }
+}
+
+/// [`drop_rows`] in place (the weights' gradients, masked as the weights were).
+fn mask_rows(draw: DropoutDraw, first: usize, rows: &mut [f32], (t, seen): (usize, usize)) {
+    for (i, row) in rows.chunks_exact_mut(t).enumerate() {
+        for (value, factor) in row[..seen].iter_mut().zip(draw.row_factors(first + i)) {
+            *value *= factor;
+        }
+    }
+}
+
 impl<const D: usize, const H: usize> CausalSelfAttention<D, H> {
     /// Features per head; a width that does not split evenly stops the build.
     const HEAD: usize = {
@@ -142,13 +168,19 @@ impl<const D: usize, const H: usize> CausalSelfAttention<D, H> {
         gemm(1.0, x, MatRef::row_major(&self.c_attn_weight, 3 * D, D).t(), 1.0, &mut saved.qkv, rows, 3 * D);
         saved.probs.resize(sequences * H * t * t, 0.0);
         saved.heads.resize(rows * D, 0.0);
-        let AttentionSaved { qkv, probs, heads } = saved;
+        let draw = ctx.dropout().for_weights(H);
+        if draw.active() {
+            saved.dropped.resize(sequences * H * t * t, 0.0);
+        }
+        let AttentionSaved { qkv, probs, heads, dropped } = saved;
         for s in 0..sequences {
             let (in_qkv, in_heads) = (|offset| block_at((s, t, 3 * D), offset), |offset| block_at((s, t, D), offset));
             for h in 0..H {
                 let (q, k, v) = (in_qkv(h * hd), in_qkv(D + h * hd), in_qkv(2 * D + h * hd));
-                let probs = &mut probs[(s * H + h) * t * t..(s * H + h + 1) * t * t];
-                // A panel's rows: their scores against the keys they see, softmax, y = P·v.
+                let square = (s * H + h) * t * t..(s * H + h + 1) * t * t;
+                let probs = &mut probs[square.clone()];
+                // A panel's rows: their scores against the keys they see, softmax, dropout,
+                // y = P·v.
                 for (r0, n, seen) in panels(t, panel) {
                     let scores = MatMut::block(probs, r0 * t, n, seen, t);
                     gemm_into(
@@ -159,7 +191,15 @@ impl<const D: usize, const H: usize> CausalSelfAttention<D, H> {
                         scores,
                     );
                     causal_softmax(&mut probs[r0 * t..(r0 + n) * t], t, r0);
-                    let p = MatRef::block(probs, r0 * t, n, seen, t);
+                    let p = if draw.active() {
+                        let dropped = &mut dropped[square.clone()];
+                        let first = (s * H + h) * t + r0;
+                        let rows = r0 * t..(r0 + n) * t;
+                        drop_rows(draw, first, (&probs[rows.clone()], &mut dropped[rows]), (t, seen));
+                        MatRef::block(dropped, r0 * t, n, seen, t)
+                    } else {
+                        MatRef::block(probs, r0 * t, n, seen, t)
+                    };
                     let y = head_rows_mut(heads, in_heads(h * hd), (r0, n), hd, D);
                     gemm_into(1.0, p, head_rows(qkv, v, (0, seen), hd, 3 * D), 0.0, y);
                 }
@@ -189,6 +229,7 @@ impl<const D: usize, const H: usize> CausalSelfAttention<D, H> {
     ) {
         let (rows, sequences, t, hd) = (ctx.row_count(), ctx.sequence_count(), ctx.positions(), Self::HEAD);
         let scale = 1.0 / (hd as f32).sqrt();
+        let draw = ctx.dropout().for_weights(H);
         let [d_attn_w, d_attn_b, d_proj_w, d_proj_b] = grads else {
             panic!("CausalSelfAttention backward needs 4 gradient slices, got {}", grads.len());
         };
@@ -199,10 +240,11 @@ impl<const D: usize, const H: usize> CausalSelfAttention<D, H> {
         gemm(1.0, dy.t(), MatRef::row_major(&saved.heads, rows, D), 1.0, d_proj_w, D, D);
         with_scratch([rows * D, rows * 3 * D, t * t], |[d_heads, d_qkv, ds]| {
             gemm(1.0, dy, MatRef::row_major(&self.c_proj_weight, D, D), 0.0, d_heads, rows, D);
-            // Each head: dP = dy_h·vᵀ, dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale and dq = dS·k by
-            // row panels, over the keys each sees; then dk = dSᵀ·q and dv = Pᵀ·dy_h by key panels,
-            // over the rows that see them. Every part of d_qkv is written by one of them, and no
-            // product reads dS where its row panel did not write it (above the diagonal).
+            // Each head: dP = dy_h·vᵀ (masked as forward dropped P), dS = P ⊙ (dP − rowsum(P ⊙
+            // dP)) · scale and dq = dS·k by row panels, over the keys each sees; then dk = dSᵀ·q
+            // and dv = Pᵀ·dy_h (P as dropped) by key panels, over the rows that see them. Every
+            // part of d_qkv is written by one of them, and no product reads dS where its row
+            // panel did not write it (above the diagonal).
             let qkv = &saved.qkv;
             for s in 0..sequences {
                 let (in_qkv, in_heads) =
@@ -210,7 +252,9 @@ impl<const D: usize, const H: usize> CausalSelfAttention<D, H> {
                 for h in 0..H {
                     let (q, k, v) = (in_qkv(h * hd), in_qkv(D + h * hd), in_qkv(2 * D + h * hd));
                     let dyh = in_heads(h * hd);
-                    let probs = &saved.probs[(s * H + h) * t * t..(s * H + h + 1) * t * t];
+                    let square = (s * H + h) * t * t..(s * H + h + 1) * t * t;
+                    let probs = &saved.probs[square.clone()];
+                    let weighed = if draw.active() { &saved.dropped[square] } else { probs };
                     for (r0, n, seen) in panels(t, panel) {
                         let dp = MatMut::block(ds, r0 * t, n, seen, t);
                         gemm_into(
@@ -220,6 +264,9 @@ impl<const D: usize, const H: usize> CausalSelfAttention<D, H> {
                             0.0,
                             dp,
                         );
+                        if draw.active() {
+                            mask_rows(draw, (s * H + h) * t + r0, &mut ds[r0 * t..(r0 + n) * t], (t, seen));
+                        }
                         let panel_rows =
                             ds[r0 * t..(r0 + n) * t].chunks_exact_mut(t).zip(probs[r0 * t..].chunks_exact(t));
                         for (ds_row, p_row) in panel_rows {
@@ -251,7 +298,7 @@ impl<const D: usize, const H: usize> CausalSelfAttention<D, H> {
                         let dv = head_rows_mut(d_qkv, v, (c0, m), hd, 3 * D);
                         gemm_into(
                             1.0,
-                            MatRef::block(probs, c0 * t + c0, later, m, t).t(),
+                            MatRef::block(weighed, c0 * t + c0, later, m, t).t(),
                             head_rows(d_heads, dyh, (c0, later), hd, D),
                             0.0,
                             dv,
@@ -338,71 +385,4 @@ impl<const D: usize, const H: usize> Layer for CausalSelfAttention<D, H> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Panels compute what the whole square does (their products run over fewer keys, and what
-    /// they skip is exact zeros): the output and every gradient, at 65 positions (a panel and
-    /// one) and at 150 (the last panel ragged). Each panel run follows a run on other values, so that
-    /// reading scores or scratch a panel did not write would show.
-    #[test]
-    fn causal_panels_compute_what_the_whole_square_does() {
-        const W: usize = 16;
-        let layer = CausalSelfAttention::<W, 2>::init(&mut InitRng::new(3));
-        for (sequences, t) in [(2, PANEL + 1), (1, 2 * PANEL + 22)] {
-            let (ctx, rows) = (StepContext::sequences(sequences, t), sequences * t);
-            let matrix = |seed| Matrix::from_vec(rows, W, InitRng::new(seed).uniform(rows * W, 1.0));
-            let mut saved = AttentionSaved::default();
-            let run = |x: &Matrix, dy: &Matrix, saved: &mut AttentionSaved, panel| {
-                let mut y = Matrix::default();
-                layer.forward_in_panels(&ctx, x, &mut y, saved, panel);
-                let params = <CausalSelfAttention<W, 2> as Layer>::PARAMS;
-                let mut grads: Vec<Vec<f32>> = params.iter().map(|p| vec![0.0; p.numel()]).collect();
-                let mut views: Vec<&mut [f32]> = grads.iter_mut().map(Vec::as_mut_slice).collect();
-                let mut dx = Matrix::default();
-                layer.backward_in_panels(&ctx, x, saved, dy, &mut views, false, Some(&mut dx), panel);
-                (y, grads, dx)
-            };
-            let (x, dy) = (matrix(4), matrix(5));
-            let _ = run(&matrix(6), &matrix(7), &mut saved, PANEL);
-            let (y, grads, dx) = run(&x, &dy, &mut saved, PANEL);
-            let (y_square, grads_square, dx_square) = run(&x, &dy, &mut AttentionSaved::default(), usize::MAX);
-            let close = |what: &str, got: &[f32], want: &[f32]| {
-                for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-                    assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "t {t}: {what}[{i}] {g} against {w}");
-                }
-            };
-            close("output", y.as_slice(), y_square.as_slice());
-            close("dx", dx.as_slice(), dx_square.as_slice());
-            for (i, (g, w)) in grads.iter().zip(&grads_square).enumerate() {
-                close(<CausalSelfAttention<W, 2> as Layer>::PARAMS[i].name, g, w);
-            }
-        }
-    }
-
-    #[test]
-    fn causal_softmax_matches_f64_and_zeroes_the_future() {
-        for t in [1, 5, 16, 17, 40, 64] {
-            let mut scores: Vec<f32> = (0..t * t).map(|n| ((n * 7919 % 101) as f32 - 50.0) / 7.0).collect();
-            let original = scores.clone();
-            causal_softmax(&mut scores, t, 0);
-            for i in 0..t {
-                let row = &original[i * t..=i * t + i];
-                let max = row.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(f64::from(x)));
-                let total: f64 = row.iter().map(|&x| (f64::from(x) - max).exp()).sum();
-                for j in 0..t {
-                    let got = scores[i * t + j];
-                    if j > i {
-                        assert_eq!(got.to_bits(), 0, "t {t}: ({i}, {j}) is in the future");
-                    } else {
-                        let want = (f64::from(original[i * t + j]) - max).exp() / total;
-                        assert!(
-                            (f64::from(got) - want).abs() <= 1e-6 * want.max(1e-3),
-                            "t {t}: ({i}, {j}) {got} vs {want}"
-                        );
-                    }
-                }
-            }
-        }
-    }
-}
+mod tests;

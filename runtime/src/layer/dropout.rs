@@ -79,11 +79,18 @@ impl DropoutDraw {
         DropoutDraw { stream: splitmix64(self.stream ^ (index as u64 + 1).wrapping_mul(GOLDEN_64)), ..self }
     }
 
+    /// The draw of attention's weights, `[sequences, heads, T, T]` as rows of `T`: row `r` of
+    /// the micro-batch's weights is row `first_row · heads + r` of the run's, so that they too
+    /// are masked alike however the global batch is split.
+    pub const fn for_weights(self, heads: usize) -> Self {
+        DropoutDraw { first_row: self.first_row.wrapping_mul(heads as u64), ..self }
+    }
+
     /// The multipliers of row `row` (of the micro-batch), one per column: `scale` where the
     /// element is kept, 0 where it is dropped (0, not a cleared element: NaN and infinity still
     /// give NaN, as PyTorch's `x * mask * scale`).
-    fn row_factors(&self, row: usize) -> impl Iterator<Item = f32> + '_ {
-        let key = row_key(self.stream, self.first_row + row as u64);
+    pub(crate) fn row_factors(&self, row: usize) -> impl Iterator<Item = f32> + '_ {
+        let key = row_key(self.stream, self.first_row.wrapping_add(row as u64));
         let scale = self.scale();
         (0u32..).map(move |col| if element_draw(key, col) >= self.threshold { scale } else { 0.0 })
     }

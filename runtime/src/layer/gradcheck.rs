@@ -210,6 +210,19 @@ fn causal_self_attention_over_several_causal_panels() {
 }
 
 #[test]
+fn causal_self_attention_dropping_its_weights() {
+    // Two sequences of 70 positions (two panels each); the mask is fixed by the context.
+    let ctx = StepContext::sequences(2, 70).with_dropout(DropoutDraw::new(0.3, 5, 140).for_layer(2));
+    check_in(
+        CausalSelfAttention::<8, 2>::init(&mut InitRng::new(5)),
+        &ctx,
+        Matrix::from_vec(140, 8, InitRng::new(6).uniform(1120, 1.0)),
+        7,
+    );
+    check_in(Dropout, &ctx, Matrix::from_vec(140, 8, InitRng::new(8).uniform(1120, 1.0)), 9);
+}
+
+#[test]
 fn layer_norm() {
     check(LayerNorm::<6>::init(&mut InitRng::new(1)), random_input(6, 4), 5);
 }

@@ -21,7 +21,8 @@ use crate::process::output_paths::{self, identity};
 /// before anything starts.
 pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Dataset, world: usize) -> Result<()> {
     let schedule = &M::SCHEDULE;
-    let run = config.run_shape(crate::memory::activation_bytes_of::<M>(config.batch, data.positions()));
+    let run =
+        config.run_shape(crate::memory::activation_bytes_of::<M>(config.batch, data.positions(), config.dropout.rate));
     let zero = [
         ("`TrainConfig::steps`", config.steps == 0),
         ("`TrainConfig::batch`", config.batch == 0),
@@ -106,7 +107,8 @@ pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Datas
     Ok(())
 }
 
-/// A dropout rate in `[0, 1)`, and only for a model that has a `Dropout` layer to apply it.
+/// A dropout rate in `[0, 1)`, and only for a model that has a layer to apply it: a `Dropout`, or
+/// attention (which drops its weights).
 fn check_dropout<M: DistributedModel>(config: &TrainConfig) -> Result<()> {
     let rate = config.dropout.rate;
     if !(0.0..1.0).contains(&rate) {
@@ -114,9 +116,10 @@ fn check_dropout<M: DistributedModel>(config: &TrainConfig) -> Result<()> {
             "`DropoutConfig::rate` {rate}: a dropout rate is at least 0 and below 1 (the share of activations dropped)"
         )));
     }
-    if rate > 0.0 && !M::DEVICE_OPS.contains(&DeviceOp::Dropout) {
+    let drops = |op: &DeviceOp| matches!(op, DeviceOp::Dropout | DeviceOp::CausalSelfAttention { .. });
+    if rate > 0.0 && !M::DEVICE_OPS.iter().any(drops) {
         return Err(Error::Config(format!(
-            "`DropoutConfig::rate` {rate}: {} has no `Dropout` layer, so nothing would be dropped",
+            "`DropoutConfig::rate` {rate}: {} has no `Dropout` layer nor attention, so nothing would be dropped",
             M::SCHEDULE.model
         )));
     }

@@ -139,7 +139,7 @@ impl Run<'_> {
         }
         let (rank, world) = (comm.rank(), comm.world_size());
         let schedule = M::SCHEDULE;
-        let activations = crate::memory::activation_bytes_of::<M>(config.batch, data.positions());
+        let activations = crate::memory::activation_bytes_of::<M>(config.batch, data.positions(), config.dropout.rate);
         let mut observer = Observer::start(&config.observe, config.run_shape(activations), comm, schedule.clone())?;
         if let Some(device) = backend.describe() {
             observer.say(&format!("training {} on {device} per rank", schedule.model));

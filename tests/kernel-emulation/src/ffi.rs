@@ -46,6 +46,18 @@ extern "C" {
         stream: u64,
         first_row: u64,
     );
+    #[allow(clippy::too_many_arguments)]
+    pub fn emu_dropout_in_place(
+        grid: u32,
+        block: u32,
+        x: *mut f32,
+        rows: i32,
+        cols: i32,
+        threshold: u32,
+        scale: f32,
+        stream: u64,
+        first_row: u64,
+    );
     pub fn emu_embedding_forward(grid: u32, block: u32, y: *mut f32, ids: *const f32, w: *const f32, rows: i32, d: i32);
     pub fn emu_embedding_backward(
         grid: u32,

@@ -25,6 +25,10 @@ LAUNCHER(dropout,
          P(float* y, const float* x, int rows, int cols, unsigned int threshold, float scale, unsigned long long stream,
            unsigned long long first_row),
          P(y, x, rows, cols, threshold, scale, stream, first_row))
+LAUNCHER(dropout_in_place,
+         P(float* x, int rows, int cols, unsigned int threshold, float scale, unsigned long long stream,
+           unsigned long long first_row),
+         P(x, rows, cols, threshold, scale, stream, first_row))
 LAUNCHER(embedding_forward, P(float* y, const float* ids, const float* w, int rows, int d), P(y, ids, w, rows, d))
 LAUNCHER(embedding_backward, P(float* dw, const int* rows_by_token, int rows, int groups, const float* dy, int d),
          P(dw, rows_by_token, rows, groups, dy, d))

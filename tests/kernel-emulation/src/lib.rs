@@ -134,6 +134,26 @@ pub fn dropout(shape: Shape, y: &mut [f32], x: &[f32], rows: usize, draw: overla
     }
 }
 
+/// `x = x ∘ mask · scale` in place over `[rows, x.len() / rows]` (attention's weight gradients).
+pub fn dropout_in_place(shape: Shape, x: &mut [f32], rows: usize, draw: overlap_runtime::DropoutDraw) {
+    assert!(rows > 0 && x.len().is_multiple_of(rows), "{} elements are not {rows} rows", x.len());
+    let cols = x.len() / rows;
+    // SAFETY: touches rows x cols elements of x, which it holds.
+    unsafe {
+        ffi::emu_dropout_in_place(
+            shape.grid,
+            shape.block,
+            x.as_mut_ptr(),
+            int(rows),
+            int(cols),
+            draw.threshold(),
+            draw.scale(),
+            draw.stream(),
+            draw.first_row(),
+        )
+    }
+}
+
 /// `run()`, with every launch's blocks run last to first instead of first to last. A GPU runs a
 /// grid's blocks in any order, so no kernel's results may depend on it: kernels that other tests
 /// launch meanwhile compute the same either way (every kernel's block writes outputs of its own).

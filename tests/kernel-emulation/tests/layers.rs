@@ -72,6 +72,9 @@ fn dropout_draws_the_cpu_layers_mask_bit_for_bit() {
             let mut dx = vec![f32::NAN; rows * cols];
             emu::dropout(shape, &mut dx, dy.as_slice(), rows, draw);
             assert_eq!(dx, want_dx.as_slice(), "rate {rate} backward in {shape:?}");
+            let mut in_place = dy.as_slice().to_vec();
+            emu::dropout_in_place(shape, &mut in_place, rows, draw);
+            assert_eq!(in_place, want_dx.as_slice(), "rate {rate} in place in {shape:?}");
         }
     }
 }

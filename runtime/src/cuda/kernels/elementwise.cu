@@ -138,14 +138,30 @@ __device__ unsigned int dropout_fmix32(unsigned int h) {
     return h ^ (h >> 16);
 }
 
+// The multiplier of element i of a [rows, cols] tensor whose first row is row `first_row` of the
+// run's: `scale`, or 0 where it is dropped.
+__device__ float dropout_factor(long long i, int cols, unsigned int threshold, float scale, unsigned long long stream,
+                                unsigned long long first_row) {
+    const unsigned long long row = first_row + (unsigned long long)(i / cols);
+    const unsigned int col = (unsigned int)(i % cols);
+    const unsigned long long key = dropout_splitmix64(stream ^ (row * 0x9e3779b97f4a7c15ull));
+    const unsigned int draw = dropout_fmix32(dropout_fmix32(col ^ (unsigned int)key) ^ (unsigned int)(key >> 32)) >> 8;
+    return draw >= threshold ? scale : 0.0f;
+}
+
 extern "C" __global__ void dropout(float* y, const float* x, int rows, int cols, unsigned int threshold, float scale,
                                    unsigned long long stream, unsigned long long first_row) {
     long long n = (long long)rows * cols;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
-        const unsigned long long row = first_row + (unsigned long long)(i / cols);
-        const unsigned int col = (unsigned int)(i % cols);
-        const unsigned long long key = dropout_splitmix64(stream ^ (row * 0x9e3779b97f4a7c15ull));
-        const unsigned int draw = dropout_fmix32(dropout_fmix32(col ^ (unsigned int)key) ^ (unsigned int)(key >> 32)) >> 8;
-        y[i] = x[i] * (draw >= threshold ? scale : 0.0f);
+        y[i] = x[i] * dropout_factor(i, cols, threshold, scale, stream, first_row);
+    }
+}
+
+// The same multipliers, in place (attention's weight gradients).
+extern "C" __global__ void dropout_in_place(float* x, int rows, int cols, unsigned int threshold, float scale,
+                                            unsigned long long stream, unsigned long long first_row) {
+    long long n = (long long)rows * cols;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
+        x[i] *= dropout_factor(i, cols, threshold, scale, stream, first_row);
     }
 }
