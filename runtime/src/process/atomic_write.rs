@@ -8,7 +8,7 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 
-use super::output_paths::{identity, link_hops};
+use super::output_paths::{identity, written_in_place};
 
 /// Writes a file through `write` into a temporary file next to the file `path` names (through a
 /// link, the file it points to), syncs it, renames it over that file and syncs the folder.
@@ -24,7 +24,7 @@ pub fn write_atomically(
 ) -> io::Result<()> {
     // Through links, to a file that may not exist yet.
     let target = identity(path);
-    if target.metadata().is_ok_and(|m| !m.is_file()) || names_a_descriptor(path) {
+    if written_in_place(path) {
         let mut out = BufWriter::new(OpenOptions::new().append(true).open(path)?);
         write(&mut out)?;
         return out.flush();
@@ -48,17 +48,6 @@ pub fn write_atomically(
     File::open(folder)?.sync_all()
 }
 
-/// Whether `path`, or a link on the way from it, names an open descriptor (`/proc/..`,
-/// `/dev/fd/N`, `/dev/stdout` and its kin) rather than a file of a folder (`/dev/shm/x` is one).
-fn names_a_descriptor(path: &Path) -> bool {
-    let descriptor = |p: &Path| {
-        p.starts_with("/proc")
-            || p.starts_with("/dev/fd")
-            || ["/dev/stdin", "/dev/stdout", "/dev/stderr"].iter().any(|d| p == Path::new(d))
-    };
-    link_hops(path).iter().any(|p| descriptor(p))
-}
-
 /// `.<name>.tmp`, hidden and the same on every write of one file (a write killed midway leaves
 /// it for the next to replace), with the name cut to fit the file system's 255 bytes.
 fn temporary_name(target: &Path) -> OsString {
@@ -72,6 +61,7 @@ fn temporary_name(target: &Path) -> OsString {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::output_paths::names_a_descriptor;
 
     #[test]
     fn a_write_replaces_the_file_whole_and_leaves_nothing_beside_it() {

@@ -7,10 +7,21 @@ use crate::error::{Error, Result};
 
 /// `path` can be created or replaced as a file: it is not a folder, its folder exists (it is
 /// created if missing) and takes a new file, and, when nothing is there yet, a file of that very
-/// name can be made (a name too long for the file system fails here, not after the run).
+/// name can be made (a name too long for the file system fails here, not after the run). What is
+/// written in place (`written_in_place`: `/dev/stdout`, a pipe) needs no folder: it must open for
+/// writing (a pipe with no reader yet passes, as its writer will wait for one).
 pub fn check_file(path: &Path, what: &str) -> Result<MadeFolders> {
     if path.is_dir() {
         return Err(Error::Config(format!("{what} {}: is a folder; give a file name", path.display())));
+    }
+    if written_in_place(path) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let opened = std::fs::OpenOptions::new().append(true).custom_flags(libc::O_NONBLOCK).open(path);
+        return match opened {
+            Ok(_) => Ok(MadeFolders::default()),
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => Ok(MadeFolders::default()),
+            Err(e) => Err(Error::Config(format!("{what} {}: cannot be written: {e}", path.display()))),
+        };
     }
     let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let made = check_dir(folder, what).map_err(|e| match e {
@@ -73,6 +84,25 @@ pub fn identity(path: &Path) -> PathBuf {
     }
 }
 
+/// Whether an output at `path` is written where it is, appended to, instead of replaced through
+/// a new file beside it: something other than a file there (a device, a pipe, a terminal), or a
+/// file reached through an open descriptor (`/dev/stdout` of `>> job.log`, `/proc/self/fd/N`,
+/// `/dev/fd/N`), whose owner means it to be written to, not swapped.
+pub fn written_in_place(path: &Path) -> bool {
+    identity(path).metadata().is_ok_and(|m| !m.is_file()) || names_a_descriptor(path)
+}
+
+/// Whether `path`, or a link on the way from it, names an open descriptor (`/proc/..`,
+/// `/dev/fd/N`, `/dev/stdout` and its kin) rather than a file of a folder (`/dev/shm/x` is one).
+pub(super) fn names_a_descriptor(path: &Path) -> bool {
+    let descriptor = |p: &Path| {
+        p.starts_with("/proc")
+            || p.starts_with("/dev/fd")
+            || ["/dev/stdin", "/dev/stdout", "/dev/stderr"].iter().any(|d| p == Path::new(d))
+    };
+    link_hops(path).iter().any(|p| descriptor(p))
+}
+
 /// `path` made absolute, then each path the links it leads through name, in order (at most 40:
 /// links may loop).
 pub fn link_hops(path: &Path) -> Vec<PathBuf> {
@@ -129,6 +159,24 @@ mod tests {
         assert!(folder.contains("is a folder; give a file name"), "{folder}");
         let dir = check_dir(&file, "--save").unwrap_err().to_string();
         assert!(dir.contains("--save") && dir.contains("exists and is not a folder"), "{dir}");
+    }
+
+    /// A device or an open descriptor is written where it is: its folder (`/dev`, `/dev/fd`)
+    /// need not take new files, which only root's may.
+    #[test]
+    fn what_is_written_in_place_needs_no_folder() {
+        use std::os::fd::AsRawFd;
+        let root = tempfile::tempdir().unwrap();
+        let file = std::fs::File::create(root.path().join("held.json")).unwrap();
+        let descriptor = PathBuf::from(format!("/dev/fd/{}", file.as_raw_fd()));
+        for path in [Path::new("/dev/null"), descriptor.as_path()] {
+            assert!(written_in_place(path), "{}", path.display());
+            let made = check_file(path, "--trace").unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(!made.any());
+        }
+        assert!(!written_in_place(&root.path().join("held.json")));
+        let missing = check_file(Path::new("/dev/fd/999999"), "--trace").unwrap_err().to_string();
+        assert!(missing.contains("--trace /dev/fd/999999: cannot be written"), "{missing}");
     }
 
     #[test]
