@@ -144,6 +144,8 @@ bench: deps $(if $(BENCH_FEATURES),mkl)
 	$(TORCH_PYTHON) compare/gpt_twin.py
 	# Its speed: one process against the twin (300 steps, then held-out losses), 2 ranks against DDP.
 	$(TORCH_PYTHON) compare/gpt_twin.py --run 300
+	# With dropout 0.2 on both sides (each its own masks): the held-out losses still agree.
+	$(TORCH_PYTHON) compare/gpt_twin.py --run 300 --dropout 0.2
 	$(TORCH_PYTHON) compare/gpt_twin.py --ddp 100
 	# The same against PyTorch under SGD, coupled decay, --decay-on, --accumulate, sharding, MPI.
 	$(TORCH_PYTHON) compare/options_twin.py

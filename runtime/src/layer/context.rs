@@ -1,8 +1,8 @@
 //! What every layer call knows about the batch besides its matrix: how its rows group into
 //! sequences. A per-token layer (`Linear`, `LayerNorm`, the activations) treats every row alone
 //! and ignores it; a layer that mixes positions within a sequence (attention) reads it, and
-//! never mixes rows of different sequences. It also carries the micro-step's dropout, which only
-//! the `Dropout` layer reads.
+//! never mixes rows of different sequences. It also carries the micro-step's dropout, which
+//! `Dropout` and attention (on its weights) read.
 
 use super::dropout::DropoutDraw;
 

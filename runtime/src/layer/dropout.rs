@@ -1,6 +1,7 @@
 //! Dropout (PyTorch's `nn.Dropout`, nanoGPT's `dropout`): while training, each element is kept
 //! with probability `1 - rate` and scaled by `1 / (1 - rate)`, or zeroed; outside training (the
-//! held-out loss, sampling, `Model::forward`) it is the identity.
+//! held-out loss, sampling, a model's `forward`) it is the identity. `CausalSelfAttention` drops
+//! its weights with the same draws (`DropoutDraw::for_weights`).
 //!
 //! The mask is not drawn from a stateful generator but hashed from where the element is: the
 //! run's seed, the layer's index in the model, the element's row counted over the whole global
