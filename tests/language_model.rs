@@ -487,4 +487,17 @@ fn unreadable_notes_are_neither_written_nor_half_loaded() {
     let error = load_into_with_notes(&mut other, &worded).unwrap_err().to_string();
     assert!(error.contains("`positions` is `many`, not a sequence length"), "{error}");
     assert_eq!(other.param(overlap::plan::ParamRef { layer: 0, param: 0 }), &before[..], "the model is as it was");
+    // A vocabulary naming a character twice would read two token ids as one character: refused
+    // when written and when read, as a vocabulary.txt saying so is.
+    let twice = FileNotes { vocabulary: Some("aab".into()), positions: None };
+    let error = save_params_with_notes(&model, &path, &twice).unwrap_err().to_string();
+    assert!(error.contains("`vocabulary` has 'a' as token 0 and token 1"), "{error}");
+    let views = params.iter().zip(&bytes).map(|((name, shape, _), b)| {
+        (name.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), b).unwrap())
+    });
+    let metadata = std::collections::HashMap::from([("vocabulary".to_string(), "xyx".to_string())]);
+    let repeated = dir.path().join("repeated.safetensors");
+    safetensors::serialize_to_file(views, Some(metadata), &repeated).unwrap();
+    let error = load_into_with_notes(&mut other, &repeated).unwrap_err().to_string();
+    assert!(error.contains("`vocabulary` has 'x' as token 0 and token 2"), "{error}");
 }

@@ -217,7 +217,7 @@ fn the_vocabulary_travels_with_parameters_and_checkpoints() {
     let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--text", "t.txt", "--init-params", "p.st"]].concat());
     assert!(ok, "{text}");
     let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--text", "other.txt", "--init-params", "p.st"]].concat());
-    assert!(!ok && text.contains("--init-params p.st: the saved vocabulary and this text's have"), "{text}");
+    assert!(!ok && text.contains("--init-params p.st: the saved vocabulary and this data's have"), "{text}");
     assert!(text.contains("was 'q', it is 'r' here"), "{text}");
     // A checkpoint's parameters file records it too.
     let model_file = "ck/step-00000002/model.safetensors";

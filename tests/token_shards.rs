@@ -102,12 +102,15 @@ fn prepared_shards_sample_in_their_own_characters() {
     common::write_params(&dir.path().join("bare.st"), &common::load_sorted_params(&dir.path().join("p.st")));
     let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--steps", "0", "--init-params", "bare.st"]].concat());
     assert!(!ok && text.contains("--init-params bare.st records no vocabulary"), "{text}");
-    let (ok, text) = run(
-        "gpt",
-        dir.path(),
-        &[&common[..], &["--steps", "0", "--init-params", "p.st", "--tokens", "shards"]].concat(),
-    );
-    assert!(!ok && text.contains("--steps 0 reads no --tokens"), "{text}");
+    // The shards' vocabulary.txt serves instead, read without the shards; bare shards have none.
+    let with_tokens = |params: &str, tokens: &str| {
+        run("gpt", dir.path(), &[&common[..], &["--steps", "0", "--init-params", params, "--tokens", tokens]].concat())
+    };
+    let (ok, text) = with_tokens("bare.st", "shards");
+    let drawn = sample(&text).unwrap_or_default();
+    assert!(ok && drawn.chars().count() == 60 && drawn.chars().all(|c| TEXT.contains(c) || c == '\n'), "{text}");
+    let (ok, text) = with_tokens("bare.st", "bare");
+    assert!(!ok && text.contains("--steps 0 --tokens bare: no vocabulary.txt beside its shards"), "{text}");
 }
 
 #[test]

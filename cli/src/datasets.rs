@@ -81,6 +81,19 @@ pub(crate) fn sample_context<M: DistributedModel>(args: &TrainArgs) -> Result<us
     context::<M>("--sample", args, features)
 }
 
+/// `--tokens PATH` for a sample alone (`--steps 0`): the characters of the `vocabulary.txt`
+/// beside its shards, which are not read.
+pub(crate) fn token_vocabulary<M: DistributedModel>(tokens: &Path) -> Result<Vec<char>> {
+    match overlap_runtime::token_shards::vocabulary_beside(tokens).map_err(|e| crate::flags::naming("--tokens", e))? {
+        Some((file, vocabulary)) => printable::<M>(&file, &vocabulary),
+        None => Err(Error::Config(format!(
+            "--steps 0 --tokens {}: no vocabulary.txt beside its shards to print the sample's tokens as (without \
+             --tokens, the characters --init-params records are printed)",
+            tokens.display()
+        ))),
+    }
+}
+
 /// The characters of the vocabulary `--init-params` or the checkpoint resumed records, which the
 /// model must predict.
 pub(crate) fn recorded_vocabulary<M: DistributedModel>(recorded: &str) -> Result<Vec<char>> {

@@ -183,14 +183,9 @@ fn same_mode_on_every_rank(args: &TrainArgs, comm: &Communicator) -> Result<()> 
 }
 
 /// `--steps 0`: no training, a sample from the parameters `--init-params` loads, in the
-/// characters of `--text`, or else in those the file records.
+/// characters of `--text` or of the `vocabulary.txt` beside `--tokens`' shards, or else in those
+/// the file records.
 fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
-    if let Some(tokens) = &args.tokens {
-        return Err(Error::Config(format!(
-            "--steps 0 reads no --tokens ({}): it samples in the characters --init-params records, or a --text's",
-            tokens.display()
-        )));
-    }
     let (Some(_), true, false) = (&args.init_params, args.sample > 0, args.comm_only) else {
         return Err(Error::Config(
             "--steps 0 trains nothing: it samples (--sample N) from the parameters of --init-params FILE, in the \
@@ -203,9 +198,10 @@ fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Re
     if let (Some(note), 0) = (overlap_runtime::command_line::use_for_products(args.threads), comm.rank()) {
         console::err_line(&format!("note: {note}"));
     }
-    let (text_vocab, context) = match &args.text {
-        Some(file) => datasets::vocabulary_text::<M>(file, args).map(|(vocab, context)| (Some(vocab), context))?,
-        None => (None, datasets::sample_context::<M>(args)?),
+    let (text_vocab, context) = match (&args.text, &args.tokens) {
+        (Some(file), _) => datasets::vocabulary_text::<M>(file, args).map(|(vocab, context)| (Some(vocab), context))?,
+        (None, Some(tokens)) => (Some(datasets::token_vocabulary::<M>(tokens)?), datasets::sample_context::<M>(args)?),
+        (None, None) => (None, datasets::sample_context::<M>(args)?),
     };
     let (model, notes) = starting_model::<M>(args, comm, text_vocab.as_ref().map(|v| v.iter().collect()))?;
     let vocab = match (text_vocab, &notes.vocabulary) {

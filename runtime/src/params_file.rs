@@ -57,6 +57,9 @@ pub fn save_params_with_notes<M: DistributedModel>(model: &M, path: &Path, notes
 /// Notes a file may record (read back, `positions` of 0 would be refused by `notes_in`: the
 /// file could not be loaded).
 pub(crate) fn check_notes(notes: &FileNotes) -> std::result::Result<(), String> {
+    if let Some(why) = notes.vocabulary.as_deref().and_then(crate::text::repeated_character) {
+        return Err(format!("`vocabulary` {why}"));
+    }
     match notes.positions {
         Some(0) => Err("`positions` is 0, not a sequence length: give the length trained on, or none".into()),
         _ => Ok(()),
@@ -113,7 +116,11 @@ fn notes_in(bytes: &[u8], path: &Path) -> Result<FileNotes> {
             }
         },
     };
-    Ok(FileNotes { vocabulary: get(VOCABULARY_KEY).cloned(), positions })
+    let vocabulary = get(VOCABULARY_KEY).cloned();
+    if let Some(why) = vocabulary.as_deref().and_then(crate::text::repeated_character) {
+        return Err(Error::Safetensors(format!("{}: its metadata's `{VOCABULARY_KEY}` {why}", path.display())));
+    }
+    Ok(FileNotes { vocabulary, positions })
 }
 
 /// The f32 values of each tensor of `bytes`, by name, if every tensor is in `expected` with the

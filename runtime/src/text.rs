@@ -216,6 +216,21 @@ impl Dataset for CharText {
     }
 }
 
+/// Where a vocabulary (token `i` its `i`-th character) has a character twice, which would make
+/// two token ids one character: `has 'a' as token 0 and token 2 (...)`.
+pub fn repeated_character(vocabulary: &str) -> Option<String> {
+    let mut first = std::collections::HashMap::new();
+    for (token, c) in vocabulary.chars().enumerate() {
+        if let Some(earlier) = first.insert(c, token) {
+            return Some(format!(
+                "has {c:?} as token {earlier} and token {token}: token i is its i-th character, so each character \
+                 may appear once"
+            ));
+        }
+    }
+    None
+}
+
 /// Why token ids saved with vocabulary `saved` mean other characters in `now`; `None` when the
 /// two are the same.
 pub fn vocabulary_mismatch(saved: &str, now: &str) -> Option<String> {
@@ -247,9 +262,9 @@ pub fn vocabulary_mismatch(saved: &str, now: &str) -> Option<String> {
         format!("token {first} was {was:?}, it is {is:?} here, so the token ids would mean other characters")
     };
     let counts = if a.len() == b.len() {
-        format!("the saved vocabulary and this text's have {} characters each, not the same ones", a.len())
+        format!("the saved vocabulary and this data's have {} characters each, not the same ones", a.len())
     } else {
-        format!("a vocabulary of {} characters was saved and this text has {}", a.len(), b.len())
+        format!("a vocabulary of {} characters was saved and this data has {}", a.len(), b.len())
     };
     Some(format!("{counts}: {why}{line_ends}"))
 }
@@ -337,14 +352,14 @@ mod tests {
         let why = vocabulary_mismatch(" abc", " abd").unwrap();
         assert!(why.contains("have 4 characters each, not the same ones: token 3 was 'c', it is 'd' here"), "{why}");
         let why = vocabulary_mismatch("ab", "abc~").unwrap();
-        assert!(why.contains("this text has 4: it adds 'c', '~' (token 2 on), which the saved model has not"), "{why}");
+        assert!(why.contains("this data has 4: it adds 'c', '~' (token 2 on), which the saved model has not"), "{why}");
         let why = vocabulary_mismatch("a", "abcdefghijklm").unwrap();
         assert!(
             why.contains("it adds 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k' and 2 more (token 1 on)"),
             "{why}"
         );
         let why = vocabulary_mismatch("abc", "ab").unwrap();
-        assert!(why.contains("this text has 2: it lacks 'c' (token 2 on) of the saved vocabulary"), "{why}");
+        assert!(why.contains("this data has 2: it lacks 'c' (token 2 on) of the saved vocabulary"), "{why}");
     }
 
     #[test]

@@ -246,15 +246,8 @@ fn read_vocabulary(shard: &Path) -> Result<Option<String>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(Error::Io { path, source }),
     };
-    let mut first = std::collections::HashMap::new();
-    for (token, c) in text.chars().enumerate() {
-        if let Some(earlier) = first.insert(c, token) {
-            return Err(Error::Dataset(format!(
-                "{}: {c:?} is token {earlier} and token {token}: token i is the file's i-th character, so each \
-                 character may appear once",
-                path.display()
-            )));
-        }
+    if let Some(why) = crate::text::repeated_character(&text) {
+        return Err(Error::Dataset(format!("{}: {why}", path.display())));
     }
     Ok(Some(text))
 }
@@ -280,6 +273,17 @@ fn split_part(file_name: &str) -> Option<(std::ops::Range<usize>, bool)> {
             _ => None,
         };
     }
+}
+
+/// The `vocabulary.txt` beside the training shards of `path` (as `locate` finds them), where
+/// they have one, and its path: the characters a sample from a model trained on them prints, read
+/// without reading the shards.
+pub fn vocabulary_beside(path: &Path) -> Result<Option<(PathBuf, String)>> {
+    let (train, _) = locate(path)?;
+    let Some(first) = train.first() else {
+        return Err(Error::Dataset(format!("{}: no training shards", path.display())));
+    };
+    Ok(read_vocabulary(first)?.map(|vocabulary| (first.with_file_name(VOCABULARY_FILE), vocabulary)))
 }
 
 /// The training and validation shards of `path`: a folder's `.bin` files whose names end in

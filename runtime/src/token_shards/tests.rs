@@ -36,7 +36,7 @@ fn a_token_past_the_vocabulary_is_blamed_on_its_own_shard_and_the_files_are_list
     assert!(refused.contains(&format!("{}: token id 7 is past the 3 characters", shard(1).display())), "{refused}");
     std::fs::write(dir.path().join(VOCABULARY_FILE), "abcdefgb").unwrap();
     let twice = TokenShards::open(&paths, 2).err().unwrap().to_string();
-    assert!(twice.contains("vocabulary.txt: 'b' is token 1 and token 7"), "{twice}");
+    assert!(twice.contains("vocabulary.txt: has 'b' as token 1 and token 7"), "{twice}");
     // A shard must hold a sample: a token and its next one.
     let one = prepare_characters("to be or not to be", &dir.path().join("ones"), "one", 1).unwrap_err().to_string();
     assert!(one.contains("shards of 1 token(s) hold no sample"), "{one}");

@@ -86,6 +86,7 @@ pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Datas
         )));
     }
     check_sharding(config, schedule)?;
+    check_link_against_timeout(config, schedule, world)?;
     if config.device == Device::Cpu {
         check_memory(config, schedule, &run)?;
     } else if let Some(chosen) = schedule.grad_comm() {
@@ -102,6 +103,27 @@ pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Datas
             data.describe(),
             data.features(),
             schedule.model
+        )));
+    }
+    Ok(())
+}
+
+/// An emulated link on which even one bucket's all-reduce outlasts the wait timeout would fail
+/// the first wait of the run that reaches it: refused before step 1, naming both.
+fn check_link_against_timeout(config: &TrainConfig, schedule: &Schedule, world: usize) -> Result<()> {
+    let (Some(link), Some(timeout)) = (config.comm.link, config.comm.wait_timeout) else { return Ok(()) };
+    let largest = schedule.buckets.iter().enumerate().max_by_key(|(_, b)| b.numel);
+    let Some((k, bucket)) = largest.filter(|_| world > 1 && config.comm.mode != CommMode::Skip) else {
+        return Ok(());
+    };
+    let bytes = bucket.numel.saturating_mul(overlap_plan::ELEM_BYTES);
+    let seconds = link.ring_all_reduce_seconds(bytes, world);
+    if seconds >= timeout.as_secs_f64() {
+        return Err(Error::Config(format!(
+            "`CommConfig::link` {link}: the all-reduce of bucket b{k} ({:.2} MiB) takes {seconds:.2} s on it over \
+             {world} ranks, at least `CommConfig::wait_timeout` {timeout:?}, so its wait would time out: give a \
+             longer timeout or a faster link",
+            bytes as f64 / (1 << 20) as f64
         )));
     }
     Ok(())
