@@ -108,8 +108,9 @@ pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Datas
     Ok(())
 }
 
-/// An emulated link on which even one bucket's all-reduce outlasts the wait timeout would fail
-/// the first wait of the run that reaches it: refused before step 1, naming both.
+/// An emulated link on which even one bucket's all-reduce (a sharded run's reduce-scatter)
+/// outlasts the wait timeout would fail the first wait of the run that reaches it: refused before
+/// step 1, naming both.
 fn check_link_against_timeout(config: &TrainConfig, schedule: &Schedule, world: usize) -> Result<()> {
     let (Some(link), Some(timeout)) = (config.comm.link, config.comm.wait_timeout) else { return Ok(()) };
     let largest = schedule.buckets.iter().enumerate().max_by_key(|(_, b)| b.numel);
@@ -117,10 +118,15 @@ fn check_link_against_timeout(config: &TrainConfig, schedule: &Schedule, world: 
         return Ok(());
     };
     let bytes = bucket.numel.saturating_mul(overlap_plan::ELEM_BYTES);
-    let seconds = link.ring_all_reduce_seconds(bytes, world);
+    // Sharded state waits for a reduce-scatter, then for an all-gather: each half an all-reduce.
+    let (collective, seconds) = if config.comm.shard_optimizer.unwrap_or(schedule.shard_optimizer) {
+        ("reduce-scatter", link.ring_reduce_scatter_seconds(bytes, world))
+    } else {
+        ("all-reduce", link.ring_all_reduce_seconds(bytes, world))
+    };
     if seconds >= timeout.as_secs_f64() {
         return Err(Error::Config(format!(
-            "`CommConfig::link` {link}: the all-reduce of bucket b{k} ({:.2} MiB) takes {seconds:.2} s on it over \
+            "`CommConfig::link` {link}: the {collective} of bucket b{k} ({:.2} MiB) takes {seconds:.2} s on it over \
              {world} ranks, at least `CommConfig::wait_timeout` {timeout:?}, so its wait would time out: give a \
              longer timeout or a faster link",
             bytes as f64 / (1 << 20) as f64
