@@ -396,6 +396,9 @@ def catalogue() -> list:
     add(c, "gpt --clip-grad-norm 0", 2, "must be a finite number greater than 0, got 0")
     add(c, "gpt --clip-grad-norm none", 2, "invalid float literal")
     add(c, "gpt --eval-batches 0", 2, "must be at least 1")
+    add(c, "gpt --dropout 1", 2, "must be at least 0 and less than 1 (the share of activations dropped), got 1")
+    add(c, "gpt --dropout nan", 2, "got NaN")
+    add(c, f"mlp {RUN} --dropout 0.2", 1, "--dropout 0.2: Mlp has no `Dropout` layer nor attention", forbid="step      1")
     add(c, "gpt --context 8", 1, "--context sets the length of --text or --tokens samples; neither is given")
     # 601 characters: 540 to train on, 61 held out, too few for a window of 64 and its next one.
     add(c, text + "gpt --text t.txt --steps 2 --batch 2", 1,
