@@ -91,6 +91,46 @@ fn sigterm_mid_run_checkpoints_and_a_resume_equals_an_uninterrupted_run() {
     assert!(read(resumed) == read(whole), "stopped at {stopped_at} and resumed, the run differs");
 }
 
+/// `mpirun` stops reading its ranks' output once it has a signal, and passes the signal on only
+/// `odls_base_sigkill_timeout` later: a rank 0 logging every fast step fills its pipe meanwhile
+/// and waits on a log line. Once the signal reaches it, that wait is given up (the lines are
+/// dropped), so that the step ends and the checkpoint is written before the SIGKILL.
+#[test]
+fn a_rank_waiting_on_a_log_line_nobody_reads_still_checkpoints_on_sigterm() {
+    let root = scratch("chatty");
+    let (ck, text, exe) = (root.path().join("ck"), root.path().join("t.txt"), example("gpt"));
+    std::fs::write(&text, "the quick brown fox jumps over the lazy dog, again and again.\n".repeat(200)).unwrap();
+    let args = [
+        "--text",
+        text.to_str().unwrap(),
+        "--context",
+        "16",
+        "--batch",
+        "2",
+        "--eval-every",
+        "0",
+        "--report",
+        "off",
+        "--steps",
+        "100000000",
+        "--log-every",
+        "1",
+        "--save",
+        ck.to_str().unwrap(),
+    ];
+    let launch = ["--oversubscribe", "--mca", "odls_base_sigkill_timeout", "4", "-n", "2"];
+    let (job, mut stdout) = start_job(&launch, &exe, &args, "step     20/");
+    signal(&job, libc::SIGTERM);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let out = job.wait_with_output().unwrap();
+    assert!(!out.status.success(), "the job was stopped, not finished");
+    let latest = ck.join("latest");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(latest.exists(), "no checkpoint after the signal; stderr:\n{stderr}");
+    assert!(latest_step(&ck) >= 20, "stopped after step {}", latest_step(&ck));
+}
+
 /// Two SIGINTs 0.1 s apart make `mpirun` exit at once without passing anything on (it sends
 /// SIGTERM only a second after the first). Its ranks then get SIGHUP from the kernel, as asked
 /// at start-up: they stop after the step in flight with a checkpoint that resumes, and are gone

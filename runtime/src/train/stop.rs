@@ -81,6 +81,8 @@ fn flags() -> Result<&'static Flags> {
         // allocates, locks and blocks nothing.
         unsafe { signal_hook::low_level::register(SIGHUP, record) }.map_err(failed)?;
     }
+    // A rank blocked on a log line nobody reads after the signal stops waiting for it.
+    crate::process::console::give_up_waiting_when(Arc::clone(&flags.seen));
     Ok(FLAGS.get_or_init(|| flags))
 }
 
