@@ -204,18 +204,19 @@ fn ranks_with_different_settings_stop_with_an_error_naming_the_flags() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// An emulated link on which one bucket's all-reduce outlasts the wait timeout is refused before
-/// step 1, naming both, instead of timing out at the first wait.
+/// An emulated link on which one bucket's all-reduce outlasts the wait timeout is named in a note
+/// before step 1; the wait then times out, as the note says.
 #[test]
-fn a_link_slower_than_the_wait_timeout_is_refused_before_step_1() {
+fn a_link_slower_than_the_wait_timeout_is_named_before_step_1() {
     let mlp = example("mlp");
-    let started = std::time::Instant::now();
     let flags = ["--steps", "2", "--batch", "4", "--report", "off", "--link", "latency=2s", "--comm-timeout", "1s"];
     let out = mpirun(&[&["-n", "2", mlp.to_str().unwrap()][..], &flags].concat());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
-    let says = "--link latency 2000000.000 us, no bandwidth limit: the all-reduce of bucket b0";
-    assert!(stderr.contains(says) && stderr.contains("at least --comm-timeout 1s"), "{stderr}");
-    assert!(!stderr.contains("step      1"), "{stderr}");
-    assert!(started.elapsed().as_secs() < 30, "refused before the first wait");
+    let note = "note: on the emulated link (latency 2000000.000 us, no bandwidth limit), the all-reduce of bucket b0";
+    assert!(
+        stderr.contains(note) && stderr.contains("at least the wait timeout (1s): its wait will time out"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("was not reduced within 1s"), "{stderr}");
 }

@@ -14,7 +14,7 @@ use overlap_plan::Width;
 
 use super::context::StepContext;
 use super::contract::{assert_not_lent, DeviceOp, Layer, ParamDef};
-use super::dropout::DropoutDraw;
+use super::dropout_draw::DropoutDraw;
 use super::exp::exp;
 use super::lanes::{self, LANES};
 use super::linear::column_sums;

@@ -4,7 +4,7 @@
 //! never mixes rows of different sequences. It also carries the micro-step's dropout, which
 //! `Dropout` and attention (on its weights) read.
 
-use super::dropout::DropoutDraw;
+use super::dropout_draw::DropoutDraw;
 
 /// The shape of one forward and backward: `sequences × positions` rows, sequence-major (row
 /// `s * positions + t` is position `t` of sequence `s`). A batch of independent samples is

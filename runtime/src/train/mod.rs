@@ -319,6 +319,11 @@ impl<'c> Trainer<'c> {
                 console::err_line(&format!("note: {note}"));
             }
         }
+        if let (0, Some(note)) =
+            (comm.rank(), preflight::link_outlasts_timeout(&config, &M::SCHEDULE, comm.world_size()))
+        {
+            console::err_line(&format!("note: {note}"));
+        }
         let base = config.optimizer.base_lr();
         if let (0, Some(note)) = (comm.rank(), config.optimizer.lr_schedule.unfinished_warm_up(base, config.steps)) {
             console::err_line(&format!("note: {note}"));

@@ -1,4 +1,5 @@
 use super::*;
+use crate::layer::dropout_draw::{element_draw, row_key};
 
 const SEED: u64 = 1337;
 
