@@ -117,7 +117,7 @@ extern "C" __global__ void add_into(float* y, const float* a, int n) {
     }
 }
 
-// Dropout's multipliers, hashed from where each element is (runtime/src/layer/dropout.rs
+// Dropout's multipliers, hashed from where each element is (runtime/src/layer/dropout_draw.rs
 // computes the same, bit for bit): SplitMix64 of the stream and the run-wide row gives the row's
 // key, two MurmurHash3 finalisers of it and the column give a 24-bit draw, and the element is
 // kept with `scale` when the draw is at least `threshold`, zeroed otherwise (by a multiplication,
