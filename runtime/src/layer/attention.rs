@@ -14,7 +14,6 @@ use overlap_plan::Width;
 
 use super::context::StepContext;
 use super::contract::{assert_not_lent, DeviceOp, Layer, ParamDef};
-use super::dropout_draw::DropoutDraw;
 use super::exp::exp;
 use super::lanes::{self, LANES};
 use super::linear::column_sums;
@@ -111,26 +110,6 @@ fn causal_softmax(scores: &mut [f32], t: usize, first: usize) {
     }
 }
 
-/// Rows of the heads' weights, `t` long, of which the first `seen` are read, dropped from `from`
-/// into `to`; `first` is the first row's index in the micro-batch's weights (`[sequences, H, T]`
-/// rows), which `draw` (`DropoutDraw::for_weights`) masks as the run's.
-fn drop_rows(draw: DropoutDraw, first: usize, (from, to): (&[f32], &mut [f32]), (t, seen): (usize, usize)) {
-    for (i, (from, to)) in from.chunks_exact(t).zip(to.chunks_exact_mut(t)).enumerate() {
-        for ((to, &p), factor) in to[..seen].iter_mut().zip(&from[..seen]).zip(draw.row_factors(first + i)) {
-            *to = p * factor;
-        }
-    }
-}
-
-/// [`drop_rows`] in place (the weights' gradients, masked as the weights were).
-fn mask_rows(draw: DropoutDraw, first: usize, rows: &mut [f32], (t, seen): (usize, usize)) {
-    for (i, row) in rows.chunks_exact_mut(t).enumerate() {
-        for (value, factor) in row[..seen].iter_mut().zip(draw.row_factors(first + i)) {
-            *value *= factor;
-        }
-    }
-}
-
 impl<const D: usize, const H: usize> CausalSelfAttention<D, H> {
     /// Features per head; a width that does not split evenly stops the build.
     const HEAD: usize = {
@@ -195,7 +174,8 @@ impl<const D: usize, const H: usize> CausalSelfAttention<D, H> {
                         let dropped = &mut dropped[square.clone()];
                         let first = (s * H + h) * t + r0;
                         let rows = r0 * t..(r0 + n) * t;
-                        drop_rows(draw, first, (&probs[rows.clone()], &mut dropped[rows]), (t, seen));
+                        // `first` counts rows of the weights, `[sequences, H, T]`, as `for_weights` does.
+                        draw.drop_rows(first, (&probs[rows.clone()], &mut dropped[rows]), (t, seen));
                         MatRef::block(dropped, r0 * t, n, seen, t)
                     } else {
                         MatRef::block(probs, r0 * t, n, seen, t)
@@ -265,7 +245,7 @@ impl<const D: usize, const H: usize> CausalSelfAttention<D, H> {
                             dp,
                         );
                         if draw.active() {
-                            mask_rows(draw, (s * H + h) * t + r0, &mut ds[r0 * t..(r0 + n) * t], (t, seen));
+                            draw.mask_rows((s * H + h) * t + r0, &mut ds[r0 * t..(r0 + n) * t], (t, seen));
                         }
                         let panel_rows =
                             ds[r0 * t..(r0 + n) * t].chunks_exact_mut(t).zip(probs[r0 * t..].chunks_exact(t));

@@ -74,12 +74,7 @@ fn apply(draw: DropoutDraw, from: &Matrix, to: &mut Matrix) {
         return;
     }
     let cols = from.cols();
-    assert!(u32::try_from(cols).is_ok(), "Dropout: {cols} columns do not fit the draw's column index");
-    for (row, (out, inp)) in to.as_mut_slice().chunks_mut(cols).zip(from.as_slice().chunks(cols)).enumerate() {
-        for ((y, &x), factor) in out.iter_mut().zip(inp).zip(draw.row_factors(row)) {
-            *y = x * factor;
-        }
-    }
+    draw.drop_rows(0, (from.as_slice(), to.as_mut_slice()), (cols, cols));
 }
 
 #[cfg(test)]

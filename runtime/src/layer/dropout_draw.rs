@@ -81,6 +81,29 @@ impl DropoutDraw {
         let scale = self.scale();
         (0u32..).map(move |col| if element_draw(key, col) >= self.threshold { scale } else { 0.0 })
     }
+
+    /// Rows `first..` (of the micro-batch) of `width` elements, of which the first `seen` are
+    /// masked, from `from` into `to`: `to = from ∘ mask · scale` (the `Dropout` layer: every
+    /// column; attention's weights: the keys a panel's rows see).
+    pub(crate) fn drop_rows(&self, first: usize, (from, to): (&[f32], &mut [f32]), (width, seen): (usize, usize)) {
+        assert!(u32::try_from(seen).is_ok(), "dropout: {seen} columns do not fit the draw's column index");
+        for (i, (from, to)) in from.chunks_exact(width).zip(to.chunks_exact_mut(width)).enumerate() {
+            for ((to, &x), factor) in to[..seen].iter_mut().zip(&from[..seen]).zip(self.row_factors(first + i)) {
+                *to = x * factor;
+            }
+        }
+    }
+
+    /// [`DropoutDraw::drop_rows`] in place (attention's weight gradients, masked as the weights
+    /// were).
+    pub(crate) fn mask_rows(&self, first: usize, rows: &mut [f32], (width, seen): (usize, usize)) {
+        assert!(u32::try_from(seen).is_ok(), "dropout: {seen} columns do not fit the draw's column index");
+        for (i, row) in rows.chunks_exact_mut(width).enumerate() {
+            for (value, factor) in row[..seen].iter_mut().zip(self.row_factors(first + i)) {
+                *value *= factor;
+            }
+        }
+    }
 }
 
 impl Default for DropoutDraw {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::layer::DropoutDraw;
 
 /// Panels compute what the whole square does (their products run over fewer keys, and what
 /// they skip is exact zeros): the output and every gradient, at 65 positions (a panel and
