@@ -288,3 +288,56 @@ fn a_library_run_stopped_by_a_signal_names_the_same_checkpoint_on_every_rank() {
         assert!(text.contains(&line), "`{line}` in:\n{text}");
     }
 }
+
+/// Runs `exe` (a fault binary) under `mpirun -n ranks` with `fault`; returns its exit status and
+/// everything it printed.
+fn fault_job(ranks: &str, exe: &Path, fault: Option<&str>, args: &[&str]) -> (Option<i32>, String) {
+    let env: Vec<(&str, &str)> = fault.iter().map(|f| ("OVERLAP_FAULT", *f)).collect();
+    let out = common::mpirun_with_env(&env, &[&["-n", ranks, exe.to_str().unwrap()][..], args].concat());
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code(), text)
+}
+
+/// A signal between the micro-steps of a step (`--accumulate`) stops the run there, before
+/// anything is updated: the checkpoint holds the step before, and a resumed run, which does that
+/// step whole, ends with the parameters of a run never interrupted, bit for bit. On 2 ranks
+/// with sharded optimizer state, the signal reaching rank 1 alone.
+#[test]
+fn a_stop_between_micro_steps_leaves_the_step_out_and_a_resume_equals_an_uninterrupted_run() {
+    let root = scratch("micro-step-stop");
+    let exe = common::fault_mlp();
+    let path = |name: &str| root.path().join(name).to_str().unwrap().to_string();
+    let (ck, whole, resumed) = (path("ck"), path("whole.safetensors"), path("resumed.safetensors"));
+    fn args<'a>(more: &[&'a str]) -> Vec<&'a str> {
+        let run = ["--batch", "4", "--report", "off", "--accumulate", "3", "--shard-optimizer", "--optimizer", "adamw"];
+        [&run[..], &["--steps", "5"], more].concat()
+    }
+    let (code, text) = fault_job("2", &exe, Some("term:1:3:2"), &args(&["--save", &ck]));
+    assert_ne!(code, Some(0), "{text}");
+    assert!(
+        text.contains("note: SIGTERM came during step 3, after 2 of its 3 micro-steps: the step is left out"),
+        "{text}"
+    );
+    assert!(text.contains("stopped by SIGTERM after step 2: checkpoint"), "{text}");
+    assert_eq!(latest_step(Path::new(&ck)), 2, "{text}");
+    let (code, text) = fault_job("2", &exe, None, &args(&["--resume", &ck, "--save-params", &resumed]));
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = fault_job("2", &exe, None, &args(&["--save-params", &whole]));
+    assert_eq!(code, Some(0), "{text}");
+    let read = |file: &str| common::load_sorted_params(Path::new(file));
+    assert!(read(&resumed) == read(&whole), "stopped between micro-steps and resumed, the run differs");
+}
+
+/// PowerSGD's error feedback lives in the gradient buckets the micro-steps sum into, so a signal
+/// between them stops the run after that step, as without `--accumulate`.
+#[test]
+fn with_powersgd_a_stop_between_micro_steps_waits_for_the_step_end() {
+    let root = scratch("micro-step-stop-powersgd");
+    let exe = common::fault_binary("fault-mlp-powersgd");
+    let ck = root.path().join("ck");
+    let args = ["--batch", "4", "--report", "off", "--accumulate", "3", "--steps", "5", "--save", ck.to_str().unwrap()];
+    let (code, text) = fault_job("2", &exe, Some("term:0:2:2"), &args);
+    assert_ne!(code, Some(0), "{text}");
+    assert!(text.contains("stopped by SIGTERM after step 2: checkpoint") && !text.contains("micro-steps"), "{text}");
+    assert_eq!(latest_step(&ck), 2);
+}

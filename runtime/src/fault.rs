@@ -12,7 +12,8 @@
 //! - `kill:<rank>:<step>` / `panic:<rank>:<step>`: rank `rank` is SIGKILLed / panics when step
 //!   `step` (1-based) begins.
 //! - `term:<rank>:<step>`: rank `rank` sends itself SIGTERM when step `step` begins, as a
-//!   scheduler would, at a step chosen exactly.
+//!   scheduler would, at a step chosen exactly; `term:<rank>:<step>:<micro>` when micro-step
+//!   `micro` (1-based) of that step begins.
 //! - `comm-panic:<rank>:<n>`: rank `rank`'s communication thread panics at its `n`-th all-reduce.
 //! - `nan:<rank>:<step>`: rank `rank` puts a NaN into its loss gradient at step `step`.
 //! - `huge:<rank>:<step>`: rank `rank` puts 1e30 into its loss gradient at step `step`: finite in
@@ -79,7 +80,7 @@ enum Fault {
     SaveParams { nth: u64 },
     Kill { rank: usize, step: u64 },
     Panic { rank: usize, step: u64 },
-    Term { rank: usize, step: u64 },
+    Term { rank: usize, step: u64, micro: u64 },
     CommPanic { rank: usize, nth: u64 },
     Nan { rank: usize, step: u64 },
     Huge { rank: usize, step: u64 },
@@ -129,6 +130,10 @@ fn parse(spec: &str) -> Option<Fault> {
         return Some(Fault::Stop { rank: rank()?, at });
     }
     let b = last.parse::<u64>().ok()?;
+    if kind == "term" {
+        let micro = parts.next().map_or(Some(1), |m| m.parse().ok())?;
+        return Some(Fault::Term { rank: rank()?, step: b, micro });
+    }
     Some(match kind {
         "slow-save" => Fault::SlowSave { millis: a.parse().ok()?, nth: b },
         "save-params" if a == "synced" => Fault::SaveParams { nth: b },
@@ -136,7 +141,6 @@ fn parse(spec: &str) -> Option<Fault> {
         "save" => Fault::Save { stage: SaveStage::ALL.iter().find(|s| s.name() == a)?.name(), nth: b },
         "kill" => Fault::Kill { rank: rank()?, step: b },
         "panic" => Fault::Panic { rank: rank()?, step: b },
-        "term" => Fault::Term { rank: rank()?, step: b },
         "comm-panic" => Fault::CommPanic { rank: rank()?, nth: b },
         "nan" => Fault::Nan { rank: rank()?, step: b },
         "huge" => Fault::Huge { rank: rank()?, step: b },
@@ -216,11 +220,18 @@ pub fn at_step(rank: usize, step: u64) {
             panic!("fault injected: rank {rank} panics at step {}", step + 1)
         }
         Some(&Fault::Stop { rank: r, at: StopPoint::Step(s) }) if r == rank && s == step + 1 => stop_self(),
-        Some(&Fault::Term { rank: r, step: s }) if r == rank && s == step + 1 => {
+        _ => {}
+    }
+}
+
+/// Called when micro-step `micro` (0-based) of step `step` (0-based) begins on `rank`; the
+/// first one right after `at_step`.
+pub fn at_micro_step(rank: usize, step: u64, micro: usize) {
+    if let Some(&Fault::Term { rank: r, step: s, micro: m }) = fault() {
+        if r == rank && s == step + 1 && m == micro as u64 + 1 {
             // SAFETY: raise() has no memory-safety preconditions; the run's handler records it.
             unsafe { libc::raise(libc::SIGTERM) };
         }
-        _ => {}
     }
 }
 
@@ -259,7 +270,8 @@ mod tests {
         assert_eq!(parse("save:renamed:2"), Some(Fault::Save { stage: "renamed", nth: 2 }));
         assert_eq!(parse("kill:1:7"), Some(Fault::Kill { rank: 1, step: 7 }));
         assert_eq!(parse("panic:0:3"), Some(Fault::Panic { rank: 0, step: 3 }));
-        assert_eq!(parse("term:0:3"), Some(Fault::Term { rank: 0, step: 3 }));
+        assert_eq!(parse("term:0:3"), Some(Fault::Term { rank: 0, step: 3, micro: 1 }));
+        assert_eq!(parse("term:1:3:2"), Some(Fault::Term { rank: 1, step: 3, micro: 2 }));
         assert_eq!(parse("comm-panic:2:5"), Some(Fault::CommPanic { rank: 2, nth: 5 }));
         assert_eq!(parse("nan:0:1"), Some(Fault::Nan { rank: 0, step: 1 }));
         assert_eq!(parse("huge:2:3"), Some(Fault::Huge { rank: 2, step: 3 }));
@@ -280,6 +292,7 @@ mod tests {
             "kill:1:-2",
             "stop:1:later",
             "stop:x:1",
+            "term:0:3:x",
         ] {
             assert_eq!(parse(bad), None, "{bad}");
         }

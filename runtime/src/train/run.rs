@@ -153,6 +153,11 @@ impl Run<'_> {
         let mut step_times = Vec::with_capacity(config.steps.saturating_sub(first_step).min(1 << 20) as usize);
         let mut log = LossLog::new(first_step);
         let positions = data.positions().max(1);
+        // A stop may end a step between its micro-steps, with nothing updated yet, except where the
+        // buckets hold PowerSGD's error feedback, which those micro-steps' gradients are summed into:
+        // such a step ends first.
+        let stops_between_micro_steps =
+            config.accumulate > 1 && backend.buckets().iter().all(|b| b.low_rank_state().is_none());
         for step in first_step..config.steps {
             fault::at_step(rank, step);
             trace::set_step(step);
@@ -166,6 +171,7 @@ impl Run<'_> {
             let mut step_loss = 0.0f64;
             let (mut summed_loss, mut stop_vote) = (None, None);
             for micro in 0..config.accumulate {
+                fault::at_micro_step(rank, step, micro);
                 let first = shard_start_after(position.samples_seen, micro, world, rank, config.batch);
                 ahead.take_into(data, first, config.batch, &mut batch)?;
                 batch.context = StepContext::sequences(config.batch, positions)
@@ -191,6 +197,13 @@ impl Run<'_> {
                 }
                 step_loss += micro_loss;
                 let last = micro + 1 == config.accumulate;
+                // Between micro-steps nothing is updated yet: a stop there leaves the step out.
+                let mid_step_vote = match stop {
+                    Some(s) if !last && stops_between_micro_steps && step + 1 < config.steps => {
+                        Some(s.start_vote(comm)?)
+                    }
+                    _ => None,
+                };
                 if logging && last {
                     // Queued before backward's launches, so that no reduction (nor the sharded
                     // state's all-gathers for the next forward) delays the log line.
@@ -201,6 +214,16 @@ impl Run<'_> {
                     stop_vote = stop.map(|s| s.start_vote(comm)).transpose()?;
                 }
                 backend.backward(micro, last)?;
+                if let (Some(s), Some(vote)) = (stop, mid_step_vote) {
+                    if let Some(signal) = s.agreed(comm, vote)? {
+                        shown.finish();
+                        drop(step_span);
+                        if rank == 0 {
+                            crate::process::console::err_line(&left_out(signal, step, micro, config.accumulate));
+                        }
+                        return Err(stopped(&mut backend, (comm, config, &about), position, None, signal)?);
+                    }
+                }
                 if !last {
                     // The next micro-batch while the device runs this one's backward.
                     let next = shard_start_after(position.samples_seen, micro + 1, world, rank, config.batch);
@@ -285,21 +308,7 @@ impl Run<'_> {
             let voted = stop.zip(vote).map(|(s, vote)| s.agreed(comm, vote)).transpose()?;
             let Some(signal) = voted.flatten() else { continue };
             shown.finish();
-            let unsaved = config.save.is_some() && !config.saves_after(step);
-            let gathered = if unsaved { checkpoint::low_rank::gather(&backend.buckets(), comm)? } else { None };
-            let joined = if unsaved { join_shards(&mut backend, comm)? } else { None };
-            let written = match (rank, &config.save, &saved) {
-                (0, Some(save), None) => Some(write_checkpoint(&mut backend, save, position, &about, gathered, joined)),
-                _ => None,
-            };
-            backend.finish()?;
-            comm.wait_for_checkpoint_write()?;
-            if unsaved {
-                saved = shared_outcome(comm, written, config.save.as_ref(), position)?;
-            }
-            let checkpoint = config.save.as_ref().map(|s| saved.unwrap_or_else(|| s.dir.clone()));
-            let unwritten = config.save_params.clone();
-            return Err(Error::Stopped { signal, step: step + 1, checkpoint, unwritten });
+            return Err(stopped(&mut backend, (comm, config, &about), position, saved, signal)?);
         }
         shown.finish();
         backend.finish()?;
@@ -310,6 +319,46 @@ impl Run<'_> {
         observer.finish(comm)?;
         Ok(summary)
     }
+}
+
+/// How a stop every rank agreed on ends the run at `position`, a step's end: with the
+/// checkpoint of it that `saved` names, or that rank 0 writes now where the run saves (a write of
+/// the checkpoint `latest` already names writes nothing), then `Error::Stopped`.
+fn stopped<M: DistributedModel>(
+    backend: &mut impl StepBackend<M>,
+    (comm, config, about): (&Communicator, &TrainConfig, &checkpoint::RunAbout),
+    position: Position,
+    mut saved: Option<PathBuf>,
+    signal: i32,
+) -> Result<Error> {
+    let unsaved = config.save.is_some() && saved.is_none();
+    let gathered = if unsaved { checkpoint::low_rank::gather(&backend.buckets(), comm)? } else { None };
+    let joined = if unsaved { join_shards(backend, comm)? } else { None };
+    let written = match (comm.rank(), &config.save, unsaved) {
+        (0, Some(save), true) => Some(write_checkpoint(backend, save, position, about, gathered, joined)),
+        _ => None,
+    };
+    backend.finish()?;
+    comm.wait_for_checkpoint_write()?;
+    if unsaved {
+        saved = shared_outcome(comm, written, config.save.as_ref(), position)?;
+    }
+    let checkpoint = config.save.as_ref().map(|s| saved.unwrap_or_else(|| s.dir.clone()));
+    let unwritten = config.save_params.clone();
+    Ok(Error::Stopped { signal, step: position.next_step, checkpoint, unwritten })
+}
+
+/// What rank 0 says when a stop comes between micro-steps `micro` and `micro + 1` (0-based) of
+/// step `step` (0-based).
+fn left_out(signal: i32, step: u64, micro: usize, accumulate: usize) -> String {
+    let kept = if step == 0 { "the initial ones".to_string() } else { format!("those after step {step}") };
+    format!(
+        "note: {} came during step {}, after {} of its {accumulate} micro-steps: the step is left out (the \
+         parameters are {kept}), and a resumed run does it whole",
+        crate::error::signal_name(signal),
+        step + 1,
+        micro + 1,
+    )
 }
 
 /// The dropout of a training micro-step whose first row is row `first_row` of the run (see

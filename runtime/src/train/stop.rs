@@ -4,7 +4,9 @@
 //! whether any of them got one (a one-number all-reduce), so that all stop after the same step
 //! (when sharded parameters are all-gathered in the next forward, the vote is queued before the
 //! step's backward instead, so as not to wait behind those all-gathers: a signal after it stops
-//! the run one step later, unless it cut a validation pass short, after which the ranks vote again);
+//! the run one step later, unless it cut a validation pass short, after which the ranks vote again;
+//! with gradient accumulation they also vote between micro-steps, and a stop there leaves the
+//! step out, since nothing is updated before its last micro-step: `run::Run::steps`);
 //! the `Trainer` then writes a checkpoint if the run saves, and returns `Error::Stopped`. A
 //! validation pass after the step stops at its next batch (`validation::HeldOutLoss::CutShort`). A
 //! signal during the last step stops nothing: the run has reached its end, and finishes with
