@@ -43,6 +43,9 @@ fn fit_applies_the_runs_communication_settings() {
         .unwrap();
     assert_eq!(summary.steps, 3);
     assert_eq!(comm.config(), settings, "the communicator runs with the run's settings");
-    assert_eq!((comm.mode(), comm.checks_finite(), comm.wire_format(0)), (CommMode::Skip, true, WireFormat::Bf16));
+    assert_eq!(
+        (comm.mode(), comm.checks_finite(), comm.wire_format(&Tiny::SCHEDULE, 0)),
+        (CommMode::Skip, true, WireFormat::Bf16)
+    );
     assert_eq!(comm.wait_timeout(), Some(Duration::from_secs(5)));
 }

@@ -25,6 +25,16 @@ pub struct Net {
     head: Linear<640, 10>,
 }
 
+/// `Net` compiled to send bf16.
+#[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 0.25, grad_comm = bf16)]
+pub struct NetBf16 {
+    fc1: Linear<32, 512>,
+    act1: Tanh,
+    fc2: Linear<512, 640>,
+    act2: Tanh,
+    head: Linear<640, 10>,
+}
+
 const STEPS: usize = 20;
 /// The largest deviation from FP32 communication allowed after `STEPS` steps, relative to how far
 /// FP32 moved the parameters (`deviation`). Measured on 2 and 3 ranks: see the launcher's output.
@@ -41,14 +51,19 @@ fn sgd() -> Sgd {
     Sgd::new(0.05).momentum(0.9)
 }
 
-fn params(model: &Net) -> Vec<Vec<f32>> {
-    Net::SCHEDULE.params().map(|p| model.param(p).to_vec()).collect()
+fn params<M: DistributedModel>(model: &M) -> Vec<Vec<f32>> {
+    M::SCHEDULE.params().map(|p| model.param(p).to_vec()).collect()
 }
 
 /// Parameters after `STEPS` steps on `comm`, with the buckets' all-reduces as `comm` does them.
 fn train(comm: &Communicator) -> Vec<Vec<f32>> {
-    let (mut model, mut optimizer) = (Net::new(comm, 11).unwrap(), sgd());
-    let (mut grads, mut ws, mut dy) = (model.new_grads(), NetWorkspace::default(), Matrix::default());
+    train_model(comm, Net::new(comm, 11).unwrap())
+}
+
+/// `train`, of `model`.
+fn train_model<M: DistributedModel>(comm: &Communicator, mut model: M) -> Vec<Vec<f32>> {
+    let mut optimizer = sgd();
+    let (mut grads, mut ws, mut dy) = (model.new_grads(), M::Workspace::default(), Matrix::default());
     for step in 0..STEPS {
         let (x, labels) = batch(comm.rank(), step);
         let logits = model.forward(&x, &mut ws);
@@ -164,7 +179,7 @@ fn one_process_sends_nothing_so_rounds_nothing() {
 #[test]
 fn formats_can_differ_by_bucket() {
     let mut comm = Communicator::single();
-    let formats = |comm: &Communicator| (0..3).map(|k| comm.wire_format(k)).collect::<Vec<_>>();
+    let formats = |comm: &Communicator| (0..3).map(|k| comm.wire_format(&Net::SCHEDULE, k)).collect::<Vec<_>>();
     comm.set_bucket_wire_formats(&[WireFormat::Bf16, WireFormat::Fp16]);
     assert_eq!(formats(&comm), [WireFormat::Bf16, WireFormat::Fp16, WireFormat::Fp32], "FP32 past the list");
     comm.set_wire_format(WireFormat::Fp16);
@@ -194,10 +209,14 @@ fn ranks_train_with_narrow_formats() {
     let fp32 = train(&comm);
     let exact = train_with(&comm, exact_sum);
     let harness = deviation(&exact, &fp32, &init);
+    let mut chosen_bf16 = Vec::new();
     assert!(harness < 1e-5, "the reference's own FP32 sums are {harness:e} from the runtime's");
     for (format, tolerance) in [(WireFormat::Bf16, BF16_TOLERANCE), (WireFormat::Fp16, FP16_TOLERANCE)] {
         comm.set_wire_format(format);
         let ours = train(&comm);
+        if format == WireFormat::Bf16 {
+            chosen_bf16.clone_from(&ours);
+        }
         // With --check-finite nothing is lent: the update runs after the wait point.
         comm.set_check_finite(true);
         assert!(train(&comm) == ours, "{format}: lent updates and updates after the wait differ");
@@ -213,6 +232,12 @@ fn ranks_train_with_narrow_formats() {
         assert!(ours <= tolerance, "{format}: {ours:e} from fp32, above the tolerance {tolerance:e}");
         assert!(ours < per_hop, "{format}: {ours:e} from fp32, not closer than per-hop rounding ({per_hop:e})");
     }
+    // Each model sends as it was compiled, whichever model the communicator met last.
+    comm.use_schedule_wire_formats();
+    let (net, _built_after) = (Net::new(&comm, 11).unwrap(), NetBf16::new(&comm, 11).unwrap());
+    assert!(train_model(&comm, net) == fp32, "Net sent as the model built after it");
+    let (net_bf16, _built_after) = (NetBf16::new(&comm, 11).unwrap(), Net::new(&comm, 11).unwrap());
+    assert!(train_model(&comm, net_bf16) == chosen_bf16, "NetBf16 sent otherwise than bf16");
     fp16_gradients_near_its_largest_value_stay_finite(&mut comm);
     fp16_overflow_is_an_error_with_check_finite(&mut comm);
 }

@@ -22,7 +22,7 @@ pub fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result
     comm.check_same_schedule(&schedule)?;
     train::agree_on_settings(&args.train_config(), comm)?;
     let mut buckets: Vec<GradBucket> =
-        schedule.buckets.iter().enumerate().map(|(k, b)| GradBucket::zeros(k, b.numel)).collect();
+        schedule.buckets.iter().enumerate().map(|(k, b)| GradBucket::zeros(k, b.numel).in_format(b.wire)).collect();
     let mut in_flight: Vec<InFlight> = Vec::with_capacity(buckets.len());
     let observe = args.observe_config();
     let shape = RunShape {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use overlap_plan::{sim_buckets, simulate_sharded, Link, Schedule, SimSharding, StepCosts};
 
-use crate::comm::{CommMode, Communicator, Transport};
+use crate::comm::{CommMode, Communicator, Transport, WireFormat};
 use crate::error::Result;
 use crate::memory::{needed_bytes, optimizer_state_bytes, peak_rss_bytes, RunShape};
 use crate::process::console;
@@ -404,8 +404,9 @@ pub fn recording_bytes(config: &ObserveConfig, schedule: &Schedule, run: &RunSha
 /// `schedule` with each bucket's format as `comm` sends it (the schedule's `grad_comm`, or
 /// `--grad-comm`), so that the report counts the bytes that travelled.
 fn as_sent(mut schedule: Schedule, comm: &Communicator) -> Schedule {
-    for (k, bucket) in schedule.buckets.to_mut().iter_mut().enumerate() {
-        bucket.wire = comm.wire_format(k);
+    let sent: Vec<WireFormat> = (0..schedule.buckets.len()).map(|k| comm.wire_format(&schedule, k)).collect();
+    for (bucket, wire) in schedule.buckets.to_mut().iter_mut().zip(sent) {
+        bucket.wire = wire;
         if comm.wire_format_chosen() {
             bucket.low_rank = None; // A run-time format sends low-rank buckets whole.
         }

@@ -28,6 +28,10 @@ pub struct GradBucket {
     lent: Lent,
     /// How its all-reduce in progress sends the values (the communicator's choice at launch).
     wire: WireFormat,
+    /// How the schedule it was made for sends them (`grad_comm`), unless the run chooses
+    /// otherwise: the bucket's own, so that a model sends as it was compiled whichever model
+    /// the communicator met last.
+    planned: WireFormat,
     /// PowerSGD's state, when the schedule compresses this bucket (see `low_rank`).
     low_rank: Option<Box<LowRankState>>,
     /// All-reduced, or reduce-scattered with its lent parameters updated in this rank's shard
@@ -67,19 +71,27 @@ impl GradBucket {
             data: crate::host::huge_pages::zeroed(numel),
             lent: Lent::default(),
             wire: WireFormat::Fp32,
+            planned: WireFormat::Fp32,
             low_rank: None,
             sharding: Sharding::Whole,
             norm: ArrivalNorm::default(),
         }
     }
 
-    /// Bucket `k` of `schedule`, zeroed, with PowerSGD's state when the schedule compresses it
-    /// (`grad_comm = powersgd(..)`; see `low_rank`); a plain bucket otherwise.
-    pub fn low_rank(schedule: &Schedule, k: usize) -> Self {
+    /// Bucket `k` of `schedule`, zeroed, in the schedule's wire format, with PowerSGD's state
+    /// when the schedule compresses it (`grad_comm = powersgd(..)`; see `low_rank`).
+    pub fn planned(schedule: &Schedule, k: usize) -> Self {
         let info = &schedule.buckets[k];
-        let mut bucket = GradBucket::zeros(k, info.numel);
+        let mut bucket = GradBucket::zeros(k, info.numel).in_format(info.wire);
         bucket.low_rank = info.low_rank.map(|spec| Box::new(LowRankState::new(schedule, k, spec)));
         bucket
+    }
+
+    /// This bucket, sent in `format` unless the run chooses another (`CommConfig::grad_comm`);
+    /// FP32 for a bucket made by `zeros`.
+    pub fn in_format(mut self, format: WireFormat) -> Self {
+        self.planned = format;
+        self
     }
 
     /// A bucket holding `data` (a message of PowerSGD's factors), without copying it.
@@ -89,6 +101,7 @@ impl GradBucket {
             data,
             lent: Lent::default(),
             wire: WireFormat::Fp32,
+            planned: WireFormat::Fp32,
             low_rank: None,
             sharding: Sharding::Whole,
             norm: ArrivalNorm::default(),
@@ -230,6 +243,11 @@ impl GradBucket {
 
     pub(crate) fn set_wire_format(&mut self, format: WireFormat) {
         self.wire = format;
+    }
+
+    /// The format its schedule sends it in (see `in_format`).
+    pub(crate) fn planned_wire_format(&self) -> WireFormat {
+        self.planned
     }
 
     /// Updates the lent parameters from this bucket's own gradients, when they are already the

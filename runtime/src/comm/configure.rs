@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use overlap_plan::Link;
+use overlap_plan::{Link, Schedule};
 
 use super::bucket::WaitChecks;
 use super::wire::Chosen;
@@ -123,10 +123,12 @@ impl Communicator {
         self.wire.get_mut().chosen = None;
     }
 
-    /// The format bucket `bucket`'s gradients travel in. With one rank nothing travels, and
-    /// nothing is rounded whatever this says.
-    pub fn wire_format(&self, bucket: usize) -> WireFormat {
-        self.wire.borrow().of(bucket)
+    /// The format bucket `bucket` of a model planned as `schedule` sends its gradients in: the
+    /// run's choice, else the schedule's. With one rank nothing travels, and nothing is rounded
+    /// whatever this says.
+    pub fn wire_format(&self, schedule: &Schedule, bucket: usize) -> WireFormat {
+        let planned = schedule.buckets.get(bucket).map_or(WireFormat::Fp32, |b| b.wire);
+        self.wire.borrow().of(bucket, planned)
     }
 
     /// This communicator, its later all-reduces started as `mode` says.
@@ -171,12 +173,21 @@ mod tests {
         let mut comm = Communicator::single();
         comm.set_bucket_wire_formats(&[WireFormat::Bf16, WireFormat::Fp16]);
         comm.apply(&comm.config()).unwrap();
+        let no_buckets = Schedule {
+            model: "NoBuckets".into(),
+            limits: overlap_plan::BucketLimits::Unlimited,
+            layers: Default::default(),
+            buckets: Default::default(),
+            shard_optimizer: false,
+            gathers: Default::default(),
+        };
+        let plain = &no_buckets;
         assert_eq!(
-            (comm.wire_format(0), comm.wire_format(1), comm.wire_format(2)),
+            (comm.wire_format(plain, 0), comm.wire_format(plain, 1), comm.wire_format(plain, 2)),
             (WireFormat::Bf16, WireFormat::Fp16, WireFormat::Fp32)
         );
         comm.apply(&CommConfig { grad_comm: Some(WireFormat::Fp16), ..comm.config() }).unwrap();
-        assert_eq!((comm.wire_format(0), comm.wire_format(2)), (WireFormat::Fp16, WireFormat::Fp16));
+        assert_eq!((comm.wire_format(plain, 0), comm.wire_format(plain, 2)), (WireFormat::Fp16, WireFormat::Fp16));
         comm.apply(&CommConfig { grad_comm: None, ..comm.config() }).unwrap();
         assert!(!comm.wire_format_chosen(), "a uniform choice is undone by none");
     }

@@ -281,7 +281,7 @@ impl Communicator {
     /// Sets the format `bucket` travels in (the run's choice, else the schedule's) and returns
     /// the bytes one rank sends of it.
     fn choose_wire_format(&self, bucket: &mut GradBucket) -> usize {
-        let format = self.wire.borrow().of(bucket.index());
+        let format = self.wire.borrow().of(bucket.index(), bucket.planned_wire_format());
         bucket.set_wire_format(format);
         bucket.len() * format.bytes_per_value()
     }

@@ -137,7 +137,6 @@ impl Communicator {
             return Err(Error::ScheduleMismatch { model: schedule.model.to_string(), differing, fingerprints });
         }
         self.agree_on_wire_formats()?;
-        self.wire.borrow_mut().schedule = schedule.buckets.iter().map(|b| b.wire).collect();
         self.agree_on_sharding(schedule)
     }
 

@@ -22,12 +22,11 @@ use half::{bf16, f16};
 
 pub use overlap_plan::WireFormat;
 
-/// Each bucket's format (by index, in launch order): what the run chose, else the schedule's of
-/// the model whose schedule was checked last (`check_same_schedule` adopts it), else FP32.
+/// Each bucket's format (by index, in launch order): what the run chose, else the one its
+/// schedule planned (which the bucket carries: `GradBucket::planned`).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct WirePlan {
     pub chosen: Option<Chosen>,
-    pub schedule: Vec<WireFormat>,
 }
 
 /// A run-time choice of formats; the last one made stands.
@@ -40,12 +39,12 @@ pub(crate) enum Chosen {
 }
 
 impl WirePlan {
-    pub(crate) fn of(&self, bucket: usize) -> WireFormat {
-        let listed = |list: &[WireFormat]| list.get(bucket).copied().unwrap_or_default();
+    /// Bucket `bucket`'s format, where its schedule planned `planned`.
+    pub(crate) fn of(&self, bucket: usize, planned: WireFormat) -> WireFormat {
         match &self.chosen {
             Some(Chosen::All(format)) => *format,
-            Some(Chosen::ByBucket(list)) => listed(list),
-            None => listed(&self.schedule),
+            Some(Chosen::ByBucket(list)) => list.get(bucket).copied().unwrap_or_default(),
+            None => planned,
         }
     }
 
@@ -263,16 +262,16 @@ mod tests {
     #[test]
     fn a_run_time_choice_overrides_the_schedule() {
         use WireFormat::{Bf16, Fp16, Fp32};
-        let mut plan = WirePlan { schedule: vec![Bf16, Fp16], ..WirePlan::default() };
-        assert_eq!((plan.of(0), plan.of(1), plan.of(2)), (Bf16, Fp16, Fp32), "the schedule's, FP32 past it");
+        let mut plan = WirePlan::default();
+        assert_eq!((plan.of(0, Bf16), plan.of(1, Fp16), plan.of(2, Fp32)), (Bf16, Fp16, Fp32), "the planned ones");
         assert_eq!(plan.override_code(), 0);
         plan.chosen = Some(Chosen::ByBucket(vec![Fp16]));
-        assert_eq!((plan.of(0), plan.of(1)), (Fp16, Fp32), "a chosen list, FP32 past it");
+        assert_eq!((plan.of(0, Bf16), plan.of(1, Bf16)), (Fp16, Fp32), "a chosen list, FP32 past it");
         let list_code = plan.override_code();
         plan.chosen = Some(Chosen::ByBucket(vec![Bf16]));
         assert_ne!(plan.override_code(), list_code, "another list, another code");
         plan.chosen = Some(Chosen::All(Bf16));
-        assert_eq!((plan.of(0), plan.of(1), plan.of(7)), (Bf16, Bf16, Bf16), "one for all");
+        assert_eq!((plan.of(0, Fp32), plan.of(1, Fp16), plan.of(7, Fp32)), (Bf16, Bf16, Bf16), "one for all");
         assert_eq!(plan.override_code(), Bf16 as u64 + 1);
         assert_ne!(list_code, Fp32 as u64 + 1);
     }

@@ -100,7 +100,7 @@ impl<'a, M: DistributedModel> GpuBackend<'a, M> {
             (comm.checks_finite(), "checking that the sums are finite (`CommConfig::check_finite`)"),
             (
                 comm.wire_format_chosen()
-                    && (0..M::SCHEDULE.buckets.len()).any(|b| comm.wire_format(b) != WireFormat::Fp32),
+                    && (0..M::SCHEDULE.buckets.len()).any(|b| comm.wire_format(&M::SCHEDULE, b) != WireFormat::Fp32),
                 "gradients on the wire narrower than FP32 (`CommConfig::grad_comm`)",
             ),
         ]

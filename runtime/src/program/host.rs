@@ -42,10 +42,7 @@ pub struct HostCompute;
 impl Compute<Host> for HostCompute {
     #[inline]
     fn new_bucket(&mut self, schedule: &Schedule, index: usize) -> std::result::Result<GradBucket, Infallible> {
-        Ok(match schedule.buckets[index].low_rank {
-            None => GradBucket::zeros(index, schedule.buckets[index].numel),
-            Some(_) => GradBucket::low_rank(schedule, index),
-        })
+        Ok(GradBucket::planned(schedule, index))
     }
 
     #[inline]
