@@ -121,7 +121,7 @@ impl<'a> Model<'a> {
         } else if let Some(clause) = &item.generics.where_clause {
             errors.spanned(clause, message);
         }
-        crate::field_attr::misplaced_on_struct(&item.attrs, errors);
+        crate::field_attr::misplaced_on_struct(&item.attrs, &item.ident, errors);
         let params = generic_params(&item.generics);
         let fields: Vec<Field> = match &item.fields {
             Fields::Named(named) => {

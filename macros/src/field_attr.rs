@@ -48,13 +48,14 @@ pub fn is_ours(attr: &Attribute) -> bool {
 
 /// Reports this macro's field attributes written on a struct instead (`#[init(..)]` on a block's
 /// struct): the compiler would only say it does not know them. The emitted struct drops them.
-pub fn misplaced_on_struct(attrs: &[Attribute], errors: &mut Errors) {
+pub fn misplaced_on_struct(attrs: &[Attribute], block: &syn::Ident, errors: &mut Errors) {
     for attr in attrs.iter().filter(|a| cfg::names_ours(a.path())) {
         let name = crate::helpers::path_name(attr.path());
         errors.spanned(
             attr,
             format!(
-                "`#[{name}]` goes on a field: the field that uses this block (`blocks: [Block; 4]`), or a layer's field"
+                "`#[{name}]` goes on a field, not on a struct: on a layer's field, or on the field that holds \
+                 `{block}` where it is used as a block"
             ),
         );
     }

@@ -138,6 +138,39 @@ pub fn drop_foreign_suffixes(ty: &mut Type) {
     }
 }
 
+/// Whether the compiler would refuse a built-in layer type as written on top of the macro's own
+/// error (already reported by `builtin`): another number of generic arguments than the type
+/// takes (`Linear<4>`, `Relu<4>`), or a negative width (`Linear<-4, 4>`). The struct emitted beside
+/// the errors holds `()` there instead, so that each mistake is reported once.
+pub fn refused_by_the_compiler_too(ty: &Type) -> bool {
+    let Type::Path(path) = ty else { return false };
+    let Some(last) = path.path.segments.last() else { return false };
+    let Some(arity) = builtin_arity(&last.ident) else { return false };
+    match &last.arguments {
+        PathArguments::None => arity != 0,
+        PathArguments::Parenthesized(_) => true,
+        PathArguments::AngleBracketed(args) => {
+            args.args.len() != arity
+                || args.args.iter().any(|arg| {
+                    let GenericArgument::Const(expr) = arg else { return false };
+                    let expr = match expr {
+                        Expr::Block(block) => match block.block.stmts.as_slice() {
+                            [syn::Stmt::Expr(inner, None)] => inner,
+                            _ => return false,
+                        },
+                        other => other,
+                    };
+                    match expr {
+                        Expr::Unary(syn::ExprUnary { op: syn::UnOp::Neg(_), .. }) => true,
+                        // `Linear<-4, 4>` reads as one literal.
+                        Expr::Lit(ExprLit { lit: Lit::Int(lit), .. }) => lit.base10_digits().starts_with('-'),
+                        _ => false,
+                    }
+                })
+        }
+    }
+}
+
 /// The type's name without its path and generic arguments: `Linear` for `overlap::Linear<4, 2>`.
 pub fn kind_name(kind: &str) -> &str {
     // The generic arguments first: they may hold paths of their own (`Gain<crate::Width>`).

@@ -46,9 +46,16 @@ pub(super) fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<Token
                 quote!((#name, &[#(#dims),*]))
             });
             let ready = schedule_tokens::ready(layer.ready);
+            let how = if field.custom {
+                "; `#[layer(...)]` plans them: `input = N, output = M` for a `Width::Fixed` layer (even where N \
+                 equals M), neither for `Width::Preserving`; `params(name = [dims], ...)` in `PARAMS`' order; \
+                 `ready = definition` for `ReadyOrder::Definition`"
+            } else {
+                ""
+            };
             let message = format!(
                 "layer `{}`: `{}`'s `overlap::Layer` constants are not those the bucket schedule was planned with: \
-                 {}",
+                 {}{how}",
                 field.name,
                 crate::layers::shown_type(ty),
                 planned_constants(layer)

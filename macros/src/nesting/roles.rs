@@ -66,7 +66,7 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
     let all: Vec<&ItemStruct> = read.into_iter().filter(|s| !layers.contains(&&s.ident)).collect();
     for s in &all {
         cfg::check_struct(&s.attrs, errors);
-        crate::field_attr::misplaced_on_struct(&s.attrs, errors);
+        crate::field_attr::misplaced_on_struct(&s.attrs, &s.ident, errors);
     }
     if all.is_empty() {
         errors.spanned(&module.ident, "this module holds no struct: put the model and its blocks in it");
