@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::{example, fault_mlp, mpirun_ok, scratch};
+use overlap::DistributedModel;
 use tempfile::TempDir;
 
 /// Runs `mlp` on `ranks` ranks (directly for 1, under mpirun otherwise).
@@ -317,4 +318,59 @@ fn ranks_that_start_from_other_files_are_refused_before_step_1() {
     args.extend(&validated);
     let text = failed(common::mpirun(&args));
     assert!(text.contains("rank(s) [1] read other held-out data than rank 0"), "{text}");
+}
+
+#[overlap::distributed_model]
+pub struct Small {
+    fc: overlap::Linear<3, 2>,
+    act: overlap::Relu,
+    head: overlap::Linear<2, 2>,
+}
+
+/// `path` loaded into a fresh `Small`: the error's text.
+fn refusal(path: &Path) -> String {
+    let comm = overlap::Communicator::single();
+    let mut model = Small::new(&comm, 1).unwrap();
+    overlap::params_file::load_into(&mut model, path).unwrap_err().to_string()
+}
+
+/// A file that is not the model's parameters in F32 safetensors says what it looks like: a
+/// `torch.save` file, a file cut short (with both lengths), every tensor in another dtype (in
+/// one line, not one per tensor), names under DDP's `module.` prefix.
+#[test]
+fn a_parameters_file_that_does_not_fit_says_what_it_is_instead() {
+    let dir = scratch("params-file-kinds");
+    let path = |name: &str| dir.path().join(name);
+    std::fs::write(path("model.pt"), b"PK\x03\x04 a zip archive, as torch.save writes").unwrap();
+    let text = refusal(&path("model.pt"));
+    assert!(text.contains("not a safetensors file (") && text.contains("looks like a `torch.save` file"), "{text}");
+
+    let comm = overlap::Communicator::single();
+    overlap::params_file::save_params(&Small::new(&comm, 1).unwrap(), &path("whole.st")).unwrap();
+    let whole = std::fs::read(path("whole.st")).unwrap();
+    std::fs::write(path("cut.st"), &whole[..whole.len() - 6]).unwrap();
+    let text = refusal(&path("cut.st"));
+    let lengths =
+        format!("the file is {} bytes, its header describes {}: it was cut short", whole.len() - 6, whole.len());
+    assert!(text.contains(&lengths), "{text}");
+
+    let params = common::load_sorted_params(&path("whole.st"));
+    let wide: Vec<Vec<u8>> =
+        params.iter().map(|(.., v)| v.iter().flat_map(|&x| f64::from(x).to_le_bytes()).collect()).collect();
+    let views = params.iter().zip(&wide).map(|((name, shape, _), bytes)| {
+        (name.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F64, shape.clone(), bytes).unwrap())
+    });
+    safetensors::serialize_to_file(views, None, &path("f64.st")).unwrap();
+    let text = refusal(&path("f64.st"));
+    assert!(
+        text.contains("4 tensors are F64, the model expects F32: `fc.bias`, `fc.weight`, `head.bias`, `head.weight`")
+            && text.lines().count() == 2,
+        "{text}"
+    );
+
+    let prefixed: Vec<_> = params.iter().map(|(n, s, v)| (format!("module.{n}"), s.clone(), v.clone())).collect();
+    common::write_params(&path("ddp.st"), &prefixed);
+    let text = refusal(&path("ddp.st"));
+    assert!(text.contains("the names carry DDP's `module.` prefix"), "{text}");
+    assert!(text.contains("4 unexpected tensors"), "{text}");
 }

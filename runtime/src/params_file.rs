@@ -94,14 +94,38 @@ pub fn load_notes(path: &Path) -> Result<FileNotes> {
     notes_in(&read_unless_device(path)?, path)
 }
 
-/// `path` could not be read as safetensors: say what it is not, then the format's complaint
-/// ("header too large" alone leaves a user guessing which header).
-fn not_safetensors(path: &Path, e: safetensors::SafeTensorError) -> Error {
-    Error::Safetensors(format!("{}: not a safetensors file ({e})", path.display()))
+/// `path` (its contents `bytes`) could not be read as safetensors: say what it is not, then the
+/// format's complaint ("header too large" alone leaves a user guessing which header), and what
+/// the file seems to be instead.
+fn not_safetensors(path: &Path, bytes: &[u8], e: safetensors::SafeTensorError) -> Error {
+    let seems = if bytes.starts_with(b"PK\x03\x04") || bytes.first() == Some(&0x80) {
+        // A zip archive (`torch.save` since PyTorch 1.6) or a pickle (before).
+        ": it looks like a `torch.save` file; write the parameters with \
+         `safetensors.torch.save_file(model.state_dict(), path)`"
+            .to_string()
+    } else {
+        match described_length(bytes) {
+            Some(described) if described > bytes.len() as u64 => {
+                format!(": the file is {} bytes, its header describes {described}: it was cut short", bytes.len())
+            }
+            _ => String::new(),
+        }
+    };
+    Error::Safetensors(format!("{}: not a safetensors file ({e}){seems}", path.display()))
+}
+
+/// The length of the file a safetensors header describes (its 8 bytes, the header, and the end
+/// of the last tensor's data), where the header reads as one.
+fn described_length(bytes: &[u8]) -> Option<u64> {
+    let header_len = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    let header = bytes.get(8..8usize.checked_add(usize::try_from(header_len).ok()?)?)?;
+    let header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(header).ok()?;
+    let data_end = header.values().filter_map(|tensor| tensor.get("data_offsets")?.get(1)?.as_u64()).max().unwrap_or(0);
+    Some(8 + header_len + data_end)
 }
 
 fn notes_in(bytes: &[u8], path: &Path) -> Result<FileNotes> {
-    let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| not_safetensors(path, e))?;
+    let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| not_safetensors(path, bytes, e))?;
     let metadata = header.metadata().as_ref();
     let get = |key: &str| metadata.and_then(|m| m.get(key));
     let positions = match get(POSITIONS_KEY) {
@@ -132,6 +156,8 @@ pub(crate) fn read_checked(
 ) -> Result<BTreeMap<String, Vec<f32>>, Vec<String>> {
     let file = SafeTensors::deserialize(bytes).map_err(|e| vec![format!("not a valid safetensors file: {e}")])?;
     let (mut problems, mut unexpected, mut missing) = (Vec::new(), Vec::new(), Vec::new());
+    // Tensors in another dtype, by dtype: a file saved in half precision names every tensor.
+    let mut retyped: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut out = BTreeMap::new();
     let mut found = file.tensors();
     found.sort_by(|a, b| a.0.cmp(&b.0));
@@ -142,7 +168,7 @@ pub(crate) fn read_checked(
                 problems.push(format!("`{name}` has shape {:?}, the model expects {shape:?}", view.shape()))
             }
             Some(_) if view.dtype() != Dtype::F32 => {
-                problems.push(format!("`{name}` is {:?}, the model expects F32", view.dtype()))
+                retyped.entry(format!("{:?}", view.dtype())).or_default().push(format!("`{name}`"))
             }
             Some(_) => {
                 out.insert(name, f32_values(view.data()));
@@ -154,6 +180,24 @@ pub(crate) fn read_checked(
         if required(name) && !present.contains(name) {
             missing.push(format!("`{name}` {shape:?}"));
         }
+    }
+    for (dtype, names) in &retyped {
+        problems.push(match names.as_slice() {
+            [one] => format!("{one} is {dtype}, the model expects F32"),
+            _ => format!("{} tensors are {dtype}, the model expects F32: {}", names.len(), first_few(names)),
+        });
+    }
+    // DDP's wrapper prefixes every name (`module.fc1.weight`): `state_dict()` of the wrapper.
+    let prefixed = |name: &String| {
+        let bare = name.trim_start_matches('`').strip_prefix("module.");
+        bare.and_then(|b| b.split('`').next()).is_some_and(|b| expected.contains_key(b))
+    };
+    if !unexpected.is_empty() && unexpected.iter().all(prefixed) {
+        problems.push(
+            "the names carry DDP's `module.` prefix: save the model inside (`ddp_model.module.state_dict()`), or \
+             strip the prefix"
+                .to_string(),
+        );
     }
     // Another model's file would name each of its tensors: a few per kind, and how many more.
     problems.extend(listed("unexpected tensor", " (the model has no such parameter)", &unexpected));
@@ -167,17 +211,19 @@ pub(crate) fn read_checked(
 
 /// One problem for `names` of one kind (`unexpected tensor`), naming the first few: none for none.
 fn listed(kind: &str, why: &str, names: &[String]) -> Option<String> {
-    const NAMED: usize = 4;
     match names {
         [] => None,
         [one] => Some(format!("{kind} {one}{why}")),
-        _ => {
-            let more = names.len().saturating_sub(NAMED);
-            let and_more = if more > 0 { format!(" and {more} more") } else { String::new() };
-            let shown = names[..names.len().min(NAMED)].join(", ");
-            Some(format!("{} {kind}s{why}: {shown}{and_more}", names.len()))
-        }
+        _ => Some(format!("{} {kind}s{why}: {}", names.len(), first_few(names))),
     }
+}
+
+/// The first few of `names`, and how many more.
+fn first_few(names: &[String]) -> String {
+    const NAMED: usize = 4;
+    let more = names.len().saturating_sub(NAMED);
+    let and_more = if more > 0 { format!(" and {more} more") } else { String::new() };
+    format!("{}{and_more}", names[..names.len().min(NAMED)].join(", "))
 }
 
 /// Loads the parameters file `path` into `model` as PyTorch's `load_state_dict(strict=True)`
@@ -228,9 +274,8 @@ fn fill<M: DistributedModel>(model: &mut M, bytes: &[u8], path: &Path) -> Result
             layer.tied.map(|owner| (format!("{}.{}", layer.name, s.param(owner).name), s.param_name(owner)))
         })
         .collect();
-    let present: Vec<String> = SafeTensors::deserialize(bytes)
-        .map(|file| file.names().into_iter().map(str::to_string).collect())
-        .unwrap_or_default();
+    let file = SafeTensors::deserialize(bytes).map_err(|e| not_safetensors(path, bytes, e))?;
+    let present: Vec<String> = file.names().into_iter().map(str::to_string).collect();
     for (alias, owner) in &aliases {
         expected.insert(alias.clone(), expected[owner].clone());
     }
@@ -274,7 +319,7 @@ pub type NamedTensor = (String, Vec<usize>, Vec<f32>);
 /// header is a map: it keeps no order of its own).
 pub fn load_params(path: &Path) -> Result<Vec<NamedTensor>> {
     let bytes = read_unless_device(path)?;
-    let file = SafeTensors::deserialize(&bytes).map_err(|e| not_safetensors(path, e))?;
+    let file = SafeTensors::deserialize(&bytes).map_err(|e| not_safetensors(path, &bytes, e))?;
     let mut out = Vec::new();
     for (name, view) in file.iter() {
         if view.dtype() != Dtype::F32 {
