@@ -151,9 +151,9 @@ pub use overlap_runtime::trace;
 pub mod prelude {
     pub use overlap_macros::distributed_model;
     pub use overlap_runtime::{
-        AdamW, CausalSelfAttention, CommMode, Communicator, CrossEntropyLoss, Dataset, DistributedModel, Dropout,
-        Embedding, Gelu, GradientBuckets, Layer, LayerNorm, Linear, Loss, Matrix, MseLoss, Optimizer, OptimizerConfig,
-        PositionEmbedding, Relu, Sgd, Sigmoid, StepContext, Tanh, TiedHead, TrainSummary, Trainer,
+        AdamW, CausalSelfAttention, CommConfig, CommMode, Communicator, CrossEntropyLoss, Dataset, DistributedModel,
+        Dropout, Embedding, Gelu, GradientBuckets, Layer, LayerNorm, Linear, Loss, Matrix, MseLoss, Optimizer,
+        OptimizerConfig, PositionEmbedding, Relu, Sgd, Sigmoid, StepContext, Tanh, TiedHead, TrainSummary, Trainer,
     };
 }
 
