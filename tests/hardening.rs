@@ -198,8 +198,13 @@ fn flags_that_would_be_ignored_are_refused() {
     let (ok, text) = mlp(&["--comm-only", "--steps", "1", "--save", "nowhere", "--data", "nothing"]);
     assert!(!ok && text.contains("--comm-only trains nothing, so it has nothing to do with --save, --data"), "{text}");
     // What it does hold, it reports: the gradient buckets, not a training run's state.
-    let (ok, text) = mlp(&["--comm-only", "--steps", "2"]);
+    // Its trace says so too.
+    let root = scratch("comm-only");
+    let trace = root.path().join("trace.json");
+    let (ok, text) = mlp(&["--comm-only", "--steps", "2", "--trace", trace.to_str().unwrap()]);
     assert!(ok && text.contains("MiB of gradient buckets: ") && !text.contains("optimizer state:"), "{text}");
+    let trace: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    assert_eq!(trace["otherData"]["mode"], "communication only");
     // Nor silently with --print-schedule, which runs nothing; and the program says its own name.
     let (ok, text) = mlp(&["--print-schedule", "--gpu", "0", "--lr", "3"]);
     assert!(

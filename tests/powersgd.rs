@@ -280,6 +280,8 @@ fn the_report_and_the_trace_show_the_factors_on_the_wire_and_the_compression() {
         .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
     assert!(full / sent >= 50, "{full} bytes of gradients, {sent} on the wire");
     assert!(report["compression_ms"].as_f64().unwrap() > 0.0, "{report}");
+    // Every row of the report is of the compressed steps, and it says which it left out.
+    assert_eq!((report["sent_whole_left_out"].as_u64(), report["first_step"].as_u64()), (Some(10), Some(11)));
     // Each compressed step of each rank: the compression's spans and two all-reduces per bucket.
     let trace: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
     let events = trace["traceEvents"].as_array().unwrap();
@@ -287,6 +289,13 @@ fn the_report_and_the_trace_show_the_factors_on_the_wire_and_the_compression() {
     assert!(named("powersgd b0") >= 2 * 14 * 3, "compress, turnaround and decompression of b0");
     let all_reduces = events.iter().filter(|e| e["cat"] == "all-reduce").count();
     assert_eq!(all_reduces, 2 * (10 * 3 + 14 * 3 * 2), "per rank: 3 whole buckets for 10 steps, then 6 exchanges");
+    // A run that ends before PowerSGD begins reports (and simulates) the whole buckets it sent.
+    let args = ["-n", "2", exe.to_str().unwrap(), "--steps", "3", "--batch", "8", "--report", "json"];
+    let stdout = common::mpirun_ok(&[&args[..], &["--link", "10gbe"]].concat());
+    let report: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    for b in report["buckets"].as_array().unwrap() {
+        assert!(b["wire_format"] == "fp32" && b["wire_bytes"] == b["bytes"], "{b}");
+    }
 }
 
 #[test]

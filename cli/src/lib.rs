@@ -187,11 +187,17 @@ fn same_mode_on_every_rank(args: &TrainArgs, comm: &Communicator) -> Result<()> 
 /// the file records.
 fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
     let (Some(_), true, false) = (&args.init_params, args.sample > 0, args.comm_only) else {
-        return Err(Error::Config(
+        let language_model = matches!(M::DEVICE_OPS.first(), Some(overlap_runtime::DeviceOp::Embedding { .. }));
+        return Err(Error::Config(if language_model {
             "--steps 0 trains nothing: it samples (--sample N) from the parameters of --init-params FILE, in the \
              characters it records or a --text's"
-                .into(),
-        ));
+                .into()
+        } else {
+            format!(
+                "--steps 0 trains nothing: give --steps 1 or more ({} is no language model to sample)",
+                M::SCHEDULE.model
+            )
+        }));
     };
     unused_flags::refuse_with_sample_only(args)?;
     // Sampling runs the products outside `fit`, which sets this for training.

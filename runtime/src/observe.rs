@@ -256,7 +256,7 @@ impl<'a> Observer<'a> {
         let info = RunInfo {
             schedule: &self.schedule,
             world_size: self.world_size,
-            mode: self.mode.name(),
+            mode: if self.run.trains { self.mode.name() } else { COMMUNICATION_ONLY },
             emulated_link: self.link.map(|l| l.to_string()),
         };
         if let Some(path) = &self.config.trace {
@@ -322,7 +322,16 @@ impl<'a> Observer<'a> {
         if self.config.report == ReportFormat::Off {
             return;
         }
-        let mut report = OverlapReport::new(breakdowns, &self.schedule, self.world_size, self.mode, self.link);
+        // Steps PowerSGD sent whole alone (all before its `start_iter`): reported, and simulated,
+        // as whole buckets.
+        let whole;
+        let schedule = if breakdowns.iter().all(|b| b.compress_ns == 0) {
+            whole = sent_whole(self.schedule.clone());
+            &whole
+        } else {
+            &self.schedule
+        };
+        let mut report = OverlapReport::new(breakdowns, schedule, self.world_size, self.mode, self.link);
         if let Some(r) = &mut report {
             r.memory = memory;
             r.after_pause = after_pause;
@@ -335,7 +344,7 @@ impl<'a> Observer<'a> {
             let sends = self.mode != CommMode::Skip && self.world_size > 1;
             r.transport = self.transport.filter(|_| sends).map(Transport::name);
             if !self.run.trains {
-                r.mode = "communication only";
+                r.mode = COMMUNICATION_ONLY;
             }
         }
         // Under an emulated link the simulator can be checked against this very run (one that
@@ -343,7 +352,7 @@ impl<'a> Observer<'a> {
         let costs = costs.filter(|_| self.run.trains);
         if let (Some(r), Some(link), Some(costs)) = (&mut report, self.link, costs) {
             let overlap = self.mode == CommMode::Overlap;
-            let buckets = sim_buckets(&self.schedule);
+            let buckets = sim_buckets(schedule);
             let reads = self.schedule.gather_groups();
             let p = simulate_sharded(&buckets, &reads, costs, (&link, self.world_size), overlap, self.sharding);
             r.predicted = Some(PredictedStep {
@@ -363,6 +372,9 @@ impl<'a> Observer<'a> {
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
+
+/// The mode a run that only communicates (`--comm-only`) names in its report, trace and timeline.
+const COMMUNICATION_ONLY: &str = "communication only";
 
 /// Spans one rank records per step, as its buffer is sized: two per layer and micro-step, three
 /// per bucket, four more; `None` past the address space.
@@ -407,9 +419,18 @@ fn as_sent(mut schedule: Schedule, comm: &Communicator) -> Schedule {
     let sent: Vec<WireFormat> = (0..schedule.buckets.len()).map(|k| comm.wire_format(&schedule, k)).collect();
     for (bucket, wire) in schedule.buckets.to_mut().iter_mut().zip(sent) {
         bucket.wire = wire;
-        if comm.wire_format_chosen() {
-            bucket.low_rank = None; // A run-time format sends low-rank buckets whole.
-        }
+    }
+    // A run-time format sends low-rank buckets whole.
+    if comm.wire_format_chosen() {
+        schedule = sent_whole(schedule);
+    }
+    schedule
+}
+
+/// `schedule` with every bucket sent whole, PowerSGD's too.
+fn sent_whole(mut schedule: Schedule) -> Schedule {
+    if schedule.buckets.iter().any(|b| b.low_rank.is_some()) {
+        schedule.buckets.to_mut().iter_mut().for_each(|b| b.low_rank = None);
     }
     schedule
 }

@@ -89,10 +89,11 @@ pub struct TrainArgs {
     pub clip_grad_norm: Option<ClipNorm>,
     /// Dropout while training: the share of activations each `Dropout` layer of the model zeroes
     /// (the others scaled by 1/(1-P), as PyTorch's), its masks drawn from --seed; the held-out
-    /// loss and --sample drop nothing [default: 0, none].
+    /// loss and --sample drop nothing.
     #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = dropout_rate, allow_hyphen_values = true)]
     pub dropout: f32,
-    /// Seed of the initial parameters and of the synthetic data.
+    /// Seed of the initial parameters, of the synthetic data (a model that reads it) and of
+    /// --dropout's masks.
     #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
     pub seed: u64,
     /// Micro-steps per optimizer step (gradient accumulation; only the last one communicates).

@@ -79,6 +79,9 @@ pub struct OverlapReport {
     pub all_gather: Option<GatherReport>,
     /// Steps that began after a pause while their all-gathers ran in it, if there were any.
     pub after_pause: Option<AfterPause>,
+    /// Steps PowerSGD sent whole (its `start_iter`) left out, every row being of the steps that
+    /// sent its factors; 0 where there were none, or no step sent factors.
+    pub sent_whole_left_out: usize,
 }
 
 /// Steps of a sharded run that began after a pause outside any step (a gather of the report's
@@ -170,6 +173,14 @@ impl OverlapReport {
     ) -> Option<Self> {
         let mut steps: Vec<&[StepBreakdown]> = breakdowns.chunk_by(|a, b| a.step == b.step).collect();
         steps.retain(|s| !s.is_empty());
+        // PowerSGD compresses only after its `start_iter` steps sent whole: where some steps
+        // compressed, every row is of those (the run's steady state), not some rows of each.
+        let compressed = |s: &&[StepBreakdown]| s.iter().any(|b| b.compress_ns > 0);
+        let before = steps.len();
+        if steps.iter().any(compressed) {
+            steps.retain(compressed);
+        }
+        let sent_whole_left_out = before - steps.len();
         if steps.is_empty() {
             return None;
         }
@@ -177,11 +188,7 @@ impl OverlapReport {
         let step_ms = median(steps.iter().map(|s| s.iter().map(|b| b.step_ns).max().unwrap_or(0) as f64 / 1e6));
         let (forward_ms, loss_ms) = (mean(&|b| b.forward_ns), mean(&|b| b.loss_ns));
         let (backward_ms, optimizer_ms) = (mean(&|b| b.backward_ns), mean(&|b| b.update_ns));
-        // PowerSGD compresses only after its `start_iter` steps sent whole: over the steps that did.
-        let compressed: Vec<&[StepBreakdown]> =
-            steps.iter().copied().filter(|s| s.iter().any(|b| b.compress_ns > 0)).collect();
-        let compression_ms =
-            if compressed.is_empty() { 0.0 } else { median_of_rank_means(&compressed, &|b| b.compress_ns) };
+        let compression_ms = mean(&|b| b.compress_ns);
         let compute_ms = mean(&|b| b.compute_ns());
         let (all_reduce_ms, exposed_ms) = (mean(&|b| b.all_reduce_ns), mean(&|b| b.exposed_ns));
         let (all_gather_ms, gather_waited_ms) = (mean(&|b| b.all_gather_ns), mean(&|b| b.gather_exposed_ns));
@@ -255,6 +262,7 @@ impl OverlapReport {
             memory: None,
             all_gather,
             after_pause: None,
+            sent_whole_left_out,
         })
     }
 
@@ -341,9 +349,14 @@ mod tests {
         let r = OverlapReport::new(&both, &low_rank, 2, CommMode::Overlap, None).unwrap();
         assert_eq!(r.buckets[0].wire_bytes, 10_000);
         assert_eq!((r.buckets[0].all_reduce_ms, r.compression_ms), (1.0, 3.0), "the compressed steps' times");
+        // Every row is of the compressed steps: the compute holds the compression it names.
+        assert_eq!((r.all_reduce_ms, r.compute_ms, r.steps, r.first_step), (1.0, 13.0, 8, 11));
+        assert_eq!(r.sent_whole_left_out, 10);
+        assert!(r.to_string().contains("left out: 10 steps that PowerSGD sent whole"), "{r}");
         let whole: Vec<StepBreakdown> = (0..8).map(sent).collect();
         let r = OverlapReport::new(&whole, &low_rank, 2, CommMode::Overlap, None).unwrap();
         assert_eq!(r.buckets[0].wire_bytes, 2_000_000, "before start_iter, the whole buckets");
+        assert_eq!((r.all_reduce_ms, r.sent_whole_left_out), (40.0, 0));
     }
 
     #[test]
@@ -435,7 +448,9 @@ mod tests {
         assert_eq!(alone.hidden_fraction, None);
         let skipped =
             OverlapReport::new(&[step(0, 0, 10, 0, 0), step(0, 1, 10, 0, 0)], &SCHEDULE, 2, CommMode::Skip, None);
-        assert!(skipped.unwrap().to_string().contains("compute-only: nothing is all-reduced"));
+        let text = skipped.unwrap().to_string();
+        assert!(text.contains("compute-only: nothing is all-reduced"), "{text}");
+        assert!(!text.contains("  bucket ") && !text.contains("spend waiting"), "no bucket table, no waits:\n{text}");
     }
 
     #[test]

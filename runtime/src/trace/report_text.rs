@@ -57,6 +57,15 @@ impl fmt::Display for OverlapReport {
             )?,
             None => {}
         }
+        if self.sent_whole_left_out > 0 {
+            let n = self.sent_whole_left_out;
+            writeln!(
+                f,
+                "  left out: {n} step{} that PowerSGD sent whole, before its `start_iter`: every row is of the \
+                 steps that sent its factors",
+                if n == 1 { "" } else { "s" },
+            )?;
+        }
         let line = |f: &mut fmt::Formatter<'_>, name: &str, ms: f64, note: &str| {
             writeln!(f, "{}", format!("  {name:<12}{ms:>9.2} ms  {note}").trim_end())
         };
@@ -162,7 +171,9 @@ impl fmt::Display for OverlapReport {
                 )?;
             }
         }
-        if self.world_size > 1 {
+        // Compute-only sends nothing and never meets: no bucket table, no rank waits for another.
+        let compute_only = self.mode == CommMode::Skip.name();
+        if self.world_size > 1 && !compute_only {
             // FP32 runs keep their table; narrow ones say what travelled.
             let narrow = self.buckets.iter().any(|b| b.wire_bytes != b.bytes);
             if narrow {
