@@ -325,7 +325,8 @@ impl<'a> Observer<'a> {
         // Steps PowerSGD sent whole alone (all before its `start_iter`): reported, and simulated,
         // as whole buckets.
         let whole;
-        let schedule = if breakdowns.iter().all(|b| b.compress_ns == 0) {
+        let low_rank = self.schedule.buckets.iter().any(|b| b.low_rank.is_some());
+        let schedule = if low_rank && breakdowns.iter().all(|b| b.compress_ns == 0) {
             whole = sent_whole(self.schedule.clone());
             &whole
         } else {

@@ -156,6 +156,8 @@ pub(crate) fn read_checked(
 ) -> Result<BTreeMap<String, Vec<f32>>, Vec<String>> {
     let file = SafeTensors::deserialize(bytes).map_err(|e| vec![format!("not a valid safetensors file: {e}")])?;
     let (mut problems, mut unexpected, mut missing) = (Vec::new(), Vec::new(), Vec::new());
+    // Unexpected names that are expected ones under DDP's wrapper prefix (`module.fc1.weight`).
+    let mut under_module = 0;
     // Tensors in another dtype, by dtype: a file saved in half precision names every tensor.
     let mut retyped: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut out = BTreeMap::new();
@@ -163,7 +165,10 @@ pub(crate) fn read_checked(
     found.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, view) in found {
         match expected.get(&name) {
-            None => unexpected.push(format!("`{name}` {:?}", view.shape())),
+            None => {
+                under_module += usize::from(name.strip_prefix("module.").is_some_and(|n| expected.contains_key(n)));
+                unexpected.push(format!("`{name}` {:?}", view.shape()))
+            }
             Some(shape) if shape.as_slice() != view.shape() => {
                 problems.push(format!("`{name}` has shape {:?}, the model expects {shape:?}", view.shape()))
             }
@@ -187,12 +192,8 @@ pub(crate) fn read_checked(
             _ => format!("{} tensors are {dtype}, the model expects F32: {}", names.len(), first_few(names)),
         });
     }
-    // DDP's wrapper prefixes every name (`module.fc1.weight`): `state_dict()` of the wrapper.
-    let prefixed = |name: &String| {
-        let bare = name.trim_start_matches('`').strip_prefix("module.");
-        bare.and_then(|b| b.split('`').next()).is_some_and(|b| expected.contains_key(b))
-    };
-    if !unexpected.is_empty() && unexpected.iter().all(prefixed) {
+    // DDP's wrapper prefixes every name: `state_dict()` of the wrapper.
+    if !unexpected.is_empty() && under_module == unexpected.len() {
         problems.push(
             "the names carry DDP's `module.` prefix: save the model inside (`ddp_model.module.state_dict()`), or \
              strip the prefix"
