@@ -6,7 +6,9 @@
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
+use overlap_runtime::model::token_rows;
 use overlap_runtime::optim::LrSchedule;
+use overlap_runtime::DistributedModel;
 
 use crate::args::TrainArgs;
 
@@ -62,10 +64,14 @@ fn without_stated_default(help: &str) -> String {
     }
 }
 
-/// Parses `argv` (program name first) against the command line with `defaults` applied, exiting
+/// Parses `argv` (program name first) against `M`'s command line with `defaults` applied, exiting
 /// with clap's message on a bad flag as `Parser::parse` does.
-pub fn parse(defaults: &ExampleDefaults, argv: impl IntoIterator<Item = std::ffi::OsString>) -> TrainArgs {
-    let matches: ArgMatches = crate::args::named(command(defaults)).get_matches_from(argv);
+pub fn parse<M: DistributedModel>(
+    defaults: &ExampleDefaults,
+    argv: impl IntoIterator<Item = std::ffi::OsString>,
+) -> TrainArgs {
+    let command = crate::args::for_model(command(defaults), token_rows::<M>().is_some());
+    let matches: ArgMatches = crate::args::named(command).get_matches_from(argv);
     TrainArgs::from_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 

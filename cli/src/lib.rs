@@ -25,6 +25,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::CommandFactory;
+use overlap_runtime::model::token_rows;
 use overlap_runtime::params_file::FileNotes;
 use overlap_runtime::plan::{plan_buckets, BucketLimits, Schedule};
 use overlap_runtime::sample::{generate_each, SampleConfig};
@@ -42,7 +43,8 @@ pub use progress::Bar;
 /// status on the rank that hit it.
 pub fn main<M: DistributedModel>() -> ExitCode {
     fit_blas_kernels();
-    let matches = args::named(TrainArgs::command()).get_matches();
+    let command = args::for_model(TrainArgs::command(), token_rows::<M>().is_some());
+    let matches = args::named(command).get_matches();
     run_main::<M>(TrainArgs::from_matches(&matches).unwrap_or_else(|e| e.exit()))
 }
 
@@ -50,7 +52,7 @@ pub fn main<M: DistributedModel>() -> ExitCode {
 /// defaults, shown by `--help`, and its description; a flag given on the command line still wins.
 pub fn main_with_defaults<M: DistributedModel>(defaults: &ExampleDefaults) -> ExitCode {
     fit_blas_kernels();
-    run_main::<M>(example_defaults::parse(defaults, std::env::args_os()))
+    run_main::<M>(example_defaults::parse::<M>(defaults, std::env::args_os()))
 }
 
 /// Before anything starts: this may start the program again with OpenBLAS's kernels named.

@@ -253,6 +253,19 @@ pub struct TrainArgs {
     given: BTreeSet<String>,
 }
 
+/// The flags only a language model reads (token ids in, characters out), by clap id.
+const LANGUAGE_MODEL_ONLY: [&str; 6] = ["text", "tokens", "context", "sample", "temperature", "top_k"];
+
+/// The flags only a model of feature rows reads: MNIST-format images.
+const FEATURES_ONLY: [&str; 1] = ["data"];
+
+/// `command` with the data flags the model cannot read hidden from `--help` (`gpt` reads no
+/// images, `mlp` no text): they still parse, and a run given one says why it cannot use it.
+pub(crate) fn for_model(command: clap::Command, reads_tokens: bool) -> clap::Command {
+    let unreadable: &[&str] = if reads_tokens { &FEATURES_ONLY } else { &LANGUAGE_MODEL_ONLY };
+    unreadable.iter().fold(command, |command, id| command.mut_arg(*id, |arg| arg.hide(true)))
+}
+
 /// `command` under the program's own name (`gpt --version` says `gpt 0.1.0`, not the crate's).
 pub(crate) fn named(command: clap::Command) -> clap::Command {
     let program = std::env::args_os().next().map(PathBuf::from);
