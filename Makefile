@@ -109,11 +109,10 @@ test: deps nvrtc mkl
 	NVRTC_LIB=$(NVRTC13_LIB) tests/kernel-emulation/fake-cuda/run.sh
 	# The kernels under ThreadSanitizer, a block's threads at once: no unsynchronised access.
 	tests/kernel-emulation/races/run.sh
-	# The GPU bundle for machines without a toolchain: it builds, and runs here from its own libraries.
-	scripts/gpu-bundle.sh
+	# The GPU bundle for machines without a toolchain: it packs, and runs here from its own libraries.
+	# (Packed from this build: `make gpu-bundle` builds the portable release one the same way.)
+	scripts/gpu-bundle.sh --test-build
 	scripts/gpu-bundle-check.sh
-	# The default build, without the GPU backend: what asking it for CUDA says.
-	cargo test -p overlap-runtime --lib device::
 	cargo test $(WORKSPACE) --doc
 	# Every test of every crate; without a GPU the GPU tests show as ignored, and those needing no
 	# driver check the no-driver error. The examples never honour OVERLAP_FAULT, though this build
@@ -121,6 +120,8 @@ test: deps nvrtc mkl
 	cargo test $(WORKSPACE) --all-targets --no-fail-fast
 	# The `mkl` feature, last (it builds the runtime again): oneMKL in place of OpenBLAS compiles
 	# cleanly, and the runtime's own tests (the products, every layer's gradients) pass on it.
+	# Built without the GPU backend, this is also the default build's test of what asking it for
+	# CUDA says (`device::`).
 	MKL_LIB_DIR=$(MKL_LIB) cargo clippy --workspace --all-targets --features mkl -- -D warnings
 	MKL_LIB_DIR=$(MKL_LIB) LD_LIBRARY_PATH=$(MKL_LIB) cargo test -p overlap-runtime --features mkl --lib
 
