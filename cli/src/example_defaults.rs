@@ -6,7 +6,6 @@
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
-use overlap_runtime::model::token_rows;
 use overlap_runtime::optim::LrSchedule;
 use overlap_runtime::DistributedModel;
 
@@ -70,7 +69,7 @@ pub fn parse<M: DistributedModel>(
     defaults: &ExampleDefaults,
     argv: impl IntoIterator<Item = std::ffi::OsString>,
 ) -> TrainArgs {
-    let command = crate::args::for_model(command(defaults), token_rows::<M>().is_some());
+    let command = crate::args::for_model::<M>(command(defaults));
     let matches: ArgMatches = crate::args::named(command).get_matches_from(argv);
     TrainArgs::from_matches(&matches).unwrap_or_else(|e| e.exit())
 }

@@ -25,7 +25,6 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::CommandFactory;
-use overlap_runtime::model::token_rows;
 use overlap_runtime::params_file::FileNotes;
 use overlap_runtime::plan::{plan_buckets, BucketLimits, Schedule};
 use overlap_runtime::sample::{generate_each, SampleConfig};
@@ -43,7 +42,7 @@ pub use progress::Bar;
 /// status on the rank that hit it.
 pub fn main<M: DistributedModel>() -> ExitCode {
     fit_blas_kernels();
-    let command = args::for_model(TrainArgs::command(), token_rows::<M>().is_some());
+    let command = args::for_model::<M>(TrainArgs::command());
     let matches = args::named(command).get_matches();
     run_main::<M>(TrainArgs::from_matches(&matches).unwrap_or_else(|e| e.exit()))
 }

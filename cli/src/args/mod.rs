@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, FromArgMatches, Id, Parser};
+use overlap_runtime::model::token_rows;
 use overlap_runtime::optim::{DecayOn, LrSchedule};
 use overlap_runtime::plan::Link;
 use overlap_runtime::profile::Cluster;
@@ -15,7 +16,7 @@ use overlap_runtime::train::{
     Device as RunDevice, DropoutConfig, ObserveConfig, OptimizerConfig, OptimizerKind as RunOptimizer,
     ReportFormat as RunReport, SaveConfig, TrainConfig, ValidationConfig,
 };
-use overlap_runtime::{CommConfig, CommMode, WireFormat};
+use overlap_runtime::{CommConfig, CommMode, DistributedModel, WireFormat};
 
 mod choices;
 #[cfg(test)]
@@ -259,9 +260,14 @@ const LANGUAGE_MODEL_ONLY: [&str; 6] = ["text", "tokens", "context", "sample", "
 /// The flags only a model of feature rows reads: MNIST-format images.
 const FEATURES_ONLY: [&str; 1] = ["data"];
 
-/// `command` with the data flags the model cannot read hidden from `--help` (`gpt` reads no
-/// images, `mlp` no text): they still parse, and a run given one says why it cannot use it.
-pub(crate) fn for_model(command: clap::Command, reads_tokens: bool) -> clap::Command {
+/// `command` with the data flags `M` cannot read hidden from `--help` (`gpt` reads no images,
+/// `mlp` no text): they still parse, and a run given one says why it cannot use it.
+pub(crate) fn for_model<M: DistributedModel>(command: clap::Command) -> clap::Command {
+    hide_unreadable(command, token_rows::<M>().is_some())
+}
+
+/// `for_model`, for a model that reads token ids (`reads_tokens`) or feature rows.
+fn hide_unreadable(command: clap::Command, reads_tokens: bool) -> clap::Command {
     let unreadable: &[&str] = if reads_tokens { &FEATURES_ONLY } else { &LANGUAGE_MODEL_ONLY };
     unreadable.iter().fold(command, |command, id| command.mut_arg(*id, |arg| arg.hide(true)))
 }

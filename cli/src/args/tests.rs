@@ -9,7 +9,7 @@ use overlap_runtime::train::ValidationConfig;
 use overlap_runtime::WireFormat;
 
 use super::values::LONGEST_TIMEOUT;
-use super::{for_model, OptimizerKind, PrintSchedule, ReportFormat, TrainArgs};
+use super::{hide_unreadable, OptimizerKind, PrintSchedule, ReportFormat, TrainArgs};
 
 #[test]
 fn print_schedule_takes_an_optional_plan() {
@@ -144,7 +144,7 @@ fn absurd_timeouts_are_too_long_not_negative() {
 #[test]
 fn help_lists_only_the_data_flags_the_model_reads() {
     use clap::CommandFactory;
-    let help = |reads_tokens| for_model(TrainArgs::command(), reads_tokens).render_long_help().to_string();
+    let help = |reads_tokens| hide_unreadable(TrainArgs::command(), reads_tokens).render_long_help().to_string();
     // A flag's own entry, not a mention in another's help: `      --text <FILE>`.
     let lists = |help: &str, flag: &str| help.lines().any(|line| line.trim_start().starts_with(&format!("{flag} ")));
     let language_only = ["--text", "--tokens", "--context", "--sample", "--temperature", "--top-k"];
@@ -155,6 +155,6 @@ fn help_lists_only_the_data_flags_the_model_reads() {
     assert!(lists(&classifier, "--data"), "{classifier}");
     assert!(language_only.iter().all(|flag| !lists(&classifier, flag)), "{classifier}");
     // Hidden, not removed: a run given one still parses it, and says why it cannot use it.
-    let given = for_model(TrainArgs::command(), false).try_get_matches_from(["mlp", "--text", "a.txt"]);
+    let given = hide_unreadable(TrainArgs::command(), false).try_get_matches_from(["mlp", "--text", "a.txt"]);
     assert!(given.is_ok());
 }
