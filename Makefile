@@ -110,7 +110,7 @@ test: deps nvrtc mkl
 	# The kernels under ThreadSanitizer, a block's threads at once: no unsynchronised access.
 	tests/kernel-emulation/races/run.sh
 	# The GPU bundle for machines without a toolchain: it packs, and runs here from its own libraries.
-	# (Packed from this build: `make gpu-bundle` builds the portable release one the same way.)
+	# (Packed from this build, for this machine; `make gpu-bundle` builds the portable release one.)
 	scripts/gpu-bundle.sh --test-build
 	scripts/gpu-bundle-check.sh
 	cargo test $(WORKSPACE) --doc
