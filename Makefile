@@ -116,8 +116,9 @@ test: deps nvrtc mkl
 	cargo test $(WORKSPACE) --doc
 	# Every test of every crate; without a GPU the GPU tests show as ignored, and those needing no
 	# driver check the no-driver error. The examples never honour OVERLAP_FAULT, though this build
-	# compiles fault injection into them (tests/failures.rs checks it).
-	cargo test $(WORKSPACE) --all-targets --no-fail-fast
+	# compiles fault injection into them (tests/failures.rs checks it). tests/failures.rs, which
+	# mostly waits out communication timeouts (150 s at a sixth of one core), runs beside the others.
+	scripts/test-beside.sh failures $(WORKSPACE) -- --all-targets --no-fail-fast
 	# The `mkl` feature, last (it builds the runtime again): oneMKL in place of OpenBLAS compiles
 	# cleanly, and the runtime's own tests (the products, every layer's gradients) pass on it.
 	# Built without the GPU backend, this is also the default build's test of what asking it for
