@@ -107,9 +107,11 @@ impl<'a> Observer<'a> {
         comm: &Communicator,
         schedule: Schedule,
     ) -> Result<Self> {
-        if comm.shards_optimizer() {
+        let sharded = comm.shards_optimizer(&schedule);
+        if sharded {
             run.optimizer_shards = comm.world_size();
         }
+        let gathers_in_forward = comm.gathers_in_forward(&schedule);
         let recording = config.records();
         let window = config.report_every.unwrap_or(DEFAULT_WINDOW);
         if recording {
@@ -127,11 +129,11 @@ impl<'a> Observer<'a> {
             // Compute-only sends nothing: no link to emulate, and nothing to label as emulated.
             link: comm.emulated_link().filter(|_| comm.world_size() > 1 && comm.mode() != CommMode::Skip),
             transport: comm.transport(),
-            sharding: profile::sim_sharding(comm.shards_optimizer()),
+            sharding: profile::sim_sharding(sharded),
             schedule: as_sent(schedule, comm),
             recording,
             window,
-            gathers_in_forward: comm.gathers_in_forward(),
+            gathers_in_forward,
             after_pause: Vec::new(),
             breakdowns: SampledSteps::default(),
             all_spans: Vec::new(),

@@ -32,6 +32,10 @@ pub struct GradBucket {
     /// otherwise: the bucket's own, so that a model sends as it was compiled whichever model
     /// the communicator met last.
     planned: WireFormat,
+    /// Whether the schedule it was made for shards the optimizer state
+    /// (`#[distributed_model(shard_optimizer)]`), unless the run chooses otherwise: the bucket's
+    /// own, as `planned`.
+    sharded_by_schedule: bool,
     /// PowerSGD's state, when the schedule compresses this bucket (see `low_rank`).
     low_rank: Option<Box<LowRankState>>,
     /// All-reduced, or reduce-scattered with its lent parameters updated in this rank's shard
@@ -72,18 +76,21 @@ impl GradBucket {
             lent: Lent::default(),
             wire: WireFormat::Fp32,
             planned: WireFormat::Fp32,
+            sharded_by_schedule: false,
             low_rank: None,
             sharding: Sharding::Whole,
             norm: ArrivalNorm::default(),
         }
     }
 
-    /// Bucket `k` of `schedule`, zeroed, in the schedule's wire format, with PowerSGD's state
-    /// when the schedule compresses it (`grad_comm = powersgd(..)`; see `low_rank`).
+    /// Bucket `k` of `schedule`, zeroed, in the schedule's wire format and sharding, with
+    /// PowerSGD's state when the schedule compresses it (`grad_comm = powersgd(..)`; see
+    /// `low_rank`).
     pub fn planned(schedule: &Schedule, k: usize) -> Self {
         let info = &schedule.buckets[k];
         let mut bucket = GradBucket::zeros(k, info.numel).in_format(info.wire);
         bucket.low_rank = info.low_rank.map(|spec| Box::new(LowRankState::new(schedule, k, spec)));
+        bucket.sharded_by_schedule = schedule.shard_optimizer;
         bucket
     }
 
@@ -102,6 +109,7 @@ impl GradBucket {
             lent: Lent::default(),
             wire: WireFormat::Fp32,
             planned: WireFormat::Fp32,
+            sharded_by_schedule: false,
             low_rank: None,
             sharding: Sharding::Whole,
             norm: ArrivalNorm::default(),
@@ -248,6 +256,11 @@ impl GradBucket {
     /// The format its schedule sends it in (see `in_format`).
     pub(crate) fn planned_wire_format(&self) -> WireFormat {
         self.planned
+    }
+
+    /// Whether its schedule shards the optimizer state (see `sharded_by_schedule`).
+    pub(crate) fn sharded_by_schedule(&self) -> bool {
+        self.sharded_by_schedule
     }
 
     /// Updates the lent parameters from this bucket's own gradients, when they are already the

@@ -8,7 +8,7 @@ use overlap_plan::{Link, Schedule};
 
 use super::bucket::WaitChecks;
 use super::wire::Chosen;
-use super::{Backend, CommConfig, CommMode, Communicator, Transport, WireFormat};
+use super::{Backend, CommConfig, CommMode, Communicator, GradBucket, Transport, WireFormat};
 use crate::error::{Error, Result};
 
 impl Communicator {
@@ -89,10 +89,18 @@ impl Communicator {
         }
     }
 
-    /// Whether each rank keeps optimizer state for its own slice of every bucket only: the run's
-    /// choice (`CommConfig::shard_optimizer`), else the model's (from `check_same_schedule`).
-    pub fn shards_optimizer(&self) -> bool {
-        self.shard_chosen.get().unwrap_or(self.shard_by_schedule.get())
+    /// Whether each rank keeps optimizer state for its own slice of every bucket of a model
+    /// planned as `schedule`: the run's choice (`CommConfig::shard_optimizer`), else the model's
+    /// (`#[distributed_model(shard_optimizer)]`). Models sharing a communicator each keep their
+    /// own default.
+    pub fn shards_optimizer(&self, schedule: &Schedule) -> bool {
+        self.shard_chosen.get().unwrap_or(schedule.shard_optimizer)
+    }
+
+    /// [`Communicator::shards_optimizer`] for the model `bucket` was made for (its schedule's
+    /// default travels with it, as its wire format does).
+    pub(crate) fn shards(&self, bucket: &GradBucket) -> bool {
+        self.shard_chosen.get().unwrap_or(bucket.sharded_by_schedule())
     }
 
     /// Sends every bucket's gradients in `format` (see `WireFormat`), whatever the schedule's

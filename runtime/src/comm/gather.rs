@@ -16,19 +16,33 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
+use overlap_plan::Schedule;
+
 use super::gathering::GatherInFlight;
 use super::mailbox::Mailbox;
 use super::{Backend, CommMode, Communicator, Held, ParamVecs};
 use crate::error::Result;
 
 impl Communicator {
-    /// Whether sharded buckets' all-gathers are launched for the next forward: the run shards,
-    /// over several ranks (one has nothing to gather, and `--compute-only` sends nothing).
-    pub(crate) fn gathers_in_forward(&self) -> bool {
-        self.shards_optimizer()
-            && self.world_size() > 1
-            && matches!(self.backend, Backend::Mpi(_))
-            && self.mode.get() != CommMode::Skip
+    /// Whether the all-gathers of a model planned as `schedule` are launched for the next
+    /// forward: it shards its optimizer state, and sharded buckets gather (see `gathers_shards`).
+    pub(crate) fn gathers_in_forward(&self, schedule: &Schedule) -> bool {
+        self.shards_optimizer(schedule) && self.gathers_shards()
+    }
+
+    /// Whether a sharded bucket's parameters are all-gathered for the next forward: over several
+    /// ranks (one has nothing to gather, and `--compute-only` sends nothing).
+    pub(super) fn gathers_shards(&self) -> bool {
+        self.world_size() > 1 && matches!(self.backend, Backend::Mpi(_)) && self.mode.get() != CommMode::Skip
+    }
+
+    /// Records whether bucket `bucket`'s launch this step was sharded, for `launch_gather`.
+    pub(super) fn note_sharded_launch(&self, bucket: usize, sharded: bool) {
+        let mut launches = self.sharded_launches.borrow_mut();
+        if launches.len() <= bucket {
+            launches.resize(bucket + 1, false);
+        }
+        launches[bucket] = sharded;
     }
 
     /// Starts all-gather `group` (in launch order): of elements `elements` of bucket `bucket`'s
@@ -37,7 +51,8 @@ impl Communicator {
     /// needs them.
     pub fn launch_gather(&self, group: usize, bucket: usize, elements: Range<usize>) {
         let Backend::Mpi(t) = &self.backend else { return };
-        if !self.gathers_in_forward() {
+        let sharded = self.sharded_launches.borrow().get(bucket).copied().unwrap_or(false);
+        if !sharded || !self.gathers_shards() {
             return;
         }
         // The step's updates, when they await the clip, come before any all-gather.

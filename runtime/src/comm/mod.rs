@@ -86,11 +86,12 @@ pub struct Communicator {
     gave_up: Cell<bool>,
     /// For the exchanges `backward_done` runs and waits for itself (PowerSGD without overlap).
     exchanges: RefCell<Arc<Mailbox<Reduced>>>,
-    /// The run's choice to shard the optimizer state (`CommConfig::shard_optimizer`), and the
-    /// model's (`Schedule::shard_optimizer`, from the handshake), which holds when the run
-    /// chose nothing.
+    /// The run's choice to shard the optimizer state (`CommConfig::shard_optimizer`); when it
+    /// chose nothing, each model's own (`Schedule::shard_optimizer`, which its buckets carry).
     shard_chosen: Cell<Option<bool>>,
-    shard_by_schedule: Cell<bool>,
+    /// Which buckets (by index) this step reduce-scattered, keeping their parameters for the
+    /// all-gathers `launch_gather` then starts.
+    sharded_launches: RefCell<Vec<bool>>,
     /// The all-gathers in flight, by their index in launch order, and their reused mailboxes.
     gathers: RefCell<Vec<Option<gathering::GatherInFlight>>>,
     gather_mailboxes: RefCell<Vec<Arc<Mailbox<gathering::GatheredParams>>>>,
@@ -204,7 +205,7 @@ impl Communicator {
             gave_up: Cell::new(false),
             exchanges: RefCell::default(),
             shard_chosen: Cell::new(None),
-            shard_by_schedule: Cell::new(false),
+            sharded_launches: RefCell::default(),
             gathers: RefCell::default(),
             gather_mailboxes: RefCell::default(),
             clip_due: Cell::new(false),
@@ -299,7 +300,9 @@ impl Communicator {
         optimizer: &mut O,
         grad_scale: f32,
     ) -> InFlight {
-        if self.shards_optimizer() {
+        let sharded = self.shards(&bucket);
+        self.note_sharded_launch(bucket.index(), sharded);
+        if sharded {
             self.lend_shard(&mut bucket, members, params, optimizer, grad_scale);
         } else if !self.checks.get().finite {
             bucket.lend_for_update(members, params, optimizer, grad_scale);

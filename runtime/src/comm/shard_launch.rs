@@ -21,7 +21,7 @@ impl Communicator {
         grad_scale: f32,
     ) {
         let (clip, check_finite) = (optimizer.grad_clip().map(|c| *c), self.checks.get().finite);
-        if check_finite && !self.gathers_in_forward() {
+        if check_finite && !self.gathers_shards() {
             return;
         }
         let shard = shard_of(bucket.len(), self.world_size(), self.rank());
@@ -42,7 +42,7 @@ impl Communicator {
             bucket.await_clip(clip, check_finite, shard);
             // Reduce-scattered by the communication thread, which clips and checks them;
             // otherwise (one rank, no communication) the wait points clip.
-            self.clip_due.set(self.gathers_in_forward());
+            self.clip_due.set(self.gathers_shards());
         }
     }
 

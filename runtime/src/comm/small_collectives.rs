@@ -161,8 +161,7 @@ impl Communicator {
     /// `schedule`'s choice where the run made none: a rank reduce-scattering a bucket another
     /// all-reduces would hang. Collective.
     pub fn agree_on_sharding(&self, schedule: &Schedule) -> Result<()> {
-        self.shard_by_schedule.set(schedule.shard_optimizer);
-        let sharding = self.all_gather_u64(u64::from(self.shards_optimizer()))?;
+        let sharding = self.all_gather_u64(u64::from(self.shards_optimizer(schedule)))?;
         let others: Vec<usize> = (1..sharding.len()).filter(|&r| sharding[r] != sharding[0]).collect();
         if !others.is_empty() {
             let says = |s: u64| if s == 1 { "shards" } else { "does not shard" };

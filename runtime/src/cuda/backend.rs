@@ -112,8 +112,9 @@ impl<'a, M: DistributedModel> GpuBackend<'a, M> {
         }
         let mut gpu = Gpu::open(setup.ordinal)?;
         gpu.set_wait_bound(comm.wait_timeout(), comm.rank());
-        let shards =
-            comm.shards_optimizer().then(|| GpuShards::new(&gpu, &M::SCHEDULE, comm.world_size(), comm.rank()));
+        let shards = comm
+            .shards_optimizer(&M::SCHEDULE)
+            .then(|| GpuShards::new(&gpu, &M::SCHEDULE, comm.world_size(), comm.rank()));
         let chosen = GpuOptimizer::like(&optimizer, &config.optimizer, &M::SCHEDULE);
         let sharded = shards.is_some().then_some((comm.world_size(), comm.rank()));
         let mut params = GpuParams::new(&gpu, &*model, chosen, sharded)?;

@@ -267,16 +267,11 @@ impl<M: ParamVecs, O: Optimizer> Launch<M, Host> for HostLaunch<'_, O> {
         model: &mut M,
         grad_scale: f32,
     ) -> std::result::Result<InFlight, Infallible> {
-        if updates_await_every_sum(self.optimizer, self.comm) {
+        if updates_await_every_sum(self.optimizer, self.comm, &bucket) {
             bucket.measure_norm_on_arrival();
         }
-        Ok(self.comm.all_reduce_and_update(
-            bucket,
-            lendable(members, self.optimizer, self.comm),
-            model,
-            self.optimizer,
-            grad_scale,
-        ))
+        let lent = lendable(members, self.optimizer, self.comm, &bucket);
+        Ok(self.comm.all_reduce_and_update(bucket, lent, model, self.optimizer, grad_scale))
     }
 
     #[inline]
@@ -288,13 +283,8 @@ impl<M: ParamVecs, O: Optimizer> Launch<M, Host> for HostLaunch<'_, O> {
         model: &mut M,
         grad_scale: f32,
     ) -> std::result::Result<LowRankP, Infallible> {
-        Ok(self.comm.all_reduce_low_rank(
-            bucket,
-            lendable(members, self.optimizer, self.comm),
-            model,
-            self.optimizer,
-            grad_scale,
-        ))
+        let lent = lendable(members, self.optimizer, self.comm, &bucket);
+        Ok(self.comm.all_reduce_low_rank(bucket, lent, model, self.optimizer, grad_scale))
     }
 
     #[inline]
@@ -406,13 +396,14 @@ impl<M: ParamVecs> Gather<M, Host> for HostGather<'_> {
     }
 }
 
-/// The parameters to lend with a bucket: none when the updates await every bucket's sums.
+/// The parameters to lend with `bucket`: none when the updates await every bucket's sums.
 fn lendable<'m, O: Optimizer>(
     members: &'m [BucketMember],
     optimizer: &mut O,
     comm: &Communicator,
+    bucket: &GradBucket,
 ) -> &'m [BucketMember] {
-    if updates_await_every_sum(optimizer, comm) {
+    if updates_await_every_sum(optimizer, comm, bucket) {
         &[]
     } else {
         members
@@ -423,6 +414,6 @@ fn lendable<'m, O: Optimizer>(
 /// norm of every bucket's sums, unless the optimizer state is sharded (whose lent updates wait
 /// for the norm on the communication thread). Nothing is lent then, and each bucket's part of
 /// the norm is taken as its sums arrive.
-fn updates_await_every_sum<O: Optimizer>(optimizer: &mut O, comm: &Communicator) -> bool {
-    optimizer.grad_clip().is_some() && !comm.shards_optimizer()
+fn updates_await_every_sum<O: Optimizer>(optimizer: &mut O, comm: &Communicator, bucket: &GradBucket) -> bool {
+    optimizer.grad_clip().is_some() && !comm.shards(bucket)
 }

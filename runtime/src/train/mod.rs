@@ -294,11 +294,15 @@ impl<'c> Trainer<'c> {
         let samples = (data_fingerprint, data.describe());
         same_start::check(comm, model, &optimizer, position, config.resume.is_some(), samples, held_out.as_deref())?;
         preflight::steps_left(&config, position)?;
-        if comm.shards_optimizer() {
+        if comm.shards_optimizer(&M::SCHEDULE) {
             // A checkpoint holds whole state (see `checkpoint::shards`): this rank keeps its slices.
             checkpoint::shards::keep_own(&mut optimizer, &M::SCHEDULE, comm);
         }
-        if comm.rank() == 0 && comm.world_size() > 1 && comm.shards_optimizer() && comm.mode() == CommMode::Skip {
+        if comm.rank() == 0
+            && comm.world_size() > 1
+            && comm.shards_optimizer(&M::SCHEDULE)
+            && comm.mode() == CommMode::Skip
+        {
             console::err_line(
                 "note: compute-only with sharded optimizer state: each rank updates its own slice of every bucket \
                  and gathers none, so the rest of its parameters keep their first values (the steps time a sharded \

@@ -425,7 +425,7 @@ pub(super) fn check_lendable<M: DistributedModel>(
 ) -> Result<()> {
     let schedule = &M::SCHEDULE;
     // The GPU lends nothing: its updates run on the device after the wait points.
-    if !comm.shards_optimizer() || config.device != Device::Cpu {
+    if !comm.shards_optimizer(schedule) || config.device != Device::Cpu {
         return Ok(());
     }
     if comm.mode() == CommMode::Skip && comm.checks_finite() && comm.world_size() > 1 {

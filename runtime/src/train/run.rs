@@ -30,7 +30,7 @@ fn join_shards<M: DistributedModel>(
     backend: &mut impl StepBackend<M>,
     comm: &Communicator,
 ) -> Result<Option<checkpoint::shards::Joined>> {
-    if !comm.shards_optimizer() {
+    if !comm.shards_optimizer(&M::SCHEDULE) {
         return Ok(None);
     }
     let (_, optimizer) = backend.host_state()?;
@@ -209,7 +209,7 @@ impl Run<'_> {
                     // state's all-gathers for the next forward) delays the log line.
                     summed_loss = Some(comm.start_sum_f64(step_loss / config.accumulate as f64)?);
                 }
-                if last && comm.gathers_in_forward() {
+                if last && comm.gathers_in_forward(&M::SCHEDULE) {
                     // The same for the stop vote, which otherwise waits for the step's end.
                     stop_vote = stop.map(|s| s.start_vote(comm)).transpose()?;
                 }
