@@ -94,6 +94,8 @@ test: deps nvrtc mkl
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy $(WORKSPACE) --all-targets -- -D warnings
+	# tests/failures.rs, which `--all-targets` leaves out (see Cargo.toml).
+	cargo clippy $(WORKSPACE) --test failures -- -D warnings
 	# The API docs, links included (`cargo doc` warns where `--help` text reads as a broken link).
 	RUSTDOCFLAGS="-D warnings" cargo doc $(WORKSPACE) --no-deps
 	LD_LIBRARY_PATH=$(NVRTC_LIB) OVERLAP_PTXAS=$(PTXAS) cargo test $(WORKSPACE) --test nvrtc -- --include-ignored --nocapture

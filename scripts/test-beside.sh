@@ -37,21 +37,33 @@ for line in sys.stdin:
 [ -n "$exe" ] && [ -x "$exe" ] || { echo "$0: found no binary for the test '$test_name'" >&2; exit 1; }
 
 log=$(mktemp)
-# Its own process group, so that an interrupted run ends the test's mpirun jobs too.
-setsid --wait "$exe" >"$log" 2>&1 &
-beside=$!
+beside=
+# The test runs in a session of its own: an interrupted run ends it and every mpirun job it
+# started (each in a process group of its own), and Ctrl-C reaches only the command.
+kill_session() {
+    local stat fields
+    for stat in /proc/[0-9]*/stat; do
+        fields=$(cat "$stat" 2>/dev/null) || continue
+        # The fields after the command's name, which may hold spaces: state, ppid, pgrp, session.
+        read -r -a fields <<<"${fields##*) }"
+        [ "${fields[3]:-}" = "$1" ] && kill -KILL "$(basename "$(dirname "$stat")")" 2>/dev/null
+    done
+}
 cleanup() {
-    kill -- -"$beside" 2>/dev/null
+    if [ -n "$beside" ]; then kill_session "$beside"; fi
     rm -f "$log"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+setsid --wait "$exe" >"$log" 2>&1 &
+beside=$!
 
 cargo test "${build_args[@]}" "${target_args[@]}"
 status=$?
 
 wait "$beside"
 beside_status=$?
+beside=
 echo
 echo "---- tests/$test_name.rs, run beside the others (exit status $beside_status) ----"
 cat "$log"
