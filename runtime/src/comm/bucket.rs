@@ -68,7 +68,9 @@ pub(crate) enum Sharding {
 }
 
 impl GradBucket {
-    /// A zeroed bucket of `numel` elements; `index` is its position in launch order.
+    /// A zeroed bucket of `numel` elements; `index` is its position in launch order. It belongs
+    /// to no schedule: FP32 on the wire (see `in_format`), and sharded only when the run
+    /// chooses to (`CommConfig::shard_optimizer`); `planned` makes a model's bucket.
     pub fn zeros(index: usize, numel: usize) -> Self {
         GradBucket {
             index,

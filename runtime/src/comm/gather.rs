@@ -18,10 +18,10 @@ use std::time::Instant;
 
 use overlap_plan::Schedule;
 
-use super::gathering::GatherInFlight;
+use super::gathering::{GatherInFlight, GatherSlot};
 use super::mailbox::Mailbox;
 use super::{Backend, CommMode, Communicator, Held, ParamVecs};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 impl Communicator {
     /// Whether the all-gathers of a model planned as `schedule` are launched for the next
@@ -55,6 +55,13 @@ impl Communicator {
         if !sharded || !self.gathers_shards() {
             return;
         }
+        // Launching over parameters no forward took back would lose them.
+        assert!(
+            self.gathers.borrow().get(group).is_none_or(Option::is_none),
+            "all-gather {group} of an earlier step was never waited for: with sharded optimizer state, a model's \
+             parameters come back at its next `forward_gathering` (or `Communicator::finish_gathers`), which must come \
+             before another step on the same communicator, of this model or another"
+        );
         // The step's updates, when they await the clip, come before any all-gather.
         self.ask_for_clip();
         let mut boxes = self.gather_mailboxes.borrow_mut();
@@ -73,17 +80,32 @@ impl Communicator {
         if gathers.len() <= group {
             gathers.resize_with(group + 1, || None);
         }
-        gathers[group] = Some(GatherInFlight { reply: pending, bucket, bytes, queued: Instant::now() });
+        gathers[group] =
+            Some(GatherSlot::InFlight(GatherInFlight { reply: pending, bucket, bytes, queued: Instant::now() }));
     }
 
     /// The wait point of all-gather `group`: gives its parameters, every rank's updated shard in
-    /// them, back to `params`. Nothing to do when none is in flight.
+    /// them, back to `params`. Nothing to do when none is in flight. An error, leaving them for
+    /// their own model, when `params` did not lend them (another model's forward on the same
+    /// communicator).
     pub fn wait_gather<P: ParamVecs>(&self, group: usize, params: &mut P) -> Result<()> {
-        let Some(in_flight) = self.gathers.borrow_mut().get_mut(group).and_then(Option::take) else {
+        let Some(slot) = self.gathers.borrow_mut().get_mut(group).and_then(Option::take) else {
             return Ok(());
         };
-        let mut gathered = in_flight.wait(self.checks.get())?;
-        gathered.values.give_back(params);
+        let (bucket, mut values) = match slot {
+            GatherSlot::InFlight(in_flight) => (in_flight.bucket, in_flight.wait(self.checks.get())?.values),
+            GatherSlot::Arrived { bucket, values } => (bucket, values),
+        };
+        if !values.awaited_by(params) {
+            self.gathers.borrow_mut()[group] = Some(GatherSlot::Arrived { bucket, values });
+            return Err(Error::Config(format!(
+                "all-gather {group} (bucket b{bucket}) carries another model's parameters: with sharded optimizer \
+                 state, a model's parameters come back at its next `forward_gathering` (or \
+                 `Communicator::finish_gathers`), which must come before another model's forward on the same \
+                 communicator"
+            )));
+        }
+        values.give_back(params);
         Ok(())
     }
 

@@ -20,6 +20,13 @@ pub(crate) struct GatheredParams {
     pub finished: Instant,
 }
 
+/// An all-gather group's parameters on the compute thread's side: on their way, or arrived at
+/// the wait point of a model they do not belong to, which left them for their own.
+pub(crate) enum GatherSlot {
+    InFlight(GatherInFlight),
+    Arrived { bucket: usize, values: ParamValues },
+}
+
 /// An all-gather on its way: the only way to its parameters is `wait`.
 pub(crate) struct GatherInFlight {
     pub reply: Pending<GatheredParams>,

@@ -107,6 +107,12 @@ impl ParamValues {
         self.params.is_empty()
     }
 
+    /// Whether these are parameters `params` lent: each of its slots is there and empty,
+    /// awaiting them. Another model's parameters are not.
+    pub(crate) fn awaited_by<P: ParamVecs>(&self, params: &mut P) -> bool {
+        self.params.iter().all(|p| params.param_vec_mut(p.index).is_some_and(|value| value.is_empty()))
+    }
+
     /// Puts every parameter back into `params`.
     pub(crate) fn give_back<P: ParamVecs>(&mut self, params: &mut P) {
         for p in self.params.drain(..) {

@@ -93,7 +93,7 @@ pub struct Communicator {
     /// all-gathers `launch_gather` then starts.
     sharded_launches: RefCell<Vec<bool>>,
     /// The all-gathers in flight, by their index in launch order, and their reused mailboxes.
-    gathers: RefCell<Vec<Option<gathering::GatherInFlight>>>,
+    gathers: RefCell<Vec<Option<gathering::GatherSlot>>>,
     gather_mailboxes: RefCell<Vec<Arc<Mailbox<gathering::GatheredParams>>>>,
     /// Whether this step's sharded buckets await a clip not yet asked for (see `shard_server`).
     clip_due: Cell<bool>,
