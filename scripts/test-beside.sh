@@ -2,11 +2,11 @@
 # Usage: scripts/test-beside.sh TEST BUILD_ARGS... -- TARGET_ARGS...
 #
 # Runs `cargo test BUILD_ARGS TARGET_ARGS` with the integration test TEST (`cargo test BUILD_ARGS
-# --test TEST`) running beside it, from the same build, and fails if either fails. For a test that spends its time waiting rather than
-# computing: tests/failures.rs waits out communication timeouts for about 150 s at a sixth of one
-# core, which `cargo test` would otherwise run alone, one binary after another. TEST's target
-# has `test = false` so that TARGET_ARGS (`--all-targets`) leave it out; its own output is
-# printed after the command's, whole.
+# --test TEST`) running beside it, from the same build, and fails if either fails. For a test
+# that spends its time waiting rather than computing: tests/failures.rs waits out communication
+# timeouts for about 150 s at a sixth of one core, which `cargo test` would otherwise run alone,
+# one binary after another. TEST's target has `test = false` so that TARGET_ARGS
+# (`--all-targets`) leave it out; its own output is printed after the command's, whole.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,7 +23,8 @@ done
 shift
 target_args=("$@")
 
-# Build both, and find TEST's binary among the artifacts cargo reports.
+# Build both (TEST on its own, so that its compiler errors show as text), and find TEST's binary
+# among the artifacts cargo reports.
 cargo test "${build_args[@]}" "${target_args[@]}" --no-run || exit 1
 cargo test "${build_args[@]}" --test "$test_name" --no-run || exit 1
 exe=$(cargo test "${build_args[@]}" --test "$test_name" --no-run --message-format=json 2>/dev/null | python3 -c '
