@@ -132,6 +132,9 @@ impl<'a> Model<'a> {
                         errors.spanned(&f.ty, message);
                     } else {
                         fields.push(Field::new(f, &Prefix::default(), &params, errors));
+                        if crate::nesting::past_max_layers(fields.len(), &f.ty, errors) {
+                            break;
+                        }
                     }
                 }
                 fields

@@ -4,8 +4,9 @@
 //! refused with one error each, as is `#[cfg_attr]` applying this macro's own attributes (which
 //! the macro would never see). Any other `cfg_attr` (docs, lints) passes through untouched.
 
+use syn::parse::ParseStream;
 use syn::punctuated::Punctuated;
-use syn::{Attribute, Meta, Token};
+use syn::{Attribute, LitBool, Meta, Token};
 
 use crate::errors::Errors;
 
@@ -87,21 +88,30 @@ fn conditional(attr: &Attribute) -> Option<Vec<Meta>> {
         return None;
     }
     let list = attr.meta.require_list().ok()?;
-    let items = list.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated).ok()?;
-    Some(flatten(items.into_iter().skip(1)))
+    Some(flatten(list.parse_args_with(applied).ok()?))
 }
 
-fn flatten(items: impl Iterator<Item = Meta>) -> Vec<Meta> {
+/// The attributes of `cfg_attr(predicate, a, b, ..)`'s arguments: after the predicate, which is a
+/// `Meta` (`unix`, `all(..)`) or `true` or `false` (a literal to syn).
+fn applied(input: ParseStream) -> syn::Result<Punctuated<Meta, Token![,]>> {
+    if input.peek(LitBool) {
+        input.parse::<LitBool>()?;
+    } else {
+        input.parse::<Meta>()?;
+    }
+    input.parse::<Token![,]>()?;
+    Punctuated::parse_terminated(input)
+}
+
+fn flatten(items: Punctuated<Meta, Token![,]>) -> Vec<Meta> {
     let mut out = Vec::new();
     for item in items {
         let nested = match &item {
-            Meta::List(list) if list.path.is_ident("cfg_attr") => {
-                list.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated).ok()
-            }
+            Meta::List(list) if list.path.is_ident("cfg_attr") => list.parse_args_with(applied).ok(),
             _ => None,
         };
         match nested {
-            Some(inner) => out.extend(flatten(inner.into_iter().skip(1))),
+            Some(inner) => out.extend(flatten(inner)),
             None => out.push(item),
         }
     }
@@ -138,6 +148,9 @@ mod tests {
         assert_eq!(errors_for(vec![parse_quote!(#[cfg_attr(test, bucket_boundary)])]), 1);
         assert_eq!(errors_for(vec![parse_quote!(#[cfg_attr(test, layer(input = 1, output = 1))])]), 1);
         assert_eq!(errors_for(vec![parse_quote!(#[cfg_attr(test, cfg_attr(unix, bucket_boundary))])]), 1);
+        // `true` and `false` are predicates too (a literal to syn, not a `Meta`).
+        assert_eq!(errors_for(vec![parse_quote!(#[cfg_attr(true, cfg(false))])]), 1);
+        assert_eq!(errors_for(vec![parse_quote!(#[cfg_attr(false, cfg_attr(true, bucket_boundary))])]), 1);
         assert_eq!(errors_for(vec![parse_quote!(#[cfg_attr(test, cfg(unix))])]), 1);
     }
 

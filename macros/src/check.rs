@@ -26,10 +26,8 @@ pub fn all(model: &mut Model, errors: &mut Errors) {
 /// field, stands at every copy and use of it, so it is refused only where it separates nothing
 /// at any of them.
 fn boundaries_separate(model: &Model, errors: &mut Errors) {
-    if model.fields.iter().any(|f| f.spec.is_none()) {
-        return; // Which layers have parameters is not known.
-    }
-    let has_params = |f: &crate::ast::Field| f.spec.as_ref().is_some_and(|s| !s.params.is_empty());
+    // Known to have none: a layer of an unknown type (reported) may have parameters.
+    let none = |f: &crate::ast::Field| f.spec.as_ref().is_some_and(|s| s.params.is_empty());
     // Each attribute, by the field it is written on (the same `Type` at every copy), with the
     // unrolled layers it stands before.
     let mut written: Vec<(*const Type, &syn::Attribute, Vec<usize>)> = Vec::new();
@@ -45,9 +43,9 @@ fn boundaries_separate(model: &Model, errors: &mut Errors) {
     }
     for (_, attr, places) in written {
         let why = |i: usize| {
-            if !model.fields[..i].iter().any(has_params) {
+            if model.fields[..i].iter().all(none) {
                 Some("no layer before it has parameters")
-            } else if !model.fields[i..].iter().any(has_params) {
+            } else if model.fields[i..].iter().all(none) {
                 Some("no layer from it on has parameters")
             } else {
                 None
@@ -198,27 +196,36 @@ fn not_empty(model: &Model, errors: &mut Errors) {
 fn widths_chain(model: &mut Model, errors: &mut Errors) {
     let own_inputs: Vec<Option<usize>> = model.residuals.iter().map(|r| own_input(model, r).map(|(x, _)| x)).collect();
     let mut flowing: Option<(usize, String)> = None;
+    // The layer before, and whether every layer up to it has a known width.
+    let (mut previous, mut all_known): (Option<String>, bool) = (None, true);
     // The width into each layer, and out of it (after the residual sums ending there).
     let (mut into, mut out) = (vec![None; model.fields.len()], vec![None; model.fields.len()]);
     for (i, field) in model.fields.iter_mut().enumerate() {
         into[i] = flowing.as_ref().map(|f| f.0);
+        let before = previous.replace(field.name.clone());
         let Some(spec) = &mut field.spec else {
             // Unknown width: do not report follow-on mismatches against it.
-            flowing = None;
+            (flowing, all_known) = (None, false);
             continue;
         };
         match spec.width {
             Width::Fixed { input, output } => {
                 let embedding = !field.custom && layers::kind_name(&spec.kind) == "Embedding";
-                if let Some((width, from)) = flowing.as_ref().filter(|(width, _)| embedding && *width != input) {
+                // Any layer before it, even one of width 1 (its outputs are no token ids), or
+                // element-wise ones.
+                let after = match (&flowing, &before) {
+                    (Some((width, from)), _) => Some(format!("the previous layer `{from}` outputs width {width}")),
+                    (None, Some(from)) if all_known => Some(format!("it comes after `{from}`")),
+                    _ => None,
+                };
+                if let Some(after) = after.filter(|_| embedding) {
                     errors.once(
                         field.ty,
                         Rule::Width,
                         field.ty,
                         format!(
-                            "`{}` is an Embedding, which reads one token id per row, but the previous layer \
-                             `{from}` outputs width {width}: an Embedding comes first in the model, where it reads \
-                             the batch's token ids",
+                            "`{}` is an Embedding, which reads one token id per row, but {after}: an Embedding \
+                             comes first in the model, where it reads the batch's token ids",
                             field.name
                         ),
                     );

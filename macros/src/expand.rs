@@ -59,6 +59,8 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         ) {
             code = Some(emit(&model, &configured(planned, &config)));
         }
+    } else {
+        planning::check_inputs(&config.planning, &mut errors);
     }
     let code = code.unwrap_or_else(|| fallback::emit(&item, &errors));
     with_crate(code, &config)
@@ -158,6 +160,8 @@ fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: 
         ) {
             code = Some(emit(model, &configured(planned, config)));
         }
+    } else {
+        planning::check_inputs(&config.planning, &mut errors);
     }
     let code = code.unwrap_or_else(|| match structs.model() {
         // Without `#[residual]` on it (refused), so that the compiler adds no error of its own;

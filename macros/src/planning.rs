@@ -22,6 +22,14 @@ pub enum Planning {
     Profile { path: LitStr, link: Option<Link>, world: Option<usize> },
 }
 
+/// Reports what planning would read that does not depend on the model (a profile's file), for a
+/// model not planned because of other problems: all of them show in one compile.
+pub fn check_inputs(planning: &Planning, errors: &mut Errors) {
+    if let Planning::Profile { path, .. } = planning {
+        profile::load(path, errors);
+    }
+}
+
 /// The plan and what the docs should say about how it was chosen.
 pub struct Planned {
     pub schedule: Schedule,

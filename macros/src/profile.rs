@@ -18,6 +18,20 @@ pub fn read(
     layers: &[LayerSpec],
     errors: &mut Errors,
 ) -> Option<(Target, PathBuf)> {
+    let (profile, file) = load(path, errors)?;
+    match profile.target(layers, link, world) {
+        Ok(target) => Some((target, file)),
+        Err(problems) => {
+            errors.spanned(path, format!("profile {} does not fit this model: {problems}", file.display()));
+            None
+        }
+    }
+}
+
+/// The profile at `path` (relative to the crate's manifest), and that path; a file that cannot
+/// be read, or is not a profile, is reported. Whether it fits the model is `read`'s to say, so a
+/// model with other problems still hears about its file in the same compile.
+pub fn load(path: &LitStr, errors: &mut Errors) -> Option<(Profile, PathBuf)> {
     let base = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).unwrap_or_default();
     let file = base.join(path.value());
     let text = match std::fs::read_to_string(&file) {
@@ -27,17 +41,10 @@ pub fn read(
             return None;
         }
     };
-    let profile = match Profile::from_json(&text) {
-        Ok(p) => p,
+    match Profile::from_json(&text) {
+        Ok(profile) => Some((profile, file)),
         Err(e) => {
             errors.spanned(path, format!("{} is not a profile: {e}", file.display()));
-            return None;
-        }
-    };
-    match profile.target(layers, link, world) {
-        Ok(target) => Some((target, file)),
-        Err(problems) => {
-            errors.spanned(path, format!("profile {} does not fit this model: {problems}", file.display()));
             None
         }
     }

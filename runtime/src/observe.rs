@@ -33,7 +33,8 @@ pub enum ReportFormat {
     Text,
     /// One JSON document per report on stdout, for scripts (log lines then go to stderr).
     Json,
-    /// No report (and no recording unless a trace or timeline asks for it).
+    /// No report (and no recording unless a trace, a timeline, a profile to write or a simulation
+    /// needs it).
     Off,
 }
 

@@ -38,7 +38,7 @@ pub enum ReportFormat {
     Text,
     /// One JSON document per report on stdout, for scripts (log lines then go to stderr).
     Json,
-    /// No report (and no recording unless --trace or --timeline asks for it).
+    /// No report (and no recording unless --trace, --timeline, --write-profile or --simulate needs it).
     Off,
 }
 

@@ -497,3 +497,15 @@ fn values_handed_on_mid_function_are_taken_from_slots() {
         assert!(!new_grads.contains("b0: dev.new_bucket"), "{new_grads}");
     }
 }
+
+/// A model of more layers than the limit, written field by field, is refused at the first layer
+/// past it (the module form counts such fields after its blocks too: `tests/ui`).
+#[test]
+fn a_struct_of_too_many_layers_is_refused_at_the_first_past_the_limit() {
+    let fields = (0..=crate::nesting::MAX_LAYERS).map(|i| {
+        let name = quote::format_ident!("fc{i}");
+        quote!(#name: Linear<4, 4>,)
+    });
+    let code = expand(quote!(), quote!(pub struct Deep { #(#fields)* })).to_string();
+    assert_eq!(code.matches("past 2048 layers").count(), 1, "{:.300}", code);
+}

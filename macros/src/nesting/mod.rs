@@ -36,7 +36,20 @@ const MAX_REPEAT: usize = 1024;
 /// `[_; 1024]` would be a billion layers), and each layer is a few lines of generated code that
 /// the compiler checks: 2048 layers take half a minute, 8192 several (a 96-block transformer
 /// has about 600).
-const MAX_LAYERS: usize = 2048;
+pub const MAX_LAYERS: usize = 2048;
+
+/// Reports the layer that takes a model past `MAX_LAYERS`, when written as a field of its own
+/// (one unrolled from a block is reported at the block's use).
+pub fn past_max_layers(layers: usize, at: &Type, errors: &mut Errors) -> bool {
+    let past = layers > MAX_LAYERS;
+    if past {
+        errors.spanned(
+            at,
+            format!("this layer takes the model past {MAX_LAYERS} layers (blocks unrolled): use fewer layers"),
+        );
+    }
+    past
+}
 
 /// The model `structs.model()` with its blocks unrolled. Where the module holds several candidates
 /// (reported), each is unrolled as if it were the model, so that the errors in them and their
@@ -172,7 +185,7 @@ impl<'a> Flat<'_, 'a> {
         let mut inits = Vec::new();
         let params = generic_params(&item.generics);
         for field in item.fields.iter() {
-            if self.too_many {
+            if self.too_many || self.fields.len() > MAX_LAYERS {
                 break;
             }
             let Some(name) = &field.ident else { continue };
@@ -182,6 +195,10 @@ impl<'a> Flat<'_, 'a> {
                 let value = crate::init_attr::init_expr(layer.ty, i, layer.init.as_deref(), layer.spec.as_ref());
                 inits.push(quote!(#name: #value));
                 self.fields.push(layer);
+                // Inside a block, the block's use is reported (below), where the count is chosen.
+                if prefix.uses.is_empty() {
+                    self.too_many = past_max_layers(self.fields.len(), &field.ty, errors);
+                }
                 continue;
             };
             cfg::check_field(&field.attrs, errors);
