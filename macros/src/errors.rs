@@ -23,6 +23,8 @@ pub enum Rule {
     EmptyBlock,
     /// Two layers, or two residual sums, whose generated names are one.
     NameClash,
+    /// A built-in layer's name that names a type of the module's own.
+    Shadowed,
 }
 
 #[derive(Default)]

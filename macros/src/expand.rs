@@ -10,6 +10,7 @@ use crate::ast::Model;
 use crate::attr;
 use crate::emitted_struct::strip_field_attrs;
 use crate::errors::Errors;
+use crate::field_attr;
 use crate::helpers::lit;
 use crate::planning::{self, Planned};
 use crate::schedule_code::{backward_body, step_body, update_bucket_body, Names};
@@ -137,6 +138,7 @@ fn with_crate(code: TokenStream, config: &attr::ModelConfig) -> TokenStream {
 /// A module holding a model and its blocks (see `nesting`): the module again, its blocks as
 /// written (without this macro's attributes), and the model's code inside it.
 fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: Errors) -> TokenStream {
+    field_attr::misplaced_on_module(&module.attrs, &mut errors);
     let structs = match config.model_unreadable {
         true => nesting::unjudged(module),
         false => nesting::structs(module, config.model.as_ref(), &mut errors),
@@ -145,6 +147,7 @@ fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: 
         nesting::generated_names_free(module, &structs.all[root].ident, &mut errors);
     }
     let mut trees = nesting::trees(&structs, &mut errors);
+    nesting::shadowed_built_ins(module, &trees, &mut errors);
     for tree in &mut trees {
         check::all(tree, &mut errors);
     }
@@ -177,8 +180,10 @@ fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: 
     let others = module.content.iter().flat_map(|(_, items)| items.iter());
     let others = others.filter(|i| !is_struct_of(i, &structs.all) && !is_struct_of(i, &structs.own));
     // `//!` docs and `#![..]` attributes belong inside the braces.
-    let (inner, outer): (Vec<_>, Vec<_>) =
-        module.attrs.iter().partition(|a| matches!(a.style, syn::AttrStyle::Inner(_)));
+    // This macro's own attributes (refused above) left out, so that the compiler does not add its own
+    // error about them.
+    let kept = module.attrs.iter().filter(|a| !field_attr::ours_or_residual(a.path()));
+    let (inner, outer): (Vec<_>, Vec<_>) = kept.partition(|a| matches!(a.style, syn::AttrStyle::Inner(_)));
     let (vis, unsafety, ident) = (&module.vis, &module.unsafety, &module.ident);
     quote! {
         #(#outer)*

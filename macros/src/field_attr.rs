@@ -61,6 +61,21 @@ pub fn misplaced_on_struct(attrs: &[Attribute], block: &syn::Ident, errors: &mut
     }
 }
 
+/// Whether `path` names one of this macro's field attributes or `#[residual]`.
+pub fn ours_or_residual(path: &syn::Path) -> bool {
+    cfg::names_ours(path) || path.is_ident("residual")
+}
+
+/// Reports this macro's field attributes and `#[residual]` written on the module of a model and
+/// its blocks: they go on a field, or on a block's struct.
+pub fn misplaced_on_module(attrs: &[Attribute], errors: &mut Errors) {
+    for attr in attrs.iter().filter(|a| ours_or_residual(a.path())) {
+        let name = path_name(attr.path());
+        let place = if name == "residual" { "a block's struct" } else { "a field" };
+        errors.spanned(attr, format!("`#[{name}]` goes on {place}, not on the module"));
+    }
+}
+
 const BOUNDARY_TAKES_NOTHING: &str = "`#[bucket_boundary]` takes no arguments";
 
 pub fn field_attrs(attrs: &[Attribute], errors: &mut Errors) -> FieldAttrs {

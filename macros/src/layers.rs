@@ -140,8 +140,9 @@ pub fn drop_foreign_suffixes(ty: &mut Type) {
 
 /// Whether the compiler would refuse a built-in layer type as written on top of the macro's own
 /// error (already reported by `builtin`): another number of generic arguments than the type
-/// takes (`Linear<4>`, `Relu<4>`), or a negative width (`Linear<-4, 4>`). The struct emitted beside
-/// the errors holds `()` there instead, so that each mistake is reported once.
+/// takes (`Linear<4>`, `Relu<4>`), a negative width (`Linear<-4, 4>`) or a literal of another type
+/// than an integer (`Linear<4, 4.0>`). The struct emitted beside the errors holds `()` there
+/// instead, so that each mistake is reported once.
 pub fn refused_by_the_compiler_too(ty: &Type) -> bool {
     let Type::Path(path) = ty else { return false };
     let Some(last) = path.path.segments.last() else { return false };
@@ -164,6 +165,8 @@ pub fn refused_by_the_compiler_too(ty: &Type) -> bool {
                         Expr::Unary(syn::ExprUnary { op: syn::UnOp::Neg(_), .. }) => true,
                         // `Linear<-4, 4>` reads as one literal.
                         Expr::Lit(ExprLit { lit: Lit::Int(lit), .. }) => lit.base10_digits().starts_with('-'),
+                        // `Linear<4, 4.0>`, `'a'`, `true`, `"4"`: not a `usize`.
+                        Expr::Lit(_) => true,
                         _ => false,
                     }
                 })

@@ -87,6 +87,38 @@ pub fn trees<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Vec<Model<'a>> {
     trees
 }
 
+/// Reports a layer field naming a built-in layer (`act: Relu`) where the module defines a type of
+/// that name: the field's type is then the module's, not overlap's, which the plan assumed (once
+/// per field, however many copies of its block).
+pub fn shadowed_built_ins(module: &syn::ItemMod, trees: &[Model], errors: &mut Errors) {
+    use syn::ext::IdentExt;
+    let items = module.content.iter().flat_map(|(_, items)| items.iter());
+    let defined: Vec<&syn::Ident> = items
+        .filter_map(|item| match item {
+            syn::Item::Struct(s) => Some(&s.ident),
+            syn::Item::Enum(e) => Some(&e.ident),
+            syn::Item::Union(u) => Some(&u.ident),
+            syn::Item::Type(t) => Some(&t.ident),
+            _ => None,
+        })
+        .collect();
+    for field in trees.iter().flat_map(|tree| &tree.fields).filter(|f| !f.custom) {
+        let Type::Path(path) = field.ty else { continue };
+        let segments = &path.path.segments;
+        if path.qself.is_some() || path.path.leading_colon.is_some() || segments.len() != 1 {
+            continue;
+        }
+        let ident = &segments[0].ident;
+        if crate::layers::is_builtin(ident) && defined.iter().any(|d| d.unraw() == ident.unraw()) {
+            let message = format!(
+                "`{ident}` here is this module's own `{ident}`, not overlap's built-in layer of that name, which the \
+                 schedule was planned for: rename it, or describe it with `#[layer(...)]`"
+            );
+            errors.once(field.ty, Rule::Shadowed, field.ty, message);
+        }
+    }
+}
+
 /// Which structs were unrolled, and which had a use refused, by index into the module's.
 #[derive(Default)]
 struct Seen {
