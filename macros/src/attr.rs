@@ -244,7 +244,7 @@ fn powersgd(call: &syn::ExprCall, errors: &mut Errors) -> Option<LowRank> {
         match key.as_str() {
             "rank" => match value {
                 Some(r) if (1..=LowRank::MAX_RANK as u64).contains(&r) => {
-                    set_once(&mut rank, Some(r as usize), &assign.left, errors)
+                    set_once(&mut rank, Some(r as usize), "rank", &assign.left, errors)
                 }
                 _ => errors.spanned(
                     &assign.right,
@@ -252,7 +252,7 @@ fn powersgd(call: &syn::ExprCall, errors: &mut Errors) -> Option<LowRank> {
                 ),
             },
             "start_iter" => match value {
-                Some(k) => set_once(&mut start_iter, Some(k), &assign.left, errors),
+                Some(k) => set_once(&mut start_iter, Some(k), "start_iter", &assign.left, errors),
                 None => {
                     errors.spanned(&assign.right, "`start_iter` must be an integer literal (steps sent whole first)")
                 }

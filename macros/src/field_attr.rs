@@ -149,22 +149,22 @@ fn layer_attr(attr: &Attribute, errors: &mut Errors) -> Option<LayerAttr> {
         let key = path_name(item.path());
         match (key.as_str(), item) {
             ("input", Meta::NameValue(nv)) => {
-                set_once(&mut input, positive_int(&nv.value, "input", errors), nv, errors)
+                set_once(&mut input, positive_int(&nv.value, "input", errors), "input", nv, errors)
             }
             ("output", Meta::NameValue(nv)) => {
-                set_once(&mut output, positive_int(&nv.value, "output", errors), nv, errors)
+                set_once(&mut output, positive_int(&nv.value, "output", errors), "output", nv, errors)
             }
             ("flops", Meta::NameValue(nv)) => {
                 let value = int_literal(&nv.value).and_then(|l| l.base10_parse::<u64>().ok());
                 if value.is_none() {
                     errors.spanned(&nv.value, "`flops` must be an integer literal (forward FLOPs per sample)");
                 }
-                set_once(&mut flops, value, nv, errors);
+                set_once(&mut flops, value, "flops", nv, errors);
             }
-            ("ready", Meta::NameValue(nv)) => set_once(&mut ready, ready_order(&nv.value, errors), nv, errors),
+            ("ready", Meta::NameValue(nv)) => set_once(&mut ready, ready_order(&nv.value, errors), "ready", nv, errors),
             ("params", Meta::List(list)) => {
                 let parsed = param_shapes(list, errors);
-                set_once(&mut params, Some(parsed), list, errors);
+                set_once(&mut params, Some(parsed), "params", list, errors);
             }
             ("input" | "output" | "flops", _) => errors.spanned(item, format!("expected `{key} = <integer>`")),
             ("params", _) => errors.spanned(item, "expected `params(name = [dims..], ...)`"),

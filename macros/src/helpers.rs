@@ -102,9 +102,9 @@ pub fn number(value: &Expr) -> Option<f64> {
 }
 
 /// Fills `slot` with `value` once; a second occurrence of the key (at `at`) is an error.
-pub fn set_once<T>(slot: &mut Option<T>, value: Option<T>, at: impl quote::ToTokens, errors: &mut Errors) {
+pub fn set_once<T>(slot: &mut Option<T>, value: Option<T>, key: &str, at: impl quote::ToTokens, errors: &mut Errors) {
     if slot.is_some() {
-        errors.spanned(at, "duplicate key");
+        errors.spanned(at, format!("duplicate key `{key}`"));
     } else if value.is_some() {
         *slot = value;
     }
