@@ -24,6 +24,9 @@ pub struct Model<'a> {
     pub residuals: Vec<Residual<'a>>,
     /// `Self { .. }` with every layer initialised, nested as the structs are.
     pub init: TokenStream,
+    /// Whether `fields` holds every layer the model is written with: not where a field or a
+    /// block's use was refused (reported) or the layer limit stopped the reading.
+    pub complete: bool,
 }
 
 /// A residual block's instance: layers `first..=last` compute `f`, and the block outputs
@@ -123,6 +126,7 @@ impl<'a> Model<'a> {
         }
         crate::field_attr::misplaced_on_struct(&item.attrs, &item.ident, errors);
         let params = generic_params(&item.generics);
+        let mut complete = true;
         let fields: Vec<Field> = match &item.fields {
             Fields::Named(named) => {
                 let mut fields = Vec::new();
@@ -130,9 +134,11 @@ impl<'a> Model<'a> {
                     if crate::helpers::names_itself(&f.ty, &item.ident) {
                         let message = format!("`{}` contains itself: a model cannot be a field of itself", item.ident);
                         errors.spanned(&f.ty, message);
+                        complete = false;
                     } else {
                         fields.push(Field::new(f, &Prefix::default(), &params, errors));
                         if crate::nesting::past_max_layers(fields.len(), &f.ty, errors) {
+                            complete = false;
                             break;
                         }
                     }
@@ -150,7 +156,7 @@ impl<'a> Model<'a> {
             quote!(#field: #value,)
         });
         let init = quote!(#ident { #(#inits)* });
-        Model { item, fields, residuals: Vec::new(), init }
+        Model { item, fields, residuals: Vec::new(), init, complete }
     }
 
     /// Specs of every field, in definition order (only meaningful once all fields are valid).

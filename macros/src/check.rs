@@ -26,6 +26,9 @@ pub fn all(model: &mut Model, errors: &mut Errors) {
 /// field, stands at every copy and use of it, so it is refused only where it separates nothing
 /// at any of them.
 fn boundaries_separate(model: &Model, errors: &mut Errors) {
+    if !model.complete {
+        return; // Layers refused or not read may hold parameters on either side.
+    }
     // Known to have none: a layer of an unknown type (reported) may have parameters.
     let none = |f: &crate::ast::Field| f.spec.as_ref().is_some_and(|s| s.params.is_empty());
     // Each attribute, by the field it is written on (the same `Type` at every copy), with the
@@ -196,13 +199,14 @@ fn not_empty(model: &Model, errors: &mut Errors) {
 fn widths_chain(model: &mut Model, errors: &mut Errors) {
     let own_inputs: Vec<Option<usize>> = model.residuals.iter().map(|r| own_input(model, r).map(|(x, _)| x)).collect();
     let mut flowing: Option<(usize, String)> = None;
-    // The layer before, and whether every layer up to it has a known width.
-    let (mut previous, mut all_known): (Option<String>, bool) = (None, true);
+    // The layer before (its name, and whether it is a layer of one's own), and whether every
+    // layer up to it has a known width.
+    let (mut previous, mut all_known): (Option<(String, bool)>, bool) = (None, true);
     // The width into each layer, and out of it (after the residual sums ending there).
     let (mut into, mut out) = (vec![None; model.fields.len()], vec![None; model.fields.len()]);
     for (i, field) in model.fields.iter_mut().enumerate() {
         into[i] = flowing.as_ref().map(|f| f.0);
-        let before = previous.replace(field.name.clone());
+        let before = previous.replace((field.name.clone(), field.custom));
         let Some(spec) = &mut field.spec else {
             // Unknown width: do not report follow-on mismatches against it.
             (flowing, all_known) = (None, false);
@@ -211,11 +215,16 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
         match spec.width {
             Width::Fixed { input, output } => {
                 let embedding = !field.custom && layers::kind_name(&spec.kind) == "Embedding";
-                // Any layer before it, even one of width 1 (its outputs are no token ids), or
-                // element-wise ones.
+                // After a layer of another width, or after a built-in one of width 1 or an
+                // element-wise one, whose outputs are no token ids; a layer of one's own may
+                // output them (one column; the CPU checks each id as the embedding reads it).
                 let after = match (&flowing, &before) {
-                    (Some((width, from)), _) => Some(format!("the previous layer `{from}` outputs width {width}")),
-                    (None, Some(from)) if all_known => Some(format!("it comes after `{from}`")),
+                    (Some((width, from)), _) if *width != input => {
+                        Some(format!("the previous layer `{from}` outputs width {width}"))
+                    }
+                    (_, Some((from, false))) if all_known => {
+                        Some(format!("it comes after `{from}`, a built-in layer, whose outputs are no token ids"))
+                    }
                     _ => None,
                 };
                 if let Some(after) = after.filter(|_| embedding) {

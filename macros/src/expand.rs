@@ -182,7 +182,7 @@ fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: 
     // `//!` docs and `#![..]` attributes belong inside the braces.
     // This macro's own attributes (refused above) left out, so that the compiler does not add its own
     // error about them.
-    let kept = module.attrs.iter().filter(|a| !field_attr::ours_or_residual(a.path()));
+    let kept = module.attrs.iter().filter(|a| !field_attr::ours_or_residual(a));
     let (inner, outer): (Vec<_>, Vec<_>) = kept.partition(|a| matches!(a.style, syn::AttrStyle::Inner(_)));
     let (vis, unsafety, ident) = (&module.vis, &module.unsafety, &module.ident);
     quote! {

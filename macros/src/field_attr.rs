@@ -61,18 +61,25 @@ pub fn misplaced_on_struct(attrs: &[Attribute], block: &syn::Ident, errors: &mut
     }
 }
 
-/// Whether `path` names one of this macro's field attributes or `#[residual]`.
-pub fn ours_or_residual(path: &syn::Path) -> bool {
-    cfg::names_ours(path) || path.is_ident("residual")
+/// Whether `attr` is one of this macro's field attributes or `#[residual]`, written so or applied
+/// through `cfg_attr`.
+pub fn ours_or_residual(attr: &Attribute) -> bool {
+    let path = attr.path();
+    cfg::names_ours(path) || path.is_ident("residual") || cfg::applies_ours(attr) || cfg::applies(attr, "residual")
 }
 
 /// Reports this macro's field attributes and `#[residual]` written on the module of a model and
 /// its blocks: they go on a field, or on a block's struct.
 pub fn misplaced_on_module(attrs: &[Attribute], errors: &mut Errors) {
-    for attr in attrs.iter().filter(|a| ours_or_residual(a.path())) {
-        let name = path_name(attr.path());
-        let place = if name == "residual" { "a block's struct" } else { "a field" };
-        errors.spanned(attr, format!("`#[{name}]` goes on {place}, not on the module"));
+    for attr in attrs.iter().filter(|a| ours_or_residual(a)) {
+        let message = match path_name(attr.path()).as_str() {
+            "cfg_attr" => "this `cfg_attr` applies this macro's attributes to the module: they go on a field, and \
+                           `#[residual]` on a block's struct"
+                .to_string(),
+            "residual" => "`#[residual]` goes on a block's struct, not on the module".to_string(),
+            name => format!("`#[{name}]` goes on a field, not on the module"),
+        };
+        errors.spanned(attr, message);
     }
 }
 

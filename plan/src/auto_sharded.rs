@@ -48,8 +48,9 @@ pub fn plan_auto_sharded(
     let stride = free.len().div_ceil((trials / HILL_CLIMB_PASSES).max(1)).max(1);
     for pass in 0..HILL_CLIMB_PASSES {
         let mut improved = false;
-        // Passes that cannot try every boundary try every `stride`-th, each from another one.
-        for &i in free.iter().skip(pass % stride).step_by(stride) {
+        // Passes that cannot try every boundary try every `stride`-th, starting a quarter of a
+        // stride further each pass, so that together they cover the depth evenly.
+        for &i in free.iter().skip(pass * stride / HILL_CLIMB_PASSES).step_by(stride) {
             if trials == 0 {
                 break;
             }
@@ -83,7 +84,7 @@ const TRIAL_WORK: usize = 1 << 24;
 
 /// Trials the single-boundary moves may make for a model of `layers` layers.
 fn trial_budget(layers: usize) -> usize {
-    (TRIAL_WORK / layers.max(1).pow(2)).max(1)
+    (TRIAL_WORK / layers.max(1).saturating_pow(2)).max(1)
 }
 
 /// `layers` with a boundary where `schedule` starts a bucket (each bucket's first layer in
@@ -139,9 +140,9 @@ mod tests {
     #[test]
     fn the_single_boundary_moves_try_every_boundary_of_a_small_model_and_a_bounded_few_of_a_deep_one() {
         assert!(trial_budget(128) >= HILL_CLIMB_PASSES * 127, "every pass tries every boundary");
-        for layers in [512, 1024, 2048, 1 << 20] {
+        for layers in [512, 1024, 2048, 1 << 20, usize::MAX] {
             let trials = trial_budget(layers);
-            assert!(trials >= 1 && (trials == 1 || trials * layers * layers <= TRIAL_WORK), "{layers}: {trials}");
+            assert!(trials >= 1 && (trials == 1 || trials * layers.pow(2) <= TRIAL_WORK), "{layers}: {trials}");
         }
         assert_eq!(trial_budget(512), 64);
     }

@@ -97,6 +97,23 @@ fn a_layer_without_device_kernels_is_refused_by_name_without_a_gpu() {
     assert!(!message.contains("`fc`"), "{message}");
 }
 
+/// An embedding after a layer of one's own, which the macro accepts (such a layer may output token
+/// ids): on the GPU its ids would come from that layer, unchecked.
+#[distributed_model]
+pub struct LaterEmbedding {
+    #[layer(params())]
+    halve: Halve,
+    wte: Embedding<16, 8>,
+    head: Linear<8, 2>,
+}
+
+#[test]
+fn an_embedding_that_is_not_the_first_layer_is_refused_by_name_without_a_gpu() {
+    let message = overlap::cuda::check_supported::<LaterEmbedding>().unwrap_err().to_string();
+    assert!(message.contains("its embedding `wte` is not its first layer"), "{message}");
+    assert!(message.contains("`TrainConfig::device` cpu"), "{message}");
+}
+
 /// Labels past the model's classes, as a user's own dataset may give them.
 struct PastTheClasses;
 

@@ -4,6 +4,7 @@
 #[residual]
 #[bucket_boundary]
 #[init(std = 0.02)]
+#[cfg_attr(all(), residual)]
 mod net {
     use overlap::prelude::*;
 

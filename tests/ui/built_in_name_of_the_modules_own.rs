@@ -11,10 +11,14 @@ mod net {
 
     pub type LayerNorm<const D: usize> = Linear<D, D>;
 
+    // An alias of the built-in itself hides nothing.
+    pub type Gelu = overlap::prelude::Gelu;
+
     pub struct Block {
         norm: LayerNorm<4>,
         fc: Linear<4, 4>,
         act: Relu,
+        smooth: Gelu,
     }
 
     pub struct Net {

@@ -1,7 +1,8 @@
 use overlap::prelude::*;
 
-// An Embedding reads the batch's token ids: after a layer of width 1, whose outputs are no token
-// ids, or after element-wise layers only, it is told to come first too.
+// An Embedding reads the batch's token ids: after a built-in layer of width 1, or element-wise
+// ones, whose outputs are no token ids, it is told to come first too. (After a layer of one's own,
+// which may output ids, it is accepted: `tests/cuda/main.rs`.)
 #[distributed_model]
 pub struct Lm {
     fc: Linear<4, 1>,

@@ -87,18 +87,22 @@ pub fn trees<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Vec<Model<'a>> {
     trees
 }
 
-/// Reports a layer field naming a built-in layer (`act: Relu`) where the module defines a type of
-/// that name: the field's type is then the module's, not overlap's, which the plan assumed (once
-/// per field, however many copies of its block).
+/// Reports a layer field naming a built-in layer (`act: Relu`) where the module defines an enum,
+/// union or type alias of that name (a struct of that name is a block): the field's type is then
+/// the module's, not overlap's, which the plan assumed (once per field, however many copies of its
+/// block).
 pub fn shadowed_built_ins(module: &syn::ItemMod, trees: &[Model], errors: &mut Errors) {
     use syn::ext::IdentExt;
     let items = module.content.iter().flat_map(|(_, items)| items.iter());
+    // An alias of the built-in itself (`type Relu = overlap::Relu;`) hides nothing; an item under
+    // `#[cfg]` may not be there.
+    let same_name = |t: &syn::ItemType| matches!(&*t.ty, Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == t.ident));
+    let unconditional = |attrs: &[syn::Attribute]| !attrs.iter().any(|a| a.path().is_ident("cfg"));
     let defined: Vec<&syn::Ident> = items
         .filter_map(|item| match item {
-            syn::Item::Struct(s) => Some(&s.ident),
-            syn::Item::Enum(e) => Some(&e.ident),
-            syn::Item::Union(u) => Some(&u.ident),
-            syn::Item::Type(t) => Some(&t.ident),
+            syn::Item::Enum(e) if unconditional(&e.attrs) => Some(&e.ident),
+            syn::Item::Union(u) if unconditional(&u.attrs) => Some(&u.ident),
+            syn::Item::Type(t) if unconditional(&t.attrs) && !same_name(t) => Some(&t.ident),
             _ => None,
         })
         .collect();
@@ -134,11 +138,13 @@ fn unroll_alone<'a>(all: &[&'a ItemStruct], root: usize, seen: &mut Seen, errors
         residuals: Vec::new(),
         too_many: false,
         empty_blocks: 0,
+        refused_uses: 0,
         seen: std::mem::take(seen),
     };
     let init = flat.unroll(root, &Prefix::default(), errors);
     *seen = flat.seen;
-    Model { item: all[root], fields: flat.fields, residuals: flat.residuals, init }
+    let complete = !flat.too_many && flat.refused_uses == 0 && flat.empty_blocks == 0;
+    Model { item: all[root], fields: flat.fields, residuals: flat.residuals, init, complete }
 }
 
 /// The model (the attributed struct, or the module's model) is no block, so `#[residual]` on it
@@ -199,10 +205,12 @@ struct Flat<'s, 'a> {
     structs: &'s [&'a ItemStruct],
     fields: Vec<Field<'a>>,
     residuals: Vec<Residual<'a>>,
-    /// Unrolling passed `MAX_LAYERS` (reported once, at the innermost repeat that did).
+    /// Unrolling passed `MAX_LAYERS` (reported once, at the model's field holding the block that did).
     too_many: bool,
     /// Uses of blocks that gave no layers (refused, with the block or at the use).
     empty_blocks: usize,
+    /// Uses of blocks refused (reported) before unrolling them.
+    refused_uses: usize,
     /// The structs unrolled so far and those with a use refused, over every tree.
     seen: Seen,
 }
@@ -227,7 +235,7 @@ impl<'a> Flat<'_, 'a> {
                 let value = crate::init_attr::init_expr(layer.ty, i, layer.init.as_deref(), layer.spec.as_ref());
                 inits.push(quote!(#name: #value));
                 self.fields.push(layer);
-                // Inside a block, the block's use is reported (below), where the count is chosen.
+                // Inside a block, the model's field holding it is reported (below).
                 if prefix.uses.is_empty() {
                     self.too_many = past_max_layers(self.fields.len(), &field.ty, errors);
                 }
@@ -244,6 +252,7 @@ impl<'a> Flat<'_, 'a> {
             }
             if b == s {
                 errors.spanned(&field.ty, format!("`{ident}` contains itself: a block cannot be nested in itself"));
+                self.refused_uses += 1;
                 continue;
             }
             if b > s {
@@ -256,6 +265,7 @@ impl<'a> Flat<'_, 'a> {
                     ),
                 );
                 self.seen.refused[b] = true;
+                self.refused_uses += 1;
                 continue;
             }
             let copies = match repeat {
@@ -278,10 +288,12 @@ impl<'a> Flat<'_, 'a> {
                         ),
                     }
                     self.seen.refused[b] = true;
+                    self.refused_uses += 1;
                     continue;
                 }
             };
             if !self.structs[b].generics.params.is_empty() {
+                self.refused_uses += 1;
                 continue; // Reported with the block.
             }
             let residual = residual_attr(self.structs[b], errors).is_some();
@@ -293,8 +305,10 @@ impl<'a> Flat<'_, 'a> {
                 let init = this.unroll(b, &inner, errors);
                 if this.fields.len() > MAX_LAYERS && !this.too_many {
                     this.too_many = true;
+                    // At the model's own field that holds it: where the depth is chosen.
+                    let outermost = prefix.uses.first().map_or(&field.ty, |(_, ty)| *ty);
                     errors.spanned(
-                        &field.ty,
+                        outermost,
                         format!(
                             "this unrolls the model past {MAX_LAYERS} layers: repeat fewer blocks, or smaller ones"
                         ),

@@ -34,16 +34,15 @@ pub fn check_supported<M: DistributedModel>() -> Result<()> {
         .map(|(l, _)| format!("`{}` ({})", l.name, l.kind))
         .collect();
     // The batch's token ids are checked against the vocabulary before they are uploaded; an
-    // embedding later in the model would index its table with values nothing checked. The macro
-    // refuses such a model (`tests/ui/embedding_after_a_layer_of_width_one.rs`); this keeps a model
-    // whose traits are implemented by hand from reading outside the table.
+    // embedding later in the model (after a layer of one's own, the only one the macro accepts
+    // there) would index its table with values nothing checked. The CPU checks each id it reads.
     let later_embedding = (schedule.layers.iter().zip(M::DEVICE_OPS).skip(1))
         .find(|(_, op)| matches!(op, DeviceOp::Embedding { .. }))
         .map(|(l, _)| &l.name);
     if let Some(name) = later_embedding {
         return Err(Error::Cuda(format!(
             "{} cannot run on the GPU: its embedding `{name}` is not its first layer, and on the GPU an embedding reads \
-             token ids only as the first layer, from the batch (checked there)",
+             token ids only as the first layer, from the batch (checked there); use `TrainConfig::device` cpu",
             schedule.model
         )));
     }
