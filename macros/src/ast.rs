@@ -137,7 +137,7 @@ impl<'a> Model<'a> {
                         complete = false;
                     } else {
                         fields.push(Field::new(f, &Prefix::default(), &params, errors));
-                        if crate::nesting::past_max_layers(fields.len(), &f.ty, errors) {
+                        if crate::layer_limit::past_max_layers(fields.len(), &f.ty, errors) {
                             complete = false;
                             break;
                         }

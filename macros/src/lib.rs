@@ -21,6 +21,7 @@ mod fallback;
 mod field_attr;
 mod helpers;
 mod init_attr;
+mod layer_limit;
 mod layers;
 mod nesting;
 mod planning;

@@ -502,7 +502,7 @@ fn values_handed_on_mid_function_are_taken_from_slots() {
 /// past it (the module form counts such fields after its blocks too: `tests/ui`).
 #[test]
 fn a_struct_of_too_many_layers_is_refused_at_the_first_past_the_limit() {
-    let fields = (0..=crate::nesting::MAX_LAYERS).map(|i| {
+    let fields = (0..=crate::layer_limit::MAX_LAYERS).map(|i| {
         let name = quote::format_ident!("fc{i}");
         quote!(#name: Linear<4, 4>,)
     });

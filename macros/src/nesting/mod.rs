@@ -22,6 +22,7 @@ use crate::cfg;
 use crate::errors::{Errors, Rule};
 use crate::field_attr;
 use crate::helpers::foreign_suffix;
+use crate::layer_limit::{past_max_layers, MAX_LAYERS};
 
 mod macro_calls;
 mod roles;
@@ -31,25 +32,6 @@ pub use roles::{generated_names_free, own_as_written, structs, unjudged, Structs
 
 /// Copies of a block in one field (`[Block; N]`), at most: the code is unrolled per copy.
 const MAX_REPEAT: usize = 1024;
-
-/// Layers of one model, blocks unrolled, at most: arrays of arrays multiply (three nested
-/// `[_; 1024]` would be a billion layers), and each layer is a few lines of generated code that
-/// the compiler checks: 2048 layers take half a minute, 8192 several (a 96-block transformer
-/// has about 600).
-pub const MAX_LAYERS: usize = 2048;
-
-/// Reports the layer that takes a model past `MAX_LAYERS`, when written as a field of its own
-/// (one unrolled from a block is reported at the block's use).
-pub fn past_max_layers(layers: usize, at: &Type, errors: &mut Errors) -> bool {
-    let past = layers > MAX_LAYERS;
-    if past {
-        errors.spanned(
-            at,
-            format!("this layer takes the model past {MAX_LAYERS} layers (blocks unrolled): use fewer layers"),
-        );
-    }
-    past
-}
 
 /// The model `structs.model()` with its blocks unrolled. Where the module holds several candidates
 /// (reported), each is unrolled as if it were the model, so that the errors in them and their
