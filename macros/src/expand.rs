@@ -49,22 +49,21 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     nesting::refuse_residual_model(&item, &mut errors);
     let mut model = Model::from_struct(&item, &mut errors);
     check::all(&mut model, &mut errors);
-    let mut code = None;
-    if errors.is_empty() {
-        if let Some(planned) = planning::plan(
-            &config.planning,
-            (config.grad_comm, config.shard_optimizer),
-            &item.ident,
-            &model.specs(),
-            &mut errors,
-        ) {
-            code = Some(emit(&model, &configured(planned, &config)));
-        }
-    } else {
-        planning::check_inputs(&config.planning, &mut errors);
-    }
-    let code = code.unwrap_or_else(|| fallback::emit(&item, &errors));
+    let code = planned_code(&config, Some(&model), &mut errors).unwrap_or_else(|| fallback::emit(&item, &errors));
     with_crate(code, &config)
+}
+
+/// The model's code, planned and emitted, when nothing was refused. Otherwise none, but what
+/// planning reads apart from the model (a profile's file) is still checked, so that every
+/// problem shows in one compile.
+fn planned_code(config: &attr::ModelConfig, model: Option<&Model>, errors: &mut Errors) -> Option<TokenStream> {
+    let Some(model) = model.filter(|_| errors.is_empty()) else {
+        planning::check_inputs(&config.planning, errors);
+        return None;
+    };
+    let gradients = (config.grad_comm, config.shard_optimizer);
+    let planned = planning::plan(&config.planning, gradients, &model.item.ident, &model.specs(), errors)?;
+    Some(emit(model, &configured(planned, config)))
 }
 
 /// A second `#[distributed_model]` on the same item, or one on a struct of the module this one
@@ -152,21 +151,7 @@ fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: 
         check::all(tree, &mut errors);
     }
     let model = if structs.model().is_some() { trees.pop() } else { None };
-    let mut code = None;
-    if let (Some(model), true) = (&model, errors.is_empty()) {
-        if let Some(planned) = planning::plan(
-            &config.planning,
-            (config.grad_comm, config.shard_optimizer),
-            &model.item.ident,
-            &model.specs(),
-            &mut errors,
-        ) {
-            code = Some(emit(model, &configured(planned, config)));
-        }
-    } else {
-        planning::check_inputs(&config.planning, &mut errors);
-    }
-    let code = code.unwrap_or_else(|| match structs.model() {
+    let code = planned_code(config, model.as_ref(), &mut errors).unwrap_or_else(|| match structs.model() {
         // Without `#[residual]` on it (refused), so that the compiler adds no error of its own;
         // a generic model is emitted too (without impls), so that its uses find it.
         Some(root) => fallback::emit(&nesting::stripped(&structs.all, root), &errors),
