@@ -80,6 +80,17 @@ pub fn take() -> Vec<Span> {
     })
 }
 
+/// Hands what was recorded so far to `read`, then empties the buffer, which keeps its capacity:
+/// a gather encodes the spans where they lie, with no second buffer of a window's size. `read`
+/// runs with the recorder borrowed, so it must not record.
+pub fn drain<T>(read: impl FnOnce(&[Span]) -> T) -> T {
+    RECORDER.with_borrow_mut(|r| {
+        let out = read(&r.spans);
+        r.spans.clear();
+        out
+    })
+}
+
 /// Records an activity whose instants were measured elsewhere (the communication thread, a wait).
 pub fn record(activity: Activity, start: Instant, end: Instant) {
     if is_enabled() {
@@ -217,5 +228,17 @@ mod tests {
         assert!(spans.iter().all(|s| s.rank == 3 && s.step == 7 && s.start_ns <= s.end_ns));
         assert!(spans[1].start_ns <= spans[0].start_ns && spans[0].end_ns <= spans[1].end_ns);
         assert!(take().is_empty());
+    }
+
+    #[test]
+    fn drain_reads_the_spans_in_place_and_keeps_the_buffer() {
+        start(0, 8, Instant::now());
+        drop(forward(1));
+        drop(loss());
+        stop();
+        let capacity = RECORDER.with_borrow(|r| r.spans.capacity());
+        let read = drain(|spans| spans.iter().map(|s| s.activity).collect::<Vec<_>>());
+        assert_eq!(read, [Activity::Forward { layer: 1 }, Activity::Loss]);
+        assert_eq!(RECORDER.with_borrow(|r| (r.spans.len(), r.spans.capacity())), (0, capacity));
     }
 }

@@ -1,11 +1,18 @@
 //! What a training run records and writes about itself: spans while it runs, then the overlap
 //! report, the Chrome trace and the timeline picture at rank 0.
 //!
-//! Spans are gathered to rank 0 in windows (every `--report-every` steps, or every
-//! `DEFAULT_WINDOW`), outside the timed steps, so no rank's buffer grows with the run's length;
-//! rank 0 keeps per-step breakdowns, and raw spans only when a trace file was asked for.
+//! Spans are gathered to rank 0 in windows (every `--report-every` steps, or as `window` sizes
+//! them), outside the timed steps, so no rank's buffer grows with the run's length; rank 0 keeps
+//! per-step breakdowns of a bounded number of steps, and raw spans only when a trace file was
+//! asked for.
 
-use std::path::PathBuf;
+mod config;
+mod window;
+
+pub use config::{ObserveConfig, ReportFormat};
+pub use window::{recording_bytes, RecordingBytes};
+
+use std::borrow::Cow;
 
 use overlap_plan::{sim_buckets, simulate_sharded, Link, Schedule, SimSharding, StepCosts};
 
@@ -13,58 +20,16 @@ use crate::comm::{CommMode, Communicator, Transport, WireFormat};
 use crate::error::Result;
 use crate::memory::{needed_bytes, optimizer_state_bytes, peak_rss_bytes, RunShape};
 use crate::process::console;
-use crate::profile::{self, Cluster};
+use crate::profile;
 use crate::trace::{
     self, AfterPause, Memory, OverlapReport, PredictedStep, RunInfo, SampledSteps, Span, StepBreakdown,
 };
+use window::{spans_per_step, window, RESERVED_SPANS};
 
-/// Steps between gathers when no `--report-every` is given.
-const DEFAULT_WINDOW: u64 = 100;
-
-/// The most spans reserved up front: a longer window (a huge `--report-every` or
-/// `--accumulate`) lets the buffer grow in its first window instead, and keeps the size it grew to.
-const RESERVED_SPANS: usize = 1 << 18;
-
-/// How the overlap report is printed (rank 0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum ReportFormat {
-    /// A table for people.
-    #[default]
-    Text,
-    /// One JSON document per report on stdout, for scripts (log lines then go to stderr).
-    Json,
-    /// No report (and no recording unless a trace, a timeline, a profile to write or a simulation
-    /// needs it).
-    Off,
-}
-
-/// What a run records and writes about itself (see `observe`).
-#[derive(Clone, Debug, Default)]
-pub struct ObserveConfig {
-    /// How rank 0 prints the overlap report at the end (and every `report_every` steps).
-    pub report: ReportFormat,
-    /// Also print the report every N steps, over those N steps.
-    pub report_every: Option<u64>,
-    /// Every rank's spans as one Chrome trace-event file.
-    pub trace: Option<PathBuf>,
-    /// One representative step as an SVG timeline.
-    pub timeline: Option<PathBuf>,
-    /// The measured per-layer times, as a profile for `buckets = profile("FILE")`.
-    pub write_profile: Option<PathBuf>,
-    /// Clusters to predict this model's step on, from the times measured in this run.
-    pub simulate: Vec<Cluster>,
-}
-
-impl ObserveConfig {
-    /// Whether anything needs the spans recorded.
-    pub fn records(&self) -> bool {
-        self.report != ReportFormat::Off
-            || self.trace.is_some()
-            || self.timeline.is_some()
-            || self.write_profile.is_some()
-            || !self.simulate.is_empty()
-    }
-}
+/// The windows' candidate steps for the timeline kept at rank 0, each with its spans: past it,
+/// every other one is dropped, so that a long run's candidates stay spread over it in memory
+/// that does not grow with its length.
+const MAX_TIMELINE_CANDIDATES: usize = 64;
 
 /// One run's recording, at every rank: starts the spans, gathers them to rank 0 every window
 /// of steps, and there prints the reports and writes the files the `ObserveConfig` asks for.
@@ -93,7 +58,8 @@ pub struct Observer<'a> {
     /// At rank 0, with `--trace`: every gathered span.
     all_spans: Vec<Span>,
     /// At rank 0, with `--timeline`: each gathered window's representative step, its time
-    /// (slowest rank) and its spans, from which the one nearest the run's median is drawn.
+    /// (slowest rank) and its spans, from which the one nearest the run's median is drawn (at
+    /// most `MAX_TIMELINE_CANDIDATES`, evenly spaced windows of a long run).
     timeline_candidates: Vec<(u64, u64, Vec<Span>)>,
     /// The first step recorded (0, or where a resumed run began): a warm-up, left out of the
     /// measured costs and the timeline's choice.
@@ -114,9 +80,10 @@ impl<'a> Observer<'a> {
         }
         let gathers_in_forward = comm.gathers_in_forward(&schedule);
         let recording = config.records();
-        let window = config.report_every.unwrap_or(DEFAULT_WINDOW);
+        let per_step = spans_per_step(&schedule, run.accumulate);
+        let window = window(config, per_step);
         if recording {
-            let per_step = spans_per_step(&schedule, run.accumulate).unwrap_or(usize::MAX);
+            let per_step = per_step.unwrap_or(usize::MAX);
             let steps = usize::try_from(window.min(run.steps)).unwrap_or(usize::MAX);
             let epoch = trace::clock::common_epoch(comm)?;
             trace::start(comm.rank(), per_step.saturating_mul(steps).min(RESERVED_SPANS), epoch);
@@ -194,7 +161,7 @@ impl<'a> Observer<'a> {
 
     /// `breakdowns` without the steps that followed a pause, unless they are most of them (a
     /// report every step or two: then all are kept); and what became of those steps.
-    fn undisturbed(&self, breakdowns: &[StepBreakdown]) -> (Vec<StepBreakdown>, Option<AfterPause>) {
+    fn undisturbed<'b>(&self, breakdowns: &'b [StepBreakdown]) -> (Cow<'b, [StepBreakdown]>, Option<AfterPause>) {
         let paused = |b: &StepBreakdown| self.after_pause.binary_search(&b.step).is_ok();
         let steps = |of: &mut dyn Iterator<Item = &StepBreakdown>| {
             let mut steps: Vec<u64> = of.map(|b| b.step).collect();
@@ -203,8 +170,8 @@ impl<'a> Observer<'a> {
         };
         let (left_out, of) = (steps(&mut breakdowns.iter().filter(|b| paused(b))), steps(&mut breakdowns.iter()));
         match left_out {
-            0 => (breakdowns.to_vec(), None),
-            n if 2 * n > of => (breakdowns.to_vec(), Some(AfterPause::Kept { paused: n, of })),
+            0 => (Cow::Borrowed(breakdowns), None),
+            n if 2 * n > of => (Cow::Borrowed(breakdowns), Some(AfterPause::Kept { paused: n, of })),
             n => (breakdowns.iter().filter(|b| !paused(b)).cloned().collect(), Some(AfterPause::LeftOut(n))),
         }
     }
@@ -299,6 +266,14 @@ impl<'a> Observer<'a> {
             if let Some(step) = trace::representative_step(&window, self.first_step()) {
                 let time = step_time(&window, step).unwrap_or(0);
                 self.timeline_candidates.push((step, time, spans.iter().filter(|s| s.step == step).cloned().collect()));
+                if self.timeline_candidates.len() > MAX_TIMELINE_CANDIDATES {
+                    // Every other one, the warm-up's first among those kept: spread over the run.
+                    let mut index = 0;
+                    self.timeline_candidates.retain(|_| {
+                        index += 1;
+                        index % 2 == 1
+                    });
+                }
             }
         }
         if self.config.trace.is_some() {
@@ -379,43 +354,6 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 /// The mode a run that only communicates (`--comm-only`) names in its report, trace and timeline.
 const COMMUNICATION_ONLY: &str = "communication only";
-
-/// Spans one rank records per step, as its buffer is sized: two per layer and micro-step, three
-/// per bucket, four more; `None` past the address space.
-fn spans_per_step(schedule: &Schedule, accumulate: usize) -> Option<usize> {
-    let layers = schedule.layers.len().checked_mul(2)?.checked_mul(accumulate)?;
-    layers.checked_add(schedule.buckets.len().checked_mul(3)?.checked_add(4)?)
-}
-
-/// What recording holds at rank 0, in bytes (`None`: past any address space).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RecordingBytes {
-    /// Steps gathered at once (`--report-every`, else `DEFAULT_WINDOW`, at most the run).
-    pub window_steps: u64,
-    /// Spans one rank records per step, as its buffer is sized (`None`: past the address space).
-    pub spans_per_step: Option<usize>,
-    /// One window's spans from every rank while they are gathered, decoded and as sent.
-    pub window: Option<u64>,
-    /// Every span of the run, kept for `--trace` (0 without one).
-    pub trace: Option<u64>,
-}
-
-/// What recording `config` over `run` on `world` ranks holds at rank 0 (nothing is recorded
-/// unless `config.records()`).
-pub fn recording_bytes(config: &ObserveConfig, schedule: &Schedule, run: &RunShape, world: usize) -> RecordingBytes {
-    let per_step = spans_per_step(schedule, run.accumulate);
-    let window_steps = config.report_every.unwrap_or(DEFAULT_WINDOW).min(run.steps);
-    let span = std::mem::size_of::<Span>() as u64;
-    let of_every_rank = |steps: u64, bytes_per_span: u64| -> Option<u64> {
-        (per_step? as u64).checked_mul(steps)?.checked_mul(world as u64)?.checked_mul(bytes_per_span)
-    };
-    RecordingBytes {
-        window_steps,
-        spans_per_step: per_step,
-        window: of_every_rank(window_steps, span + trace::span::WORDS as u64 * 8),
-        trace: if config.trace.is_some() { of_every_rank(run.steps, span) } else { Some(0) },
-    }
-}
 
 /// `schedule` with each bucket's format as `comm` sends it (the schedule's `grad_comm`, or
 /// `--grad-comm`), so that the report counts the bytes that travelled.
