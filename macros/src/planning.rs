@@ -48,6 +48,11 @@ const AUTO_HELP: &str = "expected `auto(link = \"ib-hdr\", world = 64)`, optiona
 const PROFILE_HELP: &str =
     "expected `profile(\"path/to/profile.json\")`, optionally with `link = \"...\"` and `world = <ranks>`";
 
+/// The device speeds `auto(gflops = ..)` plans for: a megaflop to a hundred petaflops a second.
+/// Past them the simulated step is dominated by one side alone (or overflows), and the number
+/// is a typo, not a device.
+const GFLOPS: std::ops::RangeInclusive<f64> = 1e-3..=1e8;
+
 /// Parses the value of `buckets = ...`.
 pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
     let Expr::Call(call) = value else {
@@ -107,8 +112,15 @@ pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
             ("gflops", _, Expr::Lit(_)) if path.is_none() => {
                 // As every number of the attribute: underscores and a suffix allowed (`1_000`, `100u32`).
                 match number(unsigned).map(|v| if negative { -v } else { v }) {
-                    Some(v) if v.is_finite() && v > 0.0 => gflops = Some(v),
-                    _ => errors.spanned(right, "`gflops` must be a positive number"),
+                    Some(v) if GFLOPS.contains(&v) => gflops = Some(v),
+                    _ => errors.spanned(
+                        right,
+                        format!(
+                            "`gflops` must be between {} and {} (the device's GFLOP/s)",
+                            GFLOPS.start(),
+                            GFLOPS.end()
+                        ),
+                    ),
                 }
             }
             _ => errors.spanned(arg, format!("bad argument; {help}")),
@@ -236,6 +248,16 @@ mod tests {
         let mut errors = Errors::default();
         assert!(parse(&parse_quote!(profile("p.json", world = 2, world = 2)), &mut errors).is_none());
         assert_eq!(errors.len(), 1);
+    }
+
+    #[test]
+    fn gflops_is_a_device_speed() {
+        for bad in [parse_quote!(1e-300), parse_quote!(0.0009), parse_quote!(1e9), parse_quote!(-5)] {
+            let bad: Expr = bad;
+            assert_eq!(auto_gflops(parse_quote!(auto(link = "ib-hdr", world = 8, gflops = #bad))), Err(1), "{bad:?}");
+        }
+        assert_eq!(auto_gflops(parse_quote!(auto(link = "ib-hdr", world = 8, gflops = 0.001))), Ok(0.001));
+        assert_eq!(auto_gflops(parse_quote!(auto(link = "ib-hdr", world = 8, gflops = 1e8))), Ok(1e8));
     }
 
     #[test]

@@ -11,4 +11,10 @@ struct NegativeFloat {
     fc: Linear<8, 4>,
 }
 
+// A device speed, not any positive number.
+#[distributed_model(buckets = auto(link = "ib-hdr", world = 8, gflops = 1e-300))]
+struct TooSlow {
+    fc: Linear<8, 4>,
+}
+
 fn main() {}

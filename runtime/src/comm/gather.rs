@@ -23,6 +23,10 @@ use super::mailbox::Mailbox;
 use super::{Backend, CommMode, Communicator, Held, ParamVecs};
 use crate::error::{Error, Result};
 
+/// The rule both misuses break, finished by what came too early.
+const COME_BACK: &str = "with sharded optimizer state, a model's parameters come back at its next \
+                         `forward_gathering` (or `Communicator::finish_gathers`), which must come before";
+
 impl Communicator {
     /// Whether the all-gathers of a model planned as `schedule` are launched for the next
     /// forward: it shards its optimizer state, and sharded buckets gather (see `gathers_shards`).
@@ -58,9 +62,8 @@ impl Communicator {
         // Launching over parameters no forward took back would lose them.
         assert!(
             self.gathers.borrow().get(group).is_none_or(Option::is_none),
-            "all-gather {group} of an earlier step was never waited for: with sharded optimizer state, a model's \
-             parameters come back at its next `forward_gathering` (or `Communicator::finish_gathers`), which must come \
-             before another step on the same communicator, of this model or another"
+            "all-gather {group} of an earlier step was never waited for: {COME_BACK} another step on the same \
+             communicator, of this model or another"
         );
         // The step's updates, when they await the clip, come before any all-gather.
         self.ask_for_clip();
@@ -99,10 +102,8 @@ impl Communicator {
         if !values.awaited_by(params) {
             self.gathers.borrow_mut()[group] = Some(GatherSlot::Arrived { bucket, values });
             return Err(Error::Config(format!(
-                "all-gather {group} (bucket b{bucket}) carries another model's parameters: with sharded optimizer \
-                 state, a model's parameters come back at its next `forward_gathering` (or \
-                 `Communicator::finish_gathers`), which must come before another model's forward on the same \
-                 communicator"
+                "all-gather {group} (bucket b{bucket}) carries another model's parameters: {COME_BACK} another \
+                 model's forward on the same communicator"
             )));
         }
         values.give_back(params);
