@@ -267,12 +267,7 @@ impl<'a> Observer<'a> {
                 let time = step_time(&window, step).unwrap_or(0);
                 self.timeline_candidates.push((step, time, spans.iter().filter(|s| s.step == step).cloned().collect()));
                 if self.timeline_candidates.len() > MAX_TIMELINE_CANDIDATES {
-                    // Every other one, the warm-up's first among those kept: spread over the run.
-                    let mut index = 0;
-                    self.timeline_candidates.retain(|_| {
-                        index += 1;
-                        index % 2 == 1
-                    });
+                    keep_every_other(&mut self.timeline_candidates);
                 }
             }
         }
@@ -377,7 +372,30 @@ fn sent_whole(mut schedule: Schedule) -> Schedule {
     schedule
 }
 
+/// Keeps the first, third, fifth, ... of `items`: still spread over the run they came from.
+fn keep_every_other<T>(items: &mut Vec<T>) {
+    let mut index = 0;
+    items.retain(|_| {
+        index += 1;
+        index % 2 == 1
+    });
+}
+
 /// Step `step`'s time in `breakdowns`: its slowest rank's.
 fn step_time(breakdowns: &[StepBreakdown], step: u64) -> Option<u64> {
     breakdowns.iter().filter(|b| b.step == step).map(|b| b.step_ns).max()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keep_every_other;
+
+    #[test]
+    fn thinning_keeps_the_first_and_every_other_one() {
+        let mut windows: Vec<u64> = (0..7).collect();
+        keep_every_other(&mut windows);
+        assert_eq!(windows, [0, 2, 4, 6]);
+        keep_every_other(&mut windows);
+        assert_eq!(windows, [0, 4]);
+    }
 }
