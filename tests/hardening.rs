@@ -495,6 +495,19 @@ fn outputs_that_would_overwrite_each_other_or_the_checkpoints_are_refused_up_fro
     let (ok, text) = mlp(&["--steps", "1", "--data", data, "--eval-every", "0", "--timeline", test_images]);
     assert!(!ok && text.contains("--timeline") && text.contains("is a held-out file of --data"), "{text}");
     assert_eq!(std::fs::read(test_images).unwrap(), b"held-out images");
+    // Nor a trace, a timeline or a profile over the parameters the run starts from; the run's own
+    // parameters may replace them.
+    let start = root.path().join("start.safetensors");
+    let start = start.to_str().unwrap();
+    assert!(mlp(&["--steps", "1", "--batch", "4", "--save-params", start]).0);
+    let saved = std::fs::read(start).unwrap();
+    for output in ["--trace", "--timeline", "--write-profile"] {
+        let (ok, text) = mlp(&["--steps", "1", "--batch", "4", "--init-params", start, output, start]);
+        assert!(!ok && text.contains(&format!("{output} {start} is the --init-params file")), "{text}");
+        assert_eq!(std::fs::read(start).unwrap(), saved, "{output}");
+    }
+    let (ok, text) = mlp(&["--steps", "1", "--batch", "4", "--init-params", start, "--save-params", start]);
+    assert!(ok && std::fs::read(start).unwrap() != saved, "{text}");
 }
 
 #[test]

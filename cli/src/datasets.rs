@@ -5,7 +5,6 @@
 use std::path::Path;
 
 use overlap_runtime::data::SyntheticClassification;
-use overlap_runtime::idx::{IdxDataset, Split};
 use overlap_runtime::model::{position_rows, token_rows, vocabulary_limit};
 use overlap_runtime::text::{file_vocabulary, CharText};
 use overlap_runtime::token_shards::{locate, val_namesake, TokenShards};
@@ -269,37 +268,4 @@ pub(crate) fn held_out<M: DistributedModel>(data: &TrainingData, args: &TrainArg
         }),
         _ => data.held_out(args.data.as_deref()),
     }
-}
-
-/// Refuses outputs written over the held-out files of `--data` or `--tokens` when the run does not
-/// read them (`--eval-every 0`): the `Trainer` protects the files a run reads, and these are data
-/// a later run validates on. (A text's held-out part is in the file the run reads.)
-pub(crate) fn refuse_outputs_over_held_out(args: &TrainArgs) -> Result<()> {
-    if args.validation_every().is_some() {
-        return Ok(());
-    }
-    let (held_out, source) = match (&args.data, &args.tokens) {
-        (Some(dir), _) => (IdxDataset::split_files(dir, Split::Test), format!("--data {}", dir.display())),
-        (_, Some(path)) => {
-            (locate(path).map(|(_, val)| val).unwrap_or_default(), format!("--tokens {}", path.display()))
-        }
-        _ => return Ok(()),
-    };
-    let held_out: Vec<_> = held_out.iter().filter_map(|p| p.canonicalize().ok()).collect();
-    let outputs = [
-        (&args.save_params, "--save-params"),
-        (&args.trace, "--trace"),
-        (&args.timeline, "--timeline"),
-        (&args.write_profile, "--write-profile"),
-    ];
-    for (path, flag) in outputs.iter().filter_map(|(p, flag)| p.as_ref().map(|p| (p, flag))) {
-        if path.canonicalize().is_ok_and(|resolved| held_out.contains(&resolved)) {
-            return Err(Error::Config(format!(
-                "{flag} {} is a held-out file of {source} (read with --eval-every): the run would write over it; \
-                 give another file",
-                path.display()
-            )));
-        }
-    }
-    Ok(())
 }

@@ -17,6 +17,7 @@ mod comm_bench;
 mod datasets;
 pub mod example_defaults;
 mod flags;
+mod outputs;
 pub mod prepare;
 mod progress;
 mod unused_flags;
@@ -285,7 +286,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         comm,
         &args.shared_beyond_train_config(overlap_runtime::model::position_rows::<M>()),
     )?;
-    datasets::refuse_outputs_over_held_out(args)?;
+    outputs::refuse_outputs_over_inputs(args)?;
     let mut data = datasets::training_data::<M>(args)?;
     let (mut model, notes) = starting_model::<M>(args, comm, overlap_runtime::Dataset::vocabulary(&data))?;
     let recorded = match (&notes.vocabulary, &args.resume) {
