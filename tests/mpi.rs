@@ -199,6 +199,16 @@ fn ranks_with_different_settings_stop_with_an_error_naming_the_flags() {
         "the ranks were told to do different things: rank 0 trains, rank 1 prints the schedule (--print-schedule)";
     assert!(!out.status.success() && stderr.contains(says), "{stderr}");
     assert!(started.elapsed().as_secs() < 30, "a rank printing the schedule must not leave the others to the timeout");
+    // Help or the version on one rank, which then starts no run: the job ends at once (with the
+    // timeout the others would have waited 20 s for it to start).
+    for shown in ["--help", "--version"] {
+        let started = std::time::Instant::now();
+        let out = mpirun(&[&["-n", "1", exe][..], &common, &[":", "-n", "1", exe, shown]].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let says = format!("rank 1: {} shown: ending this job of 2 ranks", shown.trim_start_matches("--"));
+        assert!(!out.status.success() && stderr.contains(&says), "{shown}:\n{stderr}");
+        assert!(started.elapsed().as_secs() < 15, "{shown} on one rank must not leave the others to the timeout");
+    }
     // AdamW's betas on every rank, but SGD on rank 1's side only reads its momentum: alike.
     let out = mpirun(&[&["-n", "1", exe][..], &common, &["--beta1", "0.5", ":", "-n", "1", exe], &common].concat());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -70,8 +70,9 @@ pub fn parse<M: DistributedModel>(
     argv: impl IntoIterator<Item = std::ffi::OsString>,
 ) -> TrainArgs {
     let command = crate::args::for_model::<M>(command(defaults));
-    let matches: ArgMatches = crate::args::named(command).get_matches_from(argv);
-    TrainArgs::from_matches(&matches).unwrap_or_else(|e| e.exit())
+    let matches: ArgMatches =
+        crate::args::named(command).try_get_matches_from(argv).unwrap_or_else(|e| crate::parse_failure::exit(e));
+    TrainArgs::from_matches(&matches).unwrap_or_else(|e| crate::parse_failure::exit(e))
 }
 
 /// Refuses a `--lr` below the minimum rate of a `--lr-schedule` the user did not give (the

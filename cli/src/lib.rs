@@ -18,6 +18,7 @@ mod datasets;
 pub mod example_defaults;
 mod flags;
 mod outputs;
+mod parse_failure;
 pub mod prepare;
 mod progress;
 mod unused_flags;
@@ -44,8 +45,8 @@ pub use progress::Bar;
 pub fn main<M: DistributedModel>() -> ExitCode {
     fit_blas_kernels();
     let command = args::for_model::<M>(TrainArgs::command());
-    let matches = args::named(command).get_matches();
-    run_main::<M>(TrainArgs::from_matches(&matches).unwrap_or_else(|e| e.exit()))
+    let matches = args::named(command).try_get_matches().unwrap_or_else(|e| parse_failure::exit(e));
+    run_main::<M>(TrainArgs::from_matches(&matches).unwrap_or_else(|e| parse_failure::exit(e)))
 }
 
 /// `main`, starting from an example's own configuration (nanoGPT's, for `gpt`): its flags'
