@@ -353,6 +353,13 @@ fn a_parameters_file_that_does_not_fit_says_what_it_is_instead() {
     let lengths =
         format!("the file is {} bytes, its header describes {}: it was cut short", whole.len() - 6, whole.len());
     assert!(text.contains(&lengths), "{text}");
+    // Cut inside the header: its own length says so.
+    let header = u64::from_le_bytes(whole[..8].try_into().unwrap());
+    std::fs::write(path("cut-header.st"), &whole[..20]).unwrap();
+    let text = refusal(&path("cut-header.st"));
+    let lengths =
+        format!("the file is 20 bytes, and its header alone takes {header} from its 9th byte: it was cut short");
+    assert!(text.contains(&lengths), "{text}");
 
     let params = common::load_sorted_params(&path("whole.st"));
     let wide: Vec<Vec<u8>> =

@@ -500,4 +500,14 @@ fn unreadable_notes_are_neither_written_nor_half_loaded() {
     safetensors::serialize_to_file(views, Some(metadata), &repeated).unwrap();
     let error = load_into_with_notes(&mut other, &repeated).unwrap_err().to_string();
     assert!(error.contains("`vocabulary` has 'x' as token 0 and token 2"), "{error}");
+    // Sequences longer than the position table has rows: no run of this model wrote that.
+    let views = params.iter().zip(&bytes).map(|((name, shape, _), b)| {
+        (name.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), b).unwrap())
+    });
+    let metadata = std::collections::HashMap::from([("positions".to_string(), "5".to_string())]);
+    let longer = dir.path().join("longer.safetensors");
+    safetensors::serialize_to_file(views, Some(metadata), &longer).unwrap();
+    let error = load_into_with_notes(&mut other, &longer).unwrap_err().to_string();
+    assert!(error.contains("`positions` is 5, more than the 4 rows of TinyLm's position table"), "{error}");
+    assert_eq!(other.param(overlap::plan::ParamRef { layer: 0, param: 0 }), &before[..], "the model is as it was");
 }

@@ -46,6 +46,24 @@ fn a_text_trains_the_gpt_example_alike_on_one_and_two_ranks() {
         run("gpt", dir.path(), &["--text", "t.txt", "--steps", "0", "--init-params", "sampled.st", "--sample", "40"]);
     assert!(ok && !again.contains("step      1"), "{again}");
     assert_eq!(sample(&again), drawn, "{again}");
+    // A checkpoint is sampled from through its parameters file, which the refusal of `--resume` names.
+    let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--batch", "2", "--save", "ck"]].concat());
+    assert!(ok, "{text}");
+    let (ok, refused) = run("gpt", dir.path(), &["--steps", "0", "--resume", "ck", "--sample", "5"]);
+    let file = "ck/step-00000003/model.safetensors";
+    assert!(!ok && refused.contains(&format!("--init-params {file}, in place of --resume")), "{refused}");
+    let (ok, sampled) = run("gpt", dir.path(), &["--steps", "0", "--init-params", file, "--sample", "5"]);
+    assert!(ok && sampled.contains("sample (5 characters"), "{sampled}");
+    // A file recording an empty vocabulary: refused before the sample's heading is printed.
+    let bytes = std::fs::read(dir.path().join("sampled.st")).unwrap();
+    let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let metadata = std::collections::HashMap::from([("vocabulary".to_string(), String::new())]);
+    safetensors::serialize_to_file(tensors.tensors(), Some(metadata), &dir.path().join("empty.st")).unwrap();
+    let (ok, refused) = run("gpt", dir.path(), &["--steps", "0", "--init-params", "empty.st", "--sample", "5"]);
+    assert!(
+        !ok && refused.contains("sampling from a vocabulary of 0 tokens") && !refused.contains("sample ("),
+        "{refused}"
+    );
     let (ok, refused) = run("gpt", dir.path(), &["--text", "t.txt", "--steps", "0", "--sample", "40"]);
     assert!(
         !ok && refused

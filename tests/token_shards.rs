@@ -37,6 +37,19 @@ fn prepared_shards_train_the_gpt_example_alike_on_one_and_two_ranks() {
     assert!(text.contains("step      3  validation loss"), "{text}");
     let vocabulary = overlap::params_file::load_vocabulary(&dir.path().join("one.st")).unwrap().unwrap();
     assert_eq!(vocabulary, std::fs::read_to_string(dir.path().join("shards/vocabulary.txt")).unwrap());
+    assert!(!text.contains("note: --tokens"), "{text}");
+    // A held-out shard trained on, and shards that skip a number, are noted (and still read).
+    let val = ["--tokens", "shards/play_val_000000.bin", "--context", "16", "--steps", "1", "--report", "off"];
+    let (ok, text) = run("gpt", dir.path(), &[&val[..], &["--batch", "4", "--eval-every", "0"]].concat());
+    assert!(ok && text.contains("note: --tokens shards/play_val_000000.bin: named as a held-out shard"), "{text}");
+    std::fs::create_dir(dir.path().join("gap")).unwrap();
+    for name in ["vocabulary.txt", "play_train_000000.bin", "play_train_000002.bin"] {
+        std::fs::copy(dir.path().join("shards").join(name), dir.path().join("gap").join(name)).unwrap();
+    }
+    let gap = ["--tokens", "gap", "--context", "16", "--steps", "1", "--report", "off", "--eval-every", "0"];
+    let (ok, text) = run("gpt", dir.path(), &[&gap[..], &["--batch", "4"]].concat());
+    let says = "note: --tokens gap: the training shards skip number 000001 (between 000000 and 000002)";
+    assert!(ok && text.contains(says), "{text}");
     if common::mpirun_available() {
         let (exe, wdir) = (example("gpt"), dir.path().to_str().unwrap());
         let ranks = ["--wdir", wdir, "-n", "2", exe.to_str().unwrap()];

@@ -7,7 +7,7 @@ use std::path::Path;
 use overlap_runtime::data::SyntheticClassification;
 use overlap_runtime::model::{position_rows, token_rows, vocabulary_limit};
 use overlap_runtime::text::{file_vocabulary, CharText};
-use overlap_runtime::token_shards::{locate, val_namesake, TokenShards};
+use overlap_runtime::token_shards::{locate, shard_doubts, val_namesake, TokenShards};
 use overlap_runtime::training_data::TrainingData;
 use overlap_runtime::{Dataset, DistributedModel, Error, Result};
 
@@ -161,6 +161,16 @@ fn token_data<M: DistributedModel>(path: &Path, args: &TrainArgs, features: usiz
     let shards = TokenShards::open(&train, context)?;
     check_tokens::<M>(&shards)?;
     Ok(TrainingData::Tokens(shards))
+}
+
+/// Notes on rank 0 what looks amiss in `--tokens`' shards (`token_shards::shard_doubts`): a
+/// held-out file trained on, numbered shards that skip a number.
+pub(crate) fn note_shard_doubts(args: &TrainArgs, rank: usize) {
+    let (Some(path), 0) = (&args.tokens, rank) else { return };
+    let Ok((train, val)) = locate(path) else { return };
+    for doubt in shard_doubts(path, &train, &val) {
+        console::err_line(&format!("note: --tokens {}: {doubt}", path.display()));
+    }
 }
 
 /// No token past the model's vocabulary (its output classes and its token embedding's rows).

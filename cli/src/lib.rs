@@ -191,7 +191,14 @@ fn same_mode_on_every_rank(args: &TrainArgs, comm: &Communicator) -> Result<()> 
 fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
     let (Some(_), true, false) = (&args.init_params, args.sample > 0, args.comm_only) else {
         let language_model = matches!(M::DEVICE_OPS.first(), Some(overlap_runtime::DeviceOp::Embedding { .. }));
-        return Err(Error::Config(if language_model {
+        let checkpoint = args.resume.as_deref().and_then(overlap_runtime::checkpoint::latest_model_file);
+        return Err(Error::Config(if let (true, Some(file)) = (language_model, checkpoint) {
+            format!(
+                "--steps 0 trains nothing, and resumes nothing: to sample from the checkpoint, give its parameters, \
+                 --init-params {}, in place of --resume",
+                file.display()
+            )
+        } else if language_model {
             "--steps 0 trains nothing: it samples (--sample N) from the parameters of --init-params FILE, in the \
              characters it records or a --text's"
                 .into()
@@ -289,6 +296,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     )?;
     outputs::refuse_outputs_over_inputs(args)?;
     let mut data = datasets::training_data::<M>(args)?;
+    datasets::note_shard_doubts(args, comm.rank());
     let (mut model, notes) = starting_model::<M>(args, comm, overlap_runtime::Dataset::vocabulary(&data))?;
     let recorded = match (&notes.vocabulary, &args.resume) {
         (Some(vocabulary), _) => Some((vocabulary.clone(), "--init-params")),
@@ -331,6 +339,8 @@ fn print_sample<M: DistributedModel>(model: &M, vocab: &[char], positions: usize
         args::ReportFormat::Json => console::err,
         _ => console::out,
     };
+    // Refused before the heading, so that an error is all that a refused sample prints.
+    overlap_runtime::sample::check_request::<M>(&[start], (vocab.len(), positions), &config)?;
     print(&format!("sample ({} characters, temperature {}, top-k {}):\n", args.sample, args.temperature, args.top_k));
     let mut utf8 = [0; 4];
     let drawn = generate_each(model, &[start], (vocab.len(), positions), &config, |token| {

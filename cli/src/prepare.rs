@@ -42,7 +42,7 @@ pub fn main() -> ExitCode {
 }
 
 fn run(args: &PrepareArgs) -> Result<()> {
-    let text = overlap_runtime::text::read_text(&args.text)?;
+    let text = overlap_runtime::text::read_text(&args.text).map_err(|e| crate::flags::naming("--text", e))?;
     if text.is_empty() {
         return Err(Error::Dataset(format!("{}: empty: nothing to prepare", args.text.display())));
     }

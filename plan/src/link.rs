@@ -195,6 +195,14 @@ fn parse_rate(value: &str) -> Result<f64, String> {
 }
 
 fn split_unit(value: &str) -> (&str, &str) {
+    // A number in letters (`inf`, `NaN`) is the number, for `parse_number` to refuse by name,
+    // not the start of a unit.
+    let unsigned = value.trim_start_matches(['+', '-']);
+    let lower = unsigned.to_ascii_lowercase();
+    if let Some(word) = ["infinity", "inf", "nan"].into_iter().find(|w| lower.starts_with(w)) {
+        let at = value.len() - unsigned.len() + word.len();
+        return (&value[..at], value[at..].trim());
+    }
     let at = value
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e'))
         .unwrap_or(value.len());
@@ -204,6 +212,7 @@ fn split_unit(value: &str) -> (&str, &str) {
 fn parse_number(number: &str, whole: &str) -> Result<f64, String> {
     match number.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        Ok(v) if !v.is_finite() => Err(format!("`{whole}`: `{number}` is not a finite number")),
         _ => Err(format!("`{whole}` does not start with a non-negative number")),
     }
 }
@@ -254,6 +263,11 @@ mod tests {
             ("latency=3601s", "too long"),
             ("bandwidth=1e-300GB/s", "too low"),
             ("bandwidth=7b/s", "too low"),
+            ("bandwidth=1e400GB/s", "`1e400GB/s`: `1e400` is not a finite number"),
+            ("bandwidth=NaNGB/s", "`NaNGB/s`: `NaN` is not a finite number"),
+            ("bandwidth=infGB/s", "`infGB/s`: `inf` is not a finite number"),
+            ("latency=infus", "`infus`: `inf` is not a finite number"),
+            ("latency=-infinityms", "`-infinityms`: `-infinity` is not a finite number"),
         ] {
             let err = spec.parse::<Link>().unwrap_err();
             assert!(err.contains(expected), "{spec}: {err}");

@@ -104,10 +104,18 @@ fn not_safetensors(path: &Path, bytes: &[u8], e: safetensors::SafeTensorError) -
          `safetensors.torch.save_file(model.state_dict(), path)`"
             .to_string()
     } else {
-        match described_length(bytes) {
-            Some(described) if described > bytes.len() as u64 => {
+        let header_len = bytes.get(..8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()));
+        match (described_length(bytes), header_len) {
+            (Some(described), _) if described > bytes.len() as u64 => {
                 format!(": the file is {} bytes, its header describes {described}: it was cut short", bytes.len())
             }
+            // Cut inside the header (the format's headers are at most 100 MB: a longer one is no
+            // length at all).
+            (None, Some(header)) if header <= 100_000_000 && 8 + header > bytes.len() as u64 => format!(
+                ": the file is {} bytes, and its header alone takes {} from its 9th byte: it was cut short",
+                bytes.len(),
+                header
+            ),
             _ => String::new(),
         }
     };
@@ -259,6 +267,16 @@ pub fn load_into_with_notes<M: DistributedModel>(model: &mut M, path: &Path) -> 
     let bytes = read_file(path)?;
     // The notes first: a file whose notes cannot be read leaves the model as it was.
     let notes = notes_in(&bytes, path)?;
+    if let (Some(trained), Some(rows)) = (notes.positions, crate::model::position_rows::<M>()) {
+        if trained > rows {
+            return Err(Error::Safetensors(format!(
+                "{}: its metadata's `{POSITIONS_KEY}` is {trained}, more than the {rows} rows of {}'s position table: \
+                 no run of this model trained on such sequences",
+                path.display(),
+                M::SCHEDULE.model
+            )));
+        }
+    }
     fill(model, &bytes, path)?;
     Ok(notes)
 }

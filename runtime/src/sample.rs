@@ -82,7 +82,9 @@ pub fn generate_each<M: DistributedModel>(
 /// model's position table cannot hold, a model that reads no token ids (one feature per sample),
 /// a vocabulary past what it reads and predicts (or a prompt
 /// token past the vocabulary), a temperature that is not a positive number, or a top-k of 0.
-fn check_request<M: DistributedModel>(
+/// `generate` checks it first; a caller that prints before the first token (a heading) checks
+/// it before that.
+pub fn check_request<M: DistributedModel>(
     prompt: &[usize],
     (vocab, context): (usize, usize),
     config: &SampleConfig,

@@ -10,6 +10,7 @@
 //! tokens (nanoGPT's vocabulary: the sorted distinct characters) in training and validation
 //! shards, with the vocabulary in a file beside them.
 
+mod doubts;
 mod format;
 mod reader;
 
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 use crate::content_hash::ContentHash;
 use crate::data::{Batch, Dataset};
 use crate::error::{Error, Result};
+pub use doubts::shard_doubts;
 pub use format::{HEADER_INTS, MAGIC, VERSION};
 pub use reader::read_shard;
 use reader::ShardFile;

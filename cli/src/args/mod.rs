@@ -269,7 +269,12 @@ pub(crate) fn for_model<M: DistributedModel>(command: clap::Command) -> clap::Co
 /// `for_model`, for a model that reads token ids (`reads_tokens`) or feature rows.
 fn hide_unreadable(command: clap::Command, reads_tokens: bool) -> clap::Command {
     let unreadable: &[&str] = if reads_tokens { &FEATURES_ONLY } else { &LANGUAGE_MODEL_ONLY };
-    unreadable.iter().fold(command, |command, id| command.mut_arg(*id, |arg| arg.hide(true)))
+    let command = unreadable.iter().fold(command, |command, id| command.mut_arg(*id, |arg| arg.hide(true)));
+    if reads_tokens {
+        return command;
+    }
+    // Its help names `--sample`, hidden here: a model of features samples nothing.
+    command.mut_arg("steps", |arg| arg.help("Optimizer steps to run (at least 1)"))
 }
 
 /// `command` under the program's own name (`gpt --version` says `gpt 0.1.0`, not the crate's).

@@ -49,6 +49,8 @@ fn dropout_takes_a_rate_below_one_and_the_seed() {
         message.contains("must be at least 0 and less than 1 (the share of activations dropped), got 1"),
         "{message}"
     );
+    let message = TrainArgs::try_parse_from(["gpt", "--dropout", "0.99999999"]).unwrap_err().to_string();
+    assert!(message.contains("got 0.99999999, which an f32 rounds to 1"), "{message}");
 }
 
 #[test]
@@ -154,6 +156,12 @@ fn help_lists_only_the_data_flags_the_model_reads() {
     let classifier = help(false);
     assert!(lists(&classifier, "--data"), "{classifier}");
     assert!(language_only.iter().all(|flag| !lists(&classifier, flag)), "{classifier}");
+    // Nor offered by `--steps 0`, which samples only for a language model.
+    let steps_help = |help: &str| {
+        help.lines().skip_while(|l| !l.trim_start().starts_with("--steps ")).nth(1).map(str::trim).map(String::from)
+    };
+    assert_eq!(steps_help(&classifier).as_deref(), Some("Optimizer steps to run (at least 1)"), "{classifier}");
+    assert!(steps_help(&language_model).is_some_and(|h| h.contains("only --sample from --init-params")));
     // Hidden, not removed: a run given one still parses it, and says why it cannot use it.
     let given = hide_unreadable(TrainArgs::command(), false).try_get_matches_from(["mlp", "--text", "a.txt"]);
     assert!(given.is_ok());

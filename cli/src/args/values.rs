@@ -120,7 +120,11 @@ pub(super) fn non_negative_f64(s: &str) -> Result<f64, String> {
 pub(super) fn dropout_rate(s: &str) -> Result<f32, String> {
     match s.parse::<f32>() {
         Ok(v) if (0.0..1.0).contains(&v) => Ok(v),
-        Ok(v) => Err(format!("must be at least 0 and less than 1 (the share of activations dropped), got {v}")),
+        // As typed: `0.99999999` reads as the f32 1.
+        Ok(v) if v == 1.0 && s.parse::<f64>().is_ok_and(|typed| typed < 1.0) => Err(format!(
+            "must be at least 0 and less than 1 (the share of activations dropped), got {s}, which an f32 rounds to 1"
+        )),
+        Ok(_) => Err(format!("must be at least 0 and less than 1 (the share of activations dropped), got {s}")),
         Err(e) => Err(e.to_string()),
     }
 }

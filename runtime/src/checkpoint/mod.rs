@@ -180,6 +180,14 @@ pub fn recorded_vocabulary(dir: &Path) -> Option<String> {
     state.run?.vocabulary
 }
 
+/// The parameters file of the newest checkpoint in `dir`, where it is there: what
+/// `--init-params` (`params_file::load_into`) reads to start from, or sample from, a checkpoint
+/// without resuming it.
+pub fn latest_model_file(dir: &Path) -> Option<PathBuf> {
+    let file = dir.join(latest_name(dir).ok()?).join(MODEL_FILE);
+    file.is_file().then_some(file)
+}
+
 /// Restores `model` and `optimizer` from the newest checkpoint in `dir` and says where training
 /// stands; returns rank `rank`'s PowerSGD state (of `world` ranks) for the buckets. Any
 /// difference between the checkpoint and this model, optimizer or world size is an error that

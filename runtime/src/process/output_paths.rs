@@ -14,6 +14,12 @@ pub fn check_file(path: &Path, what: &str) -> Result<MadeFolders> {
     if path.is_dir() {
         return Err(Error::Config(format!("{what} {}: is a folder; give a file name", path.display())));
     }
+    if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        return Err(Error::Config(format!(
+            "{what} {}: names a folder (it ends with `/`); give a file name",
+            path.display()
+        )));
+    }
     if written_in_place(path) {
         use std::os::unix::fs::OpenOptionsExt;
         let opened = std::fs::OpenOptions::new().append(true).custom_flags(libc::O_NONBLOCK).open(path);
@@ -157,6 +163,11 @@ mod tests {
         );
         let folder = check_file(root.path(), "--save-params").unwrap_err().to_string();
         assert!(folder.contains("is a folder; give a file name"), "{folder}");
+        // A folder not yet there, by its trailing `/`: nothing is made for it.
+        let new_folder = root.path().join("new/");
+        let named = check_file(&new_folder, "--timeline").unwrap_err().to_string();
+        assert!(named.contains("names a folder (it ends with `/`); give a file name"), "{named}");
+        assert!(!root.path().join("new").exists());
         let dir = check_dir(&file, "--save").unwrap_err().to_string();
         assert!(dir.contains("--save") && dir.contains("exists and is not a folder"), "{dir}");
     }
