@@ -51,7 +51,7 @@ fn a_text_trains_the_gpt_example_alike_on_one_and_two_ranks() {
     assert!(ok, "{text}");
     let (ok, refused) = run("gpt", dir.path(), &["--steps", "0", "--resume", "ck", "--sample", "5"]);
     let file = "ck/step-00000003/model.safetensors";
-    assert!(!ok && refused.contains(&format!("--init-params {file}, in place of --resume")), "{refused}");
+    assert!(!ok && refused.contains(&format!("`--init-params {file} --sample N` in place of --resume")), "{refused}");
     let (ok, sampled) = run("gpt", dir.path(), &["--steps", "0", "--init-params", file, "--sample", "5"]);
     assert!(ok && sampled.contains("sample (5 characters"), "{sampled}");
     // A file recording an empty vocabulary: refused before the sample's heading is printed.

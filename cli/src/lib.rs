@@ -21,15 +21,14 @@ mod outputs;
 mod parse_failure;
 pub mod prepare;
 mod progress;
+mod sampling;
 mod unused_flags;
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use clap::CommandFactory;
 use overlap_runtime::params_file::FileNotes;
 use overlap_runtime::plan::{plan_buckets, BucketLimits, Schedule};
-use overlap_runtime::sample::{generate_each, SampleConfig};
 use overlap_runtime::train::{TrainSummary, Trainer};
 use overlap_runtime::{
     command_line::{blas_core, console},
@@ -129,7 +128,7 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
         return Err(Error::Config("--context sets the length of --text or --tokens samples; neither is given".into()));
     }
     if args.steps == 0 {
-        return sample_only::<M>(args, comm);
+        return sampling::sample_only::<M>(args, comm);
     }
     if args.comm_only {
         return comm_bench::run::<M>(args, comm);
@@ -185,89 +184,10 @@ fn same_mode_on_every_rank(args: &TrainArgs, comm: &Communicator) -> Result<()> 
     )))
 }
 
-/// `--steps 0`: no training, a sample from the parameters `--init-params` loads, in the
-/// characters of `--text` or of the `vocabulary.txt` beside `--tokens`' shards, or else in those
-/// the file records.
-fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
-    let (Some(_), true, false) = (&args.init_params, args.sample > 0, args.comm_only) else {
-        let language_model = matches!(M::DEVICE_OPS.first(), Some(overlap_runtime::DeviceOp::Embedding { .. }));
-        let checkpoint = args.resume.as_deref().and_then(overlap_runtime::checkpoint::latest_model_file);
-        return Err(Error::Config(if let (true, Some(file)) = (language_model, checkpoint) {
-            format!(
-                "--steps 0 trains nothing, and resumes nothing: to sample from the checkpoint, give its parameters, \
-                 --init-params {}, in place of --resume",
-                file.display()
-            )
-        } else if language_model {
-            "--steps 0 trains nothing: it samples (--sample N) from the parameters of --init-params FILE, in the \
-             characters it records or a --text's"
-                .into()
-        } else {
-            format!(
-                "--steps 0 trains nothing: give --steps 1 or more ({} is no language model to sample)",
-                M::SCHEDULE.model
-            )
-        }));
-    };
-    unused_flags::refuse_with_sample_only(args)?;
-    // Sampling runs the products outside `fit`, which sets this for training.
-    if let (Some(note), 0) = (overlap_runtime::command_line::use_for_products(args.threads), comm.rank()) {
-        console::err_line(&format!("note: {note}"));
-    }
-    let (text_vocab, context) = match (&args.text, &args.tokens) {
-        (Some(file), _) => datasets::vocabulary_text::<M>(file, args).map(|(vocab, context)| (Some(vocab), context))?,
-        (None, Some(tokens)) => (Some(datasets::token_vocabulary::<M>(tokens)?), datasets::sample_context::<M>(args)?),
-        (None, None) => (None, datasets::sample_context::<M>(args)?),
-    };
-    let (model, notes) = starting_model::<M>(args, comm, text_vocab.as_ref().map(|v| v.iter().collect()))?;
-    let vocab = match (text_vocab, &notes.vocabulary) {
-        (Some(vocab), recorded) => {
-            if let (0, None, Some(text)) = (comm.rank(), recorded, &args.text) {
-                console::err_line(&format!(
-                    "note: --init-params records no vocabulary (token shards without one trained it?): its token ids \
-                     are read as the sorted characters of {}",
-                    text.display()
-                ));
-            }
-            vocab
-        }
-        (None, Some(recorded)) => datasets::recorded_vocabulary::<M>(recorded)?,
-        (None, None) => {
-            return Err(Error::Config(format!(
-                "--init-params {} records no vocabulary to print its tokens as characters: give the text it was \
-                 trained on (--text FILE)",
-                args.init_params.as_deref().unwrap_or(Path::new("")).display()
-            )))
-        }
-    };
-    match comm.rank() {
-        0 => print_sample(&model, &vocab, sampled_positions(args, context, &notes), args),
-        _ => Ok(()),
-    }
-}
-
-/// How far back a sample from `--init-params` reads: `--context` where given (with a note when
-/// it passes the positions the file was trained on, whose rows of the position table training
-/// never reached), else those positions, where the file records them, else `context` (the
-/// position table's rows).
-fn sampled_positions(args: &TrainArgs, context: usize, notes: &FileNotes) -> usize {
-    match (args.context, notes.positions) {
-        (None, Some(trained)) => trained.min(context),
-        (Some(asked), Some(trained)) if asked > trained => {
-            console::err_line(&format!(
-                "note: --init-params was trained on sequences of {trained} positions; sampling reads back {asked}, \
-                 through positions training never reached"
-            ));
-            asked
-        }
-        _ => context,
-    }
-}
-
 /// The model every rank starts from: `--seed`'s initial values, or `--init-params`' (checked
 /// against the data's `vocabulary` when both record one), with what the file records beside its
 /// tensors (nothing without `--init-params`).
-fn starting_model<M: DistributedModel>(
+pub(crate) fn starting_model<M: DistributedModel>(
     args: &TrainArgs,
     comm: &Communicator,
     vocabulary: Option<String>,
@@ -321,33 +241,9 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     };
     let summary = trainer.fit(&mut model, &mut data, &CrossEntropyLoss)?;
     if let (0, Some(vocab)) = (comm.rank(), sample_vocab) {
-        print_sample(&model, &vocab, overlap_runtime::Dataset::positions(&data), args)?;
+        sampling::print_sample(&model, &vocab, overlap_runtime::Dataset::positions(&data), args)?;
     }
     Ok(summary)
-}
-
-/// `--sample N`: N characters from the trained model, each drawn from at most `positions`
-/// before it, after a newline (or the first character, in a text without one), on stdout as
-/// they are drawn (a long sample shows as it comes, and a stop keeps what was printed); on
-/// stderr with `--report json`, whose document is then all that stdout holds.
-fn print_sample<M: DistributedModel>(model: &M, vocab: &[char], positions: usize, args: &TrainArgs) -> Result<()> {
-    let config =
-        SampleConfig { tokens: args.sample, temperature: args.temperature, top_k: Some(args.top_k), seed: args.seed };
-    // A vocabulary.txt of one's own need not be sorted.
-    let start = vocab.iter().position(|&c| c == '\n').unwrap_or(0);
-    let print = match args.report {
-        args::ReportFormat::Json => console::err,
-        _ => console::out,
-    };
-    // Refused before the heading, so that an error is all that a refused sample prints.
-    overlap_runtime::sample::check_request::<M>(&[start], (vocab.len(), positions), &config)?;
-    print(&format!("sample ({} characters, temperature {}, top-k {}):\n", args.sample, args.temperature, args.top_k));
-    let mut utf8 = [0; 4];
-    let drawn = generate_each(model, &[start], (vocab.len(), positions), &config, |token| {
-        print(vocab[token].encode_utf8(&mut utf8))
-    });
-    print("\n");
-    drawn
 }
 
 /// The plan `--print-schedule` asked for: the compiled one, or DDP's at its default caps.

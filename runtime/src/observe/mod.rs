@@ -7,6 +7,7 @@
 //! asked for.
 
 mod config;
+mod strided;
 mod window;
 
 pub use config::{ObserveConfig, ReportFormat};
@@ -24,11 +25,11 @@ use crate::profile;
 use crate::trace::{
     self, AfterPause, Memory, OverlapReport, PredictedStep, RunInfo, SampledSteps, Span, StepBreakdown,
 };
+use strided::Strided;
 use window::{spans_per_step, window, RESERVED_SPANS};
 
 /// The windows' candidate steps for the timeline kept at rank 0, each with its spans: past it,
-/// every other one is dropped, so that a long run's candidates stay spread over it in memory
-/// that does not grow with its length.
+/// evenly spaced windows of the run (`Strided`), in memory that does not grow with its length.
 const MAX_TIMELINE_CANDIDATES: usize = 64;
 
 /// One run's recording, at every rank: starts the spans, gathers them to rank 0 every window
@@ -60,7 +61,7 @@ pub struct Observer<'a> {
     /// At rank 0, with `--timeline`: each gathered window's representative step, its time
     /// (slowest rank) and its spans, from which the one nearest the run's median is drawn (at
     /// most `MAX_TIMELINE_CANDIDATES`, evenly spaced windows of a long run).
-    timeline_candidates: Vec<(u64, u64, Vec<Span>)>,
+    timeline_candidates: Strided<(u64, u64, Vec<Span>)>,
     /// The first step recorded (0, or where a resumed run began): a warm-up, left out of the
     /// measured costs and the timeline's choice.
     warm_up: Option<u64>,
@@ -105,7 +106,7 @@ impl<'a> Observer<'a> {
             after_pause: Vec::new(),
             breakdowns: SampledSteps::default(),
             all_spans: Vec::new(),
-            timeline_candidates: Vec::new(),
+            timeline_candidates: Strided::new(MAX_TIMELINE_CANDIDATES),
             warm_up: None,
         })
     }
@@ -243,7 +244,7 @@ impl<'a> Observer<'a> {
             let key = |c: &(u64, u64, Vec<Span>)| (c.0 == self.first_step(), (c.1 as f64 - target).abs());
             let nearest = self
                 .timeline_candidates
-                .iter()
+                .kept()
                 .min_by(|a, b| key(a).0.cmp(&key(b).0).then(key(a).1.total_cmp(&key(b).1)));
             if let Some((step, _, spans)) = nearest {
                 trace::write_timeline(path, spans, *step, &info)?;
@@ -265,10 +266,9 @@ impl<'a> Observer<'a> {
             let window = self.undisturbed(&fresh).0;
             if let Some(step) = trace::representative_step(&window, self.first_step()) {
                 let time = step_time(&window, step).unwrap_or(0);
-                self.timeline_candidates.push((step, time, spans.iter().filter(|s| s.step == step).cloned().collect()));
-                if self.timeline_candidates.len() > MAX_TIMELINE_CANDIDATES {
-                    keep_every_other(&mut self.timeline_candidates);
-                }
+                let spans = &spans;
+                self.timeline_candidates
+                    .offer(|| (step, time, spans.iter().filter(|s| s.step == step).cloned().collect()));
             }
         }
         if self.config.trace.is_some() {
@@ -372,30 +372,7 @@ fn sent_whole(mut schedule: Schedule) -> Schedule {
     schedule
 }
 
-/// Keeps the first, third, fifth, ... of `items`: still spread over the run they came from.
-fn keep_every_other<T>(items: &mut Vec<T>) {
-    let mut index = 0;
-    items.retain(|_| {
-        index += 1;
-        index % 2 == 1
-    });
-}
-
 /// Step `step`'s time in `breakdowns`: its slowest rank's.
 fn step_time(breakdowns: &[StepBreakdown], step: u64) -> Option<u64> {
     breakdowns.iter().filter(|b| b.step == step).map(|b| b.step_ns).max()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::keep_every_other;
-
-    #[test]
-    fn thinning_keeps_the_first_and_every_other_one() {
-        let mut windows: Vec<u64> = (0..7).collect();
-        keep_every_other(&mut windows);
-        assert_eq!(windows, [0, 2, 4, 6]);
-        keep_every_other(&mut windows);
-        assert_eq!(windows, [0, 4]);
-    }
 }
