@@ -22,12 +22,12 @@ mod parse_failure;
 pub mod prepare;
 mod progress;
 mod sampling;
+mod start;
 mod unused_flags;
 
 use std::process::ExitCode;
 
 use clap::CommandFactory;
-use overlap_runtime::params_file::FileNotes;
 use overlap_runtime::plan::{plan_buckets, BucketLimits, Schedule};
 use overlap_runtime::train::{TrainSummary, Trainer};
 use overlap_runtime::{
@@ -184,28 +184,6 @@ fn same_mode_on_every_rank(args: &TrainArgs, comm: &Communicator) -> Result<()> 
     )))
 }
 
-/// The model every rank starts from: `--seed`'s initial values, or `--init-params`' (checked
-/// against the data's `vocabulary` when both record one), with what the file records beside its
-/// tensors (nothing without `--init-params`).
-pub(crate) fn starting_model<M: DistributedModel>(
-    args: &TrainArgs,
-    comm: &Communicator,
-    vocabulary: Option<String>,
-) -> Result<(M, FileNotes)> {
-    let mut model = M::new(comm, args.seed)?;
-    let Some(path) = &args.init_params else { return Ok((model, FileNotes::default())) };
-    // Every rank reads its own copy of the file; the `Trainer` checks that they start alike.
-    let loaded = overlap_runtime::params_file::load_into_with_notes(&mut model, path)
-        .map_err(|e| flags::naming("--init-params", e));
-    let notes = overlap_runtime::train::agree_on_outcome(comm, loaded, "load its copy of --init-params")?;
-    if let (Some(saved), Some(now)) = (&notes.vocabulary, vocabulary) {
-        if let Some(why) = overlap_runtime::text::vocabulary_mismatch(saved, &now) {
-            return Err(Error::Config(format!("--init-params {}: {why}", path.display())));
-        }
-    }
-    Ok((model, notes))
-}
-
 /// Trains `M` as the flags say, on the synthetic set or `--data` (the `Trainer` writes
 /// `--save-params` and the other outputs).
 pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<TrainSummary> {
@@ -217,7 +195,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     outputs::refuse_outputs_over_inputs(args)?;
     let mut data = datasets::training_data::<M>(args)?;
     datasets::note_shard_doubts(args, comm.rank());
-    let (mut model, notes) = starting_model::<M>(args, comm, overlap_runtime::Dataset::vocabulary(&data))?;
+    let (mut model, notes) = start::starting_model::<M>(args, comm, overlap_runtime::Dataset::vocabulary(&data))?;
     let recorded = match (&notes.vocabulary, &args.resume) {
         (Some(vocabulary), _) => Some((vocabulary.clone(), "--init-params")),
         (None, Some(dir)) => overlap_runtime::checkpoint::recorded_vocabulary(dir).map(|v| (v, "the checkpoint")),

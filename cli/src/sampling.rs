@@ -47,7 +47,8 @@ pub(crate) fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communic
         (None, Some(tokens)) => (Some(datasets::token_vocabulary::<M>(tokens)?), datasets::sample_context::<M>(args)?),
         (None, None) => (None, datasets::sample_context::<M>(args)?),
     };
-    let (model, notes) = crate::starting_model::<M>(args, comm, text_vocab.as_ref().map(|v| v.iter().collect()))?;
+    let (model, notes) =
+        crate::start::starting_model::<M>(args, comm, text_vocab.as_ref().map(|v| v.iter().collect()))?;
     let vocab = match (text_vocab, &notes.vocabulary) {
         (Some(vocab), recorded) => {
             if let (0, None, Some(text)) = (comm.rank(), recorded, &args.text) {

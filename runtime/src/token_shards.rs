@@ -12,6 +12,7 @@
 
 mod doubts;
 mod format;
+mod names;
 mod reader;
 
 use std::io::Write;
@@ -22,6 +23,7 @@ use crate::data::{Batch, Dataset};
 use crate::error::{Error, Result};
 pub use doubts::shard_doubts;
 pub use format::{HEADER_INTS, MAGIC, VERSION};
+use names::split_part;
 pub use reader::read_shard;
 use reader::ShardFile;
 
@@ -252,29 +254,6 @@ fn read_vocabulary(shard: &Path) -> Result<Option<String>> {
         return Err(Error::Dataset(format!("{}: {why}", path.display())));
     }
     Ok(Some(text))
-}
-
-/// Where a shard's name says which split it holds, and which: the last part of its stem, parts
-/// separated by `_`, `-` or `.`, not counting trailing numbers, is `train` or `val` (llm.c's
-/// `fineweb_train_000001.bin`, `tiny_shakespeare_val.bin`). Only that part counts, so that the
-/// shards `prepare` writes for `train.txt` or `interval.txt` (`train_val_000000.bin`,
-/// `interval_train_000000.bin`) fall in the split their names end with.
-fn split_part(file_name: &str) -> Option<(std::ops::Range<usize>, bool)> {
-    let stem = file_name.strip_suffix(".bin")?;
-    let mut end = stem.len();
-    loop {
-        let start = stem[..end].rfind(['_', '-', '.']).map_or(0, |i| i + 1);
-        let part = &stem[start..end];
-        if !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) && start > 0 {
-            end = start - 1;
-            continue;
-        }
-        return match part {
-            "train" => Some((start..end, true)),
-            "val" => Some((start..end, false)),
-            _ => None,
-        };
-    }
 }
 
 /// The `vocabulary.txt` beside the training shards of `path` (as `locate` finds them), where

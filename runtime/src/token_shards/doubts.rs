@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::split_part;
+use super::names::split_part;
 
 /// The notes `path`'s shards deserve, each to follow `path` in a line: `train` as `locate` found
 /// them for training, `val` as held out. Empty when all looks as `prepare` (or llm.c) writes it.
