@@ -12,6 +12,7 @@
 
 mod doubts;
 mod format;
+mod locate;
 mod names;
 mod reader;
 
@@ -23,6 +24,7 @@ use crate::data::{Batch, Dataset};
 use crate::error::{Error, Result};
 pub use doubts::shard_doubts;
 pub use format::{HEADER_INTS, MAGIC, VERSION};
+pub use locate::{locate, val_namesake};
 use names::split_part;
 pub use reader::read_shard;
 use reader::ShardFile;
@@ -265,63 +267,6 @@ pub fn vocabulary_beside(path: &Path) -> Result<Option<(PathBuf, String)>> {
         return Err(Error::Dataset(format!("{}: no training shards", path.display())));
     };
     Ok(read_vocabulary(first)?.map(|vocabulary| (first.with_file_name(VOCABULARY_FILE), vocabulary)))
-}
-
-/// The training and validation shards of `path`: a folder's `.bin` files whose names end in
-/// `train` or `val` (before their numbers; see `split_part`), each sorted; or one training file
-/// and, when it exists, the file named as it is with `val` for that `train`.
-pub fn locate(path: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
-    if path.is_dir() {
-        let listed = std::fs::read_dir(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
-        let mut names: Vec<PathBuf> = listed
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "bin"))
-            .collect();
-        names.sort();
-        let split = |p: &PathBuf| p.file_name().and_then(|n| split_part(&n.to_string_lossy()).map(|(_, train)| train));
-        let (train, val): (Vec<PathBuf>, Vec<PathBuf>) =
-            names.into_iter().filter(|p| split(p).is_some()).partition(|p| split(p) == Some(true));
-        if train.is_empty() {
-            return Err(Error::Dataset(format!(
-                "{}: no token shard named *_train.bin or *_train_NNNNNN.bin in this folder",
-                path.display()
-            )));
-        }
-        // The name before the split: shards of two names are two datasets, not one.
-        let stem = |p: &PathBuf| {
-            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            // Every file here has a split part (`locate` kept only those).
-            split_part(&name).map(|(part, _)| name[..part.start].trim_end_matches(['_', '-', '.']).to_string())
-        };
-        let mut stems: Vec<String> = train.iter().chain(&val).filter_map(stem).collect();
-        stems.sort();
-        stems.dedup();
-        if let [first, second, ..] = &stems[..] {
-            return Err(Error::Dataset(format!(
-                "{}: holds shards of {} names ({first:?}, {second:?}{}), read as one dataset they would mix two \
-                 texts: give one file, or a folder of one name's shards",
-                path.display(),
-                stems.len(),
-                if stems.len() > 2 { ", ..." } else { "" }
-            )));
-        }
-        return Ok((train, val));
-    }
-    // The system's own words for a missing or unreadable file.
-    if let Err(source) = std::fs::metadata(path) {
-        return Err(Error::Io { path: path.to_owned(), source });
-    }
-    Ok((vec![path.to_owned()], val_namesake(path).filter(|p| p.exists()).into_iter().collect()))
-}
-
-/// The validation file that goes with one training file: its name with `val` for its `train`
-/// part (`tiny_train_000002.bin`: `tiny_val_000002.bin`), whether it exists or not.
-pub fn val_namesake(train: &Path) -> Option<PathBuf> {
-    let name = train.file_name()?.to_string_lossy().to_string();
-    match split_part(&name) {
-        Some((part, true)) => Some(train.with_file_name(format!("{}val{}", &name[..part.start], &name[part.end..]))),
-        _ => None,
-    }
 }
 
 /// `--tokens` reads every shard of a folder, against the one `vocabulary.txt`: shards of another

@@ -8,8 +8,9 @@ use overlap_runtime::plan::Link;
 use overlap_runtime::train::ValidationConfig;
 use overlap_runtime::WireFormat;
 
+use super::per_program::hide_unreadable;
 use super::values::LONGEST_TIMEOUT;
-use super::{hide_unreadable, OptimizerKind, PrintSchedule, ReportFormat, TrainArgs};
+use super::{OptimizerKind, PrintSchedule, ReportFormat, TrainArgs};
 
 #[test]
 fn print_schedule_takes_an_optional_plan() {
