@@ -474,14 +474,16 @@ fn unreadable_notes_are_neither_written_nor_half_loaded() {
     // The same tensors, with `positions` noted as a word.
     let plain = dir.path().join("plain.safetensors");
     save_params(&model, &plain).unwrap();
-    let params = common::load_sorted_params(&plain);
-    let bytes: Vec<Vec<u8>> = params.iter().map(|(.., v)| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
-    let views = params.iter().zip(&bytes).map(|((name, shape, _), b)| {
-        (name.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), b).unwrap())
-    });
-    let metadata = std::collections::HashMap::from([("positions".to_string(), "many".to_string())]);
-    let worded = dir.path().join("worded.safetensors");
-    safetensors::serialize_to_file(views, Some(metadata), &worded).unwrap();
+    let plain = std::fs::read(plain).unwrap();
+    // The plain file's tensors, with one note of another program's writing.
+    let noted = |name: &str, key: &str, value: &str| {
+        let tensors = safetensors::SafeTensors::deserialize(&plain).unwrap();
+        let metadata = std::collections::HashMap::from([(key.to_string(), value.to_string())]);
+        let path = dir.path().join(name);
+        safetensors::serialize_to_file(tensors.tensors(), Some(metadata), &path).unwrap();
+        path
+    };
+    let worded = noted("worded.safetensors", "positions", "many");
     let mut other = TinyLm::init(2);
     let before: Vec<f32> = other.param(overlap::plan::ParamRef { layer: 0, param: 0 }).to_vec();
     let error = load_into_with_notes(&mut other, &worded).unwrap_err().to_string();
@@ -492,21 +494,11 @@ fn unreadable_notes_are_neither_written_nor_half_loaded() {
     let twice = FileNotes { vocabulary: Some("aab".into()), positions: None };
     let error = save_params_with_notes(&model, &path, &twice).unwrap_err().to_string();
     assert!(error.contains("`vocabulary` has 'a' as token 0 and token 1"), "{error}");
-    let views = params.iter().zip(&bytes).map(|((name, shape, _), b)| {
-        (name.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), b).unwrap())
-    });
-    let metadata = std::collections::HashMap::from([("vocabulary".to_string(), "xyx".to_string())]);
-    let repeated = dir.path().join("repeated.safetensors");
-    safetensors::serialize_to_file(views, Some(metadata), &repeated).unwrap();
+    let repeated = noted("repeated.safetensors", "vocabulary", "xyx");
     let error = load_into_with_notes(&mut other, &repeated).unwrap_err().to_string();
     assert!(error.contains("`vocabulary` has 'x' as token 0 and token 2"), "{error}");
     // Sequences longer than the position table has rows: no run of this model wrote that.
-    let views = params.iter().zip(&bytes).map(|((name, shape, _), b)| {
-        (name.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), b).unwrap())
-    });
-    let metadata = std::collections::HashMap::from([("positions".to_string(), "5".to_string())]);
-    let longer = dir.path().join("longer.safetensors");
-    safetensors::serialize_to_file(views, Some(metadata), &longer).unwrap();
+    let longer = noted("longer.safetensors", "positions", "5");
     let error = load_into_with_notes(&mut other, &longer).unwrap_err().to_string();
     assert!(error.contains("`positions` is 5, more than the 4 rows of TinyLm's position table"), "{error}");
     assert_eq!(other.param(overlap::plan::ParamRef { layer: 0, param: 0 }), &before[..], "the model is as it was");
