@@ -192,7 +192,8 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         comm,
         &args.shared_beyond_train_config(overlap_runtime::model::position_rows::<M>()),
     )?;
-    outputs::refuse_outputs_over_inputs(args)?;
+    let config = args.train_config();
+    outputs::refuse_outputs_over_inputs(args, &config)?;
     let mut data = datasets::training_data::<M>(args)?;
     datasets::note_shard_doubts(args, comm.rank());
     let (mut model, notes) = start::starting_model::<M>(args, comm, overlap_runtime::Dataset::vocabulary(&data))?;
@@ -211,7 +212,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         .then(|| datasets::sample_vocabulary::<M>(&data, notes.vocabulary.as_deref(), args))
         .transpose()?;
     let mut held_out = args.validation_every().map(|_| datasets::held_out::<M>(&data, args)).transpose()?;
-    let trainer = Trainer::new(comm).config(args.train_config());
+    let trainer = Trainer::new(comm).config(config);
     let trainer = if comm.rank() == 0 { trainer.progress(Bar::new()) } else { trainer };
     let trainer = match (&mut held_out, args.validation_every()) {
         (Some(held_out), Some(every)) => trainer.validate(held_out, every, args.eval_batches),

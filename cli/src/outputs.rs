@@ -6,32 +6,29 @@ use std::path::{Path, PathBuf};
 
 use overlap_runtime::idx::{IdxDataset, Split};
 use overlap_runtime::token_shards::locate;
+use overlap_runtime::train::TrainConfig;
 use overlap_runtime::{Error, Result};
 
 use crate::args::TrainArgs;
+use crate::flags::in_flag_terms;
 
-/// Refuses every output the flags name over a file they read that the `Trainer` does not.
-pub(crate) fn refuse_outputs_over_inputs(args: &TrainArgs) -> Result<()> {
-    refuse_outputs_over_held_out(args)?;
-    refuse_outputs_over_init_params(args)
+/// Refuses every output of `config` (the run the flags `args` describe) over a file the flags
+/// read that the `Trainer` does not.
+pub(crate) fn refuse_outputs_over_inputs(args: &TrainArgs, config: &TrainConfig) -> Result<()> {
+    refuse_outputs_over_held_out(args, config)?;
+    refuse_outputs_over_init_params(args, config)
 }
 
-/// The files the run writes besides its checkpoints, with their flags.
-fn outputs(args: &TrainArgs) -> impl Iterator<Item = (&Path, &'static str)> {
-    [
-        (&args.save_params, "--save-params"),
-        (&args.trace, "--trace"),
-        (&args.timeline, "--timeline"),
-        (&args.write_profile, "--write-profile"),
-    ]
-    .into_iter()
-    .filter_map(|(path, flag)| path.as_deref().map(|p| (p, flag)))
+/// The files the run writes besides its checkpoints (`TrainConfig::output_files`), each with its
+/// flag.
+fn outputs(config: &TrainConfig) -> impl Iterator<Item = (&Path, String)> {
+    config.output_files().map(|(path, setting)| (path, in_flag_terms(setting)))
 }
 
 /// Refuses outputs written over the held-out files of `--data` or `--tokens` when the run does not
 /// read them (`--eval-every 0`): the `Trainer` protects the files a run reads, and these are data
 /// a later run validates on. (A text's held-out part is in the file the run reads.)
-fn refuse_outputs_over_held_out(args: &TrainArgs) -> Result<()> {
+fn refuse_outputs_over_held_out(args: &TrainArgs, config: &TrainConfig) -> Result<()> {
     if args.validation_every().is_some() {
         return Ok(());
     }
@@ -43,7 +40,7 @@ fn refuse_outputs_over_held_out(args: &TrainArgs) -> Result<()> {
         _ => return Ok(()),
     };
     let held_out: Vec<PathBuf> = held_out.iter().filter_map(|p| p.canonicalize().ok()).collect();
-    for (path, flag) in outputs(args) {
+    for (path, flag) in outputs(config) {
         if path.canonicalize().is_ok_and(|resolved| held_out.contains(&resolved)) {
             return Err(Error::Config(format!(
                 "{flag} {} is a held-out file of {source} (read with --eval-every): the run would write over it; \
@@ -58,10 +55,10 @@ fn refuse_outputs_over_held_out(args: &TrainArgs) -> Result<()> {
 /// Refuses a trace, a timeline or a profile written over the `--init-params` file: the run's
 /// starting parameters would be lost. `--save-params` may replace it (the run read it first, and
 /// the new file replaces it whole): a run that goes on from its own parameters.
-fn refuse_outputs_over_init_params(args: &TrainArgs) -> Result<()> {
+fn refuse_outputs_over_init_params(args: &TrainArgs, config: &TrainConfig) -> Result<()> {
     let Some(start) = args.init_params.as_deref().and_then(|p| p.canonicalize().ok()) else { return Ok(()) };
-    let over = outputs(args)
-        .filter(|(_, flag)| *flag != "--save-params")
+    let over = outputs(config)
+        .filter(|(_, flag)| flag != "--save-params")
         .find(|(path, _)| path.canonicalize().is_ok_and(|resolved| resolved == start));
     match over {
         Some((path, flag)) => Err(Error::Config(format!(

@@ -2,7 +2,7 @@
 //! fills them from its flags. Nothing here knows about either, and the devices (`backend`,
 //! `cuda`) read them without reaching into the training loop.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::comm::CommConfig;
 use crate::memory::RunShape;
@@ -168,6 +168,21 @@ impl TrainConfig {
             activation_bytes,
             trains: true,
         }
+    }
+
+    /// The files the run writes besides its checkpoints, each with the setting that names it
+    /// (`TrainConfig::save_params`, `ObserveConfig::trace`, ...): what is checked before step 1
+    /// not to replace another output or an input.
+    pub fn output_files(&self) -> impl Iterator<Item = (&Path, &'static str)> {
+        let observe = &self.observe;
+        [
+            (&self.save_params, "`TrainConfig::save_params`"),
+            (&observe.trace, "`ObserveConfig::trace`"),
+            (&observe.timeline, "`ObserveConfig::timeline`"),
+            (&observe.write_profile, "`ObserveConfig::write_profile`"),
+        ]
+        .into_iter()
+        .filter_map(|(path, what)| path.as_deref().map(|p| (p, what)))
     }
 
     /// Samples per optimizer step over all ranks.

@@ -2,7 +2,7 @@
 //! fit the model, memory it cannot have, output paths it cannot write, a checkpoint folder
 //! another run holds; and where it starts (step 0, or a checkpoint).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use overlap_plan::Schedule;
 
@@ -237,10 +237,10 @@ pub(super) struct ClaimedOutputs {
 /// holds another run's checkpoints).
 pub(super) fn claim_outputs(config: &TrainConfig, inputs: &[PathBuf]) -> Result<ClaimedOutputs> {
     let mut made = output_paths::MadeFolders::default();
-    for (path, what) in output_files(config) {
+    for (path, what) in config.output_files() {
         made.extend(output_paths::check_file(path, what)?);
     }
-    crate::process::console::keep_stdout_for(output_files(config).map(|(path, _)| path));
+    crate::process::console::keep_stdout_for(config.output_files().map(|(path, _)| path));
     distinct_outputs(config, inputs)?;
     // The folders made to check the output files go again now, while they are empty: a rank that
     // MPI_Abort kills (another rank failed) cannot remove them later, and the file's writer makes
@@ -252,27 +252,14 @@ pub(super) fn claim_outputs(config: &TrainConfig, inputs: &[PathBuf]) -> Result<
     Ok(ClaimedOutputs { checkpoint_folder: Some(lock) })
 }
 
-/// The files the run writes besides its checkpoints, each with the setting that names it.
-fn output_files(config: &TrainConfig) -> impl Iterator<Item = (&Path, &'static str)> {
-    let observe = &config.observe;
-    [
-        (&config.save_params, "`TrainConfig::save_params`"),
-        (&observe.trace, "`ObserveConfig::trace`"),
-        (&observe.timeline, "`ObserveConfig::timeline`"),
-        (&observe.write_profile, "`ObserveConfig::write_profile`"),
-    ]
-    .into_iter()
-    .filter_map(|(path, what)| path.as_deref().map(|p| (p, what)))
-}
-
 /// Two outputs of one run never name the same file, none is a file the data is read from
 /// (`inputs`), and none lies in a checkpoint folder (the one saved to, the one resumed from),
 /// whose files are the checkpoints' own (`latest`, the step folders, the lock): refused before
 /// step 1, when nothing is lost yet, rather than one result silently replacing another.
 fn distinct_outputs(config: &TrainConfig, inputs: &[PathBuf]) -> Result<()> {
-    let files: Vec<(PathBuf, &str)> = output_files(config).map(|(p, what)| (identity(p), what)).collect();
+    let files: Vec<(PathBuf, &str)> = config.output_files().map(|(p, what)| (identity(p), what)).collect();
     let inputs: Vec<PathBuf> = inputs.iter().map(|p| identity(p)).collect();
-    if let Some((path, what)) = output_files(config).find(|(p, _)| inputs.contains(&identity(p))) {
+    if let Some((path, what)) = config.output_files().find(|(p, _)| inputs.contains(&identity(p))) {
         return Err(Error::Config(format!(
             "{what} {} is a file the training data is read from: the run would write over it; give another file",
             path.display()
