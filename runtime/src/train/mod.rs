@@ -7,11 +7,13 @@
 //! dataset of one's own, fitted by a `Trainer`.
 
 mod agreement;
+mod outputs;
 mod prefetch;
 mod preflight;
 mod progress;
 mod run;
 mod same_start;
+mod start_point;
 mod stop;
 mod summary;
 mod tables;
@@ -36,10 +38,12 @@ pub use crate::config::{
 pub use crate::error::signal_name;
 pub use crate::observe::{ObserveConfig, ReportFormat};
 pub use agreement::{agree, agree_on_outcome, agree_on_settings};
-use preflight::{check, claim_outputs, resume};
+use outputs::claim_outputs;
+use preflight::check;
 pub use preflight::{check_recording, on_rank0};
 pub use progress::{NoProgress, Progress};
 use run::{fit_on_gpu, Run};
+use start_point::resume;
 pub use summary::TrainSummary;
 
 /// A training run's settings, built up, then `fit` to a model, data and a loss.
@@ -283,7 +287,7 @@ impl<'c> Trainer<'c> {
         };
         // Each rank reads its own copy of the checkpoint: one that fails stops them all.
         let resumed = resume(&config, model, &mut optimizer, (comm.rank(), comm.world_size()), &about);
-        let preflight::Resumed { position, low_rank, vocabulary } =
+        let start_point::Resumed { position, low_rank, vocabulary } =
             agree_on_outcome(comm, resumed, "load its copy of the checkpoint")?;
         if about.vocabulary.is_none() && vocabulary.is_some() {
             if comm.rank() == 0 {
@@ -293,7 +297,7 @@ impl<'c> Trainer<'c> {
         }
         let samples = (data_fingerprint, data.describe());
         same_start::check(comm, model, &optimizer, position, config.resume.is_some(), samples, held_out.as_deref())?;
-        preflight::steps_left(&config, position)?;
+        start_point::steps_left(&config, position)?;
         if comm.shards_optimizer(&M::SCHEDULE) {
             // A checkpoint holds whole state (see `checkpoint::shards`): this rank keeps its slices.
             checkpoint::shards::keep_own(&mut optimizer, &M::SCHEDULE, comm);

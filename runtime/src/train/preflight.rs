@@ -1,12 +1,9 @@
 //! What a run checks before its first step: settings that cannot run, a dataset that does not
-//! fit the model, memory it cannot have, output paths it cannot write, a checkpoint folder
-//! another run holds; and where it starts (step 0, or a checkpoint).
-
-use std::path::PathBuf;
+//! fit the model, memory it cannot have, recording rank 0 cannot hold, parameters that sharded
+//! optimizer state cannot lend. (Its output files: `outputs`; where it starts: `start_point`.)
 
 use overlap_plan::Schedule;
 
-use crate::checkpoint::{self, Position};
 use crate::comm::{CommMode, Communicator};
 use crate::config::{Device, TrainConfig};
 use crate::data::Dataset;
@@ -14,8 +11,7 @@ use crate::error::{Error, Result};
 use crate::layer::DeviceOp;
 use crate::memory::RunShape;
 use crate::model::DistributedModel;
-use crate::optim::{ChosenOptimizer, LrSchedule};
-use crate::process::output_paths::{self, identity};
+use crate::optim::LrSchedule;
 
 /// Settings that cannot run on `world` ranks, and a dataset that does not fit the model, refused
 /// before anything starts.
@@ -225,149 +221,6 @@ pub fn on_rank0<T>(comm: &Communicator, check: impl FnOnce() -> Result<T>) -> Re
     }
 }
 
-/// The outputs' folders, held for the run: the checkpoint folder's lock (which removes the folder
-/// again if the run ends having saved nothing there).
-#[derive(Debug, Default)]
-pub(super) struct ClaimedOutputs {
-    pub checkpoint_folder: Option<checkpoint::DirLock>,
-}
-
-/// Every file and folder the run will write, checked before step 1, none of them one of the
-/// `inputs` the data is read from; the checkpoint folder is claimed (locked, and refused if it
-/// holds another run's checkpoints).
-pub(super) fn claim_outputs(config: &TrainConfig, inputs: &[PathBuf]) -> Result<ClaimedOutputs> {
-    let mut made = output_paths::MadeFolders::default();
-    for (path, what) in config.output_files() {
-        made.extend(output_paths::check_file(path, what)?);
-    }
-    crate::process::console::keep_stdout_for(config.output_files().map(|(path, _)| path));
-    distinct_outputs(config, inputs)?;
-    // The folders made to check the output files go again now, while they are empty: a rank that
-    // MPI_Abort kills (another rank failed) cannot remove them later, and the file's writer makes
-    // its folder when it writes (`write_atomically`).
-    drop(made);
-    let Some(save) = &config.save else { return Ok(ClaimedOutputs { checkpoint_folder: None }) };
-    let continues = config.resume.as_deref().is_some_and(|r| identity(r) == identity(&save.dir));
-    let lock = checkpoint::claim(&save.dir, continues, save.overwrite, config.steps)?;
-    Ok(ClaimedOutputs { checkpoint_folder: Some(lock) })
-}
-
-/// Two outputs of one run never name the same file, none is a file the data is read from
-/// (`inputs`), and none lies in a checkpoint folder (the one saved to, the one resumed from),
-/// whose files are the checkpoints' own (`latest`, the step folders, the lock): refused before
-/// step 1, when nothing is lost yet, rather than one result silently replacing another.
-fn distinct_outputs(config: &TrainConfig, inputs: &[PathBuf]) -> Result<()> {
-    let files: Vec<(PathBuf, &str)> = config.output_files().map(|(p, what)| (identity(p), what)).collect();
-    let inputs: Vec<PathBuf> = inputs.iter().map(|p| identity(p)).collect();
-    if let Some((path, what)) = config.output_files().find(|(p, _)| inputs.contains(&identity(p))) {
-        return Err(Error::Config(format!(
-            "{what} {} is a file the training data is read from: the run would write over it; give another file",
-            path.display()
-        )));
-    }
-    for (k, (path, what)) in files.iter().enumerate() {
-        if let Some((_, other)) = files[..k].iter().find(|(p, _)| p == path) {
-            return Err(Error::Config(format!(
-                "{other} and {what} both name {}: one would replace the other; give each its own file",
-                path.display()
-            )));
-        }
-    }
-    let folders = [
-        config.save.as_ref().map(|s| (&s.dir, "`SaveConfig::dir`")),
-        config.resume.as_ref().map(|dir| (dir, "`TrainConfig::resume`")),
-    ];
-    for (folder, setting) in folders.into_iter().flatten() {
-        let folder = identity(folder);
-        if let Some((path, what)) = files.iter().find(|(p, _)| p.starts_with(&folder)) {
-            return Err(Error::Config(format!(
-                "{what} {} is in the checkpoint folder {} ({setting}), whose files are the checkpoints' own: write \
-                 it elsewhere",
-                path.display(),
-                folder.display()
-            )));
-        }
-    }
-    // Nor checkpoints inside another run's: that run's next save would remove them as its own
-    // leftovers.
-    if let Some(save) = &config.save {
-        if let Some(folder) = checkpoint::owner_folder(&save.dir) {
-            return Err(Error::Config(format!(
-                "`SaveConfig::dir` {} is inside the checkpoint folder {}, whose files are its checkpoints' own (its \
-                 next save would remove yours): save elsewhere",
-                save.dir.display(),
-                folder.display()
-            )));
-        }
-    }
-    // Nor over another run's checkpoint files: `--save-params ck/latest` would leave that run
-    // unable to resume (other files beside them are no checkpoint's).
-    for (path, what) in &files {
-        if let Some(folder) = checkpoint::owner_folder(path) {
-            return Err(Error::Config(format!(
-                "{what} {} is one of the checkpoint folder {}'s own files: write it elsewhere",
-                path.display(),
-                folder.display()
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// What differs between the run a checkpoint recorded and this one (`also_this_schedule`: the
-/// fingerprint a checkpoint of this schedule may hold instead of `now`'s).
-fn changes(saved: &checkpoint::RunAbout, now: &checkpoint::RunAbout, also_this_schedule: &str) -> Vec<String> {
-    let mut changes = Vec::new();
-    // The samples' hash where both runs have one; their descriptions (which name paths) otherwise.
-    match (&saved.data_fingerprint, &now.data_fingerprint) {
-        (Some(before), Some(after)) if before != after && saved.data == now.data => changes.push(format!(
-            "other data: {} holds other samples than the checkpoint's run read (content hash {after}, was {before})",
-            now.data
-        )),
-        (Some(before), Some(after)) if before != after => changes.push(format!(
-            "other data: the checkpoint's run read {}, this one reads {} (content hash {after}, was {before})",
-            saved.data, now.data
-        )),
-        (Some(_), Some(_)) => {}
-        _ if saved.data != now.data => {
-            changes.push(format!("other data: the checkpoint's run read {}, this one reads {}", saved.data, now.data))
-        }
-        _ => {}
-    }
-    if !saved.gradients.is_empty() && saved.gradients != now.gradients {
-        changes
-            .push(format!("gradients that travel otherwise: as {} before, as {} now", saved.gradients, now.gradients));
-    }
-    if !saved.schedule.is_empty() && saved.schedule != now.schedule && saved.schedule != also_this_schedule {
-        changes.push(format!(
-            "another compiled schedule (buckets, wire formats or PowerSGD rank): fingerprint {} before, {} now",
-            saved.schedule, now.schedule
-        ));
-    }
-    // By name: a build that records more settings, or in another order, compares what both have.
-    let settings = |summary: &str| -> Vec<(String, String)> {
-        summary.split("; ").filter_map(|item| item.split_once(": ")).map(|(k, v)| (k.into(), v.into())).collect()
-    };
-    let before = settings(&saved.optimizer);
-    let changed: Vec<String> = settings(&now.optimizer)
-        .into_iter()
-        .filter_map(|(name, now)| {
-            let (_, was) = before.iter().find(|(saved_name, _)| *saved_name == name)?;
-            (*was != now).then(|| format!("{name}: {now} (was {was})"))
-        })
-        .collect();
-    if !saved.optimizer.is_empty() && !changed.is_empty() {
-        changes.push(format!("other optimizer settings: {} (its state is kept)", changed.join(", ")));
-    }
-    if saved.global_batch != now.global_batch {
-        changes.push(format!(
-            "another global batch: {} samples per step before, {} now (the data position is kept in samples)",
-            saved.global_batch, now.global_batch
-        ));
-    }
-    changes
-}
-
 /// Settings that sharded optimizer state cannot run with, refused by name. Each rank updates its
 /// own slice of a bucket on the communication thread, with state for that slice alone (after the
 /// step's global norm when it clips or checks the sums): nothing may send something else than
@@ -438,74 +291,4 @@ pub(super) fn check_lendable<M: DistributedModel>(
         layer.name,
         layer.kind
     )))
-}
-
-/// Where training starts, and what a checkpoint brings besides parameters and optimizer state.
-pub(super) struct Resumed {
-    pub position: Position,
-    /// This rank's PowerSGD state, if any, for the buckets.
-    pub low_rank: Option<checkpoint::low_rank::Restored>,
-    /// The vocabulary the checkpoint records, which the run's files keep where its data
-    /// records none (token shards without `vocabulary.txt`): the ids still mean those characters.
-    pub vocabulary: Option<String>,
-}
-
-/// Where training starts: step 0, or the newest checkpoint of `resume` (loaded into `model`
-/// and `optimizer`; `steps_left` then checks it is before `steps`).
-pub(super) fn resume<M: DistributedModel>(
-    config: &TrainConfig,
-    model: &mut M,
-    optimizer: &mut ChosenOptimizer,
-    (rank, world): (usize, usize),
-    about: &checkpoint::RunAbout,
-) -> Result<Resumed> {
-    let mut position = Position { next_step: 0, samples_seen: 0 };
-    let (mut low_rank, mut vocabulary) = (None, None);
-    if let Some(dir) = &config.resume {
-        let loaded = checkpoint::load(dir, model, optimizer, rank, world)?;
-        low_rank = loaded.low_rank;
-        position = loaded.position;
-        if position.samples_seen.checked_add(about.global_batch).is_none() {
-            return Err(Error::Checkpoint(format!(
-                "{}: the data position, {} samples, leaves no room for a step of {} more: the file is damaged",
-                loaded.state_file.display(),
-                position.samples_seen,
-                about.global_batch
-            )));
-        }
-        vocabulary = loaded.run.as_ref().and_then(|r| r.vocabulary.clone());
-        if let (Some(saved), Some(now)) = (vocabulary.as_deref(), about.vocabulary.as_deref()) {
-            if let Some(why) = crate::text::vocabulary_mismatch(saved, now) {
-                return Err(Error::Checkpoint(format!("{}: {why}", loaded.state_file.display())));
-            }
-        }
-        // A checkpoint at the total already is refused once the ranks agree (`steps_left`).
-        if rank == 0 && position.next_step < config.steps {
-            crate::process::console::err_line(&format!(
-                "resumed from {} at step {}",
-                dir.display(),
-                position.next_step
-            ));
-            // Checkpoints of sharded models written before `plan_fingerprint` recorded `fingerprint`.
-            let recorded_before = format!("{:016x}", M::SCHEDULE.fingerprint());
-            for change in loaded.run.map(|saved| changes(&saved, about, &recorded_before)).unwrap_or_default() {
-                crate::process::console::err_line(&format!("warning: resuming with {change}"));
-            }
-        }
-    }
-    Ok(Resumed { position, low_rank, vocabulary })
-}
-
-/// Fails unless a step is left to run from `position` (checked once the ranks agree on it).
-pub(super) fn steps_left(config: &TrainConfig, position: Position) -> Result<()> {
-    if position.next_step >= config.steps {
-        return Err(Error::Config(format!(
-            "the checkpoint is at step {}, and {} steps is the total to reach: nothing to do (give a larger total to \
-             train on; the parameters it holds are its step folder's {}, a safetensors file)",
-            position.next_step,
-            config.steps,
-            crate::checkpoint::MODEL_FILE
-        )));
-    }
-    Ok(())
 }
