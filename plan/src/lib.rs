@@ -18,6 +18,7 @@ mod link;
 mod low_rank;
 mod profile;
 mod schedule;
+mod schedule_table;
 mod shard;
 mod simulate;
 mod spec;
@@ -32,7 +33,8 @@ pub use limits::{BucketLimits, DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB};
 pub use link::{Link, LinkPreset, LINK_PRESETS};
 pub use low_rank::LowRank;
 pub use profile::{LayerTimes, Profile, PROFILE_FORMAT};
-pub use schedule::{human_bytes, BucketInfo, Fnv, LayerInfo, ParamInfo, ParamRef, Schedule};
+pub use schedule::{BucketInfo, Fnv, LayerInfo, ParamInfo, ParamRef, Schedule};
+pub use schedule_table::human_bytes;
 pub use shard::{owned_part, round_piece, shard_of, shard_within};
 pub use simulate::{
     sim_buckets, simulate, simulate_sharded, BucketTimes, Prediction, SimBucket, SimLowRank, SimSharding, StepCosts,
