@@ -13,7 +13,7 @@ use crate::errors::Errors;
 use crate::field_attr;
 use crate::helpers::lit;
 use crate::planning::{self, Planned};
-use crate::schedule_code::{backward_body, step_body, update_bucket_body, Names};
+use crate::schedule_code::{backward_body, forward_body, step_body, update_bucket_body, Names};
 use crate::shard_attr::Gathers;
 use crate::{check, crate_path, fallback, nesting};
 
@@ -231,9 +231,9 @@ fn emit(model: &Model, planned: &Planned) -> TokenStream {
     let (backward, backward_no_sync) = (backward_body(&names, true), backward_body(&names, false));
     let step = step_body(&names);
     let update_bucket = update_bucket_body(&names);
-    let forward = names.forward_body(false);
+    let forward = forward_body(&names, false);
     let forward_gathering = {
-        let body = names.forward_body(true);
+        let body = forward_body(&names, true);
         quote! {
             /// The forward after a sharded step: each all-gather's wait point right before the
             /// first layer that reads its parameters.

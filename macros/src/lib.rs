@@ -19,6 +19,7 @@ mod errors;
 mod expand;
 mod fallback;
 mod field_attr;
+mod generated_names;
 mod helpers;
 mod init_attr;
 mod layer_limit;
