@@ -10,7 +10,8 @@
 #   --seconds N    the whole run's time (default 420, the steps' own limits together; on two
 #                  busy cores it took 190 s); each step also has a limit of its own, and a step the
 #                  remaining time cannot hold is reported as not run
-#   --archive FILE also packs the results into one gzipped tarball FILE at the end
+#   --archive FILE also packs the results into one gzipped tarball FILE at the end, or when the
+#                  check is stopped (SIGTERM, SIGINT): one file to bring back from the machine
 #   --out DIR      where the results go (default: cpu-targets-out):
 #     env.txt        CPU, cores, OpenMPI, Python and PyTorch
 #     resmlp.txt     compare/overlap_targets.py on resmlp, 2 ranks: the share of the all-reduce
