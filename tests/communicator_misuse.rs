@@ -59,6 +59,10 @@ fn gives_up_and_returns_rank() {
     if comm.rank() == 0 {
         let error = comm.all_reduce_async(filled(0, 4, 1.0)).wait().unwrap_err();
         println!("rank 0 waited: {error}");
+    } else {
+        // Rank 1 keeps its communicator until rank 0's end ends the job: one dropped earlier
+        // leaves on its own (`returns_early_rank`).
+        std::thread::sleep(Duration::from_secs(30));
     }
     // Dropping the communicator here must not hang: rank 0's thread is still in the all-reduce.
 }
@@ -72,6 +76,36 @@ fn a_rank_that_gives_up_on_a_collective_ends_the_job() {
     let said = "rank 0: error: the communicator was dropped with bucket 0's reduction unfinished (a wait for it \
                 had run out): the other ranks may wait in it forever, so the job ends";
     assert!(text.contains(said), "{text}");
+}
+
+/// One rank of `a_rank_that_returns_before_a_collective_others_wait_in_ends_the_job`: rank 1
+/// returns before the barrier rank 0 waits in (as a program whose data fails to open on one
+/// rank returns its error), and goes on after its communicator is dropped.
+#[test]
+#[ignore = "run on 2 ranks by a_rank_that_returns_before_a_collective_others_wait_in_ends_the_job"]
+fn returns_early_rank() {
+    let mut comm = overlap::Communicator::from_env_with(Transport::SharedMemory).unwrap();
+    comm.set_wait_timeout(Some(Duration::from_secs(300)));
+    if comm.rank() == 1 {
+        drop(comm);
+        eprintln!("rank 1 went on after its communicator went");
+        return;
+    }
+    comm.barrier().unwrap();
+    println!("rank 0 passed the barrier");
+}
+
+/// A rank whose communicator goes before a collective the others wait in does not wait for
+/// them in MPI's teardown (which would hang the job until their timeout, its error unprinted):
+/// it says why, leaves without finalising MPI, its program goes on, and mpirun ends the job.
+#[test]
+fn a_rank_that_returns_before_a_collective_others_wait_in_ends_the_job() {
+    let text = failing_job("returns_early_rank");
+    let said = "rank 1: its communicator was dropped after 0 collective(s), while rank(s) 0 wait in collective 1, \
+                which it never entered";
+    assert!(text.contains(said), "{text}");
+    assert!(text.contains("rank 1 went on after its communicator went"), "{text}");
+    assert!(!text.contains("rank 0 passed the barrier") && !text.contains("waited 300s"), "{text}");
 }
 
 /// One rank of `a_collective_every_rank_launched_finishes_before_the_communicator_goes`.

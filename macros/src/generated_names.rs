@@ -191,7 +191,7 @@ impl<'s> Names<'s> {
         }
     }
 
-    /// `let [fc1_bias, fc1_weight] = __S::views_mut(b2.get_mut(), [(0, 2048), (2048, 1605632)]);` per bucket the
+    /// `let [fc1_bias, fc1_weight] = __S::views_mut(Slot::get_mut(&mut b2), [(0, 2048), (2048, 1605632)]);` per bucket the
     /// layer's parameters live in (views in buffer order, which `views_mut` needs: gradient-ready
     /// order puts a layer's last parameter first), and the `&mut [..]` list in parameter order.
     pub(crate) fn gradient_views(&self, i: usize, owned: bool) -> (TokenStream, TokenStream) {
@@ -212,7 +212,7 @@ impl<'s> Names<'s> {
                 quote!((#off, #len))
             });
             let b = &self.buckets[k];
-            let bucket = if owned { quote!(#b.get_mut()) } else { quote!(&mut *#b) };
+            let bucket = if owned { quote!(::overlap::program::Slot::get_mut(&mut #b)) } else { quote!(&mut *#b) };
             lets.extend(quote!(let [#(#names),*] = __S::views_mut(#bucket, [#(#ranges),*]);));
         }
         let all = (0..layer.params.len()).map(view);

@@ -101,7 +101,7 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
                 // backward, which comes later).
                 let info = n.schedule.param(t);
                 let (b, off, len) = (&buckets[info.bucket], lit(info.offset), lit(info.numel()));
-                let bucket = if sync { quote!(#b.get_mut()) } else { quote!(&mut *#b) };
+                let bucket = if sync { quote!(::overlap::program::Slot::get_mut(&mut #b)) } else { quote!(&mut *#b) };
                 let (view, tied) = (suffixed(f, "tied_grad"), n.tied_arg(t));
                 quote!({
                     let [mut #view] = __S::views_mut(#bucket, [(#off, #len)]);
@@ -115,7 +115,7 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
             // (or close): orthogonalise them and start the Q all-reduces, before new launches.
             for k in (0..buckets.len()).filter(|&k| n.turnaround_after(k) == Some(i)) {
                 let pending = format_ident!("b{}_in_flight", k);
-                out.extend(quote!(let #pending = dev.reduce_q(#pending.take())?;));
+                out.extend(quote!(let #pending = dev.reduce_q(::overlap::program::Slot::take(&mut #pending))?;));
             }
             for k in (0..buckets.len()).filter(|&k| n.schedule.buckets[k].launch_after == i) {
                 let (b, pending) = (&buckets[k], format_ident!("b{}_in_flight", k));
@@ -125,7 +125,7 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
                     quote!(::overlap::__private::BucketMember { index: #index, offset: #offset })
                 });
                 let index = lit(k);
-                let args = quote!(#index, #b.take(), &[#(#members),*], self, grad_scale);
+                let args = quote!(#index, ::overlap::program::Slot::take(&mut #b), &[#(#members),*], self, grad_scale);
                 out.extend(match n.schedule.buckets[k].low_rank {
                     None => quote!(let #pending = dev.launch(#args)?;),
                     // The P sums wait in a slot too, until `reduce_q` takes them.
@@ -151,7 +151,7 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
         let late = late.map(|k| format_ident!("b{}_in_flight", k));
         out.extend(quote! {
             dev.backward_done()?;
-            #(let #late = dev.reduce_q(#late.take())?;)*
+            #(let #late = dev.reduce_q(::overlap::program::Slot::take(&mut #late))?;)*
             ::core::result::Result::Ok(#in_flight_on {
                 #(#buckets: #pending,)*
                 grad_scale,
@@ -185,7 +185,7 @@ pub fn step_body(n: &Names) -> TokenStream {
                 None => format_ident!("wait"),
                 Some(_) => format_ident!("wait_low_rank"),
             };
-            quote!(let mut #b = dev.#wait(#index, #p.take())?;)
+            quote!(let mut #b = dev.#wait(#index, ::overlap::program::Slot::take(&mut #p))?;)
         })
         .collect();
     let updates: Vec<TokenStream> = (0..buckets.len())

@@ -58,9 +58,9 @@ fn events(body: &str) -> Vec<String> {
                 Some(format!("backward {}", field(call)))
             } else if let Some((_, args)) = s.split_once("dev.launch(").or_else(|| s.split_once("dev.launch_low_rank("))
             {
-                // The bucket, taken from its slot.
+                // The bucket, taken from its slot (`::overlap::program::Slot::take(&mut b0)`).
                 let bucket = args.split(", ").nth(1).unwrap_or_default();
-                Some(format!("all_reduce {}", bucket.trim_end_matches(".take()")))
+                Some(format!("all_reduce {}", bucket.rsplit("&mut ").next().unwrap_or_default().trim_end_matches(')')))
             } else if let Some((lhs, _)) =
                 s.split_once(" = dev.wait(").or_else(|| s.split_once(" = dev.wait_low_rank("))
             {
@@ -330,20 +330,21 @@ fn each_low_rank_bucket_turns_around_after_the_next_layer_with_parameters_and_th
     let at = |needle: &str| backward.find(needle).unwrap_or_else(|| panic!("{needle} in\n{backward}"));
     let order = [
         "dev.backward(4, &self.fc3,",
-        "let mut b0_in_flight = ::overlap::program::Slot::new(dev.launch_low_rank(0, b0.take(),",
+        "let mut b0_in_flight = ::overlap::program::Slot::new(dev.launch_low_rank(0, ::overlap::program::Slot::take(&mut b0),",
         "dev.backward(2, &self.fc2,",
-        "let b0_in_flight = dev.reduce_q(b0_in_flight.take())?;",
-        "let mut b1_in_flight = ::overlap::program::Slot::new(dev.launch_low_rank(1, b1.take(),",
+        "let b0_in_flight = dev.reduce_q(::overlap::program::Slot::take(&mut b0_in_flight))?;",
+        "let mut b1_in_flight = ::overlap::program::Slot::new(dev.launch_low_rank(1, ::overlap::program::Slot::take(&mut b1),",
         "dev.backward(0, &self.fc1,",
-        "let b1_in_flight = dev.reduce_q(b1_in_flight.take())?;",
-        "let mut b2_in_flight = ::overlap::program::Slot::new(dev.launch_low_rank(2, b2.take(),",
+        "let b1_in_flight = dev.reduce_q(::overlap::program::Slot::take(&mut b1_in_flight))?;",
+        "let mut b2_in_flight = ::overlap::program::Slot::new(dev.launch_low_rank(2, ::overlap::program::Slot::take(&mut b2),",
         "dev.backward_done()?;",
-        "let b2_in_flight = dev.reduce_q(b2_in_flight.take())?;",
+        "let b2_in_flight = dev.reduce_q(::overlap::program::Slot::take(&mut b2_in_flight))?;",
     ];
     let positions: Vec<usize> = order.iter().map(|n| at(n)).collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{order:#?} out of order in\n{backward}");
     assert!(code.contains("b0: __S::LowRankQ,"), "step waits for the Q all-reduces");
-    assert!(code.contains("let mut b0 = dev.wait_low_rank(0, b0_in_flight.take())?;"), "{code}");
+    let wait = "let mut b0 = dev.wait_low_rank(0, ::overlap::program::Slot::take(&mut b0_in_flight))?;";
+    assert!(flat(&code).contains(wait), "{code}");
 }
 
 #[test]
@@ -483,9 +484,12 @@ fn values_handed_on_mid_function_are_taken_from_slots() {
                 [("launch(", 1), ("launch_low_rank(", 1), ("reduce_q(", 0), ("wait(", 1), ("wait_low_rank(", 1)]
             {
                 for (_, args) in body.match_indices(&format!("dev.{call}")).map(|(at, m)| body.split_at(at + m.len())) {
-                    // `b0.take()` splits into `b0.take(` and an empty piece.
+                    // `::overlap::program::Slot::take(&mut b0)` splits into `...::take(&mut b0`.
                     let value = args.split([',', ')']).nth(arg).unwrap_or_default();
-                    assert!(value.ends_with(".take("), "{call}{args:.80} in {name}");
+                    assert!(
+                        value.trim_start().starts_with("::overlap::program::Slot::take(&mut "),
+                        "{call}{args:.80} in {name}"
+                    );
                     handed_on += 1;
                 }
             }

@@ -319,7 +319,7 @@ pub mod net {
             dev.begin_step();
             {
                 let [head_bias, head_weight] = __S::views_mut(
-                    b0.get_mut(),
+                    ::overlap::program::Slot::get_mut(&mut b0),
                     [(0, 2), (2, 16)],
                 );
                 dev.backward(
@@ -335,7 +335,7 @@ pub mod net {
             }
             {
                 let [blocks_1_fc_bias, blocks_1_fc_weight] = __S::views_mut(
-                    b0.get_mut(),
+                    ::overlap::program::Slot::get_mut(&mut b0),
                     [(18, 8), (26, 64)],
                 );
                 dev.backward(
@@ -351,7 +351,7 @@ pub mod net {
             }
             {
                 let [blocks_1_norm_weight, blocks_1_norm_bias] = __S::views_mut(
-                    b0.get_mut(),
+                    ::overlap::program::Slot::get_mut(&mut b0),
                     [(90, 8), (98, 8)],
                 );
                 dev.backward(
@@ -369,7 +369,7 @@ pub mod net {
             let b0_in_flight = dev
                 .launch(
                     0,
-                    b0.take(),
+                    ::overlap::program::Slot::take(&mut b0),
                     &[
                         ::overlap::__private::BucketMember {
                             index: 11,
@@ -401,7 +401,7 @@ pub mod net {
                 )?;
             {
                 let [blocks_0_fc_bias, blocks_0_fc_weight] = __S::views_mut(
-                    b1.get_mut(),
+                    ::overlap::program::Slot::get_mut(&mut b1),
                     [(0, 8), (8, 64)],
                 );
                 dev.backward(
@@ -417,7 +417,7 @@ pub mod net {
             }
             {
                 let [blocks_0_norm_weight, blocks_0_norm_bias] = __S::views_mut(
-                    b1.get_mut(),
+                    ::overlap::program::Slot::get_mut(&mut b1),
                     [(72, 8), (80, 8)],
                 );
                 dev.backward(
@@ -435,7 +435,7 @@ pub mod net {
             let b1_in_flight = dev
                 .launch(
                     1,
-                    b1.take(),
+                    ::overlap::program::Slot::take(&mut b1),
                     &[
                         ::overlap::__private::BucketMember {
                             index: 5,
@@ -459,7 +459,7 @@ pub mod net {
                 )?;
             {
                 let [input_bias, input_weight] = __S::views_mut(
-                    b2.get_mut(),
+                    ::overlap::program::Slot::get_mut(&mut b2),
                     [(0, 8), (8, 32)],
                 );
                 dev.backward(
@@ -476,7 +476,7 @@ pub mod net {
             let b2_in_flight = dev
                 .launch(
                     2,
-                    b2.take(),
+                    ::overlap::program::Slot::take(&mut b2),
                     &[
                         ::overlap::__private::BucketMember {
                             index: 1,
@@ -632,9 +632,12 @@ pub mod net {
             let mut b1_in_flight = ::overlap::program::Slot::new(b1_in_flight);
             let mut b2_in_flight = ::overlap::program::Slot::new(b2_in_flight);
             if dev.clips() {
-                let mut b0 = dev.wait(0, b0_in_flight.take())?;
-                let mut b1 = dev.wait(1, b1_in_flight.take())?;
-                let mut b2 = dev.wait(2, b2_in_flight.take())?;
+                let mut b0 = dev
+                    .wait(0, ::overlap::program::Slot::take(&mut b0_in_flight))?;
+                let mut b1 = dev
+                    .wait(1, ::overlap::program::Slot::take(&mut b1_in_flight))?;
+                let mut b2 = dev
+                    .wait(2, ::overlap::program::Slot::take(&mut b2_in_flight))?;
                 let grad_scale = dev.clip(&[&b0, &b1, &b2], grad_scale)?;
                 self.update_bucket_on(dev, 0, &mut b0, grad_scale)?;
                 self.update_bucket_on(dev, 1, &mut b1, grad_scale)?;
@@ -646,11 +649,11 @@ pub mod net {
                     micro_steps: 0,
                 });
             }
-            let mut b0 = dev.wait(0, b0_in_flight.take())?;
+            let mut b0 = dev.wait(0, ::overlap::program::Slot::take(&mut b0_in_flight))?;
             self.update_bucket_on(dev, 0, &mut b0, grad_scale)?;
-            let mut b1 = dev.wait(1, b1_in_flight.take())?;
+            let mut b1 = dev.wait(1, ::overlap::program::Slot::take(&mut b1_in_flight))?;
             self.update_bucket_on(dev, 1, &mut b1, grad_scale)?;
-            let mut b2 = dev.wait(2, b2_in_flight.take())?;
+            let mut b2 = dev.wait(2, ::overlap::program::Slot::take(&mut b2_in_flight))?;
             self.update_bucket_on(dev, 2, &mut b2, grad_scale)?;
             ::core::result::Result::Ok(NetGradsOn {
                 b0,

@@ -327,7 +327,7 @@ impl ::overlap::program::Program for Mlp {
         dev.begin_step();
         {
             let [head_bias, head_weight] = __S::views_mut(
-                b0.get_mut(),
+                ::overlap::program::Slot::get_mut(&mut b0),
                 [(0, 10), (10, 20480)],
             );
             dev.backward(
@@ -353,7 +353,7 @@ impl ::overlap::program::Program for Mlp {
         )?;
         {
             let [fc3_bias, fc3_weight] = __S::views_mut(
-                b0.get_mut(),
+                ::overlap::program::Slot::get_mut(&mut b0),
                 [(20490, 2048), (22538, 4194304)],
             );
             dev.backward(
@@ -370,7 +370,7 @@ impl ::overlap::program::Program for Mlp {
         let b0_in_flight = dev
             .launch(
                 0,
-                b0.take(),
+                ::overlap::program::Slot::take(&mut b0),
                 &[
                     ::overlap::__private::BucketMember {
                         index: 7,
@@ -404,7 +404,7 @@ impl ::overlap::program::Program for Mlp {
         )?;
         {
             let [fc2_bias, fc2_weight] = __S::views_mut(
-                b1.get_mut(),
+                ::overlap::program::Slot::get_mut(&mut b1),
                 [(0, 2048), (2048, 4194304)],
             );
             dev.backward(
@@ -421,7 +421,7 @@ impl ::overlap::program::Program for Mlp {
         let b1_in_flight = dev
             .launch(
                 1,
-                b1.take(),
+                ::overlap::program::Slot::take(&mut b1),
                 &[
                     ::overlap::__private::BucketMember {
                         index: 3,
@@ -447,7 +447,7 @@ impl ::overlap::program::Program for Mlp {
         )?;
         {
             let [fc1_bias, fc1_weight] = __S::views_mut(
-                b2.get_mut(),
+                ::overlap::program::Slot::get_mut(&mut b2),
                 [(0, 2048), (2048, 1605632)],
             );
             dev.backward(
@@ -464,7 +464,7 @@ impl ::overlap::program::Program for Mlp {
         let b2_in_flight = dev
             .launch(
                 2,
-                b2.take(),
+                ::overlap::program::Slot::take(&mut b2),
                 &[
                     ::overlap::__private::BucketMember {
                         index: 1,
@@ -616,9 +616,9 @@ impl ::overlap::program::Program for Mlp {
         let mut b1_in_flight = ::overlap::program::Slot::new(b1_in_flight);
         let mut b2_in_flight = ::overlap::program::Slot::new(b2_in_flight);
         if dev.clips() {
-            let mut b0 = dev.wait(0, b0_in_flight.take())?;
-            let mut b1 = dev.wait(1, b1_in_flight.take())?;
-            let mut b2 = dev.wait(2, b2_in_flight.take())?;
+            let mut b0 = dev.wait(0, ::overlap::program::Slot::take(&mut b0_in_flight))?;
+            let mut b1 = dev.wait(1, ::overlap::program::Slot::take(&mut b1_in_flight))?;
+            let mut b2 = dev.wait(2, ::overlap::program::Slot::take(&mut b2_in_flight))?;
             let grad_scale = dev.clip(&[&b0, &b1, &b2], grad_scale)?;
             self.update_bucket_on(dev, 0, &mut b0, grad_scale)?;
             self.update_bucket_on(dev, 1, &mut b1, grad_scale)?;
@@ -630,11 +630,11 @@ impl ::overlap::program::Program for Mlp {
                 micro_steps: 0,
             });
         }
-        let mut b0 = dev.wait(0, b0_in_flight.take())?;
+        let mut b0 = dev.wait(0, ::overlap::program::Slot::take(&mut b0_in_flight))?;
         self.update_bucket_on(dev, 0, &mut b0, grad_scale)?;
-        let mut b1 = dev.wait(1, b1_in_flight.take())?;
+        let mut b1 = dev.wait(1, ::overlap::program::Slot::take(&mut b1_in_flight))?;
         self.update_bucket_on(dev, 1, &mut b1, grad_scale)?;
-        let mut b2 = dev.wait(2, b2_in_flight.take())?;
+        let mut b2 = dev.wait(2, ::overlap::program::Slot::take(&mut b2_in_flight))?;
         self.update_bucket_on(dev, 2, &mut b2, grad_scale)?;
         ::core::result::Result::Ok(MlpGradsOn {
             b0,

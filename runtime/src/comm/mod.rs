@@ -29,6 +29,7 @@ mod mpi_shards;
 mod mpi_thread;
 mod narrow_mpi;
 mod narrow_shared;
+mod parting;
 mod settings;
 mod shard_launch;
 mod shard_server;

@@ -20,6 +20,7 @@ use super::mailbox::Reply;
 use super::mode::Transport;
 use super::mpi_calls::{self, all_reduce_in_place, gather_to_root, Gathered};
 use super::narrow_mpi::NarrowMpi;
+use super::parting::{self, Parting};
 use super::shard_server::ShardServer;
 use super::shared_memory::{SharedMemory, Unavailable};
 use super::wire::Narrowing;
@@ -129,20 +130,23 @@ pub(super) fn serve(
     let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         serve_requests((&world, &failed_ranks), shared, inbox, aborting, board)
     }));
-    if served.is_err() {
+    // Likewise a rank that cannot meet the others in the teardown (`parting`) leaves it out.
+    if !matches!(served, Ok(Parting::Together)) {
+        std::mem::forget(failed_ranks);
         std::mem::forget(universe);
     }
 }
 
 /// Serves requests in order until the channel closes; gradients go through `shared` memory when
-/// there is one, else through MPI; ranks that failed meet on `failed_ranks` alone.
+/// there is one, else through MPI; ranks that failed meet on `failed_ranks` alone. Then waits
+/// for the others to go too (`parting`): alone, it leaves `shared` as it is.
 fn serve_requests(
     (world, failed_ranks): (&SimpleCommunicator, &SimpleCommunicator),
     mut shared: Option<SharedMemory>,
     inbox: Receiver<Request>,
     aborting: &AtomicBool,
     board: Option<&Board>,
-) {
+) -> Parting {
     let (rank, size) = (world.rank() as usize, world.size() as usize);
     let mut link: Option<Link> = None;
     let mut all_reduces = 0u64;
@@ -270,6 +274,12 @@ fn serve_requests(
             }
         }
     }
+    let parting = parting::part(board);
+    if let Parting::Alone(why) = &parting {
+        crate::process::console::err_line(why);
+        std::mem::forget(shared);
+    }
+    parting
 }
 
 /// Why the ranks cannot sum gradients together, when some chose MPI's all-reduce and others
