@@ -120,6 +120,51 @@ pub fn builtin(name: &str, ty: &Type, errors: &mut Errors) -> Result<Option<Laye
     Ok(Some(spec))
 }
 
+/// The `overlap::DeviceOp` that the built-in layer `ty` names declares: as an expression
+/// (`::overlap::DeviceOp::Linear { input: 784, output: 2048 }`) for the compile-time check that
+/// the type is that built-in, not another type under its name (`use .. Gelu as Relu`) that would
+/// run with a plan describing another layer, and as messages show it. `None` for other types.
+pub fn builtin_device_op(ty: &Type) -> Option<(proc_macro2::TokenStream, String)> {
+    let Type::Path(path) = ty else { return None };
+    let last = path.path.segments.last()?;
+    builtin_arity(&last.ident)?;
+    let args: Vec<usize> = match &last.arguments {
+        PathArguments::None => Vec::new(),
+        PathArguments::AngleBracketed(a) => a
+            .args
+            .iter()
+            .map(|arg| match arg {
+                GenericArgument::Const(expr) => crate::helpers::int_literal(expr)?.base10_parse().ok(),
+                _ => None,
+            })
+            .collect::<Option<_>>()?,
+        PathArguments::Parenthesized(_) => return None,
+    };
+    let kind = last.ident.unraw().to_string();
+    let names: &[&str] = match kind.as_str() {
+        "Linear" | "TiedHead" => &["input", "output"],
+        "LayerNorm" => &["width"],
+        "CausalSelfAttention" => &["width", "heads"],
+        "Embedding" => &["vocab", "width"],
+        "PositionEmbedding" => &["positions", "width"],
+        _ => &[],
+    };
+    if names.len() != args.len() {
+        return None;
+    }
+    let variant = syn::Ident::new(&kind, proc_macro2::Span::call_site());
+    if args.is_empty() {
+        return Some((quote::quote!(::overlap::DeviceOp::#variant), format!("DeviceOp::{kind}")));
+    }
+    let fields = names.iter().map(|n| syn::Ident::new(n, proc_macro2::Span::call_site()));
+    let values = args.iter().map(|&v| crate::helpers::lit(v));
+    let shown: Vec<String> = names.iter().zip(&args).map(|(n, v)| format!("{n}: {v}")).collect();
+    Some((
+        quote::quote!(::overlap::DeviceOp::#variant { #(#fields: #values),* }),
+        format!("DeviceOp::{kind} {{ {} }}", shown.join(", ")),
+    ))
+}
+
 /// A built-in layer type's width literals with another suffix than `usize` (reported by
 /// `builtin`) without it, so that the struct emitted beside the errors adds none of its own.
 pub fn drop_foreign_suffixes(ty: &mut Type) {

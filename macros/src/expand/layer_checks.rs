@@ -46,20 +46,32 @@ pub(super) fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<Token
                 quote!((#name, &[#(#dims),*]))
             });
             let ready = schedule_tokens::ready(layer.ready);
-            let how = if field.custom {
-                "; `#[layer(...)]` plans them: `input = N, output = M` for a `Width::Fixed` layer (even where N \
-                 equals M), neither for `Width::Preserving`; `params(name = [dims], ...)` in `PARAMS`' order; \
-                 `ready = definition` for `ReadyOrder::Definition`"
-            } else {
-                ""
+            // A built-in by its name: the type must also be that built-in (`builtin_device_op`).
+            let builtin = crate::layers::builtin_device_op(ty).filter(|_| !field.custom);
+            let (op, message) = match &builtin {
+                Some((op, shown)) => (
+                    quote!(::core::option::Option::Some(#op)),
+                    format!(
+                        "layer `{}`: `{}` is not overlap's built-in `{}` that the bucket schedule was planned with \
+                         (`DEVICE_OP = {shown}`, {}): name the built-in by its own name, and a layer of your own by \
+                         another, or describe it with `#[layer(...)]`",
+                        field.name,
+                        crate::layers::shown_type(ty),
+                        crate::layers::kind_name(&layer.kind),
+                        planned_constants(layer)
+                    ),
+                ),
+                None => (
+                    quote!(::core::option::Option::None),
+                    format!(
+                        "layer `{}`: `{}`'s `overlap::Layer` constants are not those the bucket schedule was planned \
+                         with: {}{CUSTOM_HOW}",
+                        field.name,
+                        crate::layers::shown_type(ty),
+                        planned_constants(layer)
+                    ),
+                ),
             };
-            let message = format!(
-                "layer `{}`: `{}`'s `overlap::Layer` constants are not those the bucket schedule was planned with: \
-                 {}{how}",
-                field.name,
-                crate::layers::shown_type(ty),
-                planned_constants(layer)
-            );
             // The message is an argument, not the format string: it holds the type's text (`Gain<{ N }>`).
             // At the type, for errors; its crate paths resolved as the rest of the code's are (at
             // the type's span, `::core` is a path from the crate's root in a 2015-edition crate).
@@ -72,11 +84,16 @@ pub(super) fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<Token
                 quote_spanned!(at=> ::overlap::__private::layer_matches),
             );
             quote_spanned! {ty.span()=>
-                const _: () = #assert!(#matches::<#ty>(#width, &[#(#params),*], #ready), "{}", #message);
+                const _: () = #assert!(#matches::<#ty>(#width, &[#(#params),*], #ready, #op), "{}", #message);
             }
         })
         .collect()
 }
+
+/// How `#[layer(...)]` states each of the constants, for a layer of one's own that disagrees.
+const CUSTOM_HOW: &str = "; `#[layer(...)]` plans them: `input = N, output = M` for a `Width::Fixed` layer (even \
+                          where N equals M), neither for `Width::Preserving`; `params(name = [dims], ...)` in \
+                          `PARAMS`' order; `ready = definition` for `ReadyOrder::Definition`";
 
 /// The `Layer` constants the plan assumed, written as the type would declare them, for the user
 /// to compare with the type's own.

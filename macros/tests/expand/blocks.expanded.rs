@@ -1294,25 +1294,33 @@ pub mod net {
     const _: () = ::overlap::__private::assert!(
         ::overlap::__private::layer_matches:: < Linear < 4, 8 > >
         (::overlap::plan::Width::Fixed { input : 4, output : 8 }, & [("weight", & [8,
-        4]), ("bias", & [8])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-        "layer `input`: `Linear<4, 8>`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Fixed { input: 4, output: 8 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[8, 4] }, ParamDef { name: \"bias\", shape: &[8] }], READY_ORDER = ReadyOrder::Reverse"
+        4]), ("bias", & [8])], ::overlap::plan::ReadyOrder::Reverse,
+        ::core::option::Option::Some(::overlap::DeviceOp::Linear { input : 4, output : 8
+        })), "{}",
+        "layer `input`: `Linear<4, 8>` is not overlap's built-in `Linear` that the bucket schedule was planned with (`DEVICE_OP = DeviceOp::Linear { input: 4, output: 8 }`, WIDTH = Width::Fixed { input: 4, output: 8 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[8, 4] }, ParamDef { name: \"bias\", shape: &[8] }], READY_ORDER = ReadyOrder::Reverse): name the built-in by its own name, and a layer of your own by another, or describe it with `#[layer(...)]`"
     );
     const _: () = ::overlap::__private::assert!(
         ::overlap::__private::layer_matches:: < LayerNorm < 8 > >
         (::overlap::plan::Width::Fixed { input : 8, output : 8 }, & [("weight", & [8]),
-        ("bias", & [8])], ::overlap::plan::ReadyOrder::Definition), "{}",
-        "layer `blocks.0.norm`: `LayerNorm<8>`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Fixed { input: 8, output: 8 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[8] }, ParamDef { name: \"bias\", shape: &[8] }], READY_ORDER = ReadyOrder::Definition"
+        ("bias", & [8])], ::overlap::plan::ReadyOrder::Definition,
+        ::core::option::Option::Some(::overlap::DeviceOp::LayerNorm { width : 8 })),
+        "{}",
+        "layer `blocks.0.norm`: `LayerNorm<8>` is not overlap's built-in `LayerNorm` that the bucket schedule was planned with (`DEVICE_OP = DeviceOp::LayerNorm { width: 8 }`, WIDTH = Width::Fixed { input: 8, output: 8 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[8] }, ParamDef { name: \"bias\", shape: &[8] }], READY_ORDER = ReadyOrder::Definition): name the built-in by its own name, and a layer of your own by another, or describe it with `#[layer(...)]`"
     );
     const _: () = ::overlap::__private::assert!(
         ::overlap::__private::layer_matches:: < Linear < 8, 8 > >
         (::overlap::plan::Width::Fixed { input : 8, output : 8 }, & [("weight", & [8,
-        8]), ("bias", & [8])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-        "layer `blocks.0.fc`: `Linear<8, 8>`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Fixed { input: 8, output: 8 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[8, 8] }, ParamDef { name: \"bias\", shape: &[8] }], READY_ORDER = ReadyOrder::Reverse"
+        8]), ("bias", & [8])], ::overlap::plan::ReadyOrder::Reverse,
+        ::core::option::Option::Some(::overlap::DeviceOp::Linear { input : 8, output : 8
+        })), "{}",
+        "layer `blocks.0.fc`: `Linear<8, 8>` is not overlap's built-in `Linear` that the bucket schedule was planned with (`DEVICE_OP = DeviceOp::Linear { input: 8, output: 8 }`, WIDTH = Width::Fixed { input: 8, output: 8 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[8, 8] }, ParamDef { name: \"bias\", shape: &[8] }], READY_ORDER = ReadyOrder::Reverse): name the built-in by its own name, and a layer of your own by another, or describe it with `#[layer(...)]`"
     );
     const _: () = ::overlap::__private::assert!(
         ::overlap::__private::layer_matches:: < Linear < 8, 2 > >
         (::overlap::plan::Width::Fixed { input : 8, output : 2 }, & [("weight", & [2,
-        8]), ("bias", & [2])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-        "layer `head`: `Linear<8, 2>`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Fixed { input: 8, output: 2 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[2, 8] }, ParamDef { name: \"bias\", shape: &[2] }], READY_ORDER = ReadyOrder::Reverse"
+        8]), ("bias", & [2])], ::overlap::plan::ReadyOrder::Reverse,
+        ::core::option::Option::Some(::overlap::DeviceOp::Linear { input : 8, output : 2
+        })), "{}",
+        "layer `head`: `Linear<8, 2>` is not overlap's built-in `Linear` that the bucket schedule was planned with (`DEVICE_OP = DeviceOp::Linear { input: 8, output: 2 }`, WIDTH = Width::Fixed { input: 8, output: 2 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[2, 8] }, ParamDef { name: \"bias\", shape: &[2] }], READY_ORDER = ReadyOrder::Reverse): name the built-in by its own name, and a layer of your own by another, or describe it with `#[layer(...)]`"
     );
 }

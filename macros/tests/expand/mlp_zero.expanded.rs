@@ -1165,39 +1165,50 @@ impl ::overlap::__private::ParamVecs for Mlp {
 const _: () = ::overlap::__private::assert!(
     ::overlap::__private::layer_matches:: < Linear < 784, 2048 > >
     (::overlap::plan::Width::Fixed { input : 784, output : 2048 }, & [("weight", & [2048,
-    784]), ("bias", & [2048])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-    "layer `fc1`: `Linear<784, 2048>`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Fixed { input: 784, output: 2048 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[2048, 784] }, ParamDef { name: \"bias\", shape: &[2048] }], READY_ORDER = ReadyOrder::Reverse"
+    784]), ("bias", & [2048])], ::overlap::plan::ReadyOrder::Reverse,
+    ::core::option::Option::Some(::overlap::DeviceOp::Linear { input : 784, output : 2048
+    })), "{}",
+    "layer `fc1`: `Linear<784, 2048>` is not overlap's built-in `Linear` that the bucket schedule was planned with (`DEVICE_OP = DeviceOp::Linear { input: 784, output: 2048 }`, WIDTH = Width::Fixed { input: 784, output: 2048 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[2048, 784] }, ParamDef { name: \"bias\", shape: &[2048] }], READY_ORDER = ReadyOrder::Reverse): name the built-in by its own name, and a layer of your own by another, or describe it with `#[layer(...)]`"
 );
 const _: () = ::overlap::__private::assert!(
     ::overlap::__private::layer_matches:: < Relu > (::overlap::plan::Width::Preserving, &
-    [], ::overlap::plan::ReadyOrder::Reverse), "{}",
-    "layer `act1`: `Relu`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Preserving, PARAMS = &[], READY_ORDER = ReadyOrder::Reverse"
+    [], ::overlap::plan::ReadyOrder::Reverse,
+    ::core::option::Option::Some(::overlap::DeviceOp::Relu)), "{}",
+    "layer `act1`: `Relu` is not overlap's built-in `Relu` that the bucket schedule was planned with (`DEVICE_OP = DeviceOp::Relu`, WIDTH = Width::Preserving, PARAMS = &[], READY_ORDER = ReadyOrder::Reverse): name the built-in by its own name, and a layer of your own by another, or describe it with `#[layer(...)]`"
 );
 const _: () = ::overlap::__private::assert!(
     ::overlap::__private::layer_matches:: < Linear < 2048, 2048 > >
     (::overlap::plan::Width::Fixed { input : 2048, output : 2048 }, & [("weight", &
-    [2048, 2048]), ("bias", & [2048])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-    "layer `fc2`: `Linear<2048, 2048>`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Fixed { input: 2048, output: 2048 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[2048, 2048] }, ParamDef { name: \"bias\", shape: &[2048] }], READY_ORDER = ReadyOrder::Reverse"
+    [2048, 2048]), ("bias", & [2048])], ::overlap::plan::ReadyOrder::Reverse,
+    ::core::option::Option::Some(::overlap::DeviceOp::Linear { input : 2048, output :
+    2048 })), "{}",
+    "layer `fc2`: `Linear<2048, 2048>` is not overlap's built-in `Linear` that the bucket schedule was planned with (`DEVICE_OP = DeviceOp::Linear { input: 2048, output: 2048 }`, WIDTH = Width::Fixed { input: 2048, output: 2048 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[2048, 2048] }, ParamDef { name: \"bias\", shape: &[2048] }], READY_ORDER = ReadyOrder::Reverse): name the built-in by its own name, and a layer of your own by another, or describe it with `#[layer(...)]`"
 );
 const _: () = ::overlap::__private::assert!(
     ::overlap::__private::layer_matches:: < Relu > (::overlap::plan::Width::Preserving, &
-    [], ::overlap::plan::ReadyOrder::Reverse), "{}",
-    "layer `act2`: `Relu`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Preserving, PARAMS = &[], READY_ORDER = ReadyOrder::Reverse"
+    [], ::overlap::plan::ReadyOrder::Reverse,
+    ::core::option::Option::Some(::overlap::DeviceOp::Relu)), "{}",
+    "layer `act2`: `Relu` is not overlap's built-in `Relu` that the bucket schedule was planned with (`DEVICE_OP = DeviceOp::Relu`, WIDTH = Width::Preserving, PARAMS = &[], READY_ORDER = ReadyOrder::Reverse): name the built-in by its own name, and a layer of your own by another, or describe it with `#[layer(...)]`"
 );
 const _: () = ::overlap::__private::assert!(
     ::overlap::__private::layer_matches:: < Linear < 2048, 2048 > >
     (::overlap::plan::Width::Fixed { input : 2048, output : 2048 }, & [("weight", &
-    [2048, 2048]), ("bias", & [2048])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-    "layer `fc3`: `Linear<2048, 2048>`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Fixed { input: 2048, output: 2048 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[2048, 2048] }, ParamDef { name: \"bias\", shape: &[2048] }], READY_ORDER = ReadyOrder::Reverse"
+    [2048, 2048]), ("bias", & [2048])], ::overlap::plan::ReadyOrder::Reverse,
+    ::core::option::Option::Some(::overlap::DeviceOp::Linear { input : 2048, output :
+    2048 })), "{}",
+    "layer `fc3`: `Linear<2048, 2048>` is not overlap's built-in `Linear` that the bucket schedule was planned with (`DEVICE_OP = DeviceOp::Linear { input: 2048, output: 2048 }`, WIDTH = Width::Fixed { input: 2048, output: 2048 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[2048, 2048] }, ParamDef { name: \"bias\", shape: &[2048] }], READY_ORDER = ReadyOrder::Reverse): name the built-in by its own name, and a layer of your own by another, or describe it with `#[layer(...)]`"
 );
 const _: () = ::overlap::__private::assert!(
     ::overlap::__private::layer_matches:: < Relu > (::overlap::plan::Width::Preserving, &
-    [], ::overlap::plan::ReadyOrder::Reverse), "{}",
-    "layer `act3`: `Relu`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Preserving, PARAMS = &[], READY_ORDER = ReadyOrder::Reverse"
+    [], ::overlap::plan::ReadyOrder::Reverse,
+    ::core::option::Option::Some(::overlap::DeviceOp::Relu)), "{}",
+    "layer `act3`: `Relu` is not overlap's built-in `Relu` that the bucket schedule was planned with (`DEVICE_OP = DeviceOp::Relu`, WIDTH = Width::Preserving, PARAMS = &[], READY_ORDER = ReadyOrder::Reverse): name the built-in by its own name, and a layer of your own by another, or describe it with `#[layer(...)]`"
 );
 const _: () = ::overlap::__private::assert!(
     ::overlap::__private::layer_matches:: < Linear < 2048, 10 > >
     (::overlap::plan::Width::Fixed { input : 2048, output : 10 }, & [("weight", & [10,
-    2048]), ("bias", & [10])], ::overlap::plan::ReadyOrder::Reverse), "{}",
-    "layer `head`: `Linear<2048, 10>`'s `overlap::Layer` constants are not those the bucket schedule was planned with: WIDTH = Width::Fixed { input: 2048, output: 10 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[10, 2048] }, ParamDef { name: \"bias\", shape: &[10] }], READY_ORDER = ReadyOrder::Reverse"
+    2048]), ("bias", & [10])], ::overlap::plan::ReadyOrder::Reverse,
+    ::core::option::Option::Some(::overlap::DeviceOp::Linear { input : 2048, output : 10
+    })), "{}",
+    "layer `head`: `Linear<2048, 10>` is not overlap's built-in `Linear` that the bucket schedule was planned with (`DEVICE_OP = DeviceOp::Linear { input: 2048, output: 10 }`, WIDTH = Width::Fixed { input: 2048, output: 10 }, PARAMS = &[ParamDef { name: \"weight\", shape: &[10, 2048] }, ParamDef { name: \"bias\", shape: &[10] }], READY_ORDER = ReadyOrder::Reverse): name the built-in by its own name, and a layer of your own by another, or describe it with `#[layer(...)]`"
 );

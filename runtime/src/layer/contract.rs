@@ -154,7 +154,20 @@ pub trait Layer: Sized + Send {
 /// Compile-time check used by the macro: does `L` have exactly the widths, parameter names and
 /// shapes, and ready order the schedule was planned with? (The names too: the schedule names each
 /// parameter in checkpoints and `#[init]`'s suffixes, and `param(i)` must be the one so named.)
-pub const fn layer_matches<L: Layer>(width: Width, params: &[(&str, &[usize])], ready: ReadyOrder) -> bool {
+/// For a layer planned as a built-in by its name, `op` is that built-in's `DEVICE_OP`, which `L`
+/// must declare too: another type under its name with the same constants (`use overlap::Gelu as
+/// Relu`) would run while the schedule and the cost model describe another layer.
+pub const fn layer_matches<L: Layer>(
+    width: Width,
+    params: &[(&str, &[usize])],
+    ready: ReadyOrder,
+    op: Option<DeviceOp>,
+) -> bool {
+    if let Some(op) = op {
+        if !same_op(L::DEVICE_OP, op) {
+            return false;
+        }
+    }
     let same_width = match (L::WIDTH, width) {
         (Width::Preserving, Width::Preserving) => true,
         (Width::Fixed { input: a, output: b }, Width::Fixed { input: c, output: d }) => a == c && b == d,
@@ -185,6 +198,24 @@ pub const fn layer_matches<L: Layer>(width: Width, params: &[(&str, &[usize])], 
         i += 1;
     }
     true
+}
+
+/// `a == b`, in a `const fn`.
+const fn same_op(a: DeviceOp, b: DeviceOp) -> bool {
+    use DeviceOp as D;
+    match (a, b) {
+        (D::Relu, D::Relu) | (D::Gelu, D::Gelu) | (D::Tanh, D::Tanh) | (D::Sigmoid, D::Sigmoid) => true,
+        (D::Dropout, D::Dropout) => true,
+        (D::LayerNorm { width: a }, D::LayerNorm { width: b }) => a == b,
+        (D::Linear { input: a, output: b }, D::Linear { input: c, output: d })
+        | (D::TiedHead { input: a, output: b }, D::TiedHead { input: c, output: d })
+        | (D::CausalSelfAttention { width: a, heads: b }, D::CausalSelfAttention { width: c, heads: d })
+        | (D::Embedding { vocab: a, width: b }, D::Embedding { vocab: c, width: d })
+        | (D::PositionEmbedding { positions: a, width: b }, D::PositionEmbedding { positions: c, width: d }) => {
+            a == c && b == d
+        }
+        _ => false,
+    }
 }
 
 /// `a == b`, in a `const fn`.

@@ -254,23 +254,30 @@ fn sigmoid() {
 fn layer_matches_checks_width_names_shapes_and_ready_order() {
     let (fixed, rev, def) = (Width::Fixed { input: 3, output: 2 }, ReadyOrder::Reverse, ReadyOrder::Definition);
     let linear = [("weight", &[2, 3][..]), ("bias", &[2])];
-    assert!(layer_matches::<Linear<3, 2>>(fixed, &linear, rev));
-    assert!(!layer_matches::<Linear<3, 2>>(fixed, &linear, def), "Linear readies bias first");
-    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[("weight", &[3, 2]), ("bias", &[2])], rev));
-    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[("weight", &[2, 3])], rev));
-    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[("weight", &[2, 3]), ("bias", &[2, 1])], rev));
-    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[("bias", &[2, 3]), ("weight", &[2])], rev), "names in order");
-    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[("weight", &[2, 3]), ("bia", &[2])], rev));
-    assert!(!layer_matches::<Linear<3, 2>>(Width::Fixed { input: 2, output: 3 }, &linear, rev));
-    assert!(!layer_matches::<Linear<3, 2>>(Width::Preserving, &linear, rev));
+    assert!(layer_matches::<Linear<3, 2>>(fixed, &linear, rev, None));
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &linear, def, None), "Linear readies bias first");
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[("weight", &[3, 2]), ("bias", &[2])], rev, None));
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[("weight", &[2, 3])], rev, None));
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[("weight", &[2, 3]), ("bias", &[2, 1])], rev, None));
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[("bias", &[2, 3]), ("weight", &[2])], rev, None), "names in order");
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &[("weight", &[2, 3]), ("bia", &[2])], rev, None));
+    assert!(!layer_matches::<Linear<3, 2>>(Width::Fixed { input: 2, output: 3 }, &linear, rev, None));
+    assert!(!layer_matches::<Linear<3, 2>>(Width::Preserving, &linear, rev, None));
     let four = Width::Fixed { input: 4, output: 4 };
-    assert!(layer_matches::<LayerNorm<4>>(four, &[("weight", &[4]), ("bias", &[4])], def));
+    assert!(layer_matches::<LayerNorm<4>>(four, &[("weight", &[4]), ("bias", &[4])], def, None));
     assert!(
-        !layer_matches::<LayerNorm<4>>(four, &[("weight", &[4]), ("bias", &[4])], rev),
+        !layer_matches::<LayerNorm<4>>(four, &[("weight", &[4]), ("bias", &[4])], rev, None),
         "LayerNorm readies weight first"
     );
-    assert!(layer_matches::<Relu>(Width::Preserving, &[], rev));
-    assert!(!layer_matches::<Gelu>(Width::Fixed { input: 3, output: 3 }, &[], rev));
+    assert!(layer_matches::<Relu>(Width::Preserving, &[], rev, None));
+    assert!(!layer_matches::<Gelu>(Width::Fixed { input: 3, output: 3 }, &[], rev, None));
+    // A built-in by its name: the type must declare that built-in's kernel too.
+    let relu = Some(DeviceOp::Relu);
+    assert!(layer_matches::<Relu>(Width::Preserving, &[], rev, relu));
+    assert!(!layer_matches::<Gelu>(Width::Preserving, &[], rev, relu), "Gelu under Relu's name");
+    let linear_op = |input, output| Some(DeviceOp::Linear { input, output });
+    assert!(layer_matches::<Linear<3, 2>>(fixed, &linear, rev, linear_op(3, 2)));
+    assert!(!layer_matches::<Linear<3, 2>>(fixed, &linear, rev, linear_op(2, 3)));
 }
 
 #[test]
