@@ -48,6 +48,7 @@ pub(super) fn host_impls(
     });
     quote! {
         /// On the host: the program with the layers' own methods and the communicator.
+        #[allow(non_snake_case, deprecated)]
         impl ::overlap::DistributedModel for #ident #guard {
             const SCHEDULE: ::overlap::plan::Schedule = #schedule_const;
             type Workspace = #workspace_on<::overlap::program::Host>;
@@ -142,6 +143,7 @@ pub(super) fn host_impls(
             }
         }
 
+        #[allow(non_snake_case, deprecated)]
         impl ::overlap::__private::ParamVecs for #ident #guard {
             fn param_vec_mut(&mut self, index: ::core::primitive::usize) -> ::core::option::Option<&mut ::std::vec::Vec<::core::primitive::f32>> {
                 use ::overlap::Layer as _;
