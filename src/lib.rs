@@ -109,7 +109,7 @@ pub use overlap_runtime::{
 // Training: the loop, its settings, losses, data and optimizers.
 pub use overlap_runtime::{
     AdamW, Batch, CrossEntropyLoss, Dataset, DecayOn, Device, DeviceLoss, DropoutConfig, Loss, LrSchedule, MseLoss,
-    ObserveConfig, Optimizer, OptimizerConfig, OptimizerKind, Progress, ReportFormat, SaveConfig, Sgd,
+    ObserveConfig, Optimizer, OptimizerConfig, OptimizerKind, OptimizerState, Progress, ReportFormat, SaveConfig, Sgd,
     SyntheticClassification, TrainConfig, TrainSummary, Trainer, ValidationConfig,
 };
 // The ranks and their gradient buckets (`GradientBuckets::buckets` gives them between steps).

@@ -53,7 +53,7 @@ pub use layer::{
 };
 pub use loss::{CrossEntropyLoss, DeviceLoss, Loss, MseLoss};
 pub use model::{grad_scale, DistributedModel, GradientBuckets};
-pub use optim::{AdamW, DecayOn, LrSchedule, Optimizer, Sgd};
+pub use optim::{AdamW, DecayOn, LrSchedule, Optimizer, OptimizerState, Sgd};
 pub use overlap_plan as plan;
 pub use tensor::Matrix;
 pub use train::{

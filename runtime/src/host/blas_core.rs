@@ -98,14 +98,17 @@ pub fn mismatch() -> Option<&'static str> {
 /// What rank 0 tells a user whose products run on kernels below what the CPU runs: the variable
 /// to set where the program could not restart itself (a `Trainer` of their own), or, where
 /// `OPENBLAS_CORETYPE` was set (some machines set it for every process), that the value set is
-/// what costs the speed. The choice stands either way; only the note says what it costs.
+/// what costs the speed. The choice stands either way; only the note says what it costs. Once
+/// a process: a program that fits several times is told once.
 pub fn slower_kernels_note() -> Option<String> {
-    if cfg!(feature = "mkl") {
+    static TOLD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if cfg!(feature = "mkl") || TOLD.load(std::sync::atomic::Ordering::Relaxed) {
         return None;
     }
     let chosen = chosen();
     let fitting = better(&chosen, fitting())?;
     let set = std::env::var_os(CORETYPE_VARIABLE).map(|v| v.to_string_lossy().into_owned());
+    TOLD.store(true, std::sync::atomic::Ordering::Relaxed);
     Some(note(&chosen, fitting, set.as_deref()))
 }
 

@@ -93,9 +93,15 @@ pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Datas
         return Err(Error::Config(format!("{} has no layer with fixed widths", schedule.model)));
     };
     if data.features() != features {
+        // What the data says of itself, where it says more than its width (`Dataset::describe`).
+        let described = data.describe();
+        let own = if described == format!("{} features per sample", data.features()) {
+            String::new()
+        } else {
+            format!(" ({described})")
+        };
         return Err(Error::Dataset(format!(
-            "the data ({}) gives {} features per sample, {}'s first layer takes {features}",
-            data.describe(),
+            "the data{own} gives {} features per sample, {}'s first layer takes {features}",
             data.features(),
             schedule.model
         )));

@@ -68,7 +68,7 @@ pub(super) fn steps_left(config: &TrainConfig, position: Position) -> Result<()>
     if position.next_step >= config.steps {
         return Err(Error::Config(format!(
             "the checkpoint is at step {}, and {} steps is the total to reach: nothing to do (give a larger total to \
-             train on; the parameters it holds are its step folder's {}, a safetensors file)",
+             train on; its parameters are in its step folder's {})",
             position.next_step,
             config.steps,
             crate::checkpoint::MODEL_FILE
