@@ -154,6 +154,31 @@ fn a_dataset_or_loss_of_the_wrong_shape_is_an_error_not_a_panic() {
     assert!(err.contains("the loss's gradient is 5x3, the model's output 4x3"), "{err}");
 }
 
+/// Says its samples have 6 features, and nothing more of itself.
+struct SixWide;
+
+impl Dataset for SixWide {
+    fn fill(&mut self, _first: u64, rows: usize, batch: &mut Batch) -> overlap::Result<()> {
+        batch.inputs.resize(rows, 6);
+        batch.labels = vec![0; rows];
+        Ok(())
+    }
+
+    fn features(&self) -> usize {
+        6
+    }
+}
+
+#[test]
+fn data_of_another_width_than_the_first_layer_is_refused_naming_both() {
+    let err = fit(|t| t, &mut SixWide, &CrossEntropyLoss).unwrap_err().to_string();
+    assert!(err.contains("the data gives 6 features per sample, Small's first layer takes 4"), "{err}");
+    // A dataset that describes itself is named by its description.
+    let err = fit(|t| t, &mut SyntheticClassification::new(3, 6, 3), &CrossEntropyLoss).unwrap_err().to_string();
+    assert!(err.contains("the data (synthetic"), "{err}");
+    assert!(err.contains(") gives 6 features per sample, Small's first layer takes 4"), "{err}");
+}
+
 #[test]
 fn optimizer_numbers_pytorch_refuses_or_nan_are_refused_by_name() {
     for (optimizer, expected) in [
