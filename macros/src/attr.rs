@@ -323,8 +323,15 @@ fn mebibytes(value: &Expr, key: &str, errors: &mut Errors) -> Option<usize> {
             errors.spanned(value, format!("`{key}` must be at least one byte (1 / {MIB} MiB)"));
             None
         }
-        _ => {
+        Some(_) => {
             errors.spanned(value, format!("`{key}` must be a number of MiB greater than zero"));
+            None
+        }
+        None => {
+            errors.spanned(
+                value,
+                format!("`{key}` must be a number of MiB greater than zero, written as a number (`8`, `0.5`)"),
+            );
             None
         }
     }

@@ -21,11 +21,26 @@ pub fn expr_name(expr: &Expr) -> String {
     }
 }
 
-/// The integer literal an expression is, if it is one.
+/// The integer literal an expression is, if it is one: also in braces or parentheses, as a
+/// const argument may be written (`Linear<{ 64 }, 10>`), or in a `macro_rules!` fragment's
+/// invisible group.
 pub fn int_literal(expr: &Expr) -> Option<&LitInt> {
-    match expr {
+    match unwrapped(expr) {
         Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => Some(i),
         _ => None,
+    }
+}
+
+/// `expr` without the braces, parentheses and invisible groups around it (`{ (4) }` is `4`).
+fn unwrapped(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Paren(inner) => unwrapped(&inner.expr),
+        Expr::Group(inner) => unwrapped(&inner.expr),
+        Expr::Block(block) if block.attrs.is_empty() && block.label.is_none() => match block.block.stmts.as_slice() {
+            [syn::Stmt::Expr(inner, None)] => unwrapped(inner),
+            _ => expr,
+        },
+        _ => expr,
     }
 }
 
@@ -58,11 +73,30 @@ pub fn positive_int(expr: &Expr, what: &str, errors: &mut Errors) -> Option<LitI
             errors.spanned(lit, format!("{what} must fit a `usize`: {lit} does not (at most {})", usize::MAX));
             None
         }
-        _ => {
+        Some(_) => {
+            errors.spanned(expr, format!("{what} must be an integer literal greater than zero"));
+            None
+        }
+        // A constant or an expression: its value is the compiler's to know, after the macro ran.
+        None if !matches!(unwrapped(expr), Expr::Lit(_) | Expr::Unary(_)) => {
+            errors.spanned(expr, not_computed(what, expr));
+            None
+        }
+        None => {
             errors.spanned(expr, format!("{what} must be an integer literal greater than zero"));
             None
         }
     }
+}
+
+/// Why a number the plan needs cannot be `written` (a constant, an expression): the macro runs
+/// before the compiler knows its value.
+pub fn not_computed(what: &str, written: &impl quote::ToTokens) -> String {
+    let written = written.to_token_stream().to_string();
+    format!(
+        "{what} must be an integer literal greater than zero: the bucket plan is made from its value, which the \
+         macro cannot compute from `{written}`; write the number"
+    )
 }
 
 /// The value of a literal `positive_int` accepted.
@@ -97,6 +131,7 @@ pub fn number(value: &Expr) -> Option<f64> {
     match value {
         Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => i.base10_parse::<f64>().ok(),
         Expr::Lit(ExprLit { lit: Lit::Float(f), .. }) => f.base10_parse::<f64>().ok(),
+        Expr::Group(inner) => number(&inner.expr),
         _ => None,
     }
 }

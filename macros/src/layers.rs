@@ -277,10 +277,7 @@ fn const_args(
             GenericArgument::Const(expr) => positive_int(expr, "a layer width", errors),
             // `Linear<N, M>` with named constants parses as types; the planner needs the values.
             other => {
-                errors.spanned(
-                    other,
-                    "a layer width must be an integer literal greater than zero (the bucket plan is computed from it)",
-                );
+                errors.spanned(other, crate::helpers::not_computed("a layer width", other));
                 None
             }
         };

@@ -4,7 +4,7 @@
 
 use quote::ToTokens;
 use syn::ext::IdentExt;
-use syn::{Expr, Ident, Item, ItemMod, ItemStruct, Type};
+use syn::{Ident, Item, ItemMod, ItemStruct, Type};
 
 use crate::cfg;
 use crate::errors::Errors;
@@ -359,11 +359,9 @@ pub(super) fn block_of(ty: &Type, all: &[&ItemStruct], within: usize) -> Option<
     };
     match ty {
         Type::Array(a) => {
-            let len = match &a.len {
+            let len = match crate::helpers::int_literal(&a.len) {
                 // `base10_parse` ignores the suffix: `2u8` would be unrolled, and the compiler refuse it.
-                Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(n), .. }) if !foreign_suffix(n) => {
-                    n.base10_parse::<usize>().ok()
-                }
+                Some(n) if !foreign_suffix(n) => n.base10_parse::<usize>().ok(),
                 _ => None,
             };
             named(&a.elem).map(|b| (b, Some(len)))
