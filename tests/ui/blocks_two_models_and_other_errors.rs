@@ -15,6 +15,7 @@ mod net {
     }
 
     pub struct Other {
+        head: Linear<4, 2>,
         fc: NotALayer,
     }
 }

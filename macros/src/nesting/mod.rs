@@ -25,10 +25,12 @@ use crate::helpers::foreign_suffix;
 use crate::layer_limit::{past_max_layers, MAX_LAYERS};
 
 mod macro_calls;
+mod own_structs;
 mod roles;
 
+pub use own_structs::own_as_written;
 use roles::block_of;
-pub use roles::{generated_names_free, own_as_written, structs, unjudged, Structs, GENERATED_TYPES};
+pub use roles::{generated_names_free, structs, unjudged, Structs, GENERATED_TYPES};
 
 /// Copies of a block in one field (`[Block; N]`), at most: the code is unrolled per copy.
 const MAX_REPEAT: usize = 1024;

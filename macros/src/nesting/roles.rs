@@ -6,6 +6,7 @@ use quote::ToTokens;
 use syn::ext::IdentExt;
 use syn::{Ident, Item, ItemMod, ItemStruct, Type};
 
+use super::own_structs::{not_in_the_model, without_plain_structs};
 use crate::cfg;
 use crate::errors::Errors;
 use crate::helpers::foreign_suffix;
@@ -92,6 +93,14 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
         }
         [] => errors.spanned(&module.ident, "every struct in this module is used by another: one must be the model"),
         several => {
+            // Candidates that hold no layer are structs of one's own beside the model: said so,
+            // and left as written, so that their fields are not read as layers.
+            let names: Vec<&Ident> = all.iter().map(|s| &s.ident).collect();
+            let (models, plain): (Vec<usize>, Vec<usize>) =
+                several.iter().partition(|&&s| holds_layers(all[s], &module.ident, &names));
+            if !models.is_empty() && !plain.is_empty() {
+                return without_plain_structs(all, &models, &plain, own, errors);
+            }
             let names: Vec<String> = several.iter().map(|&s| format!("`{}`", all[s].ident)).collect();
             for &s in &several[1..] {
                 errors.spanned(
@@ -132,12 +141,7 @@ fn layer_types<'a>(structs: &[&'a ItemStruct], module: &Ident, items: &[Item]) -
     let implemented: Vec<&syn::Ident> =
         items.iter().filter_map(|i| if let Item::Impl(i) = i { implemented_layer(i) } else { None }).collect();
     let names: Vec<&Ident> = structs.iter().map(|s| &s.ident).collect();
-    let holds_layers = |s: &ItemStruct| {
-        s.fields.iter().any(|f| {
-            let builtin = matches!(&f.ty, Type::Path(p) if p.path.segments.last().is_some_and(|l| crate::layers::is_builtin(&l.ident)));
-            builtin || described(f) || names_module_struct(f.ty.to_token_stream(), module, &names)
-        })
-    };
+    let holds_layers = |s: &ItemStruct| holds_layers(s, module, &names);
     let layer = |s: &ItemStruct| {
         let id = &s.ident;
         let uses: Vec<&syn::Field> =
@@ -151,6 +155,16 @@ fn layer_types<'a>(structs: &[&'a ItemStruct], module: &Ident, items: &[Item]) -
                 && (implemented || !holds_layers(s)))
     };
     structs.iter().filter(|s| layer(s)).map(|s| &s.ident).collect()
+}
+
+/// Whether `s` holds a layer or a block: a field of a built-in layer's type, one described with
+/// `#[layer(..)]`, or one naming a struct of the module (`names`).
+fn holds_layers(s: &ItemStruct, module: &Ident, names: &[&Ident]) -> bool {
+    s.fields.iter().any(|f| {
+        let builtin = matches!(&f.ty, Type::Path(p) if p.path.segments.last().is_some_and(|l| crate::layers::is_builtin(&l.ident)));
+        let described = f.attrs.iter().any(|a| a.path().is_ident("layer"));
+        builtin || described || names_module_struct(f.ty.to_token_stream(), module, names)
+    })
 }
 
 /// The structs among a module's `items`, in order.
@@ -277,40 +291,6 @@ fn model_not_found(every: &[&ItemStruct], layers: &[&syn::Ident], named: &syn::I
         named,
         format!("{what}: `model` names the struct that holds the model's layers and blocks{candidates}"),
     );
-}
-
-/// A struct of one's own beside a named model is emitted as written: this macro's attributes on
-/// it would only be unknown to the compiler, so each is reported here (and removed, by
-/// `own_as_written`).
-fn not_in_the_model(own: &ItemStruct, model: &syn::Ident, errors: &mut Errors) {
-    let struct_attrs = own.attrs.iter();
-    let field_attrs = own.fields.iter().flat_map(|f| f.attrs.iter());
-    for attr in struct_attrs.chain(field_attrs).filter(|a| ours_or_residual(a)) {
-        errors.spanned(
-            attr,
-            format!(
-                "`{}` is not part of the model `{model}` (neither it nor its blocks use it as a block), so this \
-                 macro's attributes do not apply to it",
-                own.ident
-            ),
-        );
-    }
-}
-
-/// The struct of one's own `own` as it is emitted: as written, but for this macro's attributes
-/// (reported by `not_in_the_model`).
-pub fn own_as_written(own: &ItemStruct) -> ItemStruct {
-    let mut item = own.clone();
-    item.attrs.retain(|a| !ours_or_residual(a));
-    for field in item.fields.iter_mut() {
-        field.attrs.retain(|a| !ours_or_residual(a));
-    }
-    item
-}
-
-/// One of this macro's field attributes (directly or through `cfg_attr`), or `#[residual]`.
-fn ours_or_residual(attr: &syn::Attribute) -> bool {
-    crate::field_attr::is_ours(attr) || attr.path().is_ident("residual") || cfg::applies(attr, "residual")
 }
 
 /// The types the macro emits beside the model `model` (see `schedule_code::Names`).
