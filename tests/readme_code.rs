@@ -35,8 +35,9 @@ pub struct Mlp {
 // against the type at compile time, and the run checks what the layer does: an `init` that sizes a
 // parameter otherwise than `PARAMS` is an error when the model is built, and a forward output or
 // input gradient of another shape than `WIDTH` and the input say panics naming the layer.
-// `crate = "path"` (as serde's) when `overlap` is a renamed dependency or a re-export (on a
-// module of blocks the path is read inside the module: an alias imported beside it is `super::ml`).
+// A renamed dependency (`ml = { package = "overlap", .. }`) is read from Cargo.toml; `crate =
+// "path"` (as serde's) names a re-export or an alias (on a module of blocks the path is read inside
+// the module: an alias imported beside it is `super::ml`).
 // A `macro_rules!` macro may write the model: fields of `$t:ty`, `[$b; $n]` and literals in the
 // attributes (`params(weight = [$w])`) read as written out; a struct that a macro call inside a
 // module of blocks writes is not seen (the module is read before its calls expand): an error says so.

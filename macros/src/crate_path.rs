@@ -1,6 +1,7 @@
 //! `#[distributed_model(crate = "path")]`, as serde's `#[serde(crate = "...")]`: for a user who
-//! depends on `overlap` under another name (`my_overlap = { package = "overlap", .. }`) or
-//! re-exports it from a crate of their own. The code is generated with `::overlap::` paths, as
+//! re-exports `overlap` from a crate of their own, or names it through an alias; one who depends
+//! on it under another name (`my_overlap = { package = "overlap", .. }`) needs none, as the name
+//! is read from the crate's manifest (`renamed_dependency`). The code is generated with `::overlap::` paths, as
 //! `cargo expand` shows them by default; given another path, each `::overlap` that starts a path
 //! is replaced by it in one pass over the tokens, so no emitter needs to know. A module of
 //! blocks gets its code inside the module, where the path is then read: an alias the enclosing
@@ -11,6 +12,20 @@ use quote::ToTokens;
 
 /// The crate's name in generated paths when none is given.
 const DEFAULT: &str = "overlap";
+
+/// `::ml` where the crate being compiled depends on `overlap` under the name `ml` (its
+/// `Cargo.toml`: `ml = { package = "overlap", .. }`), so that a renamed dependency needs no
+/// `crate = ".."`; `None` where it is `overlap`, or is not a direct dependency (a re-export, which
+/// `crate = ".."` names), or the manifest cannot be read.
+pub fn renamed_dependency() -> Option<syn::Path> {
+    match proc_macro_crate::crate_name(DEFAULT).ok()? {
+        proc_macro_crate::FoundCrate::Name(name) if name != DEFAULT => {
+            let name = syn::Ident::new(&name, proc_macro2::Span::call_site());
+            Some(syn::parse_quote!(::#name))
+        }
+        _ => None,
+    }
+}
 
 /// `tokens` with every path that starts `::overlap::` starting with `krate` instead.
 pub fn rebase(tokens: TokenStream, krate: &syn::Path) -> TokenStream {

@@ -126,10 +126,11 @@ fn configured(mut planned: Planned, config: &attr::ModelConfig) -> Planned {
     planned
 }
 
-/// `code` with its `::overlap::` paths where `crate = ".."` says the crate is.
+/// `code` with its `::overlap::` paths where `crate = ".."` says the crate is, or else where the
+/// user's `Cargo.toml` names it (a renamed dependency).
 fn with_crate(code: TokenStream, config: &attr::ModelConfig) -> TokenStream {
-    match &config.krate {
-        Some(krate) => crate_path::rebase(code, krate),
+    match config.krate.clone().or_else(crate_path::renamed_dependency) {
+        Some(krate) => crate_path::rebase(code, &krate),
         None => code,
     }
 }

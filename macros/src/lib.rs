@@ -57,7 +57,8 @@ use proc_macro::TokenStream;
 /// type's `overlap::Layer` constants (`PARAMS`, `WIDTH`, `READY_ORDER`).
 ///
 /// `crate = "path"` (as serde's `#[serde(crate = "...")]`) names where the generated code finds
-/// `overlap` when it is not `::overlap`: a renamed dependency (`crate = "::ml"`) or a re-export.
+/// `overlap` when it is not `::overlap`: a re-export or an alias. A renamed dependency (`ml = {
+/// package = "overlap" }`) needs none: the macro reads its name from the crate's `Cargo.toml`.
 ///
 /// On a module holding a model and its blocks, the model is the struct no other uses; `model =
 /// Net` names it instead, and the module may then also hold structs of the program's own, which

@@ -4,19 +4,18 @@
 
 use syn::ItemStruct;
 
-use super::roles::Structs;
 use crate::cfg;
 use crate::errors::Errors;
 
 /// `all` without the candidates for the model that hold no layer (`plain`, each reported, and
-/// kept as written in `own`); `models` are the others.
+/// kept as written in `own`), with the positions there of the others (`models`), and `own`.
 pub(super) fn without_plain_structs<'a>(
     all: Vec<&'a ItemStruct>,
     models: &[usize],
     plain: &[usize],
     mut own: Vec<&'a ItemStruct>,
     errors: &mut Errors,
-) -> Structs<'a> {
+) -> (Vec<&'a ItemStruct>, Vec<usize>, Vec<&'a ItemStruct>) {
     let model_names: Vec<String> = models.iter().map(|&m| format!("`{}`", all[m].ident)).collect();
     let name_it = match models {
         [one] => format!("`#[distributed_model(model = {})]`", all[*one].ident),
@@ -45,7 +44,7 @@ pub(super) fn without_plain_structs<'a>(
     own.extend(plain.iter().map(|&s| all[s]));
     let roots = models.iter().map(|&m| m - plain.iter().filter(|&&p| p < m).count()).collect();
     let kept = all.iter().enumerate().filter(|(s, _)| !plain.contains(s)).map(|(_, &s)| s).collect();
-    Structs { all: kept, roots, own }
+    (kept, roots, own)
 }
 
 /// A struct of one's own beside a named model is emitted as written: this macro's attributes on

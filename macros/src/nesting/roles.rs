@@ -99,7 +99,8 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
             let (models, plain): (Vec<usize>, Vec<usize>) =
                 several.iter().partition(|&&s| holds_layers(all[s], &module.ident, &names));
             if !models.is_empty() && !plain.is_empty() {
-                return without_plain_structs(all, &models, &plain, own, errors);
+                let (all, roots, own) = without_plain_structs(all, &models, &plain, own, errors);
+                return Structs { all, roots, own };
             }
             let names: Vec<String> = several.iter().map(|&s| format!("`{}`", all[s].ident)).collect();
             for &s in &several[1..] {
