@@ -54,14 +54,13 @@ pub(crate) struct Laggard {
     pub(crate) state: Option<ProcessState>,
 }
 
-/// Another rank as this rank's communicator goes: how far it got, whether its communicator went
-/// too, and its process's state (when seen on this node).
+/// Another rank as this rank's communicator goes: how far it got, and whether its communicator
+/// went too.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Peer {
     pub(crate) rank: usize,
     pub(crate) reached: u64,
     pub(crate) left: bool,
-    pub(crate) state: Option<ProcessState>,
 }
 
 /// What `/proc` says about a rank's process.
@@ -179,7 +178,6 @@ impl Board {
                 rank,
                 reached: self.slot(rank, 0).load(Ordering::Acquire),
                 left: self.slot(rank, 2).load(Ordering::Acquire) != 0,
-                state: self.process_state(rank),
             })
             .collect()
     }
