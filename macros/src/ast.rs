@@ -125,6 +125,7 @@ impl<'a> Model<'a> {
             errors.spanned(clause, message);
         }
         crate::field_attr::misplaced_on_struct(&item.attrs, &item.ident, errors);
+        refuse_packed(&item.attrs, errors);
         let params = generic_params(&item.generics);
         let mut complete = true;
         let fields: Vec<Field> = match &item.fields {
@@ -225,5 +226,24 @@ impl<'a> Field<'a> {
             init_attr::check_named(own, &prefix.name, &[(layer.init.as_ref(), layer.spec.as_ref())], errors);
         }
         layer
+    }
+}
+
+/// Reports `#[repr(packed)]` on a model or a block, once: the generated code borrows each layer
+/// where it lies (`&self.fc`), which a packed struct's fields do not allow, and the compiler would
+/// say so at every borrow.
+pub fn refuse_packed(attrs: &[syn::Attribute], errors: &mut Errors) {
+    let packed = |attr: &&syn::Attribute| match &attr.meta {
+        syn::Meta::List(list) if list.path.is_ident("repr") => {
+            list.tokens.clone().into_iter().any(|t| matches!(t, proc_macro2::TokenTree::Ident(i) if i == "packed"))
+        }
+        _ => false,
+    };
+    if let Some(attr) = attrs.iter().find(packed) {
+        errors.spanned(
+            attr,
+            "a model or block cannot be `#[repr(packed)]`: the generated code borrows each layer where it lies, \
+             which the fields of a packed struct do not allow",
+        );
     }
 }

@@ -68,6 +68,7 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
     for s in &all {
         cfg::check_struct(&s.attrs, errors);
         crate::field_attr::misplaced_on_struct(&s.attrs, &s.ident, errors);
+        crate::ast::refuse_packed(&s.attrs, errors);
     }
     if all.is_empty() {
         errors.spanned(&module.ident, "this module holds no struct: put the model and its blocks in it");
