@@ -23,18 +23,21 @@ fn fit(
     configure(trainer).fit(&mut model, data, loss)
 }
 
-/// Says its samples have 4 features and fills 5 columns.
-struct TooWide;
+/// Says its samples have `says` features and fills `fills` columns, describing itself no further.
+struct Columns {
+    fills: usize,
+    says: usize,
+}
 
-impl Dataset for TooWide {
+impl Dataset for Columns {
     fn fill(&mut self, _first: u64, rows: usize, batch: &mut Batch) -> overlap::Result<()> {
-        batch.inputs.resize(rows, 5);
+        batch.inputs.resize(rows, self.fills);
         batch.labels = vec![0; rows];
         Ok(())
     }
 
     fn features(&self) -> usize {
-        4
+        self.says
     }
 }
 
@@ -148,30 +151,15 @@ fn adamw_with_eps_0_is_named_when_its_zero_gradients_turn_the_loss_nan() {
 
 #[test]
 fn a_dataset_or_loss_of_the_wrong_shape_is_an_error_not_a_panic() {
-    let err = fit(|t| t, &mut TooWide, &CrossEntropyLoss).unwrap_err().to_string();
+    let err = fit(|t| t, &mut Columns { fills: 5, says: 4 }, &CrossEntropyLoss).unwrap_err().to_string();
     assert!(err.contains("the dataset filled rows of 5 columns from index 0, and says its samples have 4"), "{err}");
     let err = fit(|t| t, &mut SyntheticClassification::new(3, 4, 3), &OffByOne).unwrap_err().to_string();
     assert!(err.contains("the loss's gradient is 5x3, the model's output 4x3"), "{err}");
 }
 
-/// Says its samples have 6 features, and nothing more of itself.
-struct SixWide;
-
-impl Dataset for SixWide {
-    fn fill(&mut self, _first: u64, rows: usize, batch: &mut Batch) -> overlap::Result<()> {
-        batch.inputs.resize(rows, 6);
-        batch.labels = vec![0; rows];
-        Ok(())
-    }
-
-    fn features(&self) -> usize {
-        6
-    }
-}
-
 #[test]
 fn data_of_another_width_than_the_first_layer_is_refused_naming_both() {
-    let err = fit(|t| t, &mut SixWide, &CrossEntropyLoss).unwrap_err().to_string();
+    let err = fit(|t| t, &mut Columns { fills: 6, says: 6 }, &CrossEntropyLoss).unwrap_err().to_string();
     assert!(err.contains("the data gives 6 features per sample, Small's first layer takes 4"), "{err}");
     // A dataset that describes itself is named by its description.
     let err = fit(|t| t, &mut SyntheticClassification::new(3, 6, 3), &CrossEntropyLoss).unwrap_err().to_string();

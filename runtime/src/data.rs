@@ -60,6 +60,12 @@ impl Batch {
     }
 }
 
+/// `Dataset::describe`'s default: the width alone (`6 features per sample`), which says nothing
+/// a message naming the width does not.
+pub(crate) fn width_only(features: usize) -> String {
+    format!("{features} features per sample")
+}
+
 /// Where the `Trainer` reads its samples: by global index, so that each rank reads its own
 /// shard of every step and a resumed run reads what an uninterrupted one would have.
 pub trait Dataset {
@@ -81,7 +87,7 @@ pub trait Dataset {
 
     /// A short description for the start-up line.
     fn describe(&self) -> String {
-        format!("{} features per sample", self.features())
+        width_only(self.features())
     }
 
     /// What the token ids of a language model's samples stand for, kept with its checkpoints

@@ -164,10 +164,10 @@ impl Board {
         self.slot(self.rank, 0).load(Ordering::Acquire)
     }
 
-    /// Marks this rank as gone from the job's collectives: its communicator was dropped after
+    /// Marks this rank as gone from the job's collectives: its communicator was dropped, after
     /// the collectives its count says (see `parting`).
     pub(crate) fn leave(&self) {
-        self.slot(self.rank, 2).store(self.own() + 1, Ordering::Release);
+        self.slot(self.rank, 2).store(1, Ordering::Release);
     }
 
     /// Every other rank, as `parting` weighs it.

@@ -95,7 +95,7 @@ pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Datas
     if data.features() != features {
         // What the data says of itself, where it says more than its width (`Dataset::describe`).
         let described = data.describe();
-        let own = if described == format!("{} features per sample", data.features()) {
+        let own = if described == crate::data::width_only(data.features()) {
             String::new()
         } else {
             format!(" ({described})")
