@@ -333,10 +333,10 @@ pub fn not_a_layer(ty: &Type) -> String {
 }
 
 /// An array's element that is neither a bare name (`Block`) nor a layer type (`nn::Linear<4, 4>`,
-/// `overlap::Relu`): a path or parentheses around what can only be a block's name.
+/// `overlap::Relu`): a path to what can only be a block's name. (Parentheses around a type were
+/// taken off before, as the compiler reads them: `[(Block); 2]` is `[Block; 2]`.)
 fn names_no_layer(elem: &Type) -> bool {
     match elem {
-        Type::Paren(_) => true,
         Type::Path(p) => {
             let last = p.path.segments.last();
             p.path.segments.len() > 1

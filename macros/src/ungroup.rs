@@ -1,8 +1,8 @@
 //! Types, lengths and attribute arguments that reach the macro through another macro's
 //! fragments (`$t:ty`, `$n:expr`, `$c:literal`) arrive wrapped in invisible groups. They are
 //! unwrapped before anything reads the fields, so that `model!(Net, Linear<4, 8>)` is the model
-//! it reads as; the tokens keep their spans. (An attribute's values are literals and paths,
-//! which no grouping changes the meaning of.)
+//! it reads as; the tokens keep their spans. Parentheses around a type go the same way. (An
+//! attribute's values are literals and paths, which no grouping changes the meaning of.)
 
 use proc_macro2::{Delimiter, Group, TokenStream, TokenTree};
 use syn::{Expr, Fields, GenericArgument, Item, PathArguments, Type};
@@ -58,8 +58,13 @@ pub fn tokens(stream: TokenStream) -> TokenStream {
 }
 
 fn ty(t: &mut Type) {
-    while let Type::Group(g) = t {
-        *t = (*g.elem).clone();
+    // `(Linear<4, 8>)` is the type it holds, as the compiler reads it.
+    loop {
+        match t {
+            Type::Group(g) => *t = (*g.elem).clone(),
+            Type::Paren(p) => *t = (*p.elem).clone(),
+            _ => break,
+        }
     }
     match t {
         Type::Array(a) => {

@@ -1,5 +1,5 @@
-// An array repeats a block named by its struct's name alone: arrays of arrays, paths and
-// parentheses around the name are each told what to write instead.
+// An array repeats a block named by its struct's name alone: arrays of arrays and paths are each
+// told what to write instead. (Parentheses around the name are read through: tests/ui/pass.)
 #[overlap::distributed_model]
 mod net {
     use overlap::prelude::*;
@@ -11,7 +11,6 @@ mod net {
     pub struct Net {
         grid: [[Block; 2]; 2],
         pathed: [self::Block; 2],
-        parenthesised: [(Block); 2],
         // A layer through a path, repeated: told to make a block of it.
         layers: [overlap::prelude::Tanh; 2],
         head: Linear<4, 2>,

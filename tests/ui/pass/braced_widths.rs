@@ -1,5 +1,6 @@
-//! Widths and repeat counts in braces or parentheses (`Linear<{ 64 }, 10>`, `[Block; { 2 }]`)
-//! are the literals they hold, as the compiler reads them.
+//! Widths and repeat counts in braces or parentheses (`Linear<{ 64 }, 10>`, `[Block; { 2 }]`),
+//! and types in parentheses (`(Linear<4, 2>)`, `[(Block); 2]`), are what they hold, as the
+//! compiler reads them.
 use overlap::prelude::*;
 
 #[distributed_model]
@@ -13,8 +14,8 @@ mod net {
     }
 
     pub struct Net {
-        blocks: [Block; { 2 }],
-        head: Linear<4, { 2 }>,
+        blocks: [(Block); { 2 }],
+        head: (Linear<4, { 2 }>),
     }
 }
 
