@@ -39,100 +39,108 @@ impl Storage for Host {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HostCompute;
 
+/// The layers' calls on the host, written once for each type that computes there
+/// (`HostCompute`, and `HostLaunch`, which backward drives): none of them reads `self`.
+macro_rules! host_compute_methods {
+    () => {
+        #[inline]
+        fn new_bucket(&mut self, schedule: &Schedule, index: usize) -> std::result::Result<GradBucket, Infallible> {
+            Ok(GradBucket::planned(schedule, index))
+        }
+
+        #[inline]
+        fn copy_input(&mut self, input: &Matrix, into: &mut Matrix) -> std::result::Result<(), Infallible> {
+            into.clone_from(input);
+            Ok(())
+        }
+
+        #[inline]
+        fn forward<L: Layer>(
+            &mut self,
+            index: usize,
+            layer: &L,
+            ctx: &StepContext,
+            x: &Matrix,
+            y: &mut Matrix,
+            saved: &mut L::Saved,
+        ) -> std::result::Result<(), Infallible> {
+            let _span = trace::forward(index);
+            layer.forward(&ctx.for_layer(index), x, y, saved);
+            output_fits::<L>(index, x, y);
+            Ok(())
+        }
+
+        #[inline]
+        fn backward<L: Layer>(
+            &mut self,
+            index: usize,
+            layer: &L,
+            ctx: &StepContext,
+            (x, y, saved): (&Matrix, &Matrix, &L::Saved),
+            dy: &Matrix,
+            grads: &mut [&mut [f32]],
+            accumulate: bool,
+            dx: Option<&mut Matrix>,
+        ) -> std::result::Result<(), Infallible> {
+            let _span = trace::backward(index);
+            gradient_fits_output::<L>(index, y, dy);
+            let mut dx = dx;
+            layer.backward(&ctx.for_layer(index), x, y, saved, dy, grads, accumulate, dx.as_deref_mut());
+            input_gradient_fits::<L>(index, x, dx.as_deref());
+            Ok(())
+        }
+
+        #[inline]
+        fn forward_tied<L: TiedLayer, W: Layer>(
+            &mut self,
+            index: usize,
+            layer: &L,
+            tied: Tied<'_, W>,
+            ctx: &StepContext,
+            x: &Matrix,
+            y: &mut Matrix,
+            saved: &mut L::Saved,
+        ) -> std::result::Result<(), Infallible> {
+            let _span = trace::forward(index);
+            layer.forward_tied(tied.owner.param(tied.param), ctx, x, y, saved);
+            Ok(())
+        }
+
+        #[inline]
+        fn backward_tied<L: TiedLayer, W: Layer>(
+            &mut self,
+            index: usize,
+            layer: &L,
+            tied: Tied<'_, W>,
+            ctx: &StepContext,
+            (x, y, saved): (&Matrix, &Matrix, &L::Saved),
+            dy: &Matrix,
+            grad: &mut &mut [f32],
+            accumulate: bool,
+            dx: Option<&mut Matrix>,
+        ) -> std::result::Result<(), Infallible> {
+            let _span = trace::backward(index);
+            gradient_fits_output::<L>(index, y, dy);
+            layer.backward_tied(tied.owner.param(tied.param), ctx, x, y, saved, dy, grad, accumulate, dx);
+            Ok(())
+        }
+
+        #[inline]
+        fn set_sum(&mut self, into: &mut Matrix, a: &Matrix, b: &Matrix) -> std::result::Result<(), Infallible> {
+            into.set_sum(a, b);
+            Ok(())
+        }
+
+        #[inline]
+        fn add_assign(&mut self, into: &mut Matrix, other: &Matrix) -> std::result::Result<(), Infallible> {
+            into.add_assign(other);
+            Ok(())
+        }
+    };
+}
+
 impl Compute<Host> for HostCompute {
-    #[inline]
-    fn new_bucket(&mut self, schedule: &Schedule, index: usize) -> std::result::Result<GradBucket, Infallible> {
-        Ok(GradBucket::planned(schedule, index))
-    }
-
-    #[inline]
-    fn copy_input(&mut self, input: &Matrix, into: &mut Matrix) -> std::result::Result<(), Infallible> {
-        into.clone_from(input);
-        Ok(())
-    }
-
-    #[inline]
-    fn forward<L: Layer>(
-        &mut self,
-        index: usize,
-        layer: &L,
-        ctx: &StepContext,
-        x: &Matrix,
-        y: &mut Matrix,
-        saved: &mut L::Saved,
-    ) -> std::result::Result<(), Infallible> {
-        let _span = trace::forward(index);
-        layer.forward(&ctx.for_layer(index), x, y, saved);
-        output_fits::<L>(index, x, y);
-        Ok(())
-    }
-
-    #[inline]
-    fn backward<L: Layer>(
-        &mut self,
-        index: usize,
-        layer: &L,
-        ctx: &StepContext,
-        (x, y, saved): (&Matrix, &Matrix, &L::Saved),
-        dy: &Matrix,
-        grads: &mut [&mut [f32]],
-        accumulate: bool,
-        dx: Option<&mut Matrix>,
-    ) -> std::result::Result<(), Infallible> {
-        let _span = trace::backward(index);
-        gradient_fits_output::<L>(index, y, dy);
-        let mut dx = dx;
-        layer.backward(&ctx.for_layer(index), x, y, saved, dy, grads, accumulate, dx.as_deref_mut());
-        input_gradient_fits::<L>(index, x, dx.as_deref());
-        Ok(())
-    }
-
-    #[inline]
-    fn forward_tied<L: TiedLayer, W: Layer>(
-        &mut self,
-        index: usize,
-        layer: &L,
-        tied: Tied<'_, W>,
-        ctx: &StepContext,
-        x: &Matrix,
-        y: &mut Matrix,
-        saved: &mut L::Saved,
-    ) -> std::result::Result<(), Infallible> {
-        let _span = trace::forward(index);
-        layer.forward_tied(tied.owner.param(tied.param), ctx, x, y, saved);
-        Ok(())
-    }
-
-    #[inline]
-    fn backward_tied<L: TiedLayer, W: Layer>(
-        &mut self,
-        index: usize,
-        layer: &L,
-        tied: Tied<'_, W>,
-        ctx: &StepContext,
-        (x, y, saved): (&Matrix, &Matrix, &L::Saved),
-        dy: &Matrix,
-        grad: &mut &mut [f32],
-        accumulate: bool,
-        dx: Option<&mut Matrix>,
-    ) -> std::result::Result<(), Infallible> {
-        let _span = trace::backward(index);
-        gradient_fits_output::<L>(index, y, dy);
-        layer.backward_tied(tied.owner.param(tied.param), ctx, x, y, saved, dy, grad, accumulate, dx);
-        Ok(())
-    }
-
-    #[inline]
-    fn set_sum(&mut self, into: &mut Matrix, a: &Matrix, b: &Matrix) -> std::result::Result<(), Infallible> {
-        into.set_sum(a, b);
-        Ok(())
-    }
-
-    #[inline]
-    fn add_assign(&mut self, into: &mut Matrix, other: &Matrix) -> std::result::Result<(), Infallible> {
-        into.add_assign(other);
-        Ok(())
-    }
+    host_compute_methods!();
 }
 
 /// Backward on the host: the layers, and the communicator that starts each bucket's all-reduce
@@ -168,83 +176,7 @@ impl<'a, O: Optimizer> HostSettle<'a, O> {
     }
 }
 impl<O: Optimizer> Compute<Host> for HostLaunch<'_, O> {
-    #[inline]
-    fn new_bucket(&mut self, schedule: &Schedule, index: usize) -> std::result::Result<GradBucket, Infallible> {
-        HostCompute.new_bucket(schedule, index)
-    }
-
-    #[inline]
-    fn copy_input(&mut self, input: &Matrix, into: &mut Matrix) -> std::result::Result<(), Infallible> {
-        HostCompute.copy_input(input, into)
-    }
-
-    #[inline]
-    fn forward<L: Layer>(
-        &mut self,
-        index: usize,
-        layer: &L,
-        ctx: &StepContext,
-        x: &Matrix,
-        y: &mut Matrix,
-        saved: &mut L::Saved,
-    ) -> std::result::Result<(), Infallible> {
-        HostCompute.forward(index, layer, ctx, x, y, saved)
-    }
-
-    #[inline]
-    fn backward<L: Layer>(
-        &mut self,
-        index: usize,
-        layer: &L,
-        ctx: &StepContext,
-        kept: (&Matrix, &Matrix, &L::Saved),
-        dy: &Matrix,
-        grads: &mut [&mut [f32]],
-        accumulate: bool,
-        dx: Option<&mut Matrix>,
-    ) -> std::result::Result<(), Infallible> {
-        HostCompute.backward(index, layer, ctx, kept, dy, grads, accumulate, dx)
-    }
-
-    #[inline]
-    fn forward_tied<L: TiedLayer, W: Layer>(
-        &mut self,
-        index: usize,
-        layer: &L,
-        tied: Tied<'_, W>,
-        ctx: &StepContext,
-        x: &Matrix,
-        y: &mut Matrix,
-        saved: &mut L::Saved,
-    ) -> std::result::Result<(), Infallible> {
-        HostCompute.forward_tied(index, layer, tied, ctx, x, y, saved)
-    }
-
-    #[inline]
-    fn backward_tied<L: TiedLayer, W: Layer>(
-        &mut self,
-        index: usize,
-        layer: &L,
-        tied: Tied<'_, W>,
-        ctx: &StepContext,
-        kept: (&Matrix, &Matrix, &L::Saved),
-        dy: &Matrix,
-        grad: &mut &mut [f32],
-        accumulate: bool,
-        dx: Option<&mut Matrix>,
-    ) -> std::result::Result<(), Infallible> {
-        HostCompute.backward_tied(index, layer, tied, ctx, kept, dy, grad, accumulate, dx)
-    }
-
-    #[inline]
-    fn set_sum(&mut self, into: &mut Matrix, a: &Matrix, b: &Matrix) -> std::result::Result<(), Infallible> {
-        HostCompute.set_sum(into, a, b)
-    }
-
-    #[inline]
-    fn add_assign(&mut self, into: &mut Matrix, other: &Matrix) -> std::result::Result<(), Infallible> {
-        HostCompute.add_assign(into, other)
-    }
+    host_compute_methods!();
 }
 
 impl<M: ParamVecs, O: Optimizer> Launch<M, Host> for HostLaunch<'_, O> {
