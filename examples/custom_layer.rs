@@ -7,7 +7,6 @@
 //! ```
 
 use overlap::prelude::*;
-use overlap::{InitRng, ParamDef, Width};
 
 /// `y = x * gain`, one gain per feature, initialised to ones.
 pub struct Gain<const D: usize> {

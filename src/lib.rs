@@ -11,7 +11,6 @@
 //!
 //! ```
 //! use overlap::prelude::*;
-//! use overlap::{Batch, ReportFormat};
 //!
 //! #[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1)]
 //! pub struct Regressor {
@@ -116,7 +115,7 @@ pub use overlap_runtime::{
 /// A cluster that `Trainer::simulate` replays the step on (`"world=64,link=ib-ndr".parse()`).
 pub use overlap_runtime::profile::Cluster;
 pub use overlap_runtime::{CommConfig, CommMode, Communicator, GradBucket, Transport, WireFormat};
-pub use overlap_runtime::{Error, Result};
+pub use overlap_runtime::{Error, ParseError, Result};
 
 /// How long a failing rank waits for the others to fail alike before ending the job
 /// (`Communicator::abort_job`).
@@ -147,7 +146,9 @@ pub use overlap_runtime::token_shards;
 /// Spans, the overlap report, the Chrome trace and the timeline.
 pub use overlap_runtime::trace;
 
-/// The macro, the built-in layers, losses and optimizers, the model trait and the `Trainer`.
+/// The macro, the built-in layers, losses and optimizers, the model trait, the `Trainer` and what
+/// a dataset, a loss or a layer of one's own is written with. (A name of your own beside
+/// `use overlap::prelude::*` takes precedence over the prelude's.)
 pub mod prelude {
     pub use overlap_macros::distributed_model;
     pub use overlap_runtime::{
@@ -155,6 +156,12 @@ pub mod prelude {
         Dropout, Embedding, Gelu, GradientBuckets, Layer, LayerNorm, Linear, Loss, Matrix, MseLoss, Optimizer,
         OptimizerConfig, PositionEmbedding, Relu, Sgd, Sigmoid, StepContext, Tanh, TiedHead, TrainSummary, Trainer,
     };
+    // What a dataset or a loss of one's own fills and reads, and the `Trainer`'s settings.
+    pub use overlap_runtime::{
+        Batch, Device, ReportFormat, SaveConfig, SyntheticClassification, TrainConfig, ValidationConfig,
+    };
+    // What a layer of one's own declares (`Layer::PARAMS`, its widths, ready order and device op).
+    pub use overlap_runtime::{DeviceOp, InitRng, ParamDef, ReadyOrder, Width};
 }
 
 /// Used by the code `#[distributed_model]` emits; not a public API. What only generated code

@@ -41,7 +41,7 @@ pub struct Mlp {
 // A `macro_rules!` macro may write the model: fields of `$t:ty`, `[$b; $n]` and literals in the
 // attributes (`params(weight = [$w])`) read as written out; a struct that a macro call inside a
 // module of blocks writes is not seen (the module is read before its calls expand): an error says so.
-// `#[init(std = 0.02)]` on a layer or a block draws its weights from N(0, 0.02²), biases at zero
+// `#[init(std = 0.02)]` on the field of a layer or a block draws its weights from N(0, 0.02²), biases at zero
 // (GPT-2's init); `ends_with("c_proj.weight", std = 0.0071)` inside it draws the parameters whose
 // path ends so at a spread of their own (nanoGPT's residual projections). The innermost `#[init]`
 // around a layer decides it; a suffix that names no parameter, or an `#[init]` with no parameter
@@ -116,7 +116,6 @@ mod small {
 fn trainer() -> Result<overlap::TrainSummary, Box<dyn std::error::Error>> {
     use small::Mlp;
 use overlap::prelude::*;
-use overlap::{ReportFormat, SyntheticClassification};
 
 let comm = Communicator::from_env()?;            // MPI under mpirun, one process otherwise
 let mut model = Mlp::new(&comm, 0)?;             // same schedule on every rank? then rank 0's init

@@ -69,12 +69,13 @@ pub(crate) fn width_only(features: usize) -> String {
 /// Where the `Trainer` reads its samples: by global index, so that each rank reads its own
 /// shard of every step and a resumed run reads what an uninterrupted one would have.
 pub trait Dataset {
-    /// Fills `batch` with the `rows` samples of global indices `first, first + 1, ...`; a
-    /// finite set wraps around (index modulo its size). The `Trainer` fills each micro-batch
+    /// Fills `batch` with the `samples` samples of global indices `first, first + 1, ...` (each
+    /// `positions()` rows of inputs: `samples` rows for independent samples); a finite set
+    /// wraps around (index modulo its size). The `Trainer` fills each micro-batch
     /// one ahead, while the device runs the one before (a step's last fill comes before its
     /// updates end, and may go unread when the run stops there); its error is raised at the
     /// step that reads the batch.
-    fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> Result<()>;
+    fn fill(&mut self, first: u64, samples: usize, batch: &mut Batch) -> Result<()>;
 
     /// Input features per sample; the `Trainer` checks it against the model's first layer.
     fn features(&self) -> usize;

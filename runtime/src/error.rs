@@ -281,6 +281,19 @@ impl From<std::convert::Infallible> for Error {
 
 /// The message, as `Display` writes it: what `fn main() -> overlap::Result<()>` and `unwrap`
 /// print on an error, for a user to read rather than a variant's fields.
+/// A setting written as text that does not parse (`"world=64,link=ib-ndr".parse::<Cluster>()`,
+/// an `LrSchedule`): the message says what was expected. `?` turns it into
+/// [`Error::Config`], so that a program returning `overlap::Result` parses with `?`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ParseError(pub String);
+
+impl From<ParseError> for Error {
+    fn from(e: ParseError) -> Self {
+        Error::Config(e.0)
+    }
+}
+
 impl std::fmt::Debug for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{self}")

@@ -45,7 +45,7 @@ pub use comm::{
     WireFormat,
 };
 pub use data::{Batch, Dataset, SyntheticClassification};
-pub use error::{Error, Result};
+pub use error::{Error, ParseError, Result};
 pub use init::InitRng;
 pub use layer::{
     layer_matches, CausalSelfAttention, DeviceOp, Dropout, DropoutDraw, Embedding, Gelu, Layer, LayerNorm, Linear,

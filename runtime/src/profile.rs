@@ -13,7 +13,7 @@ use overlap_plan::{
     WireFormat, DEFAULT_BUCKET_CAP_MB, MIB,
 };
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ParseError, Result};
 use crate::process::atomic_write::write_atomically;
 use crate::trace::{median, StepBreakdown};
 
@@ -72,20 +72,24 @@ pub struct Cluster {
 }
 
 impl FromStr for Cluster {
-    type Err = String;
+    type Err = ParseError;
 
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        let help = "expected `world=<ranks>,link=<preset or latency=..,bandwidth=..>`, e.g. world=64,link=ib-ndr";
-        let rest = s.trim().strip_prefix("world=").ok_or_else(|| help.to_string())?;
-        let (world, link) = rest.split_once(",link=").ok_or_else(|| help.to_string())?;
-        let world = match world.trim().parse::<usize>() {
-            Ok(w) if (1..=1 << 24).contains(&w) => w,
-            _ => return Err(format!("world `{world}` must be a whole number from 1 to 16777216")),
-        };
-        // The link takes the rest, commas included (`latency=..,bandwidth=..`): say so on a bad one.
-        let link = link.parse().map_err(|why| format!("link `{link}`: {why} (world= comes first, link= last)"))?;
-        Ok(Cluster { world, link })
+    fn from_str(s: &str) -> std::result::Result<Self, ParseError> {
+        parse_cluster(s).map_err(ParseError)
     }
+}
+
+fn parse_cluster(s: &str) -> std::result::Result<Cluster, String> {
+    let help = "expected `world=<ranks>,link=<preset or latency=..,bandwidth=..>`, e.g. world=64,link=ib-ndr";
+    let rest = s.trim().strip_prefix("world=").ok_or_else(|| format!("`{s}`: {help}"))?;
+    let (world, link) = rest.split_once(",link=").ok_or_else(|| format!("`{s}` names no link: {help}"))?;
+    let world = match world.trim().parse::<usize>() {
+        Ok(w) if (1..=1 << 24).contains(&w) => w,
+        _ => return Err(format!("world `{world}` must be a whole number from 1 to 16777216")),
+    };
+    // The link takes the rest, commas included (`latency=..,bandwidth=..`): say so on a bad one.
+    let link = link.parse().map_err(|why| format!("link `{link}`: {why} (world= comes first, link= last)"))?;
+    Ok(Cluster { world, link })
 }
 
 /// How a run keeps its optimizer state, as the simulator runs it: whole, or (`sharded`) with
@@ -295,7 +299,15 @@ mod tests {
         for bad in ["world=0,link=ib-hdr", "link=ib-hdr", "world=8", "world=x,link=ib-hdr", "world=8,link=token-ring"] {
             assert!(bad.parse::<Cluster>().is_err(), "{bad}");
         }
-        let twice = "world=64,link=ib-ndr,world=3".parse::<Cluster>().unwrap_err();
+        // A program returning `overlap::Result` parses with `?`.
+        let parsed = || -> Result<Cluster> { Ok("world=x,link=ib-hdr".parse::<Cluster>()?) };
+        assert!(matches!(parsed(), Err(Error::Config(m)) if m.starts_with("world `x`")));
+        assert_eq!(
+            "world=8".parse::<Cluster>().unwrap_err().to_string(),
+            "`world=8` names no link: expected `world=<ranks>,link=<preset or latency=..,bandwidth=..>`, e.g. \
+             world=64,link=ib-ndr"
+        );
+        let twice = "world=64,link=ib-ndr,world=3".parse::<Cluster>().unwrap_err().0;
         assert!(
             twice.starts_with("link `ib-ndr,world=3`: ") && twice.ends_with("(world= comes first, link= last)"),
             "{twice}"

@@ -6,9 +6,10 @@ use std::time::Duration;
 use overlap_runtime::optim::LrSchedule;
 use overlap_runtime::plan::Link;
 use overlap_runtime::profile::Cluster;
+use overlap_runtime::ParseError;
 
 pub(super) fn parse_cluster(s: &str) -> Result<Cluster, String> {
-    s.parse()
+    s.parse().map_err(|e: ParseError| e.0)
 }
 
 /// `--comm-timeout`: a bound, or none (`off`).
@@ -53,7 +54,7 @@ pub(super) fn parse_link(s: &str) -> Result<Link, String> {
 }
 
 pub(super) fn parse_lr_schedule(s: &str) -> Result<LrSchedule, String> {
-    s.parse()
+    s.parse().map_err(|e: ParseError| e.0)
 }
 
 pub(super) fn positive_usize(s: &str) -> Result<usize, String> {

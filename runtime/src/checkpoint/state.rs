@@ -27,7 +27,8 @@ pub struct Position {
 pub struct RunAbout {
     /// Samples per optimizer step over all ranks.
     pub global_batch: u64,
-    /// The dataset's own description (`Dataset::describe`), seed included for generated sets.
+    /// The dataset's own description (`Dataset::describe`), seed included for generated sets;
+    /// empty where the run recorded none (a loop of one's own may not), and then not compared.
     pub data: String,
     /// A hash of the training samples themselves (`Dataset::fingerprint`), as 16 hex digits:
     /// the same data found at another path is the same, other samples under the same name are

@@ -6,6 +6,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::error::ParseError;
+
 /// Which parameters weight decay applies to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DecayOn {
@@ -121,51 +123,58 @@ impl fmt::Display for LrSchedule {
 }
 
 impl FromStr for LrSchedule {
-    type Err = String;
+    type Err = ParseError;
 
     /// `constant`, or `cosine:warmup=W,until=U,min=M` (the keys in any order, each once).
-    fn from_str(s: &str) -> Result<Self, String> {
-        if s == "constant" {
-            return Ok(LrSchedule::Constant);
-        }
-        let expected = "expected `constant` or `cosine:warmup=STEPS,until=STEP,min=LR`";
-        let Some(fields) = s.strip_prefix("cosine:") else { return Err(format!("`{s}`: {expected}")) };
-        let (mut warmup, mut until, mut min) = (None, None, None);
-        for field in fields.split(',') {
-            let (key, value) = field.split_once('=').ok_or_else(|| format!("`{field}`: {expected}"))?;
-            let steps = || value.parse::<u64>().map_err(|e| format!("{key}={value}: {e}"));
-            let slot = match key {
-                "warmup" => &mut warmup,
-                "until" => &mut until,
-                "min" => {
-                    let lr = value.parse::<f64>().map_err(|e| format!("min={value}: {e}"))?;
-                    if min.replace(lr).is_some() {
-                        return Err(format!("`min` given twice in `{s}`"));
-                    }
-                    continue;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        parse_schedule(s).map_err(ParseError)
+    }
+}
+
+fn parse_schedule(s: &str) -> Result<LrSchedule, String> {
+    if s == "constant" {
+        return Ok(LrSchedule::Constant);
+    }
+    let expected = "expected `constant` or `cosine:warmup=STEPS,until=STEP,min=LR`";
+    let Some(fields) = s.strip_prefix("cosine:") else { return Err(format!("`{s}`: {expected}")) };
+    let (mut warmup, mut until, mut min) = (None, None, None);
+    for field in fields.split(',') {
+        let (key, value) = field.split_once('=').ok_or_else(|| match field {
+            "" => format!("`{s}` has an empty field: {expected}"),
+            _ => format!("`{field}` in `{s}`: {expected}"),
+        })?;
+        let steps = || value.parse::<u64>().map_err(|e| format!("{key}={value}: {e}"));
+        let slot = match key {
+            "warmup" => &mut warmup,
+            "until" => &mut until,
+            "min" => {
+                let lr = value.parse::<f64>().map_err(|e| format!("min={value}: {e}"))?;
+                if min.replace(lr).is_some() {
+                    return Err(format!("`min` given twice in `{s}`"));
                 }
-                other => return Err(format!("unknown key `{other}` in `{s}`: {expected}")),
-            };
-            if slot.replace(steps()?).is_some() {
-                return Err(format!("`{key}` given twice in `{s}`"));
+                continue;
             }
-        }
-        let missing: Vec<&str> = [("warmup", warmup.is_none()), ("until", until.is_none()), ("min", min.is_none())]
-            .into_iter()
-            .filter_map(|(key, absent)| absent.then_some(key))
-            .collect();
-        if !missing.is_empty() {
-            return Err(format!("`{s}` lacks {}: {expected}", missing.join(", ")));
-        }
-        let schedule = LrSchedule::WarmupCosine {
-            warmup: warmup.unwrap_or_default(),
-            decay_until: until.unwrap_or_default(),
-            min_lr: min.unwrap_or_default(),
+            other => return Err(format!("unknown key `{other}` in `{s}`: {expected}")),
         };
-        match schedule.problem() {
-            Some(problem) => Err(format!("`{s}`: {problem}")),
-            None => Ok(schedule),
+        if slot.replace(steps()?).is_some() {
+            return Err(format!("`{key}` given twice in `{s}`"));
         }
+    }
+    let missing: Vec<&str> = [("warmup", warmup.is_none()), ("until", until.is_none()), ("min", min.is_none())]
+        .into_iter()
+        .filter_map(|(key, absent)| absent.then_some(key))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!("`{s}` lacks {}: {expected}", missing.join(", ")));
+    }
+    let schedule = LrSchedule::WarmupCosine {
+        warmup: warmup.unwrap_or_default(),
+        decay_until: until.unwrap_or_default(),
+        min_lr: min.unwrap_or_default(),
+    };
+    match schedule.problem() {
+        Some(problem) => Err(format!("`{s}`: {problem}")),
+        None => Ok(schedule),
     }
 }
 
@@ -220,13 +229,17 @@ mod tests {
             assert_eq!(s.to_string().parse::<LrSchedule>(), Ok(s));
         }
         let given = "min=6e-5,until=5000,warmup=100".parse::<LrSchedule>();
-        assert!(given.unwrap_err().contains("expected `constant` or `cosine:"));
+        assert!(given.unwrap_err().0.contains("expected `constant` or `cosine:"));
         let order = "cosine:min=6e-5,until=5000,warmup=100".parse::<LrSchedule>().unwrap();
         assert_eq!(order, LrSchedule::WarmupCosine { warmup: 100, decay_until: 5000, min_lr: 6e-5 });
-        assert!("cosine:warmup=100".parse::<LrSchedule>().unwrap_err().contains("lacks until, min"));
-        assert!("cosine:warmup=1,until=2,min=0,warmup=3".parse::<LrSchedule>().unwrap_err().contains("given twice"));
-        assert!("cosine:warmup=9,until=5,min=0".parse::<LrSchedule>().unwrap_err().contains("must end after"));
-        assert!("cosine:warmup=-1,until=5,min=0".parse::<LrSchedule>().unwrap_err().contains("warmup=-1"));
-        assert!("cosine:speed=1".parse::<LrSchedule>().unwrap_err().contains("unknown key `speed`"));
+        assert!("cosine:warmup=100".parse::<LrSchedule>().unwrap_err().0.contains("lacks until, min"));
+        assert!("cosine:warmup=1,until=2,min=0,warmup=3".parse::<LrSchedule>().unwrap_err().0.contains("given twice"));
+        assert!("cosine:warmup=9,until=5,min=0".parse::<LrSchedule>().unwrap_err().0.contains("must end after"));
+        assert!("cosine:warmup=-1,until=5,min=0".parse::<LrSchedule>().unwrap_err().0.contains("warmup=-1"));
+        assert!("cosine:speed=1".parse::<LrSchedule>().unwrap_err().0.contains("unknown key `speed`"));
+        let empty = "cosine:warmup=1,until=9,min=0,".parse::<LrSchedule>().unwrap_err().0;
+        assert!(empty.starts_with("`cosine:warmup=1,until=9,min=0,` has an empty field"), "{empty}");
+        let bare = "cosine:warmup".parse::<LrSchedule>().unwrap_err().0;
+        assert!(bare.starts_with("`warmup` in `cosine:warmup`: expected"), "{bare}");
     }
 }

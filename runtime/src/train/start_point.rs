@@ -92,7 +92,8 @@ fn changes(saved: &checkpoint::RunAbout, now: &checkpoint::RunAbout, also_this_s
             saved.data, now.data
         )),
         (Some(_), Some(_)) => {}
-        _ if saved.data != now.data => {
+        // A loop of one's own may record no data (`RunAbout::default()`): nothing to compare.
+        _ if !saved.data.is_empty() && saved.data != now.data => {
             changes.push(format!("other data: the checkpoint's run read {}, this one reads {}", saved.data, now.data))
         }
         _ => {}
@@ -129,4 +130,33 @@ fn changes(saved: &checkpoint::RunAbout, now: &checkpoint::RunAbout, also_this_s
         ));
     }
     changes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn about(data: &str, fingerprint: Option<&str>) -> checkpoint::RunAbout {
+        checkpoint::RunAbout { data: data.into(), data_fingerprint: fingerprint.map(Into::into), ..Default::default() }
+    }
+
+    #[test]
+    fn a_checkpoint_that_records_no_data_is_not_told_from_this_run_s_data() {
+        let now = about("synthetic classification set (seed 7, 784 features, 10 classes)", Some("00ff"));
+        assert!(changes(&about("", None), &now, "").is_empty());
+    }
+
+    #[test]
+    fn other_data_is_told_by_name_or_by_content() {
+        let now = about("b.txt", None);
+        assert_eq!(
+            changes(&about("a.txt", None), &now, ""),
+            ["other data: the checkpoint's run read a.txt, this one reads b.txt"]
+        );
+        let (saved, now) = (about("a.txt", Some("01")), about("a.txt", Some("02")));
+        assert_eq!(
+            changes(&saved, &now, ""),
+            ["other data: a.txt holds other samples than the checkpoint's run read (content hash 02, was 01)"]
+        );
+    }
 }
