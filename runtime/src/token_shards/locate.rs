@@ -10,6 +10,15 @@ use crate::error::{Error, Result};
 /// `train` or `val` (before their numbers; see `split_part`), each sorted; or one training file
 /// and, when it exists, the file named as it is with `val` for that `train`.
 pub fn locate(path: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let folder = if path.is_dir() { Some(path) } else { path.parent().filter(|p| !p.as_os_str().is_empty()) };
+    if let Some(staging) = folder.and_then(super::unfinished_prepare) {
+        return Err(Error::Dataset(format!(
+            "{}: a `prepare` that did not finish (interrupted, or stopped by an error) left {}, and the shards beside \
+             it may be a part of its text: remove both and run `prepare` again",
+            folder.unwrap_or(path).display(),
+            staging.display()
+        )));
+    }
     if path.is_dir() {
         let listed = std::fs::read_dir(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
         let mut names: Vec<PathBuf> = listed

@@ -190,6 +190,43 @@ fn a_text_too_short_to_train_on_or_a_name_that_is_a_path_writes_nothing() {
     assert_eq!(std::fs::read(&out).unwrap(), b"the text");
 }
 
+/// Shards are written into a staging folder and moved out once whole: what an interrupted run
+/// leaves is refused by `--tokens` (`locate`) until a new run of `prepare` replaces it, and a run
+/// that fails while writing leaves nothing.
+#[test]
+fn an_unfinished_prepare_leaves_no_dataset_and_a_new_run_replaces_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("shards");
+    let text = "to be or not to be, that is the question";
+    // What a run interrupted while writing its second shard leaves.
+    let staging = staging_folder(&out, "hamlet");
+    std::fs::create_dir_all(&staging).unwrap();
+    write_shard(&staging.join("hamlet_train_000000.bin"), &[1, 2, 3]).unwrap();
+    std::fs::write(staging.join("hamlet_train_000001.partial"), [0u8; 7]).unwrap();
+    let refused = locate(&out).unwrap_err().to_string();
+    assert!(refused.contains("a `prepare` that did not finish"), "{refused}");
+    assert!(refused.contains(".prepare-hamlet.partial"), "{refused}");
+    let one_file = locate(&out.join("hamlet_train_000000.bin")).unwrap_err().to_string();
+    assert!(one_file.contains("a `prepare` that did not finish"), "a shard beside it too: {one_file}");
+    // Run again, it begins anew, and leaves only the finished shards and the vocabulary.
+    let prepared = prepare_characters(text, &out, "hamlet", 8).unwrap();
+    assert!(!staging.exists());
+    let (train, val) = locate(&out).unwrap();
+    assert_eq!((train, val), (prepared.train.clone(), prepared.val.clone()));
+    let mut names: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names.len(), prepared.train.len() + prepared.val.len() + 1, "{names:?}");
+    assert!(names.iter().all(|n| n.ends_with(".bin") || n == VOCABULARY_FILE), "{names:?}");
+    // A run that cannot write its staging folder (a file stands there) leaves nothing new.
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(staging_folder(&other, "hamlet"), b"not a folder").unwrap();
+    let failed = prepare_characters(text, &other, "hamlet", 8).unwrap_err().to_string();
+    assert!(failed.contains(".prepare-hamlet.partial"), "{failed}");
+    assert_eq!(std::fs::read_dir(&other).unwrap().count(), 1, "only the file that was there");
+}
+
 /// Shards on disk are read window by window, nothing of them held in memory; a pipe is read
 /// whole. Both give the same samples and the same fingerprint, over a shard longer than one scan
 /// chunk with its largest id past the first; a shard cut short after it was opened is an error
