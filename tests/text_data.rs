@@ -136,6 +136,18 @@ fn a_sample_reads_back_no_further_than_training_did() {
     for file in ["p.st", "ck/step-00000002/model.safetensors"] {
         assert_eq!(overlap::params_file::load_notes(&dir.path().join(file)).unwrap().positions, Some(8), "{file}");
     }
+    // A run resumed, or started from the file, at a shorter context keeps 8: the rows past its
+    // context were trained all the same.
+    let shorter = ["--text", "t.txt", "--context", "4", "--batch", "2", "--report", "off", "--eval-every", "0"];
+    let resumed = ["--steps", "3", "--resume", "ck", "--save", "ck", "--save-params", "resumed.st"];
+    let (ok, text) = run("gpt", dir.path(), &[&shorter[..], &resumed].concat());
+    assert!(ok, "{text}");
+    let started = ["--steps", "1", "--init-params", "p.st", "--save-params", "started.st"];
+    let (ok, text) = run("gpt", dir.path(), &[&shorter[..], &started].concat());
+    assert!(ok, "{text}");
+    for file in ["resumed.st", "ck/step-00000003/model.safetensors", "started.st"] {
+        assert_eq!(overlap::params_file::load_notes(&dir.path().join(file)).unwrap().positions, Some(8), "{file}");
+    }
     // Sequences of one position are sequences too.
     let one = ["--text", "t.txt", "--context", "1", "--steps", "1", "--report", "off", "--eval-every", "0"];
     let (ok, text) = run("gpt", dir.path(), &[&one[..], &["--save-params", "p1.st"]].concat());

@@ -212,7 +212,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         .then(|| datasets::sample_vocabulary::<M>(&data, notes.vocabulary.as_deref(), args))
         .transpose()?;
     let mut held_out = args.validation_every().map(|_| datasets::held_out::<M>(&data, args)).transpose()?;
-    let trainer = Trainer::new(comm).config(config);
+    let trainer = Trainer::new(comm).config(config).started_from(notes);
     let trainer = if comm.rank() == 0 { trainer.progress(Bar::new()) } else { trainer };
     let trainer = match (&mut held_out, args.validation_every()) {
         (Some(held_out), Some(every)) => trainer.validate(held_out, every, args.eval_batches),

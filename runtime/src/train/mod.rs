@@ -27,7 +27,7 @@ use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::loss::Loss;
 use crate::model::DistributedModel;
-use crate::params_file::save_params_with_notes;
+use crate::params_file::{save_params_with_notes, FileNotes};
 use crate::process::console;
 use crate::profile::Cluster;
 
@@ -55,6 +55,8 @@ pub struct Trainer<'c> {
     held_out: Option<&'c mut dyn Dataset>,
     /// `overwrite_checkpoints` was called: kept for a `save` that comes after it.
     overwrite: bool,
+    /// What the parameters file the model was loaded from records (`started_from`).
+    started_from: FileNotes,
 }
 
 impl<'c> Trainer<'c> {
@@ -64,7 +66,14 @@ impl<'c> Trainer<'c> {
     /// them to it at the start of the run.
     pub fn new(comm: &'c Communicator) -> Self {
         let config = TrainConfig { comm: comm.config(), ..TrainConfig::default() };
-        Trainer { comm, config, progress: Box::new(NoProgress), held_out: None, overwrite: false }
+        Trainer {
+            comm,
+            config,
+            progress: Box::new(NoProgress),
+            held_out: None,
+            overwrite: false,
+            started_from: FileNotes::default(),
+        }
     }
 
     /// How the ranks' gradients are summed: overlap or not, an emulated link, finite checks,
@@ -201,6 +210,16 @@ impl<'c> Trainer<'c> {
         self
     }
 
+    /// What the parameters file the model was loaded from records beside its tensors
+    /// (`params_file::load_into_with_notes`), carried into this run's checkpoints and parameters
+    /// file: its vocabulary where the data records none (one that differs from the data's is
+    /// refused), and the longest sequences its parameters were trained on where this run's are
+    /// shorter, since the position embedding's rows past this run's were trained all the same.
+    pub fn started_from(mut self, notes: FileNotes) -> Self {
+        self.started_from = notes;
+        self
+    }
+
     /// A progress display for rank 0 (the command line's bar); log lines only by default.
     pub fn progress(mut self, progress: impl Progress + 'c) -> Self {
         self.progress = Box::new(progress);
@@ -243,7 +262,7 @@ impl<'c> Trainer<'c> {
         data: &mut impl Dataset,
         loss: &impl Loss,
     ) -> Result<TrainSummary> {
-        let Trainer { comm, config, progress, held_out, overwrite } = self;
+        let Trainer { comm, config, progress, held_out, overwrite, started_from } = self;
         if overwrite && config.save.is_none() {
             return Err(Error::Config(
                 "`SaveConfig::overwrite` (`Trainer::overwrite_checkpoints`) is set, but the run saves no checkpoints \
@@ -281,13 +300,18 @@ impl<'c> Trainer<'c> {
             },
             schedule: format!("{:016x}", M::SCHEDULE.plan_fingerprint()),
             optimizer: config.optimizer.summary(),
-            vocabulary: data.vocabulary(),
+            vocabulary: data.vocabulary().or_else(|| started_from.vocabulary.clone()),
             // Token ids come in sequences, even of one position; other data only past one row.
             positions: (data.token_count().is_some() || data.positions() > 1).then(|| data.positions()),
         };
+        if let (Some(loaded), Some(now)) = (&started_from.vocabulary, &about.vocabulary) {
+            if let Some(why) = crate::text::vocabulary_mismatch(loaded, now) {
+                return Err(Error::Config(format!("the parameters the model started from: {why}")));
+            }
+        }
         // Each rank reads its own copy of the checkpoint: one that fails stops them all.
         let resumed = resume(&config, model, &mut optimizer, (comm.rank(), comm.world_size()), &about);
-        let start_point::Resumed { position, low_rank, vocabulary } =
+        let start_point::Resumed { position, low_rank, vocabulary, positions } =
             agree_on_outcome(comm, resumed, "load its copy of the checkpoint")?;
         if about.vocabulary.is_none() && vocabulary.is_some() {
             if comm.rank() == 0 {
@@ -295,6 +319,7 @@ impl<'c> Trainer<'c> {
             }
             about.vocabulary = vocabulary;
         }
+        about.positions = [about.positions, positions, started_from.positions].into_iter().flatten().max();
         let samples = (data_fingerprint, data.describe());
         same_start::check(comm, model, &optimizer, position, config.resume.is_some(), samples, held_out.as_deref())?;
         start_point::steps_left(&config, position)?;

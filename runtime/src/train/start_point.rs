@@ -15,6 +15,9 @@ pub(super) struct Resumed {
     /// The vocabulary the checkpoint records, which the run's files keep where its data
     /// records none (token shards without `vocabulary.txt`): the ids still mean those characters.
     pub vocabulary: Option<String>,
+    /// The positions of the sequences the checkpoint's parameters were trained on, which the
+    /// run's files keep where this run's are fewer (`RunAbout::positions`).
+    pub positions: Option<usize>,
 }
 
 /// Where training starts: step 0, or the newest checkpoint of `resume` (loaded into `model`
@@ -27,7 +30,7 @@ pub(super) fn resume<M: DistributedModel>(
     about: &checkpoint::RunAbout,
 ) -> Result<Resumed> {
     let mut position = Position { next_step: 0, samples_seen: 0 };
-    let (mut low_rank, mut vocabulary) = (None, None);
+    let (mut low_rank, mut vocabulary, mut positions) = (None, None, None);
     if let Some(dir) = &config.resume {
         let loaded = checkpoint::load(dir, model, optimizer, rank, world)?;
         low_rank = loaded.low_rank;
@@ -41,6 +44,7 @@ pub(super) fn resume<M: DistributedModel>(
             )));
         }
         vocabulary = loaded.run.as_ref().and_then(|r| r.vocabulary.clone());
+        positions = loaded.run.as_ref().and_then(|r| r.positions);
         if let (Some(saved), Some(now)) = (vocabulary.as_deref(), about.vocabulary.as_deref()) {
             if let Some(why) = crate::text::vocabulary_mismatch(saved, now) {
                 return Err(Error::Checkpoint(format!("{}: {why}", loaded.state_file.display())));
@@ -60,7 +64,7 @@ pub(super) fn resume<M: DistributedModel>(
             }
         }
     }
-    Ok(Resumed { position, low_rank, vocabulary })
+    Ok(Resumed { position, low_rank, vocabulary, positions })
 }
 
 /// Fails unless a step is left to run from `position` (checked once the ranks agree on it).
