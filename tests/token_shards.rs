@@ -123,7 +123,13 @@ fn prepared_shards_sample_in_their_own_characters() {
     let drawn = sample(&text).unwrap_or_default();
     assert!(ok && drawn.chars().count() == 60 && drawn.chars().all(|c| TEXT.contains(c) || c == '\n'), "{text}");
     let (ok, text) = with_tokens("bare.st", "bare");
-    assert!(!ok && text.contains("--steps 0 --tokens bare: no vocabulary.txt beside its shards"), "{text}");
+    let neither = "--init-params bare.st records no vocabulary to print its tokens as characters, nor is there a \
+                   vocabulary.txt beside the shards of --tokens bare";
+    assert!(!ok && text.contains(neither), "{text}");
+    // Bare shards beside a file that records the vocabulary: the file's characters serve.
+    let (ok, text) = with_tokens("p.st", "bare");
+    let drawn = sample(&text).unwrap_or_default();
+    assert!(ok && drawn.chars().count() == 60 && drawn.chars().all(|c| TEXT.contains(c) || c == '\n'), "{text}");
 }
 
 #[test]

@@ -81,15 +81,12 @@ pub(crate) fn sample_context<M: DistributedModel>(args: &TrainArgs) -> Result<us
 }
 
 /// `--tokens PATH` for a sample alone (`--steps 0`): the characters of the `vocabulary.txt`
-/// beside its shards, which are not read.
-pub(crate) fn token_vocabulary<M: DistributedModel>(tokens: &Path) -> Result<Vec<char>> {
+/// beside its shards, which are not read; `None` where there is none (the characters
+/// `--init-params` records then serve).
+pub(crate) fn token_vocabulary<M: DistributedModel>(tokens: &Path) -> Result<Option<Vec<char>>> {
     match overlap_runtime::token_shards::vocabulary_beside(tokens).map_err(|e| crate::flags::naming("--tokens", e))? {
-        Some((file, vocabulary)) => printable::<M>(&file, &vocabulary),
-        None => Err(Error::Config(format!(
-            "--steps 0 --tokens {}: no vocabulary.txt beside its shards to print the sample's tokens as (without \
-             --tokens, the characters --init-params records are printed)",
-            tokens.display()
-        ))),
+        Some((file, vocabulary)) => printable::<M>(&file, &vocabulary).map(Some),
+        None => Ok(None),
     }
 }
 

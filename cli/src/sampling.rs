@@ -44,7 +44,7 @@ pub(crate) fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communic
     }
     let (text_vocab, context) = match (&args.text, &args.tokens) {
         (Some(file), _) => datasets::vocabulary_text::<M>(file, args).map(|(vocab, context)| (Some(vocab), context))?,
-        (None, Some(tokens)) => (Some(datasets::token_vocabulary::<M>(tokens)?), datasets::sample_context::<M>(args)?),
+        (None, Some(tokens)) => (datasets::token_vocabulary::<M>(tokens)?, datasets::sample_context::<M>(args)?),
         (None, None) => (None, datasets::sample_context::<M>(args)?),
     };
     let (model, notes) =
@@ -63,9 +63,14 @@ pub(crate) fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communic
         (None, Some(recorded)) => datasets::recorded_vocabulary::<M>(recorded)?,
         (None, None) => {
             return Err(Error::Config(format!(
-                "--init-params {} records no vocabulary to print its tokens as characters: give the text it was \
+                "--init-params {} records no vocabulary to print its tokens as characters{}: give the text it was \
                  trained on (--text FILE)",
-                args.init_params.as_deref().unwrap_or(Path::new("")).display()
+                args.init_params.as_deref().unwrap_or(Path::new("")).display(),
+                match &args.tokens {
+                    Some(tokens) =>
+                        format!(", nor is there a vocabulary.txt beside the shards of --tokens {}", tokens.display()),
+                    None => String::new(),
+                }
             )))
         }
     };

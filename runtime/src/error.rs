@@ -176,9 +176,10 @@ pub enum Error {
         value: f32,
     },
     /// Sampling from a model whose outputs are NaN or infinite: it would draw one token forever.
+    /// (Finite parameters of 1e37 overflow too: the message does not blame non-finite ones alone.)
     #[error(
         "sampling: the model's output for token {token} is {value} (drawing token {drawn} of the sample): its \
-         parameters are not finite, as after a diverged run"
+         parameters are not finite, or so large that its computation overflows, as after a diverged run"
     )]
     NonFiniteOutput {
         /// The vocabulary index whose output is not finite.
