@@ -1,6 +1,8 @@
 //! Parameters lent to their bucket's all-reduce and updated there: the same floats as updating
 //! after the wait point, nothing lent when a layer or the optimizer cannot lend, and a clear
-//! panic for a forward while parameters are away, or a backward before any forward. Either way `step` hands the gradients back
+//! panic for a forward while parameters are away, a second backward before the step, a backward
+//! before any forward or state given back to another optimizer; another model's buckets given to
+//! `step` are an error. Either way `step` hands the gradients back
 //! cleared, which layers rely on (they add into them): checked on one process and, under
 //! mpirun, on two ranks with each transport. `tests/mpi.rs` compares the two update paths on
 //! several ranks.
@@ -136,6 +138,57 @@ fn parameters_are_away_between_backward_and_step_only_when_their_bucket_can_lend
     let in_flight = forward_and_backward(&mut model, grads, &comm, &mut optimizer);
     assert!(holds_all(&model), "a bucket with a parameter that cannot be lent lends none");
     model.step(in_flight, &mut optimizer).unwrap();
+}
+
+/// The message of a panic `f` raises.
+fn panic_message(f: impl FnOnce()) -> String {
+    let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("a panic");
+    panic.downcast_ref::<String>().cloned().unwrap_or_default()
+}
+
+/// Misuses of a loop of one's own that the types allow: another model's buckets given to
+/// `step` (an error, and nothing moved), the state lent by one optimizer given back to another
+/// kind (a panic naming both), and a second `backward` before `step` (a panic saying so).
+#[test]
+fn step_refuses_another_model_s_buckets_and_another_optimizer_s_state() {
+    let comm = Communicator::single();
+    let (mut model, mut other) = (Lendable::new(&comm, 0).unwrap(), Lendable::new(&comm, 5).unwrap());
+    let before: Vec<Vec<f32>> = Lendable::SCHEDULE.params().map(|p| other.param(p).to_vec()).collect();
+    let mut optimizer = Sgd::new(0.1).momentum(0.9);
+    let in_flight = {
+        let grads = model.new_grads();
+        forward_and_backward(&mut model, grads, &comm, &mut optimizer)
+    };
+    let refused = other.step(in_flight, &mut optimizer).err().expect("another model's buckets").to_string();
+    assert!(refused.contains("carries another model's parameters"), "{refused}");
+    let after: Vec<Vec<f32>> = Lendable::SCHEDULE.params().map(|p| other.param(p).to_vec()).collect();
+    assert_eq!(before, after, "the other model keeps its own parameters");
+
+    let mut model = Lendable::new(&comm, 0).unwrap();
+    let mut sgd = Sgd::new(0.1).momentum(0.9);
+    let in_flight = {
+        let grads = model.new_grads();
+        forward_and_backward(&mut model, grads, &comm, &mut sgd)
+    };
+    let message = panic_message(|| {
+        let _ = model.step(in_flight, &mut AdamW::new(0.01));
+    });
+    assert!(message.contains("AdamW: the state of parameter"), "{message}");
+    assert!(message.contains("give `step` the optimizer that `backward` was given"), "{message}");
+
+    let mut model = Lendable::new(&comm, 0).unwrap();
+    let mut sgd = Sgd::new(0.1);
+    let _in_flight = {
+        let grads = model.new_grads();
+        forward_and_backward(&mut model, grads, &comm, &mut sgd)
+    };
+    let message = panic_message(|| {
+        let _ = {
+            let grads = model.new_grads();
+            forward_and_backward(&mut model, grads, &comm, &mut sgd)
+        };
+    });
+    assert!(message.contains("call `step` before the next `backward`"), "{message}");
 }
 
 /// Whether every gradient `step` handed back is zero, after two steps of `M` on `comm`.

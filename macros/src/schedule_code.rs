@@ -226,7 +226,7 @@ pub fn update_bucket_body(n: &Names) -> TokenStream {
     });
     let count = lit(n.buckets.len());
     quote! {
-        if dev.give_back_updated(bucket, self) {
+        if dev.give_back_updated(bucket, self)? {
             return ::core::result::Result::Ok(());
         }
         match index {

@@ -654,7 +654,7 @@ impl ::overlap::program::Program for Mlp {
         bucket: &mut __S::Bucket,
         grad_scale: ::core::primitive::f32,
     ) -> ::overlap::Result<()> {
-        if dev.give_back_updated(bucket, self) {
+        if dev.give_back_updated(bucket, self)? {
             return ::core::result::Result::Ok(());
         }
         match index {

@@ -231,14 +231,22 @@ impl GradBucket {
     }
 
     /// Gives the lent parameters, now updated, back to `params` and their state to `optimizer`;
-    /// `false` when nothing was lent, and the update is still to do.
-    pub fn give_back_updated<P: ParamVecs, O: Optimizer>(&mut self, params: &mut P, optimizer: &mut O) -> bool {
+    /// `false` when nothing was lent, and the update is still to do. An error, giving nothing,
+    /// when `params` did not lend them: the buckets came from another model's `backward`.
+    pub fn give_back_updated<P: ParamVecs, O: Optimizer>(&mut self, params: &mut P, optimizer: &mut O) -> Result<bool> {
         if self.lent.is_empty() {
-            return false;
+            return Ok(false);
+        }
+        if !self.lent.lent_by(params) {
+            return Err(Error::Config(format!(
+                "bucket b{} carries another model's parameters: `step` takes back the buckets that this model's \
+                 `backward` returned",
+                self.index
+            )));
         }
         self.lent.give_back(params, optimizer);
         self.sharding = Sharding::Whole;
-        true
+        Ok(true)
     }
 
     /// The gradients and the parameters lent with them, for the all-reduce that updates them.

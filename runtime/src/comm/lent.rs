@@ -333,6 +333,12 @@ impl Lent {
         }
     }
 
+    /// Whether `params` lent the parameters still here: each of its slots awaits them (empty).
+    /// Another model's are not (a `step` given another model's buckets).
+    pub(crate) fn lent_by<P: ParamVecs>(&self, params: &mut P) -> bool {
+        self.values.awaited_by(params)
+    }
+
     /// Puts every lent parameter still here back into `params` and every state into
     /// `optimizer`. Values taken on to an all-gather (`take_values`) come back at its wait
     /// point; until then those parameters stay empty.

@@ -207,6 +207,7 @@ impl<const D: usize, const H: usize> CausalSelfAttention<D, H> {
         grad_input: Option<&mut Matrix>,
         panel: usize,
     ) {
+        assert_not_lent("CausalSelfAttention", self.holds_all());
         let (rows, sequences, t, hd) = (ctx.row_count(), ctx.sequence_count(), ctx.positions(), Self::HEAD);
         let scale = 1.0 / (hd as f32).sqrt();
         let draw = ctx.dropout().for_weights(H);

@@ -240,7 +240,7 @@ pub(super) fn assert_not_lent(layer: &str, holds_all: bool) {
     assert!(
         holds_all,
         "{layer}: its parameters are lent to a collective that updates them: `step` takes them back from the \
-         buckets `backward` returned (do not drop those), and after a step with sharded optimizer state, \
-         `forward_gathering` from the all-gathers"
+         buckets `backward` returned (do not drop those, and call `step` before the next `backward`), and after a \
+         step with sharded optimizer state, `forward_gathering` from the all-gathers"
     );
 }

@@ -107,6 +107,7 @@ impl<const D: usize> Layer for LayerNorm<D> {
         accumulate: bool,
         grad_input: Option<&mut Matrix>,
     ) {
+        assert_not_lent("LayerNorm", self.weight.len() == D && self.bias.len() == D);
         let rows = input.rows();
         assert!(
             grad_output.rows() == rows && grad_output.cols() == D && saved.mean.len() == rows,

@@ -71,6 +71,7 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
         accumulate: bool,
         grad_input: Option<&mut Matrix>,
     ) {
+        assert_not_lent("Linear", self.weight.len() == OUT * IN && self.bias.len() == OUT);
         let rows = input.rows();
         assert!(
             grad_output.rows() == rows && grad_output.cols() == OUT,

@@ -9,7 +9,7 @@
 use overlap_plan::Width;
 
 use super::context::StepContext;
-use super::contract::{DeviceOp, Layer, ParamDef};
+use super::contract::{assert_not_lent, DeviceOp, Layer, ParamDef};
 use crate::host::gemm::{gemm, MatRef};
 use crate::init::InitRng;
 use crate::tensor::Matrix;
@@ -90,7 +90,7 @@ impl<const D: usize, const V: usize> Layer for TiedHead<D, V> {
 
 impl<const D: usize, const V: usize> TiedLayer for TiedHead<D, V> {
     fn forward_tied(&self, weight: &[f32], _ctx: &StepContext, input: &Matrix, output: &mut Matrix, _: &mut ()) {
-        assert_eq!(weight.len(), V * D, "TiedHead<{D}, {V}>: the tied weight has {} values", weight.len());
+        assert_not_lent("TiedHead", weight.len() == V * D);
         assert_eq!(input.cols(), D, "TiedHead<{D}, {V}>: input has {} columns", input.cols());
         let rows = input.rows();
         output.resize(rows, V);
@@ -110,6 +110,7 @@ impl<const D: usize, const V: usize> TiedLayer for TiedHead<D, V> {
         _accumulate: bool,
         grad_input: Option<&mut Matrix>,
     ) {
+        assert_not_lent("TiedHead", weight.len() == V * D);
         let rows = input.rows();
         assert!(
             grad_output.rows() == rows && grad_output.cols() == V,

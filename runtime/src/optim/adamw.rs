@@ -193,6 +193,11 @@ impl Optimizer for AdamW {
     }
 
     fn give_back(&mut self, index: usize, state: LentState) {
+        assert!(
+            matches!(state.rule, ElementwiseRule::AdamW(_)),
+            "AdamW: the state of parameter {index} was lent by another optimizer (SGD): give `step` the optimizer \
+             that `backward` was given"
+        );
         let [m, v] = state.buffers;
         self.grow(index);
         self.exp_avg[index] = m;

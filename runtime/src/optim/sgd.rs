@@ -160,6 +160,11 @@ impl Optimizer for Sgd {
     }
 
     fn give_back(&mut self, index: usize, state: LentState) {
+        assert!(
+            matches!(state.rule, ElementwiseRule::Sgd { .. }),
+            "Sgd: the state of parameter {index} was lent by another optimizer (AdamW): give `step` the optimizer \
+             that `backward` was given"
+        );
         let [buffer, _] = state.buffers;
         if !buffer.is_empty() {
             *self.slot(index) = buffer;

@@ -205,8 +205,8 @@ pub trait Settle<M, S: Storage> {
     fn wait_low_rank(&mut self, index: usize, q: S::LowRankQ) -> Result<S::Bucket>;
 
     /// Takes back the parameters lent with `bucket`, updated; `false` when none were lent (the
-    /// updates then follow, one `update` per parameter).
-    fn give_back_updated(&mut self, bucket: &mut S::Bucket, model: &mut M) -> bool;
+    /// updates then follow, one `update` per parameter), an error when `model` did not lend them.
+    fn give_back_updated(&mut self, bucket: &mut S::Bucket, model: &mut M) -> Result<bool>;
 
     /// Updates parameter `param` of `layer` from its summed gradient in `bucket`.
     fn update<L: Layer>(

@@ -254,7 +254,7 @@ impl<M: ParamVecs, O: Optimizer> Settle<M, Host> for HostSettle<'_, O> {
     }
 
     #[inline]
-    fn give_back_updated(&mut self, bucket: &mut GradBucket, model: &mut M) -> bool {
+    fn give_back_updated(&mut self, bucket: &mut GradBucket, model: &mut M) -> Result<bool> {
         if let Some(sum_of_squares) = self.clip_sum_of_squares {
             bucket.apply_clipped(sum_of_squares);
         }

@@ -105,8 +105,8 @@ impl<M> Settle<M, Cuda> for GpuExec<'_> {
         match q {}
     }
 
-    fn give_back_updated(&mut self, _: &mut CudaSlice<f32>, _: &mut M) -> bool {
-        false // nothing is lent on the GPU: the updates are queued after the wait point
+    fn give_back_updated(&mut self, _: &mut CudaSlice<f32>, _: &mut M) -> Result<bool> {
+        Ok(false) // nothing is lent on the GPU: the updates are queued after the wait point
     }
 
     fn update<L: Layer>(
