@@ -36,6 +36,16 @@ pub enum DeviceLoss {
     SoftmaxCrossEntropy,
 }
 
+/// A mean over no rows is NaN (PyTorch returns it): an error here, naming the loss.
+fn refuse_no_rows(loss: &str, output: &Matrix) -> Result<()> {
+    if output.rows() == 0 {
+        return Err(Error::Loss(format!(
+            "{loss}: the output has no rows, and the mean loss of none is not a number (an empty batch?)"
+        )));
+    }
+    Ok(())
+}
+
 /// Cross-entropy's labels against the output they index, on either device: one per row, each
 /// one of the `classes` (the GPU's kernel reads the logit a label names, unchecked).
 pub(crate) fn check_class_labels(labels: &[usize], rows: usize, classes: usize) -> Result<()> {
@@ -55,6 +65,7 @@ pub(crate) fn check_class_labels(labels: &[usize], rows: usize, classes: usize) 
 
 impl Loss for CrossEntropyLoss {
     fn loss_and_gradient(&self, logits: &Matrix, batch: &Batch, grad: &mut Matrix) -> Result<f32> {
+        refuse_no_rows("CrossEntropyLoss", logits)?;
         check_class_labels(&batch.labels, logits.rows(), logits.cols())?;
         Ok(self.forward_backward(logits, &batch.labels, grad))
     }
@@ -70,6 +81,7 @@ impl Loss for CrossEntropyLoss {
 
 impl Loss for MseLoss {
     fn loss_and_gradient(&self, output: &Matrix, batch: &Batch, grad: &mut Matrix) -> Result<f32> {
+        refuse_no_rows("MseLoss", output)?;
         let target = &batch.targets;
         if (target.rows(), target.cols()) != (output.rows(), output.cols()) {
             return Err(Error::Loss(format!(
@@ -174,6 +186,18 @@ mod tests {
         let softmax: Vec<f32> = [1.0f32, 2.0, 3.0].iter().map(|z| z.exp() / sum).collect();
         for (g, want) in grad.as_slice().iter().zip([softmax[0], softmax[1], softmax[2] - 1.0]) {
             assert_close(*g, want);
+        }
+    }
+
+    #[test]
+    fn an_output_of_no_rows_is_an_error_not_nan() {
+        let (mut empty, mut grad) = (Matrix::default(), Matrix::default());
+        empty.resize(0, 3);
+        let losses: [&dyn Loss; 2] = [&CrossEntropyLoss, &MseLoss];
+        for loss in losses {
+            let refused = loss.loss_and_gradient(&empty, &Batch::default(), &mut grad).unwrap_err().to_string();
+            assert!(refused.contains("the output has no rows"), "{refused}");
+            assert!(refused.contains(loss.name()), "{refused}");
         }
     }
 

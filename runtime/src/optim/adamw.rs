@@ -2,7 +2,7 @@
 
 use super::clip::GradClip;
 use super::elementwise::{AdamWStep, ElementwiseRule, LentState};
-use super::optimizer::Optimizer;
+use super::optimizer::{assert_non_negative, Optimizer};
 use super::schedule::DecayExemptions;
 
 /// AdamW. Hyperparameters are not validated here (`OptimizerConfig`, from which the `Trainer`
@@ -35,6 +35,7 @@ pub struct AdamW {
 impl AdamW {
     /// PyTorch's defaults: betas (0.9, 0.999), eps 1e-8, weight decay 1e-2.
     pub fn new(lr: f64) -> Self {
+        assert_non_negative("AdamW", "learning rate", lr);
         AdamW {
             lr,
             beta1: 0.9,
@@ -51,6 +52,10 @@ impl AdamW {
 
     /// `torch.optim.AdamW`'s `betas`: the decay of the gradient's mean and of its square's.
     pub fn betas(mut self, beta1: f64, beta2: f64) -> Self {
+        assert!(
+            (0.0..1.0).contains(&beta1) && (0.0..1.0).contains(&beta2),
+            "AdamW: betas ({beta1}, {beta2}): each must be in [0, 1)"
+        );
         self.beta1 = beta1;
         self.beta2 = beta2;
         self
@@ -58,6 +63,7 @@ impl AdamW {
 
     /// `torch.optim.AdamW`'s `eps`, added to the root of the squares' mean.
     pub fn eps(mut self, eps: f64) -> Self {
+        assert_non_negative("AdamW", "eps", eps);
         self.eps = eps;
         self
     }
@@ -65,6 +71,7 @@ impl AdamW {
     /// Decoupled decay: parameters shrink by `lr·weight_decay` each step, apart from the
     /// gradient.
     pub fn weight_decay(mut self, weight_decay: f64) -> Self {
+        assert_non_negative("AdamW", "weight decay", weight_decay);
         self.weight_decay = weight_decay;
         self
     }
@@ -83,6 +90,7 @@ impl AdamW {
 
     /// Changes the learning rate from the next update on (for schedules).
     pub fn set_lr(&mut self, lr: f64) {
+        assert_non_negative("AdamW", "learning rate", lr);
         self.lr = lr;
     }
 
@@ -223,6 +231,20 @@ impl AdamW {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `torch.optim.AdamW` refuses when it is made (observed in PyTorch 2.15).
+    #[test]
+    fn settings_pytorch_refuses_panic_naming_the_value() {
+        let message = |f: fn()| {
+            let panic = std::panic::catch_unwind(f).expect_err("refused");
+            panic.downcast_ref::<String>().cloned().unwrap_or_default()
+        };
+        assert!(message(|| drop(AdamW::new(f64::NAN))).starts_with("AdamW: learning rate NaN"));
+        assert!(message(|| drop(AdamW::new(0.1).betas(1.0, 0.9))).starts_with("AdamW: betas (1, 0.9)"));
+        assert!(message(|| drop(AdamW::new(0.1).betas(0.9, -0.1))).starts_with("AdamW: betas (0.9, -0.1)"));
+        assert!(message(|| drop(AdamW::new(0.1).eps(-1.0))).starts_with("AdamW: eps -1"));
+        assert!(message(|| drop(AdamW::new(0.1).weight_decay(-1.0))).starts_with("AdamW: weight decay -1"));
+    }
 
     fn assert_close(got: f32, want: f64) {
         assert!((f64::from(got) - want).abs() <= 1e-6 * want.abs().max(1.0), "{got} vs {want}");

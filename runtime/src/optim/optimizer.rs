@@ -5,6 +5,12 @@
 use super::clip::GradClip;
 use super::elementwise::LentState;
 
+/// Panics unless `value` is finite and not negative, as `torch.optim` refuses such a setting
+/// when the optimizer is made (`OptimizerConfig` checks its own before building one).
+pub(super) fn assert_non_negative(optimizer: &str, setting: &str, value: f64) {
+    assert!(value.is_finite() && value >= 0.0, "{optimizer}: {setting} {value}: must be finite and not negative");
+}
+
 /// An optimizer over the parameters of one model, addressed by their index in definition order.
 pub trait Optimizer {
     /// Called once per step before the first `update` (advances step counters).

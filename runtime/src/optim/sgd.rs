@@ -2,7 +2,7 @@
 
 use super::clip::GradClip;
 use super::elementwise::{ElementwiseRule, LentState, SgdRule};
-use super::optimizer::Optimizer;
+use super::optimizer::{assert_non_negative, Optimizer};
 use super::schedule::DecayExemptions;
 
 /// SGD with optional momentum, dampening, Nesterov momentum and (coupled) weight decay.
@@ -30,6 +30,7 @@ pub struct Sgd {
 impl Sgd {
     /// Plain SGD (no momentum, dampening or weight decay) with learning rate `lr`.
     pub fn new(lr: f32) -> Self {
+        assert_non_negative("Sgd", "learning rate", lr.into());
         Sgd {
             lr,
             momentum: 0.0,
@@ -44,6 +45,7 @@ impl Sgd {
 
     /// `torch.optim.SGD`'s `momentum` (0: none).
     pub fn momentum(mut self, momentum: f32) -> Self {
+        assert_non_negative("Sgd", "momentum", momentum.into());
         self.momentum = momentum;
         self
     }
@@ -51,12 +53,14 @@ impl Sgd {
     /// Fraction of the gradient held back from the momentum buffer (not applied on the first
     /// step, as PyTorch).
     pub fn dampening(mut self, dampening: f32) -> Self {
+        assert!(dampening.is_finite(), "Sgd: dampening {dampening}: must be finite");
         self.dampening = dampening;
         self
     }
 
     /// L2 penalty added to the gradient (coupled, unlike [`AdamW`](crate::optim::AdamW)).
     pub fn weight_decay(mut self, weight_decay: f32) -> Self {
+        assert_non_negative("Sgd", "weight decay", weight_decay.into());
         self.weight_decay = weight_decay;
         self
     }
@@ -68,7 +72,8 @@ impl Sgd {
         self
     }
 
-    /// Nesterov momentum, as `torch.optim.SGD(nesterov=True)`.
+    /// Nesterov momentum, as `torch.optim.SGD(nesterov=True)`, which needs momentum and no
+    /// dampening (the first step panics otherwise, as PyTorch refuses it).
     pub fn nesterov(mut self, nesterov: bool) -> Self {
         self.nesterov = nesterov;
         self
@@ -81,6 +86,7 @@ impl Sgd {
 
     /// Changes the learning rate from the next update on (for schedules).
     pub fn set_lr(&mut self, lr: f32) {
+        assert_non_negative("Sgd", "learning rate", lr.into());
         self.lr = lr;
     }
 
@@ -136,8 +142,16 @@ impl Optimizer for Sgd {
         self.clip.as_mut()
     }
 
-    /// SGD keeps no step counter: the first step is detected per parameter.
-    fn begin_step(&mut self) {}
+    /// SGD keeps no step counter: the first step is detected per parameter. Checks what the
+    /// builder's calls could only make together: Nesterov momentum needs momentum, undamped.
+    fn begin_step(&mut self) {
+        assert!(
+            !self.nesterov || (self.momentum > 0.0 && self.dampening == 0.0),
+            "Sgd: Nesterov momentum requires a momentum and zero dampening (momentum {}, dampening {})",
+            self.momentum,
+            self.dampening
+        );
+    }
 
     fn update(&mut self, index: usize, value: &mut [f32], grad: &[f32], grad_scale: f32) {
         assert_eq!(
@@ -245,8 +259,16 @@ mod tests {
 
     #[test]
     fn grad_scale_folds_into_gradient() {
-        let make = || Sgd::new(0.05).momentum(0.9).dampening(0.1).weight_decay(0.01).nesterov(true);
-        let (mut a, mut b) = (make(), make());
+        for make in [
+            || Sgd::new(0.05).momentum(0.9).dampening(0.1).weight_decay(0.01),
+            || Sgd::new(0.05).momentum(0.9).weight_decay(0.01).nesterov(true),
+        ] {
+            folds_into_gradient(make(), make());
+        }
+    }
+
+    /// `a` updated from twice the gradients at half the scale, `b` as given: the same.
+    fn folds_into_gradient(mut a: Sgd, mut b: Sgd) {
         let (mut pa, mut pb) = (vec![1.0, -2.0], vec![1.0, -2.0]);
         for g in [[0.3, -0.7], [1.1, 0.2], [-0.4, 0.9]] {
             a.begin_step();
@@ -257,6 +279,25 @@ mod tests {
         assert_eq!(pa, pb);
         assert_eq!(a.momentum_buffer(3), b.momentum_buffer(3));
         assert_eq!(a.momentum_buffer(0), None);
+    }
+
+    /// What `torch.optim.SGD` refuses when it is made (observed in PyTorch 2.15: a negative
+    /// learning rate, momentum or weight decay; Nesterov without momentum or with dampening),
+    /// and a learning rate that is not a number, which it takes.
+    #[test]
+    fn settings_pytorch_refuses_panic_naming_the_value() {
+        let message = |f: fn()| {
+            let panic = std::panic::catch_unwind(f).expect_err("refused");
+            panic.downcast_ref::<String>().cloned().unwrap_or_default()
+        };
+        assert_eq!(message(|| drop(Sgd::new(-1.0))), "Sgd: learning rate -1: must be finite and not negative");
+        assert!(message(|| drop(Sgd::new(f32::NAN))).starts_with("Sgd: learning rate NaN"));
+        assert!(message(|| drop(Sgd::new(0.1).momentum(-0.5))).starts_with("Sgd: momentum -0.5"));
+        assert!(message(|| drop(Sgd::new(0.1).weight_decay(-1.0))).starts_with("Sgd: weight decay -1"));
+        let nesterov = message(|| Sgd::new(0.1).nesterov(true).begin_step());
+        assert!(nesterov.starts_with("Sgd: Nesterov momentum requires a momentum and zero dampening"), "{nesterov}");
+        assert!(message(|| Sgd::new(0.1).momentum(0.9).dampening(0.1).nesterov(true).begin_step())
+            .contains("dampening 0.1"));
     }
 
     #[test]

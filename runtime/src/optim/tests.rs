@@ -24,8 +24,10 @@ fn whole_and_in_pieces(mut whole: impl Optimizer, mut pieces: impl Optimizer) {
 
 #[test]
 fn lent_updates_in_pieces_equal_whole_updates() {
-    let sgd = || Sgd::new(0.1).momentum(0.9).dampening(0.1).weight_decay(0.01).nesterov(true);
-    whole_and_in_pieces(sgd(), sgd());
+    let damped = || Sgd::new(0.1).momentum(0.9).dampening(0.1).weight_decay(0.01);
+    whole_and_in_pieces(damped(), damped());
+    let nesterov = || Sgd::new(0.1).momentum(0.9).weight_decay(0.01).nesterov(true);
+    whole_and_in_pieces(nesterov(), nesterov());
     whole_and_in_pieces(Sgd::new(0.1), Sgd::new(0.1));
     whole_and_in_pieces(AdamW::new(1e-2), AdamW::new(1e-2));
 }
