@@ -1,7 +1,7 @@
 //! The held-out loss every N steps (`Trainer::validate`, `--eval-every`): the value is the mean
 //! loss of the model at that step over the same held-out samples each time, sharded over the
 //! ranks as training batches are (so 2 ranks measure what 1 does on the same global batch), and
-//! bad settings are refused by name.
+//! bad settings are refused by name; `Trainer::evaluate` measures it alone.
 
 mod common;
 
@@ -62,6 +62,48 @@ fn the_held_out_loss_is_the_final_models_mean_loss_on_the_same_samples() {
     Dataset::fill(&mut held_out, 0, 8, &mut a).unwrap();
     Dataset::fill(&mut SyntheticClassification::new(5, 6, 3), 0, 8, &mut b).unwrap();
     assert_ne!(a.inputs, b.inputs);
+}
+
+/// `Trainer::evaluate`: the held-out loss alone, for a trained or loaded model, nothing changed;
+/// the same number `fit` measured after its last step. Bad input is refused by name.
+#[test]
+fn evaluate_measures_what_validation_does_and_changes_nothing() {
+    let mut held_out = SyntheticClassification::new(5, 6, 3).held_out();
+    let (mut model, summary) = fit(10, Some(&mut held_out));
+    let comm = Communicator::single();
+    let params = |m: &Tiny| Tiny::SCHEDULE.params().map(|p| m.param(p).to_vec()).collect::<Vec<_>>();
+    let before = params(&model);
+    let evaluate = |model: &mut Tiny, data: &mut SyntheticClassification, batches| {
+        Trainer::new(&comm).batch(8).evaluate(model, data, &CrossEntropyLoss, batches)
+    };
+    let measured = evaluate(&mut model, &mut held_out, 3).unwrap();
+    assert_eq!(Some(measured), summary.unwrap().validation_loss);
+    assert_eq!(params(&model), before, "evaluating trains nothing");
+    assert_eq!(evaluate(&mut model, &mut held_out, 3).unwrap(), measured, "the same samples every time");
+    let e = evaluate(&mut model, &mut held_out, 0).unwrap_err().to_string();
+    assert!(e.contains("`Trainer::evaluate` on 0 batch(es) of 8 sample(s)"), "{e}");
+    let e = evaluate(&mut model, &mut SyntheticClassification::new(5, 7, 3), 2).unwrap_err().to_string();
+    assert!(e.contains("gives 7 features per sample, Tiny's first layer takes 6"), "{e}");
+}
+
+#[test]
+fn evaluate_on_two_ranks_measures_the_global_batch() {
+    if common::mpirun_available() {
+        common::run_on_ranks("ranks_evaluate", 2, "shared-memory", "overlap");
+    }
+}
+
+/// The body of `evaluate_on_two_ranks_measures_the_global_batch`, on each rank: 4 samples per
+/// rank measure what one process measures on the 8 of each global batch.
+#[test]
+#[ignore = "runs under mpirun, started by evaluate_on_two_ranks_measures_the_global_batch"]
+fn ranks_evaluate() {
+    let comm = common::two_rank_communicator();
+    let mut model = Tiny::new(&comm, 3).unwrap();
+    let mut held_out = SyntheticClassification::new(5, 6, 3).held_out();
+    let measured = Trainer::new(&comm).batch(4).evaluate(&mut model, &mut held_out, &CrossEntropyLoss, 3).unwrap();
+    let want = held_out_loss(&model, &mut held_out, 3, 8);
+    assert!((measured - want).abs() <= 1e-6 * want, "2 ranks {measured}, by hand {want}");
 }
 
 #[test]

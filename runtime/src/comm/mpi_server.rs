@@ -67,7 +67,10 @@ pub(super) fn serve(
     // Only this thread ever calls MPI, and it is the thread that initialises it: FUNNELED is
     // exactly the guarantee needed.
     let Some((universe, _level)) = mpi::initialize_with_threading(Threading::Funneled) else {
-        let _ = ready.send(Err("MPI was already initialised in this process".into()));
+        let _ = ready.send(Err("MPI was already initialised in this process, and MPI starts once per process (not \
+                                 again after a communicator is dropped): make one `Communicator` and keep it for the \
+                                 process's life"
+            .into()));
         return;
     };
     let world = universe.world();

@@ -7,6 +7,7 @@
 //! dataset of one's own, fitted by a `Trainer`.
 
 mod agreement;
+mod evaluate;
 mod outputs;
 mod prefetch;
 mod preflight;

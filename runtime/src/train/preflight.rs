@@ -89,6 +89,12 @@ pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Datas
         return Err(Error::GradCommOnGpu { model: schedule.model.to_string(), chosen });
     }
     check_recording(config, schedule, &run, world)?;
+    check_features::<M>(data)
+}
+
+/// The data's features per sample against the model's first layer.
+pub(super) fn check_features<M: DistributedModel>(data: &impl Dataset) -> Result<()> {
+    let schedule = &M::SCHEDULE;
     let Some((features, _)) = schedule.io_widths() else {
         return Err(Error::Config(format!("{} has no layer with fixed widths", schedule.model)));
     };
