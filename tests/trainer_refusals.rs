@@ -23,10 +23,12 @@ fn fit(
     configure(trainer).fit(&mut model, data, loss)
 }
 
-/// Says its samples have `says` features and fills `fills` columns, describing itself no further.
+/// Says its samples have `says` features and fills `fills` columns, describing itself no further;
+/// holds `holds` samples, or samples without end.
 struct Columns {
     fills: usize,
     says: usize,
+    holds: Option<u64>,
 }
 
 impl Dataset for Columns {
@@ -38,6 +40,10 @@ impl Dataset for Columns {
 
     fn features(&self) -> usize {
         self.says
+    }
+
+    fn len(&self) -> Option<u64> {
+        self.holds
     }
 }
 
@@ -151,7 +157,7 @@ fn adamw_with_eps_0_is_named_when_its_zero_gradients_turn_the_loss_nan() {
 
 #[test]
 fn a_dataset_or_loss_of_the_wrong_shape_is_an_error_not_a_panic() {
-    let err = fit(|t| t, &mut Columns { fills: 5, says: 4 }, &CrossEntropyLoss).unwrap_err().to_string();
+    let err = fit(|t| t, &mut Columns { fills: 5, says: 4, holds: None }, &CrossEntropyLoss).unwrap_err().to_string();
     assert!(err.contains("the dataset filled rows of 5 columns from index 0, and says its samples have 4"), "{err}");
     let err = fit(|t| t, &mut SyntheticClassification::new(3, 4, 3), &OffByOne).unwrap_err().to_string();
     assert!(err.contains("the loss's gradient is 5x3, the model's output 4x3"), "{err}");
@@ -159,12 +165,30 @@ fn a_dataset_or_loss_of_the_wrong_shape_is_an_error_not_a_panic() {
 
 #[test]
 fn data_of_another_width_than_the_first_layer_is_refused_naming_both() {
-    let err = fit(|t| t, &mut Columns { fills: 6, says: 6 }, &CrossEntropyLoss).unwrap_err().to_string();
+    let err = fit(|t| t, &mut Columns { fills: 6, says: 6, holds: None }, &CrossEntropyLoss).unwrap_err().to_string();
     assert!(err.contains("the data gives 6 features per sample, Small's first layer takes 4"), "{err}");
     // A dataset that describes itself is named by its description.
     let err = fit(|t| t, &mut SyntheticClassification::new(3, 6, 3), &CrossEntropyLoss).unwrap_err().to_string();
     assert!(err.contains("the data (synthetic"), "{err}");
     assert!(err.contains(") gives 6 features per sample, Small's first layer takes 4"), "{err}");
+}
+
+#[test]
+fn a_finite_set_of_no_samples_is_refused_for_training_evaluation_and_validation() {
+    let empty = || Columns { fills: 4, says: 4, holds: Some(0) };
+    let err = fit(|t| t, &mut empty(), &CrossEntropyLoss).unwrap_err().to_string();
+    assert!(err.contains("the data (4 features per sample) holds no samples"), "{err}");
+    let comm = Communicator::single();
+    let mut model = Small::new(&comm, 1).unwrap();
+    let mut held_out = empty();
+    let err = Trainer::new(&comm)
+        .validate(&mut held_out, 1, 1)
+        .fit(&mut model, &mut Columns { fills: 4, says: 4, holds: Some(8) }, &CrossEntropyLoss)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("the held-out data (4 features per sample) holds no samples"), "{err}");
+    let err = Trainer::new(&comm).evaluate(&mut model, &mut empty(), &CrossEntropyLoss, 1).unwrap_err().to_string();
+    assert!(err.contains("holds no samples"), "{err}");
 }
 
 #[test]

@@ -68,6 +68,7 @@ pub(crate) fn width_only(features: usize) -> String {
 
 /// Where the `Trainer` reads its samples: by global index, so that each rank reads its own
 /// shard of every step and a resumed run reads what an uninterrupted one would have.
+#[allow(clippy::len_without_is_empty)] // `len() == Some(0)` is the empty set, which is refused.
 pub trait Dataset {
     /// Fills `batch` with the `samples` samples of global indices `first, first + 1, ...` (each
     /// `positions()` rows of inputs: `samples` rows for independent samples); a finite set
@@ -89,6 +90,14 @@ pub trait Dataset {
     /// A short description for the start-up line.
     fn describe(&self) -> String {
         width_only(self.features())
+    }
+
+    /// How many distinct samples a finite set holds (indices past it wrap around): the
+    /// `Trainer` refuses a set of none, and says when a global batch, or a held-out
+    /// measurement, reads more samples than it holds. `None` (the default): samples are drawn
+    /// or generated without end.
+    fn len(&self) -> Option<u64> {
+        None
     }
 
     /// What the token ids of a language model's samples stand for, kept with its checkpoints
@@ -150,6 +159,10 @@ impl Dataset for IdxDataset {
     fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> Result<()> {
         IdxDataset::fill_into(self, first, rows, &mut batch.inputs, &mut batch.labels);
         Ok(())
+    }
+
+    fn len(&self) -> Option<u64> {
+        Some(IdxDataset::len(self) as u64)
     }
 
     fn features(&self) -> usize {

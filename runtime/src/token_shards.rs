@@ -198,6 +198,11 @@ impl Dataset for TokenShards {
         self.context
     }
 
+    /// Its windows: sample `i` is the `i`-th, shard after shard.
+    fn len(&self) -> Option<u64> {
+        Some(self.windows)
+    }
+
     fn vocabulary(&self) -> Option<String> {
         self.vocabulary.clone()
     }

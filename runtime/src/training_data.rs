@@ -35,6 +35,15 @@ impl Dataset for TrainingData {
         }
     }
 
+    fn len(&self) -> Option<u64> {
+        match self {
+            TrainingData::Idx(d) => Dataset::len(d),
+            TrainingData::Tokens(d) => d.len(),
+            // Generated samples, and a text's windows drawn at random offsets: without end.
+            TrainingData::Synthetic(_) | TrainingData::Text(_) => None,
+        }
+    }
+
     fn vocabulary(&self) -> Option<String> {
         match self {
             TrainingData::Text(d) => d.vocabulary(),

@@ -58,7 +58,10 @@ impl Trainer<'_> {
         tables::check::<M>(data, "evaluated")?;
         config.validation = Some(ValidationConfig { every: 1, batches });
         agreement::agree_on_settings(&config, comm)?;
-        if let (0, Some(note)) = (comm.rank(), crate::host::threads::use_for_products(config.threads)) {
+        let measured = [config.batch, batches, comm.world_size()].iter().fold(1u64, |n, &f| n.saturating_mul(f as u64));
+        let notes =
+            [crate::host::threads::use_for_products(config.threads), preflight::counted_twice(data, "data", measured)];
+        for note in notes.into_iter().flatten().filter(|_| comm.rank() == 0) {
             console::err_line(&format!("note: {note}"));
         }
         // No step runs: the optimizer is never asked to update.

@@ -282,6 +282,11 @@ impl<'c> Trainer<'c> {
         if let Some(held_out) = held_out.as_deref() {
             tables::check::<M>(held_out, "held-out")?;
         }
+        if comm.rank() == 0 {
+            for note in preflight::repeated_samples(&config, data, held_out.as_deref(), comm.world_size()) {
+                console::err_line(&format!("note: {note}"));
+            }
+        }
         // Held until the run ends: no other run saves into this folder meanwhile, and a checkpoint
         // folder it made is removed again if the run ends before its first save (the folders made
         // to check the output files are gone already; their writers make them again).

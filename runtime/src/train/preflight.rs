@@ -92,8 +92,12 @@ pub(super) fn check<M: DistributedModel>(config: &TrainConfig, data: &impl Datas
     check_features::<M>(data)
 }
 
-/// The data's features per sample against the model's first layer.
+/// The data's features per sample against the model's first layer, and a finite set's samples:
+/// one at least.
 pub(super) fn check_features<M: DistributedModel>(data: &impl Dataset) -> Result<()> {
+    if data.len() == Some(0) {
+        return Err(Error::Dataset(format!("the data ({}) holds no samples", data.describe())));
+    }
     let schedule = &M::SCHEDULE;
     let Some((features, _)) = schedule.io_widths() else {
         return Err(Error::Config(format!("{} has no layer with fixed widths", schedule.model)));
@@ -113,6 +117,39 @@ pub(super) fn check_features<M: DistributedModel>(data: &impl Dataset) -> Result
         )));
     }
     Ok(())
+}
+
+/// Notes before step 1 where a finite set holds fewer samples than are read together: a global
+/// batch (every step then reads some samples twice), or a held-out measurement's batches (some
+/// count twice in its mean).
+pub(super) fn repeated_samples(
+    config: &TrainConfig,
+    data: &dyn Dataset,
+    held_out: Option<&dyn Dataset>,
+    world: usize,
+) -> Vec<String> {
+    let global = (config.batch as u64).saturating_mul(world as u64);
+    let per_step = global.saturating_mul(config.accumulate as u64);
+    let mut notes = Vec::new();
+    if let Some(len) = data.len().filter(|&len| len < per_step) {
+        notes.push(format!(
+            "the data ({}) holds {len} samples, fewer than the {per_step} a step reads: every step reads some twice",
+            data.describe()
+        ));
+    }
+    let batches = config.validation.map_or(0, |v| v.batches);
+    notes.extend(held_out.and_then(|h| counted_twice(h, "held-out data", global.saturating_mul(batches as u64))));
+    notes
+}
+
+/// A note where `data` holds fewer samples than the `measured` a measurement of its loss reads.
+pub(super) fn counted_twice(data: &dyn Dataset, what: &str, measured: u64) -> Option<String> {
+    let len = data.len().filter(|&len| len < measured)?;
+    Some(format!(
+        "the {what} ({}) holds {len} samples, fewer than the {measured} a measurement reads: some count twice in its \
+         mean",
+        data.describe()
+    ))
 }
 
 /// A note before step 1 when an emulated link is so slow that even one bucket's all-reduce (a
@@ -303,4 +340,55 @@ pub(super) fn check_lendable<M: DistributedModel>(
         layer.name,
         layer.kind
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ValidationConfig;
+    use crate::data::Batch;
+
+    /// A finite set of `.0` samples that fills nothing.
+    struct Holds(u64);
+
+    impl Dataset for Holds {
+        fn fill(&mut self, _: u64, _: usize, _: &mut Batch) -> Result<()> {
+            Ok(())
+        }
+        fn features(&self) -> usize {
+            4
+        }
+        fn len(&self) -> Option<u64> {
+            Some(self.0)
+        }
+    }
+
+    #[test]
+    fn a_set_smaller_than_what_is_read_together_is_noted() {
+        let config = TrainConfig {
+            batch: 8,
+            accumulate: 2,
+            validation: Some(ValidationConfig { every: 10, batches: 3 }),
+            ..TrainConfig::default()
+        };
+        // A step reads 8 x 2 ranks x 2 micro-steps = 32 samples; a measurement 8 x 2 x 3 = 48.
+        assert!(repeated_samples(&config, &Holds(32), Some(&Holds(48)), 2).is_empty());
+        let notes = repeated_samples(&config, &Holds(31), Some(&Holds(47)), 2);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].contains("holds 31 samples, fewer than the 32 a step reads"), "{notes:?}");
+        assert!(notes[1].contains("holds 47 samples, fewer than the 48 a measurement reads"), "{notes:?}");
+        assert!(repeated_samples(&config, &SyntheticLike, None, 2).is_empty(), "a set without end");
+    }
+
+    /// Samples without end (`Dataset::len`'s default).
+    struct SyntheticLike;
+
+    impl Dataset for SyntheticLike {
+        fn fill(&mut self, _: u64, _: usize, _: &mut Batch) -> Result<()> {
+            Ok(())
+        }
+        fn features(&self) -> usize {
+            4
+        }
+    }
 }

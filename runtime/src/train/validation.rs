@@ -38,6 +38,9 @@ pub(super) fn check(config: &TrainConfig, train: &dyn Dataset, held_out: Option<
             v.every, v.batches
         )));
     }
+    if held_out.len() == Some(0) {
+        return Err(Error::Dataset(format!("the held-out data ({}) holds no samples", held_out.describe())));
+    }
     let shape = |d: &dyn Dataset| (d.features(), d.positions().max(1));
     if shape(held_out) != shape(train) {
         return Err(Error::Dataset(format!(
