@@ -15,6 +15,7 @@ mod format;
 mod locate;
 mod names;
 mod reader;
+mod staging;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -345,74 +346,31 @@ pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usiz
     }
     refuse_earlier_shards(out)?;
     // Everything is written into a staging folder first and moved into `out` once whole, so that
-    // a failed or interrupted run leaves no shards that `--tokens` would read as a dataset (it
-    // refuses a folder holding a staging folder: see `unfinished_prepare`).
-    let staging = staging_folder(out, stem);
-    match std::fs::remove_dir_all(&staging) {
-        // One an earlier interrupted run of this name left, never read: begin again.
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_at(&staging)(e)),
-    }
-    std::fs::create_dir_all(&staging).map_err(io_at(&staging))?;
-    let written = write_staged(&tokens, train_end, &vocab, &staging, stem, shard_tokens);
-    let moved = written.and_then(|staged| {
-        let (train, val) = (moved_into(out, &staged.train), moved_into(out, &staged.val));
-        // Shards first and the vocabulary last, then the staging folder goes: until it has gone,
-        // `--tokens` refuses the folder.
-        for from in staged.train.iter().chain(&staged.val).chain([&staging.join(VOCABULARY_FILE)]) {
-            let to = out.join(from.file_name().expect("a file"));
-            std::fs::rename(from, &to).map_err(io_at(&to))?;
-        }
-        std::fs::remove_dir(&staging).map_err(io_at(&staging))?;
-        Ok(Prepared { train, val, ..staged })
+    // a failed or interrupted run leaves no shards that `--tokens` would read as a dataset.
+    let folder = staging::begin(out, stem)?;
+    let published = write_staged(&tokens, train_end, &vocab, &folder, stem, shard_tokens).and_then(|staged| {
+        // Shards first and the vocabulary last.
+        let files: Vec<PathBuf> =
+            staged.train.iter().chain(&staged.val).cloned().chain([folder.join(VOCABULARY_FILE)]).collect();
+        staging::publish(&folder, out, &files)?;
+        let moved = |files: &[PathBuf]| staging::moved_into(out, files);
+        Ok(Prepared { train: moved(&staged.train), val: moved(&staged.val), ..staged })
     });
-    if moved.is_err() {
-        let _ = std::fs::remove_dir_all(&staging); // Best effort: the error says what went wrong.
+    if published.is_err() {
+        staging::abandon(&folder);
     }
-    moved
+    published
 }
 
-/// An I/O error at `path`.
-fn io_at(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
-    move |source| Error::Io { path: path.to_owned(), source }
-}
-
-/// The folder `prepare_characters` writes a text's shards into before they go into `out`.
-fn staging_folder(out: &Path, stem: &str) -> PathBuf {
-    out.join(format!("{STAGING_PREFIX}{stem}{STAGING_SUFFIX}"))
-}
-
-/// `.prepare-<name>.partial`: hidden, so that listing the shards passes it by.
-const STAGING_PREFIX: &str = ".prepare-";
-const STAGING_SUFFIX: &str = ".partial";
-
-/// The staging folder in `folder` that a `prepare` which did not finish left, if any.
-pub(crate) fn unfinished_prepare(folder: &Path) -> Option<PathBuf> {
-    let listed = std::fs::read_dir(folder).ok()?;
-    listed.filter_map(|e| e.ok()).map(|e| e.path()).find(|p| {
-        p.is_dir()
-            && p.file_name()
-                .map(|n| n.to_string_lossy())
-                .is_some_and(|n| n.starts_with(STAGING_PREFIX) && n.ends_with(STAGING_SUFFIX))
-    })
-}
-
-/// `files`' names in `out`.
-fn moved_into(out: &Path, files: &[PathBuf]) -> Vec<PathBuf> {
-    files.iter().map(|f| out.join(f.file_name().expect("a file"))).collect()
-}
-
-/// The shards and the vocabulary, written into `folder`.
+/// The shards and the vocabulary, written into `out`.
 fn write_staged(
     tokens: &[u16],
     train_end: usize,
     vocab: &[char],
-    folder: &Path,
+    out: &Path,
     stem: &str,
     shard_tokens: usize,
 ) -> Result<Prepared> {
-    let out = folder;
     let write = |split: &str, parts: &[u16]| -> Result<Vec<PathBuf>> {
         // Shards of at most `shard_tokens` as equal as can be, not full ones and a short last one, which
         // could be too short for one sample; and never of one token, which holds no sample at all

@@ -229,7 +229,8 @@ pub struct TrainArgs {
     #[arg(long, value_name = "N", value_parser = positive_usize, allow_hyphen_values = true)]
     pub context: Option<usize>,
     /// After training, print N characters the model generates (rank 0), as nanoGPT's sample.py:
-    /// from a newline, each drawn from the next-character distribution. The characters are
+    /// from a newline (the vocabulary's first character where it has none), each drawn from the
+    /// next-character distribution. The characters are
     /// --text's, those of the vocabulary.txt beside --tokens shards (`prepare` writes it), or, with
     /// --steps 0, those --init-params records.
     #[arg(long, value_name = "N", conflicts_with = "data", default_value_t = 0, allow_hyphen_values = true)]

@@ -199,7 +199,7 @@ fn an_unfinished_prepare_leaves_no_dataset_and_a_new_run_replaces_it() {
     let out = dir.path().join("shards");
     let text = "to be or not to be, that is the question";
     // What a run interrupted while writing its second shard leaves.
-    let staging = staging_folder(&out, "hamlet");
+    let staging = out.join(".prepare-hamlet.partial");
     std::fs::create_dir_all(&staging).unwrap();
     write_shard(&staging.join("hamlet_train_000000.bin"), &[1, 2, 3]).unwrap();
     std::fs::write(staging.join("hamlet_train_000001.partial"), [0u8; 7]).unwrap();
@@ -221,7 +221,7 @@ fn an_unfinished_prepare_leaves_no_dataset_and_a_new_run_replaces_it() {
     // A run that cannot write its staging folder (a file stands there) leaves nothing new.
     let other = dir.path().join("other");
     std::fs::create_dir_all(&other).unwrap();
-    std::fs::write(staging_folder(&other, "hamlet"), b"not a folder").unwrap();
+    std::fs::write(other.join(".prepare-hamlet.partial"), b"not a folder").unwrap();
     let failed = prepare_characters(text, &other, "hamlet", 8).unwrap_err().to_string();
     assert!(failed.contains(".prepare-hamlet.partial"), "{failed}");
     assert_eq!(std::fs::read_dir(&other).unwrap().count(), 1, "only the file that was there");

@@ -1,0 +1,59 @@
+//! Where `prepare` writes a text's shards before they go into their folder: a hidden folder
+//! beside them (`.prepare-<name>.partial`), moved out of once every file is whole. A run that is
+//! interrupted or fails leaves no shards that `--tokens` would read as a dataset, and `--tokens`
+//! refuses a folder that still holds a staging folder (`unfinished`).
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// `.prepare-<name>.partial`: hidden, so that listing the shards passes it by.
+const PREFIX: &str = ".prepare-";
+const SUFFIX: &str = ".partial";
+
+/// The staging folder of the shards named `stem` in `out`, made anew: one that an earlier run
+/// of this name left, which nothing ever read, is removed first.
+pub(super) fn begin(out: &Path, stem: &str) -> Result<PathBuf> {
+    let staging = out.join(format!("{PREFIX}{stem}{SUFFIX}"));
+    match std::fs::remove_dir_all(&staging) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_at(&staging)(e)),
+    }
+    std::fs::create_dir_all(&staging).map_err(io_at(&staging))?;
+    Ok(staging)
+}
+
+/// Moves `files` (in `staging`, in this order) into `out`, then removes `staging`: until it has
+/// gone, `--tokens` refuses the folder.
+pub(super) fn publish(staging: &Path, out: &Path, files: &[PathBuf]) -> Result<()> {
+    for (from, to) in files.iter().zip(moved_into(out, files)) {
+        std::fs::rename(from, &to).map_err(io_at(&to))?;
+    }
+    std::fs::remove_dir(staging).map_err(io_at(staging))
+}
+
+/// Removes `staging` and what it holds, as far as it can: the error that stopped the run says
+/// what went wrong.
+pub(super) fn abandon(staging: &Path) {
+    let _ = std::fs::remove_dir_all(staging);
+}
+
+/// `files`' names in `out`.
+pub(super) fn moved_into(out: &Path, files: &[PathBuf]) -> Vec<PathBuf> {
+    files.iter().map(|f| out.join(f.file_name().expect("a file"))).collect()
+}
+
+/// The staging folder in `folder` that a `prepare` which did not finish left, if any.
+pub(super) fn unfinished(folder: &Path) -> Option<PathBuf> {
+    let listed = std::fs::read_dir(folder).ok()?;
+    listed.filter_map(|e| e.ok()).map(|e| e.path()).find(|p| {
+        p.is_dir()
+            && p.file_name().map(|n| n.to_string_lossy()).is_some_and(|n| n.starts_with(PREFIX) && n.ends_with(SUFFIX))
+    })
+}
+
+/// An I/O error at `path`.
+fn io_at(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |source| Error::Io { path: path.to_owned(), source }
+}
