@@ -148,6 +148,13 @@ fn a_sample_reads_back_no_further_than_training_did() {
     for file in ["resumed.st", "ck/step-00000003/model.safetensors", "started.st"] {
         assert_eq!(overlap::params_file::load_notes(&dir.path().join(file)).unwrap().positions, Some(8), "{file}");
     }
+    // Resumed at its total already with a sample asked for: how to sample from it instead.
+    let (ok, text) =
+        run("gpt", dir.path(), &[&shorter[..], &["--steps", "3", "--resume", "ck", "--sample", "5"]].concat());
+    assert!(!ok && text.contains("nothing to do"), "{text}");
+    let hint = "note: to sample from the checkpoint, give `--steps 0 --init-params ck/step-00000003/model.safetensors \
+                --sample 5` in place of --resume";
+    assert!(text.contains(hint), "{text}");
     // Sequences of one position are sequences too.
     let one = ["--text", "t.txt", "--context", "1", "--steps", "1", "--report", "off", "--eval-every", "0"];
     let (ok, text) = run("gpt", dir.path(), &[&one[..], &["--save-params", "p1.st"]].concat());

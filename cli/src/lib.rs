@@ -218,7 +218,19 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         (Some(held_out), Some(every)) => trainer.validate(held_out, every, args.eval_batches),
         _ => trainer,
     };
-    let summary = trainer.fit(&mut model, &mut data, &CrossEntropyLoss)?;
+    let summary = trainer.fit(&mut model, &mut data, &CrossEntropyLoss);
+    if let (Err(Error::NothingToDo { .. }), 0, Some(dir), true) = (&summary, comm.rank(), &args.resume, args.sample > 0)
+    {
+        // A sample was asked for: the checkpoint's parameters file serves without resuming it.
+        if let Some(file) = overlap_runtime::checkpoint::latest_model_file(dir) {
+            console::err_line(&format!(
+                "note: to sample from the checkpoint, give `--steps 0 --init-params {} --sample {}` in place of --resume",
+                file.display(),
+                args.sample
+            ));
+        }
+    }
+    let summary = summary?;
     if let (0, Some(vocab)) = (comm.rank(), sample_vocab) {
         sampling::print_sample(&model, &vocab, overlap_runtime::Dataset::positions(&data), args)?;
     }

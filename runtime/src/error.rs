@@ -222,6 +222,18 @@ pub enum Error {
     /// shards or text, too few samples, rows of the wrong width, a token id outside the vocabulary.
     #[error("data: {0}")]
     Dataset(String),
+    /// The checkpoint resumed is at the total of steps to reach, or past it: no step is left.
+    #[error(
+        "the checkpoint is at step {step}, and {total} steps is the total to reach: nothing to do (give a larger \
+         total to train on; its parameters are in its step folder's {})",
+        crate::checkpoint::MODEL_FILE
+    )]
+    NothingToDo {
+        /// The step the checkpoint would resume at (the steps it holds).
+        step: u64,
+        /// The total of steps asked for (`TrainConfig::steps`).
+        total: u64,
+    },
     /// Every rank agreed to stop on a signal (SIGTERM, SIGINT, SIGHUP) and did, after writing a
     /// checkpoint where the run saves; the command line exits with 128 + the signal.
     #[error(

@@ -70,13 +70,7 @@ pub(super) fn resume<M: DistributedModel>(
 /// Fails unless a step is left to run from `position` (checked once the ranks agree on it).
 pub(super) fn steps_left(config: &TrainConfig, position: Position) -> Result<()> {
     if position.next_step >= config.steps {
-        return Err(Error::Config(format!(
-            "the checkpoint is at step {}, and {} steps is the total to reach: nothing to do (give a larger total to \
-             train on; its parameters are in its step folder's {})",
-            position.next_step,
-            config.steps,
-            crate::checkpoint::MODEL_FILE
-        )));
+        return Err(Error::NothingToDo { step: position.next_step, total: config.steps });
     }
     Ok(())
 }
