@@ -234,7 +234,10 @@ impl<'c> Trainer<'c> {
 
     /// Trains `model` on `data` against `loss` until `steps`, resuming first if asked. Every
     /// rank calls it with its own copy of the model (built by `M::new`, which gives every rank
-    /// rank 0's values); on return `model` holds the trained parameters.
+    /// rank 0's values); on return `model` holds the trained parameters. Each call is a run of
+    /// its own: from the parameters `model` holds (or the checkpoint `resume` names), at step 1
+    /// and sample 0 with a fresh optimizer state, unless it resumes; to go on where a run
+    /// stopped, save checkpoints and resume from them.
     ///
     /// An error on some ranks only (a dataset that fails on one) leaves the others waiting for
     /// them: dropping the communicator then ends the job, printing the error first, unless every
