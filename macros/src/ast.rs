@@ -27,6 +27,8 @@ pub struct Model<'a> {
     /// Whether `fields` holds every layer the model is written with: not where a field or a
     /// block's use was refused (reported) or the layer limit stopped the reading.
     pub complete: bool,
+    /// Whether a struct it is made of, or a field of one, is `#[deprecated]` (see `lint_allows`).
+    pub deprecated: bool,
 }
 
 /// A residual block's instance: layers `first..=last` compute `f`, and the block outputs
@@ -157,7 +159,8 @@ impl<'a> Model<'a> {
             quote!(#field: #value,)
         });
         let init = quote!(#ident { #(#inits)* });
-        Model { item, fields, residuals: Vec::new(), init, complete }
+        let deprecated = crate::lint_allows::marks_deprecated(item);
+        Model { item, fields, residuals: Vec::new(), init, complete, deprecated }
     }
 
     /// Specs of every field, in definition order (only meaningful once all fields are valid).

@@ -49,8 +49,9 @@ pub fn check_field(attrs: &[Attribute], errors: &mut Errors) -> bool {
 
 /// Reports `#[cfg(...)]` on a struct of a module of blocks, and `#[cfg_attr(..)]` that would apply
 /// `#[cfg]` or `#[residual]` to it: the model is planned from every struct of the module, found
-/// by name, before `cfg` is evaluated.
-pub fn check_struct(attrs: &[Attribute], errors: &mut Errors) {
+/// by name, before `cfg` is evaluated. Whether it reported one.
+pub fn check_struct(attrs: &[Attribute], errors: &mut Errors) -> bool {
+    let before = errors.len();
     const HELP: &str = "a struct of a #[distributed_model] module cannot be conditional: the model and its blocks \
                         are planned at compile time, before `cfg` is evaluated; put the `cfg` on the whole module, \
                         or write one module per configuration";
@@ -59,6 +60,7 @@ pub fn check_struct(attrs: &[Attribute], errors: &mut Errors) {
             errors.spanned(attr, HELP);
         }
     }
+    errors.len() > before
 }
 
 /// Whether `attr` is `#[cfg_attr(..)]` applying (possibly nested) the attribute `name`.

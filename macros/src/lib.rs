@@ -24,6 +24,7 @@ mod helpers;
 mod init_attr;
 mod layer_limit;
 mod layers;
+mod lint_allows;
 mod nesting;
 mod planning;
 mod profile;

@@ -19,7 +19,9 @@ pub(super) fn host_impls(
     schedule: &Schedule,
     notes: &[String],
     guard: &TokenStream,
+    allows: &crate::lint_allows::LintAllows,
 ) -> TokenStream {
+    let allow = allows.impls();
     // The device-generic types on the host, not their aliases (`MlpGrads`): an item of the user's
     // named as an alias is then the compiler's one error (E0428), not also a type error here.
     let Names { workspace_on, grads_on, in_flight_on, .. } = names;
@@ -48,7 +50,7 @@ pub(super) fn host_impls(
     });
     quote! {
         /// On the host: the program with the layers' own methods and the communicator.
-        #[allow(non_snake_case, deprecated)]
+        #allow
         impl ::overlap::DistributedModel for #ident #guard {
             const SCHEDULE: ::overlap::plan::Schedule = #schedule_const;
             type Workspace = #workspace_on<::overlap::program::Host>;
@@ -143,7 +145,7 @@ pub(super) fn host_impls(
             }
         }
 
-        #[allow(non_snake_case, deprecated)]
+        #allow
         impl ::overlap::__private::ParamVecs for #ident #guard {
             fn param_vec_mut(&mut self, index: ::core::primitive::usize) -> ::core::option::Option<&mut ::std::vec::Vec<::core::primitive::f32>> {
                 use ::overlap::Layer as _;

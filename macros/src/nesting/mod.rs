@@ -128,7 +128,8 @@ fn unroll_alone<'a>(all: &[&'a ItemStruct], root: usize, seen: &mut Seen, errors
     let init = flat.unroll(root, &Prefix::default(), errors);
     *seen = flat.seen;
     let complete = !flat.too_many && flat.refused_uses == 0 && flat.empty_blocks == 0;
-    Model { item: all[root], fields: flat.fields, residuals: flat.residuals, init, complete }
+    let deprecated = all.iter().any(|s| crate::lint_allows::marks_deprecated(s));
+    Model { item: all[root], fields: flat.fields, residuals: flat.residuals, init, complete, deprecated }
 }
 
 /// The model (the attributed struct, or the module's model) is no block, so `#[residual]` on it

@@ -65,8 +65,11 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
         }
     }
     let all: Vec<&ItemStruct> = read.into_iter().filter(|s| !layers.contains(&&s.ident)).collect();
+    // Conditional structs (refused) may be one struct twice, or none in a build: which is the
+    // model is not asked of them.
+    let mut conditional = false;
     for s in &all {
-        cfg::check_struct(&s.attrs, errors);
+        conditional |= cfg::check_struct(&s.attrs, errors);
         crate::field_attr::misplaced_on_struct(&s.attrs, &s.ident, errors);
         crate::ast::refuse_packed(&s.attrs, errors);
     }
@@ -93,6 +96,7 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
             taken_as_the_model(&all, &module.ident, model, errors);
         }
         [] => errors.spanned(&module.ident, "every struct in this module is used by another: one must be the model"),
+        _ if conditional => {}
         several => {
             // Candidates that hold no layer are structs of one's own beside the model: said so,
             // and left as written, so that their fields are not read as layers.

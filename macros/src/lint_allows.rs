@@ -1,0 +1,72 @@
+//! The lints the generated code would raise again where the user's own code already did: names
+//! made from a field's (`FC_out` for a field `FC`) or from the model's (`netWorkspace` for a
+//! model `net`), and reads of a `#[deprecated]` field. Each is allowed only where the user wrote
+//! such a name or attribute: an `allow` under the crate's `forbid` of the same lint is itself an
+//! error, so a crate that forbids them, and writes none, builds.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::{ItemStruct, Meta};
+
+use crate::ast::Model;
+
+/// Which of the lints the generated items allow.
+pub struct LintAllows {
+    /// A field's name that is not snake case, in the model or a block.
+    snake: bool,
+    /// The model's name is not upper camel case (the generated types begin with it).
+    camel: bool,
+    /// A `#[deprecated]` field or struct, which the generated code reads.
+    deprecated: bool,
+}
+
+impl LintAllows {
+    pub fn of(model: &Model) -> Self {
+        let upper = |ident: &syn::Ident| syn::ext::IdentExt::unraw(ident).to_string().chars().any(char::is_uppercase);
+        let name = syn::ext::IdentExt::unraw(&model.item.ident).to_string();
+        LintAllows {
+            snake: model.fields.iter().map(|f| &f.ident).chain(model.residuals.iter().map(|r| &r.ident)).any(upper),
+            camel: name.starts_with(char::is_lowercase) || name.contains('_'),
+            deprecated: model.deprecated,
+        }
+    }
+
+    /// On the workspace: fields named after the model's, in a type named after it.
+    pub fn workspace(&self) -> TokenStream {
+        allow([("non_snake_case", self.snake), ("non_camel_case_types", self.camel)])
+    }
+
+    /// On the other generated types and aliases, named after the model.
+    pub fn types(&self) -> TokenStream {
+        allow([("non_camel_case_types", self.camel)])
+    }
+
+    /// On the generated impls: locals named after the model's fields, which read them.
+    pub fn impls(&self) -> TokenStream {
+        allow([("non_snake_case", self.snake), ("deprecated", self.deprecated)])
+    }
+}
+
+/// `#[allow(..)]` of the lints marked, or nothing.
+fn allow<const N: usize>(lints: [(&str, bool); N]) -> TokenStream {
+    let lints: Vec<syn::Ident> = lints
+        .iter()
+        .filter(|(_, needed)| *needed)
+        .map(|(lint, _)| syn::Ident::new(lint, proc_macro2::Span::call_site()))
+        .collect();
+    if lints.is_empty() {
+        return TokenStream::new();
+    }
+    quote!(#[allow(#(#lints),*)])
+}
+
+/// Whether `item` or one of its fields is `#[deprecated]`, also through `cfg_attr`.
+pub fn marks_deprecated(item: &ItemStruct) -> bool {
+    let deprecated = |attr: &syn::Attribute| match &attr.meta {
+        Meta::List(list) if list.path.is_ident("cfg_attr") => {
+            list.tokens.clone().into_iter().any(|t| matches!(t, proc_macro2::TokenTree::Ident(i) if i == "deprecated"))
+        }
+        meta => meta.path().is_ident("deprecated"),
+    };
+    item.attrs.iter().chain(item.fields.iter().flat_map(|f| &f.attrs)).any(deprecated)
+}

@@ -1,0 +1,33 @@
+//! A crate that forbids the lints the generated code allows where the user's names or
+//! attributes need it (`non_snake_case`, `non_camel_case_types`, `deprecated`): a model that
+//! needs none gets no `allow`, which a `forbid` would refuse.
+#![forbid(non_snake_case, non_camel_case_types, deprecated)]
+#![deny(warnings)]
+use overlap::prelude::*;
+
+#[distributed_model]
+pub struct Net {
+    fc: Linear<4, 4>,
+    head: Linear<4, 2>,
+}
+
+#[distributed_model]
+mod stacked {
+    use overlap::prelude::*;
+
+    #[residual]
+    pub struct Block {
+        norm: LayerNorm<4>,
+        fc: Linear<4, 4>,
+    }
+
+    pub struct Stacked {
+        blocks: [Block; 2],
+        head: Linear<4, 2>,
+    }
+}
+
+fn main() {
+    let _ = Net::init(0).new_grads();
+    let _ = stacked::Stacked::init(0).new_grads();
+}
