@@ -184,7 +184,13 @@ fn layer_attr(attr: &Attribute, errors: &mut Errors) -> Option<LayerAttr> {
         (None, None) => None,
         _ if given("input") && given("output") => None,
         _ => {
-            errors.spanned(attr, "give both `input` and `output`, or neither for a width-preserving layer");
+            // At the key given, which lacks its other half.
+            let lone = items.iter().find(|item| item.path().is_ident("input") || item.path().is_ident("output"));
+            let message = "give both `input` and `output`, or neither for a width-preserving layer";
+            match lone {
+                Some(item) => errors.spanned(item, message),
+                None => errors.spanned(attr, message),
+            }
             None
         }
     };

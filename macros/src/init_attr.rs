@@ -48,7 +48,7 @@ impl NamedStd {
 
 /// `#[init(...)]`, every problem reported; `None` when any.
 pub fn parse(attr: &Attribute, errors: &mut Errors) -> Option<Rc<InitAttr>> {
-    let usage = "expected `#[init(std = 0.02)]`: weights drawn from N(0, std²) with a positive float literal, and \
+    let usage = "expected `#[init(std = 0.02)]`: weights drawn from N(0, std²) with a positive number literal, and \
                  optionally `ends_with(\"c_proj.weight\", std = 0.0071)` for the parameters whose path ends so";
     // At the token that cannot be read, not the whole attribute.
     let items = match attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated) {
@@ -124,16 +124,23 @@ impl Parse for EndsWith {
     }
 }
 
-/// A positive float literal that is a normal f32 (the weights are drawn in f32: 1e-50 would be 0).
+/// A positive number literal (`0.02`, or `1` as `bucket_cap_mb` takes one) that is a normal f32
+/// (the weights are drawn in f32: 1e-50 would be 0).
 fn std_value(value: &Expr, errors: &mut Errors) -> Option<f64> {
-    let Expr::Lit(syn::ExprLit { lit: Lit::Float(lit), .. }) = value else {
-        errors.spanned(value, "`std` must be a positive float literal, such as `0.02`");
-        return None;
+    let parsed = match value {
+        Expr::Lit(syn::ExprLit { lit: Lit::Float(lit), .. }) => lit.base10_parse::<f64>(),
+        Expr::Lit(syn::ExprLit { lit: Lit::Int(lit), .. }) => lit.base10_parse::<f64>(),
+        _ => {
+            errors.spanned(value, "`std` must be a positive number literal, such as `0.02`");
+            return None;
+        }
     };
-    match lit.base10_parse::<f64>() {
-        Ok(std) if std > MAX_STD => errors.spanned(lit, "`std` must be at most 1e6"),
+    match parsed {
+        Ok(std) if std > MAX_STD => errors.spanned(value, "`std` must be at most 1e6"),
         Ok(std) if (std as f32).is_normal() && std > 0.0 => return Some(std),
-        _ => errors.spanned(lit, "`std` must be positive and, as the f32 the weights are drawn with, at least 1.2e-38"),
+        _ => {
+            errors.spanned(value, "`std` must be positive and, as the f32 the weights are drawn with, at least 1.2e-38")
+        }
     }
     None
 }
@@ -284,5 +291,13 @@ mod tests {
         assert!(!rule.matches("h.0.mlp.xc_proj.weight"));
         assert!(!rule.matches("h.0.mlp.c_proj.weight2"));
         assert!(!rule.matches("h.0.mlp.c_proj.bias"));
+    }
+
+    #[test]
+    fn std_is_a_number_literal_written_with_or_without_a_point() {
+        let std = |attr: Attribute| parse(&attr, &mut Errors::default()).and_then(|init| init.std);
+        assert_eq!(std(syn::parse_quote!(#[init(std = 1)])), Some(1.0));
+        assert_eq!(std(syn::parse_quote!(#[init(std = 0.02)])), Some(0.02));
+        assert_eq!(std(syn::parse_quote!(#[init(std = 0)])), None);
     }
 }

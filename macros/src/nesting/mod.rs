@@ -176,8 +176,13 @@ fn suffixed_length(array: &syn::TypeArray) -> Option<syn::LitInt> {
 fn residual_attr<'s>(s: &'s ItemStruct, errors: &mut Errors) -> Option<&'s syn::Attribute> {
     let mut all = s.attrs.iter().filter(|a| a.path().is_ident("residual"));
     let attr = all.next()?;
-    if !matches!(attr.meta, Meta::Path(_)) {
-        errors.spanned(attr, "`#[residual]` takes no arguments");
+    // At the arguments where there are some.
+    let message = "`#[residual]` takes no arguments";
+    match &attr.meta {
+        Meta::Path(_) => {}
+        Meta::List(list) if !list.tokens.is_empty() => errors.spanned(&list.tokens, message),
+        Meta::NameValue(nv) => errors.spanned(&nv.value, message),
+        Meta::List(_) => errors.spanned(attr, message),
     }
     for again in all {
         errors.spanned(again, "duplicate `#[residual]`");
