@@ -306,6 +306,12 @@ pub fn not_a_layer(ty: &Type) -> String {
             "`{shown}`: an array repeats a block, named by its struct's name alone (`[Block; 8]`), defined beside \
              the model in its `#[distributed_model]` module"
         ),
+        Type::Array(array) if unknown_name(&array.elem).is_some() => format!(
+            "`{shown}`: `{}` is no block of this module: an array repeats a block (a struct of layers defined \
+             beside the model in its `#[distributed_model]` module); to repeat a layer, make a block of it and \
+             repeat the block",
+            unknown_name(&array.elem).unwrap_or_default()
+        ),
         Type::Array(_) => format!(
             "`{shown}`: an array repeats a block (a struct of layers defined beside the model in its \
              `#[distributed_model]` module), not a layer; make a block of the layers, and repeat it"
@@ -330,6 +336,14 @@ pub fn not_a_layer(ty: &Type) -> String {
             built_in_list()
         ),
     }
+}
+
+/// An array's element that is a bare name (`Blok`) but no built-in layer's: a block's name
+/// mistyped, or a struct that is no block of this module.
+fn unknown_name(elem: &Type) -> Option<String> {
+    let Type::Path(p) = elem else { return None };
+    let ident = p.path.get_ident()?;
+    (p.qself.is_none() && !BUILT_INS.iter().any(|(name, _)| ident == name)).then(|| ident.to_string())
 }
 
 /// An array's element that is neither a bare name (`Block`) nor a layer type (`nn::Linear<4, 4>`,

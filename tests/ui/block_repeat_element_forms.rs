@@ -11,6 +11,8 @@ mod net {
     pub struct Net {
         grid: [[Block; 2]; 2],
         pathed: [self::Block; 2],
+        // A block's name mistyped: no block of this module.
+        typo: [Blok; 2],
         // A layer through a path, repeated: told to make a block of it.
         layers: [overlap::prelude::Tanh; 2],
         head: Linear<4, 2>,
