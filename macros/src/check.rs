@@ -60,18 +60,29 @@ fn boundaries_separate(model: &Model, errors: &mut Errors) {
                 errors.spanned(attr, format!("this `#[bucket_boundary]` separates nothing: {why}; remove it"))
             }
             Some(whys) => {
-                // Each use says its own reason: before one, nothing has parameters; after another.
-                let at: Vec<String> = (places.iter().zip(whys).take(4))
-                    .map(|(&i, why)| format!("at `{}`, {why}", model.fields[i].name))
-                    .collect();
                 let more = if places.len() > 4 { ", ..." } else { "" };
-                errors.spanned(
-                    attr,
+                let named = |i: usize| format!("`{}`", model.fields[i].name);
+                let message = if whys.iter().all(|why| *why == whys[0]) {
+                    // One reason at every place: said once.
+                    let at: Vec<String> = places.iter().take(4).map(|&i| named(i)).collect();
                     format!(
-                        "this `#[bucket_boundary]` separates nothing at any use of its block ({}{more}); remove it",
+                        "this `#[bucket_boundary]` separates nothing at any of the {} places it stands before ({}{more}): \
+                         {}; remove it",
+                        places.len(),
+                        at.join(", "),
+                        whys[0]
+                    )
+                } else {
+                    // Each place says its own reason: before one, nothing has parameters; after another.
+                    let at: Vec<String> =
+                        (places.iter().zip(whys).take(4)).map(|(&i, why)| format!("at {}, {why}", named(i))).collect();
+                    format!(
+                        "this `#[bucket_boundary]` separates nothing at any of the places it stands before ({}{more}); \
+                         remove it",
                         at.join("; ")
-                    ),
-                );
+                    )
+                };
+                errors.spanned(attr, message);
             }
             None => {}
         }

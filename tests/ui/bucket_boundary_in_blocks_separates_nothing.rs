@@ -49,6 +49,22 @@ mod reasons_differ {
     }
 }
 
+// One reason at every copy of a repeated block: said once.
+#[overlap::distributed_model]
+mod same_reason_at_every_copy {
+    use overlap::prelude::*;
+
+    pub struct Act {
+        act: Relu,
+    }
+
+    pub struct Net {
+        fc: Linear<4, 4>,
+        #[bucket_boundary]
+        tail: [Act; 3],
+    }
+}
+
 // Two block fields that begin at the same layer: each boundary is judged.
 #[overlap::distributed_model]
 mod nested_at_one_layer {
