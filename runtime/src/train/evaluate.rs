@@ -3,7 +3,7 @@
 //! model (Lightning's `Trainer.validate`, nanoGPT's `estimate_loss` alone).
 
 use super::validation::{self, HeldOutLoss};
-use super::{agreement, preflight, tables, Trainer};
+use super::{agreement, noting_failure, preflight, tables, Trainer};
 use crate::backend::CpuBackend;
 use crate::config::{Device, ValidationConfig};
 use crate::data::{Batch, Dataset};
@@ -27,50 +27,40 @@ impl Trainer<'_> {
         batches: usize,
     ) -> Result<f64> {
         let comm = self.comm;
-        comm.note_failure(None);
-        let outcome = self.evaluate_on_every_rank(model, data, loss, batches);
-        if let Err(failure) = &outcome {
-            comm.note_failure(Some(failure));
-        }
-        outcome
-    }
-
-    fn evaluate_on_every_rank<M: DistributedModel>(
-        self,
-        model: &mut M,
-        data: &mut impl Dataset,
-        loss: &impl Loss,
-        batches: usize,
-    ) -> Result<f64> {
-        let Trainer { comm, mut config, .. } = self;
-        if config.device != Device::Cpu {
-            return Err(Error::Config(
-                "`Trainer::evaluate` runs on the CPU: give it a Trainer without `Trainer::device`".into(),
-            ));
-        }
-        if config.batch == 0 || batches == 0 || config.threads == 0 {
-            return Err(Error::Config(format!(
-                "`Trainer::evaluate` on {batches} batch(es) of {} sample(s) on {} thread(s): each must be at least 1",
-                config.batch, config.threads
-            )));
-        }
-        preflight::check_features::<M>(data)?;
-        tables::check::<M>(data, "evaluated")?;
-        config.validation = Some(ValidationConfig { every: 1, batches });
-        agreement::agree_on_settings(&config, comm)?;
-        let measured = [config.batch, batches, comm.world_size()].iter().fold(1u64, |n, &f| n.saturating_mul(f as u64));
-        let notes =
-            [crate::host::threads::use_for_products(config.threads), preflight::counted_twice(data, "data", measured)];
-        for note in notes.into_iter().flatten().filter(|_| comm.rank() == 0) {
-            console::err_line(&format!("note: {note}"));
-        }
-        // No step runs: the optimizer is never asked to update.
-        let mut backend = CpuBackend::new(model, config.optimizer.build(&M::SCHEDULE), comm);
-        match validation::loss(&mut backend, data, loss, (&config, None), comm, &mut Batch::default())? {
-            HeldOutLoss::Measured(mean) => Ok(mean),
-            HeldOutLoss::CutShort { done, of } => {
-                unreachable!("a pass without stop signals measured {done} of {of} batches")
+        noting_failure(comm, || {
+            let Trainer { comm, mut config, .. } = self;
+            if config.device != Device::Cpu {
+                return Err(Error::Config(
+                    "`Trainer::evaluate` runs on the CPU: give it a Trainer without `Trainer::device`".into(),
+                ));
             }
-        }
+            if config.batch == 0 || batches == 0 || config.threads == 0 {
+                return Err(Error::Config(format!(
+                    "`Trainer::evaluate` on {batches} batch(es) of {} sample(s) on {} thread(s): each must be at least 1",
+                    config.batch, config.threads
+                )));
+            }
+            preflight::check_features::<M>(data)?;
+            tables::check::<M>(data, "evaluated")?;
+            config.validation = Some(ValidationConfig { every: 1, batches });
+            agreement::agree_on_settings(&config, comm)?;
+            let measured =
+                [config.batch, batches, comm.world_size()].iter().fold(1u64, |n, &f| n.saturating_mul(f as u64));
+            let notes = [
+                crate::host::threads::use_for_products(config.threads),
+                preflight::counted_twice(data, "data", measured),
+            ];
+            for note in notes.into_iter().flatten().filter(|_| comm.rank() == 0) {
+                console::err_line(&format!("note: {note}"));
+            }
+            // No step runs: the optimizer is never asked to update.
+            let mut backend = CpuBackend::new(model, config.optimizer.build(&M::SCHEDULE), comm);
+            match validation::loss(&mut backend, data, loss, (&config, None), comm, &mut Batch::default())? {
+                HeldOutLoss::Measured(mean) => Ok(mean),
+                HeldOutLoss::CutShort { done, of } => {
+                    unreachable!("a pass without stop signals measured {done} of {of} batches")
+                }
+            }
+        })
     }
 }

@@ -250,14 +250,7 @@ impl<'c> Trainer<'c> {
         loss: &impl Loss,
     ) -> Result<TrainSummary> {
         let comm = self.comm;
-        comm.note_failure(None);
-        let outcome = self.fit_on_every_rank(model, data, loss);
-        match &outcome {
-            // Every rank agreed to stop after the same step: nothing to end.
-            Err(Error::Stopped { .. }) | Ok(_) => {}
-            Err(failure) => comm.note_failure(Some(failure)),
-        }
-        outcome
+        noting_failure(comm, || self.fit_on_every_rank(model, data, loss))
     }
 
     fn fit_on_every_rank<M: DistributedModel>(
@@ -405,4 +398,17 @@ impl<'c> Trainer<'c> {
         }
         Ok(summary)
     }
+}
+
+/// `run`'s outcome, its error noted on `comm` (but a stop every rank agreed to, which ends
+/// nothing): a communicator dropped after an error on some ranks only ends the job, printing it
+/// first, rather than leave the others waiting (see `Trainer::fit`).
+fn noting_failure<T>(comm: &Communicator, run: impl FnOnce() -> Result<T>) -> Result<T> {
+    comm.note_failure(None);
+    let outcome = run();
+    match &outcome {
+        Err(Error::Stopped { .. }) | Ok(_) => {}
+        Err(failure) => comm.note_failure(Some(failure)),
+    }
+    outcome
 }
