@@ -222,12 +222,9 @@ fn a_dangling_latest_and_a_missing_data_folder_are_called_what_they_are() {
     assert!(mlp(&["--steps", "2", "--batch", "4", "--save", dir]).0);
     // Resumed at the total already reached: nothing to train, and where its parameters are.
     let (ok, text) = mlp(&["--steps", "2", "--batch", "4", "--resume", dir]);
-    assert!(
-        !ok && text.contains(
-            "nothing to do (give a larger total to train on; its parameters are in its step folder's model.safetensors"
-        ),
-        "{text}"
-    );
+    let parameters = format!("{dir}/step-00000002/model.safetensors");
+    let nothing = format!("nothing to do (give a larger total to train on; its parameters are in {parameters})");
+    assert!(!ok && text.contains(&nothing), "{text}");
     assert!(!text.contains("resumed from"), "nothing was resumed:\n{text}");
     // A parameters file given to --resume, and a checkpoint folder to --init-params, say which is which.
     let params = root.path().join("p.safetensors");

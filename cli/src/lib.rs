@@ -219,16 +219,14 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         _ => trainer,
     };
     let summary = trainer.fit(&mut model, &mut data, &CrossEntropyLoss);
-    if let (Err(Error::NothingToDo { .. }), 0, Some(dir), true) = (&summary, comm.rank(), &args.resume, args.sample > 0)
+    // A sample was asked for: the checkpoint's parameters file serves without resuming it.
+    if let (Err(Error::NothingToDo { parameters: Some(file), .. }), 0, true) = (&summary, comm.rank(), args.sample > 0)
     {
-        // A sample was asked for: the checkpoint's parameters file serves without resuming it.
-        if let Some(file) = overlap_runtime::checkpoint::latest_model_file(dir) {
-            console::err_line(&format!(
-                "note: to sample from the checkpoint, give `--steps 0 --init-params {} --sample {}` in place of --resume",
-                file.display(),
-                args.sample
-            ));
-        }
+        console::err_line(&format!(
+            "note: to sample from the checkpoint, give `--steps 0 --init-params {} --sample {}` in place of --resume",
+            file.display(),
+            args.sample
+        ));
     }
     let summary = summary?;
     if let (0, Some(vocab)) = (comm.rank(), sample_vocab) {

@@ -159,7 +159,7 @@ impl<'a> Model<'a> {
             quote!(#field: #value,)
         });
         let init = quote!(#ident { #(#inits)* });
-        let deprecated = crate::lint_allows::marks_deprecated(item);
+        let deprecated = marks_deprecated(item);
         Model { item, fields, residuals: Vec::new(), init, complete, deprecated }
     }
 
@@ -249,4 +249,15 @@ pub fn refuse_packed(attrs: &[syn::Attribute], errors: &mut Errors) {
              which the fields of a packed struct do not allow",
         );
     }
+}
+
+/// Whether `item` or one of its fields is `#[deprecated]`, also through `cfg_attr`.
+pub fn marks_deprecated(item: &ItemStruct) -> bool {
+    let deprecated = |attr: &syn::Attribute| match &attr.meta {
+        syn::Meta::List(list) if list.path.is_ident("cfg_attr") => {
+            list.tokens.clone().into_iter().any(|t| matches!(t, proc_macro2::TokenTree::Ident(i) if i == "deprecated"))
+        }
+        meta => meta.path().is_ident("deprecated"),
+    };
+    item.attrs.iter().chain(item.fields.iter().flat_map(|f| &f.attrs)).any(deprecated)
 }

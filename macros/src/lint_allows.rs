@@ -6,7 +6,6 @@
 
 use proc_macro2::TokenStream;
 use quote::quote;
-use syn::{ItemStruct, Meta};
 
 use crate::ast::Model;
 
@@ -58,15 +57,4 @@ fn allow<const N: usize>(lints: [(&str, bool); N]) -> TokenStream {
         return TokenStream::new();
     }
     quote!(#[allow(#(#lints),*)])
-}
-
-/// Whether `item` or one of its fields is `#[deprecated]`, also through `cfg_attr`.
-pub fn marks_deprecated(item: &ItemStruct) -> bool {
-    let deprecated = |attr: &syn::Attribute| match &attr.meta {
-        Meta::List(list) if list.path.is_ident("cfg_attr") => {
-            list.tokens.clone().into_iter().any(|t| matches!(t, proc_macro2::TokenTree::Ident(i) if i == "deprecated"))
-        }
-        meta => meta.path().is_ident("deprecated"),
-    };
-    item.attrs.iter().chain(item.fields.iter().flat_map(|f| &f.attrs)).any(deprecated)
 }

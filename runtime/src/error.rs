@@ -225,14 +225,16 @@ pub enum Error {
     /// The checkpoint resumed is at the total of steps to reach, or past it: no step is left.
     #[error(
         "the checkpoint is at step {step}, and {total} steps is the total to reach: nothing to do (give a larger \
-         total to train on; its parameters are in its step folder's {})",
-        crate::checkpoint::MODEL_FILE
+         total to train on{})",
+        parameters.as_ref().map_or(String::new(), |p| format!("; its parameters are in {}", p.display()))
     )]
     NothingToDo {
         /// The step the checkpoint would resume at (the steps it holds).
         step: u64,
         /// The total of steps asked for (`TrainConfig::steps`).
         total: u64,
+        /// The checkpoint's parameters file, which `--init-params` reads without resuming.
+        parameters: Option<PathBuf>,
     },
     /// Every rank agreed to stop on a signal (SIGTERM, SIGINT, SIGHUP) and did, after writing a
     /// checkpoint where the run saves; the command line exits with 128 + the signal.

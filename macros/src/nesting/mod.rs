@@ -128,7 +128,7 @@ fn unroll_alone<'a>(all: &[&'a ItemStruct], root: usize, seen: &mut Seen, errors
     let init = flat.unroll(root, &Prefix::default(), errors);
     *seen = flat.seen;
     let complete = !flat.too_many && flat.refused_uses == 0 && flat.empty_blocks == 0;
-    let deprecated = all.iter().any(|s| crate::lint_allows::marks_deprecated(s));
+    let deprecated = all.iter().any(|s| crate::ast::marks_deprecated(s));
     Model { item: all[root], fields: flat.fields, residuals: flat.residuals, init, complete, deprecated }
 }
 

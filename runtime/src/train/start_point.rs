@@ -70,7 +70,8 @@ pub(super) fn resume<M: DistributedModel>(
 /// Fails unless a step is left to run from `position` (checked once the ranks agree on it).
 pub(super) fn steps_left(config: &TrainConfig, position: Position) -> Result<()> {
     if position.next_step >= config.steps {
-        return Err(Error::NothingToDo { step: position.next_step, total: config.steps });
+        let parameters = config.resume.as_deref().and_then(checkpoint::latest_model_file);
+        return Err(Error::NothingToDo { step: position.next_step, total: config.steps, parameters });
     }
     Ok(())
 }
