@@ -11,7 +11,7 @@ use crate::ast::Model;
 
 /// Which of the lints the generated items allow.
 pub struct LintAllows {
-    /// A field's name that is not snake case, in the model or a block.
+    /// A field's or a parameter's name that is not snake case, in the model or a block.
     snake: bool,
     /// The model's name is not upper camel case (the generated types begin with it).
     camel: bool,
@@ -23,8 +23,12 @@ impl LintAllows {
     pub fn of(model: &Model) -> Self {
         let upper = |ident: &syn::Ident| syn::ext::IdentExt::unraw(ident).to_string().chars().any(char::is_uppercase);
         let name = syn::ext::IdentExt::unraw(&model.item.ident).to_string();
+        // Gradient views are named `<field>_<parameter>` (`scale_W` for a layer's parameter `W`).
+        let params = model.fields.iter().flat_map(|f| f.spec.iter().flat_map(|s| s.params.iter()));
+        let upper_param = params.map(|p| &p.name).any(|name| name.chars().any(char::is_uppercase));
         LintAllows {
-            snake: model.fields.iter().map(|f| &f.ident).chain(model.residuals.iter().map(|r| &r.ident)).any(upper),
+            snake: upper_param
+                || model.fields.iter().map(|f| &f.ident).chain(model.residuals.iter().map(|r| &r.ident)).any(upper),
             camel: name.starts_with(char::is_lowercase) || name.contains('_'),
             deprecated: model.deprecated,
         }
