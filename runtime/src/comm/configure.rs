@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use overlap_plan::{Link, Schedule};
 
-use super::bucket::WaitChecks;
+use super::in_flight::WaitChecks;
 use super::wire::Chosen;
 use super::{Backend, CommConfig, CommMode, Communicator, GradBucket, Transport, WireFormat};
 use crate::error::{Error, Result};

@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use super::bucket::WaitChecks;
+use super::in_flight::WaitChecks;
 use super::lent::{Lent, ParamValues};
 use super::mailbox::{Pending, Undelivered};
 use crate::error::{Error, Result};

@@ -18,6 +18,7 @@ mod configure;
 mod doorbell;
 mod gather;
 mod gathering;
+mod in_flight;
 mod last_words;
 mod lent;
 mod low_rank;
@@ -39,7 +40,8 @@ mod shared_shards;
 mod small_collectives;
 mod wire;
 
-pub use bucket::{GradBucket, InFlight};
+pub use bucket::GradBucket;
+pub use in_flight::InFlight;
 
 pub use lent::{BucketMember, ParamVecs};
 pub use low_rank::{LowRankP, LowRankQ, LowRankState};
@@ -57,7 +59,7 @@ use crate::error::{Error, Result};
 use crate::optim::Optimizer;
 use crate::trace::recorder::record;
 use crate::trace::span::Activity;
-use bucket::{Reduced, WaitChecks};
+use in_flight::{Reduced, WaitChecks};
 use mailbox::{Mailbox, Reply};
 use mpi_thread::MpiThread;
 pub use mpi_thread::ABORT_GRACE;

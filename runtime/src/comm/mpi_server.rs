@@ -13,8 +13,9 @@ use mpi::Threading;
 use overlap_plan::Link;
 
 use super::board::{self, Board};
-use super::bucket::{GradBucket, Reduced, Sharding};
+use super::bucket::{GradBucket, Sharding};
 use super::gathering::GatheredParams;
+use super::in_flight::Reduced;
 use super::last_words;
 use super::mailbox::Reply;
 use super::mode::Transport;

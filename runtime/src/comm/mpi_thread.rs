@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use overlap_plan::Link;
 
 use super::board::{self, ProcessState};
-use super::bucket::{GradBucket, Reduced};
+use super::bucket::GradBucket;
+use super::in_flight::Reduced;
 use super::last_words;
 use super::mailbox::{Mailbox, Reply, Undelivered};
 use super::mode::Transport;

@@ -16,8 +16,9 @@ use std::sync::atomic::AtomicBool;
 
 use mpi::topology::SimpleCommunicator;
 
-use super::bucket::{GradBucket, Reduced};
+use super::bucket::GradBucket;
 use super::gathering::Gathers;
+use super::in_flight::Reduced;
 use super::lent::ParamValues;
 use super::mailbox::Reply;
 use super::mpi_calls;

@@ -1,10 +1,10 @@
 //! Softmax cross-entropy on the GPU: each row's loss and the gradient of the mean, from the
 //! model's output and the batch's labels, without copying anything out.
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
 
 use super::gpu::{cuda, Gpu};
-use super::ops;
+use super::ops::{int, launch, per_row, In, Out};
 use super::storage::GpuTensor;
 use crate::error::{Error, Result};
 
@@ -36,7 +36,7 @@ impl GpuCrossEntropy {
         stream.memcpy_htod(labels, &mut device_labels.slice_mut(..rows)).map_err(cuda("copying the labels in"))?;
         self.grad.resize(gpu, rows, classes)?;
         self.rows = rows;
-        ops::cross_entropy(
+        cross_entropy(
             gpu,
             (rows, classes),
             logits.view(),
@@ -58,4 +58,23 @@ impl GpuCrossEntropy {
         let rows = gpu.compute().clone_dtoh(&loss_rows.slice(..self.rows)).map_err(cuda("copying the loss out"))?;
         Ok(rows.iter().map(|&l| f64::from(l)).sum::<f64>() / self.rows.max(1) as f64)
     }
+}
+
+/// Softmax cross-entropy of `[rows, classes]` logits against `labels`: each row's loss into
+/// `loss_rows`, and the gradient of the mean loss into `dlogits`.
+fn cross_entropy(
+    gpu: &Gpu,
+    (rows, classes): (usize, usize),
+    logits: In,
+    labels: CudaView<u32>,
+    loss_rows: Out,
+    dlogits: Out,
+) -> Result<()> {
+    let (rows_, classes_) = (int(rows), int(classes));
+    let mut args = gpu.compute().launch_builder(gpu.kernel("softmax_cross_entropy"));
+    args.arg(loss_rows).arg(dlogits).arg(&logits).arg(&labels).arg(&rows_).arg(&classes_);
+    // SAFETY: reads `rows * classes` logits and `rows` labels (each below `classes`, checked by
+    // `loss::check_class_labels` before the loss is launched), writes `rows` losses and `rows * classes` gradients; all exist. One block
+    // per row of THREADS (a power of two).
+    launch("softmax_cross_entropy", unsafe { args.launch(per_row(rows)) })
 }

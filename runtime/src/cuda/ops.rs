@@ -10,7 +10,6 @@ use super::gpu::{cuda, Gpu};
 use super::storage::GpuTokenRows;
 use crate::error::{Error, Result};
 use crate::layer::{DeviceOp, DropoutDraw};
-use crate::optim::{AdamWStep, SgdRule};
 
 pub use super::launch_shapes::CLIP_BLOCKS;
 use super::launch_shapes::{self, Shape};
@@ -21,7 +20,7 @@ fn config(shape: Shape) -> LaunchConfig {
 }
 
 /// Enough blocks for `n` elements (`launch_shapes::elementwise`).
-fn elementwise(n: usize) -> LaunchConfig {
+pub(super) fn elementwise(n: usize) -> LaunchConfig {
     config(launch_shapes::elementwise(n))
 }
 
@@ -31,17 +30,17 @@ fn column_tiles(cols: usize) -> LaunchConfig {
 }
 
 /// One block per row (`launch_shapes::per_row`).
-fn per_row(rows: usize) -> LaunchConfig {
+pub(super) fn per_row(rows: usize) -> LaunchConfig {
     config(launch_shapes::per_row(rows))
 }
 
 /// A size as the kernels' `int`; the macro refuses tensors of more than `MAX_TENSOR_NUMEL`
 /// (`i32::MAX`) elements, and batches are checked when the model is placed on the GPU.
-fn int(n: usize) -> i32 {
+pub(super) fn int(n: usize) -> i32 {
     i32::try_from(n).expect("tensor sizes were checked to fit an int")
 }
 
-fn launch(
+pub(super) fn launch(
     what: &'static str,
     result: std::result::Result<Option<impl Sized>, cudarc::driver::DriverError>,
 ) -> Result<()> {
@@ -116,8 +115,8 @@ pub fn head_product(gpu: &Gpu, p: HeadProduct, (a, b): (&In, &In), c: Out) -> Re
 
 /// Views of one layer's tensors on the device; every view holds at least the elements its
 /// shape needs (checked where the views are made, in `cuda::program`).
-type In<'a> = CudaView<'a, f32>;
-type Out<'a, 'b> = &'a mut CudaViewMut<'b, f32>;
+pub(super) type In<'a> = CudaView<'a, f32>;
+pub(super) type Out<'a, 'b> = &'a mut CudaViewMut<'b, f32>;
 
 /// `y = x·Wᵀ`: `x` is `[rows, input]`, `w` is `[output, input]`, `y` is `[rows, output]` (a
 /// head tied to an embedding table).
@@ -398,65 +397,4 @@ pub fn layer_norm_backward(
         launch("layer_norm_backward_input", unsafe { args.launch(per_row(rows)) })?;
     }
     Ok(())
-}
-
-/// Softmax cross-entropy of `[rows, classes]` logits against `labels`: each row's loss into
-/// `loss_rows`, and the gradient of the mean loss into `dlogits`.
-pub fn cross_entropy(
-    gpu: &Gpu,
-    (rows, classes): (usize, usize),
-    logits: In,
-    labels: CudaView<u32>,
-    loss_rows: Out,
-    dlogits: Out,
-) -> Result<()> {
-    let (rows_, classes_) = (int(rows), int(classes));
-    let mut args = gpu.compute().launch_builder(gpu.kernel("softmax_cross_entropy"));
-    args.arg(loss_rows).arg(dlogits).arg(&logits).arg(&labels).arg(&rows_).arg(&classes_);
-    // SAFETY: reads `rows * classes` logits and `rows` labels (each below `classes`, checked by
-    // `loss::check_class_labels` before the loss is launched), writes `rows` losses and `rows * classes` gradients; all exist. One block
-    // per row of THREADS (a power of two).
-    launch("softmax_cross_entropy", unsafe { args.launch(per_row(rows)) })
-}
-
-/// One SGD update of a parameter from its summed gradient, scaled by `grad_scale` as it is read.
-/// `first` marks the parameter's first update (PyTorch starts the momentum buffer there).
-pub fn sgd_update(
-    gpu: &Gpu,
-    rule: SgdRule,
-    value: Out,
-    momentum_buffer: Out,
-    grad: In,
-    first: bool,
-    grad_scale: f32,
-) -> Result<()> {
-    let n = value.len();
-    let (n_, nesterov, first) = (int(n), i32::from(rule.nesterov), i32::from(first));
-    let mut args = gpu.compute().launch_builder(gpu.kernel("sgd_update"));
-    args.arg(value).arg(momentum_buffer).arg(&grad).arg(&n_);
-    args.arg(&rule.lr).arg(&rule.momentum).arg(&rule.dampening).arg(&rule.weight_decay);
-    args.arg(&nesterov).arg(&first).arg(&grad_scale);
-    // SAFETY: value, momentum buffer and gradient all hold `n` elements (one parameter each).
-    launch("sgd_update", unsafe { args.launch(elementwise(n)) })
-}
-
-/// One AdamW update of a parameter, with the coefficients of the current step.
-pub fn adamw_update(
-    gpu: &Gpu,
-    step: AdamWStep,
-    value: Out,
-    (exp_avg, exp_avg_sq): (Out, Out),
-    grad: In,
-    grad_scale: f32,
-) -> Result<()> {
-    let n = value.len();
-    let n_ = int(n);
-    let mut args = gpu.compute().launch_builder(gpu.kernel("adamw_update"));
-    args.arg(value).arg(exp_avg).arg(exp_avg_sq).arg(&grad).arg(&n_);
-    // PyTorch's CUDA division by a CPU scalar multiplies by its reciprocal, taken in f32.
-    let inv_bias_correction2_sqrt = 1.0 / step.bias_correction2_sqrt;
-    args.arg(&step.decay).arg(&step.lerp_weight).arg(&step.beta2).arg(&step.one_minus_beta2);
-    args.arg(&inv_bias_correction2_sqrt).arg(&step.eps).arg(&step.neg_step_size).arg(&grad_scale);
-    // SAFETY: value, both moments and the gradient all hold `n` elements (one parameter each).
-    launch("adamw_update", unsafe { args.launch(elementwise(n)) })
 }

@@ -2,13 +2,13 @@
 //! the step count come from the CPU optimizers (`Sgd`, `AdamW`), so both backends follow one
 //! definition of PyTorch's rules.
 
-use cudarc::driver::{CudaSlice, CudaViewMut};
+use cudarc::driver::{CudaSlice, CudaViewMut, PushKernelArg};
 use overlap_plan::Schedule;
 
 use super::gpu::{cuda, Gpu};
-use super::ops;
+use super::ops::{elementwise, int, launch, In, Out};
 use crate::error::{Error, Result};
-use crate::optim::{AdamW, ChosenOptimizer, GradClip, Optimizer, OptimizerState, Sgd};
+use crate::optim::{AdamW, AdamWStep, ChosenOptimizer, GradClip, Optimizer, OptimizerState, Sgd, SgdRule};
 
 /// The optimizer whose rule the GPU's updates follow: the CPU's, for its hyperparameters, learning
 /// rate and step count (the buffers are `ParamState`s on the GPU).
@@ -107,9 +107,9 @@ impl GpuOptimizer {
         state.updated = true;
         match (self, state.buffers.as_mut_slice()) {
             (GpuOptimizer::Sgd(sgd), [momentum]) => {
-                ops::sgd_update(gpu, sgd.rule_for(index), value, &mut momentum.as_view_mut(), grad, first, grad_scale)
+                sgd_update(gpu, sgd.rule_for(index), value, &mut momentum.as_view_mut(), grad, first, grad_scale)
             }
-            (GpuOptimizer::AdamW(adamw), [m, v]) => ops::adamw_update(
+            (GpuOptimizer::AdamW(adamw), [m, v]) => adamw_update(
                 gpu,
                 adamw.step_for(index),
                 value,
@@ -158,4 +158,46 @@ impl ParamState {
 fn zeros(gpu: &Gpu, lengths: &[usize]) -> Result<ParamState> {
     let buffers = lengths.iter().map(|&n| gpu.compute().alloc_zeros::<f32>(n)).collect::<std::result::Result<_, _>>();
     Ok(ParamState { buffers: buffers.map_err(cuda("allocating optimizer state"))?, updated: false })
+}
+
+/// One SGD update of a parameter from its summed gradient, scaled by `grad_scale` as it is read.
+/// `first` marks the parameter's first update (PyTorch starts the momentum buffer there).
+fn sgd_update(
+    gpu: &Gpu,
+    rule: SgdRule,
+    value: Out,
+    momentum_buffer: Out,
+    grad: In,
+    first: bool,
+    grad_scale: f32,
+) -> Result<()> {
+    let n = value.len();
+    let (n_, nesterov, first) = (int(n), i32::from(rule.nesterov), i32::from(first));
+    let mut args = gpu.compute().launch_builder(gpu.kernel("sgd_update"));
+    args.arg(value).arg(momentum_buffer).arg(&grad).arg(&n_);
+    args.arg(&rule.lr).arg(&rule.momentum).arg(&rule.dampening).arg(&rule.weight_decay);
+    args.arg(&nesterov).arg(&first).arg(&grad_scale);
+    // SAFETY: value, momentum buffer and gradient all hold `n` elements (one parameter each).
+    launch("sgd_update", unsafe { args.launch(elementwise(n)) })
+}
+
+/// One AdamW update of a parameter, with the coefficients of the current step.
+fn adamw_update(
+    gpu: &Gpu,
+    step: AdamWStep,
+    value: Out,
+    (exp_avg, exp_avg_sq): (Out, Out),
+    grad: In,
+    grad_scale: f32,
+) -> Result<()> {
+    let n = value.len();
+    let n_ = int(n);
+    let mut args = gpu.compute().launch_builder(gpu.kernel("adamw_update"));
+    args.arg(value).arg(exp_avg).arg(exp_avg_sq).arg(&grad).arg(&n_);
+    // PyTorch's CUDA division by a CPU scalar multiplies by its reciprocal, taken in f32.
+    let inv_bias_correction2_sqrt = 1.0 / step.bias_correction2_sqrt;
+    args.arg(&step.decay).arg(&step.lerp_weight).arg(&step.beta2).arg(&step.one_minus_beta2);
+    args.arg(&inv_bias_correction2_sqrt).arg(&step.eps).arg(&step.neg_step_size).arg(&grad_scale);
+    // SAFETY: value, both moments and the gradient all hold `n` elements (one parameter each).
+    launch("adamw_update", unsafe { args.launch(elementwise(n)) })
 }

@@ -4,7 +4,8 @@
 
 use std::time::Instant;
 
-use super::super::bucket::{GradBucket, InFlight, Reduced};
+use super::super::bucket::GradBucket;
+use super::super::in_flight::{InFlight, Reduced};
 use super::super::lent::{BucketMember, ParamVecs};
 use super::super::mailbox::{Mailbox, Reply};
 use super::super::mode::CommMode;

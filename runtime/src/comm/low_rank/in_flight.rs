@@ -8,7 +8,8 @@
 
 use std::time::Instant;
 
-use super::super::bucket::{GradBucket, InFlight};
+use super::super::bucket::GradBucket;
+use super::super::in_flight::InFlight;
 use crate::error::{Error, Result};
 use crate::trace::recorder::record;
 use crate::trace::span::Activity;
