@@ -47,6 +47,42 @@ fn ids(sequences: usize, positions: usize, first: usize) -> Matrix {
     Matrix::from_vec(sequences * positions, 1, values.map(|t| t as f32).collect())
 }
 
+/// The same model planned in DDP's first-iteration order (definition order, launched in reverse).
+#[distributed_model(bucket_cap_mb = 0.002, first_bucket_mb = 0.002, bucket_order = ddp_first_iteration)]
+pub mod tiny_gpt_first_iteration {
+    use overlap::prelude::*;
+
+    #[residual]
+    pub struct Attend {
+        ln_1: LayerNorm<16>,
+        attn: CausalSelfAttention<16, 4>,
+    }
+
+    #[residual]
+    pub struct Think {
+        ln_2: LayerNorm<16>,
+        c_fc: Linear<16, 64>,
+        gelu: Gelu,
+        c_proj: Linear<64, 16>,
+    }
+
+    pub struct Block {
+        a: Attend,
+        m: Think,
+    }
+
+    pub struct TinyGpt {
+        wte: Embedding<13, 16>,
+        wpe: PositionEmbedding<6, 16>,
+        h: [Block; 2],
+        ln_f: LayerNorm<16>,
+        lm_head: Linear<16, 13>,
+    }
+}
+
+/// Named as nanoGPT names it, and planned as PyTorch runs it: a twin of the same modules
+/// (`tiny_gpt` in `fixtures/ddp_buckets.json`) made its gradients ready in our buffer order, and
+/// DDP bucketed them as we do, in its first step and after rebuilding.
 #[test]
 fn attention_is_named_and_planned_as_in_pytorch() {
     let s = &TinyGpt::SCHEDULE;
@@ -54,16 +90,14 @@ fn attention_is_named_and_planned_as_in_pytorch() {
     for name in ["h.1.a.attn.c_attn.weight", "h.1.a.attn.c_proj.bias", "h.0.m.c_fc.weight", "lm_head.bias"] {
         assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
     }
-    // Within a bucket, gradients lie in ready order: c_proj's bias and weight before c_attn's
-    // (observed with post-accumulate-grad hooks on nanoGPT's module).
-    let offset = |name: &str| {
-        let p = s.params().find(|&p| s.param_name(p) == name).unwrap();
-        (s.param(p).bucket, std::cmp::Reverse(s.param(p).offset))
-    };
-    let order =
-        ["h.1.a.attn.c_proj.bias", "h.1.a.attn.c_proj.weight", "h.1.a.attn.c_attn.bias", "h.1.a.attn.c_attn.weight"];
-    let keys: Vec<_> = order.iter().map(|n| offset(n)).collect();
-    assert!(keys.windows(2).all(|w| w[0] >= w[1]), "{order:?}: {keys:?}");
+    let observed = common::pytorch_plans::observed("tiny_gpt");
+    let mut twin_names = observed.ready_order.clone();
+    twin_names.sort();
+    let mut ours = names.clone();
+    ours.sort();
+    assert_eq!(ours, twin_names, "the twin's state-dict names");
+    observed.check(s, false);
+    observed.check(&tiny_gpt_first_iteration::TinyGpt::SCHEDULE, true);
 }
 
 #[test]

@@ -233,6 +233,7 @@ fn two_ranks_clip_as_one_on_the_same_global_batch() {
     };
     let (norms1, norms2) = (norms(&log1), norms(&log2));
     assert_eq!(norms1.len(), 4, "a norm on every log line: {log1}");
+    assert_eq!(norms2.len(), 4, "a norm on every log line of 2 ranks: {log2}");
     assert!(norms1.iter().any(|&n| n > 0.5), "the threshold clips: {norms1:?}");
     for (a, b) in norms1.iter().zip(&norms2) {
         assert!((a - b).abs() <= 1e-5 * a + 2e-3, "1 rank's norms {norms1:?}, 2 ranks' {norms2:?}");

@@ -148,7 +148,8 @@ fn ranks_with_different_models_stop_with_an_error_naming_them() {
 fn ranks_with_different_settings_stop_with_an_error_naming_the_flags() {
     let mlp = example("mlp");
     let exe = mlp.to_str().unwrap();
-    let common = ["--steps", "3", "--batch", "4", "--report", "off", "--comm-timeout", "20s"];
+    // A timeout far above the bounds below, so that a job that waited it out cannot pass them.
+    let common = ["--steps", "3", "--batch", "4", "--report", "off", "--comm-timeout", "120s"];
     let save_params = std::env::temp_dir().join(format!("overlap-rank1-only-{}.st", std::process::id()));
     let cases: [(&[&str], &[&str]); 7] = [
         (
@@ -200,7 +201,7 @@ fn ranks_with_different_settings_stop_with_an_error_naming_the_flags() {
     assert!(!out.status.success() && stderr.contains(says), "{stderr}");
     assert!(started.elapsed().as_secs() < 30, "a rank printing the schedule must not leave the others to the timeout");
     // Help or the version on one rank, which then starts no run: the job ends at once (with the
-    // timeout the others would have waited 20 s for it to start).
+    // timeout the others would have waited 120 s for it to start).
     for shown in ["--help", "--version"] {
         let started = std::time::Instant::now();
         let out = mpirun(&[&["-n", "1", exe][..], &common, &[":", "-n", "1", exe, shown]].concat());

@@ -164,9 +164,11 @@ fn two_ranks_measure_what_one_does() {
         (log, values)
     };
     let (log1, one) = run(1, "4");
-    let (_, two) = run(2, "2");
+    let (log2, two) = run(2, "2");
     let steps: Vec<&str> = one.iter().map(|(s, _)| s.as_str()).collect();
     assert_eq!(steps, ["step      2", "step      4"], "{log1}");
+    let steps2: Vec<&str> = two.iter().map(|(s, _)| s.as_str()).collect();
+    assert_eq!(steps2, steps, "2 ranks measure at the same steps: {log2}");
     for ((_, a), (_, b)) in one.iter().zip(&two) {
         assert!((a - b).abs() < 2e-4, "1 rank {one:?}, 2 ranks {two:?}");
     }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod finite_differences;
+pub mod pytorch_plans;
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
