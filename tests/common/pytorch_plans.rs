@@ -27,9 +27,14 @@ pub fn observed(model: &str) -> Observed {
     let all: Value = serde_json::from_str(&text).expect("the fixture is JSON");
     let m = &all["models"][model];
     let names = |v: &Value| -> Vec<String> {
-        v.as_array().unwrap_or_else(|| panic!("a list in {v}")).iter().map(|n| n.as_str().unwrap().to_string()).collect()
+        v.as_array()
+            .unwrap_or_else(|| panic!("a list in {v}"))
+            .iter()
+            .map(|n| n.as_str().unwrap().to_string())
+            .collect()
     };
-    let buckets = |v: &Value| -> Vec<Vec<String>> { v.as_array().expect("a list of buckets").iter().map(names).collect() };
+    let buckets =
+        |v: &Value| -> Vec<Vec<String>> { v.as_array().expect("a list of buckets").iter().map(names).collect() };
     Observed {
         ready_order: names(&m["ready_order"]),
         first_iteration: buckets(&m["first_iteration"]),

@@ -107,20 +107,32 @@ fn part<'a>(buffer: &'a mut [f32], range: &std::ops::Range<usize>) -> &'a mut [f
     }
 }
 
-/// PyTorch's SGD on a run of values; `buffer` is empty without momentum.
+/// PyTorch's SGD on a run of values; `buffer` is empty without momentum. Op by op, each op's
+/// result an f32, rounded as PyTorch's CPU kernels round it on x86-64 with AVX2 or AVX-512 (an
+/// `add` with `alpha` is one fused multiply-add there); `runtime/tests/sgd_pytorch.rs` holds it
+/// to PyTorch's own results:
+/// ```text
+/// grad = grad.add(param, alpha=weight_decay)                fma(p, weight_decay, g), when decaying
+/// buf.mul_(momentum).add_(grad, alpha=1 - dampening)        fma(g, 1 - dampening, b * momentum)
+/// grad = grad.add(buf, alpha=momentum)                      fma(b, momentum, g), Nesterov's
+/// param.add_(grad, alpha=-lr)                               fma(g, -lr, p)
+/// ```
+/// The gradient is scaled first (`g * grad_scale`, as DDP divides the bucket before the rule).
 fn sgd(rule: SgdRule, first: bool, value: &mut [f32], grad: &[f32], grad_scale: f32, buffer: &mut [f32]) {
     let SgdRule { lr, momentum, dampening, weight_decay, nesterov } = rule;
+    let decayed = |g: f32, p: f32| if weight_decay == 0.0 { g } else { p.mul_add(weight_decay, g) };
     if momentum == 0.0 {
         for (p, &g) in value.iter_mut().zip(grad) {
-            *p -= lr * (g * grad_scale + weight_decay * *p);
+            *p = decayed(g * grad_scale, *p).mul_add(-lr, *p);
         }
         return;
     }
+    let kept = 1.0 - dampening;
     for ((p, &g), b) in value.iter_mut().zip(grad).zip(buffer.iter_mut()) {
-        let g = g * grad_scale + weight_decay * *p;
-        *b = if first { g } else { momentum * *b + (1.0 - dampening) * g };
-        let step = if nesterov { g + momentum * *b } else { *b };
-        *p -= lr * step;
+        let g = decayed(g * grad_scale, *p);
+        *b = if first { g } else { g.mul_add(kept, *b * momentum) };
+        let step = if nesterov { b.mul_add(momentum, g) } else { *b };
+        *p = step.mul_add(-lr, *p);
     }
 }
 

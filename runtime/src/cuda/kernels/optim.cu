@@ -6,14 +6,23 @@
 extern "C" __global__ void sgd_update(
     float* value, float* momentum_buffer, const float* grad, int n, float lr, float momentum, float dampening,
     float weight_decay, int nesterov, int first, float grad_scale) {
+    // PyTorch's ops, rounded as its kernels round them (an add with alpha is one fused
+    // multiply-add), spelled out with intrinsics as the CPU's rule is (optim/elementwise.rs):
+    //   grad.add(param, alpha=weight_decay)             fma(p, weight_decay, g), when decaying
+    //   buf.mul_(momentum).add_(grad, alpha=1 - d)      fma(g, 1 - d, b * momentum)
+    //   grad.add(buf, alpha=momentum)                   fma(b, momentum, g), Nesterov's
+    //   param.add_(grad, alpha=-lr)                     fma(g, -lr, p)
+    const float kept = 1.0f - dampening;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
-        float g = grad[i] * grad_scale + weight_decay * value[i];
+        const float p = value[i];
+        float g = __fmul_rn(grad[i], grad_scale);
+        if (weight_decay != 0.0f) g = __fmaf_rn(p, weight_decay, g);
         if (momentum != 0.0f) {
-            float b = first ? g : momentum * momentum_buffer[i] + (1.0f - dampening) * g;
+            const float b = first ? g : __fmaf_rn(g, kept, __fmul_rn(momentum_buffer[i], momentum));
             momentum_buffer[i] = b;
-            g = nesterov ? g + momentum * b : b;
+            g = nesterov ? __fmaf_rn(b, momentum, g) : b;
         }
-        value[i] -= lr * g;
+        value[i] = __fmaf_rn(g, -lr, p);
     }
 }
 
