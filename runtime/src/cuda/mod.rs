@@ -46,7 +46,7 @@ pub use gpu::{driver_cuda_version, driver_present, gpu_count, Gpu};
 pub use kernels::{compile, nvrtc_available, CompiledKernels, KernelSource, KERNEL_SOURCES};
 pub use loss::GpuCrossEntropy;
 pub use nccl::{EventPair, GpuComm, GpuInFlight};
-pub use optim::GpuOptimizer;
+pub use optim::{adamw_update, GpuOptimizer};
 pub use params::GpuParams;
 pub use program::{check_supported, GpuExec, GpuStep};
 pub use shards::GpuShards;

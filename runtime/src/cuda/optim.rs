@@ -182,7 +182,7 @@ fn sgd_update(
 }
 
 /// One AdamW update of a parameter, with the coefficients of the current step.
-fn adamw_update(
+pub fn adamw_update(
     gpu: &Gpu,
     step: AdamWStep,
     value: Out,

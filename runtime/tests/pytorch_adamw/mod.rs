@@ -148,7 +148,8 @@ fn bias_corrections(h: Hyper, step: u64) -> (f64, f64) {
     (h.lr / bias_correction1, py_pow(bias_correction2, 0.5))
 }
 
-/// The same step on a CUDA float32 parameter, as PyTorch's CUDA kernels round it: `lerp_` as on
+/// The same step on a CUDA float32 parameter, as PyTorch's CUDA kernels round it, read from its
+/// source (no fixture from a GPU holds this to PyTorch's own results yet): `lerp_` as on
 /// the CPU (nvcc fuses it alike); `addcmul_` and `addcdiv_` as `fma(value, t1 op t2, self)`
 /// (`pointwise_op_impl`); a division by a CPU scalar as a product with its f32 reciprocal
 /// (`div_true_kernel_cuda`); the root correctly rounded.
