@@ -103,6 +103,9 @@ def main():
           f"per rank ({share:.3f}; target 0.25: {'met' if abs(share - 0.25) < 0.01 else 'MISSED'}); peak RSS "
           f"{max(m_sharded['peak_rss_mib']):.1f} vs {max(m_whole['peak_rss_mib']):.1f} MiB "
           f"(estimates {m_sharded['needed_mib']:.1f} vs {m_whole['needed_mib']:.1f} MiB)")
+    if abs(share - 0.25) >= 0.01:
+        # A count of floats, not a time: a miss is a failure whatever the machine.
+        sys.exit(f"FAILED: sharded optimizer state is {share:.3f} of whole state on 4 ranks, not 0.25")
 
 
 if __name__ == "__main__":
