@@ -106,6 +106,9 @@ pub struct Field<'a> {
     pub tied: Option<(Ident, syn::Attribute)>,
     /// The innermost `#[init(..)]`: on the field, or on a block around it.
     pub init: Option<Rc<InitAttr>>,
+    /// Whether that `#[init]` is a block's, around the field: its `std` then leaves a layer of
+    /// one's own to its `Layer::init` (see `std_applies`).
+    pub init_inherited: bool,
     /// The block fields it is in, outermost first (`Prefix::uses`).
     pub uses: Vec<(String, &'a Type)>,
     /// Its own `#[bucket_boundary]` (one on a block field is on the block's first layer's spec).
@@ -155,7 +158,8 @@ impl<'a> Model<'a> {
         };
         let ident = &item.ident;
         let inits = fields.iter().enumerate().map(|(i, f)| {
-            let (field, value) = (&f.ident, init_attr::init_expr(f.ty, i, f.init.as_deref(), f.spec.as_ref()));
+            let (field, value) =
+                (&f.ident, init_attr::init_expr(f.ty, i, f.init.as_deref(), f.std_applies(), f.spec.as_ref()));
             quote!(#field: #value,)
         });
         let init = quote!(#ident { #(#inits)* });
@@ -212,6 +216,7 @@ impl<'a> Field<'a> {
             (own.name.clone(), format_ident!("{}", own.ident))
         };
         let (custom, init) = (attrs.layer.is_some(), attrs.init.clone().or_else(|| prefix.init.clone()));
+        let init_inherited = attrs.init.is_none() && init.is_some();
         let layer = Field {
             access: own.access,
             ident: generated,
@@ -224,11 +229,26 @@ impl<'a> Field<'a> {
             boundary: attrs.bucket_boundary,
             block_boundaries: Vec::new(),
             init,
+            init_inherited,
         };
         if let Some(own) = &attrs.init {
-            init_attr::check_named(own, &prefix.name, &[(layer.init.as_ref(), layer.spec.as_ref())], errors);
+            init_attr::check_named(own, &prefix.name, &[layer.init_decision()], errors);
         }
         layer
+    }
+
+    /// Whether the `std` of its `#[init]` redraws this layer's matrices and zeroes its biases: on
+    /// overlap's layers, and on a layer of one's own when the `#[init]` is on its own field. A
+    /// block's `std` leaves a layer of one's own to its `Layer::init` (as nanoGPT's
+    /// `_init_weights` touches only `nn.Linear` and `nn.Embedding`); `ends_with` still names its
+    /// parameters.
+    pub fn std_applies(&self) -> bool {
+        !(self.custom && self.init_inherited)
+    }
+
+    /// What `init_attr::check_named` judges of this layer.
+    pub fn init_decision(&self) -> init_attr::Decision<'_> {
+        init_attr::Decision { init: self.init.as_ref(), spec: self.spec.as_ref(), std_applies: self.std_applies() }
     }
 }
 

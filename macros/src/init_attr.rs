@@ -2,7 +2,8 @@
 //! `std = 0.02` draws the weights from N(0, 0.02²) and zeroes the biases (GPT-2's init);
 //! `ends_with("c_proj.weight", std = 0.0071)` gives the parameters whose path ends so a spread of
 //! their own (nanoGPT's residual projections, `pn.endswith('c_proj.weight')`). The innermost
-//! `#[init]` around a layer decides it whole. Names are matched here, against the schedule's
+//! `#[init]` around a layer decides it whole; a block's `std` leaves layers of one's own to their
+//! `Layer::init` (nanoGPT's `_init_weights` touches only `nn.Linear` and `nn.Embedding`). Names are matched here, against the schedule's
 //! parameter names, so a suffix that names nothing is an error and the expansion shows which
 //! parameter of which layer is drawn how.
 
@@ -148,8 +149,14 @@ fn std_value(value: &Expr, errors: &mut Errors) -> Option<f64> {
 /// The initial value of a layer of type `ty` (as the schedule describes it, `spec`), layer
 /// `index` of the model: the type's own `Layer::init`, then, under an `#[init(..)]`, its
 /// parameters redrawn (`init_normal`, or `init_normal_params` with the indices of the parameters a
-/// suffix names).
-pub fn init_expr(ty: &syn::Type, index: usize, init: Option<&InitAttr>, spec: Option<&LayerSpec>) -> TokenStream {
+/// suffix names); the `std` of the `#[init]` only where it applies (`Field::std_applies`).
+pub fn init_expr(
+    ty: &syn::Type,
+    index: usize,
+    init: Option<&InitAttr>,
+    std_applies: bool,
+    spec: Option<&LayerSpec>,
+) -> TokenStream {
     let i = crate::helpers::lit(index);
     let own = quote!(<#ty as ::overlap::Layer>::init(&mut rng));
     let f32_lit = |v: f64| proc_macro2::Literal::f32_unsuffixed(v as f32);
@@ -167,17 +174,17 @@ pub fn init_expr(ty: &syn::Type, index: usize, init: Option<&InitAttr>, spec: Op
             .collect(),
         _ => Vec::new(),
     };
-    let value = match init {
-        None => own,
-        Some(InitAttr { std: Some(std), .. }) if named.is_empty() => {
-            let std = f32_lit(*std);
+    let std = init.and_then(|init| init.std).filter(|_| std_applies);
+    let value = match std {
+        Some(std) if named.is_empty() => {
+            let std = f32_lit(std);
             quote!(::overlap::__private::init_normal(#own, &mut rng, #std))
         }
-        Some(_) if named.is_empty() => own,
-        Some(InitAttr { std, .. }) => {
+        None if named.is_empty() => own,
+        std => {
             let std = match std {
                 Some(std) => {
-                    let std = f32_lit(*std);
+                    let std = f32_lit(std);
                     quote!(::core::option::Option::Some(#std))
                 }
                 None => quote!(::core::option::Option::None),
@@ -191,47 +198,69 @@ pub fn init_expr(ty: &syn::Type, index: usize, init: Option<&InitAttr>, spec: Op
     })
 }
 
+/// One layer as `check_named` judges it: its innermost `#[init]`, its schedule entry, and whether
+/// that `#[init]`'s `std` applies to it (`Field::std_applies`).
+pub struct Decision<'a> {
+    pub init: Option<&'a Rc<InitAttr>>,
+    pub spec: Option<&'a LayerSpec>,
+    pub std_applies: bool,
+}
+
+impl Decision<'_> {
+    fn decided_by(&self, init: &Rc<InitAttr>) -> bool {
+        self.init.is_some_and(|i| Rc::ptr_eq(i, init))
+    }
+}
+
 /// Reports each suffix of `init` that names no parameter of the layers it decides among
 /// `layers` (each one's innermost `#[init]` and schedule entry: those under its field), listing
 /// the names it could have matched, or saying which inner `#[init]` decides the parameter it
 /// names; and each parameter two suffixes name. Names are shown from `holder`, the path of the
 /// struct holding the field, so that every copy of a repeated block says the same (and the
 /// compiler shows it once). Layers whose type was already refused (no entry) are not judged.
-pub fn check_named(
-    init: &Rc<InitAttr>,
-    holder: &str,
-    layers: &[(Option<&Rc<InitAttr>>, Option<&LayerSpec>)],
-    errors: &mut Errors,
-) {
-    if layers.iter().any(|(_, spec)| spec.is_none()) {
+pub fn check_named(init: &Rc<InitAttr>, holder: &str, layers: &[Decision], errors: &mut Errors) {
+    if layers.iter().any(|d| d.spec.is_none()) {
         return;
     }
     let shown_from = if holder.is_empty() { String::new() } else { format!("{holder}.") };
-    let paths = |decided: bool| -> Vec<String> {
+    let paths = |which: &dyn Fn(&Decision) -> bool| -> Vec<String> {
         layers
             .iter()
-            .filter(|(own, _)| own.is_some_and(|i| Rc::ptr_eq(i, init)) == decided)
-            .flat_map(|(_, spec)| {
-                spec.iter().flat_map(|s| s.params.iter().map(move |p| format!("{}.{}", s.name, p.name)))
-            })
+            .filter(|d| which(d))
+            .flat_map(|d| d.spec.iter().flat_map(|s| s.params.iter().map(move |p| format!("{}.{}", s.name, p.name))))
             .collect()
     };
-    let (decided, others) = (paths(true), paths(false));
-    // What `std` alone changes (the runtime's rule): matrices drawn, biases zeroed.
+    let (decided, others) = (paths(&|d| d.decided_by(init)), paths(&|d| !d.decided_by(init)));
+    // Those its `std` applies to (the rest are layers of one's own, left to their `Layer::init`).
+    let under_std = paths(&|d| d.decided_by(init) && d.std_applies);
+    // What `std` alone changes (the runtime's rule): matrices drawn, biases zeroed, in the layers
+    // it applies to.
     let drawn_by_std = layers
         .iter()
-        .filter(|(own, _)| own.is_some_and(|i| Rc::ptr_eq(i, init)))
-        .flat_map(|(_, spec)| spec.iter().flat_map(|s| s.params.iter()))
+        .filter(|d| d.decided_by(init) && d.std_applies)
+        .flat_map(|d| d.spec.iter().flat_map(|s| s.params.iter()))
         .any(|p| StdInit::of(&p.name, p.shape.len()) != StdInit::Keep);
     let shown = |path: &str| path.strip_prefix(&shown_from).unwrap_or(path).to_string();
     if let (Some(_), Some(at), true, false) = (init.std, &init.std_at, init.named.is_empty(), drawn_by_std) {
-        let message = if !decided.is_empty() {
-            let listed: Vec<String> = decided.iter().take(4).map(|p| format!("`{}`", shown(p))).collect();
+        let message = if !decided.is_empty() && under_std.is_empty() {
             format!(
-                "this `#[init]` changes no parameter: `std` draws matrices and zeroes biases, and {} {} neither; \
-                 name a parameter to draw it: `ends_with(\"{}\", std = ..)`",
+                "this `#[init]` changes no parameter: a block's `std` leaves layers of one's own to their \
+                 `Layer::init`; name a parameter to draw it: `ends_with(\"{}\", std = ..)`, or put the `#[init]` on \
+                 the layer's own field",
+                decided[0].rsplit('.').next().unwrap_or(&decided[0])
+            )
+        } else if !decided.is_empty() {
+            let listed: Vec<String> = under_std.iter().take(4).map(|p| format!("`{}`", shown(p))).collect();
+            let own_layers = if under_std.len() < decided.len() {
+                " (and a block's `std` leaves layers of one's own to their `Layer::init`)"
+            } else {
+                ""
+            };
+            format!(
+                "this `#[init]` changes no parameter: `std` draws matrices and zeroes biases, and {} {} \
+                 neither{own_layers}; name a parameter to draw it: `ends_with(\"{}\", std = ..)`",
                 listed.join(", "),
-                if decided.len() == 1 { "is" } else { "are" },
+                if under_std.len() == 1 { "is" } else { "are" },
                 decided[0].rsplit('.').next().unwrap_or(&decided[0])
             )
         } else if others.is_empty() {

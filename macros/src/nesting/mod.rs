@@ -222,7 +222,13 @@ impl<'a> Flat<'_, 'a> {
             let Some((b, repeat)) = block_of(&field.ty, self.structs, s) else {
                 let i = self.fields.len();
                 let layer = Field::new(field, prefix, &params, errors);
-                let value = crate::init_attr::init_expr(layer.ty, i, layer.init.as_deref(), layer.spec.as_ref());
+                let value = crate::init_attr::init_expr(
+                    layer.ty,
+                    i,
+                    layer.init.as_deref(),
+                    layer.std_applies(),
+                    layer.spec.as_ref(),
+                );
                 inits.push(quote!(#name: #value));
                 self.fields.push(layer);
                 // Inside a block, the model's field holding it is reported (below).
@@ -347,7 +353,7 @@ impl<'a> Flat<'_, 'a> {
             // Not judged when anything under the field was refused: its layers are not all there.
             let whole = errors.len() == errors_before && self.empty_blocks == empty_before && !self.too_many;
             if let (Some(own), true) = (&attrs.init, whole) {
-                let under: Vec<_> = self.fields[before..].iter().map(|f| (f.init.as_ref(), f.spec.as_ref())).collect();
+                let under: Vec<_> = self.fields[before..].iter().map(Field::init_decision).collect();
                 crate::init_attr::check_named(own, &prefix.name, &under, errors);
             }
             inits.push(quote!(#name: #init));

@@ -1,0 +1,26 @@
+#[path = "support/scale.rs"]
+mod scale;
+
+use overlap::prelude::*;
+
+// A block's `std` draws the matrices of overlap's layers and leaves layers of one's own to their
+// `Layer::init`: over a block of such layers alone it changes nothing, and is refused, saying
+// how to name a parameter or where the `#[init]` would apply.
+#[distributed_model]
+mod own_layers {
+    use overlap::prelude::*;
+
+    pub struct Block {
+        #[layer(params(weight = [4, 4]))]
+        scale: super::scale::Scale,
+    }
+
+    pub struct Net {
+        fc: Linear<4, 4>,
+        #[init(std = 0.02)]
+        blocks: [Block; 2],
+        head: Linear<4, 2>,
+    }
+}
+
+fn main() {}
