@@ -169,8 +169,11 @@ pub mod prelude {
 /// lent parameters, the averaging factor and the layout check.
 #[doc(hidden)]
 pub mod __private {
+    pub use overlap_runtime::layer::LayoutMismatch;
     pub use overlap_runtime::layer::{init_normal, init_normal_params};
-    pub use overlap_runtime::{grad_scale, layer_matches, BucketMember, InFlight, LowRankP, LowRankQ, ParamVecs};
+    pub use overlap_runtime::{
+        grad_scale, layer_matches, layout_mismatch, BucketMember, InFlight, LowRankP, LowRankQ, ParamVecs,
+    };
     /// The layout check's `assert!`, named by an absolute path: an import of it beside the
     /// model is left unresolved when a derive above the attribute fails, adding an error of its
     /// own.

@@ -48,30 +48,6 @@ pub(super) fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<Token
             let ready = schedule_tokens::ready(layer.ready);
             // A built-in by its name: the type must also be that built-in (`builtin_device_op`).
             let builtin = crate::layers::builtin_device_op(ty).filter(|_| !field.custom);
-            let (op, message) = match &builtin {
-                Some((op, shown)) => (
-                    quote!(::core::option::Option::Some(#op)),
-                    format!(
-                        "layer `{}`: `{}` is not overlap's built-in `{}` that the bucket schedule was planned with \
-                         (`DEVICE_OP = {shown}`, {}): name the built-in by its own name, and a layer of your own by \
-                         another, or describe it with `#[layer(...)]`",
-                        field.name,
-                        crate::layers::shown_type(ty),
-                        crate::layers::kind_name(&layer.kind),
-                        planned_constants(layer)
-                    ),
-                ),
-                None => (
-                    quote!(::core::option::Option::None),
-                    format!(
-                        "layer `{}`: `{}`'s `overlap::Layer` constants are not those the bucket schedule was planned \
-                         with: {}{CUSTOM_HOW}",
-                        field.name,
-                        crate::layers::shown_type(ty),
-                        planned_constants(layer)
-                    ),
-                ),
-            };
             // The message is an argument, not the format string: it holds the type's text (`Gain<{ N }>`).
             // At the type, for errors; its crate paths resolved as the rest of the code's are (at
             // the type's span, `::core` is a path from the crate's root in a 2015-edition crate).
@@ -79,21 +55,109 @@ pub(super) fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<Token
             // macro's expansion, and by an absolute path, not an import: a failed derive above
             // the attribute leaves an import's resolution undetermined, an error of its own.
             let at = ty.span().resolved_at(Span::call_site());
-            let (assert, matches) = (
-                quote_spanned!(ty.span()=> ::overlap::__private::assert),
-                quote_spanned!(at=> ::overlap::__private::layer_matches),
+            let assert = quote_spanned!(ty.span()=> ::overlap::__private::assert);
+            if let Some((op, shown)) = &builtin {
+                let message = format!(
+                    "layer `{}`: `{}` is not overlap's built-in `{}` that the bucket schedule was planned with \
+                     (`DEVICE_OP = {shown}`, {}): name the built-in by its own name, and a layer of your own by \
+                     another, or describe it with `#[layer(...)]`",
+                    field.name,
+                    crate::layers::shown_type(ty),
+                    crate::layers::kind_name(&layer.kind),
+                    planned_constants(layer)
+                );
+                let matches = quote_spanned!(at=> ::overlap::__private::layer_matches);
+                let op = quote!(::core::option::Option::Some(#op));
+                return quote_spanned! {ty.span()=>
+                    const _: () = #assert!(#matches::<#ty>(#width, &[#(#params),*], #ready, #op), "{}", #message);
+                };
+            }
+            // A layer of one's own: the message names the constant that differs.
+            let (check, mismatch) = (
+                quote_spanned!(at=> ::overlap::__private::layout_mismatch),
+                quote_spanned!(at=> ::overlap::__private::LayoutMismatch),
             );
+            let arms = mismatch_messages(&field.name, &crate::layers::shown_type(ty), layer)
+                .into_iter()
+                .map(|(pattern, message)| quote_spanned!(at=> #mismatch::#pattern => #message,));
             quote_spanned! {ty.span()=>
-                const _: () = #assert!(#matches::<#ty>(#width, &[#(#params),*], #ready, #op), "{}", #message);
+                const _: () = {
+                    let mismatch = #check::<#ty>(#width, &[#(#params),*], #ready, ::core::option::Option::None);
+                    #assert!(!mismatch.found(), "{}", match mismatch {
+                        #(#arms)*
+                        _ => "",
+                    });
+                };
             }
         })
         .collect()
 }
 
-/// How `#[layer(...)]` states each of the constants, for a layer of one's own that disagrees.
-const CUSTOM_HOW: &str = "; `#[layer(...)]` plans them: `input = N, output = M` for a `Width::Fixed` layer (even \
-                          where N equals M), neither for `Width::Preserving`; `params(name = [dims], ...)` in \
-                          `PARAMS`' order; `ready = definition` for `ReadyOrder::Definition`";
+/// For a layer of one's own, each way its constants can differ from what `#[layer(...)]` planned
+/// (a `LayoutMismatch` pattern), with the message that names the constant, what was planned, and
+/// how the attribute states it.
+fn mismatch_messages(name: &str, ty: &str, layer: &overlap_plan::LayerInfo) -> Vec<(TokenStream, String)> {
+    let at = format!("layer `{name}`: `{ty}`'s");
+    let (width, how) = match layer.width {
+        overlap_plan::Width::Fixed { input, output } => (
+            format!("Width::Fixed {{ input: {input}, output: {output} }}"),
+            format!("`#[layer(input = {input}, output = {output})]`; a `Width::Preserving` layer takes neither"),
+        ),
+        overlap_plan::Width::Preserving => (
+            "Width::Preserving".to_string(),
+            "`#[layer(...)]` without `input` and `output`; a `Width::Fixed` layer takes both, even where they \
+             are equal"
+                .to_string(),
+        ),
+    };
+    let shown = |p: &overlap_plan::ParamInfo| {
+        let dims: Vec<String> = p.shape.iter().map(usize::to_string).collect();
+        format!("{} = [{}]", p.name, dims.join(", "))
+    };
+    let listed: Vec<String> = layer.params.iter().map(shown).collect();
+    let ready = format!("ReadyOrder::{:?}", layer.ready);
+    let mut out = vec![
+        (quote!(Width), format!("{at} `WIDTH` is not the `{width}` the bucket schedule was planned with: {how}")),
+        (
+            quote!(ParamCount),
+            format!(
+                "{at} `PARAMS` does not hold the {} parameter(s) the bucket schedule was planned with: \
+                 `#[layer(params({}))]`, in `PARAMS`' order",
+                layer.params.len(),
+                listed.join(", ")
+            ),
+        ),
+        (
+            quote!(ReadyOrder),
+            format!(
+                "{at} `READY_ORDER` is not the `{ready}` the bucket schedule was planned with: `#[layer(ready = \
+                 definition)]` plans `ReadyOrder::Definition`, no `ready` `ReadyOrder::Reverse`"
+            ),
+        ),
+    ];
+    for (i, p) in layer.params.iter().enumerate() {
+        let index = lit(i);
+        out.push((
+            quote!(Name(#index)),
+            format!(
+                "{at} `PARAMS[{i}].name` is not \"{}\", the name `#[layer(params({}))]` gives parameter {i}, in \
+                 `PARAMS`' order",
+                p.name,
+                listed.join(", ")
+            ),
+        ));
+        out.push((
+            quote!(Shape(#index)),
+            format!(
+                "{at} `PARAMS[{i}].shape`, `{}`'s, is not [{}], the shape `#[layer(params({}))]` gives it",
+                p.name,
+                p.shape.iter().map(usize::to_string).collect::<Vec<_>>().join(", "),
+                shown(p)
+            ),
+        ));
+    }
+    out
+}
 
 /// The `Layer` constants the plan assumed, written as the type would declare them, for the user
 /// to compare with the type's own.

@@ -280,6 +280,25 @@ fn layer_matches_checks_width_names_shapes_and_ready_order() {
     assert!(!layer_matches::<Linear<3, 2>>(fixed, &linear, rev, linear_op(2, 3)));
 }
 
+/// What differs first is what the generated check's message names.
+#[test]
+fn layout_mismatch_names_the_constant_that_differs() {
+    use super::LayoutMismatch as M;
+    let (fixed, rev, def) = (Width::Fixed { input: 3, output: 2 }, ReadyOrder::Reverse, ReadyOrder::Definition);
+    let linear = [("weight", &[2, 3][..]), ("bias", &[2])];
+    let of = |width, params: &[(&str, &[usize])], ready, op| {
+        super::layout_mismatch::<Linear<3, 2>>(width, params, ready, op)
+    };
+    assert_eq!(of(fixed, &linear, rev, None), M::None);
+    assert_eq!(of(fixed, &linear, rev, Some(DeviceOp::Relu)), M::DeviceOp);
+    assert_eq!(of(Width::Preserving, &linear, rev, None), M::Width);
+    assert_eq!(of(fixed, &linear[..1], rev, None), M::ParamCount);
+    assert_eq!(of(fixed, &linear, def, None), M::ReadyOrder);
+    assert_eq!(of(fixed, &[("weight", &[2, 3]), ("bia", &[2])], rev, None), M::Name(1));
+    assert_eq!(of(fixed, &[("weight", &[3, 2]), ("bias", &[2])], rev, None), M::Shape(0));
+    assert_eq!(of(fixed, &[("weight", &[2, 3]), ("bias", &[2, 1])], rev, None), M::Shape(1));
+}
+
 #[test]
 fn linear_init_is_deterministic_and_bounded() {
     let a = Linear::<16, 8>::init(&mut InitRng::for_layer(42, 0));
