@@ -135,6 +135,15 @@ fn mismatch_messages(name: &str, ty: &str, layer: &overlap_plan::LayerInfo) -> V
             ),
         ),
     ];
+    out.push((
+        quote!(DeviceOpLayout),
+        format!(
+            "{at} `DEVICE_OP` names a built-in layer's kernels, whose parameters or widths are not `{ty}`'s: on the \
+             GPU they would run in place of its `forward` and `backward`, reading and writing past them; a layer of \
+             one's own keeps `DeviceOp::Unsupported` (the default) unless it computes what that built-in computes, \
+             on the same parameters"
+        ),
+    ));
     for (i, p) in layer.params.iter().enumerate() {
         let index = lit(i);
         out.push((

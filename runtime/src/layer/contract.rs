@@ -32,7 +32,10 @@ impl ParamDef {
 
 /// What a layer computes, for backends that run each layer by its kind rather than through its
 /// `forward`/`backward` methods (the CUDA backend). A user layer that has no device kernels keeps
-/// the default, `Unsupported`, and such a model is refused on the device with its name.
+/// the default, `Unsupported`, and such a model is refused on the device with its name. One that
+/// names a built-in's op runs that built-in's kernels on the GPU in place of its own methods, so
+/// it must compute what the built-in computes; its parameters and widths must be the built-in's
+/// (checked at compile time, where the macro checks the layer's other constants).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeviceOp {
     /// `y = x·Wᵀ + b`, `W` of shape `[output, input]`.

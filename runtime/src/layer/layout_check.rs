@@ -3,7 +3,7 @@
 
 use overlap_plan::{ReadyOrder, Width};
 
-use super::contract::{DeviceOp, Layer};
+use super::contract::{DeviceOp, Layer, ParamDef};
 
 /// Compile-time check used by the macro: does `L` have exactly the widths, parameter names and
 /// shapes, and ready order the schedule was planned with? (The names too: the schedule names each
@@ -39,6 +39,9 @@ pub enum LayoutMismatch {
     Name(usize),
     /// `PARAMS[i].shape` differs.
     Shape(usize),
+    /// `DEVICE_OP` names a built-in's kernels, which read and write other parameters or widths
+    /// than the layer's own (`device_op_fits`).
+    DeviceOpLayout,
 }
 
 impl LayoutMismatch {
@@ -96,7 +99,66 @@ pub const fn layout_mismatch<L: Layer>(
         }
         i += 1;
     }
+    if !device_op_fits::<L>() {
+        return LayoutMismatch::DeviceOpLayout;
+    }
     LayoutMismatch::None
+}
+
+/// Whether `L`'s parameters and widths are those the kernels of its `DEVICE_OP` read and write,
+/// as the built-in layer of that op holds them: a layer of one's own that names a built-in's op
+/// runs that built-in's kernels on the GPU, which must not reach past its parameters or rows.
+const fn device_op_fits<L: Layer>() -> bool {
+    use DeviceOp as D;
+    match L::DEVICE_OP {
+        D::Unsupported => true,
+        D::Relu | D::Gelu | D::Tanh | D::Sigmoid | D::Dropout => {
+            L::PARAMS.is_empty() && matches!(L::WIDTH, Width::Preserving)
+        }
+        D::Linear { input, output } => {
+            fixed(L::WIDTH, input, output) && shapes_are(L::PARAMS, &[&[output, input], &[output]])
+        }
+        D::LayerNorm { width } => fixed(L::WIDTH, width, width) && shapes_are(L::PARAMS, &[&[width], &[width]]),
+        D::CausalSelfAttention { width: d, heads } => {
+            heads > 0
+                && d % heads == 0
+                && fixed(L::WIDTH, d, d)
+                && shapes_are(L::PARAMS, &[&[3 * d, d], &[3 * d], &[d, d], &[d]])
+        }
+        D::Embedding { vocab, width } => fixed(L::WIDTH, 1, width) && shapes_are(L::PARAMS, &[&[vocab, width]]),
+        D::PositionEmbedding { positions, width } => {
+            fixed(L::WIDTH, width, width) && shapes_are(L::PARAMS, &[&[positions, width]])
+        }
+        D::TiedHead { input, output } => fixed(L::WIDTH, input, output) && L::PARAMS.is_empty(),
+    }
+}
+
+/// Whether `width` is `Width::Fixed { input, output }`.
+const fn fixed(width: Width, input: usize, output: usize) -> bool {
+    matches!(width, Width::Fixed { input: a, output: b } if a == input && b == output)
+}
+
+/// Whether `params` have exactly the shapes `shapes`, in order.
+const fn shapes_are(params: &[ParamDef], shapes: &[&[usize]]) -> bool {
+    if params.len() != shapes.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < shapes.len() {
+        let (have, want) = (params[i].shape, shapes[i]);
+        if have.len() != want.len() {
+            return false;
+        }
+        let mut d = 0;
+        while d < have.len() {
+            if have[d] != want[d] {
+                return false;
+            }
+            d += 1;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// `a == b`, in a `const fn`.
@@ -131,4 +193,68 @@ const fn same_str(a: &str, b: &str) -> bool {
         i += 1;
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layer::{CausalSelfAttention, Dropout, Embedding, Gelu, LayerNorm, Linear, PositionEmbedding, Relu};
+    use crate::layer::{Sigmoid, Tanh, TiedHead};
+
+    #[test]
+    fn every_built_in_layer_fits_its_own_device_op() {
+        assert!(device_op_fits::<Linear<3, 2>>());
+        assert!(device_op_fits::<LayerNorm<4>>());
+        assert!(device_op_fits::<CausalSelfAttention<8, 2>>());
+        assert!(device_op_fits::<Embedding<11, 4>>());
+        assert!(device_op_fits::<PositionEmbedding<6, 4>>());
+        assert!(device_op_fits::<TiedHead<4, 11>>());
+        assert!(device_op_fits::<Relu>() && device_op_fits::<Gelu>() && device_op_fits::<Tanh>());
+        assert!(device_op_fits::<Sigmoid>() && device_op_fits::<Dropout>());
+    }
+
+    /// A per-feature scale that claims ReLU's kernels, which would run on it as if it had no
+    /// parameter.
+    struct ClaimsRelu(Vec<f32>);
+
+    impl Layer for ClaimsRelu {
+        const PARAMS: &'static [ParamDef] = &[ParamDef { name: "weight", shape: &[4] }];
+        const WIDTH: Width = Width::Preserving;
+        const DEVICE_OP: DeviceOp = DeviceOp::Relu;
+        type Saved = ();
+        fn init(_: &mut crate::InitRng) -> Self {
+            ClaimsRelu(vec![1.0; 4])
+        }
+        fn param(&self, _: usize) -> &[f32] {
+            &self.0
+        }
+        fn param_mut(&mut self, _: usize) -> &mut [f32] {
+            &mut self.0
+        }
+        fn forward(&self, _: &crate::StepContext, x: &crate::Matrix, y: &mut crate::Matrix, _: &mut ()) {
+            y.clone_from(x);
+        }
+        fn backward(
+            &self,
+            _: &crate::StepContext,
+            _: &crate::Matrix,
+            _: &crate::Matrix,
+            _: &(),
+            dy: &crate::Matrix,
+            _: &mut [&mut [f32]],
+            _: bool,
+            dx: Option<&mut crate::Matrix>,
+        ) {
+            if let Some(dx) = dx {
+                dx.clone_from(dy);
+            }
+        }
+    }
+
+    #[test]
+    fn a_layer_of_ones_own_claiming_a_built_ins_kernels_must_have_its_parameters() {
+        assert!(!device_op_fits::<ClaimsRelu>());
+        let planned = layout_mismatch::<ClaimsRelu>(Width::Preserving, &[("weight", &[4])], ReadyOrder::Reverse, None);
+        assert_eq!(planned, LayoutMismatch::DeviceOpLayout);
+    }
 }
