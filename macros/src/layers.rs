@@ -247,8 +247,8 @@ fn const_args(
     ty: &Type,
     errors: &mut Errors,
 ) -> Result<Vec<usize>, ()> {
-    let expected = match arity {
-        0 => format!("`{kind}` takes no generic arguments"),
+    let builtin = match arity {
+        0 => format!("overlap's built-in `{kind}` takes no generic arguments"),
         1 => format!("expected `{kind}<WIDTH>` with an integer literal"),
         _ => match kind {
             "Embedding" => "expected `Embedding<VOCAB, WIDTH>` with integer literals".to_string(),
@@ -258,6 +258,9 @@ fn const_args(
             _ => format!("expected `{kind}<IN, OUT>` with integer literals"),
         },
     };
+    // The name may be the user's own layer's, which the macro takes for the built-in's.
+    let expected =
+        format!("{builtin} (a layer of your own named `{kind}` is described to the macro with `#[layer(...)]`)");
     let args: Vec<&GenericArgument> = match args {
         PathArguments::None => Vec::new(),
         PathArguments::AngleBracketed(a) => a.args.iter().collect(),
