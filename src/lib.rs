@@ -105,6 +105,8 @@ pub use overlap_runtime::{
     Layer, LayerNorm, Linear, Matrix, ParamDef, PositionEmbedding, ReadyOrder, Relu, Sigmoid, StepContext, Tanh,
     TiedHead, TiedLayer, Width,
 };
+/// A layer's `backward` against finite differences of its `forward`, for layers of one's own.
+pub use overlap_runtime::{GradientCheck, GradientMismatch};
 // Training: the loop, its settings, losses, data and optimizers.
 pub use overlap_runtime::{
     AdamW, Batch, CrossEntropyLoss, Dataset, DecayOn, Device, DeviceLoss, DropoutConfig, Loss, LrSchedule, MseLoss,
@@ -161,7 +163,7 @@ pub mod prelude {
         Batch, Device, ReportFormat, SaveConfig, SyntheticClassification, TrainConfig, ValidationConfig,
     };
     // What a layer of one's own declares (`Layer::PARAMS`, its widths, ready order and device op).
-    pub use overlap_runtime::{DeviceOp, InitRng, ParamDef, ReadyOrder, Width};
+    pub use overlap_runtime::{DeviceOp, GradientCheck, InitRng, ParamDef, ReadyOrder, Width};
 }
 
 /// Used by the code `#[distributed_model]` emits; not a public API. What only generated code

@@ -2,10 +2,10 @@
 //! `init` sizing a parameter otherwise than `PARAMS` (an error when the model is built), its
 //! forward writing another shape than `WIDTH` says, or its backward an input gradient of another
 //! shape than the input (a panic naming the layer, not the built-in layer after it that reads
-//! the output, as before).
+//! the output, as before). `GradientCheck` finds what breaks the gradients themselves.
 
 use overlap::prelude::*;
-use overlap::{InitRng, ParamDef, ReportFormat, SyntheticClassification, Width};
+use overlap::{GradientMismatch, InitRng, ParamDef, ReportFormat, SyntheticClassification, Width};
 
 /// `y = x * gain`, with one bug chosen by `BUG`.
 pub struct Buggy<const BUG: u8> {
@@ -16,6 +16,10 @@ const NONE: u8 = 0;
 const SHORT_INIT: u8 = 1;
 const WIDE_OUTPUT: u8 = 2;
 const SHORT_INPUT_GRADIENT: u8 = 3;
+/// The gain's gradient with the wrong sign.
+const NEGATED_GRADIENT: u8 = 4;
+/// The gain's gradient written over what is there instead of added to it.
+const OVERWRITTEN_GRADIENT: u8 = 5;
 
 impl<const BUG: u8> Layer for Buggy<BUG> {
     const PARAMS: &'static [ParamDef] = &[ParamDef { name: "gain", shape: &[4] }];
@@ -54,9 +58,13 @@ impl<const BUG: u8> Layer for Buggy<BUG> {
         _: bool,
         dx: Option<&mut Matrix>,
     ) {
+        if BUG == OVERWRITTEN_GRADIENT {
+            grads[0].fill(0.0);
+        }
+        let sign = if BUG == NEGATED_GRADIENT { -1.0 } else { 1.0 };
         for r in 0..input.rows() {
             for ((dg, x), d) in grads[0].iter_mut().zip(input.row(r)).zip(dy.row(r)) {
-                *dg += x * d;
+                *dg += sign * x * d;
             }
         }
         if let Some(dx) = dx {
@@ -119,4 +127,28 @@ fn a_layer_that_breaks_its_contract_is_named() {
         message.contains("backward wrote a 3x4 gradient for a 4x4 input") && message.contains("Buggy<3>"),
         "{message}"
     );
+}
+
+/// `GradientCheck` on the layer alone, as one checks a layer of one's own before training with it:
+/// the sound one passes; a wrong sign, a gradient written over the accumulated one, an output
+/// wider than `WIDTH` and a short input gradient are each named.
+#[test]
+fn the_gradient_check_finds_what_a_layer_of_ones_own_gets_wrong() {
+    fn check<const BUG: u8>() -> Result<usize, GradientMismatch> {
+        let input = Matrix::from_vec(3, 4, InitRng::new(4).uniform(12, 2.0));
+        GradientCheck::new().seed(2).run(Buggy::<BUG>::init(&mut InitRng::new(1)), &StepContext::rows(3), input)
+    }
+    // Every input element and every gain.
+    assert_eq!(check::<NONE>(), Ok(12 + 4));
+    let negated = check::<NEGATED_GRADIENT>().unwrap_err();
+    assert!(matches!(&negated, GradientMismatch::Value { what, .. } if what == "gain[0]"), "{negated}");
+    let overwritten = check::<OVERWRITTEN_GRADIENT>().unwrap_err();
+    assert!(
+        matches!(&overwritten, GradientMismatch::Value { what, .. } if what == "accumulated gain[0]"),
+        "{overwritten}"
+    );
+    let wide = check::<WIDE_OUTPUT>().unwrap_err();
+    assert_eq!(wide.to_string(), "the output (by its `WIDTH`) is 3x5, not 3x4");
+    let short = check::<SHORT_INPUT_GRADIENT>().unwrap_err();
+    assert_eq!(short.to_string(), "the input's gradient is 2x4, not 3x4");
 }

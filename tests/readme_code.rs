@@ -35,6 +35,10 @@ pub struct Mlp {
 // against the type at compile time, and the run checks what the layer does: an `init` that sizes a
 // parameter otherwise than `PARAMS` is an error when the model is built, and a forward output or
 // input gradient of another shape than `WIDTH` and the input say panics naming the layer.
+// Its gradients themselves: `GradientCheck::new().run(layer, &StepContext::rows(4), input)` holds
+// `backward` to finite differences of `forward` (and a second `backward` to adding, not
+// overwriting), naming the first element that differs, as `torch.autograd.gradcheck` does; a
+// `DEVICE_OP` of a built-in's (its kernels run on the GPU instead) needs that built-in's parameters.
 // A renamed dependency (`ml = { package = "overlap", .. }`) is read from Cargo.toml; `crate =
 // "path"` (as serde's) names a re-export or an alias (on a module of blocks the path is read inside
 // the module: an alias imported beside it is `super::ml`).

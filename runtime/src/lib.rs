@@ -48,9 +48,9 @@ pub use data::{Batch, Dataset, SyntheticClassification};
 pub use error::{Error, ParseError, Result};
 pub use init::InitRng;
 pub use layer::{
-    layer_matches, layout_mismatch, CausalSelfAttention, DeviceOp, Dropout, DropoutDraw, Embedding, Gelu, Layer,
-    LayerNorm, Linear, ParamDef, PositionEmbedding, ReadyOrder, Relu, Sigmoid, StepContext, Tanh, TiedHead, TiedLayer,
-    Width,
+    layer_matches, layout_mismatch, CausalSelfAttention, DeviceOp, Dropout, DropoutDraw, Embedding, Gelu,
+    GradientCheck, GradientMismatch, Layer, LayerNorm, Linear, ParamDef, PositionEmbedding, ReadyOrder, Relu, Sigmoid,
+    StepContext, Tanh, TiedHead, TiedLayer, Width,
 };
 pub use loss::{CrossEntropyLoss, DeviceLoss, Loss, MseLoss};
 pub use model::{grad_scale, DistributedModel, GradientBuckets};
