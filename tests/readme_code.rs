@@ -48,7 +48,9 @@ pub struct Mlp {
 // `#[init(std = 0.02)]` on the field of a layer or a block draws its weights from N(0, 0.02²), biases at zero
 // (GPT-2's init); `ends_with("c_proj.weight", std = 0.0071)` inside it draws the parameters whose
 // path ends so at a spread of their own (nanoGPT's residual projections). The innermost `#[init]`
-// around a layer decides it; a suffix that names no parameter, or an `#[init]` with no parameter
+// around a layer decides it; a block's `std` leaves layers of one's own to their `Layer::init` (as
+// nanoGPT's `_init_weights` touches only its Linear and Embedding modules), which a suffix or an
+// `#[init]` on their own field still draws; a suffix that names no parameter, or an `#[init]` with no parameter
 // under it, is a compile error. So is a `#[bucket_boundary]` that separates nothing (on the first
 // layer with parameters or before it, or after the last).
     }
