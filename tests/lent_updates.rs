@@ -128,8 +128,15 @@ fn parameters_are_away_between_backward_and_step_only_when_their_bucket_can_lend
     let message = forward.expect_err("forward without the parameters");
     let message = message.downcast_ref::<String>().map(String::as_str).unwrap_or_default();
     assert!(message.contains("`step` takes them back from the buckets `backward` returned"), "{message}");
+    // Saving them then would write a file of nothing: refused, naming a parameter.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lent.safetensors");
+    let saved = overlap::params_file::save_params(&model, &path).unwrap_err().to_string();
+    assert!(saved.contains("Lendable's parameter `") && saved.contains("` is lent to a step in progress"), "{saved}");
+    assert!(!path.exists(), "no file written");
     model.step(in_flight, &mut optimizer).unwrap();
     assert!(holds_all(&model), "every parameter is back");
+    overlap::params_file::save_params(&model, &path).unwrap();
     assert!(optimizer.momentum_buffer(0).is_some(), "the optimizer has its state back");
 
     let mut optimizer = Sgd::new(0.1).momentum(0.9);

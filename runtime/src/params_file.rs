@@ -50,8 +50,26 @@ pub fn save_params<M: DistributedModel>(model: &M, path: &Path) -> Result<()> {
 /// `save_params`, with `notes` in the file's metadata.
 pub fn save_params_with_notes<M: DistributedModel>(model: &M, path: &Path, notes: &FileNotes) -> Result<()> {
     check_notes(notes).map_err(|e| Error::Safetensors(format!("{}: {e}", path.display())))?;
+    check_parameters_home(model)?;
     write_atomically(path, |file| write_model_file(file, model, notes), crate::fault::at_params_synced)
         .map_err(|source| Error::Io { path: path.to_path_buf(), source })
+}
+
+/// Refuses to save a model whose parameters are lent to a step in progress (between `backward`
+/// and `step`, or, with sharded optimizer state, before the next `forward_gathering`): their
+/// `Vec`s are empty until the step gives them back, and a file of them would hold nothing.
+pub(crate) fn check_parameters_home<M: DistributedModel>(model: &M) -> Result<()> {
+    let s = M::SCHEDULE;
+    let lent = s.params().find(|&p| model.param(p).is_empty() && s.param(p).numel() > 0);
+    match lent {
+        Some(p) => Err(Error::Config(format!(
+            "{}'s parameter `{}` is lent to a step in progress: save after `step` has given the parameters back \
+             (and, with sharded optimizer state, after the next `forward_gathering`)",
+            s.model,
+            s.param_name(p)
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Notes a file may record (read back, `positions` of 0 would be refused by `notes_in`: the

@@ -79,6 +79,7 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
     run: &RunAbout,
     low_rank: Option<&low_rank::Gathered>,
 ) -> Result<PathBuf> {
+    crate::params_file::check_parameters_home(model)?;
     if let Some(latest) = latest_name(dir).ok().as_deref().and_then(step_of) {
         if latest > position.next_step {
             return Err(Error::Checkpoint(format!(
