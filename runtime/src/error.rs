@@ -207,7 +207,8 @@ pub enum Error {
     /// What asked for CUDA (the `TrainConfig::device` setting, or listing the CUDA libraries).
     #[error(
         "{0}: this binary was built without CUDA support; rebuild with `--features cuda` \
-         (e.g. cargo build --release --examples --features cuda)"
+         (e.g. cargo build --release --examples --features cuda; in a crate of your own, \
+         `overlap = {{ version = .., features = [\"cuda\"] }}`)"
     )]
     CudaNotBuilt(&'static str),
     /// The GPU backend failed: no usable device or driver, or a CUDA, cuBLAS or NCCL call returned
