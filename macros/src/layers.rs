@@ -335,7 +335,7 @@ pub fn not_a_layer(ty: &Type) -> String {
             "`{shown}` is not a built-in layer ({}) nor a block (a struct of layers, defined beside the model in a \
              module that `#[distributed_model]` is on, and named by its struct's name, not through an alias); \
              describe a layer of your own with `#[layer(input = N, output = M, params(weight = [M, N], ...))]` (no \
-             input/output for width-preserving layers, `#[layer()]` for one without parameters)",
+             input/output for width-preserving layers, `#[layer]` for one without parameters)",
             built_in_list()
         ),
     }
