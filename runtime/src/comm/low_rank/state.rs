@@ -303,6 +303,8 @@ fn orthogonalise(m: &mut [f32], rows: usize, rank: usize, at: impl Fn(usize, usi
 }
 
 #[cfg(test)]
+mod pytorch_tests;
+#[cfg(test)]
 mod reference_tests;
 #[cfg(test)]
 mod tests {
