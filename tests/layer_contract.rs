@@ -152,3 +152,74 @@ fn the_gradient_check_finds_what_a_layer_of_ones_own_gets_wrong() {
     let short = check::<SHORT_INPUT_GRADIENT>().unwrap_err();
     assert_eq!(short.to_string(), "the input's gradient is 2x4, not 3x4");
 }
+
+/// A layer that declares a parameter but leaves `param` and `param_mut` to their defaults,
+/// which only a layer without parameters may.
+pub struct Forgetful {
+    gain: Vec<f32>,
+}
+
+impl Layer for Forgetful {
+    const PARAMS: &'static [ParamDef] = &[ParamDef { name: "gain", shape: &[4] }];
+    const WIDTH: Width = Width::Preserving;
+    type Saved = ();
+
+    fn init(_: &mut InitRng) -> Self {
+        Forgetful { gain: vec![1.0; 4] }
+    }
+
+    fn forward(&self, _: &StepContext, input: &Matrix, output: &mut Matrix, _: &mut ()) {
+        output.resize(input.rows(), 4);
+        for r in 0..input.rows() {
+            for ((y, x), g) in output.row_mut(r).iter_mut().zip(input.row(r)).zip(&self.gain) {
+                *y = x * g;
+            }
+        }
+    }
+
+    fn backward(
+        &self,
+        _: &StepContext,
+        input: &Matrix,
+        _: &Matrix,
+        _: &(),
+        dy: &Matrix,
+        grads: &mut [&mut [f32]],
+        _: bool,
+        dx: Option<&mut Matrix>,
+    ) {
+        for r in 0..input.rows() {
+            for ((dg, x), d) in grads[0].iter_mut().zip(input.row(r)).zip(dy.row(r)) {
+                *dg += x * d;
+            }
+        }
+        if let Some(dx) = dx {
+            dx.resize(input.rows(), 4);
+            for r in 0..input.rows() {
+                for ((d, dy), g) in dx.row_mut(r).iter_mut().zip(dy.row(r)).zip(&self.gain) {
+                    *d = dy * g;
+                }
+            }
+        }
+    }
+}
+
+#[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1)]
+pub struct WithForgetful {
+    fc: Linear<6, 4>,
+    #[layer(params(gain = [4]))]
+    gain: Forgetful,
+    head: Linear<4, 3>,
+}
+
+#[test]
+fn a_layer_with_parameters_that_does_not_give_them_is_named_when_its_model_is_built() {
+    let message = panic_message(fit::<WithForgetful>());
+    assert!(
+        message.contains(
+            "Forgetful declares 1 parameter(s) in `PARAMS` but does not give them: a layer with parameters \
+             writes `Layer::param` and `Layer::param_mut`"
+        ),
+        "{message}"
+    );
+}

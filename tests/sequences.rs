@@ -26,14 +26,6 @@ impl<const D: usize> Layer for CausalMean<D> {
         CausalMean
     }
 
-    fn param(&self, index: usize) -> &[f32] {
-        panic!("CausalMean has no parameter {index}")
-    }
-
-    fn param_mut(&mut self, index: usize) -> &mut [f32] {
-        panic!("CausalMean has no parameter {index}")
-    }
-
     fn forward(&self, ctx: &StepContext, input: &Matrix, output: &mut Matrix, _: &mut ()) {
         assert_eq!(input.rows(), ctx.row_count());
         POSITIONS_SEEN.store(ctx.positions(), Ordering::Relaxed);

@@ -56,14 +56,6 @@ macro_rules! activation {
                 $name
             }
 
-            fn param(&self, index: usize) -> &[f32] {
-                panic!("{} has no parameters; index {index} is out of range", stringify!($name))
-            }
-
-            fn param_mut(&mut self, index: usize) -> &mut [f32] {
-                panic!("{} has no parameters; index {index} is out of range", stringify!($name))
-            }
-
             fn forward(&self, _ctx: &StepContext, input: &Matrix, output: &mut Matrix, _saved: &mut ()) {
                 output.resize(input.rows(), input.cols());
                 for (y, &$x) in output.as_mut_slice().iter_mut().zip(input.as_slice()) {

@@ -113,11 +113,16 @@ pub trait Layer: Sized + Send {
     /// Deterministic initialisation from `rng` (PyTorch's defaults for the built-in layers).
     fn init(rng: &mut InitRng) -> Self;
 
-    /// Parameter `index` of `PARAMS`, flattened row-major.
-    fn param(&self, index: usize) -> &[f32];
+    /// Parameter `index` of `PARAMS`, flattened row-major. A layer without parameters need not
+    /// write it; one with parameters that does not is refused when its model is built.
+    fn param(&self, index: usize) -> &[f32] {
+        no_parameter::<Self>(index)
+    }
     /// Parameter `index`, to write: the optimizer's update, rank 0's broadcast values, a
-    /// checkpoint's or a parameter file's.
-    fn param_mut(&mut self, index: usize) -> &mut [f32];
+    /// checkpoint's or a parameter file's. As `param`, only layers with parameters write it.
+    fn param_mut(&mut self, index: usize) -> &mut [f32] {
+        no_parameter::<Self>(index)
+    }
 
     /// The `Vec` that holds parameter `index`, so that a step can lend it to the all-reduce of
     /// its bucket and update it there, while the sums are in cache (it is empty until the step's
@@ -152,6 +157,20 @@ pub trait Layer: Sized + Send {
         accumulate: bool,
         grad_input: Option<&mut Matrix>,
     );
+}
+
+/// What `Layer::param` and `Layer::param_mut` do unless a layer writes them: nothing to give for
+/// a layer without parameters, and, for one that declares some, the panic that names the
+/// methods it must write (the model's construction reads every parameter first).
+fn no_parameter<L: Layer>(index: usize) -> ! {
+    let name = std::any::type_name::<L>();
+    match L::PARAMS.len() {
+        0 => panic!("{name} has no parameters; index {index} is out of range"),
+        n => panic!(
+            "{name} declares {n} parameter(s) in `PARAMS` but does not give them: a layer with parameters writes \
+             `Layer::param` and `Layer::param_mut`"
+        ),
+    }
 }
 
 /// Panics unless a built-in layer holds all its parameters (`holds_all`): one lent to its

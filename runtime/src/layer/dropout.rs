@@ -30,14 +30,6 @@ impl Layer for Dropout {
         Dropout
     }
 
-    fn param(&self, index: usize) -> &[f32] {
-        panic!("Dropout has no parameters; index {index} is out of range")
-    }
-
-    fn param_mut(&mut self, index: usize) -> &mut [f32] {
-        panic!("Dropout has no parameters; index {index} is out of range")
-    }
-
     fn forward(&self, ctx: &StepContext, input: &Matrix, output: &mut Matrix, _saved: &mut ()) {
         output.resize(input.rows(), input.cols());
         apply(ctx.dropout(), input, output);
