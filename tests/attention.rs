@@ -8,76 +8,52 @@ mod common;
 use overlap::prelude::*;
 use overlap::{Batch, ReportFormat};
 
-#[distributed_model(bucket_cap_mb = 0.002, first_bucket_mb = 0.002)]
-pub mod tiny_gpt {
-    use overlap::prelude::*;
+/// The model, in module `$name` planned with `$settings`: written once for the two bucket orders.
+macro_rules! tiny_gpt {
+    ($name:ident, $($settings:tt)*) => {
+        #[distributed_model($($settings)*)]
+        pub mod $name {
+            use overlap::prelude::*;
 
-    #[residual]
-    pub struct Attend {
-        ln_1: LayerNorm<16>,
-        attn: CausalSelfAttention<16, 4>,
-    }
+            #[residual]
+            pub struct Attend {
+                ln_1: LayerNorm<16>,
+                attn: CausalSelfAttention<16, 4>,
+            }
 
-    #[residual]
-    pub struct Think {
-        ln_2: LayerNorm<16>,
-        c_fc: Linear<16, 64>,
-        gelu: Gelu,
-        c_proj: Linear<64, 16>,
-    }
+            #[residual]
+            pub struct Think {
+                ln_2: LayerNorm<16>,
+                c_fc: Linear<16, 64>,
+                gelu: Gelu,
+                c_proj: Linear<64, 16>,
+            }
 
-    pub struct Block {
-        a: Attend,
-        m: Think,
-    }
+            pub struct Block {
+                a: Attend,
+                m: Think,
+            }
 
-    pub struct TinyGpt {
-        wte: Embedding<13, 16>,
-        wpe: PositionEmbedding<6, 16>,
-        h: [Block; 2],
-        ln_f: LayerNorm<16>,
-        lm_head: Linear<16, 13>,
-    }
+            pub struct TinyGpt {
+                wte: Embedding<13, 16>,
+                wpe: PositionEmbedding<6, 16>,
+                h: [Block; 2],
+                ln_f: LayerNorm<16>,
+                lm_head: Linear<16, 13>,
+            }
+        }
+    };
 }
+
+tiny_gpt!(tiny_gpt, bucket_cap_mb = 0.002, first_bucket_mb = 0.002);
+// The same model planned in DDP's first-iteration order (definition order, launched in reverse).
+tiny_gpt!(tiny_gpt_first_iteration, bucket_cap_mb = 0.002, first_bucket_mb = 0.002, bucket_order = ddp_first_iteration);
 
 use tiny_gpt::TinyGpt;
 
 fn ids(sequences: usize, positions: usize, first: usize) -> Matrix {
     let values = (0..sequences * positions).map(|i| ((first + i / positions) * 3 + (i % positions) * 2) % 13);
     Matrix::from_vec(sequences * positions, 1, values.map(|t| t as f32).collect())
-}
-
-/// The same model planned in DDP's first-iteration order (definition order, launched in reverse).
-#[distributed_model(bucket_cap_mb = 0.002, first_bucket_mb = 0.002, bucket_order = ddp_first_iteration)]
-pub mod tiny_gpt_first_iteration {
-    use overlap::prelude::*;
-
-    #[residual]
-    pub struct Attend {
-        ln_1: LayerNorm<16>,
-        attn: CausalSelfAttention<16, 4>,
-    }
-
-    #[residual]
-    pub struct Think {
-        ln_2: LayerNorm<16>,
-        c_fc: Linear<16, 64>,
-        gelu: Gelu,
-        c_proj: Linear<64, 16>,
-    }
-
-    pub struct Block {
-        a: Attend,
-        m: Think,
-    }
-
-    pub struct TinyGpt {
-        wte: Embedding<13, 16>,
-        wpe: PositionEmbedding<6, 16>,
-        h: [Block; 2],
-        ln_f: LayerNorm<16>,
-        lm_head: Linear<16, 13>,
-    }
 }
 
 /// Named as nanoGPT names it, and planned as PyTorch runs it: a twin of the same modules

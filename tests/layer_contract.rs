@@ -154,60 +154,41 @@ fn the_gradient_check_finds_what_a_layer_of_ones_own_gets_wrong() {
 }
 
 /// A layer that declares a parameter but leaves `param` and `param_mut` to their defaults,
-/// which only a layer without parameters may.
-pub struct Forgetful {
-    gain: Vec<f32>,
-}
+/// which only a layer without parameters may: the sound `Buggy` otherwise.
+pub struct Forgetful(Buggy<NONE>);
 
 impl Layer for Forgetful {
-    const PARAMS: &'static [ParamDef] = &[ParamDef { name: "gain", shape: &[4] }];
-    const WIDTH: Width = Width::Preserving;
+    const PARAMS: &'static [ParamDef] = Buggy::<NONE>::PARAMS;
+    const WIDTH: Width = Buggy::<NONE>::WIDTH;
     type Saved = ();
 
-    fn init(_: &mut InitRng) -> Self {
-        Forgetful { gain: vec![1.0; 4] }
+    fn init(rng: &mut InitRng) -> Self {
+        Forgetful(Buggy::init(rng))
     }
 
-    fn forward(&self, _: &StepContext, input: &Matrix, output: &mut Matrix, _: &mut ()) {
-        output.resize(input.rows(), 4);
-        for r in 0..input.rows() {
-            for ((y, x), g) in output.row_mut(r).iter_mut().zip(input.row(r)).zip(&self.gain) {
-                *y = x * g;
-            }
-        }
+    fn forward(&self, ctx: &StepContext, input: &Matrix, output: &mut Matrix, saved: &mut ()) {
+        self.0.forward(ctx, input, output, saved)
     }
 
     fn backward(
         &self,
-        _: &StepContext,
+        ctx: &StepContext,
         input: &Matrix,
-        _: &Matrix,
-        _: &(),
+        output: &Matrix,
+        saved: &(),
         dy: &Matrix,
         grads: &mut [&mut [f32]],
-        _: bool,
+        accumulate: bool,
         dx: Option<&mut Matrix>,
     ) {
-        for r in 0..input.rows() {
-            for ((dg, x), d) in grads[0].iter_mut().zip(input.row(r)).zip(dy.row(r)) {
-                *dg += x * d;
-            }
-        }
-        if let Some(dx) = dx {
-            dx.resize(input.rows(), 4);
-            for r in 0..input.rows() {
-                for ((d, dy), g) in dx.row_mut(r).iter_mut().zip(dy.row(r)).zip(&self.gain) {
-                    *d = dy * g;
-                }
-            }
-        }
+        self.0.backward(ctx, input, output, saved, dy, grads, accumulate, dx)
     }
 }
 
 #[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1)]
 pub struct WithForgetful {
     fc: Linear<6, 4>,
-    #[layer(params(gain = [4]))]
+    #[layer(input = 4, output = 4, params(gain = [4]))]
     gain: Forgetful,
     head: Linear<4, 3>,
 }
