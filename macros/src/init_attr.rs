@@ -272,6 +272,18 @@ pub fn check_named(init: &Rc<InitAttr>, holder: &str, layers: &[Decision], error
         };
         errors.spanned(at, message);
     }
+    // With a suffix, the `#[init]` does something; its `std` still does nothing when only layers
+    // of one's own are under it.
+    if let (Some(_), Some(at), false) = (init.std, &init.std_at, init.named.is_empty()) {
+        if !decided.is_empty() && under_std.is_empty() {
+            errors.spanned(
+                at,
+                "this `std` changes no parameter: a block's `std` leaves layers of one's own to their `Layer::init`, \
+                 and only such layers are under it; keep the `ends_with(..)` alone, or put the `#[init]` on a layer's \
+                 own field",
+            );
+        }
+    }
     for rule in init.named.iter().filter(|rule| !decided.iter().any(|p| rule.matches(p))) {
         let listed: Vec<String> = decided.iter().take(6).map(|p| shown(p)).collect();
         let more = match decided.len() - listed.len() {

@@ -23,4 +23,22 @@ mod own_layers {
     }
 }
 
+// With a suffix that draws one of their parameters, the `std` beside it still changes nothing.
+#[distributed_model]
+mod with_a_suffix {
+    use overlap::prelude::*;
+
+    pub struct Block {
+        #[layer(params(weight = [4, 4]))]
+        scale: super::scale::Scale,
+    }
+
+    pub struct Net {
+        fc: Linear<4, 4>,
+        #[init(std = 0.02, ends_with("scale.weight", std = 0.5))]
+        blocks: [Block; 2],
+        head: Linear<4, 2>,
+    }
+}
+
 fn main() {}

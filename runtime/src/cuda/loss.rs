@@ -62,7 +62,7 @@ impl GpuCrossEntropy {
 
 /// Softmax cross-entropy of `[rows, classes]` logits against `labels`: each row's loss into
 /// `loss_rows`, and the gradient of the mean loss into `dlogits`.
-fn cross_entropy(
+pub fn cross_entropy(
     gpu: &Gpu,
     (rows, classes): (usize, usize),
     logits: In,

@@ -162,7 +162,7 @@ fn zeros(gpu: &Gpu, lengths: &[usize]) -> Result<ParamState> {
 
 /// One SGD update of a parameter from its summed gradient, scaled by `grad_scale` as it is read.
 /// `first` marks the parameter's first update (PyTorch starts the momentum buffer there).
-fn sgd_update(
+pub fn sgd_update(
     gpu: &Gpu,
     rule: SgdRule,
     value: Out,
@@ -175,7 +175,7 @@ fn sgd_update(
     let (n_, nesterov, first) = (int(n), i32::from(rule.nesterov), i32::from(first));
     let mut args = gpu.compute().launch_builder(gpu.kernel("sgd_update"));
     args.arg(value).arg(momentum_buffer).arg(&grad).arg(&n_);
-    args.arg(&rule.lr).arg(&rule.momentum).arg(&rule.dampening).arg(&rule.weight_decay);
+    args.arg(&rule.lr).arg(&rule.momentum).arg(&rule.kept).arg(&rule.weight_decay);
     args.arg(&nesterov).arg(&first).arg(&grad_scale);
     // SAFETY: value, momentum buffer and gradient all hold `n` elements (one parameter each).
     launch("sgd_update", unsafe { args.launch(elementwise(n)) })

@@ -56,6 +56,14 @@ pub enum GradientMismatch {
         /// The central difference of the objective.
         numeric: f64,
     },
+    /// `backward` wrote `value` into the input's gradient at `index`, where the input (token ids,
+    /// `GradientCheck::parameters_only`) has none.
+    Unexpected {
+        /// The element of the input's gradient.
+        index: usize,
+        /// What `backward` wrote there.
+        value: f32,
+    },
     /// `backward` wrote an input gradient of another shape than the input's, or `forward` an
     /// output of another shape than its `WIDTH` says.
     Shape {
@@ -73,6 +81,9 @@ impl fmt::Display for GradientMismatch {
         match self {
             GradientMismatch::Value { what, analytic, numeric } => {
                 write!(f, "{what}: backward gives {analytic}, the finite difference of forward {numeric}")
+            }
+            GradientMismatch::Unexpected { index, value } => {
+                write!(f, "input[{index}]: backward gives {value}, where the input has no gradient")
             }
             GradientMismatch::Shape { what, got, expected } => {
                 write!(f, "{what} is {}x{}, not {}x{}", got.0, got.1, expected.0, expected.1)
@@ -162,9 +173,8 @@ impl GradientCheck {
                 self.close(format!("input[{k}]"), grad_input.as_slice()[k], numeric)?;
                 compared += 1;
             }
-        } else if let Some(k) = grad_input.as_slice().iter().position(|&g| g != 0.0) {
-            let analytic = grad_input.as_slice()[k];
-            return Err(GradientMismatch::Value { what: format!("input[{k}] (no gradient)"), analytic, numeric: 0.0 });
+        } else if let Some(index) = grad_input.as_slice().iter().position(|&g| g != 0.0) {
+            return Err(GradientMismatch::Unexpected { index, value: grad_input.as_slice()[index] });
         }
         for (i, def) in L::PARAMS.iter().enumerate() {
             for k in sampled(def.numel()) {

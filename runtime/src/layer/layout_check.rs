@@ -112,8 +112,13 @@ const fn device_op_fits<L: Layer>() -> bool {
     use DeviceOp as D;
     match L::DEVICE_OP {
         D::Unsupported => true,
+        // Element-wise: no parameters, as many features out as in.
         D::Relu | D::Gelu | D::Tanh | D::Sigmoid | D::Dropout => {
-            L::PARAMS.is_empty() && matches!(L::WIDTH, Width::Preserving)
+            L::PARAMS.is_empty()
+                && match L::WIDTH {
+                    Width::Preserving => true,
+                    Width::Fixed { input, output } => input == output,
+                }
         }
         D::Linear { input, output } => {
             fixed(L::WIDTH, input, output) && shapes_are(L::PARAMS, &[&[output, input], &[output]])

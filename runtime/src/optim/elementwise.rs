@@ -14,8 +14,9 @@ pub struct SgdRule {
     pub lr: f32,
     /// The momentum buffer's decay; 0: no buffer, plain SGD.
     pub momentum: f32,
-    /// How much of each gradient the momentum buffer leaves out: it adds `(1 - dampening)·g`.
-    pub dampening: f32,
+    /// How much of each gradient the momentum buffer takes in, `1 - dampening`: taken in f64 and
+    /// rounded to f32 once, as PyTorch's `alpha=1 - dampening` is.
+    pub kept: f32,
     /// L2 penalty added to the gradient (`g + weight_decay·p`, PyTorch's coupled decay); 0 for
     /// a parameter exempt from decay.
     pub weight_decay: f32,
@@ -113,13 +114,15 @@ fn part<'a>(buffer: &'a mut [f32], range: &std::ops::Range<usize>) -> &'a mut [f
 /// to PyTorch's own results:
 /// ```text
 /// grad = grad.add(param, alpha=weight_decay)                fma(p, weight_decay, g), when decaying
-/// buf.mul_(momentum).add_(grad, alpha=1 - dampening)        fma(g, 1 - dampening, b * momentum)
+/// buf.mul_(momentum).add_(grad, alpha=1 - dampening)        fma(g, kept, b * momentum)
 /// grad = grad.add(buf, alpha=momentum)                      fma(b, momentum, g), Nesterov's
 /// param.add_(grad, alpha=-lr)                               fma(g, -lr, p)
 /// ```
-/// The gradient is scaled first (`g * grad_scale`, as DDP divides the bucket before the rule).
+/// The gradient is scaled first (`g * grad_scale`, the mean over ranks and micro-steps): as DDP's
+/// division by the world size on one rank and on a power of two of them; on others `x·(1/n)` may
+/// round otherwise than `x/n`.
 fn sgd(rule: SgdRule, first: bool, value: &mut [f32], grad: &[f32], grad_scale: f32, buffer: &mut [f32]) {
-    let SgdRule { lr, momentum, dampening, weight_decay, nesterov } = rule;
+    let SgdRule { lr, momentum, kept, weight_decay, nesterov } = rule;
     let decayed = |g: f32, p: f32| if weight_decay == 0.0 { g } else { p.mul_add(weight_decay, g) };
     if momentum == 0.0 {
         for (p, &g) in value.iter_mut().zip(grad) {
@@ -127,7 +130,6 @@ fn sgd(rule: SgdRule, first: bool, value: &mut [f32], grad: &[f32], grad_scale: 
         }
         return;
     }
-    let kept = 1.0 - dampening;
     for ((p, &g), b) in value.iter_mut().zip(grad).zip(buffer.iter_mut()) {
         let g = decayed(g * grad_scale, *p);
         *b = if first { g } else { g.mul_add(kept, *b * momentum) };

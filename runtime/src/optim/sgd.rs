@@ -15,7 +15,9 @@ use super::schedule::DecayExemptions;
 pub struct Sgd {
     lr: f32,
     momentum: f32,
-    dampening: f32,
+    /// As given (in f64, as PyTorch takes a Python float): the update adds
+    /// `(1 - dampening)·g`, that difference rounded to f32 once, as PyTorch rounds its `alpha`.
+    dampening: f64,
     weight_decay: f32,
     /// Parameters exempt from weight decay (`exempt_from_decay`).
     exempt: DecayExemptions,
@@ -51,8 +53,11 @@ impl Sgd {
     }
 
     /// Fraction of the gradient held back from the momentum buffer (not applied on the first
-    /// step, as PyTorch).
-    pub fn dampening(mut self, dampening: f32) -> Self {
+    /// step, as PyTorch). Taken as an f64, as PyTorch takes a Python float: the buffer adds
+    /// `(1 - dampening)·g` with the difference taken in f64 and rounded to f32 once (from an f32
+    /// such as `0.9f32`, whose f64 is not 0.9, the difference is another float).
+    pub fn dampening(mut self, dampening: impl Into<f64>) -> Self {
+        let dampening = dampening.into();
         assert!(dampening.is_finite(), "Sgd: dampening {dampening}: must be finite");
         self.dampening = dampening;
         self
@@ -130,7 +135,7 @@ impl Sgd {
         SgdRule {
             lr: self.lr,
             momentum: self.momentum,
-            dampening: self.dampening,
+            kept: (1.0 - self.dampening) as f32,
             weight_decay: self.weight_decay,
             nesterov: self.nesterov,
         }

@@ -135,7 +135,7 @@ extern "C" {
         n: i32,
         lr: f32,
         momentum: f32,
-        dampening: f32,
+        kept: f32,
         weight_decay: f32,
         nesterov: i32,
         first: i32,

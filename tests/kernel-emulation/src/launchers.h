@@ -48,9 +48,9 @@ LAUNCHER(layer_norm_backward_params,
            int d, int accumulate),
          P(dgamma, dbeta, x, dy, mean, rstd, rows, d, accumulate))
 LAUNCHER(sgd_update,
-         P(float* value, float* momentum_buffer, const float* grad, int n, float lr, float momentum, float dampening,
+         P(float* value, float* momentum_buffer, const float* grad, int n, float lr, float momentum, float kept,
            float weight_decay, int nesterov, int first, float grad_scale),
-         P(value, momentum_buffer, grad, n, lr, momentum, dampening, weight_decay, nesterov, first, grad_scale))
+         P(value, momentum_buffer, grad, n, lr, momentum, kept, weight_decay, nesterov, first, grad_scale))
 LAUNCHER(adamw_update,
          P(float* value, float* exp_avg, float* exp_avg_sq, const float* grad, int n, float decay, float lerp_weight,
            float beta2, float one_minus_beta2, float inv_bias_correction2_sqrt, float eps, float neg_step_size,

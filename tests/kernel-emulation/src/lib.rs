@@ -415,7 +415,7 @@ pub fn layer_norm_backward_params(
     }
 }
 
-/// One SGD update of `value` from `grad`, as `cuda::ops::sgd_update` launches it.
+/// One SGD update of `value` from `grad`, as `cuda::sgd_update` launches it.
 pub fn sgd_update(
     shape: Shape,
     rule: SgdRule,
@@ -438,7 +438,7 @@ pub fn sgd_update(
             int(n),
             rule.lr,
             rule.momentum,
-            rule.dampening,
+            rule.kept,
             rule.weight_decay,
             i32::from(rule.nesterov),
             i32::from(first),
@@ -447,7 +447,7 @@ pub fn sgd_update(
     }
 }
 
-/// One AdamW update, with the step's coefficients as `cuda::ops::adamw_update` passes them
+/// One AdamW update, with the step's coefficients as `cuda::adamw_update` passes them
 /// (the reciprocal of the bias correction taken in f32, as PyTorch's CUDA division does).
 pub fn adamw_update(
     shape: Shape,

@@ -4,15 +4,15 @@
 // SGD with momentum, dampening, Nesterov and coupled weight decay. `first` marks the first
 // update of this parameter, when PyTorch initialises the buffer with the gradient itself.
 extern "C" __global__ void sgd_update(
-    float* value, float* momentum_buffer, const float* grad, int n, float lr, float momentum, float dampening,
+    float* value, float* momentum_buffer, const float* grad, int n, float lr, float momentum, float kept,
     float weight_decay, int nesterov, int first, float grad_scale) {
     // PyTorch's ops, rounded as its kernels round them (an add with alpha is one fused
     // multiply-add), spelled out with intrinsics as the CPU's rule is (optim/elementwise.rs):
     //   grad.add(param, alpha=weight_decay)             fma(p, weight_decay, g), when decaying
-    //   buf.mul_(momentum).add_(grad, alpha=1 - d)      fma(g, 1 - d, b * momentum)
+    //   buf.mul_(momentum).add_(grad, alpha=1 - d)      fma(g, kept, b * momentum), kept = 1 - d
+    //                                                   taken in f64 on the host, as PyTorch does
     //   grad.add(buf, alpha=momentum)                   fma(b, momentum, g), Nesterov's
     //   param.add_(grad, alpha=-lr)                     fma(g, -lr, p)
-    const float kept = 1.0f - dampening;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
         const float p = value[i];
         float g = __fmul_rn(grad[i], grad_scale);
