@@ -306,8 +306,8 @@ pub fn not_a_layer(ty: &Type) -> String {
              block"
         ),
         Type::Array(array) if names_no_layer(&array.elem) => format!(
-            "`{shown}`: an array repeats a block, named by its struct's name alone (`[Block; 8]`), defined beside \
-             the model in its `#[distributed_model]` module"
+            "`{shown}`: an array repeats a block, named by its struct's name (`[Block; 8]`, or `[self::Block; 8]`), \
+             defined beside the model in its `#[distributed_model]` module"
         ),
         Type::Array(array) if unknown_name(&array.elem).is_some() => format!(
             "`{shown}`: `{}` is no block of this module: an array repeats a block (a struct of layers defined \
@@ -325,8 +325,8 @@ pub fn not_a_layer(ty: &Type) -> String {
                 && p.path.segments.iter().all(|s| s.arguments.is_empty()) =>
         {
             format!(
-                "`{shown}` is not a built-in layer ({}); a block is named by its struct's name alone, \
-                 defined beside the model in its `#[distributed_model]` module; a layer of your own is described \
+                "`{shown}` is not a built-in layer ({}); a block is named by its struct's name (alone, or after \
+                 `self::`), defined beside the model in its `#[distributed_model]` module; a layer of your own is described \
                  with `#[layer(input = N, output = M, params(weight = [M, N], ...))]`",
                 built_in_list()
             )

@@ -1,5 +1,6 @@
-// An array repeats a block named by its struct's name alone: arrays of arrays and paths are each
-// told what to write instead. (Parentheses around the name are read through: tests/ui/pass.)
+// An array repeats a block named by its struct's name (alone, or after `self::`: tests/ui/pass):
+// arrays of arrays and other paths are each told what to write instead. (Parentheses around the
+// name are read through: tests/ui/pass.)
 #[overlap::distributed_model]
 mod net {
     use overlap::prelude::*;
@@ -10,7 +11,7 @@ mod net {
 
     pub struct Net {
         grid: [[Block; 2]; 2],
-        pathed: [self::Block; 2],
+        pathed: [net::Block; 2],
         // A block's name mistyped: no block of this module.
         typo: [Blok; 2],
         // A layer through a path, repeated: told to make a block of it.

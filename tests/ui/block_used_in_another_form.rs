@@ -29,20 +29,6 @@ mod net {
     }
 }
 
-#[distributed_model]
-mod by_self {
-    use overlap::prelude::*;
-
-    pub struct B {
-        fc: Linear<4, 4>,
-    }
-
-    pub struct Net {
-        b: self::B,
-        head: Linear<4, 2>,
-    }
-}
-
 // A block naming the model in a form of its own leaves the model the model: one error, at `Vec<Net>`.
 #[distributed_model]
 mod back {

@@ -333,13 +333,19 @@ pub fn generated_names_free(module: &ItemMod, model: &syn::Ident, errors: &mut E
 /// type `usize`, reported by `unroll`).
 pub(super) fn block_of(ty: &Type, all: &[&ItemStruct], within: usize) -> Option<(usize, Option<Option<usize>>)> {
     let named = |ty: &Type| match ty {
-        // One segment, generic arguments or not (a generic block is refused with the block).
-        Type::Path(p) if p.qself.is_none() && p.path.leading_colon.is_none() && p.path.segments.len() == 1 => {
-            let ident = &p.path.segments[0].ident;
-            if ident == "Self" {
+        // One segment, generic arguments or not (a generic block is refused with the block), or
+        // the same behind `self::`: the module's own item either way.
+        Type::Path(p) if p.qself.is_none() && p.path.leading_colon.is_none() => {
+            let segments: Vec<_> = p.path.segments.iter().collect();
+            let last = match segments.as_slice() {
+                [only] => only,
+                [first, last] if first.ident == "self" && first.arguments.is_none() => last,
+                _ => return None,
+            };
+            if last.ident == "Self" && segments.len() == 1 {
                 return Some(within);
             }
-            all.iter().position(|s| s.ident.unraw() == ident.unraw())
+            all.iter().position(|s| s.ident.unraw() == last.ident.unraw())
         }
         _ => None,
     };
