@@ -8,7 +8,10 @@
 
 use std::fmt;
 
-use super::{Layer, StepContext, Width};
+use overlap_plan::Width;
+
+use super::context::StepContext;
+use super::contract::Layer;
 use crate::init::InitRng;
 use crate::tensor::Matrix;
 

@@ -203,8 +203,17 @@ const fn same_str(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layer::{CausalSelfAttention, Dropout, Embedding, Gelu, LayerNorm, Linear, PositionEmbedding, Relu};
-    use crate::layer::{Sigmoid, Tanh, TiedHead};
+    // Each from its own file: the layer module re-exports this one's items.
+    use super::super::activation::{Gelu, Relu, Sigmoid, Tanh};
+    use super::super::attention::CausalSelfAttention;
+    use super::super::context::StepContext;
+    use super::super::dropout::Dropout;
+    use super::super::embedding::{Embedding, PositionEmbedding};
+    use super::super::layer_norm::LayerNorm;
+    use super::super::linear::Linear;
+    use super::super::tied_head::TiedHead;
+    use crate::init::InitRng;
+    use crate::tensor::Matrix;
 
     #[test]
     fn every_built_in_layer_fits_its_own_device_op() {
@@ -227,7 +236,7 @@ mod tests {
         const WIDTH: Width = Width::Preserving;
         const DEVICE_OP: DeviceOp = DeviceOp::Relu;
         type Saved = ();
-        fn init(_: &mut crate::InitRng) -> Self {
+        fn init(_: &mut InitRng) -> Self {
             ClaimsRelu(vec![1.0; 4])
         }
         fn param(&self, _: usize) -> &[f32] {
@@ -236,19 +245,19 @@ mod tests {
         fn param_mut(&mut self, _: usize) -> &mut [f32] {
             &mut self.0
         }
-        fn forward(&self, _: &crate::StepContext, x: &crate::Matrix, y: &mut crate::Matrix, _: &mut ()) {
+        fn forward(&self, _: &StepContext, x: &Matrix, y: &mut Matrix, _: &mut ()) {
             y.clone_from(x);
         }
         fn backward(
             &self,
-            _: &crate::StepContext,
-            _: &crate::Matrix,
-            _: &crate::Matrix,
+            _: &StepContext,
+            _: &Matrix,
+            _: &Matrix,
             _: &(),
-            dy: &crate::Matrix,
+            dy: &Matrix,
             _: &mut [&mut [f32]],
             _: bool,
-            dx: Option<&mut crate::Matrix>,
+            dx: Option<&mut Matrix>,
         ) {
             if let Some(dx) = dx {
                 dx.clone_from(dy);
