@@ -100,6 +100,9 @@
 pub use overlap_macros::distributed_model;
 
 // The model contract, the layers, and what a layer of one's own implements.
+/// Matrix products over strided views (`C = alpha·A·B + beta·C`; `MatRef::t` transposes without
+/// copying), on the BLAS and threads the built-in layers use, for layers of one's own.
+pub use overlap_runtime::{gemm, gemm_into, MatMut, MatRef};
 pub use overlap_runtime::{
     CausalSelfAttention, DeviceOp, DistributedModel, Dropout, DropoutDraw, Embedding, Gelu, GradientBuckets, InitRng,
     Layer, LayerNorm, Linear, Matrix, ParamDef, PositionEmbedding, ReadyOrder, Relu, Sigmoid, StepContext, Tanh,

@@ -5,7 +5,7 @@
 //! the output, as before). `GradientCheck` finds what breaks the gradients themselves.
 
 use overlap::prelude::*;
-use overlap::{GradientMismatch, InitRng, ParamDef, ReportFormat, SyntheticClassification, Width};
+use overlap::{gemm, GradientMismatch, InitRng, MatRef, ParamDef, ReportFormat, SyntheticClassification, Width};
 
 /// `y = x * gain`, with one bug chosen by `BUG`.
 pub struct Buggy<const BUG: u8> {
@@ -203,4 +203,74 @@ fn a_layer_with_parameters_that_does_not_give_them_is_named_when_its_model_is_bu
         ),
         "{message}"
     );
+}
+
+/// A dense layer of one's own on the library's products (`overlap::gemm` over `MatRef` views, a
+/// transpose without a copy), as a user writes one: `y = x·Wᵀ`, no bias.
+pub struct Dense<const IN: usize, const OUT: usize> {
+    weight: Vec<f32>,
+}
+
+impl<const IN: usize, const OUT: usize> Layer for Dense<IN, OUT> {
+    const PARAMS: &'static [ParamDef] = &[ParamDef { name: "weight", shape: &[OUT, IN] }];
+    const WIDTH: Width = Width::Fixed { input: IN, output: OUT };
+    type Saved = ();
+
+    fn init(rng: &mut InitRng) -> Self {
+        Dense { weight: rng.uniform(OUT * IN, 1.0 / (IN as f32).sqrt()) }
+    }
+
+    fn param(&self, _: usize) -> &[f32] {
+        &self.weight
+    }
+
+    fn param_mut(&mut self, _: usize) -> &mut [f32] {
+        &mut self.weight
+    }
+
+    fn forward(&self, _: &StepContext, x: &Matrix, y: &mut Matrix, _: &mut ()) {
+        y.resize(x.rows(), OUT);
+        let (x, w) = (MatRef::row_major(x.as_slice(), x.rows(), IN), MatRef::row_major(&self.weight, OUT, IN));
+        let rows = y.rows();
+        gemm(1.0, x, w.t(), 0.0, y.as_mut_slice(), rows, OUT);
+    }
+
+    fn backward(
+        &self,
+        _: &StepContext,
+        x: &Matrix,
+        _: &Matrix,
+        _: &(),
+        dy: &Matrix,
+        grads: &mut [&mut [f32]],
+        _: bool,
+        dx: Option<&mut Matrix>,
+    ) {
+        let rows = x.rows();
+        let (x, dy_view) = (MatRef::row_major(x.as_slice(), rows, IN), MatRef::row_major(dy.as_slice(), rows, OUT));
+        // dW += dyᵀ·x: gradients arrive cleared, or hold the micro-steps before.
+        gemm(1.0, dy_view.t(), x, 1.0, grads[0], OUT, IN);
+        if let Some(dx) = dx {
+            dx.resize(rows, IN);
+            gemm(1.0, dy_view, MatRef::row_major(&self.weight, OUT, IN), 0.0, dx.as_mut_slice(), rows, IN);
+        }
+    }
+}
+
+/// The library's products serve a layer of one's own: it passes the gradient check, and with
+/// `Linear`'s weight and a zero bias it computes `Linear`'s output.
+#[test]
+fn a_layer_of_ones_own_on_the_librarys_products_passes_the_gradient_check() {
+    let input = Matrix::from_vec(5, 6, InitRng::new(3).uniform(30, 2.0));
+    let dense = Dense::<6, 4>::init(&mut InitRng::new(1));
+    let compared = GradientCheck::new().seed(4).run(dense, &StepContext::rows(5), input.clone());
+    assert_eq!(compared, Ok(15 + 24), "every other input element (at most 24 a tensor), every weight");
+    let mut linear = Linear::<6, 4>::init(&mut InitRng::new(2));
+    linear.param_mut(1).fill(0.0);
+    let mut dense = Dense::<6, 4>::init(&mut InitRng::new(1));
+    dense.param_mut(0).copy_from_slice(linear.param(0));
+    let (mut ours, mut theirs) = (Matrix::default(), Matrix::default());
+    dense.forward(&StepContext::rows(5), &input, &mut ours, &mut ());
+    linear.forward(&StepContext::rows(5), &input, &mut theirs, &mut Default::default());
+    assert_eq!(ours.as_slice(), theirs.as_slice());
 }

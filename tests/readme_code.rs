@@ -39,6 +39,8 @@ pub struct Mlp {
 // `backward` to finite differences of `forward` (and a second `backward` to adding, not
 // overwriting), naming the first element that differs, as `torch.autograd.gradcheck` does; a
 // `DEVICE_OP` of a built-in's (its kernels run on the GPU instead) needs that built-in's parameters.
+// Its products: `overlap::gemm` over `MatRef` views (`.t()` transposes without a copy) runs on the
+// BLAS and threads the built-in layers use.
 // A renamed dependency (`ml = { package = "overlap", .. }`) is read from Cargo.toml; `crate =
 // "path"` (as serde's) names a re-export or an alias (on a module of blocks the path is read inside
 // the module: an alias imported beside it is `super::ml`).

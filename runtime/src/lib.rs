@@ -46,6 +46,8 @@ pub use comm::{
 };
 pub use data::{Batch, Dataset, SyntheticClassification};
 pub use error::{Error, ParseError, Result};
+/// The products the built-in layers run, on the same BLAS and threads, for layers of one's own.
+pub use host::gemm::{gemm, gemm_into, MatMut, MatRef};
 pub use init::InitRng;
 pub use layer::{
     layer_matches, layout_mismatch, CausalSelfAttention, DeviceOp, Dropout, DropoutDraw, Embedding, Gelu,
