@@ -120,13 +120,34 @@ fn a_layer_that_breaks_its_contract_is_named() {
     let error = fit::<ShortInit>().unwrap().map(|_| ()).unwrap_err().to_string();
     assert!(error.contains("`gain.gain` holds 3 values after `Layer::init`, but its shape [4] has 4"), "{error}");
     let message = panic_message(fit::<WideOutput>());
-    assert!(message.contains("layer 1 (") && message.contains("Buggy<2>"), "{message}");
+    assert!(message.contains("layer `gain` (") && message.contains("Buggy<2>, layer 1)"), "{message}");
     assert!(message.contains("forward wrote a 4x5 output for a 4x4 input; its `WIDTH` says 4x4"), "{message}");
     let message = panic_message(fit::<ShortInputGradient>());
     assert!(
         message.contains("backward wrote a 3x4 gradient for a 4x4 input") && message.contains("Buggy<3>"),
         "{message}"
     );
+    // In a repeated block, by its path: backward meets the last copy first.
+    let message = panic_message(fit::<in_blocks::Net>());
+    assert!(message.starts_with("layer `blocks.1.gain` ("), "{message}");
+    assert!(message.contains("Buggy<3>, layer 2): backward wrote a 3x4 gradient for a 4x4 input"), "{message}");
+}
+
+/// The short input gradient in the second of two blocks.
+#[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1)]
+pub mod in_blocks {
+    use overlap::prelude::*;
+
+    pub struct Block {
+        #[layer(input = 4, output = 4, params(gain = [4]))]
+        gain: super::Buggy<{ super::SHORT_INPUT_GRADIENT }>,
+    }
+
+    pub struct Net {
+        fc: Linear<6, 4>,
+        blocks: [Block; 2],
+        head: Linear<4, 3>,
+    }
 }
 
 /// `GradientCheck` on the layer alone, as one checks a layer of one's own before training with it:

@@ -104,7 +104,9 @@ fn backward_on_a_workspace_no_forward_filled_says_so() {
     let message = backward.expect_err("backward before forward");
     let message = message.downcast_ref::<String>().map(String::as_str).unwrap_or_default();
     assert!(
-        message.contains("layer 2 (overlap_runtime::layer::linear::Linear<32, 4>): backward got a 8x4 gradient"),
+        message.contains(
+            "layer `fc2` (overlap_runtime::layer::linear::Linear<32, 4>, layer 2): backward got a 8x4 gradient"
+        ),
         "{message}"
     );
     assert!(

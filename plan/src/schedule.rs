@@ -109,6 +109,15 @@ impl Schedule {
         &self.layers[r.layer].params[r.param]
     }
 
+    /// The layers of a schedule written as a constant (the macro's `SCHEDULE`), which outlive it;
+    /// none for one built at run time.
+    pub fn static_layers(&self) -> &'static [LayerInfo] {
+        match self.layers {
+            Cow::Borrowed(layers) => layers,
+            Cow::Owned(_) => &[],
+        }
+    }
+
     /// `layer.param`, the name PyTorch's `state_dict` would use (e.g. `fc1.weight`).
     pub fn param_name(&self, r: ParamRef) -> String {
         format!("{}.{}", self.layers[r.layer].name, self.param(r).name)

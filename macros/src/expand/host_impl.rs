@@ -66,7 +66,7 @@ pub(super) fn host_impls(
 
             fn new_grads(&self) -> Self::Grads {
                 let ::core::result::Result::Ok(grads) =
-                    ::overlap::program::Program::new_grads_on(self, &mut ::overlap::program::HostCompute);
+                    ::overlap::program::Program::new_grads_on(self, &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()));
                 grads
             }
 
@@ -78,7 +78,7 @@ pub(super) fn host_impls(
             ) -> &'w ::overlap::Matrix {
                 ::core::assert_eq!(input.rows(), ctx.row_count(), "the input's rows are not the step context's");
                 let ::core::result::Result::Ok(output) =
-                    ::overlap::program::Program::forward_on(self, &mut ::overlap::program::HostCompute, ctx, input, ws);
+                    ::overlap::program::Program::forward_on(self, &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()), ctx, input, ws);
                 output
             }
 
@@ -92,7 +92,7 @@ pub(super) fn host_impls(
                 ::core::assert_eq!(input.rows(), ctx.row_count(), "the input's rows are not the step context's");
                 ::overlap::program::Program::forward_gathering_on(
                     self,
-                    &mut ::overlap::program::HostCompute,
+                    &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
                     &mut ::overlap::program::HostGather::new(comm),
                     ctx,
                     input,
@@ -108,7 +108,7 @@ pub(super) fn host_impls(
                 comm: &::overlap::Communicator,
                 optimizer: &mut O,
             ) -> Self::InFlight {
-                let mut dev = ::overlap::program::HostLaunch::new(comm, optimizer);
+                let mut dev = ::overlap::program::HostLaunch::named(comm, optimizer, Self::SCHEDULE.static_layers());
                 let ::core::result::Result::Ok(in_flight) =
                     ::overlap::program::Program::backward_on(self, &mut dev, ws, dy, grads);
                 in_flight
@@ -117,7 +117,7 @@ pub(super) fn host_impls(
             fn backward_no_sync(&self, ws: &mut Self::Workspace, dy: &::overlap::Matrix, grads: &mut Self::Grads) {
                 let ::core::result::Result::Ok(()) = ::overlap::program::Program::backward_no_sync_on(
                     self,
-                    &mut ::overlap::program::HostCompute,
+                    &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
                     ws,
                     dy,
                     grads,

@@ -1154,7 +1154,9 @@ pub mod net {
         fn new_grads(&self) -> Self::Grads {
             let ::core::result::Result::Ok(grads) = ::overlap::program::Program::new_grads_on(
                 self,
-                &mut ::overlap::program::HostCompute,
+                &mut ::overlap::program::HostCompute::named(
+                    Self::SCHEDULE.static_layers(),
+                ),
             );
             grads
         }
@@ -1170,7 +1172,9 @@ pub mod net {
             );
             let ::core::result::Result::Ok(output) = ::overlap::program::Program::forward_on(
                 self,
-                &mut ::overlap::program::HostCompute,
+                &mut ::overlap::program::HostCompute::named(
+                    Self::SCHEDULE.static_layers(),
+                ),
                 ctx,
                 input,
                 ws,
@@ -1190,7 +1194,9 @@ pub mod net {
             );
             ::overlap::program::Program::forward_gathering_on(
                 self,
-                &mut ::overlap::program::HostCompute,
+                &mut ::overlap::program::HostCompute::named(
+                    Self::SCHEDULE.static_layers(),
+                ),
                 &mut ::overlap::program::HostGather::new(comm),
                 ctx,
                 input,
@@ -1205,7 +1211,11 @@ pub mod net {
             comm: &::overlap::Communicator,
             optimizer: &mut O,
         ) -> Self::InFlight {
-            let mut dev = ::overlap::program::HostLaunch::new(comm, optimizer);
+            let mut dev = ::overlap::program::HostLaunch::named(
+                comm,
+                optimizer,
+                Self::SCHEDULE.static_layers(),
+            );
             let ::core::result::Result::Ok(in_flight) = ::overlap::program::Program::backward_on(
                 self,
                 &mut dev,
@@ -1223,7 +1233,9 @@ pub mod net {
         ) {
             let ::core::result::Result::Ok(()) = ::overlap::program::Program::backward_no_sync_on(
                 self,
-                &mut ::overlap::program::HostCompute,
+                &mut ::overlap::program::HostCompute::named(
+                    Self::SCHEDULE.static_layers(),
+                ),
                 ws,
                 dy,
                 grads,

@@ -1035,7 +1035,7 @@ impl ::overlap::DistributedModel for Mlp {
     fn new_grads(&self) -> Self::Grads {
         let ::core::result::Result::Ok(grads) = ::overlap::program::Program::new_grads_on(
             self,
-            &mut ::overlap::program::HostCompute,
+            &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
         );
         grads
     }
@@ -1050,7 +1050,7 @@ impl ::overlap::DistributedModel for Mlp {
         );
         let ::core::result::Result::Ok(output) = ::overlap::program::Program::forward_on(
             self,
-            &mut ::overlap::program::HostCompute,
+            &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
             ctx,
             input,
             ws,
@@ -1069,7 +1069,7 @@ impl ::overlap::DistributedModel for Mlp {
         );
         ::overlap::program::Program::forward_gathering_on(
             self,
-            &mut ::overlap::program::HostCompute,
+            &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
             &mut ::overlap::program::HostGather::new(comm),
             ctx,
             input,
@@ -1084,7 +1084,11 @@ impl ::overlap::DistributedModel for Mlp {
         comm: &::overlap::Communicator,
         optimizer: &mut O,
     ) -> Self::InFlight {
-        let mut dev = ::overlap::program::HostLaunch::new(comm, optimizer);
+        let mut dev = ::overlap::program::HostLaunch::named(
+            comm,
+            optimizer,
+            Self::SCHEDULE.static_layers(),
+        );
         let ::core::result::Result::Ok(in_flight) = ::overlap::program::Program::backward_on(
             self,
             &mut dev,
@@ -1102,7 +1106,7 @@ impl ::overlap::DistributedModel for Mlp {
     ) {
         let ::core::result::Result::Ok(()) = ::overlap::program::Program::backward_no_sync_on(
             self,
-            &mut ::overlap::program::HostCompute,
+            &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
             ws,
             dy,
             grads,

@@ -4,10 +4,10 @@
 
 use std::convert::Infallible;
 
-use overlap_plan::Schedule;
+use overlap_plan::{LayerInfo, Schedule};
 
 use super::contract::{grad_scale, Compute, Gather, Launch, ParamSlot, Settle, Storage, Tied};
-use super::fits::{gradient_fits_output, input_gradient_fits, output_fits};
+use super::fits::{gradient_fits_output, input_gradient_fits, output_fits, Shown};
 use crate::comm::{BucketMember, Communicator, GradBucket, InFlight, LowRankP, LowRankQ, ParamVecs};
 use crate::error::Result;
 use crate::layer::{Layer, StepContext, TiedLayer};
@@ -35,12 +35,28 @@ impl Storage for Host {
     }
 }
 
-/// The layers on the host (forward needs nothing else).
+/// The layers on the host (forward needs nothing else), with the model's layers as its schedule
+/// describes them, so that a layer's broken contract is reported by its path (`blocks.2.fc`).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct HostCompute;
+pub struct HostCompute {
+    layers: &'static [LayerInfo],
+}
+
+impl HostCompute {
+    /// The layers of a model whose schedule describes them as `layers` (`Schedule::static_layers`).
+    pub fn named(layers: &'static [LayerInfo]) -> Self {
+        HostCompute { layers }
+    }
+}
+
+/// Layer `index` as the checks name it: its path and type, or its index where no schedule names
+/// it (a device made without one).
+fn shown<L>(layers: &[LayerInfo], index: usize) -> Shown {
+    Shown { path: layers.get(index).map(|l| l.name.to_string()), index, ty: std::any::type_name::<L>() }
+}
 
 /// The layers' calls on the host, written once for each type that computes there
-/// (`HostCompute`, and `HostLaunch`, which backward drives): none of them reads `self`.
+/// (`HostCompute`, and `HostLaunch`, which backward drives): they read only `self.layers`.
 macro_rules! host_compute_methods {
     () => {
         #[inline]
@@ -66,7 +82,7 @@ macro_rules! host_compute_methods {
         ) -> std::result::Result<(), Infallible> {
             let _span = trace::forward(index);
             layer.forward(&ctx.for_layer(index), x, y, saved);
-            output_fits::<L>(index, x, y);
+            output_fits::<L>(|| shown::<L>(self.layers, index), x, y);
             Ok(())
         }
 
@@ -83,10 +99,10 @@ macro_rules! host_compute_methods {
             dx: Option<&mut Matrix>,
         ) -> std::result::Result<(), Infallible> {
             let _span = trace::backward(index);
-            gradient_fits_output::<L>(index, y, dy);
+            gradient_fits_output(|| shown::<L>(self.layers, index), y, dy);
             let mut dx = dx;
             layer.backward(&ctx.for_layer(index), x, y, saved, dy, grads, accumulate, dx.as_deref_mut());
-            input_gradient_fits::<L>(index, x, dx.as_deref());
+            input_gradient_fits(|| shown::<L>(self.layers, index), x, dx.as_deref());
             Ok(())
         }
 
@@ -120,7 +136,7 @@ macro_rules! host_compute_methods {
             dx: Option<&mut Matrix>,
         ) -> std::result::Result<(), Infallible> {
             let _span = trace::backward(index);
-            gradient_fits_output::<L>(index, y, dy);
+            gradient_fits_output(|| shown::<L>(self.layers, index), y, dy);
             layer.backward_tied(tied.owner.param(tied.param), ctx, x, y, saved, dy, grad, accumulate, dx);
             Ok(())
         }
@@ -148,12 +164,20 @@ impl Compute<Host> for HostCompute {
 pub struct HostLaunch<'a, O: Optimizer> {
     comm: &'a Communicator,
     optimizer: &'a mut O,
+    /// As `HostCompute`'s.
+    layers: &'static [LayerInfo],
 }
 
 impl<'a, O: Optimizer> HostLaunch<'a, O> {
     /// Backward on `comm`, whose all-reduces update with `optimizer` the parameters lent to them.
     pub fn new(comm: &'a Communicator, optimizer: &'a mut O) -> Self {
-        HostLaunch { comm, optimizer }
+        HostLaunch { comm, optimizer, layers: &[] }
+    }
+
+    /// The same, for a model whose schedule describes its layers as `layers`
+    /// (`Schedule::static_layers`): a layer's broken contract is then reported by its path.
+    pub fn named(comm: &'a Communicator, optimizer: &'a mut O, layers: &'static [LayerInfo]) -> Self {
+        HostLaunch { comm, optimizer, layers }
     }
 }
 
