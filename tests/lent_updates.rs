@@ -36,6 +36,93 @@ pub struct WithGain {
     fc2: Linear<32, 4>,
 }
 
+/// A gain of one's own that lends its parameter to its bucket's all-reduce (`param_vec_mut`), as
+/// the built-in layers do, without checking in its own methods that it has it back.
+pub struct LendingGain<const D: usize> {
+    gain: Vec<f32>,
+}
+
+impl<const D: usize> Layer for LendingGain<D> {
+    const PARAMS: &'static [overlap::ParamDef] = &[overlap::ParamDef { name: "gain", shape: &[D] }];
+    const WIDTH: overlap::Width = overlap::Width::Preserving;
+    type Saved = ();
+
+    fn init(_: &mut overlap::InitRng) -> Self {
+        LendingGain { gain: vec![1.0; D] }
+    }
+
+    fn param(&self, _: usize) -> &[f32] {
+        &self.gain
+    }
+
+    fn param_mut(&mut self, _: usize) -> &mut [f32] {
+        &mut self.gain
+    }
+
+    fn param_vec_mut(&mut self, _: usize) -> Option<&mut Vec<f32>> {
+        Some(&mut self.gain)
+    }
+
+    fn forward(&self, _: &StepContext, x: &Matrix, y: &mut Matrix, _: &mut ()) {
+        y.resize(x.rows(), D);
+        for r in 0..x.rows() {
+            y.row_mut(r).iter_mut().zip(x.row(r)).zip(&self.gain).for_each(|((y, x), g)| *y = x * g);
+        }
+    }
+
+    fn backward(
+        &self,
+        _: &StepContext,
+        x: &Matrix,
+        _: &Matrix,
+        _: &(),
+        dy: &Matrix,
+        grads: &mut [&mut [f32]],
+        _: bool,
+        dx: Option<&mut Matrix>,
+    ) {
+        for r in 0..x.rows() {
+            grads[0].iter_mut().zip(x.row(r)).zip(dy.row(r)).for_each(|((d, x), dy)| *d += x * dy);
+        }
+        if let Some(dx) = dx {
+            dx.resize(x.rows(), D);
+            for r in 0..x.rows() {
+                dx.row_mut(r).iter_mut().zip(dy.row(r)).zip(&self.gain).for_each(|((d, dy), g)| *d = dy * g);
+            }
+        }
+    }
+}
+
+/// The lending gain first, so that a forward between `backward` and `step` meets it first.
+#[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1)]
+pub struct LendsItsOwn {
+    #[layer(params(gain = [16]))]
+    gain: LendingGain<16>,
+    fc: Linear<16, 4>,
+}
+
+/// A layer of one's own whose parameters are lent is stopped by the program before its forward
+/// reads nothing (the built-ins stop themselves), named by its path.
+#[test]
+fn a_forward_while_a_layer_of_ones_own_is_lent_is_refused_by_name() {
+    let comm = Communicator::single();
+    let mut optimizer = Sgd::new(0.1);
+    let mut model = LendsItsOwn::new(&comm, 0).unwrap();
+    let grads = model.new_grads();
+    let in_flight = forward_and_backward(&mut model, grads, &comm, &mut optimizer);
+    assert!(model.param(overlap::plan::ParamRef { layer: 0, param: 0 }).is_empty(), "the gain is lent");
+    let message = panic_message(|| {
+        model.forward(&batch().0, &mut LendsItsOwnWorkspace::default());
+    });
+    assert!(message.starts_with("layer `gain` ("), "{message}");
+    assert!(
+        message.contains("its parameters are lent to a collective that updates them: `step` takes them back"),
+        "{message}"
+    );
+    model.step(in_flight, &mut optimizer).unwrap();
+    assert!(holds_all(&model), "the gain is back");
+}
+
 /// An optimizer that lends nothing: every update runs after its wait point.
 struct AfterWait<O>(O);
 

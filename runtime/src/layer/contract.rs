@@ -175,7 +175,7 @@ fn no_parameter<L: Layer>(index: usize) -> ! {
 
 /// Panics unless a built-in layer holds all its parameters (`holds_all`): one lent to its
 /// bucket's collective (`Layer::param_vec_mut`) is empty until the step gives it back.
-pub(super) fn assert_not_lent(layer: &str, holds_all: bool) {
+pub(crate) fn assert_not_lent(layer: &str, holds_all: bool) {
     assert!(
         holds_all,
         "{layer}: its parameters are lent to a collective that updates them: `step` takes them back from the \

@@ -27,6 +27,7 @@ mod weight_bias;
 pub use activation::{Gelu, Relu, Sigmoid, Tanh};
 pub use attention::{AttentionSaved, CausalSelfAttention};
 pub use context::StepContext;
+pub(crate) use contract::assert_not_lent;
 pub use contract::{DeviceOp, Layer, ParamDef};
 pub use dropout::Dropout;
 pub use dropout_draw::DropoutDraw;

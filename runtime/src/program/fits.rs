@@ -8,7 +8,7 @@ use std::fmt;
 
 use overlap_plan::Width;
 
-use crate::layer::Layer;
+use crate::layer::{assert_not_lent, Layer};
 use crate::tensor::Matrix;
 
 /// A layer as a failed check names it.
@@ -48,6 +48,16 @@ pub(super) fn output_fits<L: Layer>(layer: impl FnOnce() -> Shown, x: &Matrix, y
             x.cols(),
             x.rows()
         );
+    }
+}
+
+/// Panics unless a layer holds every one of its parameters: one lent to its bucket's collective
+/// (`Layer::param_vec_mut`) is empty until the step gives it back, and a layer of one's own that
+/// lends would read nothing, where the built-in layers check it themselves.
+pub(super) fn params_home<L: Layer>(layer: &L, shown: impl FnOnce() -> Shown) {
+    let holds_all = L::PARAMS.iter().enumerate().all(|(i, def)| layer.param(i).len() == def.numel());
+    if !holds_all {
+        assert_not_lent(&shown().to_string(), false);
     }
 }
 

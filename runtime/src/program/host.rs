@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use overlap_plan::{LayerInfo, Schedule};
 
 use super::contract::{grad_scale, Compute, Gather, Launch, ParamSlot, Settle, Storage, Tied};
-use super::fits::{gradient_fits_output, input_gradient_fits, output_fits, Shown};
+use super::fits::{gradient_fits_output, input_gradient_fits, output_fits, params_home, Shown};
 use crate::comm::{BucketMember, Communicator, GradBucket, InFlight, LowRankP, LowRankQ, ParamVecs};
 use crate::error::Result;
 use crate::layer::{Layer, StepContext, TiedLayer};
@@ -81,6 +81,7 @@ macro_rules! host_compute_methods {
             saved: &mut L::Saved,
         ) -> std::result::Result<(), Infallible> {
             let _span = trace::forward(index);
+            params_home(layer, || shown::<L>(self.layers, index));
             layer.forward(&ctx.for_layer(index), x, y, saved);
             output_fits::<L>(|| shown::<L>(self.layers, index), x, y);
             Ok(())
@@ -100,6 +101,7 @@ macro_rules! host_compute_methods {
         ) -> std::result::Result<(), Infallible> {
             let _span = trace::backward(index);
             gradient_fits_output(|| shown::<L>(self.layers, index), y, dy);
+            params_home(layer, || shown::<L>(self.layers, index));
             let mut dx = dx;
             layer.backward(&ctx.for_layer(index), x, y, saved, dy, grads, accumulate, dx.as_deref_mut());
             input_gradient_fits(|| shown::<L>(self.layers, index), x, dx.as_deref());
