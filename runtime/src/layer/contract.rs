@@ -173,8 +173,9 @@ fn no_parameter<L: Layer>(index: usize) -> ! {
     }
 }
 
-/// Panics unless a built-in layer holds all its parameters (`holds_all`): one lent to its
-/// bucket's collective (`Layer::param_vec_mut`) is empty until the step gives it back.
+/// Panics unless a layer holds all its parameters (`holds_all`): one lent to its bucket's
+/// collective (`Layer::param_vec_mut`) is empty until the step gives it back. The built-in layers
+/// ask in their own methods; the host program asks for every layer (`program/fits.rs`).
 pub(crate) fn assert_not_lent(layer: &str, holds_all: bool) {
     assert!(
         holds_all,
