@@ -63,12 +63,7 @@ pub const fn layout_mismatch<L: Layer>(
             return LayoutMismatch::DeviceOp;
         }
     }
-    let same_width = match (L::WIDTH, width) {
-        (Width::Preserving, Width::Preserving) => true,
-        (Width::Fixed { input: a, output: b }, Width::Fixed { input: c, output: d }) => a == c && b == d,
-        _ => false,
-    };
-    if !same_width {
+    if !same_width(L::WIDTH, width) {
         return LayoutMismatch::Width;
     }
     if L::PARAMS.len() != params.len() {
@@ -86,16 +81,8 @@ pub const fn layout_mismatch<L: Layer>(
         if !same_str(L::PARAMS[i].name, params[i].0) {
             return LayoutMismatch::Name(i);
         }
-        let (have, want) = (L::PARAMS[i].shape, params[i].1);
-        if have.len() != want.len() {
+        if !same_dims(L::PARAMS[i].shape, params[i].1) {
             return LayoutMismatch::Shape(i);
-        }
-        let mut d = 0;
-        while d < have.len() {
-            if have[d] != want[d] {
-                return LayoutMismatch::Shape(i);
-            }
-            d += 1;
         }
         i += 1;
     }
@@ -138,9 +125,33 @@ const fn device_op_fits<L: Layer>() -> bool {
     }
 }
 
+/// `a == b`, in a `const fn`.
+const fn same_width(a: Width, b: Width) -> bool {
+    match (a, b) {
+        (Width::Preserving, Width::Preserving) => true,
+        (Width::Fixed { input: a, output: b }, Width::Fixed { input: c, output: d }) => a == c && b == d,
+        _ => false,
+    }
+}
+
 /// Whether `width` is `Width::Fixed { input, output }`.
 const fn fixed(width: Width, input: usize, output: usize) -> bool {
-    matches!(width, Width::Fixed { input: a, output: b } if a == input && b == output)
+    same_width(width, Width::Fixed { input, output })
+}
+
+/// `a == b`, in a `const fn`.
+const fn same_dims(a: &[usize], b: &[usize]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut d = 0;
+    while d < a.len() {
+        if a[d] != b[d] {
+            return false;
+        }
+        d += 1;
+    }
+    true
 }
 
 /// Whether `params` have exactly the shapes `shapes`, in order.
@@ -150,16 +161,8 @@ const fn shapes_are(params: &[ParamDef], shapes: &[&[usize]]) -> bool {
     }
     let mut i = 0;
     while i < shapes.len() {
-        let (have, want) = (params[i].shape, shapes[i]);
-        if have.len() != want.len() {
+        if !same_dims(params[i].shape, shapes[i]) {
             return false;
-        }
-        let mut d = 0;
-        while d < have.len() {
-            if have[d] != want[d] {
-                return false;
-            }
-            d += 1;
         }
         i += 1;
     }
