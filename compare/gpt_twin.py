@@ -49,6 +49,10 @@ import time
 import jobs
 
 VOCAB, CONTEXT, WIDTH, HEADS, LAYERS, BATCH = 96, 64, 128, 4, 4, 12
+# The example's other compiled shape (`--shape baby`): nanoGPT's baby GPT, 256 positions.
+SHAPES = {"nano": (4, 4, 128, 64), "baby": (6, 6, 384, 256)}
+# The flags that choose the shape in ours (none for the default).
+SHAPE_FLAGS = []
 LR, MIN_LR, WARMUP, DECAY_UNTIL, BETAS, DECAY, CLIP = 1e-3, 1e-4, 100, 2000, (0.9, 0.99), 0.1, 1.0
 MASK64 = (1 << 64) - 1
 
@@ -56,14 +60,14 @@ MASK64 = (1 << 64) - 1
 class Text:
     """Our `CharText`: sorted characters, 90/10 split, windows by SplitMix64(seed, index)."""
 
-    def __init__(self, path, seed=0, context=CONTEXT):
+    def __init__(self, path, seed=0, context=None):
         with open(path, encoding="utf-8") as f:
             text = f.read()
         self.vocab = sorted(set(text))
         index = {c: i for i, c in enumerate(self.vocab)}
         self.tokens = [index[c] for c in text]
         self.train_end = int(len(self.tokens) * 0.9)
-        self.seed, self.context = seed, context
+        self.seed, self.context = seed, context or CONTEXT
 
     def offset(self, index, split):
         z = (self.seed + index * 0x9E3779B97F4A7C15) & MASK64
@@ -195,7 +199,7 @@ class Trainer:
 
 def ours(binary, text, out, steps, ranks=1, extra=()):
     cmd = [binary, "--text", text, "--steps", str(steps), "--batch", str(BATCH // ranks), "--report", "off",
-           "--eval-every", "0", "--save-params", out, *extra]
+           "--eval-every", "0", "--save-params", out, *SHAPE_FLAGS, *extra]
     done = jobs.run(jobs.on_ranks(ranks, cmd), timeout=3600)
     return done.stdout + done.stderr
 
@@ -285,7 +289,7 @@ def whole_run(torch, load_file, binary, text_path, steps, work, dropout=0.0):
     # Ours in the background, the twin here: the same two cores' worth of machine for both.
     cmd = [binary, "--text", text_path, "--steps", str(steps), "--init-params", init, "--report", "off",
            "--eval-every", str(steps), "--eval-batches", "20", "--log-every", str(max(steps // 10, 1)),
-           "--save-params", final, "--dropout", str(dropout)]
+           "--save-params", final, "--dropout", str(dropout), *SHAPE_FLAGS]
     mine = subprocess.Popen(cmd, env=jobs.ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     model = twin(torch, dropout=dropout)
     model.load_state_dict(with_head(load_file(init)), strict=True)
@@ -345,8 +349,11 @@ def gpu_speed(torch, text_path, steps):
     return []
 
 
-def ddp_rank(rank, steps, text_path, init, port, out):
-    """One rank of the twin under DDP (gloo), its median step time written to `out` by rank 0."""
+def ddp_rank(rank, steps, text_path, init, port, out, shape):
+    """One rank of the twin under DDP (gloo), its median step time written to `out` by rank 0. A
+    process of its own, which starts from this module's defaults: `shape` sets the model's."""
+    global LAYERS, HEADS, WIDTH, CONTEXT
+    LAYERS, HEADS, WIDTH, CONTEXT = shape
     import torch
     import torch.distributed as dist
     from safetensors.torch import load_file
@@ -382,7 +389,8 @@ def ddp_comparison(torch, binary, text_path, steps, work):
         log = ours(binary, text_path, os.path.join(work, "ddp-ours.safetensors"), steps, 2, ["--init-params", init])
         our_step = float(re.search(r"median step ([0-9.]+) ms", log).group(1))
         out = os.path.join(work, f"ddp-{round_}.txt")
-        mp.spawn(ddp_rank, args=(steps, text_path, init, 29500 + round_, out), nprocs=2, join=True)
+        shape = (LAYERS, HEADS, WIDTH, CONTEXT)
+        mp.spawn(ddp_rank, args=(steps, text_path, init, 29500 + round_, out, shape), nprocs=2, join=True)
         with open(out) as f:
             their_step = float(f.read())
         ratios.append(our_step / their_step)
@@ -403,7 +411,14 @@ def main():
                    help="with --run: both train with dropout P where nanoGPT drops (each its own masks)")
     p.add_argument("--ddp", type=int, metavar="N", help="instead: N steps on 2 ranks against PyTorch DDP (gloo)")
     p.add_argument("--gpu-speed", type=int, metavar="N", help="instead: the twin's median step on the GPU over N steps")
+    p.add_argument("--shape", choices=SHAPES, default="nano",
+                   help="the example's compiled shape: nano (4 layers, 4 heads, 128 wide, 64 positions: nanoGPT's CPU "
+                        "run, the default) or baby (6, 6, 384, 256: its GPU run's baby GPT)")
     args = p.parse_args()
+    global LAYERS, HEADS, WIDTH, CONTEXT
+    LAYERS, HEADS, WIDTH, CONTEXT = SHAPES[args.shape]
+    if args.shape != "nano":
+        SHAPE_FLAGS.extend(["--layers", str(LAYERS), "--heads", str(HEADS), "--width", str(WIDTH)])
     try:
         import torch
         from safetensors.torch import load_file

@@ -9,7 +9,15 @@
 //! cat /usr/share/common-licenses/* > licenses.txt
 //! cargo run --release --example gpt -- --text licenses.txt
 //! mpirun -n 2 target/release/examples/gpt --text licenses.txt --batch 6
+//! target/release/examples/gpt --text licenses.txt --layers 6 --heads 6 --width 384
 //! ```
+//!
+//! The model is compiled in two shapes, chosen by `--layers`, `--heads` and `--width` (nanoGPT's
+//! `n_layer`, `n_head`, `n_embd`): nanoGPT's CPU run (4, 4, 128, 64 positions; the default) and the
+//! "baby GPT" of its GPU run (6, 6, 384, 256 positions). A shape is a type, its buckets planned
+//! when it compiles, so flags choose among compiled shapes and do not make new ones: another is one
+//! more `nanogpt!` line below and its entry in `SHAPES`. `--context` takes any length up to the
+//! shape's positions.
 //!
 //! Buckets of 0.5 MiB, about two per block, so that the last one (the first block's LayerNorm,
 //! `wpe` and the tied `wte`, complete only after the embedding's backward) is small.
@@ -20,7 +28,7 @@
 //! `h.N.mlp.ln_2`. The head is nanoGPT's: no bias, its weight `wte`'s (`lm_head.weight` is
 //! `wte.weight`). Weights start as nanoGPT's: N(0, 0.02²), biases at zero (`#[init(std = 0.02)]`),
 //! and the residual projections (the parameters whose path ends in `c_proj.weight`, in attention
-//! and in the MLP) at N(0, (0.02/√(2·4))²), as nanoGPT scales them for 4 blocks. The vocabulary is
+//! and in the MLP) at N(0, (0.02/√(2·L))²), as nanoGPT scales them for L blocks. The vocabulary is
 //! at most 96 characters.
 //!
 //! `--dropout P` drops where nanoGPT's `dropout` does: after the embeddings (`drop`), attention's
@@ -30,52 +38,81 @@
 
 use overlap::prelude::*;
 
-#[distributed_model(bucket_cap_mb = 0.5, first_bucket_mb = 0.5)]
-pub mod gpt {
-    use overlap::prelude::*;
+/// The GPT, in module `$name`: `$layers` blocks of `$heads` heads, `$width` features (`$hidden` in
+/// the MLP, four times as many), `$positions` positions, the residual projections drawn at
+/// 0.02/√(2·`$layers`).
+macro_rules! nanogpt {
+    ($name:ident: layers $layers:literal, heads $heads:literal, width $width:literal, hidden $hidden:literal,
+     positions $positions:literal, c_proj_std $c_proj_std:literal) => {
+        #[distributed_model(bucket_cap_mb = 0.5, first_bucket_mb = 0.5)]
+        pub mod $name {
+            use overlap::prelude::*;
 
-    /// `x + dropout(attn(ln_1(x)))`.
-    #[residual]
-    pub struct Attend {
-        ln_1: LayerNorm<128>,
-        attn: CausalSelfAttention<128, 4>,
-        resid_dropout: Dropout,
-    }
+            /// `x + dropout(attn(ln_1(x)))`.
+            #[residual]
+            pub struct Attend {
+                ln_1: LayerNorm<$width>,
+                attn: CausalSelfAttention<$width, $heads>,
+                resid_dropout: Dropout,
+            }
 
-    /// `x + dropout(c_proj(gelu(c_fc(ln_2(x)))))`.
-    #[residual]
-    pub struct Mlp {
-        ln_2: LayerNorm<128>,
-        c_fc: Linear<128, 512>,
-        gelu: Gelu,
-        c_proj: Linear<512, 128>,
-        dropout: Dropout,
-    }
+            /// `x + dropout(c_proj(gelu(c_fc(ln_2(x)))))`.
+            #[residual]
+            pub struct Mlp {
+                ln_2: LayerNorm<$width>,
+                c_fc: Linear<$width, $hidden>,
+                gelu: Gelu,
+                c_proj: Linear<$hidden, $width>,
+                dropout: Dropout,
+            }
 
-    pub struct Block {
-        attend: Attend,
-        mlp: Mlp,
-    }
+            pub struct Block {
+                attend: Attend,
+                mlp: Mlp,
+            }
 
-    pub struct Gpt {
-        #[init(std = 0.02)]
-        wte: Embedding<96, 128>,
-        #[init(std = 0.02)]
-        wpe: PositionEmbedding<64, 128>,
-        drop: Dropout,
-        #[init(std = 0.02, ends_with("c_proj.weight", std = 0.0070710678))]
-        h: [Block; 4],
-        ln_f: LayerNorm<128>,
-        #[tied(wte)]
-        lm_head: TiedHead<128, 96>,
-    }
+            pub struct Gpt {
+                #[init(std = 0.02)]
+                wte: Embedding<96, $width>,
+                #[init(std = 0.02)]
+                wpe: PositionEmbedding<$positions, $width>,
+                drop: Dropout,
+                #[init(std = 0.02, ends_with("c_proj.weight", std = $c_proj_std))]
+                h: [Block; $layers],
+                ln_f: LayerNorm<$width>,
+                #[tied(wte)]
+                lm_head: TiedHead<$width, 96>,
+            }
+        }
+    };
 }
+
+// nanoGPT's CPU run of shakespeare_char (the default).
+nanogpt!(gpt: layers 4, heads 4, width 128, hidden 512, positions 64, c_proj_std 0.0070710678);
+// Its GPU run's "baby GPT" (`config/train_shakespeare_char.py`): 10.7 M parameters.
+nanogpt!(baby_gpt: layers 6, heads 6, width 384, hidden 1536, positions 256, c_proj_std 0.0057735027);
+
+/// The shapes above, chosen by flags named after nanoGPT's `n_layer`, `n_head` and `n_embd`.
+const SHAPES: overlap_cli::ModelShapes = overlap_cli::ModelShapes {
+    flags: &[
+        ("--layers", "Transformer blocks (nanoGPT's n_layer)"),
+        ("--heads", "Attention heads per block (n_head)"),
+        ("--width", "Features per position (n_embd)"),
+    ],
+    compiled: &[
+        overlap_cli::ModelShape { values: &[4, 4, 128], main: overlap_cli::main_in_shape::<gpt::Gpt> },
+        overlap_cli::ModelShape { values: &[6, 6, 384], main: overlap_cli::main_in_shape::<baby_gpt::Gpt> },
+    ],
+    another: "A model's shape is a type, planned when it compiles: another is one more `nanogpt!` line (and \
+              `SHAPES` entry) in examples/gpt.rs, then a rebuild.",
+};
 
 /// nanoGPT's `config/train_shakespeare_char.py` with its README's CPU settings.
 const NANOGPT_CPU: overlap_cli::ExampleDefaults = overlap_cli::ExampleDefaults {
     about: "Train nanoGPT's character-level GPT on a UTF-8 text (--text) or llm.c token shards \
-            (--tokens), with nanoGPT's CPU settings as the defaults below. Run it with `mpirun -n N` for N \
-            data-parallel ranks; the global batch is batch x N x accumulate.",
+            (--tokens), with nanoGPT's CPU settings as the defaults below (--layers, --heads and --width \
+            choose its baby GPT instead). Run it with `mpirun -n N` for N data-parallel ranks; the global \
+            batch is batch x N x accumulate.",
     flags: &[
         ("--batch", "12"),
         ("--steps", "2000"),
@@ -93,5 +130,5 @@ const NANOGPT_CPU: overlap_cli::ExampleDefaults = overlap_cli::ExampleDefaults {
 };
 
 fn main() -> std::process::ExitCode {
-    overlap_cli::main_with_defaults::<gpt::Gpt>(&NANOGPT_CPU)
+    overlap_cli::main_with_shapes(&NANOGPT_CPU, &SHAPES)
 }

@@ -21,10 +21,12 @@ runs either way, its logits differ by the two GELUs' difference (printed by `che
     scripts/nanogpt.py from-nanogpt ckpt.pt params.safetensors # for --init-params
     scripts/nanogpt.py check --nanogpt DIR                     # both ways with nanoGPT's own GPT
 
-`to-nanogpt` writes a checkpoint as nanoGPT's `train.py` does (`model`, `model_args`), which its
-`sample.py` loads with `init_from='resume'`; `from-nanogpt` reads one (a `_orig_mod.` prefix of a
-compiled model removed). `check` (run by `make bench` with NANOGPT_DIR set) builds nanoGPT's
-`GPT` with the example's configuration, compares our initial parameters with its own (each
+`to-nanogpt` writes a checkpoint as nanoGPT's `train.py` does (`model`, `model_args`: the sizes
+read off the tensors, the heads those of the example's shape of that width unless `--n-head`
+says), which its `sample.py` loads with `init_from='resume'`; `from-nanogpt` reads one (a
+`_orig_mod.` prefix of a compiled model removed). `check` (run by `make bench` with NANOGPT_DIR
+set) builds nanoGPT's `GPT` with the configuration of one of the example's shapes (`--shape nano`,
+the default, or `baby`), compares our initial parameters with its own (each
 tensor's spread, nanoGPT's scaled `c_proj.weight` included), loads our parameters into it with
 `strict=True`, and loads its own state dict back into ours (`--init-params`, as strict), values
 intact.
@@ -38,8 +40,12 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The gpt example's configuration, as nanoGPT's GPTConfig.
-CONFIG = dict(block_size=64, vocab_size=96, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=True)
+# The gpt example's compiled shapes, as nanoGPT's GPTConfig: nanoGPT's CPU run (the default) and
+# its baby GPT (`gpt --layers 6 --heads 6 --width 384`).
+SHAPES = {
+    "nano": dict(block_size=64, vocab_size=96, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=True),
+    "baby": dict(block_size=256, vocab_size=96, n_layer=6, n_head=6, n_embd=384, dropout=0.0, bias=True),
+}
 
 TO_NANOGPT = [
     (r"h\.(\d+)\.attend\.(ln_1|attn)\.(.+)", r"transformer.h.\1.\2.\3"),
@@ -82,11 +88,25 @@ def from_nanogpt(state, torch):
     return {renamed(k, FROM_NANOGPT): v.contiguous() for k, v in state.items()}
 
 
-def nanogpt_model(torch, directory):
+def config_of(ours, heads):
+    """nanoGPT's GPTConfig for a parameters file of ours: every size but the heads' count, which no
+    tensor shows, read off the tensors; `heads` given, or the compiled shape's of that width."""
+    blocks = {int(m.group(1)) for m in (re.match(r"h\.(\d+)\.", k) for k in ours) if m}
+    vocab, width = ours["wte.weight"].shape
+    if heads is None:
+        known = [c["n_head"] for c in SHAPES.values() if c["n_embd"] == width]
+        if not known:
+            sys.exit(f"the model is {width} wide, a width no compiled shape has: give its heads (--n-head)")
+        heads = known[0]
+    return dict(block_size=ours["wpe.weight"].shape[0], vocab_size=vocab, n_layer=len(blocks), n_head=heads,
+                n_embd=width, dropout=0.0, bias=True)
+
+
+def nanogpt_model(torch, directory, config):
     sys.path.insert(0, directory)
     import model as nanogpt  # nanoGPT's model.py
 
-    return nanogpt.GPT(nanogpt.GPTConfig(**CONFIG))
+    return nanogpt.GPT(nanogpt.GPTConfig(**config))
 
 
 def check(args, torch, load_file, save_file):
@@ -95,6 +115,9 @@ def check(args, torch, load_file, save_file):
         print("gpt checkpoints with nanoGPT: skipped (give --nanogpt DIR or NANOGPT_DIR: a nanoGPT checkout)")
         return 0
     binary = os.path.join(args.bin_dir, "gpt")
+    config = SHAPES[args.shape]
+    shape_flags = ["--layers", str(config["n_layer"]), "--heads", str(config["n_head"]), "--width",
+                   str(config["n_embd"])]
     work = tempfile.mkdtemp(prefix="nanogpt-")
     text = os.path.join(work, "text.txt")
     with open(__file__, encoding="utf-8") as f, open(text, "w", encoding="utf-8") as out:
@@ -103,7 +126,7 @@ def check(args, torch, load_file, save_file):
 
     def ours(out, steps, extra=()):
         cmd = [binary, "--text", text, "--steps", str(steps), "--batch", "4", "--report", "off", "--eval-every", "0",
-               "--save-params", out, *extra]
+               "--save-params", out, *shape_flags, *extra]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
             sys.exit(f"failed: {' '.join(cmd)}\n{done.stdout}\n{done.stderr}")
@@ -113,7 +136,7 @@ def check(args, torch, load_file, save_file):
     # zero biases and unit gains.
     start = os.path.join(work, "start.safetensors")
     ours(start, 1, FROZEN)
-    fresh, theirs = to_nanogpt(load_file(start)), nanogpt_model(torch, directory).state_dict()
+    fresh, theirs = to_nanogpt(load_file(start)), nanogpt_model(torch, directory, config).state_dict()
     init_ok = True
     for name, value in sorted(fresh.items()):
         want = theirs[name]
@@ -130,7 +153,7 @@ def check(args, torch, load_file, save_file):
     trained = os.path.join(work, "trained.safetensors")
     ours(trained, 5)
     mine = load_file(trained)
-    model = nanogpt_model(torch, directory)
+    model = nanogpt_model(torch, directory, config)
     model.load_state_dict(to_nanogpt(mine), strict=True)
     print(f"ours -> nanoGPT: {len(mine)} tensors loaded into nanoGPT's GPT with strict=True")
     # Back: nanoGPT's state dict into ours, as strict; one step at a rate that moves nothing.
@@ -142,7 +165,7 @@ def check(args, torch, load_file, save_file):
     worst = max(float((round_trip[k] - v).abs().max()) for k, v in mine.items())
     print(f"nanoGPT -> ours: loaded with --init-params (strict); largest difference after the round trip {worst:.1e}")
     # The two GELUs: nanoGPT's logits on our parameters against the same model with ours.
-    idx = torch.arange(64).remainder(CONFIG["vocab_size"]).unsqueeze(0)
+    idx = torch.arange(config["block_size"]).remainder(config["vocab_size"]).unsqueeze(0)
     with torch.no_grad():
         exact, _ = model(idx, targets=idx)
         for block in model.transformer.h:
@@ -159,12 +182,14 @@ def main():
     to = sub.add_parser("to-nanogpt", help="our parameters file -> a nanoGPT checkpoint")
     to.add_argument("params")
     to.add_argument("checkpoint")
+    to.add_argument("--n-head", type=int, help="its heads [default: those of the compiled shape of its width]")
     back = sub.add_parser("from-nanogpt", help="a nanoGPT checkpoint -> our parameters file")
     back.add_argument("checkpoint")
     back.add_argument("params")
     c = sub.add_parser("check", help="both ways with nanoGPT's own GPT class")
     c.add_argument("--nanogpt", help="a nanoGPT checkout (its model.py) [default: NANOGPT_DIR]")
     c.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release", "examples"))
+    c.add_argument("--shape", choices=SHAPES, default="nano", help="the example's compiled shape [default: nano]")
     args = p.parse_args()
     try:
         import torch
@@ -175,9 +200,9 @@ def main():
     if args.command == "check":
         return check(args, torch, load_file, save_file)
     if args.command == "to-nanogpt":
-        state = to_nanogpt(load_file(args.params))
-        torch.save({"model": state, "model_args": CONFIG, "iter_num": 0, "best_val_loss": 1e9, "config": {}},
-                   args.checkpoint)
+        ours = load_file(args.params)
+        torch.save({"model": to_nanogpt(ours), "model_args": config_of(ours, args.n_head), "iter_num": 0,
+                    "best_val_loss": 1e9, "config": {}}, args.checkpoint)
         return 0
     checkpoint = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
     save_file(from_nanogpt(checkpoint.get("model", checkpoint), torch), args.params)

@@ -14,6 +14,10 @@ use overlap_cli::TrainArgs;
 const PROGRAMS: [&str; 10] =
     ["custom_layer", "gpt", "mlp", "mlp_powersgd", "mlp_zero", "prepare", "resmlp", "tower", "uneven", "uneven_ddp"];
 
+/// The flags choosing `gpt`'s compiled shape (`SHAPES` in examples/gpt.rs, whose help
+/// `tests/model_shapes.rs` checks), which only that program adds to `TrainArgs`.
+const GPT_SHAPE_FLAGS: [&str; 3] = ["layers", "heads", "width"];
+
 /// Flags of other tools that the documentation names, by tool.
 const OTHER_TOOLS: [(&str, &[&str]); 6] = [
     (
@@ -162,7 +166,11 @@ fn refusal(program: &str, args: &[String]) -> Option<String> {
     let parsed = if program == "prepare" {
         PrepareArgs::command().try_get_matches_from(argv).map(drop)
     } else {
-        TrainArgs::command().try_get_matches_from(argv).and_then(|m| TrainArgs::from_matches(&m).map(drop))
+        let shapes: &[&str] = if program == "gpt" { &GPT_SHAPE_FLAGS } else { &[] };
+        let command = shapes.iter().fold(TrainArgs::command(), |command, long| {
+            command.arg(clap::Arg::new(*long).long(*long).value_parser(clap::value_parser!(usize)))
+        });
+        command.try_get_matches_from(argv).and_then(|m| TrainArgs::from_matches(&m).map(drop))
     };
     match parsed {
         Ok(()) => None,
@@ -199,6 +207,9 @@ fn a_misspelled_flag_or_value_is_refused() {
     assert!(refusal("mlp", &args("--link latency=5parsecs")).is_some());
     assert!(refusal("prepare", &args("--text a.txt --out shards --steps 3")).is_some());
     assert!(refusal("gpt", &args("--text a.txt --sample 300")).is_none());
+    assert!(refusal("gpt", &args("--text a.txt --layers 6 --width 384")).is_none());
+    assert!(refusal("gpt", &args("--layers six")).is_some());
+    assert!(refusal("mlp", &args("--layers 6")).is_some());
     let found =
         example_run(&words("$ mpirun -n 2 target/release/examples/mlp --steps 3   # a comment --nothing"), true);
     assert_eq!(found, Some(("mlp".into(), args("--steps 3"))));
@@ -214,6 +225,7 @@ fn program_flags() -> Vec<String> {
     };
     let mut flags = longs(TrainArgs::command());
     flags.extend(longs(PrepareArgs::command()));
+    flags.extend(GPT_SHAPE_FLAGS.map(|long| format!("--{long}")));
     flags.extend(["--help", "--version"].map(str::to_string));
     flags
 }

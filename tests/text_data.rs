@@ -276,3 +276,36 @@ fn the_vocabulary_travels_with_parameters_and_checkpoints() {
     assert!(ok && text.contains("warning: resuming with other data: t.txt: "), "{text}");
     assert!(text.contains("holds other samples than the checkpoint's run read (content hash"), "{text}");
 }
+
+/// `gpt --data FILE`: on a language model `--data` reads a text file as `--text`, and a folder of
+/// prepared shards or one shard (its magic number) as `--tokens`, each to the very parameters the
+/// flag it stands for gives, saying which it read.
+#[test]
+fn data_on_a_language_model_reads_a_text_or_token_shards() {
+    let dir = scratch("data-text");
+    std::fs::write(dir.path().join("t.txt"), TEXT.repeat(20)).unwrap();
+    let (ok, text) = run("prepare", dir.path(), &["--text", "t.txt", "--out", "shards"]);
+    assert!(ok, "{text}");
+    let shard = std::fs::read_dir(dir.path().join("shards"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .find(|name| name.contains("_train"))
+        .expect("a training shard");
+    let shard = format!("shards/{shard}");
+    let steps = ["--steps", "2", "--batch", "2", "--context", "8", "--report", "off", "--eval-every", "0"];
+    for (data, flag) in [("t.txt", "--text"), ("shards", "--tokens"), (shard.as_str(), "--tokens")] {
+        let (ok, by_data) = run("gpt", dir.path(), &[&steps[..], &["--data", data, "--save-params", "d.st"]].concat());
+        assert!(ok, "{by_data}");
+        assert!(
+            by_data.contains(&format!("note: --data {data} on a language model: read as {flag} {data}")),
+            "{by_data}"
+        );
+        let (ok, by_flag) = run("gpt", dir.path(), &[&steps[..], &[flag, data, "--save-params", "f.st"]].concat());
+        assert!(ok && !by_flag.contains("note: --data"), "{by_flag}");
+        let saved = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
+        assert!(saved("d.st") == saved("f.st"), "--data {data} trained other parameters than {flag} {data}");
+    }
+    // And samples, as the flag it stands for does.
+    let (ok, sampled) = run("gpt", dir.path(), &[&steps[..], &["--data", "t.txt", "--sample", "5"]].concat());
+    assert!(ok && sampled.contains("sample (5 characters"), "{sampled}");
+}

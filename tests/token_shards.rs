@@ -155,12 +155,10 @@ fn shards_and_settings_that_do_not_fit_are_refused_before_step_1() {
         (&["--tokens", "wide"][..], "token id 119 is past Gpt's vocabulary of 96 tokens"),
         (&["--tokens", "no-val", "--eval-every", "2"], "--eval-every needs held-out shards beside --tokens no-val"),
         (&["--tokens", "no-val/x_train.bin", "--eval-every", "2"], "no-val/x_val.bin is not there"),
-        // Synthetic features and images are no token ids.
+        // Synthetic features are no token ids.
         (&[], "Gpt reads token ids: give it a text (--text FILE) or token shards (--tokens PATH)"),
-        (
-            &["--data", "no-val"],
-            "Gpt reads token ids: give it a text (--text FILE) or token shards (--tokens PATH) (--data",
-        ),
+        // `--data` on a language model is a text or shards: here, shards, refused as such.
+        (&["--data", "no-val", "--eval-every", "2"], "--eval-every needs held-out shards beside --tokens no-val"),
         (&["--tokens", "garbage_train.bin"], "magic number 16843009, a token shard starts with 20240520"),
         (&["--tokens", "empty"], "no token shard named *_train.bin or *_train_NNNNNN.bin in this folder"),
         (&["--tokens", "missing"], "missing"),

@@ -7,12 +7,39 @@ use std::path::Path;
 use overlap_runtime::data::SyntheticClassification;
 use overlap_runtime::model::{position_rows, token_rows, vocabulary_limit};
 use overlap_runtime::text::{file_vocabulary, CharText};
-use overlap_runtime::token_shards::{locate, shard_doubts, val_namesake, TokenShards};
+use overlap_runtime::token_shards::{locate, shard_doubts, val_namesake, TokenShards, MAGIC};
 use overlap_runtime::training_data::TrainingData;
 use overlap_runtime::{Dataset, DistributedModel, Error, Result};
 
 use crate::args::TrainArgs;
 use overlap_runtime::command_line::console;
+
+/// `--data PATH` given to a language model (`gpt --data FILE`), as the flag it stands for there:
+/// `--tokens` for a folder or a file that starts as llm.c's shards do (their magic number),
+/// `--text` for any other file. `None` where there is nothing to read so; rank 0 says which flag.
+pub(crate) fn data_for_language_model<M: DistributedModel>(args: &TrainArgs, rank: usize) -> Option<TrainArgs> {
+    let path = args.data.as_ref().filter(|_| token_rows::<M>().is_some())?;
+    let mut read = args.clone();
+    read.data = None;
+    let flag = if path.is_dir() || starts_as_token_shard(path) {
+        read.tokens = Some(path.clone());
+        "--tokens"
+    } else {
+        read.text = Some(path.clone());
+        "--text"
+    };
+    if rank == 0 {
+        console::err_line(&format!("note: --data {0} on a language model: read as {flag} {0}", path.display()));
+    }
+    Some(read)
+}
+
+/// Whether `path` is a file whose first int32 is llm.c's shard magic number.
+fn starts_as_token_shard(path: &Path) -> bool {
+    let mut first = [0u8; 4];
+    std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut first)).is_ok()
+        && i32::from_le_bytes(first) == MAGIC
+}
 
 /// The training data the flags choose (the synthetic set unless `--text`, `--tokens` or `--data`
 /// names one), shaped for the model's input and output.
@@ -26,10 +53,9 @@ pub(crate) fn training_data<M: DistributedModel>(args: &TrainArgs) -> Result<Tra
         return token_data::<M>(path, args, features);
     }
     if token_rows::<M>().is_some() {
-        // The synthetic set and image files hold features, not token ids.
-        let given = args.data.as_ref().map_or(String::new(), |dir| format!(" (--data {} holds images)", dir.display()));
+        // The synthetic set holds features, not token ids (`--data` was read as a text or shards).
         return Err(Error::Config(format!(
-            "{} reads token ids: give it a text (--text FILE) or token shards (--tokens PATH){given}",
+            "{} reads token ids: give it a text (--text FILE) or token shards (--tokens PATH)",
             schedule.model
         )));
     }

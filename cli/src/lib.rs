@@ -17,6 +17,7 @@ mod comm_bench;
 mod datasets;
 pub mod example_defaults;
 mod flags;
+pub mod model_shapes;
 mod outputs;
 mod parse_failure;
 pub mod prepare;
@@ -37,6 +38,7 @@ use overlap_runtime::{
 
 pub use args::TrainArgs;
 pub use example_defaults::ExampleDefaults;
+pub use model_shapes::{main_with_shapes, ModelShape, ModelShapes};
 pub use progress::Bar;
 
 /// Parses the command line, trains `M`, and turns any error into a message and a non-zero exit
@@ -53,6 +55,17 @@ pub fn main<M: DistributedModel>() -> ExitCode {
 pub fn main_with_defaults<M: DistributedModel>(defaults: &ExampleDefaults) -> ExitCode {
     fit_blas_kernels();
     run_main::<M>(example_defaults::parse::<M>(defaults, std::env::args_os()))
+}
+
+/// `main_with_defaults` for `M`, one of an example's compiled `shapes`: the one `argv` chose
+/// (`main_with_shapes` calls it through `ModelShape::main`).
+pub fn main_in_shape<M: DistributedModel>(
+    defaults: &ExampleDefaults,
+    shapes: &ModelShapes,
+    argv: Vec<std::ffi::OsString>,
+) -> ExitCode {
+    fit_blas_kernels();
+    run_main::<M>(model_shapes::parse_in_shape::<M>(defaults, shapes, argv))
 }
 
 /// Before anything starts: this may start the program again with OpenBLAS's kernels named.
@@ -100,6 +113,14 @@ fn run_main<M: DistributedModel>(args: TrainArgs) -> ExitCode {
 
 fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
     let rank = comm.rank();
+    let read_as;
+    let args = match datasets::data_for_language_model::<M>(args, rank) {
+        Some(args) => {
+            read_as = args;
+            &read_as
+        }
+        None => args,
+    };
     if rank == 0 {
         unused_flags::notes(args, comm.world_size()).iter().for_each(|note| console::err_line(note));
     }

@@ -210,7 +210,8 @@ pub struct TrainArgs {
     #[arg(long, overrides_with = "shard_optimizer")]
     pub no_shard_optimizer: bool,
     /// Train on MNIST-format (IDX) files in DIR (train-images-idx3-ubyte, train-labels-idx1-ubyte)
-    /// instead of the synthetic set.
+    /// instead of the synthetic set. A language model reads a text file here as --text, and a
+    /// folder or file of token shards as --tokens.
     #[arg(long, value_name = "DIR", conflicts_with = "text")]
     pub data: Option<PathBuf>,
     /// Train a language model on the characters of a UTF-8 text file, as nanoGPT's
@@ -233,7 +234,7 @@ pub struct TrainArgs {
     /// next-character distribution. The characters are
     /// --text's, those of the vocabulary.txt beside --tokens shards (`prepare` writes it), or, with
     /// --steps 0, those --init-params records.
-    #[arg(long, value_name = "N", conflicts_with = "data", default_value_t = 0, allow_hyphen_values = true)]
+    #[arg(long, value_name = "N", default_value_t = 0, allow_hyphen_values = true)]
     pub sample: usize,
     /// --sample's temperature: below 1 sharpens, above 1 flattens.
     #[arg(long, default_value_t = 0.8, value_parser = positive_f32, allow_hyphen_values = true)]
@@ -254,6 +255,10 @@ pub struct TrainArgs {
     /// by `from_matches` only: parsed otherwise, the arguments count as all defaults.
     #[arg(skip)]
     given: BTreeSet<String>,
+    /// Which of an example's compiled shapes runs (`--layers 6 --heads 6 --width 384`), where it
+    /// holds several (`ModelShapes`): the ranks compare it before anything else.
+    #[arg(skip)]
+    pub(crate) model_shape: Option<String>,
 }
 
 impl TrainArgs {
@@ -291,16 +296,19 @@ impl TrainArgs {
             (.., Some(_)) => "--tokens",
             _ => "the synthetic set",
         };
-        vec![
-            ("--data, --text or --tokens", data.to_string()),
-            ("--context", self.context.or(model_context).map_or_else(|| "the model's".into(), |n| n.to_string())),
-            ("--seed", self.seed.to_string()),
-            ("--init-params", set(self.init_params.is_some())),
-            // Rank 0 samples: a rank asking alone would be dropped without a word.
-            ("--sample", self.sample.to_string()),
-            ("--temperature", self.temperature.to_string()),
-            ("--top-k", self.top_k.to_string()),
-        ]
+        let shape = self.model_shape.iter().map(|shape| ("the model's shape", shape.clone()));
+        shape
+            .chain([
+                ("--data, --text or --tokens", data.to_string()),
+                ("--context", self.context.or(model_context).map_or_else(|| "the model's".into(), |n| n.to_string())),
+                ("--seed", self.seed.to_string()),
+                ("--init-params", set(self.init_params.is_some())),
+                // Rank 0 samples: a rank asking alone would be dropped without a word.
+                ("--sample", self.sample.to_string()),
+                ("--temperature", self.temperature.to_string()),
+                ("--top-k", self.top_k.to_string()),
+            ])
+            .collect()
     }
 
     /// `--eval-every`, unless it is 0 (never).

@@ -1,0 +1,111 @@
+//! The `gpt` example's compiled shapes, chosen by `--layers`, `--heads` and `--width` (nanoGPT's
+//! `n_layer`, `n_head`, `n_embd`): each trains the model its flags name, a shape it does not hold
+//! is refused naming those it does, and ranks given different shapes are stopped before step 1.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{example, mpirun, mpirun_available, scratch};
+
+const TEXT: &str = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n";
+
+/// `gpt args` in `dir`: (exit code, stdout and stderr).
+fn gpt(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(example("gpt")).current_dir(dir).args(args).output().expect("the example runs");
+    (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// nanoGPT's parameter count for a shape (`GPT.get_num_params(non_embedding=False)`, biases on,
+/// the head tied to `wte`): per block two LayerNorms (4d), `c_attn` (3d² + 3d), `c_proj`
+/// (d² + d), `c_fc` (4d² + 4d) and the MLP's `c_proj` (4d² + d); then `wte`, `wpe` and `ln_f`.
+fn nanogpt_parameters(layers: usize, width: usize, positions: usize, vocabulary: usize) -> usize {
+    layers * (12 * width * width + 13 * width) + vocabulary * width + positions * width + 2 * width
+}
+
+/// Each shape's saved tensors, by name: `(name, shape)` of the ones that tell the shapes apart.
+fn saved_shapes(file: &Path) -> Vec<(String, Vec<usize>)> {
+    let bytes = std::fs::read(file).unwrap();
+    let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut named: Vec<(String, Vec<usize>)> =
+        tensors.tensors().into_iter().map(|(name, view)| (name, view.shape().to_vec())).collect();
+    named.sort();
+    named
+}
+
+#[test]
+fn each_compiled_shape_trains_the_model_its_flags_name() {
+    let dir = scratch("shapes");
+    std::fs::write(dir.path().join("t.txt"), TEXT.repeat(20)).unwrap();
+    let run = ["--text", "t.txt", "--steps", "1", "--batch", "1", "--context", "8", "--eval-every", "0"];
+    let run = [&run[..], &["--report", "off"]].concat();
+    for (flags, layers, width, positions) in [
+        (&[][..], 4, 128, 64),
+        (&["--layers", "4", "--heads", "4", "--width", "128"][..], 4, 128, 64),
+        (&["--layers", "6", "--heads", "6", "--width=384"][..], 6, 384, 256),
+    ] {
+        let (code, text) = gpt(dir.path(), &[flags, &["--print-schedule"]].concat());
+        assert_eq!(code, Some(0), "{flags:?}: {text}");
+        let count = nanogpt_parameters(layers, width, positions, 96);
+        assert!(text.contains(&format!(", {count} parameters (")), "{flags:?}: {count} parameters in\n{text}");
+
+        let (code, text) = gpt(dir.path(), &[&run[..], flags, &["--save-params", "p.st"]].concat());
+        assert_eq!(code, Some(0), "{flags:?}: {text}");
+        let saved = saved_shapes(&dir.path().join("p.st"));
+        let shape_of = |name: &str| saved.iter().find(|(n, _)| n == name).map(|(_, s)| s.clone());
+        let last = format!("h.{}.attend.attn.c_attn.weight", layers - 1);
+        assert_eq!(shape_of(&last), Some(vec![3 * width, width]), "{flags:?}: {saved:?}");
+        assert_eq!(shape_of(&format!("h.{layers}.mlp.c_fc.weight")), None, "{flags:?}: {saved:?}");
+        assert_eq!(shape_of("wpe.weight"), Some(vec![positions, width]), "{flags:?}: {saved:?}");
+        assert_eq!(
+            saved.iter().map(|(_, s)| s.iter().product::<usize>()).sum::<usize>(),
+            nanogpt_parameters(layers, width, positions, 96)
+        );
+    }
+}
+
+#[test]
+fn a_shape_not_compiled_in_is_refused_naming_the_compiled_ones() {
+    let dir = scratch("shapes-refused");
+    for flags in [&["--layers", "6"][..], &["--heads", "8"], &["--layers", "6", "--heads", "6", "--width", "256"]] {
+        let (code, text) = gpt(dir.path(), &[flags, &["--steps", "1"]].concat());
+        assert_eq!(code, Some(2), "{flags:?}: {text}");
+        assert!(text.contains("is compiled into this program: it holds `--layers 4 --heads 4 --width 128`, `--layers 6 --heads 6 --width 384` (the first is the default)"), "{text}");
+        assert!(text.contains("one more `nanogpt!` line"), "{text}");
+    }
+    let (code, text) = gpt(dir.path(), &["--layers", "6", "--steps", "1"]);
+    assert!(code == Some(2) && text.contains("no model of `--layers 6 --heads 4 --width 128`"), "{text}");
+    // Not a number: clap's own message, naming the flag.
+    let (code, text) = gpt(dir.path(), &["--width", "wide"]);
+    assert!(code == Some(2) && text.contains("invalid value 'wide' for '--width <N>'"), "{text}");
+    let (code, help) = gpt(dir.path(), &["--help"]);
+    assert_eq!(code, Some(0), "{help}");
+    let held = "The shapes this program holds: `--layers 4 --heads 4 --width 128`, `--layers 6 --heads 6 --width 384`";
+    assert!(help.contains(held), "{help}");
+    // The flags tests/doc_commands.rs lets the documentation give `gpt`.
+    for flag in ["--layers <N>", "--heads <N>", "--width <N>"] {
+        assert!(help.contains(flag), "{flag} in {help}");
+    }
+}
+
+#[test]
+fn ranks_given_different_shapes_stop_before_the_first_step() {
+    if !mpirun_available() {
+        eprintln!("skipped: mpirun is not available");
+        return;
+    }
+    let dir = scratch("shapes-ranks");
+    let text = dir.path().join("t.txt");
+    std::fs::write(&text, TEXT.repeat(20)).unwrap();
+    let (gpt, text) = (example("gpt"), text.to_str().unwrap().to_owned());
+    let gpt = gpt.to_str().unwrap();
+    let run = ["--text", &text, "--steps", "2", "--batch", "1", "--context", "8", "--eval-every", "0"];
+    let baby = ["--layers", "6", "--heads", "6", "--width", "384"];
+    let args: Vec<&str> = [&["-n", "1", gpt][..], &run, &baby, &[":", "-n", "1", gpt], &run].concat();
+    let out = mpirun(&args);
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("rank 0: error: invalid configuration: ranks run with other settings than rank 0, which every rank must share: the model's shape (rank(s) [1]; this rank's: --layers 6 --heads 6 --width 384)"), "{said}");
+    assert!(!said.contains("step      1/2"), "{said}");
+}
