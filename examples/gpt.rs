@@ -17,7 +17,8 @@
 //! "baby GPT" of its GPU run (6, 6, 384, 256 positions). A shape is a type, its buckets planned
 //! when it compiles, so flags choose among compiled shapes and do not make new ones: another is one
 //! more `nanogpt!` line below and its entry in `SHAPES`. `--context` takes any length up to the
-//! shape's positions.
+//! shape's positions. Without shape flags, `--init-params` and `--resume` run the shape their
+//! file holds.
 //!
 //! Buckets of 0.5 MiB, about two per block, so that the last one (the first block's LayerNorm,
 //! `wpe` and the tied `wte`, complete only after the embedding's backward) is small.
@@ -100,8 +101,8 @@ const SHAPES: overlap_cli::ModelShapes = overlap_cli::ModelShapes {
         ("--width", "Features per position (n_embd)"),
     ],
     compiled: &[
-        overlap_cli::ModelShape { values: &[4, 4, 128], main: overlap_cli::main_in_shape::<gpt::Gpt> },
-        overlap_cli::ModelShape { values: &[6, 6, 384], main: overlap_cli::main_in_shape::<baby_gpt::Gpt> },
+        overlap_cli::ModelShape::of::<gpt::Gpt>(&[4, 4, 128]),
+        overlap_cli::ModelShape::of::<baby_gpt::Gpt>(&[6, 6, 384]),
     ],
     another: "A model's shape is a type, planned when it compiles: another is one more `nanogpt!` line (and \
               `SHAPES` entry) in examples/gpt.rs, then a rebuild.",

@@ -109,3 +109,37 @@ fn ranks_given_different_shapes_stop_before_the_first_step() {
     assert!(said.contains("rank 0: error: invalid configuration: ranks run with other settings than rank 0, which every rank must share: the model's shape (rank(s) [1]; this rank's: --layers 6 --heads 6 --width 384)"), "{said}");
     assert!(!said.contains("step      1/2"), "{said}");
 }
+
+/// Given no shape flags, a run that starts from a file (`--init-params`, or `--resume`'s newest
+/// checkpoint) runs the shape whose parameters the file holds, and says so, as nanoGPT's
+/// `sample.py` takes the model's sizes from its checkpoint; flags given still decide.
+#[test]
+fn a_start_file_without_shape_flags_runs_the_shape_it_holds() {
+    let dir = scratch("shapes-start");
+    std::fs::write(dir.path().join("t.txt"), TEXT.repeat(20)).unwrap();
+    let run = ["--text", "t.txt", "--batch", "1", "--context", "8", "--eval-every", "0", "--report", "off"];
+    let baby = ["--layers", "6", "--heads", "6", "--width", "384"];
+    let (code, text) =
+        gpt(dir.path(), &[&run[..], &baby, &["--steps", "1", "--save-params", "b.st", "--save", "ck"]].concat());
+    assert_eq!(code, Some(0), "{text}");
+    let note = "holds the model of `--layers 6 --heads 6 --width 384`: that shape runs";
+    let (code, text) = gpt(dir.path(), &["--steps", "0", "--init-params", "b.st", "--sample", "5"]);
+    assert!(code == Some(0) && text.contains(&format!("note: --init-params b.st {note}")), "{text}");
+    assert!(text.contains("sample (5 characters"), "{text}");
+    let (code, text) = gpt(dir.path(), &[&run[..], &["--steps", "2", "--resume", "ck"]].concat());
+    assert!(code == Some(0) && text.contains(&format!("note: --resume ck {note}")), "{text}");
+    assert!(text.contains("resumed from ck at step 1"), "{text}");
+    // A shape flag given decides: the default shape does not fit the file, which says where.
+    let (code, text) = gpt(dir.path(), &["--steps", "0", "--init-params", "b.st", "--sample", "5", "--layers", "4"]);
+    assert!(code != Some(0) && !text.contains("that shape runs"), "{text}");
+    assert!(text.contains("--init-params b.st does not fit Gpt"), "{text}");
+    assert!(
+        text.contains("`h.0.attend.attn.c_attn.weight` has shape [1152, 384], the model expects [384, 128]"),
+        "{text}"
+    );
+    // The default shape's own file needs no note.
+    let (code, text) = gpt(dir.path(), &[&run[..], &["--steps", "1", "--save-params", "n.st"]].concat());
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = gpt(dir.path(), &["--steps", "0", "--init-params", "n.st", "--sample", "5"]);
+    assert!(code == Some(0) && !text.contains("that shape runs"), "{text}");
+}

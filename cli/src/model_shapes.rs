@@ -4,7 +4,8 @@
 //! compiles, so no flag can make a built binary's model deeper or wider. An example can hold a few
 //! shapes instead (`gpt`: nanoGPT's CPU run and its "baby GPT"), and flags such as `--layers`,
 //! `--heads` and `--width` (nanoGPT's `--n_layer`, `--n_head`, `--n_embd`) choose among them. A
-//! combination the binary does not hold is refused naming those it does, and how to add one.
+//! combination the binary does not hold is refused naming those it does, and how to add one;
+//! without shape flags, a run starting from a parameters file runs the shape the file holds.
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -15,6 +16,7 @@ use overlap_runtime::DistributedModel;
 
 use crate::args::TrainArgs;
 use crate::example_defaults::{self, ExampleDefaults};
+use crate::run;
 
 /// The shapes an example is compiled in, and the flags that choose one.
 #[derive(Clone, Copy, Debug)]
@@ -28,13 +30,42 @@ pub struct ModelShapes {
     pub another: &'static str,
 }
 
-/// One compiled shape of an example's model.
+/// One compiled shape of an example's model: `ModelShape::of::<Model>(&[6, 6, 384])`.
 #[derive(Clone, Copy, Debug)]
 pub struct ModelShape {
     /// The value of each of `ModelShapes::flags`, in their order.
     pub values: &'static [usize],
-    /// Trains this shape: `overlap_cli::main_in_shape::<Model>`.
+    /// Trains this shape, given the command line (set by `ModelShape::of`).
     pub main: fn(&ExampleDefaults, &ModelShapes, Vec<OsString>) -> ExitCode,
+    /// The model's parameters as a parameters file names them, with their shapes: how a file
+    /// given without shape flags tells which shape it holds.
+    pub parameters: fn() -> Vec<(String, Vec<usize>)>,
+}
+
+impl ModelShape {
+    /// Model `M`, chosen by the flags' `values`.
+    pub const fn of<M: DistributedModel>(values: &'static [usize]) -> Self {
+        ModelShape { values, main: run_in_shape::<M>, parameters: parameters_of::<M> }
+    }
+}
+
+/// `main_with_defaults` for `M`, one of `shapes`: the one `argv` chose.
+fn run_in_shape<M: DistributedModel>(
+    defaults: &ExampleDefaults,
+    shapes: &ModelShapes,
+    argv: Vec<OsString>,
+) -> ExitCode {
+    run::fit_blas_kernels();
+    run::run_main::<M>(parse_in_shape::<M>(defaults, shapes, argv))
+}
+
+/// `M`'s parameters, by the names and shapes its parameters files record.
+fn parameters_of<M: DistributedModel>() -> Vec<(String, Vec<usize>)> {
+    let s = M::SCHEDULE;
+    let mut named: Vec<(String, Vec<usize>)> =
+        s.params().map(|p| (s.param_name(p), s.param(p).shape.to_vec())).collect();
+    named.sort();
+    named
 }
 
 impl ModelShapes {
@@ -70,6 +101,34 @@ impl ModelShapes {
                 self.another
             ))
         })
+    }
+
+    /// Where `argv` gives no shape flag but starts from a parameters file (`--init-params FILE`,
+    /// or the newest checkpoint of `--resume DIR`) that is not the default shape's, the compiled
+    /// shape whose parameters it holds, and the file as the flag gave it. A file none holds is
+    /// left to the run to refuse, naming every difference.
+    fn held_by_start(&self, argv: &[OsString]) -> Option<(&ModelShape, String)> {
+        if self.flags.iter().any(|&(flag, _)| last_value(argv, flag).is_some()) {
+            return None;
+        }
+        let (file, from) = match (last_value(argv, "--init-params"), last_value(argv, "--resume")) {
+            (Some(file), _) => (std::path::PathBuf::from(&file), format!("--init-params {file}")),
+            (None, Some(dir)) => {
+                (overlap_runtime::checkpoint::latest_model_file(dir.as_ref())?, format!("--resume {dir}"))
+            }
+            (None, None) => return None,
+        };
+        let mut held: Vec<(String, Vec<usize>)> = overlap_runtime::params_file::load_params(&file)
+            .ok()?
+            .into_iter()
+            .map(|(name, shape, _)| (name, shape))
+            .collect();
+        held.sort();
+        let fits = |shape: &&ModelShape| (shape.parameters)() == held;
+        match self.compiled.iter().find(fits) {
+            Some(shape) if !std::ptr::eq(shape, self.compiled.first()?) => Some((shape, from)),
+            _ => None,
+        }
     }
 
     /// `command` with the shape flags, their help naming the compiled shapes.
@@ -144,7 +203,7 @@ fn last_value(argv: &[OsString], flag: &str) -> Option<String> {
 
 /// `example_defaults::parse` for `M`, one of `shapes`: the one `argv` chooses, whose flags it
 /// takes too, recorded in the arguments for the ranks to compare.
-pub(crate) fn parse_in_shape<M: DistributedModel>(
+fn parse_in_shape<M: DistributedModel>(
     defaults: &ExampleDefaults,
     shapes: &ModelShapes,
     argv: Vec<OsString>,
@@ -158,9 +217,20 @@ pub(crate) fn parse_in_shape<M: DistributedModel>(
     parsed.unwrap_or_else(|e| crate::parse_failure::exit(e))
 }
 
-/// Trains the shape of `shapes` that the command line asks for.
+/// Trains the shape of `shapes` that the command line asks for: the one its flags name or,
+/// where it names none, the one whose parameters `--init-params` or `--resume` starts from (as
+/// nanoGPT's `sample.py` and `init_from='resume'` take the model's sizes from the checkpoint).
 pub fn main_with_shapes(defaults: &ExampleDefaults, shapes: &ModelShapes) -> ExitCode {
-    let argv: Vec<OsString> = std::env::args_os().collect();
+    let mut argv: Vec<OsString> = std::env::args_os().collect();
+    if let Some((shape, from)) = shapes.held_by_start(&argv) {
+        if crate::parse_failure::launched_rank().unwrap_or(0) == 0 {
+            let said =
+                format!("note: {from} holds the model of `{}`: that shape runs\n", shapes.described(shape.values));
+            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), said.as_bytes());
+        }
+        let flags = shapes.flags.iter().zip(shape.values);
+        argv.extend(flags.flat_map(|(&(flag, _), value)| [OsString::from(flag), OsString::from(value.to_string())]));
+    }
     match shapes.chosen(&argv) {
         Ok(shape) => (shape.main)(defaults, shapes, argv),
         Err(e) => crate::parse_failure::exit(e),
@@ -175,9 +245,16 @@ mod tests {
         ExitCode::FAILURE
     }
 
+    fn none() -> Vec<(String, Vec<usize>)> {
+        Vec::new()
+    }
+
     const SHAPES: ModelShapes = ModelShapes {
         flags: &[("--layers", "Blocks"), ("--width", "Features")],
-        compiled: &[ModelShape { values: &[4, 128], main: never }, ModelShape { values: &[6, 384], main: never }],
+        compiled: &[
+            ModelShape { values: &[4, 128], main: never, parameters: none },
+            ModelShape { values: &[6, 384], main: never, parameters: none },
+        ],
         another: "Add it to the example's list and rebuild.",
     };
 
@@ -207,7 +284,8 @@ mod tests {
     #[test]
     #[should_panic(expected = "example shape [6]: 1 values for the 2 flags")]
     fn a_shape_without_a_value_per_flag_is_named() {
-        const SHORT: ModelShapes = ModelShapes { compiled: &[ModelShape { values: &[6], main: never }], ..SHAPES };
+        const SHORT: ModelShapes =
+            ModelShapes { compiled: &[ModelShape { values: &[6], main: never, parameters: none }], ..SHAPES };
         let _ = SHORT.chosen(&[OsString::from("gpt")]);
     }
 

@@ -33,7 +33,7 @@ pub(crate) fn exit(e: clap::Error) -> ! {
 }
 
 /// This process's rank, where an MPI launcher set it in the environment.
-fn launched_rank() -> Option<usize> {
+pub(crate) fn launched_rank() -> Option<usize> {
     number(&["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"])
 }
 
