@@ -23,13 +23,15 @@
 #     gpt.txt        gpt (attention, tied head, clipping, held-out loss) --device cuda on this
 #                    script's own text, 50 steps, JSON report, then a 200-character sample from
 #                    the parameters the GPU trained; its first loss against the CPU's, and its
-#                    second with --dropout 0.2 (the same masks on both devices)
+#                    second with --dropout 0.2 (the same masks on both devices); then the
+#                    same run in the example's other shape, nanoGPT's GPU run's baby GPT, its
+#                    first loss against the CPU's
 #     trace.json, timeline.svg   that run's trace and step timeline
 #     sanitizer.txt  compute-sanitizer memcheck and racecheck of the layer-gradient tests (a chain,
 #                    residual blocks, attention, the tied head)
 #     pytorch.txt    the same model and batch in PyTorch on the same GPU (one process, and DDP
 #                    with NCCL at world size 1), and our step time over theirs; the same for gpt
-#                    and its PyTorch twin (compare/gpt_twin.py --gpu-speed)
+#                    and its PyTorch twin (compare/gpt_twin.py --gpu-speed), in both shapes
 # Every step's failure is printed and the script goes on; it exits non-zero if any step failed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -176,6 +178,16 @@ train_gpt() {
     echo "second loss with --dropout 0.2: CPU $cpu, GPU $gpu"
     awk -v a="$cpu" -v b="$gpu" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * a) }' ||
         { echo "with dropout, the GPU's loss is not the CPU's"; return 1; }
+    # nanoGPT's GPU run's shape (the example's baby GPT: 6 blocks of 6 heads, 384 wide, 256
+    # positions): its first loss against the CPU's, and its median step for `pytorch` to compare.
+    local baby=(--layers 6 --heads 6 --width 384)
+    cpu=$("$gpt" "${flags[@]}" "${baby[@]}" --steps 1 --report off | awk '/^step +1\/[0-9]+ +loss/ { print $4 }')
+    echo "$BABY_GPT"
+    "$gpt" "${flags[@]}" "${baby[@]}" --device cuda --steps "$STEPS" --log-every 10 --report off 2>&1 || return $?
+    gpu=$(sed -n "/^$BABY_GPT\$/,\$p" "$out/gpt.txt" | awk '/^step +1\/[0-9]+ +loss/ { print $4 }')
+    echo "baby GPT's first loss: CPU $cpu, GPU $gpu"
+    awk -v a="$cpu" -v b="$gpu" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * a) }' ||
+        { echo "the baby GPT's first loss on the GPU is not the CPU's"; return 1; }
 }
 
 pytorch() {
@@ -204,6 +216,20 @@ print("gpt: ours %.3f ms / PyTorch %.3f ms: %.3f" % (float(ms), json.loads(rest)
     else
         echo "gpt: no step time in gpt.txt to compare"
     fi
+    # The baby GPT: its twin at the same shape, against the median step of the run in gpt.txt.
+    local baby_theirs baby_ms
+    baby_theirs=$("$PYTHON" "$root/compare/gpt_twin.py" --text "$root/gpu-check.sh" --gpu-speed "$STEPS" --shape baby | tail -1) ||
+        return 1
+    baby_ms=$(sed -n "/^$BABY_GPT\$/,\$p" "$out/gpt.txt" | sed -n 's/^done: .* median step \([0-9.]*\) ms.*/\1/p' | tail -1)
+    echo "PyTorch, the baby GPT twin: $baby_theirs"
+    if [[ -n $baby_ms ]]; then
+        echo "$baby_ms $baby_theirs" | "$PYTHON" -c '
+import json, sys
+ms, rest = sys.stdin.read().split(" ", 1)
+print("baby GPT: ours %.3f ms / PyTorch %.3f ms: %.3f" % (float(ms), json.loads(rest)["step_ms"], float(ms) / json.loads(rest)["step_ms"]))' || return 1
+    else
+        echo "baby GPT: no step time in gpt.txt to compare"
+    fi
     for theirs in "$single" "$ddp"; do
         echo "$ours_ms $theirs" | "$PYTHON" -c '
 import json, sys
@@ -215,7 +241,9 @@ print("ours / PyTorch %s: %.3f" % (t["mode"], float(ms) / t["step_ms"]))' || ret
 
 # The steps run in a child shell (under `timeout`), which needs the functions and settings.
 export -f environment within_step gpu_tests sanitizer sanitize train_mlp gpu_idle train_resmlp train_gpt pytorch
-export root out mlp STEPS PYTHON
+# The line in gpt.txt after which the baby GPT's run is.
+BABY_GPT="== the baby GPT (--layers 6 --heads 6 --width 384)"
+export root out mlp STEPS PYTHON BABY_GPT
 
 step "environment" "$out/env.txt" 60 environment
 # NCCL ships as libnccl.so.2, which cudarc does not ask for: mlp restarts itself with a link to
@@ -228,7 +256,7 @@ blas_kernels=$(sed -n 's/^OpenBLAS kernels //p' "$out/env.txt")
 [[ -z ${OPENBLAS_CORETYPE:-} && -n $blas_kernels ]] && export OPENBLAS_CORETYPE=$blas_kernels
 step "GPU tests" "$out/gpu-tests.txt" 240 gpu_tests
 step "mlp --device cuda, $STEPS steps" "$out/mlp.txt" 90 train_mlp
-step "gpt --device cuda, $STEPS steps" "$out/gpt.txt" 120 train_gpt
+step "gpt --device cuda, $STEPS steps" "$out/gpt.txt" 150 train_gpt
 step "resmlp --device cuda, $STEPS steps" "$out/resmlp.txt" 90 train_resmlp
 step "PyTorch on the same GPU" "$out/pytorch.txt" 120 pytorch
 step "NVRTC and ptxas" "$out/nvrtc.txt" 90 "$root/release/deps/nvrtc" --include-ignored --nocapture
