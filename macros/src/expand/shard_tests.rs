@@ -113,7 +113,7 @@ fn a_bucket_gathered_by_layer_is_launched_and_waited_for_piece_by_piece() {
         overlap_plan::plan_buckets("Two", &model.specs(), &overlap_plan::BucketLimits::Unlimited).unwrap();
     schedule.gathers = std::borrow::Cow::Owned(overlap_plan::gathers_per_layer(&schedule));
     let planned = crate::planning::Planned { schedule, notes: vec![], input_file: None, target: None };
-    let code = super::tests::pretty(super::emit(&model, &planned));
+    let code = super::tests::pretty(super::emit::emit(&model, &planned));
     let launches = gather_events(function(&code, "backward_on"));
     let launches: Vec<&str> = launches.iter().filter(|e| e.starts_with("launch_gather")).map(String::as_str).collect();
     assert_eq!(launches, ["launch_gather 0 b0 36..76", "launch_gather 1 b0 0..36"]);

@@ -1,0 +1,241 @@
+//! The code a planned model becomes: the struct with its schedule as documentation, its
+//! companion types (workspace, gradient buckets, in-flight buckets), the `Program` impl every
+//! device runs, the host's impls, and the compile-time layout checks.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use crate::ast::Model;
+use crate::emitted_struct::strip_field_attrs;
+use crate::helpers::lit;
+use crate::planning::Planned;
+use crate::schedule_code::{backward_body, forward_body, step_body, update_bucket_body, Names};
+
+use super::{host_impl, layer_checks};
+
+pub(super) fn emit(model: &Model, planned: &Planned) -> TokenStream {
+    let schedule = &planned.schedule;
+    let mut item = strip_field_attrs(model.item);
+    // The table in a code block, so that rustdoc keeps its columns; the planner's notes after it.
+    // After the user's own documentation, whose first line is the summary rustdoc lists.
+    let is_doc_text = |a: &syn::Attribute| a.path().is_ident("doc") && matches!(a.meta, syn::Meta::NameValue(_));
+    let after_docs = item.attrs.iter().rposition(is_doc_text).map_or(0, |i| i + 1);
+    let printed = schedule.to_string();
+    let table: Vec<String> = ["```text"]
+        .into_iter()
+        .chain(printed.lines())
+        .chain(["```"])
+        .chain(planned.notes.iter().map(String::as_str))
+        .map(|l| format!(" {l}"))
+        .collect();
+    let heading = if after_docs > 0 { &["", " # Schedule", ""][..] } else { &[] };
+    let documented = heading.iter().map(|l| l.to_string()).chain(table.iter().cloned());
+    let documented: Vec<syn::Attribute> = documented.map(|line| syn::parse_quote!(#[doc = #line])).collect();
+    item.attrs.splice(after_docs..after_docs, documented);
+    let (vis, ident) = (&item.vis, &item.ident);
+    let names = Names::new(model, schedule);
+    let Names { workspace, grads, in_flight, workspace_on, grads_on, in_flight_on, buckets, .. } = &names;
+    // Cargo rebuilds when a file the plan was read from changes.
+    let input_file = planned.input_file.iter().map(|f| {
+        quote!(
+            const _: &[u8] = ::core::include_bytes!(#f);
+        )
+    });
+    let ws_fields = names.workspace_fields();
+    let bucket_docs = schedule.buckets.iter().enumerate().map(|(k, b)| {
+        let members: Vec<String> = b.params.iter().map(|&r| schedule.param_name(r)).collect();
+        format!(
+            " Bucket {k}: {} ({} elements), launched after `{}.backward`.",
+            members.join(", "),
+            b.numel,
+            schedule.layers[b.launch_after].name
+        )
+    });
+    let bucket_docs: Vec<String> = bucket_docs.collect();
+    // A low-rank bucket is waited for through its second all-reduce.
+    let in_flight_types = schedule.buckets.iter().map(|b| match b.low_rank {
+        None => quote!(__S::InFlight),
+        Some(_) => quote!(__S::LowRankQ),
+    });
+    let bucket_indices: Vec<_> = (0..schedule.buckets.len()).map(lit).collect();
+    let ws_names = names.workspace_field_names();
+    let (backward, backward_no_sync) = (backward_body(&names, true), backward_body(&names, false));
+    let step = step_body(&names);
+    let update_bucket = update_bucket_body(&names);
+    let forward = forward_body(&names, false);
+    let forward_gathering = {
+        let body = forward_body(&names, true);
+        quote! {
+            /// The forward after a sharded step: each all-gather's wait point right before the
+            /// first layer that reads its parameters.
+            fn forward_gathering_on<
+                'w,
+                __S: ::overlap::program::Storage,
+                __E: ::overlap::program::Compute<__S>,
+                __G: ::overlap::program::Gather<Self, __S>,
+            >(
+                &mut self,
+                dev: &mut __E,
+                gather: &mut __G,
+                ctx: &::overlap::StepContext,
+                input: &__S::Tensor,
+                ws: &'w mut #workspace_on<__S>,
+            ) -> ::overlap::Result<&'w __S::Tensor>
+            where
+                ::overlap::Error: ::core::convert::From<__S::Error>,
+            {
+                #body
+            }
+        }
+    };
+    let assertions = layer_checks::layout_assertions(model, schedule);
+    let guard = layer_checks::layer_guard(model);
+    let allows = crate::lint_allows::LintAllows::of(model);
+    let host = host_impl::host_impls(model, &names, schedule, &planned.notes, &guard, &allows);
+    let (allow_in_workspace, allow_in_types, allow_in_impls) = (allows.workspace(), allows.types(), allows.impls());
+    let model_name = syn::ext::IdentExt::unraw(ident).to_string();
+
+    quote! {
+        #item
+
+        #[doc = ::core::concat!(" What one step of `", #model_name, "` keeps from forward for backward, its tensors in storage `__S` (the host or a GPU): activations and saved state, and the gradients backward passes between layers (`grad_0`, `grad_1`, ...: buffers shared by layers whose gradients are never needed at the same time). Generated by `#[distributed_model]`; make one with `Default` and reuse it across steps.")]
+        // Its fields and the generated functions' locals are named after the model's fields
+        // (`FC_out` for a field `FC` its struct allows), which the generated functions also read
+        // (a `#[deprecated]` one): the user's lints speak once, at the user's own field
+        // (`lint_allows`).
+        #allow_in_workspace
+        #vis struct #workspace_on<__S: ::overlap::program::Storage> #guard {
+            #ws_fields
+        }
+
+        #allow_in_workspace
+        impl<__S: ::overlap::program::Storage> ::core::default::Default for #workspace_on<__S> #guard {
+            fn default() -> Self {
+                #workspace_on { #(#ws_names: ::core::default::Default::default(),)* }
+            }
+        }
+
+        #[doc = ::core::concat!(" `", #model_name, "`'s workspace on the host.")]
+        #allow_in_types
+        #vis type #workspace = #workspace_on<::overlap::program::Host>;
+
+        #[doc = ::core::concat!(" The gradient buckets of `", #model_name, "` between steps (`new_grads`, then what `step` returns), in launch order; each parameter's gradient is a view at a fixed offset. Generated by `#[distributed_model]`.")]
+        #allow_in_types
+        #vis struct #grads_on<__S: ::overlap::program::Storage> {
+            #(#[doc = #bucket_docs] #buckets: __S::Bucket,)*
+            micro_steps: ::core::primitive::usize,
+        }
+
+        #[doc = ::core::concat!(" `", #model_name, "`'s gradient buckets on the host.")]
+        #allow_in_types
+        #vis type #grads = #grads_on<::overlap::program::Host>;
+
+        #[doc = ::core::concat!(" The gradient buckets of `", #model_name, "` while they are being all-reduced, with the parameters lent to them (what `backward` returns): only `step` can wait for them. Generated by `#[distributed_model]`.")]
+        #[must_use = "in-flight gradients must be passed to `step`"]
+        #allow_in_types
+        #vis struct #in_flight_on<__S: ::overlap::program::Storage> {
+            #(#buckets: #in_flight_types,)*
+            grad_scale: ::core::primitive::f32,
+        }
+
+        #[doc = ::core::concat!(" `", #model_name, "`'s in-flight buckets on the host.")]
+        #allow_in_types
+        #vis type #in_flight = #in_flight_on<::overlap::program::Host>;
+
+        impl ::overlap::GradientBuckets for #grads_on<::overlap::program::Host> {
+            fn buckets(&self) -> ::std::vec::Vec<&::overlap::GradBucket> {
+                ::std::vec![#(&self.#buckets),*]
+            }
+            fn buckets_mut(&mut self) -> ::std::vec::Vec<&mut ::overlap::GradBucket> {
+                ::std::vec![#(&mut self.#buckets),*]
+            }
+            fn micro_steps(&self) -> ::core::primitive::usize {
+                self.micro_steps
+            }
+        }
+
+        /// The step as one program for every device: the host runs it through
+        /// `DistributedModel`'s methods, a GPU with its kernels and NCCL.
+        #allow_in_impls
+        impl ::overlap::program::Program for #ident #guard {
+            type WorkspaceOn<__S: ::overlap::program::Storage> = #workspace_on<__S>;
+            type GradsOn<__S: ::overlap::program::Storage> = #grads_on<__S>;
+            type InFlightOn<__S: ::overlap::program::Storage> = #in_flight_on<__S>;
+
+            fn buckets_on<__S: ::overlap::program::Storage>(grads: &#grads_on<__S>) -> ::std::vec::Vec<&__S::Bucket> {
+                ::std::vec![#(&grads.#buckets),*]
+            }
+
+            fn new_grads_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Compute<__S>>(
+                &self,
+                dev: &mut __E,
+            ) -> ::core::result::Result<#grads_on<__S>, __S::Error> {
+                let schedule = &<Self as ::overlap::DistributedModel>::SCHEDULE;
+                // One local per bucket, then the struct: `?` inside a struct literal would drop the
+                // buckets made so far by a cleanup of its own at each field, code growing with
+                // the square of the bucket count.
+                #(let #buckets = dev.new_bucket(schedule, #bucket_indices)?;)*
+                ::core::result::Result::Ok(#grads_on { #(#buckets,)* micro_steps: 0 })
+            }
+
+            fn forward_on<'w, __S: ::overlap::program::Storage, __E: ::overlap::program::Compute<__S>>(
+                &self,
+                dev: &mut __E,
+                ctx: &::overlap::StepContext,
+                input: &__S::Tensor,
+                ws: &'w mut #workspace_on<__S>,
+            ) -> ::core::result::Result<&'w __S::Tensor, __S::Error> {
+                #forward
+            }
+
+            #forward_gathering
+
+            #(#[doc = #table])*
+            fn backward_on<
+                __S: ::overlap::program::Storage,
+                __E: ::overlap::program::Compute<__S> + ::overlap::program::Launch<Self, __S>,
+            >(
+                &mut self,
+                dev: &mut __E,
+                ws: &mut #workspace_on<__S>,
+                dy: &__S::Tensor,
+                grads: #grads_on<__S>,
+            ) -> ::core::result::Result<#in_flight_on<__S>, __S::Error> {
+                #backward
+            }
+
+            fn backward_no_sync_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Compute<__S>>(
+                &self,
+                dev: &mut __E,
+                ws: &mut #workspace_on<__S>,
+                dy: &__S::Tensor,
+                grads: &mut #grads_on<__S>,
+            ) -> ::core::result::Result<(), __S::Error> {
+                #backward_no_sync
+            }
+
+            fn step_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Settle<Self, __S>>(
+                &mut self,
+                dev: &mut __E,
+                in_flight: #in_flight_on<__S>,
+            ) -> ::overlap::Result<#grads_on<__S>> {
+                #step
+            }
+
+            fn update_bucket_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Settle<Self, __S>>(
+                &mut self,
+                dev: &mut __E,
+                index: ::core::primitive::usize,
+                bucket: &mut __S::Bucket,
+                grad_scale: ::core::primitive::f32,
+            ) -> ::overlap::Result<()> {
+                #update_bucket
+            }
+        }
+
+        #host
+
+        #(#assertions)*
+        #(#input_file)*
+    }
+}
