@@ -190,6 +190,17 @@ train_gpt() {
         { echo "the baby GPT's first loss on the GPU is not the CPU's"; return 1; }
 }
 
+# "NAME: ours X ms / PyTorch Y ms: X/Y", from our median step (ms) and the twin's JSON line.
+twin_ratio() {
+    local name=$1 ms=$2 theirs=$3
+    [[ -n $ms ]] || { echo "$name: no step time in gpt.txt to compare"; return 0; }
+    echo "$ms $theirs" | "$PYTHON" -c '
+import json, sys
+ms, rest = sys.stdin.read().split(" ", 1)
+theirs = json.loads(rest)["step_ms"]
+print("%s: ours %.3f ms / PyTorch %.3f ms: %.3f" % (sys.argv[1], float(ms), theirs, float(ms) / theirs))' "$name"
+}
+
 pytorch() {
     # With the machine's libraries, not the bundle's.
     export LD_LIBRARY_PATH=$SYSTEM_LD_LIBRARY_PATH
@@ -208,28 +219,14 @@ pytorch() {
     gpt_theirs=$("$PYTHON" "$root/compare/gpt_twin.py" --text "$root/gpu-check.sh" --gpu-speed "$STEPS" | tail -1) || return 1
     gpt_ms=$(grep -h '"step_ms"' "$out/gpt.txt" | tail -1 | "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["step_ms"])' 2>/dev/null)
     echo "PyTorch, the gpt twin: $gpt_theirs"
-    if [[ -n $gpt_ms ]]; then
-        echo "$gpt_ms $gpt_theirs" | "$PYTHON" -c '
-import json, sys
-ms, rest = sys.stdin.read().split(" ", 1)
-print("gpt: ours %.3f ms / PyTorch %.3f ms: %.3f" % (float(ms), json.loads(rest)["step_ms"], float(ms) / json.loads(rest)["step_ms"]))' || return 1
-    else
-        echo "gpt: no step time in gpt.txt to compare"
-    fi
+    twin_ratio gpt "$gpt_ms" "$gpt_theirs" || return 1
     # The baby GPT: its twin at the same shape, against the median step of the run in gpt.txt.
     local baby_theirs baby_ms
     baby_theirs=$("$PYTHON" "$root/compare/gpt_twin.py" --text "$root/gpu-check.sh" --gpu-speed "$STEPS" --shape baby | tail -1) ||
         return 1
     baby_ms=$(sed -n "/^$BABY_GPT\$/,\$p" "$out/gpt.txt" | sed -n 's/^done: .* median step \([0-9.]*\) ms.*/\1/p' | tail -1)
     echo "PyTorch, the baby GPT twin: $baby_theirs"
-    if [[ -n $baby_ms ]]; then
-        echo "$baby_ms $baby_theirs" | "$PYTHON" -c '
-import json, sys
-ms, rest = sys.stdin.read().split(" ", 1)
-print("baby GPT: ours %.3f ms / PyTorch %.3f ms: %.3f" % (float(ms), json.loads(rest)["step_ms"], float(ms) / json.loads(rest)["step_ms"]))' || return 1
-    else
-        echo "baby GPT: no step time in gpt.txt to compare"
-    fi
+    twin_ratio "baby GPT" "$baby_ms" "$baby_theirs" || return 1
     for theirs in "$single" "$ddp"; do
         echo "$ours_ms $theirs" | "$PYTHON" -c '
 import json, sys
@@ -240,7 +237,8 @@ print("ours / PyTorch %s: %.3f" % (t["mode"], float(ms) / t["step_ms"]))' || ret
 }
 
 # The steps run in a child shell (under `timeout`), which needs the functions and settings.
-export -f environment within_step gpu_tests sanitizer sanitize train_mlp gpu_idle train_resmlp train_gpt pytorch
+export -f environment within_step gpu_tests sanitizer sanitize train_mlp gpu_idle train_resmlp train_gpt twin_ratio \
+    pytorch
 # The line in gpt.txt after which the baby GPT's run is.
 BABY_GPT="== the baby GPT (--layers 6 --heads 6 --width 384)"
 export root out mlp STEPS PYTHON BABY_GPT
