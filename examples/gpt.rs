@@ -20,8 +20,9 @@
 //! shape's positions. Without shape flags, `--init-params` and `--resume` run the shape their
 //! file holds.
 //!
-//! Buckets of 0.5 MiB, about two per block, so that the last one (the first block's LayerNorm,
-//! `wpe` and the tied `wte`, complete only after the embedding's backward) is small.
+//! Buckets of 0.5 MiB (about two per block in the default shape, four in the baby GPT), so that
+//! the last one (the first block's LayerNorm, `wpe` and the tied `wte`, complete only after the
+//! embedding's backward) is small.
 //!
 //! Names follow nanoGPT's where the structure is the same (`wte`, `wpe`, `h.3.mlp.c_fc`,
 //! `ln_f`); each residual half of a block is a block of its own here, so nanoGPT's
@@ -90,7 +91,7 @@ macro_rules! nanogpt {
 
 // nanoGPT's CPU run of shakespeare_char (the default).
 nanogpt!(gpt: layers 4, heads 4, width 128, hidden 512, positions 64, c_proj_std 0.0070710678);
-// Its GPU run's "baby GPT" (`config/train_shakespeare_char.py`): 10.7 M parameters.
+// Its GPU run's "baby GPT" (`config/train_shakespeare_char.py`): 10.8 M parameters.
 nanogpt!(baby_gpt: layers 6, heads 6, width 384, hidden 1536, positions 256, c_proj_std 0.0057735027);
 
 /// The shapes above, chosen by flags named after nanoGPT's `n_layer`, `n_head` and `n_embd`.

@@ -14,9 +14,10 @@ use overlap_cli::TrainArgs;
 const PROGRAMS: [&str; 10] =
     ["custom_layer", "gpt", "mlp", "mlp_powersgd", "mlp_zero", "prepare", "resmlp", "tower", "uneven", "uneven_ddp"];
 
-/// The flags choosing `gpt`'s compiled shape (`SHAPES` in examples/gpt.rs, whose help
-/// `tests/model_shapes.rs` checks), which only that program adds to `TrainArgs`.
+/// The flags choosing `gpt`'s compiled shape, which only that program adds to `TrainArgs`, and the
+/// shapes it holds (`SHAPES` in examples/gpt.rs, whose `--help` tests/model_shapes.rs checks).
 const GPT_SHAPE_FLAGS: [&str; 3] = ["layers", "heads", "width"];
+const GPT_SHAPES: [[usize; 3]; 2] = [[4, 4, 128], [6, 6, 384]];
 
 /// Flags of other tools that the documentation names, by tool.
 const OTHER_TOOLS: [(&str, &[&str]); 6] = [
@@ -167,10 +168,19 @@ fn refusal(program: &str, args: &[String]) -> Option<String> {
         PrepareArgs::command().try_get_matches_from(argv).map(drop)
     } else {
         let shapes: &[&str] = if program == "gpt" { &GPT_SHAPE_FLAGS } else { &[] };
-        let command = shapes.iter().fold(TrainArgs::command(), |command, long| {
-            command.arg(clap::Arg::new(*long).long(*long).value_parser(clap::value_parser!(usize)))
+        let command = shapes.iter().zip(GPT_SHAPES[0]).fold(TrainArgs::command(), |command, (long, default)| {
+            let arg = clap::Arg::new(*long).long(*long).value_parser(clap::value_parser!(usize));
+            command.arg(arg.default_value(default.to_string()))
         });
-        command.try_get_matches_from(argv).and_then(|m| TrainArgs::from_matches(&m).map(drop))
+        command.try_get_matches_from(argv).and_then(|m| {
+            let shape = || GPT_SHAPE_FLAGS.map(|long| m.get_one::<usize>(long).copied());
+            if program == "gpt" && !GPT_SHAPES.iter().any(|held| held.map(Some) == shape()) {
+                let shape = shape();
+                let message = format!("gpt holds no shape {shape:?} (--layers, --heads, --width)");
+                return Err(clap::Error::raw(clap::error::ErrorKind::ValueValidation, message));
+            }
+            TrainArgs::from_matches(&m).map(drop)
+        })
     };
     match parsed {
         Ok(()) => None,
@@ -207,7 +217,8 @@ fn a_misspelled_flag_or_value_is_refused() {
     assert!(refusal("mlp", &args("--link latency=5parsecs")).is_some());
     assert!(refusal("prepare", &args("--text a.txt --out shards --steps 3")).is_some());
     assert!(refusal("gpt", &args("--text a.txt --sample 300")).is_none());
-    assert!(refusal("gpt", &args("--text a.txt --layers 6 --width 384")).is_none());
+    assert!(refusal("gpt", &args("--text a.txt --layers 6 --heads 6 --width 384")).is_none());
+    assert!(refusal("gpt", &args("--text a.txt --layers 6 --width 384")).is_some(), "4 heads: not compiled in");
     assert!(refusal("gpt", &args("--layers six")).is_some());
     assert!(refusal("mlp", &args("--layers 6")).is_some());
     let found =

@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -81,16 +82,25 @@ fn a_shape_not_compiled_in_is_refused_naming_the_compiled_ones() {
     assert!(code == Some(2) && text.contains("invalid value 'wide' for '--width <N>'"), "{text}");
     let (code, help) = gpt(dir.path(), &["--help"]);
     assert_eq!(code, Some(0), "{help}");
-    let held = "The shapes this program holds: `--layers 4 --heads 4 --width 128`, `--layers 6 --heads 6 --width 384`";
+    // Exactly the shapes tests/doc_commands.rs checks the documented runs against.
+    let held =
+        "The shapes this program holds: `--layers 4 --heads 4 --width 128`, `--layers 6 --heads 6 --width 384`\n";
     assert!(help.contains(held), "{help}");
     // The flags tests/doc_commands.rs lets the documentation give `gpt`.
     for flag in ["--layers <N>", "--heads <N>", "--width <N>"] {
         assert!(help.contains(flag), "{flag} in {help}");
     }
+    // Help and the version are answered whatever shape the line names.
+    let (code, asked) = gpt(dir.path(), &["--layers", "6", "--help"]);
+    assert!(code == Some(0) && asked.contains(held), "{asked}");
+    let (code, version) = gpt(dir.path(), &["--layers", "6", "--version"]);
+    assert!(code == Some(0) && version.starts_with("gpt "), "{version}");
 }
 
+/// Whatever the ranks are told to do (train, time the all-reduces alone, print the schedule),
+/// ranks of different shapes are stopped first, naming the shapes.
 #[test]
-fn ranks_given_different_shapes_stop_before_the_first_step() {
+fn ranks_given_different_shapes_stop_before_anything_else() {
     if !mpirun_available() {
         eprintln!("skipped: mpirun is not available");
         return;
@@ -100,14 +110,16 @@ fn ranks_given_different_shapes_stop_before_the_first_step() {
     std::fs::write(&text, TEXT.repeat(20)).unwrap();
     let (gpt, text) = (example("gpt"), text.to_str().unwrap().to_owned());
     let gpt = gpt.to_str().unwrap();
-    let run = ["--text", &text, "--steps", "2", "--batch", "1", "--context", "8", "--eval-every", "0"];
+    let train = ["--text", &text, "--steps", "2", "--batch", "1", "--context", "8", "--eval-every", "0"];
     let baby = ["--layers", "6", "--heads", "6", "--width", "384"];
-    let args: Vec<&str> = [&["-n", "1", gpt][..], &run, &baby, &[":", "-n", "1", gpt], &run].concat();
-    let out = mpirun(&args);
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(!out.status.success(), "{said}");
-    assert!(said.contains("rank 0: error: invalid configuration: ranks run with other settings than rank 0, which every rank must share: the model's shape (rank(s) [1]; this rank's: --layers 6 --heads 6 --width 384)"), "{said}");
-    assert!(!said.contains("step      1/2"), "{said}");
+    for run in [&train[..], &["--comm-only", "--steps", "2"], &["--print-schedule"]] {
+        let args: Vec<&str> = [&["-n", "1", gpt][..], run, &baby, &[":", "-n", "1", gpt], run].concat();
+        let out = mpirun(&args);
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(!out.status.success(), "{run:?}: {said}");
+        assert!(said.contains("rank 0: error: invalid configuration: ranks run with other settings than rank 0, which every rank must share: the model's shape (rank(s) [1]; this rank's: --layers 6 --heads 6 --width 384)"), "{run:?}: {said}");
+        assert!(!said.contains("step      1/2") && !said.contains("schedule of Gpt"), "{run:?}: {said}");
+    }
 }
 
 /// Given no shape flags, a run that starts from a file (`--init-params`, or `--resume`'s newest
@@ -137,6 +149,27 @@ fn a_start_file_without_shape_flags_runs_the_shape_it_holds() {
         text.contains("`h.0.attend.attn.c_attn.weight` has shape [1152, 384], the model expects [384, 128]"),
         "{text}"
     );
+    // Shape flags given that do not name the file's shape: a note says which it holds.
+    let (code, text) = gpt(dir.path(), &["--steps", "0", "--init-params", "b.st", "--sample", "5", "--width", "384"]);
+    assert!(code == Some(2) && text.contains("no model of `--layers 4 --heads 4 --width 384`"), "{text}");
+    let hint = "note: --init-params b.st holds the model of `--layers 6 --heads 6 --width 384`, which the shape flags \
+                given do not name: give those, or none";
+    assert!(text.contains(hint), "{text}");
+    // A flag left without its value reads as typed: the shape's flags go before the user's words.
+    let (code, text) = gpt(dir.path(), &["--steps", "0", "--init-params", "b.st", "--sample"]);
+    assert!(code == Some(2) && text.contains("a value is required for '--sample <N>'"), "{text}");
+    assert!(!text.contains("unexpected argument"), "{text}");
+    // A file name that is not UTF-8 is read as the run reads it.
+    let odd = std::ffi::OsStr::from_bytes(b"b\xff.st");
+    std::fs::copy(dir.path().join("b.st"), dir.path().join(odd)).unwrap();
+    let out = Command::new(example("gpt"))
+        .current_dir(dir.path())
+        .args(["--steps", "0", "--sample", "5", "--init-params"])
+        .arg(odd)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && text.contains("b\u{fffd}.st holds the model of `--layers 6"), "{text}");
     // The default shape's own file needs no note.
     let (code, text) = gpt(dir.path(), &[&run[..], &["--steps", "1", "--save-params", "n.st"]].concat());
     assert_eq!(code, Some(0), "{text}");

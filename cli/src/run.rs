@@ -60,6 +60,11 @@ pub(crate) fn run_main<M: DistributedModel>(args: TrainArgs) -> ExitCode {
 
 fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
     let rank = comm.rank();
+    // Before anything else, whatever the ranks do next: ranks of different shapes would plan
+    // different collectives (every rank's binary holds the same shapes, so all or none compare).
+    if let Some(shape) = args.model_shape() {
+        overlap_runtime::train::agree(comm, &[("the model's shape", shape.to_string())])?;
+    }
     let read_as;
     let args = match datasets::data_for_language_model::<M>(args, rank) {
         Some(args) => {

@@ -210,8 +210,7 @@ pub struct TrainArgs {
     #[arg(long, overrides_with = "shard_optimizer")]
     pub no_shard_optimizer: bool,
     /// Train on MNIST-format (IDX) files in DIR (train-images-idx3-ubyte, train-labels-idx1-ubyte)
-    /// instead of the synthetic set. A language model reads a text file here as --text, and a
-    /// folder or file of token shards as --tokens.
+    /// instead of the synthetic set.
     #[arg(long, value_name = "DIR", conflicts_with = "text")]
     pub data: Option<PathBuf>,
     /// Train a language model on the characters of a UTF-8 text file, as nanoGPT's
@@ -255,8 +254,8 @@ pub struct TrainArgs {
     /// by `from_matches` only: parsed otherwise, the arguments count as all defaults.
     #[arg(skip)]
     given: BTreeSet<String>,
-    /// Which of an example's compiled shapes runs (`--layers 6 --heads 6 --width 384`), where it
-    /// holds several (`ModelShapes`): the ranks compare it before anything else.
+    /// Which of an example's compiled shapes runs, where it holds several (`ModelShapes`): the
+    /// ranks compare it before anything else.
     #[arg(skip)]
     pub(crate) model_shape: Option<String>,
 }
@@ -296,19 +295,22 @@ impl TrainArgs {
             (.., Some(_)) => "--tokens",
             _ => "the synthetic set",
         };
-        let shape = self.model_shape.iter().map(|shape| ("the model's shape", shape.clone()));
-        shape
-            .chain([
-                ("--data, --text or --tokens", data.to_string()),
-                ("--context", self.context.or(model_context).map_or_else(|| "the model's".into(), |n| n.to_string())),
-                ("--seed", self.seed.to_string()),
-                ("--init-params", set(self.init_params.is_some())),
-                // Rank 0 samples: a rank asking alone would be dropped without a word.
-                ("--sample", self.sample.to_string()),
-                ("--temperature", self.temperature.to_string()),
-                ("--top-k", self.top_k.to_string()),
-            ])
-            .collect()
+        vec![
+            ("--data, --text or --tokens", data.to_string()),
+            ("--context", self.context.or(model_context).map_or_else(|| "the model's".into(), |n| n.to_string())),
+            ("--seed", self.seed.to_string()),
+            ("--init-params", set(self.init_params.is_some())),
+            // Rank 0 samples: a rank asking alone would be dropped without a word.
+            ("--sample", self.sample.to_string()),
+            ("--temperature", self.temperature.to_string()),
+            ("--top-k", self.top_k.to_string()),
+        ]
+    }
+
+    /// Which of an example's compiled shapes runs (`--layers 6 --heads 6 --width 384`), where it
+    /// holds several.
+    pub fn model_shape(&self) -> Option<&str> {
+        self.model_shape.as_deref()
     }
 
     /// `--eval-every`, unless it is 0 (never).

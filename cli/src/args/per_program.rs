@@ -9,22 +9,22 @@ use overlap_runtime::DistributedModel;
 /// The flags only a language model reads (token ids in, characters out), by clap id.
 const LANGUAGE_MODEL_ONLY: [&str; 6] = ["text", "tokens", "context", "sample", "temperature", "top_k"];
 
-/// The flags only a model of feature rows reads: MNIST-format images.
-const FEATURES_ONLY: [&str; 1] = ["data"];
-
-/// `command` with the data flags `M` cannot read hidden from `--help` (`gpt` reads no images,
-/// `mlp` no text): they still parse, and a run given one says why it cannot use it.
+/// `command` with the data flags `M` cannot read hidden from `--help` (`mlp` reads no text): they
+/// still parse, and a run given one says why it cannot use it. `--data` is each model's own: images
+/// for a model of feature rows, a text or token shards for a language model.
 pub(crate) fn for_model<M: DistributedModel>(command: clap::Command) -> clap::Command {
     hide_unreadable(command, token_rows::<M>().is_some())
 }
 
 /// `for_model`, for a model that reads token ids (`reads_tokens`) or feature rows.
 pub(super) fn hide_unreadable(command: clap::Command, reads_tokens: bool) -> clap::Command {
-    let unreadable: &[&str] = if reads_tokens { &FEATURES_ONLY } else { &LANGUAGE_MODEL_ONLY };
-    let command = unreadable.iter().fold(command, |command, id| command.mut_arg(*id, |arg| arg.hide(true)));
     if reads_tokens {
-        return command;
+        return command.mut_arg("data", |arg| {
+            arg.value_name("PATH")
+                .help("A text file, read as --text, or token shards (a folder or a file), read as --tokens")
+        });
     }
+    let command = LANGUAGE_MODEL_ONLY.iter().fold(command, |command, id| command.mut_arg(*id, |arg| arg.hide(true)));
     // Its help names `--sample`, hidden here: a model of features samples nothing.
     command.mut_arg("steps", |arg| arg.help("Optimizer steps to run (at least 1)"))
 }

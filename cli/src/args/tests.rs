@@ -152,10 +152,13 @@ fn help_lists_only_the_data_flags_the_model_reads() {
     let lists = |help: &str, flag: &str| help.lines().any(|line| line.trim_start().starts_with(&format!("{flag} ")));
     let language_only = ["--text", "--tokens", "--context", "--sample", "--temperature", "--top-k"];
     let language_model = help(true);
-    assert!(!lists(&language_model, "--data"), "{language_model}");
+    // `--data` is each model's own: a text or token shards here, images for a classifier.
+    assert!(lists(&language_model, "--data"), "{language_model}");
+    assert!(language_model.contains("A text file, read as --text, or token shards"), "{language_model}");
+    assert!(!language_model.contains("MNIST-format"), "{language_model}");
     assert!(language_only.iter().all(|flag| lists(&language_model, flag)), "{language_model}");
     let classifier = help(false);
-    assert!(lists(&classifier, "--data"), "{classifier}");
+    assert!(lists(&classifier, "--data") && classifier.contains("MNIST-format"), "{classifier}");
     assert!(language_only.iter().all(|flag| !lists(&classifier, flag)), "{classifier}");
     // Nor offered by `--steps 0`, which samples only for a language model.
     let steps_help = |help: &str| {

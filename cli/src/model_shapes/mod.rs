@@ -7,16 +7,25 @@
 //! combination the binary does not hold is refused naming those it does, and how to add one;
 //! without shape flags, a run starting from a parameters file runs the shape the file holds.
 
+mod start_file;
+#[cfg(test)]
+mod tests;
+mod words;
+
 use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 
+use overlap_runtime::command_line::console;
 use overlap_runtime::DistributedModel;
 
 use crate::args::TrainArgs;
 use crate::example_defaults::{self, ExampleDefaults};
+use crate::parse_failure::launched_rank;
 use crate::run;
+pub use start_file::ParameterShapes;
+use words::{asks_help_or_version, last_value, with_leading};
 
 /// The shapes an example is compiled in, and the flags that choose one.
 #[derive(Clone, Copy, Debug)]
@@ -36,10 +45,10 @@ pub struct ModelShape {
     /// The value of each of `ModelShapes::flags`, in their order.
     pub values: &'static [usize],
     /// Trains this shape, given the command line (set by `ModelShape::of`).
-    pub main: fn(&ExampleDefaults, &ModelShapes, Vec<OsString>) -> ExitCode,
+    pub main: fn(&ExampleDefaults, &ModelShapes, ChosenShape) -> ExitCode,
     /// The model's parameters as a parameters file names them, with their shapes: how a file
     /// given without shape flags tells which shape it holds.
-    pub parameters: fn() -> Vec<(String, Vec<usize>)>,
+    pub parameters: fn() -> ParameterShapes,
 }
 
 impl ModelShape {
@@ -49,21 +58,30 @@ impl ModelShape {
     }
 }
 
-/// `main_with_defaults` for `M`, one of `shapes`: the one `argv` chose.
+/// The command line a chosen shape runs, and what rank 0 says about the choice once it parses.
+#[derive(Debug)]
+pub struct ChosenShape {
+    argv: Vec<OsString>,
+    note: Option<String>,
+}
+
+/// `main_with_defaults` for `M`, the shape `main_with_shapes` chose.
 fn run_in_shape<M: DistributedModel>(
     defaults: &ExampleDefaults,
     shapes: &ModelShapes,
-    argv: Vec<OsString>,
+    chosen: ChosenShape,
 ) -> ExitCode {
-    run::fit_blas_kernels();
-    run::run_main::<M>(parse_in_shape::<M>(defaults, shapes, argv))
+    let args = parse_in_shape::<M>(defaults, shapes, chosen.argv);
+    if let (Some(note), 0) = (chosen.note, launched_rank().unwrap_or(0)) {
+        console::err_line(&note);
+    }
+    run::run_main::<M>(args)
 }
 
 /// `M`'s parameters, by the names and shapes its parameters files record.
-fn parameters_of<M: DistributedModel>() -> Vec<(String, Vec<usize>)> {
+fn parameters_of<M: DistributedModel>() -> ParameterShapes {
     let s = M::SCHEDULE;
-    let mut named: Vec<(String, Vec<usize>)> =
-        s.params().map(|p| (s.param_name(p), s.param(p).shape.to_vec())).collect();
+    let mut named: ParameterShapes = s.params().map(|p| (s.param_name(p), s.param(p).shape.to_vec())).collect();
     named.sort();
     named
 }
@@ -84,11 +102,14 @@ impl ModelShapes {
             );
         }
         let default = self.compiled.first().ok_or_else(|| self.error("no shape is compiled in".into()))?;
+        if asks_help_or_version(argv) {
+            return Ok(default);
+        }
         let mut asked = default.values.to_vec();
         for (at, &(flag, _)) in self.flags.iter().enumerate() {
-            match last_value(argv, flag).map(|v| v.parse::<usize>()) {
-                Some(Ok(n)) => asked[at] = n,
-                Some(Err(_)) => return Ok(default),
+            match last_value(argv, flag).map(|v| v.to_str().and_then(|v| v.parse::<usize>().ok())) {
+                Some(Some(n)) => asked[at] = n,
+                Some(None) => return Ok(default),
                 None => {}
             }
         }
@@ -101,34 +122,6 @@ impl ModelShapes {
                 self.another
             ))
         })
-    }
-
-    /// Where `argv` gives no shape flag but starts from a parameters file (`--init-params FILE`,
-    /// or the newest checkpoint of `--resume DIR`) that is not the default shape's, the compiled
-    /// shape whose parameters it holds, and the file as the flag gave it. A file none holds is
-    /// left to the run to refuse, naming every difference.
-    fn held_by_start(&self, argv: &[OsString]) -> Option<(&ModelShape, String)> {
-        if self.flags.iter().any(|&(flag, _)| last_value(argv, flag).is_some()) {
-            return None;
-        }
-        let (file, from) = match (last_value(argv, "--init-params"), last_value(argv, "--resume")) {
-            (Some(file), _) => (std::path::PathBuf::from(&file), format!("--init-params {file}")),
-            (None, Some(dir)) => {
-                (overlap_runtime::checkpoint::latest_model_file(dir.as_ref())?, format!("--resume {dir}"))
-            }
-            (None, None) => return None,
-        };
-        let mut held: Vec<(String, Vec<usize>)> = overlap_runtime::params_file::load_params(&file)
-            .ok()?
-            .into_iter()
-            .map(|(name, shape, _)| (name, shape))
-            .collect();
-        held.sort();
-        let fits = |shape: &&ModelShape| (shape.parameters)() == held;
-        match self.compiled.iter().find(fits) {
-            Some(shape) if !std::ptr::eq(shape, self.compiled.first()?) => Some((shape, from)),
-            _ => None,
-        }
     }
 
     /// `command` with the shape flags, their help naming the compiled shapes.
@@ -176,6 +169,17 @@ impl ModelShapes {
         each.collect::<Vec<_>>().join(" ")
     }
 
+    /// `values` as the words of a command line: `--layers 6 --heads 6 --width 384`.
+    fn flag_words(&self, values: &[usize]) -> Vec<OsString> {
+        let each = self.flags.iter().zip(values).map(|(&(flag, _), v)| [flag.into(), v.to_string().into()]);
+        each.flatten().collect()
+    }
+
+    /// Whether `argv` gives any of the shape flags.
+    fn gives_flags(&self, argv: &[OsString]) -> bool {
+        self.flags.iter().any(|&(flag, _)| last_value(argv, flag).is_some())
+    }
+
     fn error(&self, message: String) -> clap::Error {
         clap::Error::raw(ErrorKind::ValueValidation, format!("{message}\n"))
     }
@@ -184,21 +188,6 @@ impl ModelShapes {
 /// The clap id of a shape flag: apart from `TrainArgs`'s own.
 fn shape_id(long: &str) -> String {
     format!("shape-{long}")
-}
-
-/// The value of the last `--flag V` or `--flag=V` in `argv` (a repeated flag overrides, as the
-/// others do).
-fn last_value(argv: &[OsString], flag: &str) -> Option<String> {
-    let words: Vec<&str> = argv.iter().skip(1).filter_map(|w| w.to_str()).collect();
-    let mut found = None;
-    for (at, word) in words.iter().enumerate() {
-        if *word == flag {
-            found = Some(words.get(at + 1).map_or_else(String::new, |v| (*v).to_owned()));
-        } else if let Some(value) = word.strip_prefix(flag).and_then(|rest| rest.strip_prefix('=')) {
-            found = Some(value.to_owned());
-        }
-    }
-    found
 }
 
 /// `example_defaults::parse` for `M`, one of `shapes`: the one `argv` chooses, whose flags it
@@ -221,85 +210,39 @@ fn parse_in_shape<M: DistributedModel>(
 /// where it names none, the one whose parameters `--init-params` or `--resume` starts from (as
 /// nanoGPT's `sample.py` and `init_from='resume'` take the model's sizes from the checkpoint).
 pub fn main_with_shapes(defaults: &ExampleDefaults, shapes: &ModelShapes) -> ExitCode {
+    // First, since it may start the program again: before any file is read or note said.
+    run::fit_blas_kernels();
     let mut argv: Vec<OsString> = std::env::args_os().collect();
-    if let Some((shape, from)) = shapes.held_by_start(&argv) {
-        if crate::parse_failure::launched_rank().unwrap_or(0) == 0 {
-            let said =
-                format!("note: {from} holds the model of `{}`: that shape runs\n", shapes.described(shape.values));
-            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), said.as_bytes());
+    let given = shapes.gives_flags(&argv);
+    let start = start_file::parameters_of_start(&argv).and_then(|(held, from)| {
+        let fits = |shape: &ModelShape| (shape.parameters)() == held;
+        shapes.compiled.iter().position(fits).map(|at| (at, from))
+    });
+    let held = start.as_ref().map(|(at, from)| (&shapes.compiled[*at], *at, from));
+    let mut note = None;
+    if let (Some((shape, at, from)), false) = (held, given) {
+        if at != 0 {
+            argv = with_leading(argv, shapes.flag_words(shape.values));
+            note =
+                Some(format!("note: {from} holds the model of `{}`: that shape runs", shapes.described(shape.values)));
         }
-        let flags = shapes.flags.iter().zip(shape.values);
-        argv.extend(flags.flat_map(|(&(flag, _), value)| [OsString::from(flag), OsString::from(value.to_string())]));
     }
-    match shapes.chosen(&argv) {
-        Ok(shape) => (shape.main)(defaults, shapes, argv),
-        Err(e) => crate::parse_failure::exit(e),
+    let chosen = shapes.chosen(&argv);
+    if let (Some((shape, _, from)), true) = (held, given) {
+        if !chosen.as_ref().is_ok_and(|c| std::ptr::eq(*c, shape)) && !asks_help_or_version(&argv) {
+            note = Some(format!(
+                "note: {from} holds the model of `{}`, which the shape flags given do not name: give those, or none",
+                shapes.described(shape.values)
+            ));
+        }
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn never(_: &ExampleDefaults, _: &ModelShapes, _: Vec<OsString>) -> ExitCode {
-        ExitCode::FAILURE
-    }
-
-    fn none() -> Vec<(String, Vec<usize>)> {
-        Vec::new()
-    }
-
-    const SHAPES: ModelShapes = ModelShapes {
-        flags: &[("--layers", "Blocks"), ("--width", "Features")],
-        compiled: &[
-            ModelShape { values: &[4, 128], main: never, parameters: none },
-            ModelShape { values: &[6, 384], main: never, parameters: none },
-        ],
-        another: "Add it to the example's list and rebuild.",
-    };
-
-    fn chosen(args: &[&str]) -> Result<&'static [usize], String> {
-        let argv: Vec<OsString> = std::iter::once("gpt").chain(args.iter().copied()).map(OsString::from).collect();
-        SHAPES.chosen(&argv).map(|s| s.values).map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn flags_choose_a_compiled_shape_and_the_first_is_the_default() {
-        assert_eq!(chosen(&[]).unwrap(), &[4, 128]);
-        assert_eq!(chosen(&["--layers", "6", "--steps", "3", "--width=384"]).unwrap(), &[6, 384]);
-        assert_eq!(chosen(&["--layers", "6", "--width", "384", "--layers", "4", "--width", "128"]).unwrap(), &[4, 128]);
-        // Not a number: clap's parser says so, on the default shape's command line.
-        assert_eq!(chosen(&["--layers", "six"]).unwrap(), &[4, 128]);
-        assert_eq!(chosen(&["--layers"]).unwrap(), &[4, 128]);
-    }
-
-    #[test]
-    fn a_shape_not_compiled_in_names_the_compiled_ones() {
-        let err = chosen(&["--layers", "6"]).unwrap_err();
-        assert!(err.contains("no model of `--layers 6 --width 128` is compiled into this program"), "{err}");
-        assert!(err.contains("it holds `--layers 4 --width 128`, `--layers 6 --width 384` (the first"), "{err}");
-        assert!(err.contains("Add it to the example's list and rebuild."), "{err}");
-    }
-
-    #[test]
-    #[should_panic(expected = "example shape [6]: 1 values for the 2 flags")]
-    fn a_shape_without_a_value_per_flag_is_named() {
-        const SHORT: ModelShapes =
-            ModelShapes { compiled: &[ModelShape { values: &[6], main: never, parameters: none }], ..SHAPES };
-        let _ = SHORT.chosen(&[OsString::from("gpt")]);
-    }
-
-    #[test]
-    fn help_names_every_shape_and_the_default() {
-        let command = SHAPES.with_flags(clap::Command::new("gpt"));
-        let help = command.clone().render_long_help().to_string();
-        assert!(help.contains("--layers <N>"), "{help}");
-        let held = "The shapes this program holds: `--layers 4 --width 128`, `--layers 6 --width 384`";
-        assert!(help.contains(held), "{help}");
-        assert!(help.contains("[default: 4]"), "{help}");
-        let matches = command.clone().try_get_matches_from(["gpt", "--width", "384", "--layers", "6"]).unwrap();
-        assert_eq!(SHAPES.check_parsed(&matches, &SHAPES.compiled[1]).unwrap(), "--layers 6 --width 384");
-        let err = SHAPES.check_parsed(&matches, &SHAPES.compiled[0]).unwrap_err().to_string();
-        assert!(err.contains("reads as `--layers 6 --width 384`, but `--layers 4 --width 128` was chosen"), "{err}");
+    match chosen {
+        Ok(shape) => (shape.main)(defaults, shapes, ChosenShape { argv, note }),
+        Err(e) => {
+            if let (Some(note), 0) = (note, launched_rank().unwrap_or(0)) {
+                console::err_line(&note);
+            }
+            crate::parse_failure::exit(e)
+        }
     }
 }

@@ -1,0 +1,29 @@
+//! What a run's start file holds: the parameters file of `--init-params`, or the newest
+//! checkpoint's of `--resume`, by its parameters' names and shapes, which tell a compiled shape
+//! (as nanoGPT's `sample.py` takes a model's sizes from its checkpoint).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use overlap_runtime::checkpoint::latest_model_file;
+use overlap_runtime::params_file::load_params;
+
+use super::words::last_value;
+
+/// A model's parameters by name, with their shapes, sorted by name: what tells a compiled shape.
+pub type ParameterShapes = Vec<(String, Vec<usize>)>;
+
+/// The parameters, by name with their shapes and sorted, of `argv`'s start file, and the flag
+/// that named it as typed (`--init-params b.st`). `None` without a start file, or where it cannot
+/// be read: the run then refuses it, with its reason.
+pub(super) fn parameters_of_start(argv: &[OsString]) -> Option<(ParameterShapes, String)> {
+    let (file, from) = match (last_value(argv, "--init-params"), last_value(argv, "--resume")) {
+        (Some(file), _) => (PathBuf::from(&file), format!("--init-params {}", file.to_string_lossy())),
+        (None, Some(dir)) => (latest_model_file(Path::new(&dir))?, format!("--resume {}", dir.to_string_lossy())),
+        (None, None) => return None,
+    };
+    let mut held: ParameterShapes =
+        load_params(&file).ok()?.into_iter().map(|(name, shape, _)| (name, shape)).collect();
+    held.sort();
+    Some((held, from))
+}
