@@ -44,11 +44,11 @@ pub struct ModelShapes {
 pub struct ModelShape {
     /// The value of each of `ModelShapes::flags`, in their order.
     pub values: &'static [usize],
-    /// Trains this shape, given the command line (set by `ModelShape::of`).
-    pub main: fn(&ExampleDefaults, &ModelShapes, ChosenShape) -> ExitCode,
+    /// Trains this shape, given the command line.
+    main: fn(&ExampleDefaults, &ModelShapes, ChosenShape) -> ExitCode,
     /// The model's parameters as a parameters file names them, with their shapes: how a file
     /// given without shape flags tells which shape it holds.
-    pub parameters: fn() -> ParameterShapes,
+    parameters: fn() -> ParameterShapes,
 }
 
 impl ModelShape {
@@ -60,7 +60,7 @@ impl ModelShape {
 
 /// The command line a chosen shape runs, and what rank 0 says about the choice once it parses.
 #[derive(Debug)]
-pub struct ChosenShape {
+struct ChosenShape {
     argv: Vec<OsString>,
     note: Option<String>,
 }
