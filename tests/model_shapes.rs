@@ -77,6 +77,12 @@ fn a_shape_not_compiled_in_is_refused_naming_the_compiled_ones() {
     }
     let (code, text) = gpt(dir.path(), &["--layers", "6", "--steps", "1"]);
     assert!(code == Some(2) && text.contains("no model of `--layers 6 --heads 4 --width 128`"), "{text}");
+    // A context past the shape's positions names the shape, whose siblings may hold more.
+    std::fs::write(dir.path().join("t.txt"), TEXT.repeat(20)).unwrap();
+    let (code, text) = gpt(dir.path(), &["--text", "t.txt", "--steps", "1", "--context", "100"]);
+    let said = "--context 100: Gpt's position embedding has rows for 64 positions in this program's shape \
+                `--layers 4 --heads 4 --width 128` (--help lists its others)";
+    assert!(code != Some(0) && text.contains(said), "{text}");
     // Not a number: clap's own message, naming the flag.
     let (code, text) = gpt(dir.path(), &["--width", "wide"]);
     assert!(code == Some(2) && text.contains("invalid value 'wide' for '--width <N>'"), "{text}");

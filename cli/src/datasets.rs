@@ -221,9 +221,15 @@ fn context<M: DistributedModel>(flag: &str, args: &TrainArgs, features: usize) -
         )));
     }
     match (args.context, positions) {
-        (Some(context), Some(rows)) if context > rows => Err(Error::Config(format!(
-            "--context {context}: {model}'s position embedding has rows for {rows} positions"
-        ))),
+        (Some(context), Some(rows)) if context > rows => {
+            // A program of several shapes may hold one with more positions.
+            let shape = args
+                .model_shape()
+                .map_or(String::new(), |shape| format!(" in this program's shape `{shape}` (--help lists its others)"));
+            Err(Error::Config(format!(
+                "--context {context}: {model}'s position embedding has rows for {rows} positions{shape}"
+            )))
+        }
         (Some(context), _) => Ok(context),
         (None, Some(rows)) => Ok(rows),
         (None, None) => {
