@@ -399,7 +399,7 @@ def catalogue() -> list:
     add(c, "gpt --clip-grad-norm none", 2, "invalid float literal")
     add(c, "gpt --eval-batches 0", 2, "must be at least 1")
     add(c, "gpt --dropout 1", 2, "must be at least 0 and less than 1 (the share of activations dropped), got 1")
-    add(c, "gpt --dropout nan", 2, "got NaN")
+    add(c, "gpt --dropout nan", 2, "got nan")
     add(c, f"mlp {RUN} --dropout 0.2", 1, "--dropout 0.2: Mlp has no `Dropout` layer nor attention", forbid="step      1")
     add(c, "gpt --context 8", 1, "--context sets the length of --text or --tokens samples; neither is given")
     # 601 characters: 540 to train on, 61 held out, too few for a window of 64 and its next one.
@@ -415,6 +415,11 @@ def catalogue() -> list:
     add(c, "printf '' > e.txt && prepare --text e.txt --out shards", 1, "empty: nothing to prepare")
     add(c, "printf 'caf\\351' > l.txt && prepare --text l.txt --out shards", 1, "not UTF-8 text (invalid at byte 3)")
     add(c, "gpt --steps 2", 1, "Gpt reads token ids: give it a text (--text FILE) or token shards (--tokens PATH)")
+    # The compiled shapes: one not held, a number past usize, a flag left without its value.
+    add(c, "gpt --layers 0", 2, "no model of `--layers 0 --heads 4 --width 128` is compiled into this program")
+    add(c, "gpt --width 99999999999999999999999", 2, "invalid value '99999999999999999999999' for '--width <N>'")
+    add(c, "gpt --layers 6 --heads 6 --width", 2, "a value is required for '--width <N>'")
+    add(c, "gpt --data /dev/null --steps 1", 1, "/dev/null: empty")
     add(c, "mlp --comm-only --steps 0", 1, "--steps 0 trains nothing")
     add(c, text + "gpt --text t.txt --steps 0 --sample 5", 1, "--steps 0 trains nothing")
     add(c, text + "prepare --text t.txt --out s --name a && prepare --text t.txt --out s2 --name b && "
