@@ -38,6 +38,36 @@ fn saved_shapes(file: &Path) -> Vec<(String, Vec<usize>)> {
     named
 }
 
+/// Writes `bytes` into the FIFO `fifo` once a reader opens it, within two minutes (a writer
+/// that waited in a blocking open would outlive a run that never reads).
+fn feed_once(fifo: &Path, bytes: Vec<u8>) -> std::thread::JoinHandle<std::io::Result<()>> {
+    use std::io::{ErrorKind, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::time::{Duration, Instant};
+    let fifo = fifo.to_owned();
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let nap = || std::thread::sleep(Duration::from_millis(2));
+        let mut file = loop {
+            // Without a reader, a non-blocking open for writing fails with ENXIO.
+            match std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&fifo) {
+                Ok(file) => break file,
+                Err(e) if e.raw_os_error() == Some(libc::ENXIO) && Instant::now() < deadline => nap(),
+                Err(e) => return Err(e),
+            }
+        };
+        let mut rest = &bytes[..];
+        while !rest.is_empty() {
+            match file.write(rest) {
+                Ok(n) => rest = &rest[n..],
+                Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < deadline => nap(),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    })
+}
+
 #[test]
 fn each_compiled_shape_trains_the_model_its_flags_name() {
     let dir = scratch("shapes");
@@ -179,6 +209,21 @@ fn a_start_file_without_shape_flags_runs_the_shape_it_holds() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && text.contains("b\u{fffd}.st holds the model of `--layers 6"), "{text}");
+    // A pipe is read once, by the run: its shape cannot be told beforehand, the flags give it.
+    // (A second read would wait for a writer that has gone: `timeout` ends it.)
+    let fifo = dir.path().join("b.fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let writer = feed_once(&fifo, std::fs::read(dir.path().join("b.st")).unwrap());
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg(example("gpt"))
+        .current_dir(dir.path())
+        .args([&["--steps", "0", "--init-params", "b.fifo", "--sample", "5"][..], &baby].concat())
+        .output()
+        .unwrap();
+    writer.join().unwrap().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("sample (5 characters"), "{:?}: {text}", out.status);
     // The default shape's own file needs no note.
     let (code, text) = gpt(dir.path(), &[&run[..], &["--steps", "1", "--save-params", "n.st"]].concat());
     assert_eq!(code, Some(0), "{text}");

@@ -14,14 +14,18 @@ use super::words::last_value;
 pub type ParameterShapes = Vec<(String, Vec<usize>)>;
 
 /// The parameters, by name with their shapes and sorted, of `argv`'s start file, and the flag
-/// that named it as typed (`--init-params b.st`). `None` without a start file, or where it cannot
-/// be read: the run then refuses it, with its reason.
+/// that named it as typed (`--init-params b.st`). `None` without a start file, where it cannot
+/// be read (the run then refuses it, with its reason), or where it is not a regular file: a pipe
+/// (`--init-params <(zcat p.safetensors.gz)`) read here would leave the run nothing to read.
 pub(super) fn parameters_of_start(argv: &[OsString]) -> Option<(ParameterShapes, String)> {
     let (file, from) = match (last_value(argv, "--init-params"), last_value(argv, "--resume")) {
         (Some(file), _) => (PathBuf::from(&file), format!("--init-params {}", file.to_string_lossy())),
         (None, Some(dir)) => (latest_model_file(Path::new(&dir))?, format!("--resume {}", dir.to_string_lossy())),
         (None, None) => return None,
     };
+    if !std::fs::metadata(&file).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
     let mut held: ParameterShapes =
         load_params(&file).ok()?.into_iter().map(|(name, shape, _)| (name, shape)).collect();
     held.sort();
