@@ -69,10 +69,22 @@ pub fn parse<M: DistributedModel>(
     defaults: &ExampleDefaults,
     argv: impl IntoIterator<Item = std::ffi::OsString>,
 ) -> TrainArgs {
-    let command = crate::args::for_model::<M>(command(defaults));
-    let matches: ArgMatches =
-        crate::args::named(command).try_get_matches_from(argv).unwrap_or_else(|e| crate::parse_failure::exit(e));
-    TrainArgs::from_matches(&matches).unwrap_or_else(|e| crate::parse_failure::exit(e))
+    parse_with::<M>(defaults, argv, |command| command, |_, args| Ok(args))
+}
+
+/// `parse`, with flags of the program's own added to the command line (`extend`) and read back
+/// from what it parsed (`finish`, which may refuse them as clap refuses a bad value).
+pub(crate) fn parse_with<M: DistributedModel>(
+    defaults: &ExampleDefaults,
+    argv: impl IntoIterator<Item = std::ffi::OsString>,
+    extend: impl FnOnce(clap::Command) -> clap::Command,
+    finish: impl FnOnce(&ArgMatches, TrainArgs) -> Result<TrainArgs, clap::Error>,
+) -> TrainArgs {
+    let command = extend(crate::args::for_model::<M>(command(defaults)));
+    let parsed = crate::args::named(command)
+        .try_get_matches_from(argv)
+        .and_then(|matches| TrainArgs::from_matches(&matches).and_then(|args| finish(&matches, args)));
+    parsed.unwrap_or_else(|e| crate::parse_failure::exit(e))
 }
 
 /// Refuses a `--lr` below the minimum rate of a `--lr-schedule` the user did not give (the

@@ -197,13 +197,16 @@ fn parse_in_shape<M: DistributedModel>(
     shapes: &ModelShapes,
     argv: Vec<OsString>,
 ) -> TrainArgs {
-    let command = shapes.with_flags(crate::args::for_model::<M>(example_defaults::command(defaults)));
-    let parsed = crate::args::named(command).try_get_matches_from(&argv).and_then(|matches| {
-        let mut args = TrainArgs::from_matches(&matches)?;
-        args.model_shape = Some(shapes.check_parsed(&matches, shapes.chosen(&argv)?)?);
-        Ok(args)
-    });
-    parsed.unwrap_or_else(|e| crate::parse_failure::exit(e))
+    let chosen = shapes.chosen(&argv);
+    example_defaults::parse_with::<M>(
+        defaults,
+        argv,
+        |command| shapes.with_flags(command),
+        |matches, mut args| {
+            args.model_shape = Some(shapes.check_parsed(matches, chosen?)?);
+            Ok(args)
+        },
+    )
 }
 
 /// Trains the shape of `shapes` that the command line asks for: the one its flags name or,
