@@ -6,14 +6,15 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use overlap_runtime::checkpoint::latest_model_file;
-use overlap_runtime::params_file::load_params;
+use overlap_runtime::params_file::param_shapes;
 
 use super::words::last_value;
 
 /// A model's parameters by name, with their shapes, sorted by name: what tells a compiled shape.
 pub type ParameterShapes = Vec<(String, Vec<usize>)>;
 
-/// The parameters, by name with their shapes and sorted, of `argv`'s start file, and the flag
+/// The parameters, by name with their shapes and sorted, of `argv`'s start file (its header
+/// alone is read: the run reads the values), and the flag
 /// that named it as typed (`--init-params b.st`). `None` without a start file, where it cannot
 /// be read (the run then refuses it, with its reason), or where it is not a regular file: a pipe
 /// (`--init-params <(zcat p.safetensors.gz)`) read here would leave the run nothing to read.
@@ -26,8 +27,5 @@ pub(super) fn parameters_of_start(argv: &[OsString]) -> Option<(ParameterShapes,
     if !std::fs::metadata(&file).is_ok_and(|m| m.is_file()) {
         return None;
     }
-    let mut held: ParameterShapes =
-        load_params(&file).ok()?.into_iter().map(|(name, shape, _)| (name, shape)).collect();
-    held.sort();
-    Some((held, from))
+    Some((param_shapes(&file).ok()?, from))
 }

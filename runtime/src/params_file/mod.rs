@@ -13,6 +13,9 @@ use crate::process::atomic_write::write_atomically;
 use crate::process::input_files::read_unless_device;
 use crate::tensor_file::{self, Tensor};
 
+mod shapes;
+pub use shapes::param_shapes;
+
 /// The f32 values of little-endian `bytes`.
 pub(crate) fn f32_values(bytes: &[u8]) -> Vec<f32> {
     bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
