@@ -14,25 +14,22 @@ mod doubts;
 mod format;
 mod locate;
 mod names;
+mod prepare;
 mod reader;
 mod staging;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::content_hash::ContentHash;
 use crate::data::{Batch, Dataset};
 use crate::error::{Error, Result};
 pub use doubts::shard_doubts;
-pub use format::{HEADER_INTS, MAGIC, VERSION};
+pub use format::{write_shard, HEADER_INTS, MAGIC, VERSION};
 pub use locate::{locate, val_namesake};
-use names::split_part;
+pub use names::VOCABULARY_FILE;
+pub use prepare::{prepare_characters, Prepared};
 pub use reader::read_shard;
 use reader::ShardFile;
-
-/// The file `prepare_characters` writes the vocabulary to, beside the shards: the characters
-/// of token 0, 1, ..., as UTF-8.
-pub const VOCABULARY_FILE: &str = "vocabulary.txt";
 
 /// One shard and how many windows it holds.
 struct Shard {
@@ -228,27 +225,6 @@ impl Dataset for TokenShards {
     }
 }
 
-/// Writes `tokens` as one shard, through a temporary file renamed over `path`.
-pub fn write_shard(path: &Path, tokens: &[u16]) -> Result<()> {
-    let count = i32::try_from(tokens.len()).map_err(|_| {
-        Error::Dataset(format!("{}: {} tokens, more than a shard's header counts", path.display(), tokens.len()))
-    })?;
-    let mut bytes = Vec::with_capacity(HEADER_INTS * 4 + tokens.len() * 2);
-    let mut header = [0i32; HEADER_INTS];
-    header[..3].copy_from_slice(&[MAGIC, VERSION, count]);
-    header.iter().for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
-    tokens.iter().for_each(|t| bytes.extend_from_slice(&t.to_le_bytes()));
-    write_file(path, &bytes)
-}
-
-fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    let io = |source| Error::Io { path: path.to_owned(), source };
-    let partial = path.with_extension("partial");
-    let mut file = std::fs::File::create(&partial).map_err(io)?;
-    file.write_all(bytes).and_then(|()| file.sync_all()).map_err(io)?;
-    std::fs::rename(&partial, path).map_err(io)
-}
-
 /// The vocabulary file beside a shard, if `prepare_characters` wrote one: token `i` is its
 /// `i`-th character, so no character may appear twice.
 fn read_vocabulary(shard: &Path) -> Result<Option<String>> {
@@ -273,131 +249,6 @@ pub fn vocabulary_beside(path: &Path) -> Result<Option<(PathBuf, String)>> {
         return Err(Error::Dataset(format!("{}: no training shards", path.display())));
     };
     Ok(read_vocabulary(first)?.map(|vocabulary| (first.with_file_name(VOCABULARY_FILE), vocabulary)))
-}
-
-/// `--tokens` reads every shard of a folder, against the one `vocabulary.txt`: shards of another
-/// text, or more of an earlier run of this one, must not be left beside new ones.
-fn refuse_earlier_shards(out: &Path) -> Result<()> {
-    let Ok(listed) = std::fs::read_dir(out) else { return Ok(()) }; // Missing: created next.
-    let mut earlier: Vec<String> = listed
-        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-        .filter(|n| n == "vocabulary.txt" || split_part(n).is_some())
-        .collect();
-    earlier.sort();
-    match earlier.first() {
-        None => Ok(()),
-        Some(first) => Err(Error::Dataset(format!(
-            "{}: already holds token shards or a vocabulary ({first}, {} file(s) in all); a folder's shards are \
-             read together, against one vocabulary, so write into an empty one",
-            out.display(),
-            earlier.len()
-        ))),
-    }
-}
-
-/// What `prepare_characters` wrote.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Prepared {
-    /// The sorted distinct characters, token 0 first, as written to `vocabulary.txt`.
-    pub vocabulary: String,
-    /// The training shards, in order.
-    pub train: Vec<PathBuf>,
-    /// The validation shards, in order; none when the last 10% is too short for a sample.
-    pub val: Vec<PathBuf>,
-    /// Tokens in the training shards: the text's first 90%.
-    pub train_tokens: usize,
-    /// Tokens in the validation shards (0 when none was written).
-    pub val_tokens: usize,
-}
-
-/// `text` as character tokens in `out`: the first 90% in `<stem>_train_NNNNNN.bin` shards of at
-/// most `shard_tokens` tokens, the rest in `<stem>_val_NNNNNN.bin` shards alike, and the
-/// vocabulary (the sorted distinct characters) in `vocabulary.txt`.
-pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usize) -> Result<Prepared> {
-    if shard_tokens < 2 {
-        return Err(Error::Config(format!(
-            "shards of {shard_tokens} token(s) hold no sample: a sample is at least a token and its next one"
-        )));
-    }
-    let vocab = crate::text::vocabulary(text);
-    if vocab.len() > usize::from(u16::MAX) + 1 {
-        return Err(Error::Dataset(format!("{} distinct characters: token ids are 16-bit", vocab.len())));
-    }
-    let tokens: Vec<u16> = text.chars().map(|c| vocab.binary_search(&c).expect("in the vocabulary") as u16).collect();
-    let train_end = (tokens.len() as f64 * 0.9) as usize;
-    if train_end < 2 {
-        return Err(Error::Dataset(format!(
-            "{} character(s): their first 90% ({train_end} token(s)) cannot make one training sample, an input and \
-             the token after it",
-            tokens.len()
-        )));
-    }
-    // The shards go into `out`, named after `stem`: a path would put them elsewhere.
-    if stem.is_empty() || stem.contains(['/', '\0']) || stem == "." || stem == ".." {
-        return Err(Error::Config(format!(
-            "shard name {stem:?}: give a plain name (no `/`), which the shards' file names start with"
-        )));
-    }
-    if out.exists() && !out.is_dir() {
-        return Err(Error::Config(format!(
-            "{}: exists and is not a folder; the shards go into a folder",
-            out.display()
-        )));
-    }
-    refuse_earlier_shards(out)?;
-    // Everything is written into a staging folder first and moved into `out` once whole, so that
-    // a failed or interrupted run leaves no shards that `--tokens` would read as a dataset.
-    let folder = staging::begin(out, stem)?;
-    let published = write_staged(&tokens, train_end, &vocab, &folder, stem, shard_tokens).and_then(|staged| {
-        // Shards first and the vocabulary last.
-        let files: Vec<PathBuf> =
-            staged.train.iter().chain(&staged.val).cloned().chain([folder.join(VOCABULARY_FILE)]).collect();
-        staging::publish(&folder, out, &files)?;
-        let moved = |files: &[PathBuf]| staging::moved_into(out, files);
-        Ok(Prepared { train: moved(&staged.train), val: moved(&staged.val), ..staged })
-    });
-    if published.is_err() {
-        staging::abandon(&folder);
-    }
-    published
-}
-
-/// The shards and the vocabulary, written into `out`.
-fn write_staged(
-    tokens: &[u16],
-    train_end: usize,
-    vocab: &[char],
-    out: &Path,
-    stem: &str,
-    shard_tokens: usize,
-) -> Result<Prepared> {
-    let write = |split: &str, parts: &[u16]| -> Result<Vec<PathBuf>> {
-        // Shards of at most `shard_tokens` as equal as can be, not full ones and a short last one, which
-        // could be too short for one sample; and never of one token, which holds no sample at all
-        // (an odd split into shards of 2 begins with one of 3). The first `n % count` shards take
-        // one token more than the others.
-        if parts.len() < 2 {
-            return Ok(Vec::new()); // No shard could hold a sample (an empty split, or one token).
-        }
-        let count = parts.len().div_ceil(shard_tokens.max(1)).min(parts.len() / 2);
-        let (size, longer) = (parts.len() / count, parts.len() % count);
-        let mut written = Vec::new();
-        let mut start = 0;
-        for k in 0..count {
-            let end = start + size + usize::from(k < longer);
-            let path = out.join(format!("{stem}_{split}_{k:06}.bin"));
-            write_shard(&path, &parts[start..end])?;
-            written.push(path);
-            start = end;
-        }
-        Ok(written)
-    };
-    let (train, val) = (write("train", &tokens[..train_end])?, write("val", &tokens[train_end..])?);
-    let vocabulary: String = vocab.iter().collect();
-    write_file(&out.join(VOCABULARY_FILE), vocabulary.as_bytes())?;
-    // A held-out part too short for a sample was not written.
-    let val_tokens = if val.is_empty() { 0 } else { tokens.len() - train_end };
-    Ok(Prepared { vocabulary, train, val, train_tokens: train_end, val_tokens })
 }
 
 #[cfg(test)]

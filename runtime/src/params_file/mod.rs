@@ -14,6 +14,8 @@ use crate::process::input_files::read_unless_device;
 use crate::tensor_file::{self, Tensor};
 
 mod shapes;
+#[cfg(test)]
+mod tests;
 pub use shapes::param_shapes;
 
 /// The f32 values of little-endian `bytes`.

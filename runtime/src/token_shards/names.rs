@@ -1,4 +1,8 @@
-//! What a shard's file name says: the split it holds.
+//! What a shard's file name says (the split it holds), and the vocabulary file's name.
+
+/// The file `prepare_characters` writes the vocabulary to, beside the shards: the characters
+/// of token 0, 1, ..., as UTF-8.
+pub const VOCABULARY_FILE: &str = "vocabulary.txt";
 
 /// Where a shard's name says which split it holds, and which: the last part of its stem, parts
 /// separated by `_`, `-` or `.`, not counting trailing numbers, is `train` or `val` (llm.c's

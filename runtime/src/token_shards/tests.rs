@@ -1,5 +1,6 @@
 //! Shards written and read back, malformed ones refused, and what `prepare_characters` writes.
 
+use super::names::split_part;
 use super::*;
 
 #[test]

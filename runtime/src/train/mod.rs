@@ -14,6 +14,7 @@ mod preflight;
 mod progress;
 mod run;
 mod same_start;
+mod start_notes;
 mod start_point;
 mod stop;
 mod summary;
@@ -23,7 +24,7 @@ mod validation;
 use std::path::PathBuf;
 
 use crate::checkpoint;
-use crate::comm::{CommConfig, CommMode, Communicator};
+use crate::comm::{CommConfig, Communicator};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::loss::Loss;
@@ -329,44 +330,14 @@ impl<'c> Trainer<'c> {
             // A checkpoint holds whole state (see `checkpoint::shards`): this rank keeps its slices.
             checkpoint::shards::keep_own(&mut optimizer, &M::SCHEDULE, comm);
         }
-        if comm.rank() == 0
-            && comm.world_size() > 1
-            && comm.shards_optimizer(&M::SCHEDULE)
-            && comm.mode() == CommMode::Skip
-        {
-            console::err_line(
-                "note: compute-only with sharded optimizer state: each rank updates its own slice of every bucket \
-                 and gathers none, so the rest of its parameters keep their first values (the steps time a sharded \
-                 step without its communication)",
-            );
-        }
+        // Every rank runs its products on the threads asked for; rank 0 says what may surprise.
         let threads_note = match config.device {
             Device::Cpu => crate::host::threads::use_for_products(config.threads),
             Device::Cuda { .. } => (config.threads > 1)
                 .then(|| "threads for the products have no effect on a GPU, which runs them".to_string()),
         };
-        if let (0, Some(note)) = (comm.rank(), threads_note) {
-            console::err_line(&format!("note: {note}"));
-        }
-        #[cfg(feature = "mkl")]
-        if let (0, Device::Cpu) = (comm.rank(), config.device) {
-            for note in crate::host::mkl::notes(crate::host::threads::count()) {
-                console::err_line(&format!("note: {note}"));
-            }
-        }
-        if let (0, Some(note)) =
-            (comm.rank(), preflight::link_outlasts_timeout(&config, &M::SCHEDULE, comm.world_size()))
-        {
-            console::err_line(&format!("note: {note}"));
-        }
-        let base = config.optimizer.base_lr();
-        if let (0, Some(note)) = (comm.rank(), config.optimizer.lr_schedule.unfinished_warm_up(base, config.steps)) {
-            console::err_line(&format!("note: {note}"));
-        }
-        if let (0, Device::Cpu, Some(note)) =
-            (comm.rank(), config.device, crate::host::blas_core::slower_kernels_note())
-        {
-            console::err_line(&format!("note: {note}"));
+        if comm.rank() == 0 {
+            start_notes::print::<M>(&config, comm, threads_note);
         }
         let progress = if comm.rank() == 0 { &*progress } else { &NoProgress };
         // Listening until every output is written: a signal after the last step has begun lets
