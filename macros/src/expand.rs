@@ -185,6 +185,8 @@ mod host_impl;
 mod layer_checks;
 
 #[cfg(test)]
+mod binding_tests;
+#[cfg(test)]
 mod fuzz_tests;
 #[cfg(test)]
 mod shard_tests;

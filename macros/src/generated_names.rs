@@ -5,10 +5,24 @@
 use overlap_plan::{ParamRef, Schedule};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
+use syn::ext::IdentExt;
 use syn::{Ident, Type};
 
 use crate::ast::Model;
 use crate::helpers::{lit, suffixed};
+
+/// A name the generated code binds, an argument or a local: `name` after `__`. A `let` cannot
+/// shadow a constant or a static, and macro hygiene keeps no item of the user's out of the
+/// generated code, so a crate's lowercase `const dev` (or `static b0`) would otherwise turn
+/// `let dev = ..` into a pattern, or an error.
+pub fn local(name: &str) -> Ident {
+    format_ident!("__{}", name)
+}
+
+/// A local named after a model's field: `__fc1_weight` (`__type_weight` for `r#type`).
+pub fn local_of(field: &Ident, suffix: &str) -> Ident {
+    local(&format!("{}_{suffix}", field.unraw()))
+}
 
 /// Every identifier the generated code uses, derived once from the model.
 pub struct Names<'s> {
@@ -27,8 +41,12 @@ pub struct Names<'s> {
     pub types: Vec<Type>,
     /// Residual blocks: `(first, last, sum)`, the sum's workspace entry `<sum>_sum`.
     pub residuals: Vec<(usize, usize, Ident)>,
-    /// `b0`, `b1`, ...: buckets in launch order.
+    /// `b0`, `b1`, ...: buckets in launch order, as fields of the gradient and in-flight structs.
     pub buckets: Vec<Ident>,
+    /// `__b0`, `__b1`, ...: the same buckets held in the generated functions' locals.
+    pub bucket_locals: Vec<Ident>,
+    /// `__b0_in_flight`, ...: each bucket's all-reduce, from its launch to its wait point.
+    pub pending: Vec<Ident>,
     /// Backward stops at the first layer with parameters: nothing before it has gradients.
     pub first_param_layer: usize,
     /// Per layer, the parameter of an earlier layer it is tied to (`#[tied(..)]`).
@@ -62,6 +80,8 @@ impl<'s> Names<'s> {
             types: model.fields.iter().map(|f| f.ty.clone()).collect(),
             residuals: model.residuals.iter().map(|r| (r.first, r.last, suffixed(&r.ident, "sum"))).collect(),
             buckets: (0..schedule.buckets.len()).map(|k| format_ident!("b{}", k)).collect(),
+            bucket_locals: (0..schedule.buckets.len()).map(|k| local(&format!("b{k}"))).collect(),
+            pending: (0..schedule.buckets.len()).map(|k| local(&format!("b{k}_in_flight"))).collect(),
             first_param_layer,
             tied: schedule.layers.iter().map(|l| l.tied).collect(),
             grad_slots,
@@ -128,10 +148,10 @@ impl<'s> Names<'s> {
     /// else its workspace buffer.
     pub(crate) fn grad_of(&self, j: usize) -> TokenStream {
         match self.grad_slots[j] {
-            None => quote!(dy),
+            None => quote!(__dy),
             Some(slot) => {
                 let g = format_ident!("grad_{}", slot);
-                quote!(&ws.#g)
+                quote!(&__ws.#g)
             }
         }
     }
@@ -141,7 +161,7 @@ impl<'s> Names<'s> {
     pub(crate) fn grad_buffer_mut(&self, j: usize) -> TokenStream {
         let slot = self.grad_slots[j].expect("a layer after the first with parameters has a gradient buffer");
         let g = format_ident!("grad_{}", slot);
-        quote!(&mut ws.#g)
+        quote!(&mut __ws.#g)
     }
 
     /// The residual blocks that end at layer `i`, innermost (latest first layer) first: each adds
@@ -175,30 +195,30 @@ impl<'s> Names<'s> {
     /// block ending with it.
     pub(crate) fn output_of(&self, i: usize) -> TokenStream {
         match self.ending_at(i).last() {
-            Some((_, _, sum)) => quote!(ws.#sum),
+            Some((_, _, sum)) => quote!(__ws.#sum),
             None => {
                 let o = suffixed(&self.fields[i], "out");
-                quote!(ws.#o)
+                quote!(__ws.#o)
             }
         }
     }
 
     pub(crate) fn input_of(&self, i: usize) -> TokenStream {
         if i == 0 {
-            quote!(ws.input)
+            quote!(__ws.input)
         } else {
             self.output_of(i - 1)
         }
     }
 
-    /// `let [fc1_bias, fc1_weight] = __S::views_mut(Slot::get_mut(&mut b2), [(0, 2048), (2048, 1605632)]);` per bucket the
+    /// `let [__fc1_bias, __fc1_weight] = __S::views_mut(Slot::get_mut(&mut __b2), [(0, 2048), (2048, 1605632)]);` per bucket the
     /// layer's parameters live in (views in buffer order, which `views_mut` needs: gradient-ready
     /// order puts a layer's last parameter first), and the `&mut [..]` list in parameter order.
     pub(crate) fn gradient_views(&self, i: usize, owned: bool) -> (TokenStream, TokenStream) {
         let layer = &self.schedule.layers[i];
         let f = &self.fields[i];
-        // `c_attn.weight` names the view `attn_c_attn_weight`.
-        let view = |p: usize| suffixed(f, &layer.params[p].name.replace('.', "_"));
+        // `c_attn.weight` names the view `__attn_c_attn_weight`.
+        let view = |p: usize| local_of(f, &layer.params[p].name.replace('.', "_"));
         let mut lets = TokenStream::new();
         let mut used: Vec<usize> = layer.params.iter().map(|p| p.bucket).collect();
         used.sort_unstable();
@@ -211,7 +231,7 @@ impl<'s> Names<'s> {
                 let (off, len) = (lit(layer.params[p].offset), lit(layer.params[p].numel()));
                 quote!((#off, #len))
             });
-            let b = &self.buckets[k];
+            let b = &self.bucket_locals[k];
             let bucket = if owned { quote!(::overlap::program::Slot::get_mut(&mut #b)) } else { quote!(&mut *#b) };
             lets.extend(quote!(let [#(#names),*] = __S::views_mut(#bucket, [#(#ranges),*]);));
         }

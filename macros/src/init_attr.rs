@@ -158,7 +158,7 @@ pub fn init_expr(
     spec: Option<&LayerSpec>,
 ) -> TokenStream {
     let i = crate::helpers::lit(index);
-    let own = quote!(<#ty as ::overlap::Layer>::init(&mut rng));
+    let own = quote!(<#ty as ::overlap::Layer>::init(&mut __rng));
     let f32_lit = |v: f64| proc_macro2::Literal::f32_unsuffixed(v as f32);
     let named: Vec<TokenStream> = match (init, spec) {
         (Some(init), Some(spec)) => spec
@@ -178,7 +178,7 @@ pub fn init_expr(
     let value = match std {
         Some(std) if named.is_empty() => {
             let std = f32_lit(std);
-            quote!(::overlap::__private::init_normal(#own, &mut rng, #std))
+            quote!(::overlap::__private::init_normal(#own, &mut __rng, #std))
         }
         None if named.is_empty() => own,
         std => {
@@ -189,11 +189,11 @@ pub fn init_expr(
                 }
                 None => quote!(::core::option::Option::None),
             };
-            quote!(::overlap::__private::init_normal_params(#own, &mut rng, #std, &[#(#named),*]))
+            quote!(::overlap::__private::init_normal_params(#own, &mut __rng, #std, &[#(#named),*]))
         }
     };
     quote!({
-        let mut rng = ::overlap::InitRng::for_layer(seed, #i);
+        let mut __rng = ::overlap::InitRng::for_layer(__seed, #i);
         #value
     })
 }

@@ -6,8 +6,8 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
-use syn::Ident;
 
+use crate::generated_names::local_of;
 pub use crate::generated_names::Names;
 use crate::helpers::{lit, suffixed};
 
@@ -15,32 +15,32 @@ use crate::helpers::{lit, suffixed};
 /// right before the first layer that reads one of its parameters.
 pub fn forward_body(n: &Names, gathering: bool) -> TokenStream {
     let mut out = quote! {
-        ws.context = *ctx;
-        dev.copy_input(input, &mut ws.input)?;
+        __ws.context = *__ctx;
+        __dev.copy_input(__input, &mut __ws.input)?;
     };
     let gathers = n.schedule.gather_groups();
     for (i, f) in n.fields.iter().enumerate() {
         if gathering {
             for (g, _) in gathers.iter().enumerate().filter(|(_, group)| group.first_read == i) {
                 let g = lit(g);
-                out.extend(quote!(gather.wait_gather(#g, self)?;));
+                out.extend(quote!(__gather.wait_gather(#g, self)?;));
             }
         }
         let (input, o, s, index) = (n.input_of(i), suffixed(f, "out"), suffixed(f, "saved"), lit(i));
         let layer = &n.access[i];
         out.extend(match n.tied[i] {
-            None => quote!(dev.forward(#index, &self.#layer, &ws.context, &#input, &mut ws.#o, &mut ws.#s)?;),
+            None => quote!(__dev.forward(#index, &self.#layer, &__ws.context, &#input, &mut __ws.#o, &mut __ws.#s)?;),
             Some(t) => {
                 let tied = n.tied_arg(t);
-                quote!(dev.forward_tied(#index, &self.#layer, #tied, &ws.context, &#input, &mut ws.#o, &mut ws.#s)?;)
+                quote!(__dev.forward_tied(#index, &self.#layer, #tied, &__ws.context, &#input, &mut __ws.#o, &mut __ws.#s)?;)
             }
         });
         // Residual blocks ending here: output = f(x) + x, innermost first.
-        let mut from = quote!(ws.#o);
+        let mut from = quote!(__ws.#o);
         for (first, _, sum) in n.ending_at(i) {
             let x = n.input_of(*first);
-            out.extend(quote!(dev.set_sum(&mut ws.#sum, &#from, &#x)?;));
-            from = quote!(ws.#sum);
+            out.extend(quote!(__dev.set_sum(&mut __ws.#sum, &#from, &#x)?;));
+            from = quote!(__ws.#sum);
         }
     }
     let last = n.output_of(n.last());
@@ -51,25 +51,25 @@ pub fn forward_body(n: &Names, gathering: bool) -> TokenStream {
 /// The backward pass; with `sync`, each bucket's all-reduce is launched right after the layer
 /// that completes it, without it (`backward_no_sync_on`) gradients only accumulate.
 pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
-    let (grads_on, buckets) = (&n.grads_on, &n.buckets);
+    let (grads_on, buckets, locals) = (&n.grads_on, &n.buckets, &n.bucket_locals);
     // Low-rank buckets carry this rank's PowerSGD error between steps: gradients add to it.
     let carries_errors = n.schedule.buckets.iter().any(|b| b.low_rank.is_some());
     let mut out = if sync {
-        let accumulate = if carries_errors { quote!(true) } else { quote!(micro_steps > 0) };
+        let accumulate = if carries_errors { quote!(true) } else { quote!(__micro_steps > 0) };
         // Each bucket waits in a slot until its launch takes it: moved out of locals one by
         // one, they would cost the compiler a drop flag each at every exit (see `Slot`).
         quote! {
-            let #grads_on { #(#buckets,)* micro_steps } = grads;
-            #(let mut #buckets = ::overlap::program::Slot::new(#buckets);)*
-            let accumulate = #accumulate;
-            let grad_scale = dev.grad_scale(micro_steps + 1);
-            dev.begin_step();
+            let #grads_on { #(#buckets: #locals,)* micro_steps: __micro_steps } = __grads;
+            #(let mut #locals = ::overlap::program::Slot::new(#locals);)*
+            let __accumulate = #accumulate;
+            let __grad_scale = __dev.grad_scale(__micro_steps + 1);
+            __dev.begin_step();
         }
     } else {
-        let accumulate = if carries_errors { quote!(true) } else { quote!(*micro_steps > 0) };
+        let accumulate = if carries_errors { quote!(true) } else { quote!(*__micro_steps > 0) };
         quote! {
-            let #grads_on { #(#buckets,)* micro_steps } = grads;
-            let accumulate = #accumulate;
+            let #grads_on { #(#buckets: #locals,)* micro_steps: __micro_steps } = __grads;
+            let __accumulate = #accumulate;
         }
     };
     for i in (n.first_param_layer..n.fields.len()).rev() {
@@ -87,25 +87,25 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
         // A residual block starting here passes its output's gradient straight to its input too.
         let skips = n.residuals.iter().filter(|r| r.0 == i && i > n.first_param_layer).map(|(_, last, _)| {
             let (into, g) = (n.grad_buffer_mut(i - 1), n.grad_of(*last));
-            quote!(dev.add_assign(#into, #g)?;)
+            quote!(__dev.add_assign(#into, #g)?;)
         });
-        let kept = quote!((&#input, &ws.#o, &ws.#s));
+        let kept = quote!((&#input, &__ws.#o, &__ws.#s));
         // A layer another is tied to adds to what that layer wrote earlier in this backward, as
         // does a tied layer after which another is tied to the same parameter.
         let accumulate =
-            if n.is_tied_to(i) || n.shares_tie_with_a_later_layer(i) { quote!(true) } else { quote!(accumulate) };
+            if n.is_tied_to(i) || n.shares_tie_with_a_later_layer(i) { quote!(true) } else { quote!(__accumulate) };
         let call = match n.tied[i] {
-            None => quote!(dev.backward(#index, &self.#layer, &ws.context, #kept, #dy, #views, #accumulate, #dx)?;),
+            None => quote!(__dev.backward(#index, &self.#layer, &__ws.context, #kept, #dy, #views, #accumulate, #dx)?;),
             Some(t) => {
                 // The tied parameter's gradient slot, in its bucket (launched after its owner's
                 // backward, which comes later).
                 let info = n.schedule.param(t);
-                let (b, off, len) = (&buckets[info.bucket], lit(info.offset), lit(info.numel()));
+                let (b, off, len) = (&locals[info.bucket], lit(info.offset), lit(info.numel()));
                 let bucket = if sync { quote!(::overlap::program::Slot::get_mut(&mut #b)) } else { quote!(&mut *#b) };
-                let (view, tied) = (suffixed(f, "tied_grad"), n.tied_arg(t));
+                let (view, tied) = (local_of(f, "tied_grad"), n.tied_arg(t));
                 quote!({
                     let [mut #view] = __S::views_mut(#bucket, [(#off, #len)]);
-                    dev.backward_tied(#index, &self.#layer, #tied, &ws.context, #kept, #dy, &mut #view, #accumulate, #dx)?;
+                    __dev.backward_tied(#index, &self.#layer, #tied, &__ws.context, #kept, #dy, &mut #view, #accumulate, #dx)?;
                 })
             }
         };
@@ -114,22 +114,23 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
             // PowerSGD: the P sums of the buckets launched at the previous launch point are in
             // (or close): orthogonalise them and start the Q all-reduces, before new launches.
             for k in (0..buckets.len()).filter(|&k| n.turnaround_after(k) == Some(i)) {
-                let pending = format_ident!("b{}_in_flight", k);
-                out.extend(quote!(let #pending = dev.reduce_q(::overlap::program::Slot::take(&mut #pending))?;));
+                let pending = &n.pending[k];
+                out.extend(quote!(let #pending = __dev.reduce_q(::overlap::program::Slot::take(&mut #pending))?;));
             }
             for k in (0..buckets.len()).filter(|&k| n.schedule.buckets[k].launch_after == i) {
-                let (b, pending) = (&buckets[k], format_ident!("b{}_in_flight", k));
+                let (b, pending) = (&locals[k], &n.pending[k]);
                 let members = n.schedule.buckets[k].params.iter().map(|&r| {
                     let info = n.schedule.param(r);
                     let (index, offset) = (lit(info.index), lit(info.offset));
                     quote!(::overlap::__private::BucketMember { index: #index, offset: #offset })
                 });
                 let index = lit(k);
-                let args = quote!(#index, ::overlap::program::Slot::take(&mut #b), &[#(#members),*], self, grad_scale);
+                let args =
+                    quote!(#index, ::overlap::program::Slot::take(&mut #b), &[#(#members),*], self, __grad_scale);
                 out.extend(match n.schedule.buckets[k].low_rank {
-                    None => quote!(let #pending = dev.launch(#args)?;),
+                    None => quote!(let #pending = __dev.launch(#args)?;),
                     // The P sums wait in a slot too, until `reduce_q` takes them.
-                    Some(_) => quote!(let mut #pending = ::overlap::program::Slot::new(dev.launch_low_rank(#args)?);),
+                    Some(_) => quote!(let mut #pending = ::overlap::program::Slot::new(__dev.launch_low_rank(#args)?);),
                 });
             }
         }
@@ -140,26 +141,26 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
         // the next forward reads them. PowerSGD's buckets are never sharded.
         for (g, group) in n.schedule.gather_groups().iter().enumerate() {
             let (g, bucket, start, end) = (lit(g), lit(group.bucket), lit(group.start), lit(group.end));
-            out.extend(quote!(dev.launch_gather(#g, #bucket, #start..#end)?;));
+            out.extend(quote!(__dev.launch_gather(#g, #bucket, #start..#end)?;));
         }
     }
     if sync {
         let in_flight_on = &n.in_flight_on;
-        let pending = (0..buckets.len()).map(|k| format_ident!("b{}_in_flight", k));
+        let pending = &n.pending;
         let late =
             (0..buckets.len()).filter(|&k| n.schedule.buckets[k].low_rank.is_some() && n.turnaround_after(k).is_none());
-        let late = late.map(|k| format_ident!("b{}_in_flight", k));
+        let late = late.map(|k| &n.pending[k]);
         out.extend(quote! {
-            dev.backward_done()?;
-            #(let #late = dev.reduce_q(::overlap::program::Slot::take(&mut #late))?;)*
+            __dev.backward_done()?;
+            #(let #late = __dev.reduce_q(::overlap::program::Slot::take(&mut #late))?;)*
             ::core::result::Result::Ok(#in_flight_on {
                 #(#buckets: #pending,)*
-                grad_scale,
+                grad_scale: __grad_scale,
             })
         });
     } else {
         out.extend(quote!(
-            *micro_steps += 1;
+            *__micro_steps += 1;
             ::core::result::Result::Ok(())
         ));
     }
@@ -172,39 +173,39 @@ pub fn backward_body(n: &Names, sync: bool) -> TokenStream {
 /// point, the scale from the norm, then every bucket's updates. The all-reduces wait in slots
 /// until their wait points take them (see `Slot`).
 pub fn step_body(n: &Names) -> TokenStream {
-    let (grads_on, in_flight_on, buckets) = (&n.grads_on, &n.in_flight_on, &n.buckets);
-    let pending: Vec<Ident> = (0..buckets.len()).map(|k| format_ident!("b{}_in_flight", k)).collect();
+    let (grads_on, in_flight_on, buckets, locals, pending) =
+        (&n.grads_on, &n.in_flight_on, &n.buckets, &n.bucket_locals, &n.pending);
     let waits: Vec<TokenStream> = n
         .schedule
         .buckets
         .iter()
         .enumerate()
         .map(|(k, bucket)| {
-            let (b, p, index) = (&buckets[k], &pending[k], lit(k));
+            let (b, p, index) = (&locals[k], &pending[k], lit(k));
             let wait = match bucket.low_rank {
                 None => format_ident!("wait"),
                 Some(_) => format_ident!("wait_low_rank"),
             };
-            quote!(let mut #b = dev.#wait(#index, ::overlap::program::Slot::take(&mut #p))?;)
+            quote!(let mut #b = __dev.#wait(#index, ::overlap::program::Slot::take(&mut #p))?;)
         })
         .collect();
     let updates: Vec<TokenStream> = (0..buckets.len())
         .map(|k| {
-            let (b, index) = (&buckets[k], lit(k));
-            quote!(self.update_bucket_on(dev, #index, &mut #b, grad_scale)?;)
+            let (b, index) = (&locals[k], lit(k));
+            quote!(self.update_bucket_on(__dev, #index, &mut #b, __grad_scale)?;)
         })
         .collect();
     quote! {
-        let #in_flight_on { #(#buckets: #pending,)* grad_scale } = in_flight;
+        let #in_flight_on { #(#buckets: #pending,)* grad_scale: __grad_scale } = __in_flight;
         #(let mut #pending = ::overlap::program::Slot::new(#pending);)*
-        if dev.clips() {
+        if __dev.clips() {
             #(#waits)*
-            let grad_scale = dev.clip(&[#(&#buckets),*], grad_scale)?;
+            let __grad_scale = __dev.clip(&[#(&#locals),*], __grad_scale)?;
             #(#updates)*
-            return ::core::result::Result::Ok(#grads_on { #(#buckets,)* micro_steps: 0 });
+            return ::core::result::Result::Ok(#grads_on { #(#buckets: #locals,)* micro_steps: 0 });
         }
         #(#waits #updates)*
-        ::core::result::Result::Ok(#grads_on { #(#buckets,)* micro_steps: 0 })
+        ::core::result::Result::Ok(#grads_on { #(#buckets: #locals,)* micro_steps: 0 })
     }
 }
 
@@ -218,7 +219,7 @@ pub fn update_bucket_body(n: &Names) -> TokenStream {
             let (f, j) = (&n.access[r.layer], lit(r.param));
             let (param, off, len) = (lit(info.index), lit(info.offset), lit(info.numel()));
             let slot = quote!(::overlap::program::ParamSlot { bucket: #index, index: #param, offset: #off, len: #len });
-            quote!(dev.update(&mut self.#f, #j, #slot, bucket, grad_scale)?;)
+            quote!(__dev.update(&mut self.#f, #j, #slot, __bucket, __grad_scale)?;)
         });
         quote!(#index => {
             #(#updates)*
@@ -226,13 +227,13 @@ pub fn update_bucket_body(n: &Names) -> TokenStream {
     });
     let count = lit(n.buckets.len());
     quote! {
-        if dev.give_back_updated(bucket, self)? {
+        if __dev.give_back_updated(__bucket, self)? {
             return ::core::result::Result::Ok(());
         }
-        match index {
+        match __index {
             #(#arms)*
-            _ => ::core::unreachable!("bucket {} of {}", index, #count),
+            _ => ::core::unreachable!("bucket {} of {}", __index, #count),
         }
-        dev.clear(index, bucket)
+        __dev.clear(__index, __bucket)
     }
 }

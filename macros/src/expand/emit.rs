@@ -34,7 +34,8 @@ pub(super) fn emit(model: &Model, planned: &Planned) -> TokenStream {
     item.attrs.splice(after_docs..after_docs, documented);
     let (vis, ident) = (&item.vis, &item.ident);
     let names = Names::new(model, schedule);
-    let Names { workspace, grads, in_flight, workspace_on, grads_on, in_flight_on, buckets, .. } = &names;
+    let Names { workspace, grads, in_flight, workspace_on, grads_on, in_flight_on, buckets, bucket_locals, .. } =
+        &names;
     // Cargo rebuilds when a file the plan was read from changes.
     let input_file = planned.input_file.iter().map(|f| {
         quote!(
@@ -75,11 +76,11 @@ pub(super) fn emit(model: &Model, planned: &Planned) -> TokenStream {
                 __G: ::overlap::program::Gather<Self, __S>,
             >(
                 &mut self,
-                dev: &mut __E,
-                gather: &mut __G,
-                ctx: &::overlap::StepContext,
-                input: &__S::Tensor,
-                ws: &'w mut #workspace_on<__S>,
+                __dev: &mut __E,
+                __gather: &mut __G,
+                __ctx: &::overlap::StepContext,
+                __input: &__S::Tensor,
+                __ws: &'w mut #workspace_on<__S>,
             ) -> ::overlap::Result<&'w __S::Tensor>
             where
                 ::overlap::Error: ::core::convert::From<__S::Error>,
@@ -162,28 +163,28 @@ pub(super) fn emit(model: &Model, planned: &Planned) -> TokenStream {
             type GradsOn<__S: ::overlap::program::Storage> = #grads_on<__S>;
             type InFlightOn<__S: ::overlap::program::Storage> = #in_flight_on<__S>;
 
-            fn buckets_on<__S: ::overlap::program::Storage>(grads: &#grads_on<__S>) -> ::std::vec::Vec<&__S::Bucket> {
-                ::std::vec![#(&grads.#buckets),*]
+            fn buckets_on<__S: ::overlap::program::Storage>(__grads: &#grads_on<__S>) -> ::std::vec::Vec<&__S::Bucket> {
+                ::std::vec![#(&__grads.#buckets),*]
             }
 
             fn new_grads_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Compute<__S>>(
                 &self,
-                dev: &mut __E,
+                __dev: &mut __E,
             ) -> ::core::result::Result<#grads_on<__S>, __S::Error> {
-                let schedule = &<Self as ::overlap::DistributedModel>::SCHEDULE;
+                let __schedule = &<Self as ::overlap::DistributedModel>::SCHEDULE;
                 // One local per bucket, then the struct: `?` inside a struct literal would drop the
                 // buckets made so far by a cleanup of its own at each field, code growing with
                 // the square of the bucket count.
-                #(let #buckets = dev.new_bucket(schedule, #bucket_indices)?;)*
-                ::core::result::Result::Ok(#grads_on { #(#buckets,)* micro_steps: 0 })
+                #(let #bucket_locals = __dev.new_bucket(__schedule, #bucket_indices)?;)*
+                ::core::result::Result::Ok(#grads_on { #(#buckets: #bucket_locals,)* micro_steps: 0 })
             }
 
             fn forward_on<'w, __S: ::overlap::program::Storage, __E: ::overlap::program::Compute<__S>>(
                 &self,
-                dev: &mut __E,
-                ctx: &::overlap::StepContext,
-                input: &__S::Tensor,
-                ws: &'w mut #workspace_on<__S>,
+                __dev: &mut __E,
+                __ctx: &::overlap::StepContext,
+                __input: &__S::Tensor,
+                __ws: &'w mut #workspace_on<__S>,
             ) -> ::core::result::Result<&'w __S::Tensor, __S::Error> {
                 #forward
             }
@@ -196,38 +197,38 @@ pub(super) fn emit(model: &Model, planned: &Planned) -> TokenStream {
                 __E: ::overlap::program::Compute<__S> + ::overlap::program::Launch<Self, __S>,
             >(
                 &mut self,
-                dev: &mut __E,
-                ws: &mut #workspace_on<__S>,
-                dy: &__S::Tensor,
-                grads: #grads_on<__S>,
+                __dev: &mut __E,
+                __ws: &mut #workspace_on<__S>,
+                __dy: &__S::Tensor,
+                __grads: #grads_on<__S>,
             ) -> ::core::result::Result<#in_flight_on<__S>, __S::Error> {
                 #backward
             }
 
             fn backward_no_sync_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Compute<__S>>(
                 &self,
-                dev: &mut __E,
-                ws: &mut #workspace_on<__S>,
-                dy: &__S::Tensor,
-                grads: &mut #grads_on<__S>,
+                __dev: &mut __E,
+                __ws: &mut #workspace_on<__S>,
+                __dy: &__S::Tensor,
+                __grads: &mut #grads_on<__S>,
             ) -> ::core::result::Result<(), __S::Error> {
                 #backward_no_sync
             }
 
             fn step_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Settle<Self, __S>>(
                 &mut self,
-                dev: &mut __E,
-                in_flight: #in_flight_on<__S>,
+                __dev: &mut __E,
+                __in_flight: #in_flight_on<__S>,
             ) -> ::overlap::Result<#grads_on<__S>> {
                 #step
             }
 
             fn update_bucket_on<__S: ::overlap::program::Storage, __E: ::overlap::program::Settle<Self, __S>>(
                 &mut self,
-                dev: &mut __E,
-                index: ::core::primitive::usize,
-                bucket: &mut __S::Bucket,
-                grad_scale: ::core::primitive::f32,
+                __dev: &mut __E,
+                __index: ::core::primitive::usize,
+                __bucket: &mut __S::Bucket,
+                __grad_scale: ::core::primitive::f32,
             ) -> ::overlap::Result<()> {
                 #update_bucket
             }

@@ -60,98 +60,98 @@ pub(super) fn host_impls(
             #residuals
             #plan_notes
 
-            fn init(seed: ::core::primitive::u64) -> Self {
+            fn init(__seed: ::core::primitive::u64) -> Self {
                 #init
             }
 
             fn new_grads(&self) -> Self::Grads {
-                let ::core::result::Result::Ok(grads) =
+                let ::core::result::Result::Ok(__grads) =
                     ::overlap::program::Program::new_grads_on(self, &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()));
-                grads
+                __grads
             }
 
             fn forward_with<'w>(
                 &self,
-                ctx: &::overlap::StepContext,
-                input: &::overlap::Matrix,
-                ws: &'w mut Self::Workspace,
+                __ctx: &::overlap::StepContext,
+                __input: &::overlap::Matrix,
+                __ws: &'w mut Self::Workspace,
             ) -> &'w ::overlap::Matrix {
-                ::core::assert_eq!(input.rows(), ctx.row_count(), "the input's rows are not the step context's");
-                let ::core::result::Result::Ok(output) =
-                    ::overlap::program::Program::forward_on(self, &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()), ctx, input, ws);
-                output
+                ::core::assert_eq!(__input.rows(), __ctx.row_count(), "the input's rows are not the step context's");
+                let ::core::result::Result::Ok(__output) =
+                    ::overlap::program::Program::forward_on(self, &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()), __ctx, __input, __ws);
+                __output
             }
 
             fn forward_gathering<'w>(
                 &mut self,
-                ctx: &::overlap::StepContext,
-                input: &::overlap::Matrix,
-                ws: &'w mut Self::Workspace,
-                comm: &::overlap::Communicator,
+                __ctx: &::overlap::StepContext,
+                __input: &::overlap::Matrix,
+                __ws: &'w mut Self::Workspace,
+                __comm: &::overlap::Communicator,
             ) -> ::overlap::Result<&'w ::overlap::Matrix> {
-                ::core::assert_eq!(input.rows(), ctx.row_count(), "the input's rows are not the step context's");
+                ::core::assert_eq!(__input.rows(), __ctx.row_count(), "the input's rows are not the step context's");
                 ::overlap::program::Program::forward_gathering_on(
                     self,
                     &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
-                    &mut ::overlap::program::HostGather::new(comm),
-                    ctx,
-                    input,
-                    ws,
+                    &mut ::overlap::program::HostGather::new(__comm),
+                    __ctx,
+                    __input,
+                    __ws,
                 )
             }
 
             fn backward<O: ::overlap::Optimizer>(
                 &mut self,
-                ws: &mut Self::Workspace,
-                dy: &::overlap::Matrix,
-                grads: Self::Grads,
-                comm: &::overlap::Communicator,
-                optimizer: &mut O,
+                __ws: &mut Self::Workspace,
+                __dy: &::overlap::Matrix,
+                __grads: Self::Grads,
+                __comm: &::overlap::Communicator,
+                __optimizer: &mut O,
             ) -> Self::InFlight {
-                let mut dev = ::overlap::program::HostLaunch::named(comm, optimizer, Self::SCHEDULE.static_layers());
-                let ::core::result::Result::Ok(in_flight) =
-                    ::overlap::program::Program::backward_on(self, &mut dev, ws, dy, grads);
-                in_flight
+                let mut __dev = ::overlap::program::HostLaunch::named(__comm, __optimizer, Self::SCHEDULE.static_layers());
+                let ::core::result::Result::Ok(__in_flight) =
+                    ::overlap::program::Program::backward_on(self, &mut __dev, __ws, __dy, __grads);
+                __in_flight
             }
 
-            fn backward_no_sync(&self, ws: &mut Self::Workspace, dy: &::overlap::Matrix, grads: &mut Self::Grads) {
+            fn backward_no_sync(&self, __ws: &mut Self::Workspace, __dy: &::overlap::Matrix, __grads: &mut Self::Grads) {
                 let ::core::result::Result::Ok(()) = ::overlap::program::Program::backward_no_sync_on(
                     self,
                     &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
-                    ws,
-                    dy,
-                    grads,
+                    __ws,
+                    __dy,
+                    __grads,
                 );
             }
 
-            fn step<O: ::overlap::Optimizer>(&mut self, in_flight: Self::InFlight, optimizer: &mut O) -> ::overlap::Result<Self::Grads> {
-                ::overlap::program::Program::step_on(self, &mut ::overlap::program::HostSettle::new(optimizer), in_flight)
+            fn step<O: ::overlap::Optimizer>(&mut self, __in_flight: Self::InFlight, __optimizer: &mut O) -> ::overlap::Result<Self::Grads> {
+                ::overlap::program::Program::step_on(self, &mut ::overlap::program::HostSettle::new(__optimizer), __in_flight)
             }
 
-            fn param(&self, p: ::overlap::plan::ParamRef) -> &[::core::primitive::f32] {
+            fn param(&self, __p: ::overlap::plan::ParamRef) -> &[::core::primitive::f32] {
                 use ::overlap::Layer as _;
-                match p.layer {
+                match __p.layer {
                     #(#param_arms)*
-                    _ => ::core::panic!("{:?} is not a parameter of {}", p, #model_name),
+                    _ => ::core::panic!("{:?} is not a parameter of {}", __p, #model_name),
                 }
             }
 
-            fn param_mut(&mut self, p: ::overlap::plan::ParamRef) -> &mut [::core::primitive::f32] {
+            fn param_mut(&mut self, __p: ::overlap::plan::ParamRef) -> &mut [::core::primitive::f32] {
                 use ::overlap::Layer as _;
-                match p.layer {
+                match __p.layer {
                     #(#param_mut_arms)*
-                    _ => ::core::panic!("{:?} is not a parameter of {}", p, #model_name),
+                    _ => ::core::panic!("{:?} is not a parameter of {}", __p, #model_name),
                 }
             }
         }
 
         #allow
         impl ::overlap::__private::ParamVecs for #ident #guard {
-            fn param_vec_mut(&mut self, index: ::core::primitive::usize) -> ::core::option::Option<&mut ::std::vec::Vec<::core::primitive::f32>> {
+            fn param_vec_mut(&mut self, __index: ::core::primitive::usize) -> ::core::option::Option<&mut ::std::vec::Vec<::core::primitive::f32>> {
                 use ::overlap::Layer as _;
-                match index {
+                match __index {
                     #(#param_vec_arms)*
-                    _ => ::core::panic!("{} has no parameter {}", #model_name, index),
+                    _ => ::core::panic!("{} has no parameter {}", #model_name, __index),
                 }
             }
         }
@@ -171,7 +171,7 @@ fn param_arms(names: &Names, schedule: &Schedule, method: &str) -> Vec<TokenStre
         .filter(|(_, l)| !l.params.is_empty())
         .map(|(i, _)| {
             let (f, i) = (&names.access[i], lit(i));
-            quote!(#i => ::overlap::Layer::#method(#borrow self.#f, p.param),)
+            quote!(#i => ::overlap::Layer::#method(#borrow self.#f, __p.param),)
         })
         .collect()
 }

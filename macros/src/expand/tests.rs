@@ -42,10 +42,15 @@ fn field(call: &str) -> &str {
     call.split("self.").nth(1).and_then(|r| r.split([',', ' ']).next()).unwrap_or_default()
 }
 
-/// `body` on one line, single-spaced, with no space before `.` or after `(`: calls read as
-/// they are written, however the pretty-printer broke them.
+/// `body` on one line, single-spaced, with no space before `.` or after `(` and no trailing
+/// comma: calls read as they are written, however the pretty-printer broke them.
 fn flat(body: &str) -> String {
-    body.split_whitespace().collect::<Vec<_>>().join(" ").replace(" .", ".").replace("( ", "(")
+    body.split_whitespace().collect::<Vec<_>>().join(" ").replace(" .", ".").replace("( ", "(").replace(", )", ")")
+}
+
+/// A generated local's name without its `__` (`__b0`: `b0`), for events that read as the schedule.
+fn unprefixed(local: &str) -> &str {
+    local.strip_prefix("__").unwrap_or(local)
 }
 
 /// One event per statement that calls backward, launches, waits or updates.
@@ -60,19 +65,23 @@ fn events(body: &str) -> Vec<String> {
             {
                 // The bucket, taken from its slot (`::overlap::program::Slot::take(&mut b0)`).
                 let bucket = args.split(", ").nth(1).unwrap_or_default();
-                Some(format!("all_reduce {}", bucket.rsplit("&mut ").next().unwrap_or_default().trim_end_matches(')')))
+                let bucket = bucket.rsplit("&mut ").next().unwrap_or_default().trim_end_matches(')');
+                Some(format!("all_reduce {}", unprefixed(bucket)))
             } else if let Some((lhs, _)) =
-                s.split_once(" = dev.wait(").or_else(|| s.split_once(" = dev.wait_low_rank("))
+                s.split_once(" = __dev.wait(").or_else(|| s.split_once(" = __dev.wait_low_rank("))
             {
-                Some(format!("wait {}", lhs.trim_start_matches("let mut ")))
+                Some(format!("wait {}", unprefixed(lhs.trim_start_matches("let mut "))))
             } else if let Some((_, args)) = s.split_once("dev.give_back_updated(") {
-                Some(format!("give_back {}", args.trim_start_matches("&mut ").split(',').next().unwrap_or_default()))
-            } else if let Some((_, args)) = s.split_once("self.update_bucket_on(dev, ") {
+                Some(format!(
+                    "give_back {}",
+                    unprefixed(args.trim_start_matches("&mut ").split(',').next().unwrap_or_default())
+                ))
+            } else if let Some((_, args)) = s.split_once("self.update_bucket_on(__dev, ") {
                 Some(format!(
                     "update_bucket {}",
-                    args.split(", ").nth(1).unwrap_or_default().trim_start_matches("&mut ")
+                    unprefixed(args.split(", ").nth(1).unwrap_or_default().trim_start_matches("&mut "))
                 ))
-            } else if s.contains("= dev.clip(") {
+            } else if s.contains("= __dev.clip(") {
                 Some("clip".into())
             } else if let Some(arm) = s.strip_suffix(" =>") {
                 Some(format!("bucket {arm}"))
@@ -240,10 +249,10 @@ fn auto_buckets_are_whole_layers_and_the_docs_give_the_prediction() {
     );
     assert!(code.contains("/// predicted step: ") && code.contains("/// with DDP's 25 MiB cap: "), "{code}");
     // Whole layers: every layer's weight and bias land in the same bucket.
-    let updates = function(&code, "update_bucket_on<").split_whitespace().collect::<Vec<_>>().join(" ");
+    let updates = flat(function(&code, "update_bucket_on<"));
     for layer in ["fc1", "fc2", "fc3", "head"] {
         let arms_before = |param: &str| {
-            let at = updates.find(&format!("dev.update( &mut self.{layer}, {param},")).expect("an update");
+            let at = updates.find(&format!("__dev.update(&mut self.{layer}, {param},")).expect("an update");
             updates[..at].matches(" => {").count()
         };
         assert_eq!(arms_before("0"), arms_before("1"), "{layer}'s weight and bias are in different buckets");
@@ -329,21 +338,21 @@ fn each_low_rank_bucket_turns_around_after_the_next_layer_with_parameters_and_th
     let backward = flat(function(&code, "backward_on<"));
     let at = |needle: &str| backward.find(needle).unwrap_or_else(|| panic!("{needle} in\n{backward}"));
     let order = [
-        "dev.backward(4, &self.fc3,",
-        "let mut b0_in_flight = ::overlap::program::Slot::new(dev.launch_low_rank(0, ::overlap::program::Slot::take(&mut b0),",
-        "dev.backward(2, &self.fc2,",
-        "let b0_in_flight = dev.reduce_q(::overlap::program::Slot::take(&mut b0_in_flight))?;",
-        "let mut b1_in_flight = ::overlap::program::Slot::new(dev.launch_low_rank(1, ::overlap::program::Slot::take(&mut b1),",
-        "dev.backward(0, &self.fc1,",
-        "let b1_in_flight = dev.reduce_q(::overlap::program::Slot::take(&mut b1_in_flight))?;",
-        "let mut b2_in_flight = ::overlap::program::Slot::new(dev.launch_low_rank(2, ::overlap::program::Slot::take(&mut b2),",
-        "dev.backward_done()?;",
-        "let b2_in_flight = dev.reduce_q(::overlap::program::Slot::take(&mut b2_in_flight))?;",
+        "__dev.backward(4, &self.fc3,",
+        "let mut __b0_in_flight = ::overlap::program::Slot::new(__dev.launch_low_rank(0, ::overlap::program::Slot::take(&mut __b0),",
+        "__dev.backward(2, &self.fc2,",
+        "let __b0_in_flight = __dev.reduce_q(::overlap::program::Slot::take(&mut __b0_in_flight))?;",
+        "let mut __b1_in_flight = ::overlap::program::Slot::new(__dev.launch_low_rank(1, ::overlap::program::Slot::take(&mut __b1),",
+        "__dev.backward(0, &self.fc1,",
+        "let __b1_in_flight = __dev.reduce_q(::overlap::program::Slot::take(&mut __b1_in_flight))?;",
+        "let mut __b2_in_flight = ::overlap::program::Slot::new(__dev.launch_low_rank(2, ::overlap::program::Slot::take(&mut __b2),",
+        "__dev.backward_done()?;",
+        "let __b2_in_flight = __dev.reduce_q(::overlap::program::Slot::take(&mut __b2_in_flight))?;",
     ];
     let positions: Vec<usize> = order.iter().map(|n| at(n)).collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{order:#?} out of order in\n{backward}");
     assert!(code.contains("b0: __S::LowRankQ,"), "step waits for the Q all-reduces");
-    let wait = "let mut b0 = dev.wait_low_rank(0, ::overlap::program::Slot::take(&mut b0_in_flight))?;";
+    let wait = "let mut __b0 = __dev.wait_low_rank(0, ::overlap::program::Slot::take(&mut __b0_in_flight))?;";
     assert!(flat(&code).contains(wait), "{code}");
 }
 
@@ -406,9 +415,9 @@ fn a_module_of_residual_blocks_expands_to_straight_line_code() {
         },
     ));
     // The residual sums in forward, the skip gradients in backward, nested access paths.
-    let flat = code.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(flat.contains("dev.set_sum(&mut ws.blocks_0_sum, &ws.blocks_0_fc_out, &ws.input_out)?;"), "{code}");
-    assert!(flat.contains("dev.add_assign(&mut ws.grad_1, &ws.grad_2)?;"), "{code}");
+    let flat = flat(&code);
+    assert!(flat.contains("__dev.set_sum(&mut __ws.blocks_0_sum, &__ws.blocks_0_fc_out, &__ws.input_out)?;"), "{code}");
+    assert!(flat.contains("__dev.add_assign(&mut __ws.grad_1, &__ws.grad_2)?;"), "{code}");
     assert!(code.contains("self.blocks[1].fc"), "{code}");
     assert!(!code.contains("#[residual]"), "our attributes are removed");
     expect_test::expect_file!["../../tests/expand/blocks.expanded.rs"].assert_eq(&code);
@@ -453,17 +462,17 @@ fn heads_tied_to_one_embedding_add_after_the_first_writes() {
             }
         ),
     ));
-    let body = function(&code, "backward_on<").split_whitespace().collect::<Vec<_>>().join(" ");
+    let body = flat(function(&code, "backward_on<"));
     let accumulate_of = |index: usize| {
-        let call = format!("dev.backward_tied( {index},");
+        let call = format!("__dev.backward_tied({index},");
         let (_, rest) = body.split_once(&call).unwrap_or_else(|| panic!("no tied backward of layer {index}: {body}"));
         let args = &rest[..rest.find(")?;").expect("the call ends")];
         let args = args.trim_end_matches([',', ' ']);
         args.rsplit(", ").nth(1).expect("accumulate comes before dx").to_string()
     };
-    assert_eq!(accumulate_of(3), "accumulate", "the first writer overwrites on a step's first backward");
+    assert_eq!(accumulate_of(3), "__accumulate", "the first writer overwrites on a step's first backward");
     assert_eq!(accumulate_of(1), "true", "the second adds to the first's");
-    let embedding = body.split_once("dev.backward( 0,").expect("the embedding's backward").1;
+    let embedding = body.split_once("__dev.backward(0,").expect("the embedding's backward").1;
     let args = embedding[..embedding.find(")?;").expect("the call ends")].trim_end_matches([',', ' ']);
     assert!(args.ends_with("true, ::core::option::Option::None"), "{embedding}");
 }
@@ -497,8 +506,8 @@ fn values_handed_on_mid_function_are_taken_from_slots() {
         // Three buckets: their launches (and turnarounds), and their waits on both of step's paths.
         assert_eq!(handed_on, if code.contains("reduce_q") { 12 } else { 9 }, "every launch, turnaround and wait seen");
         let new_grads = flat(function(&code, "new_grads_on<"));
-        assert!(new_grads.contains("let b2 = dev.new_bucket(schedule, 2)?;"), "{new_grads}");
-        assert!(!new_grads.contains("b0: dev.new_bucket"), "{new_grads}");
+        assert!(new_grads.contains("let __b2 = __dev.new_bucket(__schedule, 2)?;"), "{new_grads}");
+        assert!(!new_grads.contains("b0: __dev.new_bucket"), "{new_grads}");
     }
 }
 

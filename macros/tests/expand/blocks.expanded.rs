@@ -134,22 +134,25 @@ pub mod net {
         type GradsOn<__S: ::overlap::program::Storage> = NetGradsOn<__S>;
         type InFlightOn<__S: ::overlap::program::Storage> = NetInFlightOn<__S>;
         fn buckets_on<__S: ::overlap::program::Storage>(
-            grads: &NetGradsOn<__S>,
+            __grads: &NetGradsOn<__S>,
         ) -> ::std::vec::Vec<&__S::Bucket> {
-            ::std::vec![& grads.b0, & grads.b1, & grads.b2]
+            ::std::vec![& __grads.b0, & __grads.b1, & __grads.b2]
         }
         fn new_grads_on<
             __S: ::overlap::program::Storage,
             __E: ::overlap::program::Compute<__S>,
-        >(&self, dev: &mut __E) -> ::core::result::Result<NetGradsOn<__S>, __S::Error> {
-            let schedule = &<Self as ::overlap::DistributedModel>::SCHEDULE;
-            let b0 = dev.new_bucket(schedule, 0)?;
-            let b1 = dev.new_bucket(schedule, 1)?;
-            let b2 = dev.new_bucket(schedule, 2)?;
+        >(
+            &self,
+            __dev: &mut __E,
+        ) -> ::core::result::Result<NetGradsOn<__S>, __S::Error> {
+            let __schedule = &<Self as ::overlap::DistributedModel>::SCHEDULE;
+            let __b0 = __dev.new_bucket(__schedule, 0)?;
+            let __b1 = __dev.new_bucket(__schedule, 1)?;
+            let __b2 = __dev.new_bucket(__schedule, 2)?;
             ::core::result::Result::Ok(NetGradsOn {
-                b0,
-                b1,
-                b2,
+                b0: __b0,
+                b1: __b1,
+                b2: __b2,
                 micro_steps: 0,
             })
         }
@@ -159,64 +162,80 @@ pub mod net {
             __E: ::overlap::program::Compute<__S>,
         >(
             &self,
-            dev: &mut __E,
-            ctx: &::overlap::StepContext,
-            input: &__S::Tensor,
-            ws: &'w mut NetWorkspaceOn<__S>,
+            __dev: &mut __E,
+            __ctx: &::overlap::StepContext,
+            __input: &__S::Tensor,
+            __ws: &'w mut NetWorkspaceOn<__S>,
         ) -> ::core::result::Result<&'w __S::Tensor, __S::Error> {
-            ws.context = *ctx;
-            dev.copy_input(input, &mut ws.input)?;
-            dev.forward(
-                0,
-                &self.input,
-                &ws.context,
-                &ws.input,
-                &mut ws.input_out,
-                &mut ws.input_saved,
-            )?;
-            dev.forward(
-                1,
-                &self.blocks[0].norm,
-                &ws.context,
-                &ws.input_out,
-                &mut ws.blocks_0_norm_out,
-                &mut ws.blocks_0_norm_saved,
-            )?;
-            dev.forward(
-                2,
-                &self.blocks[0].fc,
-                &ws.context,
-                &ws.blocks_0_norm_out,
-                &mut ws.blocks_0_fc_out,
-                &mut ws.blocks_0_fc_saved,
-            )?;
-            dev.set_sum(&mut ws.blocks_0_sum, &ws.blocks_0_fc_out, &ws.input_out)?;
-            dev.forward(
-                3,
-                &self.blocks[1].norm,
-                &ws.context,
-                &ws.blocks_0_sum,
-                &mut ws.blocks_1_norm_out,
-                &mut ws.blocks_1_norm_saved,
-            )?;
-            dev.forward(
-                4,
-                &self.blocks[1].fc,
-                &ws.context,
-                &ws.blocks_1_norm_out,
-                &mut ws.blocks_1_fc_out,
-                &mut ws.blocks_1_fc_saved,
-            )?;
-            dev.set_sum(&mut ws.blocks_1_sum, &ws.blocks_1_fc_out, &ws.blocks_0_sum)?;
-            dev.forward(
-                5,
-                &self.head,
-                &ws.context,
-                &ws.blocks_1_sum,
-                &mut ws.head_out,
-                &mut ws.head_saved,
-            )?;
-            ::core::result::Result::Ok(&ws.head_out)
+            __ws.context = *__ctx;
+            __dev.copy_input(__input, &mut __ws.input)?;
+            __dev
+                .forward(
+                    0,
+                    &self.input,
+                    &__ws.context,
+                    &__ws.input,
+                    &mut __ws.input_out,
+                    &mut __ws.input_saved,
+                )?;
+            __dev
+                .forward(
+                    1,
+                    &self.blocks[0].norm,
+                    &__ws.context,
+                    &__ws.input_out,
+                    &mut __ws.blocks_0_norm_out,
+                    &mut __ws.blocks_0_norm_saved,
+                )?;
+            __dev
+                .forward(
+                    2,
+                    &self.blocks[0].fc,
+                    &__ws.context,
+                    &__ws.blocks_0_norm_out,
+                    &mut __ws.blocks_0_fc_out,
+                    &mut __ws.blocks_0_fc_saved,
+                )?;
+            __dev
+                .set_sum(
+                    &mut __ws.blocks_0_sum,
+                    &__ws.blocks_0_fc_out,
+                    &__ws.input_out,
+                )?;
+            __dev
+                .forward(
+                    3,
+                    &self.blocks[1].norm,
+                    &__ws.context,
+                    &__ws.blocks_0_sum,
+                    &mut __ws.blocks_1_norm_out,
+                    &mut __ws.blocks_1_norm_saved,
+                )?;
+            __dev
+                .forward(
+                    4,
+                    &self.blocks[1].fc,
+                    &__ws.context,
+                    &__ws.blocks_1_norm_out,
+                    &mut __ws.blocks_1_fc_out,
+                    &mut __ws.blocks_1_fc_saved,
+                )?;
+            __dev
+                .set_sum(
+                    &mut __ws.blocks_1_sum,
+                    &__ws.blocks_1_fc_out,
+                    &__ws.blocks_0_sum,
+                )?;
+            __dev
+                .forward(
+                    5,
+                    &self.head,
+                    &__ws.context,
+                    &__ws.blocks_1_sum,
+                    &mut __ws.head_out,
+                    &mut __ws.head_saved,
+                )?;
+            ::core::result::Result::Ok(&__ws.head_out)
         }
         /// The forward after a sharded step: each all-gather's wait point right before the
         /// first layer that reads its parameters.
@@ -227,71 +246,87 @@ pub mod net {
             __G: ::overlap::program::Gather<Self, __S>,
         >(
             &mut self,
-            dev: &mut __E,
-            gather: &mut __G,
-            ctx: &::overlap::StepContext,
-            input: &__S::Tensor,
-            ws: &'w mut NetWorkspaceOn<__S>,
+            __dev: &mut __E,
+            __gather: &mut __G,
+            __ctx: &::overlap::StepContext,
+            __input: &__S::Tensor,
+            __ws: &'w mut NetWorkspaceOn<__S>,
         ) -> ::overlap::Result<&'w __S::Tensor>
         where
             ::overlap::Error: ::core::convert::From<__S::Error>,
         {
-            ws.context = *ctx;
-            dev.copy_input(input, &mut ws.input)?;
-            gather.wait_gather(0, self)?;
-            dev.forward(
-                0,
-                &self.input,
-                &ws.context,
-                &ws.input,
-                &mut ws.input_out,
-                &mut ws.input_saved,
-            )?;
-            gather.wait_gather(1, self)?;
-            dev.forward(
-                1,
-                &self.blocks[0].norm,
-                &ws.context,
-                &ws.input_out,
-                &mut ws.blocks_0_norm_out,
-                &mut ws.blocks_0_norm_saved,
-            )?;
-            dev.forward(
-                2,
-                &self.blocks[0].fc,
-                &ws.context,
-                &ws.blocks_0_norm_out,
-                &mut ws.blocks_0_fc_out,
-                &mut ws.blocks_0_fc_saved,
-            )?;
-            dev.set_sum(&mut ws.blocks_0_sum, &ws.blocks_0_fc_out, &ws.input_out)?;
-            gather.wait_gather(2, self)?;
-            dev.forward(
-                3,
-                &self.blocks[1].norm,
-                &ws.context,
-                &ws.blocks_0_sum,
-                &mut ws.blocks_1_norm_out,
-                &mut ws.blocks_1_norm_saved,
-            )?;
-            dev.forward(
-                4,
-                &self.blocks[1].fc,
-                &ws.context,
-                &ws.blocks_1_norm_out,
-                &mut ws.blocks_1_fc_out,
-                &mut ws.blocks_1_fc_saved,
-            )?;
-            dev.set_sum(&mut ws.blocks_1_sum, &ws.blocks_1_fc_out, &ws.blocks_0_sum)?;
-            dev.forward(
-                5,
-                &self.head,
-                &ws.context,
-                &ws.blocks_1_sum,
-                &mut ws.head_out,
-                &mut ws.head_saved,
-            )?;
-            ::core::result::Result::Ok(&ws.head_out)
+            __ws.context = *__ctx;
+            __dev.copy_input(__input, &mut __ws.input)?;
+            __gather.wait_gather(0, self)?;
+            __dev
+                .forward(
+                    0,
+                    &self.input,
+                    &__ws.context,
+                    &__ws.input,
+                    &mut __ws.input_out,
+                    &mut __ws.input_saved,
+                )?;
+            __gather.wait_gather(1, self)?;
+            __dev
+                .forward(
+                    1,
+                    &self.blocks[0].norm,
+                    &__ws.context,
+                    &__ws.input_out,
+                    &mut __ws.blocks_0_norm_out,
+                    &mut __ws.blocks_0_norm_saved,
+                )?;
+            __dev
+                .forward(
+                    2,
+                    &self.blocks[0].fc,
+                    &__ws.context,
+                    &__ws.blocks_0_norm_out,
+                    &mut __ws.blocks_0_fc_out,
+                    &mut __ws.blocks_0_fc_saved,
+                )?;
+            __dev
+                .set_sum(
+                    &mut __ws.blocks_0_sum,
+                    &__ws.blocks_0_fc_out,
+                    &__ws.input_out,
+                )?;
+            __gather.wait_gather(2, self)?;
+            __dev
+                .forward(
+                    3,
+                    &self.blocks[1].norm,
+                    &__ws.context,
+                    &__ws.blocks_0_sum,
+                    &mut __ws.blocks_1_norm_out,
+                    &mut __ws.blocks_1_norm_saved,
+                )?;
+            __dev
+                .forward(
+                    4,
+                    &self.blocks[1].fc,
+                    &__ws.context,
+                    &__ws.blocks_1_norm_out,
+                    &mut __ws.blocks_1_fc_out,
+                    &mut __ws.blocks_1_fc_saved,
+                )?;
+            __dev
+                .set_sum(
+                    &mut __ws.blocks_1_sum,
+                    &__ws.blocks_1_fc_out,
+                    &__ws.blocks_0_sum,
+                )?;
+            __dev
+                .forward(
+                    5,
+                    &self.head,
+                    &__ws.context,
+                    &__ws.blocks_1_sum,
+                    &mut __ws.head_out,
+                    &mut __ws.head_saved,
+                )?;
+            ::core::result::Result::Ok(&__ws.head_out)
         }
         /// ```text
         /// schedule of Net: 3 buckets, 234 parameters (936 B), first bucket closes at 1.00 MiB, others at 1.00 MiB
@@ -305,71 +340,87 @@ pub mod net {
             __E: ::overlap::program::Compute<__S> + ::overlap::program::Launch<Self, __S>,
         >(
             &mut self,
-            dev: &mut __E,
-            ws: &mut NetWorkspaceOn<__S>,
-            dy: &__S::Tensor,
-            grads: NetGradsOn<__S>,
+            __dev: &mut __E,
+            __ws: &mut NetWorkspaceOn<__S>,
+            __dy: &__S::Tensor,
+            __grads: NetGradsOn<__S>,
         ) -> ::core::result::Result<NetInFlightOn<__S>, __S::Error> {
-            let NetGradsOn { b0, b1, b2, micro_steps } = grads;
-            let mut b0 = ::overlap::program::Slot::new(b0);
-            let mut b1 = ::overlap::program::Slot::new(b1);
-            let mut b2 = ::overlap::program::Slot::new(b2);
-            let accumulate = micro_steps > 0;
-            let grad_scale = dev.grad_scale(micro_steps + 1);
-            dev.begin_step();
+            let NetGradsOn {
+                b0: __b0,
+                b1: __b1,
+                b2: __b2,
+                micro_steps: __micro_steps,
+            } = __grads;
+            let mut __b0 = ::overlap::program::Slot::new(__b0);
+            let mut __b1 = ::overlap::program::Slot::new(__b1);
+            let mut __b2 = ::overlap::program::Slot::new(__b2);
+            let __accumulate = __micro_steps > 0;
+            let __grad_scale = __dev.grad_scale(__micro_steps + 1);
+            __dev.begin_step();
             {
-                let [head_bias, head_weight] = __S::views_mut(
-                    ::overlap::program::Slot::get_mut(&mut b0),
+                let [__head_bias, __head_weight] = __S::views_mut(
+                    ::overlap::program::Slot::get_mut(&mut __b0),
                     [(0, 2), (2, 16)],
                 );
-                dev.backward(
-                    5,
-                    &self.head,
-                    &ws.context,
-                    (&ws.blocks_1_sum, &ws.head_out, &ws.head_saved),
-                    dy,
-                    &mut [head_weight, head_bias],
-                    accumulate,
-                    ::core::option::Option::Some(&mut ws.grad_0),
-                )?;
+                __dev
+                    .backward(
+                        5,
+                        &self.head,
+                        &__ws.context,
+                        (&__ws.blocks_1_sum, &__ws.head_out, &__ws.head_saved),
+                        __dy,
+                        &mut [__head_weight, __head_bias],
+                        __accumulate,
+                        ::core::option::Option::Some(&mut __ws.grad_0),
+                    )?;
             }
             {
-                let [blocks_1_fc_bias, blocks_1_fc_weight] = __S::views_mut(
-                    ::overlap::program::Slot::get_mut(&mut b0),
+                let [__blocks_1_fc_bias, __blocks_1_fc_weight] = __S::views_mut(
+                    ::overlap::program::Slot::get_mut(&mut __b0),
                     [(18, 8), (26, 64)],
                 );
-                dev.backward(
-                    4,
-                    &self.blocks[1].fc,
-                    &ws.context,
-                    (&ws.blocks_1_norm_out, &ws.blocks_1_fc_out, &ws.blocks_1_fc_saved),
-                    &ws.grad_0,
-                    &mut [blocks_1_fc_weight, blocks_1_fc_bias],
-                    accumulate,
-                    ::core::option::Option::Some(&mut ws.grad_1),
-                )?;
+                __dev
+                    .backward(
+                        4,
+                        &self.blocks[1].fc,
+                        &__ws.context,
+                        (
+                            &__ws.blocks_1_norm_out,
+                            &__ws.blocks_1_fc_out,
+                            &__ws.blocks_1_fc_saved,
+                        ),
+                        &__ws.grad_0,
+                        &mut [__blocks_1_fc_weight, __blocks_1_fc_bias],
+                        __accumulate,
+                        ::core::option::Option::Some(&mut __ws.grad_1),
+                    )?;
             }
             {
-                let [blocks_1_norm_weight, blocks_1_norm_bias] = __S::views_mut(
-                    ::overlap::program::Slot::get_mut(&mut b0),
+                let [__blocks_1_norm_weight, __blocks_1_norm_bias] = __S::views_mut(
+                    ::overlap::program::Slot::get_mut(&mut __b0),
                     [(90, 8), (98, 8)],
                 );
-                dev.backward(
-                    3,
-                    &self.blocks[1].norm,
-                    &ws.context,
-                    (&ws.blocks_0_sum, &ws.blocks_1_norm_out, &ws.blocks_1_norm_saved),
-                    &ws.grad_1,
-                    &mut [blocks_1_norm_weight, blocks_1_norm_bias],
-                    accumulate,
-                    ::core::option::Option::Some(&mut ws.grad_2),
-                )?;
+                __dev
+                    .backward(
+                        3,
+                        &self.blocks[1].norm,
+                        &__ws.context,
+                        (
+                            &__ws.blocks_0_sum,
+                            &__ws.blocks_1_norm_out,
+                            &__ws.blocks_1_norm_saved,
+                        ),
+                        &__ws.grad_1,
+                        &mut [__blocks_1_norm_weight, __blocks_1_norm_bias],
+                        __accumulate,
+                        ::core::option::Option::Some(&mut __ws.grad_2),
+                    )?;
             }
-            dev.add_assign(&mut ws.grad_2, &ws.grad_0)?;
-            let b0_in_flight = dev
+            __dev.add_assign(&mut __ws.grad_2, &__ws.grad_0)?;
+            let __b0_in_flight = __dev
                 .launch(
                     0,
-                    ::overlap::program::Slot::take(&mut b0),
+                    ::overlap::program::Slot::take(&mut __b0),
                     &[
                         ::overlap::__private::BucketMember {
                             index: 11,
@@ -397,45 +448,55 @@ pub mod net {
                         },
                     ],
                     self,
-                    grad_scale,
+                    __grad_scale,
                 )?;
             {
-                let [blocks_0_fc_bias, blocks_0_fc_weight] = __S::views_mut(
-                    ::overlap::program::Slot::get_mut(&mut b1),
+                let [__blocks_0_fc_bias, __blocks_0_fc_weight] = __S::views_mut(
+                    ::overlap::program::Slot::get_mut(&mut __b1),
                     [(0, 8), (8, 64)],
                 );
-                dev.backward(
-                    2,
-                    &self.blocks[0].fc,
-                    &ws.context,
-                    (&ws.blocks_0_norm_out, &ws.blocks_0_fc_out, &ws.blocks_0_fc_saved),
-                    &ws.grad_2,
-                    &mut [blocks_0_fc_weight, blocks_0_fc_bias],
-                    accumulate,
-                    ::core::option::Option::Some(&mut ws.grad_0),
-                )?;
+                __dev
+                    .backward(
+                        2,
+                        &self.blocks[0].fc,
+                        &__ws.context,
+                        (
+                            &__ws.blocks_0_norm_out,
+                            &__ws.blocks_0_fc_out,
+                            &__ws.blocks_0_fc_saved,
+                        ),
+                        &__ws.grad_2,
+                        &mut [__blocks_0_fc_weight, __blocks_0_fc_bias],
+                        __accumulate,
+                        ::core::option::Option::Some(&mut __ws.grad_0),
+                    )?;
             }
             {
-                let [blocks_0_norm_weight, blocks_0_norm_bias] = __S::views_mut(
-                    ::overlap::program::Slot::get_mut(&mut b1),
+                let [__blocks_0_norm_weight, __blocks_0_norm_bias] = __S::views_mut(
+                    ::overlap::program::Slot::get_mut(&mut __b1),
                     [(72, 8), (80, 8)],
                 );
-                dev.backward(
-                    1,
-                    &self.blocks[0].norm,
-                    &ws.context,
-                    (&ws.input_out, &ws.blocks_0_norm_out, &ws.blocks_0_norm_saved),
-                    &ws.grad_0,
-                    &mut [blocks_0_norm_weight, blocks_0_norm_bias],
-                    accumulate,
-                    ::core::option::Option::Some(&mut ws.grad_1),
-                )?;
+                __dev
+                    .backward(
+                        1,
+                        &self.blocks[0].norm,
+                        &__ws.context,
+                        (
+                            &__ws.input_out,
+                            &__ws.blocks_0_norm_out,
+                            &__ws.blocks_0_norm_saved,
+                        ),
+                        &__ws.grad_0,
+                        &mut [__blocks_0_norm_weight, __blocks_0_norm_bias],
+                        __accumulate,
+                        ::core::option::Option::Some(&mut __ws.grad_1),
+                    )?;
             }
-            dev.add_assign(&mut ws.grad_1, &ws.grad_2)?;
-            let b1_in_flight = dev
+            __dev.add_assign(&mut __ws.grad_1, &__ws.grad_2)?;
+            let __b1_in_flight = __dev
                 .launch(
                     1,
-                    ::overlap::program::Slot::take(&mut b1),
+                    ::overlap::program::Slot::take(&mut __b1),
                     &[
                         ::overlap::__private::BucketMember {
                             index: 5,
@@ -455,28 +516,29 @@ pub mod net {
                         },
                     ],
                     self,
-                    grad_scale,
+                    __grad_scale,
                 )?;
             {
-                let [input_bias, input_weight] = __S::views_mut(
-                    ::overlap::program::Slot::get_mut(&mut b2),
+                let [__input_bias, __input_weight] = __S::views_mut(
+                    ::overlap::program::Slot::get_mut(&mut __b2),
                     [(0, 8), (8, 32)],
                 );
-                dev.backward(
-                    0,
-                    &self.input,
-                    &ws.context,
-                    (&ws.input, &ws.input_out, &ws.input_saved),
-                    &ws.grad_1,
-                    &mut [input_weight, input_bias],
-                    accumulate,
-                    ::core::option::Option::None,
-                )?;
+                __dev
+                    .backward(
+                        0,
+                        &self.input,
+                        &__ws.context,
+                        (&__ws.input, &__ws.input_out, &__ws.input_saved),
+                        &__ws.grad_1,
+                        &mut [__input_weight, __input_bias],
+                        __accumulate,
+                        ::core::option::Option::None,
+                    )?;
             }
-            let b2_in_flight = dev
+            let __b2_in_flight = __dev
                 .launch(
                     2,
-                    ::overlap::program::Slot::take(&mut b2),
+                    ::overlap::program::Slot::take(&mut __b2),
                     &[
                         ::overlap::__private::BucketMember {
                             index: 1,
@@ -488,17 +550,17 @@ pub mod net {
                         },
                     ],
                     self,
-                    grad_scale,
+                    __grad_scale,
                 )?;
-            dev.launch_gather(0, 2, 0..40)?;
-            dev.launch_gather(1, 1, 0..88)?;
-            dev.launch_gather(2, 0, 0..106)?;
-            dev.backward_done()?;
+            __dev.launch_gather(0, 2, 0..40)?;
+            __dev.launch_gather(1, 1, 0..88)?;
+            __dev.launch_gather(2, 0, 0..106)?;
+            __dev.backward_done()?;
             ::core::result::Result::Ok(NetInFlightOn {
-                b0: b0_in_flight,
-                b1: b1_in_flight,
-                b2: b2_in_flight,
-                grad_scale,
+                b0: __b0_in_flight,
+                b1: __b1_in_flight,
+                b2: __b2_in_flight,
+                grad_scale: __grad_scale,
             })
         }
         fn backward_no_sync_on<
@@ -506,112 +568,139 @@ pub mod net {
             __E: ::overlap::program::Compute<__S>,
         >(
             &self,
-            dev: &mut __E,
-            ws: &mut NetWorkspaceOn<__S>,
-            dy: &__S::Tensor,
-            grads: &mut NetGradsOn<__S>,
+            __dev: &mut __E,
+            __ws: &mut NetWorkspaceOn<__S>,
+            __dy: &__S::Tensor,
+            __grads: &mut NetGradsOn<__S>,
         ) -> ::core::result::Result<(), __S::Error> {
-            let NetGradsOn { b0, b1, b2, micro_steps } = grads;
-            let accumulate = *micro_steps > 0;
+            let NetGradsOn {
+                b0: __b0,
+                b1: __b1,
+                b2: __b2,
+                micro_steps: __micro_steps,
+            } = __grads;
+            let __accumulate = *__micro_steps > 0;
             {
-                let [head_bias, head_weight] = __S::views_mut(
-                    &mut *b0,
+                let [__head_bias, __head_weight] = __S::views_mut(
+                    &mut *__b0,
                     [(0, 2), (2, 16)],
                 );
-                dev.backward(
-                    5,
-                    &self.head,
-                    &ws.context,
-                    (&ws.blocks_1_sum, &ws.head_out, &ws.head_saved),
-                    dy,
-                    &mut [head_weight, head_bias],
-                    accumulate,
-                    ::core::option::Option::Some(&mut ws.grad_0),
-                )?;
+                __dev
+                    .backward(
+                        5,
+                        &self.head,
+                        &__ws.context,
+                        (&__ws.blocks_1_sum, &__ws.head_out, &__ws.head_saved),
+                        __dy,
+                        &mut [__head_weight, __head_bias],
+                        __accumulate,
+                        ::core::option::Option::Some(&mut __ws.grad_0),
+                    )?;
             }
             {
-                let [blocks_1_fc_bias, blocks_1_fc_weight] = __S::views_mut(
-                    &mut *b0,
+                let [__blocks_1_fc_bias, __blocks_1_fc_weight] = __S::views_mut(
+                    &mut *__b0,
                     [(18, 8), (26, 64)],
                 );
-                dev.backward(
-                    4,
-                    &self.blocks[1].fc,
-                    &ws.context,
-                    (&ws.blocks_1_norm_out, &ws.blocks_1_fc_out, &ws.blocks_1_fc_saved),
-                    &ws.grad_0,
-                    &mut [blocks_1_fc_weight, blocks_1_fc_bias],
-                    accumulate,
-                    ::core::option::Option::Some(&mut ws.grad_1),
-                )?;
+                __dev
+                    .backward(
+                        4,
+                        &self.blocks[1].fc,
+                        &__ws.context,
+                        (
+                            &__ws.blocks_1_norm_out,
+                            &__ws.blocks_1_fc_out,
+                            &__ws.blocks_1_fc_saved,
+                        ),
+                        &__ws.grad_0,
+                        &mut [__blocks_1_fc_weight, __blocks_1_fc_bias],
+                        __accumulate,
+                        ::core::option::Option::Some(&mut __ws.grad_1),
+                    )?;
             }
             {
-                let [blocks_1_norm_weight, blocks_1_norm_bias] = __S::views_mut(
-                    &mut *b0,
+                let [__blocks_1_norm_weight, __blocks_1_norm_bias] = __S::views_mut(
+                    &mut *__b0,
                     [(90, 8), (98, 8)],
                 );
-                dev.backward(
-                    3,
-                    &self.blocks[1].norm,
-                    &ws.context,
-                    (&ws.blocks_0_sum, &ws.blocks_1_norm_out, &ws.blocks_1_norm_saved),
-                    &ws.grad_1,
-                    &mut [blocks_1_norm_weight, blocks_1_norm_bias],
-                    accumulate,
-                    ::core::option::Option::Some(&mut ws.grad_2),
-                )?;
+                __dev
+                    .backward(
+                        3,
+                        &self.blocks[1].norm,
+                        &__ws.context,
+                        (
+                            &__ws.blocks_0_sum,
+                            &__ws.blocks_1_norm_out,
+                            &__ws.blocks_1_norm_saved,
+                        ),
+                        &__ws.grad_1,
+                        &mut [__blocks_1_norm_weight, __blocks_1_norm_bias],
+                        __accumulate,
+                        ::core::option::Option::Some(&mut __ws.grad_2),
+                    )?;
             }
-            dev.add_assign(&mut ws.grad_2, &ws.grad_0)?;
+            __dev.add_assign(&mut __ws.grad_2, &__ws.grad_0)?;
             {
-                let [blocks_0_fc_bias, blocks_0_fc_weight] = __S::views_mut(
-                    &mut *b1,
+                let [__blocks_0_fc_bias, __blocks_0_fc_weight] = __S::views_mut(
+                    &mut *__b1,
                     [(0, 8), (8, 64)],
                 );
-                dev.backward(
-                    2,
-                    &self.blocks[0].fc,
-                    &ws.context,
-                    (&ws.blocks_0_norm_out, &ws.blocks_0_fc_out, &ws.blocks_0_fc_saved),
-                    &ws.grad_2,
-                    &mut [blocks_0_fc_weight, blocks_0_fc_bias],
-                    accumulate,
-                    ::core::option::Option::Some(&mut ws.grad_0),
-                )?;
+                __dev
+                    .backward(
+                        2,
+                        &self.blocks[0].fc,
+                        &__ws.context,
+                        (
+                            &__ws.blocks_0_norm_out,
+                            &__ws.blocks_0_fc_out,
+                            &__ws.blocks_0_fc_saved,
+                        ),
+                        &__ws.grad_2,
+                        &mut [__blocks_0_fc_weight, __blocks_0_fc_bias],
+                        __accumulate,
+                        ::core::option::Option::Some(&mut __ws.grad_0),
+                    )?;
             }
             {
-                let [blocks_0_norm_weight, blocks_0_norm_bias] = __S::views_mut(
-                    &mut *b1,
+                let [__blocks_0_norm_weight, __blocks_0_norm_bias] = __S::views_mut(
+                    &mut *__b1,
                     [(72, 8), (80, 8)],
                 );
-                dev.backward(
-                    1,
-                    &self.blocks[0].norm,
-                    &ws.context,
-                    (&ws.input_out, &ws.blocks_0_norm_out, &ws.blocks_0_norm_saved),
-                    &ws.grad_0,
-                    &mut [blocks_0_norm_weight, blocks_0_norm_bias],
-                    accumulate,
-                    ::core::option::Option::Some(&mut ws.grad_1),
-                )?;
+                __dev
+                    .backward(
+                        1,
+                        &self.blocks[0].norm,
+                        &__ws.context,
+                        (
+                            &__ws.input_out,
+                            &__ws.blocks_0_norm_out,
+                            &__ws.blocks_0_norm_saved,
+                        ),
+                        &__ws.grad_0,
+                        &mut [__blocks_0_norm_weight, __blocks_0_norm_bias],
+                        __accumulate,
+                        ::core::option::Option::Some(&mut __ws.grad_1),
+                    )?;
             }
-            dev.add_assign(&mut ws.grad_1, &ws.grad_2)?;
+            __dev.add_assign(&mut __ws.grad_1, &__ws.grad_2)?;
             {
-                let [input_bias, input_weight] = __S::views_mut(
-                    &mut *b2,
+                let [__input_bias, __input_weight] = __S::views_mut(
+                    &mut *__b2,
                     [(0, 8), (8, 32)],
                 );
-                dev.backward(
-                    0,
-                    &self.input,
-                    &ws.context,
-                    (&ws.input, &ws.input_out, &ws.input_saved),
-                    &ws.grad_1,
-                    &mut [input_weight, input_bias],
-                    accumulate,
-                    ::core::option::Option::None,
-                )?;
+                __dev
+                    .backward(
+                        0,
+                        &self.input,
+                        &__ws.context,
+                        (&__ws.input, &__ws.input_out, &__ws.input_saved),
+                        &__ws.grad_1,
+                        &mut [__input_weight, __input_bias],
+                        __accumulate,
+                        ::core::option::Option::None,
+                    )?;
             }
-            *micro_steps += 1;
+            *__micro_steps += 1;
             ::core::result::Result::Ok(())
         }
         fn step_on<
@@ -619,46 +708,49 @@ pub mod net {
             __E: ::overlap::program::Settle<Self, __S>,
         >(
             &mut self,
-            dev: &mut __E,
-            in_flight: NetInFlightOn<__S>,
+            __dev: &mut __E,
+            __in_flight: NetInFlightOn<__S>,
         ) -> ::overlap::Result<NetGradsOn<__S>> {
             let NetInFlightOn {
-                b0: b0_in_flight,
-                b1: b1_in_flight,
-                b2: b2_in_flight,
-                grad_scale,
-            } = in_flight;
-            let mut b0_in_flight = ::overlap::program::Slot::new(b0_in_flight);
-            let mut b1_in_flight = ::overlap::program::Slot::new(b1_in_flight);
-            let mut b2_in_flight = ::overlap::program::Slot::new(b2_in_flight);
-            if dev.clips() {
-                let mut b0 = dev
-                    .wait(0, ::overlap::program::Slot::take(&mut b0_in_flight))?;
-                let mut b1 = dev
-                    .wait(1, ::overlap::program::Slot::take(&mut b1_in_flight))?;
-                let mut b2 = dev
-                    .wait(2, ::overlap::program::Slot::take(&mut b2_in_flight))?;
-                let grad_scale = dev.clip(&[&b0, &b1, &b2], grad_scale)?;
-                self.update_bucket_on(dev, 0, &mut b0, grad_scale)?;
-                self.update_bucket_on(dev, 1, &mut b1, grad_scale)?;
-                self.update_bucket_on(dev, 2, &mut b2, grad_scale)?;
+                b0: __b0_in_flight,
+                b1: __b1_in_flight,
+                b2: __b2_in_flight,
+                grad_scale: __grad_scale,
+            } = __in_flight;
+            let mut __b0_in_flight = ::overlap::program::Slot::new(__b0_in_flight);
+            let mut __b1_in_flight = ::overlap::program::Slot::new(__b1_in_flight);
+            let mut __b2_in_flight = ::overlap::program::Slot::new(__b2_in_flight);
+            if __dev.clips() {
+                let mut __b0 = __dev
+                    .wait(0, ::overlap::program::Slot::take(&mut __b0_in_flight))?;
+                let mut __b1 = __dev
+                    .wait(1, ::overlap::program::Slot::take(&mut __b1_in_flight))?;
+                let mut __b2 = __dev
+                    .wait(2, ::overlap::program::Slot::take(&mut __b2_in_flight))?;
+                let __grad_scale = __dev.clip(&[&__b0, &__b1, &__b2], __grad_scale)?;
+                self.update_bucket_on(__dev, 0, &mut __b0, __grad_scale)?;
+                self.update_bucket_on(__dev, 1, &mut __b1, __grad_scale)?;
+                self.update_bucket_on(__dev, 2, &mut __b2, __grad_scale)?;
                 return ::core::result::Result::Ok(NetGradsOn {
-                    b0,
-                    b1,
-                    b2,
+                    b0: __b0,
+                    b1: __b1,
+                    b2: __b2,
                     micro_steps: 0,
                 });
             }
-            let mut b0 = dev.wait(0, ::overlap::program::Slot::take(&mut b0_in_flight))?;
-            self.update_bucket_on(dev, 0, &mut b0, grad_scale)?;
-            let mut b1 = dev.wait(1, ::overlap::program::Slot::take(&mut b1_in_flight))?;
-            self.update_bucket_on(dev, 1, &mut b1, grad_scale)?;
-            let mut b2 = dev.wait(2, ::overlap::program::Slot::take(&mut b2_in_flight))?;
-            self.update_bucket_on(dev, 2, &mut b2, grad_scale)?;
+            let mut __b0 = __dev
+                .wait(0, ::overlap::program::Slot::take(&mut __b0_in_flight))?;
+            self.update_bucket_on(__dev, 0, &mut __b0, __grad_scale)?;
+            let mut __b1 = __dev
+                .wait(1, ::overlap::program::Slot::take(&mut __b1_in_flight))?;
+            self.update_bucket_on(__dev, 1, &mut __b1, __grad_scale)?;
+            let mut __b2 = __dev
+                .wait(2, ::overlap::program::Slot::take(&mut __b2_in_flight))?;
+            self.update_bucket_on(__dev, 2, &mut __b2, __grad_scale)?;
             ::core::result::Result::Ok(NetGradsOn {
-                b0,
-                b1,
-                b2,
+                b0: __b0,
+                b1: __b1,
+                b2: __b2,
                 micro_steps: 0,
             })
         }
@@ -667,168 +759,180 @@ pub mod net {
             __E: ::overlap::program::Settle<Self, __S>,
         >(
             &mut self,
-            dev: &mut __E,
-            index: ::core::primitive::usize,
-            bucket: &mut __S::Bucket,
-            grad_scale: ::core::primitive::f32,
+            __dev: &mut __E,
+            __index: ::core::primitive::usize,
+            __bucket: &mut __S::Bucket,
+            __grad_scale: ::core::primitive::f32,
         ) -> ::overlap::Result<()> {
-            if dev.give_back_updated(bucket, self)? {
+            if __dev.give_back_updated(__bucket, self)? {
                 return ::core::result::Result::Ok(());
             }
-            match index {
+            match __index {
                 0 => {
-                    dev.update(
-                        &mut self.head,
-                        1,
-                        ::overlap::program::ParamSlot {
-                            bucket: 0,
-                            index: 11,
-                            offset: 0,
-                            len: 2,
-                        },
-                        bucket,
-                        grad_scale,
-                    )?;
-                    dev.update(
-                        &mut self.head,
-                        0,
-                        ::overlap::program::ParamSlot {
-                            bucket: 0,
-                            index: 10,
-                            offset: 2,
-                            len: 16,
-                        },
-                        bucket,
-                        grad_scale,
-                    )?;
-                    dev.update(
-                        &mut self.blocks[1].fc,
-                        1,
-                        ::overlap::program::ParamSlot {
-                            bucket: 0,
-                            index: 9,
-                            offset: 18,
-                            len: 8,
-                        },
-                        bucket,
-                        grad_scale,
-                    )?;
-                    dev.update(
-                        &mut self.blocks[1].fc,
-                        0,
-                        ::overlap::program::ParamSlot {
-                            bucket: 0,
-                            index: 8,
-                            offset: 26,
-                            len: 64,
-                        },
-                        bucket,
-                        grad_scale,
-                    )?;
-                    dev.update(
-                        &mut self.blocks[1].norm,
-                        0,
-                        ::overlap::program::ParamSlot {
-                            bucket: 0,
-                            index: 6,
-                            offset: 90,
-                            len: 8,
-                        },
-                        bucket,
-                        grad_scale,
-                    )?;
-                    dev.update(
-                        &mut self.blocks[1].norm,
-                        1,
-                        ::overlap::program::ParamSlot {
-                            bucket: 0,
-                            index: 7,
-                            offset: 98,
-                            len: 8,
-                        },
-                        bucket,
-                        grad_scale,
-                    )?;
+                    __dev
+                        .update(
+                            &mut self.head,
+                            1,
+                            ::overlap::program::ParamSlot {
+                                bucket: 0,
+                                index: 11,
+                                offset: 0,
+                                len: 2,
+                            },
+                            __bucket,
+                            __grad_scale,
+                        )?;
+                    __dev
+                        .update(
+                            &mut self.head,
+                            0,
+                            ::overlap::program::ParamSlot {
+                                bucket: 0,
+                                index: 10,
+                                offset: 2,
+                                len: 16,
+                            },
+                            __bucket,
+                            __grad_scale,
+                        )?;
+                    __dev
+                        .update(
+                            &mut self.blocks[1].fc,
+                            1,
+                            ::overlap::program::ParamSlot {
+                                bucket: 0,
+                                index: 9,
+                                offset: 18,
+                                len: 8,
+                            },
+                            __bucket,
+                            __grad_scale,
+                        )?;
+                    __dev
+                        .update(
+                            &mut self.blocks[1].fc,
+                            0,
+                            ::overlap::program::ParamSlot {
+                                bucket: 0,
+                                index: 8,
+                                offset: 26,
+                                len: 64,
+                            },
+                            __bucket,
+                            __grad_scale,
+                        )?;
+                    __dev
+                        .update(
+                            &mut self.blocks[1].norm,
+                            0,
+                            ::overlap::program::ParamSlot {
+                                bucket: 0,
+                                index: 6,
+                                offset: 90,
+                                len: 8,
+                            },
+                            __bucket,
+                            __grad_scale,
+                        )?;
+                    __dev
+                        .update(
+                            &mut self.blocks[1].norm,
+                            1,
+                            ::overlap::program::ParamSlot {
+                                bucket: 0,
+                                index: 7,
+                                offset: 98,
+                                len: 8,
+                            },
+                            __bucket,
+                            __grad_scale,
+                        )?;
                 }
                 1 => {
-                    dev.update(
-                        &mut self.blocks[0].fc,
-                        1,
-                        ::overlap::program::ParamSlot {
-                            bucket: 1,
-                            index: 5,
-                            offset: 0,
-                            len: 8,
-                        },
-                        bucket,
-                        grad_scale,
-                    )?;
-                    dev.update(
-                        &mut self.blocks[0].fc,
-                        0,
-                        ::overlap::program::ParamSlot {
-                            bucket: 1,
-                            index: 4,
-                            offset: 8,
-                            len: 64,
-                        },
-                        bucket,
-                        grad_scale,
-                    )?;
-                    dev.update(
-                        &mut self.blocks[0].norm,
-                        0,
-                        ::overlap::program::ParamSlot {
-                            bucket: 1,
-                            index: 2,
-                            offset: 72,
-                            len: 8,
-                        },
-                        bucket,
-                        grad_scale,
-                    )?;
-                    dev.update(
-                        &mut self.blocks[0].norm,
-                        1,
-                        ::overlap::program::ParamSlot {
-                            bucket: 1,
-                            index: 3,
-                            offset: 80,
-                            len: 8,
-                        },
-                        bucket,
-                        grad_scale,
-                    )?;
+                    __dev
+                        .update(
+                            &mut self.blocks[0].fc,
+                            1,
+                            ::overlap::program::ParamSlot {
+                                bucket: 1,
+                                index: 5,
+                                offset: 0,
+                                len: 8,
+                            },
+                            __bucket,
+                            __grad_scale,
+                        )?;
+                    __dev
+                        .update(
+                            &mut self.blocks[0].fc,
+                            0,
+                            ::overlap::program::ParamSlot {
+                                bucket: 1,
+                                index: 4,
+                                offset: 8,
+                                len: 64,
+                            },
+                            __bucket,
+                            __grad_scale,
+                        )?;
+                    __dev
+                        .update(
+                            &mut self.blocks[0].norm,
+                            0,
+                            ::overlap::program::ParamSlot {
+                                bucket: 1,
+                                index: 2,
+                                offset: 72,
+                                len: 8,
+                            },
+                            __bucket,
+                            __grad_scale,
+                        )?;
+                    __dev
+                        .update(
+                            &mut self.blocks[0].norm,
+                            1,
+                            ::overlap::program::ParamSlot {
+                                bucket: 1,
+                                index: 3,
+                                offset: 80,
+                                len: 8,
+                            },
+                            __bucket,
+                            __grad_scale,
+                        )?;
                 }
                 2 => {
-                    dev.update(
-                        &mut self.input,
-                        1,
-                        ::overlap::program::ParamSlot {
-                            bucket: 2,
-                            index: 1,
-                            offset: 0,
-                            len: 8,
-                        },
-                        bucket,
-                        grad_scale,
-                    )?;
-                    dev.update(
-                        &mut self.input,
-                        0,
-                        ::overlap::program::ParamSlot {
-                            bucket: 2,
-                            index: 0,
-                            offset: 8,
-                            len: 32,
-                        },
-                        bucket,
-                        grad_scale,
-                    )?;
+                    __dev
+                        .update(
+                            &mut self.input,
+                            1,
+                            ::overlap::program::ParamSlot {
+                                bucket: 2,
+                                index: 1,
+                                offset: 0,
+                                len: 8,
+                            },
+                            __bucket,
+                            __grad_scale,
+                        )?;
+                    __dev
+                        .update(
+                            &mut self.input,
+                            0,
+                            ::overlap::program::ParamSlot {
+                                bucket: 2,
+                                index: 0,
+                                offset: 8,
+                                len: 32,
+                            },
+                            __bucket,
+                            __grad_scale,
+                        )?;
                 }
-                _ => ::core::unreachable!("bucket {} of {}", index, 3),
+                _ => ::core::unreachable!("bucket {} of {}", __index, 3),
             }
-            dev.clear(index, bucket)
+            __dev.clear(__index, __bucket)
         }
     }
     /// On the host: the program with the layers' own methods and the communicator.
@@ -1117,79 +1221,79 @@ pub mod net {
             ::core::primitive::usize,
             ::core::primitive::usize,
         )] = &[(1, 2), (3, 4)];
-        fn init(seed: ::core::primitive::u64) -> Self {
+        fn init(__seed: ::core::primitive::u64) -> Self {
             Net {
                 input: {
-                    let mut rng = ::overlap::InitRng::for_layer(seed, 0);
-                    <Linear<4, 8> as ::overlap::Layer>::init(&mut rng)
+                    let mut __rng = ::overlap::InitRng::for_layer(__seed, 0);
+                    <Linear<4, 8> as ::overlap::Layer>::init(&mut __rng)
                 },
                 blocks: [
                     Block {
                         norm: {
-                            let mut rng = ::overlap::InitRng::for_layer(seed, 1);
-                            <LayerNorm<8> as ::overlap::Layer>::init(&mut rng)
+                            let mut __rng = ::overlap::InitRng::for_layer(__seed, 1);
+                            <LayerNorm<8> as ::overlap::Layer>::init(&mut __rng)
                         },
                         fc: {
-                            let mut rng = ::overlap::InitRng::for_layer(seed, 2);
-                            <Linear<8, 8> as ::overlap::Layer>::init(&mut rng)
+                            let mut __rng = ::overlap::InitRng::for_layer(__seed, 2);
+                            <Linear<8, 8> as ::overlap::Layer>::init(&mut __rng)
                         },
                     },
                     Block {
                         norm: {
-                            let mut rng = ::overlap::InitRng::for_layer(seed, 3);
-                            <LayerNorm<8> as ::overlap::Layer>::init(&mut rng)
+                            let mut __rng = ::overlap::InitRng::for_layer(__seed, 3);
+                            <LayerNorm<8> as ::overlap::Layer>::init(&mut __rng)
                         },
                         fc: {
-                            let mut rng = ::overlap::InitRng::for_layer(seed, 4);
-                            <Linear<8, 8> as ::overlap::Layer>::init(&mut rng)
+                            let mut __rng = ::overlap::InitRng::for_layer(__seed, 4);
+                            <Linear<8, 8> as ::overlap::Layer>::init(&mut __rng)
                         },
                     },
                 ],
                 head: {
-                    let mut rng = ::overlap::InitRng::for_layer(seed, 5);
-                    <Linear<8, 2> as ::overlap::Layer>::init(&mut rng)
+                    let mut __rng = ::overlap::InitRng::for_layer(__seed, 5);
+                    <Linear<8, 2> as ::overlap::Layer>::init(&mut __rng)
                 },
             }
         }
         fn new_grads(&self) -> Self::Grads {
-            let ::core::result::Result::Ok(grads) = ::overlap::program::Program::new_grads_on(
+            let ::core::result::Result::Ok(__grads) = ::overlap::program::Program::new_grads_on(
                 self,
                 &mut ::overlap::program::HostCompute::named(
                     Self::SCHEDULE.static_layers(),
                 ),
             );
-            grads
+            __grads
         }
         fn forward_with<'w>(
             &self,
-            ctx: &::overlap::StepContext,
-            input: &::overlap::Matrix,
-            ws: &'w mut Self::Workspace,
+            __ctx: &::overlap::StepContext,
+            __input: &::overlap::Matrix,
+            __ws: &'w mut Self::Workspace,
         ) -> &'w ::overlap::Matrix {
             ::core::assert_eq!(
-                input.rows(), ctx.row_count(),
+                __input.rows(), __ctx.row_count(),
                 "the input's rows are not the step context's"
             );
-            let ::core::result::Result::Ok(output) = ::overlap::program::Program::forward_on(
+            let ::core::result::Result::Ok(__output) = ::overlap::program::Program::forward_on(
                 self,
                 &mut ::overlap::program::HostCompute::named(
                     Self::SCHEDULE.static_layers(),
                 ),
-                ctx,
-                input,
-                ws,
+                __ctx,
+                __input,
+                __ws,
             );
-            output
+            __output
         }
         fn forward_gathering<'w>(
             &mut self,
-            ctx: &::overlap::StepContext,
-            input: &::overlap::Matrix,
-            ws: &'w mut Self::Workspace,
-            comm: &::overlap::Communicator,
+            __ctx: &::overlap::StepContext,
+            __input: &::overlap::Matrix,
+            __ws: &'w mut Self::Workspace,
+            __comm: &::overlap::Communicator,
         ) -> ::overlap::Result<&'w ::overlap::Matrix> {
             ::core::assert_eq!(
-                input.rows(), ctx.row_count(),
+                __input.rows(), __ctx.row_count(),
                 "the input's rows are not the step context's"
             );
             ::overlap::program::Program::forward_gathering_on(
@@ -1197,96 +1301,96 @@ pub mod net {
                 &mut ::overlap::program::HostCompute::named(
                     Self::SCHEDULE.static_layers(),
                 ),
-                &mut ::overlap::program::HostGather::new(comm),
-                ctx,
-                input,
-                ws,
+                &mut ::overlap::program::HostGather::new(__comm),
+                __ctx,
+                __input,
+                __ws,
             )
         }
         fn backward<O: ::overlap::Optimizer>(
             &mut self,
-            ws: &mut Self::Workspace,
-            dy: &::overlap::Matrix,
-            grads: Self::Grads,
-            comm: &::overlap::Communicator,
-            optimizer: &mut O,
+            __ws: &mut Self::Workspace,
+            __dy: &::overlap::Matrix,
+            __grads: Self::Grads,
+            __comm: &::overlap::Communicator,
+            __optimizer: &mut O,
         ) -> Self::InFlight {
-            let mut dev = ::overlap::program::HostLaunch::named(
-                comm,
-                optimizer,
+            let mut __dev = ::overlap::program::HostLaunch::named(
+                __comm,
+                __optimizer,
                 Self::SCHEDULE.static_layers(),
             );
-            let ::core::result::Result::Ok(in_flight) = ::overlap::program::Program::backward_on(
+            let ::core::result::Result::Ok(__in_flight) = ::overlap::program::Program::backward_on(
                 self,
-                &mut dev,
-                ws,
-                dy,
-                grads,
+                &mut __dev,
+                __ws,
+                __dy,
+                __grads,
             );
-            in_flight
+            __in_flight
         }
         fn backward_no_sync(
             &self,
-            ws: &mut Self::Workspace,
-            dy: &::overlap::Matrix,
-            grads: &mut Self::Grads,
+            __ws: &mut Self::Workspace,
+            __dy: &::overlap::Matrix,
+            __grads: &mut Self::Grads,
         ) {
             let ::core::result::Result::Ok(()) = ::overlap::program::Program::backward_no_sync_on(
                 self,
                 &mut ::overlap::program::HostCompute::named(
                     Self::SCHEDULE.static_layers(),
                 ),
-                ws,
-                dy,
-                grads,
+                __ws,
+                __dy,
+                __grads,
             );
         }
         fn step<O: ::overlap::Optimizer>(
             &mut self,
-            in_flight: Self::InFlight,
-            optimizer: &mut O,
+            __in_flight: Self::InFlight,
+            __optimizer: &mut O,
         ) -> ::overlap::Result<Self::Grads> {
             ::overlap::program::Program::step_on(
                 self,
-                &mut ::overlap::program::HostSettle::new(optimizer),
-                in_flight,
+                &mut ::overlap::program::HostSettle::new(__optimizer),
+                __in_flight,
             )
         }
-        fn param(&self, p: ::overlap::plan::ParamRef) -> &[::core::primitive::f32] {
+        fn param(&self, __p: ::overlap::plan::ParamRef) -> &[::core::primitive::f32] {
             use ::overlap::Layer as _;
-            match p.layer {
-                0 => ::overlap::Layer::param(&self.input, p.param),
-                1 => ::overlap::Layer::param(&self.blocks[0].norm, p.param),
-                2 => ::overlap::Layer::param(&self.blocks[0].fc, p.param),
-                3 => ::overlap::Layer::param(&self.blocks[1].norm, p.param),
-                4 => ::overlap::Layer::param(&self.blocks[1].fc, p.param),
-                5 => ::overlap::Layer::param(&self.head, p.param),
-                _ => ::core::panic!("{:?} is not a parameter of {}", p, "Net"),
+            match __p.layer {
+                0 => ::overlap::Layer::param(&self.input, __p.param),
+                1 => ::overlap::Layer::param(&self.blocks[0].norm, __p.param),
+                2 => ::overlap::Layer::param(&self.blocks[0].fc, __p.param),
+                3 => ::overlap::Layer::param(&self.blocks[1].norm, __p.param),
+                4 => ::overlap::Layer::param(&self.blocks[1].fc, __p.param),
+                5 => ::overlap::Layer::param(&self.head, __p.param),
+                _ => ::core::panic!("{:?} is not a parameter of {}", __p, "Net"),
             }
         }
         fn param_mut(
             &mut self,
-            p: ::overlap::plan::ParamRef,
+            __p: ::overlap::plan::ParamRef,
         ) -> &mut [::core::primitive::f32] {
             use ::overlap::Layer as _;
-            match p.layer {
-                0 => ::overlap::Layer::param_mut(&mut self.input, p.param),
-                1 => ::overlap::Layer::param_mut(&mut self.blocks[0].norm, p.param),
-                2 => ::overlap::Layer::param_mut(&mut self.blocks[0].fc, p.param),
-                3 => ::overlap::Layer::param_mut(&mut self.blocks[1].norm, p.param),
-                4 => ::overlap::Layer::param_mut(&mut self.blocks[1].fc, p.param),
-                5 => ::overlap::Layer::param_mut(&mut self.head, p.param),
-                _ => ::core::panic!("{:?} is not a parameter of {}", p, "Net"),
+            match __p.layer {
+                0 => ::overlap::Layer::param_mut(&mut self.input, __p.param),
+                1 => ::overlap::Layer::param_mut(&mut self.blocks[0].norm, __p.param),
+                2 => ::overlap::Layer::param_mut(&mut self.blocks[0].fc, __p.param),
+                3 => ::overlap::Layer::param_mut(&mut self.blocks[1].norm, __p.param),
+                4 => ::overlap::Layer::param_mut(&mut self.blocks[1].fc, __p.param),
+                5 => ::overlap::Layer::param_mut(&mut self.head, __p.param),
+                _ => ::core::panic!("{:?} is not a parameter of {}", __p, "Net"),
             }
         }
     }
     impl ::overlap::__private::ParamVecs for Net {
         fn param_vec_mut(
             &mut self,
-            index: ::core::primitive::usize,
+            __index: ::core::primitive::usize,
         ) -> ::core::option::Option<&mut ::std::vec::Vec<::core::primitive::f32>> {
             use ::overlap::Layer as _;
-            match index {
+            match __index {
                 0 => ::overlap::Layer::param_vec_mut(&mut self.input, 0),
                 1 => ::overlap::Layer::param_vec_mut(&mut self.input, 1),
                 2 => ::overlap::Layer::param_vec_mut(&mut self.blocks[0].norm, 0),
@@ -1299,7 +1403,7 @@ pub mod net {
                 9 => ::overlap::Layer::param_vec_mut(&mut self.blocks[1].fc, 1),
                 10 => ::overlap::Layer::param_vec_mut(&mut self.head, 0),
                 11 => ::overlap::Layer::param_vec_mut(&mut self.head, 1),
-                _ => ::core::panic!("{} has no parameter {}", "Net", index),
+                _ => ::core::panic!("{} has no parameter {}", "Net", __index),
             }
         }
     }

@@ -129,22 +129,22 @@ impl ::overlap::program::Program for Mlp {
     type GradsOn<__S: ::overlap::program::Storage> = MlpGradsOn<__S>;
     type InFlightOn<__S: ::overlap::program::Storage> = MlpInFlightOn<__S>;
     fn buckets_on<__S: ::overlap::program::Storage>(
-        grads: &MlpGradsOn<__S>,
+        __grads: &MlpGradsOn<__S>,
     ) -> ::std::vec::Vec<&__S::Bucket> {
-        ::std::vec![& grads.b0, & grads.b1, & grads.b2]
+        ::std::vec![& __grads.b0, & __grads.b1, & __grads.b2]
     }
     fn new_grads_on<
         __S: ::overlap::program::Storage,
         __E: ::overlap::program::Compute<__S>,
-    >(&self, dev: &mut __E) -> ::core::result::Result<MlpGradsOn<__S>, __S::Error> {
-        let schedule = &<Self as ::overlap::DistributedModel>::SCHEDULE;
-        let b0 = dev.new_bucket(schedule, 0)?;
-        let b1 = dev.new_bucket(schedule, 1)?;
-        let b2 = dev.new_bucket(schedule, 2)?;
+    >(&self, __dev: &mut __E) -> ::core::result::Result<MlpGradsOn<__S>, __S::Error> {
+        let __schedule = &<Self as ::overlap::DistributedModel>::SCHEDULE;
+        let __b0 = __dev.new_bucket(__schedule, 0)?;
+        let __b1 = __dev.new_bucket(__schedule, 1)?;
+        let __b2 = __dev.new_bucket(__schedule, 2)?;
         ::core::result::Result::Ok(MlpGradsOn {
-            b0,
-            b1,
-            b2,
+            b0: __b0,
+            b1: __b1,
+            b2: __b2,
             micro_steps: 0,
         })
     }
@@ -154,70 +154,77 @@ impl ::overlap::program::Program for Mlp {
         __E: ::overlap::program::Compute<__S>,
     >(
         &self,
-        dev: &mut __E,
-        ctx: &::overlap::StepContext,
-        input: &__S::Tensor,
-        ws: &'w mut MlpWorkspaceOn<__S>,
+        __dev: &mut __E,
+        __ctx: &::overlap::StepContext,
+        __input: &__S::Tensor,
+        __ws: &'w mut MlpWorkspaceOn<__S>,
     ) -> ::core::result::Result<&'w __S::Tensor, __S::Error> {
-        ws.context = *ctx;
-        dev.copy_input(input, &mut ws.input)?;
-        dev.forward(
-            0,
-            &self.fc1,
-            &ws.context,
-            &ws.input,
-            &mut ws.fc1_out,
-            &mut ws.fc1_saved,
-        )?;
-        dev.forward(
-            1,
-            &self.act1,
-            &ws.context,
-            &ws.fc1_out,
-            &mut ws.act1_out,
-            &mut ws.act1_saved,
-        )?;
-        dev.forward(
-            2,
-            &self.fc2,
-            &ws.context,
-            &ws.act1_out,
-            &mut ws.fc2_out,
-            &mut ws.fc2_saved,
-        )?;
-        dev.forward(
-            3,
-            &self.act2,
-            &ws.context,
-            &ws.fc2_out,
-            &mut ws.act2_out,
-            &mut ws.act2_saved,
-        )?;
-        dev.forward(
-            4,
-            &self.fc3,
-            &ws.context,
-            &ws.act2_out,
-            &mut ws.fc3_out,
-            &mut ws.fc3_saved,
-        )?;
-        dev.forward(
-            5,
-            &self.act3,
-            &ws.context,
-            &ws.fc3_out,
-            &mut ws.act3_out,
-            &mut ws.act3_saved,
-        )?;
-        dev.forward(
-            6,
-            &self.head,
-            &ws.context,
-            &ws.act3_out,
-            &mut ws.head_out,
-            &mut ws.head_saved,
-        )?;
-        ::core::result::Result::Ok(&ws.head_out)
+        __ws.context = *__ctx;
+        __dev.copy_input(__input, &mut __ws.input)?;
+        __dev
+            .forward(
+                0,
+                &self.fc1,
+                &__ws.context,
+                &__ws.input,
+                &mut __ws.fc1_out,
+                &mut __ws.fc1_saved,
+            )?;
+        __dev
+            .forward(
+                1,
+                &self.act1,
+                &__ws.context,
+                &__ws.fc1_out,
+                &mut __ws.act1_out,
+                &mut __ws.act1_saved,
+            )?;
+        __dev
+            .forward(
+                2,
+                &self.fc2,
+                &__ws.context,
+                &__ws.act1_out,
+                &mut __ws.fc2_out,
+                &mut __ws.fc2_saved,
+            )?;
+        __dev
+            .forward(
+                3,
+                &self.act2,
+                &__ws.context,
+                &__ws.fc2_out,
+                &mut __ws.act2_out,
+                &mut __ws.act2_saved,
+            )?;
+        __dev
+            .forward(
+                4,
+                &self.fc3,
+                &__ws.context,
+                &__ws.act2_out,
+                &mut __ws.fc3_out,
+                &mut __ws.fc3_saved,
+            )?;
+        __dev
+            .forward(
+                5,
+                &self.act3,
+                &__ws.context,
+                &__ws.fc3_out,
+                &mut __ws.act3_out,
+                &mut __ws.act3_saved,
+            )?;
+        __dev
+            .forward(
+                6,
+                &self.head,
+                &__ws.context,
+                &__ws.act3_out,
+                &mut __ws.head_out,
+                &mut __ws.head_saved,
+            )?;
+        ::core::result::Result::Ok(&__ws.head_out)
     }
     /// The forward after a sharded step: each all-gather's wait point right before the
     /// first layer that reads its parameters.
@@ -228,74 +235,81 @@ impl ::overlap::program::Program for Mlp {
         __G: ::overlap::program::Gather<Self, __S>,
     >(
         &mut self,
-        dev: &mut __E,
-        gather: &mut __G,
-        ctx: &::overlap::StepContext,
-        input: &__S::Tensor,
-        ws: &'w mut MlpWorkspaceOn<__S>,
+        __dev: &mut __E,
+        __gather: &mut __G,
+        __ctx: &::overlap::StepContext,
+        __input: &__S::Tensor,
+        __ws: &'w mut MlpWorkspaceOn<__S>,
     ) -> ::overlap::Result<&'w __S::Tensor>
     where
         ::overlap::Error: ::core::convert::From<__S::Error>,
     {
-        ws.context = *ctx;
-        dev.copy_input(input, &mut ws.input)?;
-        dev.forward(
-            0,
-            &self.fc1,
-            &ws.context,
-            &ws.input,
-            &mut ws.fc1_out,
-            &mut ws.fc1_saved,
-        )?;
-        dev.forward(
-            1,
-            &self.act1,
-            &ws.context,
-            &ws.fc1_out,
-            &mut ws.act1_out,
-            &mut ws.act1_saved,
-        )?;
-        dev.forward(
-            2,
-            &self.fc2,
-            &ws.context,
-            &ws.act1_out,
-            &mut ws.fc2_out,
-            &mut ws.fc2_saved,
-        )?;
-        dev.forward(
-            3,
-            &self.act2,
-            &ws.context,
-            &ws.fc2_out,
-            &mut ws.act2_out,
-            &mut ws.act2_saved,
-        )?;
-        dev.forward(
-            4,
-            &self.fc3,
-            &ws.context,
-            &ws.act2_out,
-            &mut ws.fc3_out,
-            &mut ws.fc3_saved,
-        )?;
-        dev.forward(
-            5,
-            &self.act3,
-            &ws.context,
-            &ws.fc3_out,
-            &mut ws.act3_out,
-            &mut ws.act3_saved,
-        )?;
-        dev.forward(
-            6,
-            &self.head,
-            &ws.context,
-            &ws.act3_out,
-            &mut ws.head_out,
-            &mut ws.head_saved,
-        )?;
-        ::core::result::Result::Ok(&ws.head_out)
+        __ws.context = *__ctx;
+        __dev.copy_input(__input, &mut __ws.input)?;
+        __dev
+            .forward(
+                0,
+                &self.fc1,
+                &__ws.context,
+                &__ws.input,
+                &mut __ws.fc1_out,
+                &mut __ws.fc1_saved,
+            )?;
+        __dev
+            .forward(
+                1,
+                &self.act1,
+                &__ws.context,
+                &__ws.fc1_out,
+                &mut __ws.act1_out,
+                &mut __ws.act1_saved,
+            )?;
+        __dev
+            .forward(
+                2,
+                &self.fc2,
+                &__ws.context,
+                &__ws.act1_out,
+                &mut __ws.fc2_out,
+                &mut __ws.fc2_saved,
+            )?;
+        __dev
+            .forward(
+                3,
+                &self.act2,
+                &__ws.context,
+                &__ws.fc2_out,
+                &mut __ws.act2_out,
+                &mut __ws.act2_saved,
+            )?;
+        __dev
+            .forward(
+                4,
+                &self.fc3,
+                &__ws.context,
+                &__ws.act2_out,
+                &mut __ws.fc3_out,
+                &mut __ws.fc3_saved,
+            )?;
+        __dev
+            .forward(
+                5,
+                &self.act3,
+                &__ws.context,
+                &__ws.fc3_out,
+                &mut __ws.act3_out,
+                &mut __ws.act3_saved,
+            )?;
+        __dev
+            .forward(
+                6,
+                &self.head,
+                &__ws.context,
+                &__ws.act3_out,
+                &mut __ws.head_out,
+                &mut __ws.head_saved,
+            )?;
+        ::core::result::Result::Ok(&__ws.head_out)
     }
     /// ```text
     /// schedule of Mlp: 3 buckets, 10020874 parameters (38.23 MiB), first bucket closes at 1.00 MiB, others at 8.00 MiB
@@ -310,65 +324,68 @@ impl ::overlap::program::Program for Mlp {
         __E: ::overlap::program::Compute<__S> + ::overlap::program::Launch<Self, __S>,
     >(
         &mut self,
-        dev: &mut __E,
-        ws: &mut MlpWorkspaceOn<__S>,
-        dy: &__S::Tensor,
-        grads: MlpGradsOn<__S>,
+        __dev: &mut __E,
+        __ws: &mut MlpWorkspaceOn<__S>,
+        __dy: &__S::Tensor,
+        __grads: MlpGradsOn<__S>,
     ) -> ::core::result::Result<MlpInFlightOn<__S>, __S::Error> {
-        let MlpGradsOn { b0, b1, b2, micro_steps } = grads;
-        let mut b0 = ::overlap::program::Slot::new(b0);
-        let mut b1 = ::overlap::program::Slot::new(b1);
-        let mut b2 = ::overlap::program::Slot::new(b2);
-        let accumulate = true;
-        let grad_scale = dev.grad_scale(micro_steps + 1);
-        dev.begin_step();
+        let MlpGradsOn { b0: __b0, b1: __b1, b2: __b2, micro_steps: __micro_steps } = __grads;
+        let mut __b0 = ::overlap::program::Slot::new(__b0);
+        let mut __b1 = ::overlap::program::Slot::new(__b1);
+        let mut __b2 = ::overlap::program::Slot::new(__b2);
+        let __accumulate = true;
+        let __grad_scale = __dev.grad_scale(__micro_steps + 1);
+        __dev.begin_step();
         {
-            let [head_bias, head_weight] = __S::views_mut(
-                ::overlap::program::Slot::get_mut(&mut b0),
+            let [__head_bias, __head_weight] = __S::views_mut(
+                ::overlap::program::Slot::get_mut(&mut __b0),
                 [(0, 10), (10, 20480)],
             );
-            dev.backward(
-                6,
-                &self.head,
-                &ws.context,
-                (&ws.act3_out, &ws.head_out, &ws.head_saved),
-                dy,
-                &mut [head_weight, head_bias],
-                accumulate,
-                ::core::option::Option::Some(&mut ws.grad_0),
-            )?;
+            __dev
+                .backward(
+                    6,
+                    &self.head,
+                    &__ws.context,
+                    (&__ws.act3_out, &__ws.head_out, &__ws.head_saved),
+                    __dy,
+                    &mut [__head_weight, __head_bias],
+                    __accumulate,
+                    ::core::option::Option::Some(&mut __ws.grad_0),
+                )?;
         }
-        dev.backward(
-            5,
-            &self.act3,
-            &ws.context,
-            (&ws.fc3_out, &ws.act3_out, &ws.act3_saved),
-            &ws.grad_0,
-            &mut [],
-            accumulate,
-            ::core::option::Option::Some(&mut ws.grad_1),
-        )?;
+        __dev
+            .backward(
+                5,
+                &self.act3,
+                &__ws.context,
+                (&__ws.fc3_out, &__ws.act3_out, &__ws.act3_saved),
+                &__ws.grad_0,
+                &mut [],
+                __accumulate,
+                ::core::option::Option::Some(&mut __ws.grad_1),
+            )?;
         {
-            let [fc3_bias, fc3_weight] = __S::views_mut(
-                ::overlap::program::Slot::get_mut(&mut b0),
+            let [__fc3_bias, __fc3_weight] = __S::views_mut(
+                ::overlap::program::Slot::get_mut(&mut __b0),
                 [(20490, 2048), (22538, 4194304)],
             );
-            dev.backward(
-                4,
-                &self.fc3,
-                &ws.context,
-                (&ws.act2_out, &ws.fc3_out, &ws.fc3_saved),
-                &ws.grad_1,
-                &mut [fc3_weight, fc3_bias],
-                accumulate,
-                ::core::option::Option::Some(&mut ws.grad_0),
-            )?;
+            __dev
+                .backward(
+                    4,
+                    &self.fc3,
+                    &__ws.context,
+                    (&__ws.act2_out, &__ws.fc3_out, &__ws.fc3_saved),
+                    &__ws.grad_1,
+                    &mut [__fc3_weight, __fc3_bias],
+                    __accumulate,
+                    ::core::option::Option::Some(&mut __ws.grad_0),
+                )?;
         }
-        let mut b0_in_flight = ::overlap::program::Slot::new(
-            dev
+        let mut __b0_in_flight = ::overlap::program::Slot::new(
+            __dev
                 .launch_low_rank(
                     0,
-                    ::overlap::program::Slot::take(&mut b0),
+                    ::overlap::program::Slot::take(&mut __b0),
                     &[
                         ::overlap::__private::BucketMember {
                             index: 7,
@@ -388,42 +405,44 @@ impl ::overlap::program::Program for Mlp {
                         },
                     ],
                     self,
-                    grad_scale,
+                    __grad_scale,
                 )?,
         );
-        dev.backward(
-            3,
-            &self.act2,
-            &ws.context,
-            (&ws.fc2_out, &ws.act2_out, &ws.act2_saved),
-            &ws.grad_0,
-            &mut [],
-            accumulate,
-            ::core::option::Option::Some(&mut ws.grad_1),
-        )?;
+        __dev
+            .backward(
+                3,
+                &self.act2,
+                &__ws.context,
+                (&__ws.fc2_out, &__ws.act2_out, &__ws.act2_saved),
+                &__ws.grad_0,
+                &mut [],
+                __accumulate,
+                ::core::option::Option::Some(&mut __ws.grad_1),
+            )?;
         {
-            let [fc2_bias, fc2_weight] = __S::views_mut(
-                ::overlap::program::Slot::get_mut(&mut b1),
+            let [__fc2_bias, __fc2_weight] = __S::views_mut(
+                ::overlap::program::Slot::get_mut(&mut __b1),
                 [(0, 2048), (2048, 4194304)],
             );
-            dev.backward(
-                2,
-                &self.fc2,
-                &ws.context,
-                (&ws.act1_out, &ws.fc2_out, &ws.fc2_saved),
-                &ws.grad_1,
-                &mut [fc2_weight, fc2_bias],
-                accumulate,
-                ::core::option::Option::Some(&mut ws.grad_0),
-            )?;
+            __dev
+                .backward(
+                    2,
+                    &self.fc2,
+                    &__ws.context,
+                    (&__ws.act1_out, &__ws.fc2_out, &__ws.fc2_saved),
+                    &__ws.grad_1,
+                    &mut [__fc2_weight, __fc2_bias],
+                    __accumulate,
+                    ::core::option::Option::Some(&mut __ws.grad_0),
+                )?;
         }
-        let b0_in_flight = dev
-            .reduce_q(::overlap::program::Slot::take(&mut b0_in_flight))?;
-        let mut b1_in_flight = ::overlap::program::Slot::new(
-            dev
+        let __b0_in_flight = __dev
+            .reduce_q(::overlap::program::Slot::take(&mut __b0_in_flight))?;
+        let mut __b1_in_flight = ::overlap::program::Slot::new(
+            __dev
                 .launch_low_rank(
                     1,
-                    ::overlap::program::Slot::take(&mut b1),
+                    ::overlap::program::Slot::take(&mut __b1),
                     &[
                         ::overlap::__private::BucketMember {
                             index: 3,
@@ -435,42 +454,44 @@ impl ::overlap::program::Program for Mlp {
                         },
                     ],
                     self,
-                    grad_scale,
+                    __grad_scale,
                 )?,
         );
-        dev.backward(
-            1,
-            &self.act1,
-            &ws.context,
-            (&ws.fc1_out, &ws.act1_out, &ws.act1_saved),
-            &ws.grad_0,
-            &mut [],
-            accumulate,
-            ::core::option::Option::Some(&mut ws.grad_1),
-        )?;
+        __dev
+            .backward(
+                1,
+                &self.act1,
+                &__ws.context,
+                (&__ws.fc1_out, &__ws.act1_out, &__ws.act1_saved),
+                &__ws.grad_0,
+                &mut [],
+                __accumulate,
+                ::core::option::Option::Some(&mut __ws.grad_1),
+            )?;
         {
-            let [fc1_bias, fc1_weight] = __S::views_mut(
-                ::overlap::program::Slot::get_mut(&mut b2),
+            let [__fc1_bias, __fc1_weight] = __S::views_mut(
+                ::overlap::program::Slot::get_mut(&mut __b2),
                 [(0, 2048), (2048, 1605632)],
             );
-            dev.backward(
-                0,
-                &self.fc1,
-                &ws.context,
-                (&ws.input, &ws.fc1_out, &ws.fc1_saved),
-                &ws.grad_1,
-                &mut [fc1_weight, fc1_bias],
-                accumulate,
-                ::core::option::Option::None,
-            )?;
+            __dev
+                .backward(
+                    0,
+                    &self.fc1,
+                    &__ws.context,
+                    (&__ws.input, &__ws.fc1_out, &__ws.fc1_saved),
+                    &__ws.grad_1,
+                    &mut [__fc1_weight, __fc1_bias],
+                    __accumulate,
+                    ::core::option::Option::None,
+                )?;
         }
-        let b1_in_flight = dev
-            .reduce_q(::overlap::program::Slot::take(&mut b1_in_flight))?;
-        let mut b2_in_flight = ::overlap::program::Slot::new(
-            dev
+        let __b1_in_flight = __dev
+            .reduce_q(::overlap::program::Slot::take(&mut __b1_in_flight))?;
+        let mut __b2_in_flight = ::overlap::program::Slot::new(
+            __dev
                 .launch_low_rank(
                     2,
-                    ::overlap::program::Slot::take(&mut b2),
+                    ::overlap::program::Slot::take(&mut __b2),
                     &[
                         ::overlap::__private::BucketMember {
                             index: 1,
@@ -482,17 +503,17 @@ impl ::overlap::program::Program for Mlp {
                         },
                     ],
                     self,
-                    grad_scale,
+                    __grad_scale,
                 )?,
         );
-        dev.backward_done()?;
-        let b2_in_flight = dev
-            .reduce_q(::overlap::program::Slot::take(&mut b2_in_flight))?;
+        __dev.backward_done()?;
+        let __b2_in_flight = __dev
+            .reduce_q(::overlap::program::Slot::take(&mut __b2_in_flight))?;
         ::core::result::Result::Ok(MlpInFlightOn {
-            b0: b0_in_flight,
-            b1: b1_in_flight,
-            b2: b2_in_flight,
-            grad_scale,
+            b0: __b0_in_flight,
+            b1: __b1_in_flight,
+            b2: __b2_in_flight,
+            grad_scale: __grad_scale,
         })
     }
     fn backward_no_sync_on<
@@ -500,108 +521,115 @@ impl ::overlap::program::Program for Mlp {
         __E: ::overlap::program::Compute<__S>,
     >(
         &self,
-        dev: &mut __E,
-        ws: &mut MlpWorkspaceOn<__S>,
-        dy: &__S::Tensor,
-        grads: &mut MlpGradsOn<__S>,
+        __dev: &mut __E,
+        __ws: &mut MlpWorkspaceOn<__S>,
+        __dy: &__S::Tensor,
+        __grads: &mut MlpGradsOn<__S>,
     ) -> ::core::result::Result<(), __S::Error> {
-        let MlpGradsOn { b0, b1, b2, micro_steps } = grads;
-        let accumulate = true;
+        let MlpGradsOn { b0: __b0, b1: __b1, b2: __b2, micro_steps: __micro_steps } = __grads;
+        let __accumulate = true;
         {
-            let [head_bias, head_weight] = __S::views_mut(
-                &mut *b0,
+            let [__head_bias, __head_weight] = __S::views_mut(
+                &mut *__b0,
                 [(0, 10), (10, 20480)],
             );
-            dev.backward(
-                6,
-                &self.head,
-                &ws.context,
-                (&ws.act3_out, &ws.head_out, &ws.head_saved),
-                dy,
-                &mut [head_weight, head_bias],
-                accumulate,
-                ::core::option::Option::Some(&mut ws.grad_0),
-            )?;
+            __dev
+                .backward(
+                    6,
+                    &self.head,
+                    &__ws.context,
+                    (&__ws.act3_out, &__ws.head_out, &__ws.head_saved),
+                    __dy,
+                    &mut [__head_weight, __head_bias],
+                    __accumulate,
+                    ::core::option::Option::Some(&mut __ws.grad_0),
+                )?;
         }
-        dev.backward(
-            5,
-            &self.act3,
-            &ws.context,
-            (&ws.fc3_out, &ws.act3_out, &ws.act3_saved),
-            &ws.grad_0,
-            &mut [],
-            accumulate,
-            ::core::option::Option::Some(&mut ws.grad_1),
-        )?;
+        __dev
+            .backward(
+                5,
+                &self.act3,
+                &__ws.context,
+                (&__ws.fc3_out, &__ws.act3_out, &__ws.act3_saved),
+                &__ws.grad_0,
+                &mut [],
+                __accumulate,
+                ::core::option::Option::Some(&mut __ws.grad_1),
+            )?;
         {
-            let [fc3_bias, fc3_weight] = __S::views_mut(
-                &mut *b0,
+            let [__fc3_bias, __fc3_weight] = __S::views_mut(
+                &mut *__b0,
                 [(20490, 2048), (22538, 4194304)],
             );
-            dev.backward(
-                4,
-                &self.fc3,
-                &ws.context,
-                (&ws.act2_out, &ws.fc3_out, &ws.fc3_saved),
-                &ws.grad_1,
-                &mut [fc3_weight, fc3_bias],
-                accumulate,
-                ::core::option::Option::Some(&mut ws.grad_0),
-            )?;
+            __dev
+                .backward(
+                    4,
+                    &self.fc3,
+                    &__ws.context,
+                    (&__ws.act2_out, &__ws.fc3_out, &__ws.fc3_saved),
+                    &__ws.grad_1,
+                    &mut [__fc3_weight, __fc3_bias],
+                    __accumulate,
+                    ::core::option::Option::Some(&mut __ws.grad_0),
+                )?;
         }
-        dev.backward(
-            3,
-            &self.act2,
-            &ws.context,
-            (&ws.fc2_out, &ws.act2_out, &ws.act2_saved),
-            &ws.grad_0,
-            &mut [],
-            accumulate,
-            ::core::option::Option::Some(&mut ws.grad_1),
-        )?;
+        __dev
+            .backward(
+                3,
+                &self.act2,
+                &__ws.context,
+                (&__ws.fc2_out, &__ws.act2_out, &__ws.act2_saved),
+                &__ws.grad_0,
+                &mut [],
+                __accumulate,
+                ::core::option::Option::Some(&mut __ws.grad_1),
+            )?;
         {
-            let [fc2_bias, fc2_weight] = __S::views_mut(
-                &mut *b1,
+            let [__fc2_bias, __fc2_weight] = __S::views_mut(
+                &mut *__b1,
                 [(0, 2048), (2048, 4194304)],
             );
-            dev.backward(
-                2,
-                &self.fc2,
-                &ws.context,
-                (&ws.act1_out, &ws.fc2_out, &ws.fc2_saved),
-                &ws.grad_1,
-                &mut [fc2_weight, fc2_bias],
-                accumulate,
-                ::core::option::Option::Some(&mut ws.grad_0),
-            )?;
+            __dev
+                .backward(
+                    2,
+                    &self.fc2,
+                    &__ws.context,
+                    (&__ws.act1_out, &__ws.fc2_out, &__ws.fc2_saved),
+                    &__ws.grad_1,
+                    &mut [__fc2_weight, __fc2_bias],
+                    __accumulate,
+                    ::core::option::Option::Some(&mut __ws.grad_0),
+                )?;
         }
-        dev.backward(
-            1,
-            &self.act1,
-            &ws.context,
-            (&ws.fc1_out, &ws.act1_out, &ws.act1_saved),
-            &ws.grad_0,
-            &mut [],
-            accumulate,
-            ::core::option::Option::Some(&mut ws.grad_1),
-        )?;
+        __dev
+            .backward(
+                1,
+                &self.act1,
+                &__ws.context,
+                (&__ws.fc1_out, &__ws.act1_out, &__ws.act1_saved),
+                &__ws.grad_0,
+                &mut [],
+                __accumulate,
+                ::core::option::Option::Some(&mut __ws.grad_1),
+            )?;
         {
-            let [fc1_bias, fc1_weight] = __S::views_mut(
-                &mut *b2,
+            let [__fc1_bias, __fc1_weight] = __S::views_mut(
+                &mut *__b2,
                 [(0, 2048), (2048, 1605632)],
             );
-            dev.backward(
-                0,
-                &self.fc1,
-                &ws.context,
-                (&ws.input, &ws.fc1_out, &ws.fc1_saved),
-                &ws.grad_1,
-                &mut [fc1_weight, fc1_bias],
-                accumulate,
-                ::core::option::Option::None,
-            )?;
+            __dev
+                .backward(
+                    0,
+                    &self.fc1,
+                    &__ws.context,
+                    (&__ws.input, &__ws.fc1_out, &__ws.fc1_saved),
+                    &__ws.grad_1,
+                    &mut [__fc1_weight, __fc1_bias],
+                    __accumulate,
+                    ::core::option::Option::None,
+                )?;
         }
-        *micro_steps += 1;
+        *__micro_steps += 1;
         ::core::result::Result::Ok(())
     }
     fn step_on<
@@ -609,49 +637,49 @@ impl ::overlap::program::Program for Mlp {
         __E: ::overlap::program::Settle<Self, __S>,
     >(
         &mut self,
-        dev: &mut __E,
-        in_flight: MlpInFlightOn<__S>,
+        __dev: &mut __E,
+        __in_flight: MlpInFlightOn<__S>,
     ) -> ::overlap::Result<MlpGradsOn<__S>> {
         let MlpInFlightOn {
-            b0: b0_in_flight,
-            b1: b1_in_flight,
-            b2: b2_in_flight,
-            grad_scale,
-        } = in_flight;
-        let mut b0_in_flight = ::overlap::program::Slot::new(b0_in_flight);
-        let mut b1_in_flight = ::overlap::program::Slot::new(b1_in_flight);
-        let mut b2_in_flight = ::overlap::program::Slot::new(b2_in_flight);
-        if dev.clips() {
-            let mut b0 = dev
-                .wait_low_rank(0, ::overlap::program::Slot::take(&mut b0_in_flight))?;
-            let mut b1 = dev
-                .wait_low_rank(1, ::overlap::program::Slot::take(&mut b1_in_flight))?;
-            let mut b2 = dev
-                .wait_low_rank(2, ::overlap::program::Slot::take(&mut b2_in_flight))?;
-            let grad_scale = dev.clip(&[&b0, &b1, &b2], grad_scale)?;
-            self.update_bucket_on(dev, 0, &mut b0, grad_scale)?;
-            self.update_bucket_on(dev, 1, &mut b1, grad_scale)?;
-            self.update_bucket_on(dev, 2, &mut b2, grad_scale)?;
+            b0: __b0_in_flight,
+            b1: __b1_in_flight,
+            b2: __b2_in_flight,
+            grad_scale: __grad_scale,
+        } = __in_flight;
+        let mut __b0_in_flight = ::overlap::program::Slot::new(__b0_in_flight);
+        let mut __b1_in_flight = ::overlap::program::Slot::new(__b1_in_flight);
+        let mut __b2_in_flight = ::overlap::program::Slot::new(__b2_in_flight);
+        if __dev.clips() {
+            let mut __b0 = __dev
+                .wait_low_rank(0, ::overlap::program::Slot::take(&mut __b0_in_flight))?;
+            let mut __b1 = __dev
+                .wait_low_rank(1, ::overlap::program::Slot::take(&mut __b1_in_flight))?;
+            let mut __b2 = __dev
+                .wait_low_rank(2, ::overlap::program::Slot::take(&mut __b2_in_flight))?;
+            let __grad_scale = __dev.clip(&[&__b0, &__b1, &__b2], __grad_scale)?;
+            self.update_bucket_on(__dev, 0, &mut __b0, __grad_scale)?;
+            self.update_bucket_on(__dev, 1, &mut __b1, __grad_scale)?;
+            self.update_bucket_on(__dev, 2, &mut __b2, __grad_scale)?;
             return ::core::result::Result::Ok(MlpGradsOn {
-                b0,
-                b1,
-                b2,
+                b0: __b0,
+                b1: __b1,
+                b2: __b2,
                 micro_steps: 0,
             });
         }
-        let mut b0 = dev
-            .wait_low_rank(0, ::overlap::program::Slot::take(&mut b0_in_flight))?;
-        self.update_bucket_on(dev, 0, &mut b0, grad_scale)?;
-        let mut b1 = dev
-            .wait_low_rank(1, ::overlap::program::Slot::take(&mut b1_in_flight))?;
-        self.update_bucket_on(dev, 1, &mut b1, grad_scale)?;
-        let mut b2 = dev
-            .wait_low_rank(2, ::overlap::program::Slot::take(&mut b2_in_flight))?;
-        self.update_bucket_on(dev, 2, &mut b2, grad_scale)?;
+        let mut __b0 = __dev
+            .wait_low_rank(0, ::overlap::program::Slot::take(&mut __b0_in_flight))?;
+        self.update_bucket_on(__dev, 0, &mut __b0, __grad_scale)?;
+        let mut __b1 = __dev
+            .wait_low_rank(1, ::overlap::program::Slot::take(&mut __b1_in_flight))?;
+        self.update_bucket_on(__dev, 1, &mut __b1, __grad_scale)?;
+        let mut __b2 = __dev
+            .wait_low_rank(2, ::overlap::program::Slot::take(&mut __b2_in_flight))?;
+        self.update_bucket_on(__dev, 2, &mut __b2, __grad_scale)?;
         ::core::result::Result::Ok(MlpGradsOn {
-            b0,
-            b1,
-            b2,
+            b0: __b0,
+            b1: __b1,
+            b2: __b2,
             micro_steps: 0,
         })
     }
@@ -660,120 +688,128 @@ impl ::overlap::program::Program for Mlp {
         __E: ::overlap::program::Settle<Self, __S>,
     >(
         &mut self,
-        dev: &mut __E,
-        index: ::core::primitive::usize,
-        bucket: &mut __S::Bucket,
-        grad_scale: ::core::primitive::f32,
+        __dev: &mut __E,
+        __index: ::core::primitive::usize,
+        __bucket: &mut __S::Bucket,
+        __grad_scale: ::core::primitive::f32,
     ) -> ::overlap::Result<()> {
-        if dev.give_back_updated(bucket, self)? {
+        if __dev.give_back_updated(__bucket, self)? {
             return ::core::result::Result::Ok(());
         }
-        match index {
+        match __index {
             0 => {
-                dev.update(
-                    &mut self.head,
-                    1,
-                    ::overlap::program::ParamSlot {
-                        bucket: 0,
-                        index: 7,
-                        offset: 0,
-                        len: 10,
-                    },
-                    bucket,
-                    grad_scale,
-                )?;
-                dev.update(
-                    &mut self.head,
-                    0,
-                    ::overlap::program::ParamSlot {
-                        bucket: 0,
-                        index: 6,
-                        offset: 10,
-                        len: 20480,
-                    },
-                    bucket,
-                    grad_scale,
-                )?;
-                dev.update(
-                    &mut self.fc3,
-                    1,
-                    ::overlap::program::ParamSlot {
-                        bucket: 0,
-                        index: 5,
-                        offset: 20490,
-                        len: 2048,
-                    },
-                    bucket,
-                    grad_scale,
-                )?;
-                dev.update(
-                    &mut self.fc3,
-                    0,
-                    ::overlap::program::ParamSlot {
-                        bucket: 0,
-                        index: 4,
-                        offset: 22538,
-                        len: 4194304,
-                    },
-                    bucket,
-                    grad_scale,
-                )?;
+                __dev
+                    .update(
+                        &mut self.head,
+                        1,
+                        ::overlap::program::ParamSlot {
+                            bucket: 0,
+                            index: 7,
+                            offset: 0,
+                            len: 10,
+                        },
+                        __bucket,
+                        __grad_scale,
+                    )?;
+                __dev
+                    .update(
+                        &mut self.head,
+                        0,
+                        ::overlap::program::ParamSlot {
+                            bucket: 0,
+                            index: 6,
+                            offset: 10,
+                            len: 20480,
+                        },
+                        __bucket,
+                        __grad_scale,
+                    )?;
+                __dev
+                    .update(
+                        &mut self.fc3,
+                        1,
+                        ::overlap::program::ParamSlot {
+                            bucket: 0,
+                            index: 5,
+                            offset: 20490,
+                            len: 2048,
+                        },
+                        __bucket,
+                        __grad_scale,
+                    )?;
+                __dev
+                    .update(
+                        &mut self.fc3,
+                        0,
+                        ::overlap::program::ParamSlot {
+                            bucket: 0,
+                            index: 4,
+                            offset: 22538,
+                            len: 4194304,
+                        },
+                        __bucket,
+                        __grad_scale,
+                    )?;
             }
             1 => {
-                dev.update(
-                    &mut self.fc2,
-                    1,
-                    ::overlap::program::ParamSlot {
-                        bucket: 1,
-                        index: 3,
-                        offset: 0,
-                        len: 2048,
-                    },
-                    bucket,
-                    grad_scale,
-                )?;
-                dev.update(
-                    &mut self.fc2,
-                    0,
-                    ::overlap::program::ParamSlot {
-                        bucket: 1,
-                        index: 2,
-                        offset: 2048,
-                        len: 4194304,
-                    },
-                    bucket,
-                    grad_scale,
-                )?;
+                __dev
+                    .update(
+                        &mut self.fc2,
+                        1,
+                        ::overlap::program::ParamSlot {
+                            bucket: 1,
+                            index: 3,
+                            offset: 0,
+                            len: 2048,
+                        },
+                        __bucket,
+                        __grad_scale,
+                    )?;
+                __dev
+                    .update(
+                        &mut self.fc2,
+                        0,
+                        ::overlap::program::ParamSlot {
+                            bucket: 1,
+                            index: 2,
+                            offset: 2048,
+                            len: 4194304,
+                        },
+                        __bucket,
+                        __grad_scale,
+                    )?;
             }
             2 => {
-                dev.update(
-                    &mut self.fc1,
-                    1,
-                    ::overlap::program::ParamSlot {
-                        bucket: 2,
-                        index: 1,
-                        offset: 0,
-                        len: 2048,
-                    },
-                    bucket,
-                    grad_scale,
-                )?;
-                dev.update(
-                    &mut self.fc1,
-                    0,
-                    ::overlap::program::ParamSlot {
-                        bucket: 2,
-                        index: 0,
-                        offset: 2048,
-                        len: 1605632,
-                    },
-                    bucket,
-                    grad_scale,
-                )?;
+                __dev
+                    .update(
+                        &mut self.fc1,
+                        1,
+                        ::overlap::program::ParamSlot {
+                            bucket: 2,
+                            index: 1,
+                            offset: 0,
+                            len: 2048,
+                        },
+                        __bucket,
+                        __grad_scale,
+                    )?;
+                __dev
+                    .update(
+                        &mut self.fc1,
+                        0,
+                        ::overlap::program::ParamSlot {
+                            bucket: 2,
+                            index: 0,
+                            offset: 2048,
+                            len: 1605632,
+                        },
+                        __bucket,
+                        __grad_scale,
+                    )?;
             }
-            _ => ::core::unreachable!("bucket {} of {}", index, 3),
+            _ => ::core::unreachable!("bucket {} of {}", __index, 3),
         }
-        dev.clear(index, bucket)
+        __dev.clear(__index, __bucket)
     }
 }
 /// On the host: the program with the layers' own methods and the communicator.
@@ -1021,160 +1057,162 @@ impl ::overlap::DistributedModel for Mlp {
         <Relu as ::overlap::Layer>::DEVICE_OP,
         <Linear<2048, 10> as ::overlap::Layer>::DEVICE_OP,
     ];
-    fn init(seed: ::core::primitive::u64) -> Self {
+    fn init(__seed: ::core::primitive::u64) -> Self {
         Mlp {
             fc1: {
-                let mut rng = ::overlap::InitRng::for_layer(seed, 0);
-                <Linear<784, 2048> as ::overlap::Layer>::init(&mut rng)
+                let mut __rng = ::overlap::InitRng::for_layer(__seed, 0);
+                <Linear<784, 2048> as ::overlap::Layer>::init(&mut __rng)
             },
             act1: {
-                let mut rng = ::overlap::InitRng::for_layer(seed, 1);
-                <Relu as ::overlap::Layer>::init(&mut rng)
+                let mut __rng = ::overlap::InitRng::for_layer(__seed, 1);
+                <Relu as ::overlap::Layer>::init(&mut __rng)
             },
             fc2: {
-                let mut rng = ::overlap::InitRng::for_layer(seed, 2);
-                <Linear<2048, 2048> as ::overlap::Layer>::init(&mut rng)
+                let mut __rng = ::overlap::InitRng::for_layer(__seed, 2);
+                <Linear<2048, 2048> as ::overlap::Layer>::init(&mut __rng)
             },
             act2: {
-                let mut rng = ::overlap::InitRng::for_layer(seed, 3);
-                <Relu as ::overlap::Layer>::init(&mut rng)
+                let mut __rng = ::overlap::InitRng::for_layer(__seed, 3);
+                <Relu as ::overlap::Layer>::init(&mut __rng)
             },
             fc3: {
-                let mut rng = ::overlap::InitRng::for_layer(seed, 4);
-                <Linear<2048, 2048> as ::overlap::Layer>::init(&mut rng)
+                let mut __rng = ::overlap::InitRng::for_layer(__seed, 4);
+                <Linear<2048, 2048> as ::overlap::Layer>::init(&mut __rng)
             },
             act3: {
-                let mut rng = ::overlap::InitRng::for_layer(seed, 5);
-                <Relu as ::overlap::Layer>::init(&mut rng)
+                let mut __rng = ::overlap::InitRng::for_layer(__seed, 5);
+                <Relu as ::overlap::Layer>::init(&mut __rng)
             },
             head: {
-                let mut rng = ::overlap::InitRng::for_layer(seed, 6);
-                <Linear<2048, 10> as ::overlap::Layer>::init(&mut rng)
+                let mut __rng = ::overlap::InitRng::for_layer(__seed, 6);
+                <Linear<2048, 10> as ::overlap::Layer>::init(&mut __rng)
             },
         }
     }
     fn new_grads(&self) -> Self::Grads {
-        let ::core::result::Result::Ok(grads) = ::overlap::program::Program::new_grads_on(
+        let ::core::result::Result::Ok(__grads) = ::overlap::program::Program::new_grads_on(
             self,
             &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
         );
-        grads
+        __grads
     }
     fn forward_with<'w>(
         &self,
-        ctx: &::overlap::StepContext,
-        input: &::overlap::Matrix,
-        ws: &'w mut Self::Workspace,
+        __ctx: &::overlap::StepContext,
+        __input: &::overlap::Matrix,
+        __ws: &'w mut Self::Workspace,
     ) -> &'w ::overlap::Matrix {
         ::core::assert_eq!(
-            input.rows(), ctx.row_count(), "the input's rows are not the step context's"
+            __input.rows(), __ctx.row_count(),
+            "the input's rows are not the step context's"
         );
-        let ::core::result::Result::Ok(output) = ::overlap::program::Program::forward_on(
+        let ::core::result::Result::Ok(__output) = ::overlap::program::Program::forward_on(
             self,
             &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
-            ctx,
-            input,
-            ws,
+            __ctx,
+            __input,
+            __ws,
         );
-        output
+        __output
     }
     fn forward_gathering<'w>(
         &mut self,
-        ctx: &::overlap::StepContext,
-        input: &::overlap::Matrix,
-        ws: &'w mut Self::Workspace,
-        comm: &::overlap::Communicator,
+        __ctx: &::overlap::StepContext,
+        __input: &::overlap::Matrix,
+        __ws: &'w mut Self::Workspace,
+        __comm: &::overlap::Communicator,
     ) -> ::overlap::Result<&'w ::overlap::Matrix> {
         ::core::assert_eq!(
-            input.rows(), ctx.row_count(), "the input's rows are not the step context's"
+            __input.rows(), __ctx.row_count(),
+            "the input's rows are not the step context's"
         );
         ::overlap::program::Program::forward_gathering_on(
             self,
             &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
-            &mut ::overlap::program::HostGather::new(comm),
-            ctx,
-            input,
-            ws,
+            &mut ::overlap::program::HostGather::new(__comm),
+            __ctx,
+            __input,
+            __ws,
         )
     }
     fn backward<O: ::overlap::Optimizer>(
         &mut self,
-        ws: &mut Self::Workspace,
-        dy: &::overlap::Matrix,
-        grads: Self::Grads,
-        comm: &::overlap::Communicator,
-        optimizer: &mut O,
+        __ws: &mut Self::Workspace,
+        __dy: &::overlap::Matrix,
+        __grads: Self::Grads,
+        __comm: &::overlap::Communicator,
+        __optimizer: &mut O,
     ) -> Self::InFlight {
-        let mut dev = ::overlap::program::HostLaunch::named(
-            comm,
-            optimizer,
+        let mut __dev = ::overlap::program::HostLaunch::named(
+            __comm,
+            __optimizer,
             Self::SCHEDULE.static_layers(),
         );
-        let ::core::result::Result::Ok(in_flight) = ::overlap::program::Program::backward_on(
+        let ::core::result::Result::Ok(__in_flight) = ::overlap::program::Program::backward_on(
             self,
-            &mut dev,
-            ws,
-            dy,
-            grads,
+            &mut __dev,
+            __ws,
+            __dy,
+            __grads,
         );
-        in_flight
+        __in_flight
     }
     fn backward_no_sync(
         &self,
-        ws: &mut Self::Workspace,
-        dy: &::overlap::Matrix,
-        grads: &mut Self::Grads,
+        __ws: &mut Self::Workspace,
+        __dy: &::overlap::Matrix,
+        __grads: &mut Self::Grads,
     ) {
         let ::core::result::Result::Ok(()) = ::overlap::program::Program::backward_no_sync_on(
             self,
             &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
-            ws,
-            dy,
-            grads,
+            __ws,
+            __dy,
+            __grads,
         );
     }
     fn step<O: ::overlap::Optimizer>(
         &mut self,
-        in_flight: Self::InFlight,
-        optimizer: &mut O,
+        __in_flight: Self::InFlight,
+        __optimizer: &mut O,
     ) -> ::overlap::Result<Self::Grads> {
         ::overlap::program::Program::step_on(
             self,
-            &mut ::overlap::program::HostSettle::new(optimizer),
-            in_flight,
+            &mut ::overlap::program::HostSettle::new(__optimizer),
+            __in_flight,
         )
     }
-    fn param(&self, p: ::overlap::plan::ParamRef) -> &[::core::primitive::f32] {
+    fn param(&self, __p: ::overlap::plan::ParamRef) -> &[::core::primitive::f32] {
         use ::overlap::Layer as _;
-        match p.layer {
-            0 => ::overlap::Layer::param(&self.fc1, p.param),
-            2 => ::overlap::Layer::param(&self.fc2, p.param),
-            4 => ::overlap::Layer::param(&self.fc3, p.param),
-            6 => ::overlap::Layer::param(&self.head, p.param),
-            _ => ::core::panic!("{:?} is not a parameter of {}", p, "Mlp"),
+        match __p.layer {
+            0 => ::overlap::Layer::param(&self.fc1, __p.param),
+            2 => ::overlap::Layer::param(&self.fc2, __p.param),
+            4 => ::overlap::Layer::param(&self.fc3, __p.param),
+            6 => ::overlap::Layer::param(&self.head, __p.param),
+            _ => ::core::panic!("{:?} is not a parameter of {}", __p, "Mlp"),
         }
     }
     fn param_mut(
         &mut self,
-        p: ::overlap::plan::ParamRef,
+        __p: ::overlap::plan::ParamRef,
     ) -> &mut [::core::primitive::f32] {
         use ::overlap::Layer as _;
-        match p.layer {
-            0 => ::overlap::Layer::param_mut(&mut self.fc1, p.param),
-            2 => ::overlap::Layer::param_mut(&mut self.fc2, p.param),
-            4 => ::overlap::Layer::param_mut(&mut self.fc3, p.param),
-            6 => ::overlap::Layer::param_mut(&mut self.head, p.param),
-            _ => ::core::panic!("{:?} is not a parameter of {}", p, "Mlp"),
+        match __p.layer {
+            0 => ::overlap::Layer::param_mut(&mut self.fc1, __p.param),
+            2 => ::overlap::Layer::param_mut(&mut self.fc2, __p.param),
+            4 => ::overlap::Layer::param_mut(&mut self.fc3, __p.param),
+            6 => ::overlap::Layer::param_mut(&mut self.head, __p.param),
+            _ => ::core::panic!("{:?} is not a parameter of {}", __p, "Mlp"),
         }
     }
 }
 impl ::overlap::__private::ParamVecs for Mlp {
     fn param_vec_mut(
         &mut self,
-        index: ::core::primitive::usize,
+        __index: ::core::primitive::usize,
     ) -> ::core::option::Option<&mut ::std::vec::Vec<::core::primitive::f32>> {
         use ::overlap::Layer as _;
-        match index {
+        match __index {
             0 => ::overlap::Layer::param_vec_mut(&mut self.fc1, 0),
             1 => ::overlap::Layer::param_vec_mut(&mut self.fc1, 1),
             2 => ::overlap::Layer::param_vec_mut(&mut self.fc2, 0),
@@ -1183,7 +1221,7 @@ impl ::overlap::__private::ParamVecs for Mlp {
             5 => ::overlap::Layer::param_vec_mut(&mut self.fc3, 1),
             6 => ::overlap::Layer::param_vec_mut(&mut self.head, 0),
             7 => ::overlap::Layer::param_vec_mut(&mut self.head, 1),
-            _ => ::core::panic!("{} has no parameter {}", "Mlp", index),
+            _ => ::core::panic!("{} has no parameter {}", "Mlp", __index),
         }
     }
 }
