@@ -21,7 +21,8 @@ the softmax scaled by 1/d instead of 1/sqrt(d), a head with a weight of its own 
 
 `--run N`: N steps of the example's defaults (2000: nanoGPT's CPU run) by ours and by the twin
 at the same time, one thread each, then both models' loss on the same held-out batches (the
-text's last 10%, 20 batches) and their median step times. With `--dropout P`, both train with
+text's last 10%, 20 batches) and their median step times; and our greedy sample (`--top-k 1
+--start`) from our final parameters against the twin's argmax continuation of the same prompt. With `--dropout P`, both train with
 dropout P where nanoGPT drops (`drop`, attention's weights, `resid_dropout`, the MLP's `dropout`),
 each with its own masks, and the held-out losses, measured without it, must still agree.
 
@@ -316,13 +317,43 @@ def whole_run(torch, load_file, binary, text_path, steps, work, dropout=0.0):
           f"{recomputed:.4f}), PyTorch {theirs:.4f}: {100 * (logged / theirs - 1):+.2f}%")
     print(f"median step, side by side, one thread each: ours {our_step:.1f} ms, PyTorch {their_step:.1f} ms: "
           f"{our_step / their_step:.2f}x")
-    failures = []
+    failures = greedy_continuations(torch, binary, text_path, final, our_model, text)
     if abs(logged / theirs - 1) > 0.02:
         failures.append(f"held-out loss {logged:.4f} is not within 2% of PyTorch's {theirs:.4f}")
     if abs(recomputed - logged) > 1e-3 * logged:
         failures.append(f"our logged held-out loss {logged:.4f} differs from the twin's forward on our parameters "
                         f"{recomputed:.4f}")
     return failures
+
+
+def greedy_continuations(torch, binary, text_path, params, model, text, chars=200):
+    """Ours sampling greedily (`--steps 0 --init-params --sample N --top-k 1 --start PROMPT`)
+    against the twin's argmax continuation of the same prompt (the held-out split's first 32
+    characters), from the same parameters: the same characters, or the first that differs."""
+    prompt = "".join(text.vocab[t] for t in text.tokens[text.train_end:text.train_end + 32])
+    cmd = [binary, "--text", text_path, "--steps", "0", "--init-params", params, "--sample", str(chars),
+           "--top-k", "1", "--start", prompt, *SHAPE_FLAGS]
+    done = subprocess.run(cmd, env=jobs.ENV, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        return [f"failed: {' '.join(cmd)}\n{done.stderr}"]
+    printed = done.stdout.split(":\n", 1)[1]
+    if not printed.startswith(prompt):
+        return [f"our sample does not begin with its prompt {prompt!r}: {printed[:80]!r}"]
+    mine = printed[len(prompt):len(prompt) + chars]
+    index = {c: i for i, c in enumerate(text.vocab)}
+    tokens = [index[c] for c in prompt]
+    model.eval()
+    with torch.no_grad():
+        for _ in range(chars):
+            logits = model(torch.tensor([tokens[-CONTEXT:]]))[0, -1]
+            tokens.append(int(torch.argmax(logits)))
+    theirs = "".join(text.vocab[t] for t in tokens[len(prompt):])
+    same = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), len(theirs))
+    print(f"greedy continuation of {prompt!r}: {same} of {chars} characters as the twin's: {mine[:60]!r}...")
+    if same < chars:
+        return [f"our greedy sample parts from the twin's at character {same}: {mine[same:same + 20]!r} against "
+                f"{theirs[same:same + 20]!r}"]
+    return []
 
 
 def gpu_speed(torch, text_path, steps):

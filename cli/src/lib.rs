@@ -23,6 +23,7 @@ mod parse_failure;
 pub mod prepare;
 mod progress;
 mod run;
+mod sample_prompt;
 mod sampling;
 mod start;
 mod unused_flags;

@@ -184,6 +184,8 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
     let sample_vocab = (args.sample > 0)
         .then(|| datasets::sample_vocabulary::<M>(&data, notes.vocabulary.as_deref(), args))
         .transpose()?;
+    // Its prompt too: a character the model never saw is refused now, not after the run.
+    let sample = sample_vocab.map(|vocab| sampling::prompt(args, &vocab).map(|prompt| (vocab, prompt))).transpose()?;
     let mut held_out = args.validation_every().map(|_| datasets::held_out::<M>(&data, args)).transpose()?;
     let trainer = Trainer::new(comm).config(config).started_from(notes);
     let trainer = if comm.rank() == 0 { trainer.progress(Bar::new()) } else { trainer };
@@ -202,8 +204,8 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         ));
     }
     let summary = summary?;
-    if let (0, Some(vocab)) = (comm.rank(), sample_vocab) {
-        sampling::print_sample(&model, &vocab, overlap_runtime::Dataset::positions(&data), args)?;
+    if let (0, Some((vocab, prompt))) = (comm.rank(), sample) {
+        sampling::print_sample(&model, &vocab, &prompt, overlap_runtime::Dataset::positions(&data), args)?;
     }
     Ok(summary)
 }

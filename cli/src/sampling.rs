@@ -8,6 +8,7 @@ use overlap_runtime::sample::{generate_each, SampleConfig};
 use overlap_runtime::{command_line::console, Communicator, DistributedModel, Error, Result};
 
 use crate::args::{self, TrainArgs};
+pub(crate) use crate::sample_prompt::{prompt, Prompt};
 use crate::{datasets, unused_flags};
 
 /// `--steps 0`: no training, a sample from the parameters `--init-params` loads, in the
@@ -75,7 +76,10 @@ pub(crate) fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communic
         }
     };
     match comm.rank() {
-        0 => print_sample(&model, &vocab, sampled_positions(args, context, &notes), args),
+        0 => {
+            let prompt = prompt(args, &vocab)?;
+            print_sample(&model, &vocab, &prompt, sampled_positions(args, context, &notes), args)
+        }
         _ => Ok(()),
     }
 }
@@ -98,29 +102,38 @@ fn sampled_positions(args: &TrainArgs, context: usize, notes: &FileNotes) -> usi
     }
 }
 
-/// `--sample N`: N characters from the trained model, each drawn from at most `positions`
-/// before it, after a newline (or the first character, in a text without one), on stdout as
-/// they are drawn (a long sample shows as it comes, and a stop keeps what was printed); on
-/// stderr with `--report json`, whose document is then all that stdout holds.
+/// `--sample N`: N characters from the trained model continuing `prompt` (`--start`, by default
+/// a newline), each drawn from at most `positions` before it, on stdout as they are drawn (a
+/// long sample shows as it comes, and a stop keeps what was printed), after the prompt's text;
+/// on stderr with `--report json`, whose document is then all that stdout holds.
 pub(crate) fn print_sample<M: DistributedModel>(
     model: &M,
     vocab: &[char],
+    prompt: &Prompt,
     positions: usize,
     args: &TrainArgs,
 ) -> Result<()> {
     let config =
         SampleConfig { tokens: args.sample, temperature: args.temperature, top_k: Some(args.top_k), seed: args.seed };
-    // A vocabulary.txt of one's own need not be sorted.
-    let start = vocab.iter().position(|&c| c == '\n').unwrap_or(0);
     let print = match args.report {
         args::ReportFormat::Json => console::err,
         _ => console::out,
     };
     // Refused before the heading, so that an error is all that a refused sample prints.
-    overlap_runtime::sample::check_request::<M>(&[start], (vocab.len(), positions), &config)?;
-    print(&format!("sample ({} characters, temperature {}, top-k {}):\n", args.sample, args.temperature, args.top_k));
+    overlap_runtime::sample::check_request::<M>(&prompt.tokens, (vocab.len(), positions), &config)?;
+    let after = match &prompt.shown {
+        Some(text) => format!(" after a prompt of {}", text.chars().count()),
+        None => String::new(),
+    };
+    print(&format!(
+        "sample ({} characters{after}, temperature {}, top-k {}):\n",
+        args.sample, args.temperature, args.top_k
+    ));
+    if let Some(text) = &prompt.shown {
+        print(text);
+    }
     let mut utf8 = [0; 4];
-    let drawn = generate_each(model, &[start], (vocab.len(), positions), &config, |token| {
+    let drawn = generate_each(model, &prompt.tokens, (vocab.len(), positions), &config, |token| {
         print(vocab[token].encode_utf8(&mut utf8))
     });
     print("\n");

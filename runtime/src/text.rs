@@ -23,12 +23,22 @@ const MAX_STREAMED_TEXT_BYTES: u64 = 1 << 30;
 /// Python's universal newlines): `\r\n` and a lone `\r` become `\n`, so that a file saved with
 /// Windows line ends has nanoGPT's vocabulary and tokens.
 pub fn read_text(path: &Path) -> Result<String> {
-    let bytes = read_at_most(path, MAX_STREAMED_TEXT_BYTES)?.ok_or_else(|| {
+    read_text_within(path, MAX_STREAMED_TEXT_BYTES)
+}
+
+/// [`read_text`], reading no more than `limit` bytes from a pipe or a device (a file is read
+/// whole): what a prompt reads, which need not be a gigabyte.
+pub fn read_text_within(path: &Path, limit: u64) -> Result<String> {
+    let bytes = read_at_most(path, limit)?.ok_or_else(|| {
+        let most = match limit {
+            l if l >= 1 << 30 && l.is_multiple_of(1 << 30) => format!("{} GiB", l >> 30),
+            l if l >= 1 << 20 && l.is_multiple_of(1 << 20) => format!("{} MiB", l >> 20),
+            l => format!("{l} bytes"),
+        };
         Error::Dataset(format!(
-            "{}: more than {} GiB from a pipe or device, the most read from one (an endless one such as /dev/zero?); \
-             a larger text can be read from a file",
+            "{}: more than {most} from a pipe or device, the most read from one (an endless one such as \
+             /dev/zero?); a larger text can be read from a file",
             path.display(),
-            MAX_STREAMED_TEXT_BYTES >> 30
         ))
     })?;
     let text = String::from_utf8(bytes).map_err(|e| {

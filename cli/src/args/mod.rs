@@ -237,6 +237,11 @@ pub struct TrainArgs {
     /// --sample draws among the K likeliest characters only.
     #[arg(long, value_name = "K", default_value_t = 200, value_parser = positive_usize, allow_hyphen_values = true)]
     pub top_k: usize,
+    /// The text --sample continues, printed before what it draws, as nanoGPT's sample.py `start`;
+    /// `FILE:path` reads it from a file. Every character must be one the model was trained on
+    /// [default: a newline].
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+    pub start: Option<String>,
     /// Write this run's measured per-layer times as a profile for
     /// `#[distributed_model(buckets = profile("FILE"))]` (rank 0, at the end).
     #[arg(long, value_name = "FILE")]
@@ -300,6 +305,7 @@ impl TrainArgs {
             ("--sample", self.sample.to_string()),
             ("--temperature", self.temperature.to_string()),
             ("--top-k", self.top_k.to_string()),
+            ("--start", self.start.clone().unwrap_or_else(|| "a newline".into())),
         ]
     }
 
