@@ -332,7 +332,7 @@ def greedy_continuations(torch, binary, text_path, params, model, text, chars=20
     characters), from the same parameters: the same characters, or the first that differs."""
     prompt = "".join(text.vocab[t] for t in text.tokens[text.train_end:text.train_end + 32])
     cmd = [binary, "--text", text_path, "--steps", "0", "--init-params", params, "--sample", str(chars),
-           "--top-k", "1", "--start", prompt, *SHAPE_FLAGS]
+           "--top-k", "1", f"--start={prompt}", *SHAPE_FLAGS]
     done = subprocess.run(cmd, env=jobs.ENV, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         return [f"failed: {' '.join(cmd)}\n{done.stderr}"]
