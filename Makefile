@@ -156,10 +156,13 @@ bench: deps $(if $(BENCH_FEATURES),mkl)
 	# With dropout 0.2 on both sides (each its own masks): the held-out losses still agree.
 	$(TORCH_PYTHON) compare/gpt_twin.py --run 300 --dropout 0.2
 	$(TORCH_PYTHON) compare/gpt_twin.py --ddp 100
+	# The shape over GPT-2's padded token ids: 10 steps against its twin (its head scores 50304 ids).
+	$(TORCH_PYTHON) compare/gpt_twin.py --shape gpt2
 	# The same against PyTorch under SGD, coupled decay, --decay-on, --accumulate, sharding, MPI.
 	$(TORCH_PYTHON) compare/options_twin.py
 	# gpt checkpoints into nanoGPT's GPT and back (skipped unless NANOGPT_DIR is a nanoGPT checkout).
 	$(TORCH_PYTHON) scripts/nanogpt.py check
+	$(TORCH_PYTHON) scripts/nanogpt.py check --shape gpt2
 	# The residual and GPT examples' overlap on an emulated link, and their step against compute alone.
 	python3 compare/overlap_targets.py --link-batches 64 128
 	python3 compare/overlap_targets.py --example gpt --batch 6 -- --text compare/gpt_twin.py --eval-every 0

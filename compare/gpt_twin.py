@@ -50,8 +50,10 @@ import time
 import jobs
 
 VOCAB, CONTEXT, WIDTH, HEADS, LAYERS, BATCH = 96, 64, 128, 4, 4, 12
-# The example's other compiled shape (`--shape baby`): nanoGPT's baby GPT, 256 positions.
-SHAPES = {"nano": (4, 4, 128, 64), "baby": (6, 6, 384, 256)}
+# The example's compiled shapes (layers, heads, width, positions, vocabulary): nanoGPT's CPU run
+# (the default), its baby GPT (`--shape baby`), and the CPU run over GPT-2's padded token ids
+# (`--shape gpt2`; the text's characters are its first 96 of 50304 ids).
+SHAPES = {"nano": (4, 4, 128, 64, 96), "baby": (6, 6, 384, 256, 96), "gpt2": (4, 4, 128, 64, 50304)}
 # The flags that choose the shape in ours (none for the default).
 SHAPE_FLAGS = []
 LR, MIN_LR, WARMUP, DECAY_UNTIL, BETAS, DECAY, CLIP = 1e-3, 1e-4, 100, 2000, (0.9, 0.99), 0.1, 1.0
@@ -444,12 +446,14 @@ def main():
     p.add_argument("--gpu-speed", type=int, metavar="N", help="instead: the twin's median step on the GPU over N steps")
     p.add_argument("--shape", choices=SHAPES, default="nano",
                    help="the example's compiled shape: nano (4 layers, 4 heads, 128 wide, 64 positions: nanoGPT's CPU "
-                        "run, the default) or baby (6, 6, 384, 256: its GPU run's baby GPT)")
+                        "run, the default), baby (6, 6, 384, 256: its GPU run's baby GPT) or gpt2 (nano over GPT-2's "
+                        "50304 padded token ids)")
     args = p.parse_args()
-    global LAYERS, HEADS, WIDTH, CONTEXT
-    LAYERS, HEADS, WIDTH, CONTEXT = SHAPES[args.shape]
+    global LAYERS, HEADS, WIDTH, CONTEXT, VOCAB
+    LAYERS, HEADS, WIDTH, CONTEXT, VOCAB = SHAPES[args.shape]
     if args.shape != "nano":
-        SHAPE_FLAGS.extend(["--layers", str(LAYERS), "--heads", str(HEADS), "--width", str(WIDTH)])
+        SHAPE_FLAGS.extend(["--layers", str(LAYERS), "--heads", str(HEADS), "--width", str(WIDTH),
+                            "--vocab", str(VOCAB)])
     try:
         import torch
         from safetensors.torch import load_file

@@ -10,11 +10,15 @@
 //! cargo run --release --example gpt -- --text licenses.txt
 //! mpirun -n 2 target/release/examples/gpt --text licenses.txt --batch 6
 //! target/release/examples/gpt --text licenses.txt --layers 6 --heads 6 --width 384
+//! target/release/examples/gpt --tokens llmc/tinyshakespeare --vocab 50304
 //! ```
 //!
-//! The model is compiled in two shapes, chosen by `--layers`, `--heads` and `--width` (nanoGPT's
-//! `n_layer`, `n_head`, `n_embd`): nanoGPT's CPU run (4, 4, 128, 64 positions; the default) and the
-//! "baby GPT" of its GPU run (6, 6, 384, 256 positions). A shape is a type, its buckets planned
+//! The model is compiled in three shapes, chosen by `--layers`, `--heads`, `--width` and `--vocab`
+//! (nanoGPT's `n_layer`, `n_head`, `n_embd`, `vocab_size`): nanoGPT's CPU run (4, 4, 128, a
+//! vocabulary of 96 characters, 64 positions; the default), the "baby GPT" of its GPU run (6, 6,
+//! 384, 96, 256 positions), and the CPU run's trunk over GPT-2's tokens (4, 4, 128, and 50304
+//! token ids: GPT-2's 50257 padded to a multiple of 64, as nanoGPT's `GPTConfig` pads them), which
+//! reads llm.c's GPT-2 token shards (its `dev/data/tinyshakespeare.py` writes them). A shape is a type, its buckets planned
 //! when it compiles, so flags choose among compiled shapes and do not make new ones: another is one
 //! more `nanogpt!` line below and its entry in `SHAPES`. `--context` takes any length up to the
 //! shape's positions. Without shape flags, `--init-params` and `--resume` run the shape their
@@ -30,8 +34,7 @@
 //! `h.N.mlp.ln_2`. The head is nanoGPT's: no bias, its weight `wte`'s (`lm_head.weight` is
 //! `wte.weight`). Weights start as nanoGPT's: N(0, 0.02²), biases at zero (`#[init(std = 0.02)]`),
 //! and the residual projections (the parameters whose path ends in `c_proj.weight`, in attention
-//! and in the MLP) at N(0, (0.02/√(2·L))²), as nanoGPT scales them for L blocks. The vocabulary is
-//! at most 96 characters.
+//! and in the MLP) at N(0, (0.02/√(2·L))²), as nanoGPT scales them for L blocks.
 //!
 //! `--dropout P` drops where nanoGPT's `dropout` does: after the embeddings (`drop`), attention's
 //! weights (inside `CausalSelfAttention`, nanoGPT's `attn_dropout`), after attention's output
@@ -41,11 +44,11 @@
 use overlap::prelude::*;
 
 /// The GPT, in module `$name`: `$layers` blocks of `$heads` heads, `$width` features (`$hidden` in
-/// the MLP, four times as many), `$positions` positions, the residual projections drawn at
-/// 0.02/√(2·`$layers`).
+/// the MLP, four times as many), `$vocab` token ids, `$positions` positions, the residual
+/// projections drawn at 0.02/√(2·`$layers`).
 macro_rules! nanogpt {
     ($name:ident: layers $layers:literal, heads $heads:literal, width $width:literal, hidden $hidden:literal,
-     positions $positions:literal, c_proj_std $c_proj_std:literal) => {
+     vocab $vocab:literal, positions $positions:literal, c_proj_std $c_proj_std:literal) => {
         #[distributed_model(bucket_cap_mb = 0.5, first_bucket_mb = 0.5)]
         pub mod $name {
             use overlap::prelude::*;
@@ -75,7 +78,7 @@ macro_rules! nanogpt {
 
             pub struct Gpt {
                 #[init(std = 0.02)]
-                wte: Embedding<96, $width>,
+                wte: Embedding<$vocab, $width>,
                 #[init(std = 0.02)]
                 wpe: PositionEmbedding<$positions, $width>,
                 drop: Dropout,
@@ -83,27 +86,33 @@ macro_rules! nanogpt {
                 h: [Block; $layers],
                 ln_f: LayerNorm<$width>,
                 #[tied(wte)]
-                lm_head: TiedHead<$width, 96>,
+                lm_head: TiedHead<$width, $vocab>,
             }
         }
     };
 }
 
 // nanoGPT's CPU run of shakespeare_char (the default).
-nanogpt!(gpt: layers 4, heads 4, width 128, hidden 512, positions 64, c_proj_std 0.0070710678);
+nanogpt!(gpt: layers 4, heads 4, width 128, hidden 512, vocab 96, positions 64, c_proj_std 0.0070710678);
 // Its GPU run's "baby GPT" (`config/train_shakespeare_char.py`): 10.8 M parameters.
-nanogpt!(baby_gpt: layers 6, heads 6, width 384, hidden 1536, positions 256, c_proj_std 0.0057735027);
+nanogpt!(baby_gpt: layers 6, heads 6, width 384, hidden 1536, vocab 96, positions 256, c_proj_std 0.0057735027);
+// The CPU run's trunk over GPT-2's tokens (llm.c's GPT-2 token shards), its vocabulary padded as
+// nanoGPT's `GPTConfig` pads it: 7.2 M parameters, 6.4 M of them the token embedding.
+nanogpt!(gpt2_tokens: layers 4, heads 4, width 128, hidden 512, vocab 50304, positions 64, c_proj_std 0.0070710678);
 
-/// The shapes above, chosen by flags named after nanoGPT's `n_layer`, `n_head` and `n_embd`.
+/// The shapes above, chosen by flags named after nanoGPT's `n_layer`, `n_head`, `n_embd` and
+/// `vocab_size`.
 const SHAPES: overlap_cli::ModelShapes = overlap_cli::ModelShapes {
     flags: &[
         ("--layers", "Transformer blocks (nanoGPT's n_layer)"),
         ("--heads", "Attention heads per block (n_head)"),
         ("--width", "Features per position (n_embd)"),
+        ("--vocab", "Token ids the model reads and predicts (vocab_size): 96 characters, or GPT-2's tokens padded"),
     ],
     compiled: &[
-        overlap_cli::ModelShape::of::<gpt::Gpt>(&[4, 4, 128]),
-        overlap_cli::ModelShape::of::<baby_gpt::Gpt>(&[6, 6, 384]),
+        overlap_cli::ModelShape::of::<gpt::Gpt>(&[4, 4, 128, 96]),
+        overlap_cli::ModelShape::of::<baby_gpt::Gpt>(&[6, 6, 384, 96]),
+        overlap_cli::ModelShape::of::<gpt2_tokens::Gpt>(&[4, 4, 128, 50304]),
     ],
     another: "A model's shape is a type, planned when it compiles: another is one more `nanogpt!` line (and \
               `SHAPES` entry) in examples/gpt.rs, then a rebuild.",
@@ -113,7 +122,7 @@ const SHAPES: overlap_cli::ModelShapes = overlap_cli::ModelShapes {
 const NANOGPT_CPU: overlap_cli::ExampleDefaults = overlap_cli::ExampleDefaults {
     about: "Train nanoGPT's character-level GPT on a UTF-8 text (--text) or llm.c token shards \
             (--tokens), with nanoGPT's CPU settings as the defaults below (--layers, --heads and --width \
-            choose its baby GPT instead). Run it with `mpirun -n N` for N data-parallel ranks; the global \
+            choose its baby GPT instead; --vocab 50304 reads llm.c's GPT-2 token shards). Run it with `mpirun -n N` for N data-parallel ranks; the global \
             batch is batch x N x accumulate.",
     flags: &[
         ("--batch", "12"),

@@ -25,7 +25,8 @@
 #                    the parameters the GPU trained; its first loss against the CPU's, and its
 #                    second with --dropout 0.2 (the same masks on both devices); then the
 #                    same run in the example's other shape, nanoGPT's GPU run's baby GPT, its
-#                    first loss against the CPU's
+#                    first loss against the CPU's, and the first loss of the shape over GPT-2's
+#                    padded token ids (--vocab 50304) against the CPU's
 #     trace.json, timeline.svg   that run's trace and step timeline
 #     sanitizer.txt  compute-sanitizer memcheck and racecheck of the layer-gradient tests (a chain,
 #                    residual blocks, attention, the tied head)
@@ -188,6 +189,14 @@ train_gpt() {
     echo "baby GPT's first loss: CPU $cpu, GPU $gpu"
     awk -v a="$cpu" -v b="$gpu" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * a) }' ||
         { echo "the baby GPT's first loss on the GPU is not the CPU's"; return 1; }
+    # The shape over GPT-2's padded token ids (its head scores 50304 ids a position; the text's
+    # characters are its first 96): its first loss against the CPU's.
+    local first='/^step +1\/[0-9]+ +loss/ { print $4 }'
+    cpu=$("$gpt" "${flags[@]}" --vocab 50304 --steps 1 --report off | awk "$first")
+    gpu=$("$gpt" "${flags[@]}" --vocab 50304 --device cuda --steps 2 --log-every 1 --report off | awk "$first")
+    echo "--vocab 50304's first loss: CPU $cpu, GPU $gpu"
+    awk -v a="$cpu" -v b="$gpu" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * a) }' ||
+        { echo "with --vocab 50304, the GPU's first loss is not the CPU's"; return 1; }
 }
 
 # "NAME: ours X ms / PyTorch Y ms: X/Y", from our median step (ms) and the twin's JSON line.

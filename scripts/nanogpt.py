@@ -26,7 +26,8 @@ read off the tensors, the heads those of the example's shape of that width unles
 says), which its `sample.py` loads with `init_from='resume'`; `from-nanogpt` reads one (a
 `_orig_mod.` prefix of a compiled model removed). `check` (run by `make bench` with NANOGPT_DIR
 set) builds nanoGPT's `GPT` with the configuration of one of the example's shapes (`--shape nano`,
-the default, or `baby`), compares our initial parameters with its own (each
+the default, `baby`, or `gpt2`: the default over GPT-2's 50304 padded token ids), compares our
+initial parameters with its own (each
 tensor's spread, nanoGPT's scaled `c_proj.weight` included), loads our parameters into it with
 `strict=True`, and loads its own state dict back into ours (`--init-params`, as strict), values
 intact.
@@ -45,6 +46,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAPES = {
     "nano": dict(block_size=64, vocab_size=96, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=True),
     "baby": dict(block_size=256, vocab_size=96, n_layer=6, n_head=6, n_embd=384, dropout=0.0, bias=True),
+    # nanoGPT's CPU run over GPT-2's token ids, padded as GPTConfig's default `vocab_size` pads them.
+    "gpt2": dict(block_size=64, vocab_size=50304, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=True),
 }
 
 TO_NANOGPT = [
@@ -117,7 +120,7 @@ def check(args, torch, load_file, save_file):
     binary = os.path.join(args.bin_dir, "gpt")
     config = SHAPES[args.shape]
     shape_flags = ["--layers", str(config["n_layer"]), "--heads", str(config["n_head"]), "--width",
-                   str(config["n_embd"])]
+                   str(config["n_embd"]), "--vocab", str(config["vocab_size"])]
     work = tempfile.mkdtemp(prefix="nanogpt-")
     text = os.path.join(work, "text.txt")
     with open(__file__, encoding="utf-8") as f, open(text, "w", encoding="utf-8") as out:

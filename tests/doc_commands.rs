@@ -16,8 +16,8 @@ const PROGRAMS: [&str; 10] =
 
 /// The flags choosing `gpt`'s compiled shape, which only that program adds to `TrainArgs`, and the
 /// shapes it holds (`SHAPES` in examples/gpt.rs, whose `--help` tests/model_shapes.rs checks).
-const GPT_SHAPE_FLAGS: [&str; 3] = ["layers", "heads", "width"];
-const GPT_SHAPES: [[usize; 3]; 2] = [[4, 4, 128], [6, 6, 384]];
+const GPT_SHAPE_FLAGS: [&str; 4] = ["layers", "heads", "width", "vocab"];
+const GPT_SHAPES: [[usize; 4]; 3] = [[4, 4, 128, 96], [6, 6, 384, 96], [4, 4, 128, 50304]];
 
 /// Flags of other tools that the documentation names, by tool.
 const OTHER_TOOLS: [(&str, &[&str]); 6] = [
@@ -176,7 +176,7 @@ fn refusal(program: &str, args: &[String]) -> Option<String> {
             let shape = || GPT_SHAPE_FLAGS.map(|long| m.get_one::<usize>(long).copied());
             if program == "gpt" && !GPT_SHAPES.iter().any(|held| held.map(Some) == shape()) {
                 let shape = shape();
-                let message = format!("gpt holds no shape {shape:?} (--layers, --heads, --width)");
+                let message = format!("gpt holds no shape {shape:?} (--layers, --heads, --width, --vocab)");
                 return Err(clap::Error::raw(clap::error::ErrorKind::ValueValidation, message));
             }
             TrainArgs::from_matches(&m).map(drop)
@@ -219,6 +219,8 @@ fn a_misspelled_flag_or_value_is_refused() {
     assert!(refusal("gpt", &args("--text a.txt --sample 300")).is_none());
     assert!(refusal("gpt", &args("--text a.txt --layers 6 --heads 6 --width 384")).is_none());
     assert!(refusal("gpt", &args("--text a.txt --layers 6 --width 384")).is_some(), "4 heads: not compiled in");
+    assert!(refusal("gpt", &args("--tokens shards --vocab 50304")).is_none());
+    assert!(refusal("gpt", &args("--tokens shards --layers 6 --heads 6 --width 384 --vocab 50304")).is_some());
     assert!(refusal("gpt", &args("--layers six")).is_some());
     assert!(refusal("mlp", &args("--layers 6")).is_some());
     let found =

@@ -1,5 +1,5 @@
-//! The `gpt` example's compiled shapes, chosen by `--layers`, `--heads` and `--width` (nanoGPT's
-//! `n_layer`, `n_head`, `n_embd`): each trains the model its flags name, a shape it does not hold
+//! The `gpt` example's compiled shapes, chosen by `--layers`, `--heads`, `--width` and `--vocab`
+//! (nanoGPT's `n_layer`, `n_head`, `n_embd`, `vocab_size`): each trains the model its flags name, a shape it does not hold
 //! is refused naming those it does, a start file without flags runs the shape it holds, and ranks
 //! given different shapes are stopped before anything else.
 
@@ -22,8 +22,8 @@ fn gpt(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
 /// nanoGPT's parameter count for a shape (`GPT.get_num_params(non_embedding=False)`, biases on,
 /// the head tied to `wte`): per block two LayerNorms (4d), `c_attn` (3d² + 3d), `c_proj`
 /// (d² + d), `c_fc` (4d² + 4d) and the MLP's `c_proj` (4d² + d); then `wte`, `wpe` and `ln_f`.
-/// nanoGPT's own `GPT` at the two shapes prints 0.81M and 10.68M (`wpe` left out): 813,824 −
-/// 8,192 and 10,782,720 − 98,304 by this count.
+/// nanoGPT's own `GPT` at the three shapes prints 0.81M, 10.68M and 7.23M (`wpe` left out): 813,824
+/// − 8,192, 10,782,720 − 98,304 and 7,240,448 − 8,192 by this count.
 fn nanogpt_parameters(layers: usize, width: usize, positions: usize, vocabulary: usize) -> usize {
     layers * (12 * width * width + 13 * width) + vocabulary * width + positions * width + 2 * width
 }
@@ -74,14 +74,16 @@ fn each_compiled_shape_trains_the_model_its_flags_name() {
     std::fs::write(dir.path().join("t.txt"), TEXT.repeat(20)).unwrap();
     let run = ["--text", "t.txt", "--steps", "1", "--batch", "1", "--context", "8", "--eval-every", "0"];
     let run = [&run[..], &["--report", "off"]].concat();
-    for (flags, layers, width, positions) in [
-        (&[][..], 4, 128, 64),
-        (&["--layers", "4", "--heads", "4", "--width", "128"][..], 4, 128, 64),
-        (&["--layers", "6", "--heads", "6", "--width=384"][..], 6, 384, 256),
+    for (flags, layers, width, positions, vocabulary) in [
+        (&[][..], 4, 128, 64, 96),
+        (&["--layers", "4", "--heads", "4", "--width", "128"][..], 4, 128, 64, 96),
+        (&["--layers", "6", "--heads", "6", "--width=384"][..], 6, 384, 256, 96),
+        // The text's characters are the first 96 of GPT-2's token ids, padded.
+        (&["--vocab", "50304"][..], 4, 128, 64, 50304),
     ] {
         let (code, text) = gpt(dir.path(), &[flags, &["--print-schedule"]].concat());
         assert_eq!(code, Some(0), "{flags:?}: {text}");
-        let count = nanogpt_parameters(layers, width, positions, 96);
+        let count = nanogpt_parameters(layers, width, positions, vocabulary);
         assert!(text.contains(&format!(", {count} parameters (")), "{flags:?}: {count} parameters in\n{text}");
 
         let (code, text) = gpt(dir.path(), &[&run[..], flags, &["--save-params", "p.st"]].concat());
@@ -92,9 +94,10 @@ fn each_compiled_shape_trains_the_model_its_flags_name() {
         assert_eq!(shape_of(&last), Some(vec![3 * width, width]), "{flags:?}: {saved:?}");
         assert_eq!(shape_of(&format!("h.{layers}.mlp.c_fc.weight")), None, "{flags:?}: {saved:?}");
         assert_eq!(shape_of("wpe.weight"), Some(vec![positions, width]), "{flags:?}: {saved:?}");
+        assert_eq!(shape_of("wte.weight"), Some(vec![vocabulary, width]), "{flags:?}: {saved:?}");
         assert_eq!(
             saved.iter().map(|(_, s)| s.iter().product::<usize>()).sum::<usize>(),
-            nanogpt_parameters(layers, width, positions, 96)
+            nanogpt_parameters(layers, width, positions, vocabulary)
         );
     }
 }
@@ -105,16 +108,16 @@ fn a_shape_not_compiled_in_is_refused_naming_the_compiled_ones() {
     for flags in [&["--layers", "6"][..], &["--heads", "8"], &["--layers", "6", "--heads", "6", "--width", "256"]] {
         let (code, text) = gpt(dir.path(), &[flags, &["--steps", "1"]].concat());
         assert_eq!(code, Some(2), "{flags:?}: {text}");
-        assert!(text.contains("is compiled into this program: it holds `--layers 4 --heads 4 --width 128`, `--layers 6 --heads 6 --width 384` (the first is the default)"), "{text}");
+        assert!(text.contains("is compiled into this program: it holds `--layers 4 --heads 4 --width 128 --vocab 96`, `--layers 6 --heads 6 --width 384 --vocab 96`, `--layers 4 --heads 4 --width 128 --vocab 50304` (the first is the default)"), "{text}");
         assert!(text.contains("one more `nanogpt!` line"), "{text}");
     }
     let (code, text) = gpt(dir.path(), &["--layers", "6", "--steps", "1"]);
-    assert!(code == Some(2) && text.contains("no model of `--layers 6 --heads 4 --width 128`"), "{text}");
+    assert!(code == Some(2) && text.contains("no model of `--layers 6 --heads 4 --width 128 --vocab 96`"), "{text}");
     // A context past the shape's positions names the shape, whose siblings may hold more.
     std::fs::write(dir.path().join("t.txt"), TEXT.repeat(20)).unwrap();
     let (code, text) = gpt(dir.path(), &["--text", "t.txt", "--steps", "1", "--context", "100"]);
     let said = "--context 100: Gpt's position embedding has rows for 64 positions in this program's shape \
-                `--layers 4 --heads 4 --width 128` (--help lists its others)";
+                `--layers 4 --heads 4 --width 128 --vocab 96` (--help lists its others)";
     assert!(code != Some(0) && text.contains(said), "{text}");
     // Not a number: clap's own message, naming the flag.
     let (code, text) = gpt(dir.path(), &["--width", "wide"]);
@@ -122,11 +125,11 @@ fn a_shape_not_compiled_in_is_refused_naming_the_compiled_ones() {
     let (code, help) = gpt(dir.path(), &["--help"]);
     assert_eq!(code, Some(0), "{help}");
     // Exactly the shapes tests/doc_commands.rs checks the documented runs against.
-    let held =
-        "The shapes this program holds: `--layers 4 --heads 4 --width 128`, `--layers 6 --heads 6 --width 384`\n";
+    let held = "The shapes this program holds: `--layers 4 --heads 4 --width 128 --vocab 96`, `--layers 6 --heads 6 \
+                --width 384 --vocab 96`, `--layers 4 --heads 4 --width 128 --vocab 50304`\n";
     assert!(help.contains(held), "{help}");
     // The flags tests/doc_commands.rs lets the documentation give `gpt`.
-    for flag in ["--layers <N>", "--heads <N>", "--width <N>"] {
+    for flag in ["--layers <N>", "--heads <N>", "--width <N>", "--vocab <N>"] {
         assert!(help.contains(flag), "{flag} in {help}");
     }
     // Help and the version are answered whatever shape the line names.
@@ -156,7 +159,7 @@ fn ranks_given_different_shapes_stop_before_anything_else() {
         let out = mpirun(&args);
         let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(!out.status.success(), "{run:?}: {said}");
-        assert!(said.contains("rank 0: error: invalid configuration: ranks run with other settings than rank 0, which every rank must share: the model's shape (rank(s) [1]; this rank's: --layers 6 --heads 6 --width 384)"), "{run:?}: {said}");
+        assert!(said.contains("rank 0: error: invalid configuration: ranks run with other settings than rank 0, which every rank must share: the model's shape (rank(s) [1]; this rank's: --layers 6 --heads 6 --width 384 --vocab 96)"), "{run:?}: {said}");
         assert!(!said.contains("step      1/2") && !said.contains("schedule of Gpt"), "{run:?}: {said}");
     }
 }
@@ -173,7 +176,7 @@ fn a_start_file_without_shape_flags_runs_the_shape_it_holds() {
     let (code, text) =
         gpt(dir.path(), &[&run[..], &baby, &["--steps", "1", "--save-params", "b.st", "--save", "ck"]].concat());
     assert_eq!(code, Some(0), "{text}");
-    let note = "holds the model of `--layers 6 --heads 6 --width 384`: that shape runs";
+    let note = "holds the model of `--layers 6 --heads 6 --width 384 --vocab 96`: that shape runs";
     let (code, text) = gpt(dir.path(), &["--steps", "0", "--init-params", "b.st", "--sample", "5"]);
     assert!(code == Some(0) && text.contains(&format!("note: --init-params b.st {note}")), "{text}");
     assert!(text.contains("sample (5 characters"), "{text}");
@@ -190,8 +193,9 @@ fn a_start_file_without_shape_flags_runs_the_shape_it_holds() {
     );
     // Shape flags given that do not name the file's shape: a note says which it holds.
     let (code, text) = gpt(dir.path(), &["--steps", "0", "--init-params", "b.st", "--sample", "5", "--width", "384"]);
-    assert!(code == Some(2) && text.contains("no model of `--layers 4 --heads 4 --width 384`"), "{text}");
-    let hint = "note: --init-params b.st holds the model of `--layers 6 --heads 6 --width 384`, which the shape flags \
+    assert!(code == Some(2) && text.contains("no model of `--layers 4 --heads 4 --width 384 --vocab 96`"), "{text}");
+    let hint = "note: --init-params b.st holds the model of `--layers 6 --heads 6 --width 384 --vocab 96`, which the \
+                shape flags \
                 given do not name: give those, or none";
     assert!(text.contains(hint), "{text}");
     // A flag left without its value reads as typed: the shape's flags go before the user's words.

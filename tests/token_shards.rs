@@ -228,3 +228,36 @@ fn a_resumed_run_keeps_the_vocabulary_its_data_does_not_record() {
     let (ok, text) = run("gpt", dir.path(), &[&common[..8], &other].concat());
     assert!(!ok && text.contains("--init-params next.st"), "{text}");
 }
+
+/// llm.c's GPT-2 token shards (ids up to 50256, no vocabulary file): the shape over GPT-2's
+/// padded vocabulary (`--vocab 50304`) trains on them, its first loss that of a uniform guess over
+/// 50304 ids, as nanoGPT's `GPTConfig` pads them; the character shapes refuse them naming the id.
+#[test]
+fn gpt2_token_shards_train_the_shape_of_gpt2s_vocabulary() {
+    let dir = scratch("tokens-gpt2");
+    std::fs::create_dir(dir.path().join("gpt2")).unwrap();
+    // "The quick brown fox jumps over the lazy dog." and GPT-2's <|endoftext|>, in GPT-2's ids.
+    let sentence = [464u16, 2068, 7586, 21831, 18045, 625, 262, 16931, 3290, 13, 50256];
+    for (split, count) in [("train", 2000), ("val", 400)] {
+        let tokens: Vec<u16> = sentence.iter().copied().cycle().take(count).collect();
+        let shard = dir.path().join(format!("gpt2/tiny_{split}.bin"));
+        overlap::token_shards::write_shard(&shard, &tokens).unwrap();
+    }
+    let common = ["--tokens", "gpt2", "--context", "16", "--steps", "3", "--batch", "2", "--report", "off"];
+    let (ok, text) = run("gpt", dir.path(), &common);
+    assert!(!ok && text.contains("tiny_train.bin: token id 50256 is past Gpt's vocabulary of 96 tokens"), "{text}");
+    assert!(!text.contains("step      1"), "refused before step 1: {text}");
+    let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--vocab", "50304", "--log-every", "1"]].concat());
+    assert!(ok && text.contains("step      3  validation loss"), "{text}");
+    let first: f64 = text
+        .split("step      1/3  loss ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|loss| loss.parse().ok())
+        .unwrap_or_else(|| panic!("no first loss in {text}"));
+    let uniform = (50304f64).ln();
+    assert!((first - uniform).abs() < 0.5, "first loss {first} against ln 50304 = {uniform:.3}: {text}");
+    // No vocabulary.txt beside GPT-2's shards: a sample has no characters to print.
+    let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--vocab", "50304", "--sample", "5"]].concat());
+    assert!(!ok && text.contains("has no vocabulary.txt beside its shards"), "{text}");
+}
