@@ -416,7 +416,7 @@ def catalogue() -> list:
     add(c, "printf 'caf\\351' > l.txt && prepare --text l.txt --out shards", 1, "not UTF-8 text (invalid at byte 3)")
     add(c, "gpt --steps 2", 1, "Gpt reads token ids: give it a text (--text FILE) or token shards (--tokens PATH)")
     # The compiled shapes: one not held, a number past usize, a flag left without its value.
-    add(c, "gpt --layers 0", 2, "no model of `--layers 0 --heads 4 --width 128` is compiled into this program")
+    add(c, "gpt --layers 0", 2, "no model of `--layers 0 --heads 4 --width 128 --vocab 96` is compiled into this program")
     add(c, "gpt --width 99999999999999999999999", 2, "invalid value '99999999999999999999999' for '--width <N>'")
     add(c, "gpt --layers 6 --heads 6 --width", 2, "a value is required for '--width <N>'")
     add(c, "gpt --data /dev/null --steps 1", 1, "/dev/null: empty")
