@@ -18,15 +18,16 @@
 //! vocabulary of 96 characters, 64 positions; the default), the "baby GPT" of its GPU run (6, 6,
 //! 384, 96, 256 positions), and the CPU run's trunk over GPT-2's tokens (4, 4, 128, and 50304
 //! token ids: GPT-2's 50257 padded to a multiple of 64, as nanoGPT's `GPTConfig` pads them), which
-//! reads llm.c's GPT-2 token shards (its `dev/data/tinyshakespeare.py` writes them). A shape is a type, its buckets planned
-//! when it compiles, so flags choose among compiled shapes and do not make new ones: another is one
-//! more `nanogpt!` line below and its entry in `SHAPES`. `--context` takes any length up to the
-//! shape's positions. Without shape flags, `--init-params` and `--resume` run the shape their
-//! file holds.
+//! reads llm.c's GPT-2 token shards (its `dev/data/tinyshakespeare.py` writes them). A shape is a
+//! type, its buckets planned when it compiles, so flags choose among compiled shapes and do not
+//! make new ones: another is one more `nanogpt!` line below and its entry in `SHAPES`.
+//! `--context` takes any length up to the shape's positions. Without shape flags, `--init-params`
+//! and `--resume` run the shape their file holds.
 //!
 //! Buckets of 0.5 MiB (about two per block in the default shape, four in the baby GPT), so that
 //! the last one (the first block's LayerNorm, `wpe` and the tied `wte`, complete only after the
-//! embedding's backward) is small.
+//! embedding's backward) is small; over GPT-2's ids `wte` alone is 24.56 MiB, a parameter a
+//! bucket never splits, so that shape's last bucket is its largest.
 //!
 //! Names follow nanoGPT's where the structure is the same (`wte`, `wpe`, `h.3.mlp.c_fc`,
 //! `ln_f`); each residual half of a block is a block of its own here, so nanoGPT's
