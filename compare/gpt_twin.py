@@ -347,7 +347,8 @@ def greedy_continuations(torch, binary, text_path, params, model, text, chars=20
     model.eval()
     with torch.no_grad():
         for _ in range(chars):
-            logits = model(torch.tensor([tokens[-CONTEXT:]]))[0, -1]
+            # Over the text's ids only, as ours draws (a shape may predict more ids than it uses).
+            logits = model(torch.tensor([tokens[-CONTEXT:]]))[0, -1, :len(text.vocab)]
             tokens.append(int(torch.argmax(logits)))
     theirs = "".join(text.vocab[t] for t in tokens[len(prompt):])
     same = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), len(theirs))

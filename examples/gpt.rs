@@ -108,7 +108,7 @@ const SHAPES: overlap_cli::ModelShapes = overlap_cli::ModelShapes {
         ("--layers", "Transformer blocks (nanoGPT's n_layer)"),
         ("--heads", "Attention heads per block (n_head)"),
         ("--width", "Features per position (n_embd)"),
-        ("--vocab", "Token ids the model reads and predicts (vocab_size): 96 characters, or GPT-2's tokens padded"),
+        ("--vocab", "Token ids read and predicted (vocab_size): 96 characters, or GPT-2's tokens padded"),
     ],
     compiled: &[
         overlap_cli::ModelShape::of::<gpt::Gpt>(&[4, 4, 128, 96]),
@@ -123,8 +123,8 @@ const SHAPES: overlap_cli::ModelShapes = overlap_cli::ModelShapes {
 const NANOGPT_CPU: overlap_cli::ExampleDefaults = overlap_cli::ExampleDefaults {
     about: "Train nanoGPT's character-level GPT on a UTF-8 text (--text) or llm.c token shards \
             (--tokens), with nanoGPT's CPU settings as the defaults below (--layers, --heads and --width \
-            choose its baby GPT instead; --vocab 50304 reads llm.c's GPT-2 token shards). Run it with `mpirun -n N` for N data-parallel ranks; the global \
-            batch is batch x N x accumulate.",
+            choose its baby GPT instead; --vocab 50304 reads llm.c's GPT-2 token shards). Run it with \
+            `mpirun -n N` for N data-parallel ranks; the global batch is batch x N x accumulate.",
     flags: &[
         ("--batch", "12"),
         ("--steps", "2000"),

@@ -192,8 +192,11 @@ train_gpt() {
     # The shape over GPT-2's padded token ids (its head scores 50304 ids a position; the text's
     # characters are its first 96): its first loss against the CPU's.
     local first='/^step +1\/[0-9]+ +loss/ { print $4 }'
-    cpu=$("$gpt" "${flags[@]}" --vocab 50304 --steps 1 --report off | awk "$first")
-    gpu=$("$gpt" "${flags[@]}" --vocab 50304 --device cuda --steps 2 --log-every 1 --report off | awk "$first")
+    local gpt2=(--vocab 50304 --steps 2 --log-every 1 --report off) log
+    log=$("$gpt" "${flags[@]}" "${gpt2[@]}") || { echo "--vocab 50304 failed on the CPU"; return 1; }
+    cpu=$(awk "$first" <<<"$log")
+    log=$("$gpt" "${flags[@]}" "${gpt2[@]}" --device cuda 2>&1) || { echo "$log"; return 1; }
+    gpu=$(awk "$first" <<<"$log")
     echo "--vocab 50304's first loss: CPU $cpu, GPU $gpu"
     awk -v a="$cpu" -v b="$gpu" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * a) }' ||
         { echo "with --vocab 50304, the GPU's first loss is not the CPU's"; return 1; }

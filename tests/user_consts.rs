@@ -8,9 +8,14 @@
 
 use overlap::prelude::*;
 
+// `Gain`, a layer of one's own: its layout is checked by generated code of its own.
+#[path = "../examples/custom_layer.rs"]
+mod custom_layer;
+use custom_layer::Gain;
+
 /// Every name a generated function of the models below binds, were it not prefixed: its
-/// arguments, its locals, the buckets and their in-flight handles, and the gradient views
-/// named after the models' fields.
+/// arguments, its locals, the buckets and their in-flight handles, the gradient views named
+/// after the models' fields, and the layout check of a layer of one's own.
 macro_rules! consts_named_like_generated_locals {
     () => {
         const accumulate: u8 = 0;
@@ -43,6 +48,8 @@ macro_rules! consts_named_like_generated_locals {
         const head_weight: u8 = 0;
         const wte_weight: u8 = 0;
         const lm_head_tied_grad: u8 = 0;
+        const mismatch: u8 = 0;
+        const gain_gain: u8 = 0;
         const h_0_mlp_fc_weight: u8 = 0;
         const h_1_attend_attn_c_attn_weight: u8 = 0;
         static h_1_attend_ln_weight: u8 = 0;
@@ -52,11 +59,13 @@ macro_rules! consts_named_like_generated_locals {
 
 consts_named_like_generated_locals!();
 
-/// A chain whose buckets are compressed (PowerSGD's locals too).
+/// A chain whose buckets are compressed (PowerSGD's locals too), with a layer of one's own.
 #[distributed_model(bucket_cap_mb = 0.0001, first_bucket_mb = 0.0001, grad_comm = powersgd(rank = 2))]
 struct Compressed {
     fc: Linear<6, 8>,
     act: Relu,
+    #[layer(input = 8, output = 8, params(gain = [8]))]
+    gain: Gain<8>,
     head: Linear<8, 3>,
 }
 

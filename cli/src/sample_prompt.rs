@@ -47,8 +47,9 @@ pub(crate) fn prompt(args: &TrainArgs, vocab: &[char]) -> Result<Prompt> {
     let token = |(at, c): (usize, char)| {
         vocab.iter().position(|&v| v == c).ok_or_else(|| {
             Error::Config(format!(
-                "--start: character {at} of the prompt, {c:?}, is not among the {} characters the model was trained \
+                "--start: character {} of the prompt, {c:?}, is not among the {} characters the model was trained \
                  on",
+                at + 1,
                 vocab.len()
             ))
         })
@@ -94,7 +95,7 @@ mod tests {
         let vocab = ['\n', 'a'];
         let refused = |start: &str| prompt(&args(&["--start", start]), &vocab).unwrap_err().to_string();
         assert!(refused("").contains("an empty prompt"), "{}", refused(""));
-        assert!(refused("aXa").contains("character 1 of the prompt, 'X', is not among the 2 characters"));
+        assert!(refused("aXa").contains("character 2 of the prompt, 'X', is not among the 2 characters"));
         let missing = refused("FILE:/nonexistent/prompt.txt");
         assert!(missing.contains("--start FILE:/nonexistent/prompt.txt: No such file"), "{missing}");
         let dir = tempfile::tempdir().unwrap();

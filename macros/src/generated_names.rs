@@ -211,9 +211,10 @@ impl<'s> Names<'s> {
         }
     }
 
-    /// `let [__fc1_bias, __fc1_weight] = __S::views_mut(Slot::get_mut(&mut __b2), [(0, 2048), (2048, 1605632)]);` per bucket the
-    /// layer's parameters live in (views in buffer order, which `views_mut` needs: gradient-ready
-    /// order puts a layer's last parameter first), and the `&mut [..]` list in parameter order.
+    /// `let [__fc1_bias, __fc1_weight] = __S::views_mut(Slot::get_mut(&mut __b2), [(0, 2048), (2048,
+    /// 1605632)]);` per bucket the layer's parameters live in (views in buffer order, which
+    /// `views_mut` needs: gradient-ready order puts a layer's last parameter first), and the
+    /// `&mut [..]` list in parameter order.
     pub(crate) fn gradient_views(&self, i: usize, owned: bool) -> (TokenStream, TokenStream) {
         let layer = &self.schedule.layers[i];
         let f = &self.fields[i];

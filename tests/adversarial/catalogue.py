@@ -432,12 +432,12 @@ def catalogue() -> list:
         within=10)
     # A sample's prompt (--start): a character never trained on, an empty one, an endless file.
     short = "--context 16 --steps 2 --batch 2 --eval-every 0 --report off --sample 5"
-    add(c, text + f"gpt --text t.txt {short} --start 'to bé'", 1, "character 4 of the prompt, 'é', is not among",
+    add(c, text + f"gpt --text t.txt {short} --start 'to bé'", 1, "character 5 of the prompt, 'é', is not among",
         forbid="step      1")
     add(c, text + f"gpt --text t.txt {short} --start ''", 1, "an empty prompt", forbid="step      1")
     add(c, text + f"gpt --text t.txt {short} --start FILE:/dev/zero", 1, "/dev/zero: more than 1 MiB", within=30,
         forbid="step      1")
-    add(c, text + f"gpt --text t.txt {short} --start -", 1, "character 0 of the prompt, '-', is not among",
+    add(c, text + f"gpt --text t.txt {short} --start -", 1, "character 1 of the prompt, '-', is not among",
         forbid="step      1")
     # Standard input reaches rank 0 alone: the other ranks' empty copy is named as such.
     add(c, "python3 -c \"print('to be or not to be, ' * 30)\" | mpirun -n 2 gpt --text /dev/stdin --context 16 "

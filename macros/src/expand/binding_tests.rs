@@ -34,11 +34,13 @@ fn assert_all_prefixed(what: &str, attr: proc_macro2::TokenStream, item: proc_ma
 }
 
 #[test]
-fn a_chain_compressed_or_sharded_binds_only_prefixed_names() {
+fn a_chain_with_a_layer_of_ones_own_compressed_or_sharded_binds_only_prefixed_names() {
     let chain = quote! {
         struct Mlp {
             fc1: Linear<8, 16>,
             act: Relu,
+            #[layer(input = 16, output = 16, params(gain = [16]))]
+            gain: Gain<16>,
             fc2: Linear<16, 4>,
         }
     };

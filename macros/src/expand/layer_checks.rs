@@ -82,8 +82,8 @@ pub(super) fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<Token
                 .map(|(pattern, message)| quote_spanned!(at=> #mismatch::#pattern => #message,));
             quote_spanned! {ty.span()=>
                 const _: () = {
-                    let mismatch = #check::<#ty>(#width, &[#(#params),*], #ready, ::core::option::Option::None);
-                    #assert!(!mismatch.found(), "{}", match mismatch {
+                    let __mismatch = #check::<#ty>(#width, &[#(#params),*], #ready, ::core::option::Option::None);
+                    #assert!(!__mismatch.found(), "{}", match __mismatch {
                         #(#arms)*
                         _ => "",
                     });
