@@ -305,7 +305,8 @@ impl TrainArgs {
             ("--sample", self.sample.to_string()),
             ("--temperature", self.temperature.to_string()),
             ("--top-k", self.top_k.to_string()),
-            ("--start", self.start.clone().unwrap_or_else(|| "a newline".into())),
+            // Quoted when given, so that no prompt reads as the default.
+            ("--start", self.start.as_ref().map_or_else(|| "not given".into(), |start| format!("{start:?}"))),
         ]
     }
 
