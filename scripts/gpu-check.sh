@@ -159,47 +159,47 @@ train_resmlp() {
 
 train_gpt() {
     local gpt=$root/release/examples/gpt flags=(--text "$root/gpu-check.sh" --eval-every 10 --eval-batches 2)
-    local cpu gpu rc=0
-    cpu=$("$gpt" "${flags[@]}" --steps 1 --report off | awk '/^step +1\/[0-9]+ +loss/ { print $4 }')
+    local cpu gpu rc=0 first='/^step +1\/[0-9]+ +loss/ { print $4 }'
+    cpu=$("$gpt" "${flags[@]}" --steps 1 --report off | awk "$first")
     # With --report json the JSON alone goes to stdout; the step lines go to stderr. Both go to
     # the step's file, gpt.txt, as they come (a run stopped midway still shows how far it got),
     # where the GPU's first loss is then read: no file of its own is left behind when stopped.
     "$gpt" "${flags[@]}" --device cuda --steps "$STEPS" --log-every 10 --report json --sample 200 2>&1
     rc=$?
-    gpu=$(awk '/^step +1\/[0-9]+ +loss/ { print $4 }' "$out/gpt.txt")
+    gpu=$(awk "$first" "$out/gpt.txt")
     ((rc == 0)) || return $rc
     echo "first loss: CPU $cpu, GPU $gpu"
-    awk -v a="$cpu" -v b="$gpu" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * a) }' ||
-        { echo "the GPU's first loss is not the CPU's"; return 1; }
+    same_loss "$cpu" "$gpu" || { echo "the GPU's first loss is not the CPU's"; return 1; }
     # Dropout's masks are hashed from where each element is: the GPU drops what the CPU drops, so
     # the second step's loss (after an update through the masks) agrees too.
     local second='/^step +2\/[0-9]+ +loss/ { print $4 }'
     cpu=$("$gpt" "${flags[@]}" --dropout 0.2 --steps 2 --log-every 1 --report off | awk "$second")
     gpu=$("$gpt" "${flags[@]}" --dropout 0.2 --device cuda --steps 2 --log-every 1 --report off | awk "$second")
     echo "second loss with --dropout 0.2: CPU $cpu, GPU $gpu"
-    awk -v a="$cpu" -v b="$gpu" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * a) }' ||
-        { echo "with dropout, the GPU's loss is not the CPU's"; return 1; }
+    same_loss "$cpu" "$gpu" || { echo "with dropout, the GPU's loss is not the CPU's"; return 1; }
     # nanoGPT's GPU run's shape (the example's baby GPT: 6 blocks of 6 heads, 384 wide, 256
     # positions): its first loss against the CPU's, and its median step for `pytorch` to compare.
     local baby=(--layers 6 --heads 6 --width 384)
-    cpu=$("$gpt" "${flags[@]}" "${baby[@]}" --steps 1 --report off | awk '/^step +1\/[0-9]+ +loss/ { print $4 }')
+    cpu=$("$gpt" "${flags[@]}" "${baby[@]}" --steps 1 --report off | awk "$first")
     echo "$BABY_GPT"
     "$gpt" "${flags[@]}" "${baby[@]}" --device cuda --steps "$STEPS" --log-every 10 --report off 2>&1 || return $?
-    gpu=$(sed -n "/^$BABY_GPT\$/,\$p" "$out/gpt.txt" | awk '/^step +1\/[0-9]+ +loss/ { print $4 }')
+    gpu=$(sed -n "/^$BABY_GPT\$/,\$p" "$out/gpt.txt" | awk "$first")
     echo "baby GPT's first loss: CPU $cpu, GPU $gpu"
-    awk -v a="$cpu" -v b="$gpu" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * a) }' ||
-        { echo "the baby GPT's first loss on the GPU is not the CPU's"; return 1; }
+    same_loss "$cpu" "$gpu" || { echo "the baby GPT's first loss on the GPU is not the CPU's"; return 1; }
     # The shape over GPT-2's padded token ids (its head scores 50304 ids a position; the text's
     # characters are its first 96): its first loss against the CPU's.
-    local first='/^step +1\/[0-9]+ +loss/ { print $4 }'
     local gpt2=(--vocab 50304 --steps 2 --log-every 1 --report off) log
     log=$("$gpt" "${flags[@]}" "${gpt2[@]}") || { echo "--vocab 50304 failed on the CPU"; return 1; }
     cpu=$(awk "$first" <<<"$log")
     log=$("$gpt" "${flags[@]}" "${gpt2[@]}" --device cuda 2>&1) || { echo "$log"; return 1; }
     gpu=$(awk "$first" <<<"$log")
     echo "--vocab 50304's first loss: CPU $cpu, GPU $gpu"
-    awk -v a="$cpu" -v b="$gpu" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * a) }' ||
-        { echo "with --vocab 50304, the GPU's first loss is not the CPU's"; return 1; }
+    same_loss "$cpu" "$gpu" || { echo "with --vocab 50304, the GPU's first loss is not the CPU's"; return 1; }
+}
+
+# Whether a loss on the GPU ($2) is the CPU's ($1) within 1e-3 of it; neither may be missing.
+same_loss() {
+    awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * a) }'
 }
 
 # "NAME: ours X ms / PyTorch Y ms: X/Y", from our median step (ms) and the twin's JSON line.
@@ -249,8 +249,8 @@ print("ours / PyTorch %s: %.3f" % (t["mode"], float(ms) / t["step_ms"]))' || ret
 }
 
 # The steps run in a child shell (under `timeout`), which needs the functions and settings.
-export -f environment within_step gpu_tests sanitizer sanitize train_mlp gpu_idle train_resmlp train_gpt twin_ratio \
-    pytorch
+export -f environment within_step gpu_tests sanitizer sanitize train_mlp gpu_idle train_resmlp train_gpt same_loss \
+    twin_ratio pytorch
 # The line in gpt.txt after which the baby GPT's run is.
 BABY_GPT="== the baby GPT (--layers 6 --heads 6 --width 384)"
 export root out mlp STEPS PYTHON BABY_GPT
