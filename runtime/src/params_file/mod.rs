@@ -134,7 +134,7 @@ fn not_safetensors(path: &Path, bytes: &[u8], e: safetensors::SafeTensorError) -
             }
             // Cut inside the header (the format's headers are at most 100 MB: a longer one is no
             // length at all).
-            (None, Some(header)) if header <= 100_000_000 && 8 + header > bytes.len() as u64 => format!(
+            (None, Some(header)) if header <= shapes::MAX_HEADER_BYTES && 8 + header > bytes.len() as u64 => format!(
                 ": the file is {} bytes, and its header alone takes {} from its 9th byte: it was cut short",
                 bytes.len(),
                 header
@@ -364,13 +364,7 @@ pub fn load_params(path: &Path) -> Result<Vec<NamedTensor>> {
     let file = SafeTensors::deserialize(&bytes).map_err(|e| not_safetensors(path, &bytes, e))?;
     let mut out = Vec::new();
     for (name, view) in file.iter() {
-        if view.dtype() != Dtype::F32 {
-            return Err(Error::Safetensors(format!(
-                "{}: tensor {name} is {:?}, expected F32",
-                path.display(),
-                view.dtype()
-            )));
-        }
+        shapes::require_f32(path, name, view.dtype())?;
         out.push((name.to_string(), view.shape().to_vec(), f32_values(view.data())));
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));

@@ -11,7 +11,16 @@ use safetensors::tensor::{Dtype, Metadata};
 use crate::error::{Error, Result};
 
 /// The safetensors format's bound on a header (its crate refuses longer ones).
-const MAX_HEADER_BYTES: u64 = 100_000_000;
+pub(super) const MAX_HEADER_BYTES: u64 = 100_000_000;
+
+/// Tensor `name` of `path` holds `dtype`: anything but `F32` is refused, naming it, as every
+/// reader of a parameters file here refuses it.
+pub(super) fn require_f32(path: &Path, name: &str, dtype: Dtype) -> Result<()> {
+    match dtype {
+        Dtype::F32 => Ok(()),
+        other => Err(Error::Safetensors(format!("{}: tensor {name} is {other:?}, expected F32", path.display()))),
+    }
+}
 
 /// The name and shape of every tensor `path` holds, sorted by name, read from the file's header.
 /// The file must be whole (its length the one its header describes) and every tensor `F32`, as
@@ -37,13 +46,7 @@ pub fn param_shapes(path: &Path) -> Result<Vec<(String, Vec<usize>)>> {
     }
     let mut shapes = Vec::new();
     for (name, info) in metadata.tensors() {
-        if info.dtype != Dtype::F32 {
-            return Err(Error::Safetensors(format!(
-                "{}: tensor {name} is {:?}, expected F32",
-                path.display(),
-                info.dtype
-            )));
-        }
+        require_f32(path, &name, info.dtype)?;
         shapes.push((name, info.shape.clone()));
     }
     shapes.sort();
