@@ -216,8 +216,7 @@ impl<const D: usize, const H: usize> CausalSelfAttention<D, H> {
         };
         let dy = MatRef::row_major(grad_output.as_slice(), rows, D);
         // The output projection: d_proj_b, d_proj_w (ready first, as in PyTorch), d_heads.
-        let dy_values = grad_output.as_slice();
-        column_sums(d_proj_b, rows, accumulate, |r, c| dy_values[r * D + c]);
+        column_sums(d_proj_b, grad_output.as_slice(), accumulate);
         gemm(1.0, dy.t(), MatRef::row_major(&saved.heads, rows, D), 1.0, d_proj_w, D, D);
         with_scratch([rows * D, rows * 3 * D, t * t], |[d_heads, d_qkv, ds]| {
             gemm(1.0, dy, MatRef::row_major(&self.c_proj_weight, D, D), 0.0, d_heads, rows, D);
@@ -288,7 +287,7 @@ impl<const D: usize, const H: usize> CausalSelfAttention<D, H> {
                 }
             }
             // The fused input projection: d_attn_b, d_attn_w, and dx.
-            column_sums(d_attn_b, rows, accumulate, |r, c| d_qkv[r * 3 * D + c]);
+            column_sums(d_attn_b, d_qkv, accumulate);
             let d_qkv_m = MatRef::row_major(d_qkv, rows, 3 * D);
             gemm(1.0, d_qkv_m.t(), MatRef::row_major(input.as_slice(), rows, D), 1.0, d_attn_w, 3 * D, D);
             if let Some(dx) = grad_input {

@@ -128,13 +128,13 @@ impl<const D: usize> Layer for LayerNorm<D> {
         with_scratch([D, D], |[sum_bias, sum_weight]| {
             sum_bias.fill(0.0);
             sum_weight.fill(0.0);
-            for r in 0..rows {
-                let (xr, dyr, mean, rstd) =
-                    (&x[r * D..(r + 1) * D], &dy[r * D..(r + 1) * D], saved.mean[r], saved.rstd[r]);
-                for (((b, w), &g), &xv) in sum_bias.iter_mut().zip(sum_weight.iter_mut()).zip(dyr).zip(xr) {
-                    *b += g;
-                    *w += g * ((xv - mean) * rstd);
-                }
+            let sum_bias: &mut [f32; D] = sum_bias.try_into().expect("scratch of D values");
+            let sum_weight: &mut [f32; D] = sum_weight.try_into().expect("scratch of D values");
+            for ((xr, dyr), (&mean, &rstd)) in
+                x.chunks_exact(D).zip(dy.chunks_exact(D)).zip(saved.mean.iter().zip(&saved.rstd))
+            {
+                let (xr, dyr) = (xr.try_into().expect("rows of D"), dyr.try_into().expect("rows of D"));
+                add_row_terms(sum_bias, sum_weight, xr, dyr, mean, rstd);
             }
             for (dst, sums) in [(&mut **grad_bias, &*sum_bias), (&mut **grad_weight, &*sum_weight)] {
                 for (d, &s) in dst.iter_mut().zip(sums) {
@@ -148,29 +148,64 @@ impl<const D: usize> Layer for LayerNorm<D> {
         let n = D as f32;
         for r in 0..rows {
             let (xr, dyr, mean, rstd) = (&x[r * D..(r + 1) * D], &dy[r * D..(r + 1) * D], saved.mean[r], saved.rstd[r]);
-            // With g = dy·w: dx = rstd·(g - mean(g) - x̂·mean(g·x̂)); the two sums in 8 lanes,
-            // so that they vectorise.
-            let (mut sum_g, mut sum_g_xhat) = ([0.0f32; LANES], [0.0f32; LANES]);
-            let mut chunks = xr.chunks_exact(LANES).zip(dyr.chunks_exact(LANES)).zip(self.weight.chunks_exact(LANES));
-            for ((xc, dc), wc) in &mut chunks {
-                for l in 0..LANES {
-                    let g = dc[l] * wc[l];
-                    sum_g[l] += g;
-                    sum_g_xhat[l] += g * ((xc[l] - mean) * rstd);
-                }
-            }
-            let tail = D - D % LANES;
-            for d in tail..D {
-                let g = dyr[d] * self.weight[d];
-                sum_g[0] += g;
-                sum_g_xhat[0] += g * ((xr[d] - mean) * rstd);
-            }
-            let (mean_g, mean_g_xhat) = (sum_g.iter().sum::<f32>() / n, sum_g_xhat.iter().sum::<f32>() / n);
+            // With g = dy·w: dx = rstd·(g - mean(g) - x̂·mean(g·x̂)).
+            let (sum_g, sum_g_xhat) = gradient_sums::<D>(
+                xr.try_into().expect("rows of D"),
+                dyr.try_into().expect("rows of D"),
+                self.weight.as_slice().try_into().expect("a weight of D"),
+                mean,
+                rstd,
+            );
+            let (mean_g, mean_g_xhat) = (sum_g / n, sum_g_xhat / n);
             for (((dx, &xv), &g), &w) in grad_input.row_mut(r).iter_mut().zip(xr).zip(dyr).zip(&self.weight) {
                 *dx = rstd * (g * w - mean_g - ((xv - mean) * rstd) * mean_g_xhat);
             }
         }
     }
+}
+
+/// Adds one row's terms to the bias and weight gradients' column sums: `dy` and `dy·x̂`. Arrays
+/// of `D` passed apart, so that the compiler knows their lengths and that they do not overlap,
+/// and vectorises the loop (within the caller, it ran one column at a time).
+#[inline(always)]
+fn add_row_terms<const D: usize>(
+    sum_bias: &mut [f32; D],
+    sum_weight: &mut [f32; D],
+    x: &[f32; D],
+    dy: &[f32; D],
+    mean: f32,
+    rstd: f32,
+) {
+    for c in 0..D {
+        sum_bias[c] += dy[c];
+        sum_weight[c] += dy[c] * ((x[c] - mean) * rstd);
+    }
+}
+
+/// A row's `Σ g` and `Σ g·x̂`, with `g = dy·w`: each in `LANES` partial sums (element `c` in lane
+/// `c % LANES`, the tail in lane 0), added in order at the end. One loop per sum over arrays of
+/// `D`, so that each vectorises whole (formed together, the compiler paired the two sums'
+/// lanes in 2-wide vectors).
+#[inline(always)]
+fn gradient_sums<const D: usize>(x: &[f32; D], dy: &[f32; D], w: &[f32; D], mean: f32, rstd: f32) -> (f32, f32) {
+    let (mut sum_g, mut sum_g_xhat) = ([0.0f32; LANES], [0.0f32; LANES]);
+    for start in (0..D / LANES).map(|k| k * LANES) {
+        for (l, sum) in sum_g.iter_mut().enumerate() {
+            *sum += dy[start + l] * w[start + l];
+        }
+    }
+    for start in (0..D / LANES).map(|k| k * LANES) {
+        for (l, sum) in sum_g_xhat.iter_mut().enumerate() {
+            let c = start + l;
+            *sum += (dy[c] * w[c]) * ((x[c] - mean) * rstd);
+        }
+    }
+    for c in D - D % LANES..D {
+        let g = dy[c] * w[c];
+        sum_g[0] += g;
+        sum_g_xhat[0] += g * ((x[c] - mean) * rstd);
+    }
+    (sum_g.iter().sum(), sum_g_xhat.iter().sum())
 }
 
 #[cfg(test)]

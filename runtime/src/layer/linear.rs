@@ -87,8 +87,7 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
 
         // db = column sums of dy; first, as `Layer::backward` states (last parameter first).
         assert_eq!(grad_bias.len(), OUT, "Linear<{IN}, {OUT}>: bias gradient has {} values", grad_bias.len());
-        let dy = grad_output.as_slice();
-        column_sums(grad_bias, rows, accumulate, |r, c| dy[r * OUT + c]);
+        column_sums(grad_bias, grad_output.as_slice(), accumulate);
 
         // dW += dyᵀ·x, also at the first micro-step: gradients start every step cleared (see
         // `Layer::backward`), and OpenBLAS with beta 1 skips the pass over dW that clearing it
@@ -107,15 +106,31 @@ impl<const IN: usize, const OUT: usize> Layer for Linear<IN, OUT> {
 /// contiguously, so there is no scratch buffer and no strided access.
 const SUM_BLOCK: usize = 64;
 
-/// Writes (or, with `accumulate`, adds) `Σ_r f(r, c)` into `dst[c]` for `r < rows`. Each sum is
-/// formed before it touches `dst`, so accumulating adds exactly the fresh sum to the old value.
-pub(super) fn column_sums(dst: &mut [f32], rows: usize, accumulate: bool, f: impl Fn(usize, usize) -> f32) {
+/// Writes (or, with `accumulate`, adds) into `dst[c]` the sum of column `c` of `src`, a row-major
+/// matrix of `dst.len()` columns, over its rows in order. Each sum is formed before it touches
+/// `dst`, so accumulating adds exactly the fresh sum to the old value.
+pub(super) fn column_sums(dst: &mut [f32], src: &[f32], accumulate: bool) {
+    let cols = dst.len();
+    if cols == 0 {
+        return;
+    }
+    assert_eq!(src.len() % cols, 0, "column_sums: {} values are not rows of {cols}", src.len());
     for (b, block) in dst.chunks_mut(SUM_BLOCK).enumerate() {
         let start = b * SUM_BLOCK;
         let mut sums = [0.0f32; SUM_BLOCK];
-        for r in 0..rows {
-            for (c, sum) in sums[..block.len()].iter_mut().enumerate() {
-                *sum += f(r, start + c);
+        if block.len() == SUM_BLOCK {
+            // A whole block: its length known, so the sums stay in vector registers.
+            for row in src.chunks_exact(cols) {
+                let row: &[f32; SUM_BLOCK] = row[start..start + SUM_BLOCK].try_into().expect("a whole block");
+                for (s, &x) in sums.iter_mut().zip(row) {
+                    *s += x;
+                }
+            }
+        } else {
+            for row in src.chunks_exact(cols) {
+                for (s, &x) in sums[..block.len()].iter_mut().zip(&row[start..]) {
+                    *s += x;
+                }
             }
         }
         for (d, &sum) in block.iter_mut().zip(&sums) {
@@ -181,14 +196,18 @@ mod tests {
 
     #[test]
     fn column_sums_spans_blocks() {
-        // 130 columns cover two full blocks and a partial one.
-        let f = |r: usize, c: usize| (r * 1000 + c) as f32;
-        let mut sums = vec![f32::NAN; 130];
-        column_sums(&mut sums, 3, false, f);
-        assert!(sums.iter().enumerate().all(|(c, &s)| s == (3000 + 3 * c) as f32));
-        let mut accumulated = vec![1.0; 130];
-        column_sums(&mut accumulated, 3, true, f);
-        assert!(accumulated.iter().enumerate().all(|(c, &s)| s == (3001 + 3 * c) as f32));
+        // 130 columns cover two full blocks and a partial one; each sum must be the one formed
+        // over the rows in order, to the bit (values of mixed magnitude make the order matter).
+        let (rows, cols) = (7, 130);
+        let src: Vec<f32> =
+            (0..rows * cols).map(|i| ((i * 7919 % 1009) as f32 - 500.0) * 1.1f32.powi(i as i32 % 40)).collect();
+        let in_order = |c: usize| (0..rows).fold(0.0f32, |sum, r| sum + src[r * cols + c]);
+        let mut sums = vec![f32::NAN; cols];
+        column_sums(&mut sums, &src, false);
+        assert!(sums.iter().enumerate().all(|(c, &s)| s.to_bits() == in_order(c).to_bits()));
+        let mut accumulated = vec![1.0; cols];
+        column_sums(&mut accumulated, &src, true);
+        assert!(accumulated.iter().enumerate().all(|(c, &s)| s.to_bits() == (1.0 + in_order(c)).to_bits()));
     }
 
     #[test]
