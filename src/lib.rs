@@ -148,6 +148,8 @@ pub use overlap_runtime::sample;
 pub use overlap_runtime::text;
 /// llm.c's token shards as a `Dataset`, and writing them (`prepare_characters`).
 pub use overlap_runtime::token_shards;
+/// llm.c's tokenizer file (`TokenTable`): GPT-2's token ids as the bytes they stand for.
+pub use overlap_runtime::token_table;
 /// Spans, the overlap report, the Chrome trace and the timeline.
 pub use overlap_runtime::trace;
 

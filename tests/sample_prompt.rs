@@ -5,15 +5,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
-use common::{example, scratch};
+use common::{run_example, scratch};
 
 /// `gpt args` in `dir`: (success, stdout, stderr).
 fn gpt(dir: &Path, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(example("gpt")).current_dir(dir).args(args).output().expect("the example runs");
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    (out.status.success(), text(&out.stdout), text(&out.stderr))
+    run_example("gpt", dir, args)
 }
 
 const TEXT: &str = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n";

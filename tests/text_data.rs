@@ -4,16 +4,9 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 
-use common::{example, scratch};
-
-/// `example args` in `dir`: (success, stdout and stderr).
-fn run(exe: &str, dir: &Path, args: &[&str]) -> (bool, String) {
-    let out = Command::new(example(exe)).current_dir(dir).args(args).output().expect("the example runs");
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-}
+use common::{example, run_example_merged as run, scratch};
 
 const TEXT: &str = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n";
 

@@ -4,16 +4,7 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
-
-use common::{example, scratch};
-
-/// `example args` in `dir`: (success, stdout and stderr).
-fn run(exe: &str, dir: &Path, args: &[&str]) -> (bool, String) {
-    let out = Command::new(example(exe)).current_dir(dir).args(args).output().expect("the example runs");
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-}
+use common::{example, run_example_merged as run, scratch, write_gpt2_shards};
 
 const TEXT: &str = "Whether 'tis nobler in the mind to suffer the slings and arrows of outrageous fortune, ";
 
@@ -235,14 +226,7 @@ fn a_resumed_run_keeps_the_vocabulary_its_data_does_not_record() {
 #[test]
 fn gpt2_token_shards_train_the_shape_of_gpt2s_vocabulary() {
     let dir = scratch("tokens-gpt2");
-    std::fs::create_dir(dir.path().join("gpt2")).unwrap();
-    // "The quick brown fox jumps over the lazy dog." and GPT-2's <|endoftext|>, in GPT-2's ids.
-    let sentence = [464u16, 2068, 7586, 21831, 18045, 625, 262, 16931, 3290, 13, 50256];
-    for (split, count) in [("train", 2000), ("val", 400)] {
-        let tokens: Vec<u16> = sentence.iter().copied().cycle().take(count).collect();
-        let shard = dir.path().join(format!("gpt2/tiny_{split}.bin"));
-        overlap::token_shards::write_shard(&shard, &tokens).unwrap();
-    }
+    write_gpt2_shards(dir.path());
     let common = ["--tokens", "gpt2", "--context", "16", "--steps", "3", "--batch", "2", "--report", "off"];
     let (ok, text) = run("gpt", dir.path(), &common);
     assert!(!ok && text.contains("tiny_train.bin: token id 50256 is past Gpt's vocabulary of 96 tokens"), "{text}");

@@ -158,7 +158,8 @@ pub(crate) fn sample_vocabulary<M: DistributedModel>(
         (None, Some(recorded)) => recorded_vocabulary::<M>(recorded),
         (None, None) => Err(Error::Config(format!(
             "--sample prints characters, but --tokens {} has no vocabulary.txt beside its shards (`prepare` writes \
-             one) to read its token ids as, nor does --init-params record one",
+             one) to read its token ids as, nor does --init-params record one; GPT-2's token ids print through \
+             llm.c's tokenizer file (--tokenizer gpt2_tokenizer.bin)",
             args.tokens.as_deref().unwrap_or(Path::new("")).display()
         ))),
     }

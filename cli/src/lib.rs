@@ -24,6 +24,7 @@ pub mod prepare;
 mod progress;
 mod run;
 mod sample_prompt;
+mod sample_text;
 mod sampling;
 mod start;
 mod unused_flags;

@@ -13,7 +13,7 @@ use overlap_runtime::{
 
 use crate::args::{self, TrainArgs};
 use crate::progress::Bar;
-use crate::{comm_bench, datasets, example_defaults, flags, outputs, sampling, start, unused_flags};
+use crate::{comm_bench, datasets, example_defaults, flags, outputs, sample_text, sampling, start, unused_flags};
 
 /// Before anything starts: this may start the program again with OpenBLAS's kernels named.
 pub(crate) fn fit_blas_kernels() {
@@ -180,12 +180,12 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         recorded.as_ref().map(|(v, from)| (v.as_str(), *from)),
         comm.rank(),
     )?;
-    // Refused before training, not after it: a sample needs characters to print.
-    let sample_vocab = (args.sample > 0)
-        .then(|| datasets::sample_vocabulary::<M>(&data, notes.vocabulary.as_deref(), args))
+    // Refused before training, not after it: a sample needs characters (or a tokenizer) to print.
+    let sample_text = (args.sample > 0)
+        .then(|| sample_text::sample_text::<M>(&data, notes.vocabulary.as_deref(), args))
         .transpose()?;
     // Its prompt too: a character the model never saw is refused now, not after the run.
-    let sample = sample_vocab.map(|vocab| sampling::prompt(args, &vocab).map(|prompt| (vocab, prompt))).transpose()?;
+    let sample = sample_text.map(|text| sampling::prompt(args, &text).map(|prompt| (text, prompt))).transpose()?;
     let mut held_out = args.validation_every().map(|_| datasets::held_out::<M>(&data, args)).transpose()?;
     let trainer = Trainer::new(comm).config(config).started_from(notes);
     let trainer = if comm.rank() == 0 { trainer.progress(Bar::new()) } else { trainer };
@@ -204,8 +204,8 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         ));
     }
     let summary = summary?;
-    if let (0, Some((vocab, prompt))) = (comm.rank(), sample) {
-        sampling::print_sample(&model, &vocab, &prompt, overlap_runtime::Dataset::positions(&data), args)?;
+    if let (0, Some((text, prompt))) = (comm.rank(), sample) {
+        sampling::print_sample(&model, &text, &prompt, overlap_runtime::Dataset::positions(&data), args)?;
     }
     Ok(summary)
 }

@@ -7,6 +7,7 @@ use overlap_runtime::text::read_text_within;
 use overlap_runtime::{Error, Result};
 
 use crate::args::TrainArgs;
+use crate::sample_text::TokenText;
 
 /// The most a prompt reads from a pipe or a device (`FILE:/dev/zero` would never end); a file
 /// is read whole.
@@ -20,10 +21,25 @@ pub(crate) struct Prompt {
     pub(crate) shown: Option<String>,
 }
 
+/// `--start` in the tokens of `text`. llm.c's tokenizer file only decodes: its samples start
+/// from its end-of-text token, as llm.c's do, and a `--start` is refused.
+pub(crate) fn prompt(args: &TrainArgs, text: &TokenText) -> Result<Prompt> {
+    match (text, &args.start) {
+        (TokenText::Characters(vocab), _) => prompt_in(args, vocab),
+        (TokenText::Bytes(table), None) => Ok(Prompt { tokens: vec![table.end_of_text()], shown: None }),
+        (TokenText::Bytes(table), Some(start)) => Err(Error::Config(format!(
+            "--start {start:?}: the file of --tokenizer holds each token's bytes and none of GPT-2's merges, so it \
+             cannot turn a prompt into tokens (llm.c's tokenizer only decodes); without --start a sample starts from \
+             its end-of-text token, {}",
+            table.end_of_text()
+        ))),
+    }
+}
+
 /// `--start` in `vocab`'s tokens (token `i` is `vocab[i]`), or, without it, nanoGPT's default:
 /// a newline (the vocabulary's first character where it has none). An empty prompt, a file that
 /// cannot be read as UTF-8 text, or a character the model never saw is refused, naming it.
-pub(crate) fn prompt(args: &TrainArgs, vocab: &[char]) -> Result<Prompt> {
+fn prompt_in(args: &TrainArgs, vocab: &[char]) -> Result<Prompt> {
     let Some(start) = &args.start else {
         let newline = vocab.iter().position(|&c| c == '\n').unwrap_or(0);
         return Ok(Prompt { tokens: vec![newline], shown: None });
@@ -71,13 +87,13 @@ mod tests {
     #[test]
     fn a_prompt_is_its_characters_tokens_and_the_default_a_newline() {
         let vocab: Vec<char> = "\n !abo".chars().collect();
-        assert_eq!(prompt(&args(&[]), &vocab).unwrap(), Prompt { tokens: vec![0], shown: None });
-        let given = prompt(&args(&["--start", "a boo!"]), &vocab).unwrap();
+        assert_eq!(prompt_in(&args(&[]), &vocab).unwrap(), Prompt { tokens: vec![0], shown: None });
+        let given = prompt_in(&args(&["--start", "a boo!"]), &vocab).unwrap();
         assert_eq!(given, Prompt { tokens: vec![3, 1, 4, 5, 5, 2], shown: Some("a boo!".into()) });
         // Without a newline, the first character (nanoGPT would fail on the missing key).
-        assert_eq!(prompt(&args(&[]), &['x', 'y']).unwrap().tokens, [0]);
+        assert_eq!(prompt_in(&args(&[]), &['x', 'y']).unwrap().tokens, [0]);
         // A prompt that looks like a flag is still a prompt.
-        assert_eq!(prompt(&args(&["--start", "-a"]), &['-', 'a']).unwrap().tokens, [0, 1]);
+        assert_eq!(prompt_in(&args(&["--start", "-a"]), &['-', 'a']).unwrap().tokens, [0, 1]);
     }
 
     #[test]
@@ -86,14 +102,14 @@ mod tests {
         let file = dir.path().join("prompt.txt");
         std::fs::write(&file, "ab\r\nba").unwrap();
         let start = format!("FILE:{}", file.display());
-        let read = prompt(&args(&["--start", &start]), &['\n', 'a', 'b']).unwrap();
+        let read = prompt_in(&args(&["--start", &start]), &['\n', 'a', 'b']).unwrap();
         assert_eq!(read, Prompt { tokens: vec![1, 2, 0, 2, 1], shown: Some("ab\nba".into()) });
     }
 
     #[test]
     fn an_empty_prompt_an_unreadable_file_and_an_unknown_character_are_refused_by_name() {
         let vocab = ['\n', 'a'];
-        let refused = |start: &str| prompt(&args(&["--start", start]), &vocab).unwrap_err().to_string();
+        let refused = |start: &str| prompt_in(&args(&["--start", start]), &vocab).unwrap_err().to_string();
         assert!(refused("").contains("an empty prompt"), "{}", refused(""));
         assert!(refused("aXa").contains("character 2 of the prompt, 'X', is not among the 2 characters"));
         let missing = refused("FILE:/nonexistent/prompt.txt");

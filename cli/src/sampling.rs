@@ -5,10 +5,12 @@ use std::path::Path;
 
 use overlap_runtime::params_file::FileNotes;
 use overlap_runtime::sample::{generate_each, SampleConfig};
+use overlap_runtime::token_table::Utf8Stream;
 use overlap_runtime::{command_line::console, Communicator, DistributedModel, Error, Result};
 
 use crate::args::{self, TrainArgs};
 pub(crate) use crate::sample_prompt::{prompt, Prompt};
+use crate::sample_text::TokenText;
 use crate::{datasets, unused_flags};
 
 /// `--steps 0`: no training, a sample from the parameters `--init-params` loads, in the
@@ -42,6 +44,17 @@ pub(crate) fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communic
     // Sampling runs the products outside `fit`, which sets this for training.
     if let (Some(note), 0) = (overlap_runtime::command_line::use_for_products(args.threads), comm.rank()) {
         console::err_line(&format!("note: {note}"));
+    }
+    if let Some(file) = &args.tokenizer {
+        let table = crate::sample_text::tokenizer_table::<M>(file, args)?;
+        let context = datasets::sample_context::<M>(args)?;
+        let text = TokenText::Bytes(table);
+        let prompt = prompt(args, &text)?;
+        let (model, notes) = crate::start::starting_model::<M>(args, comm, None)?;
+        return match comm.rank() {
+            0 => print_sample(&model, &text, &prompt, sampled_positions(args, context, &notes), args),
+            _ => Ok(()),
+        };
     }
     let (text_vocab, context) = match (&args.text, &args.tokens) {
         (Some(file), _) => datasets::vocabulary_text::<M>(file, args).map(|(vocab, context)| (Some(vocab), context))?,
@@ -77,8 +90,8 @@ pub(crate) fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communic
     };
     match comm.rank() {
         0 => {
-            let prompt = prompt(args, &vocab)?;
-            print_sample(&model, &vocab, &prompt, sampled_positions(args, context, &notes), args)
+            let text = TokenText::Characters(vocab);
+            print_sample(&model, &text, &prompt(args, &text)?, sampled_positions(args, context, &notes), args)
         }
         _ => Ok(()),
     }
@@ -102,13 +115,14 @@ fn sampled_positions(args: &TrainArgs, context: usize, notes: &FileNotes) -> usi
     }
 }
 
-/// `--sample N`: N characters from the trained model continuing `prompt` (`--start`, by default
-/// a newline), each drawn from at most `positions` before it, on stdout as they are drawn (a
-/// long sample shows as it comes, and a stop keeps what was printed), after the prompt's text;
-/// on stderr with `--report json`, whose document is then all that stdout holds.
+/// `--sample N`: N tokens from the trained model continuing `prompt` (`--start`, by default
+/// a newline, or the end-of-text token of `--tokenizer`), each drawn from at most `positions`
+/// before it, printed as `text` says, on stdout as they are drawn (a long sample shows as it
+/// comes, and a stop keeps what was printed), after the prompt's text; on stderr with
+/// `--report json`, whose document is then all that stdout holds.
 pub(crate) fn print_sample<M: DistributedModel>(
     model: &M,
-    vocab: &[char],
+    text: &TokenText,
     prompt: &Prompt,
     positions: usize,
     args: &TrainArgs,
@@ -120,22 +134,38 @@ pub(crate) fn print_sample<M: DistributedModel>(
         _ => console::out,
     };
     // Refused before the heading, so that an error is all that a refused sample prints.
-    overlap_runtime::sample::check_request::<M>(&prompt.tokens, (vocab.len(), positions), &config)?;
+    overlap_runtime::sample::check_request::<M>(&prompt.tokens, (text.len(), positions), &config)?;
     let after = match &prompt.shown {
         Some(text) => format!(" after a prompt of {}", text.chars().count()),
         None => String::new(),
     };
     print(&format!(
-        "sample ({} characters{after}, temperature {}, top-k {}):\n",
-        args.sample, args.temperature, args.top_k
+        "sample ({} {}{after}, temperature {}, top-k {}):\n",
+        args.sample,
+        text.unit(),
+        args.temperature,
+        args.top_k
     ));
     if let Some(text) = &prompt.shown {
         print(text);
     }
-    let mut utf8 = [0; 4];
-    let drawn = generate_each(model, &prompt.tokens, (vocab.len(), positions), &config, |token| {
-        print(vocab[token].encode_utf8(&mut utf8))
-    });
+    let drawn = match text {
+        TokenText::Characters(vocab) => {
+            let mut utf8 = [0; 4];
+            generate_each(model, &prompt.tokens, (vocab.len(), positions), &config, |token| {
+                print(vocab[token].encode_utf8(&mut utf8))
+            })
+        }
+        // A token's bytes may end inside a character: the stream holds them until it is whole.
+        TokenText::Bytes(table) => {
+            let (mut stream, mut out) = (Utf8Stream::default(), |piece: &str| print(piece));
+            let drawn = generate_each(model, &prompt.tokens, (table.len(), positions), &config, |token| {
+                stream.push(table.bytes(token), &mut out)
+            });
+            stream.finish(&mut out);
+            drawn
+        }
+    };
     print("\n");
     drawn
 }

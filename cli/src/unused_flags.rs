@@ -119,6 +119,7 @@ pub fn notes(args: &TrainArgs, world: usize) -> Vec<String> {
         (args.sample == 0 && given("temperature"), "--temperature", "without --sample"),
         (args.sample == 0 && given("top_k"), "--top-k", "without --sample"),
         (args.sample == 0 && given("start"), "--start", "without --sample"),
+        (args.sample == 0 && given("tokenizer"), "--tokenizer", "without --sample"),
         (args.validation_every().is_none() && given("eval_batches"), "--eval-batches", "without --eval-every"),
         (args.report == ReportFormat::Off && given("report_every"), "--report-every", "with --report off"),
         (args.compute_only && args.link.is_some(), "--link", "with --compute-only: nothing is all-reduced"),

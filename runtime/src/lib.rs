@@ -36,6 +36,7 @@ pub(crate) mod tensor_file;
 mod test_children;
 pub mod text;
 pub mod token_shards;
+pub mod token_table;
 pub mod trace;
 pub mod train;
 pub mod training_data;

@@ -439,6 +439,20 @@ def catalogue() -> list:
         forbid="step      1")
     add(c, text + f"gpt --text t.txt {short} --start -", 1, "character 1 of the prompt, '-', is not among",
         forbid="step      1")
+    # llm.c's tokenizer file (--tokenizer): an endless one, one cut short, a shard in its place, a prompt it
+    # cannot encode.
+    shards = text + "prepare --text t.txt --out shards && "
+    table = ("python3 -c \"import struct; open('tok.bin', 'wb').write(struct.pack('<256i', 20240328, 2, 96, 0, "
+             "*[0] * 252) + b''.join(bytes([1, 65 + i % 26]) for i in range(96)))\" && ")
+    add(c, shards + f"gpt --tokens shards {short} --tokenizer /dev/zero", 1, "/dev/zero: more than 64 MiB", within=30,
+        forbid="step      1")
+    add(c, shards + f"printf 'xx' > tok.bin && gpt --tokens shards {short} --tokenizer tok.bin", 1,
+        "--tokenizer tok.bin: 2 bytes, shorter than the 1024-byte header", forbid="step      1")
+    add(c, shards + f"gpt --tokens shards {short} --tokenizer shards/t_val_000000.bin", 1,
+        "a token shard (magic 20240520), not a tokenizer file", forbid="step      1")
+    add(c, shards + table + f"gpt --tokens shards {short} --tokenizer tok.bin --start to", 1,
+        "cannot turn a prompt into tokens", forbid="step      1")
+    add(c, shards + table + f"gpt --tokens shards {short} --tokenizer tok.bin", 0)
     # Standard input reaches rank 0 alone: the other ranks' empty copy is named as such.
     add(c, "python3 -c \"print('to be or not to be, ' * 30)\" | mpirun -n 2 gpt --text /dev/stdin --context 16 "
            "--steps 2 --batch 2 --eval-every 0 --report off", 1, "standard input reaches rank 0 alone", within=30)

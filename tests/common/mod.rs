@@ -24,6 +24,32 @@ pub fn example(name: &str) -> PathBuf {
     path
 }
 
+/// Runs example `exe` in `dir` with `args`, on one process: whether it succeeded, its stdout and
+/// its stderr.
+pub fn run_example(exe: &str, dir: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(example(exe)).current_dir(dir).args(args).output().expect("the example runs");
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+/// [`run_example`], its stdout and stderr as one text.
+pub fn run_example_merged(exe: &str, dir: &Path, args: &[&str]) -> (bool, String) {
+    let (ok, stdout, stderr) = run_example(exe, dir, args);
+    (ok, stdout + &stderr)
+}
+
+/// Writes llm.c token shards of GPT-2 ids into `dir/gpt2`: `tiny_train.bin` (2000 tokens) and
+/// `tiny_val.bin` (400), each "The quick brown fox jumps over the lazy dog." and GPT-2's
+/// `<|endoftext|>` (50256), over and over.
+pub fn write_gpt2_shards(dir: &Path) {
+    let sentence = [464u16, 2068, 7586, 21831, 18045, 625, 262, 16931, 3290, 13, 50256];
+    std::fs::create_dir(dir.join("gpt2")).unwrap();
+    for (split, count) in [("train", 2000), ("val", 400)] {
+        let tokens: Vec<u16> = sentence.iter().copied().cycle().take(count).collect();
+        overlap::token_shards::write_shard(&dir.join(format!("gpt2/tiny_{split}.bin")), &tokens).unwrap();
+    }
+}
+
 /// `fault-mlp`, the `mlp` example built with fault injection (`tests/faults`): the binary whose
 /// runs `OVERLAP_FAULT` kills, panics or poisons. The examples themselves ignore the variable.
 pub fn fault_mlp() -> PathBuf {

@@ -228,7 +228,7 @@ pub struct TrainArgs {
     /// from a newline (the vocabulary's first character where it has none), each drawn from the
     /// next-character distribution. The characters are
     /// --text's, those of the vocabulary.txt beside --tokens shards (`prepare` writes it), or, with
-    /// --steps 0, those --init-params records.
+    /// --steps 0, those --init-params records; with --tokenizer, N GPT-2 tokens print as text.
     #[arg(long, value_name = "N", default_value_t = 0, allow_hyphen_values = true)]
     pub sample: usize,
     /// --sample's temperature: below 1 sharpens, above 1 flattens.
@@ -242,6 +242,12 @@ pub struct TrainArgs {
     /// [default: a newline].
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     pub start: Option<String>,
+    /// llm.c's tokenizer file (gpt2_tokenizer.bin, which its train_gpt2.py writes): --sample prints
+    /// the GPT-2 token ids of --tokens shards, or of --init-params alone, as the text they stand
+    /// for, from its end-of-text token, as llm.c's samples start. It holds no merges, so it cannot
+    /// read a --start.
+    #[arg(long, value_name = "FILE", conflicts_with = "text")]
+    pub tokenizer: Option<PathBuf>,
     /// Write this run's measured per-layer times as a profile for
     /// `#[distributed_model(buckets = profile("FILE"))]` (rank 0, at the end).
     #[arg(long, value_name = "FILE")]
@@ -307,6 +313,7 @@ impl TrainArgs {
             ("--top-k", self.top_k.to_string()),
             // Quoted when given, so that no prompt reads as the default.
             ("--start", self.start.as_ref().map_or_else(|| "not given".into(), |start| format!("{start:?}"))),
+            ("--tokenizer", set(self.tokenizer.is_some())),
         ]
     }
 

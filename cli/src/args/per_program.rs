@@ -7,7 +7,8 @@ use overlap_runtime::model::token_rows;
 use overlap_runtime::DistributedModel;
 
 /// The flags only a language model reads (token ids in, characters out), by clap id.
-const LANGUAGE_MODEL_ONLY: [&str; 7] = ["text", "tokens", "context", "sample", "temperature", "top_k", "start"];
+const LANGUAGE_MODEL_ONLY: [&str; 8] =
+    ["text", "tokens", "context", "sample", "temperature", "top_k", "start", "tokenizer"];
 
 /// `command` with the data flags `M` cannot read hidden from `--help` (`mlp` reads no text): they
 /// still parse, and a run given one says why it cannot use it. `--data` is each model's own: images

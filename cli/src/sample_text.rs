@@ -1,0 +1,100 @@
+//! What a sample's tokens print as: characters (a text's, the `vocabulary.txt` beside token
+//! shards, or those a parameters file records), or, with `--tokenizer FILE`, the bytes llm.c's
+//! tokenizer file gives each of GPT-2's token ids.
+
+use std::path::Path;
+
+use overlap_runtime::model::vocabulary_limit;
+use overlap_runtime::token_table::TokenTable;
+use overlap_runtime::training_data::TrainingData;
+use overlap_runtime::{DistributedModel, Error, Result};
+
+use crate::args::TrainArgs;
+use crate::datasets;
+
+/// How a sample's token ids become text.
+#[derive(Debug)]
+pub(crate) enum TokenText {
+    /// Token `i` is the `i`-th character.
+    Characters(Vec<char>),
+    /// Token `i` is the `i`-th entry of llm.c's tokenizer file: bytes, not always whole
+    /// characters.
+    Bytes(TokenTable),
+}
+
+impl TokenText {
+    /// The tokens it prints: the ids a sample draws among.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            TokenText::Characters(vocab) => vocab.len(),
+            TokenText::Bytes(table) => table.len(),
+        }
+    }
+
+    /// What a sample's heading counts.
+    pub(crate) fn unit(&self) -> &'static str {
+        match self {
+            TokenText::Characters(_) => "characters",
+            TokenText::Bytes(_) => "tokens",
+        }
+    }
+}
+
+/// What `--sample` prints the tokens of `data` as, refused before training where it cannot: the
+/// table of `--tokenizer` (which must hold every id of `data`'s shards), else the characters
+/// `datasets::sample_vocabulary` finds (`recorded`: those `--init-params` records).
+pub(crate) fn sample_text<M: DistributedModel>(
+    data: &TrainingData,
+    recorded: Option<&str>,
+    args: &TrainArgs,
+) -> Result<TokenText> {
+    let Some(file) = &args.tokenizer else {
+        return datasets::sample_vocabulary::<M>(data, recorded, args).map(TokenText::Characters);
+    };
+    let table = tokenizer_table::<M>(file, args)?;
+    match data {
+        TrainingData::Tokens(shards) => {
+            let (largest, shard) = shards.max_token();
+            if usize::from(largest) >= table.len() {
+                return Err(Error::Config(format!(
+                    "--tokenizer {}: {} tokens, but {} holds token id {largest}: it is not these shards' tokenizer",
+                    file.display(),
+                    table.len(),
+                    shard.display()
+                )));
+            }
+        }
+        _ => {
+            return Err(Error::Config(format!(
+                "--tokenizer {} prints the token ids of --tokens shards (GPT-2's, as llm.c writes them); a text's \
+                 samples print its own characters",
+                file.display()
+            )))
+        }
+    }
+    Ok(TokenText::Bytes(table))
+}
+
+/// `--tokenizer FILE`, read and checked against the model: no more tokens than it reads and
+/// predicts (GPT-2's 50257 fit the padded 50304 of nanoGPT's and llm.c's models).
+pub(crate) fn tokenizer_table<M: DistributedModel>(file: &Path, args: &TrainArgs) -> Result<TokenTable> {
+    let table = TokenTable::read(file).map_err(|e| match e {
+        Error::Dataset(why) => Error::Config(format!("--tokenizer {why}")),
+        other => crate::flags::naming("--tokenizer", other),
+    })?;
+    let outputs = M::SCHEDULE.io_widths().map_or(0, |(_, outputs)| outputs);
+    let limit = vocabulary_limit::<M>().unwrap_or(outputs);
+    if table.len() > limit {
+        // A program of several shapes may hold one with more.
+        let shape = args
+            .model_shape()
+            .map_or(String::new(), |shape| format!(" in this program's shape `{shape}` (--help lists its others)"));
+        return Err(Error::Config(format!(
+            "--tokenizer {}: {} tokens, but {} reads and predicts {limit}{shape}",
+            file.display(),
+            table.len(),
+            M::SCHEDULE.model
+        )));
+    }
+    Ok(table)
+}
