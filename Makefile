@@ -5,7 +5,7 @@
 #                  BLAS=mkl runs the examples' products on oneMKL (the `mkl` feature) instead of OpenBLAS
 #   make gpu-bundle  target/gpu-bundle.tar.gz, for scripts/gpu-check.sh on a GPU machine
 #   make cpu-bundle  target/cpu-bundle.tar.gz, for scripts/cpu-targets.sh on a machine of many cores
-#   make bad-inputs  195 adversarial inputs against the example binaries (not part of make test)
+#   make bad-inputs  196 adversarial inputs against the example binaries (not part of make test)
 # They install the Debian packages they need when missing (as root, or with sudo).
 
 # ca-certificates: cargo and pip fetch over HTTPS (a minimal Debian has no CA store).

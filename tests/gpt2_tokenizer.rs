@@ -70,6 +70,26 @@ fn a_greedy_sample_prints_gpt2_tokens_through_the_tokenizer_file() {
     std::fs::write(dir.path().join("small.bin"), write_table(&[b"a", b"b", b"c"], 2).unwrap()).unwrap();
     std::fs::create_dir(dir.path().join("characters")).unwrap();
     overlap::token_shards::write_shard(&dir.path().join("characters/c_train.bin"), &[1; 400]).unwrap();
+    // Shards whose ids stand for characters, listed beside them, and a file that records them.
+    std::fs::create_dir(dir.path().join("listed")).unwrap();
+    overlap::token_shards::write_shard(&dir.path().join("listed/l_train.bin"), &[1; 400]).unwrap();
+    std::fs::write(dir.path().join("listed/vocabulary.txt"), "ab").unwrap();
+    let listed = [
+        "--tokens",
+        "listed",
+        "--context",
+        "16",
+        "--steps",
+        "1",
+        "--batch",
+        "2",
+        "--report",
+        "off",
+        "--eval-every",
+        "0",
+    ];
+    let (ok, text) = run_example_merged("gpt", dir.path(), &[&listed[..], &["--save-params", "chars.st"]].concat());
+    assert!(ok, "{text}");
     let one_step = [&data[..], &["--steps", "1", "--sample", "5"]].concat();
     let characters = ["--tokens", "characters", "--context", "16", "--steps", "1", "--sample", "5", "--tokenizer"];
     for (args, expected) in [
@@ -94,6 +114,32 @@ fn a_greedy_sample_prints_gpt2_tokens_through_the_tokenizer_file() {
         (
             ["--text", "numbered.bin", "--steps", "1", "--sample", "5", "--tokenizer", "numbered.bin"].to_vec(),
             "cannot be used with",
+        ),
+        // Ids that stand for characters are not printed as GPT-2's bytes: after training, and from a
+        // file alone, whether the shards list the characters or the file records them.
+        (
+            [&listed[..], &["--sample", "5", "--tokenizer", "small.bin"]].concat(),
+            "--tokenizer small.bin: these token ids are characters, as listed/vocabulary.txt lists them",
+        ),
+        (
+            [
+                "--steps",
+                "0",
+                "--init-params",
+                "p.st",
+                "--tokens",
+                "listed",
+                "--sample",
+                "5",
+                "--tokenizer",
+                "numbered.bin",
+            ]
+            .to_vec(),
+            "as listed/vocabulary.txt lists them",
+        ),
+        (
+            ["--steps", "0", "--init-params", "chars.st", "--sample", "5", "--tokenizer", "small.bin"].to_vec(),
+            "these token ids are characters, as the vocabulary --init-params records lists them",
         ),
     ] {
         let (ok, text) = run_example_merged("gpt", dir.path(), &args);

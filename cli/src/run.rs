@@ -181,9 +181,10 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         comm.rank(),
     )?;
     // Refused before training, not after it: a sample needs characters (or a tokenizer) to print.
-    let sample_text = (args.sample > 0)
-        .then(|| sample_text::sample_text::<M>(&data, notes.vocabulary.as_deref(), args))
-        .transpose()?;
+    let sample_text =
+        (args.sample > 0).then(|| sample_text::sample_text::<M>(&data, notes.vocabulary.as_deref(), args)).transpose();
+    // Every rank reads its own copy of what a sample prints (a rank alone failing stops them all).
+    let sample_text = overlap_runtime::train::agree_on_outcome(comm, sample_text, "find what its sample prints")?;
     // Its prompt too: a character the model never saw is refused now, not after the run.
     let sample = sample_text.map(|text| sampling::prompt(args, &text).map(|prompt| (text, prompt))).transpose()?;
     let mut held_out = args.validation_every().map(|_| datasets::held_out::<M>(&data, args)).transpose()?;

@@ -7,7 +7,7 @@ use std::path::Path;
 use overlap_runtime::model::vocabulary_limit;
 use overlap_runtime::token_table::TokenTable;
 use overlap_runtime::training_data::TrainingData;
-use overlap_runtime::{DistributedModel, Error, Result};
+use overlap_runtime::{Dataset, DistributedModel, Error, Result};
 
 use crate::args::TrainArgs;
 use crate::datasets;
@@ -41,8 +41,9 @@ impl TokenText {
 }
 
 /// What `--sample` prints the tokens of `data` as, refused before training where it cannot: the
-/// table of `--tokenizer` (which must hold every id of `data`'s shards), else the characters
-/// `datasets::sample_vocabulary` finds (`recorded`: those `--init-params` records).
+/// table of `--tokenizer` (which must hold every id of `data`'s shards, and which ids that stand
+/// for characters refuse), else the characters `datasets::sample_vocabulary` finds (`recorded`:
+/// those `--init-params` records).
 pub(crate) fn sample_text<M: DistributedModel>(
     data: &TrainingData,
     recorded: Option<&str>,
@@ -52,27 +53,42 @@ pub(crate) fn sample_text<M: DistributedModel>(
         return datasets::sample_vocabulary::<M>(data, recorded, args).map(TokenText::Characters);
     };
     let table = tokenizer_table::<M>(file, args)?;
-    match data {
-        TrainingData::Tokens(shards) => {
-            let (largest, shard) = shards.max_token();
-            if usize::from(largest) >= table.len() {
-                return Err(Error::Config(format!(
-                    "--tokenizer {}: {} tokens, but {} holds token id {largest}: it is not these shards' tokenizer",
-                    file.display(),
-                    table.len(),
-                    shard.display()
-                )));
-            }
-        }
-        _ => {
-            return Err(Error::Config(format!(
-                "--tokenizer {} prints the token ids of --tokens shards (GPT-2's, as llm.c writes them); a text's \
-                 samples print its own characters",
-                file.display()
-            )))
-        }
+    let TrainingData::Tokens(shards) = data else {
+        return Err(Error::Config(format!(
+            "--tokenizer {} prints the token ids of token shards (GPT-2's, as llm.c writes them): give --tokens PATH",
+            file.display()
+        )));
+    };
+    let beside = shards.vocabulary_file().map(|path| path.display().to_string());
+    let characters = match (Dataset::vocabulary(shards), recorded) {
+        (Some(_), _) => Some(beside.unwrap_or_else(|| "the vocabulary the checkpoint resumed records".into())),
+        (None, Some(_)) => Some("the vocabulary --init-params records".into()),
+        (None, None) => None,
+    };
+    refuse_character_ids(file, characters)?;
+    let (largest, shard) = shards.max_token();
+    if usize::from(largest) >= table.len() {
+        return Err(Error::Config(format!(
+            "--tokenizer {}: {} tokens, but {} holds token id {largest}: it is not these shards' tokenizer",
+            file.display(),
+            table.len(),
+            shard.display()
+        )));
     }
     Ok(TokenText::Bytes(table))
+}
+
+/// Refuses `--tokenizer` over token ids that stand for characters (`characters` says where they
+/// are listed): printed as GPT-2's bytes, they would be another text.
+pub(crate) fn refuse_character_ids(file: &Path, characters: Option<String>) -> Result<()> {
+    match characters {
+        Some(source) => Err(Error::Config(format!(
+            "--tokenizer {}: these token ids are characters, as {source} lists them, not GPT-2's tokens; without \
+             --tokenizer a sample prints them as those characters",
+            file.display()
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// `--tokenizer FILE`, read and checked against the model: no more tokens than it reads and

@@ -6,6 +6,7 @@ use std::path::Path;
 use overlap_runtime::params_file::FileNotes;
 use overlap_runtime::sample::{generate_each, SampleConfig};
 use overlap_runtime::token_table::Utf8Stream;
+use overlap_runtime::train::agree_on_outcome;
 use overlap_runtime::{command_line::console, Communicator, DistributedModel, Error, Result};
 
 use crate::args::{self, TrainArgs};
@@ -15,7 +16,7 @@ use crate::{datasets, unused_flags};
 
 /// `--steps 0`: no training, a sample from the parameters `--init-params` loads, in the
 /// characters of `--text` or of the `vocabulary.txt` beside `--tokens`' shards, or else in those
-/// the file records.
+/// the file records; or, with `--tokenizer`, as the GPT-2 tokens llm.c's tokenizer file decodes.
 pub(crate) fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()> {
     let (Some(_), true, false) = (&args.init_params, args.sample > 0, args.comm_only) else {
         let language_model = matches!(M::DEVICE_OPS.first(), Some(overlap_runtime::DeviceOp::Embedding { .. }));
@@ -31,7 +32,7 @@ pub(crate) fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communic
             )
         } else if language_model {
             "--steps 0 trains nothing: it samples (--sample N) from the parameters of --init-params FILE, in the \
-             characters it records or a --text's"
+             characters it records or a --text's, or as GPT-2's tokens through --tokenizer FILE"
                 .into()
         } else {
             format!(
@@ -46,11 +47,22 @@ pub(crate) fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communic
         console::err_line(&format!("note: {note}"));
     }
     if let Some(file) = &args.tokenizer {
-        let table = crate::sample_text::tokenizer_table::<M>(file, args)?;
+        let read = crate::sample_text::tokenizer_table::<M>(file, args);
+        let table = agree_on_outcome(comm, read, "read its copy of --tokenizer")?;
         let context = datasets::sample_context::<M>(args)?;
+        // Shards listing characters hold character ids; their files are not read otherwise.
+        let listed = match &args.tokens {
+            Some(tokens) => overlap_runtime::token_shards::vocabulary_beside(tokens)
+                .map_err(|e| crate::flags::naming("--tokens", e))?
+                .map(|(path, _)| path.display().to_string()),
+            None => None,
+        };
+        crate::sample_text::refuse_character_ids(file, listed)?;
         let text = TokenText::Bytes(table);
         let prompt = prompt(args, &text)?;
         let (model, notes) = crate::start::starting_model::<M>(args, comm, None)?;
+        let recorded = notes.vocabulary.as_ref().map(|_| "the vocabulary --init-params records".to_string());
+        crate::sample_text::refuse_character_ids(file, recorded)?;
         return match comm.rank() {
             0 => print_sample(&model, &text, &prompt, sampled_positions(args, context, &notes), args),
             _ => Ok(()),
@@ -78,7 +90,7 @@ pub(crate) fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communic
         (None, None) => {
             return Err(Error::Config(format!(
                 "--init-params {} records no vocabulary to print its tokens as characters{}: give the text it was \
-                 trained on (--text FILE)",
+                 trained on (--text FILE), or, for GPT-2's token ids, llm.c's tokenizer file (--tokenizer FILE)",
                 args.init_params.as_deref().unwrap_or(Path::new("")).display(),
                 match &args.tokens {
                     Some(tokens) =>

@@ -3,7 +3,9 @@
 //! a header of 256 little-endian int32s (magic 20240328, version, the number of tokens, and from
 //! version 2 the end-of-text token's id), then each token as one length byte (at least 1)
 //! followed by that many bytes. It holds no merges: it decodes and cannot encode, as llm.c's
-//! `tokenizer.h` (whose samples start from the end-of-text token).
+//! `tokenizer.h` (whose samples start from the end-of-text token). The reader checks what
+//! `tokenizer.h` asserts, and refuses besides what it would read past or leave unread: an
+//! end-of-text id past the tokens, bytes after the last token.
 //!
 //! A token's bytes need not be whole UTF-8 characters (GPT-2's byte-level tokens split them):
 //! [`Utf8Stream`] prints tokens as they come, holding a character's first bytes until its last.
@@ -65,12 +67,11 @@ impl TokenTable {
         match int(0) {
             TOKENIZER_MAGIC => {}
             magic if magic as i32 == crate::token_shards::MAGIC => {
-                return Err("a token shard (magic 20240520), not a tokenizer file: shards go to --tokens".into())
+                return Err("a token shard (magic 20240520), not a tokenizer file: shards are data to train on".into())
             }
             other => {
-                return Err(format!(
-                "starts with {other}, not the magic {TOKENIZER_MAGIC} of llm.c's tokenizer file (gpt2_tokenizer.bin)"
-            ))
+                let expected = format!("the magic {TOKENIZER_MAGIC} of llm.c's tokenizer file (gpt2_tokenizer.bin)");
+                return Err(format!("starts with {other}, not {expected}"));
             }
         }
         let tokens = int(2) as usize;
@@ -85,6 +86,15 @@ impl TokenTable {
         }
         if end_of_text >= tokens {
             return Err(format!("its end-of-text token is {end_of_text}, past its {tokens} tokens"));
+        }
+        // Each token takes two bytes at least: a count no file of this size holds is refused before
+        // anything is set aside for it.
+        if tokens > rest.len() / 2 {
+            return Err(format!(
+                "its header counts {tokens} tokens, but the {} bytes after it hold {} at most",
+                rest.len(),
+                rest.len() / 2
+            ));
         }
         let mut table =
             TokenTable { bytes: Vec::with_capacity(rest.len()), ends: Vec::with_capacity(tokens), end_of_text };
@@ -139,8 +149,11 @@ pub fn write_table(pieces: &[&[u8]], end_of_text: usize) -> std::result::Result<
     if end_of_text >= pieces.len() {
         return Err(format!("end-of-text token {end_of_text} is past the {} tokens", pieces.len()));
     }
+    let count =
+        u32::try_from(pieces.len()).map_err(|_| format!("{} tokens: a header counts 2^32 at most", pieces.len()))?;
     let mut header = [0u32; HEADER_INTS];
-    header[..4].copy_from_slice(&[TOKENIZER_MAGIC, 2, pieces.len() as u32, end_of_text as u32]);
+    // `end_of_text < count`, so it fits too.
+    header[..4].copy_from_slice(&[TOKENIZER_MAGIC, 2, count, end_of_text as u32]);
     let mut file: Vec<u8> = header.iter().flat_map(|i| i.to_le_bytes()).collect();
     for piece in pieces {
         file.push(piece.len() as u8);

@@ -234,7 +234,7 @@ pub struct TrainArgs {
     /// --sample's temperature: below 1 sharpens, above 1 flattens.
     #[arg(long, default_value_t = 0.8, value_parser = positive_f32, allow_hyphen_values = true)]
     pub temperature: f32,
-    /// --sample draws among the K likeliest characters only.
+    /// --sample draws among the K likeliest tokens only (characters, or GPT-2 tokens with --tokenizer).
     #[arg(long, value_name = "K", default_value_t = 200, value_parser = positive_usize, allow_hyphen_values = true)]
     pub top_k: usize,
     /// The text --sample continues, printed before what it draws, as nanoGPT's sample.py `start`;

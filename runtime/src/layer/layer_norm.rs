@@ -110,12 +110,18 @@ impl<const D: usize> Layer for LayerNorm<D> {
         assert_not_lent("LayerNorm", self.weight.len() == D && self.bias.len() == D);
         let rows = input.rows();
         assert!(
-            grad_output.rows() == rows && grad_output.cols() == D && saved.mean.len() == rows,
-            "LayerNorm<{D}>: grad_output ({}x{}) or saved statistics ({} rows) do not match the \
-             {rows}x{D} input",
+            input.cols() == D
+                && grad_output.rows() == rows
+                && grad_output.cols() == D
+                && saved.mean.len() == rows
+                && saved.rstd.len() == rows,
+            "LayerNorm<{D}>: the input ({rows}x{}), grad_output ({}x{}) or saved statistics ({} and {} rows) do not \
+             match a {rows}x{D} input",
+            input.cols(),
             grad_output.rows(),
             grad_output.cols(),
-            saved.mean.len()
+            saved.mean.len(),
+            saved.rstd.len()
         );
         let [grad_weight, grad_bias] = grads else {
             panic!("LayerNorm backward needs 2 gradient slices, got {}", grads.len());
@@ -211,6 +217,48 @@ fn gradient_sums<const D: usize>(x: &[f32; D], dy: &[f32; D], w: &[f32; D], mean
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The sums formed one column at a time in the documented order (`gradient_sums`: element
+    /// `c` into lane `c % LANES` for the whole lanes, the rest into lane 0, the lanes added in
+    /// order; `add_row_terms`: each column over the rows in order), to the bit, at widths with
+    /// and without a tail and below one lane's width.
+    fn sums_match_the_scalar_order<const D: usize>() {
+        let value = |i: usize| ((i * 7919 % 211) as f32 - 105.0) * 1.07f32.powi((i % 23) as i32);
+        let rows: Vec<([f32; D], [f32; D])> = (0..5)
+            .map(|r| (std::array::from_fn(|c| value(r * 31 + c)), std::array::from_fn(|c| value(r * 17 + c + 3))))
+            .collect();
+        let w: [f32; D] = std::array::from_fn(|c| value(c + 11) / 50.0);
+        let (mean, rstd) = (0.3f32, 1.7f32);
+        let (mut bias, mut weight) = ([0.0f32; D], [0.0f32; D]);
+        for (x, dy) in &rows {
+            add_row_terms(&mut bias, &mut weight, x, dy, mean, rstd);
+            let (sum_g, sum_g_xhat) = gradient_sums::<D>(x, dy, &w, mean, rstd);
+            let (mut lanes_g, mut lanes_gx) = ([0.0f32; LANES], [0.0f32; LANES]);
+            for c in 0..D {
+                let lane = if c < D - D % LANES { c % LANES } else { 0 };
+                lanes_g[lane] += dy[c] * w[c];
+                lanes_gx[lane] += (dy[c] * w[c]) * ((x[c] - mean) * rstd);
+            }
+            let in_order = |lanes: [f32; LANES]| lanes.iter().fold(0.0f32, |s, &v| s + v);
+            assert_eq!(sum_g.to_bits(), in_order(lanes_g).to_bits(), "Σg, D = {D}");
+            assert_eq!(sum_g_xhat.to_bits(), in_order(lanes_gx).to_bits(), "Σg·x̂, D = {D}");
+        }
+        for c in 0..D {
+            let column =
+                |term: &dyn Fn(&[f32; D], &[f32; D]) -> f32| rows.iter().fold(0.0f32, |s, (x, dy)| s + term(x, dy));
+            assert_eq!(bias[c].to_bits(), column(&|_, dy| dy[c]).to_bits(), "bias column {c}, D = {D}");
+            let xhat = |x: &[f32; D], dy: &[f32; D]| dy[c] * ((x[c] - mean) * rstd);
+            assert_eq!(weight[c].to_bits(), column(&xhat).to_bits(), "weight column {c}, D = {D}");
+        }
+    }
+
+    #[test]
+    fn gradient_sums_keep_their_order_at_every_width() {
+        sums_match_the_scalar_order::<5>();
+        sums_match_the_scalar_order::<8>();
+        sums_match_the_scalar_order::<13>();
+        sums_match_the_scalar_order::<128>();
+    }
 
     #[test]
     fn forward_normalises_rows() {

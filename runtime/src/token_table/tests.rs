@@ -40,14 +40,17 @@ fn malformed_files_are_refused_saying_what_is_wrong() {
         "100 bytes, shorter than the 1024-byte header of llm.c's tokenizer file"
     );
     assert!(with(0, 7).starts_with("starts with 7, not the magic 20240328"));
-    assert!(with(0, 20240520).starts_with("a token shard (magic 20240520)"));
+    assert!(with(0, 20240520).starts_with("a token shard (magic 20240520), not a tokenizer file"));
     assert_eq!(with(4, 3), "version 3; llm.c writes versions 1 and 2");
     assert_eq!(with(8, 0), "no tokens");
     assert_eq!(with(12, 2), "its end-of-text token is 2, past its 2 tokens");
-    assert_eq!(with(8, 3), "ends after 2 of its 3 tokens");
-    let cut = TokenTable::parse(&good[..good.len() - 2]).unwrap_err();
-    assert_eq!(cut, "ends after 1 of its 2 tokens");
-    assert_eq!(TokenTable::parse(&good[..1026]).unwrap_err(), "ends inside token 0, of 2 bytes");
+    // A count past what the file could hold is refused before anything is set aside for it.
+    assert_eq!(with(8, 3), "its header counts 3 tokens, but the 5 bytes after it hold 2 at most");
+    assert_eq!(with(8, u32::MAX), "its header counts 4294967295 tokens, but the 5 bytes after it hold 2 at most");
+    // Long tokens, the last one cut off whole: a count the bytes could hold, then no token.
+    let long = table(&[b"abcdef", b"g", b"h"], 2);
+    assert_eq!(TokenTable::parse(&long[..long.len() - 2]).unwrap_err(), "ends after 2 of its 3 tokens");
+    assert_eq!(TokenTable::parse(&long[..1024 + 6]).unwrap_err(), "ends inside token 0, of 6 bytes");
     let mut empty_token = good.clone();
     empty_token[1024] = 0;
     assert_eq!(TokenTable::parse(&empty_token).unwrap_err(), "token 0 has no bytes (llm.c's tokens have at least one)");
@@ -72,10 +75,21 @@ fn read_names_the_file() {
 #[test]
 fn a_stream_hands_on_the_lossy_decoding_of_its_bytes_however_they_are_split() {
     // Whole and split characters of 2, 3 and 4 bytes, a stray continuation byte, a start cut
-    // short by ASCII, an invalid byte, and a character left incomplete at the end.
-    let bytes =
-        [&b"a "[..], "é€𝄞".as_bytes(), &[0x80], b"x", &[0xe2, 0x82], b"y", &[0xff], "ü".as_bytes(), &[0xf0, 0x9d]]
-            .concat();
+    // short by ASCII, two invalid bytes, a start cut short by another character's, and a
+    // character left incomplete at the end.
+    let bytes = [
+        &b"a "[..],
+        "é€𝄞".as_bytes(),
+        &[0x80],
+        b"x",
+        &[0xe2, 0x82],
+        b"y",
+        &[0xff, 0xff],
+        "ü".as_bytes(),
+        &[0xf0, 0x9d, 0xe2, 0x82, 0xac],
+        &[0xf0, 0x9d],
+    ]
+    .concat();
     let expected = String::from_utf8_lossy(&bytes).into_owned();
     for split in 1..=bytes.len() {
         for offset in 0..split {

@@ -3,8 +3,9 @@
 
 /// Bytes in, text out: each run of whole UTF-8 characters is handed on as soon as it is complete;
 /// the start of a character waits for the rest. Bytes that cannot be part of a character become
-/// U+FFFD, one for each maximal bad run, as `String::from_utf8_lossy` replaces them, so that the
-/// text handed on is the lossy decoding of all the bytes pushed, however they were split.
+/// U+FFFD, one for each maximal subpart of a character cut short and one for each byte that
+/// starts none, as `String::from_utf8_lossy` replaces them: the text handed on is the lossy
+/// decoding of all the bytes pushed, however they were split.
 #[derive(Clone, Debug, Default)]
 pub struct Utf8Stream {
     /// The first bytes of a character still incomplete.
