@@ -189,6 +189,8 @@ mod binding_tests;
 #[cfg(test)]
 mod fuzz_tests;
 #[cfg(test)]
+mod model_tests;
+#[cfg(test)]
 mod shard_tests;
 #[cfg(test)]
 mod tests;
