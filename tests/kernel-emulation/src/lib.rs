@@ -1,9 +1,11 @@
 //! The GPU backend's kernels (`runtime/src/cuda/kernels/*.cu`), compiled for the CPU under
 //! `src/emulator.h` and launched there in the grids the backend uses (`launch_shapes`, the
 //! backend's own file): one safe function per kernel, taking the kernel's arguments as slices,
-//! with every length the kernel relies on checked first. `products` (the backend's file too) is
-//! how the backend hands its products to cuBLAS; `cublas_sgemm` computes one as cuBLAS defines it. `token_rows` (the backend's file too) groups a
-//! batch's rows by token for the embedding's backward.
+//! with every length the kernel relies on checked first: the element-wise layers' and
+//! LayerNorm's here, a sequence's (embeddings, attention's softmax, the loss) in `sequence`, the
+//! optimizers' in `optimizer`. `products` (the backend's file too) is how the backend hands its
+//! products to cuBLAS; `cublas_sgemm` computes one as cuBLAS defines it. `token_rows` (the
+//! backend's file too) groups a batch's rows by token for the embedding's backward.
 
 #[path = "../../../runtime/src/cuda/launch_shapes.rs"]
 pub mod launch_shapes;
@@ -13,9 +15,16 @@ pub mod products;
 pub mod token_rows;
 
 pub use launch_shapes::Shape;
-use overlap_runtime::optim::{AdamWStep, SgdRule};
 
 mod ffi;
+mod optimizer;
+mod sequence;
+
+pub use optimizer::{adamw_update, sgd_update, sum_squares};
+pub use sequence::{
+    causal_softmax, causal_softmax_backward, embedding_backward, embedding_forward, position_backward,
+    position_forward, softmax_cross_entropy,
+};
 
 /// A size as the kernels' `int`.
 fn int(n: usize) -> i32 {
@@ -172,151 +181,6 @@ pub fn with_blocks_last_first<T>(run: impl FnOnce() -> T) -> T {
     run()
 }
 
-/// Panics unless every id is an integral float naming a row of a table of `table_rows`.
-fn check_ids(ids: &[f32], table_rows: usize) {
-    for (r, &id) in ids.iter().enumerate() {
-        assert!(
-            id >= 0.0 && id.fract() == 0.0 && (id as usize) < table_rows,
-            "id {id} of row {r} is not a row of the table"
-        );
-    }
-}
-
-/// `y[r] = w[ids[r]]`, rows of width `d`.
-pub fn embedding_forward(shape: Shape, y: &mut [f32], ids: &[f32], w: &[f32], d: usize) {
-    check_ids(ids, w.len() / d);
-    holds(y, ids.len() * d, "y");
-    // SAFETY: writes rows x d of y and reads the rows of w the ids name, which exist (checked).
-    unsafe {
-        ffi::emu_embedding_forward(
-            shape.grid,
-            shape.block,
-            y.as_mut_ptr(),
-            ids.as_ptr(),
-            w.as_ptr(),
-            int(ids.len()),
-            int(d),
-        )
-    }
-}
-
-/// `dw[ids[r]] += dy[r]`, each token's rows added in their order: the ids grouped by token
-/// first, as the backend groups a batch's (`token_rows`).
-pub fn embedding_backward(shape: Shape, dw: &mut [f32], ids: &[f32], dy: &[f32], d: usize) {
-    let vocab = dw.len() / d;
-    check_ids(ids, vocab);
-    holds(dy, ids.len() * d, "dy");
-    let mut grouped = token_rows::TokenRows::default();
-    grouped.group(ids, vocab);
-    // SAFETY: the table holds `rows + 2 * groups + 1` entries: rows of dy, which holds rows x d
-    // gradients, and tokens whose rows of dw exist (checked).
-    unsafe {
-        ffi::emu_embedding_backward(
-            shape.grid,
-            shape.block,
-            dw.as_mut_ptr(),
-            grouped.table().as_ptr(),
-            int(grouped.rows()),
-            int(grouped.groups()),
-            dy.as_ptr(),
-            int(d),
-        )
-    }
-}
-
-/// `y[r] = x[r] + w[r mod positions]`, rows of width `d`.
-pub fn position_forward(shape: Shape, y: &mut [f32], x: &[f32], w: &[f32], (positions, d): (usize, usize)) {
-    let rows = x.len() / d;
-    holds(y, rows * d, "y");
-    holds(w, positions * d, "w");
-    // SAFETY: touches rows x d of y and x, positions x d of w, which they hold.
-    unsafe {
-        ffi::emu_position_forward(
-            shape.grid,
-            shape.block,
-            y.as_mut_ptr(),
-            x.as_ptr(),
-            w.as_ptr(),
-            int(rows),
-            int(positions),
-            int(d),
-        )
-    }
-}
-
-/// `dw[t] (+)= Σ_s dy[s, t]` over `sequences` sequences of `positions` rows of width `d`.
-pub fn position_backward(
-    shape: Shape,
-    dw: &mut [f32],
-    dy: &[f32],
-    (sequences, positions, d): (usize, usize, usize),
-    accumulate: bool,
-) {
-    holds(dw, positions * d, "dw");
-    holds(dy, sequences * positions * d, "dy");
-    let add = i32::from(accumulate);
-    // SAFETY: reads sequences x positions x d of dy and writes positions x d of dw, which they hold.
-    unsafe {
-        ffi::emu_position_backward(
-            shape.grid,
-            shape.block,
-            dw.as_mut_ptr(),
-            dy.as_ptr(),
-            int(sequences),
-            int(positions),
-            int(d),
-            add,
-        )
-    }
-}
-
-/// Row `r` of `[rows, t]` scores becomes the causal softmax of `scale ×` its entries.
-pub fn causal_softmax(shape: Shape, p: &mut [f32], (rows, t): (usize, usize), scale: f32) {
-    holds(p, rows * t, "p");
-    // SAFETY: touches rows x t of p, which it holds.
-    unsafe { ffi::emu_causal_softmax(shape.grid, shape.block, p.as_mut_ptr(), int(rows), int(t), scale) }
-}
-
-/// The scores' gradient from the weights' (`ds`, overwritten) and the weights `p`.
-pub fn causal_softmax_backward(shape: Shape, ds: &mut [f32], p: &[f32], (rows, t): (usize, usize), scale: f32) {
-    holds(ds, rows * t, "ds");
-    holds(p, rows * t, "p");
-    // SAFETY: touches rows x t of ds and p, which they hold.
-    unsafe {
-        ffi::emu_causal_softmax_backward(shape.grid, shape.block, ds.as_mut_ptr(), p.as_ptr(), int(rows), int(t), scale)
-    }
-}
-
-/// Softmax cross-entropy of `[labels.len(), classes]` logits: each row's loss, and the mean
-/// loss's gradient.
-pub fn softmax_cross_entropy(
-    shape: Shape,
-    (loss, dlogits): (&mut [f32], &mut [f32]),
-    logits: &[f32],
-    labels: &[u32],
-    classes: usize,
-) {
-    let rows = labels.len();
-    assert!(labels.iter().all(|&l| (l as usize) < classes), "a label is not below {classes}");
-    holds(loss, rows, "loss");
-    holds(dlogits, rows * classes, "dlogits");
-    holds(logits, rows * classes, "logits");
-    // SAFETY: touches rows of loss and labels and rows x classes of the logits and their
-    // gradient, which they hold; every label indexes a class (checked).
-    unsafe {
-        ffi::emu_softmax_cross_entropy(
-            shape.grid,
-            shape.block,
-            loss.as_mut_ptr(),
-            dlogits.as_mut_ptr(),
-            logits.as_ptr(),
-            labels.as_ptr(),
-            int(rows),
-            int(classes),
-        )
-    }
-}
-
 /// LayerNorm's row statistics, saved by forward.
 pub struct RowStats<'a> {
     pub mean: &'a mut [f32],
@@ -413,82 +277,6 @@ pub fn layer_norm_backward_params(
             i32::from(accumulate),
         )
     }
-}
-
-/// One SGD update of `value` from `grad`, as `cuda::sgd_update` launches it.
-pub fn sgd_update(
-    shape: Shape,
-    rule: SgdRule,
-    (value, momentum_buffer): (&mut [f32], &mut [f32]),
-    grad: &[f32],
-    first: bool,
-    grad_scale: f32,
-) {
-    let n = value.len();
-    holds(momentum_buffer, n, "momentum buffer");
-    holds(grad, n, "grad");
-    // SAFETY: touches n elements of each, which all hold.
-    unsafe {
-        ffi::emu_sgd_update(
-            shape.grid,
-            shape.block,
-            value.as_mut_ptr(),
-            momentum_buffer.as_mut_ptr(),
-            grad.as_ptr(),
-            int(n),
-            rule.lr,
-            rule.momentum,
-            rule.kept,
-            rule.weight_decay,
-            i32::from(rule.nesterov),
-            i32::from(first),
-            grad_scale,
-        )
-    }
-}
-
-/// One AdamW update, with the step's coefficients as `cuda::adamw_update` passes them
-/// (the reciprocal of the bias correction taken in f32, as PyTorch's CUDA division does).
-pub fn adamw_update(
-    shape: Shape,
-    step: AdamWStep,
-    (value, exp_avg, exp_avg_sq): (&mut [f32], &mut [f32], &mut [f32]),
-    grad: &[f32],
-    grad_scale: f32,
-) {
-    let n = value.len();
-    holds(exp_avg, n, "exp_avg");
-    holds(exp_avg_sq, n, "exp_avg_sq");
-    holds(grad, n, "grad");
-    let inv_bias_correction2_sqrt = 1.0 / step.bias_correction2_sqrt;
-    // SAFETY: touches n elements of each, which all hold.
-    unsafe {
-        ffi::emu_adamw_update(
-            shape.grid,
-            shape.block,
-            value.as_mut_ptr(),
-            exp_avg.as_mut_ptr(),
-            exp_avg_sq.as_mut_ptr(),
-            grad.as_ptr(),
-            int(n),
-            step.decay,
-            step.lerp_weight,
-            step.beta2,
-            step.one_minus_beta2,
-            inv_bias_correction2_sqrt,
-            step.eps,
-            step.neg_step_size,
-            grad_scale,
-        )
-    }
-}
-
-/// The squares of `x` summed in f64 into one partial sum per block.
-pub fn sum_squares(shape: Shape, x: &[f32], partials: &mut [f64]) {
-    assert_eq!(shape.block, 256, "sum_squares' shared array holds 256 threads' sums");
-    holds(partials, shape.grid as usize, "partials");
-    // SAFETY: reads n elements of x and writes one partial per block, which partials holds.
-    unsafe { ffi::emu_sum_squares(shape.grid, shape.block, x.as_ptr(), int(x.len()), partials.as_mut_ptr()) }
 }
 
 /// One `sgemm` as cuBLAS (column-major BLAS) defines it, from the definition: `C[i + j·ldc] =
