@@ -141,6 +141,11 @@ fn a_greedy_sample_prints_gpt2_tokens_through_the_tokenizer_file() {
             ["--steps", "0", "--init-params", "chars.st", "--sample", "5", "--tokenizer", "small.bin"].to_vec(),
             "these token ids are characters, as the vocabulary --init-params records lists them",
         ),
+        (
+            [&characters[..], &["small.bin", "--init-params", "chars.st", "--batch", "2", "--eval-every", "0"]]
+                .concat(),
+            "these token ids are characters, as the vocabulary --init-params records lists them",
+        ),
     ] {
         let (ok, text) = run_example_merged("gpt", dir.path(), &args);
         assert!(!ok && text.contains(expected), "{args:?}: {text}");

@@ -59,11 +59,13 @@ pub(crate) fn sample_text<M: DistributedModel>(
             file.display()
         )));
     };
-    let beside = shards.vocabulary_file().map(|path| path.display().to_string());
-    let characters = match (Dataset::vocabulary(shards), recorded) {
-        (Some(_), _) => Some(beside.unwrap_or_else(|| "the vocabulary the checkpoint resumed records".into())),
-        (None, Some(_)) => Some("the vocabulary --init-params records".into()),
-        (None, None) => None,
+    // Where the ids are listed as characters: beside the shards, in --init-params, or in the
+    // checkpoint resumed (whose vocabulary the shards adopted).
+    let characters = match (shards.vocabulary_file(), recorded, Dataset::vocabulary(shards)) {
+        (Some(path), ..) => Some(path.display().to_string()),
+        (None, Some(_), _) => Some("the vocabulary --init-params records".into()),
+        (None, None, Some(_)) => Some("the vocabulary the checkpoint resumed records".into()),
+        (None, None, None) => None,
     };
     refuse_character_ids(file, characters)?;
     let (largest, shard) = shards.max_token();
