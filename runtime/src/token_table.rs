@@ -24,8 +24,9 @@ pub const TOKENIZER_MAGIC: u32 = 20_240_328;
 /// GPT-2's tokens: version 1 files hold no end-of-text id, and llm.c reads them only with this
 /// many tokens, the last of them end-of-text.
 const GPT2_TOKENS: usize = 50_257;
-/// The largest file read: GPT-2's is about 0.4 MiB, and 2^32 tokens of 255 bytes cannot be
-/// meant.
+/// The largest file read, so that a device or a wrong file is not read without end: GPT-2's is
+/// about 0.4 MiB, and 200 000 tokens (more than the largest vocabularies in use) of 255 bytes
+/// each would still fit.
 const MAX_FILE_BYTES: u64 = 64 << 20;
 
 /// Every token's bytes, and which token is end-of-text.
