@@ -16,25 +16,18 @@ pub mod token_rows;
 
 pub use launch_shapes::Shape;
 
+mod arguments;
 mod ffi;
 mod optimizer;
 mod sequence;
+
+use arguments::{holds, int};
 
 pub use optimizer::{adamw_update, sgd_update, sum_squares};
 pub use sequence::{
     causal_softmax, causal_softmax_backward, embedding_backward, embedding_forward, position_backward,
     position_forward, softmax_cross_entropy,
 };
-
-/// A size as the kernels' `int`.
-fn int(n: usize) -> i32 {
-    i32::try_from(n).expect("the kernels take sizes below 2^31")
-}
-
-/// Panics unless `slice` holds at least `needed` elements (a caller bug).
-fn holds<T>(slice: &[T], needed: usize, what: &str) {
-    assert!(slice.len() >= needed, "{what}: {} elements, the kernel reads or writes {needed}", slice.len());
-}
 
 /// The element-wise layers with a kernel pair each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

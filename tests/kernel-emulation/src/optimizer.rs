@@ -1,6 +1,8 @@
 //! The optimizers' kernels: SGD's and AdamW's updates, and the squares a global norm sums.
 
-use crate::{ffi, holds, int, Shape};
+use crate::arguments::{holds, int};
+use crate::ffi;
+use crate::launch_shapes::Shape;
 use overlap_runtime::optim::{AdamWStep, SgdRule};
 
 /// One SGD update of `value` from `grad`, as `cuda::sgd_update` launches it.

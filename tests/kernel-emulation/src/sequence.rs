@@ -1,7 +1,9 @@
 //! The kernels of a language model's sequences: token and position embeddings, attention's
 //! causal softmax, and the loss over the vocabulary.
 
-use crate::{ffi, holds, int, token_rows, Shape};
+use crate::arguments::{holds, int};
+use crate::launch_shapes::Shape;
+use crate::{ffi, token_rows};
 
 /// Panics unless every id is an integral float naming a row of a table of `table_rows`.
 fn check_ids(ids: &[f32], table_rows: usize) {
