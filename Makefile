@@ -94,7 +94,7 @@ test: deps nvrtc mkl
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy $(WORKSPACE) --all-targets -- -D warnings
-	# tests/failures.rs, which `--all-targets` leaves out (see Cargo.toml).
+	# tests/failures/, which `--all-targets` leaves out (see Cargo.toml).
 	cargo clippy $(WORKSPACE) --test failures -- -D warnings
 	# The API docs, links included (`cargo doc` warns where `--help` text reads as a broken link).
 	# The libraries' and the examples': the examples bring in the dev-dependencies, so that the
@@ -121,7 +121,7 @@ test: deps nvrtc mkl
 	cargo test $(WORKSPACE) --doc
 	# Every test of every crate; without a GPU the GPU tests show as ignored, and those needing no
 	# driver check the no-driver error. The examples never honour OVERLAP_FAULT, though this build
-	# compiles fault injection into them (tests/failures.rs checks it). tests/failures.rs, which
+	# compiles fault injection into them (tests/failures/ checks it). tests/failures/, which
 	# mostly waits out communication timeouts (150 s at a sixth of one core), runs beside the others.
 	scripts/test-beside.sh failures $(WORKSPACE) -- --all-targets --no-fail-fast
 	# The `mkl` feature, last (it builds the runtime again): oneMKL in place of OpenBLAS compiles

@@ -3,7 +3,7 @@
 #
 # Runs `cargo test BUILD_ARGS TARGET_ARGS` with the integration test TEST (`cargo test BUILD_ARGS
 # --test TEST`) running beside it, from the same build, and fails if either fails. For a test
-# that spends its time waiting rather than computing: tests/failures.rs waits out communication
+# that spends its time waiting rather than computing: tests/failures/ waits out communication
 # timeouts for about 150 s at a sixth of one core, which `cargo test` would otherwise run alone,
 # one binary after another. TEST's target has `test = false` so that TARGET_ARGS
 # (`--all-targets`) leave it out; its own output is printed after the command's, whole.

@@ -148,7 +148,7 @@ def catalogue() -> list:
 
     # 6. A short --comm-timeout while rank 0 writes large checkpoints and output files. (1 s: 300 ms
     # was shorter than two debug ranks' start-up on a busy machine. A write that outlasts the
-    # timeout is tests/failures.rs's, with a slow write injected.)
+    # timeout is tests/failures/'s, with a slow write injected.)
     c = "save+timeout"
     add(c, "mpirun -n 2 mlp --steps 3 --batch 4 --report off --save ck --save-every 1 --comm-timeout 1s", 0,
         survive=latest_is("step-00000003"))
