@@ -126,9 +126,13 @@ pub(crate) fn recorded_vocabulary<M: DistributedModel>(recorded: &str) -> Result
 /// cannot read and predict that many tokens.
 fn printable<M: DistributedModel>(source: &Path, vocabulary: &str) -> Result<Vec<char>> {
     let characters: Vec<char> = vocabulary.chars().collect();
-    let limit = vocabulary_limit::<M>().unwrap_or(io_widths::<M>()?.1);
-    check_vocabulary::<M>(source, characters.len(), limit)?;
+    check_vocabulary::<M>(source, characters.len(), readable_tokens::<M>()?)?;
     Ok(characters)
+}
+
+/// The token ids `M` reads and predicts: its token embedding's rows, or else its outputs.
+pub(crate) fn readable_tokens<M: DistributedModel>() -> Result<usize> {
+    Ok(vocabulary_limit::<M>().unwrap_or(io_widths::<M>()?.1))
 }
 
 /// What `--sample` prints the tokens as: the text's characters, or the vocabulary beside the

@@ -4,7 +4,6 @@
 
 use std::path::Path;
 
-use overlap_runtime::model::vocabulary_limit;
 use overlap_runtime::token_table::TokenTable;
 use overlap_runtime::training_data::TrainingData;
 use overlap_runtime::{Dataset, DistributedModel, Error, Result};
@@ -100,8 +99,7 @@ pub(crate) fn tokenizer_table<M: DistributedModel>(file: &Path, args: &TrainArgs
         Error::Dataset(why) => Error::Config(format!("--tokenizer {why}")),
         other => crate::flags::naming("--tokenizer", other),
     })?;
-    let outputs = M::SCHEDULE.io_widths().map_or(0, |(_, outputs)| outputs);
-    let limit = vocabulary_limit::<M>().unwrap_or(outputs);
+    let limit = datasets::readable_tokens::<M>()?;
     if table.len() > limit {
         // A program of several shapes may hold one with more.
         let shape = args

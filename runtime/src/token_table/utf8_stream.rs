@@ -1,6 +1,9 @@
 //! Text from bytes that arrive in pieces: GPT-2's byte-level tokens split characters between
 //! them, so a sample printed token by token must hold a character's first bytes until its last.
 
+/// What stands for bytes that are no character: U+FFFD.
+const REPLACEMENT: &str = "\u{FFFD}";
+
 /// Bytes in, text out: each run of whole UTF-8 characters is handed on as soon as it is complete;
 /// the start of a character waits for the rest. Bytes that cannot be part of a character become
 /// U+FFFD, one for each maximal subpart of a character cut short and one for each byte that
@@ -31,7 +34,7 @@ impl Utf8Stream {
                     }
                     match error.error_len() {
                         Some(bad) => {
-                            out(char::REPLACEMENT_CHARACTER.encode_utf8(&mut [0; 4]));
+                            out(REPLACEMENT);
                             done += text.len() + bad;
                         }
                         // A character's start, whose other bytes may come with the next piece.
@@ -50,7 +53,7 @@ impl Utf8Stream {
     pub fn finish(&mut self, out: &mut impl FnMut(&str)) {
         if !self.pending.is_empty() {
             self.pending.clear();
-            out(char::REPLACEMENT_CHARACTER.encode_utf8(&mut [0; 4]));
+            out(REPLACEMENT);
         }
     }
 }
