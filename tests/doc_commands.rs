@@ -112,12 +112,14 @@ fn code_lines(name: &str, text: &str) -> Vec<(usize, String, bool)> {
 }
 
 /// The words of a shell line up to its comment or its first redirection or pipe, a prompt
-/// (`$ `) left out.
+/// (`$ `) left out; quoted words are one (`--start "To be"`), as the shell reads them, where the
+/// line's quotes pair up.
 fn words(line: &str) -> Vec<String> {
     let line = line.trim_start().strip_prefix("$ ").unwrap_or(line);
-    line.split_whitespace()
-        .take_while(|w| !w.starts_with('#') && !["|", ">", ">>", "2>&1", "&&", ";", "&"].contains(w))
-        .map(str::to_string)
+    let words = shlex::split(line).unwrap_or_else(|| line.split_whitespace().map(str::to_string).collect());
+    words
+        .into_iter()
+        .take_while(|w| !w.starts_with('#') && !["|", ">", ">>", "2>&1", "&&", ";", "&"].contains(&w.as_str()))
         .collect()
 }
 

@@ -1,6 +1,7 @@
 //! `--tokenizer FILE`: a `gpt` sample from GPT-2 token shards prints through llm.c's tokenizer
 //! file, as the text its token ids stand for, from its end-of-text token (as llm.c's samples
-//! start); a table, a prompt or a model that cannot serve is refused before step 1, by name.
+//! start) or from a `--start` it encodes; a table, a prompt or a model that cannot serve is
+//! refused before step 1, by name. (`tests/gpt2_encoding.rs` holds the encoding to tiktoken's.)
 
 mod common;
 
@@ -95,7 +96,7 @@ fn a_greedy_sample_prints_gpt2_tokens_through_the_tokenizer_file() {
     for (args, expected) in [
         (
             [&one_step[..], &["--tokenizer", "numbered.bin", "--start", "The"]].concat(),
-            "--start \"The\": the file of --tokenizer holds each token's bytes and none of GPT-2's merges",
+            "--start \"The\": byte 0x54 of \"The\" is no token of the tokenizer file",
         ),
         (
             [&one_step[..], &["--tokenizer", "small.bin"]].concat(),
@@ -151,4 +152,23 @@ fn a_greedy_sample_prints_gpt2_tokens_through_the_tokenizer_file() {
         assert!(!ok && text.contains(expected), "{args:?}: {text}");
         assert!(!text.contains("step      1"), "refused before step 1: {text}");
     }
+}
+
+#[test]
+fn a_prompt_is_encoded_by_the_tokenizer_file_and_continued() {
+    let dir = scratch("gpt2-prompt");
+    write_gpt2_shards(dir.path());
+    // Bytes first (token b is byte b), `he` joined, then numbered tokens: "The" is T|he, 2 tokens.
+    let joined = |token: usize| match token {
+        0..=255 => vec![token as u8],
+        256 => b"he".to_vec(),
+        _ => format!("<{token}>").into_bytes(),
+    };
+    write_tokenizer(&dir.path().join("joined.bin"), joined);
+    let flags = "--tokens gpt2 --vocab 50304 --context 16 --batch 2 --report off --steps 1 --sample 4 --top-k 1";
+    let args: Vec<&str> = flags.split_whitespace().chain(["--tokenizer", "joined.bin", "--start", "The"]).collect();
+    let (ok, stdout, stderr) = run_example("gpt", dir.path(), &args);
+    assert!(ok, "{stdout}{stderr}");
+    let heading = "sample (4 tokens after a prompt of 2, temperature 0.8, top-k 1):\nThe";
+    assert!(stdout.contains(heading), "{stdout}");
 }

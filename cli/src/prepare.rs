@@ -1,15 +1,17 @@
 //! The `prepare` command: a UTF-8 text as llm.c's token shards for `--tokens`, character
-//! tokens as nanoGPT's `shakespeare_char/prepare.py` makes them.
+//! tokens as nanoGPT's `shakespeare_char/prepare.py` makes them, or with `--tokenizer` GPT-2's
+//! tokens as llm.c's data scripts make them (tiktoken's, after an end-of-text token).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
-use overlap_runtime::token_shards::prepare_characters;
+use overlap_runtime::token_shards::{prepare_characters, prepare_tokens};
 use overlap_runtime::{Error, Result};
 
 /// Writes a text's characters as llm.c token shards: `<name>_train_NNNNNN.bin` (the first 90%)
-/// and `<name>_val_NNNNNN.bin` (the rest), with `vocabulary.txt` (token i is its i-th character).
+/// and `<name>_val_NNNNNN.bin` (the rest), with `vocabulary.txt` (token i is its i-th character);
+/// or, with --tokenizer, its GPT-2 tokens.
 #[derive(Parser, Debug)]
 #[command(name = "prepare")]
 pub struct PrepareArgs {
@@ -28,6 +30,12 @@ pub struct PrepareArgs {
     /// sample: with N = 2, a split of odd length begins with a shard of 3. At least 2.
     #[arg(long, value_name = "N", default_value_t = 100_000_000, value_parser = clap::value_parser!(u64).range(2..))]
     pub shard_tokens: u64,
+    /// llm.c's tokenizer file (gpt2_tokenizer.bin): the shards hold the text's GPT-2 tokens, as
+    /// tiktoken encodes it (`<|endoftext|>` in it is that token), after an end-of-text token that
+    /// starts the document, as llm.c's data scripts write them; no vocabulary.txt. `gpt --tokens
+    /// DIR --tokenizer FILE` trains on them and prints its samples as text.
+    #[arg(long, value_name = "FILE")]
+    pub tokenizer: Option<PathBuf>,
 }
 
 /// `prepare`'s `main`.
@@ -51,16 +59,23 @@ fn run(args: &PrepareArgs) -> Result<()> {
         None => args.text.file_stem().map_or("text".into(), |s| s.to_string_lossy().into_owned()),
     };
     let shard_tokens = usize::try_from(args.shard_tokens).unwrap_or(usize::MAX);
-    let prepared = prepare_characters(&text, &args.out, &stem, shard_tokens).map_err(|e| match e {
+    let prepared = match &args.tokenizer {
+        None => prepare_characters(&text, &args.out, &stem, shard_tokens),
+        Some(file) => prepare_tokens(&gpt2_tokens(&text, &args.text, file)?, &args.out, &stem, shard_tokens),
+    }
+    .map_err(|e| match e {
         // Its message says what the text lacks, not which text.
         Error::Dataset(why) => Error::Dataset(format!("{}: {why}", args.text.display())),
         other => other,
     })?;
+    let tokens = match &prepared.vocabulary {
+        Some(vocabulary) => format!("({} distinct)", vocabulary.chars().count()),
+        None => format!("as {} GPT-2 tokens, an end-of-text token first", prepared.train_tokens + prepared.val_tokens),
+    };
     println!(
-        "{}: {} characters ({} distinct): {} training tokens in {} shard(s), {} held out in {} shard(s), in {}",
+        "{}: {} characters {tokens}: {} training tokens in {} shard(s), {} held out in {} shard(s), in {}",
         args.text.display(),
         text.chars().count(),
-        prepared.vocabulary.chars().count(),
         prepared.train_tokens,
         prepared.train.len(),
         prepared.val_tokens,
@@ -68,4 +83,22 @@ fn run(args: &PrepareArgs) -> Result<()> {
         args.out.display()
     );
     Ok(())
+}
+
+/// `text` (read from `path`) in the tokens of the tokenizer file `file`, after its end-of-text
+/// token (llm.c's data scripts start each document so), as the 16-bit ids of llm.c's shards.
+fn gpt2_tokens(text: &str, path: &Path, file: &Path) -> Result<Vec<u16>> {
+    let table = crate::sample_text::read_tokenizer(file)?;
+    if table.len() > usize::from(u16::MAX) + 1 {
+        return Err(Error::Config(format!(
+            "--tokenizer {}: {} tokens, but llm.c's shards hold 16-bit ids (GPT-2's 50257 fit)",
+            file.display(),
+            table.len()
+        )));
+    }
+    let encoded = table
+        .encode(text)
+        .map_err(|why| Error::Dataset(format!("{}: as --tokenizer's tokens: {why}", path.display())))?;
+    // Every id is below the table's length, which fits 16 bits.
+    Ok(std::iter::once(table.end_of_text()).chain(encoded).map(|id| id as u16).collect())
 }

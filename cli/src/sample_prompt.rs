@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use overlap_runtime::text::read_text_within;
+use overlap_runtime::token_table::TokenTable;
 use overlap_runtime::{Error, Result};
 
 use crate::args::TrainArgs;
@@ -21,29 +22,52 @@ pub(crate) struct Prompt {
     pub(crate) shown: Option<String>,
 }
 
-/// `--start` in the tokens of `text`. llm.c's tokenizer file only decodes: its samples start
-/// from its end-of-text token, as llm.c's do, and a `--start` is refused.
+/// `--start` in the tokens of `text`: characters, or the GPT-2 tokens of llm.c's tokenizer file.
 pub(crate) fn prompt(args: &TrainArgs, text: &TokenText) -> Result<Prompt> {
-    match (text, &args.start) {
-        (TokenText::Characters(vocab), _) => prompt_in(args, vocab),
-        (TokenText::Bytes(table), None) => Ok(Prompt { tokens: vec![table.end_of_text()], shown: None }),
-        (TokenText::Bytes(table), Some(start)) => Err(Error::Config(format!(
-            "--start {start:?}: the file of --tokenizer holds each token's bytes and none of GPT-2's merges, so it \
-             cannot turn a prompt into tokens (llm.c's tokenizer only decodes); without --start a sample starts from \
-             its end-of-text token, {}",
-            table.end_of_text()
-        ))),
+    match text {
+        TokenText::Characters(vocab) => prompt_in(args, vocab),
+        TokenText::Bytes(table) => prompt_in_table(args, table),
     }
 }
 
 /// `--start` in `vocab`'s tokens (token `i` is `vocab[i]`), or, without it, nanoGPT's default:
-/// a newline (the vocabulary's first character where it has none). An empty prompt, a file that
-/// cannot be read as UTF-8 text, or a character the model never saw is refused, naming it.
+/// a newline (the vocabulary's first character where it has none). A character the model never
+/// saw is refused, naming it.
 fn prompt_in(args: &TrainArgs, vocab: &[char]) -> Result<Prompt> {
-    let Some(start) = &args.start else {
+    let Some(text) = start_text(args)? else {
         let newline = vocab.iter().position(|&c| c == '\n').unwrap_or(0);
         return Ok(Prompt { tokens: vec![newline], shown: None });
     };
+    let token = |(at, c): (usize, char)| {
+        vocab.iter().position(|&v| v == c).ok_or_else(|| {
+            Error::Config(format!(
+                "--start: character {} of the prompt, {c:?}, is not among the {} characters the model was trained \
+                 on",
+                at + 1,
+                vocab.len()
+            ))
+        })
+    };
+    let tokens = text.chars().enumerate().map(token).collect::<Result<Vec<usize>>>()?;
+    Ok(Prompt { tokens, shown: Some(text) })
+}
+
+/// `--start` in the tokens of llm.c's tokenizer file, GPT-2's byte-pair encoding of it
+/// (`TokenTable::encode`, tiktoken's tokens; `<|endoftext|>` in it is that token), or, without
+/// it, the end-of-text token, where llm.c's samples start.
+fn prompt_in_table(args: &TrainArgs, table: &TokenTable) -> Result<Prompt> {
+    let Some(text) = start_text(args)? else {
+        return Ok(Prompt { tokens: vec![table.end_of_text()], shown: None });
+    };
+    let start = args.start.as_deref().unwrap_or_default();
+    let tokens = table.encode(&text).map_err(|why| Error::Config(format!("--start {start:?}: {why}")))?;
+    Ok(Prompt { tokens, shown: Some(text) })
+}
+
+/// The text of `--start` (`FILE:path` for a file's), or `None` without it. An empty prompt, or a
+/// file that cannot be read as UTF-8 text, is refused, naming it.
+fn start_text(args: &TrainArgs) -> Result<Option<String>> {
+    let Some(start) = &args.start else { return Ok(None) };
     let text = match start.strip_prefix("FILE:") {
         Some(path) => read_text_within(Path::new(path), MAX_STREAMED_PROMPT_BYTES).map_err(|e| {
             Error::Config(match e {
@@ -57,21 +81,10 @@ fn prompt_in(args: &TrainArgs, vocab: &[char]) -> Result<Prompt> {
     if text.is_empty() {
         return Err(Error::Config(format!(
             "--start {start:?}: an empty prompt; give at least one character to continue (without --start a sample \
-             continues a newline)"
+             continues a newline, or the end-of-text token of --tokenizer)"
         )));
     }
-    let token = |(at, c): (usize, char)| {
-        vocab.iter().position(|&v| v == c).ok_or_else(|| {
-            Error::Config(format!(
-                "--start: character {} of the prompt, {c:?}, is not among the {} characters the model was trained \
-                 on",
-                at + 1,
-                vocab.len()
-            ))
-        })
-    };
-    let tokens = text.chars().enumerate().map(token).collect::<Result<Vec<usize>>>()?;
-    Ok(Prompt { tokens, shown: Some(text) })
+    Ok(Some(text))
 }
 
 #[cfg(test)]

@@ -95,10 +95,7 @@ pub(crate) fn refuse_character_ids(file: &Path, characters: Option<String>) -> R
 /// `--tokenizer FILE`, read and checked against the model: no more tokens than it reads and
 /// predicts (GPT-2's 50257 fit the padded 50304 of nanoGPT's and llm.c's models).
 pub(crate) fn tokenizer_table<M: DistributedModel>(file: &Path, args: &TrainArgs) -> Result<TokenTable> {
-    let table = TokenTable::read(file).map_err(|e| match e {
-        Error::Dataset(why) => Error::Config(format!("--tokenizer {why}")),
-        other => crate::flags::naming("--tokenizer", other),
-    })?;
+    let table = read_tokenizer(file)?;
     let limit = datasets::readable_tokens::<M>()?;
     if table.len() > limit {
         // A program of several shapes may hold one with more.
@@ -113,4 +110,12 @@ pub(crate) fn tokenizer_table<M: DistributedModel>(file: &Path, args: &TrainArgs
         )));
     }
     Ok(table)
+}
+
+/// The tokenizer file `file` of `--tokenizer`, read and checked; an error names the flag.
+pub(crate) fn read_tokenizer(file: &Path) -> Result<TokenTable> {
+    TokenTable::read(file).map_err(|e| match e {
+        Error::Dataset(why) => Error::Config(format!("--tokenizer {why}")),
+        other => crate::flags::naming("--tokenizer", other),
+    })
 }

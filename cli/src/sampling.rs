@@ -147,8 +147,9 @@ pub(crate) fn print_sample<M: DistributedModel>(
     };
     // Refused before the heading, so that an error is all that a refused sample prints.
     overlap_runtime::sample::check_request::<M>(&prompt.tokens, (text.len(), positions), &config)?;
+    // The prompt's tokens: its characters, or the GPT-2 tokens its text became.
     let after = match &prompt.shown {
-        Some(text) => format!(" after a prompt of {}", text.chars().count()),
+        Some(_) => format!(" after a prompt of {}", prompt.tokens.len()),
         None => String::new(),
     };
     print(&format!(

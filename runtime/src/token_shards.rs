@@ -8,7 +8,8 @@
 //!
 //! `write_shard` writes the same format; `prepare_characters` turns a UTF-8 text into character
 //! tokens (nanoGPT's vocabulary: the sorted distinct characters) in training and validation
-//! shards, with the vocabulary in a file beside them.
+//! shards, with the vocabulary in a file beside them; `prepare_tokens` writes a tokenizer's ids
+//! (GPT-2's) alike, with none.
 
 mod doubts;
 mod format;
@@ -27,7 +28,7 @@ pub use doubts::shard_doubts;
 pub use format::{write_shard, HEADER_INTS, MAGIC, VERSION};
 pub use locate::{locate, val_namesake};
 pub use names::VOCABULARY_FILE;
-pub use prepare::{prepare_characters, Prepared};
+pub use prepare::{prepare_characters, prepare_tokens, Prepared};
 pub use reader::read_shard;
 use reader::ShardFile;
 

@@ -2,14 +2,16 @@
 //! each token id stands for, which is all it takes to print GPT-2's tokens as text. The file is
 //! a header of 256 little-endian int32s (magic 20240328, version, the number of tokens, and from
 //! version 2 the end-of-text token's id), then each token as one length byte (at least 1)
-//! followed by that many bytes. It holds no merges: it decodes and cannot encode, as llm.c's
-//! `tokenizer.h` (whose samples start from the end-of-text token). The reader checks what
-//! `tokenizer.h` asserts, and refuses besides what it would read past or leave unread: an
-//! end-of-text id past the tokens, bytes after the last token.
+//! followed by that many bytes. The reader checks what llm.c's `tokenizer.h` asserts, and refuses
+//! besides what it would read past or leave unread: an end-of-text id past the tokens, bytes
+//! after the last token.
 //!
 //! A token's bytes need not be whole UTF-8 characters (GPT-2's byte-level tokens split them):
 //! [`Utf8Stream`] prints tokens as they come, holding a character's first bytes until its last.
+//! The file holds no merges, yet encodes text too ([`TokenTable::encode`]): GPT-2's ids are the
+//! ranks of its merges, as tiktoken reads them.
 
+mod byte_pairs;
 mod utf8_stream;
 
 use std::io::Read;
@@ -17,6 +19,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::token_shards::HEADER_INTS;
+pub use byte_pairs::GPT2_SPLIT_PATTERN;
 pub use utf8_stream::Utf8Stream;
 
 /// The first int32 of a tokenizer file.

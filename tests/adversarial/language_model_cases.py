@@ -65,7 +65,16 @@ def language_model_cases(add):
         "these token ids are characters, as shards/vocabulary.txt lists them", forbid="step      1")
     bare = "rm shards/vocabulary.txt && "
     add(c, shards + bare + table + f"gpt --tokens shards {short} --tokenizer tok.bin --start to", 1,
-        "cannot turn a prompt into tokens", forbid="step      1")
+        "--start \"to\": byte 0x74 of \"to\" is no token of the tokenizer file", forbid="step      1")
+    add(c, shards + bare + table + f"gpt --tokens shards {short} --tokenizer tok.bin --start ''", 1,
+        "an empty prompt", forbid="step      1")
+    # prepare --tokenizer: a table that cannot encode the text, or that is no table, names the file.
+    add(c, text + table + "prepare --text t.txt --out shards --tokenizer tok.bin", 1,
+        "t.txt: as --tokenizer's tokens: byte 0x74 of \"to\" is no token")
+    add(c, text + "prepare --text t.txt --out shards --tokenizer /dev/zero", 1, "/dev/zero: more than 64 MiB",
+        within=30)
+    add(c, shards + "prepare --text t.txt --out gpt2 --tokenizer shards/t_val_000000.bin", 1,
+        "a token shard (magic 20240520), not a tokenizer file")
     add(c, shards + bare + table + f"gpt --tokens shards {short} --tokenizer tok.bin", 0)
     # Standard input reaches rank 0 alone: the other ranks' empty copy is named as such.
     add(c, "python3 -c \"print('to be or not to be, ' * 30)\" | mpirun -n 2 gpt --text /dev/stdin --context 16 "

@@ -238,14 +238,15 @@ pub struct TrainArgs {
     #[arg(long, value_name = "K", default_value_t = 200, value_parser = positive_usize, allow_hyphen_values = true)]
     pub top_k: usize,
     /// The text --sample continues, printed before what it draws, as nanoGPT's sample.py `start`;
-    /// `FILE:path` reads it from a file. Every character must be one the model was trained on
-    /// [default: a newline].
+    /// `FILE:path` reads it from a file. Every character must be one the model was trained on, or,
+    /// with --tokenizer, it is read as GPT-2's tokens [default: a newline, or with --tokenizer its
+    /// end-of-text token].
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     pub start: Option<String>,
     /// llm.c's tokenizer file (gpt2_tokenizer.bin, which its train_gpt2.py writes): --sample prints
     /// the GPT-2 token ids of --tokens shards, or of --init-params alone, as the text they stand
-    /// for, from its end-of-text token, as llm.c's samples start. It holds no merges, so it cannot
-    /// read a --start.
+    /// for, from its end-of-text token as llm.c's samples start, or from a --start encoded as
+    /// GPT-2's tokens (tiktoken's, whose ids are the order of GPT-2's merges).
     #[arg(long, value_name = "FILE", conflicts_with = "text")]
     pub tokenizer: Option<PathBuf>,
     /// Write this run's measured per-layer times as a profile for

@@ -1,5 +1,6 @@
 //! `prepare_characters`: a UTF-8 text as character tokens (nanoGPT's vocabulary, the sorted
-//! distinct characters) in training and validation shards, the vocabulary beside them, all
+//! distinct characters) in training and validation shards, the vocabulary beside them; and
+//! `prepare_tokens`: a tokenizer's tokens (GPT-2's) in shards alike, with no vocabulary. All
 //! published at once from a staging folder.
 
 use std::path::{Path, PathBuf};
@@ -29,11 +30,12 @@ fn refuse_earlier_shards(out: &Path) -> Result<()> {
     }
 }
 
-/// What `prepare_characters` wrote.
+/// What `prepare_characters` or `prepare_tokens` wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Prepared {
-    /// The sorted distinct characters, token 0 first, as written to `vocabulary.txt`.
-    pub vocabulary: String,
+    /// The sorted distinct characters, token 0 first, as written to `vocabulary.txt`; none for
+    /// `prepare_tokens`.
+    pub vocabulary: Option<String>,
     /// The training shards, in order.
     pub train: Vec<PathBuf>,
     /// The validation shards, in order; none when the last 10% is too short for a sample.
@@ -48,21 +50,41 @@ pub struct Prepared {
 /// most `shard_tokens` tokens, the rest in `<stem>_val_NNNNNN.bin` shards alike, and the
 /// vocabulary (the sorted distinct characters) in `vocabulary.txt`.
 pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usize) -> Result<Prepared> {
-    if shard_tokens < 2 {
-        return Err(Error::Config(format!(
-            "shards of {shard_tokens} token(s) hold no sample: a sample is at least a token and its next one"
-        )));
-    }
     let vocab = crate::text::vocabulary(text);
     if vocab.len() > usize::from(u16::MAX) + 1 {
         return Err(Error::Dataset(format!("{} distinct characters: token ids are 16-bit", vocab.len())));
     }
     let tokens: Vec<u16> = text.chars().map(|c| vocab.binary_search(&c).expect("in the vocabulary") as u16).collect();
+    let vocabulary: String = vocab.iter().collect();
+    prepare(&tokens, Some(vocabulary), out, stem, shard_tokens)
+}
+
+/// `tokens`, a tokenizer's ids (GPT-2's, which `gpt --tokenizer` prints), in `out` as
+/// `prepare_characters` writes shards, with no `vocabulary.txt`: the ids stand for what their
+/// tokenizer says, not for characters.
+pub fn prepare_tokens(tokens: &[u16], out: &Path, stem: &str, shard_tokens: usize) -> Result<Prepared> {
+    prepare(tokens, None, out, stem, shard_tokens)
+}
+
+/// `tokens` in shards, and `vocabulary` beside them where given.
+fn prepare(
+    tokens: &[u16],
+    vocabulary: Option<String>,
+    out: &Path,
+    stem: &str,
+    shard_tokens: usize,
+) -> Result<Prepared> {
+    if shard_tokens < 2 {
+        return Err(Error::Config(format!(
+            "shards of {shard_tokens} token(s) hold no sample: a sample is at least a token and its next one"
+        )));
+    }
     let train_end = (tokens.len() as f64 * 0.9) as usize;
     if train_end < 2 {
+        let unit = if vocabulary.is_some() { "character(s)" } else { "token(s)" };
         return Err(Error::Dataset(format!(
-            "{} character(s): their first 90% ({train_end} token(s)) cannot make one training sample, an input and \
-             the token after it",
+            "{} {unit}: their first 90% ({train_end} token(s)) cannot make one training sample, an input and the \
+             token after it",
             tokens.len()
         )));
     }
@@ -82,10 +104,10 @@ pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usiz
     // Everything is written into a staging folder first and moved into `out` once whole, so that
     // a failed or interrupted run leaves no shards that `--tokens` would read as a dataset.
     let folder = staging::begin(out, stem)?;
-    let published = write_staged(&tokens, train_end, &vocab, &folder, stem, shard_tokens).and_then(|staged| {
+    let published = write_staged(tokens, train_end, vocabulary, &folder, stem, shard_tokens).and_then(|staged| {
         // Shards first and the vocabulary last.
-        let files: Vec<PathBuf> =
-            staged.train.iter().chain(&staged.val).cloned().chain([folder.join(VOCABULARY_FILE)]).collect();
+        let vocabulary_file = staged.vocabulary.as_ref().map(|_| folder.join(VOCABULARY_FILE));
+        let files: Vec<PathBuf> = staged.train.iter().chain(&staged.val).cloned().chain(vocabulary_file).collect();
         staging::publish(&folder, out, &files)?;
         let moved = |files: &[PathBuf]| staging::moved_into(out, files);
         Ok(Prepared { train: moved(&staged.train), val: moved(&staged.val), ..staged })
@@ -100,7 +122,7 @@ pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usiz
 fn write_staged(
     tokens: &[u16],
     train_end: usize,
-    vocab: &[char],
+    vocabulary: Option<String>,
     out: &Path,
     stem: &str,
     shard_tokens: usize,
@@ -127,8 +149,9 @@ fn write_staged(
         Ok(written)
     };
     let (train, val) = (write("train", &tokens[..train_end])?, write("val", &tokens[train_end..])?);
-    let vocabulary: String = vocab.iter().collect();
-    write_file(&out.join(VOCABULARY_FILE), vocabulary.as_bytes())?;
+    if let Some(vocabulary) = &vocabulary {
+        write_file(&out.join(VOCABULARY_FILE), vocabulary.as_bytes())?;
+    }
     // A held-out part too short for a sample was not written.
     let val_tokens = if val.is_empty() { 0 } else { tokens.len() - train_end };
     Ok(Prepared { vocabulary, train, val, train_tokens: train_end, val_tokens })

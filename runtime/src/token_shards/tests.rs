@@ -78,7 +78,7 @@ fn a_prepared_text_is_found_split_and_decodes_back() {
     let dir = tempfile::tempdir().unwrap();
     let text = "to be or not to be, ".repeat(50);
     let prepared = prepare_characters(&text, dir.path(), "play", 300).unwrap();
-    assert_eq!(prepared.vocabulary, " ,benort");
+    assert_eq!(prepared.vocabulary.as_deref(), Some(" ,benort"));
     assert_eq!((prepared.train_tokens, prepared.val_tokens), (900, 100));
     assert_eq!(prepared.train.len(), 3, "900 tokens in shards of 300");
     let (train, val) = locate(dir.path()).unwrap();
@@ -94,7 +94,7 @@ fn a_prepared_text_is_found_split_and_decodes_back() {
     assert!(missing.contains("nothing.bin") && missing.contains("No such file or directory"), "{missing}");
     let set = TokenShards::open(&val, 8).unwrap();
     assert_eq!(set.vocabulary().as_deref(), Some(" ,benort"));
-    let chars: Vec<char> = prepared.vocabulary.chars().collect();
+    let chars: Vec<char> = prepared.vocabulary.unwrap().chars().collect();
     let decoded: String = read_shard(&val[0]).unwrap().iter().map(|&t| chars[usize::from(t)]).collect();
     assert_eq!(decoded, text.chars().skip(900).collect::<String>());
 
@@ -131,6 +131,21 @@ fn a_prepared_text_is_found_split_and_decodes_back() {
     write_shard(&prepared.train[0], &tokens).unwrap();
     let past = TokenShards::open(&prepared.train, 8).err().unwrap().to_string();
     assert!(past.contains("token id 8 is past the 8 characters of") && past.contains("vocabulary.txt"), "{past}");
+}
+
+#[test]
+fn prepared_tokens_are_written_as_given_with_no_vocabulary() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens: Vec<u16> = (0..100u16).map(|i| 50256 - i * 7).collect();
+    let prepared = prepare_tokens(&tokens, dir.path(), "gpt2", 40).unwrap();
+    assert_eq!((prepared.vocabulary, prepared.train_tokens, prepared.val_tokens), (None, 90, 10));
+    let written: Vec<u16> = prepared.train.iter().chain(&prepared.val).flat_map(|s| read_shard(s).unwrap()).collect();
+    assert_eq!(written, tokens);
+    assert_eq!(prepared.train.len(), 3, "90 tokens in shards of at most 40");
+    assert!(!dir.path().join(VOCABULARY_FILE).exists());
+    assert_eq!(TokenShards::open(&prepared.val, 4).unwrap().vocabulary(), None);
+    let short = prepare_tokens(&[1, 2], &dir.path().join("short"), "s", 40).unwrap_err().to_string();
+    assert!(short.contains("2 token(s): their first 90% (1 token(s)) cannot make one training sample"), "{short}");
 }
 
 #[test]

@@ -120,3 +120,38 @@ fn a_stream_holds_a_characters_first_bytes_until_its_last() {
     stream.finish(&mut out);
     assert_eq!(pieces, ["a", "€"]);
 }
+
+/// A table of single bytes `a`, `b`, `c`, ` ` and joined ones, end-of-text last.
+fn joining_table() -> TokenTable {
+    let pieces: [&[u8]; 9] = [b"a", b"b", b"c", b" ", b"bc", b"ab", b"abc", b"a b", b"<|endoftext|>"];
+    TokenTable::parse(&table(&pieces, 8)).unwrap()
+}
+
+#[test]
+fn text_encodes_joining_the_pair_of_lowest_id_first() {
+    let table = joining_table();
+    // A piece that is a token whole is that token.
+    assert_eq!(table.encode("abc").unwrap(), [6]);
+    // `ab` (5) and `bc` (4) could join first: `bc` does, then `abc` (6) from `a` and `bc`; the
+    // last `b` stays alone.
+    assert_eq!(table.encode("abcb").unwrap(), [6, 1]);
+    // Of two equal pairs, the leftmost joins: b|b|c -> b|bc.
+    assert_eq!(table.encode("bbc").unwrap(), [1, 4]);
+    // Pieces are split by GPT-2's pattern first: `a b` is a token, but ` b` is a piece of its own.
+    assert_eq!(table.encode("a b").unwrap(), [0, 3, 1]);
+    assert_eq!(table.encode("").unwrap(), Vec::<usize>::new());
+}
+
+#[test]
+fn end_of_text_in_a_text_is_its_token() {
+    assert_eq!(joining_table().encode("a<|endoftext|>b<|endoftext|>").unwrap(), [0, 8, 1, 8]);
+    assert_eq!(joining_table().encode("<|endoftext|><|endoftext|>").unwrap(), [8, 8]);
+    // Not a whole marker: ordinary text, here of bytes the table lacks.
+    assert!(joining_table().encode("<|endoftext").unwrap_err().starts_with("byte 0x3c of \"<|\""));
+}
+
+#[test]
+fn a_byte_no_token_stands_for_is_refused_by_name() {
+    let refused = joining_table().encode("cab z").unwrap_err();
+    assert!(refused.starts_with("byte 0x7a of \" z\" is no token of the tokenizer file"), "{refused}");
+}

@@ -1,0 +1,103 @@
+//! Text as a tokenizer file's tokens, GPT-2's byte-level byte-pair encoding. The file holds no
+//! merges, and needs none: GPT-2's token ids are the ranks of its merges. tiktoken's `gpt2`
+//! encoding is nothing but each token's bytes in id order (its `mergeable_ranks`) and GPT-2's
+//! splitting pattern, and llm.c's `train_gpt2.py` writes the file from those bytes. So a text
+//! encodes as tiktoken encodes it: split by the pattern; a piece that is one token whole is that
+//! token; any other starts as its bytes and joins, again and again, the adjacent pair whose
+//! joined bytes are the token of lowest id (the leftmost of equals), until no pair joins into a
+//! token. `<|endoftext|>` in the text is the end-of-text token, as tiktoken's `encode` reads it
+//! when allowed (nanoGPT's `sample.py` and llm.c's `tinyshakespeare.py` allow it).
+//! `tests/gpt2_encoding.rs` holds this to tiktoken's own tokens.
+
+use std::collections::HashMap;
+
+use super::TokenTable;
+
+/// GPT-2's pattern for splitting text before its pieces are merged (tiktoken's `gpt2` `pat_str`,
+/// the regular expression of GPT-2's own `encoder.py`): contractions, letters, digits and other
+/// runs with one leading space each, and whitespace, the last of a run left to the word after it.
+pub const GPT2_SPLIT_PATTERN: &str = r"'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+
+impl TokenTable {
+    /// `text` as this table's tokens (see the module's notes). An error says which byte of the
+    /// text no token stands for alone (every byte does in GPT-2's table).
+    pub fn encode(&self, text: &str) -> Result<Vec<usize>, String> {
+        let encoder = Encoder::new(self)?;
+        let end_of_text = std::str::from_utf8(self.bytes(self.end_of_text)).ok();
+        let mut tokens = Vec::new();
+        let mut documents = match end_of_text {
+            Some(marker) => text.split(marker).collect(),
+            None => vec![text],
+        }
+        .into_iter();
+        if let Some(first) = documents.next() {
+            encoder.encode_ordinary(first, &mut tokens)?;
+        }
+        for document in documents {
+            tokens.push(self.end_of_text);
+            encoder.encode_ordinary(document, &mut tokens)?;
+        }
+        Ok(tokens)
+    }
+}
+
+/// A table's tokens by their bytes, and the pattern that splits text.
+struct Encoder {
+    /// The lowest id of each token's bytes; end-of-text is not among them (text never merges
+    /// into it, as in tiktoken, where it is a special token).
+    ids: HashMap<Vec<u8>, usize>,
+    split: fancy_regex::Regex,
+}
+
+impl Encoder {
+    fn new(table: &TokenTable) -> Result<Encoder, String> {
+        let mut ids = HashMap::with_capacity(table.len());
+        for id in (0..table.len()).filter(|&id| id != table.end_of_text) {
+            ids.entry(table.bytes(id).to_vec()).or_insert(id);
+        }
+        let split = fancy_regex::Regex::new(GPT2_SPLIT_PATTERN).map_err(|e| format!("GPT-2's split pattern: {e}"))?;
+        Ok(Encoder { ids, split })
+    }
+
+    /// Appends the tokens of `text`, read as ordinary text (tiktoken's `encode_ordinary`).
+    fn encode_ordinary(&self, text: &str, tokens: &mut Vec<usize>) -> Result<(), String> {
+        for piece in self.split.find_iter(text) {
+            let piece = piece.map_err(|e| format!("splitting the text with GPT-2's pattern: {e}"))?;
+            self.merge(piece.as_str().as_bytes(), tokens)?;
+        }
+        Ok(())
+    }
+
+    /// Appends the tokens of one piece: the piece's own token, else its bytes merged pair by pair,
+    /// lowest id first.
+    fn merge(&self, piece: &[u8], tokens: &mut Vec<usize>) -> Result<(), String> {
+        if let Some(&id) = self.ids.get(piece) {
+            tokens.push(id);
+            return Ok(());
+        }
+        // Part `i` is `piece[starts[i]..starts[i + 1]]`, the last one up to the piece's end.
+        let mut starts: Vec<usize> = (0..piece.len()).collect();
+        let end = |starts: &[usize], i: usize| starts.get(i).copied().unwrap_or(piece.len());
+        loop {
+            let joined = |i: usize| self.ids.get(&piece[starts[i]..end(&starts, i + 2)]).map(|&id| (id, i));
+            match (0..starts.len().saturating_sub(1)).filter_map(joined).min() {
+                Some((_, i)) => _ = starts.remove(i + 1),
+                None => break,
+            }
+        }
+        for (i, &start) in starts.iter().enumerate() {
+            let part = &piece[start..end(&starts, i + 1)];
+            // Only a part that was never joined can be missing: a single byte.
+            let id = self.ids.get(part).ok_or_else(|| {
+                format!(
+                    "byte {:#04x} of {:?} is no token of the tokenizer file, which byte-level text needs (GPT-2's \
+                     has all 256 bytes)",
+                    part[0],
+                    String::from_utf8_lossy(piece)
+                )
+            })?;
+            tokens.push(*id);
+        }
+        Ok(())
+    }
+}
