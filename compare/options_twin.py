@@ -7,7 +7,7 @@ sums `loss / micro_steps`), sharded optimizer state, and `--no-overlap --all-red
 
 Each case trains `--steps` steps (default 6) of the gpt example at context 16 from the same
 initial parameters, on one process and on 2 ranks (the same global batch), and the twin (from
-`gpt_twin.py`, fed the same windows) in float32 and float64. Ours must end within 1.5x of
+`gpt_model.py`, fed the same windows) in float32 and float64. Ours must end within 1.5x of
 PyTorch's own float32 distance to float64 (the largest per-tensor relative distance, as
 `gpt_twin.py` measures it), and a twin with a planted error (gradients summed over the
 micro-steps instead of averaged; PyTorch's SGD decay decoupled) must end farther from ours than
@@ -21,7 +21,7 @@ import os
 import sys
 import tempfile
 
-import gpt_twin
+import gpt_model
 import jobs
 
 CONTEXT, BATCH = 16, 4  # samples per micro-step over all ranks
@@ -61,7 +61,7 @@ OFF = ["--clip-grad-norm", "off", "--lr-schedule", "constant", "--weight-decay",
 
 def lr_at(s, step):
     """The rate `--lr-schedule` gives the case at `step`."""
-    return s["lr"] if s["schedule"] is None else gpt_twin.lr_at(step, s["lr"], *s["schedule"])
+    return s["lr"] if s["schedule"] is None else gpt_model.lr_at(step, s["lr"], *s["schedule"])
 
 
 class Twin:
@@ -88,7 +88,7 @@ class Twin:
         self.opt.zero_grad(set_to_none=True)
         scale = 1.0 if self.planted == "summed" else len(micro_batches)
         for x, y in micro_batches:
-            logits = self.model(x).view(-1, gpt_twin.VOCAB)
+            logits = self.model(x).view(-1, gpt_model.NANO.vocab)
             (torch.nn.functional.cross_entropy(logits, y.view(-1)) / scale).backward()
         if self.s["clip"] is not None:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.s["clip"])
@@ -104,15 +104,15 @@ class Twin:
 def check(torch, load_file, binary, text_path, name, case, steps, work):
     flags, settings, planted = case
     s = {**DEFAULTS, **settings}
-    text = gpt_twin.Text(text_path, context=CONTEXT)
+    text = gpt_model.Text(text_path, context=CONTEXT)
     init = os.path.join(work, "init.safetensors")
     if not os.path.exists(init):
         jobs.run([binary, "--text", text_path, "--steps", "1", "--batch", "1", "--save-params", init, *COMMON,
                   "--optimizer", "sgd", "--momentum", "0", "--lr", "1e-30", *OFF])
-    start = gpt_twin.with_head(load_file(init))
+    start = gpt_model.with_head(load_file(init))
 
     def twin(dtype, error=None):
-        model = gpt_twin.twin(torch).to(dtype)
+        model = gpt_model.twin(torch).to(dtype)
         model.load_state_dict({k: v.to(dtype) for k, v in start.items()}, strict=True)
         return model, Twin(torch, model, s, error)
 
@@ -125,7 +125,7 @@ def check(torch, load_file, binary, text_path, name, case, steps, work):
         for _, trainer in runs.values():
             trainer.step(micro)
     state = {k: {n: v.detach() for n, v in m.state_dict().items()} for k, (m, _) in runs.items()}
-    floor = gpt_twin.distance(torch, state["f32"], state["f64"])[0]
+    floor = gpt_model.distance(torch, state["f32"], state["f64"])[0]
     failures, line = [], [f"PyTorch f32 {floor:.1e}"]
     # Sharded state needs two ranks; everything else runs on one process too.
     for ranks in (2,) if "--shard-optimizer" in flags else (1, 2):
@@ -134,12 +134,12 @@ def check(torch, load_file, binary, text_path, name, case, steps, work):
                                        str(BATCH // ranks), "--init-params", init, "--save-params", out, *COMMON,
                                        *OFF, *flags]), timeout=900)
         mine = load_file(out)
-        ours = gpt_twin.distance(torch, mine, state["f64"])[0]
+        ours = gpt_model.distance(torch, mine, state["f64"])[0]
         line.append(f"ours on {ranks} rank(s) {ours:.1e} ({ours / max(floor, 1e-30):.2f}x)")
         if ours > 1.5 * floor:
             failures.append(f"{name}, {ranks} rank(s): {ours / floor:.2f}x PyTorch's float32 distance (at most 1.5)")
         if planted:
-            caught = gpt_twin.distance(torch, mine, state[planted])[0]
+            caught = gpt_model.distance(torch, mine, state[planted])[0]
             line.append(f"planted {planted} {caught:.1e}")
             if caught < 10 * max(floor, ours):
                 failures.append(f"{name}: the planted {planted} error is not caught ({caught:.1e})")

@@ -15,7 +15,7 @@
 #                               daemons and plugins, libmpi (the build host's Debian OpenMPI 4 is
 #                               not relocatable: its paths are compiled in)
 #   lib/                        the other shared libraries the examples need beyond glibc (OpenBLAS)
-#   cpu-targets.sh, check-steps.sh, compare/ (overlap_targets.py, gpt_twin.py, jobs.py)
+#   cpu-targets.sh, check-steps.sh, compare/ (overlap_targets.py, gpt_twin.py, gpt_model.py, jobs.py)
 # Binaries are built for x86-64-v3 (AVX2, no AVX-512) and stripped, as in scripts/gpu-bundle.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,7 +72,7 @@ for exe in "$root"/libexec/*; do
 done
 launcher mpirun openmpi/bin/mpirun
 cp scripts/cpu-targets.sh scripts/check-steps.sh "$root/"
-cp compare/jobs.py compare/overlap_targets.py compare/gpt_twin.py "$root/compare/"
+cp compare/jobs.py compare/overlap_targets.py compare/gpt_twin.py compare/gpt_model.py "$root/compare/"
 {
     git rev-parse --short HEAD 2>/dev/null || echo unknown
     echo "OpenMPI $OPENMPI_VERSION"

@@ -11,7 +11,7 @@
 #   release/examples/mlp        the mlp, resmlp and gpt examples with the `cuda` feature
 #   release/deps/cuda           the GPU tests (tests/cuda/), release/deps/nvrtc the kernel tests
 #   lib/                        the shared libraries they need beyond glibc (OpenMPI, OpenBLAS, ...)
-#   gpu-check.sh and the check-steps.sh it sources; compare/ddp_peer.py, compare/gpt_twin.py
+#   gpu-check.sh and the check-steps.sh it sources; compare/ddp_peer.py, compare/gpt_twin.py, compare/gpt_model.py
 #                               and the jobs.py they import
 # Binaries are built for x86-64-v3 (AVX2, no AVX-512), overriding .cargo/config.toml's
 # `target-cpu=native`, so a build host's newer vector units cannot make them fail on the GPU
@@ -51,7 +51,7 @@ cp "$cuda_tests" "$root/release/deps/cuda"
 cp "$nvrtc_tests" "$root/release/deps/nvrtc"
 strip "$root"/release/examples/* "$root"/release/deps/*
 cp scripts/gpu-check.sh scripts/check-steps.sh "$root/"
-cp compare/ddp_peer.py compare/gpt_twin.py compare/jobs.py "$root/compare/"
+cp compare/ddp_peer.py compare/gpt_twin.py compare/gpt_model.py compare/jobs.py "$root/compare/"
 git rev-parse --short HEAD >"$root/VERSION" 2>/dev/null || echo unknown >"$root/VERSION"
 
 # Every shared library the binaries load, except glibc's own.
