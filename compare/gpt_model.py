@@ -53,7 +53,6 @@ class Text:
         return x, y
 
 
-
 def twin(torch, shape=NANO, planted=None, dropout=0.0):
     """nanoGPT's GPT of `shape` in our structure and names; `dropout` where nanoGPT's is (after the
     embeddings, on attention's weights, after attention's projection and after the MLP), dropping
@@ -134,7 +133,6 @@ def twin(torch, shape=NANO, planted=None, dropout=0.0):
     return Gpt()
 
 
-
 def lr_at(step, lr=LR, warmup=WARMUP, decay_until=DECAY_UNTIL, min_lr=MIN_LR):
     """nanoGPT's get_lr (the example's schedule by default)."""
     if step < warmup:
@@ -143,7 +141,6 @@ def lr_at(step, lr=LR, warmup=WARMUP, decay_until=DECAY_UNTIL, min_lr=MIN_LR):
         return min_lr
     ratio = (step - warmup) / (decay_until - warmup)
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
-
 
 
 class Trainer:
@@ -169,11 +166,9 @@ class Trainer:
         return loss.item()
 
 
-
 def with_head(state):
     """Our parameters as the twin's (nanoGPT's) state dict: the tied head's weight is `wte`'s."""
     return {**state, "lm_head.weight": state["wte.weight"]}
-
 
 
 def distance(torch, a, b):
@@ -186,8 +181,8 @@ def distance(torch, a, b):
     return worst
 
 
-
 def held_out_loss(torch, model, text, vocab, batches=20):
+    """`model`'s mean loss over `batches` batches of the held-out split, without dropout."""
     model.eval()  # no dropout, as ours measures it
     with torch.no_grad():
         losses = []
@@ -196,4 +191,3 @@ def held_out_loss(torch, model, text, vocab, batches=20):
             losses.append(float(torch.nn.functional.cross_entropy(model(x).view(-1, vocab), y.view(-1))))
     model.train()
     return sum(losses) / len(losses)
-

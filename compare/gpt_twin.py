@@ -15,8 +15,9 @@ the softmax scaled by 1/d instead of 1/sqrt(d), a head with a weight of its own 
 at the same time, one thread each, then both models' loss on the same held-out batches (the
 text's last 10%, 20 batches) and their median step times; and our greedy sample (`--top-k 1
 --start`) from our final parameters against the twin's argmax continuation of the same prompt.
-With `--dropout P`, both train with dropout P where nanoGPT drops (`drop`, attention's weights, `resid_dropout`, the MLP's `dropout`),
-each with its own masks, and the held-out losses, measured without it, must still agree.
+With `--dropout P`, both train with dropout P where nanoGPT drops (`drop`, attention's weights,
+`resid_dropout`, the MLP's `dropout`), each with its own masks, and the held-out losses, measured
+without it, must still agree.
 
 `--ddp N`: 2 ranks of 6 sequences each (the same global batch of 12), N steps: ours under mpirun
 against the twin under PyTorch DDP (gloo), one thread per rank, alternating, 3 rounds; the
@@ -97,9 +98,9 @@ def numerics(torch, load_file, job, steps):
             mine = load_file(out)
             row[f"ours {ranks} rank(s)"] = distance(torch, mine, state["f64"])[0]
             row[f"ours {ranks} vs twin"] = distance(torch, mine, state["f32"])
+        one_rank = load_file(os.path.join(job.work, f"ours-1-{step + 1}.safetensors"))
         for error in planted:
-            row[f"ours vs {error} twin"] = distance(torch, load_file(os.path.join(job.work, f"ours-1-{step + 1}.safetensors")),
-                                                   state[error])[0]
+            row[f"ours vs {error} twin"] = distance(torch, one_rank, state[error])[0]
         rows.append(row)
         line = "  ".join(f"{k} {v[0] if isinstance(v, tuple) else v:.1e}" for k, v in row.items())
         print(f"  step {step + 1:2}: {line}")

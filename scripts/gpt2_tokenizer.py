@@ -10,6 +10,7 @@
 
 import argparse
 import json
+import os
 import struct
 import sys
 
@@ -53,13 +54,17 @@ def main():
             pieces[id_] = bytes(spelled[c] for c in token)
         except KeyError as e:
             sys.exit(f"{args.encoder}: token {id_} ({token!r}) holds {e.args[0]!r}, which stands for no byte")
+    for id_, piece in enumerate(pieces):
+        if not 0 < len(piece) < 256:
+            sys.exit(f"{args.encoder}: token {id_} has {len(piece)} bytes; the file holds 1 to 255")
     header = [MAGIC, VERSION, len(pieces), encoder[END_OF_TEXT]] + [0] * (HEADER_INTS - 4)
-    with open(args.out, "wb") as f:
+    # Written whole beside the destination and then moved: an interrupted run leaves no file
+    # that a later `make gpt2-tokenizer` would take for done.
+    partial = args.out + ".partial"
+    with open(partial, "wb") as f:
         f.write(struct.pack(f"<{HEADER_INTS}i", *header))
-        for piece in pieces:
-            if not 0 < len(piece) < 256:
-                sys.exit(f"a token of {len(piece)} bytes: the file holds 1 to 255")
-            f.write(struct.pack("<B", len(piece)) + piece)
+        f.write(b"".join(struct.pack("<B", len(piece)) + piece for piece in pieces))
+    os.replace(partial, args.out)
     print(f"{args.out}: {len(pieces)} tokens, end-of-text {encoder[END_OF_TEXT]}")
 
 

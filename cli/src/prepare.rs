@@ -1,12 +1,12 @@
 //! The `prepare` command: a UTF-8 text as llm.c's token shards for `--tokens`, character
 //! tokens as nanoGPT's `shakespeare_char/prepare.py` makes them, or with `--tokenizer` GPT-2's
-//! tokens as llm.c's data scripts make them (tiktoken's, after an end-of-text token).
+//! tokens, tiktoken's, after the end-of-text token that starts a document in llm.c's data.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
-use overlap_runtime::token_shards::{prepare_characters, prepare_tokens};
+use overlap_runtime::token_shards::{check_destination, prepare_characters, prepare_tokens};
 use overlap_runtime::{Error, Result};
 
 /// Writes a text's characters as llm.c token shards: `<name>_train_NNNNNN.bin` (the first 90%)
@@ -31,9 +31,10 @@ pub struct PrepareArgs {
     #[arg(long, value_name = "N", default_value_t = 100_000_000, value_parser = clap::value_parser!(u64).range(2..))]
     pub shard_tokens: u64,
     /// llm.c's tokenizer file (gpt2_tokenizer.bin): the shards hold the text's GPT-2 tokens, as
-    /// tiktoken encodes it (`<|endoftext|>` in it is that token), after an end-of-text token that
-    /// starts the document, as llm.c's data scripts write them; no vocabulary.txt. `gpt --tokens
-    /// DIR --tokenizer FILE` trains on them and prints its samples as text.
+    /// tiktoken's `encode` gives them with `<|endoftext|>` allowed (the text's `<|endoftext|>` is
+    /// that token), after an end-of-text token that starts the document, as llm.c's fineweb.py
+    /// starts each; no vocabulary.txt. `gpt --tokens DIR --tokenizer FILE` trains on them and
+    /// prints its samples as text.
     #[arg(long, value_name = "FILE")]
     pub tokenizer: Option<PathBuf>,
 }
@@ -61,7 +62,11 @@ fn run(args: &PrepareArgs) -> Result<()> {
     let shard_tokens = usize::try_from(args.shard_tokens).unwrap_or(usize::MAX);
     let prepared = match &args.tokenizer {
         None => prepare_characters(&text, &args.out, &stem, shard_tokens),
-        Some(file) => prepare_tokens(&gpt2_tokens(&text, &args.text, file)?, &args.out, &stem, shard_tokens),
+        Some(file) => {
+            // Refused before a long encoding, not after it.
+            check_destination(&args.out, &stem)?;
+            prepare_tokens(&gpt2_tokens(&text, &args.text, file)?, &args.out, &stem, shard_tokens)
+        }
     }
     .map_err(|e| match e {
         // Its message says what the text lacks, not which text.

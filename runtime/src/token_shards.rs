@@ -28,7 +28,7 @@ pub use doubts::shard_doubts;
 pub use format::{write_shard, HEADER_INTS, MAGIC, VERSION};
 pub use locate::{locate, val_namesake};
 pub use names::VOCABULARY_FILE;
-pub use prepare::{prepare_characters, prepare_tokens, Prepared};
+pub use prepare::{check_destination, prepare_characters, prepare_tokens, Prepared};
 pub use reader::read_shard;
 use reader::ShardFile;
 

@@ -30,6 +30,25 @@ fn refuse_earlier_shards(out: &Path) -> Result<()> {
     }
 }
 
+/// Refuses what `prepare_characters` and `prepare_tokens` would refuse to write into before
+/// they write: a `stem` that is a path, an `out` that is no folder or already holds shards. A
+/// caller with a long encoding ahead checks first.
+pub fn check_destination(out: &Path, stem: &str) -> Result<()> {
+    // The shards go into `out`, named after `stem`: a path would put them elsewhere.
+    if stem.is_empty() || stem.contains(['/', '\0']) || stem == "." || stem == ".." {
+        return Err(Error::Config(format!(
+            "shard name {stem:?}: give a plain name (no `/`), which the shards' file names start with"
+        )));
+    }
+    if out.exists() && !out.is_dir() {
+        return Err(Error::Config(format!(
+            "{}: exists and is not a folder; the shards go into a folder",
+            out.display()
+        )));
+    }
+    refuse_earlier_shards(out)
+}
+
 /// What `prepare_characters` or `prepare_tokens` wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Prepared {
@@ -88,19 +107,7 @@ fn prepare(
             tokens.len()
         )));
     }
-    // The shards go into `out`, named after `stem`: a path would put them elsewhere.
-    if stem.is_empty() || stem.contains(['/', '\0']) || stem == "." || stem == ".." {
-        return Err(Error::Config(format!(
-            "shard name {stem:?}: give a plain name (no `/`), which the shards' file names start with"
-        )));
-    }
-    if out.exists() && !out.is_dir() {
-        return Err(Error::Config(format!(
-            "{}: exists and is not a folder; the shards go into a folder",
-            out.display()
-        )));
-    }
-    refuse_earlier_shards(out)?;
+    check_destination(out, stem)?;
     // Everything is written into a staging folder first and moved into `out` once whole, so that
     // a failed or interrupted run leaves no shards that `--tokens` would read as a dataset.
     let folder = staging::begin(out, stem)?;

@@ -9,13 +9,15 @@
 //! when allowed (nanoGPT's `sample.py` and llm.c's `tinyshakespeare.py` allow it).
 //! `tests/gpt2_encoding.rs` holds this to tiktoken's own tokens.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 use super::TokenTable;
 
-/// GPT-2's pattern for splitting text before its pieces are merged (tiktoken's `gpt2` `pat_str`,
-/// the regular expression of GPT-2's own `encoder.py`): contractions, letters, digits and other
-/// runs with one leading space each, and whitespace, the last of a run left to the word after it.
+/// GPT-2's pattern for splitting text before its pieces are merged (its `encoder.py`'s, the
+/// contractions grouped; tiktoken's `gpt2` encoding spells it otherwise, to the same effect):
+/// contractions, letters, digits and other runs with one leading space each, and whitespace, the
+/// last of a run left to the word after it.
 pub const GPT2_SPLIT_PATTERN: &str = r"'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
 
 impl TokenTable {
@@ -46,6 +48,8 @@ struct Encoder {
     /// The lowest id of each token's bytes; end-of-text is not among them (text never merges
     /// into it, as in tiktoken, where it is a special token).
     ids: HashMap<Vec<u8>, usize>,
+    /// The most bytes a token holds: longer joins are no token.
+    longest: usize,
     split: fancy_regex::Regex,
 }
 
@@ -55,8 +59,9 @@ impl Encoder {
         for id in (0..table.len()).filter(|&id| id != table.end_of_text) {
             ids.entry(table.bytes(id).to_vec()).or_insert(id);
         }
+        let longest = ids.keys().map(Vec::len).max().unwrap_or(0);
         let split = fancy_regex::Regex::new(GPT2_SPLIT_PATTERN).map_err(|e| format!("GPT-2's split pattern: {e}"))?;
-        Ok(Encoder { ids, split })
+        Ok(Encoder { ids, longest, split })
     }
 
     /// Appends the tokens of `text`, read as ordinary text (tiktoken's `encode_ordinary`).
@@ -69,24 +74,45 @@ impl Encoder {
     }
 
     /// Appends the tokens of one piece: the piece's own token, else its bytes merged pair by pair,
-    /// lowest id first.
+    /// lowest id first, leftmost of equals. The pairs wait in a heap, so that a long piece (a run
+    /// of letters without end) takes `n log n`, not the `n^2` of scanning every pair per join.
     fn merge(&self, piece: &[u8], tokens: &mut Vec<usize>) -> Result<(), String> {
         if let Some(&id) = self.ids.get(piece) {
             tokens.push(id);
             return Ok(());
         }
-        // Part `i` is `piece[starts[i]..starts[i + 1]]`, the last one up to the piece's end.
-        let mut starts: Vec<usize> = (0..piece.len()).collect();
-        let end = |starts: &[usize], i: usize| starts.get(i).copied().unwrap_or(piece.len());
-        loop {
-            let joined = |i: usize| self.ids.get(&piece[starts[i]..end(&starts, i + 2)]).map(|&id| (id, i));
-            match (0..starts.len().saturating_sub(1)).filter_map(joined).min() {
-                Some((_, i)) => _ = starts.remove(i + 1),
-                None => break,
+        let n = piece.len();
+        // The parts as a list over the piece's bytes: the part starting at `s` ends at `next[s]`
+        // (`n` for the last); `before[s]` is the start of the part before it, if any.
+        let mut next: Vec<usize> = (1..=n).collect();
+        let mut before: Vec<Option<usize>> = (0..n).map(|s| s.checked_sub(1)).collect();
+        let mut joined = vec![false; n];
+        // A pair of adjacent parts, `start..middle` and `middle..end`, whose joined bytes are token
+        // `id`: least `(id, start)` first.
+        let mut pairs = BinaryHeap::new();
+        let pair = |start: usize, middle: usize, end: usize| {
+            let id = if end - start <= self.longest { self.ids.get(&piece[start..end]) } else { None };
+            id.map(|&id| Reverse((id, start, middle, end)))
+        };
+        pairs.extend((0..n.saturating_sub(1)).filter_map(|s| pair(s, s + 1, s + 2)));
+        while let Some(Reverse((_, start, middle, end))) = pairs.pop() {
+            // A pair whose parts have since grown is gone.
+            if joined[start] || joined[middle] || next[start] != middle || next[middle] != end {
+                continue;
+            }
+            joined[middle] = true;
+            next[start] = end;
+            if end < n {
+                before[end] = Some(start);
+                pairs.extend(pair(start, end, next[end]));
+            }
+            if let Some(left) = before[start] {
+                pairs.extend(pair(left, start, end));
             }
         }
-        for (i, &start) in starts.iter().enumerate() {
-            let part = &piece[start..end(&starts, i + 1)];
+        let mut start = 0;
+        while start < n {
+            let part = &piece[start..next[start]];
             // Only a part that was never joined can be missing: a single byte.
             let id = self.ids.get(part).ok_or_else(|| {
                 format!(
@@ -97,6 +123,7 @@ impl Encoder {
                 )
             })?;
             tokens.push(*id);
+            start = next[start];
         }
         Ok(())
     }

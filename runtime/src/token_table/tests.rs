@@ -123,7 +123,7 @@ fn a_stream_holds_a_characters_first_bytes_until_its_last() {
 
 /// A table of single bytes `a`, `b`, `c`, ` ` and joined ones, end-of-text last.
 fn joining_table() -> TokenTable {
-    let pieces: [&[u8]; 9] = [b"a", b"b", b"c", b" ", b"bc", b"ab", b"abc", b"a b", b"<|endoftext|>"];
+    let pieces: [&[u8]; 9] = [b"a", b"b", b"c", b" ", b"bc", b"ab", b"aa", b"a b", b"<|endoftext|>"];
     TokenTable::parse(&table(&pieces, 8)).unwrap()
 }
 
@@ -131,12 +131,14 @@ fn joining_table() -> TokenTable {
 fn text_encodes_joining_the_pair_of_lowest_id_first() {
     let table = joining_table();
     // A piece that is a token whole is that token.
-    assert_eq!(table.encode("abc").unwrap(), [6]);
-    // `ab` (5) and `bc` (4) could join first: `bc` does, then `abc` (6) from `a` and `bc`; the
-    // last `b` stays alone.
-    assert_eq!(table.encode("abcb").unwrap(), [6, 1]);
-    // Of two equal pairs, the leftmost joins: b|b|c -> b|bc.
-    assert_eq!(table.encode("bbc").unwrap(), [1, 4]);
+    assert_eq!(table.encode("ab").unwrap(), [5]);
+    // `ab` (5) and `bc` (4) could join: `bc` does, the lower id, though `ab` is to its left.
+    assert_eq!(table.encode("abc").unwrap(), [0, 4]);
+    assert_eq!(table.encode("aab").unwrap(), [0, 5]);
+    // Of two equal pairs, the leftmost joins: a|a|a -> aa|a; and a join makes new pairs: a|ab|c
+    // would need `abc`, which is no token.
+    assert_eq!(table.encode("aaa").unwrap(), [6, 0]);
+    assert_eq!(table.encode("aaaab").unwrap(), [6, 0, 5]);
     // Pieces are split by GPT-2's pattern first: `a b` is a token, but ` b` is a piece of its own.
     assert_eq!(table.encode("a b").unwrap(), [0, 3, 1]);
     assert_eq!(table.encode("").unwrap(), Vec::<usize>::new());
