@@ -19,7 +19,6 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::token_shards::HEADER_INTS;
-pub use byte_pairs::GPT2_SPLIT_PATTERN;
 pub use utf8_stream::Utf8Stream;
 
 /// The first int32 of a tokenizer file.

@@ -18,7 +18,7 @@ use super::TokenTable;
 /// contractions grouped; tiktoken's `gpt2` encoding spells it otherwise, to the same effect):
 /// contractions, letters, digits and other runs with one leading space each, and whitespace, the
 /// last of a run left to the word after it.
-pub const GPT2_SPLIT_PATTERN: &str = r"'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+const GPT2_SPLIT_PATTERN: &str = r"'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
 
 impl TokenTable {
     /// `text` as this table's tokens (see the module's notes). An error says which byte of the
