@@ -161,8 +161,10 @@ cpu-bundle: deps pip
 
 TORCH_PYTHON ?= python3
 
-bench: deps $(if $(BENCH_FEATURES),mkl)
+bench: deps gpt2-tokenizer $(if $(BENCH_FEATURES),mkl)
 	cargo build --release --examples $(BENCH_FEATURES)
+	# GPT-2's tokens from llm.c's tokenizer file against tiktoken's, and their times (skipped without tiktoken).
+	$(TORCH_PYTHON) compare/tokenizer.py
 	# The planner's assumptions observed in PyTorch (ready order, DDP's buckets); skipped without torch.
 	$(TORCH_PYTHON) compare/ready_order.py
 	# The residual example against its PyTorch twin, step by step (skipped without torch).

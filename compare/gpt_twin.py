@@ -300,10 +300,7 @@ def main():
     else:
         print("largest per-tensor relative distance to the float64 twin (and to the float32 twin)")
         failures = numerics(torch, load_file, job, args.steps)
-    if failures:
-        print("FAILED:\n  " + "\n  ".join(failures))
-        return 1
-    return 0
+    return jobs.verdict(failures)
 
 
 if __name__ == "__main__":

@@ -45,3 +45,11 @@ def run(cmd, timeout=900):
 def report(cmd, timeout=900):
     """The JSON report (`--report json`) `cmd` prints last."""
     return json.loads(run(cmd, timeout).stdout.strip().splitlines()[-1])
+
+
+def verdict(failures):
+    """A script's exit status: 0, or 1 after listing `failures`."""
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures))
+        return 1
+    return 0

@@ -168,10 +168,7 @@ def main():
     for name, case in CASES.items():
         work = tempfile.mkdtemp(prefix="options-twin-")
         failures += check(torch, load_file, binary, text, name, case, args.steps, work)
-    if failures:
-        print("FAILED:\n  " + "\n  ".join(failures))
-        return 1
-    return 0
+    return jobs.verdict(failures)
 
 
 if __name__ == "__main__":
