@@ -101,9 +101,10 @@ fn gpt2_tokens(text: &str, path: &Path, file: &Path) -> Result<Vec<u16>> {
             table.len()
         )));
     }
-    let encoded = table
-        .encode(text)
-        .map_err(|why| Error::Dataset(format!("{}: as --tokenizer's tokens: {why}", path.display())))?;
     // Every id is below the table's length, which fits 16 bits.
-    Ok(std::iter::once(table.end_of_text()).chain(encoded).map(|id| id as u16).collect())
+    let mut tokens = vec![table.end_of_text() as u16];
+    table
+        .encode_each(text, |id| tokens.push(id as u16))
+        .map_err(|why| Error::Dataset(format!("{}: as --tokenizer's tokens: {why}", path.display())))?;
+    Ok(tokens)
 }

@@ -24,22 +24,29 @@ impl TokenTable {
     /// `text` as this table's tokens (see the module's notes). An error says which byte of the
     /// text no token stands for alone (every byte does in GPT-2's table).
     pub fn encode(&self, text: &str) -> Result<Vec<usize>, String> {
+        let mut tokens = Vec::new();
+        self.encode_each(text, |token| tokens.push(token))?;
+        Ok(tokens)
+    }
+
+    /// [`encode`](Self::encode), handing each token to `emit` as it comes: a long text's tokens
+    /// kept as the caller keeps them (16-bit, in llm.c's shards), never all as `usize`s.
+    pub fn encode_each(&self, text: &str, mut emit: impl FnMut(usize)) -> Result<(), String> {
         let encoder = Encoder::new(self)?;
         let end_of_text = std::str::from_utf8(self.bytes(self.end_of_text)).ok();
-        let mut tokens = Vec::new();
         let mut documents = match end_of_text {
             Some(marker) => text.split(marker).collect(),
             None => vec![text],
         }
         .into_iter();
         if let Some(first) = documents.next() {
-            encoder.encode_ordinary(first, &mut tokens)?;
+            encoder.encode_ordinary(first, &mut emit)?;
         }
         for document in documents {
-            tokens.push(self.end_of_text);
-            encoder.encode_ordinary(document, &mut tokens)?;
+            emit(self.end_of_text);
+            encoder.encode_ordinary(document, &mut emit)?;
         }
-        Ok(tokens)
+        Ok(())
     }
 }
 
@@ -64,21 +71,21 @@ impl Encoder {
         Ok(Encoder { ids, longest, split })
     }
 
-    /// Appends the tokens of `text`, read as ordinary text (tiktoken's `encode_ordinary`).
-    fn encode_ordinary(&self, text: &str, tokens: &mut Vec<usize>) -> Result<(), String> {
+    /// Hands on the tokens of `text`, read as ordinary text (tiktoken's `encode_ordinary`).
+    fn encode_ordinary(&self, text: &str, emit: &mut impl FnMut(usize)) -> Result<(), String> {
         for piece in self.split.find_iter(text) {
             let piece = piece.map_err(|e| format!("splitting the text with GPT-2's pattern: {e}"))?;
-            self.merge(piece.as_str().as_bytes(), tokens)?;
+            self.merge(piece.as_str().as_bytes(), emit)?;
         }
         Ok(())
     }
 
-    /// Appends the tokens of one piece: the piece's own token, else its bytes merged pair by pair,
+    /// Hands on the tokens of one piece: the piece's own token, else its bytes merged pair by pair,
     /// lowest id first, leftmost of equals. The pairs wait in a heap, so that a long piece (a run
     /// of letters without end) takes `n log n`, not the `n^2` of scanning every pair per join.
-    fn merge(&self, piece: &[u8], tokens: &mut Vec<usize>) -> Result<(), String> {
+    fn merge(&self, piece: &[u8], emit: &mut impl FnMut(usize)) -> Result<(), String> {
         if let Some(&id) = self.ids.get(piece) {
-            tokens.push(id);
+            emit(id);
             return Ok(());
         }
         let n = piece.len();
@@ -122,7 +129,7 @@ impl Encoder {
                     String::from_utf8_lossy(piece)
                 )
             })?;
-            tokens.push(*id);
+            emit(*id);
             start = next[start];
         }
         Ok(())
