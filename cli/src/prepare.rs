@@ -91,7 +91,7 @@ fn run(args: &PrepareArgs) -> Result<()> {
 }
 
 /// `text` (read from `path`) in the tokens of the tokenizer file `file`, after its end-of-text
-/// token (llm.c's data scripts start each document so), as the 16-bit ids of llm.c's shards.
+/// token (llm.c's fineweb.py starts each document so), as the 16-bit ids of llm.c's shards.
 fn gpt2_tokens(text: &str, path: &Path, file: &Path) -> Result<Vec<u16>> {
     let table = crate::sample_text::read_tokenizer(file)?;
     if table.len() > usize::from(u16::MAX) + 1 {
