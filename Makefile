@@ -178,6 +178,12 @@ bench: deps gpt2-tokenizer $(if $(BENCH_FEATURES),mkl)
 	$(TORCH_PYTHON) compare/gpt_twin.py --ddp 100
 	# The shape over GPT-2's padded token ids: 10 steps against its twin (its head scores 50304 ids).
 	$(TORCH_PYTHON) compare/gpt_twin.py --shape gpt2
+	# The same on GPT-2's own tokens of the licenses Debian ships (prepare --tokenizer): 10 steps, then 300.
+	cat /usr/share/common-licenses/* > target/licenses.txt
+	rm -rf target/gpt2-licenses
+	target/release/examples/prepare --text target/licenses.txt --out target/gpt2-licenses --tokenizer $(GPT2_TOKENIZER)
+	$(TORCH_PYTHON) compare/gpt_twin.py --shape gpt2 --tokens target/gpt2-licenses
+	$(TORCH_PYTHON) compare/gpt_twin.py --shape gpt2 --tokens target/gpt2-licenses --run 300 --tokenizer $(GPT2_TOKENIZER)
 	# The same against PyTorch under SGD, coupled decay, --decay-on, --accumulate, sharding, MPI.
 	$(TORCH_PYTHON) compare/options_twin.py
 	# gpt checkpoints into nanoGPT's GPT and back (skipped unless NANOGPT_DIR is a nanoGPT checkout).

@@ -11,7 +11,10 @@ learning rate, `clip_grad_norm_(1.0)`, cross-entropy over every position, on the
 the same text (our sampling, SplitMix64 of the seed and the sample index, replayed here).
 """
 
+import glob
 import math
+import os
+import struct
 from collections import namedtuple
 
 # A compiled shape of the example: blocks, heads, width, positions, vocabulary.
@@ -23,6 +26,67 @@ NANO = SHAPES["nano"]
 BATCH = 12
 LR, MIN_LR, WARMUP, DECAY_UNTIL, BETAS, DECAY, CLIP = 1e-3, 1e-4, 100, 2000, (0.9, 0.99), 0.1, 1.0
 MASK64 = (1 << 64) - 1
+
+
+# What both train on: `--text FILE` (characters) or `--tokens DIR` (llm.c's token shards, as
+# `prepare` writes them).
+Data = namedtuple("Data", "flag path")
+
+
+def samples(data, context):
+    """The windows `data` gives ours, replayed: `Text` or `TokenWindows`."""
+    return Text(data.path, context=context) if data.flag == "--text" else TokenWindows(data.path, context)
+
+
+def read_shard(path):
+    """The tokens of one of llm.c's token shards (a 256-int32 header, its third the count)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    count = struct.unpack_from("<i", data, 8)[0]
+    return struct.unpack_from(f"<{count}H", data, 1024)
+
+
+def read_token_table(path):
+    """llm.c's tokenizer file: each token's bytes, and the end-of-text token's id (version 2)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    magic, version, count, end_of_text = struct.unpack_from("<4i", data)
+    if magic != 20240328 or version != 2:
+        raise SystemExit(f"{path}: not a version 2 tokenizer file of llm.c's (magic {magic}, version {version})")
+    pieces, at = [], 1024
+    for _ in range(count):
+        pieces.append(data[at + 1:at + 1 + data[at]])
+        at += 1 + data[at]
+    return pieces, end_of_text
+
+
+class TokenWindows:
+    """Our `TokenShards` over a folder `prepare` wrote: sample `i` is the `i`-th window of
+    `context` tokens (and the token after each), shard after shard, none across two, wrapping
+    around; from the training shards, or the validation ones when held out."""
+
+    def __init__(self, folder, context):
+        self.context = context
+        self.splits = {}
+        for held_out, split in ((False, "train"), (True, "val")):
+            paths = sorted(glob.glob(os.path.join(folder, f"*_{split}_*.bin")))
+            shards = [read_shard(path) for path in paths]
+            self.splits[held_out] = [(tokens, (len(tokens) - 1) // context) for tokens in shards]
+        if not self.splits[False]:
+            raise SystemExit(f"{folder}: no training shards (`*_train_*.bin`)")
+
+    def window(self, index, held_out):
+        shards = self.splits[held_out]
+        w = index % sum(windows for _, windows in shards)
+        for tokens, windows in shards:
+            if w < windows:
+                return tokens[w * self.context:(w + 1) * self.context + 1]
+            w -= windows
+        raise AssertionError("the index is below the window count")
+
+    def batch(self, torch, first, rows, held_out=False):
+        windows = [self.window(first + s, held_out) for s in range(rows)]
+        return torch.tensor([w[:-1] for w in windows]), torch.tensor([w[1:] for w in windows])
 
 
 class Text:

@@ -2,7 +2,9 @@
 """`examples/gpt.rs` against its PyTorch twin: numerics step by step, and a whole run.
 
 The twin (`gpt_model.py`) is the same GPT written as PyTorch writes it, in our names, trained as
-the example trains on the same windows of the same text.
+the example trains on the same windows of the same text (`--text FILE`, by default this script)
+or of the same token shards (`--tokens DIR`: GPT-2's, as `prepare --tokenizer` writes them, with
+`--shape gpt2`).
 
 `--steps N` (default 10): from our initial parameters, after each of N steps every tensor of
 ours (`--save-params`) against the twin's, on one process and on 2 ranks (the same global
@@ -14,7 +16,8 @@ the softmax scaled by 1/d instead of 1/sqrt(d), a head with a weight of its own 
 `--run N`: N steps of the example's defaults (2000: nanoGPT's CPU run) by ours and by the twin
 at the same time, one thread each, then both models' loss on the same held-out batches (the
 text's last 10%, 20 batches) and their median step times; and our greedy sample (`--top-k 1
---start`) from our final parameters against the twin's argmax continuation of the same prompt.
+--start`) from our final parameters against the twin's argmax continuation of the same prompt
+(on token shards: of the end-of-text token, both printed through `--tokenizer FILE`).
 With `--dropout P`, both train with dropout P where nanoGPT drops (`drop`, attention's weights,
 `resid_dropout`, the MLP's `dropout`), each with its own masks, and the held-out losses, measured
 without it, must still agree.
@@ -41,10 +44,12 @@ import time
 from collections import namedtuple
 
 import jobs
-from gpt_model import BATCH, NANO, SHAPES, Text, Trainer, distance, held_out_loss, twin, with_head
+from gpt_model import (BATCH, NANO, SHAPES, Data, Trainer, distance, held_out_loss, read_token_table, samples, twin,
+                       with_head)
 
-# What every comparison runs: our binary, the text both train on, the compiled shape, a scratch folder.
-Job = namedtuple("Job", "binary text_path shape work")
+# What every comparison runs: our binary, the data both train on, the compiled shape, a scratch folder,
+# and llm.c's tokenizer file that prints token shards' samples (None for a text).
+Job = namedtuple("Job", "binary data shape work tokenizer")
 # Ours at its initial parameters: one step that changes nothing (SGD at a learning rate of 1e-30).
 UNTRAINED = ["--optimizer", "sgd", "--momentum", "0", "--lr", "1e-30", "--lr-schedule", "constant",
              "--clip-grad-norm", "off"]
@@ -59,7 +64,7 @@ def shape_flags(shape):
 
 
 def ours(job, out, steps, ranks=1, extra=()):
-    cmd = [job.binary, "--text", job.text_path, "--steps", str(steps), "--batch", str(BATCH // ranks), "--report",
+    cmd = [job.binary, *job.data, "--steps", str(steps), "--batch", str(BATCH // ranks), "--report",
            "off", "--eval-every", "0", "--save-params", out, *shape_flags(job.shape), *extra]
     done = jobs.run(jobs.on_ranks(ranks, cmd), timeout=3600)
     return done.stdout + done.stderr
@@ -73,7 +78,7 @@ def initial_parameters(job):
 
 
 def numerics(torch, load_file, job, steps):
-    text = Text(job.text_path, context=job.shape.context)
+    text = samples(job.data, job.shape.context)
     init = initial_parameters(job)
     start = load_file(init)
 
@@ -121,11 +126,11 @@ def numerics(torch, load_file, job, steps):
 
 
 def whole_run(torch, load_file, job, steps, dropout=0.0):
-    text, vocab = Text(job.text_path, context=job.shape.context), job.shape.vocab
+    text, vocab = samples(job.data, job.shape.context), job.shape.vocab
     init = initial_parameters(job)
     final = os.path.join(job.work, "ours-final.safetensors")
     # Ours in the background, the twin here: the same two cores' worth of machine for both.
-    cmd = [job.binary, "--text", job.text_path, "--steps", str(steps), "--init-params", init, "--report", "off",
+    cmd = [job.binary, *job.data, "--steps", str(steps), "--init-params", init, "--report", "off",
            "--eval-every", str(steps), "--eval-batches", "20", "--log-every", str(max(steps // 10, 1)),
            "--save-params", final, "--dropout", str(dropout), *shape_flags(job.shape)]
     mine = subprocess.Popen(cmd, env=jobs.ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -154,7 +159,10 @@ def whole_run(torch, load_file, job, steps, dropout=0.0):
           f"{recomputed:.4f}), PyTorch {theirs:.4f}: {100 * (logged / theirs - 1):+.2f}%")
     print(f"median step, side by side, one thread each: ours {our_step:.1f} ms, PyTorch {their_step:.1f} ms: "
           f"{our_step / their_step:.2f}x")
-    failures = greedy_continuations(torch, job, final, our_model, text)
+    if job.data.flag == "--text":
+        failures = greedy_continuations(torch, job, final, our_model, text)
+    else:
+        failures = greedy_tokens(torch, job, final, our_model)
     if abs(logged / theirs - 1) > 0.02:
         failures.append(f"held-out loss {logged:.4f} is not within 2% of PyTorch's {theirs:.4f}")
     if abs(recomputed - logged) > 1e-3 * logged:
@@ -168,7 +176,7 @@ def greedy_continuations(torch, job, params, model, text, chars=200):
     against the twin's argmax continuation of the same prompt (the held-out split's first 32
     characters), from the same parameters: the same characters, or the first that differs."""
     prompt = "".join(text.vocab[t] for t in text.tokens[text.train_end:text.train_end + 32])
-    cmd = [job.binary, "--text", job.text_path, "--steps", "0", "--init-params", params, "--sample", str(chars),
+    cmd = [job.binary, *job.data, "--steps", "0", "--init-params", params, "--sample", str(chars),
            "--top-k", "1", f"--start={prompt}", *shape_flags(job.shape)]
     done = subprocess.run(cmd, env=jobs.ENV, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
@@ -194,14 +202,43 @@ def greedy_continuations(torch, job, params, model, text, chars=200):
     return []
 
 
-def gpu_speed(torch, text_path, shape, steps):
+def greedy_tokens(torch, job, params, model, count=100):
+    """On token shards: ours sampling greedily from the end-of-text token, as llm.c's samples
+    start (`--steps 0 --init-params --sample N --top-k 1 --tokenizer FILE`), against the twin's
+    argmax continuation from the same parameters over the same ids, its tokens' bytes decoded
+    (U+FFFD where they form no character, as ours prints them): the same text, or where it parts."""
+    pieces, end_of_text = read_token_table(job.tokenizer)
+    cmd = [job.binary, *job.data, "--steps", "0", "--init-params", params, "--sample", str(count), "--top-k", "1",
+           "--tokenizer", job.tokenizer, *shape_flags(job.shape)]
+    done = subprocess.run(cmd, env=jobs.ENV, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        return [f"failed: {' '.join(cmd)}\n{done.stderr}"]
+    mine = done.stdout.split(":\n", 1)[1].removesuffix("\n")
+    tokens = [end_of_text]
+    model.eval()
+    with torch.no_grad():
+        for _ in range(count):
+            # Over the tokenizer's ids only, as ours draws (the model predicts 50304).
+            logits = model(torch.tensor([tokens[-job.shape.context:]]))[0, -1, :len(pieces)]
+            tokens.append(int(torch.argmax(logits)))
+    theirs = b"".join(pieces[t] for t in tokens[1:]).decode("utf-8", errors="replace")
+    same = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
+    print(f"greedy continuation of the end-of-text token, {count} tokens: {same} of {len(theirs)} characters as the "
+          f"twin's: {mine[:60]!r}...")
+    if mine != theirs:
+        return [f"our greedy sample parts from the twin's at character {same}: {mine[same:same + 20]!r} against "
+                f"{theirs[same:same + 20]!r}"]
+    return []
+
+
+def gpu_speed(torch, data, shape, steps):
     """The twin's median step on the GPU, from the same windows of the same text as ours: what
     `scripts/gpu-check.sh` sets our `gpt --device cuda` beside. The first 5 steps warm up."""
     if not torch.cuda.is_available():
         print("gpt twin on the GPU: skipped (PyTorch sees no GPU)")
         return []
     device = torch.device("cuda")
-    text = Text(text_path, context=shape.context)
+    text = samples(data, shape.context)
     trainer, times = Trainer(torch, twin(torch, shape).to(device), shape.vocab), []
     for step in range(steps + 5):
         x, y = (z.to(device) for z in text.batch(torch, step * BATCH, BATCH))
@@ -218,7 +255,7 @@ def gpu_speed(torch, text_path, shape, steps):
     return []
 
 
-def ddp_rank(rank, steps, text_path, init, port, out, shape):
+def ddp_rank(rank, steps, data, init, port, out, shape):
     """One rank of the twin of `shape` under DDP (gloo), in a process of its own, its median step
     time written to `out` by rank 0."""
     import torch
@@ -227,7 +264,7 @@ def ddp_rank(rank, steps, text_path, init, port, out, shape):
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    text = Text(text_path, context=shape.context)
+    text = samples(data, shape.context)
     model = twin(torch, shape)
     model.load_state_dict(with_head(load_file(init)), strict=True)
     ddp = torch.nn.parallel.DistributedDataParallel(model)
@@ -254,7 +291,7 @@ def ddp_comparison(torch, job, steps):
         log = ours(job, os.path.join(job.work, "ddp-ours.safetensors"), steps, 2, ["--init-params", init])
         our_step = float(re.search(r"median step ([0-9.]+) ms", log).group(1))
         out = os.path.join(job.work, f"ddp-{round_}.txt")
-        mp.spawn(ddp_rank, args=(steps, job.text_path, init, 29500 + round_, out, job.shape), nprocs=2, join=True)
+        mp.spawn(ddp_rank, args=(steps, job.data, init, 29500 + round_, out, job.shape), nprocs=2, join=True)
         with open(out) as f:
             their_step = float(f.read())
         ratios.append(our_step / their_step)
@@ -269,6 +306,11 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin-dir", default=os.path.join(jobs.ROOT, "target", "release", "examples"))
     p.add_argument("--text", help="a UTF-8 file [default: this script]")
+    p.add_argument("--tokens", metavar="DIR", help="instead of a text: llm.c's GPT-2 token shards, as `prepare "
+                   "--tokenizer` writes them (with --shape gpt2)")
+    p.add_argument("--tokenizer", default=os.path.join(jobs.ROOT, ".tools", "gpt2", "gpt2_tokenizer.bin"),
+                   help="with --tokens --run: llm.c's tokenizer file, through which both samples print "
+                        "[default: the one `make gpt2-tokenizer` writes]")
     p.add_argument("--steps", type=int, default=10, help="steps compared one by one")
     p.add_argument("--run", type=int, metavar="N", help="instead: a whole run of N steps, then held-out losses")
     p.add_argument("--dropout", type=float, default=0.0, metavar="P",
@@ -288,11 +330,14 @@ def main():
         print("gpt against its PyTorch twin: skipped (torch and safetensors are not importable)")
         return 0
     torch.set_num_threads(1)
-    text = args.text or os.path.abspath(__file__)
+    if args.tokens and args.text:
+        p.error("give --text or --tokens, not both")
+    data = Data("--tokens", args.tokens) if args.tokens else Data("--text", args.text or os.path.abspath(__file__))
     if args.gpu_speed:
-        return 1 if gpu_speed(torch, text, shape, args.gpu_speed) else 0
-    job = Job(os.path.join(args.bin_dir, "gpt"), text, shape, tempfile.mkdtemp(prefix="gpt-twin-"))
-    print(f"gpt against its PyTorch twin ({torch.__version__}) on {os.path.basename(text)}")
+        return 1 if gpu_speed(torch, data, shape, args.gpu_speed) else 0
+    work = tempfile.mkdtemp(prefix="gpt-twin-")
+    job = Job(os.path.join(args.bin_dir, "gpt"), data, shape, work, args.tokenizer if args.tokens else None)
+    print(f"gpt against its PyTorch twin ({torch.__version__}) on {os.path.basename(data.path)}")
     if args.ddp:
         failures = ddp_comparison(torch, job, args.ddp)
     elif args.run:

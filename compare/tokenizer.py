@@ -14,13 +14,13 @@ import argparse
 import glob
 import os
 import random
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 
 import jobs
+from gpt_model import read_shard
 
 END_OF_TEXT = "<|endoftext|>"
 GPT2_DIR = os.path.join(jobs.ROOT, ".tools", "gpt2")
@@ -69,14 +69,8 @@ def texts():
 
 def read_shards(folder):
     """The tokens of a folder's shards, training ones first."""
-    tokens = []
-    for split in ("train", "val"):
-        for path in sorted(glob.glob(os.path.join(folder, f"*_{split}_*.bin"))):
-            with open(path, "rb") as f:
-                data = f.read()
-            count = struct.unpack_from("<i", data, 8)[0]
-            tokens.extend(struct.unpack_from(f"<{count}H", data, 1024))
-    return tokens
+    paths = [sorted(glob.glob(os.path.join(folder, f"*_{split}_*.bin"))) for split in ("train", "val")]
+    return [token for path in paths[0] + paths[1] for token in read_shard(path)]
 
 
 def best_of(runs, action):
