@@ -8,7 +8,8 @@ both names, so ours loads with `lm_head.weight` added as `wte.weight`), attentio
 `F.scaled_dot_product_attention(is_causal=True)`. It trains as the example trains: AdamW (betas
 0.9, 0.99; weight decay 0.1 on parameters of two or more dimensions), the warm-up and cosine
 learning rate, `clip_grad_norm_(1.0)`, cross-entropy over every position, on the same windows of
-the same text (our sampling, SplitMix64 of the seed and the sample index, replayed here).
+the same text (our sampling, SplitMix64 of the seed and the sample index, replayed here) or of the
+same token shards (window after window).
 """
 
 import glob
@@ -77,6 +78,8 @@ class TokenWindows:
 
     def window(self, index, held_out):
         shards = self.splits[held_out]
+        if not shards:
+            raise SystemExit("no validation shards (`*_val_*.bin`) to measure a held-out loss on")
         w = index % sum(windows for _, windows in shards)
         for tokens, windows in shards:
             if w < windows:
