@@ -34,16 +34,15 @@ impl TokenTable {
     pub fn encode_each(&self, text: &str, mut emit: impl FnMut(usize)) -> Result<(), String> {
         let encoder = Encoder::new(self)?;
         let end_of_text = std::str::from_utf8(self.bytes(self.end_of_text)).ok();
-        let mut documents = match end_of_text {
+        let documents: Vec<&str> = match end_of_text {
             Some(marker) => text.split(marker).collect(),
             None => vec![text],
-        }
-        .into_iter();
-        if let Some(first) = documents.next() {
-            encoder.encode_ordinary(first, &mut emit)?;
-        }
-        for document in documents {
-            emit(self.end_of_text);
+        };
+        // Each marker between two documents is the end-of-text token.
+        for (i, document) in documents.into_iter().enumerate() {
+            if i > 0 {
+                emit(self.end_of_text);
+            }
             encoder.encode_ordinary(document, &mut emit)?;
         }
         Ok(())
