@@ -143,6 +143,24 @@ fn saving_an_older_position_by_hand_keeps_the_newer_checkpoints() {
     assert!(error.contains("as rank 2 of 2: ranks are numbered from 0"), "{error}");
     let loaded = checkpoint::load(&ck, &mut restored, &mut optimizer, 0, 1).unwrap();
     assert_eq!(loaded.position, at(6));
+    // Without `latest`, the newest whole step folder stands for it.
+    std::fs::remove_file(ck.join("latest")).unwrap();
+    let error = checkpoint::save(&ck, &model, &optimizer, at(2), &about, None).unwrap_err().to_string();
+    assert!(error.contains("its latest checkpoint is of step 6, after this one's step 2"), "{error}");
+    assert_eq!(entries(&ck), ["step-00000004", "step-00000006"], "nothing removed, nothing added");
+}
+
+/// A step folder whose state file cannot be read is neither removed as a killed save's leftover
+/// nor counted among the checkpoints kept.
+#[test]
+fn a_step_folder_that_cannot_be_read_is_left_alone() {
+    let root = tempfile::tempdir().unwrap();
+    let ck = root.path().join("ck");
+    train(&ck, 6, false, || {}).unwrap();
+    // A state "file" that is a folder: reading it fails, as it would without permission.
+    std::fs::create_dir_all(ck.join("step-00000005/state.json")).unwrap();
+    train(&ck, 8, true, || {}).unwrap();
+    assert_eq!(entries(&ck), ["latest", "step-00000005", "step-00000006", "step-00000008"]);
 }
 
 /// `latest` set back by hand to an older step (as the error for a damaged one advises) is

@@ -56,17 +56,31 @@ pub(super) fn whole_steps(dir: &Path) -> Vec<String> {
     let mut steps: Vec<(u64, String)> = entries
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter_map(|name| Some((step_of(&name)?, name)))
-        .filter(|(_, name)| is_whole(&dir.join(name)))
+        .filter(|(_, name)| step_state(&dir.join(name)) == StepState::Whole)
         .collect();
     steps.sort();
     steps.into_iter().map(|(_, name)| name).collect()
 }
 
-/// Whether a step directory's state file, which a save writes last, is whole: a save killed
-/// before it finished left none, or a torn one.
-pub(super) fn is_whole(step_dir: &Path) -> bool {
-    let state = std::fs::read(step_dir.join(STATE_FILE));
-    state.is_ok_and(|b| serde_json::from_slice::<serde_json::Value>(&b).is_ok())
+/// What a step directory's state file, which a save writes last, says of the checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum StepState {
+    /// The state file is there and whole.
+    Whole,
+    /// A save killed before it finished: no state file, or a torn one.
+    Partial,
+    /// The state file cannot be read (permissions, an I/O error): it says neither.
+    Unreadable,
+}
+
+/// What `step_dir`'s state file says of it.
+pub(super) fn step_state(step_dir: &Path) -> StepState {
+    match std::fs::read(step_dir.join(STATE_FILE)) {
+        Ok(bytes) if serde_json::from_slice::<serde_json::Value>(&bytes).is_ok() => StepState::Whole,
+        Ok(_) => StepState::Partial,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => StepState::Partial,
+        Err(_) => StepState::Unreadable,
+    }
 }
 
 #[cfg(test)]

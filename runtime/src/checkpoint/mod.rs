@@ -37,7 +37,7 @@ use crate::fault::{self, SaveStage};
 use crate::model::DistributedModel;
 use crate::optim::OptimizerState;
 use crate::params_file::read_checked;
-use latest::{is_whole, latest_name};
+use latest::{latest_name, step_state, StepState};
 pub(crate) use layout::owner_folder;
 use layout::{step_dir_name, step_of, LATEST, OPTIMIZER_FILE, STATE_FILE};
 use state::State;
@@ -70,7 +70,8 @@ pub fn step_dir(dir: &Path, position: Position) -> PathBuf {
 /// every rank's PowerSGD state when the model has one (`low_rank::gather`). Returns the step
 /// directory. A position that is already `dir`'s latest checkpoint is kept, not written again
 /// (a stop right after a periodic save); one before it is refused: publishing it would remove
-/// the newer checkpoints as the leftovers of an unfinished save.
+/// the newer checkpoints as the leftovers of an unfinished save. Without a readable `latest`, the
+/// newest whole step folder stands for it.
 pub fn save<M: DistributedModel, O: OptimizerState>(
     dir: &Path,
     model: &M,
@@ -80,7 +81,11 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
     low_rank: Option<&low_rank::Gathered>,
 ) -> Result<PathBuf> {
     crate::params_file::check_parameters_home(model)?;
-    if let Some(latest) = latest_name(dir).ok().as_deref().and_then(step_of) {
+    let latest = match latest_name(dir) {
+        Ok(name) => step_of(&name),
+        Err(_) => latest::whole_steps(dir).last().and_then(|name| step_of(name)),
+    };
+    if let Some(latest) = latest {
         if latest > position.next_step {
             return Err(Error::Checkpoint(format!(
                 "{}: its latest checkpoint is of step {latest}, after this one's step {}: publishing this one would \
@@ -315,7 +320,8 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
 /// Deletes step directories older than the `KEEP` newest checkpoints, and the partial ones a
 /// crash during a save left: any newer than `newest`, and older ones without a whole state file
 /// (a stop between periodic saves publishes a step of its own, so a partial one can be older
-/// than the next save). Best effort: a leftover costs disk, not correctness.
+/// than the next save). Best effort: a leftover costs disk, not correctness, so a folder whose
+/// state file cannot be read (permissions, an I/O error) is left alone.
 fn remove_old(dir: &Path, newest: &str) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     let Some(newest) = step_of(newest) else { return };
@@ -328,12 +334,17 @@ fn remove_old(dir: &Path, newest: &str) {
         let (_, partial) = steps.pop().expect("checked");
         let _ = std::fs::remove_dir_all(dir.join(partial));
     }
+    // An unreadable one is neither removed nor counted among the newest it would displace.
     steps.retain(|(step, name)| {
-        let complete = *step == newest || is_whole(&dir.join(name));
-        if !complete {
-            let _ = std::fs::remove_dir_all(dir.join(name));
-        }
-        complete
+        *step == newest
+            || match step_state(&dir.join(name)) {
+                StepState::Whole => true,
+                StepState::Partial => {
+                    let _ = std::fs::remove_dir_all(dir.join(name));
+                    false
+                }
+                StepState::Unreadable => false,
+            }
     });
     let excess = steps.len().saturating_sub(KEEP);
     for (_, old) in &steps[..excess] {
