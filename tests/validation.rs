@@ -80,6 +80,10 @@ fn evaluate_measures_what_validation_does_and_changes_nothing() {
     assert_eq!(Some(measured), summary.unwrap().validation_loss);
     assert_eq!(params(&model), before, "evaluating trains nothing");
     assert_eq!(evaluate(&mut model, &mut held_out, 3).unwrap(), measured, "the same samples every time");
+    // No step runs, so optimizer settings that could not train stop nothing.
+    let unusable = OptimizerConfig::adamw(1e-3).clip_grad_norm(0.0).betas(1.0, 0.999);
+    let trainer = Trainer::new(&comm).batch(8).optimizer(unusable);
+    assert_eq!(trainer.evaluate(&mut model, &mut held_out, &CrossEntropyLoss, 3).unwrap(), measured);
     let e = evaluate(&mut model, &mut held_out, 0).unwrap_err().to_string();
     assert!(e.contains("`Trainer::evaluate` on 0 batch(es) of 8 sample(s)"), "{e}");
     let e = evaluate(&mut model, &mut SyntheticClassification::new(5, 7, 3), 2).unwrap_err().to_string();

@@ -5,7 +5,7 @@
 use super::validation::{self, HeldOutLoss};
 use super::{agreement, noting_failure, preflight, tables, Trainer};
 use crate::backend::CpuBackend;
-use crate::config::{Device, ValidationConfig};
+use crate::config::{Device, OptimizerConfig, ValidationConfig};
 use crate::data::{Batch, Dataset};
 use crate::error::{Error, Result};
 use crate::loss::Loss;
@@ -53,8 +53,10 @@ impl Trainer<'_> {
             for note in notes.into_iter().flatten().filter(|_| comm.rank() == 0) {
                 console::err_line(&format!("note: {note}"));
             }
-            // No step runs: the optimizer is never asked to update.
-            let mut backend = CpuBackend::new(model, config.optimizer.build(&M::SCHEDULE), comm);
+            // No step runs: the optimizer is never asked to update, so the Trainer's own settings,
+            // whatever they are, need not hold; a stateless rule stands in for them.
+            let idle = OptimizerConfig::sgd(0.0).momentum(0.0).build(&M::SCHEDULE);
+            let mut backend = CpuBackend::new(model, idle, comm);
             match validation::loss(&mut backend, data, loss, (&config, None), comm, &mut Batch::default())? {
                 HeldOutLoss::Measured(mean) => Ok(mean),
                 HeldOutLoss::CutShort { done, of } => {

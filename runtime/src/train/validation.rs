@@ -53,6 +53,18 @@ pub(super) fn check(config: &TrainConfig, train: &dyn Dataset, held_out: Option<
             shape(train).1
         )));
     }
+    if let (Some(theirs), Some(ours)) = (held_out.vocabulary(), train.vocabulary()) {
+        if theirs != ours {
+            return Err(Error::Dataset(format!(
+                "the held-out data ({}) has another vocabulary than the training data ({}): {} characters against {}, \
+                 so a token id would mean another character in each",
+                held_out.describe(),
+                train.describe(),
+                theirs.chars().count(),
+                ours.chars().count()
+            )));
+        }
+    }
     Ok(())
 }
 
@@ -113,4 +125,22 @@ pub(super) fn loss<M: DistributedModel>(
     // Both sums on every rank, whether it stopped early or not.
     let (sum, done, of) = (comm.sum_f64(sum)?, comm.sum_f64(done as f64)? as u64, batches * world as u64);
     Ok(if done == of { HeldOutLoss::Measured(sum / of as f64) } else { HeldOutLoss::CutShort { done, of } })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ValidationConfig;
+    use crate::text::CharText;
+
+    #[test]
+    fn held_out_text_of_another_vocabulary_is_refused() {
+        let config =
+            TrainConfig { validation: Some(ValidationConfig { every: 5, batches: 1 }), ..TrainConfig::default() };
+        let train = CharText::new(&"abcd".repeat(20), 4, 0, "train.txt").unwrap();
+        assert!(check(&config, &train, Some(&train.held_out().unwrap())).is_ok());
+        let other = CharText::new(&"abce".repeat(20), 4, 0, "other.txt").unwrap();
+        let error = check(&config, &train, Some(&other)).unwrap_err().to_string();
+        assert!(error.contains("has another vocabulary than the training data"), "{error}");
+    }
 }
