@@ -109,7 +109,7 @@ impl CharText {
         let tokens: Arc<[u32]> =
             text.chars().map(|c| vocab.binary_search(&c).expect("in the vocabulary") as u32).collect();
         let train_end = (tokens.len() as f64 * TRAIN_SHARE) as usize;
-        if train_end < context + 1 {
+        if train_end <= context {
             return Err(Error::Dataset(format!(
                 "{name}: {} character(s), of which {train_end} for training: too few for one sample of {context} \
                  characters and its next one",
@@ -124,7 +124,7 @@ impl CharText {
     /// context, windows drawn from that split by index as the training ones are.
     pub fn held_out(&self) -> Result<CharText> {
         let split = self.train_end..self.tokens.len();
-        if split.len() < self.context + 1 {
+        if split.len() <= self.context {
             return Err(Error::Dataset(format!(
                 "{}: the validation split (the last {} characters) is too short for one sample of {} characters and \
                  its next one",
@@ -375,6 +375,8 @@ mod tests {
     #[test]
     fn texts_too_short_or_not_utf8_are_refused_naming_why() {
         assert!(CharText::new("abc", 8, 0, "short").err().unwrap().to_string().contains("too few for one sample of 8"));
+        let huge = CharText::new("abc", usize::MAX, 0, "short").err().unwrap().to_string();
+        assert!(huge.contains(&format!("too few for one sample of {}", usize::MAX)), "{huge}");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("latin1.txt");
         std::fs::write(&path, b"caf\xe9 au lait").unwrap();

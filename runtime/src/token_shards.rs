@@ -230,11 +230,16 @@ impl Dataset for TokenShards {
 /// `i`-th character, so no character may appear twice.
 fn read_vocabulary(shard: &Path) -> Result<Option<String>> {
     let path = shard.with_file_name(VOCABULARY_FILE);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(Error::Io { path, source }),
+    // Not from a device: `/dev/zero` would be read until memory runs out.
+    let bytes = match crate::process::input_files::read_unless_device(&path) {
+        Ok(bytes) => bytes,
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
     };
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        Error::Dataset(format!("{}: not UTF-8 text (invalid at byte {at})", path.display()))
+    })?;
     if let Some(why) = crate::text::repeated_character(&text) {
         return Err(Error::Dataset(format!("{}: {why}", path.display())));
     }

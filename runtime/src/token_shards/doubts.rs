@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::names::split_part;
+use super::names::{self, split_part};
 
 /// The notes `path`'s shards deserve, each to follow `path` in a line: `train` as `locate` found
 /// them for training, `val` as held out. Empty when all looks as `prepare` (or llm.c) writes it.
@@ -28,12 +28,8 @@ fn name_of(path: &Path) -> Option<String> {
     Some(path.file_name()?.to_string_lossy().into_owned())
 }
 
-/// The number after the split's name (`tiny_train_000002.bin`: 2), as it is written.
 fn shard_number(path: &Path) -> Option<(u64, String)> {
-    let name = name_of(path)?;
-    let (part, _) = split_part(&name)?;
-    let digits = name[part.end..].strip_suffix(".bin")?.trim_start_matches(['_', '-', '.']);
-    Some((digits.parse().ok()?, digits.to_string()))
+    names::shard_number(&name_of(path)?)
 }
 
 /// The first numbers missing between the lowest and the highest of `shards`' numbers, said as

@@ -3,12 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::names::split_part;
+use super::names::{shard_number, split_part};
 use crate::error::{Error, Result};
 
 /// The training and validation shards of `path`: a folder's `.bin` files whose names end in
-/// `train` or `val` (before their numbers; see `split_part`), each sorted; or one training file
-/// and, when it exists, the file named as it is with `val` for that `train`.
+/// `train` or `val` (before their numbers; see `split_part`), each split in the order of their
+/// numbers; or one training file and, when it exists, the file named as it is with `val` for
+/// that `train`.
 pub fn locate(path: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
     let folder = if path.is_dir() { Some(path) } else { path.parent().filter(|p| !p.as_os_str().is_empty()) };
     if let Some(staging) = folder.and_then(super::staging::unfinished) {
@@ -25,8 +26,11 @@ pub fn locate(path: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "bin"))
             .collect();
-        names.sort();
-        let split = |p: &PathBuf| p.file_name().and_then(|n| split_part(&n.to_string_lossy()).map(|(_, train)| train));
+        // By number, not by name: llm.c's numbers need not be padded (`_9` before `_10`), and
+        // `prepare`'s six digits grow a seventh after shard 999999.
+        let file_name = |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        names.sort_by_cached_key(|p| (shard_number(&file_name(p)).map(|(number, _)| number), file_name(p)));
+        let split = |p: &PathBuf| split_part(&file_name(p)).map(|(_, train)| train);
         let (train, val): (Vec<PathBuf>, Vec<PathBuf>) =
             names.into_iter().filter(|p| split(p).is_some()).partition(|p| split(p) == Some(true));
         if train.is_empty() {
@@ -37,7 +41,7 @@ pub fn locate(path: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
         }
         // The name before the split: shards of two names are two datasets, not one.
         let stem = |p: &PathBuf| {
-            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = file_name(p);
             // Every file here has a split part (`locate` kept only those).
             split_part(&name).map(|(part, _)| name[..part.start].trim_end_matches(['_', '-', '.']).to_string())
         };

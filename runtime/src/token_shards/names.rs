@@ -26,3 +26,11 @@ pub(super) fn split_part(file_name: &str) -> Option<(std::ops::Range<usize>, boo
         };
     }
 }
+
+/// The number after a shard's split part (`tiny_train_000002.bin`: 2), with its digits as they
+/// are written; `None` for an unnumbered shard.
+pub(super) fn shard_number(file_name: &str) -> Option<(u64, String)> {
+    let (part, _) = split_part(file_name)?;
+    let digits = file_name[part.end..].strip_suffix(".bin")?.trim_start_matches(['_', '-', '.']);
+    Some((digits.parse().ok()?, digits.to_string()))
+}

@@ -67,7 +67,9 @@ pub struct Prepared {
 
 /// `text` as character tokens in `out`: the first 90% in `<stem>_train_NNNNNN.bin` shards of at
 /// most `shard_tokens` tokens, the rest in `<stem>_val_NNNNNN.bin` shards alike, and the
-/// vocabulary (the sorted distinct characters) in `vocabulary.txt`.
+/// vocabulary (the sorted distinct characters) in `vocabulary.txt`. A shard holds at least a
+/// sample (a token and its next one), so a `shard_tokens` under 2 counts as 2, and at 2 a split
+/// of odd length has one shard of 3.
 pub fn prepare_characters(text: &str, out: &Path, stem: &str, shard_tokens: usize) -> Result<Prepared> {
     let vocab = crate::text::vocabulary(text);
     if vocab.len() > usize::from(u16::MAX) + 1 {

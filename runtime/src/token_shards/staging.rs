@@ -25,12 +25,14 @@ pub(super) fn begin(out: &Path, stem: &str) -> Result<PathBuf> {
 }
 
 /// Moves `files` (in `staging`, in this order) into `out`, then removes `staging`: until it has
-/// gone, `--tokens` refuses the folder.
+/// gone, `--tokens` refuses the folder. `out` is synced last, so that a crash after `prepare`
+/// returns loses none of what it published.
 pub(super) fn publish(staging: &Path, out: &Path, files: &[PathBuf]) -> Result<()> {
     for (from, to) in files.iter().zip(moved_into(out, files)) {
         std::fs::rename(from, &to).map_err(io_at(&to))?;
     }
-    std::fs::remove_dir(staging).map_err(io_at(staging))
+    std::fs::remove_dir(staging).map_err(io_at(staging))?;
+    std::fs::File::open(out).and_then(|folder| folder.sync_all()).map_err(io_at(out))
 }
 
 /// Removes `staging` and what it holds, as far as it can: the error that stopped the run says

@@ -38,6 +38,14 @@ fn a_token_past_the_vocabulary_is_blamed_on_its_own_shard_and_the_files_are_list
     std::fs::write(dir.path().join(VOCABULARY_FILE), "abcdefgb").unwrap();
     let twice = TokenShards::open(&paths, 2).err().unwrap().to_string();
     assert!(twice.contains("vocabulary.txt: has 'b' as token 1 and token 7"), "{twice}");
+    std::fs::write(dir.path().join(VOCABULARY_FILE), b"ab\xe9").unwrap();
+    let latin1 = TokenShards::open(&paths, 2).err().unwrap().to_string();
+    assert!(latin1.contains("vocabulary.txt: not UTF-8 text (invalid at byte 2)"), "{latin1}");
+    std::fs::remove_file(dir.path().join(VOCABULARY_FILE)).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join(VOCABULARY_FILE)).unwrap();
+    let device = TokenShards::open(&paths, 2).err().unwrap().to_string();
+    assert!(device.contains("vocabulary.txt: a character device, not a file"), "{device}");
+    std::fs::remove_file(dir.path().join(VOCABULARY_FILE)).unwrap();
     // A shard must hold a sample: a token and its next one.
     let one = prepare_characters("to be or not to be", &dir.path().join("ones"), "one", 1).unwrap_err().to_string();
     assert!(one.contains("shards of 1 token(s) hold no sample"), "{one}");
@@ -167,6 +175,21 @@ fn a_shard_s_split_is_the_last_part_of_its_name() {
     ] {
         assert_eq!(split(name), want, "{name}");
     }
+}
+
+#[test]
+fn numbered_shards_are_read_in_the_order_of_their_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["x_train_10.bin", "x_train_9.bin", "x_train_1000000.bin", "x_train_999999.bin", "x_val_2.bin"];
+    for name in names {
+        write_shard(&dir.path().join(name), &[1, 2, 3]).unwrap();
+    }
+    let (train, val) = locate(dir.path()).unwrap();
+    let file_names = |paths: &[PathBuf]| -> Vec<String> {
+        paths.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect()
+    };
+    assert_eq!(file_names(&train), ["x_train_9.bin", "x_train_10.bin", "x_train_999999.bin", "x_train_1000000.bin"]);
+    assert_eq!(file_names(&val), ["x_val_2.bin"]);
 }
 
 #[test]
