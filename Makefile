@@ -8,8 +8,13 @@
 #   make bad-inputs  200 adversarial inputs against the example binaries (not part of make test)
 # They install the Debian packages they need when missing (as root, or with sudo).
 
-# ca-certificates: cargo and pip fetch over HTTPS (a minimal Debian has no CA store).
-APT_PACKAGES := libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev libopenblas-dev g++ ca-certificates
+# ca-certificates: cargo, pip and rustup fetch over HTTPS (a minimal Debian has no CA store);
+# curl: rustup's installer, when cargo is missing.
+APT_PACKAGES := libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev libopenblas-dev g++ ca-certificates curl
+# Rust: the toolchain rust-toolchain.toml pins, installed through rustup when missing. Its binaries
+# are on every recipe's PATH, also in a shell that never read ~/.profile (CI, `bash -c`).
+RUST_TOOLCHAIN := $(shell sed -n 's/^channel = "\(.*\)"/\1/p' rust-toolchain.toml)
+export PATH := $(HOME)/.cargo/bin:$(PATH)
 RANKS ?= 2
 MPIRUN := mpirun --oversubscribe -n $(RANKS)
 
@@ -61,18 +66,24 @@ endif
 .PHONY: deps pip nvrtc mkl gpt2-tokenizer example test bench gpu-bundle cpu-bundle bad-inputs
 
 deps:
-	@command -v cargo >/dev/null || { echo "cargo is required: install Rust (https://rustup.rs), then rerun"; exit 1; }
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+		$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
+	@command -v cargo >/dev/null || { echo "installing rustup (cargo is missing)"; dir=$$(mktemp -d) && \
+		curl --proto '=https' --tlsv1.2 -sSf -o $$dir/rustup-init \
+			https://static.rust-lang.org/rustup/dist/$$(uname -m)-unknown-linux-gnu/rustup-init && \
+		chmod +x $$dir/rustup-init && $$dir/rustup-init -y --quiet --profile minimal --default-toolchain none; \
+		status=$$?; rm -rf $$dir; exit $$status; }
+	@! command -v rustup >/dev/null || rustup run $(RUST_TOOLCHAIN) cargo --version >/dev/null 2>&1 || \
+		rustup toolchain install $(RUST_TOOLCHAIN) --profile minimal --component rustfmt,clippy
 
 # pip, for the wheels the tools come in.
 pip:
 	@python3 -m pip --version >/dev/null 2>&1 || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq python3-pip; }
+		$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip; }
 
 nvrtc: pip
 	@test -e $(NVRTC_LIB)/libnvrtc.so.12 || PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet \
