@@ -230,8 +230,8 @@ impl Dataset for TokenShards {
 /// `i`-th character, so no character may appear twice.
 fn read_vocabulary(shard: &Path) -> Result<Option<String>> {
     let path = shard.with_file_name(VOCABULARY_FILE);
-    // Not from a device: `/dev/zero` would be read until memory runs out.
-    let bytes = match crate::process::input_files::read_unless_device(&path) {
+    // A file `prepare` wrote: not a device (`/dev/zero` would fill memory), nor a FIFO.
+    let bytes = match crate::process::input_files::read_regular_file(&path) {
         Ok(bytes) => bytes,
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),

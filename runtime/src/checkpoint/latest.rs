@@ -69,16 +69,17 @@ pub(super) enum StepState {
     Whole,
     /// A save killed before it finished: no state file, or a torn one.
     Partial,
-    /// The state file cannot be read (permissions, an I/O error): it says neither.
+    /// The state file cannot be read (permissions, an I/O error, a FIFO or a device in its
+    /// place): it says neither.
     Unreadable,
 }
 
 /// What `step_dir`'s state file says of it.
 pub(super) fn step_state(step_dir: &Path) -> StepState {
-    match std::fs::read(step_dir.join(STATE_FILE)) {
+    match crate::process::input_files::read_regular_file(&step_dir.join(STATE_FILE)) {
         Ok(bytes) if serde_json::from_slice::<serde_json::Value>(&bytes).is_ok() => StepState::Whole,
         Ok(_) => StepState::Partial,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => StepState::Partial,
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => StepState::Partial,
         Err(_) => StepState::Unreadable,
     }
 }

@@ -186,6 +186,11 @@ pub fn recorded_vocabulary(dir: &Path) -> Option<String> {
     state.run?.vocabulary
 }
 
+/// The step folder `dir`'s `latest` names, or why there is none: the error `load` gives.
+pub fn latest_step_dir(dir: &Path) -> Result<PathBuf> {
+    Ok(dir.join(latest_name(dir)?))
+}
+
 /// The parameters file of the newest checkpoint in `dir`, where it is there: what
 /// `--init-params` (`params_file::load_into`) reads to start from, or sample from, a checkpoint
 /// without resuming it.

@@ -204,6 +204,7 @@ impl State {
     }
 }
 
+/// A checkpoint's files are what a save wrote: never a FIFO or a device.
 fn read(path: &Path) -> Result<Vec<u8>> {
-    crate::process::input_files::read_unless_device(path)
+    crate::process::input_files::read_regular_file(path)
 }

@@ -10,9 +10,9 @@ use safetensors::SafeTensors;
 use crate::error::{Error, Result};
 use crate::model::DistributedModel;
 use crate::process::atomic_write::write_atomically;
-use crate::process::input_files::read_unless_device;
 use crate::tensor_file::{self, Tensor};
 
+mod reading;
 mod shapes;
 #[cfg(test)]
 mod tests;
@@ -114,7 +114,7 @@ pub fn load_vocabulary(path: &Path) -> Result<Option<String>> {
 
 /// What a parameters file records beside its tensors (see `FileNotes`).
 pub fn load_notes(path: &Path) -> Result<FileNotes> {
-    notes_in(&read_unless_device(path)?, path)
+    notes_in(&read_file(path)?, path)
 }
 
 /// `path` (its contents `bytes`) could not be read as safetensors: say what it is not, then the
@@ -281,7 +281,7 @@ fn read_file(path: &Path) -> Result<Vec<u8>> {
             path.display()
         )));
     }
-    read_unless_device(path)
+    reading::read_bytes(path)
 }
 
 /// `load_into`, also returning what the file records beside its tensors (`load_notes`), from
@@ -360,7 +360,7 @@ pub type NamedTensor = (String, Vec<usize>, Vec<f32>);
 /// Reads a parameter file written by `save_params`, its tensors sorted by name (the format's
 /// header is a map: it keeps no order of its own).
 pub fn load_params(path: &Path) -> Result<Vec<NamedTensor>> {
-    let bytes = read_unless_device(path)?;
+    let bytes = read_file(path)?;
     let file = SafeTensors::deserialize(&bytes).map_err(|e| not_safetensors(path, &bytes, e))?;
     let mut out = Vec::new();
     for (name, view) in file.iter() {

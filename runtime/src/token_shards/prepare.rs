@@ -31,19 +31,29 @@ fn refuse_earlier_shards(out: &Path) -> Result<()> {
 }
 
 /// Refuses what `prepare_characters` and `prepare_tokens` would refuse to write into before
-/// they write: a `stem` that is a path, an `out` that is no folder or already holds shards. A
-/// caller with a long encoding ahead checks first.
+/// they write: a `stem` that is a path, an `out` that is no folder or already holds shards, or
+/// another name's unfinished `prepare`. A caller with a long encoding ahead checks first.
 pub fn check_destination(out: &Path, stem: &str) -> Result<()> {
     // The shards go into `out`, named after `stem`: a path would put them elsewhere.
     if stem.is_empty() || stem.contains(['/', '\0']) || stem == "." || stem == ".." {
+        let plain = if stem.is_empty() { "" } else { " plain" };
         return Err(Error::Config(format!(
-            "shard name {stem:?}: give a plain name (no `/`), which the shards' file names start with"
+            "shard name {stem:?}: give a{plain} name (no `/`), which the shards' file names start with"
         )));
     }
     if out.exists() && !out.is_dir() {
         return Err(Error::Config(format!(
             "{}: exists and is not a folder; the shards go into a folder",
             out.display()
+        )));
+    }
+    // Another name's unfinished `prepare`: `--tokens` refuses the folder until it has gone.
+    if let Some(staging) = super::staging::unfinished_but(out, Some(stem)) {
+        return Err(Error::Dataset(format!(
+            "{}: holds {}, which a `prepare` of other shards that did not finish left: remove it first (`--tokens` \
+             refuses a folder that holds one)",
+            out.display(),
+            staging.display()
         )));
     }
     refuse_earlier_shards(out)

@@ -48,10 +48,17 @@ pub(super) fn moved_into(out: &Path, files: &[PathBuf]) -> Vec<PathBuf> {
 
 /// The staging folder in `folder` that a `prepare` which did not finish left, if any.
 pub(super) fn unfinished(folder: &Path) -> Option<PathBuf> {
+    unfinished_but(folder, None)
+}
+
+/// `unfinished`, passing by the staging folder of the shards named `stem` (which `begin`
+/// replaces), if given.
+pub(super) fn unfinished_but(folder: &Path, stem: Option<&str>) -> Option<PathBuf> {
     let listed = std::fs::read_dir(folder).ok()?;
+    let own = stem.map(|stem| format!("{PREFIX}{stem}{SUFFIX}"));
     listed.filter_map(|e| e.ok()).map(|e| e.path()).find(|p| {
-        p.is_dir()
-            && p.file_name().map(|n| n.to_string_lossy()).is_some_and(|n| n.starts_with(PREFIX) && n.ends_with(SUFFIX))
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        p.is_dir() && name.starts_with(PREFIX) && name.ends_with(SUFFIX) && Some(&name) != own.as_ref()
     })
 }
 

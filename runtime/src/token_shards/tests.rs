@@ -219,7 +219,8 @@ fn a_text_too_short_to_train_on_or_a_name_that_is_a_path_writes_nothing() {
     assert!(short.contains("1 character(s): their first 90% (0 token(s)) cannot make one training"), "{short}");
     for name in ["../escape", "a/b", "..", ""] {
         let refused = prepare_characters("to be or not to be", &out, name, 1000).unwrap_err().to_string();
-        assert!(refused.contains("give a plain name (no `/`)"), "{name}: {refused}");
+        let asked = if name.is_empty() { "give a name (no `/`)" } else { "give a plain name (no `/`)" };
+        assert!(refused.contains(asked), "{name}: {refused}");
     }
     assert!(!out.exists() && std::fs::read_dir(dir.path()).unwrap().count() == 0, "nothing was written");
     // A file where the shards' folder should be is named, and kept.
@@ -247,6 +248,10 @@ fn an_unfinished_prepare_leaves_no_dataset_and_a_new_run_replaces_it() {
     assert!(refused.contains(".prepare-hamlet.partial"), "{refused}");
     let one_file = locate(&out.join("hamlet_train_000000.bin")).unwrap_err().to_string();
     assert!(one_file.contains("a `prepare` that did not finish"), "a shard beside it too: {one_file}");
+    // Another name's shards beside it would be refused as well: not written.
+    let other_name = prepare_characters(text, &out, "macbeth", 8).unwrap_err().to_string();
+    assert!(other_name.contains("which a `prepare` of other shards that did not finish left"), "{other_name}");
+    assert!(!out.join(".prepare-macbeth.partial").exists() && staging.exists());
     // Run again, it begins anew, and leaves only the finished shards and the vocabulary.
     let prepared = prepare_characters(text, &out, "hamlet", 8).unwrap();
     assert!(!staging.exists());
