@@ -81,6 +81,17 @@ fn a_text_trains_the_gpt_example_alike_on_one_and_two_ranks() {
         let short = ["--text", "t.txt", "--steps", "1", "--batch", "1", "--report", "off"];
         let one_rank = [&["--wdir", wdir, "-n", "1", exe][..], &short].concat();
         common::mpirun_ok(&[&one_rank[..], &[":"], &one_rank, &["--context", "64"]].concat());
+        // A rank whose --init-params is missing is told so, though the other rank's file holds
+        // another shape than the default this rank then had.
+        let baby = ["--layers", "6", "--heads", "6", "--width", "384", "--context", "8", "--save-params", "baby.st"];
+        common::mpirun_ok(&[&one_rank[..], &baby].concat());
+        let out = common::mpirun(
+            &[&one_rank[..], &["--init-params", "baby.st", ":"], &one_rank, &["--init-params", "gone.st"]].concat(),
+        );
+        let text = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{text}");
+        assert!(text.contains("rank 1: error: invalid configuration: --init-params gone.st: No such file"), "{text}");
+        assert!(!text.contains("the model's shape"), "{text}");
     }
 }
 
@@ -91,6 +102,8 @@ fn texts_and_models_that_do_not_fit_are_refused_before_step_1() {
     std::fs::write(dir.path().join("latin1.txt"), b"caf\xe9 au lait, caf\xe9 au lait".repeat(20)).unwrap();
     let wide: String = (0..200u32).filter_map(|c| char::from_u32(0x4e00 + c)).collect::<String>().repeat(3);
     std::fs::write(dir.path().join("wide.txt"), wide).unwrap();
+    std::fs::write(dir.path().join("prompt.txt"), "the ").unwrap();
+    std::fs::write(dir.path().join("tok.bin"), "a tokenizer").unwrap();
     for (exe, args, expected) in [
         ("gpt", &["--text", "latin1.txt"][..], "latin1.txt: not UTF-8 text (invalid at byte 3)"),
         ("gpt", &["--text", "wide.txt"], "wide.txt: 200 distinct characters, but Gpt predicts 96 classes"),
@@ -106,6 +119,17 @@ fn texts_and_models_that_do_not_fit_are_refused_before_step_1() {
             "--save-params ./t.txt is a file the training data is read from: the run would write over it",
         ),
         ("gpt", &["--text", "t.txt", "--trace", "t.txt"], "--trace t.txt is a file the training data is read from"),
+        // Nor over what --sample reads.
+        (
+            "gpt",
+            &["--text", "t.txt", "--sample", "5", "--start", "FILE:prompt.txt", "--save-params", "prompt.txt"],
+            "--save-params prompt.txt is the --start file, which --sample reads: the run would write over it",
+        ),
+        (
+            "gpt",
+            &["--tokens", "shards", "--sample", "5", "--tokenizer", "tok.bin", "--timeline", "./tok.bin"],
+            "--timeline ./tok.bin is the --tokenizer file, which --sample reads",
+        ),
     ] {
         let (ok, text) = run(exe, dir.path(), &[args, &["--steps", "2"]].concat());
         assert!(!ok, "{exe} {args:?} ran:\n{text}");
@@ -113,6 +137,8 @@ fn texts_and_models_that_do_not_fit_are_refused_before_step_1() {
         assert!(!text.contains("step      1"), "{exe} {args:?}: refused only after training began:\n{text}");
     }
     assert_eq!(std::fs::read_to_string(dir.path().join("t.txt")).unwrap(), TEXT.repeat(20), "the text is intact");
+    assert_eq!(std::fs::read_to_string(dir.path().join("prompt.txt")).unwrap(), "the ", "the prompt is intact");
+    assert_eq!(std::fs::read_to_string(dir.path().join("tok.bin")).unwrap(), "a tokenizer", "the tokenizer is intact");
 }
 
 /// The sequence length trained on goes with the parameters file and the checkpoint's, and a

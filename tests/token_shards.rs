@@ -22,6 +22,12 @@ fn prepared_shards_train_the_gpt_example_alike_on_one_and_two_ranks() {
     std::fs::write(dir.path().join("one.txt"), "x").unwrap();
     let (ok, text) = run("prepare", dir.path(), &["--text", "one.txt", "--out", "short"]);
     assert!(!ok && text.contains("one.txt: 1 character(s)"), "{text}");
+    assert!(!text.contains("note: no held-out shard"), "{text}");
+    // One whose last 10% holds no sample is prepared without a held-out shard, which is said.
+    std::fs::write(dir.path().join("ten.txt"), "abcdefghij").unwrap();
+    let (ok, text) = run("prepare", dir.path(), &["--text", "ten.txt", "--out", "ten"]);
+    assert!(ok && text.contains("9 training tokens in 1 shard(s), 0 held out in 0 shard(s)"), "{text}");
+    assert!(text.contains("note: no held-out shard: the text's last 10% is too short for one sample"), "{text}");
     let common = ["--tokens", "shards", "--context", "16", "--steps", "3", "--report", "off", "--eval-every", "3"];
     let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--batch", "4", "--save-params", "one.st"]].concat());
     assert!(ok, "{text}");

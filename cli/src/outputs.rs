@@ -1,5 +1,6 @@
 //! The files a run writes, refused before step 1 where they name a file the command line reads
-//! and the `Trainer` cannot see: the held-out files a run leaves unread, and `--init-params`.
+//! and the `Trainer` cannot see: the held-out files a run leaves unread, `--init-params`, and what
+//! `--sample` reads (`--tokenizer`, `--start FILE:path`).
 //! (The `Trainer` itself refuses outputs over the data it reads and over checkpoints.)
 
 use std::path::{Path, PathBuf};
@@ -16,7 +17,8 @@ use crate::flags::in_flag_terms;
 /// read that the `Trainer` does not.
 pub(crate) fn refuse_outputs_over_inputs(args: &TrainArgs, config: &TrainConfig) -> Result<()> {
     refuse_outputs_over_held_out(args, config)?;
-    refuse_outputs_over_init_params(args, config)
+    refuse_outputs_over_init_params(args, config)?;
+    refuse_outputs_over_sampling_inputs(args, config)
 }
 
 /// The files the run writes besides its checkpoints (`TrainConfig::output_files`), each with its
@@ -68,4 +70,19 @@ fn refuse_outputs_over_init_params(args: &TrainArgs, config: &TrainConfig) -> Re
         ))),
         None => Ok(()),
     }
+}
+
+/// Refuses any output written over a file `--sample` reads: the tokenizer, or the prompt's file.
+fn refuse_outputs_over_sampling_inputs(args: &TrainArgs, config: &TrainConfig) -> Result<()> {
+    let prompt = args.start.as_deref().and_then(|s| s.strip_prefix("FILE:")).map(Path::new);
+    let read = [(args.tokenizer.as_deref(), "the --tokenizer file"), (prompt, "the --start file")];
+    for (input, what) in read.into_iter().filter_map(|(path, what)| Some((path?.canonicalize().ok()?, what))) {
+        if let Some((path, flag)) = outputs(config).find(|(path, _)| path.canonicalize().is_ok_and(|p| p == input)) {
+            return Err(Error::Config(format!(
+                "{flag} {} is {what}, which --sample reads: the run would write over it; give another file",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
 }

@@ -87,6 +87,12 @@ fn run(args: &PrepareArgs) -> Result<()> {
         prepared.val.len(),
         args.out.display()
     );
+    if prepared.val.is_empty() {
+        eprintln!(
+            "note: no held-out shard: the text's last 10% is too short for one sample (a token and its next one); \
+             train on these shards with --eval-every 0, or prepare a longer text"
+        );
+    }
     Ok(())
 }
 

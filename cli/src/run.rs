@@ -62,6 +62,7 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
     let rank = comm.rank();
     // Before anything else, whatever the ranks do next: ranks of different shapes would plan
     // different collectives (every rank's binary holds the same shapes, so all or none compare).
+    start::agree_start_is_there(args, comm)?;
     if let Some(shape) = args.model_shape() {
         overlap_runtime::train::agree(comm, &[("the model's shape", shape.to_string())])?;
     }

@@ -100,11 +100,11 @@ pub(crate) fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communic
             )))
         }
     };
+    // Every rank checks the prompt, so that a bad one stops them all alike, not rank 0 alone.
+    let text = TokenText::Characters(vocab);
+    let prompt = prompt(args, &text)?;
     match comm.rank() {
-        0 => {
-            let text = TokenText::Characters(vocab);
-            print_sample(&model, &text, &prompt(args, &text)?, sampled_positions(args, context, &notes), args)
-        }
+        0 => print_sample(&model, &text, &prompt, sampled_positions(args, context, &notes), args),
         _ => Ok(()),
     }
 }

@@ -27,3 +27,16 @@ pub(crate) fn starting_model<M: DistributedModel>(
     }
     Ok((model, notes))
 }
+
+/// Whether every rank finds the file (`--init-params`) or folder (`--resume`) it starts from. A
+/// rank that does not took the default shape, which it could not read from there: its missing
+/// file is what to say, not the shapes that then differ between the ranks.
+pub(crate) fn agree_start_is_there(args: &TrainArgs, comm: &Communicator) -> Result<()> {
+    let file = args.init_params.as_deref().and_then(|path| {
+        let error = std::fs::metadata(path).err()?;
+        Some(Error::Config(format!("--init-params {}: {error}", path.display())))
+    });
+    let folder = || args.resume.as_deref().and_then(|dir| overlap_runtime::checkpoint::latest_step_dir(dir).err());
+    let missing = file.or_else(folder);
+    overlap_runtime::train::agree_on_outcome(comm, missing.map_or(Ok(()), Err), "find what they start from")
+}
