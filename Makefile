@@ -13,8 +13,8 @@
 APT_PACKAGES := libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev libopenblas-dev g++ ca-certificates curl
 # Rust: the toolchain rust-toolchain.toml pins, installed through rustup when missing. Its binaries
 # are on every recipe's PATH, also in a shell that never read ~/.profile (CI, `bash -c`).
-RUST_TOOLCHAIN := $(shell sed -n 's/^channel = "\(.*\)"/\1/p' rust-toolchain.toml)
-export PATH := $(HOME)/.cargo/bin:$(PATH)
+RUST_TOOLCHAIN := $(shell sed -n 's/^channel = "\(.*\)"/\1/p' $(dir $(lastword $(MAKEFILE_LIST)))rust-toolchain.toml)
+export PATH := $(or $(CARGO_HOME),$(HOME)/.cargo)/bin:$(PATH)
 RANKS ?= 2
 MPIRUN := mpirun --oversubscribe -n $(RANKS)
 

@@ -146,7 +146,7 @@ fn saving_an_older_position_by_hand_keeps_the_newer_checkpoints() {
     // Without `latest`, the newest whole step folder stands for it.
     std::fs::remove_file(ck.join("latest")).unwrap();
     let error = checkpoint::save(&ck, &model, &optimizer, at(2), &about, None).unwrap_err().to_string();
-    assert!(error.contains("its latest checkpoint is of step 6, after this one's step 2"), "{error}");
+    assert!(error.contains("its newest whole step folder is of step 6, after this one's step 2"), "{error}");
     assert_eq!(entries(&ck), ["step-00000004", "step-00000006"], "nothing removed, nothing added");
 }
 

@@ -62,9 +62,11 @@ fn run<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Result<()>
     let rank = comm.rank();
     // Before anything else, whatever the ranks do next: ranks of different shapes would plan
     // different collectives (every rank's binary holds the same shapes, so all or none compare).
-    start::agree_start_is_there(args, comm)?;
     if let Some(shape) = args.model_shape() {
-        overlap_runtime::train::agree(comm, &[("the model's shape", shape.to_string())])?;
+        if let Err(differ) = overlap_runtime::train::agree(comm, &[("the model's shape", shape.to_string())]) {
+            // A rank that could not read its start file's shape took the default: it says why.
+            return Err(start::unreadable_start(args).unwrap_or(differ));
+        }
     }
     let read_as;
     let args = match datasets::data_for_language_model::<M>(args, rank) {

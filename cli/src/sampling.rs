@@ -59,14 +59,10 @@ pub(crate) fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communic
         };
         crate::sample_text::refuse_character_ids(file, listed)?;
         let text = TokenText::Bytes(table);
-        let prompt = prompt(args, &text)?;
         let (model, notes) = crate::start::starting_model::<M>(args, comm, None)?;
         let recorded = notes.vocabulary.as_ref().map(|_| "the vocabulary --init-params records".to_string());
         crate::sample_text::refuse_character_ids(file, recorded)?;
-        return match comm.rank() {
-            0 => print_sample(&model, &text, &prompt, sampled_positions(args, context, &notes), args),
-            _ => Ok(()),
-        };
+        return print_on_rank_0(comm, &model, &text, sampled_positions(args, context, &notes), args);
     }
     let (text_vocab, context) = match (&args.text, &args.tokens) {
         (Some(file), _) => datasets::vocabulary_text::<M>(file, args).map(|(vocab, context)| (Some(vocab), context))?,
@@ -100,12 +96,23 @@ pub(crate) fn sample_only<M: DistributedModel>(args: &TrainArgs, comm: &Communic
             )))
         }
     };
-    // Every rank checks the prompt, so that a bad one stops them all alike, not rank 0 alone.
     let text = TokenText::Characters(vocab);
-    let prompt = prompt(args, &text)?;
-    match comm.rank() {
-        0 => print_sample(&model, &text, &prompt, sampled_positions(args, context, &notes), args),
-        _ => Ok(()),
+    print_on_rank_0(comm, &model, &text, sampled_positions(args, context, &notes), args)
+}
+
+/// Rank 0 alone reads the prompt (a pipe gives it once) and prints the sample; a prompt it
+/// refuses stops every rank.
+fn print_on_rank_0<M: DistributedModel>(
+    comm: &Communicator,
+    model: &M,
+    text: &TokenText,
+    positions: usize,
+    args: &TrainArgs,
+) -> Result<()> {
+    let read = if comm.rank() == 0 { prompt(args, text).map(Some) } else { Ok(None) };
+    match agree_on_outcome(comm, read, "read the --start prompt")? {
+        Some(prompt) => print_sample(model, text, &prompt, positions, args),
+        None => Ok(()),
     }
 }
 

@@ -28,15 +28,26 @@ pub(crate) fn starting_model<M: DistributedModel>(
     Ok((model, notes))
 }
 
-/// Whether every rank finds the file (`--init-params`) or folder (`--resume`) it starts from. A
-/// rank that does not took the default shape, which it could not read from there: its missing
-/// file is what to say, not the shapes that then differ between the ranks.
-pub(crate) fn agree_start_is_there(args: &TrainArgs, comm: &Communicator) -> Result<()> {
-    let file = args.init_params.as_deref().and_then(|path| {
-        let error = std::fs::metadata(path).err()?;
-        Some(Error::Config(format!("--init-params {}: {error}", path.display())))
-    });
-    let folder = || args.resume.as_deref().and_then(|dir| overlap_runtime::checkpoint::latest_step_dir(dir).err());
-    let missing = file.or_else(folder);
-    overlap_runtime::train::agree_on_outcome(comm, missing.map_or(Ok(()), Err), "find what they start from")
+/// Why this rank could not read a model's shape from what it starts from (`--init-params`, or
+/// `--resume`'s newest parameters file), if it could not: it then took the default shape, and
+/// what to say when the ranks' shapes differ is that, not the shapes.
+pub(crate) fn unreadable_start(args: &TrainArgs) -> Option<Error> {
+    if let Some(path) = &args.init_params {
+        let metadata = match std::fs::metadata(path) {
+            Ok(metadata) => metadata,
+            Err(e) => return Some(Error::Config(format!("--init-params {}: {e}", path.display()))),
+        };
+        // A pipe is not read for its shape (the run reads it once, later).
+        let shapes = metadata.is_file().then(|| overlap_runtime::params_file::param_shapes(path));
+        return shapes?.err().map(|e| flags::naming("--init-params", e));
+    }
+    let dir = args.resume.as_deref()?;
+    let step = match overlap_runtime::checkpoint::latest_step_dir(dir) {
+        Ok(step) => step,
+        Err(e) => return Some(e),
+    };
+    match overlap_runtime::checkpoint::latest_model_file(dir) {
+        Some(file) => overlap_runtime::params_file::param_shapes(&file).err(),
+        None => Some(Error::Checkpoint(format!("{}: holds no parameters file", step.display()))),
+    }
 }

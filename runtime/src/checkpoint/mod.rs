@@ -81,15 +81,18 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
     low_rank: Option<&low_rank::Gathered>,
 ) -> Result<PathBuf> {
     crate::params_file::check_parameters_home(model)?;
-    let latest = match latest_name(dir) {
-        Ok(name) => step_of(&name),
-        Err(_) => latest::whole_steps(dir).last().and_then(|name| step_of(name)),
+    let newest = match latest_name(dir) {
+        Ok(name) => step_of(&name).map(|step| (step, "latest checkpoint")),
+        Err(_) => latest::whole_steps(dir)
+            .last()
+            .and_then(|name| step_of(name))
+            .map(|step| (step, "newest whole step folder")),
     };
-    if let Some(latest) = latest {
-        if latest > position.next_step {
+    if let Some((newest, what)) = newest {
+        if newest > position.next_step {
             return Err(Error::Checkpoint(format!(
-                "{}: its latest checkpoint is of step {latest}, after this one's step {}: publishing this one would \
-                 remove the newer ones as an unfinished save's; save into another folder",
+                "{}: its {what} is of step {newest}, after this one's step {}: publishing this one would remove the \
+                 newer ones as an unfinished save's; save into another folder",
                 dir.display(),
                 position.next_step
             )));
@@ -325,8 +328,9 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
 /// Deletes step directories older than the `KEEP` newest checkpoints, and the partial ones a
 /// crash during a save left: any newer than `newest`, and older ones without a whole state file
 /// (a stop between periodic saves publishes a step of its own, so a partial one can be older
-/// than the next save). Best effort: a leftover costs disk, not correctness, so a folder whose
-/// state file cannot be read (permissions, an I/O error) is left alone.
+/// than the next save). Best effort: a leftover costs disk, not correctness, so an older folder
+/// whose state file cannot be read (permissions, an I/O error) is left alone; a newer one is an
+/// unfinished save's whatever it holds.
 fn remove_old(dir: &Path, newest: &str) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     let Some(newest) = step_of(newest) else { return };

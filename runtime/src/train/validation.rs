@@ -55,13 +55,18 @@ pub(super) fn check(config: &TrainConfig, train: &dyn Dataset, held_out: Option<
     }
     if let (Some(theirs), Some(ours)) = (held_out.vocabulary(), train.vocabulary()) {
         if theirs != ours {
+            let (a, b): (Vec<char>, Vec<char>) = (theirs.chars().collect(), ours.chars().collect());
+            let first = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+            let at = |v: &[char]| v.get(first).map_or("none".to_string(), |c| format!("{c:?}"));
             return Err(Error::Dataset(format!(
-                "the held-out data ({}) has another vocabulary than the training data ({}): {} characters against {}, \
-                 so a token id would mean another character in each",
+                "the held-out data ({}) has another vocabulary than the training data ({}): token {first} is {} in \
+                 the one and {} in the other ({} and {} characters), so the same ids would mean other characters",
                 held_out.describe(),
                 train.describe(),
-                theirs.chars().count(),
-                ours.chars().count()
+                at(&a),
+                at(&b),
+                a.len(),
+                b.len()
             )));
         }
     }
@@ -142,5 +147,6 @@ mod tests {
         let other = CharText::new(&"abce".repeat(20), 4, 0, "other.txt").unwrap();
         let error = check(&config, &train, Some(&other)).unwrap_err().to_string();
         assert!(error.contains("has another vocabulary than the training data"), "{error}");
+        assert!(error.contains("token 3 is 'e' in the one and 'd' in the other (4 and 4 characters)"), "{error}");
     }
 }
