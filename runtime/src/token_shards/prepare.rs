@@ -47,11 +47,11 @@ pub fn check_destination(out: &Path, stem: &str) -> Result<()> {
             out.display()
         )));
     }
-    // Another name's unfinished `prepare`: `--tokens` refuses the folder until it has gone.
+    // Another name's unfinished `prepare`: `locate` refuses the folder until it has gone.
     if let Some(staging) = super::staging::unfinished_but(out, Some(stem)) {
         return Err(Error::Dataset(format!(
-            "{}: holds {}, which a `prepare` of other shards that did not finish left: remove it first (`--tokens` \
-             refuses a folder that holds one)",
+            "{}: holds {}, which a `prepare` of other shards that did not finish left: remove it first (the \
+             folder's shards are not read while it holds one)",
             out.display(),
             staging.display()
         )));
