@@ -241,6 +241,12 @@ pub fn repeated_character(vocabulary: &str) -> Option<String> {
     None
 }
 
+/// The first token id at which vocabularies `a` and `b` differ: where their characters do, or
+/// where the shorter ends.
+pub fn first_difference(a: &[char], b: &[char]) -> usize {
+    a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()))
+}
+
 /// Why token ids saved with vocabulary `saved` mean other characters in `now`; `None` when the
 /// two are the same.
 pub fn vocabulary_mismatch(saved: &str, now: &str) -> Option<String> {
@@ -248,7 +254,7 @@ pub fn vocabulary_mismatch(saved: &str, now: &str) -> Option<String> {
         return None;
     }
     let (a, b): (Vec<char>, Vec<char>) = (saved.chars().collect(), now.chars().collect());
-    let first = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+    let first = first_difference(&a, &b);
     // Texts are read with `\r\n` as `\n` (`read_text`), as they were not before.
     let line_ends = if a.contains(&'\r') && !b.contains(&'\r') {
         " (the saved vocabulary has '\\r': it was made when line ends were read as they are in the file; \

@@ -14,13 +14,13 @@ use crate::process::input_files::read_unless_device;
 /// A parameters file's bytes: a file's whole, a pipe's as far as its header says; a device is
 /// refused.
 pub(super) fn read_bytes(path: &Path) -> Result<Vec<u8>> {
-    let metadata = std::fs::metadata(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
+    let io = |source| Error::Io { path: path.to_owned(), source };
+    let metadata = std::fs::metadata(path).map_err(io)?;
     if metadata.is_file() {
-        return std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source });
+        return std::fs::read(path).map_err(io);
     }
     if std::os::unix::fs::FileTypeExt::is_fifo(&metadata.file_type()) {
-        let pipe = std::fs::File::open(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
-        return read_stream(path, pipe);
+        return read_stream(path, std::fs::File::open(path).map_err(io)?);
     }
     read_unless_device(path) // Refuses a device by name.
 }

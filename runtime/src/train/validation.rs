@@ -56,7 +56,7 @@ pub(super) fn check(config: &TrainConfig, train: &dyn Dataset, held_out: Option<
     if let (Some(theirs), Some(ours)) = (held_out.vocabulary(), train.vocabulary()) {
         if theirs != ours {
             let (a, b): (Vec<char>, Vec<char>) = (theirs.chars().collect(), ours.chars().collect());
-            let first = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+            let first = crate::text::first_difference(&a, &b);
             let at = |v: &[char]| v.get(first).map_or("none".to_string(), |c| format!("{c:?}"));
             return Err(Error::Dataset(format!(
                 "the held-out data ({}) has another vocabulary than the training data ({}): token {first} is {} in \
