@@ -39,6 +39,16 @@ def samples(data, context):
     return Text(data.path, context=context) if data.flag == "--text" else TokenWindows(data.path, context)
 
 
+def shard_paths(folder, split):
+    """A folder's numbered shards of `split` (`train` or `val`) in the order ours reads them: by
+    their numbers, not their names (`_9` before `_10`)."""
+    def number(path):
+        digits = path[:-len(".bin")].rsplit("_", 1)[1]
+        return int(digits) if digits.isdigit() else -1  # ours sorts an unnumbered name first too
+
+    return sorted(glob.glob(os.path.join(folder, f"*_{split}_*.bin")), key=lambda path: (number(path), path))
+
+
 def read_shard(path):
     """The tokens of one of llm.c's token shards (a 256-int32 header, its third the count)."""
     with open(path, "rb") as f:
@@ -70,8 +80,7 @@ class TokenWindows:
         self.context = context
         self.splits = {}
         for held_out, split in ((False, "train"), (True, "val")):
-            paths = sorted(glob.glob(os.path.join(folder, f"*_{split}_*.bin")))
-            shards = [read_shard(path) for path in paths]
+            shards = [read_shard(path) for path in shard_paths(folder, split)]
             self.splits[held_out] = [(tokens, (len(tokens) - 1) // context) for tokens in shards]
         if not self.splits[False]:
             raise SystemExit(f"{folder}: no training shards (`*_train_*.bin`)")

@@ -20,7 +20,7 @@ import tempfile
 import time
 
 import jobs
-from gpt_model import read_shard
+from gpt_model import read_shard, shard_paths
 
 END_OF_TEXT = "<|endoftext|>"
 GPT2_DIR = os.path.join(jobs.ROOT, ".tools", "gpt2")
@@ -69,8 +69,8 @@ def texts():
 
 def read_shards(folder):
     """The tokens of a folder's shards, training ones first."""
-    paths = [sorted(glob.glob(os.path.join(folder, f"*_{split}_*.bin"))) for split in ("train", "val")]
-    return [token for path in paths[0] + paths[1] for token in read_shard(path)]
+    paths = shard_paths(folder, "train") + shard_paths(folder, "val")
+    return [token for path in paths for token in read_shard(path)]
 
 
 def best_of(runs, action):
