@@ -47,7 +47,7 @@ pub fn trees<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Vec<Model<'a>> {
         // `Generics` prints no tokens for a `where` clause alone: the clause is the span then.
         if !s.generics.params.is_empty() {
             errors.spanned(&s.generics, message);
-        } else if let Some(clause) = &s.generics.where_clause {
+        } else if let Some(clause) = s.generics.where_clause.as_ref().filter(|c| !c.predicates.is_empty()) {
             errors.spanned(clause, message);
         }
         if !matches!(s.fields, Fields::Named(_)) {
@@ -57,7 +57,8 @@ pub fn trees<'a>(structs: &Structs<'a>, errors: &mut Errors) -> Vec<Model<'a>> {
     if let Some(root) = structs.model() {
         refuse_residual_model(structs.all[root], errors);
     }
-    let mut seen = Seen { unrolled: vec![false; structs.all.len()], refused: vec![false; structs.all.len()] };
+    let n = structs.all.len();
+    let mut seen = Seen { unrolled: vec![false; n], refused: vec![false; n], barren: vec![None; n] };
     let trees = structs.roots.iter().map(|&root| unroll_alone(&structs.all, root, &mut seen, errors)).collect();
     // A block whose every use was refused (it comes after its user, or repeats a wrong count) is
     // still read once, alone, so that its own problems show in the same compile.
@@ -112,6 +113,11 @@ pub fn shadowed_built_ins(module: &syn::ItemMod, trees: &[Model], errors: &mut E
 struct Seen {
     unrolled: Vec<bool>,
     refused: Vec<bool>,
+    /// Blocks unrolled once that gave no layers (reported then): whether by themselves (no layer
+    /// field) rather than through empty blocks inside, and their `S { .. }`. A later use takes
+    /// this instead of unrolling them again, which through fields of fields that repeat such a
+    /// block would take exponential time.
+    barren: Vec<Option<(bool, TokenStream)>>,
 }
 
 /// `all[root]` unrolled as a model, noting in `seen` the structs it reaches and refuses.
@@ -298,7 +304,22 @@ impl<'a> Flat<'_, 'a> {
                 let mut inner = prefix.inner((name, &field.ty), index);
                 inner.init = attrs.init.clone().or_else(|| prefix.init.clone());
                 let (first, empty_inside) = (this.fields.len(), this.empty_blocks);
-                let init = this.unroll(b, &inner, errors);
+                let init = match this.seen.barren[b].clone() {
+                    Some((by_itself, init)) => {
+                        if !by_itself {
+                            this.empty_blocks += 1; // Stands for the empty blocks inside, reported at theirs.
+                        }
+                        init
+                    }
+                    None => {
+                        let init = this.unroll(b, &inner, errors);
+                        // Past the limit, unrolling stops early: the layers are there, only not read.
+                        if this.fields.len() == first && !this.too_many && first <= MAX_LAYERS {
+                            this.seen.barren[b] = Some((this.empty_blocks == empty_inside, init.clone()));
+                        }
+                        init
+                    }
+                };
                 if this.fields.len() > MAX_LAYERS && !this.too_many {
                     this.too_many = true;
                     // At the model's own field that holds it: where the depth is chosen.
