@@ -36,7 +36,9 @@ const SLOT_BYTES: usize = 64;
 
 /// The node's board of this job, mapped into this process.
 pub(crate) struct Board {
-    map: memmap2::MmapMut,
+    /// A raw mapping: other processes write it concurrently, so no Rust reference to its bytes
+    /// may exist; it is only ever reached through `slot`'s atomics.
+    map: memmap2::MmapRaw,
     path: PathBuf,
     rank: usize,
     world: usize,
@@ -120,10 +122,9 @@ impl Board {
         if file.metadata()?.len() < len {
             file.set_len(len)?;
         }
-        // SAFETY: the file is this job's own, only ever written through `AtomicU64`s at 8-byte
-        // aligned offsets inside the mapping, and never truncated below `len`; no `&[u8]` view of
-        // it is ever made, so the other ranks' concurrent writes cannot break Rust's aliasing.
-        let map = unsafe { memmap2::MmapOptions::new().len(len as usize).map_mut(&file)? };
+        // A raw mapping rather than `MmapMut`, whose slice view would be a `&[u8]` over memory the
+        // other ranks write.
+        let map = memmap2::MmapOptions::new().len(len as usize).map_raw(&file)?;
         let board = Board { map, path, rank, world, whole_job_here: local == Some(world) };
         board.slot(rank, 1).store(u64::from(std::process::id()), Ordering::SeqCst);
         board.reach(STARTED);
@@ -139,10 +140,12 @@ impl Board {
     /// Word `word` (0: progress count, 1: pid) of `rank`'s slot.
     fn slot(&self, rank: usize, word: usize) -> &AtomicU64 {
         assert!(rank < self.world && word < SLOT_BYTES / 8);
-        // SAFETY: the mapping is page-aligned and `world * SLOT_BYTES` long, so this offset is
-        // inside it and 8-byte aligned; the memory lives as long as `self.map`, and is only ever
-        // accessed atomically (see `open`).
-        unsafe { &*self.map.as_ptr().add(rank * SLOT_BYTES + word * 8).cast::<AtomicU64>() }
+        // SAFETY: the mapping is page-aligned and `world * SLOT_BYTES` long (the file is this
+        // job's own and never truncated below that), so this offset is inside it and 8-byte
+        // aligned; the memory lives as long as `self.map`. Every process reaches it only through
+        // `AtomicU64`s made from the raw pointer, never through a reference to the bytes, so the
+        // other ranks' concurrent writes are atomic accesses that Rust's aliasing rules allow.
+        unsafe { &*self.map.as_mut_ptr().add(rank * SLOT_BYTES + word * 8).cast::<AtomicU64>() }
     }
 
     /// Publishes this rank's progress count.
