@@ -3,7 +3,6 @@
 
 use overlap_plan::{LayerSpec, Width, ELEM_BYTES, MAX_TENSOR_NUMEL};
 
-use syn::ext::IdentExt;
 use syn::Type;
 
 use crate::ast::{Model, Residual};
@@ -145,7 +144,7 @@ fn oversized(spec: &LayerSpec) -> Option<String> {
 fn distinct_identifiers(model: &Model, errors: &mut Errors) {
     let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (i, field) in model.fields.iter().enumerate() {
-        let ident = field.ident.unraw().to_string();
+        let ident = crate::helpers::generated_base(&field.ident);
         let Some(&j) = seen.get(&ident) else {
             seen.insert(ident, i);
             continue;
@@ -162,7 +161,7 @@ fn distinct_identifiers(model: &Model, errors: &mut Errors) {
     // Residual blocks name their sums the same way (`a_b_sum` for `a.b` and for `a_b`).
     let mut sums: std::collections::HashMap<String, &Residual> = std::collections::HashMap::new();
     for later in &model.residuals {
-        let ident = later.ident.unraw().to_string();
+        let ident = crate::helpers::generated_base(&later.ident);
         let Some(earlier) = sums.insert(ident.clone(), later) else { continue };
         let (earlier_in, later_in) = (model.fields[earlier.first].uses.as_slice(), &model.fields[later.first].uses);
         // A block's sum is named from its own use (`at`), inside the uses above it.
@@ -239,8 +238,8 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
                     _ => None,
                 };
                 if let Some(after) = after.filter(|_| embedding) {
-                    errors.once(
-                        field.ty,
+                    errors.once_per_use(
+                        (field.ty, &field.uses),
                         Rule::Width,
                         field.ty,
                         format!(
@@ -251,8 +250,8 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
                     );
                 } else if let Some((width, from)) = &flowing {
                     if *width != input {
-                        errors.once(
-                            field.ty,
+                        errors.once_per_use(
+                            (field.ty, &field.uses),
                             Rule::Width,
                             field.ty,
                             format!("`{}` expects input width {input}, but the previous layer `{from}` outputs width {width}", field.name),

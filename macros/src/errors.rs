@@ -31,8 +31,9 @@ pub enum Rule {
 pub struct Errors {
     errors: Vec<syn::Error>,
     /// The input nodes `once` has reported at, by address and type (a struct and its first
-    /// field may share an address), and the rule each broke.
-    reported: HashSet<(usize, TypeId, Rule)>,
+    /// field may share an address), the rule each broke, and for `once_per_use` the block fields
+    /// it was reached through (their types' addresses).
+    reported: HashSet<(usize, TypeId, Rule, Vec<usize>)>,
 }
 
 impl Errors {
@@ -45,7 +46,24 @@ impl Errors {
     /// error (for the first copy), not one per copy; a second problem of the same layer is
     /// another rule, and reported too.
     pub fn once<T: 'static>(&mut self, node: &T, rule: Rule, tokens: impl ToTokens, message: impl Display) {
-        if self.reported.insert((std::ptr::from_ref(node) as usize, TypeId::of::<T>(), rule)) {
+        if self.reported.insert((std::ptr::from_ref(node) as usize, TypeId::of::<T>(), rule, Vec::new())) {
+            self.spanned(tokens, message);
+        }
+    }
+
+    /// `once` per use of the block `node` is in, for a problem that depends on what surrounds the
+    /// use (the width flowing into it): `uses` are the block fields it is reached through,
+    /// outermost first. The copies of a repeated block share those fields and report once; two
+    /// fields of one block type each report their own.
+    pub fn once_per_use<T: 'static>(
+        &mut self,
+        (node, uses): (&T, &[(String, &syn::Type)]),
+        rule: Rule,
+        tokens: impl ToTokens,
+        message: impl Display,
+    ) {
+        let path = uses.iter().map(|(_, ty)| std::ptr::from_ref(*ty) as usize).collect();
+        if self.reported.insert((std::ptr::from_ref(node) as usize, TypeId::of::<T>(), rule, path)) {
             self.spanned(tokens, message);
         }
     }

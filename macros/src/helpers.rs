@@ -109,9 +109,16 @@ pub fn lit(n: usize) -> Literal {
     Literal::usize_unsuffixed(n)
 }
 
-/// `<base>_<suffix>`: the generated names derived from a field (`fc1_out`, `fc1_weight`).
+/// `<base>_<suffix>`: the generated names derived from a field (`fc1_out`, `fc1_weight`), at the
+/// field's span. A base's trailing underscores are dropped (`in_out` for a field `in_`): `in__out`
+/// is not snake case, and the lint would speak at the user's field, which is.
 pub fn suffixed(base: &Ident, suffix: &str) -> Ident {
-    format_ident!("{}_{}", base, suffix)
+    format_ident!("{}_{}", generated_base(base), suffix, span = base.span())
+}
+
+/// What `suffixed` puts before its suffix: the identifier without `r#` and trailing underscores.
+pub fn generated_base(base: &Ident) -> String {
+    syn::ext::IdentExt::unraw(base).to_string().trim_end_matches('_').to_string()
 }
 
 /// Whether `key` (at `at`) is met for the first time among the keys `seen`; a repetition is an

@@ -21,14 +21,14 @@ pub struct LintAllows {
 
 impl LintAllows {
     pub fn of(model: &Model) -> Self {
-        let upper = |ident: &syn::Ident| syn::ext::IdentExt::unraw(ident).to_string().chars().any(char::is_uppercase);
+        let not_snake = |ident: &syn::Ident| !is_snake_case(&syn::ext::IdentExt::unraw(ident).to_string());
         let name = syn::ext::IdentExt::unraw(&model.item.ident).to_string();
         // Gradient views are named `<field>_<parameter>` (`scale_W` for a layer's parameter `W`).
         let params = model.fields.iter().flat_map(|f| f.spec.iter().flat_map(|s| s.params.iter()));
-        let upper_param = params.map(|p| &p.name).any(|name| name.chars().any(char::is_uppercase));
+        let param_not_snake = params.map(|p| &p.name).any(|name| !is_snake_case(name));
         LintAllows {
-            snake: upper_param
-                || model.fields.iter().map(|f| &f.ident).chain(model.residuals.iter().map(|r| &r.ident)).any(upper),
+            snake: param_not_snake
+                || model.fields.iter().map(|f| &f.ident).chain(model.residuals.iter().map(|r| &r.ident)).any(not_snake),
             camel: name.starts_with(char::is_lowercase) || name.contains('_'),
             deprecated: model.deprecated,
         }
@@ -48,6 +48,13 @@ impl LintAllows {
     pub fn impls(&self) -> TokenStream {
         allow([("non_snake_case", self.snake), ("deprecated", self.deprecated)])
     }
+}
+
+/// The compiler's `non_snake_case` rule: no uppercase letter, and no two underscores in a row
+/// between the leading and trailing ones (`fc__1` is not snake case, `_fc1_` is).
+fn is_snake_case(name: &str) -> bool {
+    let inner = name.trim_matches('_');
+    !inner.chars().any(char::is_uppercase) && !inner.contains("__")
 }
 
 /// `#[allow(..)]` of the lints marked, or nothing.

@@ -1,6 +1,7 @@
 //! A crate that forbids the lints the generated code allows where the user's names or
 //! attributes need it (`non_snake_case`, `non_camel_case_types`, `deprecated`): a model that
-//! needs none gets no `allow`, which a `forbid` would refuse.
+//! needs none gets no `allow`, which a `forbid` would refuse. A field named around a keyword
+//! (`in_`) is snake case, and so are the names made from it (`in_out`, not `in__out`).
 #![forbid(non_snake_case, non_camel_case_types, deprecated)]
 #![deny(warnings)]
 use overlap::prelude::*;
@@ -9,6 +10,13 @@ use overlap::prelude::*;
 pub struct Net {
     fc: Linear<4, 4>,
     head: Linear<4, 2>,
+}
+
+#[distributed_model]
+pub struct Keywords {
+    in_: Linear<4, 4>,
+    type_: Relu,
+    r#loop: Linear<4, 2>,
 }
 
 #[distributed_model]
@@ -30,4 +38,5 @@ mod stacked {
 fn main() {
     let _ = Net::init(0).new_grads();
     let _ = stacked::Stacked::init(0).new_grads();
+    let _ = Keywords::init(0).new_grads();
 }
