@@ -126,7 +126,7 @@ impl<'a> Model<'a> {
             "#[distributed_model] structs cannot be generic: the schedule is planned for concrete layer sizes";
         if !item.generics.params.is_empty() {
             errors.spanned(&item.generics, message);
-        } else if let Some(clause) = &item.generics.where_clause {
+        } else if let Some(clause) = item.generics.where_clause.as_ref().filter(|c| !c.predicates.is_empty()) {
             errors.spanned(clause, message);
         }
         crate::field_attr::misplaced_on_struct(&item.attrs, &item.ident, errors);

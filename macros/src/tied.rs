@@ -65,7 +65,9 @@ pub fn resolve(model: &mut Model, errors: &mut Errors) {
         };
         let head = spec.name.to_string();
         let Some(j) = model.fields.iter().position(|f| f.spec.as_ref().is_some_and(|s| s.name == wanted)) else {
-            if model.fields.iter().any(|f| f.spec.is_none() && f.name == wanted) {
+            // A model's own field is shown as written (`r#type`), a block's by its path.
+            let named = |f: &crate::ast::Field| f.name.strip_prefix("r#").unwrap_or(&f.name) == wanted;
+            if model.fields.iter().any(|f| f.spec.is_none() && named(f)) {
                 continue; // The embedding itself is malformed, and reported.
             }
             let inside = format!("{wanted}.");

@@ -66,7 +66,7 @@ pub(super) fn host_impls(
 
             fn new_grads(&self) -> Self::Grads {
                 let ::core::result::Result::Ok(__grads) =
-                    ::overlap::program::Program::new_grads_on(self, &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()));
+                    ::overlap::program::Program::new_grads_on(self, &mut ::overlap::program::HostCompute::named(<Self as ::overlap::DistributedModel>::SCHEDULE.static_layers()));
                 __grads
             }
 
@@ -78,7 +78,7 @@ pub(super) fn host_impls(
             ) -> &'w ::overlap::Matrix {
                 ::core::assert_eq!(__input.rows(), __ctx.row_count(), "the input's rows are not the step context's");
                 let ::core::result::Result::Ok(__output) =
-                    ::overlap::program::Program::forward_on(self, &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()), __ctx, __input, __ws);
+                    ::overlap::program::Program::forward_on(self, &mut ::overlap::program::HostCompute::named(<Self as ::overlap::DistributedModel>::SCHEDULE.static_layers()), __ctx, __input, __ws);
                 __output
             }
 
@@ -92,7 +92,7 @@ pub(super) fn host_impls(
                 ::core::assert_eq!(__input.rows(), __ctx.row_count(), "the input's rows are not the step context's");
                 ::overlap::program::Program::forward_gathering_on(
                     self,
-                    &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
+                    &mut ::overlap::program::HostCompute::named(<Self as ::overlap::DistributedModel>::SCHEDULE.static_layers()),
                     &mut ::overlap::program::HostGather::new(__comm),
                     __ctx,
                     __input,
@@ -108,7 +108,7 @@ pub(super) fn host_impls(
                 __comm: &::overlap::Communicator,
                 __optimizer: &mut O,
             ) -> Self::InFlight {
-                let mut __dev = ::overlap::program::HostLaunch::named(__comm, __optimizer, Self::SCHEDULE.static_layers());
+                let mut __dev = ::overlap::program::HostLaunch::named(__comm, __optimizer, <Self as ::overlap::DistributedModel>::SCHEDULE.static_layers());
                 let ::core::result::Result::Ok(__in_flight) =
                     ::overlap::program::Program::backward_on(self, &mut __dev, __ws, __dy, __grads);
                 __in_flight
@@ -117,7 +117,7 @@ pub(super) fn host_impls(
             fn backward_no_sync(&self, __ws: &mut Self::Workspace, __dy: &::overlap::Matrix, __grads: &mut Self::Grads) {
                 let ::core::result::Result::Ok(()) = ::overlap::program::Program::backward_no_sync_on(
                     self,
-                    &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
+                    &mut ::overlap::program::HostCompute::named(<Self as ::overlap::DistributedModel>::SCHEDULE.static_layers()),
                     __ws,
                     __dy,
                     __grads,

@@ -77,12 +77,13 @@ pub(super) fn layout_assertions(model: &Model, schedule: &Schedule) -> Vec<Token
                 quote_spanned!(at=> ::overlap::__private::layout_mismatch),
                 quote_spanned!(at=> ::overlap::__private::LayoutMismatch),
             );
+            let none = quote_spanned!(at=> ::core::option::Option::None);
             let arms = mismatch_messages(&field.name, &crate::layers::shown_type(ty), layer)
                 .into_iter()
                 .map(|(pattern, message)| quote_spanned!(at=> #mismatch::#pattern => #message,));
             quote_spanned! {ty.span()=>
                 const _: () = {
-                    let __mismatch = #check::<#ty>(#width, &[#(#params),*], #ready, ::core::option::Option::None);
+                    let __mismatch = #check::<#ty>(#width, &[#(#params),*], #ready, #none);
                     #assert!(!__mismatch.found(), "{}", match __mismatch {
                         #(#arms)*
                         _ => "",

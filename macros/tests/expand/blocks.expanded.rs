@@ -1259,7 +1259,7 @@ pub mod net {
             let ::core::result::Result::Ok(__grads) = ::overlap::program::Program::new_grads_on(
                 self,
                 &mut ::overlap::program::HostCompute::named(
-                    Self::SCHEDULE.static_layers(),
+                    <Self as ::overlap::DistributedModel>::SCHEDULE.static_layers(),
                 ),
             );
             __grads
@@ -1277,7 +1277,7 @@ pub mod net {
             let ::core::result::Result::Ok(__output) = ::overlap::program::Program::forward_on(
                 self,
                 &mut ::overlap::program::HostCompute::named(
-                    Self::SCHEDULE.static_layers(),
+                    <Self as ::overlap::DistributedModel>::SCHEDULE.static_layers(),
                 ),
                 __ctx,
                 __input,
@@ -1299,7 +1299,7 @@ pub mod net {
             ::overlap::program::Program::forward_gathering_on(
                 self,
                 &mut ::overlap::program::HostCompute::named(
-                    Self::SCHEDULE.static_layers(),
+                    <Self as ::overlap::DistributedModel>::SCHEDULE.static_layers(),
                 ),
                 &mut ::overlap::program::HostGather::new(__comm),
                 __ctx,
@@ -1318,7 +1318,7 @@ pub mod net {
             let mut __dev = ::overlap::program::HostLaunch::named(
                 __comm,
                 __optimizer,
-                Self::SCHEDULE.static_layers(),
+                <Self as ::overlap::DistributedModel>::SCHEDULE.static_layers(),
             );
             let ::core::result::Result::Ok(__in_flight) = ::overlap::program::Program::backward_on(
                 self,
@@ -1338,7 +1338,7 @@ pub mod net {
             let ::core::result::Result::Ok(()) = ::overlap::program::Program::backward_no_sync_on(
                 self,
                 &mut ::overlap::program::HostCompute::named(
-                    Self::SCHEDULE.static_layers(),
+                    <Self as ::overlap::DistributedModel>::SCHEDULE.static_layers(),
                 ),
                 __ws,
                 __dy,

@@ -1075,7 +1075,9 @@ impl ::overlap::DistributedModel for Mlp {
     fn new_grads(&self) -> Self::Grads {
         let ::core::result::Result::Ok(__grads) = ::overlap::program::Program::new_grads_on(
             self,
-            &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
+            &mut ::overlap::program::HostCompute::named(
+                <Self as ::overlap::DistributedModel>::SCHEDULE.static_layers(),
+            ),
         );
         __grads
     }
@@ -1091,7 +1093,9 @@ impl ::overlap::DistributedModel for Mlp {
         );
         let ::core::result::Result::Ok(__output) = ::overlap::program::Program::forward_on(
             self,
-            &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
+            &mut ::overlap::program::HostCompute::named(
+                <Self as ::overlap::DistributedModel>::SCHEDULE.static_layers(),
+            ),
             __ctx,
             __input,
             __ws,
@@ -1111,7 +1115,9 @@ impl ::overlap::DistributedModel for Mlp {
         );
         ::overlap::program::Program::forward_gathering_on(
             self,
-            &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
+            &mut ::overlap::program::HostCompute::named(
+                <Self as ::overlap::DistributedModel>::SCHEDULE.static_layers(),
+            ),
             &mut ::overlap::program::HostGather::new(__comm),
             __ctx,
             __input,
@@ -1129,7 +1135,7 @@ impl ::overlap::DistributedModel for Mlp {
         let mut __dev = ::overlap::program::HostLaunch::named(
             __comm,
             __optimizer,
-            Self::SCHEDULE.static_layers(),
+            <Self as ::overlap::DistributedModel>::SCHEDULE.static_layers(),
         );
         let ::core::result::Result::Ok(__in_flight) = ::overlap::program::Program::backward_on(
             self,
@@ -1148,7 +1154,9 @@ impl ::overlap::DistributedModel for Mlp {
     ) {
         let ::core::result::Result::Ok(()) = ::overlap::program::Program::backward_no_sync_on(
             self,
-            &mut ::overlap::program::HostCompute::named(Self::SCHEDULE.static_layers()),
+            &mut ::overlap::program::HostCompute::named(
+                <Self as ::overlap::DistributedModel>::SCHEDULE.static_layers(),
+            ),
             __ws,
             __dy,
             __grads,
