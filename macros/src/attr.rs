@@ -5,8 +5,7 @@
 use overlap_plan::{
     BucketLimits, BucketOrder, GradComm, LowRank, WireFormat, DEFAULT_BUCKET_CAP_MB, DEFAULT_FIRST_BUCKET_MB, MIB,
 };
-use syn::punctuated::Punctuated;
-use syn::{Expr, ExprLit, Lit, Meta, MetaNameValue, Token};
+use syn::{Expr, ExprLit, Lit, Meta, MetaNameValue};
 
 use crate::errors::Errors;
 use crate::helpers::{expr_name, first_occurrence, int_literal, number, path_name, set_once};
@@ -53,7 +52,7 @@ pub fn model_config(args: proc_macro2::TokenStream, errors: &mut Errors) -> Mode
 
 /// The settings as `key = value` pairs, the flag `shard_optimizer` taken out (set in `shard`);
 /// anything else that is not a pair is reported.
-fn name_value_pairs(metas: Punctuated<Meta, Token![,]>, shard: &mut bool, errors: &mut Errors) -> Vec<MetaNameValue> {
+fn name_value_pairs(metas: Vec<Meta>, shard: &mut bool, errors: &mut Errors) -> Vec<MetaNameValue> {
     let mut pairs = Vec::new();
     let mut flagged = false;
     for meta in metas {
@@ -89,16 +88,11 @@ fn planning_config(args: proc_macro2::TokenStream, config: &mut ModelConfig, err
     let (mut first_bucket_bytes, mut bucket_cap_bytes) = (DEFAULT_FIRST_BUCKET_MB * MIB, DEFAULT_BUCKET_CAP_MB * MIB);
     let mut order = BucketOrder::Ready;
     let mut planner: Option<(Planning, proc_macro2::TokenStream)> = None;
-    let pairs = match syn::parse::Parser::parse2(Punctuated::<Meta, Token![,]>::parse_terminated, args) {
-        Ok(metas) => name_value_pairs(metas, &mut config.shard_optimizer, errors),
-        Err(e) => {
-            errors.push(syn::Error::new(
-                e.span(),
-                format!("{e}; expected `bucket_cap_mb = <MiB>, first_bucket_mb = <MiB>`"),
-            ));
-            return Planning::Caps(BucketLimits::default(), order);
-        }
-    };
+    let metas = crate::attr_items::settings(args, errors);
+    if metas.unreadable.iter().any(|key| key == "model") {
+        config.model_unreadable = true;
+    }
+    let pairs = name_value_pairs(metas.read, &mut config.shard_optimizer, errors);
     let mut seen: Vec<String> = Vec::new();
     let mut grad_comm_at = None;
     for pair in &pairs {

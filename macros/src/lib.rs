@@ -11,6 +11,7 @@
 
 mod ast;
 mod attr;
+mod attr_items;
 mod cfg;
 mod check;
 mod crate_path;
