@@ -191,6 +191,8 @@ mod fuzz_tests;
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]
+mod profile_tests;
+#[cfg(test)]
 mod shard_tests;
 #[cfg(test)]
 mod tests;

@@ -9,6 +9,9 @@ use syn::LitStr;
 
 use crate::errors::Errors;
 
+/// A profile's size at most: a layer's entry is about 100 bytes, and a model at most 2048 layers.
+const LARGEST_PROFILE_BYTES: u64 = 16 << 20;
+
 /// The optimisation target the profile describes, with `link`/`world` overriding the run's own,
 /// and the absolute path read. Every problem goes to `errors`, spanned on the path literal.
 pub fn read(
@@ -34,6 +37,23 @@ pub fn read(
 pub fn load(path: &LitStr, errors: &mut Errors) -> Option<(Profile, PathBuf)> {
     let base = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).unwrap_or_default();
     let file = base.join(path.value());
+    // Never opened unless a regular file of a profile's size: a FIFO would block the compile, a
+    // device (`/dev/zero`) fill the compiler's memory.
+    match std::fs::metadata(&file) {
+        Ok(meta) if !meta.is_file() => {
+            errors.spanned(path, format!("profile {} is not a regular file", file.display()));
+            return None;
+        }
+        Ok(meta) if meta.len() > LARGEST_PROFILE_BYTES => {
+            let mib = LARGEST_PROFILE_BYTES >> 20;
+            errors.spanned(
+                path,
+                format!("profile {} holds {} bytes: a profile is at most {mib} MiB", file.display(), meta.len()),
+            );
+            return None;
+        }
+        _ => {}
+    }
     let text = match std::fs::read_to_string(&file) {
         Ok(t) => t,
         Err(e) => {
