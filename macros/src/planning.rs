@@ -103,10 +103,10 @@ pub fn parse(value: &Expr, errors: &mut Errors) -> Option<Planning> {
             },
             ("world" | "batch", _, Expr::Lit(ExprLit { lit: Lit::Int(i), .. })) if path.is_none() || key == "world" => {
                 match i.base10_parse::<usize>() {
-                    Ok(v) if !negative && v > 0 && v <= 1 << 24 => {
+                    Ok(v) if !negative && v > 0 && v <= overlap_plan::MAX_WORLD => {
                         *(if key == "world" { &mut world } else { &mut batch }) = Some(v)
                     }
-                    _ => errors.spanned(right, format!("`{key}` must be between 1 and 16777216")),
+                    _ => errors.spanned(right, format!("`{key}` must be between 1 and {}", overlap_plan::MAX_WORLD)),
                 }
             }
             ("gflops", _, Expr::Lit(_)) if path.is_none() => {

@@ -33,7 +33,7 @@ pub fn plan_auto_sharded(
     let mut best: Option<(Schedule, Prediction)> = None;
     for candidate in [optimum, merged, per_layer, fewest] {
         let predicted = sharded_step(&candidate, target, grad_comm);
-        if best.as_ref().is_none_or(|(_, b)| predicted.step_s < b.step_s) {
+        if best.as_ref().is_none_or(|(_, b)| shorter(predicted.step_s, b.step_s)) {
             best = Some((candidate, predicted));
         }
     }
@@ -58,7 +58,7 @@ pub fn plan_auto_sharded(
             marked[i].bucket_boundary = !marked[i].bucket_boundary;
             let trial = plan_buckets(model, &marked, &BucketLimits::Unlimited)?;
             let p = sharded_step(&trial, target, grad_comm);
-            if p.step_s < predicted.step_s {
+            if shorter(p.step_s, predicted.step_s) {
                 (schedule, predicted, improved) = (trial, p, true);
             } else {
                 marked[i].bucket_boundary = !marked[i].bucket_boundary; // Undone: no shorter.
@@ -69,6 +69,13 @@ pub fn plan_auto_sharded(
         }
     }
     Ok((schedule, predicted))
+}
+
+/// Whether a predicted step of `a` seconds is shorter than one of `b` by more than rounding: sums
+/// of the same costs in another order differ in their last bits, and such a tie keeps the plan
+/// found first (the all-reduce's optimum, or fewer moves), as `plan_auto`'s ties do.
+fn shorter(a: f64, b: f64) -> bool {
+    a < b - 1e-12 * b.abs().max(1.0)
 }
 
 /// Passes of single-boundary moves after the candidates.
@@ -145,6 +152,26 @@ mod tests {
             assert!(trials >= 1 && (trials == 1 || trials * layers.pow(2) <= TRIAL_WORK), "{layers}: {trials}");
         }
         assert_eq!(trial_budget(512), 64);
+    }
+
+    #[test]
+    fn ties_within_rounding_keep_the_all_reduce_optimum() {
+        // One rank: nothing travels, every plan's step is the same sum in another order.
+        let layers: Vec<LayerSpec> = (0..8).map(|i| layer(&format!("l{i}"), 1000 * (i + 1))).collect();
+        for (latency_s, update_s_per_byte) in [(0.0, 1.5e-10), (5e-6, 3.3e-10), (-0.0, 0.0)] {
+            let target = Target {
+                costs: StepCosts {
+                    forward_s: vec![0.3, 0.7, 1.1, 0.1, 0.9, 1.3, 0.2, 0.6],
+                    backward_s: vec![0.45; 8],
+                    update_s_per_byte,
+                },
+                link: Link { latency_s, bandwidth_bytes_per_s: 1e9 },
+                world: 1,
+            };
+            let (optimum, _) = plan_auto("M", &layers, &target, Strategy::Optimal, FP32).unwrap();
+            let (sharded, _) = plan_auto_sharded("M", &layers, &target, FP32).unwrap();
+            assert_eq!(sharded.buckets.len(), optimum.buckets.len(), "latency {latency_s}, update {update_s_per_byte}");
+        }
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub use schedule_table::human_bytes;
 pub use shard::{owned_part, round_piece, shard_of, shard_within};
 pub use simulate::{
     sim_buckets, simulate, simulate_sharded, BucketTimes, Prediction, SimBucket, SimLowRank, SimSharding, StepCosts,
-    DEFAULT_UPDATE_S_PER_BYTE, LOW_RANK_S_PER_BYTE, NARROWING_S_PER_BYTE,
+    DEFAULT_UPDATE_S_PER_BYTE, LOW_RANK_S_PER_BYTE, MAX_WORLD, NARROWING_S_PER_BYTE,
 };
 pub use spec::{LayerSpec, ParamSpec, ReadyOrder, StdInit, Width, ELEM_BYTES, MAX_TENSOR_NUMEL, MIB};
 pub use wire::{GradComm, WireFormat};

@@ -162,7 +162,7 @@ fn parse_seconds(value: &str) -> Result<f64, String> {
 /// The longest per-message latency and the lowest bandwidth a link may be given: beyond them no
 /// link is being described, and the times derived (an emulated all-reduce's hold) stop being
 /// representable.
-const LONGEST_LATENCY_S: f64 = 3600.0;
+pub(crate) const LONGEST_LATENCY_S: f64 = 3600.0;
 /// The slowest link accepted, in bytes per second: slower would not be a link.
 pub(crate) const LOWEST_BANDWIDTH: f64 = 1.0;
 
@@ -188,6 +188,9 @@ fn parse_rate(value: &str) -> Result<f64, String> {
         return Err(format!("bandwidth `{value}` must be greater than 0"));
     }
     let bytes_per_s = v * scale / if bits { 8.0 } else { 1.0 };
+    if !bytes_per_s.is_finite() {
+        return Err(format!("bandwidth `{value}` is not a finite number of bytes per second"));
+    }
     if bytes_per_s < LOWEST_BANDWIDTH {
         return Err(format!("bandwidth `{value}` is too low: at least 1 byte per second (1B/s)"));
     }
@@ -211,7 +214,8 @@ fn split_unit(value: &str) -> (&str, &str) {
 
 fn parse_number(number: &str, whole: &str) -> Result<f64, String> {
     match number.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        // `-0` is 0, and shown as such.
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v.abs()),
         Ok(v) if !v.is_finite() => Err(format!("`{whole}`: `{number}` is not a finite number")),
         _ => Err(format!("`{whole}` does not start with a non-negative number")),
     }
@@ -229,6 +233,7 @@ mod tests {
         assert_eq!(shown("latency=1ms,bandwidth=2KB/s"), "latency 1000.000 us, bandwidth 2.000 KB/s");
         assert_eq!(shown("latency=0s,bandwidth=1B/s"), "latency 0.000 us, bandwidth 1.000 B/s");
         assert_eq!(shown("latency=5us"), "latency 5.000 us, no bandwidth limit");
+        assert_eq!(shown("latency=-0us,bandwidth=1GB/s"), "latency 0.000 us, bandwidth 1.000 GB/s");
     }
 
     #[test]
@@ -264,6 +269,7 @@ mod tests {
             ("bandwidth=1e-300GB/s", "too low"),
             ("bandwidth=7b/s", "too low"),
             ("bandwidth=1e400GB/s", "`1e400GB/s`: `1e400` is not a finite number"),
+            ("bandwidth=1e300TB/s", "bandwidth `1e300TB/s` is not a finite number of bytes per second"),
             ("bandwidth=NaNGB/s", "`NaNGB/s`: `NaN` is not a finite number"),
             ("bandwidth=infGB/s", "`infGB/s`: `inf` is not a finite number"),
             ("latency=infus", "`infus`: `inf` is not a finite number"),

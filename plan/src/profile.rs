@@ -112,12 +112,24 @@ impl Profile {
             if times.name != layer.name {
                 problems.push(format!("layer {i} is \"{}\", the model's is `{}`", times.name, layer.name));
             }
-            forward_s.push(non_negative(times.forward_s, || format!("layers[{i}].forward_s"), &mut problems));
-            backward_s.push(non_negative(times.backward_s, || format!("layers[{i}].backward_s"), &mut problems));
+            forward_s.push(seconds(
+                times.forward_s,
+                LONGEST_LAYER_S,
+                || format!("layers[{i}].forward_s"),
+                &mut problems,
+            ));
+            backward_s.push(seconds(
+                times.backward_s,
+                LONGEST_LAYER_S,
+                || format!("layers[{i}].backward_s"),
+                &mut problems,
+            ));
         }
-        let update_s_per_byte = non_negative(self.update_s_per_byte, || "update_s_per_byte".into(), &mut problems);
+        let update = self.update_s_per_byte;
+        let update_s_per_byte =
+            seconds(update, LONGEST_UPDATE_S_PER_BYTE, || "update_s_per_byte".into(), &mut problems);
         if let Some(l) = self.link {
-            non_negative(l.latency_s, || "link.latency_s".into(), &mut problems);
+            seconds(l.latency_s, crate::link::LONGEST_LATENCY_S, || "link.latency_s".into(), &mut problems);
             // As `--link` and `link = ".."` refuse it: at least 1 byte per second.
             let bandwidth = l.bandwidth_bytes_per_s;
             if !(bandwidth.is_finite() && bandwidth >= crate::link::LOWEST_BANDWIDTH) {
@@ -126,6 +138,9 @@ impl Profile {
                     crate::link::LOWEST_BANDWIDTH
                 ));
             }
+        }
+        if let Some(w) = self.world_size.filter(|&w| w > crate::simulate::MAX_WORLD) {
+            problems.push(format!("world_size is {w}, expected at most {}", crate::simulate::MAX_WORLD));
         }
         let world = world.or(self.world_size.filter(|&w| w > 0));
         let link = link.or(self.link);
@@ -144,12 +159,23 @@ impl Profile {
     }
 }
 
-/// `value`, with a problem recorded unless it is a finite number of at least zero.
-fn non_negative(value: f64, what: impl FnOnce() -> String, problems: &mut Vec<String>) -> f64 {
+/// A layer's forward or backward time at most: a day. Longer is no measurement of a step, and
+/// the simulator's sums of such times would stop being finite.
+const LONGEST_LAYER_S: f64 = 86_400.0;
+/// The optimizer update's time per byte of parameters at most: a second.
+const LONGEST_UPDATE_S_PER_BYTE: f64 = 1.0;
+
+/// `value` (as 0 where it is `-0`), with a problem recorded unless it is a number of seconds from
+/// zero to `longest`.
+fn seconds(value: f64, longest: f64, what: impl FnOnce() -> String, problems: &mut Vec<String>) -> f64 {
     if !(value.is_finite() && value >= 0.0) {
         problems.push(format!("{} is {value}, expected a non-negative number", what()));
+    } else if value > longest {
+        // `1e308`, not three hundred digits.
+        let shown = if value >= 1e9 { format!("{value:e}") } else { value.to_string() };
+        problems.push(format!("{} is {shown}, expected at most {longest}", what()));
     }
-    value
+    value.abs()
 }
 
 #[cfg(test)]

@@ -84,8 +84,8 @@ fn parse_cluster(s: &str) -> std::result::Result<Cluster, String> {
     let rest = s.trim().strip_prefix("world=").ok_or_else(|| format!("`{s}`: {help}"))?;
     let (world, link) = rest.split_once(",link=").ok_or_else(|| format!("`{s}` names no link: {help}"))?;
     let world = match world.trim().parse::<usize>() {
-        Ok(w) if (1..=1 << 24).contains(&w) => w,
-        _ => return Err(format!("world `{world}` must be a whole number from 1 to 16777216")),
+        Ok(w) if (1..=overlap_plan::MAX_WORLD).contains(&w) => w,
+        _ => return Err(format!("world `{world}` must be a whole number from 1 to {}", overlap_plan::MAX_WORLD)),
     };
     // The link takes the rest, commas included (`latency=..,bandwidth=..`): say so on a bad one.
     let link = link.parse().map_err(|why| format!("link `{link}`: {why} (world= comes first, link= last)"))?;

@@ -82,3 +82,28 @@ fn a_profile_of_other_layers_or_impossible_times_lists_every_problem() {
     let problems = profile().target(&layers()[..1], None, None).unwrap_err();
     assert_eq!(problems, "it has 2 layers, the model has 1");
 }
+
+#[test]
+fn times_a_step_cannot_take_and_clusters_beyond_what_runs_are_refused() {
+    // Each finite, but their sums would not be: the predictions would print `inf` and `NaN`.
+    let mut p = profile();
+    p.layers[0].forward_s = 1e308;
+    p.layers[1].backward_s = 86_401.0;
+    p.update_s_per_byte = 2.0;
+    p.link = Some(Link { latency_s: 1e300, bandwidth_bytes_per_s: 25e9 });
+    p.world_size = Some(usize::MAX);
+    let problems = p.target(&layers(), None, None).unwrap_err();
+    assert_eq!(
+        problems,
+        "layers[0].forward_s is 1e308, expected at most 86400; \
+         layers[1].backward_s is 86401, expected at most 86400; update_s_per_byte is 2, expected at most 1; \
+         link.latency_s is 1e300, expected at most 3600; \
+         world_size is 18446744073709551615, expected at most 16777216"
+    );
+    let mut edge = profile();
+    edge.layers[0].forward_s = 86_400.0;
+    edge.world_size = Some(crate::simulate::MAX_WORLD);
+    edge.link = Some(Link { latency_s: 3600.0, bandwidth_bytes_per_s: 1.0 });
+    let t = edge.target(&layers(), None, None).unwrap();
+    assert_eq!((t.world, t.costs.forward_s[0]), (crate::simulate::MAX_WORLD, 86_400.0));
+}

@@ -30,6 +30,10 @@ pub struct StepCosts {
 /// about five f32 values per parameter at roughly 10 GB/s on one core.
 pub const DEFAULT_UPDATE_S_PER_BYTE: f64 = 5.0 / 10e9;
 
+/// The most ranks a cluster may be simulated or planned for (2^24): `world =`, `--simulate` and a
+/// profile's `world_size` all stop there.
+pub const MAX_WORLD: usize = 1 << 24;
+
 impl StepCosts {
     /// Times from FLOPs: forward = FLOPs per sample × batch / rate; backward twice that (a
     /// linear layer's backward is two products of the forward's size).
