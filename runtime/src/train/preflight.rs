@@ -157,9 +157,14 @@ pub(super) fn counted_twice(data: &dyn Dataset, what: &str, measured: u64) -> Op
 /// time out. (A note, not a refusal: a slow link is also how one sees a timeout's message.)
 pub(super) fn link_outlasts_timeout(config: &TrainConfig, schedule: &Schedule, world: usize) -> Option<String> {
     let (link, timeout) = (config.comm.link?, config.comm.wait_timeout?);
-    let largest = schedule.buckets.iter().enumerate().max_by_key(|(_, b)| b.numel);
+    // The bytes that travel, as the emulated link holds them: half a bucket's in bf16 or fp16
+    // (PowerSGD's buckets travel whole until it starts).
+    let bytes = |b: &overlap_plan::BucketInfo| {
+        b.numel.saturating_mul(config.comm.grad_comm.unwrap_or(b.wire).bytes_per_value())
+    };
+    let largest = schedule.buckets.iter().enumerate().max_by_key(|(_, b)| bytes(b));
     let (k, bucket) = largest.filter(|_| world > 1 && config.comm.mode != CommMode::Skip)?;
-    let bytes = bucket.numel.saturating_mul(overlap_plan::ELEM_BYTES);
+    let bytes = bytes(bucket);
     // Sharded state waits for a reduce-scatter, then for an all-gather: each half an all-reduce.
     let (collective, seconds) = if config.comm.shard_optimizer.unwrap_or(schedule.shard_optimizer) {
         ("reduce-scatter", link.ring_reduce_scatter_seconds(bytes, world))
@@ -378,6 +383,25 @@ mod tests {
         assert!(notes[0].contains("holds 31 samples, fewer than the 32 a step reads"), "{notes:?}");
         assert!(notes[1].contains("holds 47 samples, fewer than the 48 a measurement reads"), "{notes:?}");
         assert!(repeated_samples(&config, &SyntheticLike, None, 2).is_empty(), "a set without end");
+    }
+
+    #[test]
+    fn the_link_note_counts_the_bytes_that_travel() {
+        use overlap_plan::{BucketLimits, LayerSpec, Width, WireFormat};
+        // One bucket of 4 Mi values: 16 MiB in fp32, 8 MiB in bf16; at 1 MB/s on 2 ranks about 16.8 s and 8.4 s.
+        let fc = LayerSpec::new("fc", "Linear<2048, 2048>", Width::Fixed { input: 2048, output: 2048 })
+            .with_param("weight", &[2048, 2048]);
+        let schedule = overlap_plan::plan_buckets("M", &[fc], &BucketLimits::Unlimited).unwrap();
+        let mut config = TrainConfig::default();
+        config.comm.link = Some("latency=0us,bandwidth=1MB/s".parse().unwrap());
+        config.comm.wait_timeout = Some(std::time::Duration::from_secs(12));
+        let note = link_outlasts_timeout(&config, &schedule, 2).expect("fp32: 16.8 s, past 12 s");
+        assert!(note.contains("(16.00 MiB) takes 16.78 s"), "{note}");
+        config.comm.grad_comm = Some(WireFormat::Bf16);
+        assert_eq!(link_outlasts_timeout(&config, &schedule, 2), None, "bf16: 8.4 s, within 12 s");
+        let bf16 = schedule.with_grad_comm(overlap_plan::GradComm::Format(WireFormat::Bf16));
+        config.comm.grad_comm = None;
+        assert_eq!(link_outlasts_timeout(&config, &bf16, 2), None, "the model's own bf16");
     }
 
     /// Samples without end (`Dataset::len`'s default).
