@@ -147,7 +147,8 @@ fn parse_seconds(value: &str) -> Result<f64, String> {
     let scale = match unit {
         "s" => 1.0,
         "ms" => 1e-3,
-        "us" | "µs" => 1e-6,
+        // The micro sign and the Greek letter mu, which keyboards give for it.
+        "us" | "\u{b5}s" | "\u{3bc}s" => 1e-6,
         "ns" => 1e-9,
         "" => return Err(format!("latency `{value}` needs a unit: s, ms, us or ns")),
         other => return Err(format!("latency `{value}`: `{other}` is not a unit taken here (s, ms, us or ns)")),
@@ -206,9 +207,8 @@ fn split_unit(value: &str) -> (&str, &str) {
         let at = value.len() - unsigned.len() + word.len();
         return (&value[..at], value[at..].trim());
     }
-    let at = value
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e'))
-        .unwrap_or(value.len());
+    let at =
+        value.find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'))).unwrap_or(value.len());
     (&value[..at], value[at..].trim())
 }
 
@@ -234,6 +234,9 @@ mod tests {
         assert_eq!(shown("latency=0s,bandwidth=1B/s"), "latency 0.000 us, bandwidth 1.000 B/s");
         assert_eq!(shown("latency=5us"), "latency 5.000 us, no bandwidth limit");
         assert_eq!(shown("latency=-0us,bandwidth=1GB/s"), "latency 0.000 us, bandwidth 1.000 GB/s");
+        // Exponents in either case; micro as the micro sign or the Greek mu.
+        assert_eq!(shown("latency=1E3us,bandwidth=2E9B/s"), "latency 1000.000 us, bandwidth 2.000 GB/s");
+        assert_eq!(shown("latency=5\u{b5}s"), shown("latency=5\u{3bc}s"));
     }
 
     #[test]

@@ -82,7 +82,10 @@ impl FromStr for Cluster {
 fn parse_cluster(s: &str) -> std::result::Result<Cluster, String> {
     let help = "expected `world=<ranks>,link=<preset or latency=..,bandwidth=..>`, e.g. world=64,link=ib-ndr";
     let rest = s.trim().strip_prefix("world=").ok_or_else(|| format!("`{s}`: {help}"))?;
-    let (world, link) = rest.split_once(",link=").ok_or_else(|| format!("`{s}` names no link: {help}"))?;
+    // `world=8,link=..`, spaces after the comma allowed.
+    let link_part =
+        rest.split_once(',').and_then(|(world, link)| Some((world, link.trim_start().strip_prefix("link=")?)));
+    let (world, link) = link_part.ok_or_else(|| format!("`{s}` names no link: {help}"))?;
     let world = match world.trim().parse::<usize>() {
         Ok(w) if (1..=overlap_plan::MAX_WORLD).contains(&w) => w,
         _ => return Err(format!("world `{world}` must be a whole number from 1 to {}", overlap_plan::MAX_WORLD)),
@@ -296,6 +299,8 @@ mod tests {
         assert_eq!((c.world, c.link), (64, Link::preset("ib-ndr").unwrap()));
         let c: Cluster = "world=8,link=latency=5us,bandwidth=25GB/s".parse().unwrap();
         assert!((c.link.bandwidth_bytes_per_s - 25e9).abs() < 1.0);
+        let spaced: Cluster = " world=8, link=latency=5us, bandwidth=25GB/s".parse().unwrap();
+        assert_eq!((spaced.world, spaced.link), (c.world, c.link));
         for bad in ["world=0,link=ib-hdr", "link=ib-hdr", "world=8", "world=x,link=ib-hdr", "world=8,link=token-ring"] {
             assert!(bad.parse::<Cluster>().is_err(), "{bad}");
         }
