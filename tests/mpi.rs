@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{example, load_sorted_params, max_relative_difference, mpirun, mpirun_ok, scratch, Params};
+use common::{example, load_sorted_params, max_relative_difference, mpirun, mpirun_ok, mpirun_timed, scratch, Params};
 
 /// Trains the `mlp` example on `ranks` ranks and returns its final parameters.
 fn train(ranks: usize, extra: &[&str], tag: &str) -> Params {
@@ -107,14 +107,14 @@ fn four_micro_steps_equal_one_step_on_four_times_the_batch() {
 fn ranks_with_different_models_stop_with_an_error_naming_them() {
     let (mlp, other) = (example("mlp"), example("custom_layer"));
     for mode in [&[][..], &["--comm-only"]] {
-        let started = std::time::Instant::now();
         let (mlp, other) = (mlp.to_str().unwrap(), other.to_str().unwrap());
-        let out = mpirun(
+        let (out, took) = mpirun_timed(
+            &[],
             &[&["-n", "1", mlp, "--steps", "1"][..], mode, &[":", "-n", "1", other, "--steps", "1"], mode].concat(),
         );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{mode:?}");
-        assert!(started.elapsed().as_secs() < 60, "the mismatch must not hang");
+        assert!(took.as_secs() < 60, "the mismatch must not hang");
         for rank in 0..2 {
             let said = format!("rank {rank}: error: ranks disagree on the compiled schedule");
             assert!(stderr.contains(&said), "{mode:?}: {stderr}");
@@ -166,11 +166,11 @@ fn ranks_with_different_settings_stop_with_an_error_naming_the_flags() {
         (&["--seed", "3"], &["--seed (rank(s) [1]; this rank's: "]),
     ];
     for (rank_1, named) in cases {
-        let started = std::time::Instant::now();
-        let out = mpirun(&[&["-n", "1", exe][..], &common, &[":", "-n", "1", exe], &common, rank_1].concat());
+        let (out, took) =
+            mpirun_timed(&[], &[&["-n", "1", exe][..], &common, &[":", "-n", "1", exe], &common, rank_1].concat());
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{rank_1:?} on rank 1 trained:\n{stderr}");
-        assert!(started.elapsed().as_secs() < 30, "{rank_1:?}: the mismatch must not wait for the timeout");
+        assert!(took.as_secs() < 30, "{rank_1:?}: the mismatch must not wait for the timeout");
         for rank in 0..2 {
             let says = format!("rank {rank}: error: invalid configuration: ranks run with other settings than rank 0");
             assert!(stderr.contains(&says), "{rank_1:?}:\n{stderr}");
@@ -192,23 +192,23 @@ fn ranks_with_different_settings_stop_with_an_error_naming_the_flags() {
         assert!(stderr.contains(&says), "{stderr}");
     }
     // Another thing to do altogether (printing the schedule runs no collective of training's).
-    let started = std::time::Instant::now();
-    let out =
-        mpirun(&[&["-n", "1", exe][..], &common, &[":", "-n", "1", exe], &common, &["--print-schedule"]].concat());
+    let (out, took) = mpirun_timed(
+        &[],
+        &[&["-n", "1", exe][..], &common, &[":", "-n", "1", exe], &common, &["--print-schedule"]].concat(),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     let says =
         "the ranks were told to do different things: rank 0 trains, rank 1 prints the schedule (--print-schedule)";
     assert!(!out.status.success() && stderr.contains(says), "{stderr}");
-    assert!(started.elapsed().as_secs() < 30, "a rank printing the schedule must not leave the others to the timeout");
+    assert!(took.as_secs() < 30, "a rank printing the schedule must not leave the others to the timeout");
     // Help or the version on one rank, which then starts no run: the job ends at once (with the
     // timeout the others would have waited 120 s for it to start).
     for shown in ["--help", "--version"] {
-        let started = std::time::Instant::now();
-        let out = mpirun(&[&["-n", "1", exe][..], &common, &[":", "-n", "1", exe, shown]].concat());
+        let (out, took) = mpirun_timed(&[], &[&["-n", "1", exe][..], &common, &[":", "-n", "1", exe, shown]].concat());
         let stderr = String::from_utf8_lossy(&out.stderr);
         let says = format!("rank 1: {shown} given (rank 0 prints it, when given it too): ending this job");
         assert!(!out.status.success() && stderr.contains(&says), "{shown}:\n{stderr}");
-        assert!(started.elapsed().as_secs() < 15, "{shown} on one rank must not leave the others to the timeout");
+        assert!(took.as_secs() < 15, "{shown} on one rank must not leave the others to the timeout");
     }
     // AdamW's betas on every rank, but SGD on rank 1's side only reads its momentum: alike.
     let out = mpirun(&[&["-n", "1", exe][..], &common, &["--beta1", "0.5", ":", "-n", "1", exe], &common].concat());

@@ -144,7 +144,8 @@ def catalogue() -> list:
     add(c, "mlp --comm-timeout 0s", 2, "must be a positive time")
     add(c, "mlp --comm-timeout 99999999999999999999h", 2, "too long")
     add(c, "mpirun -n 2 mlp --steps 2 --batch 4 --report off --comm-timeout 18000000000000000000s", 2, "too long")
-    add(c, "mpirun -n 2 mlp --steps 2 --batch 4 --report off --link latency=1e20s", 2, "--link", within=30)
+    add(c, "mpirun -n 2 mlp --steps 2 --batch 4 --report off --link latency=1e20s", 2,
+        "latency `1e20s` is too long: at most 1 hour", within=30)
 
     # 6. A short --comm-timeout while rank 0 writes large checkpoints and output files. (1 s: 300 ms
     # was shorter than two debug ranks' start-up on a busy machine. A write that outlasts the
@@ -323,7 +324,8 @@ def catalogue() -> list:
     add(c, rk, 1, "model.safetensors: truncated", setup=damaged(truncate("model.safetensors")))
     add(c, rk, 1, "optimizer.safetensors: corrupted: CRC-32", setup=damaged(flip))
     add(c, rk, 1, "not a valid checkpoint state file", setup=damaged(truncate("state.json")))
-    add(c, rk, 1, "model.safetensors", setup=damaged(lambda s: (s / "model.safetensors").unlink()))
+    add(c, rk, 1, "model.safetensors: No such file or directory",
+        setup=damaged(lambda s: (s / "model.safetensors").unlink()))
     add(c, rk, 1, "this build reads `overlap-checkpoint/1`",
         setup=damaged(edit_state(lambda s: s.update(format="overlap-checkpoint/9"))))
     add(c, rk, 1, "`fc1.bias` is I32, the model expects F32", setup=damaged(edit_tensors("model.safetensors", retype)))
@@ -344,7 +346,7 @@ def catalogue() -> list:
         add(c, f"mlp --link {spec}", 2, why)
     add(c, "mlp --threads 100 --steps 1 --batch 4 --report off", 0, "note: 100 threads for the products, but this process may run on only")
     add(c, "mlp --threads 100000 --steps 1 --batch 4 --report off", 2, "must be at most 4096")
-    add(c, "mlp --simulate world=0,link=ib-hdr", 2, "--simulate")
+    add(c, "mlp --simulate world=0,link=ib-hdr", 2, "world `0` must be a whole number from 1 to 16777216")
     add(c, "mlp --steps 2 --batch 4 --simulate world=64,link=latency=1e300s", 2, "too long")
 
     # Found by the second adversarial pass: outputs that would destroy a file or each other.

@@ -39,7 +39,7 @@ fn on_one_gpu_nccl_sums_each_bucket_under_the_backward_kernels() {
 fn overlap_and_no_overlap_train_alike_on_the_gpu() {
     // Two GPUs under mpirun when both exist; otherwise one rank, still through NCCL. Without
     // mpirun a single process is one rank.
-    let mpirun = common::mpirun_available();
+    let mpirun = common::mpirun_usable();
     let gpus = if mpirun { gpu_count().clamp(1, 2) } else { 1 };
     if !mpirun {
         println!("no usable mpirun here (none, or OVERLAP_TESTS_MPIRUN=off): one rank runs, as one process");
@@ -80,7 +80,7 @@ fn overlap_and_no_overlap_train_alike_on_the_gpu() {
 #[ignore = "needs two NVIDIA GPUs and mpirun (scripts/gpu-check.sh runs it)"]
 fn ranks_on_gpus_train_the_gpt_as_cpu_ranks() {
     let ranks = gpu_count().min(3);
-    if !common::mpirun_available() || ranks < 2 {
+    if !common::mpirun_usable() || ranks < 2 {
         // The GPU check counts this line: a test that compared nothing is not reported as passed.
         println!("SKIPPED: needs mpirun and two GPUs, found {} GPU(s): nothing to compare", gpu_count());
         return;

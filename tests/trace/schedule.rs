@@ -96,8 +96,16 @@ fn the_trace_follows_the_compiled_schedule_with_and_without_overlap() {
     let trace = traced_run(&["--no-overlap"]);
     for rank in 0..2 {
         for step in 1..=3 {
-            let backward_end = spans_of(&trace, rank, step, "backward").iter().map(|b| end(b)).fold(0.0, f64::max);
-            for reduce in spans_of(&trace, rank, step, "all-reduce") {
+            let backward = spans_of(&trace, rank, step, "backward");
+            assert!(!backward.is_empty(), "no overlap, rank {rank} step {step}: backward recorded");
+            let backward_end = backward.iter().map(|b| end(b)).fold(0.0, f64::max);
+            let all_reduces = spans_of(&trace, rank, step, "all-reduce");
+            assert_eq!(
+                all_reduces.len(),
+                points.len(),
+                "no overlap, rank {rank} step {step}: one all-reduce per bucket"
+            );
+            for reduce in all_reduces {
                 assert!(
                     start(reduce) + ROUNDING_US >= backward_end,
                     "no overlap, rank {rank} step {step}: {} started before backward ended",
