@@ -57,6 +57,18 @@ fn runs_that_reduce_nothing_or_compute_nothing_say_so() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && stdout.contains("2 rank(s), communication only over"), "{stdout}");
     assert!(!stdout.contains("simulator"), "{stdout}");
+    // Communication alone on a model that shards its state: whole all-reduces, no all-gathers, so
+    // no step begins after a pause in which its all-gathers ran, and none is left out.
+    let zero = example("mlp_zero");
+    let args =
+        ["-n", "2", zero.to_str().unwrap(), "--steps", "5", "--batch", "2", "--comm-only", "--report-every", "2"];
+    let out = mpirun(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    for window in ["steps 1..=2 (2 steps", "steps 3..=4 (2 steps", "steps 1..=5 (5 steps"] {
+        assert!(stdout.contains(window), "{window}: {stdout}");
+    }
+    assert!(!stdout.contains("left out"), "{stdout}");
 }
 
 /// A link without a bandwidth has none to plan with: the profile records no link (with a note),

@@ -79,7 +79,8 @@ impl<'a> Observer<'a> {
         if sharded {
             run.optimizer_shards = comm.world_size();
         }
-        let gathers_in_forward = comm.gathers_in_forward(&schedule);
+        // Timing the communication alone (`trains` false) runs whole all-reduces: no gathers.
+        let gathers_in_forward = run.trains && comm.gathers_in_forward(&schedule);
         let recording = config.records();
         let per_step = spans_per_step(&schedule, run.accumulate);
         let window = window(config, per_step);

@@ -199,10 +199,11 @@ impl OverlapReport {
         });
         let other_ms = mean(&|b| b.step_ns.saturating_sub(b.compute_ns() + b.exposed_ns));
         let data_ms = mean(&|b| b.fill_ns);
-        // Per step, the rank that bounds it: its compute or its all-reduce, whichever is longer.
-        let lower_bound_ms = median(
-            steps.iter().map(|s| s.iter().map(|b| b.compute_ns().max(b.all_reduce_ns)).max().unwrap_or(0) as f64 / 1e6),
-        );
+        // Per step, the rank that bounds it: its compute or its all-reduce, whichever is longer. A
+        // transfer on the wire before the step began (an all-gather since the update before, after
+        // a pause) counts whole in `all_reduce_ns`, but only its part inside the step bounds it.
+        let bound = |b: &StepBreakdown| b.compute_ns().max(b.all_reduce_ns.min(b.step_ns));
+        let lower_bound_ms = median(steps.iter().map(|s| s.iter().map(bound).max().unwrap_or(0) as f64 / 1e6));
 
         let buckets = bucket_reports(&steps, schedule, world_size, mode, link);
 

@@ -47,6 +47,11 @@ pub fn render(spans: &[Span], step: u64, info: &RunInfo) -> String {
     let steps: Vec<&&Span> = spans.iter().filter(|s| s.activity == Activity::Step).collect();
     let t0 = steps.iter().map(|s| s.start_ns).min().unwrap_or(0);
     let t1 = steps.iter().map(|s| s.end_ns).max().unwrap_or(t0 + 1).max(t0 + 1);
+    // Nothing after the step's end, as the report counts it: a sharded run's last all-gathers are
+    // tagged with its last step but waited for after it, beyond the picture.
+    let clipped: Vec<Span> =
+        spans.iter().filter(|s| s.start_ns < t1).map(|s| Span { end_ns: s.end_ns.min(t1), ..**s }).collect();
+    let spans: Vec<&Span> = clipped.iter().collect();
     let ms = |ns: u64| (ns as f64 - t0 as f64) / 1e6;
     let scale = (WIDTH - LEFT - RIGHT) / ms(t1);
     let x = |ns: u64| LEFT + ms(ns).max(0.0) * scale;
@@ -238,6 +243,33 @@ mod tests {
         assert_eq!(svg.matches("stroke-dasharray").count(), 2, "queued time before each all-reduce");
         assert!(!svg.contains("EMULATED"));
         assert!(svg.contains("hidden 60%"), "10 of 25 ms exposed");
+    }
+
+    #[test]
+    fn what_runs_past_the_step_is_neither_drawn_nor_counted() {
+        // A sharded run's last all-gather, tagged with its last step but waited for after it.
+        let gather = Activity::AllGather { bucket: 0, bytes: 1 << 20, queued_ns: 0 };
+        let spans = vec![
+            span(0, 0, Activity::Step, 0, 40),
+            span(0, 0, Activity::Backward { layer: 0 }, 0, 20),
+            span(0, 0, Activity::AllReduce { bucket: 0, bytes: 1024, queued_ns: 0, updates_ns: 0 }, 20, 30),
+            span(0, 0, gather, 35, 70),
+            span(0, 0, Activity::AllGather { bucket: 1, bytes: 1 << 20, queued_ns: 0 }, 45, 60),
+        ];
+        let schedule = empty_schedule();
+        let info = RunInfo { schedule: &schedule, world_size: 1, mode: "overlap", emulated_link: None };
+        let svg = render(&spans, 0, &info);
+        assert!(
+            svg.contains("per rank: all-reduce 15.0 ms"),
+            "10 ms of all-reduce and the gather's 5 in the step: {svg}"
+        );
+        for rect in svg.lines().filter(|l| l.starts_with("<rect x=")) {
+            let number = |name: &str| -> f64 {
+                let at = rect.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+                rect[at..].split('"').next().unwrap().parse().unwrap()
+            };
+            assert!(number("x") + number("width") <= WIDTH - RIGHT + 0.1, "drawn past the step: {rect}");
+        }
     }
 
     /// A model `M` with no layers: the spans alone say what is drawn.

@@ -244,8 +244,10 @@ pub fn check_recording(config: &TrainConfig, schedule: &Schedule, run: &RunShape
         return Err(Error::Config(format!(
             "the report gathers the spans of {} step(s) at once from {world} rank(s) \
              (`ObserveConfig::report_every`; {per_step} spans per step with `TrainConfig::accumulate` {}): that \
-             needs {why}; give a smaller `ObserveConfig::report_every`",
-            needs.window_steps, config.accumulate
+             needs {why}; give a smaller {}",
+            needs.window_steps,
+            config.accumulate,
+            if needs.window_steps > 1 { "`ObserveConfig::report_every`" } else { "`TrainConfig::accumulate`" }
         )));
     }
     if let Some(why) = beyond(needs.trace) {
