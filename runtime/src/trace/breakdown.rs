@@ -47,6 +47,8 @@ pub struct BucketTiming {
     /// Bytes this rank sent for it, in the format they travelled in (PowerSGD's two messages
     /// summed; a sharded bucket's reduce-scatter alone).
     pub bytes: u64,
+    /// A sharded bucket's all-gather's bytes (FP32, whatever the reduce-scatter travelled in).
+    pub gathered_bytes: u64,
     /// Its collectives' time on the communication thread: the all-reduce, or the reduce-scatter and
     /// the all-gather.
     pub all_reduce_ns: u64,
@@ -87,6 +89,7 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
             // launched them but waited for after it. A transfer may begin before the step it is
             // tagged with (an all-gather waited for in that step's forward, on the wire since the
             // update before): all of that counts.
+            let past_the_end = s.end_ns > step.end_ns;
             let s = &Span { end_ns: s.end_ns.min(step.end_ns), ..**s };
             let d = if s.activity.is_communication() { s.duration_ns() } else { intersection(s, step) };
             match s.activity {
@@ -123,6 +126,10 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
                         // PowerSGD sends two messages per bucket and step.
                         if matches!(s.activity, Activity::AllGather { .. }) {
                             b.all_gather_ns += d;
+                            // Bytes with the time they took: not those of a gather cut at the end.
+                            if !past_the_end {
+                                t.gathered_bytes += bytes;
+                            }
                         } else {
                             t.bytes += bytes;
                         }
@@ -177,8 +184,14 @@ mod tests {
         let b = &b[0];
         assert_eq!((b.step_ns, b.forward_ns, b.loss_ns, b.backward_ns, b.update_ns), (100, 20, 2, 38, 15));
         assert_eq!((b.all_reduce_ns, b.exposed_ns, b.compute_ns()), (50, 25, 75));
-        assert_eq!(b.buckets[0], BucketTiming { bytes: 400, all_reduce_ns: 30, updates_ns: 12, exposed_ns: 10 });
-        assert_eq!(b.buckets[1], BucketTiming { bytes: 800, all_reduce_ns: 20, updates_ns: 0, exposed_ns: 15 });
+        assert_eq!(
+            b.buckets[0],
+            BucketTiming { bytes: 400, all_reduce_ns: 30, updates_ns: 12, exposed_ns: 10, ..Default::default() }
+        );
+        assert_eq!(
+            b.buckets[1],
+            BucketTiming { bytes: 800, all_reduce_ns: 20, updates_ns: 0, exposed_ns: 15, ..Default::default() }
+        );
         assert_eq!((b.layer_forward_ns.as_slice(), b.layer_backward_ns.as_slice()), (&[20][..], &[38][..]));
     }
 
@@ -203,7 +216,12 @@ mod tests {
         let b = &breakdowns(&spans, 1, 1);
         assert_eq!((b[0].step_ns, b[0].all_reduce_ns, b[0].all_gather_ns), (100, 30, 10));
         assert_eq!((b[0].exposed_ns, b[0].gather_exposed_ns), (10, 0));
-        assert_eq!(b[0].buckets[0], BucketTiming { bytes: 400, all_reduce_ns: 30, updates_ns: 0, exposed_ns: 10 });
+        assert_eq!(
+            b[0].buckets[0],
+            BucketTiming { bytes: 400, all_reduce_ns: 30, updates_ns: 0, exposed_ns: 10, ..Default::default() }
+        );
         assert_eq!((b[1].all_gather_ns, b[1].gather_exposed_ns, b[1].exposed_ns), (30, 25, 25));
+        // The bytes of the gather cut at step 1's end are not counted with the part that is.
+        assert_eq!((b[0].buckets[0].gathered_bytes, b[1].buckets[0].gathered_bytes), (0, 400));
     }
 }

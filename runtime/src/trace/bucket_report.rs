@@ -29,7 +29,9 @@ pub struct BucketReport {
     /// communication thread as the sums arrived.
     pub lent_updates_ms: f64,
     /// nccl-tests' bus bandwidth of what travelled: `wire_bytes / t * 2(n-1)/n`, in GB/s (10^9
-    /// bytes), `t` the all-reduce's time less the lent updates', as nccl-tests times the transfer.
+    /// bytes), `t` the all-reduce's time less the lent updates', as nccl-tests times the transfer;
+    /// for a sharded bucket, the mean of its reduce-scatter's and its all-gather's bytes in place
+    /// of `wire_bytes`.
     pub bus_bandwidth_gb_s: f64,
     /// The wait points' blocked time while it was on the wire, in milliseconds.
     pub exposed_ms: f64,
@@ -51,12 +53,19 @@ pub(super) fn bucket_reports(
             let all_reduce_ms = mean(&|b| b.buckets.get(k).map_or(0, |t| t.all_reduce_ns));
             let lent_updates_ms = mean(&|b| b.buckets.get(k).map_or(0, |t| t.updates_ns));
             let wire_bytes = wire_bytes(&steps, schedule, k);
+            // A sharded bucket's two halves move the reduce-scatter's bytes (in the wire format)
+            // and the all-gather's (FP32) once each: as one all-reduce, their mean.
+            let gathered =
+                median(steps.iter().map(|s| {
+                    s.iter().map(|b| b.buckets.get(k).map_or(0, |t| t.gathered_bytes)).max().unwrap_or(0) as f64
+                }));
+            let moved = if gathered > 0.0 { (wire_bytes as f64 + gathered) / 2.0 } else { wire_bytes as f64 };
             // The transfer's time: the all-reduce's less the lent updates the thread ran between
             // chunks, but no less than an emulated link holds it (the updates then ran within the
             // modelled time).
             let modelled_ms = link
                 .filter(|_| world_size > 1)
-                .map_or(0.0, |l| l.ring_all_reduce_seconds(wire_bytes, world_size) * 1e3);
+                .map_or(0.0, |l| l.ring_all_reduce_seconds(moved as usize, world_size) * 1e3);
             let transfer_ms = (all_reduce_ms - lent_updates_ms).max(modelled_ms.min(all_reduce_ms));
             BucketReport {
                 bucket: k,
@@ -74,7 +83,7 @@ pub(super) fn bucket_reports(
                 all_reduce_ms,
                 lent_updates_ms,
                 bus_bandwidth_gb_s: if transfer_ms > 0.0 {
-                    wire_bytes as f64 / (transfer_ms / 1e3) * 2.0 * (n - 1.0) / n / 1e9
+                    moved / (transfer_ms / 1e3) * 2.0 * (n - 1.0) / n / 1e9
                 } else {
                     0.0
                 },

@@ -13,6 +13,8 @@ use super::span::{Activity, Span};
 
 thread_local! {
     static ENABLED: Cell<bool> = const { Cell::new(false) };
+    /// Recording, but inside `paused`: the step's own collectives still go in.
+    static PAUSED: Cell<bool> = const { Cell::new(false) };
     static RECORDER: RefCell<Recorder> = RefCell::new(Recorder::new());
 }
 
@@ -60,7 +62,9 @@ pub fn is_enabled() -> bool {
 /// Runs `work` without recording its spans on this thread (work that is not part of a step).
 pub fn paused<T>(work: impl FnOnce() -> T) -> T {
     let was = ENABLED.replace(false);
+    let was_paused = PAUSED.replace(was || PAUSED.get());
     let out = work();
+    PAUSED.set(was_paused);
     ENABLED.set(was);
     out
 }
@@ -123,9 +127,11 @@ pub fn record_all_reduce(bucket: usize, bytes: usize, times: CollectiveTimes) {
     }
 }
 
-/// As `record_all_reduce`, for a bucket's all-gather of updated shards.
+/// As `record_all_reduce`, for a bucket's all-gather of updated shards. Also inside `paused`: the
+/// all-gathers a step launched belong to it (and are tagged with it) even where what waits for
+/// them is not (a held-out pass's forward).
 pub fn record_all_gather(bucket: usize, bytes: usize, queued: Instant, started: Instant, finished: Instant) {
-    if is_enabled() {
+    if is_enabled() || PAUSED.get() {
         RECORDER.with_borrow_mut(|r| {
             let activity = Activity::AllGather { bucket: bucket as u32, bytes: bytes as u64, queued_ns: r.ns(queued) };
             r.push(activity, started, finished);
@@ -228,6 +234,28 @@ mod tests {
         assert!(spans.iter().all(|s| s.rank == 3 && s.step == 7 && s.start_ns <= s.end_ns));
         assert!(spans[1].start_ns <= spans[0].start_ns && spans[0].end_ns <= spans[1].end_ns);
         assert!(take().is_empty());
+    }
+
+    #[test]
+    fn a_pause_keeps_out_its_own_work_but_not_the_steps_all_gathers() {
+        let now = Instant::now();
+        paused(|| record_all_gather(0, 4, now, now, now));
+        assert!(take().is_empty(), "nothing while not recording, paused or not");
+        start(0, 8, now);
+        set_step(4);
+        paused(|| {
+            drop(forward(0));
+            paused(|| record_all_gather(1, 64, now, now, now));
+            record_all_gather(2, 64, now, now, now);
+        });
+        drop(loss());
+        stop();
+        let spans = take();
+        let activities: Vec<Activity> = spans.iter().map(|s| s.activity).collect();
+        let gather = |bucket| Activity::AllGather { bucket, bytes: 64, queued_ns: 0 };
+        assert_eq!(activities, [gather(1), gather(2), Activity::Loss]);
+        assert!(spans.iter().all(|s| s.step == 4));
+        assert!(!PAUSED.get() && !is_enabled(), "a pause ends where it ends");
     }
 
     #[test]

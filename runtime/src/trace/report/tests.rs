@@ -49,6 +49,7 @@ fn step(step: u64, rank: u32, compute_ms: u64, reduce_ms: u64, exposed_ms: u64) 
             all_reduce_ns: reduce_ms * ms,
             updates_ns: reduce_ms * ms / 4,
             exposed_ns: exposed_ms * ms,
+            ..BucketTiming::default()
         }],
         ..StepBreakdown::default()
     }
@@ -80,6 +81,24 @@ fn powersgd_bytes_on_the_wire_are_the_compressed_steps_where_there_are_any() {
     let r = OverlapReport::new(&whole, &low_rank, 2, CommMode::Overlap, None).unwrap();
     assert_eq!(r.buckets[0].wire_bytes, 2_000_000, "before start_iter, the whole buckets");
     assert_eq!((r.all_reduce_ms, r.sent_whole_left_out), (40.0, 0));
+}
+
+/// A sharded bucket's bus bandwidth counts both halves: the reduce-scatter's bytes in bf16 and
+/// the all-gather's in FP32, as one all-reduce of their mean.
+#[test]
+fn a_sharded_narrow_buckets_bus_bandwidth_counts_both_halves() {
+    let sharded = |n: u64| {
+        let mut b = step(n, 0, 10, 4, 0);
+        // On an emulated 0.5 GB/s link, 2 ranks: 1 MB of bf16 and 2 MB of FP32 each cross once.
+        (b.buckets[0].bytes, b.buckets[0].gathered_bytes, b.buckets[0].updates_ns) = (1_000_000, 2_000_000, 0);
+        b
+    };
+    let b: Vec<StepBreakdown> = (0..3).map(sharded).collect();
+    let link = Link { latency_s: 0.0, bandwidth_bytes_per_s: 0.5e9 };
+    let r = OverlapReport::new(&b, &SCHEDULE, 2, CommMode::Overlap, Some(link)).unwrap();
+    assert_eq!(r.buckets[0].wire_bytes, 1_000_000, "what the reduce-scatter sent");
+    // 1.5 MB as one all-reduce in the 4 ms: busbw 1.5e6 / 4e-3 x 2(n-1)/n = 0.375 GB/s.
+    assert!((r.buckets[0].bus_bandwidth_gb_s - 0.375).abs() < 1e-12, "{}", r.buckets[0].bus_bandwidth_gb_s);
 }
 
 #[test]
