@@ -293,7 +293,10 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
         } else {
             let bytes = checked(low_rank::FILE)?;
             match read_checked(&bytes, &low_rank::expected(&M::SCHEDULE, meta.ranks), |_| true) {
-                Ok(values) => low_rank = Some(low_rank::restored(meta, values, rank)),
+                Ok(values) => {
+                    let values = values.into_iter().map(|(name, bytes)| (name, crate::params_file::f32_values(bytes)));
+                    low_rank = Some(low_rank::restored(meta, values.collect(), rank));
+                }
                 Err(p) => problems.extend(p.into_iter().map(|p| format!("{}: {p}", path.display()))),
             }
         }
@@ -302,16 +305,19 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
         return Err(Error::CheckpointMismatch { path: step_dir, problems });
     };
 
+    // Decoded from the files' bytes straight into the parameters, and one parameter's optimizer
+    // buffers at a time: a resumed run holds the files beside its training state, not also a
+    // decoded copy of them.
     for (i, p) in M::SCHEDULE.params().enumerate() {
         let name = M::SCHEDULE.param_name(p);
-        model.param_mut(p).copy_from_slice(&params[&name]);
-        let mine: Vec<&[f32]> = optimizer
+        crate::params_file::decode_into(model.param_mut(p), params[&name]);
+        let mine: Vec<Vec<f32>> = optimizer
             .buffer_names()
             .iter()
-            .filter_map(|b| buffers.get(&format!("{b}.{name}")).map(Vec::as_slice))
+            .filter_map(|b| buffers.get(&format!("{b}.{name}")).map(|bytes| crate::params_file::f32_values(bytes)))
             .collect();
         if mine.len() == optimizer.buffer_names().len() {
-            optimizer.set_buffers(i, &mine);
+            optimizer.set_buffers(i, &mine.iter().map(Vec::as_slice).collect::<Vec<_>>());
         } else if !mine.is_empty() {
             problems.push(format!("optimizer state of `{name}` is incomplete"));
         }

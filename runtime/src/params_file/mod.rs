@@ -20,7 +20,18 @@ pub use shapes::param_shapes;
 
 /// The f32 values of little-endian `bytes`.
 pub(crate) fn f32_values(bytes: &[u8]) -> Vec<f32> {
-    bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+    f32s(bytes).collect()
+}
+
+/// The little-endian f32 values of `bytes`, one by one.
+pub(crate) fn f32s(bytes: &[u8]) -> impl Iterator<Item = f32> + '_ {
+    bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Decodes `bytes` (little-endian f32, as many as `into` holds) into `into`, with no copy between.
+pub(crate) fn decode_into(into: &mut [f32], bytes: &[u8]) {
+    debug_assert_eq!(into.len() * 4, bytes.len(), "checked against the shape");
+    into.iter_mut().zip(f32s(bytes)).for_each(|(to, from)| *to = from);
 }
 
 /// Every parameter of `model`, under its PyTorch name and shape, borrowed from the model.
@@ -180,11 +191,11 @@ fn notes_in(bytes: &[u8], path: &Path) -> Result<FileNotes> {
 
 /// The f32 values of each tensor of `bytes`, by name, if every tensor is in `expected` with the
 /// same shape and dtype; otherwise every problem found. `required` names must all be present.
-pub(crate) fn read_checked(
-    bytes: &[u8],
+pub(crate) fn read_checked<'b>(
+    bytes: &'b [u8],
     expected: &BTreeMap<String, Vec<usize>>,
     required: impl Fn(&str) -> bool,
-) -> Result<BTreeMap<String, Vec<f32>>, Vec<String>> {
+) -> Result<BTreeMap<String, &'b [u8]>, Vec<String>> {
     let file = SafeTensors::deserialize(bytes).map_err(|e| vec![format!("not a valid safetensors file: {e}")])?;
     let (mut problems, mut unexpected, mut missing) = (Vec::new(), Vec::new(), Vec::new());
     // Unexpected names that are expected ones under DDP's wrapper prefix (`module.fc1.weight`).
@@ -207,7 +218,7 @@ pub(crate) fn read_checked(
                 retyped.entry(format!("{:?}", view.dtype())).or_default().push(format!("`{name}`"))
             }
             Some(_) => {
-                out.insert(name, f32_values(view.data()));
+                out.insert(name, view.data());
             }
         }
     }
@@ -331,9 +342,10 @@ fn fill<M: DistributedModel>(model: &mut M, bytes: &[u8], path: &Path) -> Result
     for (alias, owner) in &aliases {
         let Some(tied) = values.remove(alias) else { continue };
         match values.get(owner) {
-            Some(own) if own.iter().map(|v| v.to_bits()).ne(tied.iter().map(|v| v.to_bits())) => problems.push(
-                format!("`{alias}` and `{owner}` hold other values, but `{alias}` is `{owner}` (tied): one parameter"),
-            ),
+            // Bit for bit, as the bytes are.
+            Some(own) if *own != tied => problems.push(format!(
+                "`{alias}` and `{owner}` hold other values, but `{alias}` is `{owner}` (tied): one parameter"
+            )),
             Some(_) => {}
             None => {
                 values.insert(owner.clone(), tied);
@@ -341,15 +353,15 @@ fn fill<M: DistributedModel>(model: &mut M, bytes: &[u8], path: &Path) -> Result
         }
     }
     for (name, v) in &values {
-        if let Some(at) = v.iter().position(|x| !x.is_finite()) {
-            problems.push(format!("`{name}` holds {} at index {at}: a parameter must be finite", v[at]));
+        if let Some((at, x)) = f32s(v).enumerate().find(|(_, x)| !x.is_finite()) {
+            problems.push(format!("`{name}` holds {x} at index {at}: a parameter must be finite"));
         }
     }
     if !problems.is_empty() {
         return Err(fail(problems));
     }
     for p in s.params() {
-        model.param_mut(p).copy_from_slice(&values[&s.param_name(p)]);
+        decode_into(model.param_mut(p), values[&s.param_name(p)]);
     }
     Ok(())
 }
