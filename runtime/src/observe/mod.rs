@@ -23,7 +23,7 @@ use crate::memory::{needed_bytes, optimizer_state_bytes, peak_rss_bytes, RunShap
 use crate::process::console;
 use crate::profile;
 use crate::trace::{
-    self, AfterPause, Memory, OverlapReport, PredictedStep, RunInfo, SampledSteps, Span, StepBreakdown,
+    self, Activity, AfterPause, Memory, OverlapReport, PredictedStep, RunInfo, SampledSteps, Span, StepBreakdown,
 };
 use strided::Strided;
 use window::{spans_per_step, window, RESERVED_SPANS};
@@ -241,8 +241,14 @@ impl<'a> Observer<'a> {
                 .and_then(|step| step_time(&all, step))
                 .map_or(0.0, |ns| ns as f64);
             // A window of the warm-up step alone gives it as its candidate: ranked after every
-            // other step, drawn only when no other step ran.
-            let key = |c: &(u64, u64, Vec<Span>)| (c.0 == self.first_step(), (c.1 as f64 - target).abs());
+            // other step, drawn only when no other step ran; so is a step PowerSGD sent whole,
+            // where it compressed others (the report reads only those).
+            let compressed =
+                |c: &(u64, u64, Vec<Span>)| c.2.iter().any(|s| matches!(s.activity, Activity::Compress { .. }));
+            let any_compressed = self.timeline_candidates.kept().any(compressed);
+            let key = |c: &(u64, u64, Vec<Span>)| {
+                ((c.0 == self.first_step(), any_compressed && !compressed(c)), (c.1 as f64 - target).abs())
+            };
             let nearest = self
                 .timeline_candidates
                 .kept()

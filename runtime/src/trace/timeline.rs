@@ -20,10 +20,16 @@ const ROW_GAP: f64 = 22.0;
 const LEGEND_LINE: f64 = 20.0;
 
 /// The step whose time (slowest rank) is the median of `breakdowns`' steps; the run's first,
-/// `warm_up`, is skipped when there are others (it warms caches and allocators).
+/// `warm_up`, is skipped when there are others (it warms caches and allocators). Where PowerSGD
+/// compressed some steps, only those, as the report reads them (the steps before its start sent
+/// whole).
 pub fn representative_step(breakdowns: &[StepBreakdown], warm_up: u64) -> Option<u64> {
-    let mut steps: Vec<(u64, u64)> = breakdowns
-        .chunk_by(|a, b| a.step == b.step)
+    let by_step: Vec<&[StepBreakdown]> = breakdowns.chunk_by(|a, b| a.step == b.step).collect();
+    let compressed = |s: &&[StepBreakdown]| s.iter().any(|b| b.compress_ns > 0);
+    let any_compressed = by_step.iter().any(compressed);
+    let mut steps: Vec<(u64, u64)> = by_step
+        .iter()
+        .filter(|s| !any_compressed || compressed(s))
         .map(|s| (s[0].step, s.iter().map(|b| b.step_ns).max().unwrap_or(0)))
         .collect();
     if steps.len() > 1 {
@@ -243,6 +249,23 @@ mod tests {
         assert_eq!(svg.matches("stroke-dasharray").count(), 2, "queued time before each all-reduce");
         assert!(!svg.contains("EMULATED"));
         assert!(svg.contains("hidden 60%"), "10 of 25 ms exposed");
+    }
+
+    #[test]
+    fn where_powersgd_compressed_steps_the_median_is_of_those() {
+        // Steps 0..6 sent whole in 80 ms, steps 6..9 compressed in 95, 100 and 105 ms.
+        let mut spans = vec![];
+        for step in 0..9u64 {
+            let t = step * 200;
+            let length = if step < 6 { 80 } else { 95 + 5 * (step - 6) };
+            spans.push(span(0, step, Activity::Step, t, t + length));
+            if step >= 6 {
+                spans.push(span(0, step, Activity::Compress { bucket: 0 }, t, t + 3));
+            }
+        }
+        let b = crate::trace::breakdowns(&spans, 1, 1);
+        assert_eq!(representative_step(&b, 0), Some(7), "the compressed steps' median, as the report reads them");
+        assert_eq!(representative_step(&b[..6], 0), Some(1), "none compressed: every step but the warm-up");
     }
 
     #[test]
