@@ -38,6 +38,7 @@ pub struct Profile {
 
 /// One layer's forward and backward seconds per step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LayerTimes {
     /// The layer's path (e.g. `fc1`, `blocks.3.fc1`), which must match the model's layer at the
     /// same position.
@@ -46,6 +47,23 @@ pub struct LayerTimes {
     pub forward_s: f64,
     /// Seconds of its backward per step.
     pub backward_s: f64,
+}
+
+/// The file as read: every key one of the format's, each once (a misspelt `world_size` would
+/// otherwise be dropped unseen, and a repeated one silently win).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Read {
+    /// Checked before (`from_json`).
+    #[allow(dead_code)]
+    format: serde::de::IgnoredAny,
+    #[serde(default)]
+    model: String,
+    world_size: Option<usize>,
+    batch: Option<usize>,
+    link: Option<Link>,
+    update_s_per_byte: f64,
+    layers: Vec<LayerTimes>,
 }
 
 /// The file as written: the format first, then the profile's fields.
@@ -96,7 +114,9 @@ impl Profile {
             let found = value.get("format").map_or("missing".to_string(), ToString::to_string);
             return Err(format!("format is {found}, expected \"{PROFILE_FORMAT}\""));
         }
-        serde_json::from_value(value).map_err(|e| e.to_string())
+        let read: Read = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let Read { model, world_size, batch, link, update_s_per_byte, layers, .. } = read;
+        Ok(Profile { model, world_size, batch, link, update_s_per_byte, layers })
     }
 
     /// What to plan `layers` for: the measured costs on the profile's cluster, with `link` and

@@ -43,6 +43,13 @@ fn other_formats_and_other_shapes_are_refused() {
     assert!(Profile::from_json("{").unwrap_err().starts_with("not JSON"));
     let no_layers = r#"{"format": "overlap-profile/1", "update_s_per_byte": 0.0}"#;
     assert!(Profile::from_json(no_layers).unwrap_err().contains("missing field `layers`"));
+    // A misspelt key, or one given twice, is refused, not dropped or overridden unseen.
+    let misspelt = WRITTEN.replace("\"world_size\"", "\"wrld_size\"");
+    assert!(Profile::from_json(&misspelt).unwrap_err().contains("unknown field `wrld_size`"));
+    let layer_typo = WRITTEN.replacen("\"forward_s\"", "\"forwrd_s\"", 1);
+    assert!(Profile::from_json(&layer_typo).unwrap_err().contains("unknown field `forwrd_s`"));
+    let twice = WRITTEN.replacen("\"batch\": 256,", "\"batch\": 256, \"batch\": 1,", 1);
+    assert!(Profile::from_json(&twice).unwrap_err().contains("duplicate field `batch`"), "{twice}");
     // What a hand-written profile may leave out.
     let minimal = r#"{"format": "overlap-profile/1", "update_s_per_byte": 0.0, "layers": []}"#;
     let p = Profile::from_json(minimal).unwrap();
