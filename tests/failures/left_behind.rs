@@ -58,6 +58,13 @@ fn a_rank_killed_in_start_up_leaves_nothing_in_dev_shm() {
     // Let the running ranks reach MPI's initialisation, where they wait for rank 1.
     std::thread::sleep(Duration::from_millis(500));
     let stopped = ranks.iter().find(|&&(_, state)| state == 'T').unwrap().0;
+    // Every rank maps the job's board (so there was one to leave behind), whose name went once
+    // all three had opened it.
+    for &(pid, _) in &ranks {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        let board = maps.lines().find(|l| l.contains("/dev/shm/overlap-"));
+        assert!(board.is_some_and(|l| l.ends_with("(deleted)")), "rank pid {pid} maps no unlinked board: {board:?}");
+    }
     // SAFETY: kill() has no memory-safety preconditions; the pid is a rank of this test's job.
     assert_eq!(unsafe { libc::kill(stopped as i32, libc::SIGKILL) }, 0);
     while job.try_wait().unwrap().is_none() {
