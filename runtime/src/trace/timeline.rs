@@ -263,7 +263,7 @@ mod tests {
                 spans.push(span(0, step, Activity::Compress { bucket: 0 }, t, t + 3));
             }
         }
-        let b = crate::trace::breakdowns(&spans, 1, 1);
+        let b = crate::trace::breakdown::breakdowns(&spans, 1, 1);
         assert_eq!(representative_step(&b, 0), Some(7), "the compressed steps' median, as the report reads them");
         assert_eq!(representative_step(&b[..6], 0), Some(1), "none compressed: every step but the warm-up");
     }
