@@ -26,9 +26,12 @@ impl LintAllows {
         // Gradient views are named `<field>_<parameter>` (`scale_W` for a layer's parameter `W`).
         let params = model.fields.iter().flat_map(|f| f.spec.iter().flat_map(|s| s.params.iter()));
         let param_not_snake = params.map(|p| &p.name).any(|name| !is_snake_case(name));
+        // Only the model's own fields lend their span to the names made from them: a block's
+        // layers are named by their path (`blocks_0_fc`) at the macro's call site, where the lint
+        // does not speak.
+        let own_not_snake = model.fields.iter().filter(|f| f.uses.is_empty()).any(|f| not_snake(&f.ident));
         LintAllows {
-            snake: param_not_snake
-                || model.fields.iter().map(|f| &f.ident).chain(model.residuals.iter().map(|r| &r.ident)).any(not_snake),
+            snake: param_not_snake || own_not_snake,
             camel: name.starts_with(char::is_lowercase) || name.contains('_'),
             deprecated: model.deprecated,
         }

@@ -192,7 +192,7 @@ pub fn step_body(n: &Names) -> TokenStream {
     let updates: Vec<TokenStream> = (0..buckets.len())
         .map(|k| {
             let (b, index) = (&locals[k], lit(k));
-            quote!(self.update_bucket_on(__dev, #index, &mut #b, __grad_scale)?;)
+            quote!(::overlap::program::Program::update_bucket_on(self, __dev, #index, &mut #b, __grad_scale)?;)
         })
         .collect();
     quote! {

@@ -76,7 +76,8 @@ fn events(body: &str) -> Vec<String> {
                     "give_back {}",
                     unprefixed(args.trim_start_matches("&mut ").split(',').next().unwrap_or_default())
                 ))
-            } else if let Some((_, args)) = s.split_once("self.update_bucket_on(__dev, ") {
+            } else if let Some((_, args)) = s.split_once("::overlap::program::Program::update_bucket_on(self, __dev, ")
+            {
                 Some(format!(
                     "update_bucket {}",
                     unprefixed(args.split(", ").nth(1).unwrap_or_default().trim_start_matches("&mut "))

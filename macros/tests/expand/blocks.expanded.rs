@@ -728,9 +728,27 @@ pub mod net {
                 let mut __b2 = __dev
                     .wait(2, ::overlap::program::Slot::take(&mut __b2_in_flight))?;
                 let __grad_scale = __dev.clip(&[&__b0, &__b1, &__b2], __grad_scale)?;
-                self.update_bucket_on(__dev, 0, &mut __b0, __grad_scale)?;
-                self.update_bucket_on(__dev, 1, &mut __b1, __grad_scale)?;
-                self.update_bucket_on(__dev, 2, &mut __b2, __grad_scale)?;
+                ::overlap::program::Program::update_bucket_on(
+                    self,
+                    __dev,
+                    0,
+                    &mut __b0,
+                    __grad_scale,
+                )?;
+                ::overlap::program::Program::update_bucket_on(
+                    self,
+                    __dev,
+                    1,
+                    &mut __b1,
+                    __grad_scale,
+                )?;
+                ::overlap::program::Program::update_bucket_on(
+                    self,
+                    __dev,
+                    2,
+                    &mut __b2,
+                    __grad_scale,
+                )?;
                 return ::core::result::Result::Ok(NetGradsOn {
                     b0: __b0,
                     b1: __b1,
@@ -740,13 +758,31 @@ pub mod net {
             }
             let mut __b0 = __dev
                 .wait(0, ::overlap::program::Slot::take(&mut __b0_in_flight))?;
-            self.update_bucket_on(__dev, 0, &mut __b0, __grad_scale)?;
+            ::overlap::program::Program::update_bucket_on(
+                self,
+                __dev,
+                0,
+                &mut __b0,
+                __grad_scale,
+            )?;
             let mut __b1 = __dev
                 .wait(1, ::overlap::program::Slot::take(&mut __b1_in_flight))?;
-            self.update_bucket_on(__dev, 1, &mut __b1, __grad_scale)?;
+            ::overlap::program::Program::update_bucket_on(
+                self,
+                __dev,
+                1,
+                &mut __b1,
+                __grad_scale,
+            )?;
             let mut __b2 = __dev
                 .wait(2, ::overlap::program::Slot::take(&mut __b2_in_flight))?;
-            self.update_bucket_on(__dev, 2, &mut __b2, __grad_scale)?;
+            ::overlap::program::Program::update_bucket_on(
+                self,
+                __dev,
+                2,
+                &mut __b2,
+                __grad_scale,
+            )?;
             ::core::result::Result::Ok(NetGradsOn {
                 b0: __b0,
                 b1: __b1,

@@ -35,8 +35,32 @@ mod stacked {
     }
 }
 
+// Blocks under keyword-like names, and a layer whose name starts with an underscore: the paths
+// they make (`in__norm`, `type__0__gate`) are the macro's own, at its call site.
+#[distributed_model]
+mod keyword_blocks {
+    use overlap::prelude::*;
+
+    #[residual]
+    pub struct Normed {
+        norm: LayerNorm<4>,
+        fc: Linear<4, 4>,
+    }
+
+    pub struct Gated {
+        _gate: Linear<4, 4>,
+    }
+
+    pub struct Net {
+        in_: Normed,
+        type_: [Gated; 2],
+        head: Linear<4, 2>,
+    }
+}
+
 fn main() {
     let _ = Net::init(0).new_grads();
     let _ = stacked::Stacked::init(0).new_grads();
     let _ = Keywords::init(0).new_grads();
+    let _ = keyword_blocks::Net::init(0).new_grads();
 }
