@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 /// One link: latency in seconds and bandwidth in bytes per second (per direction). Profiles
 /// store it under these field names.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Link {
     /// Per-message latency α, in seconds (one way).
     pub latency_s: f64,

@@ -106,8 +106,8 @@ impl Profile {
         serde_json::to_string_pretty(&versioned).unwrap_or_default() + "\n"
     }
 
-    /// Reads a profile file's text: refused when it is not JSON, states another format, or
-    /// lacks a field.
+    /// Reads a profile file's text: refused when it is not JSON, states another format, lacks a
+    /// field, or has a key it does not know or a key twice.
     pub fn from_json(text: &str) -> Result<Profile, String> {
         let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
         if value.get("format").and_then(serde_json::Value::as_str) != Some(PROFILE_FORMAT) {

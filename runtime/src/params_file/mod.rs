@@ -30,7 +30,7 @@ pub(crate) fn f32s(bytes: &[u8]) -> impl Iterator<Item = f32> + '_ {
 
 /// Decodes `bytes` (little-endian f32, as many as `into` holds) into `into`, with no copy between.
 pub(crate) fn decode_into(into: &mut [f32], bytes: &[u8]) {
-    debug_assert_eq!(into.len() * 4, bytes.len(), "checked against the shape");
+    assert_eq!(into.len() * 4, bytes.len(), "a parameter of another length than its checked shape");
     into.iter_mut().zip(f32s(bytes)).for_each(|(to, from)| *to = from);
 }
 
@@ -189,8 +189,9 @@ fn notes_in(bytes: &[u8], path: &Path) -> Result<FileNotes> {
     Ok(FileNotes { vocabulary, positions })
 }
 
-/// The f32 values of each tensor of `bytes`, by name, if every tensor is in `expected` with the
-/// same shape and dtype; otherwise every problem found. `required` names must all be present.
+/// Each tensor's data in `bytes` (little-endian f32, borrowed from the file: `decode_into` or
+/// `f32_values` reads it), by name, if every tensor is in `expected` with the same shape and
+/// dtype; otherwise every problem found. `required` names must all be present.
 pub(crate) fn read_checked<'b>(
     bytes: &'b [u8],
     expected: &BTreeMap<String, Vec<usize>>,

@@ -84,12 +84,14 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
             ..StepBreakdown::default()
         };
         for s in group {
-            // Nothing after the step's end counts in it: the sharded state's all-gathers of the
-            // last step, or those a held-out pass waits for, are tagged with the step that
-            // launched them but waited for after it. A transfer may begin before the step it is
-            // tagged with (an all-gather waited for in that step's forward, on the wire since the
-            // update before): all of that counts.
-            let past_the_end = s.end_ns > step.end_ns;
+            // A step counts the all-gathers its forward waited for, whole, even the part on the
+            // wire since the update before it began. Those its own update launched count in the
+            // next step, or, where no step waits for them (after the last step, or in a held-out
+            // pass, which tags them with the step that launched them), nowhere: counted here too,
+            // a step would count two steps' worth. Nothing else runs past a step's end.
+            if s.end_ns > step.end_ns && matches!(s.activity, Activity::AllGather { .. }) {
+                continue;
+            }
             let s = &Span { end_ns: s.end_ns.min(step.end_ns), ..**s };
             let d = if s.activity.is_communication() { s.duration_ns() } else { intersection(s, step) };
             match s.activity {
@@ -117,7 +119,8 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
                     b.gather_exposed_ns += d;
                 }
                 // A sharded bucket's reduce-scatter and all-gather are the halves of its
-                // all-reduce: the bytes are counted once, with the reduce-scatter.
+                // all-reduce: the reduce-scatter's bytes in `bytes` (as they travelled), the
+                // all-gather's in `gathered_bytes`.
                 Activity::AllReduce { bucket, bytes, .. }
                 | Activity::ReduceScatter { bucket, bytes, .. }
                 | Activity::AllGather { bucket, bytes, .. } => {
@@ -126,10 +129,7 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
                         // PowerSGD sends two messages per bucket and step.
                         if matches!(s.activity, Activity::AllGather { .. }) {
                             b.all_gather_ns += d;
-                            // Bytes with the time they took: not those of a gather cut at the end.
-                            if !past_the_end {
-                                t.gathered_bytes += bytes;
-                            }
+                            t.gathered_bytes += bytes;
                         } else {
                             t.bytes += bytes;
                         }
@@ -214,14 +214,14 @@ mod tests {
             span(0, 2, Activity::WaitGather { bucket: 0 }, 100, 125),
         ];
         let b = &breakdowns(&spans, 1, 1);
-        assert_eq!((b[0].step_ns, b[0].all_reduce_ns, b[0].all_gather_ns), (100, 30, 10));
+        assert_eq!((b[0].step_ns, b[0].all_reduce_ns, b[0].all_gather_ns), (100, 20, 0));
         assert_eq!((b[0].exposed_ns, b[0].gather_exposed_ns), (10, 0));
         assert_eq!(
             b[0].buckets[0],
-            BucketTiming { bytes: 400, all_reduce_ns: 30, updates_ns: 0, exposed_ns: 10, ..Default::default() }
+            BucketTiming { bytes: 400, all_reduce_ns: 20, updates_ns: 0, exposed_ns: 10, ..Default::default() }
         );
         assert_eq!((b[1].all_gather_ns, b[1].gather_exposed_ns, b[1].exposed_ns), (30, 25, 25));
-        // The bytes of the gather cut at step 1's end are not counted with the part that is.
+        // The gather running past step 1's end counts in no step, its bytes neither.
         assert_eq!((b[0].buckets[0].gathered_bytes, b[1].buckets[0].gathered_bytes), (0, 400));
     }
 }

@@ -53,10 +53,15 @@ pub fn render(spans: &[Span], step: u64, info: &RunInfo) -> String {
     let steps: Vec<&&Span> = spans.iter().filter(|s| s.activity == Activity::Step).collect();
     let t0 = steps.iter().map(|s| s.start_ns).min().unwrap_or(0);
     let t1 = steps.iter().map(|s| s.end_ns).max().unwrap_or(t0 + 1).max(t0 + 1);
-    // Nothing after the step's end, as the report counts it: a sharded run's last all-gathers are
-    // tagged with its last step but waited for after it, beyond the picture.
-    let clipped: Vec<Span> =
-        spans.iter().filter(|s| s.start_ns < t1).map(|s| Span { end_ns: s.end_ns.min(t1), ..**s }).collect();
+    // As the report counts the step: not the all-gathers no step waits for (a sharded run's last
+    // ones, tagged with its last step but waited for after it, beyond the picture), and nothing
+    // past its end.
+    let gathered_after = |s: &Span| s.end_ns > t1 && matches!(s.activity, Activity::AllGather { .. });
+    let clipped: Vec<Span> = spans
+        .iter()
+        .filter(|s| s.start_ns < t1 && !gathered_after(s))
+        .map(|s| Span { end_ns: s.end_ns.min(t1), ..**s })
+        .collect();
     let spans: Vec<&Span> = clipped.iter().collect();
     let ms = |ns: u64| (ns as f64 - t0 as f64) / 1e6;
     let scale = (WIDTH - LEFT - RIGHT) / ms(t1);
@@ -283,8 +288,8 @@ mod tests {
         let info = RunInfo { schedule: &schedule, world_size: 1, mode: "overlap", emulated_link: None };
         let svg = render(&spans, 0, &info);
         assert!(
-            svg.contains("per rank: all-reduce 15.0 ms"),
-            "10 ms of all-reduce and the gather's 5 in the step: {svg}"
+            svg.contains("per rank: all-reduce 10.0 ms"),
+            "the all-reduce alone: the gathers no step waits for are no part of it: {svg}"
         );
         for rect in svg.lines().filter(|l| l.starts_with("<rect x=")) {
             let number = |name: &str| -> f64 {
