@@ -7,7 +7,11 @@ fn errors_planning_from(text: &str) -> String {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let file = dir.path().join("profile.json");
     std::fs::write(&file, text).expect("the profile written");
-    let path = file.to_str().expect("a UTF-8 path");
+    errors_planning_at(file.to_str().expect("a UTF-8 path"))
+}
+
+/// The errors of a model of two layers planned from the profile at `path`.
+fn errors_planning_at(path: &str) -> String {
     let item = quote!(
         pub struct Net {
             fc: Linear<8, 4>,
@@ -28,13 +32,7 @@ fn a_file_that_is_no_profile_is_named_as_such() {
 #[test]
 fn what_is_no_regular_file_is_refused_unopened() {
     for path in ["/dev/zero", "/dev/null", "/"] {
-        let item = quote!(
-            pub struct Net {
-                fc: Linear<8, 4>,
-                head: Linear<4, 2>,
-            }
-        );
-        let errors = super::expand(quote!(buckets = profile(#path)), item).to_string();
+        let errors = errors_planning_at(path);
         assert!(errors.contains("is not a regular file"), "{path}: {errors}");
     }
     let large = format!("{{\"format\": \"overlap-profile/1\", \"model\": \"{}\"}}", "x".repeat(17 << 20));

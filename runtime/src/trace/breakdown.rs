@@ -66,6 +66,18 @@ impl StepBreakdown {
     }
 }
 
+/// Of `steps` (each one step's breakdowns), only those in which PowerSGD compressed, where it
+/// compressed in any: its steady state, not the steps before its `start_iter`, which sent whole.
+/// Returns how many were left out.
+pub(crate) fn keep_compressed(steps: &mut Vec<&[StepBreakdown]>) -> usize {
+    let compressed = |s: &&[StepBreakdown]| s.iter().any(|b| b.compress_ns > 0);
+    let before = steps.len();
+    if steps.iter().any(compressed) {
+        steps.retain(compressed);
+    }
+    before - steps.len()
+}
+
 /// One breakdown per (rank, step) found in `spans`, ordered by step then rank. Only steps with
 /// a complete `Step` span are kept; `layers` and `buckets` are the schedule's counts.
 pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBreakdown> {
@@ -85,11 +97,9 @@ pub fn breakdowns(spans: &[Span], layers: usize, buckets: usize) -> Vec<StepBrea
         };
         for s in group {
             // A step counts the all-gathers its forward waited for, whole, even the part on the
-            // wire since the update before it began. Those its own update launched count in the
-            // next step, or, where no step waits for them (after the last step, or in a held-out
-            // pass, which tags them with the step that launched them), nowhere: counted here too,
-            // a step would count two steps' worth. Nothing else runs past a step's end.
-            if s.end_ns > step.end_ns && matches!(s.activity, Activity::AllGather { .. }) {
+            // wire since the update before it began; not those no step waits for, or it would
+            // count two steps' worth (`Span::gathered_after`). Nothing else runs past its end.
+            if s.gathered_after(step.end_ns) {
                 continue;
             }
             let s = &Span { end_ns: s.end_ns.min(step.end_ns), ..**s };

@@ -4,7 +4,7 @@
 use overlap_plan::{Link, Schedule};
 use serde::Serialize;
 
-use super::breakdown::StepBreakdown;
+use super::breakdown::{BucketTiming, StepBreakdown};
 use super::stats::{median, median_of_rank_means};
 use crate::comm::CommMode;
 
@@ -55,10 +55,7 @@ pub(super) fn bucket_reports(
             let wire_bytes = wire_bytes(&steps, schedule, k);
             // A sharded bucket's two halves move the reduce-scatter's bytes (in the wire format)
             // and the all-gather's (FP32) once each: as one all-reduce, their mean.
-            let gathered =
-                median(steps.iter().map(|s| {
-                    s.iter().map(|b| b.buckets.get(k).map_or(0, |t| t.gathered_bytes)).max().unwrap_or(0) as f64
-                }));
+            let gathered = measured_bytes(&steps, k, |t| t.gathered_bytes);
             let moved = if gathered > 0.0 { (wire_bytes as f64 + gathered) / 2.0 } else { wire_bytes as f64 };
             // The transfer's time: the all-reduce's less the lent updates the thread ran between
             // chunks, but no less than an emulated link holds it (the updates then ran within the
@@ -106,12 +103,15 @@ fn phase_steps<'s>(steps: &[&'s [StepBreakdown]], schedule: &Schedule, k: usize)
 /// What bucket `k` put on the wire over `steps`, as measured; the schedule's count when nothing
 /// was recorded.
 fn wire_bytes(steps: &[&[StepBreakdown]], schedule: &Schedule, k: usize) -> usize {
-    let measured = median(
-        steps.iter().map(|s| s.iter().map(|b| b.buckets.get(k).map_or(0, |t| t.bytes)).max().unwrap_or(0) as f64),
-    );
+    let measured = measured_bytes(steps, k, |t| t.bytes);
     if measured > 0.0 {
         measured as usize
     } else {
         schedule.wire_bytes(k)
     }
+}
+
+/// Bucket `k`'s bytes of one kind over `steps`: per step the largest of the ranks', their median.
+fn measured_bytes(steps: &[&[StepBreakdown]], k: usize, bytes: impl Fn(&BucketTiming) -> u64) -> f64 {
+    median(steps.iter().map(|s| s.iter().map(|b| b.buckets.get(k).map_or(0, &bytes)).max().unwrap_or(0) as f64))
 }

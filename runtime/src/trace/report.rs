@@ -4,7 +4,7 @@
 use overlap_plan::{Link, Schedule};
 use serde::Serialize;
 
-use super::breakdown::StepBreakdown;
+use super::breakdown::{keep_compressed, StepBreakdown};
 use super::bucket_report::{bucket_reports, BucketReport};
 use super::stats::{median, median_of_rank_means};
 use crate::comm::CommMode;
@@ -175,12 +175,7 @@ impl OverlapReport {
         steps.retain(|s| !s.is_empty());
         // PowerSGD compresses only after its `start_iter` steps sent whole: where some steps
         // compressed, every row is of those (the run's steady state), not some rows of each.
-        let compressed = |s: &&[StepBreakdown]| s.iter().any(|b| b.compress_ns > 0);
-        let before = steps.len();
-        if steps.iter().any(compressed) {
-            steps.retain(compressed);
-        }
-        let sent_whole_left_out = before - steps.len();
+        let sent_whole_left_out = keep_compressed(&mut steps);
         if steps.is_empty() {
             return None;
         }

@@ -129,6 +129,14 @@ pub struct RunInfo<'a> {
 pub(crate) const WORDS: usize = 7;
 
 impl Span {
+    /// Whether this is an all-gather that ends after `end_ns`, the end of the step it is tagged
+    /// with: waited for after that step (its last, or in a held-out pass), by no step. A step
+    /// counts the all-gathers its forward waited for; one its own update launched counts in the
+    /// next step, or, where no step waits for it, nowhere.
+    pub(crate) fn gathered_after(&self, end_ns: u64) -> bool {
+        self.end_ns > end_ns && matches!(self.activity, Activity::AllGather { .. })
+    }
+
     /// `end_ns - start_ns`, or 0 for a span that ends before it starts.
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)

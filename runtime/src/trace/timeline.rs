@@ -7,7 +7,7 @@ use std::path::Path;
 use overlap_plan::{human_bytes, Schedule};
 
 use super::blocks::{blocks, draw_block, lane_labels, Block};
-use super::breakdown::StepBreakdown;
+use super::breakdown::{keep_compressed, StepBreakdown};
 use super::canvas::{escape, BACKWARD, BUCKETS, FORWARD, LANE, LEFT, LOSS, RIGHT, WAIT, WIDTH};
 use super::labels::{self, Placement};
 use super::span::{Activity, RunInfo, Span};
@@ -24,14 +24,10 @@ const LEGEND_LINE: f64 = 20.0;
 /// compressed some steps, only those, as the report reads them (the steps before its start sent
 /// whole).
 pub fn representative_step(breakdowns: &[StepBreakdown], warm_up: u64) -> Option<u64> {
-    let by_step: Vec<&[StepBreakdown]> = breakdowns.chunk_by(|a, b| a.step == b.step).collect();
-    let compressed = |s: &&[StepBreakdown]| s.iter().any(|b| b.compress_ns > 0);
-    let any_compressed = by_step.iter().any(compressed);
-    let mut steps: Vec<(u64, u64)> = by_step
-        .iter()
-        .filter(|s| !any_compressed || compressed(s))
-        .map(|s| (s[0].step, s.iter().map(|b| b.step_ns).max().unwrap_or(0)))
-        .collect();
+    let mut by_step: Vec<&[StepBreakdown]> = breakdowns.chunk_by(|a, b| a.step == b.step).collect();
+    keep_compressed(&mut by_step);
+    let mut steps: Vec<(u64, u64)> =
+        by_step.iter().map(|s| (s[0].step, s.iter().map(|b| b.step_ns).max().unwrap_or(0))).collect();
     if steps.len() > 1 {
         steps.retain(|&(step, _)| step != warm_up);
     }
@@ -56,10 +52,9 @@ pub fn render(spans: &[Span], step: u64, info: &RunInfo) -> String {
     // As the report counts the step: not the all-gathers no step waits for (a sharded run's last
     // ones, tagged with its last step but waited for after it, beyond the picture), and nothing
     // past its end.
-    let gathered_after = |s: &Span| s.end_ns > t1 && matches!(s.activity, Activity::AllGather { .. });
     let clipped: Vec<Span> = spans
         .iter()
-        .filter(|s| s.start_ns < t1 && !gathered_after(s))
+        .filter(|s| s.start_ns < t1 && !s.gathered_after(t1))
         .map(|s| Span { end_ns: s.end_ns.min(t1), ..**s })
         .collect();
     let spans: Vec<&Span> = clipped.iter().collect();
