@@ -242,6 +242,19 @@ pub fn scratch(tag: &str) -> tempfile::TempDir {
     tempfile::Builder::new().prefix(&format!("overlap-test-{tag}-")).tempdir().expect("temp dir is writable")
 }
 
+/// Runs this test binary's ignored test `name` alone in a process of its own, and fails unless
+/// it passed: nothing else of this binary (another test, the harness reporting one) runs beside it.
+pub fn run_alone(name: &str) {
+    let exe = std::env::current_exe().expect("test binary path");
+    let out = std::process::Command::new(exe)
+        .args(["--exact", name, "--include-ignored", "--nocapture", "--color", "never"])
+        .output()
+        .expect("the test binary starts again");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    println!("{text}");
+    assert!(out.status.success() && text.contains("test result: ok. 1 passed"), "{name} alone:\n{text}");
+}
+
 /// Runs this test binary's ignored test `name` on 2 ranks under mpirun, once with each gradient
 /// transport and once without overlap, and fails unless it passed on both ranks each time. The
 /// ranks get their communicator from [`two_rank_communicator`]. Each rank's output goes to a file
