@@ -15,6 +15,7 @@ pub fn schedule(s: &Schedule) -> TokenStream {
         let (name, kind, flops) = (l.name.as_ref(), l.kind.as_ref(), Literal::u64_unsuffixed(l.flops_per_sample));
         let width = width(l.width);
         let ready = ready(l.ready);
+        let boundary = l.bucket_boundary;
         let tied = match l.tied {
             None => quote!(::core::option::Option::None),
             Some(t) => {
@@ -44,6 +45,7 @@ pub fn schedule(s: &Schedule) -> TokenStream {
                 params: ::overlap::__private::Cow::Borrowed(&[#(#params),*]),
                 ready: #ready,
                 tied: #tied,
+                bucket_boundary: #boundary,
             }
         }
     });

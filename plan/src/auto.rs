@@ -302,7 +302,16 @@ pub fn plan_auto(
     }
     let schedule = plan_buckets(model, &marked, &BucketLimits::Unlimited)?;
     let prediction = simulate(&p.buckets(&starts), &target.costs, &target.link, target.world, true);
-    Ok((schedule, prediction))
+    Ok((forced_as_written(schedule, layers), prediction))
+}
+
+/// `schedule`, planned from `layers` with boundaries of the planner's own, recording as forced
+/// only the boundaries `layers` forced: what a later plan of the same model must keep.
+pub(crate) fn forced_as_written(mut schedule: Schedule, layers: &[LayerSpec]) -> Schedule {
+    for (planned, written) in schedule.layers.to_mut().iter_mut().zip(layers) {
+        planned.bucket_boundary = written.bucket_boundary;
+    }
+    schedule
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! parameters, and the fewest buckets (each within the forced boundaries); then single
 //! boundaries are added or removed while that shortens the sharded step.
 
-use crate::auto::{plan_auto, Strategy, Target};
+use crate::auto::{forced_as_written, plan_auto, Strategy, Target};
 use crate::bucket::{plan_buckets, PlanError};
 use crate::gather::choose_gathers;
 use crate::limits::BucketLimits;
@@ -68,7 +68,7 @@ pub fn plan_auto_sharded(
             break;
         }
     }
-    Ok((schedule, predicted))
+    Ok((forced_as_written(schedule, layers), predicted))
 }
 
 /// Whether a predicted step of `a` seconds is shorter than one of `b` by more than rounding: sums

@@ -136,6 +136,7 @@ pub fn plan_buckets_in(
             flops_per_sample: layer.flops_per_sample,
             ready: layer.ready,
             tied: layer.tied,
+            bucket_boundary: layer.bucket_boundary,
             params: layer
                 .params
                 .iter()

@@ -56,6 +56,9 @@ pub struct LayerInfo {
     /// The earlier layer's parameter this layer is tied to (see `LayerSpec::tied`): it adds to
     /// that parameter's gradient, in that parameter's bucket.
     pub tied: Option<ParamRef>,
+    /// The model starts a bucket at this layer whatever the plan (`#[bucket_boundary]`): the
+    /// alternatives `--simulate` plans for this model keep it too.
+    pub bucket_boundary: bool,
 }
 
 /// One gradient bucket: a flat `f32` buffer reduced by one all-reduce.
@@ -165,7 +168,7 @@ impl Schedule {
                 params: l.params.iter().map(|p| ParamSpec::new(p.name.clone(), p.shape.clone())).collect(),
                 ready: l.ready,
                 flops_per_sample: l.flops_per_sample,
-                bucket_boundary: false,
+                bucket_boundary: l.bucket_boundary,
                 tied: l.tied,
             })
             .collect()

@@ -8,9 +8,9 @@ use std::path::Path;
 use std::str::FromStr;
 
 use overlap_plan::{
-    gathers_per_layer, plan_auto, plan_buckets, plan_buckets_in, sim_buckets, simulate, simulate_sharded, BucketLimits,
-    BucketOrder, GradComm, LayerSpec, Link, Prediction, Profile, Schedule, SimSharding, StepCosts, Strategy, Target,
-    WireFormat, DEFAULT_BUCKET_CAP_MB, MIB,
+    gathers_per_layer, plan_auto, plan_auto_sharded, plan_buckets, plan_buckets_in, sharded_step, sim_buckets,
+    simulate, simulate_sharded, BucketLimits, BucketOrder, GradComm, LayerSpec, Link, Prediction, Profile, Schedule,
+    SimSharding, StepCosts, Strategy, Target, WireFormat, DEFAULT_BUCKET_CAP_MB, MIB,
 };
 
 use crate::error::{Error, ParseError, Result};
@@ -156,31 +156,36 @@ pub fn predictions(
         (_, Some(low_rank)) => GradComm::LowRank(low_rank),
         (wire, None) => GradComm::Format(wire),
     });
-    // Auto and MG-WFBP choose their boundaries for that format (FP32 where the buckets differ).
+    // Auto and MG-WFBP choose their boundaries for that format (FP32 where the buckets differ),
+    // and keep those the model forces (`#[bucket_boundary]`), as `buckets = auto(..)` would; DDP
+    // knows no such boundaries.
     let chosen_for = compiled.unwrap_or(GradComm::Format(WireFormat::Fp32));
     let per_layer: Vec<LayerSpec> =
         specs.iter().map(|l| LayerSpec { bucket_boundary: !l.params.is_empty(), ..l.clone() }).collect();
-    let mut alternatives = ddp_layouts(schedule, &specs);
-    alternatives.extend([
-        (
-            "auto (optimal for this cluster)".to_string(),
-            plan_auto(&schedule.model, &specs, &target, Strategy::Optimal, chosen_for).ok().map(|p| p.0),
-        ),
-        (
-            "MG-WFBP merge rule".to_string(),
-            plan_auto(&schedule.model, &specs, &target, Strategy::MgWfbp, chosen_for).ok().map(|p| p.0),
-        ),
-        ("one bucket per layer".to_string(), plan_buckets(&schedule.model, &per_layer, &BucketLimits::Unlimited).ok()),
-    ]);
-    for (name, plan) in alternatives {
-        if let Some(plan) = plan {
-            out.push((
-                name,
-                plan.buckets.len(),
-                sim(&plan.with_grad_comm(compiled.unwrap_or(GradComm::Format(WireFormat::Fp32)))),
-            ));
-        }
-    }
+    let unforced: Vec<LayerSpec> = specs.iter().map(|l| LayerSpec { bucket_boundary: false, ..l.clone() }).collect();
+    // Each alternative's buckets, predicted with the state kept whole; the auto plan's, kept as
+    // the run keeps it: sharded state is its own plan, as the macro plans it.
+    let whole = |plan: Schedule| (plan.buckets.len(), sim(&plan.with_grad_comm(chosen_for)));
+    let auto = if sharding == SimSharding::Whole {
+        let plan = plan_auto(&schedule.model, &specs, &target, Strategy::Optimal, chosen_for);
+        ("auto (optimal for this cluster)", plan.ok().map(|p| whole(p.0)))
+    } else {
+        let plan = plan_auto_sharded(&schedule.model, &specs, &target, chosen_for);
+        let predicted = plan.ok().map(|(p, _)| (p.buckets.len(), sharded_step(&p, &target, chosen_for)));
+        ("auto (optimal for this cluster, sharded state)", predicted)
+    };
+    let mg_wfbp = plan_auto(&schedule.model, &specs, &target, Strategy::MgWfbp, chosen_for).ok();
+    let each_layer = plan_buckets(&schedule.model, &per_layer, &BucketLimits::Unlimited).ok();
+    let alternatives = ddp_layouts(schedule, &unforced).into_iter().map(|(name, plan)| (name, plan.map(whole)));
+    out.extend(
+        alternatives
+            .chain([
+                (auto.0.to_string(), auto.1),
+                ("MG-WFBP merge rule".to_string(), mg_wfbp.map(|p| whole(p.0))),
+                ("one bucket per layer".to_string(), each_layer.map(whole)),
+            ])
+            .filter_map(|(name, predicted)| predicted.map(|(buckets, p)| (name, buckets, p))),
+    );
     out
 }
 
@@ -350,6 +355,52 @@ mod tests {
         let rows = predictions(&one, &costs, cluster, sim_sharding(true));
         let split = row(&rows, "compiled, sharded, all-gathers per layer");
         assert!(split.gather_exposed_s < row(&rows, "compiled (this binary)").gather_exposed_s);
+    }
+
+    #[test]
+    fn the_planned_alternatives_keep_the_boundaries_the_model_forces_and_its_state_sharded() {
+        let linear = |name: &'static str, input, output| {
+            LayerSpec::new(name, "Linear", overlap_plan::Width::Fixed { input, output })
+                .with_param("weight", &[output, input])
+                .with_flops(2 * (input * output) as u64)
+        };
+        let mut specs = vec![linear("fc1", 64, 64), linear("fc2", 64, 64), linear("fc3", 64, 64)];
+        specs[1].bucket_boundary = true;
+        let schedule = plan_buckets("M", &specs, &BucketLimits::Unlimited).unwrap();
+        assert!(schedule.layers[1].bucket_boundary && !schedule.layers[2].bucket_boundary);
+        let costs = StepCosts { forward_s: vec![1e-6; 3], backward_s: vec![2e-6; 3], update_s_per_byte: 1e-12 };
+        // Latency dwarfs all else: one bucket is best, where nothing forces two.
+        let cluster: Cluster = "world=8,link=latency=1s,bandwidth=100GB/s".parse().unwrap();
+        let buckets = |rows: &[(String, usize, Prediction)], name: &str| {
+            rows.iter().find(|r| r.0 == name).map(|r| r.1).unwrap_or_else(|| panic!("no row {name} in {rows:?}"))
+        };
+        // MG-WFBP sends the last layer alone (the link is free then) and merges the rest but
+        // where the model forces a bucket.
+        let unforced =
+            plan_buckets("M", &[specs[0].clone(), linear("fc2", 64, 64), specs[2].clone()], &BucketLimits::Unlimited);
+        let rows = predictions(&unforced.unwrap(), &costs, cluster, SimSharding::Whole);
+        assert_eq!(buckets(&rows, "auto (optimal for this cluster)"), 1);
+        assert_eq!(buckets(&rows, "MG-WFBP merge rule"), 2);
+        let rows = predictions(&schedule, &costs, cluster, SimSharding::Whole);
+        assert_eq!(buckets(&rows, "auto (optimal for this cluster)"), 2, "the forced boundary and no other");
+        assert_eq!(buckets(&rows, "MG-WFBP merge rule"), 3);
+        assert_eq!(buckets(&rows, "DDP defaults, step 1 (one bucket)"), 1, "DDP knows no forced boundary");
+        assert_eq!(buckets(&rows, "one bucket per layer"), 3);
+        // A sharded run's auto plan is planned and predicted sharded, as `buckets = auto(..)` is.
+        let rows = predictions(&schedule, &costs, cluster, sim_sharding(true));
+        assert!(!rows.iter().any(|r| r.0 == "auto (optimal for this cluster)"), "{rows:?}");
+        let auto =
+            rows.iter().find(|r| r.0 == "auto (optimal for this cluster, sharded state)").expect("a sharded row");
+        let target = Target { costs: costs.clone(), link: cluster.link, world: cluster.world };
+        let (plan, _) = plan_auto_sharded("M", &specs, &target, GradComm::Format(WireFormat::Fp32)).unwrap();
+        let flags = |layers: &[overlap_plan::LayerInfo]| layers.iter().map(|l| l.bucket_boundary).collect::<Vec<_>>();
+        assert_eq!(flags(&plan.layers), [false, true, false], "the boundaries the model forced, no others");
+        assert!(plan.buckets.len() >= 2, "{plan:?}");
+        assert_eq!(
+            (auto.1, &auto.2),
+            (plan.buckets.len(), &sharded_step(&plan, &target, GradComm::Format(WireFormat::Fp32)))
+        );
+        assert!(auto.2.all_gather_s > 0.0, "{auto:?}");
     }
 
     #[test]

@@ -1009,6 +1009,7 @@ pub mod net {
                         ),
                         ready: ::overlap::plan::ReadyOrder::Reverse,
                         tied: ::core::option::Option::None,
+                        bucket_boundary: false,
                     },
                     ::overlap::plan::LayerInfo {
                         name: ::overlap::__private::Cow::Borrowed("blocks.0.norm"),
@@ -1038,6 +1039,7 @@ pub mod net {
                         ),
                         ready: ::overlap::plan::ReadyOrder::Definition,
                         tied: ::core::option::Option::None,
+                        bucket_boundary: true,
                     },
                     ::overlap::plan::LayerInfo {
                         name: ::overlap::__private::Cow::Borrowed("blocks.0.fc"),
@@ -1067,6 +1069,7 @@ pub mod net {
                         ),
                         ready: ::overlap::plan::ReadyOrder::Reverse,
                         tied: ::core::option::Option::None,
+                        bucket_boundary: false,
                     },
                     ::overlap::plan::LayerInfo {
                         name: ::overlap::__private::Cow::Borrowed("blocks.1.norm"),
@@ -1096,6 +1099,7 @@ pub mod net {
                         ),
                         ready: ::overlap::plan::ReadyOrder::Definition,
                         tied: ::core::option::Option::None,
+                        bucket_boundary: true,
                     },
                     ::overlap::plan::LayerInfo {
                         name: ::overlap::__private::Cow::Borrowed("blocks.1.fc"),
@@ -1125,6 +1129,7 @@ pub mod net {
                         ),
                         ready: ::overlap::plan::ReadyOrder::Reverse,
                         tied: ::core::option::Option::None,
+                        bucket_boundary: false,
                     },
                     ::overlap::plan::LayerInfo {
                         name: ::overlap::__private::Cow::Borrowed("head"),
@@ -1154,6 +1159,7 @@ pub mod net {
                         ),
                         ready: ::overlap::plan::ReadyOrder::Reverse,
                         tied: ::core::option::Option::None,
+                        bucket_boundary: false,
                     },
                 ],
             ),

@@ -878,6 +878,7 @@ impl ::overlap::DistributedModel for Mlp {
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act1"),
@@ -887,6 +888,7 @@ impl ::overlap::DistributedModel for Mlp {
                     params: ::overlap::__private::Cow::Borrowed(&[]),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("fc2"),
@@ -916,6 +918,7 @@ impl ::overlap::DistributedModel for Mlp {
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act2"),
@@ -925,6 +928,7 @@ impl ::overlap::DistributedModel for Mlp {
                     params: ::overlap::__private::Cow::Borrowed(&[]),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("fc3"),
@@ -954,6 +958,7 @@ impl ::overlap::DistributedModel for Mlp {
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act3"),
@@ -963,6 +968,7 @@ impl ::overlap::DistributedModel for Mlp {
                     params: ::overlap::__private::Cow::Borrowed(&[]),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("head"),
@@ -992,6 +998,7 @@ impl ::overlap::DistributedModel for Mlp {
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
             ],
         ),

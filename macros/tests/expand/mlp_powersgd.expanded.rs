@@ -886,6 +886,7 @@ impl ::overlap::DistributedModel for Mlp {
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act1"),
@@ -895,6 +896,7 @@ impl ::overlap::DistributedModel for Mlp {
                     params: ::overlap::__private::Cow::Borrowed(&[]),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("fc2"),
@@ -924,6 +926,7 @@ impl ::overlap::DistributedModel for Mlp {
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act2"),
@@ -933,6 +936,7 @@ impl ::overlap::DistributedModel for Mlp {
                     params: ::overlap::__private::Cow::Borrowed(&[]),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("fc3"),
@@ -962,6 +966,7 @@ impl ::overlap::DistributedModel for Mlp {
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act3"),
@@ -971,6 +976,7 @@ impl ::overlap::DistributedModel for Mlp {
                     params: ::overlap::__private::Cow::Borrowed(&[]),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("head"),
@@ -1000,6 +1006,7 @@ impl ::overlap::DistributedModel for Mlp {
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
             ],
         ),

@@ -880,6 +880,7 @@ impl ::overlap::DistributedModel for Mlp {
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act1"),
@@ -889,6 +890,7 @@ impl ::overlap::DistributedModel for Mlp {
                     params: ::overlap::__private::Cow::Borrowed(&[]),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("fc2"),
@@ -918,6 +920,7 @@ impl ::overlap::DistributedModel for Mlp {
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act2"),
@@ -927,6 +930,7 @@ impl ::overlap::DistributedModel for Mlp {
                     params: ::overlap::__private::Cow::Borrowed(&[]),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("fc3"),
@@ -956,6 +960,7 @@ impl ::overlap::DistributedModel for Mlp {
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("act3"),
@@ -965,6 +970,7 @@ impl ::overlap::DistributedModel for Mlp {
                     params: ::overlap::__private::Cow::Borrowed(&[]),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
                 ::overlap::plan::LayerInfo {
                     name: ::overlap::__private::Cow::Borrowed("head"),
@@ -994,6 +1000,7 @@ impl ::overlap::DistributedModel for Mlp {
                     ),
                     ready: ::overlap::plan::ReadyOrder::Reverse,
                     tied: ::core::option::Option::None,
+                    bucket_boundary: false,
                 },
             ],
         ),

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 
 const LAYERS: &[LayerInfo] = &[LayerInfo {
     tied: None,
+    bucket_boundary: false,
     name: Cow::Borrowed("fc"),
     kind: Cow::Borrowed("Linear<2, 2>"),
     width: Width::Fixed { input: 2, output: 2 },
