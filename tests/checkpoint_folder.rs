@@ -3,6 +3,8 @@
 //! checkpoint; a save that cannot publish `latest` leaves nothing behind; and the pointer's
 //! temporary file is never written through a link, nor left to fail a run at its first save.
 
+mod common;
+
 use std::path::Path;
 
 use overlap::prelude::*;
@@ -197,4 +199,82 @@ fn newer_whole_checkpoints_and_another_runs_folders_are_not_removed_unasked() {
     std::fs::write(lonely.join("latest"), "step-00000004").unwrap();
     let error = train(&lonely, 2, false, || {}).map(|_| ()).unwrap_err().to_string();
     assert!(error.contains("no `latest` names one of its step folders"), "{error}");
+}
+
+/// Samples that fail from sample `from` on (a file gone mid-run), after noting the folder's
+/// entries then.
+struct FailingFrom<'a> {
+    samples: SyntheticClassification,
+    from: u64,
+    folder: &'a Path,
+    seen: Vec<String>,
+}
+
+impl Dataset for FailingFrom<'_> {
+    fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> overlap::Result<()> {
+        if first >= self.from {
+            self.seen = entries(self.folder);
+            return Err(overlap::Error::Config("the samples are gone".to_string()));
+        }
+        Dataset::fill(&mut self.samples, first, rows, batch)
+    }
+
+    fn features(&self) -> usize {
+        self.samples.features()
+    }
+}
+
+/// A run replacing another's checkpoints sets them aside as it starts, and removes them with its
+/// first published checkpoint: one that fails before then puts them back as it ends.
+#[test]
+fn a_replacing_run_that_fails_before_its_first_save_puts_the_old_checkpoints_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    train(&ck, 2, false, || {}).unwrap();
+    assert_eq!(entries(&ck), ["latest", "step-00000002"]);
+    let comm = Communicator::single();
+    let mut model = Tiny::new(&comm, 1).unwrap();
+    let mut data =
+        FailingFrom { samples: SyntheticClassification::new(3, 4, 3), from: 8, folder: &ck, seen: Vec::new() };
+    let trainer = Trainer::new(&comm).steps(10).batch(4).report(ReportFormat::Off, None).save(&ck, Some(5));
+    let error = trainer.overwrite_checkpoints().fit(&mut model, &mut data, &CrossEntropyLoss).unwrap_err();
+    assert!(error.to_string().contains("the samples are gone"), "{error}");
+    assert_eq!(data.seen, [".replaced"], "set aside while the run trained");
+    assert_eq!(entries(&ck), ["latest", "step-00000002"], "put back");
+    // One that publishes a checkpoint has replaced them.
+    let trainer = Trainer::new(&comm).steps(4).batch(4).report(ReportFormat::Off, None).save(&ck, Some(2));
+    let mut data = SyntheticClassification::new(3, 4, 3);
+    trainer.overwrite_checkpoints().fit(&mut model, &mut data, &CrossEntropyLoss).unwrap();
+    assert_eq!(entries(&ck), ["latest", "step-00000002", "step-00000004"]);
+}
+
+/// Killed before its first save, a replacing run leaves the checkpoints it set aside; the next
+/// run in the folder puts them back first, so that they are resumed as if it had never started.
+#[test]
+fn a_replacing_run_killed_before_its_first_save_leaves_the_old_checkpoints_to_resume() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    let ck_arg = ck.to_str().unwrap();
+    let mlp = common::example("mlp");
+    let run = |args: &[&str]| {
+        let mut command = std::process::Command::new(&mlp);
+        command.args(["--batch", "4", "--report", "off"]).args(args);
+        command
+    };
+    assert!(run(&["--steps", "2", "--save", ck_arg]).output().unwrap().status.success());
+    let mut replacing = run(&["--steps", "100000", "--log-every", "1", "--save", ck_arg, "--overwrite"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(replacing.stdout.take().unwrap()).lines();
+    assert!(lines.any(|l| l.unwrap().contains("step      3/")), "the replacing run trains");
+    replacing.kill().unwrap();
+    replacing.wait().unwrap();
+    assert_eq!(entries(&ck), [".replaced"], "set aside, and nothing published");
+    let out = run(&["--steps", "3", "--resume", ck_arg, "--save", ck_arg]).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("step 2"), "{text}");
+    assert_eq!(entries(&ck), ["latest", "step-00000002", "step-00000003"]);
 }

@@ -1,8 +1,9 @@
 //! Taking a checkpoint folder for a run: one run at a time (an advisory lock naming its holder),
 //! and never over another run's checkpoints unless the run continues them or was told to
-//! replace them. Those it replaces are removed only once the run has passed every check and
-//! trains (`DirLock::replace_old`): a run refused at start-up (a checkpoint that does not load, a
-//! missing GPU) leaves them as they were.
+//! replace them. Those it replaces are set aside once the run has passed every check and trains
+//! (`DirLock::replace_old`), and removed when its first checkpoint is published: a run refused at
+//! start-up (a checkpoint that does not load, a missing GPU), or one that fails or is killed
+//! before its first save, leaves them to be put back, as its end or the next claim does.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
@@ -10,7 +11,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use super::layout::{step_dir_name, step_of, LATEST, LOCK_FILE, STATE_FILE};
+use super::layout::{step_dir_name, step_of, LATEST, LOCK_FILE, REPLACED, STATE_FILE};
 use crate::error::{Error, Result};
 use crate::process::output_paths;
 
@@ -19,7 +20,7 @@ use crate::process::output_paths;
 pub struct DirLock {
     _file: File,
     dir: PathBuf,
-    /// Another run's `latest` and step folders, to remove before this run's first step.
+    /// Another run's `latest` and step folders, to set aside before this run's first step.
     old: Vec<String>,
     /// The folder and those above it, when this run made them: removed again with the lock if
     /// the run saved nothing (it was refused, or failed before its first save).
@@ -28,6 +29,8 @@ pub struct DirLock {
 
 impl Drop for DirLock {
     fn drop(&mut self) {
+        // A run that published nothing leaves the checkpoints it was to replace as they were.
+        let _ = put_back_replaced(&self.dir);
         let only_the_lock = || {
             std::fs::read_dir(&self.dir)
                 .is_ok_and(|entries| entries.filter_map(|e| e.ok()).all(|e| e.file_name() == LOCK_FILE))
@@ -40,17 +43,49 @@ impl Drop for DirLock {
 }
 
 impl DirLock {
-    /// Removes the checkpoints of the run this one replaces (`SaveConfig::overwrite`), if any; on
-    /// rank 0, right before the first step.
+    /// Sets aside the checkpoints of the run this one replaces (`SaveConfig::overwrite`), if any,
+    /// in `REPLACED`, which this run's first published checkpoint removes; on rank 0, right
+    /// before the first step.
     pub fn replace_old(&mut self) -> Result<()> {
-        for name in std::mem::take(&mut self.old) {
-            let old = self.dir.join(&name);
-            let folder = old.symlink_metadata().is_ok_and(|m| m.is_dir());
-            let removed = if folder { std::fs::remove_dir_all(&old) } else { std::fs::remove_file(&old) };
-            removed.map_err(|source| Error::Io { path: old, source })?;
+        let old = std::mem::take(&mut self.old);
+        if old.is_empty() {
+            return Ok(());
+        }
+        let aside = self.dir.join(REPLACED);
+        std::fs::create_dir(&aside).map_err(|source| Error::Io { path: aside.clone(), source })?;
+        for name in old {
+            let (from, to) = (self.dir.join(&name), aside.join(&name));
+            std::fs::rename(&from, &to).map_err(|source| Error::Io { path: from, source })?;
         }
         Ok(())
     }
+}
+
+/// Puts back the checkpoints a replacing run set aside in `dir` (`DirLock::replace_old`) and
+/// ended, or was killed, before replacing: unless `dir` has a `latest` of its own, which means
+/// that run published a checkpoint and they are removed. A step folder of the replacing run's
+/// unfinished save gives way to the one set aside under its name.
+pub(super) fn put_back_replaced(dir: &Path) -> Result<()> {
+    let aside = dir.join(REPLACED);
+    if !aside.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+        return Ok(());
+    }
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    if dir.join(LATEST).symlink_metadata().is_ok() {
+        return std::fs::remove_dir_all(&aside).map_err(io(&aside));
+    }
+    for entry in std::fs::read_dir(&aside).map_err(io(&aside))? {
+        let entry = entry.map_err(io(&aside))?;
+        let to = dir.join(entry.file_name());
+        if to.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+            std::fs::remove_dir_all(&to).map_err(io(&to))?;
+        }
+        std::fs::rename(entry.path(), &to).map_err(io(&entry.path()))?;
+    }
+    std::fs::remove_dir(&aside).map_err(io(&aside))
 }
 
 /// Claims `dir` for this run's checkpoints (rank 0, before step 1). `continues` says the run
@@ -82,6 +117,8 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Re
     let holder = format!("process {} on {}", std::process::id(), host.trim());
     let file = &mut lock._file;
     file.set_len(0).and_then(|()| file.rewind()).and_then(|()| file.write_all(holder.as_bytes())).map_err(io)?;
+    // A run that was to replace this folder's checkpoints and was killed before its first save.
+    put_back_replaced(dir)?;
     if continues && !overwrite {
         newer_than_latest_refused(dir)?;
     }

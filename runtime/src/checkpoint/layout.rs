@@ -19,6 +19,10 @@ pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 /// The lock a run holds on the folder it saves to.
 pub const LOCK_FILE: &str = ".lock";
 
+/// Where a run replacing another's checkpoints (`SaveConfig::overwrite`) keeps them until its
+/// own first checkpoint is published.
+pub const REPLACED: &str = ".replaced";
+
 /// The name of the step directory of a checkpoint that resumes at `step`.
 pub fn step_dir_name(step: u64) -> String {
     format!("step-{step:08}")
@@ -36,7 +40,7 @@ pub fn step_of(name: &str) -> Option<u64> {
 pub fn owner_folder(path: &Path) -> Option<PathBuf> {
     let name = path.file_name()?.to_str()?;
     let folder = path.parent()?;
-    let own = [LATEST, LATEST_TMP, LOCK_FILE].contains(&name) || step_of(name).is_some();
+    let own = [LATEST, LATEST_TMP, LOCK_FILE, REPLACED].contains(&name) || step_of(name).is_some();
     if own && is_checkpoint_folder(folder) {
         return Some(folder.to_path_buf());
     }

@@ -39,7 +39,7 @@ use crate::optim::OptimizerState;
 use crate::params_file::read_checked;
 use latest::{latest_name, step_state, StepState};
 pub(crate) use layout::owner_folder;
-use layout::{step_dir_name, step_of, LATEST, OPTIMIZER_FILE, STATE_FILE};
+use layout::{step_dir_name, step_of, LATEST, OPTIMIZER_FILE, REPLACED, STATE_FILE};
 use state::State;
 use write::write_step;
 
@@ -150,6 +150,8 @@ pub(crate) fn save_in_claimed<M: DistributedModel, O: OptimizerState>(
         return Err(unpublished(error, dir, &step_dir));
     }
     remove_old(dir, &name);
+    // The checkpoints this run replaces (`claim::DirLock::replace_old`) are replaced now.
+    let _ = std::fs::remove_dir_all(dir.join(REPLACED));
     Ok(step_dir)
 }
 
