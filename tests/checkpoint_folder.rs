@@ -1,7 +1,9 @@
 //! The checkpoint folder's housekeeping, with a tiny model through the library: a partial step
 //! folder a killed save left behind is removed, never kept as one of the newest in place of a
 //! checkpoint; a save that cannot publish `latest` leaves nothing behind; and the pointer's
-//! temporary file is never written through a link, nor left to fail a run at its first save.
+//! temporary file is never written through a link, nor left to fail a run at its first save; a
+//! run replacing another's checkpoints keeps them until it has one of its own; and a checkpoint
+//! edited past its CRCs is refused by the checks behind them.
 
 mod common;
 
@@ -277,4 +279,101 @@ fn a_replacing_run_killed_before_its_first_save_leaves_the_old_checkpoints_to_re
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && text.contains("step 2"), "{text}");
     assert_eq!(entries(&ck), ["latest", "step-00000002", "step-00000003"]);
+}
+
+/// Rewrites `file` in the newest step folder of `dir` through `edit` (its tensors by name), and
+/// signs the edit in the step's state as a save would: past the CRCs, to the checks behind them.
+fn edit_signed(dir: &Path, file: &str, edit: impl FnOnce(&mut std::collections::BTreeMap<String, Vec<f32>>)) {
+    let step = dir.join(latest(dir));
+    let path = step.join(file);
+    let bytes = std::fs::read(&path).unwrap();
+    let read = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut tensors: std::collections::BTreeMap<String, Vec<f32>> = read
+        .tensors()
+        .into_iter()
+        .map(|(name, view)| {
+            (name, view.data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect())
+        })
+        .collect();
+    let shapes: std::collections::BTreeMap<String, Vec<usize>> =
+        read.tensors().into_iter().map(|(name, view)| (name, view.shape().to_vec())).collect();
+    edit(&mut tensors);
+    let raw: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
+        .iter()
+        .map(|(name, values)| {
+            (name.clone(), shapes[name].clone(), values.iter().flat_map(|v| v.to_le_bytes()).collect())
+        })
+        .collect();
+    let views: Vec<(String, safetensors::tensor::TensorView)> = raw
+        .iter()
+        .map(|(name, shape, data)| {
+            (name.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), data).unwrap())
+        })
+        .collect();
+    let written = safetensors::serialize(views, None).unwrap();
+    std::fs::write(&path, &written).unwrap();
+    edit_state(dir, |state| {
+        state["files"][file] = serde_json::json!({"bytes": written.len(), "crc32": crc32fast::hash(&written)})
+    });
+}
+
+/// Edits the state of the newest step folder of `dir` through `edit`, and signs it as a save does.
+fn edit_state(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let path = dir.join(latest(dir)).join("state.json");
+    let mut state: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    edit(&mut state);
+    let fields = state.as_object_mut().unwrap();
+    fields.remove("crc32");
+    let crc = crc32fast::hash(&serde_json::to_vec(&fields).unwrap());
+    fields.insert("crc32".into(), crc.into());
+    std::fs::write(&path, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
+}
+
+/// A checkpoint whose optimizer state lacks a parameter's buffers (after steps that made them),
+/// or holds a value that is not finite, is refused naming the tensor and file, before anything
+/// of the model or the optimizer is changed.
+#[test]
+fn a_checkpoint_missing_state_or_holding_non_finite_values_is_refused_before_loading_any() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    let comm = Communicator::single();
+    let run = |trainer: Trainer| {
+        let mut model = Tiny::new(&comm, 1).unwrap();
+        let mut data = SyntheticClassification::new(3, 4, 3);
+        let trainer = trainer.steps(2).batch(4).report(ReportFormat::Off, None).optimizer(OptimizerConfig::adamw(1e-3));
+        trainer.save(&ck, None).fit(&mut model, &mut data, &CrossEntropyLoss).unwrap();
+    };
+    run(Trainer::new(&comm));
+    let load = || {
+        let mut model = Tiny::new(&comm, 7).unwrap();
+        let before = model.param(overlap::plan::ParamRef { layer: 0, param: 0 }).to_vec();
+        let mut optimizer = AdamW::new(1e-3);
+        let error = overlap::checkpoint::load(&ck, &mut model, &mut optimizer, 0, 1).map(drop).unwrap_err();
+        assert_eq!(model.param(overlap::plan::ParamRef { layer: 0, param: 0 }), before, "the model is as it was");
+        assert_eq!(optimizer.step_count(), 0, "the optimizer is as it was");
+        error.to_string()
+    };
+    edit_signed(&ck, "optimizer.safetensors", |t| {
+        assert!(t.remove("exp_avg.fc1.bias").is_some() && t.remove("exp_avg_sq.fc1.bias").is_some(), "{:?}", t.keys());
+    });
+    let error = load();
+    assert!(
+        error.contains(
+            "optimizer.safetensors: the optimizer's state lacks `exp_avg.fc1.bias` and `exp_avg_sq.fc1.bias` \
+                        (the optimizer has stepped: every parameter has its state)"
+        ),
+        "{error}"
+    );
+    // A step count past the run's own (here one that would wrap at the next step).
+    edit_state(&ck, |state| state["optimizer_step"] = u64::MAX.into());
+    let error = load();
+    assert!(error.contains("state.json: the optimizer stepped 18446744073709551615 times in 2 steps"), "{error}");
+    std::fs::remove_dir_all(&ck).unwrap();
+    run(Trainer::new(&comm));
+    edit_signed(&ck, "model.safetensors", |t| t.get_mut("head.weight").unwrap()[5] = f32::NAN);
+    let error = load();
+    assert!(
+        error.contains("model.safetensors: `head.weight` holds NaN at index 5: a parameter must be finite"),
+        "{error}"
+    );
 }

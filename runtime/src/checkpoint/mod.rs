@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::fault::{self, SaveStage};
 use crate::model::DistributedModel;
 use crate::optim::OptimizerState;
-use crate::params_file::read_checked;
+use crate::params_file::{non_finite, read_checked};
 use latest::{latest_name, step_state, StepState};
 pub(crate) use layout::owner_folder;
 use layout::{step_dir_name, step_of, LATEST, OPTIMIZER_FILE, REPLACED, STATE_FILE};
@@ -303,13 +303,30 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
             }
         }
     }
+    if let Some(step) = state.optimizer_step.filter(|&step| step > state.position.next_step) {
+        problems.push(format!(
+            "{}: the optimizer stepped {step} times in {} steps: more often than the run did (edited or damaged)",
+            state_path.display(),
+            state.position.next_step
+        ));
+    }
+    if let (Some(params), Some(buffers)) = (&params, &buffers) {
+        let in_file = |file: &str, problems: Vec<String>| {
+            let path = step_dir.join(file);
+            problems.into_iter().map(move |p| format!("{}: {p}", path.display()))
+        };
+        problems.extend(in_file(MODEL_FILE, non_finite(params, "a parameter")));
+        problems.extend(in_file(OPTIMIZER_FILE, non_finite(buffers, "the optimizer's state")));
+        let stepped = state.optimizer_step.is_some_and(|step| step > 0);
+        problems.extend(in_file(OPTIMIZER_FILE, missing_buffers::<M>(optimizer.buffer_names(), buffers, stepped)));
+    }
     let (Some(params), Some(buffers), true) = (params, buffers, problems.is_empty()) else {
         return Err(Error::CheckpointMismatch { path: step_dir, problems });
     };
 
-    // Decoded from the files' bytes straight into the parameters, and one parameter's optimizer
-    // buffers at a time: a resumed run holds the files beside its training state, not also a
-    // decoded copy of them.
+    // Every check passed: nothing is changed before. Decoded from the files' bytes straight into
+    // the parameters, and one parameter's optimizer buffers at a time: a resumed run holds the
+    // files beside its training state, not also a decoded copy of them.
     for (i, p) in M::SCHEDULE.params().enumerate() {
         let name = M::SCHEDULE.param_name(p);
         crate::params_file::decode_into(model.param_mut(p), params[&name]);
@@ -318,19 +335,40 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
             .iter()
             .filter_map(|b| buffers.get(&format!("{b}.{name}")).map(|bytes| crate::params_file::f32_values(bytes)))
             .collect();
-        if mine.len() == optimizer.buffer_names().len() {
+        if !mine.is_empty() {
             optimizer.set_buffers(i, &mine.iter().map(Vec::as_slice).collect::<Vec<_>>());
-        } else if !mine.is_empty() {
-            problems.push(format!("optimizer state of `{name}` is incomplete"));
         }
-    }
-    if !problems.is_empty() {
-        return Err(Error::CheckpointMismatch { path: step_dir, problems });
     }
     if let Some(step) = state.optimizer_step {
         optimizer.set_step_count(step);
     }
     Ok(Loaded { position: state.position, run: state.run, state_file: state_path, low_rank })
+}
+
+/// The optimizer buffers `buffers` lacks, each parameter's once: a parameter has all of them or
+/// (before the optimizer's first step, `stepped` false) none; an optimizer that has stepped
+/// keeps them for every parameter, as PyTorch's does for every parameter with a gradient.
+fn missing_buffers<M: DistributedModel>(
+    names: &[&str],
+    buffers: &BTreeMap<String, &[u8]>,
+    stepped: bool,
+) -> Vec<String> {
+    let s = M::SCHEDULE;
+    let mut problems = Vec::new();
+    for name in s.params().map(|p| s.param_name(p)) {
+        let (found, lacking): (Vec<&str>, Vec<&str>) =
+            names.iter().partition(|b| buffers.contains_key(&format!("{b}.{name}")));
+        if !lacking.is_empty() && (stepped || !found.is_empty()) {
+            let lacking: Vec<String> = lacking.iter().map(|b| format!("`{b}.{name}`")).collect();
+            let why = if stepped {
+                "the optimizer has stepped: every parameter has its state"
+            } else {
+                "a parameter has all of its state or none"
+            };
+            problems.push(format!("the optimizer's state lacks {} ({why})", lacking.join(" and ")));
+        }
+    }
+    problems
 }
 
 /// Deletes step directories older than the `KEEP` newest checkpoints, and the partial ones a

@@ -353,11 +353,7 @@ fn fill<M: DistributedModel>(model: &mut M, bytes: &[u8], path: &Path) -> Result
             }
         }
     }
-    for (name, v) in &values {
-        if let Some((at, x)) = f32s(v).enumerate().find(|(_, x)| !x.is_finite()) {
-            problems.push(format!("`{name}` holds {x} at index {at}: a parameter must be finite"));
-        }
-    }
+    problems.extend(non_finite(&values, "a parameter"));
     if !problems.is_empty() {
         return Err(fail(problems));
     }
@@ -365,6 +361,14 @@ fn fill<M: DistributedModel>(model: &mut M, bytes: &[u8], path: &Path) -> Result
         decode_into(model.param_mut(p), values[&s.param_name(p)]);
     }
     Ok(())
+}
+
+/// A problem for each of `tensors` (names and little-endian f32 bytes) holding a value that is
+/// not finite, naming its first such value; `what` says what the tensors are.
+pub(crate) fn non_finite(tensors: &BTreeMap<String, &[u8]>, what: &str) -> Vec<String> {
+    let first = |bytes: &[u8]| f32s(bytes).enumerate().find(|(_, x)| !x.is_finite());
+    let found = tensors.iter().filter_map(|(name, bytes)| Some((name, first(bytes)?)));
+    found.map(|(name, (at, x))| format!("`{name}` holds {x} at index {at}: {what} must be finite")).collect()
 }
 
 /// One named tensor read back from a file: `(name, shape, values)`.
