@@ -324,6 +324,22 @@ fn data_on_a_language_model_reads_a_text_or_token_shards() {
         let saved = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
         assert!(saved("d.st") == saved("f.st"), "--data {data} trained other parameters than {flag} {data}");
     }
+    // A pipe is read as a text, whole: nothing of it is taken to look at its first bytes.
+    let pipe = dir.path().join("pipe");
+    let c_path = std::ffi::CString::new(pipe.to_str().unwrap()).unwrap();
+    // SAFETY: `c_path` is a NUL-terminated path that lives across the call.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "a FIFO can be made");
+    let writer = std::thread::spawn(move || std::fs::write(pipe, TEXT.repeat(20)));
+    let (ok, piped) = run("gpt", dir.path(), &[&steps[..], &["--data", "pipe", "--save-params", "d.st"]].concat());
+    writer.join().unwrap().unwrap();
+    assert!(
+        ok && piped.contains("read as --text pipe (not a regular file; give --tokens for token shards)"),
+        "{piped}"
+    );
+    let (ok, by_flag) = run("gpt", dir.path(), &[&steps[..], &["--text", "t.txt", "--save-params", "f.st"]].concat());
+    assert!(ok, "{by_flag}");
+    let saved = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
+    assert!(saved("d.st") == saved("f.st"), "the piped text trained other parameters than its file");
     // And samples, as the flag it stands for does.
     let (ok, sampled) = run("gpt", dir.path(), &[&steps[..], &["--data", "t.txt", "--sample", "5"]].concat());
     assert!(ok && sampled.contains("sample (5 characters"), "{sampled}");

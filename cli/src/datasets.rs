@@ -21,7 +21,9 @@ pub(crate) fn data_for_language_model<M: DistributedModel>(args: &TrainArgs, ran
     let path = args.data.as_ref().filter(|_| token_rows::<M>().is_some())?;
     let mut read = args.clone();
     read.data = None;
-    let flag = if path.is_dir() || starts_as_token_shard(path) {
+    // Only a regular file is looked into: the bytes read from a pipe would be lost to its reader.
+    let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
+    let flag = if path.is_dir() || (regular && starts_as_token_shard(path)) {
         read.tokens = Some(path.clone());
         "--tokens"
     } else {
@@ -29,12 +31,13 @@ pub(crate) fn data_for_language_model<M: DistributedModel>(args: &TrainArgs, ran
         "--text"
     };
     if rank == 0 {
-        console::err_line(&format!("note: --data {0} on a language model: read as {flag} {0}", path.display()));
+        let why = if path.is_dir() || regular { "" } else { " (not a regular file; give --tokens for token shards)" };
+        console::err_line(&format!("note: --data {0} on a language model: read as {flag} {0}{why}", path.display()));
     }
     Some(read)
 }
 
-/// Whether `path` is a file whose first int32 is llm.c's shard magic number.
+/// Whether the regular file `path` starts with llm.c's shard magic number as its first int32.
 fn starts_as_token_shard(path: &Path) -> bool {
     let mut first = [0u8; 4];
     std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut first)).is_ok()
