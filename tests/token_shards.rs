@@ -174,6 +174,12 @@ fn shards_and_settings_that_do_not_fit_are_refused_before_step_1() {
             &["--tokens", "wide-vocabulary", "--sample", "5"],
             "wide-vocabulary/vocabulary.txt: 100 distinct characters, but Gpt predicts 96 classes",
         ),
+        // Training alone, as `--text` of those characters is refused: its parameters would record
+        // a vocabulary the model cannot predict.
+        (
+            &["--tokens", "wide-vocabulary"],
+            "wide-vocabulary/vocabulary.txt: 100 distinct characters, but Gpt predicts 96 classes",
+        ),
     ] {
         // The example measures held-out loss by default; only the case about it keeps that.
         let extra: &[&str] =

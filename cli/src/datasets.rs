@@ -204,11 +204,16 @@ pub(crate) fn note_shard_doubts(args: &TrainArgs, rank: usize) {
     }
 }
 
-/// No token past the model's vocabulary (its output classes and its token embedding's rows).
+/// No token past the model's vocabulary (its output classes and its token embedding's rows), nor
+/// more characters in the shards' `vocabulary.txt` than it has, as `--text` refuses them: the
+/// parameters a run saves record that vocabulary, and a later run refuses them for it.
 fn check_tokens<M: DistributedModel>(shards: &TokenShards) -> Result<()> {
     let model = &M::SCHEDULE.model;
     // `training_data` has already refused a model without them.
     let limit = vocabulary_limit::<M>().unwrap_or(usize::MAX);
+    if let (Some(file), Some(vocabulary)) = (shards.vocabulary_file(), Dataset::vocabulary(shards)) {
+        check_vocabulary::<M>(&file, vocabulary.chars().count(), limit)?;
+    }
     let (largest, shard) = shards.max_token();
     if usize::from(largest) >= limit {
         return Err(Error::Config(format!(
