@@ -257,3 +257,28 @@ fn gpt2_token_shards_train_the_shape_of_gpt2s_vocabulary() {
     let (ok, text) = run("gpt", dir.path(), &[&common[..], &["--vocab", "50304", "--sample", "5"]].concat());
     assert!(!ok && text.contains("has no vocabulary.txt beside its shards"), "{text}");
 }
+
+/// Shards beside the staging folder of a `prepare` that did not finish may be part of its text:
+/// refused however the shard is named, by folder, by path, or by its bare name in the current
+/// folder.
+#[test]
+fn shards_beside_an_unfinished_prepare_are_refused_however_named() {
+    let dir = scratch("unfinished-prepare");
+    std::fs::write(dir.path().join("t.txt"), TEXT.repeat(30)).unwrap();
+    let (ok, text) = run("prepare", dir.path(), &["--text", "t.txt", "--out", "shards"]);
+    assert!(ok, "{text}");
+    let shards = dir.path().join("shards");
+    std::fs::create_dir(shards.join(".prepare-t.partial")).unwrap();
+    let train = std::fs::read_dir(&shards)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .find(|name| name.contains("_train"))
+        .expect("a training shard");
+    let steps = ["--steps", "1", "--batch", "2", "--context", "8", "--eval-every", "0", "--report", "off"];
+    let by_path = format!("shards/{train}");
+    let bare = format!("./{train}");
+    for (cwd, tokens) in [(dir.path(), "shards"), (dir.path(), by_path.as_str()), (&shards, &bare), (&shards, &train)] {
+        let (ok, text) = run("gpt", cwd, &[&steps[..], &["--tokens", tokens]].concat());
+        assert!(!ok && text.contains("a `prepare` that did not finish"), "--tokens {tokens}:\n{text}");
+    }
+}

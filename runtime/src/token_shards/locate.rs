@@ -11,12 +11,17 @@ use crate::error::{Error, Result};
 /// numbers; or one training file and, when it exists, the file named as it is with `val` for
 /// that `train`.
 pub fn locate(path: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
-    let folder = if path.is_dir() { Some(path) } else { path.parent().filter(|p| !p.as_os_str().is_empty()) };
-    if let Some(staging) = folder.and_then(super::staging::unfinished) {
+    // A bare file name's folder is the current one.
+    let folder = if path.is_dir() {
+        path
+    } else {
+        path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+    };
+    if let Some(staging) = super::staging::unfinished(folder) {
         return Err(Error::Dataset(format!(
             "{}: a `prepare` that did not finish (interrupted, or stopped by an error) left {}, and the shards beside \
              it may be a part of its text: remove both and run `prepare` again",
-            folder.unwrap_or(path).display(),
+            folder.display(),
             staging.display()
         )));
     }
