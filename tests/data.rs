@@ -85,4 +85,22 @@ fn bad_idx_files_are_named_with_their_problem() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("images have 784 pixels, the model's first layer takes 64 inputs"), "{stderr}");
+
+    // Held-out images of as many pixels in another shape (14x56 against 28x28).
+    write_mnist_like(dir, 20);
+    let mut test_images = std::fs::read(dir.join("train-images-idx3-ubyte")).unwrap();
+    test_images[8..16].copy_from_slice(&[0, 0, 0, 14, 0, 0, 0, 56]);
+    std::fs::write(dir.join("t10k-images-idx3-ubyte"), test_images).unwrap();
+    std::fs::copy(dir.join("train-labels-idx1-ubyte"), dir.join("t10k-labels-idx1-ubyte")).unwrap();
+    let out = std::process::Command::new(example("mlp"))
+        .args(["--data", dir.to_str().unwrap(), "--steps", "1", "--eval-every", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("t10k-images-idx3-ubyte: images of 14x56 pixels, the training images (")
+            && stderr.contains("train-images-idx3-ubyte) 28x28"),
+        "{stderr}"
+    );
 }

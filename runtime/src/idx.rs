@@ -161,6 +161,8 @@ fn find(dir: &Path, names: [String; 2], split: Split, what: &'static str) -> Res
 #[derive(Debug, Clone, PartialEq)]
 pub struct IdxDataset {
     features: usize,
+    /// Each image's rows and columns, as its file gives them.
+    image_shape: (usize, usize),
     classes: usize,
     /// `len() x features`, row-major, each pixel divided by 255.
     images: Vec<f32>,
@@ -191,7 +193,8 @@ impl IdxDataset {
         let features = rows * cols;
         let files = vec![images.to_path_buf(), labels.to_path_buf()];
         let images = pixels.iter().map(|&p| f32::from(p) / 255.0).collect();
-        Ok(IdxDataset { features, classes, images, labels: label_data.to_vec(), files })
+        let image_shape = (rows, cols);
+        Ok(IdxDataset { features, image_shape, classes, images, labels: label_data.to_vec(), files })
     }
 
     /// Loads the `split` half of an MNIST-style directory, accepting both the original file names
@@ -227,6 +230,11 @@ impl IdxDataset {
     /// Pixels per image (rows x cols).
     pub fn features(&self) -> usize {
         self.features
+    }
+
+    /// Each image's rows and columns: two sets of as many pixels may still be images of two shapes.
+    pub fn image_shape(&self) -> (usize, usize) {
+        self.image_shape
     }
 
     /// Number of classes the labels were checked against.

@@ -108,7 +108,16 @@ impl TrainingData {
             (TrainingData::Synthetic(d), _) => TrainingData::Synthetic(d.held_out()),
             (TrainingData::Text(d), _) => TrainingData::Text(d.held_out()?),
             (TrainingData::Idx(d), Some(dir)) => {
-                TrainingData::Idx(IdxDataset::load_dir(dir, Split::Test, d.classes())?)
+                let test = IdxDataset::load_dir(dir, Split::Test, d.classes())?;
+                if test.image_shape() != d.image_shape() {
+                    let ((rows, cols), (train_rows, train_cols)) = (test.image_shape(), d.image_shape());
+                    return Err(Error::Dataset(format!(
+                        "{}: images of {rows}x{cols} pixels, the training images ({}) {train_rows}x{train_cols}",
+                        test.files()[0].display(),
+                        d.files()[0].display()
+                    )));
+                }
+                TrainingData::Idx(test)
             }
             (TrainingData::Idx(_), None) => {
                 return Err(Error::Config("held-out IDX data needs the folder the training files came from".into()))
