@@ -137,6 +137,8 @@ fn shards_and_settings_that_do_not_fit_are_refused_before_step_1() {
     overlap::token_shards::write_shard(&dir.path().join("wide/x_train.bin"), &tokens).unwrap();
     std::fs::create_dir(dir.path().join("no-val")).unwrap();
     overlap::token_shards::write_shard(&dir.path().join("no-val/x_train.bin"), &[1; 400]).unwrap();
+    // A held-out file given as the training one.
+    overlap::token_shards::write_shard(&dir.path().join("y_val.bin"), &[1; 400]).unwrap();
     std::fs::write(dir.path().join("garbage_train.bin"), vec![1u8; 2000]).unwrap();
     std::fs::create_dir(dir.path().join("empty")).unwrap();
     // A vocabulary.txt of more characters than the model predicts: no sample could print them.
@@ -152,6 +154,10 @@ fn shards_and_settings_that_do_not_fit_are_refused_before_step_1() {
         (&["--tokens", "wide"][..], "token id 119 is past Gpt's vocabulary of 96 tokens"),
         (&["--tokens", "no-val", "--eval-every", "2"], "--eval-every needs held-out shards beside --tokens no-val"),
         (&["--tokens", "no-val/x_train.bin", "--eval-every", "2"], "no-val/x_val.bin is not there"),
+        (
+            &["--tokens", "y_val.bin", "--eval-every", "2"],
+            "y_val.bin: it is a held-out (`val`) file itself: give its `train` file, or the folder of both",
+        ),
         // Synthetic features are no token ids.
         (&[], "Gpt reads token ids: give it a text (--text FILE) or token shards (--tokens PATH)"),
         // `--data` on a language model is a text or shards: here, shards, refused as such.

@@ -7,7 +7,7 @@ use std::path::Path;
 use overlap_runtime::data::SyntheticClassification;
 use overlap_runtime::model::{position_rows, token_rows, vocabulary_limit};
 use overlap_runtime::text::{file_vocabulary, CharText};
-use overlap_runtime::token_shards::{locate, shard_doubts, val_namesake, TokenShards, MAGIC};
+use overlap_runtime::token_shards::{is_held_out_file, locate, shard_doubts, val_namesake, TokenShards, MAGIC};
 use overlap_runtime::training_data::TrainingData;
 use overlap_runtime::{Dataset, DistributedModel, Error, Result};
 
@@ -288,6 +288,10 @@ pub(crate) fn held_out<M: DistributedModel>(data: &TrainingData, args: &TrainArg
                     match val_namesake(path) {
                         Some(val) => {
                             format!("{} is not there (give the folder to read every shard in it)", val.display())
+                        }
+                        None if is_held_out_file(path) => {
+                            "it is a held-out (`val`) file itself: give its `train` file, or the folder of both"
+                                .to_string()
                         }
                         None => "its name has no `train` part to pair it with a `val` file".to_string(),
                     }

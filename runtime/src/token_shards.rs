@@ -26,7 +26,7 @@ use crate::data::{Batch, Dataset};
 use crate::error::{Error, Result};
 pub use doubts::shard_doubts;
 pub use format::{write_shard, HEADER_INTS, MAGIC, VERSION};
-pub use locate::{locate, val_namesake};
+pub use locate::{is_held_out_file, locate, val_namesake};
 pub use names::VOCABULARY_FILE;
 pub use prepare::{check_destination, prepare_characters, prepare_tokens, Prepared};
 pub use reader::read_shard;

@@ -80,3 +80,8 @@ pub fn val_namesake(train: &Path) -> Option<PathBuf> {
         _ => None,
     }
 }
+
+/// Whether `file`'s name marks it held out (a `val` part, as `split_part` reads it).
+pub fn is_held_out_file(file: &Path) -> bool {
+    file.file_name().is_some_and(|name| matches!(split_part(&name.to_string_lossy()), Some((_, false))))
+}
