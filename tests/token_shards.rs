@@ -288,3 +288,15 @@ fn shards_beside_an_unfinished_prepare_are_refused_however_named() {
         assert!(!ok && text.contains("a `prepare` that did not finish"), "--tokens {tokens}:\n{text}");
     }
 }
+
+/// `prepare --shard-tokens` past what a shard's header counts (2^31 - 1) is refused as it is
+/// read, not after the whole text is read and its shard fails to be written.
+#[test]
+fn a_shard_size_past_the_header_count_is_refused_at_once() {
+    let dir = scratch("shard-size");
+    std::fs::write(dir.path().join("t.txt"), TEXT).unwrap();
+    let (ok, text) =
+        run("prepare", dir.path(), &["--text", "t.txt", "--out", "shards", "--shard-tokens", "2147483648"]);
+    assert!(!ok && text.contains("2147483648 is not in 2..=2147483647"), "{text}");
+    assert!(!dir.path().join("shards").exists(), "nothing written");
+}

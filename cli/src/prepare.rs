@@ -27,8 +27,14 @@ pub struct PrepareArgs {
     pub name: Option<String>,
     /// Tokens per shard: each split is cut into shards of at most N that differ by one token at
     /// most (llm.c writes 10^8 per shard), but never into a shard of one token, which holds no
-    /// sample: with N = 2, a split of odd length begins with a shard of 3. At least 2.
-    #[arg(long, value_name = "N", default_value_t = 100_000_000, value_parser = clap::value_parser!(u64).range(2..))]
+    /// sample: with N = 2, a split of odd length begins with a shard of 3. At least 2, at most
+    /// 2147483647 (2^31 - 1: what a shard's header can count).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 100_000_000,
+        value_parser = clap::value_parser!(u64).range(2..=i32::MAX as u64)
+    )]
     pub shard_tokens: u64,
     /// llm.c's tokenizer file (gpt2_tokenizer.bin): the shards hold the text's GPT-2 tokens, as
     /// tiktoken's `encode` gives them with `<|endoftext|>` allowed (the text's `<|endoftext|>` is
