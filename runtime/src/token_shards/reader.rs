@@ -101,7 +101,18 @@ fn open_checked(path: &Path) -> Result<(File, usize, bool)> {
     }
     let int = |i: usize| i32::from_le_bytes(header[4 * i..4 * i + 4].try_into().expect("4 bytes"));
     if int(0) != MAGIC {
-        return Err(bad(format!("magic number {}, a token shard starts with {MAGIC} (llm.c's format)", int(0))));
+        // nanoGPT's `prepare.py` writes its tokens under these names, with no header at all.
+        let nanogpt = match path.file_name().and_then(|n| n.to_str()) {
+            Some("train.bin" | "val.bin") => {
+                "; nanoGPT's train.bin and val.bin are bare uint16 tokens without one: `prepare --text FILE --out \
+                 DIR` writes shards of the text they came from"
+            }
+            _ => "",
+        };
+        return Err(bad(format!(
+            "magic number {}, a token shard starts with {MAGIC} (llm.c's format){nanogpt}",
+            int(0)
+        )));
     }
     if int(1) != VERSION {
         return Err(bad(format!("version {}, only version {VERSION} (uint16 tokens) is read", int(1))));

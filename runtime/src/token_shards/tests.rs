@@ -58,7 +58,13 @@ fn malformed_shards_are_refused_naming_the_value() {
     let mut bytes = vec![0u8; HEADER_INTS * 4 + 6];
     bytes[..4].copy_from_slice(&7i32.to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
-    assert!(read_shard(&path).unwrap_err().to_string().contains("magic number 7, a token shard starts with 20240520"));
+    let refused = read_shard(&path).unwrap_err().to_string();
+    assert!(refused.contains("magic number 7, a token shard starts with 20240520") && !refused.contains("nanoGPT"));
+    // nanoGPT's headerless files, by their names: what they are, and what to run instead.
+    let nanogpt = dir.path().join("train.bin");
+    std::fs::write(&nanogpt, &bytes).unwrap();
+    let refused = read_shard(&nanogpt).unwrap_err().to_string();
+    assert!(refused.contains("nanoGPT's train.bin and val.bin are bare uint16 tokens without one"), "{refused}");
     bytes[..4].copy_from_slice(&MAGIC.to_le_bytes());
     bytes[4..8].copy_from_slice(&2i32.to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
