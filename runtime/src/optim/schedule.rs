@@ -91,6 +91,21 @@ impl LrSchedule {
         }
     }
 
+    /// What a run of `steps` steps should be told of a decay that ends before it does: its last
+    /// steps all run at the minimum rate. Not an error (a tail at the minimum may be meant), but
+    /// easily left so by a longer `--steps` alone.
+    pub fn decay_ends_early(&self, steps: u64) -> Option<String> {
+        match *self {
+            LrSchedule::WarmupCosine { warmup, decay_until, min_lr } if steps > decay_until => Some(format!(
+                "the learning rate's decay ends at step {decay_until} and the run trains {steps} steps: its last {} \
+                 run at the minimum rate {min_lr:e} (`--lr-schedule cosine:warmup={warmup},until={steps},min={min_lr:e}` \
+                 decays over the whole run, as nanoGPT's lr_decay_iters = max_iters)",
+                steps - decay_until
+            )),
+            _ => None,
+        }
+    }
+
     /// Why these settings cannot be followed, if they cannot.
     pub fn problem(&self) -> Option<String> {
         match *self {
@@ -205,6 +220,22 @@ mod tests {
         assert!(note.contains("never reaches 1e-3 (the last step's is"), "{note}");
         assert_eq!(s.unfinished_warm_up(1e-3, 101), None, "step 101 runs at the base rate");
         assert_eq!(LrSchedule::Constant.unfinished_warm_up(1e-3, 1), None);
+    }
+
+    #[test]
+    fn a_decay_that_ends_before_the_run_is_noted_with_the_schedule_that_would_not() {
+        let s = LrSchedule::WarmupCosine { warmup: 100, decay_until: 2000, min_lr: 1e-4 };
+        assert_eq!(s.decay_ends_early(2000), None, "the last step, 1999, is the decay's");
+        let note = s.decay_ends_early(5000).unwrap();
+        assert!(
+            note.starts_with("the learning rate's decay ends at step 2000 and the run trains 5000 steps"),
+            "{note}"
+        );
+        assert!(note.contains("its last 3000 run at the minimum rate 1e-4"), "{note}");
+        let suggested: LrSchedule = "cosine:warmup=100,until=5000,min=1e-4".parse().unwrap();
+        assert!(note.contains(&format!("`--lr-schedule {}`", "cosine:warmup=100,until=5000,min=1e-4")), "{note}");
+        assert_eq!(suggested.decay_ends_early(5000), None);
+        assert_eq!(LrSchedule::Constant.decay_ends_early(5000), None);
     }
 
     #[test]

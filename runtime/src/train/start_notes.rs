@@ -1,5 +1,5 @@
 //! What rank 0 says before the first step about settings that work but may surprise: threads
-//! a GPU ignores, a warm-up longer than the run, a link slower than the timeout, slower BLAS
+//! a GPU ignores, a warm-up longer than the run, a decay shorter than it, a link slower than the timeout, slower BLAS
 //! kernels, compute-only runs of sharded state.
 
 use super::preflight::link_outlasts_timeout;
@@ -31,7 +31,9 @@ pub(super) fn print<M: DistributedModel>(config: &TrainConfig, comm: &Communicat
         console::err_line(&format!("note: {note}"));
     }
     let base = config.optimizer.base_lr();
-    if let Some(note) = config.optimizer.lr_schedule.unfinished_warm_up(base, config.steps) {
+    let schedule = &config.optimizer.lr_schedule;
+    let notes = [schedule.unfinished_warm_up(base, config.steps), schedule.decay_ends_early(config.steps)];
+    for note in notes.into_iter().flatten() {
         console::err_line(&format!("note: {note}"));
     }
     if let (Device::Cpu, Some(note)) = (config.device, crate::host::blas_core::slower_kernels_note()) {
