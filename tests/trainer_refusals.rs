@@ -109,6 +109,11 @@ fn a_non_finite_loss_stops_the_run_at_its_step() {
     let mut data = SyntheticClassification::new(3, 4, 3);
     let err = fit(|t| t, &mut data, &NanLater(Default::default())).unwrap_err().to_string();
     assert!(err.contains("the loss is NaN at step 2 on rank 0"), "{err}");
+    assert!(err.contains("or `OptimizerConfig::clip_grad_norm`"), "{err}");
+    // Clipping is no advice where it is on.
+    let clipped = OptimizerConfig::sgd(0.05).clip_grad_norm(1.0);
+    let err = fit(|t| t.optimizer(clipped), &mut data, &NanLater(Default::default())).unwrap_err().to_string();
+    assert!(err.contains("the loss is NaN at step 2") && err.contains("gradients are clipped to norm 1)"), "{err}");
     // A finite loss whose gradient is not: stopped at its step too, before any parameter is NaN.
     let err = fit(|t| t, &mut data, &NanGradientLater(Default::default())).unwrap_err().to_string();
     assert!(err.contains("the loss's gradient is NaN at row 0, column 0") && err.contains("at step 2"), "{err}");

@@ -188,10 +188,14 @@ impl Run<'_> {
                     } else {
                         ""
                     };
+                    // Clipping is advice only where it is off.
+                    let remedies = match optimizer.clip_grad_norm {
+                        None => "a smaller `OptimizerConfig::lr`, or `OptimizerConfig::clip_grad_norm`".to_string(),
+                        Some(norm) => format!("a smaller `OptimizerConfig::lr`; gradients are clipped to norm {norm}"),
+                    };
                     return Err(Error::Loss(format!(
                         "the loss is {micro_loss} at step {} on rank {rank}: the loss, the data or the parameters \
-                         hold a non-finite value, or training diverged (a smaller `OptimizerConfig::lr`, or \
-                         `OptimizerConfig::clip_grad_norm`){zero_eps}",
+                         hold a non-finite value, or training diverged ({remedies}){zero_eps}",
                         step + 1
                     )));
                 }
