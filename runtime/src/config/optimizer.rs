@@ -132,7 +132,8 @@ impl OptimizerConfig {
     /// What makes these settings unusable, if anything: the values PyTorch's optimizers refuse
     /// in their constructors, and NaN or infinite ones, which would train to NaN silently.
     pub fn problem(&self) -> Option<String> {
-        // The updates and the clip run in f32: a number is checked as they will see it.
+        // The updates and the clip run in f32: a number is checked as they will see it (a positive
+        // one that rounds to 0 or past f32; a negative one is refused for its sign below).
         let unsigned = |v: f64| (v as f32).is_finite() && v >= 0.0;
         let (lr, decay, (beta1, beta2)) = (self.base_lr(), self.base_weight_decay(), self.betas);
         let adamw = self.kind == OptimizerKind::AdamW;
@@ -143,7 +144,7 @@ impl OptimizerConfig {
         let rounded = |v: f64| v as f32;
         let past_f32 = used
             .chain(self.clip_grad_norm.map(|m| ("clip_grad_norm", m)))
-            .find(|&(_, v)| v.is_finite() && v != 0.0 && (rounded(v) == 0.0 || !rounded(v).is_finite()));
+            .find(|&(_, v)| v.is_finite() && v > 0.0 && (rounded(v) == 0.0 || !rounded(v).is_finite()));
         if let Some((name, v)) = past_f32 {
             return Some(format!(
                 "`OptimizerConfig::{name}` {v:e}: rounds to {} in f32, which the optimizer runs in",
