@@ -5,9 +5,10 @@ use super::elementwise::{AdamWStep, ElementwiseRule, LentState};
 use super::optimizer::{assert_non_negative, Optimizer};
 use super::schedule::DecayExemptions;
 
-/// AdamW. Hyperparameters are not validated here (`OptimizerConfig`, from which the `Trainer`
-/// builds its optimizer, refuses bad ones before step 1; so does the command line): PyTorch's
-/// preconditions apply, i.e. `lr >= 0`, `eps >= 0`, `weight_decay >= 0`, betas in `[0, 1)`.
+/// AdamW. Its constructor and setters panic on what PyTorch's constructor refuses (`lr >= 0`,
+/// `eps >= 0`, `weight_decay >= 0`, betas in `[0, 1)`); `OptimizerConfig`, from which the
+/// `Trainer` builds its optimizer, reports each as an error before step 1 instead, and so does the
+/// command line.
 ///
 /// They are f64, as PyTorch's Python floats are: `1 - beta2` and the bias corrections are
 /// computed from the f64 values and rounded to f32 only where PyTorch's tensor ops round them

@@ -49,7 +49,9 @@ impl GradClip {
 
     /// The factor the updates multiply the summed gradients by: `grad_scale` (the averaging),
     /// times PyTorch's `min(1, max_norm / (norm + 1e-6))`, where `norm` is the averaged
-    /// gradients' norm, `grad_scale · √sum_of_squares` (squares of the sums, in f64).
+    /// gradients' norm, `grad_scale · √sum_of_squares` (squares of the sums, in f64). Where
+    /// PyTorch's f32 squares overflow (an element past about 1.8e19), its norm is infinite and
+    /// every gradient becomes 0; here the f64 sum stays finite and the gradients are clipped.
     pub fn scale(&mut self, sum_of_squares: f64, grad_scale: f32) -> f32 {
         let norm = (sum_of_squares.sqrt() * f64::from(grad_scale)) as f32;
         self.last_norm = Some(norm);

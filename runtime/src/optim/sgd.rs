@@ -7,10 +7,11 @@ use super::schedule::DecayExemptions;
 
 /// SGD with optional momentum, dampening, Nesterov momentum and (coupled) weight decay.
 ///
-/// Hyperparameters are not validated here (`OptimizerConfig`, from which the `Trainer` builds its
-/// optimizer, refuses bad ones before step 1; so does the command line): PyTorch's preconditions apply,
-/// i.e. non-negative `lr`, `momentum` and `weight_decay`, and Nesterov only with `momentum > 0`
-/// and `dampening == 0`.
+/// Its constructor and setters panic on what PyTorch's constructor refuses (negative `lr`,
+/// `momentum` or `weight_decay`; Nesterov without `momentum > 0` and `dampening == 0`, at the
+/// first step);
+/// `OptimizerConfig`, from which the `Trainer` builds its optimizer, reports each as an error
+/// before step 1 instead, and so does the command line.
 #[derive(Clone, Debug)]
 pub struct Sgd {
     lr: f32,
