@@ -163,7 +163,7 @@ test: deps nvrtc mkl gpt2-tokenizer
 	MKL_LIB_DIR=$(MKL_LIB) LD_LIBRARY_PATH=$(MKL_LIB) cargo test --workspace --features mkl --lib
 
 # The tarball scripts/gpu-check.sh runs on a GPU machine without cargo (see the README).
-gpu-bundle: deps
+gpu-bundle: deps pip
 	scripts/gpu-bundle.sh
 
 # The tarball scripts/cpu-targets.sh runs on a machine without cargo or OpenMPI (see the README).
@@ -220,6 +220,6 @@ bench: deps gpt2-tokenizer $(if $(BENCH_FEATURES),mkl)
 # against the debug examples. Prints a Markdown table of the outcomes and fails on a panic, a
 # hang, a lost result or an outcome other than the one its case expects. BAD_INPUTS_ARGS: e.g.
 # --only signal, --markdown bad-inputs.md.
-bad-inputs: deps
+bad-inputs: deps pip
 	cargo build --examples
 	python3 tests/adversarial/bad_inputs.py $(BAD_INPUTS_ARGS)

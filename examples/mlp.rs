@@ -1,4 +1,5 @@
-//! The model of the README, trained on a synthetic classification set.
+//! The model of the README, without its optional `#[bucket_boundary]` (so `head` shares a bucket
+//! with `fc3`), trained on a synthetic classification set.
 //!
 //! ```text
 //! cargo run --release --example mlp                      # one process
