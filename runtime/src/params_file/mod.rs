@@ -132,7 +132,10 @@ pub fn load_notes(path: &Path) -> Result<FileNotes> {
 /// format's complaint ("header too large" alone leaves a user guessing which header), and what
 /// the file seems to be instead.
 fn not_safetensors(path: &Path, bytes: &[u8], e: safetensors::SafeTensorError) -> Error {
-    let seems = if bytes.starts_with(b"PK\x03\x04") || bytes.first() == Some(&0x80) {
+    // A pickle starts with its PROTO opcode (0x80) and a protocol of 2 to 5: a safetensors
+    // header's length may start with 0x80 too, but then reads as one (its JSON follows).
+    let pickle = matches!(bytes, [0x80, 2..=5, ..]) && described_length(bytes).is_none();
+    let seems = if bytes.starts_with(b"PK\x03\x04") || pickle {
         // A zip archive (`torch.save` since PyTorch 1.6) or a pickle (before).
         ": it looks like a `torch.save` file; write the parameters with \
          `safetensors.torch.save_file(model.state_dict(), path)`"
@@ -163,7 +166,7 @@ fn described_length(bytes: &[u8]) -> Option<u64> {
     let header = bytes.get(8..8usize.checked_add(usize::try_from(header_len).ok()?)?)?;
     let header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(header).ok()?;
     let data_end = header.values().filter_map(|tensor| tensor.get("data_offsets")?.get(1)?.as_u64()).max().unwrap_or(0);
-    Some(8 + header_len + data_end)
+    8u64.checked_add(header_len)?.checked_add(data_end)
 }
 
 fn notes_in(bytes: &[u8], path: &Path) -> Result<FileNotes> {

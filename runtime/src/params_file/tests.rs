@@ -40,3 +40,21 @@ fn a_file_cut_short_or_not_safetensors_is_refused() {
     std::fs::write(&path, b"1234").unwrap();
     assert!(param_shapes(&path).unwrap_err().to_string().contains("8-byte"));
 }
+
+#[test]
+fn a_header_length_starting_with_0x80_is_no_pickle_and_a_pickle_is_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.safetensors");
+    // A 128-byte header (its length's first byte 0x80) whose two tensors overlap.
+    let mut header = r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#.to_string();
+    header.push_str(&" ".repeat(128 - header.len()));
+    let mut bytes = 128u64.to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(&[0; 4]);
+    std::fs::write(&path, &bytes).unwrap();
+    let refused = load_params(&path).unwrap_err().to_string();
+    assert!(refused.contains("not a safetensors file") && !refused.contains("torch.save"), "{refused}");
+    // `torch.save`'s pickles before PyTorch 1.6: the PROTO opcode, protocol 2.
+    std::fs::write(&path, b"\x80\x02\x8a\x0alots of pickled tensors").unwrap();
+    assert!(load_params(&path).unwrap_err().to_string().contains("looks like a `torch.save` file"));
+}
