@@ -33,7 +33,14 @@ pub fn write_atomically(
     // The checks before step 1 made the folder and removed it again (see `output_paths`).
     std::fs::create_dir_all(folder)?;
     let tmp = folder.join(temporary_name(&target));
-    let written = File::create(&tmp).and_then(|file| {
+    // A leftover of a killed write is replaced; whatever else is there (a link planted at the
+    // name) is removed, never written through: the file is made new, not opened.
+    let fresh = || OpenOptions::new().write(true).create_new(true).open(&tmp);
+    let opened = match fresh() {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => std::fs::remove_file(&tmp).and_then(|()| fresh()),
+        other => other,
+    };
+    let written = opened.and_then(|file| {
         let mut out = BufWriter::new(file);
         write(&mut out)?;
         let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
@@ -62,6 +69,18 @@ fn temporary_name(target: &Path) -> OsString {
 mod tests {
     use super::*;
     use crate::process::output_paths::names_a_descriptor;
+
+    #[test]
+    fn a_link_at_the_temporary_name_is_replaced_not_written_through() {
+        let root = tempfile::tempdir().unwrap();
+        let (path, victim) = (root.path().join("p.safetensors"), root.path().join("victim"));
+        std::fs::write(&victim, b"someone else's").unwrap();
+        std::os::unix::fs::symlink(&victim, root.path().join(temporary_name(&path))).unwrap();
+        write_atomically(&path, |f| f.write_all(b"this run's"), || {}).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"someone else's");
+        assert_eq!(std::fs::read(&path).unwrap(), b"this run's");
+        assert!(!root.path().join(temporary_name(&path)).exists(), "the link is gone with the write");
+    }
 
     #[test]
     fn a_write_replaces_the_file_whole_and_leaves_nothing_beside_it() {
