@@ -57,6 +57,10 @@ pub struct RunAbout {
     /// sequence; absent for other data and in checkpoints written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub positions: Option<usize>,
+    /// The dropout the run trained with (`rate 0.2, seed 1337`, or `off`): the masks a step
+    /// draws follow from it. Empty in checkpoints written before it was recorded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub dropout: String,
 }
 
 impl RunAbout {

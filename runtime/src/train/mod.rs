@@ -306,6 +306,10 @@ impl<'c> Trainer<'c> {
             vocabulary: data.vocabulary().or_else(|| started_from.vocabulary.clone()),
             // Token ids come in sequences, even of one position; other data only past one row.
             positions: (data.token_count().is_some() || data.positions() > 1).then(|| data.positions()),
+            dropout: match config.dropout {
+                DropoutConfig { rate, .. } if rate == 0.0 => "off".to_string(),
+                DropoutConfig { rate, seed } => format!("rate {rate}, seed {seed}"),
+            },
         };
         if let (Some(loaded), Some(now)) = (&started_from.vocabulary, &about.vocabulary) {
             if let Some(why) = crate::text::vocabulary_mismatch(loaded, now) {

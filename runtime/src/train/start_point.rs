@@ -122,6 +122,9 @@ fn changes(saved: &checkpoint::RunAbout, now: &checkpoint::RunAbout, also_this_s
     if !saved.optimizer.is_empty() && !changed.is_empty() {
         changes.push(format!("other optimizer settings: {} (its state is kept)", changed.join(", ")));
     }
+    if !saved.dropout.is_empty() && saved.dropout != now.dropout {
+        changes.push(format!("other dropout: {} now (was {})", now.dropout, saved.dropout));
+    }
     if saved.global_batch != now.global_batch {
         changes.push(format!(
             "another global batch: {} samples per step before, {} now (the data position is kept in samples)",
@@ -137,6 +140,15 @@ mod tests {
 
     fn about(data: &str, fingerprint: Option<&str>) -> checkpoint::RunAbout {
         checkpoint::RunAbout { data: data.into(), data_fingerprint: fingerprint.map(Into::into), ..Default::default() }
+    }
+
+    #[test]
+    fn other_dropout_is_told_unless_the_checkpoint_records_none() {
+        let with = |dropout: &str| checkpoint::RunAbout { dropout: dropout.into(), ..Default::default() };
+        let told = changes(&with("rate 0.2, seed 1337"), &with("off"), "");
+        assert_eq!(told, ["other dropout: off now (was rate 0.2, seed 1337)"]);
+        assert!(changes(&with("rate 0.2, seed 1337"), &with("rate 0.2, seed 1337"), "").is_empty());
+        assert!(changes(&with(""), &with("off"), "").is_empty(), "written before dropout was recorded");
     }
 
     #[test]
