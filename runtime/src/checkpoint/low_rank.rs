@@ -35,6 +35,8 @@ pub struct Gathered {
 /// This rank's PowerSGD state read back from a checkpoint, to put into its buckets.
 #[derive(Clone, Debug)]
 pub struct Restored {
+    /// The file it was read from, for the error of a state that does not fit.
+    file: std::path::PathBuf,
     steps: u64,
     /// Per low-rank bucket index: this rank's errors and the warm-start Q.
     buckets: BTreeMap<usize, (Vec<f32>, Vec<f32>)>,
@@ -91,7 +93,12 @@ pub(super) fn expected(schedule: &Schedule, ranks: usize) -> BTreeMap<String, Ve
 }
 
 /// Rank `rank`'s part of the checked tensors `values` (as `expected` names them).
-pub(super) fn restored(meta: Meta, mut values: BTreeMap<String, Vec<f32>>, rank: usize) -> Restored {
+pub(super) fn restored(
+    file: std::path::PathBuf,
+    meta: Meta,
+    mut values: BTreeMap<String, Vec<f32>>,
+    rank: usize,
+) -> Restored {
     let mut buckets = BTreeMap::new();
     let names: Vec<String> = values.keys().filter(|n| n.starts_with("q.b")).cloned().collect();
     for q_name in names {
@@ -100,7 +107,7 @@ pub(super) fn restored(meta: Meta, mut values: BTreeMap<String, Vec<f32>>, rank:
         let errors = values.remove(&format!("error.rank{rank}.b{k}")).unwrap_or_default();
         buckets.insert(k, (errors, q));
     }
-    Restored { steps: meta.steps, buckets }
+    Restored { file, steps: meta.steps, buckets }
 }
 
 impl Restored {
@@ -122,7 +129,8 @@ impl Restored {
             let state = bucket.low_rank_state_mut().expect("checked above");
             if at != errors.len() || !state.restore_warm_start(q, self.steps) {
                 return Err(Error::Checkpoint(format!(
-                    "{FILE}: bucket {index}'s PowerSGD state does not fit this model's bucket"
+                    "{}: bucket {index}'s PowerSGD state does not fit this model's bucket",
+                    self.file.display()
                 )));
             }
         }

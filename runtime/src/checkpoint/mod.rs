@@ -297,7 +297,7 @@ pub fn load<M: DistributedModel, O: OptimizerState>(
             match read_checked(&bytes, &low_rank::expected(&M::SCHEDULE, meta.ranks), |_| true) {
                 Ok(values) => {
                     let values = values.into_iter().map(|(name, bytes)| (name, crate::params_file::f32_values(bytes)));
-                    low_rank = Some(low_rank::restored(meta, values.collect(), rank));
+                    low_rank = Some(low_rank::restored(path.clone(), meta, values.collect(), rank));
                 }
                 Err(p) => problems.extend(p.into_iter().map(|p| format!("{}: {p}", path.display()))),
             }
