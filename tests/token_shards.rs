@@ -300,3 +300,41 @@ fn a_shard_size_past_the_header_count_is_refused_at_once() {
     assert!(!ok && text.contains("2147483648 is not in 2..=2147483647"), "{text}");
     assert!(!dir.path().join("shards").exists(), "nothing written");
 }
+
+/// A dataset of more shards than the soft limit on open files (each stays open while the run
+/// reads it) raises that limit toward the hard one; past the hard one, the refusal says how many
+/// files the shards need.
+#[test]
+fn more_shards_than_the_soft_limit_on_open_files_are_read() {
+    let dir = scratch("many-shards");
+    std::fs::create_dir(dir.path().join("many")).unwrap();
+    let tokens: Vec<u16> = (0..40).map(|i| (i * 7 % 60) as u16).collect();
+    for i in 0..300 {
+        overlap::token_shards::write_shard(&dir.path().join(format!("many/m_train_{i:06}.bin")), &tokens).unwrap();
+    }
+    let gpt = example("gpt");
+    let limited = |ulimit: &str| {
+        let script = format!("ulimit {ulimit} 64 && exec \"$0\" \"$@\"");
+        let args = ["--tokens", "many", "--steps", "1", "--batch", "2", "--context", "8", "--eval-every", "0"];
+        let out = std::process::Command::new("bash")
+            .current_dir(dir.path())
+            .args(["-c", &script, gpt.to_str().unwrap()])
+            .args(args)
+            .args(["--report", "off"])
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), text)
+    };
+    let mut hard = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the struct it is given, which lives across the call.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut hard) }, 0);
+    // (Where this machine's hard limit leaves no room for them, only the refusal is checked.)
+    if hard.rlim_max >= 300 + 256 {
+        let (ok, text) = limited("-Sn");
+        assert!(ok && text.contains("done: 1 step on 1 rank(s)"), "{text}");
+    }
+    let (ok, text) = limited("-n");
+    assert!(!ok && text.contains("300 token shards stay open while the run reads them"), "{text}");
+    assert!(text.contains("this process may open 64 (`ulimit -n`; at most 64 without privilege)"), "{text}");
+}

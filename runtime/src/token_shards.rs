@@ -64,6 +64,7 @@ impl TokenShards {
         if paths.is_empty() {
             return Err(Error::Dataset("no token shards given".into()));
         }
+        reader::room_to_keep_open(paths.len())?;
         let mut shards = Vec::with_capacity(paths.len());
         let mut tokens_hash = ContentHash::new();
         for path in paths {

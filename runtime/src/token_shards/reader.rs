@@ -16,6 +16,37 @@ use crate::error::{Error, Result};
 /// Bytes read at a time while a shard is scanned.
 pub(super) const SCAN_CHUNK: usize = 1 << 20;
 
+/// Files a process keeps for what is not a shard: MPI's, the outputs', the checkpoint lock's.
+const SPARE_FILES: u64 = 256;
+
+/// Room for `shards` files kept open beside what the process holds otherwise: the soft limit on
+/// open files is raised toward the hard one where it falls short (1024 by default, fewer than the
+/// shards of a large llm.c dataset); an error says what the shards need where even that would not
+/// do.
+pub(super) fn room_to_keep_open(shards: usize) -> Result<()> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the struct it is given, which lives across the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Ok(()); // Unknown: the opens themselves say so if they fail.
+    }
+    let wanted = (shards as u64).saturating_add(SPARE_FILES);
+    if limit.rlim_cur >= wanted {
+        return Ok(());
+    }
+    let raised = libc::rlimit { rlim_cur: wanted, rlim_max: limit.rlim_max };
+    // SAFETY: setrlimit reads the struct it is given; a soft limit up to the hard one needs no
+    // privilege.
+    if wanted <= limit.rlim_max && unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+        return Ok(());
+    }
+    Err(Error::Dataset(format!(
+        "{shards} token shards stay open while the run reads them, beside about {SPARE_FILES} other files, and this \
+         process may open {} (`ulimit -n`; at most {} without privilege): raise the limit, or join the shards into \
+         fewer",
+        limit.rlim_cur, limit.rlim_max
+    )))
+}
+
 /// A checked shard, and where its tokens are read from.
 pub(super) struct ShardFile {
     pub(super) path: PathBuf,
