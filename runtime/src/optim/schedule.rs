@@ -98,8 +98,9 @@ impl LrSchedule {
         match *self {
             LrSchedule::WarmupCosine { warmup, decay_until, min_lr } if steps > decay_until => Some(format!(
                 "the learning rate's decay ends at step {decay_until} and the run trains {steps} steps: its last {} \
-                 run at the minimum rate {min_lr:e} (`--lr-schedule cosine:warmup={warmup},until={steps},min={min_lr:e}` \
-                 decays over the whole run, as nanoGPT's lr_decay_iters = max_iters)",
+                 run at the minimum rate {min_lr:e} (the schedule \
+                 `cosine:warmup={warmup},until={steps},min={min_lr:e}` decays over the whole run, as nanoGPT's \
+                 lr_decay_iters = max_iters)",
                 steps - decay_until
             )),
             _ => None,
@@ -233,7 +234,7 @@ mod tests {
         );
         assert!(note.contains("its last 3000 run at the minimum rate 1e-4"), "{note}");
         let suggested: LrSchedule = "cosine:warmup=100,until=5000,min=1e-4".parse().unwrap();
-        assert!(note.contains(&format!("`--lr-schedule {}`", "cosine:warmup=100,until=5000,min=1e-4")), "{note}");
+        assert!(note.contains("the schedule `cosine:warmup=100,until=5000,min=1e-4` decays"), "{note}");
         assert_eq!(suggested.decay_ends_early(5000), None);
         assert_eq!(LrSchedule::Constant.decay_ends_early(5000), None);
     }

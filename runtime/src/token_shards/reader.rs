@@ -135,8 +135,8 @@ fn open_checked(path: &Path) -> Result<(File, usize, bool)> {
         // nanoGPT's `prepare.py` writes its tokens under these names, with no header at all.
         let nanogpt = match path.file_name().and_then(|n| n.to_str()) {
             Some("train.bin" | "val.bin") => {
-                "; nanoGPT's train.bin and val.bin are bare uint16 tokens without one: `prepare --text FILE --out \
-                 DIR` writes shards of the text they came from"
+                "; nanoGPT's train.bin and val.bin are bare uint16 tokens without one: the `prepare` example \
+                 writes shards of the text they came from"
             }
             _ => "",
         };

@@ -307,7 +307,7 @@ impl<'c> Trainer<'c> {
             // Token ids come in sequences, even of one position; other data only past one row.
             positions: (data.token_count().is_some() || data.positions() > 1).then(|| data.positions()),
             dropout: match config.dropout {
-                DropoutConfig { rate, .. } if rate == 0.0 => "off".to_string(),
+                DropoutConfig { rate: 0.0, .. } => "off".to_string(),
                 DropoutConfig { rate, seed } => format!("rate {rate}, seed {seed}"),
             },
         };
