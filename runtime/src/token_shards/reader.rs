@@ -16,6 +16,10 @@ use crate::error::{Error, Result};
 /// Bytes read at a time while a shard is scanned.
 pub(super) const SCAN_CHUNK: usize = 1 << 20;
 
+/// The most tokens' bytes a shard that is not a regular file (a pipe) may count: read whole, it
+/// is held in memory.
+const MAX_STREAMED_SHARD_BYTES: u64 = 1 << 30;
+
 /// Files a process keeps for what is not a shard: MPI's, the outputs', the checkpoint lock's.
 const SPARE_FILES: u64 = 256;
 
@@ -76,6 +80,17 @@ impl ShardFile {
             tokens.finish(path)?;
             Source::File(file)
         } else {
+            // Held in memory, from a stream whose header may count more than will ever come (or
+            // that never ends): as much as a text from a pipe, at most.
+            if 2 * count as u64 > MAX_STREAMED_SHARD_BYTES {
+                return Err(Error::Dataset(format!(
+                    "{}: its header counts {count} tokens ({} bytes), more than the {} MiB read from a pipe or a \
+                     device at most; a larger shard is read from a file",
+                    path.display(),
+                    2 * count,
+                    MAX_STREAMED_SHARD_BYTES >> 20
+                )));
+            }
             let tokens = read_body(path, file, count)?;
             largest = tokens.iter().copied().max().unwrap_or(0);
             hash.u32s(tokens.iter().map(|&t| u32::from(t)));

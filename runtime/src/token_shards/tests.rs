@@ -315,6 +315,18 @@ fn shards_are_read_where_they_lie_and_a_pipe_whole() {
         assert_eq!(from_file.inputs.as_slice(), expected.as_slice(), "windows from {first}");
     }
 
+    // A header counting more than a pipe is read for (here followed by nothing) is refused at it.
+    let mut header = std::fs::read(&on_disk).unwrap()[..HEADER_INTS * 4].to_vec();
+    header[8..12].copy_from_slice(&i32::MAX.to_le_bytes());
+    let writer = std::thread::spawn(move || std::fs::write(fifo, header).unwrap());
+    let refused = TokenShards::open(std::slice::from_ref(&dir.path().join("pipe_train.bin")), 64).map(drop);
+    writer.join().unwrap();
+    let refused = refused.unwrap_err().to_string();
+    assert!(
+        refused.contains("its header counts 2147483647 tokens (4294967294 bytes), more than the 1024 MiB"),
+        "{refused}"
+    );
+
     let cut = std::fs::OpenOptions::new().write(true).open(&on_disk).unwrap();
     cut.set_len((HEADER_INTS * 4 + count) as u64).unwrap();
     let error = file.fill(last_windows, 3, &mut from_file).unwrap_err().to_string();
