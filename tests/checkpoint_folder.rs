@@ -275,6 +275,16 @@ fn a_replacing_run_killed_before_its_first_save_leaves_the_old_checkpoints_to_re
     replacing.kill().unwrap();
     replacing.wait().unwrap();
     assert_eq!(entries(&ck), [".replaced"], "set aside, and nothing published");
+    // Read before any run puts them back, the folder says where they are.
+    let (mut model, mut optimizer) = (Tiny::init(1), overlap::Sgd::new(0.1));
+    let error = overlap::checkpoint::load(&ck, &mut model, &mut optimizer, 0, 1).map(drop).unwrap_err().to_string();
+    assert!(error.contains("ended before its first save and left them in") && error.contains(".replaced"), "{error}");
+    // A save of one's own does not replace them unasked.
+    let at = overlap::checkpoint::Position { next_step: 1, samples_seen: 4 };
+    let about = overlap::checkpoint::RunAbout::default();
+    let error = overlap::checkpoint::save(&ck, &model, &optimizer, at, &about, None).unwrap_err().to_string();
+    assert!(error.contains("holds no checkpoint of its own; a run that was to replace"), "{error}");
+    assert_eq!(entries(&ck), [".replaced"]);
     let out = run(&["--steps", "3", "--resume", ck_arg, "--save", ck_arg]).output().unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && text.contains("step 2"), "{text}");
@@ -376,4 +386,34 @@ fn a_checkpoint_missing_state_or_holding_non_finite_values_is_refused_before_loa
         error.contains("model.safetensors: `head.weight` holds NaN at index 5: a parameter must be finite"),
         "{error}"
     );
+}
+
+/// A replacing run whose first save finds the disk full gives up the checkpoints it replaces, as
+/// it was told to, and saves once more, rather than ending with nothing of its training kept;
+/// without such checkpoints the full disk ends the run, as any failed save does.
+#[test]
+fn a_replacing_runs_first_save_on_a_full_disk_makes_room_with_what_it_replaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let mlp = common::fault_mlp();
+    let run = |ck: &Path, args: &[&str], fault: Option<&str>| {
+        let mut command = std::process::Command::new(&mlp);
+        command.args(["--batch", "4", "--report", "off", "--save", ck.to_str().unwrap()]).args(args);
+        if let Some(fault) = fault {
+            command.env("OVERLAP_FAULT", fault);
+        }
+        let out = command.output().unwrap();
+        (
+            out.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        )
+    };
+    let ck = dir.path().join("ck");
+    assert!(run(&ck, &["--steps", "2"], None).0);
+    let (ok, text) = run(&ck, &["--steps", "3", "--seed", "1", "--overwrite"], Some("full-disk:save:1"));
+    assert!(ok, "{text}");
+    assert_eq!(entries(&ck), ["latest", "step-00000003"]);
+    let fresh = dir.path().join("fresh");
+    let (ok, text) = run(&fresh, &["--steps", "3"], Some("full-disk:save:1"));
+    assert!(!ok && text.contains("No space left on device"), "{text}");
+    assert!(text.contains("(a save needs room for one checkpoint beside the 2 it keeps)"), "{text}");
 }

@@ -218,8 +218,10 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
 fn printed_schedule(schedule: &Schedule, which: args::PrintSchedule) -> Result<Schedule> {
     match which {
         args::PrintSchedule::Compiled => Ok(schedule.clone()),
-        args::PrintSchedule::Ddp => plan_buckets(&schedule.model, &schedule.layer_specs(), &BucketLimits::default())
-            .map_err(|e| Error::Config(e.to_string())),
+        args::PrintSchedule::Ddp => {
+            plan_buckets(&schedule.model, &schedule.layer_specs_for_ddp(), &BucketLimits::default())
+                .map_err(|e| Error::Config(e.to_string()))
+        }
     }
 }
 

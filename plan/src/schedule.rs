@@ -157,7 +157,8 @@ impl Schedule {
         self.buckets.iter().map(|b| b.numel).fold(0, usize::saturating_add)
     }
 
-    /// The layers as the planner takes them (no boundaries), to plan the same model otherwise.
+    /// The layers as the planner takes them, with the boundaries the model forces, to plan the same
+    /// model otherwise.
     pub fn layer_specs(&self) -> Vec<LayerSpec> {
         self.layers
             .iter()
@@ -172,6 +173,11 @@ impl Schedule {
                 tied: l.tied,
             })
             .collect()
+    }
+
+    /// `layer_specs` as PyTorch DDP plans them: it knows no forced boundary.
+    pub fn layer_specs_for_ddp(&self) -> Vec<LayerSpec> {
+        self.layer_specs().into_iter().map(|l| LayerSpec { bucket_boundary: false, ..l }).collect()
     }
 
     /// Bytes of all gradients in FP32: `param_count` × 4.

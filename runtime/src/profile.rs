@@ -162,7 +162,6 @@ pub fn predictions(
     let chosen_for = compiled.unwrap_or(GradComm::Format(WireFormat::Fp32));
     let per_layer: Vec<LayerSpec> =
         specs.iter().map(|l| LayerSpec { bucket_boundary: !l.params.is_empty(), ..l.clone() }).collect();
-    let unforced: Vec<LayerSpec> = specs.iter().map(|l| LayerSpec { bucket_boundary: false, ..l.clone() }).collect();
     // Each alternative's buckets, predicted with the state kept whole; the auto plan's, kept as
     // the run keeps it: sharded state is its own plan, as the macro plans it.
     let whole = |plan: Schedule| (plan.buckets.len(), sim(&plan.with_grad_comm(chosen_for)));
@@ -176,7 +175,8 @@ pub fn predictions(
     };
     let mg_wfbp = plan_auto(&schedule.model, &specs, &target, Strategy::MgWfbp, chosen_for).ok();
     let each_layer = plan_buckets(&schedule.model, &per_layer, &BucketLimits::Unlimited).ok();
-    let alternatives = ddp_layouts(schedule, &unforced).into_iter().map(|(name, plan)| (name, plan.map(whole)));
+    let alternatives =
+        ddp_layouts(schedule, &schedule.layer_specs_for_ddp()).into_iter().map(|(name, plan)| (name, plan.map(whole)));
     out.extend(
         alternatives
             .chain([

@@ -53,7 +53,10 @@ impl DirLock {
         }
         let aside = self.dir.join(REPLACED);
         std::fs::create_dir(&aside).map_err(|source| Error::Io { path: aside.clone(), source })?;
-        for name in old {
+        // `latest` first, and back last (`put_back_replaced`): wherever a kill stops the moves,
+        // the folder has no `latest` while `.replaced` holds any of them, so they are put back.
+        let (pointer, folders): (Vec<String>, Vec<String>) = old.into_iter().partition(|name| name == LATEST);
+        for name in pointer.into_iter().chain(folders) {
             let (from, to) = (self.dir.join(&name), aside.join(&name));
             std::fs::rename(&from, &to).map_err(|source| Error::Io { path: from, source })?;
         }
@@ -67,8 +70,16 @@ impl DirLock {
 /// unfinished save gives way to the one set aside under its name.
 pub(super) fn put_back_replaced(dir: &Path) -> Result<()> {
     let aside = dir.join(REPLACED);
-    if !aside.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-        return Ok(());
+    match aside.symlink_metadata() {
+        Err(_) => return Ok(()),
+        Ok(found) if !found.is_dir() => {
+            return Err(Error::Checkpoint(format!(
+                "{} is in the way: a run replacing this folder's checkpoints keeps them there until its first save; \
+                 remove it",
+                aside.display()
+            )))
+        }
+        Ok(_) => {}
     }
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -77,15 +88,27 @@ pub(super) fn put_back_replaced(dir: &Path) -> Result<()> {
     if dir.join(LATEST).symlink_metadata().is_ok() {
         return std::fs::remove_dir_all(&aside).map_err(io(&aside));
     }
+    let mut names: Vec<std::ffi::OsString> = Vec::new();
     for entry in std::fs::read_dir(&aside).map_err(io(&aside))? {
-        let entry = entry.map_err(io(&aside))?;
-        let to = dir.join(entry.file_name());
+        names.push(entry.map_err(io(&aside))?.file_name());
+    }
+    // `latest` last: until it is back, a stop here leaves the rest to be put back next time.
+    names.sort_by_key(|name| name == LATEST);
+    for name in names {
+        let (from, to) = (aside.join(&name), dir.join(&name));
         if to.symlink_metadata().is_ok_and(|m| m.is_dir()) {
             std::fs::remove_dir_all(&to).map_err(io(&to))?;
         }
-        std::fs::rename(entry.path(), &to).map_err(io(&entry.path()))?;
+        std::fs::rename(&from, &to).map_err(io(&from))?;
     }
     std::fs::remove_dir(&aside).map_err(io(&aside))
+}
+
+/// Where `dir`'s checkpoints wait while a run replaces them, if it holds any: for the messages of
+/// a folder found without a `latest`.
+pub(crate) fn set_aside(dir: &Path) -> Option<PathBuf> {
+    let aside = dir.join(REPLACED);
+    aside.join(LATEST).symlink_metadata().is_ok().then_some(aside)
 }
 
 /// Claims `dir` for this run's checkpoints (rank 0, before step 1). `continues` says the run
@@ -310,6 +333,31 @@ mod tests {
             Ok(None::<()>)
         });
         assert_eq!((never.unwrap(), calls), (None, RELOCK_TRIES));
+    }
+
+    #[test]
+    fn set_aside_checkpoints_are_put_back_over_an_unfinished_save_and_a_file_there_is_refused() {
+        let _children = crate::test_children::one_at_a_time();
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("ck");
+        let aside = dir.join(REPLACED);
+        std::fs::create_dir_all(aside.join("step-00000002")).unwrap();
+        std::fs::write(aside.join("step-00000002").join(STATE_FILE), "set aside").unwrap();
+        std::fs::write(aside.join(LATEST), "step-00000002").unwrap();
+        // The replacing run's own unfinished save, under the same name.
+        std::fs::create_dir(dir.join("step-00000002")).unwrap();
+        let error = claim(&dir, false, false, 10).unwrap_err().to_string();
+        assert!(error.contains("holds another run's checkpoints (latest, step-00000002)"), "{error}");
+        assert!(!aside.exists());
+        assert_eq!(std::fs::read_to_string(dir.join("step-00000002").join(STATE_FILE)).unwrap(), "set aside");
+        // A replacing run that published has replaced them: they go.
+        std::fs::create_dir(&aside).unwrap();
+        std::fs::write(aside.join(LATEST), "step-00000001").unwrap();
+        put_back_replaced(&dir).unwrap();
+        assert!(!aside.exists() && std::fs::read_to_string(dir.join(LATEST)).unwrap() == "step-00000002");
+        std::fs::write(&aside, "in the way").unwrap();
+        let error = claim(&dir, true, false, 10).unwrap_err().to_string();
+        assert!(error.contains(".replaced is in the way"), "{error}");
     }
 
     #[test]

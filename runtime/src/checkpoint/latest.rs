@@ -14,7 +14,19 @@ pub(super) fn latest_name(dir: &Path) -> Result<String> {
         Ok(name) => return Ok(name),
         Err(problem) => problem,
     };
-    Err(Error::Checkpoint(format!("{problem}{}", other_whole_steps(dir, None))))
+    Err(Error::Checkpoint(format!("{problem}{}{}", other_whole_steps(dir, None), set_aside_note(dir))))
+}
+
+/// What to do with the checkpoints a replacing run set aside in `dir` and did not replace (it
+/// ended before its first save): "" when there are none.
+pub(super) fn set_aside_note(dir: &Path) -> String {
+    let Some(aside) = super::claim::set_aside(dir) else { return String::new() };
+    let (from, to) = (shell_word(&aside.display().to_string()), shell_word(&dir.display().to_string()));
+    format!(
+        "; a run that was to replace its checkpoints (`SaveConfig::overwrite`) ended before its first save and left \
+         them in {}: the next run saving into the folder puts them back, or `mv {from}/* {to}/` does",
+        aside.display()
+    )
 }
 
 /// How to resume from the whole checkpoints `dir` holds besides `damaged` (the one `latest`

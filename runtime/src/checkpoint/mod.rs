@@ -81,6 +81,13 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
     low_rank: Option<&low_rank::Gathered>,
 ) -> Result<PathBuf> {
     crate::params_file::check_parameters_home(model)?;
+    if claim::set_aside(dir).is_some() && latest_name(dir).is_err() {
+        return Err(Error::Checkpoint(format!(
+            "{}: holds no checkpoint of its own{}; a save here would replace them",
+            dir.display(),
+            latest::set_aside_note(dir)
+        )));
+    }
     let newest = match latest_name(dir) {
         Ok(name) => step_of(&name).map(|step| (step, "latest checkpoint")),
         Err(_) => latest::whole_steps(dir)
@@ -98,11 +105,12 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
             )));
         }
     }
-    save_in_claimed(dir, model, optimizer, position, run, low_rank)
+    publish(dir, model, optimizer, position, run, low_rank, || false)
 }
 
 /// `save` into a folder the `Trainer` claimed: one whose checkpoints it may replace
-/// (`SaveConfig::overwrite`), so an older position than `latest`'s is published too.
+/// (`SaveConfig::overwrite`), so an older position than `latest`'s is published too, and those
+/// it set aside to replace them (`claim::DirLock::replace_old`) are replaced once it is.
 pub(crate) fn save_in_claimed<M: DistributedModel, O: OptimizerState>(
     dir: &Path,
     model: &M,
@@ -110,6 +118,26 @@ pub(crate) fn save_in_claimed<M: DistributedModel, O: OptimizerState>(
     position: Position,
     run: &RunAbout,
     low_rank: Option<&low_rank::Gathered>,
+) -> Result<PathBuf> {
+    // The run was told to replace them: a disk without room for both gives them up first, as
+    // it would have before step 1 (the step trained is not lost for them).
+    let make_room = || claim::set_aside(dir).is_some() && std::fs::remove_dir_all(dir.join(REPLACED)).is_ok();
+    let published = publish(dir, model, optimizer, position, run, low_rank, make_room)?;
+    let _ = std::fs::remove_dir_all(dir.join(REPLACED));
+    Ok(published)
+}
+
+/// Writes the checkpoint of `position` into `dir` and publishes it as `latest`, whole or not at
+/// all; then removes the step folders it makes obsolete (`remove_old`). A disk found full is
+/// tried once more if `make_room` made some.
+fn publish<M: DistributedModel, O: OptimizerState>(
+    dir: &Path,
+    model: &M,
+    optimizer: &O,
+    position: Position,
+    run: &RunAbout,
+    low_rank: Option<&low_rank::Gathered>,
+    make_room: impl FnOnce() -> bool,
 ) -> Result<PathBuf> {
     let nth = fault::next_save();
     let io = |path: &Path| {
@@ -127,7 +155,11 @@ pub(crate) fn save_in_claimed<M: DistributedModel, O: OptimizerState>(
     }
     std::fs::create_dir(&step_dir).map_err(io(&step_dir))?;
     // A save that fails leaves no part of a step folder: `latest` still names the previous one.
-    let written = write_step(&step_dir, model, optimizer, position, run, low_rank, nth);
+    let mut written = write_step(&step_dir, model, optimizer, position, run, low_rank, nth);
+    if written.as_ref().is_err_and(is_disk_full) && make_room() {
+        std::fs::remove_dir_all(&step_dir).and_then(|()| std::fs::create_dir(&step_dir)).map_err(io(&step_dir))?;
+        written = write_step(&step_dir, model, optimizer, position, run, low_rank, fault::next_save());
+    }
     written.map_err(|e| unpublished(e, dir, &step_dir))?;
     let published = durable::sync_dir(dir).and_then(|()| {
         fault::at_save_stage(SaveStage::Synced, nth);
@@ -150,8 +182,6 @@ pub(crate) fn save_in_claimed<M: DistributedModel, O: OptimizerState>(
         return Err(unpublished(error, dir, &step_dir));
     }
     remove_old(dir, &name);
-    // The checkpoints this run replaces (`claim::DirLock::replace_old`) are replaced now.
-    let _ = std::fs::remove_dir_all(dir.join(REPLACED));
     Ok(step_dir)
 }
 
@@ -164,16 +194,24 @@ fn unpublished(error: Error, dir: &Path, step_dir: &Path) -> Error {
     };
     let kept = match layout::read_latest(dir) {
         Ok(name) => format!("{} still names {name}, as it did", dir.join(LATEST).display()),
+        Err(_) if claim::set_aside(dir).is_some() => format!(
+            "the checkpoints this run replaces wait in {}, put back if it ends before a save",
+            dir.join(REPLACED).display()
+        ),
         Err(_) if !dir.join(LATEST).exists() => "the folder holds no earlier checkpoint".to_string(),
         Err(problem) => format!("its earlier checkpoints are as they were ({problem})"),
     };
-    let full = matches!(&error, Error::Io { source, .. } if source.raw_os_error() == Some(libc::ENOSPC));
-    let room = if full {
+    let room = if is_disk_full(&error) {
         format!(" (a save needs room for one checkpoint beside the {KEEP} it keeps)")
     } else {
         String::new()
     };
     Error::Checkpoint(format!("{}; {removed}, and {kept}{room}", without_prefix(&error)))
+}
+
+/// Whether `error` is a write that found the disk full.
+fn is_disk_full(error: &Error) -> bool {
+    matches!(error, Error::Io { source, .. } if source.raw_os_error() == Some(libc::ENOSPC))
 }
 
 /// A checkpoint error's message without its `checkpoint: `, to build another one around it.
