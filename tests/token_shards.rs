@@ -336,5 +336,8 @@ fn more_shards_than_the_soft_limit_on_open_files_are_read() {
     }
     let (ok, text) = limited("-n");
     assert!(!ok && text.contains("300 token shards stay open while the run reads them"), "{text}");
-    assert!(text.contains("this process may open 64 (`ulimit -n`; at most 64 without privilege)"), "{text}");
+    assert!(
+        text.contains("files this process holds, and it may open 64 (`ulimit -n`; at most 64 without privilege)"),
+        "{text}"
+    );
 }

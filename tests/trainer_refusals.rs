@@ -213,11 +213,8 @@ fn optimizer_numbers_pytorch_refuses_or_nan_are_refused_by_name() {
             "`OptimizerConfig::clip_grad_norm` 1e-50: rounds to 0 in f32",
         ),
         // A tiny negative number is refused for its sign, not for its rounding.
-        (OptimizerConfig::sgd(-1e-50), "`OptimizerConfig::lr` -0.00000000000000000000000000000000000000000000000001: must be finite and not negative"),
-        (
-            OptimizerConfig::sgd(0.1).clip_grad_norm(-1e-50),
-            "the largest gradient norm must be positive and finite",
-        ),
+        (OptimizerConfig::sgd(-1e-50), "`OptimizerConfig::lr` -1e-50: must be finite and not negative"),
+        (OptimizerConfig::sgd(0.1).clip_grad_norm(-1e-50), "the largest gradient norm must be positive and finite"),
     ] {
         let mut data = SyntheticClassification::new(3, 4, 3);
         let err = fit(|t| t.optimizer(optimizer), &mut data, &CrossEntropyLoss).unwrap_err().to_string();

@@ -31,7 +31,8 @@ pub(crate) fn data_for_language_model<M: DistributedModel>(args: &TrainArgs, ran
         "--text"
     };
     if rank == 0 {
-        let why = if path.is_dir() || regular { "" } else { " (not a regular file; give --tokens for token shards)" };
+        let stream = path.exists() && !path.is_dir() && !regular;
+        let why = if stream { " (not a regular file; give --tokens for token shards)" } else { "" };
         console::err_line(&format!("note: --data {0} on a language model: read as {flag} {0}{why}", path.display()));
     }
     Some(read)

@@ -247,7 +247,7 @@ pub fn scratch(tag: &str) -> tempfile::TempDir {
 pub fn run_alone(name: &str) {
     let exe = std::env::current_exe().expect("test binary path");
     let out = std::process::Command::new(exe)
-        .args(["--exact", name, "--include-ignored", "--nocapture", "--color", "never"])
+        .args(["--exact", name, "--include-ignored", "--nocapture", "--color", "never", "--test-threads", "1"])
         .output()
         .expect("the test binary starts again");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -275,7 +275,7 @@ pub fn run_on_ranks(name: &str, ranks: usize, transport: &str, mode: &str) {
     let dir = outputs.path().to_str().expect("a UTF-8 temp path");
     let n = ranks.to_string();
     let args = ["--output-filename", dir, "-n", &n, exe.to_str().unwrap(), "--exact", name, "--include-ignored"];
-    let out = mpirun_with_env(&env, &[&args[..], &["--nocapture", "--color", "never"]].concat());
+    let out = mpirun_with_env(&env, &[&args[..], &["--nocapture", "--color", "never", "--test-threads", "1"]].concat());
     let stdouts = rank_stdouts(outputs.path());
     let run = format!("{ranks} ranks, {transport}, {mode}");
     println!("{run}:\n{}", stdouts.join("\n"));

@@ -57,6 +57,17 @@ impl Default for OptimizerConfig {
     }
 }
 
+/// `value` as a message shows it: in exponent form where its decimal would run long (`-1e-50`,
+/// not fifty digits).
+fn shown(value: f64) -> String {
+    let magnitude = value.abs();
+    if value.is_finite() && value != 0.0 && !(1e-4..1e16).contains(&magnitude) {
+        format!("{value:e}")
+    } else {
+        value.to_string()
+    }
+}
+
 impl OptimizerConfig {
     /// SGD with momentum 0.9 and no weight decay.
     pub fn sgd(lr: f64) -> Self {
@@ -152,11 +163,14 @@ impl OptimizerConfig {
             ));
         }
         let problems = [
-            (!unsigned(lr), format!("`OptimizerConfig::lr` {lr}: must be finite and not negative")),
-            (!unsigned(decay), format!("`OptimizerConfig::weight_decay` {decay}: must be finite and not negative")),
+            (!unsigned(lr), format!("`OptimizerConfig::lr` {}: must be finite and not negative", shown(lr))),
+            (
+                !unsigned(decay),
+                format!("`OptimizerConfig::weight_decay` {}: must be finite and not negative", shown(decay)),
+            ),
             (
                 !adamw && !unsigned(self.momentum),
-                format!("`OptimizerConfig::momentum` {}: must be finite and not negative", self.momentum),
+                format!("`OptimizerConfig::momentum` {}: must be finite and not negative", shown(self.momentum)),
             ),
             (
                 adamw && !((0.0..1.0).contains(&beta1) && (0.0..1.0).contains(&beta2)),
@@ -164,13 +178,13 @@ impl OptimizerConfig {
             ),
             (
                 adamw && !unsigned(self.eps),
-                format!("`OptimizerConfig::eps` {}: must be finite and not negative", self.eps),
+                format!("`OptimizerConfig::eps` {}: must be finite and not negative", shown(self.eps)),
             ),
             (
                 self.clip_grad_norm.is_some_and(|m| !(m.is_finite() && m > 0.0)),
                 format!(
                     "`OptimizerConfig::clip_grad_norm` {}: the largest gradient norm must be positive and finite",
-                    self.clip_grad_norm.unwrap_or_default()
+                    shown(self.clip_grad_norm.unwrap_or_default())
                 ),
             ),
         ];

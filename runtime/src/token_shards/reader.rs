@@ -20,32 +20,35 @@ pub(super) const SCAN_CHUNK: usize = 1 << 20;
 /// is held in memory.
 const MAX_STREAMED_SHARD_BYTES: u64 = 1 << 30;
 
-/// Files a process keeps for what is not a shard: MPI's, the outputs', the checkpoint lock's.
-const SPARE_FILES: u64 = 256;
+/// Files a process opens later for what is not a shard: the outputs', a checkpoint's.
+const SPARE_FILES: u64 = 64;
 
-/// Room for `shards` files kept open beside what the process holds otherwise: the soft limit on
-/// open files is raised toward the hard one where it falls short (1024 by default, fewer than the
-/// shards of a large llm.c dataset); an error says what the shards need where even that would not
-/// do.
+/// Room for `shards` more files kept open beside those the process holds now (MPI's, earlier
+/// shards') and a few it opens later: the soft limit on open files is raised toward the hard one
+/// where it falls short (1024 by default, fewer than the shards of a large llm.c dataset); an
+/// error says what the shards need where even the hard one is short.
 pub(super) fn room_to_keep_open(shards: usize) -> Result<()> {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes the struct it is given, which lives across the call.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
         return Ok(()); // Unknown: the opens themselves say so if they fail.
     }
-    let wanted = (shards as u64).saturating_add(SPARE_FILES);
+    let open_now = std::fs::read_dir("/proc/self/fd").map_or(0, |fds| fds.count()) as u64;
+    let wanted = (shards as u64).saturating_add(open_now).saturating_add(SPARE_FILES);
     if limit.rlim_cur >= wanted {
         return Ok(());
     }
-    let raised = libc::rlimit { rlim_cur: wanted, rlim_max: limit.rlim_max };
+    let raised = libc::rlimit { rlim_cur: wanted.min(limit.rlim_max), rlim_max: limit.rlim_max };
     // SAFETY: setrlimit reads the struct it is given; a soft limit up to the hard one needs no
     // privilege.
-    if wanted <= limit.rlim_max && unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+    let set = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0;
+    // Short of the spare ones only, the shards still open: a later file's error says what it is.
+    if set && raised.rlim_cur >= wanted - SPARE_FILES {
         return Ok(());
     }
     Err(Error::Dataset(format!(
-        "{shards} token shards stay open while the run reads them, beside about {SPARE_FILES} other files, and this \
-         process may open {} (`ulimit -n`; at most {} without privilege): raise the limit, or join the shards into \
+        "{shards} token shards stay open while the run reads them, beside the {open_now} files this process holds, \
+         and it may open {} (`ulimit -n`; at most {} without privilege): raise the limit, or join the shards into \
          fewer",
         limit.rlim_cur, limit.rlim_max
     )))
