@@ -324,13 +324,15 @@ mod tests {
         );
     }
 
+    /// A layer `name` of an `input` by `output` weight.
+    fn linear(name: &'static str, input: usize, output: usize) -> LayerSpec {
+        LayerSpec::new(name, "Linear", overlap_plan::Width::Fixed { input, output })
+            .with_param("weight", &[output, input])
+            .with_flops(2 * (input * output) as u64)
+    }
+
     #[test]
     fn the_compiled_plan_is_predicted_with_its_optimizer_state_kept_both_ways() {
-        let linear = |name: &'static str, input, output| {
-            LayerSpec::new(name, "Linear", overlap_plan::Width::Fixed { input, output })
-                .with_param("weight", &[output, input])
-                .with_flops(2 * (input * output) as u64)
-        };
         let specs = vec![linear("fc1", 256, 512), linear("fc2", 512, 512)];
         let limits = BucketLimits::Capped { first_bucket_bytes: 1, bucket_cap_bytes: 1 };
         let schedule = plan_buckets("M", &specs, &limits).unwrap();
@@ -359,11 +361,6 @@ mod tests {
 
     #[test]
     fn the_planned_alternatives_keep_the_boundaries_the_model_forces_and_its_state_sharded() {
-        let linear = |name: &'static str, input, output| {
-            LayerSpec::new(name, "Linear", overlap_plan::Width::Fixed { input, output })
-                .with_param("weight", &[output, input])
-                .with_flops(2 * (input * output) as u64)
-        };
         let mut specs = vec![linear("fc1", 64, 64), linear("fc2", 64, 64), linear("fc3", 64, 64)];
         specs[1].bucket_boundary = true;
         let schedule = plan_buckets("M", &specs, &BucketLimits::Unlimited).unwrap();
@@ -405,11 +402,6 @@ mod tests {
 
     #[test]
     fn a_narrow_schedule_is_predicted_against_its_fp32_self_and_compared_in_its_format() {
-        let linear = |name: &'static str, input, output| {
-            LayerSpec::new(name, "Linear", overlap_plan::Width::Fixed { input, output })
-                .with_param("weight", &[output, input])
-                .with_flops(2 * (input * output) as u64)
-        };
         let specs = vec![linear("fc1", 256, 512), linear("fc2", 512, 512)];
         let fp32 = plan_buckets("M", &specs, &BucketLimits::default()).unwrap();
         let costs = StepCosts { forward_s: vec![1e-3; 2], backward_s: vec![2e-3; 2], update_s_per_byte: 0.0 };
