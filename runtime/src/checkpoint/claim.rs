@@ -104,13 +104,6 @@ pub(super) fn put_back_replaced(dir: &Path) -> Result<()> {
     std::fs::remove_dir(&aside).map_err(io(&aside))
 }
 
-/// Where `dir`'s checkpoints wait while a run replaces them, if it holds any: for the messages of
-/// a folder found without a `latest`.
-pub(crate) fn set_aside(dir: &Path) -> Option<PathBuf> {
-    let aside = dir.join(REPLACED);
-    aside.join(LATEST).symlink_metadata().is_ok().then_some(aside)
-}
-
 /// Claims `dir` for this run's checkpoints (rank 0, before step 1). `continues` says the run
 /// resumes from this very folder; `overwrite` allows replacing another run's checkpoints;
 /// `last_step` is the step of the last checkpoint the run will write, whose path is its longest.

@@ -20,7 +20,7 @@ pub(super) fn latest_name(dir: &Path) -> Result<String> {
 /// What to do with the checkpoints a replacing run set aside in `dir` and did not replace (it
 /// ended before its first save): "" when there are none.
 pub(super) fn set_aside_note(dir: &Path) -> String {
-    let Some(aside) = super::claim::set_aside(dir) else { return String::new() };
+    let Some(aside) = super::layout::set_aside(dir) else { return String::new() };
     let (from, to) = (shell_word(&aside.display().to_string()), shell_word(&dir.display().to_string()));
     format!(
         "; a run that was to replace its checkpoints (`SaveConfig::overwrite`) ended before its first save and left \

@@ -49,6 +49,13 @@ pub fn owner_folder(path: &Path) -> Option<PathBuf> {
     (in_a_step && is_checkpoint_folder(above)).then(|| above.to_path_buf())
 }
 
+/// Where `dir`'s checkpoints wait while a run replaces them, if it holds any: for the messages of
+/// a folder found without a `latest`.
+pub(crate) fn set_aside(dir: &Path) -> Option<PathBuf> {
+    let aside = dir.join(REPLACED);
+    aside.join(LATEST).symlink_metadata().is_ok().then_some(aside)
+}
+
 /// Whether `dir` is a checkpoint folder: its `latest` names a step directory it holds.
 pub(super) fn is_checkpoint_folder(dir: &Path) -> bool {
     read_latest(dir).is_ok_and(|name| dir.join(name).is_dir())

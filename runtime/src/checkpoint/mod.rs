@@ -81,7 +81,7 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
     low_rank: Option<&low_rank::Gathered>,
 ) -> Result<PathBuf> {
     crate::params_file::check_parameters_home(model)?;
-    if claim::set_aside(dir).is_some() && latest_name(dir).is_err() {
+    if layout::set_aside(dir).is_some() && latest_name(dir).is_err() {
         return Err(Error::Checkpoint(format!(
             "{}: holds no checkpoint of its own{}; a save here would replace them",
             dir.display(),
@@ -121,7 +121,7 @@ pub(crate) fn save_in_claimed<M: DistributedModel, O: OptimizerState>(
 ) -> Result<PathBuf> {
     // The run was told to replace them: a disk without room for both gives them up first, as
     // it would have before step 1 (the step trained is not lost for them).
-    let make_room = || claim::set_aside(dir).is_some() && std::fs::remove_dir_all(dir.join(REPLACED)).is_ok();
+    let make_room = || layout::set_aside(dir).is_some() && std::fs::remove_dir_all(dir.join(REPLACED)).is_ok();
     let published = publish(dir, model, optimizer, position, run, low_rank, make_room)?;
     let _ = std::fs::remove_dir_all(dir.join(REPLACED));
     Ok(published)
@@ -194,7 +194,7 @@ fn unpublished(error: Error, dir: &Path, step_dir: &Path) -> Error {
     };
     let kept = match layout::read_latest(dir) {
         Ok(name) => format!("{} still names {name}, as it did", dir.join(LATEST).display()),
-        Err(_) if claim::set_aside(dir).is_some() => format!(
+        Err(_) if layout::set_aside(dir).is_some() => format!(
             "the checkpoints this run replaces wait in {}, put back if it ends before a save",
             dir.join(REPLACED).display()
         ),
