@@ -332,11 +332,7 @@ fn edit_state(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
     let path = dir.join(latest(dir)).join("state.json");
     let mut state: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     edit(&mut state);
-    let fields = state.as_object_mut().unwrap();
-    fields.remove("crc32");
-    let crc = crc32fast::hash(&serde_json::to_vec(&fields).unwrap());
-    fields.insert("crc32".into(), crc.into());
-    std::fs::write(&path, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
+    common::write_signed_state(&path, state);
 }
 
 /// A checkpoint whose optimizer state lacks a parameter's buffers (after steps that made them),

@@ -305,12 +305,7 @@ fn data_on_a_language_model_reads_a_text_or_token_shards() {
     std::fs::write(dir.path().join("t.txt"), TEXT.repeat(20)).unwrap();
     let (ok, text) = run("prepare", dir.path(), &["--text", "t.txt", "--out", "shards"]);
     assert!(ok, "{text}");
-    let shard = std::fs::read_dir(dir.path().join("shards"))
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-        .find(|name| name.contains("_train"))
-        .expect("a training shard");
-    let shard = format!("shards/{shard}");
+    let shard = format!("shards/{}", common::training_shard(&dir.path().join("shards")));
     let steps = ["--steps", "2", "--batch", "2", "--context", "8", "--report", "off", "--eval-every", "0"];
     for (data, flag) in [("t.txt", "--text"), ("shards", "--tokens"), (shard.as_str(), "--tokens")] {
         let (ok, by_data) = run("gpt", dir.path(), &[&steps[..], &["--data", data, "--save-params", "d.st"]].concat());

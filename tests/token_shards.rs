@@ -275,11 +275,7 @@ fn shards_beside_an_unfinished_prepare_are_refused_however_named() {
     assert!(ok, "{text}");
     let shards = dir.path().join("shards");
     std::fs::create_dir(shards.join(".prepare-t.partial")).unwrap();
-    let train = std::fs::read_dir(&shards)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-        .find(|name| name.contains("_train"))
-        .expect("a training shard");
+    let train = common::training_shard(&shards);
     let steps = ["--steps", "1", "--batch", "2", "--context", "8", "--eval-every", "0", "--report", "off"];
     let by_path = format!("shards/{train}");
     let bare = format!("./{train}");

@@ -242,6 +242,25 @@ pub fn scratch(tag: &str) -> tempfile::TempDir {
     tempfile::Builder::new().prefix(&format!("overlap-test-{tag}-")).tempdir().expect("temp dir is writable")
 }
 
+/// Writes `state` to the checkpoint state file `path`, signed as a save signs it (its CRC over
+/// its other fields): an edit that passes the CRC, to reach the checks behind it.
+pub fn write_signed_state(path: &Path, mut state: serde_json::Value) {
+    let fields = state.as_object_mut().expect("a state is a JSON object");
+    fields.remove("crc32");
+    let crc = crc32fast::hash(&serde_json::to_vec(&fields).unwrap());
+    fields.insert("crc32".into(), crc.into());
+    std::fs::write(path, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
+}
+
+/// The file name of a training shard `prepare` wrote into `folder`.
+pub fn training_shard(folder: &Path) -> String {
+    std::fs::read_dir(folder)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .find(|name| name.contains("_train"))
+        .expect("a training shard")
+}
+
 /// Runs this test binary's ignored test `name` alone in a process of its own, and fails unless
 /// it passed: nothing else of this binary (another test, the harness reporting one) runs beside it.
 pub fn run_alone(name: &str) {

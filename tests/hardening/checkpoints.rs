@@ -151,13 +151,7 @@ fn a_state_file_with_fewer_or_more_fields_still_passes_its_crc() {
     assert_eq!(mlp_in(root.path(), &[], &["--steps", "2", "--batch", "4", "--report", "off", "--save", "ck"]).0, 0);
     let state = root.path().join("ck/step-00000002/state.json");
     let written: serde_json::Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
-    let sign = |mut value: serde_json::Value| {
-        let fields = value.as_object_mut().unwrap();
-        fields.remove("crc32");
-        let crc = crc32fast::hash(&serde_json::to_vec(&fields).unwrap());
-        fields.insert("crc32".into(), crc.into());
-        std::fs::write(&state, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
-    };
+    let sign = |value: serde_json::Value| common::write_signed_state(&state, value);
     let mut older = written.clone();
     assert!(older["run"].as_object_mut().unwrap().remove("optimizer").is_some(), "the state records the optimizer");
     let mut newer = written.clone();

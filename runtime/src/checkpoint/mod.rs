@@ -81,14 +81,15 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
     low_rank: Option<&low_rank::Gathered>,
 ) -> Result<PathBuf> {
     crate::params_file::check_parameters_home(model)?;
-    if layout::set_aside(dir).is_some() && latest_name(dir).is_err() {
+    let latest = latest_name(dir);
+    if latest.is_err() && layout::set_aside(dir).is_some() {
         return Err(Error::Checkpoint(format!(
             "{}: holds no checkpoint of its own{}; a save here would replace them",
             dir.display(),
             latest::set_aside_note(dir)
         )));
     }
-    let newest = match latest_name(dir) {
+    let newest = match latest {
         Ok(name) => step_of(&name).map(|step| (step, "latest checkpoint")),
         Err(_) => latest::whole_steps(dir)
             .last()
