@@ -1,5 +1,5 @@
 //! One shard on disk: its header checked against the format and the file's length, its tokens
-//! scanned once as they stream past (the largest id, the content hash the ranks compare), and
+//! scanned once as they stream past a chunk at a time (the largest id, the content hash the ranks compare), and
 //! then each sample's window read where it lies. A dataset of many gigabytes so holds none of
 //! its tokens in a rank's memory: the page cache, which the node's ranks share, holds those read
 //! lately. A file that cannot be read at an offset (a pipe) is read whole once instead.
@@ -75,12 +75,14 @@ impl ShardFile {
     /// Opens and checks the shard at `path`, adding its tokens to `hash` as `ContentHash::u32s`
     /// would from a slice of them.
     pub(super) fn open(path: &Path, hash: &mut ContentHash) -> Result<Self> {
-        let (mut file, count, regular) = open_checked(path)?;
+        let (file, count, regular) = open_checked(path)?;
         let mut largest = 0;
+        let mut sequence = hash.sequence();
         let source = if regular {
-            let mut tokens = Tokens::new(&mut file, count);
-            hash.u32s(tokens.by_ref().inspect(|&t| largest = largest.max(t)).map(u32::from));
-            tokens.finish(path)?;
+            read_tokens(&file, count, path, |tokens| {
+                largest = largest.max(tokens.iter().copied().max().unwrap_or(0));
+                sequence.u16s(tokens);
+            })?;
             Source::File(file)
         } else {
             // Held in memory, from a stream whose header may count more than will ever come (or
@@ -96,9 +98,10 @@ impl ShardFile {
             }
             let tokens = read_body(path, file, count)?;
             largest = tokens.iter().copied().max().unwrap_or(0);
-            hash.u32s(tokens.iter().map(|&t| u32::from(t)));
+            sequence.u16s(&tokens);
             Source::Loaded(tokens)
         };
+        sequence.finish();
         Ok(ShardFile { path: path.to_owned(), count, largest, source })
     }
 
@@ -187,74 +190,34 @@ fn mismatch(path: &Path, count: usize, holds: String) -> Error {
 /// The `count` tokens after the header, read up to one byte past them (to tell that more follow
 /// where the file's length is not known).
 fn read_body(path: &Path, file: File, count: usize) -> Result<Vec<u16>> {
-    let mut tokens = Tokens::new(file.take(2 * count as u64 + 1), count);
-    let read: Vec<u16> = tokens.by_ref().collect();
-    tokens.finish(path)?;
+    let mut read = Vec::new();
+    read_tokens(file.take(2 * count as u64 + 1), count, path, |tokens| read.extend_from_slice(tokens))?;
     Ok(read)
 }
 
-/// The tokens of a shard's body as they are read, `SCAN_CHUNK` bytes at a time; an error or a
-/// body of another length ends them, and `finish` says which.
-struct Tokens<R> {
-    reader: R,
-    chunk: Vec<u8>,
-    /// Bytes of `chunk` not yet taken.
-    ready: std::ops::Range<usize>,
-    /// Tokens still to come.
-    left: usize,
-    count: usize,
-    error: Option<std::io::Error>,
-}
-
-impl<R: Read> Tokens<R> {
-    fn new(reader: R, count: usize) -> Self {
-        Tokens { reader, chunk: vec![0; SCAN_CHUNK], ready: 0..0, left: count, count, error: None }
-    }
-
-    /// Refills `chunk` with whole tokens; false at the end of the body or on an error.
-    fn refill(&mut self) -> bool {
-        let want = (2 * self.left).min(SCAN_CHUNK);
-        match self.reader.read_exact(&mut self.chunk[..want]) {
-            Ok(()) => {
-                self.ready = 0..want;
-                true
-            }
-            Err(error) => {
-                self.error = Some(error);
-                false
-            }
+/// Reads a shard's body of `count` tokens from `reader`, `SCAN_CHUNK` bytes at a time, handing
+/// each chunk's tokens to `each`; then checks that the body ends there: `count` tokens, no fewer,
+/// no more.
+fn read_tokens(mut reader: impl Read, count: usize, path: &Path, mut each: impl FnMut(&[u16])) -> Result<()> {
+    let io = |source| Error::Io { path: path.to_owned(), source };
+    // A damaged count reserves no more than one chunk.
+    let mut bytes = vec![0u8; SCAN_CHUNK.min(2 * count)];
+    let mut tokens = vec![0u16; bytes.len() / 2];
+    let mut left = count;
+    while left > 0 {
+        let n = left.min(tokens.len());
+        reader.read_exact(&mut bytes[..2 * n]).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => mismatch(path, count, "fewer".to_string()),
+            _ => io(e),
+        })?;
+        for (token, pair) in tokens.iter_mut().zip(bytes[..2 * n].chunks_exact(2)) {
+            *token = u16::from_le_bytes([pair[0], pair[1]]);
         }
+        each(&tokens[..n]);
+        left -= n;
     }
-
-    /// After the last token: the body was `count` tokens, no fewer, no more.
-    fn finish(mut self, path: &Path) -> Result<()> {
-        match self.error.take() {
-            Some(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                Err(mismatch(path, self.count, "fewer".to_string()))
-            }
-            Some(source) => Err(Error::Io { path: path.to_owned(), source }),
-            None => {
-                let mut past = [0u8; 1];
-                match self.reader.read(&mut past) {
-                    Ok(0) => Ok(()),
-                    Ok(_) => Err(mismatch(path, self.count, format!("more than {}", 2 * self.count))),
-                    Err(source) => Err(Error::Io { path: path.to_owned(), source }),
-                }
-            }
-        }
-    }
-}
-
-impl<R: Read> Iterator for Tokens<R> {
-    type Item = u16;
-
-    fn next(&mut self) -> Option<u16> {
-        if self.left == 0 || (self.ready.is_empty() && !self.refill()) {
-            return None;
-        }
-        let at = self.ready.start;
-        self.ready.start += 2;
-        self.left -= 1;
-        Some(u16::from_le_bytes([self.chunk[at], self.chunk[at + 1]]))
+    match reader.read(&mut [0u8; 1]).map_err(io)? {
+        0 => Ok(()),
+        _ => Err(mismatch(path, count, format!("more than {}", 2 * count))),
     }
 }
