@@ -1,8 +1,9 @@
 //! One shard on disk: its header checked against the format and the file's length, its tokens
-//! scanned once as they stream past a chunk at a time (the largest id, the content hash the ranks compare), and
-//! then each sample's window read where it lies. A dataset of many gigabytes so holds none of
-//! its tokens in a rank's memory: the page cache, which the node's ranks share, holds those read
-//! lately. A file that cannot be read at an offset (a pipe) is read whole once instead.
+//! scanned once as they stream past, a chunk at a time (the largest id, the content hash the
+//! ranks compare), and then each sample's window read where it lies. A dataset of many gigabytes
+//! so holds none of its tokens in a rank's memory: the page cache, which the node's ranks share,
+//! holds those read lately. A file that cannot be read at an offset (a pipe) is read whole once
+//! instead.
 
 use std::fs::File;
 use std::io::Read;
