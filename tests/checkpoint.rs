@@ -271,7 +271,7 @@ fn ranks_that_start_from_other_files_are_refused_before_step_1() {
     let text = two(&["--steps", "6", "--resume", &path("at2")], &["--steps", "6", "--resume", &path("at3")]);
     assert!(text.contains("ranks resume at other steps (rank 0 at step 2, rank 1 at step 3)"), "{text}");
     let text = two(&["--steps", "6", "--resume", &path("at2")], &["--steps", "6", "--resume", &path("other2")]);
-    assert!(text.contains("rank(s) [1] start from other parameters or optimizer state than rank 0"), "{text}");
+    assert!(text.contains("rank(s) 1 start from other parameters or optimizer state than rank 0"), "{text}");
     assert!(text.contains("every rank's copy must be the same checkpoint"), "{text}");
     assert!(!text.contains("step      3"), "refused before step 3:\n{text}");
     // One rank's copy is damaged: that rank says why, and the other stops with it.
@@ -284,7 +284,7 @@ fn ranks_that_start_from_other_files_are_refused_before_step_1() {
     }
     std::fs::write(damaged.join("step-00000002/model.safetensors"), b"cut short").unwrap();
     let text = two(&["--steps", "6", "--resume", &path("at2")], &["--steps", "6", "--resume", &path("damaged")]);
-    assert!(text.contains("rank(s) [1] could not load its copy of the checkpoint"), "{text}");
+    assert!(text.contains("rank(s) 1 could not load its copy of the checkpoint"), "{text}");
     assert!(text.contains("model.safetensors"), "rank 1 names what is wrong:\n{text}");
     let text = two(
         &["--steps", "2", "--init-params", &path("seed0.st")],
@@ -305,7 +305,7 @@ fn ranks_that_start_from_other_files_are_refused_before_step_1() {
     args.extend([":", "-n", "1", gpt, "--text", &b]);
     args.extend(flags);
     let text = failed(common::mpirun(&args));
-    assert!(text.contains("rank(s) [1] read other training data than rank 0"), "{text}");
+    assert!(text.contains("rank(s) 1 read other training data than rank 0"), "{text}");
     assert!(!text.contains("step      1"), "refused before step 1:\n{text}");
     // A text that differs in its held-out tail alone: that split is named too.
     let tail = format!("{}the first text, in one FILE\n", "the first text, in one file\n".repeat(39));
@@ -317,7 +317,7 @@ fn ranks_that_start_from_other_files_are_refused_before_step_1() {
     args.extend([":", "-n", "1", gpt, "--text", &c]);
     args.extend(&validated);
     let text = failed(common::mpirun(&args));
-    assert!(text.contains("rank(s) [1] read other held-out data than rank 0"), "{text}");
+    assert!(text.contains("rank(s) 1 read other held-out data than rank 0"), "{text}");
 }
 
 #[overlap::distributed_model]

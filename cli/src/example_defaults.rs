@@ -81,8 +81,7 @@ pub(crate) fn parse_with<M: DistributedModel>(
     finish: impl FnOnce(&ArgMatches, TrainArgs) -> Result<TrainArgs, clap::Error>,
 ) -> TrainArgs {
     let command = extend(crate::args::for_model::<M>(command(defaults)));
-    let parsed = crate::args::named(command)
-        .try_get_matches_from(argv)
+    let parsed = crate::args::matches(command, argv)
         .and_then(|matches| TrainArgs::from_matches(&matches).and_then(|args| finish(&matches, args)));
     parsed.unwrap_or_else(|e| crate::parse_failure::exit(e))
 }

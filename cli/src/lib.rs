@@ -46,7 +46,7 @@ use run::{fit_blas_kernels, run_main};
 pub fn main<M: DistributedModel>() -> ExitCode {
     fit_blas_kernels();
     let command = args::for_model::<M>(TrainArgs::command());
-    let matches = args::named(command).try_get_matches().unwrap_or_else(|e| parse_failure::exit(e));
+    let matches = args::matches(command, std::env::args_os()).unwrap_or_else(|e| parse_failure::exit(e));
     run_main::<M>(TrainArgs::from_matches(&matches).unwrap_or_else(|e| parse_failure::exit(e)))
 }
 

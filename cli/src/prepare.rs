@@ -33,7 +33,7 @@ pub struct PrepareArgs {
         long,
         value_name = "N",
         default_value_t = 100_000_000,
-        value_parser = clap::value_parser!(u64).range(2..=i32::MAX as u64)
+        value_parser = shard_tokens
     )]
     pub shard_tokens: u64,
     /// llm.c's tokenizer file (gpt2_tokenizer.bin): the shards hold the text's GPT-2 tokens, as
@@ -43,6 +43,17 @@ pub struct PrepareArgs {
     /// prints its samples as text.
     #[arg(long, value_name = "FILE")]
     pub tokenizer: Option<PathBuf>,
+}
+
+/// `--shard-tokens`: a token and its next at least, at most what a shard's header counts.
+fn shard_tokens(s: &str) -> std::result::Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if (2..=i32::MAX as u64).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "must be a whole number from 2 (a token and its next: one sample) to {} (what a shard's header counts)",
+            i32::MAX
+        )),
+    }
 }
 
 /// `prepare`'s `main`.

@@ -171,7 +171,11 @@ pub(crate) const LOWEST_BANDWIDTH: f64 = 1.0;
 /// `25GB/s`, `200Gb/s`, `1.25GB/s`, `900MB/s`, `1TB/s` (decimal prefixes; `b` is bits).
 fn parse_rate(value: &str) -> Result<f64, String> {
     let (number, unit) = split_unit(value);
-    let bad = || format!("bandwidth `{value}` needs a unit such as GB/s, Gb/s, MB/s or TB/s");
+    let units = "GB/s, Gb/s, MB/s or TB/s (decimal prefixes, capital but k; b for bits)";
+    let bad = || match unit {
+        "" => format!("bandwidth `{value}` needs a unit such as {units}"),
+        _ => format!("bandwidth `{value}`: `{unit}` is not a unit taken here: {units}"),
+    };
     let per_second = unit.strip_suffix("/s").ok_or_else(bad)?;
     let (prefix, bits) = match per_second.strip_suffix('B') {
         Some(p) => (p, false),
@@ -260,7 +264,9 @@ mod tests {
             ("infiniband", "unknown link"),
             ("latency=5", "needs a unit"),
             ("latency=5sec", "`sec` is not a unit taken here (s, ms, us or ns)"),
-            ("bandwidth=25GB", "needs a unit"),
+            ("bandwidth=25", "needs a unit"),
+            ("bandwidth=25GB", "`GB` is not a unit taken here"),
+            ("bandwidth=25gb/s", "`gb/s` is not a unit taken here: GB/s"),
             ("bandwidth=0GB/s", "greater than 0"),
             ("latency=-1us", "non-negative"),
             ("speed=1GB/s", "unknown key"),

@@ -2,6 +2,11 @@
 
 use std::path::PathBuf;
 
+/// Ranks, for a message: `1, 3`.
+pub(crate) fn rank_list(ranks: &[usize]) -> String {
+    ranks.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
 /// Everything the library can fail at: each variant's message says what, and where a setting
 /// is at fault, names it (`TrainConfig::batch`; the command line shows its flag instead).
 #[derive(thiserror::Error)]
@@ -13,8 +18,9 @@ pub enum Error {
     /// The ranks compiled different schedules: found by the handshake before any gradient is
     /// exchanged, so the job fails on every rank instead of hanging.
     #[error(
-        "ranks disagree on the compiled schedule of `{model}`: rank(s) {differing:?} have a different \
-         model or bucket plan than rank 0 (fingerprints {fingerprints:016x?}); build every rank from the same source"
+        "ranks disagree on the compiled schedule of `{model}`: rank(s) {} have a different \
+         model or bucket plan than rank 0 (fingerprints {fingerprints:016x?}); build every rank from the same source",
+        rank_list(differing)
     )]
     ScheduleMismatch {
         /// The model's name, as the schedule records it (`Schedule::model`).

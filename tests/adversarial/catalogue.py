@@ -173,13 +173,13 @@ def catalogue() -> list:
     # 7b. Ranks given other settings: every rank names the flags that differ, before step 1.
     c = "rank-settings"
     add(c, "mpirun -n 1 mlp --steps 3 --batch 4 --report off : -n 1 mlp --steps 4 --batch 4 --report off", 1,
-        "--steps (rank(s) [1]; this rank's: ", within=30)
+        "--steps (rank(s) 1; this rank's: ", within=30)
     add(c, "mpirun -n 1 mlp --steps 3 --batch 4 --report off : -n 1 mlp --steps 3 --batch 4 --report text", 1,
-        "--report (rank(s) [1]; this rank's: ", within=30)
+        "--report (rank(s) 1; this rank's: ", within=30)
     add(c, "mpirun -n 1 mlp --steps 3 --batch 4 --report off : -n 1 mlp --steps 3 --batch 4 --report off --save ck",
-        1, "--save (rank(s) [1]; this rank's: ", within=30)
+        1, "--save (rank(s) 1; this rank's: ", within=30)
     sampled = "gpt --text t.txt --context 8 --batch 2 --steps 1 --eval-every 0 --report off --sample 5"
-    add(c, f"mpirun -n 1 {sampled} : -n 1 {sampled} --temperature 2", 1, "--temperature (rank(s) [1]; this rank's: ",
+    add(c, f"mpirun -n 1 {sampled} : -n 1 {sampled} --temperature 2", 1, "--temperature (rank(s) 1; this rank's: ",
         within=30, setup=write("t.txt", b"to be or not to be, " * 30))
     add(c, f"mlp {RUN} --optimizer adamw --lr 1e-5 --lr-schedule cosine:warmup=1,until=5,min=1e-4", 1,
         "its minimum rate 1e-4 is above the learning rate 1e-5")

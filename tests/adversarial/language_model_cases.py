@@ -7,7 +7,7 @@ def language_model_cases(add):
     c = "language-model"
     text = "python3 -c \"print('to be or not to be, ' * 30)\" > t.txt && "
     add(c, "gpt --clip-grad-norm 0", 2, "must be a finite number greater than 0, got 0")
-    add(c, "gpt --clip-grad-norm none", 2, "invalid float literal")
+    add(c, "gpt --clip-grad-norm none", 2, "a norm (a finite number greater than 0) or `off`")
     add(c, "gpt --eval-batches 0", 2, "must be at least 1")
     add(c, "gpt --dropout 1", 2, "must be at least 0 and less than 1 (the share of activations dropped), got 1")
     add(c, "gpt --dropout nan", 2, "got nan")

@@ -13,6 +13,7 @@ use overlap_runtime::profile::Cluster;
 use overlap_runtime::WireFormat;
 
 mod choices;
+mod flag_as_value;
 mod per_program;
 mod settings;
 #[cfg(test)]
@@ -20,12 +21,24 @@ mod tests;
 mod values;
 
 pub use choices::{DecayOnArg, Device, OptimizerKind, PrintSchedule, ReportFormat, Transport};
-pub(crate) use per_program::{for_model, named};
+pub(crate) use per_program::for_model;
 use values::{
-    beta, dropout_rate, non_negative_f64, parse_clip, parse_cluster, parse_link, parse_lr_schedule, parse_timeout,
-    positive_f32, positive_f64, positive_usize, thread_count,
+    beta, count, dropout_rate, non_negative_f64, parse_clip, parse_cluster, parse_link, parse_lr_schedule,
+    parse_timeout, positive, positive_f64, positive_usize, temperature, thread_count,
 };
 pub use values::{ClipNorm, Timeout};
+
+/// `argv` (the program's name first) parsed by `command`, shown under the program's own name, a
+/// flag where a value belongs refused as a bad value.
+pub(crate) fn matches(
+    command: clap::Command,
+    argv: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Result<ArgMatches, clap::Error> {
+    let argv: Vec<std::ffi::OsString> = argv.into_iter().collect();
+    let mut command = per_program::named(command);
+    flag_as_value::refuse_flag_as_value(&mut command, argv.get(1..).unwrap_or_default())?;
+    command.try_get_matches_from(argv)
+}
 
 /// Train a `#[distributed_model]` on a deterministic synthetic classification set. Run it with
 /// `mpirun -n N` for N data-parallel ranks; the global batch is batch x N x accumulate.
@@ -33,7 +46,7 @@ pub use values::{ClipNorm, Timeout};
 #[command(version, args_override_self = true)]
 pub struct TrainArgs {
     /// Optimizer steps to run (0: none, only --sample from --init-params).
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64), allow_hyphen_values = true)]
+    #[arg(long, default_value_t = 100, value_parser = count::<u64>, allow_hyphen_values = true)]
     pub steps: u64,
     /// Samples per rank per micro-step.
     #[arg(long, default_value_t = 64, value_parser = positive_usize, allow_hyphen_values = true)]
@@ -74,7 +87,7 @@ pub struct TrainArgs {
     /// Measure the loss on held-out data after every N steps and after the last: the --text's
     /// last 10%, the --tokens shards named `_val`, the --data folder's t10k files, or synthetic
     /// samples training never reads (0: never).
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    #[arg(long, value_name = "N", value_parser = count::<u64>, allow_hyphen_values = true)]
     pub eval_every: Option<u64>,
     /// Batches of --batch samples per rank that each held-out measurement reads (the same ones
     /// every time).
@@ -92,7 +105,7 @@ pub struct TrainArgs {
     pub dropout: f32,
     /// Seed of the initial parameters, of the synthetic data (a model that reads it) and of
     /// --dropout's masks.
-    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    #[arg(long, default_value_t = 0, value_parser = count::<u64>, allow_hyphen_values = true)]
     pub seed: u64,
     /// Micro-steps per optimizer step (gradient accumulation; only the last one communicates).
     #[arg(long, default_value_t = 1, value_parser = positive_usize, allow_hyphen_values = true)]
@@ -115,7 +128,7 @@ pub struct TrainArgs {
     #[arg(long)]
     pub comm_only: bool,
     /// Log loss and throughput every N steps (rank 0).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..), allow_hyphen_values = true)]
+    #[arg(long, default_value_t = 10, value_parser = positive::<u64>, allow_hyphen_values = true)]
     pub log_every: u64,
     /// Write the final parameters to this safetensors file (rank 0), named like PyTorch's
     /// state_dict (`fc1.weight`, `fc1.bias`, ...).
@@ -126,7 +139,7 @@ pub struct TrainArgs {
     #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
     pub report: ReportFormat,
     /// Also print the report every N steps, over those N steps.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), allow_hyphen_values = true)]
+    #[arg(long, value_name = "N", value_parser = positive::<u64>, allow_hyphen_values = true)]
     pub report_every: Option<u64>,
     /// Write every rank's spans as one Chrome trace-event file (open it in Perfetto or
     /// chrome://tracing): one process per rank, compute and communication tracks.
@@ -148,7 +161,7 @@ pub struct TrainArgs {
     #[arg(long)]
     pub cuda_libraries: bool,
     /// The GPU to use with --device cuda [default: the MPI local rank].
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    #[arg(long, value_name = "N", value_parser = count::<usize>, allow_hyphen_values = true)]
     pub gpu: Option<usize>,
     /// What sums the gradients: shared memory when every rank is on one node (auto), or
     /// OpenMPI's all-reduce.
@@ -174,7 +187,7 @@ pub struct TrainArgs {
         long,
         value_name = "N",
         requires = "save",
-        value_parser = clap::value_parser!(u64).range(1..),
+        value_parser = positive::<u64>,
         allow_hyphen_values = true
     )]
     pub save_every: Option<u64>,
@@ -229,10 +242,10 @@ pub struct TrainArgs {
     /// next-character distribution. The characters are
     /// --text's, those of the vocabulary.txt beside --tokens shards (`prepare` writes it), or, with
     /// --steps 0, those --init-params records; with --tokenizer, N GPT-2 tokens print as text.
-    #[arg(long, value_name = "N", default_value_t = 0, allow_hyphen_values = true)]
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = count::<usize>, allow_hyphen_values = true)]
     pub sample: usize,
     /// --sample's temperature: below 1 sharpens, above 1 flattens.
-    #[arg(long, default_value_t = 0.8, value_parser = positive_f32, allow_hyphen_values = true)]
+    #[arg(long, default_value_t = 0.8, value_parser = temperature, allow_hyphen_values = true)]
     pub temperature: f32,
     /// --sample draws among the K likeliest tokens only (characters, or GPT-2 tokens with --tokenizer).
     #[arg(long, value_name = "K", default_value_t = 200, value_parser = positive_usize, allow_hyphen_values = true)]

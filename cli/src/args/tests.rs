@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use overlap_runtime::optim::LrSchedule;
 use overlap_runtime::plan::Link;
 use overlap_runtime::train::ValidationConfig;
@@ -169,4 +169,28 @@ fn help_lists_only_the_data_flags_the_model_reads() {
     // Hidden, not removed: a run given one still parses it, and says why it cannot use it.
     let given = hide_unreadable(TrainArgs::command(), false).try_get_matches_from(["mlp", "--text", "a.txt"]);
     assert!(given.is_ok());
+}
+
+#[test]
+fn a_flag_where_a_value_belongs_is_refused_naming_both() {
+    let parse = |args: &[&str]| {
+        let argv = ["gpt"].iter().chain(args).map(std::ffi::OsString::from);
+        super::matches(TrainArgs::command(), argv).map(|m| TrainArgs::from_arg_matches(&m).unwrap())
+    };
+    for (args, flag, next) in [
+        (&["--steps", "--report", "off"][..], "--steps", "--report"),
+        (&["--sample", "5", "--start", "--no-overlap"], "--start", "--no-overlap"),
+        (&["--lr", "--batch=8"], "--lr", "--batch=8"),
+        (&["--seed", "--help"], "--seed", "--help"),
+    ] {
+        let message = parse(args).unwrap_err().to_string();
+        assert!(message.contains(&format!("{flag} needs a value, but `{next}` after it is a flag")), "{message}");
+    }
+    // Values that start with `-` still reach their own parser, or are taken as given.
+    assert!(parse(&["--lr", "-1"]).unwrap_err().to_string().contains("greater than 0"));
+    assert_eq!(parse(&["--start", "- a list item"]).unwrap().start.as_deref(), Some("- a list item"));
+    assert_eq!(parse(&["--start=--no-overlap"]).unwrap().start.as_deref(), Some("--no-overlap"));
+    assert_eq!(parse(&["--start", "--not-a-flag"]).unwrap().start.as_deref(), Some("--not-a-flag"));
+    // A flag of optional value, and what follows `--`, are left alone.
+    assert!(parse(&["--print-schedule", "--steps", "3"]).unwrap().print_schedule.is_some());
 }

@@ -57,13 +57,46 @@ pub(super) fn parse_lr_schedule(s: &str) -> Result<LrSchedule, String> {
     s.parse().map_err(|e: ParseError| e.0)
 }
 
-pub(super) fn positive_usize(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
+/// A count of steps, samples or the like, 0 included.
+pub(super) fn count<T: std::str::FromStr<Err = std::num::ParseIntError> + std::fmt::Display + Bounded>(
+    s: &str,
+) -> Result<T, String> {
+    s.parse::<T>().map_err(|e| match e.kind() {
+        std::num::IntErrorKind::PosOverflow => format!("must be at most {}", T::MAX),
+        _ => "must be a whole number (0 or more)".into(),
+    })
+}
+
+/// A count of at least 1.
+pub(super) fn positive<T: std::str::FromStr<Err = std::num::ParseIntError> + std::fmt::Display + Bounded>(
+    s: &str,
+) -> Result<T, String> {
+    match s.parse::<T>() {
+        Ok(v) if v == T::ZERO => Err("must be at least 1".into()),
         Ok(v) => Ok(v),
-        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => Err(format!("must be at most {}", usize::MAX)),
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => Err(format!("must be at most {}", T::MAX)),
         Err(_) => Err("must be a whole number of at least 1".into()),
     }
+}
+
+/// The counts' types: their zero and their largest value, for the messages.
+pub(super) trait Bounded: PartialEq + Sized {
+    const ZERO: Self;
+    const MAX: Self;
+}
+
+impl Bounded for u64 {
+    const ZERO: Self = 0;
+    const MAX: Self = u64::MAX;
+}
+
+impl Bounded for usize {
+    const ZERO: Self = 0;
+    const MAX: Self = usize::MAX;
+}
+
+pub(super) fn positive_usize(s: &str) -> Result<usize, String> {
+    positive(s)
 }
 
 /// The most `--threads` accepted: past any machine's cores (OpenBLAS caps its own count far lower).
@@ -84,7 +117,10 @@ pub struct ClipNorm(pub Option<f64>);
 pub(super) fn parse_clip(s: &str) -> Result<ClipNorm, String> {
     match s {
         "off" => Ok(ClipNorm(None)),
-        _ => positive_f64(s).map(|v| ClipNorm(Some(v))),
+        _ => match s.parse::<f64>() {
+            Ok(_) => positive_f64(s).map(|v| ClipNorm(Some(v))),
+            Err(_) => Err("must be a norm (a finite number greater than 0) or `off`".into()),
+        },
     }
 }
 
@@ -97,13 +133,21 @@ pub(super) fn positive_f64(s: &str) -> Result<f64, String> {
     }
 }
 
-/// A positive number the sampler can divide by in f32: 1e-50 would be 0 there, 1e50 infinite.
-pub(super) fn positive_f32(s: &str) -> Result<f32, String> {
+/// `--temperature`: a positive number the sampler can divide by in f32 (1e-50 would be 0 there,
+/// 1e50 infinite).
+pub(super) fn temperature(s: &str) -> Result<f32, String> {
     match s.parse::<f32>() {
         Ok(v) if v.is_normal() && v > 0.0 => Ok(v),
-        Ok(_) => {
-            Err(format!("must be a positive number from {:e} to {:e} (an f32), got {s}", f32::MIN_POSITIVE, f32::MAX))
-        }
+        Ok(v) => Err(format!(
+            "must be a positive number from {:e} to {:e} (an f32), got {s}{}",
+            f32::MIN_POSITIVE,
+            f32::MAX,
+            if v == 0.0 {
+                "; --top-k 1 draws the likeliest token every time, as a temperature near 0 would"
+            } else {
+                ""
+            }
+        )),
         Err(e) => Err(e.to_string()),
     }
 }

@@ -7,7 +7,7 @@ use overlap_plan::Schedule;
 
 use super::mpi_thread::MpiThread;
 use super::{Backend, Communicator, PendingSum, CHECKPOINT_WRITE_TIMEOUT};
-use crate::error::{Error, Result};
+use crate::error::{rank_list, Error, Result};
 
 impl Communicator {
     /// Replaces `data` on every rank with rank 0's values.
@@ -150,8 +150,9 @@ impl Communicator {
         let others: Vec<usize> = (1..formats.len()).filter(|&r| formats[r] != formats[0]).collect();
         if !others.is_empty() {
             return Err(Error::Config(format!(
-                "ranks disagree on the gradients' wire formats: rank(s) {others:?} chose others than rank 0 \
-                 (`CommConfig::grad_comm`, `Communicator::set_wire_format`)"
+                "ranks disagree on the gradients' wire formats: rank(s) {} chose others than rank 0 \
+                 (`CommConfig::grad_comm`, `Communicator::set_wire_format`)",
+                rank_list(&others)
             )));
         }
         Ok(())
@@ -166,9 +167,10 @@ impl Communicator {
         if !others.is_empty() {
             let says = |s: u64| if s == 1 { "shards" } else { "does not shard" };
             return Err(Error::Config(format!(
-                "ranks disagree on sharding the optimizer state: rank 0 {} it, rank(s) {others:?} {} \
+                "ranks disagree on sharding the optimizer state: rank 0 {} it, rank(s) {} {} \
                  (`CommConfig::shard_optimizer`)",
                 says(sharding[0]),
+                rank_list(&others),
                 says(sharding[others[0]])
             )));
         }

@@ -99,8 +99,8 @@ impl LrSchedule {
             LrSchedule::WarmupCosine { warmup, decay_until, min_lr } if steps > decay_until => Some(format!(
                 "the learning rate's decay ends at step {decay_until} and the run trains {steps} steps: its last {} \
                  run at the minimum rate {min_lr:e} (the schedule \
-                 `cosine:warmup={warmup},until={steps},min={min_lr:e}` decays over the whole run, as nanoGPT's \
-                 lr_decay_iters = max_iters)",
+                 `cosine:warmup={warmup},until={steps},min={min_lr:e}` would decay over the whole run, as nanoGPT's \
+                 lr_decay_iters = max_iters does)",
                 steps - decay_until
             )),
             _ => None,
@@ -159,7 +159,8 @@ fn parse_schedule(s: &str) -> Result<LrSchedule, String> {
             "" => format!("`{s}` has an empty field: {expected}"),
             _ => format!("`{field}` in `{s}`: {expected}"),
         })?;
-        let steps = || value.parse::<u64>().map_err(|e| format!("{key}={value}: {e}"));
+        let steps =
+            || value.parse::<u64>().map_err(|_| format!("{key}={value}: a step count, a whole number (0 or more)"));
         let slot = match key {
             "warmup" => &mut warmup,
             "until" => &mut until,
@@ -234,7 +235,7 @@ mod tests {
         );
         assert!(note.contains("its last 3000 run at the minimum rate 1e-4"), "{note}");
         let suggested: LrSchedule = "cosine:warmup=100,until=5000,min=1e-4".parse().unwrap();
-        assert!(note.contains("the schedule `cosine:warmup=100,until=5000,min=1e-4` decays"), "{note}");
+        assert!(note.contains("the schedule `cosine:warmup=100,until=5000,min=1e-4` would decay"), "{note}");
         assert_eq!(suggested.decay_ends_early(5000), None);
         assert_eq!(LrSchedule::Constant.decay_ends_early(5000), None);
     }

@@ -11,7 +11,7 @@ use overlap_plan::Fnv;
 
 use crate::comm::Communicator;
 use crate::config::{Device, OptimizerKind, TrainConfig};
-use crate::error::{Error, Result};
+use crate::error::{rank_list, Error, Result};
 
 /// Fails on every rank, naming each setting that differs from rank 0's and the ranks that
 /// differ, unless every rank runs with the same settings (collective): what a `Trainer` run
@@ -44,7 +44,7 @@ pub fn agree(comm: &Communicator, settings: &[(&str, String)]) -> Result<()> {
         let each = comm.all_gather_u64(one.finish())?;
         let ranks: Vec<usize> = (0..each.len()).filter(|&r| each[r] != each[0]).collect();
         if !ranks.is_empty() {
-            differing.push(format!("{name} (rank(s) {ranks:?}; this rank's: {value})"));
+            differing.push(format!("{name} (rank(s) {}; this rank's: {value})", rank_list(&ranks)));
         }
     }
     Err(Error::Config(format!(
@@ -63,7 +63,7 @@ pub fn agree_on_outcome<T>(comm: &Communicator, outcome: Result<T>, what: &str) 
     match outcome {
         Err(e) => Err(e),
         Ok(_) if !ranks.is_empty() => {
-            Err(Error::Config(format!("rank(s) {ranks:?} could not {what} (their messages say why)")))
+            Err(Error::Config(format!("rank(s) {} could not {what} (their messages say why)", rank_list(&ranks))))
         }
         Ok(value) => Ok(value),
     }

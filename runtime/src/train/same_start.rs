@@ -8,7 +8,7 @@ use crate::checkpoint::Position;
 use crate::comm::Communicator;
 use crate::content_hash::ContentHash;
 use crate::data::Dataset;
-use crate::error::{Error, Result};
+use crate::error::{rank_list, Error, Result};
 use crate::model::DistributedModel;
 use crate::optim::OptimizerState;
 
@@ -30,12 +30,12 @@ pub(super) fn check<M: DistributedModel>(
     let states = comm.all_gather_u64(state_hash(model, optimizer, position))?;
     let samples = comm.all_gather_u64(data_fingerprint.unwrap_or(0))?;
     let held_out_samples = comm.all_gather_u64(held_out.and_then(|s| s.fingerprint()).unwrap_or(0))?;
-    let others = |of: &[u64]| (1..of.len()).filter(|&r| of[r] != of[0]).collect::<Vec<usize>>();
+    let others = |of: &[u64]| rank_list(&(1..of.len()).filter(|&r| of[r] != of[0]).collect::<Vec<usize>>());
     let start = if !others(&steps).is_empty() {
         let at: Vec<String> = steps.iter().enumerate().map(|(r, s)| format!("rank {r} at step {s}")).collect();
         Some(format!("ranks resume at other steps ({})", at.join(", ")))
     } else if !others(&states).is_empty() {
-        Some(format!("rank(s) {:?} start from other parameters or optimizer state than rank 0", others(&states)))
+        Some(format!("rank(s) {} start from other parameters or optimizer state than rank 0", others(&states)))
     } else {
         None
     };
@@ -44,7 +44,7 @@ pub(super) fn check<M: DistributedModel>(
     // description may read the same on ranks whose copies differ.
     if !others(&samples).is_empty() {
         problems.push(format!(
-            "rank(s) {:?} read other training data than rank 0 (this rank's: {}): each rank reads its own copy \
+            "rank(s) {} read other training data than rank 0 (this rank's: {}): each rank reads its own copy \
              of the data, and every copy must hold the same samples (the same tokens and vocabulary)",
             others(&samples),
             data_description
@@ -52,7 +52,7 @@ pub(super) fn check<M: DistributedModel>(
     }
     if !others(&held_out_samples).is_empty() {
         problems.push(format!(
-            "rank(s) {:?} read other held-out data than rank 0: each rank reads its own copy of the validation \
+            "rank(s) {} read other held-out data than rank 0: each rank reads its own copy of the validation \
              split, and every copy must hold the same samples",
             others(&held_out_samples),
         ));
