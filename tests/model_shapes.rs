@@ -117,16 +117,25 @@ fn a_shape_not_compiled_in_is_refused_naming_the_compiled_ones() {
     std::fs::write(dir.path().join("t.txt"), TEXT.repeat(20)).unwrap();
     let (code, text) = gpt(dir.path(), &["--text", "t.txt", "--steps", "1", "--context", "100"]);
     let said = "--context 100: Gpt's position embedding has rows for 64 positions in this program's shape \
-                `--layers 4 --heads 4 --width 128 --vocab 96` (--help lists its others)";
+                `--layers 4 --heads 4 --width 128 --vocab 96` (--help lists the others and the longest --context of \
+                each)";
     assert!(code != Some(0) && text.contains(said), "{text}");
+    // A model of GPT-2's tokens runs on characters, told that most of its tokens never occur.
+    let run = ["--text", "t.txt", "--steps", "1", "--batch", "1", "--eval-every", "0"];
+    let (code, text) = gpt(dir.path(), &[&run[..], &["--vocab", "50304"]].concat());
+    let said = "note: the data's vocabulary is 23 characters, and Gpt predicts 50304 tokens: 50281 of them never occur";
+    assert!(code == Some(0) && text.contains(said), "{text}");
+    let (code, text) = gpt(dir.path(), &run);
+    assert!(code == Some(0) && !text.contains("never occur"), "{text}");
     // Not a number: clap's own message, naming the flag.
     let (code, text) = gpt(dir.path(), &["--width", "wide"]);
     assert!(code == Some(2) && text.contains("invalid value 'wide' for '--width <N>'"), "{text}");
     let (code, help) = gpt(dir.path(), &["--help"]);
     assert_eq!(code, Some(0), "{help}");
     // Exactly the shapes tests/doc_commands.rs checks the documented runs against.
-    let held = "The shapes this program holds: `--layers 4 --heads 4 --width 128 --vocab 96`, `--layers 6 --heads 6 \
-                --width 384 --vocab 96`, `--layers 4 --heads 4 --width 128 --vocab 50304`\n";
+    let held = "The shapes this program holds: `--layers 4 --heads 4 --width 128 --vocab 96` (--context up to 64), \
+                `--layers 6 --heads 6 --width 384 --vocab 96` (--context up to 256), `--layers 4 --heads 4 --width 128 \
+                --vocab 50304` (--context up to 64)\n";
     assert!(help.contains(held), "{help}");
     // The flags tests/doc_commands.rs lets the documentation give `gpt`.
     for flag in ["--layers <N>", "--heads <N>", "--width <N>", "--vocab <N>"] {

@@ -205,6 +205,24 @@ pub(crate) fn note_shard_doubts(args: &TrainArgs, rank: usize) {
     }
 }
 
+/// A note where the data's characters fill at most a quarter of the model's token rows, a
+/// thousand or more left (`gpt --vocab 50304 --text FILE`): those never occur, yet every step
+/// computes their logits.
+pub(crate) fn note_unused_rows<M: DistributedModel>(data: &TrainingData, rank: usize) {
+    let (Some(vocabulary), Some(rows), 0) = (Dataset::vocabulary(data), vocabulary_limit::<M>(), rank) else { return };
+    let characters = vocabulary.chars().count();
+    // A few unused rows cost nothing to speak of: `gpt`'s 96 for a text of 65 characters.
+    if rows / 4 >= characters.max(1) && rows - characters >= 1024 {
+        console::err_line(&format!(
+            "note: the data's vocabulary is {characters} characters, and {} predicts {rows} tokens: {} of them never \
+             occur in the data, though every step computes their logits (a model of fewer tokens learns these \
+             characters alike, and faster)",
+            M::SCHEDULE.model,
+            rows - characters
+        ));
+    }
+}
+
 /// No token past the model's vocabulary (its output classes and its token embedding's rows), nor
 /// more characters in the shards' `vocabulary.txt` than it has, as `--text` refuses them: the
 /// parameters a run saves record that vocabulary, and a later run refuses them for it.
@@ -237,9 +255,11 @@ fn context<M: DistributedModel>(flag: &str, args: &TrainArgs, features: usize) -
     match (args.context, positions) {
         (Some(context), Some(rows)) if context > rows => {
             // A program of several shapes may hold one with more positions.
-            let shape = args
-                .model_shape()
-                .map_or(String::new(), |shape| format!(" in this program's shape `{shape}` (--help lists its others)"));
+            let shape = args.model_shape().map_or(String::new(), |shape| {
+                format!(
+                    " in this program's shape `{shape}` (--help lists the others and the longest --context of each)"
+                )
+            });
             Err(Error::Config(format!(
                 "--context {context}: {model}'s position embedding has rows for {rows} positions{shape}"
             )))

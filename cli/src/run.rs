@@ -183,6 +183,7 @@ pub fn train<M: DistributedModel>(args: &TrainArgs, comm: &Communicator) -> Resu
         recorded.as_ref().map(|(v, from)| (v.as_str(), *from)),
         comm.rank(),
     )?;
+    datasets::note_unused_rows::<M>(&data, comm.rank());
     // Refused before training, not after it: a sample needs characters (or a tokenizer) to print.
     let sample_text =
         (args.sample > 0).then(|| sample_text::sample_text::<M>(&data, notes.vocabulary.as_deref(), args)).transpose();

@@ -49,12 +49,19 @@ pub struct ModelShape {
     /// The model's parameters as a parameters file names them, with their shapes: how a file
     /// given without shape flags tells which shape it holds.
     parameters: fn() -> ParameterShapes,
+    /// The rows of its position embedding, where it has one: the longest `--context` it takes.
+    positions: fn() -> Option<usize>,
 }
 
 impl ModelShape {
     /// Model `M`, chosen by the flags' `values`.
     pub const fn of<M: DistributedModel>(values: &'static [usize]) -> Self {
-        ModelShape { values, main: run_in_shape::<M>, parameters: parameters_of::<M> }
+        ModelShape {
+            values,
+            main: run_in_shape::<M>,
+            parameters: parameters_of::<M>,
+            positions: overlap_runtime::model::position_rows::<M>,
+        }
     }
 }
 
@@ -126,7 +133,14 @@ impl ModelShapes {
 
     /// `command` with the shape flags, their help naming the compiled shapes.
     pub(crate) fn with_flags(&self, mut command: clap::Command) -> clap::Command {
-        let held: Vec<String> = self.compiled.iter().map(|s| format!("`{}`", self.described(s.values))).collect();
+        let held: Vec<String> = self
+            .compiled
+            .iter()
+            .map(|s| match (s.positions)() {
+                Some(rows) => format!("`{}` (--context up to {rows})", self.described(s.values)),
+                None => format!("`{}`", self.described(s.values)),
+            })
+            .collect();
         for (at, &(flag, help)) in self.flags.iter().enumerate() {
             let long = flag.strip_prefix("--").unwrap_or(flag);
             let Some(default) = self.compiled.first().map(|s| s.values[at]) else { break };

@@ -4,6 +4,14 @@ fn never(_: &ExampleDefaults, _: &ModelShapes, _: ChosenShape) -> ExitCode {
     ExitCode::FAILURE
 }
 
+fn no_positions() -> Option<usize> {
+    None
+}
+
+fn positions_64() -> Option<usize> {
+    Some(64)
+}
+
 fn none() -> ParameterShapes {
     Vec::new()
 }
@@ -11,8 +19,8 @@ fn none() -> ParameterShapes {
 const SHAPES: ModelShapes = ModelShapes {
     flags: &[("--layers", "Blocks"), ("--width", "Features")],
     compiled: &[
-        ModelShape { values: &[4, 128], main: never, parameters: none },
-        ModelShape { values: &[6, 384], main: never, parameters: none },
+        ModelShape { values: &[4, 128], main: never, parameters: none, positions: positions_64 },
+        ModelShape { values: &[6, 384], main: never, parameters: none, positions: no_positions },
     ],
     another: "Add it to the example's list and rebuild.",
 };
@@ -46,8 +54,10 @@ fn a_shape_not_compiled_in_names_the_compiled_ones() {
 #[test]
 #[should_panic(expected = "example shape [6]: 1 values for the 2 flags")]
 fn a_shape_without_a_value_per_flag_is_named() {
-    const SHORT: ModelShapes =
-        ModelShapes { compiled: &[ModelShape { values: &[6], main: never, parameters: none }], ..SHAPES };
+    const SHORT: ModelShapes = ModelShapes {
+        compiled: &[ModelShape { values: &[6], main: never, parameters: none, positions: no_positions }],
+        ..SHAPES
+    };
     let _ = SHORT.chosen(&[OsString::from("gpt")]);
 }
 
@@ -56,7 +66,7 @@ fn help_names_every_shape_and_the_default() {
     let command = SHAPES.with_flags(clap::Command::new("gpt"));
     let help = command.clone().render_long_help().to_string();
     assert!(help.contains("--layers <N>"), "{help}");
-    let held = "The shapes this program holds: `--layers 4 --width 128`, `--layers 6 --width 384`";
+    let held = "The shapes this program holds: `--layers 4 --width 128` (--context up to 64), `--layers 6 --width 384`";
     assert!(help.contains(held), "{help}");
     assert!(help.contains("[default: 4]"), "{help}");
     let matches = command.clone().try_get_matches_from(["gpt", "--width", "384", "--layers", "6"]).unwrap();
