@@ -45,7 +45,7 @@ use run::{fit_blas_kernels, run_main};
 /// status on the rank that hit it.
 pub fn main<M: DistributedModel>() -> ExitCode {
     fit_blas_kernels();
-    let command = args::for_model::<M>(TrainArgs::command());
+    let command = args::for_model::<M>(TrainArgs::command()).about(args::about::<M>()).long_about(None);
     let matches = args::matches(command, std::env::args_os()).unwrap_or_else(|e| parse_failure::exit(e));
     run_main::<M>(TrainArgs::from_matches(&matches).unwrap_or_else(|e| parse_failure::exit(e)))
 }

@@ -21,7 +21,7 @@ mod tests;
 mod values;
 
 pub use choices::{DecayOnArg, Device, OptimizerKind, PrintSchedule, ReportFormat, Transport};
-pub(crate) use per_program::for_model;
+pub(crate) use per_program::{about, for_model};
 use values::{
     beta, count, dropout_rate, non_negative_f64, parse_clip, parse_cluster, parse_link, parse_lr_schedule,
     parse_timeout, positive, positive_f64, positive_usize, temperature, thread_count,
@@ -72,7 +72,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 0.999, value_parser = beta, allow_hyphen_values = true)]
     pub beta2: f64,
     /// AdamW's term added to the denominator.
-    #[arg(long, default_value_t = 1e-8, value_parser = non_negative_f64, allow_hyphen_values = true)]
+    #[arg(long, default_value = "1e-8", value_parser = non_negative_f64, allow_hyphen_values = true)]
     pub eps: f64,
     /// The learning rate over the run: `constant` (--lr on every step), or nanoGPT's linear
     /// warm-up over the first W steps and cosine decay to the rate M at step U:
@@ -86,7 +86,7 @@ pub struct TrainArgs {
     pub decay_on: DecayOnArg,
     /// Measure the loss on held-out data after every N steps and after the last: the --text's
     /// last 10%, the --tokens shards named `_val`, the --data folder's t10k files, or synthetic
-    /// samples training never reads (0: never).
+    /// samples training never reads (0: never) [default: never].
     #[arg(long, value_name = "N", value_parser = count::<u64>, allow_hyphen_values = true)]
     pub eval_every: Option<u64>,
     /// Batches of --batch samples per rank that each held-out measurement reads (the same ones
@@ -130,8 +130,8 @@ pub struct TrainArgs {
     /// Log loss and throughput every N steps (rank 0).
     #[arg(long, default_value_t = 10, value_parser = positive::<u64>, allow_hyphen_values = true)]
     pub log_every: u64,
-    /// Write the final parameters to this safetensors file (rank 0), named like PyTorch's
-    /// state_dict (`fc1.weight`, `fc1.bias`, ...).
+    /// Write the final parameters to this safetensors file (rank 0), named by their paths as
+    /// PyTorch's state_dict names them (`fc1.weight`, `h.0.attn.c_attn.bias`).
     #[arg(long, value_name = "FILE")]
     pub save_params: Option<PathBuf>,
     /// The overlap report printed by rank 0 at the end: where the step's time went and how much

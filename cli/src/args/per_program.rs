@@ -26,8 +26,47 @@ pub(super) fn hide_unreadable(command: clap::Command, reads_tokens: bool) -> cla
         });
     }
     let command = LANGUAGE_MODEL_ONLY.iter().fold(command, |command, id| command.mut_arg(*id, |arg| arg.hide(true)));
-    // Its help names `--sample`, hidden here: a model of features samples nothing.
-    command.mut_arg("steps", |arg| arg.help("Optimizer steps to run (at least 1)"))
+    // Their help names `--sample`, `--text` and `--tokens`, hidden here: a model of features
+    // samples nothing and reads no text.
+    command
+        .mut_arg("steps", |arg| arg.help("Optimizer steps to run (at least 1)"))
+        .mut_arg("eval_every", |arg| {
+            arg.help(
+            "Measure the loss on held-out data after every N steps and after the last: the --data folder's t10k files, \
+             or synthetic samples training never reads (0: never) [default: never]",
+        )
+        })
+        .mut_arg("dropout", |arg| {
+            arg.help(
+            "Dropout while training: the share of activations each `Dropout` layer of the model zeroes (the others \
+             scaled by 1/(1-P), as PyTorch's), its masks drawn from --seed; the held-out loss drops nothing",
+        )
+        })
+}
+
+/// What `main::<M>()`'s `--help` says the program trains, from `M`'s schedule: examples of one
+/// command line told apart (`uneven` and `uneven_ddp`, `mlp` and `mlp_zero`).
+pub(crate) fn about<M: DistributedModel>() -> String {
+    let s = &M::SCHEDULE;
+    let buckets = s.buckets.len();
+    let millions = s.param_count() as f64 / 1e6;
+    let mut plan = format!("{millions:.2} M parameters in {buckets} bucket{}", if buckets == 1 { "" } else { "s" });
+    if let Some(format) = s.grad_comm() {
+        plan.push_str(&format!(", gradients travelling as {format}"));
+    }
+    if s.shard_optimizer {
+        plan.push_str(", optimizer state sharded over the ranks");
+    }
+    let data = if token_rows::<M>().is_some() {
+        "a text (--text) or token shards (--tokens)"
+    } else {
+        "a deterministic synthetic classification set, or MNIST-format files (--data)"
+    };
+    format!(
+        "Train `{}` ({plan}; --print-schedule shows the plan) on {data}. Run it with `mpirun -n N` for N \
+         data-parallel ranks; the global batch is batch x N x accumulate.",
+        s.model
+    )
 }
 
 /// `command` under the program's own name (`gpt --version` says `gpt 0.1.0`, not the crate's).
