@@ -40,6 +40,29 @@ fn a_long_run_is_reported_over_evenly_spaced_steps() {
     assert_eq!(span, [Some(275), Some(4), Some(1), Some(1100)], "{report}");
 }
 
+/// `--report json` prints one JSON document per line: the report, then one per `--simulate`
+/// cluster, with every plan the text table lists (log lines go to stderr).
+#[test]
+fn json_reports_carry_the_simulated_clusters() {
+    let args = ["--steps", "3", "--batch", "4", "--report", "json", "--simulate", "world=8,link=ib-ndr"];
+    let out = Command::new(example("mlp")).args(args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).expect(l)).collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert_eq!(lines[0]["model"], "Mlp", "the report first: {stdout}");
+    let simulated = &lines[1]["simulated"];
+    assert_eq!((&simulated["model"], &simulated["world_size"]), (&"Mlp".into(), &8.into()), "{stdout}");
+    let plans = simulated["plans"].as_array().unwrap();
+    assert_eq!(plans[0]["plan"], "compiled (this binary)", "{stdout}");
+    assert!(plans.iter().all(|p| p["step_ms"].as_f64().is_some_and(|ms| ms > 0.0)), "{stdout}");
+    let text = Command::new(example("mlp")).args(&args[..4]).args(["--simulate", "world=8,link=ib-ndr"]).output();
+    let text = String::from_utf8_lossy(&text.unwrap().stdout).into_owned();
+    let table = text.split("simulated Mlp on 8 ranks").nth(1).unwrap_or_default();
+    let rows = table.lines().skip(2).take_while(|l| l.starts_with("  ")).count();
+    assert_eq!(rows, plans.len(), "as many rows in the table: {text}");
+}
+
 #[test]
 fn runs_that_reduce_nothing_or_compute_nothing_say_so() {
     if !mpirun_available() {

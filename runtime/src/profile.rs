@@ -220,6 +220,31 @@ fn ddp_layouts(schedule: &Schedule, specs: &[LayerSpec]) -> Vec<(String, Option<
     rows
 }
 
+/// `prediction_table` as one line of JSON, for `--report json`: the cluster and one object per
+/// plan, times in milliseconds.
+pub fn prediction_json(model: &str, cluster: Cluster, rows: &[(String, usize, Prediction)]) -> String {
+    let plans: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|(name, buckets, p)| {
+            serde_json::json!({
+                "plan": name,
+                "buckets": buckets,
+                "step_ms": p.step_s * 1e3,
+                "all_reduce_ms": p.comm_s * 1e3,
+                "exposed_ms": p.exposed_s * 1e3,
+                "efficiency": p.efficiency(),
+            })
+        })
+        .collect();
+    let simulated = serde_json::json!({
+        "model": model,
+        "world_size": cluster.world,
+        "link": cluster.link.to_string(),
+        "plans": plans,
+    });
+    serde_json::json!({ "simulated": simulated }).to_string()
+}
+
 /// The predictions as a table.
 pub fn prediction_table(model: &str, cluster: Cluster, rows: &[(String, usize, Prediction)]) -> String {
     let mut t = String::new();

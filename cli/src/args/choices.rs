@@ -36,7 +36,8 @@ pub enum OptimizerKind {
 pub enum ReportFormat {
     /// A table for people.
     Text,
-    /// One JSON document per report on stdout, for scripts (log lines then go to stderr).
+    /// One JSON document per line on stdout, for scripts: each report, then each --simulate
+    /// prediction (log lines then go to stderr).
     Json,
     /// No report (and no recording unless --trace, --timeline, --write-profile or --simulate needs it).
     Off,

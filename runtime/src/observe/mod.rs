@@ -222,7 +222,12 @@ impl<'a> Observer<'a> {
         for &cluster in &self.config.simulate {
             if let Some(costs) = &costs {
                 let rows = profile::predictions(&self.schedule, costs, cluster, self.sharding);
-                self.say(profile::prediction_table(&self.schedule.model, cluster, &rows).trim_end());
+                match self.config.report {
+                    ReportFormat::Json if self.rank == 0 => {
+                        console::out_line(&profile::prediction_json(&self.schedule.model, cluster, &rows))
+                    }
+                    _ => self.say(profile::prediction_table(&self.schedule.model, cluster, &rows).trim_end()),
+                }
             }
         }
         let info = RunInfo {
