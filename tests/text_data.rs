@@ -127,8 +127,8 @@ fn texts_and_models_that_do_not_fit_are_refused_before_step_1() {
         ),
         (
             "gpt",
-            &["--tokens", "shards", "--sample", "5", "--tokenizer", "tok.bin", "--timeline", "./tok.bin"],
-            "--timeline ./tok.bin is the --tokenizer file, which --sample reads",
+            &["--tokens", "shards", "--sample", "5", "--tokenizer", "tok.bin", "--trace", "./tok.bin"],
+            "--trace ./tok.bin is the --tokenizer file, which --sample reads",
         ),
     ] {
         let (ok, text) = run(exe, dir.path(), &[args, &["--steps", "2"]].concat());

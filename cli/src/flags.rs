@@ -35,6 +35,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("`CommConfig::grad_comm`", "--grad-comm"),
     // Sharding is two flags: turned off, named with its value.
     ("`CommConfig::shard_optimizer` false", "--no-shard-optimizer"),
+    ("`CommConfig::shard_optimizer` left unset", "--shard-optimizer left out"),
     ("`CommConfig::shard_optimizer`", "--shard-optimizer"),
     ("`OptimizerConfig::kind`", "--optimizer"),
     ("`OptimizerConfig::lr`", "--lr"),

@@ -50,6 +50,9 @@ def language_model_cases(add):
         forbid="step      1")
     add(c, text + f"gpt --text t.txt {short} --start -", 1, "character 1 of the prompt, '-', is not among",
         forbid="step      1")
+    # The prompt forgotten: the next flag is not sampled from.
+    add(c, text + f"gpt --text t.txt {short} --start --no-overlap", 2,
+        "--start needs a value, but `--no-overlap` after it is a flag", forbid="step      1")
     # llm.c's tokenizer file (--tokenizer): an endless one, one cut short, a shard in its place, a prompt it
     # cannot encode.
     shards = text + "prepare --text t.txt --out shards && "

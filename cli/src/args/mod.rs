@@ -24,7 +24,7 @@ pub use choices::{DecayOnArg, Device, OptimizerKind, PrintSchedule, ReportFormat
 pub(crate) use per_program::{about, for_model};
 use values::{
     beta, count, dropout_rate, non_negative_f64, parse_clip, parse_cluster, parse_link, parse_lr_schedule,
-    parse_timeout, positive, positive_f64, positive_usize, temperature, thread_count,
+    parse_timeout, positive, positive_f64, positive_usize, svg_file, temperature, thread_count,
 };
 pub use values::{ClipNorm, Timeout};
 
@@ -145,8 +145,8 @@ pub struct TrainArgs {
     /// chrome://tracing): one process per rank, compute and communication tracks.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// Draw one representative step (the median one) as an SVG timeline.
-    #[arg(long, value_name = "FILE")]
+    /// Draw one representative step (the median one) as an SVG timeline (a FILE named `.svg`).
+    #[arg(long, value_name = "FILE", value_parser = svg_file)]
     pub timeline: Option<PathBuf>,
     /// Emulate an interconnect by holding each all-reduce until the ring cost model says it would
     /// finish: nvlink4, ib-ndr, ib-hdr, 100gbe, 10gbe, or e.g. latency=5us,bandwidth=25GB/s (a key

@@ -194,3 +194,11 @@ fn a_flag_where_a_value_belongs_is_refused_naming_both() {
     // A flag of optional value, and what follows `--`, are left alone.
     assert!(parse(&["--print-schedule", "--steps", "3"]).unwrap().print_schedule.is_some());
 }
+
+#[test]
+fn a_timeline_is_written_under_an_svg_name_or_one_without_an_extension() {
+    let timeline = |name: &str| TrainArgs::try_parse_from(["mlp", "--timeline", name]).map(|a| a.timeline);
+    assert!(timeline("step.svg").is_ok() && timeline("step.SVG").is_ok() && timeline("step").is_ok());
+    let message = timeline("step.png").unwrap_err().to_string();
+    assert!(message.contains("the timeline is drawn as SVG: give a file name ending in .svg, not .png"), "{message}");
+}

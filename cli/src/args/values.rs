@@ -49,6 +49,18 @@ pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// `--timeline`: a file whose name says it is SVG, or says nothing (`step.png` would hold SVG
+/// under a raster image's name, which viewers then refuse).
+pub(super) fn svg_file(s: &str) -> Result<std::path::PathBuf, String> {
+    let path = std::path::PathBuf::from(s);
+    match path.extension().and_then(|e| e.to_str()) {
+        Some(ext) if !ext.eq_ignore_ascii_case("svg") => {
+            Err(format!("the timeline is drawn as SVG: give a file name ending in .svg, not .{ext}"))
+        }
+        _ => Ok(path),
+    }
+}
+
 pub(super) fn parse_link(s: &str) -> Result<Link, String> {
     s.parse()
 }

@@ -295,9 +295,17 @@ fn check_sharding(config: &TrainConfig, schedule: &Schedule) -> Result<()> {
     if conflicts.is_empty() {
         return Ok(());
     }
+    let instead = if config.comm.shard_optimizer.is_some() {
+        "keep the optimizer state whole (`CommConfig::shard_optimizer` left unset)".to_string()
+    } else {
+        format!(
+            "keep the optimizer state whole (`CommConfig::shard_optimizer` false), or compile {} without \
+             `shard_optimizer` or without PowerSGD",
+            schedule.model
+        )
+    };
     Err(Error::Config(format!(
-        "{how} shards the optimizer state, which this run cannot do with {}; turn sharding off \
-         (`CommConfig::shard_optimizer` false) or change them",
+        "{how} shards the optimizer state, which this run cannot do with {}; {instead}",
         conflicts.join("; ")
     )))
 }
