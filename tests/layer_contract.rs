@@ -133,6 +133,22 @@ fn a_layer_that_breaks_its_contract_is_named() {
     assert!(message.contains("Buggy<3>, layer 2): backward wrote a 3x4 gradient for a 4x4 input"), "{message}");
 }
 
+/// An input of the wrong width, given to a model in a loop of one's own, is named at the layer
+/// that reads it, by its path, rather than by that layer's own assertion.
+#[test]
+fn an_input_of_the_wrong_width_names_the_first_layer() {
+    let comm = Communicator::single();
+    let model = in_blocks::Net::new(&comm, 1).unwrap();
+    let mut ws = <in_blocks::Net as DistributedModel>::Workspace::default();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        model.forward(&Matrix::zeros(8, 10), &mut ws);
+    }));
+    let payload = result.expect_err("a model given 10 columns for 6 panics");
+    let message = payload.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(message.starts_with("layer `fc` ("), "{message}");
+    assert!(message.contains("layer 0): forward got a 8x10 input; its `WIDTH` takes 6 columns"), "{message}");
+}
+
 /// The short input gradient in the second of two blocks.
 #[distributed_model(bucket_cap_mb = 1, first_bucket_mb = 1)]
 pub mod in_blocks {

@@ -208,7 +208,12 @@ fn not_empty(model: &Model, errors: &mut Errors) {
 /// take that width (which also gives them their FLOP count).
 fn widths_chain(model: &mut Model, errors: &mut Errors) {
     let own_inputs: Vec<Option<usize>> = model.residuals.iter().map(|r| own_input(model, r).map(|(x, _)| x)).collect();
-    let mut flowing: Option<(usize, String)> = None;
+    // Each layer's block use, by the fields' paths (`blocks.3`): the same for two layers of one
+    // copy of a block.
+    let model_uses: Vec<Vec<String>> =
+        model.fields.iter().map(|f| f.uses.iter().map(|(name, _)| name.clone()).collect()).collect();
+    // The width flowing on, the layer that last set it, and that layer's index.
+    let mut flowing: Option<(usize, String, usize)> = None;
     // The layer before (its name, and whether it is a layer of one's own), and whether every
     // layer up to it has a known width.
     let (mut previous, mut all_known): (Option<(String, bool)>, bool) = (None, true);
@@ -228,8 +233,11 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
                 // After a layer of another width, or after a built-in one of width 1 or an
                 // element-wise one, whose outputs are no token ids; a layer of one's own may
                 // output them (one column; the CPU checks each id as the embedding reads it).
+                // Set inside the same block as this layer (same use), a width is the block's own:
+                // a mismatch there is one error however many fields use the block.
+                let inside = |origin: usize| model_uses[origin] == model_uses[i];
                 let after = match (&flowing, &before) {
-                    (Some((width, from)), _) if *width != input => {
+                    (Some((width, from, _)), _) if *width != input => {
                         Some(format!("the previous layer `{from}` outputs width {width}"))
                     }
                     (_, Some((from, false))) if all_known => {
@@ -248,25 +256,28 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
                             field.name
                         ),
                     );
-                } else if let Some((width, from)) = &flowing {
+                } else if let Some((width, from, origin)) = &flowing {
                     if *width != input {
-                        errors.once_per_use(
-                            (field.ty, &field.uses),
-                            Rule::Width,
-                            field.ty,
-                            format!("`{}` expects input width {input}, but the previous layer `{from}` outputs width {width}", field.name),
+                        let message = format!(
+                            "`{}` expects input width {input}, but the previous layer `{from}` outputs width {width}",
+                            field.name
                         );
+                        if inside(*origin) && !field.uses.is_empty() {
+                            errors.once(field.ty, Rule::Width, field.ty, message);
+                        } else {
+                            errors.once_per_use((field.ty, &field.uses), Rule::Width, field.ty, message);
+                        }
                     }
                 }
-                flowing = Some((output, field.name.clone()));
+                flowing = Some((output, field.name.clone(), i));
             }
             Width::Preserving => {
-                if let Some((width, _)) = &flowing {
+                if let Some((width, _, origin)) = &flowing {
                     if spec.flops_per_sample == 0 {
                         spec.flops_per_sample =
                             layers::elementwise_flops(layers::kind_name(&spec.kind)).saturating_mul(*width as u64);
                     }
-                    flowing = Some((*width, field.name.clone()));
+                    flowing = Some((*width, field.name.clone(), *origin));
                 }
             }
         }
@@ -275,7 +286,7 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
         // error alone (`residual_widths`): which width was meant is unknown, so the layers after
         // it are not judged against either.
         for (r, own) in model.residuals.iter().zip(&own_inputs).filter(|(r, _)| r.last == i) {
-            if let (Some(input), Some((width, _))) = (own.or(into[r.first]), &flowing) {
+            if let (Some(input), Some((width, _, _))) = (own.or(into[r.first]), &flowing) {
                 if input != *width {
                     flowing = None;
                 }
@@ -307,12 +318,16 @@ fn residual_widths(model: &Model, into: &[Option<usize>], out: &[Option<usize>],
         };
         // The block's own input where a layer of it says it: a width flowing in that differs is
         // the chain's error, already reported.
+        // Both widths are then the block's own (a width flowing in is its input only where every
+        // layer keeps it, and then so is its output): one error at its last layer, however many
+        // fields use the block.
         if let (Some((x, input)), Some(y)) = (input, out[r.last]) {
             if x != y {
+                let last = model.fields[r.last].ty;
                 errors.once(
-                    r.at,
+                    last,
                     Rule::ResidualWidth,
-                    r.at,
+                    last,
                     format!(
                         "a residual block adds its input to its output, so both need one width: {input}, its last \
                          layer `{}` outputs width {y}",

@@ -75,7 +75,8 @@ pub trait Dataset {
     /// wraps around (index modulo its size). The `Trainer` fills each micro-batch
     /// one ahead, while the device runs the one before (a step's last fill comes before its
     /// updates end, and may go unread when the run stops there); its error is raised at the
-    /// step that reads the batch.
+    /// step that reads the batch. `batch` is reused and holds an earlier batch: set its inputs
+    /// and clear its labels (or targets) before pushing this one's, as the built-in sets do.
     fn fill(&mut self, first: u64, samples: usize, batch: &mut Batch) -> Result<()>;
 
     /// Input features per sample; the `Trainer` checks it against the model's first layer.

@@ -50,8 +50,10 @@ fn refuse_no_rows(loss: &str, output: &Matrix) -> Result<()> {
 /// one of the `classes` (the GPU's kernel reads the logit a label names, unchecked).
 pub(crate) fn check_class_labels(labels: &[usize], rows: usize, classes: usize) -> Result<()> {
     if labels.len() != rows {
+        // `Dataset::fill` is given the last batch's labels: too many, and it added to them.
+        let why = if labels.len() > rows { "clear `labels` before it pushes" } else { "fill `labels`" };
         return Err(Error::Loss(format!(
-            "CrossEntropyLoss: the batch has {} labels for {rows} rows of output (does the dataset fill `labels`?)",
+            "CrossEntropyLoss: the batch has {} labels for {rows} rows of output (does the dataset {why}?)",
             labels.len()
         )));
     }

@@ -162,6 +162,11 @@ impl Communicator {
 
     /// MPI when started by `mpirun`, a single process otherwise; gradients go through shared
     /// memory when every rank is on this node.
+    ///
+    /// Make one per process and keep it: MPI starts once per process, so under `mpirun` a second
+    /// call fails (even after the first communicator is dropped). Without a launcher nothing
+    /// starts, and each call gives a world of one: a program that calls it twice runs alone and
+    /// fails under `mpirun`.
     pub fn from_env() -> Result<Self> {
         Self::from_env_with(Transport::Auto)
     }

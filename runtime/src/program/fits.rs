@@ -30,6 +30,17 @@ impl fmt::Display for Shown {
     }
 }
 
+/// A layer's input has the columns its `WIDTH` takes: checked before each forward, so that an
+/// input of the wrong width given to a model (in a loop of one's own) is named at the layer that
+/// reads it, with its path, rather than by that layer's own assertion.
+pub(super) fn input_fits<L: Layer>(layer: impl FnOnce() -> Shown, x: &Matrix) {
+    if let Width::Fixed { input, .. } = L::WIDTH {
+        if x.cols() != input {
+            panic!("{}: forward got a {}x{} input; its `WIDTH` takes {input} columns", layer(), x.rows(), x.cols());
+        }
+    }
+}
+
 /// A layer's output is one row per input row, of the width its `WIDTH` says: checked after each
 /// forward, so that a layer of one's own that writes another shape is named, not the layer after
 /// it that reads the output.

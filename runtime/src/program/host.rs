@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use overlap_plan::{LayerInfo, Schedule};
 
 use super::contract::{grad_scale, Compute, Gather, Launch, ParamSlot, Settle, Storage, Tied};
-use super::fits::{gradient_fits_output, input_gradient_fits, output_fits, params_home, Shown};
+use super::fits::{gradient_fits_output, input_fits, input_gradient_fits, output_fits, params_home, Shown};
 use crate::comm::{BucketMember, Communicator, GradBucket, InFlight, LowRankP, LowRankQ, ParamVecs};
 use crate::error::Result;
 use crate::layer::{Layer, StepContext, TiedLayer};
@@ -82,6 +82,7 @@ macro_rules! host_compute_methods {
         ) -> std::result::Result<(), Infallible> {
             let _span = trace::forward(index);
             params_home(layer, || shown::<L>(self.layers, index));
+            input_fits::<L>(|| shown::<L>(self.layers, index), x);
             layer.forward(&ctx.for_layer(index), x, y, saved);
             output_fits::<L>(|| shown::<L>(self.layers, index), x, y);
             Ok(())
