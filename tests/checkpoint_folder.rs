@@ -154,6 +154,32 @@ fn saving_an_older_position_by_hand_keeps_the_newer_checkpoints() {
     assert_eq!(entries(&ck), ["step-00000004", "step-00000006"], "nothing removed, nothing added");
 }
 
+/// `checkpoint::save` holds the folder's lock while it writes: a second process saving there at
+/// the same time (every rank of a job calling it) is refused, naming the holder, instead of
+/// writing over the first one's step folder.
+#[test]
+fn a_save_into_a_folder_another_process_holds_is_refused() {
+    use overlap::checkpoint::{self, Position, RunAbout};
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    std::fs::create_dir(&ck).unwrap();
+    std::fs::write(ck.join(".lock"), "process 7 on elsewhere").unwrap();
+    let held = std::fs::File::open(ck.join(".lock")).unwrap();
+    // SAFETY: `held` is an open descriptor for the duration of the call; flock takes an advisory
+    // lock, released when `held` is dropped.
+    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+    let (model, optimizer) = (Tiny::init(1), overlap::Sgd::new(0.1));
+    let at = Position { next_step: 4, samples_seen: 16 };
+    let error = checkpoint::save(&ck, &model, &optimizer, at, &RunAbout::default(), None).unwrap_err().to_string();
+    assert!(error.contains("is in use by another run (process 7 on elsewhere)"), "{error}");
+    assert!(error.contains("calls `checkpoint::save` on rank 0 alone"), "{error}");
+    assert!(entries(&ck).is_empty(), "nothing written");
+    drop(held);
+    checkpoint::save(&ck, &model, &optimizer, at, &RunAbout::default(), None).unwrap();
+    assert_eq!(latest(&ck), "step-00000004");
+}
+
 /// A step folder whose state file cannot be read is neither removed as a killed save's leftover
 /// nor counted among the checkpoints kept.
 #[test]

@@ -178,6 +178,31 @@ fn data_of_another_width_than_the_first_layer_is_refused_naming_both() {
     assert!(err.contains(") gives 6 features per sample, Small's first layer takes 4"), "{err}");
 }
 
+/// A set of more classes than the model outputs is refused before step 1, not at the first
+/// batch that holds a larger label; a set of fewer trains (some outputs never the answer).
+#[test]
+fn data_of_more_classes_than_the_model_outputs_is_refused_before_step_1() {
+    /// The set, counting its fills.
+    struct Counted(SyntheticClassification, usize);
+    impl Dataset for Counted {
+        fn fill(&mut self, first: u64, rows: usize, batch: &mut Batch) -> overlap::Result<()> {
+            self.1 += 1;
+            self.0.fill(first, rows, batch)
+        }
+        fn features(&self) -> usize {
+            self.0.features()
+        }
+        fn classes(&self) -> Option<usize> {
+            Dataset::classes(&self.0)
+        }
+    }
+    let mut ten = Counted(SyntheticClassification::new(3, 4, 10), 0);
+    let err = fit(|t| t, &mut ten, &CrossEntropyLoss).unwrap_err().to_string();
+    assert!(err.contains("labels samples with 10 classes, but Small outputs 3"), "{err}");
+    assert_eq!(ten.1, 0, "refused before any batch is read");
+    assert!(fit(|t| t, &mut SyntheticClassification::new(3, 4, 2), &CrossEntropyLoss).is_ok());
+}
+
 #[test]
 fn a_finite_set_of_no_samples_is_refused_for_training_evaluation_and_validation() {
     let empty = || Columns { fills: 4, says: 4, holds: Some(0) };

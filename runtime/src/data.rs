@@ -115,6 +115,13 @@ pub trait Dataset {
         None
     }
 
+    /// For samples labelled with classes, how many classes their labels may name (labels
+    /// `0..n`): the `Trainer` refuses, before step 1, a model with fewer outputs, rather than
+    /// failing at the first batch that holds a larger label. `None` (the default): not said.
+    fn classes(&self) -> Option<usize> {
+        None
+    }
+
     /// A hash of the samples themselves (not of where their files lie, which may differ from
     /// node to node), equal on every rank that reads the same data: the ranks compare it
     /// before step 1, since each reads its own copy. `None` (the default): not compared.
@@ -138,6 +145,10 @@ impl Dataset for SyntheticClassification {
 
     fn features(&self) -> usize {
         self.features
+    }
+
+    fn classes(&self) -> Option<usize> {
+        Some(self.classes)
     }
 
     fn fingerprint(&self) -> Option<u64> {
@@ -168,6 +179,10 @@ impl Dataset for IdxDataset {
 
     fn features(&self) -> usize {
         IdxDataset::features(self)
+    }
+
+    fn classes(&self) -> Option<usize> {
+        Some(IdxDataset::classes(self))
     }
 
     fn fingerprint(&self) -> Option<u64> {

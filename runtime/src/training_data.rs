@@ -52,6 +52,14 @@ impl Dataset for TrainingData {
         }
     }
 
+    fn classes(&self) -> Option<usize> {
+        match self {
+            TrainingData::Synthetic(d) => Dataset::classes(d),
+            TrainingData::Idx(d) => Dataset::classes(d),
+            _ => None,
+        }
+    }
+
     fn token_count(&self) -> Option<usize> {
         match self {
             TrainingData::Text(d) => d.token_count(),

@@ -127,12 +127,7 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Re
     let mut lock = DirLock { _file: file, dir: dir.to_path_buf(), old: Vec::new(), made };
     longest_path_fits(dir, last_step)?;
     pointer_not_blocked(dir)?;
-    let path = dir.join(LOCK_FILE);
-    let io = |source| Error::Io { path: path.clone(), source };
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let holder = format!("process {} on {}", std::process::id(), host.trim());
-    let file = &mut lock._file;
-    file.set_len(0).and_then(|()| file.rewind()).and_then(|()| file.write_all(holder.as_bytes())).map_err(io)?;
+    name_holder(&mut lock._file, dir, "")?;
     // A run that was to replace this folder's checkpoints and was killed before its first save.
     put_back_replaced(dir)?;
     if continues && !overwrite {
@@ -157,6 +152,37 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Re
     }
     lock.old = old;
     Ok(lock)
+}
+
+/// Holds `dir`'s lock (the folder made first) while a loop of one's own saves into it
+/// (`checkpoint::save`): two processes saving at once, every rank of a job calling it, would
+/// write over each other's step folder, and a run holding the folder would find its checkpoints
+/// changed. The second is refused instead, naming the first.
+pub(super) fn hold_for_save(dir: &Path) -> Result<File> {
+    let file = retried(RELOCK_TRIES, || {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_path_buf(), source })?;
+        lock(dir)
+    })?;
+    let Some(mut file) = file else {
+        return Err(Error::Checkpoint(format!(
+            "{}: its lock file was removed and made again {RELOCK_TRIES} times while this save took it; is another \
+             program cleaning the folder?",
+            dir.display()
+        )));
+    };
+    name_holder(&mut file, dir, " (`checkpoint::save`)")?;
+    Ok(file)
+}
+
+/// Writes who holds `dir`'s lock into its file, for the message of a run refused it.
+fn name_holder(file: &mut File, dir: &Path, how: &str) -> Result<()> {
+    let path = dir.join(LOCK_FILE);
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let holder = format!("process {} on {}{how}", std::process::id(), host.trim());
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| file.write_all(holder.as_bytes()))
+        .map_err(|source| Error::Io { path, source })
 }
 
 /// A run continuing `dir` resumes from its `latest`, and its first save removes every step folder
@@ -256,7 +282,8 @@ fn take(mut file: File, dir: &Path) -> Result<Option<File>> {
         let mut holder = String::new();
         let _ = file.read_to_string(&mut holder);
         return Err(Error::Checkpoint(format!(
-            "{} is in use by another run ({}): two runs cannot save into one folder",
+            "{} is in use by another run ({}): two runs cannot save into one folder, nor two ranks of one (a loop of \
+             one's own calls `checkpoint::save` on rank 0 alone: every rank holds the same parameters)",
             dir.display(),
             holder.trim()
         )));

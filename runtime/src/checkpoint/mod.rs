@@ -73,14 +73,16 @@ pub fn step_dir(dir: &Path, position: Position) -> PathBuf {
 /// the newer checkpoints as the leftovers of an unfinished save. Without a readable `latest`, the
 /// newest whole step folder stands for it.
 pub fn save<M: DistributedModel, O: OptimizerState>(
-    dir: &Path,
+    dir: impl AsRef<Path>,
     model: &M,
     optimizer: &O,
     position: Position,
     run: &RunAbout,
     low_rank: Option<&low_rank::Gathered>,
 ) -> Result<PathBuf> {
+    let dir = dir.as_ref();
     crate::params_file::check_parameters_home(model)?;
+    let _held = claim::hold_for_save(dir)?;
     let latest = latest_name(dir);
     if latest.is_err() && layout::set_aside(dir).is_some() {
         return Err(Error::Checkpoint(format!(
@@ -248,12 +250,13 @@ pub fn latest_model_file(dir: &Path) -> Option<PathBuf> {
 /// difference between the checkpoint and this model, optimizer or world size is an error that
 /// lists every difference.
 pub fn load<M: DistributedModel, O: OptimizerState>(
-    dir: &Path,
+    dir: impl AsRef<Path>,
     model: &mut M,
     optimizer: &mut O,
     rank: usize,
     world: usize,
 ) -> Result<Loaded> {
+    let dir = dir.as_ref();
     if rank >= world {
         return Err(Error::Config(format!("checkpoint::load as rank {rank} of {world}: ranks are numbered from 0")));
     }

@@ -18,6 +18,15 @@ pub(super) fn check<M: DistributedModel>(data: &dyn Dataset, which: &str) -> Res
             data.describe()
         )));
     }
+    if let (Some(classes), Some((_, outputs))) = (data.classes(), M::SCHEDULE.io_widths()) {
+        if classes > outputs {
+            return Err(Error::Dataset(format!(
+                "the {which} data ({}) labels samples with {classes} classes, but {model} outputs {outputs}: give \
+                 data of at most {outputs} classes, or a model with as many outputs as the data has classes",
+                data.describe()
+            )));
+        }
+    }
     if let (Some(count), Some(limit)) = (data.token_count(), vocabulary_limit::<M>()) {
         if count > limit {
             return Err(Error::Dataset(format!(
