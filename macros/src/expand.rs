@@ -149,14 +149,15 @@ fn expand_module(config: &attr::ModelConfig, module: &syn::ItemMod, mut errors: 
         check::all(tree, &mut errors);
     }
     let model = if structs.model().is_some() { trees.pop() } else { None };
-    let code = planned_code(config, model.as_ref(), &mut errors).unwrap_or_else(|| match structs.model() {
+    let code = planned_code(config, model.as_ref(), &mut errors).unwrap_or_else(|| match structs.emitted_model() {
         // Without `#[residual]` on it (refused), so that the compiler adds no error of its own;
         // a generic model is emitted too (without impls), so that its uses find it.
         Some(root) => fallback::emit(&nesting::stripped(&structs.all, root), &errors),
         None => errors.to_compile_errors(),
     });
-    let blocks =
-        (0..structs.all.len()).filter(|&s| structs.model() != Some(s)).map(|s| nesting::stripped(&structs.all, s));
+    let blocks = (0..structs.all.len())
+        .filter(|&s| structs.emitted_model() != Some(s))
+        .map(|s| nesting::stripped(&structs.all, s));
     let own = structs.own.iter().map(|s| nesting::own_as_written(s));
     // Everything else as written, layer types of one's own included.
     let is_struct_of = |i: &syn::Item, structs: &[&syn::ItemStruct]| matches!(i, syn::Item::Struct(s) if structs.iter().any(|a| a.ident == s.ident));

@@ -28,6 +28,12 @@ impl Structs<'_> {
             _ => None,
         }
     }
+
+    /// The struct emitted as the model when the input is invalid: the model, or of several
+    /// candidates (reported) the one taken for it, which uses the module's blocks.
+    pub fn emitted_model(&self) -> Option<usize> {
+        self.roots.first().copied()
+    }
 }
 
 /// The module's structs, its model found: the struct `named` (`model = Net`), or else the one
@@ -107,8 +113,19 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
                 let (all, roots, own) = without_plain_structs(all, &models, &plain, own, errors);
                 return Structs { all, roots, own };
             }
+            // The one that uses blocks of the module is taken for the model (the others are
+            // drafts or settings beside it), else the first: the others are reported.
+            let module_names: Vec<&Ident> = all.iter().map(|s| &s.ident).collect();
+            let uses_blocks = |s: usize| {
+                all[s].fields.iter().any(|f| names_module_struct(f.ty.to_token_stream(), &module.ident, &module_names))
+            };
+            let users: Vec<usize> = several.iter().copied().filter(|&s| uses_blocks(s)).collect();
+            let model = match users.as_slice() {
+                [one] => *one,
+                _ => several[0],
+            };
             let names: Vec<String> = several.iter().map(|&s| format!("`{}`", all[s].ident)).collect();
-            for &s in &several[1..] {
+            for &s in several.iter().filter(|&&s| s != model) {
                 errors.spanned(
                     &all[s].ident,
                     format!(
@@ -120,6 +137,10 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
                     ),
                 );
             }
+            // First, as the one whose placeholder impls are emitted (`emitted_model`), so that code
+            // using it meets them, not "no function `new`" besides the error above.
+            let roots = std::iter::once(model).chain(several.iter().copied().filter(|&s| s != model)).collect();
+            return Structs { all, roots, own };
         }
     }
     Structs { all, roots, own }
