@@ -167,11 +167,17 @@ fn outputs_that_would_overwrite_each_other_or_the_checkpoints_are_refused_up_fro
     let start = start.to_str().unwrap();
     assert!(mlp(&["--steps", "1", "--batch", "4", "--save-params", start]).0);
     let saved = std::fs::read(start).unwrap();
-    for output in ["--trace", "--timeline", "--write-profile"] {
+    // A timeline takes a name of its format (`.svg`) alone: a parameters file named so, too.
+    let start_svg = root.path().join("start.svg");
+    std::fs::copy(start, &start_svg).unwrap();
+    let start_svg = start_svg.to_str().unwrap();
+    for (output, start) in [("--trace", start), ("--timeline", start_svg), ("--write-profile", start)] {
         let (ok, text) = mlp(&["--steps", "1", "--batch", "4", "--init-params", start, output, start]);
         assert!(!ok && text.contains(&format!("{output} {start} is the --init-params file")), "{text}");
         assert_eq!(std::fs::read(start).unwrap(), saved, "{output}");
     }
+    let (ok, text) = mlp(&["--steps", "1", "--batch", "4", "--timeline", root.path().join("t.png").to_str().unwrap()]);
+    assert!(!ok && text.contains("the timeline is drawn as SVG"), "{text}");
     let (ok, text) = mlp(&["--steps", "1", "--batch", "4", "--init-params", start, "--save-params", start]);
     assert!(ok && std::fs::read(start).unwrap() != saved, "{text}");
 }
