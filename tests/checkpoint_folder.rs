@@ -154,29 +154,46 @@ fn saving_an_older_position_by_hand_keeps_the_newer_checkpoints() {
     assert_eq!(entries(&ck), ["step-00000004", "step-00000006"], "nothing removed, nothing added");
 }
 
-/// `checkpoint::save` holds the folder's lock while it writes: a second process saving there at
-/// the same time (every rank of a job calling it) is refused, naming the holder, instead of
-/// writing over the first one's step folder.
+/// `checkpoint::save` holds the folder's lock while it writes: a run holding the folder refuses
+/// it, named; another save into it (every rank of a job calling it) is waited for, so that the
+/// two never write one step folder at once.
 #[test]
-fn a_save_into_a_folder_another_process_holds_is_refused() {
+fn a_save_waits_for_another_save_and_is_refused_a_folder_a_run_holds() {
     use overlap::checkpoint::{self, Position, RunAbout};
     use std::os::fd::AsRawFd;
+    use std::sync::atomic::{AtomicBool, Ordering};
     let dir = tempfile::tempdir().unwrap();
     let ck = dir.path().join("ck");
     std::fs::create_dir(&ck).unwrap();
-    std::fs::write(ck.join(".lock"), "process 7 on elsewhere").unwrap();
-    let held = std::fs::File::open(ck.join(".lock")).unwrap();
-    // SAFETY: `held` is an open descriptor for the duration of the call; flock takes an advisory
-    // lock, released when `held` is dropped.
-    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+    let hold = |holder: &str| {
+        std::fs::write(ck.join(".lock"), holder).unwrap();
+        let held = std::fs::File::open(ck.join(".lock")).unwrap();
+        // SAFETY: `held` is an open descriptor for the duration of the call; flock takes an
+        // advisory lock, released when `held` is dropped.
+        assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+        held
+    };
     let (model, optimizer) = (Tiny::init(1), overlap::Sgd::new(0.1));
-    let at = Position { next_step: 4, samples_seen: 16 };
-    let error = checkpoint::save(&ck, &model, &optimizer, at, &RunAbout::default(), None).unwrap_err().to_string();
+    let save = |step| {
+        let at = Position { next_step: step, samples_seen: step * 4 };
+        checkpoint::save(&ck, &model, &optimizer, at, &RunAbout::default(), None)
+    };
+    let run = hold("process 7 on elsewhere");
+    let error = save(4).unwrap_err().to_string();
     assert!(error.contains("is in use by another run (process 7 on elsewhere)"), "{error}");
-    assert!(error.contains("calls `checkpoint::save` on rank 0 alone"), "{error}");
     assert!(entries(&ck).is_empty(), "nothing written");
-    drop(held);
-    checkpoint::save(&ck, &model, &optimizer, at, &RunAbout::default(), None).unwrap();
+    drop(run);
+    let released = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let other_save = hold("process 9 on here (`checkpoint::save`)");
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            released.store(true, Ordering::SeqCst);
+            drop(other_save);
+        });
+        save(4).unwrap();
+        assert!(released.load(Ordering::SeqCst), "the save waited for the other one to end");
+    });
     assert_eq!(latest(&ck), "step-00000004");
 }
 

@@ -5,13 +5,11 @@
 //! start-up (a checkpoint that does not load, a missing GPU), or one that fails or is killed
 //! before its first save, leaves them to be put back, as its end or the next claim does.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::layout::{step_dir_name, step_of, LATEST, LOCK_FILE, REPLACED, STATE_FILE};
+use super::lock::{lock, name_holder, retried, RELOCK_TRIES};
 use crate::error::{Error, Result};
 use crate::process::output_paths;
 
@@ -154,37 +152,6 @@ pub fn claim(dir: &Path, continues: bool, overwrite: bool, last_step: u64) -> Re
     Ok(lock)
 }
 
-/// Holds `dir`'s lock (the folder made first) while a loop of one's own saves into it
-/// (`checkpoint::save`): two processes saving at once, every rank of a job calling it, would
-/// write over each other's step folder, and a run holding the folder would find its checkpoints
-/// changed. The second is refused instead, naming the first.
-pub(super) fn hold_for_save(dir: &Path) -> Result<File> {
-    let file = retried(RELOCK_TRIES, || {
-        std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_path_buf(), source })?;
-        lock(dir)
-    })?;
-    let Some(mut file) = file else {
-        return Err(Error::Checkpoint(format!(
-            "{}: its lock file was removed and made again {RELOCK_TRIES} times while this save took it; is another \
-             program cleaning the folder?",
-            dir.display()
-        )));
-    };
-    name_holder(&mut file, dir, " (`checkpoint::save`)")?;
-    Ok(file)
-}
-
-/// Writes who holds `dir`'s lock into its file, for the message of a run refused it.
-fn name_holder(file: &mut File, dir: &Path, how: &str) -> Result<()> {
-    let path = dir.join(LOCK_FILE);
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let holder = format!("process {} on {}{how}", std::process::id(), host.trim());
-    file.set_len(0)
-        .and_then(|()| file.rewind())
-        .and_then(|()| file.write_all(holder.as_bytes()))
-        .map_err(|source| Error::Io { path, source })
-}
-
 /// A run continuing `dir` resumes from its `latest`, and its first save removes every step folder
 /// after that one as the leftover of a save a crash cut short before publishing it. Such a
 /// leftover was written after `latest`; a whole checkpoint after the step `latest` names but
@@ -221,82 +188,6 @@ fn pointer_not_blocked(dir: &Path) -> Result<()> {
             tmp.display()
         ))),
         _ => Ok(()),
-    }
-}
-
-/// How often `claim` takes the lock again when the file it locked was removed meanwhile.
-const RELOCK_TRIES: usize = 8;
-
-/// `attempt` until it gives a value, at most `tries` times; `None` if it never did.
-fn retried<T>(tries: usize, mut attempt: impl FnMut() -> Result<Option<T>>) -> Result<Option<T>> {
-    for _ in 0..tries {
-        if let Some(value) = attempt()? {
-            return Ok(Some(value));
-        }
-    }
-    Ok(None)
-}
-
-/// Opens and locks `dir/.lock`: `None` when the file locked is no longer the one at that path
-/// (the run that held it removed it, with the folder it had made), so that the caller retries.
-fn lock(dir: &Path) -> Result<Option<File>> {
-    match open_lock(dir)? {
-        Some(file) => take(file, dir),
-        None => Ok(None),
-    }
-}
-
-/// Opens (or creates) `dir/.lock`; `None` when the folder is gone.
-fn open_lock(dir: &Path) -> Result<Option<File>> {
-    let path = dir.join(LOCK_FILE);
-    let io = |source| Error::Io { path: path.clone(), source };
-    // Never through a link: the lock is the folder's own file, and a link would have this run
-    // truncate and rewrite whatever it points to.
-    let opened = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path);
-    let file = match opened {
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(Error::Checkpoint(format!(
-                "{} is a symbolic link; the lock is a file of the checkpoint folder's own: remove the link",
-                path.display()
-            )))
-        }
-        // The folder was removed since it was checked (by the run that made it).
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        other => other.map_err(io)?,
-    };
-    Ok(Some(file))
-}
-
-/// Locks the opened lock file of `dir`: an error when another run holds it, `None` when it was
-/// removed or replaced since it was opened.
-fn take(mut file: File, dir: &Path) -> Result<Option<File>> {
-    // SAFETY: `file` is an open descriptor owned by this function; flock only takes an advisory
-    // lock on it, released when the descriptor is closed (the `DirLock` is dropped).
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let mut holder = String::new();
-        let _ = file.read_to_string(&mut holder);
-        return Err(Error::Checkpoint(format!(
-            "{} is in use by another run ({}): two runs cannot save into one folder, nor two ranks of one (a loop of \
-             one's own calls `checkpoint::save` on rank 0 alone: every rank holds the same parameters)",
-            dir.display(),
-            holder.trim()
-        )));
-    }
-    Ok(is_at(&file, &dir.join(LOCK_FILE)).then_some(file))
-}
-
-/// Whether the open `file` is the one `path` names now (not removed, nor replaced since).
-fn is_at(file: &File, path: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (file.metadata(), path.symlink_metadata()) {
-        (Ok(open), Ok(named)) => open.dev() == named.dev() && open.ino() == named.ino(),
-        _ => false,
     }
 }
 

@@ -21,6 +21,7 @@ mod claim;
 mod durable;
 mod latest;
 mod layout;
+mod lock;
 pub mod low_rank;
 pub mod shards;
 mod state;
@@ -82,7 +83,7 @@ pub fn save<M: DistributedModel, O: OptimizerState>(
 ) -> Result<PathBuf> {
     let dir = dir.as_ref();
     crate::params_file::check_parameters_home(model)?;
-    let _held = claim::hold_for_save(dir)?;
+    let _held = lock::hold_for_save(dir)?;
     let latest = latest_name(dir);
     if latest.is_err() && layout::set_aside(dir).is_some() {
         return Err(Error::Checkpoint(format!(
