@@ -233,9 +233,6 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
                 // After a layer of another width, or after a built-in one of width 1 or an
                 // element-wise one, whose outputs are no token ids; a layer of one's own may
                 // output them (one column; the CPU checks each id as the embedding reads it).
-                // Set inside the same block as this layer (same use), a width is the block's own:
-                // a mismatch there is one error however many fields use the block.
-                let inside = |origin: usize| model_uses[origin] == model_uses[i];
                 let after = match (&flowing, &before) {
                     (Some((width, from, _)), _) if *width != input => {
                         Some(format!("the previous layer `{from}` outputs width {width}"))
@@ -262,11 +259,12 @@ fn widths_chain(model: &mut Model, errors: &mut Errors) {
                             "`{}` expects input width {input}, but the previous layer `{from}` outputs width {width}",
                             field.name
                         );
-                        if inside(*origin) && !field.uses.is_empty() {
-                            errors.once(field.ty, Rule::Width, field.ty, message);
-                        } else {
-                            errors.once_per_use((field.ty, &field.uses), Rule::Width, field.ty, message);
-                        }
+                        // Set by a layer inside a block this layer is in too (the same copy), the
+                        // width is that block's own: one error however many fields use it, keyed
+                        // by the uses inside it alone.
+                        let shared = model_uses[*origin].iter().zip(&model_uses[i]).take_while(|(a, b)| a == b);
+                        let inner = &field.uses[shared.count()..];
+                        errors.once_per_use((field.ty, inner), Rule::Width, field.ty, message);
                     }
                 }
                 flowing = Some((output, field.name.clone(), i));

@@ -34,6 +34,33 @@ mod residual {
     }
 }
 
+// Inside a block that holds a block: a width its inner block outputs, or one it feeds its inner
+// block, is the outer block's own too.
+#[distributed_model]
+mod nested {
+    use overlap::prelude::*;
+
+    pub struct Inner {
+        fc: Linear<4, 8>,
+    }
+
+    pub struct Feeds {
+        fc: Linear<4, 4>,
+    }
+
+    pub struct Outer {
+        inner: Inner,
+        fc: Linear<4, 4>,
+        pre: Linear<4, 6>,
+        fed: Feeds,
+    }
+
+    pub struct Net {
+        a: Outer,
+        b: Outer,
+    }
+}
+
 // A width flowing into a block from outside depends on the use: each use that gets a wrong one
 // is its own error.
 #[distributed_model]

@@ -24,6 +24,7 @@ use crate::field_attr;
 use crate::helpers::foreign_suffix;
 use crate::layer_limit::{past_max_layers, MAX_LAYERS};
 
+mod candidates;
 mod macro_calls;
 mod own_structs;
 mod roles;

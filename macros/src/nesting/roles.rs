@@ -6,6 +6,7 @@ use quote::ToTokens;
 use syn::ext::IdentExt;
 use syn::{Ident, Item, ItemMod, ItemStruct, Type};
 
+use super::candidates;
 use super::own_structs::{not_in_the_model, without_plain_structs};
 use crate::cfg;
 use crate::errors::Errors;
@@ -18,6 +19,8 @@ pub struct Structs<'a> {
     pub(super) roots: Vec<usize>,
     /// Structs of one's own beside a named model, which it does not use (see `own_as_written`).
     pub own: Vec<&'a ItemStruct>,
+    /// Of several candidate models (reported), the one taken for the model.
+    taken: Option<usize>,
 }
 
 impl Structs<'_> {
@@ -30,9 +33,10 @@ impl Structs<'_> {
     }
 
     /// The struct emitted as the model when the input is invalid: the model, or of several
-    /// candidates (reported) the one taken for it, which uses the module's blocks.
+    /// candidates (reported) the one taken for it, so that code using it meets its placeholder
+    /// impls rather than "no function `new`" besides the error.
     pub fn emitted_model(&self) -> Option<usize> {
-        self.roots.first().copied()
+        self.model().or(self.taken)
     }
 }
 
@@ -43,7 +47,7 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
     let Some((_, items)) = &module.content else {
         errors
             .spanned(module, "the model's structs must be written inside the module: `mod net { .. }`, not `mod net;`");
-        return Structs { all: Vec::new(), roots: Vec::new(), own: Vec::new() };
+        return Structs { all: Vec::new(), roots: Vec::new(), own: Vec::new(), taken: None };
     };
     let every: Vec<&ItemStruct> = module_structs(items).collect();
     // With a name, only the model and what it reaches through its fields' types are read; the
@@ -64,7 +68,7 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
             model_not_found(&every, &layers, named, errors);
         }
         if a_layer {
-            return Structs { all: Vec::new(), roots: Vec::new(), own };
+            return Structs { all: Vec::new(), roots: Vec::new(), own, taken: None };
         }
         for s in &own {
             not_in_the_model(s, named, errors);
@@ -81,11 +85,11 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
     }
     if all.is_empty() {
         errors.spanned(&module.ident, "this module holds no struct: put the model and its blocks in it");
-        return Structs { all, roots: Vec::new(), own };
+        return Structs { all, roots: Vec::new(), own, taken: None };
     }
     if let Some(named) = named {
         let roots = all.iter().position(|s| s.ident.unraw() == named.unraw()).into_iter().collect();
-        return Structs { all, roots, own };
+        return Structs { all, roots, own, taken: None };
     }
     // A struct that uses itself is not made a block by that (`unroll` reports the use).
     let used: Vec<bool> = (0..all.len())
@@ -111,46 +115,23 @@ pub fn structs<'a>(module: &'a ItemMod, named: Option<&syn::Ident>, errors: &mut
                 several.iter().partition(|&&s| holds_layers(all[s], &module.ident, &names));
             if !models.is_empty() && !plain.is_empty() {
                 let (all, roots, own) = without_plain_structs(all, &models, &plain, own, errors);
-                return Structs { all, roots, own };
+                return Structs { all, roots, own, taken: None };
             }
-            // The one that uses blocks of the module is taken for the model (the others are
-            // drafts or settings beside it), else the first: the others are reported.
-            let module_names: Vec<&Ident> = all.iter().map(|s| &s.ident).collect();
             let uses_blocks = |s: usize| {
-                all[s].fields.iter().any(|f| names_module_struct(f.ty.to_token_stream(), &module.ident, &module_names))
+                all[s].fields.iter().any(|f| names_module_struct(f.ty.to_token_stream(), &module.ident, &names))
             };
-            let users: Vec<usize> = several.iter().copied().filter(|&s| uses_blocks(s)).collect();
-            let model = match users.as_slice() {
-                [one] => *one,
-                _ => several[0],
-            };
-            let names: Vec<String> = several.iter().map(|&s| format!("`{}`", all[s].ident)).collect();
-            for &s in several.iter().filter(|&&s| s != model) {
-                errors.spanned(
-                    &all[s].ident,
-                    format!(
-                        "{} are each used by no other struct: a module holds one model, and every other struct is one \
-                         of its blocks or a layer type it implements `Layer` for; to keep structs of your own \
-                         beside the model, name it (`#[distributed_model(model = Name)]`), or move them out of the \
-                         module",
-                        names.join(", ")
-                    ),
-                );
-            }
-            // First, as the one whose placeholder impls are emitted (`emitted_model`), so that code
-            // using it meets them, not "no function `new`" besides the error above.
-            let roots = std::iter::once(model).chain(several.iter().copied().filter(|&s| s != model)).collect();
-            return Structs { all, roots, own };
+            let taken = candidates::report_all_but_one(&all, several, uses_blocks, errors);
+            return Structs { all, roots: several.to_vec(), own, taken: Some(taken) };
         }
     }
-    Structs { all, roots, own }
+    Structs { all, roots, own, taken: None }
 }
 
 /// The module's structs, none judged: all left as written, this macro's attributes removed
 /// (where `model = ..` could not be read, and the model cannot be told).
 pub fn unjudged(module: &ItemMod) -> Structs<'_> {
     let own = module.content.as_ref().map(|(_, items)| module_structs(items).collect()).unwrap_or_default();
-    Structs { all: Vec::new(), roots: Vec::new(), own }
+    Structs { all: Vec::new(), roots: Vec::new(), own, taken: None }
 }
 
 /// The structs among `structs` (those of the module the model is read from) that are layer types
