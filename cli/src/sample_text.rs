@@ -99,9 +99,9 @@ pub(crate) fn tokenizer_table<M: DistributedModel>(file: &Path, args: &TrainArgs
     let limit = datasets::readable_tokens::<M>()?;
     if table.len() > limit {
         // A program of several shapes may hold one with more.
-        let shape = args.model_shape().map_or(String::new(), |shape| {
-            format!(" in this program's shape `{shape}` (--help lists the others and the longest --context of each)")
-        });
+        let shape = args
+            .model_shape()
+            .map_or(String::new(), |shape| format!(" in this program's shape `{shape}` (--help lists its others)"));
         return Err(Error::Config(format!(
             "--tokenizer {}: {} tokens, but {} reads and predicts {limit}{shape}",
             file.display(),

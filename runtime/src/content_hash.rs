@@ -54,7 +54,9 @@ fn mix(lane: u64, word: u32) -> u64 {
     (lane ^ u64::from(word)).wrapping_mul(MULTIPLIER).rotate_left(29)
 }
 
-/// A sequence of words being added to a `ContentHash` (see `ContentHash::sequence`).
+/// A sequence of words being added to a `ContentHash` (see `ContentHash::sequence`); `finish`
+/// adds its length, without which `[a] [b, c]` and `[a, b] [c]` would hash alike.
+#[must_use = "`finish` adds the sequence's length to the hash"]
 pub struct Sequence<'a> {
     hash: &'a mut ContentHash,
     /// Words so far: the next one goes to lane `count % 4`.

@@ -3,9 +3,10 @@
 //! which the macro reads back), and the predicted step of this model on clusters we do not have,
 //! for the compiled plan and the alternatives (`--simulate`).
 
-use std::fmt::Write as _;
+mod cluster;
+mod shown;
+
 use std::path::Path;
-use std::str::FromStr;
 
 use overlap_plan::{
     gathers_per_layer, plan_auto, plan_auto_sharded, plan_buckets, plan_buckets_in, sharded_step, sim_buckets,
@@ -13,9 +14,11 @@ use overlap_plan::{
     SimSharding, StepCosts, Strategy, Target, WireFormat, DEFAULT_BUCKET_CAP_MB, MIB,
 };
 
-use crate::error::{Error, ParseError, Result};
+use crate::error::{Error, Result};
 use crate::process::atomic_write::write_atomically;
 use crate::trace::{median, StepBreakdown};
+pub use cluster::Cluster;
+pub use shown::{prediction_json, prediction_table};
 
 /// Per-layer times over the measured steps (the run's first, `warm_up`, left out when there are
 /// others: a report's window of later steps keeps all of its own): in each step the slowest
@@ -59,40 +62,6 @@ pub fn write_profile(
     let json = Profile::measured(schedule, costs, world_size, batch, link).to_json();
     write_atomically(path, |out| out.write_all(json.as_bytes()), || {})
         .map_err(|source| Error::Io { path: path.to_path_buf(), source })
-}
-
-/// A cluster to predict for: `world=64,link=ib-ndr` (the link takes the rest of the text, so
-/// `world=8,link=latency=5us,bandwidth=25GB/s` works too).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Cluster {
-    /// Ranks to predict for (1 to 2^24).
-    pub world: usize,
-    /// The link between them: a preset's or the given latency and bandwidth.
-    pub link: Link,
-}
-
-impl FromStr for Cluster {
-    type Err = ParseError;
-
-    fn from_str(s: &str) -> std::result::Result<Self, ParseError> {
-        parse_cluster(s).map_err(ParseError)
-    }
-}
-
-fn parse_cluster(s: &str) -> std::result::Result<Cluster, String> {
-    let help = "expected `world=<ranks>,link=<preset or latency=..,bandwidth=..>`, e.g. world=64,link=ib-ndr";
-    let rest = s.trim().strip_prefix("world=").ok_or_else(|| format!("`{s}`: {help}"))?;
-    // `world=8,link=..`, spaces after the comma allowed.
-    let link_part =
-        rest.split_once(',').and_then(|(world, link)| Some((world, link.trim_start().strip_prefix("link=")?)));
-    let (world, link) = link_part.ok_or_else(|| format!("`{s}` names no link: {help}"))?;
-    let world = match world.trim().parse::<usize>() {
-        Ok(w) if (1..=overlap_plan::MAX_WORLD).contains(&w) => w,
-        _ => return Err(format!("world `{world}` must be a whole number from 1 to {}", overlap_plan::MAX_WORLD)),
-    };
-    // The link takes the rest, commas included (`latency=..,bandwidth=..`): say so on a bad one.
-    let link = link.parse().map_err(|why| format!("link `{link}`: {why} (world= comes first, link= last)"))?;
-    Ok(Cluster { world, link })
 }
 
 /// How a run keeps its optimizer state, as the simulator runs it: whole, or (`sharded`) with
@@ -218,58 +187,6 @@ fn ddp_layouts(schedule: &Schedule, specs: &[LayerSpec]) -> Vec<(String, Option<
         plan_buckets_in(model, specs, &defaults, BucketOrder::DdpFirstIteration).ok(),
     ));
     rows
-}
-
-/// `prediction_table` as one line of JSON, for `--report json`: the cluster and one object per
-/// plan, times in milliseconds.
-pub fn prediction_json(model: &str, cluster: Cluster, rows: &[(String, usize, Prediction)]) -> String {
-    let plans: Vec<serde_json::Value> = rows
-        .iter()
-        .map(|(name, buckets, p)| {
-            serde_json::json!({
-                "plan": name,
-                "buckets": buckets,
-                "step_ms": p.step_s * 1e3,
-                "all_reduce_ms": p.comm_s * 1e3,
-                "exposed_ms": p.exposed_s * 1e3,
-                "efficiency": p.efficiency(),
-            })
-        })
-        .collect();
-    let simulated = serde_json::json!({
-        "model": model,
-        "world_size": cluster.world,
-        "link": cluster.link.to_string(),
-        "plans": plans,
-    });
-    serde_json::json!({ "simulated": simulated }).to_string()
-}
-
-/// The predictions as a table.
-pub fn prediction_table(model: &str, cluster: Cluster, rows: &[(String, usize, Prediction)]) -> String {
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "simulated {model} on {} ranks, link {} (per-layer times measured in this run):",
-        cluster.world, cluster.link
-    );
-    // Columns keep a space between them however wide a number grows (an hour of latency).
-    let _ = writeln!(
-        t,
-        "  {:<48} {:>7} {:>11} {:>13} {:>11} {:>11}",
-        "plan", "buckets", "step ms", "all-reduce ms", "exposed ms", "efficiency"
-    );
-    for (name, buckets, p) in rows {
-        let _ = writeln!(
-            t,
-            "  {name:<48} {buckets:>7} {:>11.2} {:>13.2} {:>11.2} {:>10.1}%",
-            p.step_s * 1e3,
-            p.comm_s * 1e3,
-            p.exposed_s * 1e3,
-            p.efficiency() * 100.0
-        );
-    }
-    t
 }
 
 #[cfg(test)]

@@ -103,11 +103,11 @@ def catalogue() -> list:
     add(c, "mlp --save ck --save-every 0", 2, "--save-every")
     add(c, "mlp --batch -1", 2, "must be a whole number of at least 1")
     add(c, "mlp --steps -1", 2, "invalid value '-1' for '--steps")
-    add(c, "mlp --steps 1.5", 2, "must be a whole number (0 or more)")
+    add(c, "mlp --steps 1.5", 2, "must be a whole number")
     # A value forgotten: the next flag is not taken for it.
     add(c, "mlp --steps --report off", 2, "--steps needs a value, but `--report` after it is a flag")
     add(c, "mlp --lr --no-overlap --steps 1", 2, "--lr needs a value, but `--no-overlap` after it is a flag")
-    add(c, "mlp --timeline step.png --steps 1", 2, "give a file name ending in .svg, not .png")
+    add(c, "mlp --timeline step.png --steps 1", 2, "give a file name ending in .svg (or without an extension)")
     add(c, "mlp --batch abc", 2, "--batch")
 
     # Learning rates and optimizer settings (there are no --beta flags: AdamW uses PyTorch's).

@@ -17,6 +17,15 @@ pub(crate) fn refuse_flag_as_value(command: &mut clap::Command, args: &[OsString
     command.build();
     let is_flag =
         |name: &str| name == "help" || name == "version" || command.get_arguments().any(|a| a.get_long() == Some(name));
+    // A text or a path (`--start TEXT`, `--save DIR`), which may start with `--`; not a number.
+    let takes_text = |name: &str| {
+        command.get_arguments().any(|arg| {
+            arg.get_long() == Some(name)
+                && arg
+                    .get_value_names()
+                    .is_some_and(|v| v.iter().any(|v| ["TEXT", "FILE", "DIR", "PATH"].contains(&v.as_str())))
+        })
+    };
     let takes_value = |name: &str| {
         command
             .get_arguments()
@@ -34,12 +43,14 @@ pub(crate) fn refuse_flag_as_value(command: &mut clap::Command, args: &[OsString
         let next = args.get(at + 1).and_then(|next| next.to_str()).unwrap_or_default();
         let next_name = next.strip_prefix("--").map(|rest| rest.split('=').next().unwrap_or(rest));
         if next_name.is_some_and(|n| !n.is_empty() && is_flag(n)) {
+            let how = if takes_text(name) {
+                format!("; a value that starts with `--` is given as --{name}=VALUE")
+            } else {
+                String::new()
+            };
             return Err(command.error(
                 ErrorKind::InvalidValue,
-                format!(
-                    "--{name} needs a value, but `{next}` after it is a flag of its own; a value that starts with `--` \
-                     is given as --{name}=VALUE"
-                ),
+                format!("--{name} needs a value, but `{next}` after it is a flag of its own{how}"),
             ));
         }
         at += 2;

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+use clap::builder::TypedValueParser;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, FromArgMatches, Id, Parser};
 use overlap_runtime::optim::LrSchedule;
@@ -24,7 +25,7 @@ pub use choices::{DecayOnArg, Device, OptimizerKind, PrintSchedule, ReportFormat
 pub(crate) use per_program::{about, for_model};
 use values::{
     beta, count, dropout_rate, non_negative_f64, parse_clip, parse_cluster, parse_link, parse_lr_schedule,
-    parse_timeout, positive, positive_f64, positive_usize, svg_file, temperature, thread_count,
+    parse_timeout, positive, positive_f64, svg_file, temperature, thread_count,
 };
 pub use values::{ClipNorm, Timeout};
 
@@ -49,7 +50,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 100, value_parser = count::<u64>, allow_hyphen_values = true)]
     pub steps: u64,
     /// Samples per rank per micro-step.
-    #[arg(long, default_value_t = 64, value_parser = positive_usize, allow_hyphen_values = true)]
+    #[arg(long, default_value_t = 64, value_parser = positive::<usize>, allow_hyphen_values = true)]
     pub batch: usize,
     // The number flags below take values that start with `-` (`-1`, `-inf`), so that their own
     // parser says what is wrong rather than clap taking the value for a flag.
@@ -91,7 +92,7 @@ pub struct TrainArgs {
     pub eval_every: Option<u64>,
     /// Batches of --batch samples per rank that each held-out measurement reads (the same ones
     /// every time).
-    #[arg(long, value_name = "B", default_value_t = 20, value_parser = positive_usize, allow_hyphen_values = true)]
+    #[arg(long, value_name = "B", default_value_t = 20, value_parser = positive::<usize>, allow_hyphen_values = true)]
     pub eval_batches: usize,
     /// Clip the averaged gradients to this global norm before each update, as PyTorch's
     /// `clip_grad_norm_` (the updates then wait for every bucket's sums); `off`: no clipping
@@ -108,7 +109,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 0, value_parser = count::<u64>, allow_hyphen_values = true)]
     pub seed: u64,
     /// Micro-steps per optimizer step (gradient accumulation; only the last one communicates).
-    #[arg(long, default_value_t = 1, value_parser = positive_usize, allow_hyphen_values = true)]
+    #[arg(long, default_value_t = 1, value_parser = positive::<usize>, allow_hyphen_values = true)]
     pub accumulate: usize,
     /// Threads for the matrix products of a rank that owns several cores (e.g. `mpirun --map-by
     /// slot:PE=4`). Results agree with one thread to rounding. At most 4096.
@@ -145,8 +146,9 @@ pub struct TrainArgs {
     /// chrome://tracing): one process per rank, compute and communication tracks.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// Draw one representative step (the median one) as an SVG timeline (a FILE named `.svg`).
-    #[arg(long, value_name = "FILE", value_parser = svg_file)]
+    /// Draw one representative step (the median one) as an SVG timeline (a FILE whose name ends
+    /// in .svg, or has no extension).
+    #[arg(long, value_name = "FILE", value_parser = clap::builder::OsStringValueParser::new().try_map(svg_file))]
     pub timeline: Option<PathBuf>,
     /// Emulate an interconnect by holding each all-reduce until the ring cost model says it would
     /// finish: nvlink4, ib-ndr, ib-hdr, 100gbe, 10gbe, or e.g. latency=5us,bandwidth=25GB/s (a key
@@ -235,7 +237,7 @@ pub struct TrainArgs {
     pub tokens: Option<PathBuf>,
     /// Characters (--text) or tokens (--tokens) per sample [default: the rows of the model's
     /// PositionEmbedding].
-    #[arg(long, value_name = "N", value_parser = positive_usize, allow_hyphen_values = true)]
+    #[arg(long, value_name = "N", value_parser = positive::<usize>, allow_hyphen_values = true)]
     pub context: Option<usize>,
     /// After training, print N characters the model generates (rank 0), as nanoGPT's sample.py:
     /// from a newline (the vocabulary's first character where it has none), each drawn from the
@@ -248,7 +250,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 0.8, value_parser = temperature, allow_hyphen_values = true)]
     pub temperature: f32,
     /// --sample draws among the K likeliest tokens only (characters, or GPT-2 tokens with --tokenizer).
-    #[arg(long, value_name = "K", default_value_t = 200, value_parser = positive_usize, allow_hyphen_values = true)]
+    #[arg(long, value_name = "K", default_value_t = 200, value_parser = positive::<usize>, allow_hyphen_values = true)]
     pub top_k: usize,
     /// The text --sample continues, printed before what it draws, as nanoGPT's sample.py `start`;
     /// `FILE:path` reads it from a file. Every character must be one the model was trained on, or,

@@ -31,16 +31,18 @@ pub(super) fn hide_unreadable(command: clap::Command, reads_tokens: bool) -> cla
     command
         .mut_arg("steps", |arg| arg.help("Optimizer steps to run (at least 1)"))
         .mut_arg("eval_every", |arg| {
-            arg.help(
-            "Measure the loss on held-out data after every N steps and after the last: the --data folder's t10k files, \
-             or synthetic samples training never reads (0: never) [default: never]",
-        )
+            // Its default said in words only where clap shows none (an example may set one).
+            let default = if arg.get_default_values().is_empty() { " [default: never]" } else { "" };
+            arg.help(format!(
+                "Measure the loss on held-out data after every N steps and after the last: the --data folder's t10k \
+                 files, or synthetic samples training never reads (0: never){default}"
+            ))
         })
         .mut_arg("dropout", |arg| {
             arg.help(
-            "Dropout while training: the share of activations each `Dropout` layer of the model zeroes (the others \
-             scaled by 1/(1-P), as PyTorch's), its masks drawn from --seed; the held-out loss drops nothing",
-        )
+                "Dropout while training: the share of activations each `Dropout` layer of the model zeroes (the \
+                 others scaled by 1/(1-P), as PyTorch's), its masks drawn from --seed; the held-out loss drops nothing",
+            )
         })
 }
 

@@ -191,8 +191,16 @@ fn a_flag_where_a_value_belongs_is_refused_naming_both() {
     assert_eq!(parse(&["--start", "- a list item"]).unwrap().start.as_deref(), Some("- a list item"));
     assert_eq!(parse(&["--start=--no-overlap"]).unwrap().start.as_deref(), Some("--no-overlap"));
     assert_eq!(parse(&["--start", "--not-a-flag"]).unwrap().start.as_deref(), Some("--not-a-flag"));
-    // A flag of optional value, and what follows `--`, are left alone.
+    // A flag of optional value, and what follows `--`, are left alone: clap then takes `--` as
+    // the prompt, and what follows as flags.
     assert!(parse(&["--print-schedule", "--steps", "3"]).unwrap().print_schedule.is_some());
+    assert!(!parse(&["--", "--steps"]).unwrap_err().to_string().contains("needs a value"));
+    let after = parse(&["--start", "--", "--no-overlap"]).unwrap();
+    assert_eq!((after.start.as_deref(), after.no_overlap), (Some("--"), true));
+    // Only a flag that takes a text or a path is told how to give one starting with `--`.
+    let number = parse(&["--steps", "--report", "off"]).unwrap_err().to_string();
+    assert!(!number.contains("--steps=VALUE"), "{number}");
+    assert!(parse(&["--start", "--lr"]).unwrap_err().to_string().contains("--start=VALUE"));
 }
 
 #[test]
@@ -200,5 +208,10 @@ fn a_timeline_is_written_under_an_svg_name_or_one_without_an_extension() {
     let timeline = |name: &str| TrainArgs::try_parse_from(["mlp", "--timeline", name]).map(|a| a.timeline);
     assert!(timeline("step.svg").is_ok() && timeline("step.SVG").is_ok() && timeline("step").is_ok());
     let message = timeline("step.png").unwrap_err().to_string();
-    assert!(message.contains("the timeline is drawn as SVG: give a file name ending in .svg, not .png"), "{message}");
+    assert!(message.contains("give a file name ending in .svg (or without an extension), not `step.png`"), "{message}");
+    assert!(timeline("step.").is_err(), "an empty extension is one");
+    // A name of any bytes, as a path may hold.
+    let bytes = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"\xff.svg").to_os_string();
+    let parsed = TrainArgs::try_parse_from([std::ffi::OsString::from("mlp"), "--timeline".into(), bytes.clone()]);
+    assert_eq!(parsed.unwrap().timeline, Some(bytes.into()));
 }

@@ -50,13 +50,14 @@ pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// `--timeline`: a file whose name says it is SVG, or says nothing (`step.png` would hold SVG
-/// under a raster image's name, which viewers then refuse).
-pub(super) fn svg_file(s: &str) -> Result<std::path::PathBuf, String> {
-    let path = std::path::PathBuf::from(s);
-    match path.extension().and_then(|e| e.to_str()) {
-        Some(ext) if !ext.eq_ignore_ascii_case("svg") => {
-            Err(format!("the timeline is drawn as SVG: give a file name ending in .svg, not .{ext}"))
-        }
+/// under a raster image's name, which viewers then refuse). Any bytes, as a path may hold.
+pub(super) fn svg_file(name: std::ffi::OsString) -> Result<std::path::PathBuf, String> {
+    let path = std::path::PathBuf::from(name);
+    match path.extension() {
+        Some(ext) if !ext.eq_ignore_ascii_case("svg") => Err(format!(
+            "the timeline is drawn as SVG: give a file name ending in .svg (or without an extension), not `{}`",
+            path.file_name().unwrap_or_default().to_string_lossy()
+        )),
         _ => Ok(path),
     }
 }
@@ -75,7 +76,7 @@ pub(super) fn count<T: std::str::FromStr<Err = std::num::ParseIntError> + std::f
 ) -> Result<T, String> {
     s.parse::<T>().map_err(|e| match e.kind() {
         std::num::IntErrorKind::PosOverflow => format!("must be at most {}", T::MAX),
-        _ => "must be a whole number (0 or more)".into(),
+        _ => "must be a whole number".into(),
     })
 }
 
@@ -107,16 +108,12 @@ impl Bounded for usize {
     const MAX: Self = usize::MAX;
 }
 
-pub(super) fn positive_usize(s: &str) -> Result<usize, String> {
-    positive(s)
-}
-
 /// The most `--threads` accepted: past any machine's cores (OpenBLAS caps its own count far lower).
 const MAX_THREADS: usize = 4096;
 
 /// `--threads`: at least 1, at most `MAX_THREADS`.
 pub(super) fn thread_count(s: &str) -> Result<usize, String> {
-    match positive_usize(s)? {
+    match positive::<usize>(s)? {
         n if n > MAX_THREADS => Err(format!("must be at most {MAX_THREADS}")),
         n => Ok(n),
     }
@@ -160,7 +157,7 @@ pub(super) fn temperature(s: &str) -> Result<f32, String> {
                 ""
             }
         )),
-        Err(e) => Err(e.to_string()),
+        Err(_) => Err(format!("must be a positive number, got {s}")),
     }
 }
 

@@ -281,6 +281,7 @@ mod tests {
 
     #[test]
     fn a_run_that_opened_the_lock_as_its_holder_removed_it_takes_the_new_one() {
+        use crate::checkpoint::lock::{open_lock, take};
         let _children = crate::test_children::one_at_a_time();
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("new").join("ck");

@@ -37,7 +37,16 @@ pub(super) fn retried<T>(tries: usize, mut attempt: impl FnMut() -> Result<Optio
 /// Opens and locks `dir/.lock`: an error when another process holds it, `None` when the file
 /// locked is no longer the one at that path (or the folder is gone), so that the caller retries.
 pub(super) fn lock(dir: &Path) -> Result<Option<File>> {
-    match try_lock(dir)? {
+    match open_lock(dir)? {
+        Some(file) => take(file, dir),
+        None => Ok(None),
+    }
+}
+
+/// Locks the opened lock file of `dir`: an error when another process holds it, `None` when it
+/// was removed or replaced since it was opened.
+pub(super) fn take(file: File, dir: &Path) -> Result<Option<File>> {
+    match taken(file, dir) {
         Taken::Locked(file) => Ok(Some(file)),
         Taken::Moved => Ok(None),
         Taken::HeldBy(holder) => Err(held(dir, &holder)),
@@ -52,7 +61,8 @@ pub(super) fn hold_for_save(dir: &Path) -> Result<File> {
     let mut moved = 0;
     loop {
         std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_path_buf(), source })?;
-        match try_lock(dir)? {
+        let attempt = open_lock(dir)?.map_or(Taken::Moved, |file| taken(file, dir));
+        match attempt {
             Taken::Locked(mut file) => {
                 name_holder(&mut file, dir, SAVING)?;
                 return Ok(file);
@@ -94,16 +104,19 @@ enum Taken {
     HeldBy(String),
 }
 
-fn try_lock(dir: &Path) -> Result<Taken> {
-    let Some(mut file) = open_lock(dir)? else { return Ok(Taken::Moved) };
+fn taken(mut file: File, dir: &Path) -> Taken {
     // SAFETY: `file` is an open descriptor owned here; flock only takes an advisory lock on it,
     // released when the descriptor is closed (the holder is dropped).
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let mut holder = String::new();
         let _ = file.read_to_string(&mut holder);
-        return Ok(Taken::HeldBy(holder.trim().to_string()));
+        return Taken::HeldBy(holder.trim().to_string());
     }
-    Ok(if is_at(&file, &dir.join(LOCK_FILE)) { Taken::Locked(file) } else { Taken::Moved })
+    if is_at(&file, &dir.join(LOCK_FILE)) {
+        Taken::Locked(file)
+    } else {
+        Taken::Moved
+    }
 }
 
 fn held(dir: &Path, holder: &str) -> Error {
@@ -114,7 +127,7 @@ fn held(dir: &Path, holder: &str) -> Error {
 }
 
 /// Opens (or creates) `dir/.lock`; `None` when the folder is gone.
-fn open_lock(dir: &Path) -> Result<Option<File>> {
+pub(super) fn open_lock(dir: &Path) -> Result<Option<File>> {
     let path = dir.join(LOCK_FILE);
     let io = |source| Error::Io { path: path.clone(), source };
     // Never through a link: the lock is the folder's own file, and a link would have this run

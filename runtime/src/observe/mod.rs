@@ -222,8 +222,9 @@ impl<'a> Observer<'a> {
         for &cluster in &self.config.simulate {
             if let Some(costs) = &costs {
                 let rows = profile::predictions(&self.schedule, costs, cluster, self.sharding);
+                // Rank 0 alone reaches here (`finish` returned on the others).
                 match self.config.report {
-                    ReportFormat::Json if self.rank == 0 => {
+                    ReportFormat::Json => {
                         console::out_line(&profile::prediction_json(&self.schedule.model, cluster, &rows))
                     }
                     _ => self.say(profile::prediction_table(&self.schedule.model, cluster, &rows).trim_end()),

@@ -121,6 +121,7 @@ macro_rules! host_compute_methods {
             saved: &mut L::Saved,
         ) -> std::result::Result<(), Infallible> {
             let _span = trace::forward(index);
+            input_fits::<L>(|| shown::<L>(self.layers, index), x);
             layer.forward_tied(tied.owner.param(tied.param), ctx, x, y, saved);
             Ok(())
         }
