@@ -315,10 +315,9 @@ fn residual_widths(model: &Model, into: &[Option<usize>], out: &[Option<usize>],
             None => into[r.first].map(|x| (x, format!("its input has width {x}"))),
         };
         // The block's own input where a layer of it says it: a width flowing in that differs is
-        // the chain's error, already reported.
-        // Both widths are then the block's own (a width flowing in is its input only where every
-        // layer keeps it, and then so is its output): one error at its last layer, however many
-        // fields use the block.
+        // the chain's error, already reported. Both widths are then the block's own (a width
+        // flowing in is its input only where every layer keeps it, and then so is its output):
+        // one error at its last layer, however many fields use the block.
         if let (Some((x, input)), Some(y)) = (input, out[r.last]) {
             if x != y {
                 let last = model.fields[r.last].ty;

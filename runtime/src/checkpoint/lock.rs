@@ -24,6 +24,11 @@ const SAVING: &str = " (`checkpoint::save`)";
 /// and keep it), rather than failing or not by timing.
 const SAVE_WAIT: Duration = Duration::from_secs(600);
 
+/// How long a lock whose file names no save is still read again before the save is refused: a
+/// holder writes its name right after locking, so for a moment the file says nothing, or names
+/// the process that held the lock before.
+const NAMING_WAIT: Duration = Duration::from_secs(5);
+
 /// `attempt` until it gives a value, at most `tries` times; `None` if it never did.
 pub(super) fn retried<T>(tries: usize, mut attempt: impl FnMut() -> Result<Option<T>>) -> Result<Option<T>> {
     for _ in 0..tries {
@@ -55,7 +60,8 @@ pub(super) fn take(file: File, dir: &Path) -> Result<Option<File>> {
 
 /// Holds `dir`'s lock (the folder made first) while a loop of one's own saves into it
 /// (`checkpoint::save`): two processes writing one step folder at once would write over each
-/// other's files. Another save is waited for; a run holding the folder is refused, named.
+/// other's files. Another save is waited for; a run holding the folder is refused, named, once
+/// its name has stood for `NAMING_WAIT`.
 pub(super) fn hold_for_save(dir: &Path) -> Result<File> {
     let started = Instant::now();
     let mut moved = 0;
@@ -75,7 +81,9 @@ pub(super) fn hold_for_save(dir: &Path) -> Result<File> {
                     dir.display()
                 )))
             }
-            Taken::HeldBy(holder) if holder.ends_with(SAVING) && started.elapsed() < SAVE_WAIT => {
+            Taken::HeldBy(holder)
+                if (holder.ends_with(SAVING) && started.elapsed() < SAVE_WAIT) || started.elapsed() < NAMING_WAIT =>
+            {
                 std::thread::sleep(Duration::from_millis(10));
             }
             Taken::HeldBy(holder) => return Err(held(dir, &holder)),
