@@ -15,35 +15,26 @@ use clap::error::ErrorKind;
 /// by another of its long flags (`args`: the program's arguments, without its name).
 pub(crate) fn refuse_flag_as_value(command: &mut clap::Command, args: &[OsString]) -> Result<(), clap::Error> {
     command.build();
-    let is_flag =
-        |name: &str| name == "help" || name == "version" || command.get_arguments().any(|a| a.get_long() == Some(name));
+    let named = |name: &str| command.get_arguments().find(|arg| arg.get_long() == Some(name));
+    let is_flag = |name: &str| name == "help" || name == "version" || named(name).is_some();
+    let takes_value = |arg: &&clap::Arg| arg.get_num_args().is_some_and(|n| n.min_values() >= 1);
     // A text or a path (`--start TEXT`, `--save DIR`), which may start with `--`; not a number.
-    let takes_text = |name: &str| {
-        command.get_arguments().any(|arg| {
-            arg.get_long() == Some(name)
-                && arg
-                    .get_value_names()
-                    .is_some_and(|v| v.iter().any(|v| ["TEXT", "FILE", "DIR", "PATH"].contains(&v.as_str())))
-        })
-    };
-    let takes_value = |name: &str| {
-        command
-            .get_arguments()
-            .any(|arg| arg.get_long() == Some(name) && arg.get_num_args().is_some_and(|n| n.min_values() >= 1))
+    let takes_text = |arg: &clap::Arg| {
+        arg.get_value_names().is_some_and(|v| v.iter().any(|v| ["TEXT", "FILE", "DIR", "PATH"].contains(&v.as_str())))
     };
     let mut at = 0;
     while let Some(given) = args.get(at) {
         if given == "--" {
             break;
         }
-        let Some(name) = bare_long(given).filter(|name| takes_value(name)) else {
+        let Some((name, arg)) = bare_long(given).and_then(|name| Some((name, named(name).filter(takes_value)?))) else {
             at += 1;
             continue;
         };
         let next = args.get(at + 1).and_then(|next| next.to_str()).unwrap_or_default();
         let next_name = next.strip_prefix("--").map(|rest| rest.split('=').next().unwrap_or(rest));
         if next_name.is_some_and(|n| !n.is_empty() && is_flag(n)) {
-            let how = if takes_text(name) {
+            let how = if takes_text(arg) {
                 format!("; a value that starts with `--` is given as --{name}=VALUE")
             } else {
                 String::new()
